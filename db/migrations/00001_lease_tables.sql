@@ -1,0 +1,256 @@
+-- The four work tables share one lease engine. Their lease columns are the
+-- same on every table so that the claim/heartbeat/complete/reap SQL in
+-- db/queries reads alike; docs/schema.md explains every column and index.
+--
+-- status: 0 ready, 1 in_progress, 2 done, 3 failed.
+-- run_at is the eligibility time on every table (for timers it starts equal to
+-- due_time, for scheduled job runs to scheduled_time); retries move run_at and
+-- leave the domain time alone.
+--
+-- No index contains locked_until, so a heartbeat (which changes only
+-- locked_until) is a HOT update. fillfactor leaves room on each page for it.
+
+-- +goose Up
+create table schedules (
+    id            bigint generated always as identity primary key,
+    name          text not null unique check (name ~ '^[A-Za-z0-9_.:-]{1,128}$'),
+    queue         text not null default 'default' check (queue ~ '^[A-Za-z0-9_.:-]{1,128}$'),
+    kind          text not null check (kind ~ '^[A-Za-z0-9_.:-]{1,128}$'),
+    payload       jsonb not null default '{}',
+    cron          text not null,
+    timezone      text not null default 'UTC',
+    priority      smallint not null default 0,
+    max_attempts  integer not null default 4 check (max_attempts between 1 and 1000),
+    enabled       boolean not null default true,
+    next_run_at   timestamptz,
+    last_run_at   timestamptz,
+    created_at    timestamptz not null default now(),
+    updated_at    timestamptz not null default now()
+);
+create index schedules_due on schedules (next_run_at) where enabled;
+
+create table job_runs (
+    id             bigint generated always as identity primary key,
+    queue          text not null default 'default' check (queue ~ '^[A-Za-z0-9_.:-]{1,128}$'),
+    kind           text not null check (kind ~ '^[A-Za-z0-9_.:-]{1,128}$'),
+    payload        jsonb not null default '{}',
+    dedup_key      text check (length(dedup_key) between 1 and 512),
+    schedule_id    bigint references schedules (id) on delete set null,
+    scheduled_time timestamptz,
+    -- lease columns (identical on every work table)
+    status         smallint not null default 0 check (status between 0 and 3),
+    priority       smallint not null default 0,
+    run_at         timestamptz not null default now(),
+    owner_token    uuid,
+    locked_until   timestamptz,
+    lease_version  bigint not null default 0,
+    attempts       integer not null default 0 check (attempts >= 0),
+    max_attempts   integer not null default 4 check (max_attempts between 1 and 1000),
+    run_id         uuid,
+    claimed_at     timestamptz,
+    claimed_by     text,
+    last_error     text,
+    created_at     timestamptz not null default now(),
+    updated_at     timestamptz not null default now(),
+    finished_at    timestamptz,
+    constraint job_runs_lease_ck check ((status = 1) = (owner_token is not null and locked_until is not null)),
+    constraint job_runs_schedule_slot unique (schedule_id, scheduled_time)
+) with (fillfactor = 75);
+-- claim: queue, priority desc, run_at, id over ready rows only
+create index job_runs_claim on job_runs (queue, priority desc, run_at, id) where status = 0;
+-- reaper and the global limit count: the in-progress set, without locked_until
+create index job_runs_in_progress on job_runs (queue, id) where status = 1;
+-- retention of finished rows
+create index job_runs_finished on job_runs (finished_at) where status >= 2;
+-- a dedup key names at most one live (ready or in-progress) job run
+create unique index job_runs_dedup on job_runs (dedup_key) where dedup_key is not null and status < 2;
+
+create table outbox (
+    id             bigint generated always as identity primary key,
+    queue          text not null default 'default' check (queue ~ '^[A-Za-z0-9_.:-]{1,128}$'),
+    topic          text not null check (length(topic) between 1 and 256),
+    partition_key  text check (length(partition_key) between 1 and 256),
+    message_id     uuid not null default gen_random_uuid() unique,
+    payload        jsonb not null default '{}',
+    headers        jsonb not null default '{}' check (jsonb_typeof(headers) = 'object'),
+    correlation_id text,
+    status         smallint not null default 0 check (status between 0 and 3),
+    priority       smallint not null default 0,
+    run_at         timestamptz not null default now(),
+    owner_token    uuid,
+    locked_until   timestamptz,
+    lease_version  bigint not null default 0,
+    attempts       integer not null default 0 check (attempts >= 0),
+    max_attempts   integer not null default 4 check (max_attempts between 1 and 1000),
+    run_id         uuid,
+    claimed_at     timestamptz,
+    claimed_by     text,
+    last_error     text,
+    created_at     timestamptz not null default now(),
+    updated_at     timestamptz not null default now(),
+    finished_at    timestamptz,
+    constraint outbox_lease_ck check ((status = 1) = (owner_token is not null and locked_until is not null))
+) with (fillfactor = 75);
+-- claim: creation order (id) within priority
+create index outbox_claim on outbox (queue, priority desc, id) where status = 0;
+create index outbox_in_progress on outbox (queue, id) where status = 1;
+create index outbox_finished on outbox (finished_at) where status >= 2;
+
+create table outbox_joins (
+    id             bigint generated always as identity primary key,
+    expected_steps integer not null check (expected_steps > 0),
+    completed_steps integer not null default 0,
+    failed_steps   integer not null default 0,
+    status         smallint not null default 0 check (status between 0 and 3),
+    payload        jsonb not null default '{}',
+    created_at     timestamptz not null default now(),
+    updated_at     timestamptz not null default now(),
+    finished_at    timestamptz
+);
+
+create table outbox_join_members (
+    join_id     bigint not null references outbox_joins (id) on delete cascade,
+    outbox_id   bigint not null references outbox (id) on delete cascade,
+    status      smallint not null default 0 check (status between 0 and 3),
+    finished_at timestamptz,
+    primary key (join_id, outbox_id)
+);
+create index outbox_join_members_outbox on outbox_join_members (outbox_id);
+
+create table inbox (
+    id             bigint generated always as identity primary key,
+    queue          text not null default 'default' check (queue ~ '^[A-Za-z0-9_.:-]{1,128}$'),
+    source         text not null check (length(source) between 1 and 256),
+    message_id     text not null check (length(message_id) between 1 and 512),
+    topic          text,
+    payload        jsonb not null default '{}',
+    payload_hash   bytea not null,
+    first_seen_at  timestamptz not null default now(),
+    last_seen_at   timestamptz not null default now(),
+    seen_count     integer not null default 1,
+    processed_at   timestamptz,
+    status         smallint not null default 0 check (status between 0 and 3),
+    priority       smallint not null default 0,
+    run_at         timestamptz not null default now(),
+    owner_token    uuid,
+    locked_until   timestamptz,
+    lease_version  bigint not null default 0,
+    attempts       integer not null default 0 check (attempts >= 0),
+    max_attempts   integer not null default 4 check (max_attempts between 1 and 1000),
+    run_id         uuid,
+    claimed_at     timestamptz,
+    claimed_by     text,
+    last_error     text,
+    created_at     timestamptz not null default now(),
+    updated_at     timestamptz not null default now(),
+    finished_at    timestamptz,
+    constraint inbox_lease_ck check ((status = 1) = (owner_token is not null and locked_until is not null)),
+    constraint inbox_source_message unique (source, message_id)
+) with (fillfactor = 75);
+-- claim: arrival order (run_at, id)
+create index inbox_claim on inbox (queue, run_at, id) where status = 0;
+create index inbox_in_progress on inbox (queue, id) where status = 1;
+create index inbox_finished on inbox (finished_at) where status >= 2;
+
+create table timers (
+    id             bigint generated always as identity primary key,
+    queue          text not null default 'default' check (queue ~ '^[A-Za-z0-9_.:-]{1,128}$'),
+    topic          text not null check (length(topic) between 1 and 256),
+    payload        jsonb not null default '{}',
+    due_time       timestamptz not null,
+    status         smallint not null default 0 check (status between 0 and 3),
+    priority       smallint not null default 0,
+    run_at         timestamptz not null,
+    owner_token    uuid,
+    locked_until   timestamptz,
+    lease_version  bigint not null default 0,
+    attempts       integer not null default 0 check (attempts >= 0),
+    max_attempts   integer not null default 4 check (max_attempts between 1 and 1000),
+    run_id         uuid,
+    claimed_at     timestamptz,
+    claimed_by     text,
+    last_error     text,
+    created_at     timestamptz not null default now(),
+    updated_at     timestamptz not null default now(),
+    finished_at    timestamptz,
+    constraint timers_lease_ck check ((status = 1) = (owner_token is not null and locked_until is not null))
+) with (fillfactor = 75);
+-- claim: due order (run_at starts as due_time), id
+create index timers_claim on timers (queue, run_at, id) where status = 0;
+create index timers_in_progress on timers (queue, id) where status = 1;
+create index timers_finished on timers (finished_at) where status >= 2;
+
+-- One row per attempt, written when the attempt ends (ack, retry, fail,
+-- release, snooze, or lease expiry found by the reaper). The attempt that is
+-- running now is visible on its work row (run_id, claimed_at, claimed_by).
+create table runs (
+    run_id        uuid primary key,
+    work_table    text not null check (work_table in ('outbox', 'inbox', 'timers', 'job_runs')),
+    item_id       bigint not null,
+    queue         text not null,
+    attempt       integer not null,
+    lease_version bigint not null,
+    owner_token   uuid not null,
+    worker_id     text not null,
+    started_at    timestamptz not null,
+    finished_at   timestamptz not null,
+    outcome       text not null check (outcome in ('done', 'retry', 'failed', 'released', 'snoozed', 'expired')),
+    error         text
+);
+create index runs_item on runs (work_table, item_id);
+create index runs_finished on runs (finished_at);
+
+-- Global limit W per (table, queue): at most max_in_progress non-expired
+-- in-progress rows. Absent row = no limit.
+create table queue_limits (
+    work_table      text not null check (work_table in ('outbox', 'inbox', 'timers', 'job_runs')),
+    queue           text not null check (queue ~ '^[A-Za-z0-9_.:-]{1,128}$'),
+    max_in_progress integer not null check (max_in_progress >= 0),
+    updated_at      timestamptz not null default now(),
+    primary key (work_table, queue)
+);
+
+-- workq_claim_budget returns how many rows a claim on (table, queue) may take
+-- now: p_want when the queue has no limit, else what is left of W. It locks the
+-- limit row, so claimers of a limited queue take turns, and because it is
+-- VOLATILE plpgsql its count runs on a snapshot taken after that lock is held:
+-- it sees every claim committed by the claimer that held the lock before it.
+-- (A plain subquery would count on the outer statement's older snapshot and
+-- could let two claimers both see the same free slots.)
+-- +goose StatementBegin
+create function workq_claim_budget(p_table text, p_queue text, p_want integer)
+returns integer
+language plpgsql volatile
+as $$
+declare
+    v_limit  integer;
+    v_active integer;
+begin
+    select max_in_progress into v_limit
+    from queue_limits
+    where work_table = p_table and queue = p_queue
+    for update;
+    if not found then
+        return greatest(p_want, 0);
+    end if;
+    execute format(
+        'select count(*) from %I where queue = $1 and status = 1 and locked_until > now()',
+        p_table)
+    into v_active
+    using p_queue;
+    return greatest(0, least(p_want, v_limit - v_active));
+end
+$$;
+-- +goose StatementEnd
+
+-- +goose Down
+drop function workq_claim_budget(text, text, integer);
+drop table queue_limits;
+drop table runs;
+drop table timers;
+drop table inbox;
+drop table outbox_join_members;
+drop table outbox_joins;
+drop table outbox;
+drop table job_runs;
+drop table schedules;

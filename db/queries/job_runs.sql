@@ -1,0 +1,176 @@
+-- name: JobRunsEnqueue :one
+-- JobRunsEnqueue inserts one job run, or returns the id of the live run that already holds its dedup key (inserted = false).
+with ins as (
+    insert into job_runs (queue, kind, payload, priority, run_at, max_attempts, dedup_key, schedule_id, scheduled_time)
+    values (
+        @queue, @kind, @payload, @priority,
+        coalesce(sqlc.narg('run_at')::timestamptz, now() + (@delay_ms::bigint) * interval '1 millisecond'),
+        @max_attempts, sqlc.narg('dedup_key')::text, sqlc.narg('schedule_id')::bigint, sqlc.narg('scheduled_time')::timestamptz)
+    on conflict (dedup_key) where dedup_key is not null and status < 2 do nothing
+    returning id
+)
+select ins.id, true as inserted from ins
+union all
+select j.id, false as inserted from job_runs j
+where j.dedup_key = sqlc.narg('dedup_key')::text and j.status < 2 and not exists (select 1 from ins)
+limit 1;
+
+-- name: JobRunsEnqueueMany :many
+-- JobRunsEnqueueMany inserts many job runs in one statement; rows whose dedup key a live run holds are skipped (not returned).
+insert into job_runs (queue, kind, payload, priority, run_at, max_attempts, dedup_key)
+select unnest(@queues::text[]), unnest(@kinds::text[]), unnest(@payloads::text[])::jsonb,
+       unnest(@priorities::smallint[]), now() + unnest(@delays_ms::bigint[]) * interval '1 millisecond',
+       unnest(@max_attempts::integer[]), nullif(unnest(@dedup_keys::text[]), '')
+on conflict (dedup_key) where dedup_key is not null and status < 2 do nothing
+returning id, dedup_key;
+
+-- name: JobRunsLiveByDedupKeys :many
+-- JobRunsLiveByDedupKeys finds the live (ready or in-progress) runs holding the given dedup keys.
+select id, dedup_key from job_runs
+where dedup_key = any(@dedup_keys::text[]) and status < 2;
+
+-- name: JobRunsClaim :many
+-- JobRunsClaim leases up to max_rows due job runs of one queue (priority desc, run_at, id) under a fresh owner token, within the global limit of the queue; with reclaim_expired it first reaps the expired leases of that queue (claimable from the next claim on).
+with token as materialized (
+    select gen_random_uuid() as owner_token
+),
+expired as (
+    select x.id, x.owner_token from job_runs x
+    where @reclaim_expired::boolean and x.queue = @queue and x.status = 1 and x.locked_until <= now()
+    order by x.id
+    limit @max_rows::integer
+    for update skip locked
+),
+reaped as (
+    update job_runs j set
+        status = case when j.attempts >= j.max_attempts then 3 else 0 end,
+        owner_token = null,
+        locked_until = null,
+        run_at = now(),
+        last_error = format('lease expired on attempt %s of %s (worker %s)%s', j.attempts, j.max_attempts, j.claimed_by,
+                            case when j.attempts >= j.max_attempts then '; no attempts left' else '' end),
+        finished_at = case when j.attempts >= j.max_attempts then now() end,
+        updated_at = now()
+    from expired e
+    where j.id = e.id and j.status = 1 and j.locked_until <= now()
+    returning j.id, j.queue, j.run_id, j.attempts, j.lease_version, e.owner_token, j.claimed_at, j.claimed_by, j.last_error
+),
+reaped_runs as (
+    insert into runs (run_id, work_table, item_id, queue, attempt, lease_version, owner_token, worker_id, started_at, finished_at, outcome, error)
+    select r.run_id, 'job_runs', r.id, r.queue, r.attempts, r.lease_version, r.owner_token, r.claimed_by, r.claimed_at, now(), 'expired', r.last_error
+    from reaped r
+),
+candidates as (
+    select r.id from job_runs r
+    where r.queue = @queue and r.status = 0 and r.run_at <= now()
+    order by r.priority desc, r.run_at, r.id
+    limit workq_claim_budget('job_runs', @queue, @max_rows::integer)
+    for update skip locked
+)
+update job_runs j set
+    status = 1,
+    owner_token = t.owner_token,
+    locked_until = now() + (@lease_ms::bigint) * interval '1 millisecond',
+    lease_version = j.lease_version + 1,
+    attempts = j.attempts + 1,
+    run_id = gen_random_uuid(),
+    claimed_at = now(),
+    claimed_by = @worker_id::text,
+    updated_at = now()
+from candidates c, token t
+where j.id = c.id
+returning j.id, j.queue, j.kind, j.payload, j.priority, j.run_at, j.attempts, j.max_attempts,
+          j.lease_version, j.owner_token, j.run_id, j.locked_until, j.created_at;
+
+-- name: JobRunsHeartbeat :many
+-- JobRunsHeartbeat extends the unexpired leases of many job runs held by one token and returns the ids it extended.
+update job_runs set locked_until = now() + (@lease_ms::bigint) * interval '1 millisecond'
+where id = any(@ids::bigint[]) and owner_token = @owner_token::uuid and status = 1 and locked_until > now()
+returning id;
+
+-- name: JobRunsComplete :many
+-- JobRunsComplete ends many attempts held by one token in one statement (done, retry with a delay or failed when exhausted, failed, snoozed or released without using an attempt), archives each attempt in runs, and returns the rows it applied to.
+with o as (
+    select unnest(@ids::bigint[]) as id, unnest(@outcomes::text[]) as outcome,
+           unnest(@errors::text[]) as error, unnest(@delays_ms::bigint[]) as delay_ms
+),
+u as (
+    update job_runs j set
+        status = case
+            when o.outcome = 'done' then 2
+            when o.outcome = 'failed' or (o.outcome = 'retry' and j.attempts >= j.max_attempts) then 3
+            else 0 end,
+        attempts = case when o.outcome in ('snoozed', 'released') then j.attempts - 1 else j.attempts end,
+        run_at = case when o.outcome in ('retry', 'snoozed', 'released')
+                      then now() + o.delay_ms * interval '1 millisecond' else j.run_at end,
+        last_error = case when o.outcome in ('retry', 'failed') then o.error else j.last_error end,
+        finished_at = case when o.outcome in ('done', 'failed') or (o.outcome = 'retry' and j.attempts >= j.max_attempts)
+                           then now() end,
+        owner_token = null,
+        locked_until = null,
+        updated_at = now()
+    from o
+    where j.id = o.id and j.owner_token = @owner_token::uuid and j.status = 1
+      and o.outcome in ('done', 'retry', 'failed', 'snoozed', 'released')
+    returning j.id, j.status, j.queue, j.run_id, j.attempts, j.lease_version, j.claimed_at, j.claimed_by, o.outcome, o.error
+),
+archived as (
+    insert into runs (run_id, work_table, item_id, queue, attempt, lease_version, owner_token, worker_id, started_at, finished_at, outcome, error)
+    select u.run_id, 'job_runs', u.id, u.queue,
+           case when u.outcome in ('snoozed', 'released') then u.attempts + 1 else u.attempts end,
+           u.lease_version, @owner_token::uuid, u.claimed_by, u.claimed_at, now(),
+           case when u.status = 3 then 'failed' else u.outcome end, u.error
+    from u
+)
+select u.id, u.status from u;
+
+-- name: JobRunsReapExpired :many
+-- JobRunsReapExpired requeues up to max_rows job runs whose lease expired (or fails those with no attempts left), archives the lost attempts, and is safe to run from many reapers at once.
+with expired as (
+    select id, owner_token from job_runs
+    where status = 1 and locked_until <= now()
+    order by id
+    limit @max_rows::integer
+    for update skip locked
+),
+reaped as (
+    update job_runs j set
+        status = case when j.attempts >= j.max_attempts then 3 else 0 end,
+        owner_token = null,
+        locked_until = null,
+        run_at = now(),
+        last_error = format('lease expired on attempt %s of %s (worker %s)%s', j.attempts, j.max_attempts, j.claimed_by,
+                            case when j.attempts >= j.max_attempts then '; no attempts left' else '' end),
+        finished_at = case when j.attempts >= j.max_attempts then now() end,
+        updated_at = now()
+    from expired e
+    where j.id = e.id and j.status = 1 and j.locked_until <= now()
+    returning j.id, j.status, j.queue, j.run_id, j.attempts, j.lease_version, e.owner_token, j.claimed_at, j.claimed_by, j.last_error
+),
+archived as (
+    insert into runs (run_id, work_table, item_id, queue, attempt, lease_version, owner_token, worker_id, started_at, finished_at, outcome, error)
+    select r.run_id, 'job_runs', r.id, r.queue, r.attempts, r.lease_version, r.owner_token, r.claimed_by, r.claimed_at, now(), 'expired', r.last_error
+    from reaped r
+)
+select r.id, r.status from reaped r;
+
+-- name: JobRunsGet :one
+-- JobRunsGet reads one job run.
+select * from job_runs where id = @id;
+
+-- name: JobRunsCountByState :many
+-- JobRunsCountByState counts job runs per queue and status, with in-progress rows split by whether their lease has expired.
+select queue, status, (status = 1 and locked_until <= now())::boolean as expired, count(*)::bigint as count
+from job_runs
+group by queue, status, expired
+order by queue, status, expired;
+
+-- name: JobRunsDeleteFinished :execrows
+-- JobRunsDeleteFinished deletes up to max_rows done or failed job runs that finished before the cutoff (retention).
+delete from job_runs
+where id in (
+    select f.id from job_runs f
+    where f.status >= 2 and f.finished_at < @finished_before::timestamptz
+    order by f.finished_at
+    limit @max_rows::integer
+);

@@ -1,0 +1,163 @@
+-- name: OutboxEnqueue :one
+-- OutboxEnqueue writes one message (usually in the transaction of the caller) and returns its id and message id.
+insert into outbox (queue, topic, partition_key, message_id, payload, headers, correlation_id, priority, run_at, max_attempts)
+values (
+    @queue, @topic, sqlc.narg('partition_key')::text, coalesce(sqlc.narg('message_id')::uuid, gen_random_uuid()),
+    @payload, @headers, sqlc.narg('correlation_id')::text, @priority,
+    now() + (@delay_ms::bigint) * interval '1 millisecond', @max_attempts)
+returning id, message_id;
+
+-- name: OutboxEnqueueMany :many
+-- OutboxEnqueueMany writes many messages in one statement, in input order; empty partition keys and correlation ids mean none.
+insert into outbox (queue, topic, partition_key, payload, headers, correlation_id, priority, run_at, max_attempts)
+select unnest(@queues::text[]), unnest(@topics::text[]), nullif(unnest(@partition_keys::text[]), ''),
+       unnest(@payloads::text[])::jsonb, unnest(@headers::text[])::jsonb, nullif(unnest(@correlation_ids::text[]), ''),
+       unnest(@priorities::smallint[]), now() + unnest(@delays_ms::bigint[]) * interval '1 millisecond',
+       unnest(@max_attempts::integer[])
+returning id, message_id;
+
+-- name: OutboxClaim :many
+-- OutboxClaim leases up to max_rows due outbox messages of one queue (priority desc, id) under a fresh owner token, within the global limit of the queue; with reclaim_expired it first reaps the expired leases of that queue (claimable from the next claim on).
+with token as materialized (
+    select gen_random_uuid() as owner_token
+),
+expired as (
+    select x.id, x.owner_token from outbox x
+    where @reclaim_expired::boolean and x.queue = @queue and x.status = 1 and x.locked_until <= now()
+    order by x.id
+    limit @max_rows::integer
+    for update skip locked
+),
+reaped as (
+    update outbox j set
+        status = case when j.attempts >= j.max_attempts then 3 else 0 end,
+        owner_token = null,
+        locked_until = null,
+        run_at = now(),
+        last_error = format('lease expired on attempt %s of %s (worker %s)%s', j.attempts, j.max_attempts, j.claimed_by,
+                            case when j.attempts >= j.max_attempts then '; no attempts left' else '' end),
+        finished_at = case when j.attempts >= j.max_attempts then now() end,
+        updated_at = now()
+    from expired e
+    where j.id = e.id and j.status = 1 and j.locked_until <= now()
+    returning j.id, j.queue, j.run_id, j.attempts, j.lease_version, e.owner_token, j.claimed_at, j.claimed_by, j.last_error
+),
+reaped_runs as (
+    insert into runs (run_id, work_table, item_id, queue, attempt, lease_version, owner_token, worker_id, started_at, finished_at, outcome, error)
+    select r.run_id, 'outbox', r.id, r.queue, r.attempts, r.lease_version, r.owner_token, r.claimed_by, r.claimed_at, now(), 'expired', r.last_error
+    from reaped r
+),
+candidates as (
+    select r.id from outbox r
+    where r.queue = @queue and r.status = 0 and r.run_at <= now()
+    order by r.priority desc, r.id
+    limit workq_claim_budget('outbox', @queue, @max_rows::integer)
+    for update skip locked
+)
+update outbox j set
+    status = 1,
+    owner_token = t.owner_token,
+    locked_until = now() + (@lease_ms::bigint) * interval '1 millisecond',
+    lease_version = j.lease_version + 1,
+    attempts = j.attempts + 1,
+    run_id = gen_random_uuid(),
+    claimed_at = now(),
+    claimed_by = @worker_id::text,
+    updated_at = now()
+from candidates c, token t
+where j.id = c.id
+returning j.id, j.queue, j.topic, j.partition_key, j.message_id, j.payload, j.headers, j.correlation_id, j.priority, j.run_at,
+          j.attempts, j.max_attempts, j.lease_version, j.owner_token, j.run_id, j.locked_until, j.created_at;
+
+-- name: OutboxHeartbeat :many
+-- OutboxHeartbeat extends the unexpired leases of many outbox messages held by one token and returns the ids it extended.
+update outbox set locked_until = now() + (@lease_ms::bigint) * interval '1 millisecond'
+where id = any(@ids::bigint[]) and owner_token = @owner_token::uuid and status = 1 and locked_until > now()
+returning id;
+
+-- name: OutboxComplete :many
+-- OutboxComplete ends many attempts held by one token in one statement (done, retry with a delay or failed when exhausted, failed, snoozed or released without using an attempt), archives each attempt in runs, and returns the rows it applied to.
+with o as (
+    select unnest(@ids::bigint[]) as id, unnest(@outcomes::text[]) as outcome,
+           unnest(@errors::text[]) as error, unnest(@delays_ms::bigint[]) as delay_ms
+),
+u as (
+    update outbox j set
+        status = case
+            when o.outcome = 'done' then 2
+            when o.outcome = 'failed' or (o.outcome = 'retry' and j.attempts >= j.max_attempts) then 3
+            else 0 end,
+        attempts = case when o.outcome in ('snoozed', 'released') then j.attempts - 1 else j.attempts end,
+        run_at = case when o.outcome in ('retry', 'snoozed', 'released')
+                      then now() + o.delay_ms * interval '1 millisecond' else j.run_at end,
+        last_error = case when o.outcome in ('retry', 'failed') then o.error else j.last_error end,
+        finished_at = case when o.outcome in ('done', 'failed') or (o.outcome = 'retry' and j.attempts >= j.max_attempts)
+                           then now() end,
+        owner_token = null,
+        locked_until = null,
+        updated_at = now()
+    from o
+    where j.id = o.id and j.owner_token = @owner_token::uuid and j.status = 1
+      and o.outcome in ('done', 'retry', 'failed', 'snoozed', 'released')
+    returning j.id, j.status, j.queue, j.run_id, j.attempts, j.lease_version, j.claimed_at, j.claimed_by, o.outcome, o.error
+),
+archived as (
+    insert into runs (run_id, work_table, item_id, queue, attempt, lease_version, owner_token, worker_id, started_at, finished_at, outcome, error)
+    select u.run_id, 'outbox', u.id, u.queue,
+           case when u.outcome in ('snoozed', 'released') then u.attempts + 1 else u.attempts end,
+           u.lease_version, @owner_token::uuid, u.claimed_by, u.claimed_at, now(),
+           case when u.status = 3 then 'failed' else u.outcome end, u.error
+    from u
+)
+select u.id, u.status from u;
+
+-- name: OutboxReapExpired :many
+-- OutboxReapExpired requeues up to max_rows outbox messages whose lease expired (or fails those with no attempts left), archives the lost attempts, and is safe to run from many reapers at once.
+with expired as (
+    select id, owner_token from outbox
+    where status = 1 and locked_until <= now()
+    order by id
+    limit @max_rows::integer
+    for update skip locked
+),
+reaped as (
+    update outbox j set
+        status = case when j.attempts >= j.max_attempts then 3 else 0 end,
+        owner_token = null,
+        locked_until = null,
+        run_at = now(),
+        last_error = format('lease expired on attempt %s of %s (worker %s)%s', j.attempts, j.max_attempts, j.claimed_by,
+                            case when j.attempts >= j.max_attempts then '; no attempts left' else '' end),
+        finished_at = case when j.attempts >= j.max_attempts then now() end,
+        updated_at = now()
+    from expired e
+    where j.id = e.id and j.status = 1 and j.locked_until <= now()
+    returning j.id, j.status, j.queue, j.run_id, j.attempts, j.lease_version, e.owner_token, j.claimed_at, j.claimed_by, j.last_error
+),
+archived as (
+    insert into runs (run_id, work_table, item_id, queue, attempt, lease_version, owner_token, worker_id, started_at, finished_at, outcome, error)
+    select r.run_id, 'outbox', r.id, r.queue, r.attempts, r.lease_version, r.owner_token, r.claimed_by, r.claimed_at, now(), 'expired', r.last_error
+    from reaped r
+)
+select r.id, r.status from reaped r;
+
+-- name: OutboxGet :one
+-- OutboxGet reads one outbox message.
+select * from outbox where id = @id;
+
+-- name: OutboxCountByState :many
+-- OutboxCountByState counts outbox messages per queue and status, with in-progress rows split by whether their lease has expired.
+select queue, status, (status = 1 and locked_until <= now())::boolean as expired, count(*)::bigint as count
+from outbox
+group by queue, status, expired
+order by queue, status, expired;
+
+-- name: OutboxDeleteFinished :execrows
+-- OutboxDeleteFinished deletes up to max_rows done or failed outbox messages that finished before the cutoff (retention).
+delete from outbox
+where id in (
+    select f.id from outbox f
+    where f.status >= 2 and f.finished_at < @finished_before::timestamptz
+    order by f.finished_at
+    limit @max_rows::integer
+);

@@ -1,0 +1,169 @@
+-- name: TimersEnqueue :one
+-- TimersEnqueue schedules one timer, due at due_time (or after delay_ms when due_time is null).
+insert into timers (queue, topic, payload, due_time, run_at, priority, max_attempts)
+select @queue, @topic, @payload, d.due, d.due, @priority, @max_attempts
+from (select coalesce(sqlc.narg('due_time')::timestamptz, now() + (@delay_ms::bigint) * interval '1 millisecond') as due) d
+returning id, due_time;
+
+-- name: TimersEnqueueMany :many
+-- TimersEnqueueMany schedules many timers in one statement, in input order.
+insert into timers (queue, topic, payload, due_time, run_at, priority, max_attempts)
+select u.queue, u.topic, u.payload::jsonb, u.due_time, u.due_time, u.priority, u.max_attempts
+from (
+    select unnest(@queues::text[]) as queue, unnest(@topics::text[]) as topic, unnest(@payloads::text[]) as payload,
+           unnest(@due_times::timestamptz[]) as due_time, unnest(@priorities::smallint[]) as priority,
+           unnest(@max_attempts::integer[]) as max_attempts
+) u
+returning id, due_time;
+
+-- name: TimersCancel :many
+-- TimersCancel fails timers that have not started yet (ready) with last_error cancelled, and returns the ids it cancelled.
+update timers set status = 3, last_error = 'cancelled', finished_at = now(), updated_at = now()
+where id = any(@ids::bigint[]) and status = 0
+returning id;
+
+-- name: TimersClaim :many
+-- TimersClaim leases up to max_rows due timers of one queue (run_at, id) under a fresh owner token, within the global limit of the queue; with reclaim_expired it first reaps the expired leases of that queue (claimable from the next claim on).
+with token as materialized (
+    select gen_random_uuid() as owner_token
+),
+expired as (
+    select x.id, x.owner_token from timers x
+    where @reclaim_expired::boolean and x.queue = @queue and x.status = 1 and x.locked_until <= now()
+    order by x.id
+    limit @max_rows::integer
+    for update skip locked
+),
+reaped as (
+    update timers j set
+        status = case when j.attempts >= j.max_attempts then 3 else 0 end,
+        owner_token = null,
+        locked_until = null,
+        run_at = now(),
+        last_error = format('lease expired on attempt %s of %s (worker %s)%s', j.attempts, j.max_attempts, j.claimed_by,
+                            case when j.attempts >= j.max_attempts then '; no attempts left' else '' end),
+        finished_at = case when j.attempts >= j.max_attempts then now() end,
+        updated_at = now()
+    from expired e
+    where j.id = e.id and j.status = 1 and j.locked_until <= now()
+    returning j.id, j.queue, j.run_id, j.attempts, j.lease_version, e.owner_token, j.claimed_at, j.claimed_by, j.last_error
+),
+reaped_runs as (
+    insert into runs (run_id, work_table, item_id, queue, attempt, lease_version, owner_token, worker_id, started_at, finished_at, outcome, error)
+    select r.run_id, 'timers', r.id, r.queue, r.attempts, r.lease_version, r.owner_token, r.claimed_by, r.claimed_at, now(), 'expired', r.last_error
+    from reaped r
+),
+candidates as (
+    select r.id from timers r
+    where r.queue = @queue and r.status = 0 and r.run_at <= now()
+    order by r.run_at, r.id
+    limit workq_claim_budget('timers', @queue, @max_rows::integer)
+    for update skip locked
+)
+update timers j set
+    status = 1,
+    owner_token = t.owner_token,
+    locked_until = now() + (@lease_ms::bigint) * interval '1 millisecond',
+    lease_version = j.lease_version + 1,
+    attempts = j.attempts + 1,
+    run_id = gen_random_uuid(),
+    claimed_at = now(),
+    claimed_by = @worker_id::text,
+    updated_at = now()
+from candidates c, token t
+where j.id = c.id
+returning j.id, j.queue, j.topic, j.payload, j.due_time, j.priority, j.run_at, j.attempts, j.max_attempts,
+          j.lease_version, j.owner_token, j.run_id, j.locked_until, j.created_at;
+
+-- name: TimersHeartbeat :many
+-- TimersHeartbeat extends the unexpired leases of many timers held by one token and returns the ids it extended.
+update timers set locked_until = now() + (@lease_ms::bigint) * interval '1 millisecond'
+where id = any(@ids::bigint[]) and owner_token = @owner_token::uuid and status = 1 and locked_until > now()
+returning id;
+
+-- name: TimersComplete :many
+-- TimersComplete ends many attempts held by one token in one statement (done, retry with a delay or failed when exhausted, failed, snoozed or released without using an attempt), archives each attempt in runs, and returns the rows it applied to.
+with o as (
+    select unnest(@ids::bigint[]) as id, unnest(@outcomes::text[]) as outcome,
+           unnest(@errors::text[]) as error, unnest(@delays_ms::bigint[]) as delay_ms
+),
+u as (
+    update timers j set
+        status = case
+            when o.outcome = 'done' then 2
+            when o.outcome = 'failed' or (o.outcome = 'retry' and j.attempts >= j.max_attempts) then 3
+            else 0 end,
+        attempts = case when o.outcome in ('snoozed', 'released') then j.attempts - 1 else j.attempts end,
+        run_at = case when o.outcome in ('retry', 'snoozed', 'released')
+                      then now() + o.delay_ms * interval '1 millisecond' else j.run_at end,
+        last_error = case when o.outcome in ('retry', 'failed') then o.error else j.last_error end,
+        finished_at = case when o.outcome in ('done', 'failed') or (o.outcome = 'retry' and j.attempts >= j.max_attempts)
+                           then now() end,
+        owner_token = null,
+        locked_until = null,
+        updated_at = now()
+    from o
+    where j.id = o.id and j.owner_token = @owner_token::uuid and j.status = 1
+      and o.outcome in ('done', 'retry', 'failed', 'snoozed', 'released')
+    returning j.id, j.status, j.queue, j.run_id, j.attempts, j.lease_version, j.claimed_at, j.claimed_by, o.outcome, o.error
+),
+archived as (
+    insert into runs (run_id, work_table, item_id, queue, attempt, lease_version, owner_token, worker_id, started_at, finished_at, outcome, error)
+    select u.run_id, 'timers', u.id, u.queue,
+           case when u.outcome in ('snoozed', 'released') then u.attempts + 1 else u.attempts end,
+           u.lease_version, @owner_token::uuid, u.claimed_by, u.claimed_at, now(),
+           case when u.status = 3 then 'failed' else u.outcome end, u.error
+    from u
+)
+select u.id, u.status from u;
+
+-- name: TimersReapExpired :many
+-- TimersReapExpired requeues up to max_rows timers whose lease expired (or fails those with no attempts left), archives the lost attempts, and is safe to run from many reapers at once.
+with expired as (
+    select id, owner_token from timers
+    where status = 1 and locked_until <= now()
+    order by id
+    limit @max_rows::integer
+    for update skip locked
+),
+reaped as (
+    update timers j set
+        status = case when j.attempts >= j.max_attempts then 3 else 0 end,
+        owner_token = null,
+        locked_until = null,
+        run_at = now(),
+        last_error = format('lease expired on attempt %s of %s (worker %s)%s', j.attempts, j.max_attempts, j.claimed_by,
+                            case when j.attempts >= j.max_attempts then '; no attempts left' else '' end),
+        finished_at = case when j.attempts >= j.max_attempts then now() end,
+        updated_at = now()
+    from expired e
+    where j.id = e.id and j.status = 1 and j.locked_until <= now()
+    returning j.id, j.status, j.queue, j.run_id, j.attempts, j.lease_version, e.owner_token, j.claimed_at, j.claimed_by, j.last_error
+),
+archived as (
+    insert into runs (run_id, work_table, item_id, queue, attempt, lease_version, owner_token, worker_id, started_at, finished_at, outcome, error)
+    select r.run_id, 'timers', r.id, r.queue, r.attempts, r.lease_version, r.owner_token, r.claimed_by, r.claimed_at, now(), 'expired', r.last_error
+    from reaped r
+)
+select r.id, r.status from reaped r;
+
+-- name: TimersGet :one
+-- TimersGet reads one timer.
+select * from timers where id = @id;
+
+-- name: TimersCountByState :many
+-- TimersCountByState counts timers per queue and status, with in-progress rows split by whether their lease has expired.
+select queue, status, (status = 1 and locked_until <= now())::boolean as expired, count(*)::bigint as count
+from timers
+group by queue, status, expired
+order by queue, status, expired;
+
+-- name: TimersDeleteFinished :execrows
+-- TimersDeleteFinished deletes up to max_rows done or failed timers that finished before the cutoff (retention).
+delete from timers
+where id in (
+    select f.id from timers f
+    where f.status >= 2 and f.finished_at < @finished_before::timestamptz
+    order by f.finished_at
+    limit @max_rows::integer
+);

@@ -1,0 +1,53 @@
+# workq — see README.md. `make run` and `make test` are the quick start.
+SHELL := /bin/bash
+GO    ?= go
+
+# Pinned tool versions. sqlc is built from source (cgo) once per version into
+# a cache outside the tree, so a fresh clone on the same machine reuses it.
+SQLC_VERSION := v1.31.1
+TOOLS_DIR    ?= $(HOME)/.cache/workq/tools
+SQLC         := $(TOOLS_DIR)/sqlc-$(SQLC_VERSION)/sqlc
+
+TEST_FLAGS  ?= -count=1 -timeout 20m
+BENCH_FLAGS ?=
+
+.PHONY: run test generate check-generated lint build bench clean tools
+
+## run: migrate and run workq end to end (throwaway PostgreSQL when DATABASE_URL is unset)
+run:
+	$(GO) run ./cmd/workq run
+
+## test: the whole suite, including the check that db/gen is current
+test: check-generated lint
+	$(GO) test $(TEST_FLAGS) ./...
+
+## generate: regenerate db/gen from db/migrations and db/queries
+generate: $(SQLC)
+	$(SQLC) generate
+
+## check-generated: fail when db/gen differs from what the committed SQL generates
+check-generated: $(SQLC)
+	@$(SQLC) diff || { echo "db/gen is stale: run 'make generate' and commit the result" >&2; exit 1; }
+
+## lint: gofmt and go vet
+lint:
+	@unformatted=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go') | grep -v '^db/gen/' || true); \
+	if [ -n "$$unformatted" ]; then echo "gofmt needed:"; echo "$$unformatted"; exit 1; fi
+	$(GO) vet ./...
+
+build:
+	$(GO) build -o bin/workq ./cmd/workq
+
+## bench: Go benchmarks of the lease engine (workq bench is the end-to-end one)
+bench:
+	$(GO) test -run '^$$' -bench . -benchtime 3x $(BENCH_FLAGS) ./...
+
+tools: $(SQLC)
+
+$(SQLC):
+	@echo "building sqlc $(SQLC_VERSION) (once; takes a few minutes)"
+	@mkdir -p $(dir $(SQLC))
+	GOBIN=$(dir $(SQLC)) CGO_ENABLED=1 $(GO) install github.com/sqlc-dev/sqlc/cmd/sqlc@$(SQLC_VERSION)
+
+clean:
+	rm -rf bin .workq

@@ -1,0 +1,177 @@
+// Package pgembed starts a private, throwaway PostgreSQL cluster from the
+// server binaries installed on this machine (initdb, pg_ctl). workq uses it as
+// the embedded default of `workq run` when DATABASE_URL is unset, and the test
+// harness uses it when neither TEST_DATABASE_URL nor Docker is available.
+//
+// The cluster trades durability for speed (fsync off): it is for demos and
+// tests, never for data anyone wants to keep.
+package pgembed
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"os/user"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// ErrNoBinaries means no PostgreSQL server binaries were found.
+var ErrNoBinaries = errors.New("no PostgreSQL server binaries (initdb, pg_ctl) found: install the postgresql server package or set WORKQ_PG_BINDIR")
+
+// Server is a running throwaway cluster.
+type Server struct {
+	binDir  string
+	baseDir string
+	dataDir string
+	port    int
+	cred    *syscall.Credential
+}
+
+// Start creates a cluster in a new temporary directory and starts it on a
+// free loopback port. Stop it to remove every trace.
+func Start(ctx context.Context) (*Server, error) {
+	binDir, err := FindBinDir()
+	if err != nil {
+		return nil, err
+	}
+	base, err := os.MkdirTemp("", "workq-pg-")
+	if err != nil {
+		return nil, fmt.Errorf("pgembed: temp dir: %w", err)
+	}
+	s := &Server{binDir: binDir, baseDir: base, dataDir: filepath.Join(base, "data")}
+	if err := s.start(ctx); err != nil {
+		s.cleanup()
+		return nil, err
+	}
+	return s, nil
+}
+
+func (s *Server) start(ctx context.Context) error {
+	// PostgreSQL refuses to run as root; on a root shell (CI containers) run
+	// the server as the postgres system user instead.
+	if os.Geteuid() == 0 {
+		cred, err := unprivileged()
+		if err != nil {
+			return err
+		}
+		s.cred = cred
+		if err := os.Chown(s.baseDir, int(cred.Uid), int(cred.Gid)); err != nil {
+			return fmt.Errorf("pgembed: chown %s: %w", s.baseDir, err)
+		}
+	}
+	if err := s.run(ctx, "initdb", "-D", s.dataDir, "-U", "postgres", "-A", "trust", "-E", "UTF8", "--no-sync", "--no-instructions"); err != nil {
+		return err
+	}
+	port, err := freePort()
+	if err != nil {
+		return err
+	}
+	s.port = port
+	opts := strings.Join([]string{
+		"-p", strconv.Itoa(port),
+		"-k", s.baseDir,
+		"-c", "listen_addresses=127.0.0.1",
+		"-c", "fsync=off",
+		"-c", "synchronous_commit=off",
+		"-c", "full_page_writes=off",
+		"-c", "max_connections=200",
+	}, " ")
+	return s.run(ctx, "pg_ctl", "-D", s.dataDir, "-l", filepath.Join(s.baseDir, "server.log"), "-o", opts, "-w", "-t", "60", "start")
+}
+
+// URL returns a connection URL for database dbname on this server.
+func (s *Server) URL(dbname string) string {
+	return fmt.Sprintf("postgres://postgres@127.0.0.1:%d/%s?sslmode=disable", s.port, dbname)
+}
+
+// Stop shuts the server down and deletes its directory.
+func (s *Server) Stop() error {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	err := s.run(ctx, "pg_ctl", "-D", s.dataDir, "-m", "immediate", "-w", "stop")
+	s.cleanup()
+	return err
+}
+
+func (s *Server) cleanup() { _ = os.RemoveAll(s.baseDir) }
+
+func (s *Server) run(ctx context.Context, name string, args ...string) error {
+	cmd := exec.CommandContext(ctx, filepath.Join(s.binDir, name), args...)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	cmd.Dir = s.baseDir
+	if s.cred != nil {
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: s.cred}
+		cmd.Env = append(os.Environ(), "HOME="+s.baseDir)
+	}
+	if err := cmd.Run(); err != nil {
+		log, _ := os.ReadFile(filepath.Join(s.baseDir, "server.log"))
+		return fmt.Errorf("pgembed: %s: %w\n%s%s", name, err, out.String(), log)
+	}
+	return nil
+}
+
+// FindBinDir locates the directory holding initdb and pg_ctl:
+// $WORKQ_PG_BINDIR, then `pg_config --bindir`, then the newest
+// /usr/lib/postgresql/*/bin, then $PATH.
+func FindBinDir() (string, error) {
+	var candidates []string
+	if d := os.Getenv("WORKQ_PG_BINDIR"); d != "" {
+		candidates = append(candidates, d)
+	}
+	if out, err := exec.Command("pg_config", "--bindir").Output(); err == nil {
+		candidates = append(candidates, strings.TrimSpace(string(out)))
+	}
+	versions, _ := filepath.Glob("/usr/lib/postgresql/*/bin")
+	sort.Slice(versions, func(i, j int) bool { return pgMajor(versions[i]) > pgMajor(versions[j]) })
+	candidates = append(candidates, versions...)
+	if p, err := exec.LookPath("initdb"); err == nil {
+		if real, err := filepath.EvalSymlinks(p); err == nil {
+			candidates = append(candidates, filepath.Dir(real))
+		}
+	}
+	for _, d := range candidates {
+		if isExec(filepath.Join(d, "initdb")) && isExec(filepath.Join(d, "pg_ctl")) && isExec(filepath.Join(d, "postgres")) {
+			return d, nil
+		}
+	}
+	return "", ErrNoBinaries
+}
+
+func pgMajor(binDir string) int {
+	n, _ := strconv.Atoi(filepath.Base(filepath.Dir(binDir)))
+	return n
+}
+
+func isExec(path string) bool {
+	fi, err := os.Stat(path)
+	return err == nil && !fi.IsDir() && fi.Mode()&0o111 != 0
+}
+
+func unprivileged() (*syscall.Credential, error) {
+	u, err := user.Lookup("postgres")
+	if err != nil {
+		return nil, fmt.Errorf("pgembed: running as root needs a 'postgres' system user to own the throwaway cluster: %w", err)
+	}
+	uid, _ := strconv.Atoi(u.Uid)
+	gid, _ := strconv.Atoi(u.Gid)
+	return &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}, nil
+}
+
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, fmt.Errorf("pgembed: find a free port: %w", err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}

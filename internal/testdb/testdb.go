@@ -1,0 +1,282 @@
+// Package testdb gives every test its own freshly migrated PostgreSQL
+// database, cloned from a template that is migrated once per schema version.
+//
+// The server comes from, in order: TEST_DATABASE_URL; a testcontainers-go
+// PostgreSQL container when a Docker engine answers; a throwaway cluster from
+// the local initdb (internal/pgembed). With none of them the test fails with a
+// message that says how to provide one: it never skips.
+//
+// Packages that use it call testdb.Main from TestMain so that a server the
+// harness started is stopped when the tests end.
+package testdb
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net/url"
+	"os"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/testcontainers/testcontainers-go"
+	tcpostgres "github.com/testcontainers/testcontainers-go/modules/postgres"
+
+	"github.com/workq/workq/db"
+	"github.com/workq/workq/internal/pgembed"
+)
+
+var (
+	serverOnce sync.Once
+	serverURL  string // admin URL (any database) of the server in use
+	serverErr  error
+	stopServer func()
+
+	templateMu   sync.Mutex
+	templateName string
+)
+
+// Main runs the tests of a package and stops any server the harness started.
+func Main(m *testing.M) {
+	code := m.Run()
+	if stopServer != nil {
+		stopServer()
+	}
+	os.Exit(code)
+}
+
+// URL returns the URL of a new, migrated database that is dropped when the
+// test ends. Use it for subprocesses; in-process tests usually want Pool.
+func URL(t testing.TB) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	admin := adminURL(t)
+	tmpl, err := ensureTemplate(ctx, admin)
+	if err != nil {
+		t.Fatalf("testdb: prepare template database: %v", err)
+	}
+	name := "workq_test_" + randomHex(6)
+	conn, err := pgx.Connect(ctx, admin)
+	if err != nil {
+		t.Fatalf("testdb: connect to %s: %v", redact(admin), err)
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, fmt.Sprintf("create database %s template %s", name, tmpl)); err != nil {
+		t.Fatalf("testdb: create database %s: %v", name, err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		c, err := pgx.Connect(ctx, admin)
+		if err != nil {
+			t.Logf("testdb: drop %s: %v", name, err)
+			return
+		}
+		defer c.Close(ctx)
+		if _, err := c.Exec(ctx, fmt.Sprintf("drop database if exists %s with (force)", name)); err != nil {
+			t.Logf("testdb: drop %s: %v", name, err)
+		}
+	})
+	return withDatabase(admin, name)
+}
+
+// Pool returns a connection pool on a new, migrated database that is closed
+// and dropped when the test ends.
+func Pool(t testing.TB) *pgxpool.Pool {
+	t.Helper()
+	return PoolWith(t, 20)
+}
+
+// PoolWith is Pool with a chosen maximum number of connections.
+func PoolWith(t testing.TB, maxConns int32) *pgxpool.Pool {
+	t.Helper()
+	cfg, err := pgxpool.ParseConfig(URL(t))
+	if err != nil {
+		t.Fatalf("testdb: parse URL: %v", err)
+	}
+	cfg.MaxConns = maxConns
+	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	if err != nil {
+		t.Fatalf("testdb: open pool: %v", err)
+	}
+	t.Cleanup(pool.Close) // registered after the drop, so it runs before it
+	return pool
+}
+
+func adminURL(t testing.TB) string {
+	t.Helper()
+	serverOnce.Do(func() { serverURL, serverErr = findServer() })
+	if serverErr != nil {
+		t.Fatalf("testdb: no PostgreSQL server for tests: %v", serverErr)
+	}
+	return serverURL
+}
+
+func findServer() (string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	if u := os.Getenv("TEST_DATABASE_URL"); u != "" {
+		if err := ping(ctx, u); err != nil {
+			return "", fmt.Errorf("TEST_DATABASE_URL=%s does not answer: %w", redact(u), err)
+		}
+		return u, nil
+	}
+	var reasons []string
+	if u, stop, err := startContainer(ctx); err == nil {
+		stopServer = stop
+		return u, nil
+	} else {
+		reasons = append(reasons, "docker: "+err.Error())
+	}
+	srv, err := pgembed.Start(ctx)
+	if err == nil {
+		stopServer = func() { _ = srv.Stop() }
+		return srv.URL("postgres"), nil
+	}
+	reasons = append(reasons, "local initdb: "+err.Error())
+	return "", fmt.Errorf("set TEST_DATABASE_URL (e.g. postgres://postgres@127.0.0.1:5432/test), run a Docker engine, or install the PostgreSQL server binaries (%s)",
+		strings.Join(reasons, "; "))
+}
+
+func startContainer(ctx context.Context) (string, func(), error) {
+	provider, err := testcontainers.NewDockerProvider()
+	if err != nil {
+		return "", nil, err
+	}
+	defer provider.Close()
+	hctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if err := provider.Health(hctx); err != nil {
+		return "", nil, fmt.Errorf("no Docker engine answers: %w", err)
+	}
+	c, err := tcpostgres.Run(ctx, "postgres:15-alpine",
+		tcpostgres.WithDatabase("postgres"),
+		tcpostgres.WithUsername("postgres"),
+		tcpostgres.WithPassword("postgres"),
+		tcpostgres.BasicWaitStrategies(),
+	)
+	if err != nil {
+		return "", nil, fmt.Errorf("start postgres container: %w", err)
+	}
+	u, err := c.ConnectionString(ctx, "sslmode=disable")
+	if err != nil {
+		_ = testcontainers.TerminateContainer(c)
+		return "", nil, err
+	}
+	return u, func() { _ = testcontainers.TerminateContainer(c) }, nil
+}
+
+// ensureTemplate creates (once per schema version, across concurrent test
+// processes) a migrated database that every test database is cloned from.
+func ensureTemplate(ctx context.Context, admin string) (string, error) {
+	templateMu.Lock()
+	defer templateMu.Unlock()
+	if templateName != "" {
+		return templateName, nil
+	}
+	hash, err := migrationsHash()
+	if err != nil {
+		return "", err
+	}
+	name := "workq_tmpl_" + hash
+	conn, err := pgx.Connect(ctx, admin)
+	if err != nil {
+		return "", fmt.Errorf("connect to %s: %w", redact(admin), err)
+	}
+	defer conn.Close(ctx)
+	// Test binaries of several packages run at once; one builds the template.
+	if _, err := conn.Exec(ctx, "select pg_advisory_lock(hashtext('workq-testdb-template'))"); err != nil {
+		return "", err
+	}
+	defer conn.Exec(context.Background(), "select pg_advisory_unlock(hashtext('workq-testdb-template'))")
+	var isTemplate *bool
+	err = conn.QueryRow(ctx, "select datistemplate from pg_database where datname = $1", name).Scan(&isTemplate)
+	switch {
+	case err == nil && isTemplate != nil && *isTemplate:
+		templateName = name
+		return name, nil
+	case err == nil: // left half-built by a crashed run
+		if _, err := conn.Exec(ctx, fmt.Sprintf("drop database %s with (force)", name)); err != nil {
+			return "", err
+		}
+	case !errors.Is(err, pgx.ErrNoRows):
+		return "", err
+	}
+	if _, err := conn.Exec(ctx, fmt.Sprintf("create database %s", name)); err != nil {
+		return "", err
+	}
+	if _, err := db.MigrateUp(ctx, withDatabase(admin, name)); err != nil {
+		return "", err
+	}
+	if _, err := conn.Exec(ctx, fmt.Sprintf("alter database %s with is_template true", name)); err != nil {
+		return "", err
+	}
+	templateName = name
+	return name, nil
+}
+
+func migrationsHash() (string, error) {
+	fsys := db.Migrations()
+	names, err := fs.Glob(fsys, "*.sql")
+	if err != nil {
+		return "", err
+	}
+	sort.Strings(names)
+	h := sha256.New()
+	for _, n := range names {
+		b, err := fs.ReadFile(fsys, n)
+		if err != nil {
+			return "", err
+		}
+		h.Write([]byte(n))
+		h.Write(b)
+	}
+	return hex.EncodeToString(h.Sum(nil))[:12], nil
+}
+
+func ping(ctx context.Context, u string) error {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, u)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(ctx)
+	return conn.Ping(ctx)
+}
+
+// withDatabase returns the admin URL pointed at database name. Both URL and
+// keyword/value connection strings are accepted.
+func withDatabase(admin, name string) string {
+	if u, err := url.Parse(admin); err == nil && (u.Scheme == "postgres" || u.Scheme == "postgresql") {
+		u.Path = "/" + name
+		return u.String()
+	}
+	return admin + " dbname=" + name
+}
+
+func redact(u string) string {
+	if p, err := url.Parse(u); err == nil && p.User != nil {
+		if _, has := p.User.Password(); has {
+			p.User = url.UserPassword(p.User.Username(), "xxxxx")
+		}
+		return p.String()
+	}
+	return u
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}

@@ -34,14 +34,13 @@ reaped as (
                             case when j.attempts >= j.max_attempts then '; no attempts left' else '' end),
         finished_at = case when j.attempts >= j.max_attempts then now() end,
         updated_at = now()
-    from expired e
-    where j.id = e.id and j.status = 1 and j.locked_until <= now()
-    returning j.id, j.queue, j.run_id, j.attempts, j.lease_version, e.owner_token, j.claimed_at, j.claimed_by, j.last_error
+    where j.id = any(array(select e.id from expired e)) and j.status = 1 and j.locked_until <= now()
+    returning j.id, j.queue, j.run_id, j.attempts, j.lease_version, j.claimed_at, j.claimed_by, j.last_error
 ),
 reaped_runs as (
     insert into runs (run_id, work_table, item_id, queue, attempt, lease_version, owner_token, worker_id, started_at, finished_at, outcome, error)
-    select r.run_id, 'inbox', r.id, r.queue, r.attempts, r.lease_version, r.owner_token, r.claimed_by, r.claimed_at, now(), 'expired', r.last_error
-    from reaped r
+    select r.run_id, 'inbox', r.id, r.queue, r.attempts, r.lease_version, e.owner_token, r.claimed_by, r.claimed_at, now(), 'expired', r.last_error
+    from reaped r join expired e on e.id = r.id
 ),
 candidates as (
     select r.id from inbox r
@@ -60,8 +59,8 @@ update inbox j set
     claimed_at = now(),
     claimed_by = $2::text,
     updated_at = now()
-from candidates c, token t
-where j.id = c.id
+from token t
+where j.id = any(array(select c.id from candidates c))
 returning j.id, j.queue, j.source, j.message_id, j.topic, j.payload, j.priority, j.run_at, j.attempts, j.max_attempts,
           j.lease_version, j.owner_token, j.run_id, j.locked_until, j.created_at, j.first_seen_at
 `
@@ -94,6 +93,8 @@ type InboxClaimRow struct {
 }
 
 // InboxClaim leases up to max_rows due inbox messages of one queue (run_at, id) under a fresh owner token, within the global limit of the queue; with reclaim_expired it first reaps the expired leases of that queue (claimable from the next claim on).
+// Not a join with candidates: the planner cannot estimate the budget limit
+// (it assumes 10% of the ready rows) and would hash or merge join the table.
 func (q *Queries) InboxClaim(ctx context.Context, arg InboxClaimParams) ([]InboxClaimRow, error) {
 	rows, err := q.db.Query(ctx, inboxClaim,
 		arg.LeaseMs,
@@ -138,9 +139,9 @@ func (q *Queries) InboxClaim(ctx context.Context, arg InboxClaimParams) ([]Inbox
 }
 
 const inboxComplete = `-- name: InboxComplete :many
-with o as (
-    select unnest($1::bigint[]) as id, unnest($2::text[]) as outcome,
-           unnest($3::text[]) as error, unnest($4::bigint[]) as delay_ms
+with o as materialized (
+    select unnest($1::bigint[]) as id, unnest($2::text[])::uuid as owner_token, unnest($3::text[]) as outcome,
+           unnest($4::text[]) as error, unnest($5::bigint[]) as delay_ms
 ),
 u as (
     update inbox j set
@@ -151,7 +152,7 @@ u as (
         attempts = case when o.outcome in ('snoozed', 'released') then j.attempts - 1 else j.attempts end,
         run_at = case when o.outcome in ('retry', 'snoozed', 'released')
                       then now() + o.delay_ms * interval '1 millisecond' else j.run_at end,
-        last_error = case when o.outcome in ('retry', 'failed') then o.error else j.last_error end,
+        last_error = case when o.outcome in ('retry', 'failed') then nullif(o.error, '') else j.last_error end,
         finished_at = case when o.outcome in ('done', 'failed') or (o.outcome = 'retry' and j.attempts >= j.max_attempts)
                            then now() end,
         processed_at = case when o.outcome = 'done' then now() else j.processed_at end,
@@ -159,27 +160,31 @@ u as (
         locked_until = null,
         updated_at = now()
     from o
-    where j.id = o.id and j.owner_token = $5::uuid and j.status = 1
+    -- Guarded by id + owner token. A row carrying a token is in progress (the lease
+    -- CHECK constraint), so status = 1 is implied; it is not written out because it
+    -- lets the planner drive this join from the in-progress index on a stale
+    -- one-row estimate, a nested loop that is quadratic in the batch size.
+    where j.id = o.id and j.owner_token = o.owner_token
       and o.outcome in ('done', 'retry', 'failed', 'snoozed', 'released')
-    returning j.id, j.status, j.queue, j.run_id, j.attempts, j.lease_version, j.claimed_at, j.claimed_by, o.outcome, o.error
+    returning j.id, j.status, j.queue, j.run_id, j.attempts, j.lease_version, j.claimed_at, j.claimed_by, o.owner_token, o.outcome, o.error
 ),
 archived as (
     insert into runs (run_id, work_table, item_id, queue, attempt, lease_version, owner_token, worker_id, started_at, finished_at, outcome, error)
     select u.run_id, 'inbox', u.id, u.queue,
            case when u.outcome in ('snoozed', 'released') then u.attempts + 1 else u.attempts end,
-           u.lease_version, $5::uuid, u.claimed_by, u.claimed_at, now(),
-           case when u.status = 3 then 'failed' else u.outcome end, u.error
+           u.lease_version, u.owner_token, u.claimed_by, u.claimed_at, now(),
+           case when u.status = 3 then 'failed' else u.outcome end, nullif(u.error, '')
     from u
 )
 select u.id, u.status from u
 `
 
 type InboxCompleteParams struct {
-	Ids        []int64
-	Outcomes   []string
-	Errors     []string
-	DelaysMs   []int64
-	OwnerToken uuid.UUID
+	Ids         []int64
+	OwnerTokens []string
+	Outcomes    []string
+	Errors      []string
+	DelaysMs    []int64
 }
 
 type InboxCompleteRow struct {
@@ -187,14 +192,14 @@ type InboxCompleteRow struct {
 	Status int16
 }
 
-// InboxComplete ends many attempts held by one token in one statement (done, retry with a delay or failed when exhausted, failed, snoozed or released without using an attempt), archives each attempt in runs, and returns the rows it applied to.
+// InboxComplete ends many attempts in one statement, each guarded by its own owner token (done, retry with a delay or failed when exhausted, failed, snoozed or released without using an attempt), archives each attempt in runs, and returns the rows it applied to.
 func (q *Queries) InboxComplete(ctx context.Context, arg InboxCompleteParams) ([]InboxCompleteRow, error) {
 	rows, err := q.db.Query(ctx, inboxComplete,
 		arg.Ids,
+		arg.OwnerTokens,
 		arg.Outcomes,
 		arg.Errors,
 		arg.DelaysMs,
-		arg.OwnerToken,
 	)
 	if err != nil {
 		return nil, err
@@ -258,15 +263,15 @@ const inboxDeleteFinished = `-- name: InboxDeleteFinished :execrows
 delete from inbox
 where id in (
     select f.id from inbox f
-    where f.status >= 2 and f.finished_at < $1::timestamptz
+    where f.status >= 2 and f.finished_at < now() - ($1::bigint) * interval '1 millisecond'
     order by f.finished_at
     limit $2::integer
 )
 `
 
-// InboxDeleteFinished deletes up to max_rows done or failed inbox messages that finished before the cutoff (retention).
-func (q *Queries) InboxDeleteFinished(ctx context.Context, finishedBefore time.Time, maxRows int32) (int64, error) {
-	result, err := q.db.Exec(ctx, inboxDeleteFinished, finishedBefore, maxRows)
+// InboxDeleteFinished deletes up to max_rows done or failed inbox messages that finished more than older_than_ms ago (retention).
+func (q *Queries) InboxDeleteFinished(ctx context.Context, olderThanMs int64, maxRows int32) (int64, error) {
+	result, err := q.db.Exec(ctx, inboxDeleteFinished, olderThanMs, maxRows)
 	if err != nil {
 		return 0, err
 	}
@@ -363,14 +368,13 @@ reaped as (
                             case when j.attempts >= j.max_attempts then '; no attempts left' else '' end),
         finished_at = case when j.attempts >= j.max_attempts then now() end,
         updated_at = now()
-    from expired e
-    where j.id = e.id and j.status = 1 and j.locked_until <= now()
-    returning j.id, j.status, j.queue, j.run_id, j.attempts, j.lease_version, e.owner_token, j.claimed_at, j.claimed_by, j.last_error
+    where j.id = any(array(select e.id from expired e)) and j.status = 1 and j.locked_until <= now()
+    returning j.id, j.status, j.queue, j.run_id, j.attempts, j.lease_version, j.claimed_at, j.claimed_by, j.last_error
 ),
 archived as (
     insert into runs (run_id, work_table, item_id, queue, attempt, lease_version, owner_token, worker_id, started_at, finished_at, outcome, error)
-    select r.run_id, 'inbox', r.id, r.queue, r.attempts, r.lease_version, r.owner_token, r.claimed_by, r.claimed_at, now(), 'expired', r.last_error
-    from reaped r
+    select r.run_id, 'inbox', r.id, r.queue, r.attempts, r.lease_version, e.owner_token, r.claimed_by, r.claimed_at, now(), 'expired', r.last_error
+    from reaped r join expired e on e.id = r.id
 )
 select r.id, r.status from reaped r
 `

@@ -34,14 +34,13 @@ reaped as (
                             case when j.attempts >= j.max_attempts then '; no attempts left' else '' end),
         finished_at = case when j.attempts >= j.max_attempts then now() end,
         updated_at = now()
-    from expired e
-    where j.id = e.id and j.status = 1 and j.locked_until <= now()
-    returning j.id, j.queue, j.run_id, j.attempts, j.lease_version, e.owner_token, j.claimed_at, j.claimed_by, j.last_error
+    where j.id = any(array(select e.id from expired e)) and j.status = 1 and j.locked_until <= now()
+    returning j.id, j.queue, j.run_id, j.attempts, j.lease_version, j.claimed_at, j.claimed_by, j.last_error
 ),
 reaped_runs as (
     insert into runs (run_id, work_table, item_id, queue, attempt, lease_version, owner_token, worker_id, started_at, finished_at, outcome, error)
-    select r.run_id, 'outbox', r.id, r.queue, r.attempts, r.lease_version, r.owner_token, r.claimed_by, r.claimed_at, now(), 'expired', r.last_error
-    from reaped r
+    select r.run_id, 'outbox', r.id, r.queue, r.attempts, r.lease_version, e.owner_token, r.claimed_by, r.claimed_at, now(), 'expired', r.last_error
+    from reaped r join expired e on e.id = r.id
 ),
 candidates as (
     select r.id from outbox r
@@ -60,8 +59,8 @@ update outbox j set
     claimed_at = now(),
     claimed_by = $2::text,
     updated_at = now()
-from candidates c, token t
-where j.id = c.id
+from token t
+where j.id = any(array(select c.id from candidates c))
 returning j.id, j.queue, j.topic, j.partition_key, j.message_id, j.payload, j.headers, j.correlation_id, j.priority, j.run_at,
           j.attempts, j.max_attempts, j.lease_version, j.owner_token, j.run_id, j.locked_until, j.created_at
 `
@@ -95,6 +94,8 @@ type OutboxClaimRow struct {
 }
 
 // OutboxClaim leases up to max_rows due outbox messages of one queue (priority desc, id) under a fresh owner token, within the global limit of the queue; with reclaim_expired it first reaps the expired leases of that queue (claimable from the next claim on).
+// Not a join with candidates: the planner cannot estimate the budget limit
+// (it assumes 10% of the ready rows) and would hash or merge join the table.
 func (q *Queries) OutboxClaim(ctx context.Context, arg OutboxClaimParams) ([]OutboxClaimRow, error) {
 	rows, err := q.db.Query(ctx, outboxClaim,
 		arg.LeaseMs,
@@ -140,9 +141,9 @@ func (q *Queries) OutboxClaim(ctx context.Context, arg OutboxClaimParams) ([]Out
 }
 
 const outboxComplete = `-- name: OutboxComplete :many
-with o as (
-    select unnest($1::bigint[]) as id, unnest($2::text[]) as outcome,
-           unnest($3::text[]) as error, unnest($4::bigint[]) as delay_ms
+with o as materialized (
+    select unnest($1::bigint[]) as id, unnest($2::text[])::uuid as owner_token, unnest($3::text[]) as outcome,
+           unnest($4::text[]) as error, unnest($5::bigint[]) as delay_ms
 ),
 u as (
     update outbox j set
@@ -153,34 +154,38 @@ u as (
         attempts = case when o.outcome in ('snoozed', 'released') then j.attempts - 1 else j.attempts end,
         run_at = case when o.outcome in ('retry', 'snoozed', 'released')
                       then now() + o.delay_ms * interval '1 millisecond' else j.run_at end,
-        last_error = case when o.outcome in ('retry', 'failed') then o.error else j.last_error end,
+        last_error = case when o.outcome in ('retry', 'failed') then nullif(o.error, '') else j.last_error end,
         finished_at = case when o.outcome in ('done', 'failed') or (o.outcome = 'retry' and j.attempts >= j.max_attempts)
                            then now() end,
         owner_token = null,
         locked_until = null,
         updated_at = now()
     from o
-    where j.id = o.id and j.owner_token = $5::uuid and j.status = 1
+    -- Guarded by id + owner token. A row carrying a token is in progress (the lease
+    -- CHECK constraint), so status = 1 is implied; it is not written out because it
+    -- lets the planner drive this join from the in-progress index on a stale
+    -- one-row estimate, a nested loop that is quadratic in the batch size.
+    where j.id = o.id and j.owner_token = o.owner_token
       and o.outcome in ('done', 'retry', 'failed', 'snoozed', 'released')
-    returning j.id, j.status, j.queue, j.run_id, j.attempts, j.lease_version, j.claimed_at, j.claimed_by, o.outcome, o.error
+    returning j.id, j.status, j.queue, j.run_id, j.attempts, j.lease_version, j.claimed_at, j.claimed_by, o.owner_token, o.outcome, o.error
 ),
 archived as (
     insert into runs (run_id, work_table, item_id, queue, attempt, lease_version, owner_token, worker_id, started_at, finished_at, outcome, error)
     select u.run_id, 'outbox', u.id, u.queue,
            case when u.outcome in ('snoozed', 'released') then u.attempts + 1 else u.attempts end,
-           u.lease_version, $5::uuid, u.claimed_by, u.claimed_at, now(),
-           case when u.status = 3 then 'failed' else u.outcome end, u.error
+           u.lease_version, u.owner_token, u.claimed_by, u.claimed_at, now(),
+           case when u.status = 3 then 'failed' else u.outcome end, nullif(u.error, '')
     from u
 )
 select u.id, u.status from u
 `
 
 type OutboxCompleteParams struct {
-	Ids        []int64
-	Outcomes   []string
-	Errors     []string
-	DelaysMs   []int64
-	OwnerToken uuid.UUID
+	Ids         []int64
+	OwnerTokens []string
+	Outcomes    []string
+	Errors      []string
+	DelaysMs    []int64
 }
 
 type OutboxCompleteRow struct {
@@ -188,14 +193,14 @@ type OutboxCompleteRow struct {
 	Status int16
 }
 
-// OutboxComplete ends many attempts held by one token in one statement (done, retry with a delay or failed when exhausted, failed, snoozed or released without using an attempt), archives each attempt in runs, and returns the rows it applied to.
+// OutboxComplete ends many attempts in one statement, each guarded by its own owner token (done, retry with a delay or failed when exhausted, failed, snoozed or released without using an attempt), archives each attempt in runs, and returns the rows it applied to.
 func (q *Queries) OutboxComplete(ctx context.Context, arg OutboxCompleteParams) ([]OutboxCompleteRow, error) {
 	rows, err := q.db.Query(ctx, outboxComplete,
 		arg.Ids,
+		arg.OwnerTokens,
 		arg.Outcomes,
 		arg.Errors,
 		arg.DelaysMs,
-		arg.OwnerToken,
 	)
 	if err != nil {
 		return nil, err
@@ -259,15 +264,15 @@ const outboxDeleteFinished = `-- name: OutboxDeleteFinished :execrows
 delete from outbox
 where id in (
     select f.id from outbox f
-    where f.status >= 2 and f.finished_at < $1::timestamptz
+    where f.status >= 2 and f.finished_at < now() - ($1::bigint) * interval '1 millisecond'
     order by f.finished_at
     limit $2::integer
 )
 `
 
-// OutboxDeleteFinished deletes up to max_rows done or failed outbox messages that finished before the cutoff (retention).
-func (q *Queries) OutboxDeleteFinished(ctx context.Context, finishedBefore time.Time, maxRows int32) (int64, error) {
-	result, err := q.db.Exec(ctx, outboxDeleteFinished, finishedBefore, maxRows)
+// OutboxDeleteFinished deletes up to max_rows done or failed outbox messages that finished more than older_than_ms ago (retention).
+func (q *Queries) OutboxDeleteFinished(ctx context.Context, olderThanMs int64, maxRows int32) (int64, error) {
+	result, err := q.db.Exec(ctx, outboxDeleteFinished, olderThanMs, maxRows)
 	if err != nil {
 		return 0, err
 	}
@@ -464,14 +469,13 @@ reaped as (
                             case when j.attempts >= j.max_attempts then '; no attempts left' else '' end),
         finished_at = case when j.attempts >= j.max_attempts then now() end,
         updated_at = now()
-    from expired e
-    where j.id = e.id and j.status = 1 and j.locked_until <= now()
-    returning j.id, j.status, j.queue, j.run_id, j.attempts, j.lease_version, e.owner_token, j.claimed_at, j.claimed_by, j.last_error
+    where j.id = any(array(select e.id from expired e)) and j.status = 1 and j.locked_until <= now()
+    returning j.id, j.status, j.queue, j.run_id, j.attempts, j.lease_version, j.claimed_at, j.claimed_by, j.last_error
 ),
 archived as (
     insert into runs (run_id, work_table, item_id, queue, attempt, lease_version, owner_token, worker_id, started_at, finished_at, outcome, error)
-    select r.run_id, 'outbox', r.id, r.queue, r.attempts, r.lease_version, r.owner_token, r.claimed_by, r.claimed_at, now(), 'expired', r.last_error
-    from reaped r
+    select r.run_id, 'outbox', r.id, r.queue, r.attempts, r.lease_version, e.owner_token, r.claimed_by, r.claimed_at, now(), 'expired', r.last_error
+    from reaped r join expired e on e.id = r.id
 )
 select r.id, r.status from reaped r
 `

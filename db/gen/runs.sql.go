@@ -7,7 +7,6 @@ package gen
 
 import (
 	"context"
-	"time"
 
 	"github.com/google/uuid"
 )
@@ -16,15 +15,15 @@ const runsDeleteFinished = `-- name: RunsDeleteFinished :execrows
 delete from runs
 where run_id in (
     select r.run_id from runs r
-    where r.finished_at < $1::timestamptz
+    where r.finished_at < now() - ($1::bigint) * interval '1 millisecond'
     order by r.finished_at
     limit $2::integer
 )
 `
 
-// RunsDeleteFinished deletes up to max_rows archived attempts that finished before the cutoff (retention).
-func (q *Queries) RunsDeleteFinished(ctx context.Context, finishedBefore time.Time, maxRows int32) (int64, error) {
-	result, err := q.db.Exec(ctx, runsDeleteFinished, finishedBefore, maxRows)
+// RunsDeleteFinished deletes up to max_rows archived attempts that finished more than older_than_ms ago (retention).
+func (q *Queries) RunsDeleteFinished(ctx context.Context, olderThanMs int64, maxRows int32) (int64, error) {
+	result, err := q.db.Exec(ctx, runsDeleteFinished, olderThanMs, maxRows)
 	if err != nil {
 		return 0, err
 	}

@@ -51,14 +51,13 @@ reaped as (
                             case when j.attempts >= j.max_attempts then '; no attempts left' else '' end),
         finished_at = case when j.attempts >= j.max_attempts then now() end,
         updated_at = now()
-    from expired e
-    where j.id = e.id and j.status = 1 and j.locked_until <= now()
-    returning j.id, j.queue, j.run_id, j.attempts, j.lease_version, e.owner_token, j.claimed_at, j.claimed_by, j.last_error
+    where j.id = any(array(select e.id from expired e)) and j.status = 1 and j.locked_until <= now()
+    returning j.id, j.queue, j.run_id, j.attempts, j.lease_version, j.claimed_at, j.claimed_by, j.last_error
 ),
 reaped_runs as (
     insert into runs (run_id, work_table, item_id, queue, attempt, lease_version, owner_token, worker_id, started_at, finished_at, outcome, error)
-    select r.run_id, 'job_runs', r.id, r.queue, r.attempts, r.lease_version, r.owner_token, r.claimed_by, r.claimed_at, now(), 'expired', r.last_error
-    from reaped r
+    select r.run_id, 'job_runs', r.id, r.queue, r.attempts, r.lease_version, e.owner_token, r.claimed_by, r.claimed_at, now(), 'expired', r.last_error
+    from reaped r join expired e on e.id = r.id
 ),
 candidates as (
     select r.id from job_runs r
@@ -77,8 +76,10 @@ update job_runs j set
     claimed_at = now(),
     claimed_by = @worker_id::text,
     updated_at = now()
-from candidates c, token t
-where j.id = c.id
+from token t
+-- Not a join with candidates: the planner cannot estimate the budget limit
+-- (it assumes 10% of the ready rows) and would hash or merge join the table.
+where j.id = any(array(select c.id from candidates c))
 returning j.id, j.queue, j.kind, j.payload, j.priority, j.run_at, j.attempts, j.max_attempts,
           j.lease_version, j.owner_token, j.run_id, j.locked_until, j.created_at;
 
@@ -89,9 +90,9 @@ where id = any(@ids::bigint[]) and owner_token = @owner_token::uuid and status =
 returning id;
 
 -- name: JobRunsComplete :many
--- JobRunsComplete ends many attempts held by one token in one statement (done, retry with a delay or failed when exhausted, failed, snoozed or released without using an attempt), archives each attempt in runs, and returns the rows it applied to.
-with o as (
-    select unnest(@ids::bigint[]) as id, unnest(@outcomes::text[]) as outcome,
+-- JobRunsComplete ends many attempts in one statement, each guarded by its own owner token (done, retry with a delay or failed when exhausted, failed, snoozed or released without using an attempt), archives each attempt in runs, and returns the rows it applied to.
+with o as materialized (
+    select unnest(@ids::bigint[]) as id, unnest(@owner_tokens::text[])::uuid as owner_token, unnest(@outcomes::text[]) as outcome,
            unnest(@errors::text[]) as error, unnest(@delays_ms::bigint[]) as delay_ms
 ),
 u as (
@@ -103,23 +104,27 @@ u as (
         attempts = case when o.outcome in ('snoozed', 'released') then j.attempts - 1 else j.attempts end,
         run_at = case when o.outcome in ('retry', 'snoozed', 'released')
                       then now() + o.delay_ms * interval '1 millisecond' else j.run_at end,
-        last_error = case when o.outcome in ('retry', 'failed') then o.error else j.last_error end,
+        last_error = case when o.outcome in ('retry', 'failed') then nullif(o.error, '') else j.last_error end,
         finished_at = case when o.outcome in ('done', 'failed') or (o.outcome = 'retry' and j.attempts >= j.max_attempts)
                            then now() end,
         owner_token = null,
         locked_until = null,
         updated_at = now()
     from o
-    where j.id = o.id and j.owner_token = @owner_token::uuid and j.status = 1
+    -- Guarded by id + owner token. A row carrying a token is in progress (the lease
+    -- CHECK constraint), so status = 1 is implied; it is not written out because it
+    -- lets the planner drive this join from the in-progress index on a stale
+    -- one-row estimate, a nested loop that is quadratic in the batch size.
+    where j.id = o.id and j.owner_token = o.owner_token
       and o.outcome in ('done', 'retry', 'failed', 'snoozed', 'released')
-    returning j.id, j.status, j.queue, j.run_id, j.attempts, j.lease_version, j.claimed_at, j.claimed_by, o.outcome, o.error
+    returning j.id, j.status, j.queue, j.run_id, j.attempts, j.lease_version, j.claimed_at, j.claimed_by, o.owner_token, o.outcome, o.error
 ),
 archived as (
     insert into runs (run_id, work_table, item_id, queue, attempt, lease_version, owner_token, worker_id, started_at, finished_at, outcome, error)
     select u.run_id, 'job_runs', u.id, u.queue,
            case when u.outcome in ('snoozed', 'released') then u.attempts + 1 else u.attempts end,
-           u.lease_version, @owner_token::uuid, u.claimed_by, u.claimed_at, now(),
-           case when u.status = 3 then 'failed' else u.outcome end, u.error
+           u.lease_version, u.owner_token, u.claimed_by, u.claimed_at, now(),
+           case when u.status = 3 then 'failed' else u.outcome end, nullif(u.error, '')
     from u
 )
 select u.id, u.status from u;
@@ -143,14 +148,13 @@ reaped as (
                             case when j.attempts >= j.max_attempts then '; no attempts left' else '' end),
         finished_at = case when j.attempts >= j.max_attempts then now() end,
         updated_at = now()
-    from expired e
-    where j.id = e.id and j.status = 1 and j.locked_until <= now()
-    returning j.id, j.status, j.queue, j.run_id, j.attempts, j.lease_version, e.owner_token, j.claimed_at, j.claimed_by, j.last_error
+    where j.id = any(array(select e.id from expired e)) and j.status = 1 and j.locked_until <= now()
+    returning j.id, j.status, j.queue, j.run_id, j.attempts, j.lease_version, j.claimed_at, j.claimed_by, j.last_error
 ),
 archived as (
     insert into runs (run_id, work_table, item_id, queue, attempt, lease_version, owner_token, worker_id, started_at, finished_at, outcome, error)
-    select r.run_id, 'job_runs', r.id, r.queue, r.attempts, r.lease_version, r.owner_token, r.claimed_by, r.claimed_at, now(), 'expired', r.last_error
-    from reaped r
+    select r.run_id, 'job_runs', r.id, r.queue, r.attempts, r.lease_version, e.owner_token, r.claimed_by, r.claimed_at, now(), 'expired', r.last_error
+    from reaped r join expired e on e.id = r.id
 )
 select r.id, r.status from reaped r;
 
@@ -166,11 +170,11 @@ group by queue, status, expired
 order by queue, status, expired;
 
 -- name: JobRunsDeleteFinished :execrows
--- JobRunsDeleteFinished deletes up to max_rows done or failed job runs that finished before the cutoff (retention).
+-- JobRunsDeleteFinished deletes up to max_rows done or failed job runs that finished more than older_than_ms ago (retention).
 delete from job_runs
 where id in (
     select f.id from job_runs f
-    where f.status >= 2 and f.finished_at < @finished_before::timestamptz
+    where f.status >= 2 and f.finished_at < now() - (@older_than_ms::bigint) * interval '1 millisecond'
     order by f.finished_at
     limit @max_rows::integer
 );

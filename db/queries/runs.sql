@@ -9,11 +9,11 @@ order by started_at, attempt;
 select * from runs where run_id = @run_id;
 
 -- name: RunsDeleteFinished :execrows
--- RunsDeleteFinished deletes up to max_rows archived attempts that finished before the cutoff (retention).
+-- RunsDeleteFinished deletes up to max_rows archived attempts that finished more than older_than_ms ago (retention).
 delete from runs
 where run_id in (
     select r.run_id from runs r
-    where r.finished_at < @finished_before::timestamptz
+    where r.finished_at < now() - (@older_than_ms::bigint) * interval '1 millisecond'
     order by r.finished_at
     limit @max_rows::integer
 );

@@ -1,0 +1,343 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"runtime"
+	"runtime/pprof"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/spf13/cobra"
+
+	"github.com/workq/workq"
+	"github.com/workq/workq/config"
+	"github.com/workq/workq/db"
+	"github.com/workq/workq/lease"
+	"github.com/workq/workq/worker"
+)
+
+const benchQueue = "workq-bench"
+
+// benchResult is what `workq bench` reports.
+type benchResult struct {
+	Mode        string  `json:"mode"` // burn-down, continuous, rate
+	Jobs        int64   `json:"jobs"` // completions committed in the measured window
+	Seconds     float64 `json:"seconds"`
+	JobsPerSec  float64 `json:"jobs_per_sec"`
+	InsertPerS  float64 `json:"insert_per_sec,omitempty"`
+	LatencyP50  float64 `json:"latency_p50_ms"`
+	LatencyP95  float64 `json:"latency_p95_ms"`
+	LatencyP99  float64 `json:"latency_p99_ms"`
+	Batch       int     `json:"batch"`
+	Concurrency int     `json:"concurrency"`
+	FlushMs     float64 `json:"flush_interval_ms"`
+	MaxConns    int32   `json:"max_conns"`
+	LeaseLost   int64   `json:"lease_lost"`
+	RSSStartMB  float64 `json:"heap_start_mb,omitempty"`
+	RSSEndMB    float64 `json:"heap_end_mb,omitempty"`
+}
+
+func newBenchCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "bench [-n N | --duration D [--rate R]]",
+		Short: "Benchmark the job-run worker with a no-op handler (counts only committed completions)",
+		Long: `Modes:
+  burn-down   -n N: insert N jobs, then work them all (default, N=200000)
+  continuous  --duration D: a producer keeps a backlog topped up while the worker runs
+  rate        --duration D --rate R: enqueue R jobs/s one by one (with NOTIFY) and report pickup latency
+Latency is handler start minus the job's eligibility time (run_at).`,
+		Args: cobra.NoArgs,
+	}
+	cfg := bindConfig(cmd, "database-url", "max-conns", "concurrency", "batch", "lease", "poll", "poll-only",
+		"flush-interval", "flush-batch", "log-level", "log-format")
+	f := cmd.Flags()
+	n := f.IntP("jobs", "n", 200000, "burn-down: jobs to insert and work")
+	duration := f.Duration("duration", 0, "continuous or rate mode: how long to measure")
+	rate := f.Int("rate", 0, "rate mode: jobs per second enqueued one at a time")
+	produceOnly := f.Bool("produce-only", false, "only enqueue (kind noop) for a separate `workq worker --queues "+benchQueue+"`")
+	asJSON := f.Bool("json", false, "print JSON")
+	cpuProfile := f.String("cpuprofile", "", "write a Go CPU profile of the run to this file")
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		cfg.Queues = []string{benchQueue}
+		if *cpuProfile != "" {
+			pf, err := os.Create(*cpuProfile)
+			if err != nil {
+				return err
+			}
+			if err := pprof.StartCPUProfile(pf); err != nil {
+				return err
+			}
+			defer pprof.StopCPUProfile()
+		}
+		if err := cfg.Validate(); err != nil {
+			return err
+		}
+		if *n < 1 || *duration < 0 || *rate < 0 || (*rate > 0 && *duration == 0) {
+			return fmt.Errorf("use -n N (N >= 1), or --duration D, optionally with --rate R (R >= 1)")
+		}
+		ctx := cmd.Context()
+		log := newLogger(cfg, cmd.ErrOrStderr())
+		pool, done, err := connect(ctx, cfg, log, true)
+		if err != nil {
+			return err
+		}
+		defer done()
+		if _, err := db.MigrateUp(ctx, cfg.DatabaseURL); err != nil {
+			return err
+		}
+		if err := benchReset(ctx, pool); err != nil {
+			return err
+		}
+		b := &bench{pool: pool, client: workq.NewClient(workq.ClientOptions{}), out: cmd.ErrOrStderr()}
+		var res benchResult
+		switch {
+		case *produceOnly:
+			return b.produce(ctx, *duration, *rate)
+		case *duration == 0:
+			res, err = b.burnDown(ctx, *cfg, *n)
+		case *rate == 0:
+			res, err = b.continuous(ctx, *cfg, *duration)
+		default:
+			res, err = b.rateMode(ctx, *cfg, *duration, *rate)
+		}
+		if err != nil {
+			return err
+		}
+		res.Batch, res.Concurrency, res.MaxConns = cfg.Batch, cfg.Concurrency, cfg.MaxConns
+		res.FlushMs = float64(cfg.FlushInterval) / float64(time.Millisecond)
+		if *asJSON {
+			return printJSON(cmd.OutOrStdout(), res)
+		}
+		fmt.Fprintf(cmd.OutOrStdout(), "%s: %d jobs in %.2fs = %.0f jobs/s; pickup latency p50 %.2f ms, p95 %.2f ms, p99 %.2f ms (batch %d, concurrency %d, flush %s, conns %d, lease lost %d)\n",
+			res.Mode, res.Jobs, res.Seconds, res.JobsPerSec, res.LatencyP50, res.LatencyP95, res.LatencyP99,
+			cfg.Batch, cfg.Concurrency, cfg.FlushInterval, cfg.MaxConns, res.LeaseLost)
+		return nil
+	}
+	return cmd
+}
+
+// benchReset removes earlier bench rows and vacuums, so every run starts
+// from a table in the same shape.
+func benchReset(ctx context.Context, pool *pgxpool.Pool) error {
+	for _, sql := range []string{
+		"delete from job_runs where queue = '" + benchQueue + "'",
+		"delete from runs where work_table = 'job_runs' and queue = '" + benchQueue + "'",
+		"vacuum analyze job_runs",
+		"vacuum analyze runs",
+	} {
+		if _, err := pool.Exec(ctx, sql); err != nil {
+			return fmt.Errorf("bench reset: %w", err)
+		}
+	}
+	return nil
+}
+
+type bench struct {
+	pool   *pgxpool.Pool
+	client *workq.Client
+	out    io.Writer
+
+	latMu sync.Mutex
+	lat   []time.Duration
+	done  atomic.Int64
+}
+
+// run starts a worker with a no-op handler that records pickup latency and
+// counts committed completions.
+func (b *bench) run(ctx context.Context, cfg config.Config) (*worker.Worker, chan error, error) {
+	w, err := worker.New(b.pool, cfg, worker.Options{OnResult: func(r worker.Result) {
+		if r.Applied && r.Status == lease.StatusDone {
+			b.done.Add(1)
+		}
+	}})
+	if err != nil {
+		return nil, nil, err
+	}
+	err = w.Register("noop", func(ctx context.Context, j *worker.Job) error {
+		l := time.Since(j.RunAt)
+		b.latMu.Lock()
+		b.lat = append(b.lat, l)
+		b.latMu.Unlock()
+		return nil
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- w.Run(ctx) }()
+	return w, errc, nil
+}
+
+func (b *bench) insert(ctx context.Context, n int) error {
+	jobs := make([]workq.Job, n)
+	for i := range jobs {
+		jobs[i] = workq.Job{Queue: benchQueue, Kind: "noop"}
+	}
+	_, err := b.client.EnqueueMany(ctx, b.pool, jobs)
+	return err
+}
+
+func (b *bench) burnDown(ctx context.Context, cfg config.Config, n int) (benchResult, error) {
+	start := time.Now()
+	for i := 0; i < n; i += 5000 {
+		if err := b.insert(ctx, min(5000, n-i)); err != nil {
+			return benchResult{}, err
+		}
+	}
+	insertRate := float64(n) / time.Since(start).Seconds()
+	fmt.Fprintf(b.out, "inserted %d jobs (%.0f/s); working them\n", n, insertRate)
+	if _, err := b.pool.Exec(ctx, "vacuum analyze job_runs"); err != nil {
+		return benchResult{}, err
+	}
+	b.lat = make([]time.Duration, 0, n)
+	wctx, stop := context.WithCancel(ctx)
+	defer stop()
+	start = time.Now()
+	w, errc, err := b.run(wctx, cfg)
+	if err != nil {
+		return benchResult{}, err
+	}
+	for b.done.Load() < int64(n) {
+		if ctx.Err() != nil {
+			return benchResult{}, ctx.Err()
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	elapsed := time.Since(start)
+	stop()
+	if err := <-errc; err != nil {
+		return benchResult{}, err
+	}
+	res := b.result("burn-down", b.done.Load(), elapsed, w)
+	res.InsertPerS = insertRate
+	return res, nil
+}
+
+func (b *bench) continuous(ctx context.Context, cfg config.Config, d time.Duration) (benchResult, error) {
+	backlog := int64(max(4*cfg.Batch, 5000))
+	var inserted atomic.Int64
+	pctx, stopProducer := context.WithCancel(ctx)
+	var pwg sync.WaitGroup
+	pwg.Add(1)
+	go func() {
+		defer pwg.Done()
+		for pctx.Err() == nil {
+			if inserted.Load()-b.done.Load() >= backlog {
+				time.Sleep(time.Millisecond)
+				continue
+			}
+			if err := b.insert(pctx, 1000); err == nil {
+				inserted.Add(1000)
+			}
+		}
+	}()
+	wctx, stop := context.WithCancel(ctx)
+	defer stop()
+	w, errc, err := b.run(wctx, cfg)
+	if err != nil {
+		stopProducer()
+		return benchResult{}, err
+	}
+	// Measure after a one-second warm-up.
+	time.Sleep(time.Second)
+	base := b.done.Load()
+	b.latMu.Lock()
+	b.lat = b.lat[:0]
+	b.latMu.Unlock()
+	heapStart := heapMB()
+	start := time.Now()
+	sleepOrDone(ctx, d)
+	jobs := b.done.Load() - base
+	elapsed := time.Since(start)
+	heapEnd := heapMB()
+	stopProducer()
+	pwg.Wait()
+	stop()
+	if err := <-errc; err != nil {
+		return benchResult{}, err
+	}
+	res := b.result("continuous", jobs, elapsed, w)
+	res.RSSStartMB, res.RSSEndMB = heapStart, heapEnd
+	return res, nil
+}
+
+func (b *bench) rateMode(ctx context.Context, cfg config.Config, d time.Duration, rate int) (benchResult, error) {
+	wctx, stop := context.WithCancel(ctx)
+	defer stop()
+	w, errc, err := b.run(wctx, cfg)
+	if err != nil {
+		return benchResult{}, err
+	}
+	time.Sleep(500 * time.Millisecond) // let the listener connect
+	start := time.Now()
+	if err := b.produce(ctx, d, rate); err != nil {
+		return benchResult{}, err
+	}
+	time.Sleep(200 * time.Millisecond) // let the last jobs finish
+	elapsed := time.Since(start)
+	stop()
+	if err := <-errc; err != nil {
+		return benchResult{}, err
+	}
+	return b.result("rate", b.done.Load(), elapsed, w), nil
+}
+
+// produce enqueues rate jobs per second, one statement each, for d.
+func (b *bench) produce(ctx context.Context, d time.Duration, rate int) error {
+	if rate == 0 {
+		rate = 1000
+	}
+	if d == 0 {
+		d = time.Minute
+	}
+	interval := time.Second / time.Duration(rate)
+	end := time.Now().Add(d)
+	next := time.Now()
+	for time.Now().Before(end) && ctx.Err() == nil {
+		if _, err := b.client.Enqueue(ctx, b.pool, workq.Job{Queue: benchQueue, Kind: "noop"}); err != nil {
+			return err
+		}
+		next = next.Add(interval)
+		if wait := time.Until(next); wait > 0 {
+			time.Sleep(wait)
+		}
+	}
+	return nil
+}
+
+func (b *bench) result(mode string, jobs int64, elapsed time.Duration, w *worker.Worker) benchResult {
+	b.latMu.Lock()
+	lat := slices.Clone(b.lat)
+	b.latMu.Unlock()
+	slices.Sort(lat)
+	pct := func(p float64) float64 {
+		if len(lat) == 0 {
+			return 0
+		}
+		return float64(lat[min(len(lat)-1, int(p*float64(len(lat))))]) / float64(time.Millisecond)
+	}
+	return benchResult{
+		Mode: mode, Jobs: jobs, Seconds: elapsed.Seconds(), JobsPerSec: float64(jobs) / elapsed.Seconds(),
+		LatencyP50: pct(0.50), LatencyP95: pct(0.95), LatencyP99: pct(0.99), LeaseLost: w.Stats().LeaseLost,
+	}
+}
+
+func heapMB() float64 {
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return float64(m.HeapAlloc) / (1 << 20)
+}
+
+func sleepOrDone(ctx context.Context, d time.Duration) {
+	select {
+	case <-ctx.Done():
+	case <-time.After(d):
+	}
+}

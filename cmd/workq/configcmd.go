@@ -1,0 +1,26 @@
+package main
+
+import (
+	"fmt"
+
+	"github.com/spf13/cobra"
+
+	"github.com/workq/workq/config"
+)
+
+func newConfigCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "config",
+		Short: "Print every setting with its flag, environment variable and default (Markdown table)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			out := cmd.OutOrStdout()
+			fmt.Fprintln(out, "| flag | environment | meaning (default) |")
+			fmt.Fprintln(out, "|---|---|---|")
+			for _, o := range config.Options() {
+				fmt.Fprintf(out, "| `--%s` | `%s` | %s |\n", o.Flag, o.Env, o.Usage)
+			}
+			return nil
+		},
+	}
+}

@@ -1,0 +1,96 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/spf13/cobra"
+
+	"github.com/workq/workq/config"
+	"github.com/workq/workq/internal/pgembed"
+)
+
+func newRoot(stdout, stderr io.Writer) *cobra.Command {
+	root := &cobra.Command{
+		Use:           "workq",
+		Short:         "PostgreSQL work queue: outbox, inbox, timers and job runs on one lease engine",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	root.AddCommand(
+		newMigrateCmd(), newEnqueueCmd(), newWorkerCmd(), newReaperCmd(),
+		newRunCmd(), newBenchCmd(), newStatsCmd(), newLimitCmd(), newConfigCmd(),
+	)
+	return root
+}
+
+// bindConfig registers the named settings on cmd and returns the config
+// they fill; the caller validates after flags are parsed.
+func bindConfig(cmd *cobra.Command, names ...string) *config.Config {
+	cfg := config.Default()
+	if err := cfg.Bind(cmd.Flags(), names...); err != nil {
+		// Bad environment: fail when the command runs, naming the variable.
+		cmd.PreRunE = func(*cobra.Command, []string) error { return err }
+	}
+	return &cfg
+}
+
+func newLogger(cfg *config.Config, w io.Writer) *slog.Logger {
+	var level slog.Level
+	_ = level.UnmarshalText([]byte(cfg.LogLevel))
+	opts := &slog.HandlerOptions{Level: level}
+	if cfg.LogFormat == "json" {
+		return slog.New(slog.NewJSONHandler(w, opts))
+	}
+	return slog.New(slog.NewTextHandler(w, opts))
+}
+
+// connect opens a pool on cfg.DatabaseURL. With embedded set and no URL it
+// starts a throwaway PostgreSQL first; the returned cleanup stops it.
+func connect(ctx context.Context, cfg *config.Config, log *slog.Logger, embedded bool) (*pgxpool.Pool, func(), error) {
+	cleanup := func() {}
+	if cfg.DatabaseURL == "" {
+		if !embedded {
+			return nil, nil, fmt.Errorf("DATABASE_URL is not set (or pass --database-url)")
+		}
+		log.Info("DATABASE_URL is unset: starting a private throwaway PostgreSQL from the local binaries")
+		srv, err := pgembed.Start(ctx)
+		if err != nil {
+			return nil, nil, err
+		}
+		cfg.DatabaseURL = srv.URL("postgres")
+		log.Info("throwaway PostgreSQL ready (deleted on exit)", "url", cfg.DatabaseURL)
+		cleanup = func() {
+			if err := srv.Stop(); err != nil {
+				log.Warn("stopping throwaway PostgreSQL", "err", err)
+			}
+		}
+	}
+	pcfg, err := pgxpool.ParseConfig(cfg.DatabaseURL)
+	if err != nil {
+		cleanup()
+		return nil, nil, fmt.Errorf("DATABASE_URL: %w", err)
+	}
+	pcfg.MaxConns = cfg.MaxConns
+	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
+	if err == nil {
+		err = pool.Ping(ctx)
+	}
+	if err != nil {
+		cleanup()
+		return nil, nil, fmt.Errorf("connect to database: %w", err)
+	}
+	return pool, func() { pool.Close(); cleanup() }, nil
+}
+
+func printJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}

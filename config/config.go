@@ -1,0 +1,342 @@
+// Package config is workq's one typed configuration: every runtime knob, its
+// default, its flag and its WORKQ_* environment variable live here, and
+// Validate says what is wrong with a bad value. Precedence: flag, then
+// environment, then default.
+package config
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/pflag"
+)
+
+// Config holds every runtime setting of the worker, reaper and CLI.
+type Config struct {
+	DatabaseURL string // DATABASE_URL: libpq URL or keyword/value string
+	MaxConns    int32  // connection pool size
+
+	WorkerID    string        // recorded on claimed rows and in the run archive
+	Queues      []string      // job_runs queues this worker serves
+	Concurrency int           // handlers running at once, per queue
+	Batch       int           // most rows one claim takes
+	Lease       time.Duration // lease TTL; heartbeats run every Lease/3
+	ExecTimeout time.Duration // hard deadline of one handler run (0 = none)
+	Poll        time.Duration // claim poll interval when no notification arrives
+	PollOnly    bool          // no LISTEN/NOTIFY (PgBouncer transaction pooling)
+	Reclaim     bool          // claims also reap their queue's expired leases
+
+	NotifyDebounce time.Duration // enqueue sends at most one NOTIFY per queue per this
+	FlushInterval  time.Duration // completer flushes at least this often
+	FlushBatch     int           // ... or when this many completions wait
+	DrainTimeout   time.Duration // on shutdown, how long in-flight handlers may finish
+	RunsDir        string        // per-attempt meta.json and attempt.log ("" = off)
+
+	MaxAttempts int           // default max attempts of new jobs (1 + retries)
+	BackoffBase time.Duration // full-jitter backoff: random(0, min(base*2^attempt, cap))
+	BackoffCap  time.Duration
+
+	ReapInterval time.Duration // reaper period
+	ReapBatch    int           // most rows one reap statement handles
+
+	WebhookAllow   []string      // hosts the webhook handler may call
+	WebhookSecret  string        // HMAC-SHA256 signing secret ("" = unsigned)
+	WebhookTimeout time.Duration // per request
+	ExecAllow      []string      // commands the exec handler may run
+
+	LogLevel  string // debug, info, warn, error
+	LogFormat string // text or json
+}
+
+// Default returns the built-in defaults.
+func Default() Config {
+	host, _ := os.Hostname()
+	return Config{
+		MaxConns:       10,
+		WorkerID:       fmt.Sprintf("%s-%d", host, os.Getpid()),
+		Queues:         []string{"default"},
+		Concurrency:    100,
+		Batch:          100,
+		Lease:          30 * time.Second,
+		ExecTimeout:    5 * time.Minute,
+		Poll:           time.Second,
+		Reclaim:        true,
+		NotifyDebounce: 5 * time.Millisecond,
+		FlushInterval:  5 * time.Millisecond,
+		FlushBatch:     1000,
+		DrainTimeout:   10 * time.Second,
+		MaxAttempts:    4,
+		BackoffBase:    500 * time.Millisecond,
+		BackoffCap:     30 * time.Second,
+		ReapInterval:   5 * time.Second,
+		ReapBatch:      1000,
+		WebhookTimeout: 10 * time.Second,
+		LogLevel:       "info",
+		LogFormat:      "text",
+	}
+}
+
+var nameRE = regexp.MustCompile(`^[A-Za-z0-9_.:-]{1,128}$`)
+
+// ValidName reports whether s is a valid queue, kind or schedule name: 1 to
+// 128 characters of letters, digits, '_', '.', ':' and '-'. The schema
+// enforces the same rule.
+func ValidName(s string) bool { return nameRE.MatchString(s) }
+
+// Validate returns every problem with c, one per line.
+func (c Config) Validate() error {
+	var errs []error
+	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	if c.MaxConns < 2 {
+		bad("max-conns must be at least 2 (one for LISTEN, one for claims), got %d", c.MaxConns)
+	}
+	if strings.TrimSpace(c.WorkerID) == "" {
+		bad("worker-id must not be empty")
+	}
+	if len(c.Queues) == 0 {
+		bad("queues must name at least one queue")
+	}
+	for _, q := range c.Queues {
+		if !ValidName(q) {
+			bad("queue %q is not a valid name (1-128 of A-Z a-z 0-9 _ . : -)", q)
+		}
+	}
+	if c.Concurrency < 1 || c.Concurrency > 10000 {
+		bad("concurrency must be between 1 and 10000, got %d", c.Concurrency)
+	}
+	if c.Batch < 1 || c.Batch > 10000 {
+		bad("batch must be between 1 and 10000, got %d", c.Batch)
+	}
+	if c.Lease < time.Second {
+		bad("lease must be at least 1s, got %s", c.Lease)
+	}
+	if c.ExecTimeout < 0 {
+		bad("exec-timeout must not be negative, got %s", c.ExecTimeout)
+	}
+	if c.Poll < 10*time.Millisecond {
+		bad("poll must be at least 10ms, got %s", c.Poll)
+	}
+	if c.NotifyDebounce < 0 {
+		bad("notify-debounce must not be negative, got %s", c.NotifyDebounce)
+	}
+	if c.FlushInterval < 0 || c.FlushInterval > time.Second {
+		bad("flush-interval must be between 0 and 1s, got %s", c.FlushInterval)
+	}
+	if c.FlushBatch < 1 {
+		bad("flush-batch must be at least 1, got %d", c.FlushBatch)
+	}
+	if c.DrainTimeout < 0 {
+		bad("drain-timeout must not be negative, got %s", c.DrainTimeout)
+	}
+	if c.MaxAttempts < 1 || c.MaxAttempts > 1000 {
+		bad("max-attempts must be between 1 and 1000, got %d", c.MaxAttempts)
+	}
+	if c.BackoffBase <= 0 {
+		bad("backoff-base must be positive, got %s", c.BackoffBase)
+	}
+	if c.BackoffCap < c.BackoffBase {
+		bad("backoff-cap (%s) must be at least backoff-base (%s)", c.BackoffCap, c.BackoffBase)
+	}
+	if c.ReapInterval < 100*time.Millisecond {
+		bad("reap-interval must be at least 100ms, got %s", c.ReapInterval)
+	}
+	if c.ReapBatch < 1 {
+		bad("reap-batch must be at least 1, got %d", c.ReapBatch)
+	}
+	for _, h := range c.WebhookAllow {
+		if h == "" || strings.ContainsAny(h, "/ ") {
+			bad("webhook-allow entry %q must be a host name or host:port", h)
+		} else if _, _, err := net.SplitHostPort(h); err != nil && strings.Count(h, ":") == 1 {
+			bad("webhook-allow entry %q: %v", h, err)
+		}
+	}
+	if c.WebhookTimeout <= 0 {
+		bad("webhook-timeout must be positive, got %s", c.WebhookTimeout)
+	}
+	switch c.LogLevel {
+	case "debug", "info", "warn", "error":
+	default:
+		bad("log-level must be debug, info, warn or error, got %q", c.LogLevel)
+	}
+	switch c.LogFormat {
+	case "text", "json":
+	default:
+		bad("log-format must be text or json, got %q", c.LogFormat)
+	}
+	return errors.Join(errs...)
+}
+
+// Option describes one setting for flags, environment and documentation.
+type Option struct {
+	Flag  string
+	Env   string
+	Usage string
+}
+
+// Bind registers the settings used by a command on fs, with defaults taken
+// from c after the WORKQ_* environment is applied. It returns an error naming
+// the variable when an environment value does not parse.
+func (c *Config) Bind(fs *pflag.FlagSet, names ...string) error {
+	if err := c.applyEnv(os.LookupEnv); err != nil {
+		return err
+	}
+	want := map[string]bool{}
+	for _, n := range names {
+		want[n] = true
+	}
+	for _, o := range c.options() {
+		if len(names) > 0 && !want[o.Flag] {
+			continue
+		}
+		o.bind(fs)
+	}
+	return nil
+}
+
+// Options lists every setting (for the README table and `workq config`).
+func Options() []Option {
+	c := Default()
+	var out []Option
+	for _, o := range c.options() {
+		out = append(out, Option{Flag: o.Flag, Env: o.Env, Usage: o.Usage + " (default " + o.def() + ")"})
+	}
+	return out
+}
+
+type option struct {
+	Option
+	ptr any
+}
+
+func (o option) def() string {
+	switch p := o.ptr.(type) {
+	case *string:
+		if *p == "" {
+			return `""`
+		}
+		return *p
+	case *[]string:
+		return strings.Join(*p, ",")
+	case *int:
+		return strconv.Itoa(*p)
+	case *int32:
+		return strconv.Itoa(int(*p))
+	case *bool:
+		return strconv.FormatBool(*p)
+	case *time.Duration:
+		return p.String()
+	}
+	return "?"
+}
+
+func (o option) bind(fs *pflag.FlagSet) {
+	switch p := o.ptr.(type) {
+	case *string:
+		fs.StringVar(p, o.Flag, *p, o.Usage)
+	case *[]string:
+		fs.StringSliceVar(p, o.Flag, *p, o.Usage)
+	case *int:
+		fs.IntVar(p, o.Flag, *p, o.Usage)
+	case *int32:
+		fs.Int32Var(p, o.Flag, *p, o.Usage)
+	case *bool:
+		fs.BoolVar(p, o.Flag, *p, o.Usage)
+	case *time.Duration:
+		fs.DurationVar(p, o.Flag, *p, o.Usage)
+	}
+}
+
+func (c *Config) options() []option {
+	o := func(flag, env string, ptr any, usage string) option {
+		return option{Option{Flag: flag, Env: env, Usage: usage}, ptr}
+	}
+	return []option{
+		o("database-url", "DATABASE_URL", &c.DatabaseURL, "PostgreSQL URL or keyword/value string"),
+		o("max-conns", "WORKQ_MAX_CONNS", &c.MaxConns, "connection pool size"),
+		o("worker-id", "WORKQ_WORKER_ID", &c.WorkerID, "worker identity recorded on claims and runs"),
+		o("queues", "WORKQ_QUEUES", &c.Queues, "job queues to work, comma-separated"),
+		o("concurrency", "WORKQ_CONCURRENCY", &c.Concurrency, "handlers running at once, per queue"),
+		o("batch", "WORKQ_BATCH", &c.Batch, "most jobs one claim takes"),
+		o("lease", "WORKQ_LEASE", &c.Lease, "lease TTL; heartbeat every lease/3"),
+		o("exec-timeout", "WORKQ_EXEC_TIMEOUT", &c.ExecTimeout, "hard deadline of one handler run, 0 = none"),
+		o("poll", "WORKQ_POLL", &c.Poll, "poll interval when no notification arrives"),
+		o("poll-only", "WORKQ_POLL_ONLY", &c.PollOnly, "never LISTEN (PgBouncer transaction pooling)"),
+		o("reclaim", "WORKQ_RECLAIM", &c.Reclaim, "claims also reap expired leases of their queue"),
+		o("notify-debounce", "WORKQ_NOTIFY_DEBOUNCE", &c.NotifyDebounce, "at most one enqueue NOTIFY per queue per this"),
+		o("flush-interval", "WORKQ_FLUSH_INTERVAL", &c.FlushInterval, "completions are flushed at least this often"),
+		o("flush-batch", "WORKQ_FLUSH_BATCH", &c.FlushBatch, "or as soon as this many wait"),
+		o("drain-timeout", "WORKQ_DRAIN_TIMEOUT", &c.DrainTimeout, "on shutdown, time for in-flight jobs to finish before release"),
+		o("runs-dir", "WORKQ_RUNS_DIR", &c.RunsDir, "write <dir>/<table>/<id>/<run_id>/{meta.json,attempt.log}"),
+		o("max-attempts", "WORKQ_MAX_ATTEMPTS", &c.MaxAttempts, "default attempts of a new job (1 + retries)"),
+		o("backoff-base", "WORKQ_BACKOFF_BASE", &c.BackoffBase, "retry backoff base: random(0, min(base*2^attempt, cap))"),
+		o("backoff-cap", "WORKQ_BACKOFF_CAP", &c.BackoffCap, "retry backoff cap"),
+		o("reap-interval", "WORKQ_REAP_INTERVAL", &c.ReapInterval, "reaper period"),
+		o("reap-batch", "WORKQ_REAP_BATCH", &c.ReapBatch, "most rows one reap statement handles"),
+		o("webhook-allow", "WORKQ_WEBHOOK_ALLOW", &c.WebhookAllow, "hosts (host or host:port) the webhook handler may call"),
+		o("webhook-secret", "WORKQ_WEBHOOK_SECRET", &c.WebhookSecret, "HMAC-SHA256 key for the X-Workq-Signature header"),
+		o("webhook-timeout", "WORKQ_WEBHOOK_TIMEOUT", &c.WebhookTimeout, "webhook request timeout"),
+		o("exec-allow", "WORKQ_EXEC_ALLOW", &c.ExecAllow, "commands (absolute paths or names) the exec handler may run"),
+		o("log-level", "WORKQ_LOG_LEVEL", &c.LogLevel, "debug, info, warn or error"),
+		o("log-format", "WORKQ_LOG_FORMAT", &c.LogFormat, "text or json"),
+	}
+}
+
+// applyEnv sets every option whose environment variable is present.
+func (c *Config) applyEnv(lookup func(string) (string, bool)) error {
+	var errs []error
+	for _, o := range c.options() {
+		v, ok := lookup(o.Env)
+		if !ok {
+			continue
+		}
+		if err := set(o.ptr, v); err != nil {
+			errs = append(errs, fmt.Errorf("%s=%q: %w", o.Env, v, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func set(ptr any, v string) error {
+	switch p := ptr.(type) {
+	case *string:
+		*p = v
+	case *[]string:
+		*p = nil
+		for _, s := range strings.Split(v, ",") {
+			if s = strings.TrimSpace(s); s != "" {
+				*p = append(*p, s)
+			}
+		}
+	case *int:
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			return fmt.Errorf("not an integer")
+		}
+		*p = n
+	case *int32:
+		n, err := strconv.ParseInt(v, 10, 32)
+		if err != nil {
+			return fmt.Errorf("not a 32-bit integer")
+		}
+		*p = int32(n)
+	case *bool:
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			return fmt.Errorf("not a boolean (true/false)")
+		}
+		*p = b
+	case *time.Duration:
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			return fmt.Errorf("not a duration (e.g. 500ms, 30s, 5m)")
+		}
+		*p = d
+	}
+	return nil
+}

@@ -1,0 +1,563 @@
+package test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strconv"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/workq/workq/db/gen"
+	"github.com/workq/workq/internal/testdb"
+)
+
+// Row states of every work table.
+const (
+	stReady      int16 = 0
+	stInProgress int16 = 1
+	stDone       int16 = 2
+	stFailed     int16 = 3
+)
+
+// leaseTable adapts one work table's generated queries to common shapes, so
+// that the behaviour the four tables share is tested by one table-driven test.
+type leaseTable struct {
+	name string
+
+	// enqueue inserts n ready rows into queue (EnqueueMany, or
+	// InboxRecordMany) that become due after delayMs, and returns their ids in
+	// input order.
+	enqueue func(ctx context.Context, q *gen.Queries, spec enqueueSpec) ([]int64, error)
+	// claim leases up to maxRows due rows of queue under a fresh owner token.
+	claim func(ctx context.Context, q *gen.Queries, p claimParams) ([]claimedRow, error)
+	// heartbeat extends the unexpired leases of ids held by token.
+	heartbeat func(ctx context.Context, q *gen.Queries, leaseMs int64, ids []int64, token uuid.UUID) ([]int64, error)
+	// complete ends the given attempts; it returns the (id, status) rows it applied to.
+	complete func(ctx context.Context, q *gen.Queries, ends []attemptEnd) ([]idStatus, error)
+	// reap requeues (or fails) up to maxRows rows whose lease expired.
+	reap func(ctx context.Context, q *gen.Queries, maxRows int32) ([]idStatus, error)
+	// get reads the lease columns of one row.
+	get func(ctx context.Context, q *gen.Queries, id int64) (leaseRow, error)
+}
+
+type enqueueSpec struct {
+	queue       string
+	n           int
+	maxAttempts int32 // 0 means 4 (the column default)
+	delayMs     int64 // eligibility delay; <= 0 means due now
+}
+
+type claimParams struct {
+	queue          string
+	workerID       string
+	leaseMs        int64
+	maxRows        int32
+	reclaimExpired bool
+}
+
+// claimedRow is what every Claim returns, reduced to the lease columns.
+type claimedRow struct {
+	ID           int64
+	Attempts     int32
+	MaxAttempts  int32
+	LeaseVersion int64
+	Token        uuid.UUID
+	RunID        uuid.UUID
+	LockedUntil  time.Time
+	Priority     int16
+	RunAt        time.Time
+}
+
+// attemptEnd is one element of a Complete call.
+type attemptEnd struct {
+	ID      int64
+	Token   uuid.UUID
+	Outcome string // done, retry, failed, snoozed, released
+	Error   string
+	DelayMs int64
+}
+
+type idStatus struct {
+	ID     int64
+	Status int16
+}
+
+// leaseRow is the lease part of a work row as Get reads it.
+type leaseRow struct {
+	ID           int64
+	Queue        string
+	Status       int16
+	Priority     int16
+	RunAt        time.Time
+	Token        *uuid.UUID
+	LockedUntil  *time.Time
+	LeaseVersion int64
+	Attempts     int32
+	MaxAttempts  int32
+	RunID        *uuid.UUID
+	ClaimedBy    *string
+	LastError    *string
+	FinishedAt   *time.Time
+}
+
+// leaseTables lists the adapters of the four work tables.
+var leaseTables = []leaseTable{jobRunsTable, outboxTable, inboxTable, timersTable}
+
+func fill[T any](n int, v T) []T {
+	s := make([]T, n)
+	for i := range s {
+		s[i] = v
+	}
+	return s
+}
+
+func (s enqueueSpec) attempts() int32 {
+	if s.maxAttempts == 0 {
+		return 4
+	}
+	return s.maxAttempts
+}
+
+func deref[T any](p *T) T {
+	var zero T
+	if p == nil {
+		return zero
+	}
+	return *p
+}
+
+func splitEnds(ends []attemptEnd) (ids []int64, tokens []string, outcomes, errs []string, delays []int64) {
+	for _, e := range ends {
+		ids = append(ids, e.ID)
+		tokens = append(tokens, e.Token.String())
+		outcomes = append(outcomes, e.Outcome)
+		errs = append(errs, e.Error)
+		delays = append(delays, e.DelayMs)
+	}
+	return
+}
+
+var jobRunsTable = leaseTable{
+	name: "job_runs",
+	enqueue: func(ctx context.Context, q *gen.Queries, s enqueueSpec) ([]int64, error) {
+		rows, err := q.JobRunsEnqueueMany(ctx, gen.JobRunsEnqueueManyParams{
+			Queues:      fill(s.n, s.queue),
+			Kinds:       fill(s.n, "test.kind"),
+			Payloads:    fill(s.n, `{}`),
+			Priorities:  fill(s.n, int16(0)),
+			DelaysMs:    fill(s.n, s.delayMs),
+			MaxAttempts: fill(s.n, s.attempts()),
+			DedupKeys:   fill(s.n, ""),
+		})
+		ids := make([]int64, len(rows))
+		for i, r := range rows {
+			ids[i] = r.ID
+		}
+		return ids, err
+	},
+	claim: func(ctx context.Context, q *gen.Queries, p claimParams) ([]claimedRow, error) {
+		rows, err := q.JobRunsClaim(ctx, gen.JobRunsClaimParams{LeaseMs: p.leaseMs, WorkerID: p.workerID,
+			ReclaimExpired: p.reclaimExpired, Queue: p.queue, MaxRows: p.maxRows})
+		out := make([]claimedRow, len(rows))
+		for i, r := range rows {
+			out[i] = claimedRow{r.ID, r.Attempts, r.MaxAttempts, r.LeaseVersion, deref(r.OwnerToken), deref(r.RunID),
+				deref(r.LockedUntil), r.Priority, r.RunAt}
+		}
+		return out, err
+	},
+	heartbeat: func(ctx context.Context, q *gen.Queries, leaseMs int64, ids []int64, token uuid.UUID) ([]int64, error) {
+		return q.JobRunsHeartbeat(ctx, gen.JobRunsHeartbeatParams{LeaseMs: leaseMs, Ids: ids, OwnerToken: token})
+	},
+	complete: func(ctx context.Context, q *gen.Queries, ends []attemptEnd) ([]idStatus, error) {
+		ids, tokens, outcomes, errs, delays := splitEnds(ends)
+		rows, err := q.JobRunsComplete(ctx, gen.JobRunsCompleteParams{Ids: ids, OwnerTokens: tokens,
+			Outcomes: outcomes, Errors: errs, DelaysMs: delays})
+		out := make([]idStatus, len(rows))
+		for i, r := range rows {
+			out[i] = idStatus{r.ID, r.Status}
+		}
+		return out, err
+	},
+	reap: func(ctx context.Context, q *gen.Queries, maxRows int32) ([]idStatus, error) {
+		rows, err := q.JobRunsReapExpired(ctx, maxRows)
+		out := make([]idStatus, len(rows))
+		for i, r := range rows {
+			out[i] = idStatus{r.ID, r.Status}
+		}
+		return out, err
+	},
+	get: func(ctx context.Context, q *gen.Queries, id int64) (leaseRow, error) {
+		r, err := q.JobRunsGet(ctx, id)
+		return leaseRow{r.ID, r.Queue, r.Status, r.Priority, r.RunAt, r.OwnerToken, r.LockedUntil, r.LeaseVersion,
+			r.Attempts, r.MaxAttempts, r.RunID, r.ClaimedBy, r.LastError, r.FinishedAt}, err
+	},
+}
+
+var outboxTable = leaseTable{
+	name: "outbox",
+	enqueue: func(ctx context.Context, q *gen.Queries, s enqueueSpec) ([]int64, error) {
+		rows, err := q.OutboxEnqueueMany(ctx, gen.OutboxEnqueueManyParams{
+			Queues:         fill(s.n, s.queue),
+			Topics:         fill(s.n, "test.topic"),
+			PartitionKeys:  fill(s.n, ""),
+			Payloads:       fill(s.n, `{}`),
+			Headers:        fill(s.n, `{}`),
+			CorrelationIds: fill(s.n, ""),
+			Priorities:     fill(s.n, int16(0)),
+			DelaysMs:       fill(s.n, s.delayMs),
+			MaxAttempts:    fill(s.n, s.attempts()),
+		})
+		ids := make([]int64, len(rows))
+		for i, r := range rows {
+			ids[i] = r.ID
+		}
+		return ids, err
+	},
+	claim: func(ctx context.Context, q *gen.Queries, p claimParams) ([]claimedRow, error) {
+		rows, err := q.OutboxClaim(ctx, gen.OutboxClaimParams{LeaseMs: p.leaseMs, WorkerID: p.workerID,
+			ReclaimExpired: p.reclaimExpired, Queue: p.queue, MaxRows: p.maxRows})
+		out := make([]claimedRow, len(rows))
+		for i, r := range rows {
+			out[i] = claimedRow{r.ID, r.Attempts, r.MaxAttempts, r.LeaseVersion, deref(r.OwnerToken), deref(r.RunID),
+				deref(r.LockedUntil), r.Priority, r.RunAt}
+		}
+		return out, err
+	},
+	heartbeat: func(ctx context.Context, q *gen.Queries, leaseMs int64, ids []int64, token uuid.UUID) ([]int64, error) {
+		return q.OutboxHeartbeat(ctx, gen.OutboxHeartbeatParams{LeaseMs: leaseMs, Ids: ids, OwnerToken: token})
+	},
+	complete: func(ctx context.Context, q *gen.Queries, ends []attemptEnd) ([]idStatus, error) {
+		ids, tokens, outcomes, errs, delays := splitEnds(ends)
+		rows, err := q.OutboxComplete(ctx, gen.OutboxCompleteParams{Ids: ids, OwnerTokens: tokens,
+			Outcomes: outcomes, Errors: errs, DelaysMs: delays})
+		out := make([]idStatus, len(rows))
+		for i, r := range rows {
+			out[i] = idStatus{r.ID, r.Status}
+		}
+		return out, err
+	},
+	reap: func(ctx context.Context, q *gen.Queries, maxRows int32) ([]idStatus, error) {
+		rows, err := q.OutboxReapExpired(ctx, maxRows)
+		out := make([]idStatus, len(rows))
+		for i, r := range rows {
+			out[i] = idStatus{r.ID, r.Status}
+		}
+		return out, err
+	},
+	get: func(ctx context.Context, q *gen.Queries, id int64) (leaseRow, error) {
+		r, err := q.OutboxGet(ctx, id)
+		return leaseRow{r.ID, r.Queue, r.Status, r.Priority, r.RunAt, r.OwnerToken, r.LockedUntil, r.LeaseVersion,
+			r.Attempts, r.MaxAttempts, r.RunID, r.ClaimedBy, r.LastError, r.FinishedAt}, err
+	},
+}
+
+// inboxSeq makes (source, message_id) pairs unique across the calls of a test
+// binary.
+var inboxSeq atomic.Int64
+
+var inboxTable = leaseTable{
+	name: "inbox",
+	enqueue: func(ctx context.Context, q *gen.Queries, s enqueueSpec) ([]int64, error) {
+		if s.delayMs > 0 {
+			// InboxRecordMany has no delay: a message is due on arrival.
+			return nil, errors.New("inbox enqueue: InboxRecordMany takes no delay")
+		}
+		msgIDs := make([]string, s.n)
+		for i := range msgIDs {
+			msgIDs[i] = "m-" + strconv.FormatInt(inboxSeq.Add(1), 10)
+		}
+		rows, err := q.InboxRecordMany(ctx, gen.InboxRecordManyParams{
+			Queues:      fill(s.n, s.queue),
+			Sources:     fill(s.n, "test-source"),
+			MessageIds:  msgIDs,
+			Topics:      fill(s.n, ""),
+			Payloads:    fill(s.n, `{}`),
+			Priorities:  fill(s.n, int16(0)),
+			MaxAttempts: fill(s.n, s.attempts()),
+		})
+		ids := make([]int64, len(rows))
+		for i, r := range rows {
+			ids[i] = r.ID
+		}
+		return ids, err
+	},
+	claim: func(ctx context.Context, q *gen.Queries, p claimParams) ([]claimedRow, error) {
+		rows, err := q.InboxClaim(ctx, gen.InboxClaimParams{LeaseMs: p.leaseMs, WorkerID: p.workerID,
+			ReclaimExpired: p.reclaimExpired, Queue: p.queue, MaxRows: p.maxRows})
+		out := make([]claimedRow, len(rows))
+		for i, r := range rows {
+			out[i] = claimedRow{r.ID, r.Attempts, r.MaxAttempts, r.LeaseVersion, deref(r.OwnerToken), deref(r.RunID),
+				deref(r.LockedUntil), r.Priority, r.RunAt}
+		}
+		return out, err
+	},
+	heartbeat: func(ctx context.Context, q *gen.Queries, leaseMs int64, ids []int64, token uuid.UUID) ([]int64, error) {
+		return q.InboxHeartbeat(ctx, gen.InboxHeartbeatParams{LeaseMs: leaseMs, Ids: ids, OwnerToken: token})
+	},
+	complete: func(ctx context.Context, q *gen.Queries, ends []attemptEnd) ([]idStatus, error) {
+		ids, tokens, outcomes, errs, delays := splitEnds(ends)
+		rows, err := q.InboxComplete(ctx, gen.InboxCompleteParams{Ids: ids, OwnerTokens: tokens,
+			Outcomes: outcomes, Errors: errs, DelaysMs: delays})
+		out := make([]idStatus, len(rows))
+		for i, r := range rows {
+			out[i] = idStatus{r.ID, r.Status}
+		}
+		return out, err
+	},
+	reap: func(ctx context.Context, q *gen.Queries, maxRows int32) ([]idStatus, error) {
+		rows, err := q.InboxReapExpired(ctx, maxRows)
+		out := make([]idStatus, len(rows))
+		for i, r := range rows {
+			out[i] = idStatus{r.ID, r.Status}
+		}
+		return out, err
+	},
+	get: func(ctx context.Context, q *gen.Queries, id int64) (leaseRow, error) {
+		r, err := q.InboxGet(ctx, id)
+		return leaseRow{r.ID, r.Queue, r.Status, r.Priority, r.RunAt, r.OwnerToken, r.LockedUntil, r.LeaseVersion,
+			r.Attempts, r.MaxAttempts, r.RunID, r.ClaimedBy, r.LastError, r.FinishedAt}, err
+	},
+}
+
+var timersTable = leaseTable{
+	name: "timers",
+	enqueue: func(ctx context.Context, q *gen.Queries, s enqueueSpec) ([]int64, error) {
+		// Due times come from the Go clock; a timer due now is dated a second
+		// back so that it is due by the database clock too.
+		due := time.Now().Add(time.Duration(s.delayMs) * time.Millisecond)
+		if s.delayMs <= 0 {
+			due = due.Add(-time.Second)
+		}
+		rows, err := q.TimersEnqueueMany(ctx, gen.TimersEnqueueManyParams{
+			Queues:      fill(s.n, s.queue),
+			Topics:      fill(s.n, "test.topic"),
+			Payloads:    fill(s.n, `{}`),
+			DueTimes:    fill(s.n, due),
+			Priorities:  fill(s.n, int16(0)),
+			MaxAttempts: fill(s.n, s.attempts()),
+		})
+		ids := make([]int64, len(rows))
+		for i, r := range rows {
+			ids[i] = r.ID
+		}
+		return ids, err
+	},
+	claim: func(ctx context.Context, q *gen.Queries, p claimParams) ([]claimedRow, error) {
+		rows, err := q.TimersClaim(ctx, gen.TimersClaimParams{LeaseMs: p.leaseMs, WorkerID: p.workerID,
+			ReclaimExpired: p.reclaimExpired, Queue: p.queue, MaxRows: p.maxRows})
+		out := make([]claimedRow, len(rows))
+		for i, r := range rows {
+			out[i] = claimedRow{r.ID, r.Attempts, r.MaxAttempts, r.LeaseVersion, deref(r.OwnerToken), deref(r.RunID),
+				deref(r.LockedUntil), r.Priority, r.RunAt}
+		}
+		return out, err
+	},
+	heartbeat: func(ctx context.Context, q *gen.Queries, leaseMs int64, ids []int64, token uuid.UUID) ([]int64, error) {
+		return q.TimersHeartbeat(ctx, gen.TimersHeartbeatParams{LeaseMs: leaseMs, Ids: ids, OwnerToken: token})
+	},
+	complete: func(ctx context.Context, q *gen.Queries, ends []attemptEnd) ([]idStatus, error) {
+		ids, tokens, outcomes, errs, delays := splitEnds(ends)
+		rows, err := q.TimersComplete(ctx, gen.TimersCompleteParams{Ids: ids, OwnerTokens: tokens,
+			Outcomes: outcomes, Errors: errs, DelaysMs: delays})
+		out := make([]idStatus, len(rows))
+		for i, r := range rows {
+			out[i] = idStatus{r.ID, r.Status}
+		}
+		return out, err
+	},
+	reap: func(ctx context.Context, q *gen.Queries, maxRows int32) ([]idStatus, error) {
+		rows, err := q.TimersReapExpired(ctx, maxRows)
+		out := make([]idStatus, len(rows))
+		for i, r := range rows {
+			out[i] = idStatus{r.ID, r.Status}
+		}
+		return out, err
+	},
+	get: func(ctx context.Context, q *gen.Queries, id int64) (leaseRow, error) {
+		r, err := q.TimersGet(ctx, id)
+		return leaseRow{r.ID, r.Queue, r.Status, r.Priority, r.RunAt, r.OwnerToken, r.LockedUntil, r.LeaseVersion,
+			r.Attempts, r.MaxAttempts, r.RunID, r.ClaimedBy, r.LastError, r.FinishedAt}, err
+	},
+}
+
+// leaseEnv is one test's database and the adapter of the table under test.
+type leaseEnv struct {
+	t    *testing.T
+	ctx  context.Context
+	pool *pgxpool.Pool
+	q    *gen.Queries
+	tbl  leaseTable
+}
+
+func newLeaseEnv(t *testing.T, tbl leaseTable, maxConns int32) *leaseEnv {
+	t.Helper()
+	pool := testdb.PoolWith(t, maxConns)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	t.Cleanup(cancel)
+	return &leaseEnv{t: t, ctx: ctx, pool: pool, q: gen.New(pool), tbl: tbl}
+}
+
+// newLeaseDB opens one database for the subtests of a test, which take their
+// view of it with on. Creating a database per subtest would cost more than
+// most subtests; sharing subtests run one after another and keep to their own
+// table or queue.
+func newLeaseDB(t *testing.T, maxConns int32) *leaseEnv {
+	t.Helper()
+	return newLeaseEnv(t, leaseTable{}, maxConns)
+}
+
+// on returns the view of e's database for subtest t and table tbl.
+func (e *leaseEnv) on(t *testing.T, tbl leaseTable) *leaseEnv {
+	c := *e
+	c.t, c.tbl = t, tbl
+	return &c
+}
+
+func (e *leaseEnv) enqueue(spec enqueueSpec) []int64 {
+	e.t.Helper()
+	ids, err := e.tbl.enqueue(e.ctx, e.q, spec)
+	if err != nil {
+		e.t.Fatalf("%s: enqueue %d rows into queue %q: %v", e.tbl.name, spec.n, spec.queue, err)
+	}
+	if len(ids) != spec.n {
+		e.t.Fatalf("%s: enqueue returned %d ids, want %d", e.tbl.name, len(ids), spec.n)
+	}
+	return ids
+}
+
+func (e *leaseEnv) claim(p claimParams) []claimedRow {
+	e.t.Helper()
+	rows, err := e.tbl.claim(e.ctx, e.q, p)
+	if err != nil {
+		e.t.Fatalf("%s: claim (queue %q, worker %q, max %d): %v", e.tbl.name, p.queue, p.workerID, p.maxRows, err)
+	}
+	return rows
+}
+
+// claimOne claims exactly one row and fails the test when it gets another count.
+func (e *leaseEnv) claimOne(p claimParams) claimedRow {
+	e.t.Helper()
+	p.maxRows = 1
+	rows := e.claim(p)
+	if len(rows) != 1 {
+		e.t.Fatalf("%s: claim by %q returned %d rows, want 1", e.tbl.name, p.workerID, len(rows))
+	}
+	return rows[0]
+}
+
+func (e *leaseEnv) heartbeat(leaseMs int64, ids []int64, token uuid.UUID) []int64 {
+	e.t.Helper()
+	got, err := e.tbl.heartbeat(e.ctx, e.q, leaseMs, ids, token)
+	if err != nil {
+		e.t.Fatalf("%s: heartbeat %v: %v", e.tbl.name, ids, err)
+	}
+	return got
+}
+
+func (e *leaseEnv) complete(ends ...attemptEnd) []idStatus {
+	e.t.Helper()
+	got, err := e.tbl.complete(e.ctx, e.q, ends)
+	if err != nil {
+		e.t.Fatalf("%s: complete %+v: %v", e.tbl.name, ends, err)
+	}
+	return got
+}
+
+func (e *leaseEnv) reap(maxRows int32) []idStatus {
+	e.t.Helper()
+	got, err := e.tbl.reap(e.ctx, e.q, maxRows)
+	if err != nil {
+		e.t.Fatalf("%s: reap: %v", e.tbl.name, err)
+	}
+	return got
+}
+
+func (e *leaseEnv) get(id int64) leaseRow {
+	e.t.Helper()
+	r, err := e.tbl.get(e.ctx, e.q, id)
+	if err != nil {
+		e.t.Fatalf("%s: get %d: %v", e.tbl.name, id, err)
+	}
+	return r
+}
+
+func (e *leaseEnv) runs(id int64) []gen.Run {
+	e.t.Helper()
+	rs, err := e.q.RunsListByItem(e.ctx, e.tbl.name, id)
+	if err != nil {
+		e.t.Fatalf("%s: list runs of %d: %v", e.tbl.name, id, err)
+	}
+	return rs
+}
+
+// scalar runs a query that returns one value.
+func (e *leaseEnv) scalar(dst any, sql string, args ...any) {
+	e.t.Helper()
+	if err := e.pool.QueryRow(e.ctx, sql, args...).Scan(dst); err != nil {
+		e.t.Fatalf("%s: %s: %v", e.tbl.name, sql, err)
+	}
+}
+
+// count returns count(*) of the table under test with a where clause.
+func (e *leaseEnv) count(where string, args ...any) int {
+	e.t.Helper()
+	var n int
+	e.scalar(&n, fmt.Sprintf("select count(*) from %s where %s", e.tbl.name, where), args...)
+	return n
+}
+
+// dbNow returns the database clock.
+func (e *leaseEnv) dbNow() time.Time {
+	e.t.Helper()
+	var now time.Time
+	e.scalar(&now, "select clock_timestamp()")
+	return now
+}
+
+// waitExpired sleeps until every lease in rows has expired by the database
+// clock.
+func (e *leaseEnv) waitExpired(rows ...claimedRow) {
+	e.t.Helper()
+	var last time.Time
+	for _, r := range rows {
+		if r.LockedUntil.After(last) {
+			last = r.LockedUntil
+		}
+	}
+	for {
+		d := last.Sub(e.dbNow())
+		if d < 0 {
+			return
+		}
+		time.Sleep(d + 5*time.Millisecond)
+	}
+}
+
+func claimedIDs(rows []claimedRow) []int64 {
+	out := make([]int64, len(rows))
+	for i, r := range rows {
+		out[i] = r.ID
+	}
+	return out
+}
+
+func sortedIDs(s []int64) []int64 {
+	out := append([]int64(nil), s...)
+	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
+	return out
+}
+
+func sqlState(err error) string {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		return pgErr.Code
+	}
+	return ""
+}

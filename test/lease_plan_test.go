@@ -1,0 +1,403 @@
+package test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/workq/workq/db/gen"
+	"github.com/workq/workq/internal/testdb"
+)
+
+// namedQuery returns the text of query name from db/queries/<file>.sql with
+// its sqlc parameters numbered the way sqlc numbers them (in order of first
+// appearance), and the parameter names in that order. EXPLAIN then plans the
+// statement the application runs, not a hand-written look-alike.
+func namedQuery(t *testing.T, file, name string) (string, []string) {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("..", "db", "queries", file+".sql"))
+	if err != nil {
+		t.Fatalf("read queries: %v", err)
+	}
+	var body []string
+	in := false
+	for _, line := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(line, "-- name: ") {
+			if in {
+				break
+			}
+			in = strings.HasPrefix(line, "-- name: "+name+" ")
+			continue
+		}
+		if in && !strings.HasPrefix(strings.TrimSpace(line), "--") {
+			body = append(body, line)
+		}
+	}
+	if len(body) == 0 {
+		t.Fatalf("query %s not found in db/queries/%s.sql", name, file)
+	}
+	sql := strings.TrimSuffix(strings.TrimSpace(strings.Join(body, "\n")), ";")
+	sql = regexp.MustCompile(`sqlc\.narg\('(\w+)'\)`).ReplaceAllString(sql, "@$1")
+	var params []string
+	sql = regexp.MustCompile(`@(\w+)`).ReplaceAllStringFunc(sql, func(m string) string {
+		p := m[1:]
+		for i, q := range params {
+			if q == p {
+				return fmt.Sprintf("$%d", i+1)
+			}
+		}
+		params = append(params, p)
+		return fmt.Sprintf("$%d", len(params))
+	})
+	return sql, params
+}
+
+// planNode is one node of EXPLAIN (FORMAT JSON) output.
+type planNode struct {
+	NodeType      string     `json:"Node Type"`
+	Relation      string     `json:"Relation Name"`
+	Index         string     `json:"Index Name"`
+	Subplan       string     `json:"Subplan Name"`
+	ActualRows    float64    `json:"Actual Rows"`
+	ActualLoops   float64    `json:"Actual Loops"`
+	RemovedFilter float64    `json:"Rows Removed by Filter"`
+	RemovedCheck  float64    `json:"Rows Removed by Index Recheck"`
+	Plans         []planNode `json:"Plans"`
+}
+
+func (n planNode) walk(f func(planNode)) {
+	f(n)
+	for _, c := range n.Plans {
+		c.walk(f)
+	}
+}
+
+// subplan returns the subtree of a CTE, e.g. subplan("CTE candidates").
+func (n planNode) subplan(name string) (planNode, bool) {
+	var found planNode
+	ok := false
+	n.walk(func(x planNode) {
+		if !ok && x.Subplan == name {
+			found, ok = x, true
+		}
+	})
+	return found, ok
+}
+
+func (n planNode) has(f func(planNode) bool) bool {
+	hit := false
+	n.walk(func(x planNode) { hit = hit || f(x) })
+	return hit
+}
+
+func (n planNode) usesIndex(index string) bool {
+	return n.has(func(x planNode) bool { return x.Index == index })
+}
+
+func (n planNode) seqScans(table string) bool {
+	return n.has(func(x planNode) bool { return x.NodeType == "Seq Scan" && x.Relation == table })
+}
+
+// String renders the plan as an indented outline for failure messages.
+func (n planNode) String() string {
+	var b strings.Builder
+	var rec func(planNode, int)
+	rec = func(x planNode, depth int) {
+		fmt.Fprintf(&b, "%s%s", strings.Repeat("  ", depth), x.NodeType)
+		if x.Subplan != "" {
+			fmt.Fprintf(&b, " [%s]", x.Subplan)
+		}
+		if x.Relation != "" {
+			fmt.Fprintf(&b, " on %s", x.Relation)
+		}
+		if x.Index != "" {
+			fmt.Fprintf(&b, " using %s", x.Index)
+		}
+		if x.ActualLoops > 0 {
+			fmt.Fprintf(&b, " (rows %.0f x %.0f, removed %.0f)", x.ActualRows, x.ActualLoops, x.RemovedFilter+x.RemovedCheck)
+		}
+		b.WriteByte('\n')
+		for _, c := range x.Plans {
+			rec(c, depth+1)
+		}
+	}
+	rec(n, 0)
+	return b.String()
+}
+
+func parsePlan(t *testing.T, raw []byte) planNode {
+	t.Helper()
+	var out []struct {
+		Plan planNode `json:"Plan"`
+	}
+	if err := json.Unmarshal(raw, &out); err != nil || len(out) != 1 {
+		t.Fatalf("parse EXPLAIN output: %v (%s)", err, raw)
+	}
+	return out[0].Plan
+}
+
+// explainCustom plans sql with its parameters bound (a custom plan, what a
+// statement gets on its first executions).
+func explainCustom(t *testing.T, ctx context.Context, conn *pgx.Conn, sql string, args ...any) planNode {
+	t.Helper()
+	var raw []byte
+	if err := conn.QueryRow(ctx, "explain (format json) "+sql, args...).Scan(&raw); err != nil {
+		t.Fatalf("explain: %v\n%s", err, sql)
+	}
+	return parsePlan(t, raw)
+}
+
+// explainGeneric plans sql as a prepared statement forced to a generic plan
+// (what a cached prepared statement may switch to after five executions).
+func explainGeneric(t *testing.T, ctx context.Context, conn *pgx.Conn, sql string, literals ...string) planNode {
+	t.Helper()
+	name := "p_" + strings.ReplaceAll(uuid.NewString(), "-", "")
+	for _, s := range []string{
+		"set plan_cache_mode = force_generic_plan",
+		fmt.Sprintf("prepare %s as %s", name, sql),
+	} {
+		if _, err := conn.Exec(ctx, s); err != nil {
+			t.Fatalf("%s: %v", s, err)
+		}
+	}
+	defer func() {
+		_, _ = conn.Exec(ctx, "deallocate "+name)
+		_, _ = conn.Exec(ctx, "reset plan_cache_mode")
+	}()
+	var raw []byte
+	q := fmt.Sprintf("explain (format json) execute %s(%s)", name, strings.Join(literals, ", "))
+	if err := conn.QueryRow(ctx, q).Scan(&raw); err != nil {
+		t.Fatalf("%s: %v", q, err)
+	}
+	return parsePlan(t, raw)
+}
+
+// argsFor lays out named values in the order of params.
+func argsFor(t *testing.T, params []string, values map[string]any) []any {
+	t.Helper()
+	out := make([]any, len(params))
+	for i, p := range params {
+		v, ok := values[p]
+		if !ok {
+			t.Fatalf("no value for parameter %q", p)
+		}
+		out[i] = v
+	}
+	return out
+}
+
+func literalsFor(t *testing.T, params []string, values map[string]string) []string {
+	t.Helper()
+	out := make([]string, len(params))
+	for i, p := range params {
+		v, ok := values[p]
+		if !ok {
+			t.Fatalf("no literal for parameter %q", p)
+		}
+		out[i] = v
+	}
+	return out
+}
+
+// Per-table columns that the plan data needs besides the lease columns.
+var planFillColumns = map[string][2]string{
+	"job_runs": {"kind", "'k'"},
+	"outbox":   {"topic, message_id", "'t', md5('m' || i)::uuid"},
+	"inbox":    {"source, message_id, payload_hash", "'s', 'm' || i, '\\x00'::bytea"},
+	"timers":   {"topic, due_time", "'t', now() - (200000 - i) * interval '1 second'"},
+}
+
+// fillForPlans writes 100k rows into a table: ids up to 60000 are history
+// (mostly done or failed, ~3% ready and 2% in progress in queue q, a quarter
+// of those leases expired), the rest a ready backlog in queue backlog.
+func fillForPlans(t *testing.T, ctx context.Context, conn *pgx.Conn, table string) {
+	t.Helper()
+	cols := planFillColumns[table]
+	sql := fmt.Sprintf(`
+insert into %[1]s (queue, %[2]s, status, priority, run_at, owner_token, locked_until, run_id, claimed_at, claimed_by,
+                   attempts, finished_at)
+select case when i > 60000 then 'backlog' else 'q' end, %[3]s, st, (i %% 3)::smallint,
+       now() - (200000 - i) * interval '1 second',
+       case when st = 1 then md5('o' || i)::uuid end,
+       case when st = 1 then now() + case when i %% 200 = 1 then interval '-1 minute' else interval '5 minutes' end end,
+       case when st >= 1 then md5('r' || i)::uuid end,
+       case when st >= 1 then now() - interval '10 minutes' end,
+       case when st >= 1 then 'w' end,
+       case when st = 0 then 0 else 1 end,
+       case when st >= 2 then now() end
+from (select i, case when i > 60000 then 0
+                     when i %% 33 = 0 then 0
+                     when i %% 50 = 1 then 1
+                     when i %% 10 = 7 then 3
+                     else 2 end::smallint as st
+      from generate_series(1, 100000) i) s`, table, cols[0], cols[1])
+	if _, err := conn.Exec(ctx, sql); err != nil {
+		t.Fatalf("fill %s: %v", table, err)
+	}
+	if _, err := conn.Exec(ctx, "analyze "+table); err != nil {
+		t.Fatalf("analyze %s: %v", table, err)
+	}
+}
+
+var queryPrefix = map[string]string{"job_runs": "JobRuns", "outbox": "Outbox", "inbox": "Inbox", "timers": "Timers"}
+
+// The lease statements of every table are planned on their partial indexes
+// and never scan the table, on a table of 100k rows that is mostly history
+// with a large ready backlog in another queue.
+func TestLeasePlans(t *testing.T) {
+	for _, tbl := range leaseTables {
+		t.Run(tbl.name, func(t *testing.T) {
+			t.Parallel() // each table has its own database; filling 100k rows is the slow part
+			table := tbl.name
+			url := testdb.URL(t)
+			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+			defer cancel()
+			conn := mustConnect(t, url)
+			fillForPlans(t, ctx, conn, table)
+			prefix := queryPrefix[table]
+			claimIndex, inProgressIndex := table+"_claim", table+"_in_progress"
+
+			claimSQL, claimParams := namedQuery(t, table, prefix+"Claim")
+			claimArgs := func(queue string) map[string]any {
+				return map[string]any{"reclaim_expired": true, "queue": queue, "max_rows": int32(100),
+					"lease_ms": int64(30_000), "worker_id": "w"}
+			}
+			claimLits := literalsFor(t, claimParams, map[string]string{"reclaim_expired": "true", "queue": "'q'",
+				"max_rows": "100", "lease_ms": "30000", "worker_id": "'w'"})
+			plans := map[string]planNode{
+				"custom":  explainCustom(t, ctx, conn, claimSQL, argsFor(t, claimParams, claimArgs("q"))...),
+				"generic": explainGeneric(t, ctx, conn, claimSQL, claimLits...),
+			}
+			for kind, plan := range plans {
+				if plan.seqScans(table) {
+					t.Errorf("%s plan of %sClaim scans %s sequentially:\n%s", kind, prefix, table, plan)
+				}
+				cand, ok := plan.subplan("CTE candidates")
+				if !ok {
+					t.Fatalf("%s plan of %sClaim has no CTE candidates:\n%s", kind, prefix, plan)
+				}
+				if !cand.usesIndex(claimIndex) {
+					t.Errorf("%s plan: candidates do not use %s:\n%s", kind, claimIndex, cand)
+				}
+				if cand.has(func(x planNode) bool { return x.NodeType == "Sort" }) {
+					t.Errorf("%s plan: candidates are sorted instead of read in %s order:\n%s", kind, claimIndex, cand)
+				}
+				exp, ok := plan.subplan("CTE expired")
+				if !ok || !exp.usesIndex(inProgressIndex) {
+					t.Errorf("%s plan: expired leases of the queue are not found through %s:\n%s", kind, inProgressIndex, plan)
+				}
+			}
+
+			reapSQL, reapParams := namedQuery(t, table, prefix+"ReapExpired")
+			for kind, plan := range map[string]planNode{
+				"custom":  explainCustom(t, ctx, conn, reapSQL, argsFor(t, reapParams, map[string]any{"max_rows": int32(100)})...),
+				"generic": explainGeneric(t, ctx, conn, reapSQL, "100"),
+			} {
+				exp, ok := plan.subplan("CTE expired")
+				if plan.seqScans(table) || !ok || !exp.usesIndex(inProgressIndex) {
+					t.Errorf("%s plan of %sReapExpired does not find expired leases through %s alone:\n%s", kind, prefix, inProgressIndex, plan)
+				}
+			}
+
+			// The global limit's count in workq_claim_budget.
+			budget := explainCustom(t, ctx, conn, fmt.Sprintf(
+				"select count(*) from %s where queue = $1 and status = 1 and locked_until > now()", table), "q")
+			if budget.seqScans(table) || !budget.usesIndex(inProgressIndex) {
+				t.Errorf("the live-lease count of workq_claim_budget does not use %s:\n%s", inProgressIndex, budget)
+			}
+
+			hbSQL, hbParams := namedQuery(t, table, prefix+"Heartbeat")
+			hb := explainCustom(t, ctx, conn, hbSQL, argsFor(t, hbParams, map[string]any{"lease_ms": int64(30_000),
+				"ids": []int64{1, 50, 51}, "owner_token": uuid.New()})...)
+			if hb.seqScans(table) || !(hb.usesIndex(table+"_pkey") || hb.usesIndex(inProgressIndex)) {
+				t.Errorf("%sHeartbeat does not find its rows by id (%s_pkey or %s):\n%s", prefix, table, inProgressIndex, hb)
+			}
+
+			// A claim from the large backlog touches about max_rows rows of the
+			// table, not the backlog. Run it (EXPLAIN ANALYZE) and roll back.
+			// Without reclaim_expired: the expired-lease scan is checked above
+			// and is bounded by the in-progress set, not by the backlog.
+			backlogArgs := claimArgs("backlog")
+			backlogArgs["reclaim_expired"] = false
+			tx, err := conn.Begin(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer tx.Rollback(ctx)
+			var raw []byte
+			if err := tx.QueryRow(ctx, "explain (analyze, format json) "+claimSQL,
+				argsFor(t, claimParams, backlogArgs)...).Scan(&raw); err != nil {
+				t.Fatalf("explain analyze claim: %v", err)
+			}
+			plan := parsePlan(t, raw)
+			var touched float64
+			plan.walk(func(x planNode) {
+				if x.Relation == table && x.NodeType != "ModifyTable" {
+					touched += x.ActualRows*x.ActualLoops + x.RemovedFilter + x.RemovedCheck
+				}
+			})
+			if plan.seqScans(table) || touched > 1000 {
+				t.Errorf("claiming 100 rows from a backlog of 40000 read %.0f rows of %s (want at most 1000):\n%s",
+					touched, table, plan)
+			}
+			_ = tx.Rollback(ctx)
+		})
+	}
+}
+
+// A heartbeat changes only locked_until, which no index holds: every one is a
+// HOT update.
+func TestLeaseHeartbeatIsHOT(t *testing.T) {
+	const beats = 25
+	db := newLeaseDB(t, 2)
+	for _, tbl := range leaseTables {
+		t.Run(tbl.name, func(t *testing.T) {
+			e := db.on(t, tbl)
+			id := e.enqueue(enqueueSpec{queue: "default", n: 1})[0]
+			// One session does the updates and reads the statistics, so that
+			// pg_stat_force_next_flush flushes the counts it reads.
+			conn, err := e.pool.Acquire(e.ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Release()
+			q := gen.New(conn)
+			c, err := tbl.claim(e.ctx, q, claimParams{queue: "default", workerID: "w", leaseMs: 60_000, maxRows: 1})
+			if err != nil || len(c) != 1 {
+				t.Fatalf("claim: %v, %d rows; want 1 row", err, len(c))
+			}
+			stats := func() (upd, hot int64) {
+				t.Helper()
+				if _, err := conn.Exec(e.ctx, "select pg_stat_force_next_flush()"); err != nil {
+					t.Fatal(err)
+				}
+				if err := conn.QueryRow(e.ctx, "select n_tup_upd, n_tup_hot_upd from pg_stat_user_tables where relname = $1",
+					tbl.name).Scan(&upd, &hot); err != nil {
+					t.Fatal(err)
+				}
+				return upd, hot
+			}
+			upd0, hot0 := stats()
+			for i := 0; i < beats; i++ {
+				got, err := tbl.heartbeat(e.ctx, q, 60_000, []int64{id}, c[0].Token)
+				if err != nil || len(got) != 1 {
+					t.Fatalf("heartbeat %d: %v, extended %v; want [%d]", i, err, got, id)
+				}
+			}
+			upd1, hot1 := stats()
+			if upd1-upd0 != beats || hot1-hot0 != beats {
+				t.Fatalf("%d heartbeats made %d updates of which %d HOT; want %d and %d",
+					beats, upd1-upd0, hot1-hot0, beats, beats)
+			}
+		})
+	}
+}

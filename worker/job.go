@@ -1,0 +1,93 @@
+package worker
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"time"
+
+	"github.com/workq/workq/lease"
+)
+
+// Job is one claimed attempt handed to a handler.
+type Job struct {
+	lease.Item
+	logger func() *slog.Logger
+}
+
+// Logger returns the attempt logger: its records carry the job's identity
+// and, with a runs directory, also go to that attempt's attempt.log. It is
+// built on first use, so handlers that never log pay nothing for it.
+func (j *Job) Logger() *slog.Logger { return j.logger() }
+
+// Decode unmarshals the payload into v.
+func (j *Job) Decode(v any) error {
+	if err := json.Unmarshal(j.Payload, v); err != nil {
+		return Permanent(fmt.Errorf("decode payload of %s %d: %w", j.Table, j.ID, err))
+	}
+	return nil
+}
+
+// HandlerFunc works one job. Returning nil acks it; an error retries it with
+// backoff (failed once its attempts are used up); Permanent(err) fails it at
+// once; Snooze(d) runs it again after d without using an attempt. When ctx is
+// cancelled because the lease was lost (context.Cause is ErrLeaseLost), the
+// result is discarded.
+type HandlerFunc func(ctx context.Context, job *Job) error
+
+// ErrLeaseLost is the cause of a handler context cancelled because this worker
+// no longer holds the job's lease.
+var ErrLeaseLost = lease.ErrLeaseLost
+
+// ErrShutdown is the cause of a handler context cancelled because the worker
+// is shutting down and the drain timeout passed; the job is released.
+var ErrShutdown = errors.New("worker shutting down")
+
+type permanentError struct{ err error }
+
+func (e *permanentError) Error() string { return "permanent: " + e.err.Error() }
+func (e *permanentError) Unwrap() error { return e.err }
+
+// Permanent marks err as not worth retrying: the job fails at once.
+func Permanent(err error) error {
+	if err == nil {
+		err = errors.New("permanent failure")
+	}
+	return &permanentError{err}
+}
+
+// IsPermanent reports whether err was marked with Permanent.
+func IsPermanent(err error) bool {
+	var p *permanentError
+	return errors.As(err, &p)
+}
+
+type snoozeError struct{ d time.Duration }
+
+func (e *snoozeError) Error() string { return fmt.Sprintf("snoozed for %s", e.d) }
+
+// Snooze asks to run the job again after d without counting an attempt.
+func Snooze(d time.Duration) error {
+	if d < 0 {
+		d = 0
+	}
+	return &snoozeError{d}
+}
+
+// Backoff is exponential backoff with full jitter:
+// random(0, min(base * 2^attempt, cap)).
+func Backoff(attempt int32, base, cap time.Duration) time.Duration {
+	ceiling := cap
+	if attempt < 62 {
+		if d := base << attempt; d > 0 && d < cap {
+			ceiling = d
+		}
+	}
+	if ceiling <= 0 {
+		return 0
+	}
+	return rand.N(ceiling + 1)
+}

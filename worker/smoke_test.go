@@ -1,0 +1,59 @@
+package worker_test
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/workq/workq"
+	"github.com/workq/workq/config"
+	"github.com/workq/workq/internal/testdb"
+	"github.com/workq/workq/worker"
+)
+
+func TestSmokeBurnDown(t *testing.T) {
+	pool := testdb.Pool(t)
+	ctx := context.Background()
+	c := workq.NewClient(workq.ClientOptions{})
+	const n = 5000
+	jobs := make([]workq.Job, n)
+	for i := range jobs {
+		jobs[i] = workq.Job{Kind: "noop", Payload: map[string]int{"i": i}}
+	}
+	if _, err := c.EnqueueMany(ctx, pool, jobs); err != nil {
+		t.Fatal(err)
+	}
+	cfg := config.Default()
+	cfg.Batch, cfg.Concurrency = 500, 1000
+	var done atomic.Int64
+	finished := make(chan struct{})
+	w, err := worker.New(pool, cfg, worker.Options{OnResult: func(r worker.Result) {
+		if r.Applied && done.Add(1) == n {
+			close(finished)
+		}
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.Register("noop", func(ctx context.Context, j *worker.Job) error { return nil })
+	rctx, cancel := context.WithCancel(ctx)
+	errc := make(chan error, 1)
+	start := time.Now()
+	go func() { errc <- w.Run(rctx) }()
+	select {
+	case <-finished:
+	case <-time.After(60 * time.Second):
+		t.Fatalf("only %d of %d done; stats %+v", done.Load(), n, w.Stats())
+	}
+	t.Logf("%d jobs in %s = %.0f/s", n, time.Since(start), n/time.Since(start).Seconds())
+	cancel()
+	if err := <-errc; err != nil {
+		t.Fatal(err)
+	}
+	var left int
+	pool.QueryRow(ctx, "select count(*) from job_runs where status <> 2").Scan(&left)
+	if left != 0 {
+		t.Fatalf("%d jobs not done", left)
+	}
+}

@@ -1,0 +1,33 @@
+package worker
+
+import "sync/atomic"
+
+// Stats counts what a worker did since it started.
+type Stats struct {
+	Claimed     int64 `json:"claimed"`
+	Done        int64 `json:"done"`
+	Retried     int64 `json:"retried"`
+	Failed      int64 `json:"failed"`
+	Snoozed     int64 `json:"snoozed"`
+	Released    int64 `json:"released"`
+	LeaseLost   int64 `json:"lease_lost"`
+	Panics      int64 `json:"panics"`
+	ClaimErrors int64 `json:"claim_errors"`
+	FlushErrors int64 `json:"flush_errors"`
+	InFlight    int64 `json:"in_flight"`
+}
+
+type counters struct {
+	claimed, done, retried, failed, snoozed, released atomic.Int64
+	leaseLost, panics, claimErrors, flushErrors       atomic.Int64
+	inFlight                                          atomic.Int64
+}
+
+func (c *counters) snapshot() Stats {
+	return Stats{
+		Claimed: c.claimed.Load(), Done: c.done.Load(), Retried: c.retried.Load(), Failed: c.failed.Load(),
+		Snoozed: c.snoozed.Load(), Released: c.released.Load(), LeaseLost: c.leaseLost.Load(),
+		Panics: c.panics.Load(), ClaimErrors: c.claimErrors.Load(), FlushErrors: c.flushErrors.Load(),
+		InFlight: c.inFlight.Load(),
+	}
+}

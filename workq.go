@@ -1,0 +1,274 @@
+// Package workq enqueues durable background work in PostgreSQL. Enqueue on a
+// pool, or inside the caller's own pgx transaction: the job exists if and only
+// if that transaction commits. Workers (package worker) claim and run it.
+package workq
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/workq/workq/config"
+	"github.com/workq/workq/db/gen"
+)
+
+// DB is what enqueue runs on: a *pgxpool.Pool, a *pgx.Conn or a pgx.Tx.
+type DB = gen.DBTX
+
+// ErrInvalid wraps every validation error: the request changed nothing.
+var ErrInvalid = errors.New("invalid request")
+
+// Job describes a job run to enqueue.
+type Job struct {
+	Queue       string        // default "default"
+	Kind        string        // required: selects the handler
+	Payload     any           // any JSON-marshalable value, or raw JSON as json.RawMessage or []byte
+	Priority    int16         // higher runs first
+	RunAt       time.Time     // not before this time (zero: now + Delay)
+	Delay       time.Duration // not before now + Delay (measured on the database clock)
+	MaxAttempts int           // 0: the client default (4)
+	DedupKey    string        // while a run with this key is ready or running, enqueue returns it instead
+}
+
+// Enqueued is the outcome of enqueuing one job.
+type Enqueued struct {
+	ID        int64
+	Duplicate bool // a live run already held the dedup key; ID is that run
+}
+
+// Client enqueues jobs. It is safe for concurrent use; share one per process
+// so NOTIFY debouncing works across goroutines.
+type Client struct {
+	maxAttempts int
+	debounce    time.Duration
+
+	mu         sync.Mutex
+	lastNotify map[string]time.Time
+}
+
+// ClientOptions configure a Client; zero values take the defaults.
+type ClientOptions struct {
+	MaxAttempts    int           // default max attempts of jobs that do not set one (4)
+	NotifyDebounce time.Duration // at most one NOTIFY per queue per this (5ms); negative disables NOTIFY
+}
+
+// NewClient returns a Client.
+func NewClient(o ClientOptions) *Client {
+	d := config.Default()
+	if o.MaxAttempts == 0 {
+		o.MaxAttempts = d.MaxAttempts
+	}
+	if o.NotifyDebounce == 0 {
+		o.NotifyDebounce = d.NotifyDebounce
+	}
+	return &Client{maxAttempts: o.MaxAttempts, debounce: o.NotifyDebounce, lastNotify: map[string]time.Time{}}
+}
+
+// NotifyChannel is the LISTEN/NOTIFY channel of a work table; the payload is
+// the queue name.
+func NotifyChannel(table string) string { return "workq_" + table }
+
+type prepared struct {
+	queue, kind, dedup string
+	payload            []byte
+	priority           int16
+	runAt              *time.Time
+	delayMs            int64
+	maxAttempts        int32
+}
+
+func (c *Client) prepare(j Job) (prepared, error) {
+	p := prepared{queue: j.Queue, kind: j.Kind, dedup: j.DedupKey, priority: j.Priority}
+	if p.queue == "" {
+		p.queue = "default"
+	}
+	if !config.ValidName(p.queue) {
+		return p, fmt.Errorf("%w: queue %q is not a valid name (1-128 of A-Z a-z 0-9 _ . : -)", ErrInvalid, p.queue)
+	}
+	if !config.ValidName(p.kind) {
+		return p, fmt.Errorf("%w: kind %q is not a valid name (1-128 of A-Z a-z 0-9 _ . : -)", ErrInvalid, p.kind)
+	}
+	payload, err := encodePayload(j.Payload)
+	if err != nil {
+		return p, err
+	}
+	p.payload = payload
+	if len(p.dedup) > 512 {
+		return p, fmt.Errorf("%w: dedup key longer than 512 bytes", ErrInvalid)
+	}
+	if j.Delay < 0 {
+		return p, fmt.Errorf("%w: delay %s is negative", ErrInvalid, j.Delay)
+	}
+	if !j.RunAt.IsZero() && j.Delay != 0 {
+		return p, fmt.Errorf("%w: set run at or delay, not both", ErrInvalid)
+	}
+	if !j.RunAt.IsZero() {
+		t := j.RunAt
+		p.runAt = &t
+	}
+	p.delayMs = int64(math.Ceil(float64(j.Delay) / float64(time.Millisecond)))
+	attempts := j.MaxAttempts
+	if attempts == 0 {
+		attempts = c.maxAttempts
+	}
+	if attempts < 1 || attempts > 1000 {
+		return p, fmt.Errorf("%w: max attempts must be between 1 and 1000, got %d", ErrInvalid, attempts)
+	}
+	p.maxAttempts = int32(attempts)
+	return p, nil
+}
+
+func encodePayload(v any) ([]byte, error) {
+	var raw []byte
+	switch p := v.(type) {
+	case nil:
+		return []byte("{}"), nil
+	case json.RawMessage:
+		raw = p
+	case []byte:
+		raw = p
+	default:
+		b, err := json.Marshal(v)
+		if err != nil {
+			return nil, fmt.Errorf("%w: payload is not JSON-marshalable: %v", ErrInvalid, err)
+		}
+		return b, nil
+	}
+	if !json.Valid(raw) {
+		return nil, fmt.Errorf("%w: payload is not valid JSON", ErrInvalid)
+	}
+	return raw, nil
+}
+
+// Enqueue adds one job run on db (a pool, or the caller's transaction).
+func (c *Client) Enqueue(ctx context.Context, db DB, j Job) (Enqueued, error) {
+	p, err := c.prepare(j)
+	if err != nil {
+		return Enqueued{}, err
+	}
+	q := gen.New(db)
+	arg := gen.JobRunsEnqueueParams{
+		Queue: p.queue, Kind: p.kind, Payload: p.payload, Priority: p.priority,
+		RunAt: p.runAt, DelayMs: p.delayMs, MaxAttempts: p.maxAttempts,
+	}
+	if p.dedup != "" {
+		arg.DedupKey = &p.dedup
+	}
+	// The insert and the fallback read of a live duplicate share one snapshot:
+	// if the duplicate committed after it was taken, neither sees a row, and a
+	// new statement (new snapshot) settles it.
+	for try := 0; ; try++ {
+		row, err := q.JobRunsEnqueue(ctx, arg)
+		if err == nil {
+			if row.Inserted {
+				c.notify(ctx, db, p.queue)
+			}
+			return Enqueued{ID: row.ID, Duplicate: !row.Inserted}, nil
+		}
+		if !isNoRows(err) || try == 5 {
+			return Enqueued{}, fmt.Errorf("enqueue %s/%s: %w", p.queue, p.kind, err)
+		}
+	}
+}
+
+// EnqueueMany adds many job runs in one statement on db. The result has one
+// entry per job, in order.
+func (c *Client) EnqueueMany(ctx context.Context, db DB, jobs []Job) ([]Enqueued, error) {
+	if len(jobs) == 0 {
+		return nil, nil
+	}
+	n := len(jobs)
+	arg := gen.JobRunsEnqueueManyParams{
+		Queues: make([]string, n), Kinds: make([]string, n), Payloads: make([]string, n),
+		Priorities: make([]int16, n), DelaysMs: make([]int64, n), MaxAttempts: make([]int32, n), DedupKeys: make([]string, n),
+	}
+	queues := map[string]bool{}
+	for i, j := range jobs {
+		p, err := c.prepare(j)
+		if err != nil {
+			return nil, fmt.Errorf("job %d: %w", i, err)
+		}
+		if p.runAt != nil {
+			return nil, fmt.Errorf("job %d: %w: EnqueueMany takes Delay, not RunAt", i, ErrInvalid)
+		}
+		arg.Queues[i], arg.Kinds[i], arg.Payloads[i] = p.queue, p.kind, string(p.payload)
+		arg.Priorities[i], arg.DelaysMs[i], arg.MaxAttempts[i], arg.DedupKeys[i] = p.priority, p.delayMs, p.maxAttempts, p.dedup
+		queues[p.queue] = true
+	}
+	q := gen.New(db)
+	rows, err := q.JobRunsEnqueueMany(ctx, arg)
+	if err != nil {
+		return nil, fmt.Errorf("enqueue %d jobs: %w", n, err)
+	}
+	// Rows come back in input order, minus inputs whose dedup key was taken.
+	out := make([]Enqueued, n)
+	seenKey := map[string]bool{}
+	var dupKeys []string
+	r := 0
+	for i := range jobs {
+		key := arg.DedupKeys[i]
+		if r < len(rows) && deref(rows[r].DedupKey) == key && (key == "" || !seenKey[key]) {
+			out[i] = Enqueued{ID: rows[r].ID}
+			r++
+		} else {
+			out[i] = Enqueued{Duplicate: true}
+			dupKeys = append(dupKeys, key)
+		}
+		if key != "" {
+			seenKey[key] = true
+		}
+	}
+	if len(dupKeys) > 0 {
+		live, err := q.JobRunsLiveByDedupKeys(ctx, dupKeys)
+		if err != nil {
+			return nil, fmt.Errorf("look up duplicates: %w", err)
+		}
+		byKey := map[string]int64{}
+		for _, l := range live {
+			byKey[deref(l.DedupKey)] = l.ID
+		}
+		for i := range out {
+			if out[i].Duplicate {
+				out[i].ID = byKey[arg.DedupKeys[i]]
+			}
+		}
+	}
+	for queue := range queues {
+		c.notify(ctx, db, queue)
+	}
+	return out, nil
+}
+
+// notify wakes workers of queue, at most once per debounce interval. Inside a
+// transaction the notification is delivered at commit (and dropped on
+// rollback); workers also poll, so a skipped notification only adds latency.
+func (c *Client) notify(ctx context.Context, db DB, queue string) {
+	if c.debounce < 0 {
+		return
+	}
+	now := time.Now()
+	c.mu.Lock()
+	if now.Sub(c.lastNotify[queue]) < c.debounce {
+		c.mu.Unlock()
+		return
+	}
+	c.lastNotify[queue] = now
+	c.mu.Unlock()
+	_, _ = db.Exec(ctx, "select pg_notify($1, $2)", NotifyChannel("job_runs"), queue)
+}
+
+func isNoRows(err error) bool { return errors.Is(err, pgx.ErrNoRows) }
+
+func deref[T any](p *T) T {
+	var zero T
+	if p == nil {
+		return zero
+	}
+	return *p
+}

@@ -146,6 +146,13 @@ func encodePayload(v any) ([]byte, error) {
 	return raw, nil
 }
 
+// Validate reports what is wrong with j (an error wrapping ErrInvalid), or
+// nil when Enqueue would accept it. It touches no database.
+func (c *Client) Validate(j Job) error {
+	_, err := c.prepare(j)
+	return err
+}
+
 // Enqueue adds one job run on db (a pool, or the caller's transaction).
 func (c *Client) Enqueue(ctx context.Context, db DB, j Job) (Enqueued, error) {
 	p, err := c.prepare(j)
@@ -156,6 +163,7 @@ func (c *Client) Enqueue(ctx context.Context, db DB, j Job) (Enqueued, error) {
 	arg := gen.JobRunsEnqueueParams{
 		Queue: p.queue, Kind: p.kind, Payload: p.payload, Priority: p.priority,
 		RunAt: p.runAt, DelayMs: p.delayMs, MaxAttempts: p.maxAttempts,
+		Notify: c.shouldNotify(p.queue),
 	}
 	if p.dedup != "" {
 		arg.DedupKey = &p.dedup
@@ -166,9 +174,6 @@ func (c *Client) Enqueue(ctx context.Context, db DB, j Job) (Enqueued, error) {
 	for try := 0; ; try++ {
 		row, err := q.JobRunsEnqueue(ctx, arg)
 		if err == nil {
-			if row.Inserted {
-				c.notify(ctx, db, p.queue)
-			}
 			return Enqueued{ID: row.ID, Duplicate: !row.Inserted}, nil
 		}
 		if !isNoRows(err) || try == 5 {
@@ -200,6 +205,11 @@ func (c *Client) EnqueueMany(ctx context.Context, db DB, jobs []Job) ([]Enqueued
 		arg.Queues[i], arg.Kinds[i], arg.Payloads[i] = p.queue, p.kind, string(p.payload)
 		arg.Priorities[i], arg.DelaysMs[i], arg.MaxAttempts[i], arg.DedupKeys[i] = p.priority, p.delayMs, p.maxAttempts, p.dedup
 		queues[p.queue] = true
+	}
+	for queue := range queues {
+		if c.shouldNotify(queue) {
+			arg.Notify = true
+		}
 	}
 	q := gen.New(db)
 	rows, err := q.JobRunsEnqueueMany(ctx, arg)
@@ -239,28 +249,27 @@ func (c *Client) EnqueueMany(ctx context.Context, db DB, jobs []Job) ([]Enqueued
 			}
 		}
 	}
-	for queue := range queues {
-		c.notify(ctx, db, queue)
-	}
 	return out, nil
 }
 
-// notify wakes workers of queue, at most once per debounce interval. Inside a
-// transaction the notification is delivered at commit (and dropped on
-// rollback); workers also poll, so a skipped notification only adds latency.
-func (c *Client) notify(ctx context.Context, db DB, queue string) {
+// shouldNotify reports whether an enqueue on queue should also NOTIFY its
+// workers: at most once per debounce interval per queue, because every
+// transaction that notifies takes a global lock at commit. The NOTIFY is part
+// of the enqueue statement, so it is delivered when (and only if) that
+// transaction commits; a skipped one only adds up to one poll interval of
+// latency, since workers also poll.
+func (c *Client) shouldNotify(queue string) bool {
 	if c.debounce < 0 {
-		return
+		return false
 	}
 	now := time.Now()
 	c.mu.Lock()
+	defer c.mu.Unlock()
 	if now.Sub(c.lastNotify[queue]) < c.debounce {
-		c.mu.Unlock()
-		return
+		return false
 	}
 	c.lastNotify[queue] = now
-	c.mu.Unlock()
-	_, _ = db.Exec(ctx, "select pg_notify($1, $2)", NotifyChannel("job_runs"), queue)
+	return true
 }
 
 func isNoRows(err error) bool { return errors.Is(err, pgx.ErrNoRows) }

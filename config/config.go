@@ -152,7 +152,13 @@ func (c Config) Validate() error {
 	for _, h := range c.WebhookAllow {
 		if h == "" || strings.ContainsAny(h, "/ ") {
 			bad("webhook-allow entry %q must be a host name or host:port", h)
-		} else if _, _, err := net.SplitHostPort(h); err != nil && strings.Count(h, ":") == 1 {
+		} else if host, port, err := net.SplitHostPort(h); err == nil {
+			// SplitHostPort accepts any port text; "host:" or "host:http"
+			// would never match a request URL.
+			if n, perr := strconv.Atoi(port); host == "" || perr != nil || n < 1 || n > 65535 {
+				bad("webhook-allow entry %q must be a host name or host:port with a port from 1 to 65535", h)
+			}
+		} else if strings.Count(h, ":") == 1 {
 			bad("webhook-allow entry %q: %v", h, err)
 		}
 	}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"sync"
 	"time"
 
 	"github.com/workq/workq/lease"
@@ -15,13 +16,26 @@ import (
 // Job is one claimed attempt handed to a handler.
 type Job struct {
 	lease.Item
-	logger func() *slog.Logger
+
+	base *slog.Logger
+	file *slog.Logger // attempt.log (with the base handler) when a runs dir is set
+	once sync.Once
+	log  *slog.Logger
 }
 
 // Logger returns the attempt logger: its records carry the job's identity
 // and, with a runs directory, also go to that attempt's attempt.log. It is
 // built on first use, so handlers that never log pay nothing for it.
-func (j *Job) Logger() *slog.Logger { return j.logger() }
+func (j *Job) Logger() *slog.Logger {
+	j.once.Do(func() {
+		l := j.file
+		if l == nil {
+			l = j.base
+		}
+		j.log = l.With("table", j.Table, "id", j.ID, "kind", j.Kind, "run_id", j.RunID, "attempt", j.Attempt)
+	})
+	return j.log
+}
 
 // Decode unmarshals the payload into v.
 func (j *Job) Decode(v any) error {

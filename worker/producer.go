@@ -15,8 +15,10 @@ import (
 )
 
 // producer is the one claimer of a (table, queue) in this process: it claims
-// min(batch, free slots) in one statement, runs each item on its own
-// goroutine, and heartbeats all of them with one statement per claim token.
+// min(batch, free slots) in one statement, hands each item to a fixed pool of
+// handler goroutines (concurrency of them, started once: a goroutine per job
+// cost measurable CPU in stack growth), and heartbeats all of them with one
+// statement per claim token.
 type producer struct {
 	w      *Worker
 	queue  string
@@ -27,22 +29,45 @@ type producer struct {
 	inflight map[int64]*running
 	pending  atomic.Int64 // finished attempts whose completion is not flushed yet
 	handlers sync.WaitGroup
+	work     chan *running // claimed items for the handler pool
 }
+
+// reclaimEvery is how often a producer's claim also reaps its queue's
+// expired leases (when Config.Reclaim is on).
+const reclaimEvery = time.Second
 
 // running is one attempt in progress.
 type running struct {
 	item     lease.Item
+	ctx      context.Context
 	cancel   context.CancelCauseFunc
 	extended atomic.Int64 // unix nanos of the last successful claim or heartbeat
 	gone     atomic.Bool  // lease lost or released: the handler's result is discarded
+	// end finishes the attempt's run archive record (set once it began).
+	end atomic.Pointer[func(Result)]
 }
 
 func newProducer(w *Worker, queue string) *producer {
 	return &producer{
 		w: w, queue: queue, engine: lease.New(w.pool, lease.JobRuns),
 		wake: make(chan struct{}, 1), inflight: map[int64]*running{},
+		work: make(chan *running, w.cfg.Concurrency),
 	}
 }
+
+// startHandlers starts the handler pool; stopHandlers ends it once every
+// handler returned.
+func (p *producer) startHandlers() {
+	for range p.w.cfg.Concurrency {
+		go func() {
+			for r := range p.work {
+				p.execute(r)
+			}
+		}()
+	}
+}
+
+func (p *producer) stopHandlers() { close(p.work) }
 
 func (p *producer) signal() {
 	select {
@@ -69,13 +94,26 @@ func (p *producer) run(ctx context.Context) {
 	// does not claim one row per finished job.
 	refill := max(1, min(cfg.Batch, cfg.Concurrency)/4)
 	claimErrors := 0
-	for {
+	// Inline reclaim scans the queue's in-progress rows; leases only expire
+	// after a crash or a stall, so once a second is prompt enough.
+	var lastReclaim time.Time
+	for ctx.Err() == nil {
 		free := p.free()
 		if free >= refill || (free > 0 && p.emptyInflight()) {
 			n := min(cfg.Batch, free)
-			claim, err := p.engine.Claim(ctx, lease.ClaimParams{
-				Queue: p.queue, Max: n, Lease: cfg.Lease, WorkerID: cfg.WorkerID, ReclaimExpired: cfg.Reclaim,
+			reclaim := cfg.Reclaim && time.Since(lastReclaim) >= reclaimEvery
+			// The statement runs to completion even if shutdown starts meanwhile:
+			// a claim cancelled client-side can still commit on the server, and
+			// its rows would then sit until their leases expire. Rows it returns
+			// are run and drained like any others.
+			claimCtx, cancelClaim := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+			claim, err := p.engine.Claim(claimCtx, lease.ClaimParams{
+				Queue: p.queue, Max: n, Lease: cfg.Lease, WorkerID: cfg.WorkerID, ReclaimExpired: reclaim,
 			})
+			cancelClaim()
+			if err == nil && reclaim {
+				lastReclaim = time.Now()
+			}
 			if err != nil {
 				if ctx.Err() != nil {
 					return
@@ -117,34 +155,44 @@ func (p *producer) start(c lease.Claim) {
 	p.w.stats.claimed.Add(int64(len(c.Items)))
 	now := time.Now().UnixNano()
 	p.mu.Lock()
-	for _, it := range c.Items {
+	batch := make([]*running, len(c.Items))
+	for i, it := range c.Items {
 		ctx, cancel := context.WithCancelCause(context.Background())
-		r := &running{item: it, cancel: cancel}
+		r := &running{item: it, ctx: ctx, cancel: cancel}
 		r.extended.Store(now)
 		p.inflight[it.ID] = r
-		p.handlers.Add(1)
-		p.w.stats.inFlight.Add(1)
-		go p.execute(ctx, r)
+		batch[i] = r
 	}
+	p.handlers.Add(len(batch))
+	p.w.stats.inFlight.Add(int64(len(batch)))
 	p.mu.Unlock()
+	// Never blocks: the pool channel holds concurrency items and a claim
+	// never takes more than the free slots.
+	for _, r := range batch {
+		p.work <- r
+	}
 }
 
-func (p *producer) execute(ctx context.Context, r *running) {
+func (p *producer) execute(r *running) {
 	defer p.handlers.Done()
+	ctx := r.ctx
 	cfg := p.w.cfg
 	if cfg.ExecTimeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, cfg.ExecTimeout)
 		defer cancel()
 	}
-	rec := p.w.runs.begin(r.item, cfg.WorkerID, p.w.log)
-	job := &Job{Item: r.item, logger: rec.logger}
+	rec := p.w.runs.begin(&r.item, cfg.WorkerID, p.w.log)
+	r.end.Store(&rec.end)
+	job := &Job{Item: r.item, base: p.w.log, file: rec.file}
 	started := time.Now()
 	err := p.call(ctx, job)
 	finished := time.Now()
 	r.cancel(nil)
 
-	gone := r.gone.Load()
+	// Whoever sets gone first owns this attempt's completion: this handler,
+	// a lost heartbeat, or the drain releasing it. Exactly one of them wins.
+	gone := r.gone.Swap(true)
 	if !gone {
 		p.pending.Add(1)
 	}
@@ -287,6 +335,11 @@ func (p *producer) drain(timeout time.Duration) {
 		p.w.completer.add(pendingCompletion{
 			c:    lease.Completion{ID: r.item.ID, Token: r.item.OwnerToken, Outcome: lease.Released},
 			item: r.item, started: time.Unix(0, r.extended.Load()), finished: time.Now(),
+			after: func(res Result) { // finish the attempt's meta.json and close its attempt.log
+				if end := r.end.Load(); end != nil {
+					(*end)(res)
+				}
+			},
 		})
 	}
 	if len(release) > 0 {

@@ -23,9 +23,11 @@ type runArchive struct {
 }
 
 type attemptRecord struct {
-	logger func() *slog.Logger
-	end    func(Result)
+	file *slog.Logger // nil without a runs directory
+	end  func(Result)
 }
+
+func noEnd(Result) {}
 
 type attemptMeta struct {
 	Table        lease.Table     `json:"table"`
@@ -49,12 +51,9 @@ type attemptMeta struct {
 
 // begin opens an attempt's record. Without a runs directory it only returns
 // a logger carrying the attempt's identity.
-func (a *runArchive) begin(it lease.Item, workerID string, base *slog.Logger) attemptRecord {
-	plain := sync.OnceValue(func() *slog.Logger {
-		return base.With("table", it.Table, "id", it.ID, "kind", it.Kind, "run_id", it.RunID, "attempt", it.Attempt)
-	})
+func (a *runArchive) begin(it *lease.Item, workerID string, base *slog.Logger) attemptRecord {
 	if a == nil || a.dir == "" {
-		return attemptRecord{logger: plain, end: func(Result) {}}
+		return attemptRecord{end: noEnd}
 	}
 	dir := filepath.Join(a.dir, string(it.Table), strconv.FormatInt(it.ID, 10), it.RunID.String())
 	meta := attemptMeta{
@@ -64,19 +63,17 @@ func (a *runArchive) begin(it lease.Item, workerID string, base *slog.Logger) at
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		base.Warn("run archive: cannot create attempt directory", "dir", dir, "err", err)
-		return attemptRecord{logger: plain, end: func(Result) {}}
+		return attemptRecord{end: noEnd}
 	}
 	writeMeta(dir, meta, base)
 	f, err := os.OpenFile(filepath.Join(dir, "attempt.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		base.Warn("run archive: cannot open attempt.log", "dir", dir, "err", err)
-		return attemptRecord{logger: plain, end: func(Result) {}}
+		return attemptRecord{end: noEnd}
 	}
-	file := slog.New(fanout{base.Handler(), slog.NewJSONHandler(f, &slog.HandlerOptions{Level: slog.LevelDebug})}).
-		With("table", it.Table, "id", it.ID, "kind", it.Kind, "run_id", it.RunID, "attempt", it.Attempt)
-	logger := func() *slog.Logger { return file }
+	file := slog.New(fanout{base.Handler(), slog.NewJSONHandler(f, &slog.HandlerOptions{Level: slog.LevelDebug})})
 	var once sync.Once
-	return attemptRecord{logger: logger, end: func(r Result) {
+	return attemptRecord{file: file, end: func(r Result) {
 		once.Do(func() {
 			fin := r.Finished.UTC()
 			meta.FinishedAt = &fin

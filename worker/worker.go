@@ -107,6 +107,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	}
 	var loops sync.WaitGroup
 	for _, p := range producers {
+		p.startHandlers()
 		bg.Add(1)
 		go func() { defer bg.Done(); p.heartbeat(bgCtx) }()
 		loops.Add(1)
@@ -121,7 +122,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	var drains sync.WaitGroup
 	for _, p := range producers {
 		drains.Add(1)
-		go func() { defer drains.Done(); p.drain(w.cfg.DrainTimeout) }()
+		go func() { defer drains.Done(); p.drain(w.cfg.DrainTimeout); p.stopHandlers() }()
 	}
 	drains.Wait()
 	w.completer.stop()

@@ -60,7 +60,7 @@ Latency is handler start minus the job's eligibility time (run_at).`,
 	n := f.IntP("jobs", "n", 200000, "burn-down: jobs to insert and work")
 	duration := f.Duration("duration", 0, "continuous or rate mode: how long to measure")
 	rate := f.Int("rate", 0, "rate mode: jobs per second enqueued one at a time")
-	produceOnly := f.Bool("produce-only", false, "only enqueue (kind noop) for a separate `workq worker --queues "+benchQueue+"`")
+	produceOnly := f.Bool("produce-only", false, "only enqueue noop jobs for a separate `workq worker --queues "+benchQueue+"`: at --rate R, or keeping a backlog")
 	asJSON := f.Bool("json", false, "print JSON")
 	cpuProfile := f.String("cpuprofile", "", "write a Go CPU profile of the run to this file")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
@@ -97,8 +97,10 @@ Latency is handler start minus the job's eligibility time (run_at).`,
 		b := &bench{pool: pool, client: workq.NewClient(workq.ClientOptions{}), out: cmd.ErrOrStderr()}
 		var res benchResult
 		switch {
-		case *produceOnly:
+		case *produceOnly && *rate > 0:
 			return b.produce(ctx, *duration, *rate)
+		case *produceOnly:
+			return b.keepBacklog(ctx, *duration, int64(max(4*cfg.Batch, 5000)))
 		case *duration == 0:
 			res, err = b.burnDown(ctx, *cfg, *n)
 		case *rate == 0:
@@ -307,6 +309,34 @@ func (b *bench) produce(ctx context.Context, d time.Duration, rate int) error {
 		if wait := time.Until(next); wait > 0 {
 			time.Sleep(wait)
 		}
+	}
+	return nil
+}
+
+// keepBacklog tops the bench queue up to backlog ready jobs for d, for a
+// worker running in another process, and reports the completion rate every
+// 10 s from the database.
+func (b *bench) keepBacklog(ctx context.Context, d time.Duration, backlog int64) error {
+	end := time.Now().Add(d)
+	var ready, done int64
+	lastDone, lastReport := int64(0), time.Now()
+	for time.Now().Before(end) && ctx.Err() == nil {
+		err := b.pool.QueryRow(ctx, `select count(*) filter (where status = 0), count(*) filter (where status = 2)
+			from job_runs where queue = $1`, benchQueue).Scan(&ready, &done)
+		if err != nil {
+			return err
+		}
+		if ready < backlog {
+			if err := b.insert(ctx, 2000); err != nil {
+				return err
+			}
+			continue
+		}
+		if since := time.Since(lastReport); since >= 10*time.Second {
+			fmt.Fprintf(b.out, "produce-only: %d done, %.0f jobs/s over the last %s\n", done, float64(done-lastDone)/since.Seconds(), since.Round(time.Second))
+			lastDone, lastReport = done, time.Now()
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 	return nil
 }

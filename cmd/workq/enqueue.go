@@ -51,13 +51,17 @@ func newEnqueueCmd() *cobra.Command {
 		if job.MaxAttempts < 0 {
 			return fmt.Errorf("--max-attempts must be at least 1, got %d", job.MaxAttempts)
 		}
+		client := workq.NewClient(workq.ClientOptions{})
+		if err := client.Validate(job); err != nil {
+			return err
+		}
 		ctx := cmd.Context()
 		pool, done, err := connect(ctx, cfg, newLogger(cfg, cmd.ErrOrStderr()), false)
 		if err != nil {
 			return err
 		}
 		defer done()
-		res, err := workq.NewClient(workq.ClientOptions{}).Enqueue(ctx, pool, job)
+		res, err := client.Enqueue(ctx, pool, job)
 		if err != nil {
 			return err
 		}

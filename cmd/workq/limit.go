@@ -2,8 +2,11 @@ package main
 
 import (
 	"fmt"
+	"math"
+	"regexp"
 	"strconv"
 	"text/tabwriter"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -11,6 +14,9 @@ import (
 	"github.com/workq/workq/db/gen"
 	"github.com/workq/workq/lease"
 )
+
+// negativeNumberFlag matches pflag's error for an argument like -1.
+var negativeNumberFlag = regexp.MustCompile(` in -[0-9]`)
 
 func newLimitCmd() *cobra.Command {
 	cmd := &cobra.Command{
@@ -20,6 +26,14 @@ func newLimitCmd() *cobra.Command {
 	}
 	cfg := bindConfig(cmd, "database-url")
 	asJSON := cmd.Flags().Bool("json", false, "print JSON (list)")
+	// "limit set job_runs q -1" reaches the flag parser as flag -1; say what
+	// is wrong with it rather than only that no such flag exists.
+	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error {
+		if negativeNumberFlag.MatchString(err.Error()) {
+			return fmt.Errorf("%w (W must be a whole number from 0 to %d)", err, math.MaxInt32)
+		}
+		return err
+	})
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
 		var table lease.Table
 		var w int
@@ -37,8 +51,8 @@ func newLimitCmd() *cobra.Command {
 			w = -1
 			if args[0] == "set" {
 				n, err := strconv.Atoi(args[3])
-				if err != nil || n < 0 {
-					return fmt.Errorf("W must be a whole number >= 0, got %q", args[3])
+				if err != nil || n < 0 || n > math.MaxInt32 {
+					return fmt.Errorf("W must be a whole number from 0 to %d, got %q", math.MaxInt32, args[3])
 				}
 				w = n
 			}
@@ -59,7 +73,17 @@ func newLimitCmd() *cobra.Command {
 			return err
 		}
 		if *asJSON {
-			return printJSON(cmd.OutOrStdout(), limits)
+			type limitJSON struct {
+				Table         string    `json:"table"`
+				Queue         string    `json:"queue"`
+				MaxInProgress int32     `json:"max_in_progress"`
+				UpdatedAt     time.Time `json:"updated_at"`
+			}
+			out := make([]limitJSON, len(limits))
+			for i, l := range limits {
+				out[i] = limitJSON{l.WorkTable, l.Queue, l.MaxInProgress, l.UpdatedAt}
+			}
+			return printJSON(cmd.OutOrStdout(), out)
 		}
 		tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "TABLE\tQUEUE\tW")

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"slices"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
@@ -19,6 +20,11 @@ func newMigrateCmd() *cobra.Command {
 	cfg := bindConfig(cmd, "database-url")
 	asJSON := cmd.Flags().Bool("json", false, "print JSON")
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		// Check the action before the database, so a typo is reported as
+		// such even where DATABASE_URL is unset.
+		if !slices.Contains(cmd.ValidArgs, args[0]) {
+			return fmt.Errorf("unknown migrate action %q (want up, down, status or version)", args[0])
+		}
 		if cfg.DatabaseURL == "" {
 			return fmt.Errorf("DATABASE_URL is not set (or pass --database-url)")
 		}

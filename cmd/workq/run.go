@@ -36,6 +36,9 @@ func newRunCmd() *cobra.Command {
 		if *demoJobs < 0 {
 			return fmt.Errorf("--demo-jobs must not be negative, got %d", *demoJobs)
 		}
+		if *runFor < 0 {
+			return fmt.Errorf("--for must not be negative (0 runs until Ctrl-C), got %s", *runFor)
+		}
 		ctx := cmd.Context()
 		if *runFor > 0 {
 			var cancel context.CancelFunc

@@ -23,7 +23,7 @@ var workerFlags = []string{
 func newWorkerCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "worker",
-		Short: "Run a standalone worker process (built-in handlers: webhook, exec)",
+		Short: "Run a standalone worker process (built-in handlers: webhook, exec, noop)",
 		Args:  cobra.NoArgs,
 	}
 	cfg := bindConfig(cmd, workerFlags...)
@@ -71,5 +71,5 @@ func registerBuiltins(w *worker.Worker, cfg config.Config) error {
 	if err := w.Register(builtin.ExecKind, ex.Handle); err != nil {
 		return fmt.Errorf("register exec: %w", err)
 	}
-	return nil
+	return w.Register(builtin.NoopKind, builtin.Noop)
 }

@@ -280,8 +280,12 @@ with ins as (
         $7, $8::text, $9::bigint, $10::timestamptz)
     on conflict (dedup_key) where dedup_key is not null and status < 2 do nothing
     returning id
+),
+notified as (
+    select pg_notify('workq_job_runs', $1::text) as sent
+    where $11::boolean and exists (select 1 from ins)
 )
-select ins.id, true as inserted from ins
+select ins.id, true as inserted from ins left join notified on true
 union all
 select j.id, false as inserted from job_runs j
 where j.dedup_key = $8::text and j.status < 2 and not exists (select 1 from ins)
@@ -299,6 +303,7 @@ type JobRunsEnqueueParams struct {
 	DedupKey      *string
 	ScheduleID    *int64
 	ScheduledTime *time.Time
+	Notify        bool
 }
 
 type JobRunsEnqueueRow struct {
@@ -306,7 +311,7 @@ type JobRunsEnqueueRow struct {
 	Inserted bool
 }
 
-// JobRunsEnqueue inserts one job run, or returns the id of the live run that already holds its dedup key (inserted = false).
+// JobRunsEnqueue inserts one job run, or returns the id of the live run that already holds its dedup key (inserted = false); with notify it also wakes the workers of the queue (NOTIFY workq_job_runs, delivered at commit).
 func (q *Queries) JobRunsEnqueue(ctx context.Context, arg JobRunsEnqueueParams) (JobRunsEnqueueRow, error) {
 	row := q.db.QueryRow(ctx, jobRunsEnqueue,
 		arg.Queue,
@@ -319,6 +324,7 @@ func (q *Queries) JobRunsEnqueue(ctx context.Context, arg JobRunsEnqueueParams) 
 		arg.DedupKey,
 		arg.ScheduleID,
 		arg.ScheduledTime,
+		arg.Notify,
 	)
 	var i JobRunsEnqueueRow
 	err := row.Scan(&i.ID, &i.Inserted)
@@ -326,16 +332,25 @@ func (q *Queries) JobRunsEnqueue(ctx context.Context, arg JobRunsEnqueueParams) 
 }
 
 const jobRunsEnqueueMany = `-- name: JobRunsEnqueueMany :many
+with notified as (
+    select pg_notify('workq_job_runs', q.queue) as sent
+    from (select distinct unnest($1::text[]) as queue) q
+    where $2::boolean
+),
+ins as (
 insert into job_runs (queue, kind, payload, priority, run_at, max_attempts, dedup_key)
-select unnest($1::text[]), unnest($2::text[]), unnest($3::text[])::jsonb,
-       unnest($4::smallint[]), now() + unnest($5::bigint[]) * interval '1 millisecond',
-       unnest($6::integer[]), nullif(unnest($7::text[]), '')
+select unnest($1::text[]), unnest($3::text[]), unnest($4::text[])::jsonb,
+       unnest($5::smallint[]), now() + unnest($6::bigint[]) * interval '1 millisecond',
+       unnest($7::integer[]), nullif(unnest($8::text[]), '')
 on conflict (dedup_key) where dedup_key is not null and status < 2 do nothing
 returning id, dedup_key
+)
+select ins.id, ins.dedup_key from ins left join (select count(*) as n from notified) x on true
 `
 
 type JobRunsEnqueueManyParams struct {
 	Queues      []string
+	Notify      bool
 	Kinds       []string
 	Payloads    []string
 	Priorities  []int16
@@ -349,10 +364,11 @@ type JobRunsEnqueueManyRow struct {
 	DedupKey *string
 }
 
-// JobRunsEnqueueMany inserts many job runs in one statement; rows whose dedup key a live run holds are skipped (not returned).
+// JobRunsEnqueueMany inserts many job runs in one statement; rows whose dedup key a live run holds are skipped (not returned); with notify it wakes the workers of every queue in the batch.
 func (q *Queries) JobRunsEnqueueMany(ctx context.Context, arg JobRunsEnqueueManyParams) ([]JobRunsEnqueueManyRow, error) {
 	rows, err := q.db.Query(ctx, jobRunsEnqueueMany,
 		arg.Queues,
+		arg.Notify,
 		arg.Kinds,
 		arg.Payloads,
 		arg.Priorities,

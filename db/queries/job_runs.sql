@@ -1,5 +1,5 @@
 -- name: JobRunsEnqueue :one
--- JobRunsEnqueue inserts one job run, or returns the id of the live run that already holds its dedup key (inserted = false).
+-- JobRunsEnqueue inserts one job run, or returns the id of the live run that already holds its dedup key (inserted = false); with notify it also wakes the workers of the queue (NOTIFY workq_job_runs, delivered at commit).
 with ins as (
     insert into job_runs (queue, kind, payload, priority, run_at, max_attempts, dedup_key, schedule_id, scheduled_time)
     values (
@@ -8,21 +8,33 @@ with ins as (
         @max_attempts, sqlc.narg('dedup_key')::text, sqlc.narg('schedule_id')::bigint, sqlc.narg('scheduled_time')::timestamptz)
     on conflict (dedup_key) where dedup_key is not null and status < 2 do nothing
     returning id
+),
+notified as (
+    select pg_notify('workq_job_runs', @queue::text) as sent
+    where @notify::boolean and exists (select 1 from ins)
 )
-select ins.id, true as inserted from ins
+select ins.id, true as inserted from ins left join notified on true
 union all
 select j.id, false as inserted from job_runs j
 where j.dedup_key = sqlc.narg('dedup_key')::text and j.status < 2 and not exists (select 1 from ins)
 limit 1;
 
 -- name: JobRunsEnqueueMany :many
--- JobRunsEnqueueMany inserts many job runs in one statement; rows whose dedup key a live run holds are skipped (not returned).
+-- JobRunsEnqueueMany inserts many job runs in one statement; rows whose dedup key a live run holds are skipped (not returned); with notify it wakes the workers of every queue in the batch.
+with notified as (
+    select pg_notify('workq_job_runs', q.queue) as sent
+    from (select distinct unnest(@queues::text[]) as queue) q
+    where @notify::boolean
+),
+ins as (
 insert into job_runs (queue, kind, payload, priority, run_at, max_attempts, dedup_key)
 select unnest(@queues::text[]), unnest(@kinds::text[]), unnest(@payloads::text[])::jsonb,
        unnest(@priorities::smallint[]), now() + unnest(@delays_ms::bigint[]) * interval '1 millisecond',
        unnest(@max_attempts::integer[]), nullif(unnest(@dedup_keys::text[]), '')
 on conflict (dedup_key) where dedup_key is not null and status < 2 do nothing
-returning id, dedup_key;
+returning id, dedup_key
+)
+select ins.id, ins.dedup_key from ins left join (select count(*) as n from notified) x on true;
 
 -- name: JobRunsLiveByDedupKeys :many
 -- JobRunsLiveByDedupKeys finds the live (ready or in-progress) runs holding the given dedup keys.

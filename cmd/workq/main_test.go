@@ -1,0 +1,313 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/workq/workq/internal/testdb"
+)
+
+func TestMain(m *testing.M) { testdb.Main(m) }
+
+// isolateEnv hides DATABASE_URL and every WORKQ_* variable for the test, so
+// the developer's environment cannot change what the CLI sees.
+func isolateEnv(t *testing.T) {
+	t.Helper()
+	for _, kv := range os.Environ() {
+		k, v, _ := strings.Cut(kv, "=")
+		if k == "DATABASE_URL" || strings.HasPrefix(k, "WORKQ_") {
+			t.Setenv(k, v) // restored when the test ends
+			os.Unsetenv(k)
+		}
+	}
+}
+
+// runCLI runs one workq command line in-process. The root is built here, after
+// the test set its environment, because flags take their defaults from the
+// environment when they are bound.
+func runCLI(t *testing.T, args ...string) (stdout string, err error) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	root := newRoot(&out, &errOut)
+	root.SetArgs(args)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	err = root.ExecuteContext(ctx)
+	if errOut.Len() > 0 {
+		t.Logf("stderr of %q:\n%s", args, errOut.String())
+	}
+	return out.String(), err
+}
+
+// rowCounts counts what the CLI could have written.
+func rowCounts(t *testing.T, url string) (jobRuns, queueLimits int) {
+	t.Helper()
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	if err := conn.QueryRow(ctx, "select (select count(*) from job_runs), (select count(*) from queue_limits)").Scan(&jobRuns, &queueLimits); err != nil {
+		t.Fatal(err)
+	}
+	return jobRuns, queueLimits
+}
+
+// TestCLIRejectsInvalidInput: every invalid input is an error that says what
+// is wrong, and one that reaches a database writes nothing there.
+func TestCLIRejectsInvalidInput(t *testing.T) {
+	isolateEnv(t)
+	dbURL := testdb.URL(t)
+	long := strings.Repeat("k", 600)
+	cases := []struct {
+		name string
+		args []string
+		env  map[string]string
+		db   bool     // DATABASE_URL points at a migrated database
+		want []string // substrings of the error
+	}{
+		// enqueue
+		{name: "payload not JSON", db: true, args: []string{"enqueue", "--kind", "k", "--payload", "{bad"}, want: []string{"--payload is not valid JSON"}},
+		{name: "payload empty", db: true, args: []string{"enqueue", "--kind", "k", "--payload", ""}, want: []string{"--payload is not valid JSON"}},
+		{name: "kind missing", db: true, args: []string{"enqueue"}, want: []string{"--kind is required"}},
+		{name: "kind empty", db: true, args: []string{"enqueue", "--kind", ""}, want: []string{"--kind is required"}},
+		{name: "kind invalid", db: true, args: []string{"enqueue", "--kind", "send mail!"}, want: []string{`kind "send mail!" is not a valid name`}},
+		{name: "queue invalid", db: true, args: []string{"enqueue", "--kind", "k", "--queue", "bad queue!"}, want: []string{`queue "bad queue!" is not a valid name`}},
+		{name: "queue too long", db: true, args: []string{"enqueue", "--kind", "k", "--queue", strings.Repeat("q", 129)}, want: []string{"is not a valid name (1-128"}},
+		{name: "delay and run-at", db: true, args: []string{"enqueue", "--kind", "k", "--delay", "5s", "--run-at", "2030-01-02T15:04:05Z"}, want: []string{"not both"}},
+		{name: "run-at not RFC 3339", db: true, args: []string{"enqueue", "--kind", "k", "--run-at", "2030-01-02 15:04"}, want: []string{`--run-at "2030-01-02 15:04" is not an RFC 3339 time`}},
+		{name: "delay negative", db: true, args: []string{"enqueue", "--kind", "k", "--delay", "-5s"}, want: []string{"delay -5s is negative"}},
+		{name: "delay not a duration", db: true, args: []string{"enqueue", "--kind", "k", "--delay", "soon"}, want: []string{`"soon"`, "--delay"}},
+		{name: "max-attempts negative", db: true, args: []string{"enqueue", "--kind", "k", "--max-attempts", "-1"}, want: []string{"--max-attempts must be at least 1, got -1"}},
+		{name: "max-attempts too large", db: true, args: []string{"enqueue", "--kind", "k", "--max-attempts", "5000"}, want: []string{"max attempts must be between 1 and 1000, got 5000"}},
+		{name: "priority out of range", db: true, args: []string{"enqueue", "--kind", "k", "--priority", "40000"}, want: []string{`"40000"`, "--priority"}},
+		{name: "dedup key too long", db: true, args: []string{"enqueue", "--kind", "k", "--dedup-key", long}, want: []string{"dedup key longer than 512 bytes"}},
+		{name: "enqueue without a database", args: []string{"enqueue", "--kind", "k"}, want: []string{"DATABASE_URL is not set"}},
+
+		// worker settings, from flags and from the environment
+		{name: "worker concurrency 0", args: []string{"worker", "--concurrency", "0"}, want: []string{"concurrency must be between 1 and 10000, got 0"}},
+		{name: "worker lease 10ms", args: []string{"worker", "--lease", "10ms"}, want: []string{"lease must be at least 1s, got 10ms"}},
+		{name: "worker batch 0", args: []string{"worker", "--batch", "0"}, want: []string{"batch must be between 1 and 10000, got 0"}},
+		{name: "worker log level", args: []string{"worker", "--log-level", "loud"}, want: []string{`log-level must be debug, info, warn or error, got "loud"`}},
+		{name: "worker queue invalid", args: []string{"worker", "--queues", "ok,bad queue!"}, want: []string{`queue "bad queue!" is not a valid name`}},
+		{name: "worker webhook-allow URL", args: []string{"worker", "--webhook-allow", "http://x/y"}, want: []string{`webhook-allow entry "http://x/y" must be a host name or host:port`}},
+		{name: "worker webhook-allow port name", args: []string{"worker", "--webhook-allow", "example.com:http"}, want: []string{`webhook-allow entry "example.com:http"`, "port from 1 to 65535"}},
+		{name: "worker webhook-allow empty port", args: []string{"worker", "--webhook-allow", "example.com:"}, want: []string{`webhook-allow entry "example.com:"`}},
+		{name: "worker webhook-allow port 0", args: []string{"worker", "--webhook-allow", "example.com:0"}, want: []string{`webhook-allow entry "example.com:0"`}},
+		{name: "worker several problems at once", args: []string{"worker", "--batch", "0", "--lease", "10ms"}, want: []string{"batch must be", "lease must be"}},
+		{name: "WORKQ_BATCH not a number", env: map[string]string{"WORKQ_BATCH": "abc"}, args: []string{"worker"}, want: []string{`WORKQ_BATCH="abc"`, "not an integer"}},
+		{name: "WORKQ_LEASE not a duration", env: map[string]string{"WORKQ_LEASE": "forever"}, args: []string{"worker"}, want: []string{`WORKQ_LEASE="forever"`, "not a duration"}},
+		{name: "WORKQ_CONCURRENCY out of range", env: map[string]string{"WORKQ_CONCURRENCY": "0"}, args: []string{"worker"}, want: []string{"concurrency must be between 1 and 10000, got 0"}},
+		// Valid settings pass validation and fail only for want of a
+		// database: the checks above reject what is wrong, nothing more.
+		{name: "worker valid webhook-allow entries", args: []string{"worker", "--webhook-allow", "example.com,example.com:443,[::1]:8080,::1"}, want: []string{"DATABASE_URL is not set"}},
+		{name: "worker flag beats environment", env: map[string]string{"WORKQ_BATCH": "0"}, args: []string{"worker", "--batch", "10"}, want: []string{"DATABASE_URL is not set"}},
+		{name: "worker exec-allow unknown command", db: true, args: []string{"worker", "--exec-allow", "workq-no-such-command"}, want: []string{`exec-allow "workq-no-such-command"`}},
+		{name: "reaper interval", args: []string{"reaper", "--reap-interval", "10ms"}, want: []string{"reap-interval must be at least 100ms"}},
+		{name: "run demo-jobs negative", args: []string{"run", "--demo-jobs", "-1"}, want: []string{"--demo-jobs must not be negative"}},
+		{name: "run for negative", args: []string{"run", "--for", "-1s"}, want: []string{"--for must not be negative"}},
+
+		// limit
+		{name: "limit queue invalid", db: true, args: []string{"limit", "set", "job_runs", "bad q", "3"}, want: []string{`queue "bad q" is not a valid name`}},
+		{name: "limit table unknown", db: true, args: []string{"limit", "set", "nosuchtable", "q", "3"}, want: []string{`unknown work table "nosuchtable"`}},
+		{name: "limit W negative", db: true, args: []string{"limit", "set", "job_runs", "q", "--", "-1"}, want: []string{`W must be a whole number from 0 to 2147483647, got "-1"`}},
+		// Without "--" the flag parser takes -1 for a flag.
+		{name: "limit W negative unquoted", db: true, args: []string{"limit", "set", "job_runs", "q", "-1"}, want: []string{"-1", "W must be a whole number"}},
+		{name: "limit W not a number", db: true, args: []string{"limit", "set", "job_runs", "q", "three"}, want: []string{`got "three"`}},
+		{name: "limit W too large", db: true, args: []string{"limit", "set", "job_runs", "q", "3000000000"}, want: []string{`got "3000000000"`}},
+		{name: "limit remove queue invalid", db: true, args: []string{"limit", "remove", "job_runs", "bad q"}, want: []string{`queue "bad q" is not a valid name`}},
+		{name: "limit unknown action", db: true, args: []string{"limit", "frob", "job_runs", "q"}, want: []string{"usage: workq limit"}},
+		{name: "limit set missing W", db: true, args: []string{"limit", "set", "job_runs", "q"}, want: []string{"usage: workq limit"}},
+
+		// migrate
+		{name: "migrate sideways", args: []string{"migrate", "sideways"}, want: []string{`unknown migrate action "sideways"`}},
+		{name: "migrate sideways with a database", db: true, args: []string{"migrate", "sideways"}, want: []string{`unknown migrate action "sideways"`}},
+		{name: "migrate no action", args: []string{"migrate"}, want: []string{"accepts 1 arg(s), received 0"}},
+		{name: "migrate without a database", args: []string{"migrate", "up"}, want: []string{"DATABASE_URL is not set"}},
+		{name: "stats without a database", args: []string{"stats"}, want: []string{"DATABASE_URL is not set"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.db {
+				t.Setenv("DATABASE_URL", dbURL)
+			}
+			for k, v := range tc.env {
+				t.Setenv(k, v)
+			}
+			out, err := runCLI(t, tc.args...)
+			if err == nil {
+				t.Fatalf("workq %q succeeded (stdout %q), want an error mentioning %q", tc.args, out, tc.want)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not mention %q", err, w)
+				}
+			}
+			if tc.db {
+				if jobs, limits := rowCounts(t, dbURL); jobs != 0 || limits != 0 {
+					t.Errorf("a rejected command wrote to the database: %d job_runs, %d queue_limits rows", jobs, limits)
+				}
+			}
+		})
+	}
+}
+
+// TestCLISuccess runs the happy path of each data command against a real
+// database and checks what it printed against what it wrote.
+func TestCLISuccess(t *testing.T) {
+	isolateEnv(t)
+	dbURL := testdb.URL(t)
+	t.Setenv("DATABASE_URL", dbURL)
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close(context.Background()) })
+	mustRun := func(t *testing.T, args ...string) string {
+		t.Helper()
+		out, err := runCLI(t, args...)
+		if err != nil {
+			t.Fatalf("workq %q: %v", args, err)
+		}
+		return out
+	}
+
+	t.Run("enqueue prints the id", func(t *testing.T) {
+		out := mustRun(t, "enqueue", "--kind", "email.send", "--payload", `{"to":"a@example.com"}`, "--priority", "5", "--max-attempts", "7")
+		id, err := strconv.ParseInt(strings.TrimSpace(out), 10, 64)
+		if err != nil {
+			t.Fatalf("stdout %q is not an id", out)
+		}
+		var queue, kind, to string
+		var priority int16
+		var maxAttempts, status int
+		err = conn.QueryRow(ctx, "select queue, kind, payload->>'to', priority, max_attempts, status from job_runs where id = $1", id).
+			Scan(&queue, &kind, &to, &priority, &maxAttempts, &status)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if queue != "default" || kind != "email.send" || to != "a@example.com" || priority != 5 || maxAttempts != 7 || status != 0 {
+			t.Errorf("row = %s %s %s priority %d max_attempts %d status %d", queue, kind, to, priority, maxAttempts, status)
+		}
+	})
+
+	type enqueued struct {
+		ID        int64 `json:"id"`
+		Duplicate bool  `json:"duplicate"`
+	}
+	decode := func(t *testing.T, out string) enqueued {
+		t.Helper()
+		var raw map[string]json.RawMessage
+		if err := json.Unmarshal([]byte(out), &raw); err != nil || len(raw) != 2 {
+			t.Fatalf("stdout %q is not {\"id\":..,\"duplicate\":..}", out)
+		}
+		var e enqueued
+		if err := json.Unmarshal([]byte(out), &e); err != nil {
+			t.Fatal(err)
+		}
+		return e
+	}
+	t.Run("dedup key returns the live job", func(t *testing.T) {
+		args := []string{"enqueue", "--json", "--kind", "report.build", "--queue", "reports", "--dedup-key", "report-2030-01"}
+		first := decode(t, mustRun(t, args...))
+		if first.ID == 0 || first.Duplicate {
+			t.Fatalf("first enqueue = %+v, want a new id", first)
+		}
+		second := decode(t, mustRun(t, args...))
+		if second != (enqueued{ID: first.ID, Duplicate: true}) {
+			t.Fatalf("second enqueue = %+v, want {ID:%d Duplicate:true}", second, first.ID)
+		}
+		var n int
+		if err := conn.QueryRow(ctx, "select count(*) from job_runs where dedup_key = 'report-2030-01'").Scan(&n); err != nil || n != 1 {
+			t.Fatalf("%d rows with the dedup key (%v), want 1", n, err)
+		}
+	})
+
+	t.Run("stats counts the jobs as ready", func(t *testing.T) {
+		var st []queueStats
+		if err := json.Unmarshal([]byte(mustRun(t, "stats", "--json")), &st); err != nil {
+			t.Fatal(err)
+		}
+		ready := map[string]int64{}
+		for _, s := range st {
+			if s.Table == "job_runs" {
+				ready[s.Queue] = s.Ready
+				if s.InProgress+s.Done+s.Failed != 0 {
+					t.Errorf("stats %+v: only ready jobs exist", s)
+				}
+			}
+		}
+		if ready["default"] != 1 || ready["reports"] != 1 {
+			t.Errorf("ready by queue = %v, want default 1 and reports 1", ready)
+		}
+	})
+
+	type limit struct {
+		WorkTable     string `json:"table"`
+		Queue         string `json:"queue"`
+		MaxInProgress int    `json:"max_in_progress"`
+	}
+	listLimits := func(t *testing.T) []limit {
+		t.Helper()
+		var got []limit
+		if err := json.Unmarshal([]byte(mustRun(t, "limit", "list", "--json")), &got); err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
+	t.Run("limit set then list", func(t *testing.T) {
+		mustRun(t, "limit", "set", "job_runs", "q", "3")
+		if got := listLimits(t); len(got) != 1 || got[0] != (limit{"job_runs", "q", 3}) {
+			t.Fatalf("limits = %+v, want job_runs/q = 3", got)
+		}
+		if out := mustRun(t, "limit", "list"); !strings.Contains(out, "job_runs") || !strings.Contains(out, "3") {
+			t.Errorf("limit list = %q", out)
+		}
+		mustRun(t, "limit", "set", "job_runs", "q", "0")
+		if got := listLimits(t); len(got) != 1 || got[0].MaxInProgress != 0 {
+			t.Fatalf("limits after set 0 = %+v", got)
+		}
+		mustRun(t, "limit", "remove", "job_runs", "q")
+		if got := listLimits(t); len(got) != 0 {
+			t.Fatalf("limits after remove = %+v", got)
+		}
+	})
+
+	t.Run("migrate status and version", func(t *testing.T) {
+		var st []struct {
+			Version int64 `json:"version"`
+			Applied bool  `json:"applied"`
+		}
+		if err := json.Unmarshal([]byte(mustRun(t, "migrate", "status", "--json")), &st); err != nil {
+			t.Fatal(err)
+		}
+		if len(st) == 0 || st[0].Version != 1 || !st[0].Applied {
+			t.Fatalf("migrate status = %+v, want version 1 applied", st)
+		}
+		var v struct {
+			Version int64 `json:"version"`
+		}
+		if err := json.Unmarshal([]byte(mustRun(t, "migrate", "version", "--json")), &v); err != nil || v.Version != st[len(st)-1].Version {
+			t.Fatalf("migrate version = %+v (%v), want %d", v, err, st[len(st)-1].Version)
+		}
+	})
+
+	t.Run("config prints the settings table", func(t *testing.T) {
+		out := mustRun(t, "config")
+		for _, want := range []string{"| flag | environment | meaning (default) |", "| `--lease` | `WORKQ_LEASE` |", "(default 30s)", "`--webhook-allow`"} {
+			if !strings.Contains(out, want) {
+				t.Errorf("config output lacks %q:\n%s", want, out)
+			}
+		}
+	})
+}

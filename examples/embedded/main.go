@@ -1,0 +1,327 @@
+// Command embedded is a small "user service" that embeds workq instead of
+// running `workq worker` beside it: it brings the schema up to date at start,
+// writes each order and the job that emails its confirmation in one
+// transaction, and runs a worker and a reaper in its own process until
+// SIGINT or SIGTERM.
+//
+//	DATABASE_URL=postgres://postgres@127.0.0.1:5432/postgres go run ./examples/embedded
+//
+// EXAMPLE_RUN_FOR=5s makes it stop by itself after that long (its test uses
+// this).
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/mail"
+	"os"
+	"os/signal"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/workq/workq"
+	"github.com/workq/workq/config"
+	"github.com/workq/workq/db"
+	"github.com/workq/workq/reaper"
+	"github.com/workq/workq/worker"
+)
+
+const (
+	emailQueue = "emails"
+	emailKind  = "email.send"
+)
+
+// EmailPayload is the payload of an email.send job. Enqueuers pass the struct
+// as workq.Job.Payload; the handler gets it back with job.Decode.
+type EmailPayload struct {
+	OrderID  int64  `json:"order_id"`
+	To       string `json:"to"`
+	Template string `json:"template"`
+}
+
+// The service's own table. workq's tables live in the same database, which
+// is what lets an order and its email job commit or roll back together.
+const schema = `
+create table if not exists example_orders (
+    id                   bigint generated always as identity primary key,
+    email                text not null,
+    total_cents          bigint not null check (total_cents > 0),
+    confirmation_sent_at timestamptz,
+    created_at           timestamptz not null default now()
+)`
+
+func main() {
+	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	// After the first signal, restore the default behaviour so that a second
+	// Ctrl-C kills the process instead of waiting for the drain.
+	go func() { <-ctx.Done(); stop() }()
+	err := run(ctx, log, os.Getenv("DATABASE_URL"), os.Getenv("EXAMPLE_RUN_FOR"))
+	stop()
+	if err != nil {
+		log.Error("user service failed", "err", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, log *slog.Logger, dsn, runFor string) error {
+	if dsn == "" {
+		return errors.New("DATABASE_URL is not set")
+	}
+	if runFor != "" {
+		d, err := time.ParseDuration(runFor)
+		if err != nil || d <= 0 {
+			return fmt.Errorf("EXAMPLE_RUN_FOR=%q is not a positive duration", runFor)
+		}
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, d)
+		defer cancel()
+	}
+
+	// Migrating at start keeps the example self-contained. A service with many
+	// replicas would rather run `workq migrate up` once per deploy.
+	if _, err := db.MigrateUp(ctx, dsn); err != nil {
+		return err
+	}
+	cfg := config.Default()
+	cfg.Queues = []string{emailQueue}
+	cfg.Concurrency = 8
+	// A snoozed job becomes claimable again when its delay passes, and no
+	// NOTIFY marks that moment: the poll interval bounds how late it starts.
+	cfg.Poll = 250 * time.Millisecond
+	cfg.DrainTimeout = 5 * time.Second
+
+	pcfg, err := pgxpool.ParseConfig(dsn)
+	if err != nil {
+		return fmt.Errorf("DATABASE_URL: %w", err)
+	}
+	pcfg.MaxConns = cfg.MaxConns
+	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	if _, err := pool.Exec(ctx, schema); err != nil {
+		return fmt.Errorf("create example_orders: %w", err)
+	}
+
+	w, err := worker.New(pool, cfg, worker.Options{Logger: log})
+	if err != nil {
+		return err
+	}
+	sender := &emailSender{pool: pool, provider: &fakeProvider{perSecond: 3}}
+	if err := w.Register(emailKind, sender.Send); err != nil {
+		return err
+	}
+	// The reaper requeues jobs whose worker died holding them. Every replica
+	// may run one: its statements are safe to run concurrently.
+	r, err := reaper.New(pool, cfg.ReapInterval, cfg.ReapBatch, log)
+	if err != nil {
+		return err
+	}
+
+	// The worker and the reaper stop with ctx; cancelling it ourselves also
+	// stops them when placing the orders fails.
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		if err := w.Run(ctx); err != nil {
+			cancel(fmt.Errorf("worker: %w", err))
+		}
+	})
+	wg.Go(func() { _ = r.Run(ctx) })
+
+	// One client per process: it debounces NOTIFY across goroutines.
+	client := workq.NewClient(workq.ClientOptions{})
+	if err := placeDemoOrders(ctx, log, pool, client); err != nil {
+		cancel(err)
+	}
+
+	<-ctx.Done()
+	log.Info("shutting down: draining in-flight jobs")
+	wg.Wait()
+	if err := context.Cause(ctx); err != nil && !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) {
+		return err
+	}
+	// ctx is over; the summary gets a short context of its own.
+	sctx, scancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer scancel()
+	logSummary(sctx, log, pool)
+	log.Info("user service stopped", "worker", w.Stats())
+	return nil
+}
+
+// errDeclined is the payment check saying no.
+var errDeclined = errors.New("payment declined")
+
+// placeOrder writes an order and enqueues its confirmation email in one
+// transaction: the job exists if and only if the order commits, so there is
+// never an order without its email, nor an email about an order that was
+// rolled back.
+func placeOrder(ctx context.Context, pool *pgxpool.Pool, client *workq.Client, email string, cents int64) (int64, error) {
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		return 0, err
+	}
+	defer tx.Rollback(ctx) // after Commit this is a no-op
+
+	var id int64
+	if err := tx.QueryRow(ctx, "insert into example_orders (email, total_cents) values ($1, $2) returning id", email, cents).Scan(&id); err != nil {
+		return 0, fmt.Errorf("insert order: %w", err)
+	}
+	_, err = client.Enqueue(ctx, tx, workq.Job{
+		Queue:   emailQueue,
+		Kind:    emailKind,
+		Payload: EmailPayload{OrderID: id, To: email, Template: "order-confirmation"},
+	})
+	if err != nil {
+		return 0, err
+	}
+	// The payment check needs the order id, so it runs after the job is
+	// already enqueued; when it declines, the rollback takes the job with it.
+	if err := chargePayment(id, cents); err != nil {
+		return 0, err
+	}
+	return id, tx.Commit(ctx)
+}
+
+// chargePayment stands in for a payment step that can refuse an order.
+func chargePayment(_ int64, cents int64) error {
+	if cents > 100_000 {
+		return errDeclined
+	}
+	return nil
+}
+
+func placeDemoOrders(ctx context.Context, log *slog.Logger, pool *pgxpool.Pool, client *workq.Client) error {
+	orders := []struct {
+		email string
+		cents int64
+	}{
+		{"ada@example.com", 4200},
+		{"grace@example.com", 1999},
+		{"linus@example.com", 500},
+		{"margaret@example.com", 12000},
+		{"barbara@example.com", 750},
+		{"not-an-address", 300},          // its email job fails permanently
+		{"mallory@example.com", 999_999}, // declined: neither order nor job is kept
+	}
+	for _, o := range orders {
+		id, err := placeOrder(ctx, pool, client, o.email, o.cents)
+		switch {
+		case errors.Is(err, errDeclined):
+			log.Info("order declined; its email job was rolled back with it", "email", o.email)
+		case err != nil:
+			return fmt.Errorf("place order for %s: %w", o.email, err)
+		default:
+			log.Info("order placed", "order_id", id, "email", o.email)
+		}
+	}
+	return nil
+}
+
+// emailSender is the email.send handler.
+type emailSender struct {
+	pool     *pgxpool.Pool
+	provider *fakeProvider
+}
+
+// Send is a worker.HandlerFunc. Its error decides the job's fate: nil acks,
+// worker.Permanent fails at once, worker.Snooze comes back later without
+// using an attempt, and any other error retries with backoff.
+func (s *emailSender) Send(ctx context.Context, job *worker.Job) error {
+	var p EmailPayload
+	if err := job.Decode(&p); err != nil {
+		return err // already permanent: no retry fixes a malformed payload
+	}
+	log := job.Logger().With("order_id", p.OrderID, "to", p.To)
+	addr, err := mail.ParseAddress(p.To)
+	if err != nil {
+		// Retrying cannot fix an address: fail now rather than use up the
+		// attempts and delay the failure by the whole backoff.
+		return worker.Permanent(fmt.Errorf("order %d: bad address %q: %w", p.OrderID, p.To, err))
+	}
+	err = s.provider.Send(ctx, message{
+		To: addr.Address, Template: p.Template,
+		// Delivery is at least once: the same key on every attempt lets the
+		// provider drop a second send after a lost acknowledgement.
+		IdempotencyKey: fmt.Sprintf("%s-%d", job.Table, job.ID),
+	})
+	var limited *rateLimitedError
+	if errors.As(err, &limited) {
+		// Being throttled says nothing about this email; do not count it
+		// against its attempts.
+		log.Info("email provider rate limit; snoozing", "retry_after", limited.RetryAfter)
+		return worker.Snooze(limited.RetryAfter)
+	}
+	if err != nil {
+		return err
+	}
+	// The handler can run twice for one job (a lost ack), so record the send
+	// idempotently.
+	if _, err := s.pool.Exec(ctx, "update example_orders set confirmation_sent_at = now() where id = $1 and confirmation_sent_at is null", p.OrderID); err != nil {
+		return err
+	}
+	log.Info("order confirmation sent")
+	return nil
+}
+
+type message struct {
+	To, Template, IdempotencyKey string
+}
+
+type rateLimitedError struct{ RetryAfter time.Duration }
+
+func (e *rateLimitedError) Error() string {
+	return fmt.Sprintf("rate limited, retry after %s", e.RetryAfter)
+}
+
+// fakeProvider stands in for an email API that accepts perSecond messages
+// per second and answers the rest like an HTTP 429 with Retry-After.
+type fakeProvider struct {
+	perSecond int
+
+	mu          sync.Mutex
+	windowStart time.Time
+	sent        int
+}
+
+func (p *fakeProvider) Send(ctx context.Context, _ message) error {
+	p.mu.Lock()
+	now := time.Now()
+	if now.Sub(p.windowStart) >= time.Second {
+		p.windowStart, p.sent = now, 0
+	}
+	if p.sent >= p.perSecond {
+		wait := p.windowStart.Add(time.Second).Sub(now)
+		p.mu.Unlock()
+		return &rateLimitedError{RetryAfter: wait}
+	}
+	p.sent++
+	p.mu.Unlock()
+	select {
+	case <-time.After(20 * time.Millisecond): // the API call
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func logSummary(ctx context.Context, log *slog.Logger, pool *pgxpool.Pool) {
+	var ready, running, done, failed int64
+	err := pool.QueryRow(ctx, `
+		select count(*) filter (where status = 0), count(*) filter (where status = 1),
+		       count(*) filter (where status = 2), count(*) filter (where status = 3)
+		from job_runs where queue = $1`, emailQueue).Scan(&ready, &running, &done, &failed)
+	if err != nil {
+		log.Warn("summary", "err", err)
+		return
+	}
+	log.Info("email jobs", "ready", ready, "in_progress", running, "done", done, "failed", failed)
+}

@@ -1,0 +1,395 @@
+package test
+
+// Process-level tests: the workq binary, built once per run of TestProcess,
+// driven as subprocesses against a per-test database (or, for `workq run`
+// without DATABASE_URL, its own throwaway PostgreSQL).
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/workq/workq/internal/testdb"
+)
+
+// TestProcess builds cmd/workq once and runs the process-level scenarios as
+// parallel subtests (each on its own database).
+func TestProcess(t *testing.T) {
+	bin := buildWorkq(t)
+	t.Run("worker exits 0 on SIGTERM", func(t *testing.T) { t.Parallel(); testProcWorkerSIGTERM(t, bin) })
+	t.Run("kill -9 mid-job is retried by another worker", func(t *testing.T) { t.Parallel(); testProcKill9(t, bin) })
+	t.Run("run with DATABASE_URL", func(t *testing.T) { t.Parallel(); testProcRunWithDatabase(t, bin) })
+	t.Run("run with a throwaway PostgreSQL", func(t *testing.T) { t.Parallel(); testProcRunEmbedded(t, bin) })
+}
+
+func buildWorkq(t *testing.T) string {
+	t.Helper()
+	goBin, err := exec.LookPath("go")
+	if err != nil {
+		goBin = filepath.Join(runtime.GOROOT(), "bin", "go")
+	}
+	bin := filepath.Join(t.TempDir(), "workq")
+	start := time.Now()
+	cmd := exec.Command(goBin, "build", "-o", bin, "./cmd/workq")
+	cmd.Dir = ".." // the module root; tests run in their package directory
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build ./cmd/workq: %v\n%s", err, out)
+	}
+	t.Logf("built workq in %s", time.Since(start).Round(time.Millisecond))
+	return bin
+}
+
+// procEnv is this process's environment without any database or WORKQ_*
+// setting, plus DATABASE_URL=url when url is not empty.
+func procEnv(url string) []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		k, _, _ := strings.Cut(kv, "=")
+		if k == "DATABASE_URL" || k == "TEST_DATABASE_URL" || strings.HasPrefix(k, "WORKQ_") || strings.HasPrefix(k, "PG") {
+			continue
+		}
+		env = append(env, kv)
+	}
+	if url != "" {
+		env = append(env, "DATABASE_URL="+url)
+	}
+	return env
+}
+
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// proc is a running workq subprocess, leader of its own process group (so
+// that kill -9 also takes the commands it runs).
+type proc struct {
+	name           string
+	cmd            *exec.Cmd
+	stdout, stderr lockedBuffer
+	done           chan struct{}
+	state          *os.ProcessState
+}
+
+func startProc(t *testing.T, name, bin string, env []string, args ...string) *proc {
+	t.Helper()
+	p := &proc{name: name, done: make(chan struct{})}
+	p.cmd = exec.Command(bin, args...)
+	p.cmd.Env = env
+	p.cmd.Stdout, p.cmd.Stderr = &p.stdout, &p.stderr
+	p.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := p.cmd.Start(); err != nil {
+		t.Fatalf("start %s: %v", name, err)
+	}
+	go func() {
+		_ = p.cmd.Wait()
+		p.state = p.cmd.ProcessState
+		close(p.done)
+	}()
+	t.Cleanup(func() {
+		select {
+		case <-p.done:
+		default:
+			_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+			<-p.done
+		}
+		if t.Failed() {
+			t.Logf("%s %v\n--- stdout:\n%s--- stderr:\n%s", name, args, p.stdout.String(), p.stderr.String())
+		}
+	})
+	return p
+}
+
+// wait waits for the process to exit and returns its exit code (-1 when a
+// signal ended it).
+func (p *proc) wait(t *testing.T, timeout time.Duration) int {
+	t.Helper()
+	select {
+	case <-p.done:
+		return p.state.ExitCode()
+	case <-time.After(timeout):
+		t.Fatalf("%s did not exit within %s", p.name, timeout)
+	}
+	return 0
+}
+
+func (p *proc) signal(t *testing.T, sig syscall.Signal) {
+	t.Helper()
+	if err := p.cmd.Process.Signal(sig); err != nil {
+		t.Fatalf("signal %s: %v", p.name, err)
+	}
+}
+
+// runWorkq runs one workq command to completion.
+func runWorkq(t *testing.T, bin string, env []string, timeout time.Duration, args ...string) (stdout, stderr string, code int) {
+	t.Helper()
+	p := startProc(t, "workq "+args[0], bin, env, args...)
+	code = p.wait(t, timeout)
+	return p.stdout.String(), p.stderr.String(), code
+}
+
+// enqueueCLI runs `workq enqueue --json` and returns the new job's id.
+func enqueueCLI(t *testing.T, bin string, env []string, args ...string) int64 {
+	t.Helper()
+	out, errOut, code := runWorkq(t, bin, env, 30*time.Second, append([]string{"enqueue"}, append(args, "--json")...)...)
+	if code != 0 {
+		t.Fatalf("workq enqueue exited %d: %s", code, errOut)
+	}
+	var res struct {
+		ID        int64 `json:"id"`
+		Duplicate bool  `json:"duplicate"`
+	}
+	if err := json.Unmarshal([]byte(out), &res); err != nil || res.ID <= 0 || res.Duplicate {
+		t.Fatalf("workq enqueue --json printed %q (%v); want {\"id\": N, \"duplicate\": false}", out, err)
+	}
+	return res.ID
+}
+
+type procJob struct {
+	Status    int16
+	Attempts  int32
+	ClaimedBy *string
+	LastError *string
+}
+
+func readProcJob(t *testing.T, conn *pgx.Conn, id int64) procJob {
+	t.Helper()
+	var j procJob
+	if err := conn.QueryRow(context.Background(), "select status, attempts, claimed_by, last_error from job_runs where id = $1", id).
+		Scan(&j.Status, &j.Attempts, &j.ClaimedBy, &j.LastError); err != nil {
+		t.Fatalf("read job %d: %v", id, err)
+	}
+	return j
+}
+
+func waitProcJob(t *testing.T, conn *pgx.Conn, id int64, timeout time.Duration, what string, cond func(procJob) bool) procJob {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		j := readProcJob(t, conn, id)
+		if cond(j) {
+			return j
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("job %d: timed out after %s waiting for %s; last seen %+v", id, timeout, what, j)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+type procRun struct {
+	Attempt  int32
+	WorkerID string
+	Outcome  string
+	Error    *string
+}
+
+func readProcRuns(t *testing.T, conn *pgx.Conn, id int64) []procRun {
+	t.Helper()
+	rows, err := conn.Query(context.Background(), `select attempt, worker_id, outcome, error from runs
+		where work_table = 'job_runs' and item_id = $1 order by finished_at`, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := pgx.CollectRows(rows, pgx.RowToStructByPos[procRun])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func str(p *string) string {
+	if p == nil {
+		return "<nil>"
+	}
+	return *p
+}
+
+// (a) A worker process works a CLI-enqueued exec job and exits 0 on SIGTERM.
+func testProcWorkerSIGTERM(t *testing.T, bin string) {
+	url := testdb.URL(t)
+	conn := mustConnect(t, url)
+	env := procEnv(url)
+	w := startProc(t, "worker", bin, env, "worker", "--queues", "default", "--exec-allow", "true", "--lease", "2s", "--worker-id", "proc-sigterm")
+	id := enqueueCLI(t, bin, env, "--kind", "exec", "--payload", `{"command":"true"}`)
+	j := waitProcJob(t, conn, id, 10*time.Second, "done", func(j procJob) bool { return j.Status == 2 })
+	if j.Attempts != 1 || str(j.ClaimedBy) != "proc-sigterm" {
+		t.Errorf("job %+v; want done on attempt 1 by proc-sigterm", j)
+	}
+	if runs := readProcRuns(t, conn, id); len(runs) != 1 || runs[0].Outcome != "done" || runs[0].WorkerID != "proc-sigterm" {
+		t.Errorf("runs %+v; want one done attempt by proc-sigterm", runs)
+	}
+	start := time.Now()
+	w.signal(t, syscall.SIGTERM)
+	if code := w.wait(t, 5*time.Second); code != 0 {
+		t.Errorf("worker exited %d after SIGTERM, want 0", code)
+	}
+	t.Logf("worker exited %s after SIGTERM", time.Since(start).Round(time.Millisecond))
+	if !strings.Contains(w.stderr.String(), "worker stopped") {
+		t.Errorf("worker log lacks its shutdown line")
+	}
+}
+
+// (b) kill -9 mid-job: the lease expires, a second worker reclaims the job
+// and finishes it; the archive shows both attempts.
+func testProcKill9(t *testing.T, bin string) {
+	url := testdb.URL(t)
+	conn := mustConnect(t, url)
+	env := procEnv(url)
+	id := enqueueCLI(t, bin, env, "--kind", "exec", "--payload", `{"command":"sleep","args":["3"]}`)
+	w1 := startProc(t, "worker 1", bin, env, "worker", "--queues", "default", "--exec-allow", "sleep", "--lease", "2s", "--worker-id", "proc-w1")
+	waitProcJob(t, conn, id, 10*time.Second, "in progress on proc-w1", func(j procJob) bool {
+		return j.Status == 1 && str(j.ClaimedBy) == "proc-w1"
+	})
+	time.Sleep(200 * time.Millisecond) // let it start the command
+	if err := syscall.Kill(-w1.cmd.Process.Pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	killed := time.Now()
+	if code := w1.wait(t, 5*time.Second); code != -1 {
+		t.Fatalf("worker 1 exited %d, want killed by a signal", code)
+	}
+	if j := readProcJob(t, conn, id); j.Status != 1 || str(j.ClaimedBy) != "proc-w1" {
+		t.Fatalf("right after kill -9: %+v; want still in progress on proc-w1 (lease not yet expired)", j)
+	}
+
+	w2 := startProc(t, "worker 2", bin, env, "worker", "--queues", "default", "--exec-allow", "sleep", "--lease", "2s",
+		"--worker-id", "proc-w2", "--poll", "250ms")
+	j := waitProcJob(t, conn, id, 14*time.Second, "done", func(j procJob) bool { return j.Status >= 2 })
+	t.Logf("done %s after kill -9", time.Since(killed).Round(time.Millisecond))
+	if j.Status != 2 || j.Attempts != 2 || str(j.ClaimedBy) != "proc-w2" {
+		t.Errorf("job %+v; want done on attempt 2 by proc-w2", j)
+	}
+	runs := readProcRuns(t, conn, id)
+	if len(runs) != 2 ||
+		runs[0].Outcome != "expired" || runs[0].WorkerID != "proc-w1" || runs[0].Attempt != 1 ||
+		runs[1].Outcome != "done" || runs[1].WorkerID != "proc-w2" || runs[1].Attempt != 2 {
+		t.Errorf("runs %+v; want [expired attempt 1 by proc-w1, done attempt 2 by proc-w2]", runs)
+	}
+	if len(runs) > 0 && !strings.Contains(str(runs[0].Error), "lease expired on attempt 1") {
+		t.Errorf("expired run error %q", str(runs[0].Error))
+	}
+	w2.signal(t, syscall.SIGTERM)
+	if code := w2.wait(t, 5*time.Second); code != 0 {
+		t.Errorf("worker 2 exited %d after SIGTERM, want 0", code)
+	}
+}
+
+var (
+	progressLine = regexp.MustCompile(`(?m)^\[\s*\d+s\] job_runs ready=\d+ in_progress=\d+ done=\d+ failed=\d+ \| this worker: done \d+`)
+	stoppedLine  = regexp.MustCompile(`(?m)^workq: stopped\. done=(\d+) retried=(\d+) failed=(\d+) released=(\d+) lease_lost=(\d+)$`)
+)
+
+// checkRunOutput checks `workq run` stdout and returns its final counts.
+func checkRunOutput(t *testing.T, stdout string, demoJobs int) (done, failed int) {
+	t.Helper()
+	for _, want := range []string{"workq: schema at version", fmt.Sprintf("workq: enqueued %d demo jobs", demoJobs)} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("stdout lacks %q", want)
+		}
+	}
+	if n := len(progressLine.FindAllString(stdout, -1)); n < 2 {
+		t.Errorf("stdout has %d progress lines, want at least 2", n)
+	}
+	m := stoppedLine.FindStringSubmatch(stdout)
+	if m == nil {
+		t.Fatalf("stdout lacks the final 'workq: stopped.' line:\n%s", stdout)
+	}
+	done, _ = strconv.Atoi(m[1])
+	failed, _ = strconv.Atoi(m[3])
+	if done == 0 {
+		t.Errorf("the run finished no job: %s", m[0])
+	}
+	return done, failed
+}
+
+// (c) `workq run` on an existing database: progress on stdout, exit 0, jobs
+// done in the database.
+func testProcRunWithDatabase(t *testing.T, bin string) {
+	url := testdb.URL(t)
+	conn := mustConnect(t, url)
+	start := time.Now()
+	stdout, stderr, code := runWorkq(t, bin, procEnv(url), 20*time.Second, "run", "--for", "4s", "--demo-jobs", "50")
+	t.Logf("workq run --for 4s took %s", time.Since(start).Round(time.Millisecond))
+	if code != 0 {
+		t.Fatalf("workq run exited %d:\n%s", code, stderr)
+	}
+	done, failed := checkRunOutput(t, stdout, 50)
+	ctx := context.Background()
+	var total, dbDone, dbFailed, otherFailed int
+	if err := conn.QueryRow(ctx, `select count(*), count(*) filter (where status = 2), count(*) filter (where status = 3),
+		count(*) filter (where status = 3 and kind <> 'demo.fail') from job_runs`).Scan(&total, &dbDone, &dbFailed, &otherFailed); err != nil {
+		t.Fatal(err)
+	}
+	if total != 50 || dbDone == 0 {
+		t.Errorf("job_runs has %d rows, %d done; want 50 rows, some done", total, dbDone)
+	}
+	if dbDone != done || dbFailed != failed {
+		t.Errorf("database has %d done, %d failed; the run reported %d and %d", dbDone, dbFailed, done, failed)
+	}
+	if otherFailed != 0 {
+		t.Errorf("%d jobs other than demo.fail failed", otherFailed)
+	}
+	var inProgress int
+	if err := conn.QueryRow(ctx, "select count(*) from job_runs where status = 1").Scan(&inProgress); err != nil {
+		t.Fatal(err)
+	}
+	if inProgress != 0 {
+		t.Errorf("%d jobs left in progress after a clean stop", inProgress)
+	}
+}
+
+// (d) `workq run` without DATABASE_URL starts, uses and removes its own
+// PostgreSQL.
+func testProcRunEmbedded(t *testing.T, bin string) {
+	start := time.Now()
+	stdout, stderr, code := runWorkq(t, bin, procEnv(""), 60*time.Second, "run", "--for", "6s", "--demo-jobs", "20")
+	t.Logf("workq run --for 6s (throwaway PostgreSQL) took %s", time.Since(start).Round(time.Millisecond))
+	if code != 0 {
+		t.Fatalf("workq run without DATABASE_URL exited %d:\n%s", code, stderr)
+	}
+	if !strings.Contains(stderr, "throwaway PostgreSQL ready") {
+		t.Errorf("stderr lacks the throwaway PostgreSQL start:\n%s", stderr)
+	}
+	checkRunOutput(t, stdout, 20)
+	// The server is gone once the command has exited.
+	m := regexp.MustCompile(`url="?(postgres://[^"\s]+)`).FindStringSubmatch(stderr)
+	if m == nil {
+		t.Fatalf("stderr does not name the throwaway server's URL:\n%s", stderr)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if c, err := pgx.Connect(ctx, m[1]); err == nil {
+		c.Close(ctx)
+		t.Errorf("the throwaway PostgreSQL at %s still answers after workq exited", m[1])
+	} else if !errors.Is(err, syscall.ECONNREFUSED) && !strings.Contains(err.Error(), "refused") {
+		t.Logf("connecting to the stopped server: %v", err)
+	}
+}

@@ -1,0 +1,96 @@
+package test
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/workq/workq/db/gen"
+	"github.com/workq/workq/internal/testdb"
+	"github.com/workq/workq/lease"
+	"github.com/workq/workq/reaper"
+)
+
+// The reaper requeues expired leases on every table, fails the exhausted
+// ones, and a second round finds nothing: it is idempotent.
+func TestReaperRunOnceAllTables(t *testing.T) {
+	ctx := context.Background()
+	pool := testdb.Pool(t)
+	q := gen.New(pool)
+	payload := json.RawMessage(`{}`)
+	// Per table: three rows with max_attempts 3 and one with max_attempts 1,
+	// whose only attempt expiring must fail it.
+	for i := range 4 {
+		attempts := int32(3)
+		if i == 3 {
+			attempts = 1
+		}
+		if _, err := q.JobRunsEnqueue(ctx, gen.JobRunsEnqueueParams{Queue: "r", Kind: "k", Payload: payload, MaxAttempts: attempts}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := q.OutboxEnqueue(ctx, gen.OutboxEnqueueParams{Queue: "r", Topic: "t", Payload: payload, Headers: json.RawMessage(`{}`), MaxAttempts: attempts}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := q.InboxRecord(ctx, gen.InboxRecordParams{Queue: "r", Source: "s", MessageID: string(rune('a' + i)), Payload: payload, MaxAttempts: attempts}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := q.TimersEnqueue(ctx, gen.TimersEnqueueParams{Queue: "r", Topic: "t", Payload: payload, MaxAttempts: attempts}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, table := range lease.Tables {
+		c, err := lease.New(pool, table).Claim(ctx, lease.ClaimParams{Queue: "r", Max: 10, Lease: time.Millisecond, WorkerID: "crashed"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(c.Items) != 4 {
+			t.Fatalf("%s: claimed %d rows, want 4", table, len(c.Items))
+		}
+	}
+	time.Sleep(20 * time.Millisecond) // past the 1 ms leases, by any clock
+
+	r, err := reaper.New(pool, time.Second, 2, nil) // batch 2: RunOnce must loop
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := r.RunOnce(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, table := range lease.Tables {
+		if got[table] != (lease.Reaped{Requeued: 3, Failed: 1}) {
+			t.Errorf("%s: reaped %+v, want 3 requeued and 1 failed", table, got[table])
+		}
+		var ready, failed, expiredRuns int
+		err := pool.QueryRow(ctx, `select count(*) filter (where status = 0), count(*) filter (where status = 3 and last_error like '%no attempts left%')
+			from `+string(table)).Scan(&ready, &failed)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := pool.QueryRow(ctx, `select count(*) from runs where work_table = $1 and outcome = 'expired' and worker_id = 'crashed'`, string(table)).Scan(&expiredRuns); err != nil {
+			t.Fatal(err)
+		}
+		if ready != 3 || failed != 1 || expiredRuns != 4 {
+			t.Errorf("%s: ready=%d failed=%d expired runs=%d, want 3, 1, 4", table, ready, failed, expiredRuns)
+		}
+	}
+	again, err := r.RunOnce(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(again) != 0 {
+		t.Fatalf("second round reaped %+v, want nothing", again)
+	}
+}
+
+func TestReaperRejectsBadSettings(t *testing.T) {
+	for _, tc := range []struct {
+		interval time.Duration
+		batch    int
+	}{{0, 10}, {-time.Second, 10}, {time.Second, 0}} {
+		if _, err := reaper.New(nil, tc.interval, tc.batch, nil); err == nil {
+			t.Errorf("reaper.New(%s, %d) accepted", tc.interval, tc.batch)
+		}
+	}
+}

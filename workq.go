@@ -243,9 +243,28 @@ func (c *Client) EnqueueMany(ctx context.Context, db DB, jobs []Job) ([]Enqueued
 		for _, l := range live {
 			byKey[deref(l.DedupKey)] = l.ID
 		}
+		var finished []string
 		for i := range out {
 			if out[i].Duplicate {
-				out[i].ID = byKey[arg.DedupKeys[i]]
+				if out[i].ID = byKey[arg.DedupKeys[i]]; out[i].ID == 0 {
+					finished = append(finished, arg.DedupKeys[i])
+				}
+			}
+		}
+		if len(finished) > 0 {
+			// The live run finished between the insert and the lookup: it was
+			// the duplicate all the same, so report it.
+			latest, err := q.JobRunsLatestByDedupKeys(ctx, finished)
+			if err != nil {
+				return nil, fmt.Errorf("look up duplicates: %w", err)
+			}
+			for _, l := range latest {
+				byKey[deref(l.DedupKey)] = l.ID
+			}
+			for i := range out {
+				if out[i].Duplicate && out[i].ID == 0 {
+					out[i].ID = byKey[arg.DedupKeys[i]]
+				}
 			}
 		}
 	}

@@ -43,7 +43,7 @@ type Config struct {
 	BackoffCap  time.Duration
 
 	ReapInterval time.Duration // reaper period
-	ReapBatch    int           // most rows one reap statement handles
+	ReapBatch    int           // most rows one reap statement handles (its archive join grows with the square of this: keep it in the hundreds)
 
 	WebhookAllow   []string      // hosts the webhook handler may call
 	WebhookSecret  string        // HMAC-SHA256 signing secret ("" = unsigned)
@@ -75,7 +75,7 @@ func Default() Config {
 		BackoffBase:    500 * time.Millisecond,
 		BackoffCap:     30 * time.Second,
 		ReapInterval:   5 * time.Second,
-		ReapBatch:      1000,
+		ReapBatch:      200,
 		WebhookTimeout: 10 * time.Second,
 		LogLevel:       "info",
 		LogFormat:      "text",
@@ -180,21 +180,24 @@ func (c Config) Validate() error {
 
 // Option describes one setting for flags, environment and documentation.
 type Option struct {
-	Flag  string
-	Env   string
-	Usage string
+	Flag    string
+	Env     string
+	Usage   string
+	Default string
 }
 
 // Bind registers the settings used by a command on fs, with defaults taken
 // from c after the WORKQ_* environment is applied. It returns an error naming
 // the variable when an environment value does not parse.
 func (c *Config) Bind(fs *pflag.FlagSet, names ...string) error {
-	if err := c.applyEnv(os.LookupEnv); err != nil {
-		return err
-	}
 	want := map[string]bool{}
 	for _, n := range names {
 		want[n] = true
+	}
+	// Only the settings this command uses read the environment, so a bad
+	// value in an unrelated WORKQ_* variable does not break it.
+	if err := c.applyEnv(os.LookupEnv, want); err != nil {
+		return err
 	}
 	for _, o := range c.options() {
 		if len(names) > 0 && !want[o.Flag] {
@@ -208,9 +211,10 @@ func (c *Config) Bind(fs *pflag.FlagSet, names ...string) error {
 // Options lists every setting (for the README table and `workq config`).
 func Options() []Option {
 	c := Default()
+	c.WorkerID = "<hostname>-<pid>" // the default is computed per process
 	var out []Option
 	for _, o := range c.options() {
-		out = append(out, Option{Flag: o.Flag, Env: o.Env, Usage: o.Usage + " (default " + o.def() + ")"})
+		out = append(out, Option{Flag: o.Flag, Env: o.Env, Usage: o.Usage, Default: o.def()})
 	}
 	return out
 }
@@ -224,10 +228,13 @@ func (o option) def() string {
 	switch p := o.ptr.(type) {
 	case *string:
 		if *p == "" {
-			return `""`
+			return "none"
 		}
 		return *p
 	case *[]string:
+		if len(*p) == 0 {
+			return "none"
+		}
 		return strings.Join(*p, ",")
 	case *int:
 		return strconv.Itoa(*p)
@@ -278,7 +285,7 @@ func (c *Config) options() []option {
 		o("flush-interval", "WORKQ_FLUSH_INTERVAL", &c.FlushInterval, "completions are flushed at least this often"),
 		o("flush-batch", "WORKQ_FLUSH_BATCH", &c.FlushBatch, "or as soon as this many wait"),
 		o("drain-timeout", "WORKQ_DRAIN_TIMEOUT", &c.DrainTimeout, "on shutdown, time for in-flight jobs to finish before release"),
-		o("runs-dir", "WORKQ_RUNS_DIR", &c.RunsDir, "write <dir>/<table>/<id>/<run_id>/{meta.json,attempt.log}"),
+		o("runs-dir", "WORKQ_RUNS_DIR", &c.RunsDir, "per-attempt directory DIR/TABLE/ID/RUN_ID with meta.json and attempt.log"),
 		o("max-attempts", "WORKQ_MAX_ATTEMPTS", &c.MaxAttempts, "default attempts of a new job (1 + retries)"),
 		o("backoff-base", "WORKQ_BACKOFF_BASE", &c.BackoffBase, "retry backoff base: random(0, min(base*2^attempt, cap))"),
 		o("backoff-cap", "WORKQ_BACKOFF_CAP", &c.BackoffCap, "retry backoff cap"),
@@ -294,9 +301,12 @@ func (c *Config) options() []option {
 }
 
 // applyEnv sets every option whose environment variable is present.
-func (c *Config) applyEnv(lookup func(string) (string, bool)) error {
+func (c *Config) applyEnv(lookup func(string) (string, bool), only map[string]bool) error {
 	var errs []error
 	for _, o := range c.options() {
+		if len(only) > 0 && !only[o.Flag] {
+			continue
+		}
 		v, ok := lookup(o.Env)
 		if !ok {
 			continue

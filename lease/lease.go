@@ -158,8 +158,8 @@ type Applied struct {
 
 // Reaped counts what ReapExpired did.
 type Reaped struct {
-	Requeued int
-	Failed   int
+	Requeued int `json:"requeued"`
+	Failed   int `json:"failed"`
 }
 
 // Engine runs the lease protocol on one table.

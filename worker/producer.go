@@ -36,11 +36,24 @@ type producer struct {
 // expired leases (when Config.Reclaim is on).
 const reclaimEvery = time.Second
 
+// batchDone cancels a claim's deadline context when its last item ends.
+type batchDone struct {
+	left   atomic.Int32
+	cancel context.CancelFunc
+}
+
+func (b *batchDone) finish() {
+	if b != nil && b.left.Add(-1) == 0 {
+		b.cancel()
+	}
+}
+
 // running is one attempt in progress.
 type running struct {
 	item     lease.Item
 	ctx      context.Context
 	cancel   context.CancelCauseFunc
+	batch    *batchDone   // nil without an execution timeout
 	extended atomic.Int64 // unix nanos of the last successful claim or heartbeat
 	gone     atomic.Bool  // lease lost or released: the handler's result is discarded
 	// end finishes the attempt's run archive record (set once it began).
@@ -154,11 +167,23 @@ func (p *producer) start(c lease.Claim) {
 	}
 	p.w.stats.claimed.Add(int64(len(c.Items)))
 	now := time.Now().UnixNano()
+	// The execution timeout is one deadline per claimed batch: every item of
+	// a claim starts at once (a claim never takes more than the idle handler
+	// goroutines), and a timer per job cost ~15% of the worker's CPU. The
+	// batch context is cancelled when its last item finishes.
+	parent := context.Background()
+	var done *batchDone
+	if timeout := p.w.cfg.ExecTimeout; timeout > 0 {
+		var cancel context.CancelFunc
+		parent, cancel = context.WithTimeout(parent, timeout)
+		done = &batchDone{cancel: cancel}
+		done.left.Store(int32(len(c.Items)))
+	}
 	p.mu.Lock()
 	batch := make([]*running, len(c.Items))
 	for i, it := range c.Items {
-		ctx, cancel := context.WithCancelCause(context.Background())
-		r := &running{item: it, ctx: ctx, cancel: cancel}
+		ctx, cancel := context.WithCancelCause(parent)
+		r := &running{item: it, ctx: ctx, cancel: cancel, batch: done}
 		r.extended.Store(now)
 		p.inflight[it.ID] = r
 		batch[i] = r
@@ -177,11 +202,7 @@ func (p *producer) execute(r *running) {
 	defer p.handlers.Done()
 	ctx := r.ctx
 	cfg := p.w.cfg
-	if cfg.ExecTimeout > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, cfg.ExecTimeout)
-		defer cancel()
-	}
+	defer r.batch.finish()
 	rec := p.w.runs.begin(&r.item, cfg.WorkerID, p.w.log)
 	r.end.Store(&rec.end)
 	job := &Job{Item: r.item, base: p.w.log, file: rec.file}

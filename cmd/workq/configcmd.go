@@ -15,10 +15,10 @@ func newConfigCmd() *cobra.Command {
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			out := cmd.OutOrStdout()
-			fmt.Fprintln(out, "| flag | environment | meaning (default) |")
-			fmt.Fprintln(out, "|---|---|---|")
+			fmt.Fprintln(out, "| flag | environment | default | meaning |")
+			fmt.Fprintln(out, "|---|---|---|---|")
 			for _, o := range config.Options() {
-				fmt.Fprintf(out, "| `--%s` | `%s` | %s |\n", o.Flag, o.Env, o.Usage)
+				fmt.Fprintf(out, "| `--%s` | `%s` | `%s` | %s |\n", o.Flag, o.Env, o.Default, o.Usage)
 			}
 			return nil
 		},

@@ -12,11 +12,11 @@ import (
 
 func newEnqueueCmd() *cobra.Command {
 	cmd := &cobra.Command{
-		Use:   "enqueue --kind K [--queue Q] [--payload JSON] [--priority N] [--delay D | --run-at T] [--max-attempts N] [--dedup-key K]",
+		Use:   "enqueue --kind K [--queue Q] [--payload JSON] [--priority N] [--delay D | --run-at T] [--max-attempts N] [--dedup-key K] [--json]",
 		Short: "Enqueue one job run and print its id",
 		Args:  cobra.NoArgs,
 	}
-	cfg := bindConfig(cmd, "database-url")
+	cfg := bindConfig(cmd, "database-url", "max-attempts", "notify-debounce")
 	var (
 		job     workq.Job
 		payload string
@@ -30,7 +30,6 @@ func newEnqueueCmd() *cobra.Command {
 	f.Int16Var(&job.Priority, "priority", 0, "higher runs first (-32768..32767)")
 	f.DurationVar(&job.Delay, "delay", 0, "run no earlier than now + delay (e.g. 30s)")
 	f.StringVar(&runAt, "run-at", "", "run no earlier than this RFC 3339 time")
-	f.IntVar(&job.MaxAttempts, "max-attempts", 0, "attempts before failing (default 4)")
 	f.StringVar(&job.DedupKey, "dedup-key", "", "return the live job with this key instead of adding one")
 	f.BoolVar(&asJSON, "json", false, "print JSON")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
@@ -48,10 +47,11 @@ func newEnqueueCmd() *cobra.Command {
 			}
 			job.RunAt = t
 		}
-		if job.MaxAttempts < 0 {
-			return fmt.Errorf("--max-attempts must be at least 1, got %d", job.MaxAttempts)
+		if cfg.MaxAttempts < 1 || cfg.MaxAttempts > 1000 {
+			return fmt.Errorf("--max-attempts must be between 1 and 1000, got %d", cfg.MaxAttempts)
 		}
-		client := workq.NewClient(workq.ClientOptions{})
+		job.MaxAttempts = cfg.MaxAttempts
+		client := workq.NewClient(workq.ClientOptions{NotifyDebounce: cfg.NotifyDebounce})
 		if err := client.Validate(job); err != nil {
 			return err
 		}

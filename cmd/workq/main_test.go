@@ -87,8 +87,8 @@ func TestCLIRejectsInvalidInput(t *testing.T) {
 		{name: "run-at not RFC 3339", db: true, args: []string{"enqueue", "--kind", "k", "--run-at", "2030-01-02 15:04"}, want: []string{`--run-at "2030-01-02 15:04" is not an RFC 3339 time`}},
 		{name: "delay negative", db: true, args: []string{"enqueue", "--kind", "k", "--delay", "-5s"}, want: []string{"delay -5s is negative"}},
 		{name: "delay not a duration", db: true, args: []string{"enqueue", "--kind", "k", "--delay", "soon"}, want: []string{`"soon"`, "--delay"}},
-		{name: "max-attempts negative", db: true, args: []string{"enqueue", "--kind", "k", "--max-attempts", "-1"}, want: []string{"--max-attempts must be at least 1, got -1"}},
-		{name: "max-attempts too large", db: true, args: []string{"enqueue", "--kind", "k", "--max-attempts", "5000"}, want: []string{"max attempts must be between 1 and 1000, got 5000"}},
+		{name: "max-attempts negative", db: true, args: []string{"enqueue", "--kind", "k", "--max-attempts", "-1"}, want: []string{"--max-attempts must be between 1 and 1000, got -1"}},
+		{name: "max-attempts too large", db: true, args: []string{"enqueue", "--kind", "k", "--max-attempts", "5000"}, want: []string{"--max-attempts must be between 1 and 1000, got 5000"}},
 		{name: "priority out of range", db: true, args: []string{"enqueue", "--kind", "k", "--priority", "40000"}, want: []string{`"40000"`, "--priority"}},
 		{name: "dedup key too long", db: true, args: []string{"enqueue", "--kind", "k", "--dedup-key", long}, want: []string{"dedup key longer than 512 bytes"}},
 		{name: "enqueue without a database", args: []string{"enqueue", "--kind", "k"}, want: []string{"DATABASE_URL is not set"}},
@@ -304,7 +304,7 @@ func TestCLISuccess(t *testing.T) {
 
 	t.Run("config prints the settings table", func(t *testing.T) {
 		out := mustRun(t, "config")
-		for _, want := range []string{"| flag | environment | meaning (default) |", "| `--lease` | `WORKQ_LEASE` |", "(default 30s)", "`--webhook-allow`"} {
+		for _, want := range []string{"| flag | environment | default | meaning |", "| `--lease` | `WORKQ_LEASE` |", "| `30s` |", "`--webhook-allow`"} {
 			if !strings.Contains(out, want) {
 				t.Errorf("config output lacks %q:\n%s", want, out)
 			}

@@ -430,20 +430,25 @@ func (q *Queries) JobRunsGet(ctx context.Context, id int64) (JobRun, error) {
 }
 
 const jobRunsHeartbeat = `-- name: JobRunsHeartbeat :many
+with held as (
+    select h.id from job_runs h
+    where h.id = any($3::bigint[]) and h.owner_token = $2::uuid and h.status = 1 and h.locked_until > now()
+    for update skip locked
+)
 update job_runs set locked_until = now() + ($1::bigint) * interval '1 millisecond'
-where id = any($2::bigint[]) and owner_token = $3::uuid and status = 1 and locked_until > now()
+where id = any(array(select held.id from held)) and owner_token = $2::uuid and status = 1
 returning id
 `
 
 type JobRunsHeartbeatParams struct {
 	LeaseMs    int64
-	Ids        []int64
 	OwnerToken uuid.UUID
+	Ids        []int64
 }
 
-// JobRunsHeartbeat extends the unexpired leases of many job runs held by one token and returns the ids it extended.
+// JobRunsHeartbeat extends the unexpired leases of many job runs held by one token and returns the ids it extended; rows locked by a concurrent completion or reap are skipped (not extended) rather than waited for, so a heartbeat can never deadlock with them.
 func (q *Queries) JobRunsHeartbeat(ctx context.Context, arg JobRunsHeartbeatParams) ([]int64, error) {
-	rows, err := q.db.Query(ctx, jobRunsHeartbeat, arg.LeaseMs, arg.Ids, arg.OwnerToken)
+	rows, err := q.db.Query(ctx, jobRunsHeartbeat, arg.LeaseMs, arg.OwnerToken, arg.Ids)
 	if err != nil {
 		return nil, err
 	}
@@ -455,6 +460,38 @@ func (q *Queries) JobRunsHeartbeat(ctx context.Context, arg JobRunsHeartbeatPara
 			return nil, err
 		}
 		items = append(items, id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const jobRunsLatestByDedupKeys = `-- name: JobRunsLatestByDedupKeys :many
+select distinct on (dedup_key) id, dedup_key from job_runs
+where dedup_key = any($1::text[])
+order by dedup_key, id desc
+`
+
+type JobRunsLatestByDedupKeysRow struct {
+	ID       int64
+	DedupKey *string
+}
+
+// JobRunsLatestByDedupKeys finds the newest run holding each dedup key whatever its status (rare path: a duplicate whose live run finished before it was looked up; no index covers finished keys).
+func (q *Queries) JobRunsLatestByDedupKeys(ctx context.Context, dedupKeys []string) ([]JobRunsLatestByDedupKeysRow, error) {
+	rows, err := q.db.Query(ctx, jobRunsLatestByDedupKeys, dedupKeys)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []JobRunsLatestByDedupKeysRow
+	for rows.Next() {
+		var i JobRunsLatestByDedupKeysRow
+		if err := rows.Scan(&i.ID, &i.DedupKey); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
 	}
 	if err := rows.Err(); err != nil {
 		return nil, err

@@ -419,20 +419,25 @@ func (q *Queries) OutboxGet(ctx context.Context, id int64) (Outbox, error) {
 }
 
 const outboxHeartbeat = `-- name: OutboxHeartbeat :many
+with held as (
+    select h.id from outbox h
+    where h.id = any($3::bigint[]) and h.owner_token = $2::uuid and h.status = 1 and h.locked_until > now()
+    for update skip locked
+)
 update outbox set locked_until = now() + ($1::bigint) * interval '1 millisecond'
-where id = any($2::bigint[]) and owner_token = $3::uuid and status = 1 and locked_until > now()
+where id = any(array(select held.id from held)) and owner_token = $2::uuid and status = 1
 returning id
 `
 
 type OutboxHeartbeatParams struct {
 	LeaseMs    int64
-	Ids        []int64
 	OwnerToken uuid.UUID
+	Ids        []int64
 }
 
-// OutboxHeartbeat extends the unexpired leases of many outbox messages held by one token and returns the ids it extended.
+// OutboxHeartbeat extends the unexpired leases of many outbox messages held by one token and returns the ids it extended; rows locked by a concurrent completion or reap are skipped (not extended) rather than waited for, so a heartbeat can never deadlock with them.
 func (q *Queries) OutboxHeartbeat(ctx context.Context, arg OutboxHeartbeatParams) ([]int64, error) {
-	rows, err := q.db.Query(ctx, outboxHeartbeat, arg.LeaseMs, arg.Ids, arg.OwnerToken)
+	rows, err := q.db.Query(ctx, outboxHeartbeat, arg.LeaseMs, arg.OwnerToken, arg.Ids)
 	if err != nil {
 		return nil, err
 	}

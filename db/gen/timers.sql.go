@@ -425,20 +425,25 @@ func (q *Queries) TimersGet(ctx context.Context, id int64) (Timer, error) {
 }
 
 const timersHeartbeat = `-- name: TimersHeartbeat :many
+with held as (
+    select h.id from timers h
+    where h.id = any($3::bigint[]) and h.owner_token = $2::uuid and h.status = 1 and h.locked_until > now()
+    for update skip locked
+)
 update timers set locked_until = now() + ($1::bigint) * interval '1 millisecond'
-where id = any($2::bigint[]) and owner_token = $3::uuid and status = 1 and locked_until > now()
+where id = any(array(select held.id from held)) and owner_token = $2::uuid and status = 1
 returning id
 `
 
 type TimersHeartbeatParams struct {
 	LeaseMs    int64
-	Ids        []int64
 	OwnerToken uuid.UUID
+	Ids        []int64
 }
 
-// TimersHeartbeat extends the unexpired leases of many timers held by one token and returns the ids it extended.
+// TimersHeartbeat extends the unexpired leases of many timers held by one token and returns the ids it extended; rows locked by a concurrent completion or reap are skipped (not extended) rather than waited for, so a heartbeat can never deadlock with them.
 func (q *Queries) TimersHeartbeat(ctx context.Context, arg TimersHeartbeatParams) ([]int64, error) {
-	rows, err := q.db.Query(ctx, timersHeartbeat, arg.LeaseMs, arg.Ids, arg.OwnerToken)
+	rows, err := q.db.Query(ctx, timersHeartbeat, arg.LeaseMs, arg.OwnerToken, arg.Ids)
 	if err != nil {
 		return nil, err
 	}

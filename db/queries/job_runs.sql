@@ -36,6 +36,12 @@ returning id, dedup_key
 )
 select ins.id, ins.dedup_key from ins left join (select count(*) as n from notified) x on true;
 
+-- name: JobRunsLatestByDedupKeys :many
+-- JobRunsLatestByDedupKeys finds the newest run holding each dedup key whatever its status (rare path: a duplicate whose live run finished before it was looked up; no index covers finished keys).
+select distinct on (dedup_key) id, dedup_key from job_runs
+where dedup_key = any(@dedup_keys::text[])
+order by dedup_key, id desc;
+
 -- name: JobRunsLiveByDedupKeys :many
 -- JobRunsLiveByDedupKeys finds the live (ready or in-progress) runs holding the given dedup keys.
 select id, dedup_key from job_runs
@@ -96,9 +102,14 @@ returning j.id, j.queue, j.kind, j.payload, j.priority, j.run_at, j.attempts, j.
           j.lease_version, j.owner_token, j.run_id, j.locked_until, j.created_at;
 
 -- name: JobRunsHeartbeat :many
--- JobRunsHeartbeat extends the unexpired leases of many job runs held by one token and returns the ids it extended.
+-- JobRunsHeartbeat extends the unexpired leases of many job runs held by one token and returns the ids it extended; rows locked by a concurrent completion or reap are skipped (not extended) rather than waited for, so a heartbeat can never deadlock with them.
+with held as (
+    select h.id from job_runs h
+    where h.id = any(@ids::bigint[]) and h.owner_token = @owner_token::uuid and h.status = 1 and h.locked_until > now()
+    for update skip locked
+)
 update job_runs set locked_until = now() + (@lease_ms::bigint) * interval '1 millisecond'
-where id = any(@ids::bigint[]) and owner_token = @owner_token::uuid and status = 1 and locked_until > now()
+where id = any(array(select held.id from held)) and owner_token = @owner_token::uuid and status = 1
 returning id;
 
 -- name: JobRunsComplete :many

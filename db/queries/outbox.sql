@@ -71,9 +71,14 @@ returning j.id, j.queue, j.topic, j.partition_key, j.message_id, j.payload, j.he
           j.attempts, j.max_attempts, j.lease_version, j.owner_token, j.run_id, j.locked_until, j.created_at;
 
 -- name: OutboxHeartbeat :many
--- OutboxHeartbeat extends the unexpired leases of many outbox messages held by one token and returns the ids it extended.
+-- OutboxHeartbeat extends the unexpired leases of many outbox messages held by one token and returns the ids it extended; rows locked by a concurrent completion or reap are skipped (not extended) rather than waited for, so a heartbeat can never deadlock with them.
+with held as (
+    select h.id from outbox h
+    where h.id = any(@ids::bigint[]) and h.owner_token = @owner_token::uuid and h.status = 1 and h.locked_until > now()
+    for update skip locked
+)
 update outbox set locked_until = now() + (@lease_ms::bigint) * interval '1 millisecond'
-where id = any(@ids::bigint[]) and owner_token = @owner_token::uuid and status = 1 and locked_until > now()
+where id = any(array(select held.id from held)) and owner_token = @owner_token::uuid and status = 1
 returning id;
 
 -- name: OutboxComplete :many

@@ -77,9 +77,14 @@ returning j.id, j.queue, j.topic, j.payload, j.due_time, j.priority, j.run_at, j
           j.lease_version, j.owner_token, j.run_id, j.locked_until, j.created_at;
 
 -- name: TimersHeartbeat :many
--- TimersHeartbeat extends the unexpired leases of many timers held by one token and returns the ids it extended.
+-- TimersHeartbeat extends the unexpired leases of many timers held by one token and returns the ids it extended; rows locked by a concurrent completion or reap are skipped (not extended) rather than waited for, so a heartbeat can never deadlock with them.
+with held as (
+    select h.id from timers h
+    where h.id = any(@ids::bigint[]) and h.owner_token = @owner_token::uuid and h.status = 1 and h.locked_until > now()
+    for update skip locked
+)
 update timers set locked_until = now() + (@lease_ms::bigint) * interval '1 millisecond'
-where id = any(@ids::bigint[]) and owner_token = @owner_token::uuid and status = 1 and locked_until > now()
+where id = any(array(select held.id from held)) and owner_token = @owner_token::uuid and status = 1
 returning id;
 
 -- name: TimersComplete :many

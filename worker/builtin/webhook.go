@@ -84,6 +84,9 @@ func (h *Webhook) Handle(ctx context.Context, job *worker.Job) error {
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Idempotency-Key", fmt.Sprintf("%s-%d", job.Table, job.ID))
 	req.Header.Set("X-Workq-Attempt", strconv.Itoa(int(job.Attempt)))
+	// The payload must not be able to forge a signature: without a secret
+	// the header is removed, not passed through.
+	req.Header.Del(SignatureHeader)
 	if len(h.secret) > 0 {
 		req.Header.Set(SignatureHeader, Sign(h.secret, body))
 	}

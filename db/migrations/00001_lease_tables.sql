@@ -11,11 +11,15 @@
 -- locked_until) is a HOT update. fillfactor leaves room on each page for it.
 
 -- +goose Up
--- Names of queues, kinds and schedules. A domain rather than a table CHECK:
--- PostgreSQL re-evaluates every table CHECK on every UPDATE, and a regex on
--- each claim and completion cost about 15 us per row; a domain constraint is
--- checked only when a value is assigned (insert, or an update of that column).
-create domain workq_name as text check (value ~ '^[A-Za-z0-9_.:-]{1,128}$');
+-- Names of queues, kinds and schedules: 1 to 128 of A-Z a-z 0-9 _ . : -.
+-- A domain rather than a table CHECK: PostgreSQL re-evaluates every table
+-- CHECK on every UPDATE, so a check on each claim and completion; a domain
+-- constraint is checked only when a value is assigned (insert, or an update
+-- of that column). The length is tested apart from the regex: a bounded
+-- repetition ({1,128}) made the regex cost about 8 us per value, an enqueue
+-- of two names 17 us per row; this form costs under 1 us.
+create domain workq_name as text
+    check (value ~ '^[A-Za-z0-9_.:-]+$' and length(value) <= 128);
 
 create table schedules (
     id            bigint generated always as identity primary key,

@@ -28,8 +28,12 @@ for i in $(seq 1 "$RUNS"); do
   wc+=("$(bin/workq bench --duration "$DURATION" $WORKQ_FLAGS 2>/dev/null | rate_of)")
   echo "run $i: ceiling ${cb[-1]} / workq burn-down ${wb[-1]}; ceiling -prefill=false ${cc[-1]} / workq continuous ${wc[-1]}" >&2
 done
+# Two statistics: the ratio of the medians, and the median of the ratios of
+# each run's pair (ceiling and workq measured minutes apart, on the same noise).
+pair_ratios() { local -n a=$1 b=$2; for i in "${!a[@]}"; do awk -v x="${a[$i]}" -v y="${b[$i]}" 'BEGIN {print x / y}'; done | median; }
+rb=$(pair_ratios wb cb); rc=$(pair_ratios wc cc)
 mcb=$(printf '%s\n' "${cb[@]}" | median); mwb=$(printf '%s\n' "${wb[@]}" | median)
 mcc=$(printf '%s\n' "${cc[@]}" | median); mwc=$(printf '%s\n' "${wc[@]}" | median)
-printf 'burn-down  %d jobs: workq %.0f jobs/s, ceiling %.0f rows/s, ratio %.2f (median of %d)\n' "$N" "$mwb" "$mcb" "$(awk -v a="$mwb" -v b="$mcb" 'BEGIN {print a / b}')" "$RUNS"
-printf 'continuous %s:  workq %.0f jobs/s, ceiling(-prefill=false) %.0f rows/s, ratio %.2f (median of %d)\n' "$DURATION" "$mwc" "$mcc" "$(awk -v a="$mwc" -v b="$mcc" 'BEGIN {print a / b}')" "$RUNS"
+printf 'burn-down  %d jobs: workq %.0f jobs/s, ceiling %.0f rows/s, ratio of medians %.2f, median of paired ratios %.2f (%d runs)\n' "$N" "$mwb" "$mcb" "$(awk -v a="$mwb" -v b="$mcb" 'BEGIN {print a / b}')" "$rb" "$RUNS"
+printf 'continuous %s:  workq %.0f jobs/s, ceiling(-prefill=false) %.0f rows/s, ratio of medians %.2f, median of paired ratios %.2f (%d runs)\n' "$DURATION" "$mwc" "$mcc" "$(awk -v a="$mwc" -v b="$mcc" 'BEGIN {print a / b}')" "$rc" "$RUNS"
 bin/workq bench --duration 20s --rate 100 $WORKQ_FLAGS 2>/dev/null

@@ -5,7 +5,6 @@ package test
 // without DATABASE_URL, its own throwaway PostgreSQL).
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -17,7 +16,6 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -25,6 +23,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/workq/workq/internal/testdb"
+	"github.com/workq/workq/internal/testutil"
 )
 
 // TestProcess builds cmd/workq once and runs the process-level scenarios as
@@ -71,29 +70,12 @@ func procEnv(url string) []string {
 	return env
 }
 
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // proc is a running workq subprocess, leader of its own process group (so
 // that kill -9 also takes the commands it runs).
 type proc struct {
 	name           string
 	cmd            *exec.Cmd
-	stdout, stderr lockedBuffer
+	stdout, stderr testutil.Buffer
 	done           chan struct{}
 	state          *os.ProcessState
 }

@@ -1,13 +1,11 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -15,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/workq/workq/internal/testdb"
+	"github.com/workq/workq/internal/testutil"
 )
 
 func TestMain(m *testing.M) { testdb.Main(m) }
@@ -73,7 +72,7 @@ func TestExample(t *testing.T) {
 }
 
 // start runs the example binary with only the environment it is meant to see.
-func start(t *testing.T, bin, url, runFor string) (*exec.Cmd, *syncBuffer) {
+func start(t *testing.T, bin, url, runFor string) (*exec.Cmd, *testutil.Buffer) {
 	t.Helper()
 	cmd := exec.Command(bin)
 	for _, kv := range os.Environ() {
@@ -86,7 +85,7 @@ func start(t *testing.T, bin, url, runFor string) (*exec.Cmd, *syncBuffer) {
 	if runFor != "" {
 		cmd.Env = append(cmd.Env, "EXAMPLE_RUN_FOR="+runFor)
 	}
-	stderr := &syncBuffer{}
+	stderr := &testutil.Buffer{}
 	cmd.Stdout, cmd.Stderr = stderr, stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -100,7 +99,7 @@ func start(t *testing.T, bin, url, runFor string) (*exec.Cmd, *syncBuffer) {
 	return cmd, stderr
 }
 
-func waitExit(t *testing.T, cmd *exec.Cmd, out *syncBuffer, limit time.Duration) {
+func waitExit(t *testing.T, cmd *exec.Cmd, out *testutil.Buffer, limit time.Duration) {
 	t.Helper()
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
@@ -210,21 +209,4 @@ func deref[T any](p *T) any {
 		return nil
 	}
 	return *p
-}
-
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }

@@ -1,7 +1,6 @@
 package builtin_test
 
 import (
-	"bytes"
 	"context"
 	"crypto/hmac"
 	"crypto/sha256"
@@ -28,6 +27,7 @@ import (
 	"github.com/workq/workq"
 	"github.com/workq/workq/config"
 	"github.com/workq/workq/internal/testdb"
+	"github.com/workq/workq/internal/testutil"
 	"github.com/workq/workq/lease"
 	"github.com/workq/workq/worker"
 	"github.com/workq/workq/worker/builtin"
@@ -55,7 +55,7 @@ func testConfig() config.Config {
 func startWorker(t *testing.T, cfg config.Config) *pgxpool.Pool {
 	t.Helper()
 	pool := testdb.PoolWith(t, 8)
-	var logs syncBuffer
+	var logs testutil.Buffer
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("worker log:\n%s", logs.String())
@@ -89,23 +89,6 @@ func startWorker(t *testing.T, cfg config.Config) *pgxpool.Pool {
 		}
 	})
 	return pool
-}
-
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 func enqueue(t *testing.T, pool *pgxpool.Pool, kind string, payload any, maxAttempts int) int64 {

@@ -44,6 +44,9 @@ type completer struct {
 	in      chan pendingCompletion
 	flushes chan []pendingCompletion
 	wg      sync.WaitGroup
+
+	mu     sync.RWMutex // add holds it shared while sending; stop exclusively to close in
+	closed bool
 }
 
 func newCompleter(e *lease.Engine, log *slog.Logger, interval time.Duration, max int, stats *counters, onResult func(Result)) *completer {
@@ -64,11 +67,26 @@ func (c *completer) start() {
 
 // add queues one completion. It blocks when the completer is backed up,
 // which in turn slows the handlers: backpressure rather than unbounded memory.
-func (c *completer) add(p pendingCompletion) { c.in <- p }
+func (c *completer) add(p pendingCompletion) {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	if c.closed {
+		// A handler that outlived the drain: its lease expires and the reaper
+		// makes the item available again.
+		c.log.Warn("completion arrived after shutdown; leaving the lease to expire", "table", c.engine.Table(), "id", p.c.ID)
+		c.report(p, lease.Applied{}, false)
+		return
+	}
+	c.in <- p
+}
 
-// stop flushes what is queued and returns when every flush has ended.
+// stop flushes what is queued and returns when every flush has ended. It
+// waits for adds in progress, which the running flushes unblock.
 func (c *completer) stop() {
+	c.mu.Lock()
+	c.closed = true
 	close(c.in)
+	c.mu.Unlock()
 	c.wg.Wait()
 }
 
@@ -134,20 +152,30 @@ func (c *completer) flush(batch []pendingCompletion) {
 			"table", c.engine.Table(), "batch", len(cs), "err", err)
 	}
 	for _, p := range batch {
-		st, ok := applied.Status[p.c.ID]
-		r := Result{Item: p.item, Outcome: p.c.Outcome, Error: p.c.Error, Applied: ok && err == nil, Status: st,
-			Started: p.started, Finished: p.finished}
-		c.count(r)
-		if p.after != nil {
-			p.after(r)
-		}
-		if c.onResult != nil {
-			c.onResult(r)
-		}
+		c.report(p, applied, err == nil)
 	}
 }
 
-func (c *completer) count(r Result) {
+// report delivers one completion's result; flushed says whether its
+// statement ran (false: it gave up, or arrived after shutdown).
+func (c *completer) report(p pendingCompletion, applied lease.Applied, flushed bool) {
+	st, ok := applied.Status[p.c.ID]
+	r := Result{Item: p.item, Outcome: p.c.Outcome, Error: p.c.Error, Applied: ok && flushed, Status: st,
+		Started: p.started, Finished: p.finished}
+	c.count(r, flushed)
+	if p.after != nil {
+		p.after(r)
+	}
+	if c.onResult != nil {
+		c.onResult(r)
+	}
+}
+
+func (c *completer) count(r Result, flushed bool) {
+	if !flushed {
+		c.stats.unflushed.Add(1)
+		return
+	}
 	if !r.Applied {
 		c.stats.leaseLost.Add(1)
 		return

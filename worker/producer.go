@@ -32,6 +32,18 @@ type producer struct {
 	work     chan *running // claimed items for the handler pool
 }
 
+// Who settles an attempt: exactly one of the handler (finished), a lost
+// heartbeat (lost) or the shutdown drain (released), by compare-and-swap from
+// running. The winner owns the completion; the others discard their part.
+const (
+	attemptRunning int32 = iota
+	attemptFinished
+	attemptLost
+	attemptReleased
+)
+
+func (r *running) settle(to int32) bool { return r.state.CompareAndSwap(attemptRunning, to) }
+
 // reclaimEvery is how often a producer's claim also reaps its queue's
 // expired leases (when Config.Reclaim is on).
 const reclaimEvery = time.Second
@@ -55,7 +67,8 @@ type running struct {
 	cancel   context.CancelCauseFunc
 	batch    *batchDone   // nil without an execution timeout
 	extended atomic.Int64 // unix nanos of the last successful claim or heartbeat
-	gone     atomic.Bool  // lease lost or released: the handler's result is discarded
+	state    atomic.Int32 // attemptRunning until one party settles the attempt
+	started  atomic.Int64 // unix nanos when the handler started (0 before)
 	// end finishes the attempt's run archive record (set once it began).
 	end atomic.Pointer[func(Result)]
 }
@@ -200,34 +213,32 @@ func (p *producer) start(c lease.Claim) {
 
 func (p *producer) execute(r *running) {
 	defer p.handlers.Done()
-	ctx := r.ctx
-	cfg := p.w.cfg
 	defer r.batch.finish()
+	if r.state.Load() != attemptRunning {
+		// Released (or lost) before a handler goroutine took it: do not run it.
+		p.forget(r)
+		return
+	}
+	cfg := p.w.cfg
 	rec := p.w.runs.begin(&r.item, cfg.WorkerID, p.w.log)
 	r.end.Store(&rec.end)
 	job := &Job{Item: r.item, base: p.w.log, file: rec.file}
 	started := time.Now()
-	err := p.call(ctx, job)
+	r.started.Store(started.UnixNano())
+	err := p.call(r.ctx, job)
 	finished := time.Now()
 	r.cancel(nil)
 
-	// Whoever sets gone first owns this attempt's completion: this handler,
-	// a lost heartbeat, or the drain releasing it. Exactly one of them wins.
-	gone := r.gone.Swap(true)
-	if !gone {
-		p.pending.Add(1)
+	won := r.settle(attemptFinished)
+	if won {
+		p.pending.Add(1) // before leaving inflight, so the slot is never counted free twice
 	}
-	p.mu.Lock()
-	delete(p.inflight, r.item.ID)
-	p.mu.Unlock()
-	p.w.stats.inFlight.Add(-1)
-
-	if gone {
-		// Lost lease or released at shutdown: someone else may own the row.
-		if errors.Is(context.Cause(ctx), ErrLeaseLost) {
+	p.forget(r)
+	if !won {
+		if r.state.Load() == attemptLost {
 			rec.end(Result{Item: r.item, Outcome: "lease_lost", Error: errString(err), Started: started, Finished: finished})
 		}
-		p.signal()
+		// Released: the drain's completion ends the attempt's record.
 		return
 	}
 	c := p.outcome(r.item, err)
@@ -236,6 +247,15 @@ func (p *producer) execute(r *running) {
 		p.pending.Add(-1)
 		p.signal()
 	}})
+}
+
+// forget removes a settled attempt from the in-flight set.
+func (p *producer) forget(r *running) {
+	p.mu.Lock()
+	delete(p.inflight, r.item.ID)
+	p.mu.Unlock()
+	p.w.stats.inFlight.Add(-1)
+	p.signal()
 }
 
 // call runs the handler, turning a panic into an error that carries the stack.
@@ -292,7 +312,7 @@ func (p *producer) beat(ctx context.Context, leaseTTL time.Duration) {
 	p.mu.Lock()
 	items := make(map[int64]*running, len(p.inflight))
 	for id, r := range p.inflight {
-		if r.gone.Load() {
+		if r.state.Load() != attemptRunning {
 			continue
 		}
 		items[id] = r
@@ -301,7 +321,11 @@ func (p *producer) beat(ctx context.Context, leaseTTL time.Duration) {
 	p.mu.Unlock()
 	now := time.Now()
 	for token, ids := range byToken {
-		extended, lost, err := p.engine.Heartbeat(ctx, token, ids, leaseTTL)
+		// Bounded, so one hung statement cannot stop every later heartbeat
+		// (and with it the "no heartbeat for a whole lease" check).
+		hctx, cancel := context.WithTimeout(ctx, leaseTTL/3)
+		extended, lost, err := p.engine.Heartbeat(hctx, token, ids, leaseTTL)
+		cancel()
 		if err != nil {
 			if ctx.Err() != nil {
 				return
@@ -324,7 +348,7 @@ func (p *producer) beat(ctx context.Context, leaseTTL time.Duration) {
 }
 
 func (p *producer) lose(r *running, why string) {
-	if r.gone.Swap(true) {
+	if !r.settle(attemptLost) {
 		return
 	}
 	p.w.stats.leaseLost.Add(1)
@@ -346,7 +370,7 @@ func (p *producer) drain(timeout time.Duration) {
 	p.mu.Lock()
 	var release []*running
 	for _, r := range p.inflight {
-		if !r.gone.Swap(true) {
+		if r.settle(attemptReleased) {
 			release = append(release, r)
 		}
 	}
@@ -355,7 +379,7 @@ func (p *producer) drain(timeout time.Duration) {
 		r.cancel(ErrShutdown)
 		p.w.completer.add(pendingCompletion{
 			c:    lease.Completion{ID: r.item.ID, Token: r.item.OwnerToken, Outcome: lease.Released},
-			item: r.item, started: time.Unix(0, r.extended.Load()), finished: time.Now(),
+			item: r.item, started: time.Unix(0, r.started.Load()), finished: time.Now(),
 			after: func(res Result) { // finish the attempt's meta.json and close its attempt.log
 				if end := r.end.Load(); end != nil {
 					(*end)(res)

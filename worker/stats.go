@@ -13,13 +13,15 @@ type Stats struct {
 	LeaseLost   int64 `json:"lease_lost"`
 	Panics      int64 `json:"panics"`
 	ClaimErrors int64 `json:"claim_errors"`
-	FlushErrors int64 `json:"flush_errors"`
+	FlushErrors int64 `json:"flush_errors"` // failed completion statements (each is retried)
+	Unflushed   int64 `json:"unflushed"`    // completions given up on: their leases expire and the reaper retries them
 	InFlight    int64 `json:"in_flight"`
 }
 
 type counters struct {
 	claimed, done, retried, failed, snoozed, released atomic.Int64
 	leaseLost, panics, claimErrors, flushErrors       atomic.Int64
+	unflushed                                         atomic.Int64
 	inFlight                                          atomic.Int64
 }
 
@@ -27,7 +29,7 @@ func (c *counters) snapshot() Stats {
 	return Stats{
 		Claimed: c.claimed.Load(), Done: c.done.Load(), Retried: c.retried.Load(), Failed: c.failed.Load(),
 		Snoozed: c.snoozed.Load(), Released: c.released.Load(), LeaseLost: c.leaseLost.Load(),
-		Panics: c.panics.Load(), ClaimErrors: c.claimErrors.Load(), FlushErrors: c.flushErrors.Load(),
+		Panics: c.panics.Load(), ClaimErrors: c.claimErrors.Load(), FlushErrors: c.flushErrors.Load(), Unflushed: c.unflushed.Load(),
 		InFlight: c.inFlight.Load(),
 	}
 }

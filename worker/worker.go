@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/workq/workq"
@@ -163,7 +164,7 @@ func (w *Worker) listenOnce(ctx context.Context, channel string, producers map[s
 		_ = conn.Conn().Close(context.Background())
 		conn.Release()
 	}()
-	if _, err := conn.Exec(ctx, "listen "+quoteIdent(channel)); err != nil {
+	if _, err := conn.Exec(ctx, "listen "+pgx.Identifier{channel}.Sanitize()); err != nil {
 		return err
 	}
 	for _, p := range producers {
@@ -179,5 +180,3 @@ func (w *Worker) listenOnce(ctx context.Context, channel string, producers map[s
 		}
 	}
 }
-
-func quoteIdent(s string) string { return `"` + s + `"` }

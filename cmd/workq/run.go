@@ -69,6 +69,8 @@ func newRunCmd() *cobra.Command {
 		if err != nil {
 			return err
 		}
+		ctx, stop := context.WithCancel(ctx)
+		defer stop()
 		var wg sync.WaitGroup
 		wg.Add(2)
 		go func() { defer wg.Done(); _ = r.Run(ctx) }()
@@ -76,6 +78,8 @@ func newRunCmd() *cobra.Command {
 		go func() { defer wg.Done(); errc <- w.Run(ctx) }()
 		if *demoJobs > 0 {
 			if err := enqueueDemo(ctx, pool, cfg.Queues[0], *demoJobs); err != nil && !errors.Is(err, context.Canceled) {
+				stop() // the worker and reaper must end before the pool closes
+				wg.Wait()
 				return err
 			}
 			fmt.Fprintf(out, "workq: enqueued %d demo jobs on queue %q (kinds demo.hello, demo.flaky, demo.fail; some delayed)\n", *demoJobs, cfg.Queues[0])

@@ -22,7 +22,7 @@ expired as (
     where $3::boolean and x.queue = $4 and x.status = 1 and x.locked_until <= now()
     order by x.id
     limit $5::integer
-    for update skip locked
+    for no key update skip locked
 ),
 reaped as (
     update inbox j set
@@ -47,7 +47,7 @@ candidates as (
     where r.queue = $4 and r.status = 0 and r.run_at <= now()
     order by r.run_at, r.id
     limit workq_claim_budget('inbox', $4, $5::integer)
-    for update skip locked
+    for no key update skip locked
 )
 update inbox j set
     status = 1,
@@ -321,7 +321,7 @@ const inboxHeartbeat = `-- name: InboxHeartbeat :many
 with held as (
     select h.id from inbox h
     where h.id = any($3::bigint[]) and h.owner_token = $2::uuid and h.status = 1 and h.locked_until > now()
-    for update skip locked
+    for no key update skip locked
 )
 update inbox set locked_until = now() + ($1::bigint) * interval '1 millisecond'
 where id = any(array(select held.id from held)) and owner_token = $2::uuid and status = 1
@@ -361,7 +361,7 @@ with expired as (
     where status = 1 and locked_until <= now()
     order by id
     limit $1::integer
-    for update skip locked
+    for no key update skip locked
 ),
 reaped as (
     update inbox j set

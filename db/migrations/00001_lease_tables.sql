@@ -63,7 +63,10 @@ create table job_runs (
     created_at     timestamptz not null default now(),
     updated_at     timestamptz not null default now(),
     finished_at    timestamptz,
-    constraint job_runs_lease_ck check ((status = 1) = (owner_token is not null and locked_until is not null))
+    -- in progress <=> a token; a token <=> a lease end. Complete relies on the
+    -- first: a row matching an owner token is in progress.
+    constraint job_runs_lease_ck check ((status = 1) = (owner_token is not null)),
+    constraint job_runs_lease_pair_ck check ((owner_token is null) = (locked_until is null))
 ) with (fillfactor = 75);
 -- claim: queue, priority desc, run_at, id over ready rows only
 create index job_runs_claim on job_runs (queue, priority desc, run_at, id) where status = 0;
@@ -103,7 +106,10 @@ create table outbox (
     created_at     timestamptz not null default now(),
     updated_at     timestamptz not null default now(),
     finished_at    timestamptz,
-    constraint outbox_lease_ck check ((status = 1) = (owner_token is not null and locked_until is not null))
+    -- in progress <=> a token; a token <=> a lease end. Complete relies on the
+    -- first: a row matching an owner token is in progress.
+    constraint outbox_lease_ck check ((status = 1) = (owner_token is not null)),
+    constraint outbox_lease_pair_ck check ((owner_token is null) = (locked_until is null))
 ) with (fillfactor = 75);
 -- claim: creation order (id) within priority
 create index outbox_claim on outbox (queue, priority desc, id) where status = 0;
@@ -158,7 +164,10 @@ create table inbox (
     created_at     timestamptz not null default now(),
     updated_at     timestamptz not null default now(),
     finished_at    timestamptz,
-    constraint inbox_lease_ck check ((status = 1) = (owner_token is not null and locked_until is not null)),
+    -- in progress <=> a token; a token <=> a lease end. Complete relies on the
+    -- first: a row matching an owner token is in progress.
+    constraint inbox_lease_ck check ((status = 1) = (owner_token is not null)),
+    constraint inbox_lease_pair_ck check ((owner_token is null) = (locked_until is null)),
     constraint inbox_source_message unique (source, message_id)
 ) with (fillfactor = 75);
 -- claim: arrival order (run_at, id)
@@ -187,7 +196,10 @@ create table timers (
     created_at     timestamptz not null default now(),
     updated_at     timestamptz not null default now(),
     finished_at    timestamptz,
-    constraint timers_lease_ck check ((status = 1) = (owner_token is not null and locked_until is not null))
+    -- in progress <=> a token; a token <=> a lease end. Complete relies on the
+    -- first: a row matching an owner token is in progress.
+    constraint timers_lease_ck check ((status = 1) = (owner_token is not null)),
+    constraint timers_lease_pair_ck check ((owner_token is null) = (locked_until is null))
 ) with (fillfactor = 75);
 -- claim: due order (run_at starts as due_time), id
 create index timers_claim on timers (queue, run_at, id) where status = 0;

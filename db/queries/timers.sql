@@ -32,7 +32,7 @@ expired as (
     where @reclaim_expired::boolean and x.queue = @queue and x.status = 1 and x.locked_until <= now()
     order by x.id
     limit @max_rows::integer
-    for update skip locked
+    for no key update skip locked
 ),
 reaped as (
     update timers j set
@@ -57,7 +57,7 @@ candidates as (
     where r.queue = @queue and r.status = 0 and r.run_at <= now()
     order by r.run_at, r.id
     limit workq_claim_budget('timers', @queue, @max_rows::integer)
-    for update skip locked
+    for no key update skip locked
 )
 update timers j set
     status = 1,
@@ -81,7 +81,7 @@ returning j.id, j.queue, j.topic, j.payload, j.due_time, j.priority, j.run_at, j
 with held as (
     select h.id from timers h
     where h.id = any(@ids::bigint[]) and h.owner_token = @owner_token::uuid and h.status = 1 and h.locked_until > now()
-    for update skip locked
+    for no key update skip locked
 )
 update timers set locked_until = now() + (@lease_ms::bigint) * interval '1 millisecond'
 where id = any(array(select held.id from held)) and owner_token = @owner_token::uuid and status = 1
@@ -134,7 +134,7 @@ with expired as (
     where status = 1 and locked_until <= now()
     order by id
     limit @max_rows::integer
-    for update skip locked
+    for no key update skip locked
 ),
 reaped as (
     update timers j set

@@ -49,7 +49,9 @@ func Start(ctx context.Context) (*Server, error) {
 	}
 	s := &Server{binDir: binDir, baseDir: base, dataDir: filepath.Join(base, "data")}
 	if err := s.start(ctx); err != nil {
-		s.cleanup()
+		// pg_ctl may have started a server before failing or being cancelled:
+		// stop it before deleting its directory.
+		_ = s.Stop()
 		return nil, err
 	}
 	return s, nil

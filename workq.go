@@ -194,6 +194,7 @@ func (c *Client) EnqueueMany(ctx context.Context, db DB, jobs []Job) ([]Enqueued
 		Priorities: make([]int16, n), DelaysMs: make([]int64, n), MaxAttempts: make([]int32, n), DedupKeys: make([]string, n),
 	}
 	queues := map[string]bool{}
+	hasKeys := false
 	for i, j := range jobs {
 		p, err := c.prepare(j)
 		if err != nil {
@@ -205,6 +206,7 @@ func (c *Client) EnqueueMany(ctx context.Context, db DB, jobs []Job) ([]Enqueued
 		arg.Queues[i], arg.Kinds[i], arg.Payloads[i] = p.queue, p.kind, string(p.payload)
 		arg.Priorities[i], arg.DelaysMs[i], arg.MaxAttempts[i], arg.DedupKeys[i] = p.priority, p.delayMs, p.maxAttempts, p.dedup
 		queues[p.queue] = true
+		hasKeys = hasKeys || p.dedup != ""
 	}
 	for queue := range queues {
 		if c.shouldNotify(queue) {
@@ -212,6 +214,23 @@ func (c *Client) EnqueueMany(ctx context.Context, db DB, jobs []Job) ([]Enqueued
 		}
 	}
 	q := gen.New(db)
+	if !hasKeys {
+		ids, err := q.JobRunsEnqueueManyPlain(ctx, gen.JobRunsEnqueueManyPlainParams{
+			Queues: arg.Queues, Kinds: arg.Kinds, Payloads: arg.Payloads, Priorities: arg.Priorities,
+			DelaysMs: arg.DelaysMs, MaxAttempts: arg.MaxAttempts, Notify: arg.Notify,
+		})
+		if err != nil {
+			return nil, fmt.Errorf("enqueue %d jobs: %w", n, err)
+		}
+		if len(ids) != n {
+			return nil, fmt.Errorf("enqueue %d jobs: %d ids returned", n, len(ids))
+		}
+		out := make([]Enqueued, n)
+		for i, id := range ids {
+			out[i] = Enqueued{ID: id}
+		}
+		return out, nil
+	}
 	rows, err := q.JobRunsEnqueueMany(ctx, arg)
 	if err != nil {
 		return nil, fmt.Errorf("enqueue %d jobs: %w", n, err)

@@ -394,6 +394,61 @@ func (q *Queries) JobRunsEnqueueMany(ctx context.Context, arg JobRunsEnqueueMany
 	return items, nil
 }
 
+const jobRunsEnqueueManyPlain = `-- name: JobRunsEnqueueManyPlain :many
+with notified as (
+    select pg_notify('workq_job_runs', q.queue) as sent
+    from (select distinct unnest($1::text[]) as queue) q
+    where $2::boolean
+),
+ins as (
+insert into job_runs (queue, kind, payload, priority, run_at, max_attempts)
+select unnest($1::text[]), unnest($3::text[]), unnest($4::text[])::jsonb,
+       unnest($5::smallint[]), now() + unnest($6::bigint[]) * interval '1 millisecond',
+       unnest($7::integer[])
+returning id
+)
+select ins.id from ins left join (select count(*) as n from notified) x on true
+`
+
+type JobRunsEnqueueManyPlainParams struct {
+	Queues      []string
+	Notify      bool
+	Kinds       []string
+	Payloads    []string
+	Priorities  []int16
+	DelaysMs    []int64
+	MaxAttempts []int32
+}
+
+// JobRunsEnqueueManyPlain inserts many job runs that have no dedup key, in input order, without ON CONFLICT (which makes every row a speculative insertion, 10-20% of the insert); with notify it wakes the workers of every queue in the batch.
+func (q *Queries) JobRunsEnqueueManyPlain(ctx context.Context, arg JobRunsEnqueueManyPlainParams) ([]int64, error) {
+	rows, err := q.db.Query(ctx, jobRunsEnqueueManyPlain,
+		arg.Queues,
+		arg.Notify,
+		arg.Kinds,
+		arg.Payloads,
+		arg.Priorities,
+		arg.DelaysMs,
+		arg.MaxAttempts,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []int64
+	for rows.Next() {
+		var id int64
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		items = append(items, id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const jobRunsGet = `-- name: JobRunsGet :one
 select id, queue, kind, payload, dedup_key, schedule_id, scheduled_time, status, priority, run_at, owner_token, locked_until, lease_version, attempts, max_attempts, run_id, claimed_at, claimed_by, last_error, created_at, updated_at, finished_at from job_runs where id = $1
 `

@@ -36,6 +36,22 @@ returning id, dedup_key
 )
 select ins.id, ins.dedup_key from ins left join (select count(*) as n from notified) x on true;
 
+-- name: JobRunsEnqueueManyPlain :many
+-- JobRunsEnqueueManyPlain inserts many job runs that have no dedup key, in input order, without ON CONFLICT (which makes every row a speculative insertion, 10-20% of the insert); with notify it wakes the workers of every queue in the batch.
+with notified as (
+    select pg_notify('workq_job_runs', q.queue) as sent
+    from (select distinct unnest(@queues::text[]) as queue) q
+    where @notify::boolean
+),
+ins as (
+insert into job_runs (queue, kind, payload, priority, run_at, max_attempts)
+select unnest(@queues::text[]), unnest(@kinds::text[]), unnest(@payloads::text[])::jsonb,
+       unnest(@priorities::smallint[]), now() + unnest(@delays_ms::bigint[]) * interval '1 millisecond',
+       unnest(@max_attempts::integer[])
+returning id
+)
+select ins.id from ins left join (select count(*) as n from notified) x on true;
+
 -- name: JobRunsLatestByDedupKeys :many
 -- JobRunsLatestByDedupKeys finds the newest run holding each dedup key whatever its status (rare path: a duplicate whose live run finished before it was looked up; no index covers finished keys).
 select distinct on (dedup_key) id, dedup_key from job_runs

@@ -102,12 +102,13 @@ func (p *producer) signal() {
 	}
 }
 
-// free is how many more rows this producer may hold: rows stay in progress
-// in the database until their completion is flushed, so those count too.
-func (p *producer) free() int {
+// free is how many more rows this producer may hold (rows stay in progress
+// in the database until their completion is flushed, so those count too),
+// and whether no handler is running.
+func (p *producer) free() (n int, idle bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.w.cfg.Concurrency - len(p.inflight) - int(p.pending.Load())
+	return p.w.cfg.Concurrency - len(p.inflight) - int(p.pending.Load()), len(p.inflight) == 0
 }
 
 // run claims until ctx ends. Handlers keep running after it returns; drain
@@ -124,8 +125,8 @@ func (p *producer) run(ctx context.Context) {
 	// after a crash or a stall, so once a second is prompt enough.
 	var lastReclaim time.Time
 	for ctx.Err() == nil {
-		free := p.free()
-		if free >= refill || (free > 0 && p.emptyInflight()) {
+		free, idle := p.free()
+		if free >= refill || (free > 0 && idle) {
 			n := min(cfg.Batch, free)
 			reclaim := cfg.Reclaim && time.Since(lastReclaim) >= reclaimEvery
 			// The statement runs to completion even if shutdown starts meanwhile:
@@ -154,7 +155,7 @@ func (p *producer) run(ctx context.Context) {
 			}
 			claimErrors = 0
 			p.start(claim)
-			if len(claim.Items) == n && n > 0 {
+			if len(claim.Items) == n {
 				continue // the queue likely has more: claim again at once
 			}
 		}
@@ -166,12 +167,6 @@ func (p *producer) run(ctx context.Context) {
 		case <-poll.C:
 		}
 	}
-}
-
-func (p *producer) emptyInflight() bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return len(p.inflight) == 0
 }
 
 func (p *producer) start(c lease.Claim) {

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"fmt"
 	"log/slog"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -69,7 +68,7 @@ func registerBuiltins(w *worker.Worker, cfg config.Config) error {
 		return err
 	}
 	if err := w.Register(builtin.ExecKind, ex.Handle); err != nil {
-		return fmt.Errorf("register exec: %w", err)
+		return err
 	}
 	return w.Register(builtin.NoopKind, builtin.Noop)
 }

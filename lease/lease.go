@@ -192,57 +192,67 @@ func (e *Engine) Claim(ctx context.Context, p ClaimParams) (Claim, error) {
 	if p.Lease <= 0 {
 		return Claim{}, fmt.Errorf("claim %s: lease must be positive, got %s", e.table, p.Lease)
 	}
-	items, err := e.claim(ctx, p)
+	// A token per claim, never per process: a worker that claims the same row
+	// again must not let a late completion of its earlier attempt through.
+	token, err := uuid.NewRandom()
+	if err != nil {
+		return Claim{}, fmt.Errorf("claim %s: mint owner token: %w", e.table, err)
+	}
+	items, err := e.claim(ctx, token, p)
 	if err != nil {
 		return Claim{}, fmt.Errorf("claim %s: %w", e.table, err)
 	}
-	c := Claim{Items: items}
-	if len(items) > 0 {
-		c.Token = items[0].OwnerToken
+	if len(items) == 0 {
+		return Claim{}, nil
 	}
-	return c, nil
+	return Claim{Token: token, Items: items}, nil
 }
 
-func (e *Engine) claim(ctx context.Context, p ClaimParams) ([]Item, error) {
+func (e *Engine) claim(ctx context.Context, token uuid.UUID, p ClaimParams) ([]Item, error) {
 	lease, n := ms(p.Lease), int32(min(p.Max, math.MaxInt32))
+	// Fields every row of a claim shares, and the ones derived from the row.
+	item := func(id int64, attempt, maxAttempts int32, leaseVersion int64, lockedUntil *time.Time) Item {
+		return Item{Table: e.table, ID: id, Queue: p.Queue, Attempt: attempt, MaxAttempts: maxAttempts,
+			LeaseVersion: leaseVersion, RunID: RunID(e.table, id, leaseVersion), OwnerToken: token, LockedUntil: deref(lockedUntil)}
+	}
 	switch e.table {
 	case JobRuns:
-		rows, err := e.q.JobRunsClaim(ctx, gen.JobRunsClaimParams{LeaseMs: lease, WorkerID: p.WorkerID, ReclaimExpired: p.ReclaimExpired, Queue: p.Queue, MaxRows: n})
+		rows, err := e.q.JobRunsClaim(ctx, gen.JobRunsClaimParams{OwnerToken: token, LeaseMs: lease, WorkerID: p.WorkerID, ReclaimExpired: p.ReclaimExpired, Queue: p.Queue, MaxRows: n})
 		items := make([]Item, len(rows))
 		for i, r := range rows {
-			items[i] = Item{Table: JobRuns, ID: r.ID, Queue: r.Queue, Kind: r.Kind, Payload: r.Payload, Priority: r.Priority,
-				Attempt: r.Attempts, MaxAttempts: r.MaxAttempts, LeaseVersion: r.LeaseVersion, RunID: deref(r.RunID),
-				OwnerToken: deref(r.OwnerToken), RunAt: r.RunAt, LockedUntil: deref(r.LockedUntil), CreatedAt: r.CreatedAt}
+			it := item(r.ID, r.Attempts, r.MaxAttempts, r.LeaseVersion, r.LockedUntil)
+			it.Kind, it.Payload, it.Priority, it.RunAt, it.CreatedAt = r.Kind, r.Payload, r.Priority, r.RunAt, r.CreatedAt
+			items[i] = it
 		}
 		return items, err
 	case Outbox:
-		rows, err := e.q.OutboxClaim(ctx, gen.OutboxClaimParams{LeaseMs: lease, WorkerID: p.WorkerID, ReclaimExpired: p.ReclaimExpired, Queue: p.Queue, MaxRows: n})
+		rows, err := e.q.OutboxClaim(ctx, gen.OutboxClaimParams{OwnerToken: token, LeaseMs: lease, WorkerID: p.WorkerID, ReclaimExpired: p.ReclaimExpired, Queue: p.Queue, MaxRows: n})
 		items := make([]Item, len(rows))
 		for i, r := range rows {
-			items[i] = Item{Table: Outbox, ID: r.ID, Queue: r.Queue, Kind: r.Topic, Topic: r.Topic, Payload: r.Payload, Priority: r.Priority,
-				Attempt: r.Attempts, MaxAttempts: r.MaxAttempts, LeaseVersion: r.LeaseVersion, RunID: deref(r.RunID),
-				OwnerToken: deref(r.OwnerToken), RunAt: r.RunAt, LockedUntil: deref(r.LockedUntil), CreatedAt: r.CreatedAt,
-				Headers: r.Headers, PartitionKey: deref(r.PartitionKey), MessageID: r.MessageID.String(), CorrelationID: deref(r.CorrelationID)}
+			it := item(r.ID, r.Attempts, r.MaxAttempts, r.LeaseVersion, r.LockedUntil)
+			it.Kind, it.Topic, it.Payload, it.Priority, it.RunAt, it.CreatedAt = r.Topic, r.Topic, r.Payload, r.Priority, r.RunAt, r.CreatedAt
+			it.Headers, it.PartitionKey, it.MessageID, it.CorrelationID = r.Headers, deref(r.PartitionKey), r.MessageID.String(), deref(r.CorrelationID)
+			items[i] = it
 		}
 		return items, err
 	case Inbox:
-		rows, err := e.q.InboxClaim(ctx, gen.InboxClaimParams{LeaseMs: lease, WorkerID: p.WorkerID, ReclaimExpired: p.ReclaimExpired, Queue: p.Queue, MaxRows: n})
+		rows, err := e.q.InboxClaim(ctx, gen.InboxClaimParams{OwnerToken: token, LeaseMs: lease, WorkerID: p.WorkerID, ReclaimExpired: p.ReclaimExpired, Queue: p.Queue, MaxRows: n})
 		items := make([]Item, len(rows))
 		for i, r := range rows {
-			items[i] = Item{Table: Inbox, ID: r.ID, Queue: r.Queue, Kind: r.Source, Topic: deref(r.Topic), Payload: r.Payload, Priority: r.Priority,
-				Attempt: r.Attempts, MaxAttempts: r.MaxAttempts, LeaseVersion: r.LeaseVersion, RunID: deref(r.RunID),
-				OwnerToken: deref(r.OwnerToken), RunAt: r.RunAt, LockedUntil: deref(r.LockedUntil), CreatedAt: r.CreatedAt,
-				MessageID: r.MessageID}
+			it := item(r.ID, r.Attempts, r.MaxAttempts, r.LeaseVersion, r.LockedUntil)
+			it.Kind, it.Topic, it.Payload, it.Priority, it.RunAt, it.CreatedAt = r.Source, deref(r.Topic), r.Payload, r.Priority, r.RunAt, r.CreatedAt
+			it.MessageID = r.MessageID
+			items[i] = it
 		}
 		return items, err
 	case Timers:
-		rows, err := e.q.TimersClaim(ctx, gen.TimersClaimParams{LeaseMs: lease, WorkerID: p.WorkerID, ReclaimExpired: p.ReclaimExpired, Queue: p.Queue, MaxRows: n})
+		rows, err := e.q.TimersClaim(ctx, gen.TimersClaimParams{OwnerToken: token, LeaseMs: lease, WorkerID: p.WorkerID, ReclaimExpired: p.ReclaimExpired, Queue: p.Queue, MaxRows: n})
 		items := make([]Item, len(rows))
 		for i, r := range rows {
-			items[i] = Item{Table: Timers, ID: r.ID, Queue: r.Queue, Kind: r.Topic, Topic: r.Topic, Payload: r.Payload, Priority: r.Priority,
-				Attempt: r.Attempts, MaxAttempts: r.MaxAttempts, LeaseVersion: r.LeaseVersion, RunID: deref(r.RunID),
-				OwnerToken: deref(r.OwnerToken), RunAt: r.RunAt, LockedUntil: deref(r.LockedUntil), CreatedAt: r.CreatedAt,
-				DueTime: r.DueTime}
+			it := item(r.ID, r.Attempts, r.MaxAttempts, r.LeaseVersion, r.LockedUntil)
+			it.Kind, it.Topic, it.Payload, it.Priority, it.RunAt, it.CreatedAt = r.Topic, r.Topic, r.Payload, r.Priority, r.RunAt, r.CreatedAt
+			it.DueTime = r.DueTime
+			items[i] = it
 		}
 		return items, err
 	}

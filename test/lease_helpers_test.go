@@ -16,6 +16,7 @@ import (
 
 	"github.com/workq/workq/db/gen"
 	"github.com/workq/workq/internal/testdb"
+	"github.com/workq/workq/lease"
 )
 
 // Row states of every work table.
@@ -101,7 +102,6 @@ type leaseRow struct {
 	LeaseVersion int64
 	Attempts     int32
 	MaxAttempts  int32
-	RunID        *uuid.UUID
 	ClaimedBy    *string
 	LastError    *string
 	FinishedAt   *time.Time
@@ -163,11 +163,12 @@ var jobRunsTable = leaseTable{
 		return ids, err
 	},
 	claim: func(ctx context.Context, q *gen.Queries, p claimParams) ([]claimedRow, error) {
-		rows, err := q.JobRunsClaim(ctx, gen.JobRunsClaimParams{LeaseMs: p.leaseMs, WorkerID: p.workerID,
+		tok := uuid.New()
+		rows, err := q.JobRunsClaim(ctx, gen.JobRunsClaimParams{OwnerToken: tok, LeaseMs: p.leaseMs, WorkerID: p.workerID,
 			ReclaimExpired: p.reclaimExpired, Queue: p.queue, MaxRows: p.maxRows})
 		out := make([]claimedRow, len(rows))
 		for i, r := range rows {
-			out[i] = claimedRow{r.ID, r.Attempts, r.MaxAttempts, r.LeaseVersion, deref(r.OwnerToken), deref(r.RunID),
+			out[i] = claimedRow{r.ID, r.Attempts, r.MaxAttempts, r.LeaseVersion, tok, lease.RunID(lease.JobRuns, r.ID, r.LeaseVersion),
 				deref(r.LockedUntil), r.Priority, r.RunAt}
 		}
 		return out, err
@@ -196,7 +197,7 @@ var jobRunsTable = leaseTable{
 	get: func(ctx context.Context, q *gen.Queries, id int64) (leaseRow, error) {
 		r, err := q.JobRunsGet(ctx, id)
 		return leaseRow{r.ID, r.Queue, r.Status, r.Priority, r.RunAt, r.OwnerToken, r.LockedUntil, r.LeaseVersion,
-			r.Attempts, r.MaxAttempts, r.RunID, r.ClaimedBy, r.LastError, r.FinishedAt}, err
+			r.Attempts, r.MaxAttempts, r.ClaimedBy, r.LastError, r.FinishedAt}, err
 	},
 }
 
@@ -221,11 +222,12 @@ var outboxTable = leaseTable{
 		return ids, err
 	},
 	claim: func(ctx context.Context, q *gen.Queries, p claimParams) ([]claimedRow, error) {
-		rows, err := q.OutboxClaim(ctx, gen.OutboxClaimParams{LeaseMs: p.leaseMs, WorkerID: p.workerID,
+		tok := uuid.New()
+		rows, err := q.OutboxClaim(ctx, gen.OutboxClaimParams{OwnerToken: tok, LeaseMs: p.leaseMs, WorkerID: p.workerID,
 			ReclaimExpired: p.reclaimExpired, Queue: p.queue, MaxRows: p.maxRows})
 		out := make([]claimedRow, len(rows))
 		for i, r := range rows {
-			out[i] = claimedRow{r.ID, r.Attempts, r.MaxAttempts, r.LeaseVersion, deref(r.OwnerToken), deref(r.RunID),
+			out[i] = claimedRow{r.ID, r.Attempts, r.MaxAttempts, r.LeaseVersion, tok, lease.RunID(lease.Outbox, r.ID, r.LeaseVersion),
 				deref(r.LockedUntil), r.Priority, r.RunAt}
 		}
 		return out, err
@@ -254,7 +256,7 @@ var outboxTable = leaseTable{
 	get: func(ctx context.Context, q *gen.Queries, id int64) (leaseRow, error) {
 		r, err := q.OutboxGet(ctx, id)
 		return leaseRow{r.ID, r.Queue, r.Status, r.Priority, r.RunAt, r.OwnerToken, r.LockedUntil, r.LeaseVersion,
-			r.Attempts, r.MaxAttempts, r.RunID, r.ClaimedBy, r.LastError, r.FinishedAt}, err
+			r.Attempts, r.MaxAttempts, r.ClaimedBy, r.LastError, r.FinishedAt}, err
 	},
 }
 
@@ -289,11 +291,12 @@ var inboxTable = leaseTable{
 		return ids, err
 	},
 	claim: func(ctx context.Context, q *gen.Queries, p claimParams) ([]claimedRow, error) {
-		rows, err := q.InboxClaim(ctx, gen.InboxClaimParams{LeaseMs: p.leaseMs, WorkerID: p.workerID,
+		tok := uuid.New()
+		rows, err := q.InboxClaim(ctx, gen.InboxClaimParams{OwnerToken: tok, LeaseMs: p.leaseMs, WorkerID: p.workerID,
 			ReclaimExpired: p.reclaimExpired, Queue: p.queue, MaxRows: p.maxRows})
 		out := make([]claimedRow, len(rows))
 		for i, r := range rows {
-			out[i] = claimedRow{r.ID, r.Attempts, r.MaxAttempts, r.LeaseVersion, deref(r.OwnerToken), deref(r.RunID),
+			out[i] = claimedRow{r.ID, r.Attempts, r.MaxAttempts, r.LeaseVersion, tok, lease.RunID(lease.Inbox, r.ID, r.LeaseVersion),
 				deref(r.LockedUntil), r.Priority, r.RunAt}
 		}
 		return out, err
@@ -322,7 +325,7 @@ var inboxTable = leaseTable{
 	get: func(ctx context.Context, q *gen.Queries, id int64) (leaseRow, error) {
 		r, err := q.InboxGet(ctx, id)
 		return leaseRow{r.ID, r.Queue, r.Status, r.Priority, r.RunAt, r.OwnerToken, r.LockedUntil, r.LeaseVersion,
-			r.Attempts, r.MaxAttempts, r.RunID, r.ClaimedBy, r.LastError, r.FinishedAt}, err
+			r.Attempts, r.MaxAttempts, r.ClaimedBy, r.LastError, r.FinishedAt}, err
 	},
 }
 
@@ -350,11 +353,12 @@ var timersTable = leaseTable{
 		return ids, err
 	},
 	claim: func(ctx context.Context, q *gen.Queries, p claimParams) ([]claimedRow, error) {
-		rows, err := q.TimersClaim(ctx, gen.TimersClaimParams{LeaseMs: p.leaseMs, WorkerID: p.workerID,
+		tok := uuid.New()
+		rows, err := q.TimersClaim(ctx, gen.TimersClaimParams{OwnerToken: tok, LeaseMs: p.leaseMs, WorkerID: p.workerID,
 			ReclaimExpired: p.reclaimExpired, Queue: p.queue, MaxRows: p.maxRows})
 		out := make([]claimedRow, len(rows))
 		for i, r := range rows {
-			out[i] = claimedRow{r.ID, r.Attempts, r.MaxAttempts, r.LeaseVersion, deref(r.OwnerToken), deref(r.RunID),
+			out[i] = claimedRow{r.ID, r.Attempts, r.MaxAttempts, r.LeaseVersion, tok, lease.RunID(lease.Timers, r.ID, r.LeaseVersion),
 				deref(r.LockedUntil), r.Priority, r.RunAt}
 		}
 		return out, err
@@ -383,7 +387,7 @@ var timersTable = leaseTable{
 	get: func(ctx context.Context, q *gen.Queries, id int64) (leaseRow, error) {
 		r, err := q.TimersGet(ctx, id)
 		return leaseRow{r.ID, r.Queue, r.Status, r.Priority, r.RunAt, r.OwnerToken, r.LockedUntil, r.LeaseVersion,
-			r.Attempts, r.MaxAttempts, r.RunID, r.ClaimedBy, r.LastError, r.FinishedAt}, err
+			r.Attempts, r.MaxAttempts, r.ClaimedBy, r.LastError, r.FinishedAt}, err
 	},
 }
 

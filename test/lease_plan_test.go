@@ -223,15 +223,15 @@ func fillForPlans(t *testing.T, ctx context.Context, conn *pgx.Conn, table strin
 	t.Helper()
 	cols := planFillColumns[table]
 	sql := fmt.Sprintf(`
-insert into %[1]s (queue, %[2]s, status, priority, run_at, owner_token, locked_until, run_id, claimed_at, claimed_by,
-                   attempts, finished_at)
+insert into %[1]s (queue, %[2]s, status, priority, run_at, owner_token, locked_until, claimed_at, claimed_by,
+                   attempts, lease_version, finished_at)
 select case when i > 60000 then 'backlog' else 'q' end, %[3]s, st, (i %% 3)::smallint,
        now() - (200000 - i) * interval '1 second',
        case when st = 1 then md5('o' || i)::uuid end,
        case when st = 1 then now() + case when i %% 200 = 1 then interval '-1 minute' else interval '5 minutes' end end,
-       case when st >= 1 then md5('r' || i)::uuid end,
        case when st >= 1 then now() - interval '10 minutes' end,
        case when st >= 1 then 'w' end,
+       case when st = 0 then 0 else 1 end,
        case when st = 0 then 0 else 1 end,
        case when st >= 2 then now() end
 from (select i, case when i > 60000 then 0
@@ -269,10 +269,11 @@ func TestLeasePlans(t *testing.T) {
 			claimSQL, claimParams := namedQuery(t, table, prefix+"Claim")
 			claimArgs := func(queue string) map[string]any {
 				return map[string]any{"reclaim_expired": true, "queue": queue, "max_rows": int32(100),
-					"lease_ms": int64(30_000), "worker_id": "w"}
+					"lease_ms": int64(30_000), "worker_id": "w", "owner_token": uuid.New()}
 			}
 			claimLits := literalsFor(t, claimParams, map[string]string{"reclaim_expired": "true", "queue": "'q'",
-				"max_rows": "100", "lease_ms": "30000", "worker_id": "'w'"})
+				"max_rows": "100", "lease_ms": "30000", "worker_id": "'w'",
+				"owner_token": "'" + uuid.NewString() + "'"})
 			plans := map[string]planNode{
 				"custom":  explainCustom(t, ctx, conn, claimSQL, argsFor(t, claimParams, claimArgs("q"))...),
 				"generic": explainGeneric(t, ctx, conn, claimSQL, claimLits...),
@@ -306,6 +307,12 @@ func TestLeasePlans(t *testing.T) {
 				if plan.seqScans(table) || !ok || !exp.usesIndex(inProgressIndex) {
 					t.Errorf("%s plan of %sReapExpired does not find expired leases through %s alone:\n%s", kind, prefix, inProgressIndex, plan)
 				}
+			}
+
+			delSQL, delParams := namedQuery(t, table, prefix+"DeleteFinished")
+			del := explainCustom(t, ctx, conn, delSQL, argsFor(t, delParams, map[string]any{"older_than_ms": int64(60_000), "max_rows": int32(500)})...)
+			if del.seqScans(table) || !del.usesIndex(table+"_finished") {
+				t.Errorf("%sDeleteFinished does not find old rows through %s_finished alone:\n%s", prefix, table, del)
 			}
 
 			// The global limit's count in workq_claim_budget.
@@ -399,5 +406,43 @@ func TestLeaseHeartbeatIsHOT(t *testing.T) {
 					beats, upd1-upd0, hot1-hot0, beats, beats)
 			}
 		})
+	}
+}
+
+// The run archive's queries use its two indexes on a large archive: the
+// attempts of one item are one range of the primary key (there is no item
+// index), and retention reads the oldest runs from runs_finished.
+func TestRunsPlans(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	conn := mustConnect(t, testdb.URL(t))
+	if _, err := conn.Exec(ctx, `
+insert into runs (run_id, work_table, item_id, queue, attempt, lease_version, owner_token, worker_id, started_at, finished_at, outcome)
+select workq_run_id(tb, i, v), tb, i, 'q', v, v, md5(i::text)::uuid, 'w', now() - interval '1 hour', now() - (200000 - i) * interval '1 second', 'done'
+from generate_series(1, 25000) i, generate_series(1, 2) v, unnest(array['job_runs', 'outbox']) tb;
+analyze runs`); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		query, index string
+		args         map[string]any
+	}{
+		{"RunsListByItem", "runs_pkey", map[string]any{"work_table": "outbox", "item_id": int64(777)}},
+		{"RunsGet", "runs_pkey", map[string]any{"run_id": uuid.New()}},
+		{"RunsDeleteFinished", "runs_finished", map[string]any{"older_than_ms": int64(3_600_000), "max_rows": int32(500)}},
+	} {
+		sql, params := namedQuery(t, "runs", c.query)
+		plan := explainCustom(t, ctx, conn, sql, argsFor(t, params, c.args)...)
+		if plan.seqScans("runs") || !plan.usesIndex(c.index) {
+			t.Errorf("%s does not use %s:\n%s", c.query, c.index, plan)
+		}
+	}
+	// And the range holds exactly that item's runs, in claim order.
+	rows, err := gen.New(conn).RunsListByItem(ctx, "outbox", 777)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rows) != 2 || rows[0].LeaseVersion != 1 || rows[1].LeaseVersion != 2 || rows[0].ItemID != 777 || rows[1].WorkTable != "outbox" {
+		t.Errorf("runs of outbox 777: %+v; want its lease versions 1 and 2", rows)
 	}
 }

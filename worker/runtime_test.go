@@ -424,9 +424,9 @@ func TestRuntimeLeaseLostMidHandler(t *testing.T) {
 
 			row := jobRow(t, pool, id)
 			if lease.Status(row.Status) != lease.StatusInProgress || deref(row.OwnerToken) != thief.OwnerToken ||
-				deref(row.ClaimedBy) != "thief" || row.Attempts != 2 || deref(row.RunID) != thief.RunID {
-				t.Errorf("row after the late result: status %d owner %v claimed_by %q attempts %d run_id %v; want in progress under the thief's token, attempts 2",
-					row.Status, deref(row.OwnerToken), deref(row.ClaimedBy), row.Attempts, deref(row.RunID))
+				deref(row.ClaimedBy) != "thief" || row.Attempts != 2 || lease.RunID(lease.JobRuns, id, row.LeaseVersion) != thief.RunID {
+				t.Errorf("row after the late result: status %d owner %v claimed_by %q attempts %d lease_version %d; want in progress under the thief's token and run, attempts 2",
+					row.Status, deref(row.OwnerToken), deref(row.ClaimedBy), row.Attempts, row.LeaseVersion)
 			}
 			runs := runRows(t, pool, id)
 			if len(runs) != 1 || runs[0].Outcome != "expired" || runs[0].WorkerID != "victim" || runs[0].OwnerToken != job.OwnerToken || runs[0].Attempt != 1 {
@@ -513,8 +513,8 @@ func TestRuntimeHeartbeatKeepsLongHandler(t *testing.T) {
 		t.Fatalf("handler ctx cancelled: %s", causeName(got))
 	}
 	row := jobRow(t, pool, id)
-	if lease.Status(row.Status) != lease.StatusDone || row.Attempts != 1 || deref(row.RunID) != deref(first.RunID) {
-		t.Errorf("status %d attempts %d run_id %v; want done on the first attempt %v", row.Status, row.Attempts, deref(row.RunID), deref(first.RunID))
+	if lease.Status(row.Status) != lease.StatusDone || row.Attempts != 1 || row.LeaseVersion != first.LeaseVersion {
+		t.Errorf("status %d attempts %d lease_version %d; want done on the first attempt (lease_version %d)", row.Status, row.Attempts, row.LeaseVersion, first.LeaseVersion)
 	}
 	runs := runRows(t, pool, id)
 	if fmt.Sprint(outcomes(runs)) != "[done]" || runs[0].WorkerID != "steady" {

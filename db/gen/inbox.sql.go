@@ -14,14 +14,11 @@ import (
 )
 
 const inboxClaim = `-- name: InboxClaim :many
-with token as materialized (
-    select gen_random_uuid() as owner_token
-),
-expired as (
+with expired as (
     select x.id, x.owner_token from inbox x
-    where $3::boolean and x.queue = $4 and x.status = 1 and x.locked_until <= now()
+    where $4::boolean and x.queue = $5 and x.status = 1 and x.locked_until <= now()
     order by x.id
-    limit $5::integer
+    limit $6::integer
     for no key update skip locked
 ),
 reaped as (
@@ -35,37 +32,36 @@ reaped as (
         finished_at = case when j.attempts >= j.max_attempts then now() end,
         updated_at = now()
     where j.id = any(array(select e.id from expired e)) and j.status = 1 and j.locked_until <= now()
-    returning j.id, j.queue, j.run_id, j.attempts, j.lease_version, j.claimed_at, j.claimed_by, j.last_error
+    returning j.id, j.queue, j.attempts, j.lease_version, j.claimed_at, j.claimed_by, j.last_error
 ),
 reaped_runs as (
     insert into runs (run_id, work_table, item_id, queue, attempt, lease_version, owner_token, worker_id, started_at, finished_at, outcome, error)
-    select r.run_id, 'inbox', r.id, r.queue, r.attempts, r.lease_version, e.owner_token, r.claimed_by, r.claimed_at, now(), 'expired', r.last_error
+    select workq_run_id('inbox', r.id, r.lease_version), 'inbox', r.id, r.queue, r.attempts, r.lease_version, e.owner_token, r.claimed_by, r.claimed_at, now(), 'expired', r.last_error
     from reaped r join expired e on e.id = r.id
 ),
 candidates as (
     select r.id from inbox r
-    where r.queue = $4 and r.status = 0 and r.run_at <= now()
+    where r.queue = $5 and r.status = 0 and r.run_at <= now()
     order by r.run_at, r.id
-    limit workq_claim_budget('inbox', $4, $5::integer)
+    limit workq_claim_budget('inbox', $5, $6::integer)
     for no key update skip locked
 )
 update inbox j set
     status = 1,
-    owner_token = t.owner_token,
-    locked_until = now() + ($1::bigint) * interval '1 millisecond',
+    owner_token = $1::uuid,
+    locked_until = now() + ($2::bigint) * interval '1 millisecond',
     lease_version = j.lease_version + 1,
     attempts = j.attempts + 1,
-    run_id = gen_random_uuid(),
     claimed_at = now(),
-    claimed_by = $2::text,
+    claimed_by = $3::text,
     updated_at = now()
-from token t
 where j.id = any(array(select c.id from candidates c))
-returning j.id, j.queue, j.source, j.message_id, j.topic, j.payload, j.priority, j.run_at, j.attempts, j.max_attempts,
-          j.lease_version, j.owner_token, j.run_id, j.locked_until, j.created_at, j.first_seen_at
+returning j.id, j.source, j.message_id, j.topic, j.payload, j.priority, j.run_at, j.attempts, j.max_attempts,
+          j.lease_version, j.locked_until, j.created_at, j.first_seen_at
 `
 
 type InboxClaimParams struct {
+	OwnerToken     uuid.UUID
 	LeaseMs        int64
 	WorkerID       string
 	ReclaimExpired bool
@@ -75,7 +71,6 @@ type InboxClaimParams struct {
 
 type InboxClaimRow struct {
 	ID           int64
-	Queue        string
 	Source       string
 	MessageID    string
 	Topic        *string
@@ -85,18 +80,17 @@ type InboxClaimRow struct {
 	Attempts     int32
 	MaxAttempts  int32
 	LeaseVersion int64
-	OwnerToken   *uuid.UUID
-	RunID        *uuid.UUID
 	LockedUntil  *time.Time
 	CreatedAt    time.Time
 	FirstSeenAt  time.Time
 }
 
-// InboxClaim leases up to max_rows due inbox messages of one queue (run_at, id) under a fresh owner token, within the global limit of the queue; with reclaim_expired it first reaps the expired leases of that queue (claimable from the next claim on).
+// InboxClaim leases up to max_rows due inbox messages of one queue (run_at, id) under owner_token, a fresh token the caller mints for this claim alone, within the global limit of the queue; with reclaim_expired it first reaps the expired leases of that queue (claimable from the next claim on).
 // Not a join with candidates: the planner cannot estimate the budget limit
 // (it assumes 10% of the ready rows) and would hash or merge join the table.
 func (q *Queries) InboxClaim(ctx context.Context, arg InboxClaimParams) ([]InboxClaimRow, error) {
 	rows, err := q.db.Query(ctx, inboxClaim,
+		arg.OwnerToken,
 		arg.LeaseMs,
 		arg.WorkerID,
 		arg.ReclaimExpired,
@@ -112,7 +106,6 @@ func (q *Queries) InboxClaim(ctx context.Context, arg InboxClaimParams) ([]Inbox
 		var i InboxClaimRow
 		if err := rows.Scan(
 			&i.ID,
-			&i.Queue,
 			&i.Source,
 			&i.MessageID,
 			&i.Topic,
@@ -122,8 +115,6 @@ func (q *Queries) InboxClaim(ctx context.Context, arg InboxClaimParams) ([]Inbox
 			&i.Attempts,
 			&i.MaxAttempts,
 			&i.LeaseVersion,
-			&i.OwnerToken,
-			&i.RunID,
 			&i.LockedUntil,
 			&i.CreatedAt,
 			&i.FirstSeenAt,
@@ -166,11 +157,11 @@ u as (
     -- one-row estimate, a nested loop that is quadratic in the batch size.
     where j.id = o.id and j.owner_token = o.owner_token
       and o.outcome in ('done', 'retry', 'failed', 'snoozed', 'released')
-    returning j.id, j.status, j.queue, j.run_id, j.attempts, j.lease_version, j.claimed_at, j.claimed_by, o.owner_token, o.outcome, o.error
+    returning j.id, j.status, j.queue, j.attempts, j.lease_version, j.claimed_at, j.claimed_by, o.owner_token, o.outcome, o.error
 ),
 archived as (
     insert into runs (run_id, work_table, item_id, queue, attempt, lease_version, owner_token, worker_id, started_at, finished_at, outcome, error)
-    select u.run_id, 'inbox', u.id, u.queue,
+    select workq_run_id('inbox', u.id, u.lease_version), 'inbox', u.id, u.queue,
            case when u.outcome in ('snoozed', 'released') then u.attempts + 1 else u.attempts end,
            u.lease_version, u.owner_token, u.claimed_by, u.claimed_at, now(),
            case when u.status = 3 then 'failed' else u.outcome end, nullif(u.error, '')
@@ -261,15 +252,17 @@ func (q *Queries) InboxCountByState(ctx context.Context) ([]InboxCountByStateRow
 
 const inboxDeleteFinished = `-- name: InboxDeleteFinished :execrows
 delete from inbox
-where id in (
+where id = any(array(
     select f.id from inbox f
     where f.status >= 2 and f.finished_at < now() - ($1::bigint) * interval '1 millisecond'
     order by f.finished_at
     limit $2::integer
-)
+))
 `
 
 // InboxDeleteFinished deletes up to max_rows done or failed inbox messages that finished more than older_than_ms ago (retention).
+// By primary key (= any(array(...))), not "in (select ...)", which the
+// planner may turn into a hash join over the whole table.
 func (q *Queries) InboxDeleteFinished(ctx context.Context, olderThanMs int64, maxRows int32) (int64, error) {
 	result, err := q.db.Exec(ctx, inboxDeleteFinished, olderThanMs, maxRows)
 	if err != nil {
@@ -279,7 +272,7 @@ func (q *Queries) InboxDeleteFinished(ctx context.Context, olderThanMs int64, ma
 }
 
 const inboxGet = `-- name: InboxGet :one
-select id, queue, source, message_id, topic, payload, payload_hash, first_seen_at, last_seen_at, seen_count, processed_at, status, priority, run_at, owner_token, locked_until, lease_version, attempts, max_attempts, run_id, claimed_at, claimed_by, last_error, created_at, updated_at, finished_at from inbox where id = $1
+select id, queue, source, message_id, topic, payload, payload_hash, first_seen_at, last_seen_at, seen_count, processed_at, status, priority, run_at, owner_token, locked_until, lease_version, attempts, max_attempts, claimed_at, claimed_by, last_error, created_at, updated_at, finished_at from inbox where id = $1
 `
 
 // InboxGet reads one inbox message.
@@ -306,7 +299,6 @@ func (q *Queries) InboxGet(ctx context.Context, id int64) (Inbox, error) {
 		&i.LeaseVersion,
 		&i.Attempts,
 		&i.MaxAttempts,
-		&i.RunID,
 		&i.ClaimedAt,
 		&i.ClaimedBy,
 		&i.LastError,
@@ -374,11 +366,11 @@ reaped as (
         finished_at = case when j.attempts >= j.max_attempts then now() end,
         updated_at = now()
     where j.id = any(array(select e.id from expired e)) and j.status = 1 and j.locked_until <= now()
-    returning j.id, j.status, j.queue, j.run_id, j.attempts, j.lease_version, j.claimed_at, j.claimed_by, j.last_error
+    returning j.id, j.status, j.queue, j.attempts, j.lease_version, j.claimed_at, j.claimed_by, j.last_error
 ),
 archived as (
     insert into runs (run_id, work_table, item_id, queue, attempt, lease_version, owner_token, worker_id, started_at, finished_at, outcome, error)
-    select r.run_id, 'inbox', r.id, r.queue, r.attempts, r.lease_version, e.owner_token, r.claimed_by, r.claimed_at, now(), 'expired', r.last_error
+    select workq_run_id('inbox', r.id, r.lease_version), 'inbox', r.id, r.queue, r.attempts, r.lease_version, e.owner_token, r.claimed_by, r.claimed_at, now(), 'expired', r.last_error
     from reaped r join expired e on e.id = r.id
 )
 select r.id, r.status from reaped r

@@ -14,14 +14,11 @@ import (
 )
 
 const jobRunsClaim = `-- name: JobRunsClaim :many
-with token as materialized (
-    select gen_random_uuid() as owner_token
-),
-expired as (
+with expired as (
     select x.id, x.owner_token from job_runs x
-    where $3::boolean and x.queue = $4 and x.status = 1 and x.locked_until <= now()
+    where $4::boolean and x.queue = $5 and x.status = 1 and x.locked_until <= now()
     order by x.id
-    limit $5::integer
+    limit $6::integer
     for no key update skip locked
 ),
 reaped as (
@@ -35,37 +32,36 @@ reaped as (
         finished_at = case when j.attempts >= j.max_attempts then now() end,
         updated_at = now()
     where j.id = any(array(select e.id from expired e)) and j.status = 1 and j.locked_until <= now()
-    returning j.id, j.queue, j.run_id, j.attempts, j.lease_version, j.claimed_at, j.claimed_by, j.last_error
+    returning j.id, j.queue, j.attempts, j.lease_version, j.claimed_at, j.claimed_by, j.last_error
 ),
 reaped_runs as (
     insert into runs (run_id, work_table, item_id, queue, attempt, lease_version, owner_token, worker_id, started_at, finished_at, outcome, error)
-    select r.run_id, 'job_runs', r.id, r.queue, r.attempts, r.lease_version, e.owner_token, r.claimed_by, r.claimed_at, now(), 'expired', r.last_error
+    select workq_run_id('job_runs', r.id, r.lease_version), 'job_runs', r.id, r.queue, r.attempts, r.lease_version, e.owner_token, r.claimed_by, r.claimed_at, now(), 'expired', r.last_error
     from reaped r join expired e on e.id = r.id
 ),
 candidates as (
     select r.id from job_runs r
-    where r.queue = $4 and r.status = 0 and r.run_at <= now()
+    where r.queue = $5 and r.status = 0 and r.run_at <= now()
     order by r.priority desc, r.run_at, r.id
-    limit workq_claim_budget('job_runs', $4, $5::integer)
+    limit workq_claim_budget('job_runs', $5, $6::integer)
     for no key update skip locked
 )
 update job_runs j set
     status = 1,
-    owner_token = t.owner_token,
-    locked_until = now() + ($1::bigint) * interval '1 millisecond',
+    owner_token = $1::uuid,
+    locked_until = now() + ($2::bigint) * interval '1 millisecond',
     lease_version = j.lease_version + 1,
     attempts = j.attempts + 1,
-    run_id = gen_random_uuid(),
     claimed_at = now(),
-    claimed_by = $2::text,
+    claimed_by = $3::text,
     updated_at = now()
-from token t
 where j.id = any(array(select c.id from candidates c))
-returning j.id, j.queue, j.kind, j.payload, j.priority, j.run_at, j.attempts, j.max_attempts,
-          j.lease_version, j.owner_token, j.run_id, j.locked_until, j.created_at
+returning j.id, j.kind, j.payload, j.priority, j.run_at, j.attempts, j.max_attempts,
+          j.lease_version, j.locked_until, j.created_at
 `
 
 type JobRunsClaimParams struct {
+	OwnerToken     uuid.UUID
 	LeaseMs        int64
 	WorkerID       string
 	ReclaimExpired bool
@@ -75,7 +71,6 @@ type JobRunsClaimParams struct {
 
 type JobRunsClaimRow struct {
 	ID           int64
-	Queue        string
 	Kind         string
 	Payload      json.RawMessage
 	Priority     int16
@@ -83,17 +78,16 @@ type JobRunsClaimRow struct {
 	Attempts     int32
 	MaxAttempts  int32
 	LeaseVersion int64
-	OwnerToken   *uuid.UUID
-	RunID        *uuid.UUID
 	LockedUntil  *time.Time
 	CreatedAt    time.Time
 }
 
-// JobRunsClaim leases up to max_rows due job runs of one queue (priority desc, run_at, id) under a fresh owner token, within the global limit of the queue; with reclaim_expired it first reaps the expired leases of that queue (claimable from the next claim on).
+// JobRunsClaim leases up to max_rows due job runs of one queue (priority desc, run_at, id) under owner_token, a fresh token the caller mints for this claim alone, within the global limit of the queue; with reclaim_expired it first reaps the expired leases of that queue (claimable from the next claim on).
 // Not a join with candidates: the planner cannot estimate the budget limit
 // (it assumes 10% of the ready rows) and would hash or merge join the table.
 func (q *Queries) JobRunsClaim(ctx context.Context, arg JobRunsClaimParams) ([]JobRunsClaimRow, error) {
 	rows, err := q.db.Query(ctx, jobRunsClaim,
+		arg.OwnerToken,
 		arg.LeaseMs,
 		arg.WorkerID,
 		arg.ReclaimExpired,
@@ -109,7 +103,6 @@ func (q *Queries) JobRunsClaim(ctx context.Context, arg JobRunsClaimParams) ([]J
 		var i JobRunsClaimRow
 		if err := rows.Scan(
 			&i.ID,
-			&i.Queue,
 			&i.Kind,
 			&i.Payload,
 			&i.Priority,
@@ -117,8 +110,6 @@ func (q *Queries) JobRunsClaim(ctx context.Context, arg JobRunsClaimParams) ([]J
 			&i.Attempts,
 			&i.MaxAttempts,
 			&i.LeaseVersion,
-			&i.OwnerToken,
-			&i.RunID,
 			&i.LockedUntil,
 			&i.CreatedAt,
 		); err != nil {
@@ -159,11 +150,11 @@ u as (
     -- one-row estimate, a nested loop that is quadratic in the batch size.
     where j.id = o.id and j.owner_token = o.owner_token
       and o.outcome in ('done', 'retry', 'failed', 'snoozed', 'released')
-    returning j.id, j.status, j.queue, j.run_id, j.attempts, j.lease_version, j.claimed_at, j.claimed_by, o.owner_token, o.outcome, o.error
+    returning j.id, j.status, j.queue, j.attempts, j.lease_version, j.claimed_at, j.claimed_by, o.owner_token, o.outcome, o.error
 ),
 archived as (
     insert into runs (run_id, work_table, item_id, queue, attempt, lease_version, owner_token, worker_id, started_at, finished_at, outcome, error)
-    select u.run_id, 'job_runs', u.id, u.queue,
+    select workq_run_id('job_runs', u.id, u.lease_version), 'job_runs', u.id, u.queue,
            case when u.outcome in ('snoozed', 'released') then u.attempts + 1 else u.attempts end,
            u.lease_version, u.owner_token, u.claimed_by, u.claimed_at, now(),
            case when u.status = 3 then 'failed' else u.outcome end, nullif(u.error, '')
@@ -254,15 +245,17 @@ func (q *Queries) JobRunsCountByState(ctx context.Context) ([]JobRunsCountByStat
 
 const jobRunsDeleteFinished = `-- name: JobRunsDeleteFinished :execrows
 delete from job_runs
-where id in (
+where id = any(array(
     select f.id from job_runs f
     where f.status >= 2 and f.finished_at < now() - ($1::bigint) * interval '1 millisecond'
     order by f.finished_at
     limit $2::integer
-)
+))
 `
 
 // JobRunsDeleteFinished deletes up to max_rows done or failed job runs that finished more than older_than_ms ago (retention).
+// By primary key (= any(array(...))), not "in (select ...)", which the
+// planner may turn into a hash join over the whole table.
 func (q *Queries) JobRunsDeleteFinished(ctx context.Context, olderThanMs int64, maxRows int32) (int64, error) {
 	result, err := q.db.Exec(ctx, jobRunsDeleteFinished, olderThanMs, maxRows)
 	if err != nil {
@@ -450,7 +443,7 @@ func (q *Queries) JobRunsEnqueueManyPlain(ctx context.Context, arg JobRunsEnqueu
 }
 
 const jobRunsGet = `-- name: JobRunsGet :one
-select id, queue, kind, payload, dedup_key, schedule_id, scheduled_time, status, priority, run_at, owner_token, locked_until, lease_version, attempts, max_attempts, run_id, claimed_at, claimed_by, last_error, created_at, updated_at, finished_at from job_runs where id = $1
+select id, queue, kind, payload, dedup_key, schedule_id, scheduled_time, status, priority, run_at, owner_token, locked_until, lease_version, attempts, max_attempts, claimed_at, claimed_by, last_error, created_at, updated_at, finished_at from job_runs where id = $1
 `
 
 // JobRunsGet reads one job run.
@@ -473,7 +466,6 @@ func (q *Queries) JobRunsGet(ctx context.Context, id int64) (JobRun, error) {
 		&i.LeaseVersion,
 		&i.Attempts,
 		&i.MaxAttempts,
-		&i.RunID,
 		&i.ClaimedAt,
 		&i.ClaimedBy,
 		&i.LastError,
@@ -604,11 +596,11 @@ reaped as (
         finished_at = case when j.attempts >= j.max_attempts then now() end,
         updated_at = now()
     where j.id = any(array(select e.id from expired e)) and j.status = 1 and j.locked_until <= now()
-    returning j.id, j.status, j.queue, j.run_id, j.attempts, j.lease_version, j.claimed_at, j.claimed_by, j.last_error
+    returning j.id, j.status, j.queue, j.attempts, j.lease_version, j.claimed_at, j.claimed_by, j.last_error
 ),
 archived as (
     insert into runs (run_id, work_table, item_id, queue, attempt, lease_version, owner_token, worker_id, started_at, finished_at, outcome, error)
-    select r.run_id, 'job_runs', r.id, r.queue, r.attempts, r.lease_version, e.owner_token, r.claimed_by, r.claimed_at, now(), 'expired', r.last_error
+    select workq_run_id('job_runs', r.id, r.lease_version), 'job_runs', r.id, r.queue, r.attempts, r.lease_version, e.owner_token, r.claimed_by, r.claimed_at, now(), 'expired', r.last_error
     from reaped r join expired e on e.id = r.id
 )
 select r.id, r.status from reaped r

@@ -31,7 +31,6 @@ type Inbox struct {
 	LeaseVersion int64
 	Attempts     int32
 	MaxAttempts  int32
-	RunID        *uuid.UUID
 	ClaimedAt    *time.Time
 	ClaimedBy    *string
 	LastError    *string
@@ -56,7 +55,6 @@ type JobRun struct {
 	LeaseVersion  int64
 	Attempts      int32
 	MaxAttempts   int32
-	RunID         *uuid.UUID
 	ClaimedAt     *time.Time
 	ClaimedBy     *string
 	LastError     *string
@@ -82,7 +80,6 @@ type Outbox struct {
 	LeaseVersion  int64
 	Attempts      int32
 	MaxAttempts   int32
-	RunID         *uuid.UUID
 	ClaimedAt     *time.Time
 	ClaimedBy     *string
 	LastError     *string
@@ -163,7 +160,6 @@ type Timer struct {
 	LeaseVersion int64
 	Attempts     int32
 	MaxAttempts  int32
-	RunID        *uuid.UUID
 	ClaimedAt    *time.Time
 	ClaimedBy    *string
 	LastError    *string

@@ -14,14 +14,11 @@ import (
 )
 
 const outboxClaim = `-- name: OutboxClaim :many
-with token as materialized (
-    select gen_random_uuid() as owner_token
-),
-expired as (
+with expired as (
     select x.id, x.owner_token from outbox x
-    where $3::boolean and x.queue = $4 and x.status = 1 and x.locked_until <= now()
+    where $4::boolean and x.queue = $5 and x.status = 1 and x.locked_until <= now()
     order by x.id
-    limit $5::integer
+    limit $6::integer
     for no key update skip locked
 ),
 reaped as (
@@ -35,37 +32,36 @@ reaped as (
         finished_at = case when j.attempts >= j.max_attempts then now() end,
         updated_at = now()
     where j.id = any(array(select e.id from expired e)) and j.status = 1 and j.locked_until <= now()
-    returning j.id, j.queue, j.run_id, j.attempts, j.lease_version, j.claimed_at, j.claimed_by, j.last_error
+    returning j.id, j.queue, j.attempts, j.lease_version, j.claimed_at, j.claimed_by, j.last_error
 ),
 reaped_runs as (
     insert into runs (run_id, work_table, item_id, queue, attempt, lease_version, owner_token, worker_id, started_at, finished_at, outcome, error)
-    select r.run_id, 'outbox', r.id, r.queue, r.attempts, r.lease_version, e.owner_token, r.claimed_by, r.claimed_at, now(), 'expired', r.last_error
+    select workq_run_id('outbox', r.id, r.lease_version), 'outbox', r.id, r.queue, r.attempts, r.lease_version, e.owner_token, r.claimed_by, r.claimed_at, now(), 'expired', r.last_error
     from reaped r join expired e on e.id = r.id
 ),
 candidates as (
     select r.id from outbox r
-    where r.queue = $4 and r.status = 0 and r.run_at <= now()
+    where r.queue = $5 and r.status = 0 and r.run_at <= now()
     order by r.priority desc, r.id
-    limit workq_claim_budget('outbox', $4, $5::integer)
+    limit workq_claim_budget('outbox', $5, $6::integer)
     for no key update skip locked
 )
 update outbox j set
     status = 1,
-    owner_token = t.owner_token,
-    locked_until = now() + ($1::bigint) * interval '1 millisecond',
+    owner_token = $1::uuid,
+    locked_until = now() + ($2::bigint) * interval '1 millisecond',
     lease_version = j.lease_version + 1,
     attempts = j.attempts + 1,
-    run_id = gen_random_uuid(),
     claimed_at = now(),
-    claimed_by = $2::text,
+    claimed_by = $3::text,
     updated_at = now()
-from token t
 where j.id = any(array(select c.id from candidates c))
-returning j.id, j.queue, j.topic, j.partition_key, j.message_id, j.payload, j.headers, j.correlation_id, j.priority, j.run_at,
-          j.attempts, j.max_attempts, j.lease_version, j.owner_token, j.run_id, j.locked_until, j.created_at
+returning j.id, j.topic, j.partition_key, j.message_id, j.payload, j.headers, j.correlation_id, j.priority, j.run_at,
+          j.attempts, j.max_attempts, j.lease_version, j.locked_until, j.created_at
 `
 
 type OutboxClaimParams struct {
+	OwnerToken     uuid.UUID
 	LeaseMs        int64
 	WorkerID       string
 	ReclaimExpired bool
@@ -75,7 +71,6 @@ type OutboxClaimParams struct {
 
 type OutboxClaimRow struct {
 	ID            int64
-	Queue         string
 	Topic         string
 	PartitionKey  *string
 	MessageID     uuid.UUID
@@ -87,17 +82,16 @@ type OutboxClaimRow struct {
 	Attempts      int32
 	MaxAttempts   int32
 	LeaseVersion  int64
-	OwnerToken    *uuid.UUID
-	RunID         *uuid.UUID
 	LockedUntil   *time.Time
 	CreatedAt     time.Time
 }
 
-// OutboxClaim leases up to max_rows due outbox messages of one queue (priority desc, id) under a fresh owner token, within the global limit of the queue; with reclaim_expired it first reaps the expired leases of that queue (claimable from the next claim on).
+// OutboxClaim leases up to max_rows due outbox messages of one queue (priority desc, id) under owner_token, a fresh token the caller mints for this claim alone, within the global limit of the queue; with reclaim_expired it first reaps the expired leases of that queue (claimable from the next claim on).
 // Not a join with candidates: the planner cannot estimate the budget limit
 // (it assumes 10% of the ready rows) and would hash or merge join the table.
 func (q *Queries) OutboxClaim(ctx context.Context, arg OutboxClaimParams) ([]OutboxClaimRow, error) {
 	rows, err := q.db.Query(ctx, outboxClaim,
+		arg.OwnerToken,
 		arg.LeaseMs,
 		arg.WorkerID,
 		arg.ReclaimExpired,
@@ -113,7 +107,6 @@ func (q *Queries) OutboxClaim(ctx context.Context, arg OutboxClaimParams) ([]Out
 		var i OutboxClaimRow
 		if err := rows.Scan(
 			&i.ID,
-			&i.Queue,
 			&i.Topic,
 			&i.PartitionKey,
 			&i.MessageID,
@@ -125,8 +118,6 @@ func (q *Queries) OutboxClaim(ctx context.Context, arg OutboxClaimParams) ([]Out
 			&i.Attempts,
 			&i.MaxAttempts,
 			&i.LeaseVersion,
-			&i.OwnerToken,
-			&i.RunID,
 			&i.LockedUntil,
 			&i.CreatedAt,
 		); err != nil {
@@ -167,11 +158,11 @@ u as (
     -- one-row estimate, a nested loop that is quadratic in the batch size.
     where j.id = o.id and j.owner_token = o.owner_token
       and o.outcome in ('done', 'retry', 'failed', 'snoozed', 'released')
-    returning j.id, j.status, j.queue, j.run_id, j.attempts, j.lease_version, j.claimed_at, j.claimed_by, o.owner_token, o.outcome, o.error
+    returning j.id, j.status, j.queue, j.attempts, j.lease_version, j.claimed_at, j.claimed_by, o.owner_token, o.outcome, o.error
 ),
 archived as (
     insert into runs (run_id, work_table, item_id, queue, attempt, lease_version, owner_token, worker_id, started_at, finished_at, outcome, error)
-    select u.run_id, 'outbox', u.id, u.queue,
+    select workq_run_id('outbox', u.id, u.lease_version), 'outbox', u.id, u.queue,
            case when u.outcome in ('snoozed', 'released') then u.attempts + 1 else u.attempts end,
            u.lease_version, u.owner_token, u.claimed_by, u.claimed_at, now(),
            case when u.status = 3 then 'failed' else u.outcome end, nullif(u.error, '')
@@ -262,15 +253,17 @@ func (q *Queries) OutboxCountByState(ctx context.Context) ([]OutboxCountByStateR
 
 const outboxDeleteFinished = `-- name: OutboxDeleteFinished :execrows
 delete from outbox
-where id in (
+where id = any(array(
     select f.id from outbox f
     where f.status >= 2 and f.finished_at < now() - ($1::bigint) * interval '1 millisecond'
     order by f.finished_at
     limit $2::integer
-)
+))
 `
 
 // OutboxDeleteFinished deletes up to max_rows done or failed outbox messages that finished more than older_than_ms ago (retention).
+// By primary key (= any(array(...))), not "in (select ...)", which the
+// planner may turn into a hash join over the whole table.
 func (q *Queries) OutboxDeleteFinished(ctx context.Context, olderThanMs int64, maxRows int32) (int64, error) {
 	result, err := q.db.Exec(ctx, outboxDeleteFinished, olderThanMs, maxRows)
 	if err != nil {
@@ -383,7 +376,7 @@ func (q *Queries) OutboxEnqueueMany(ctx context.Context, arg OutboxEnqueueManyPa
 }
 
 const outboxGet = `-- name: OutboxGet :one
-select id, queue, topic, partition_key, message_id, payload, headers, correlation_id, status, priority, run_at, owner_token, locked_until, lease_version, attempts, max_attempts, run_id, claimed_at, claimed_by, last_error, created_at, updated_at, finished_at from outbox where id = $1
+select id, queue, topic, partition_key, message_id, payload, headers, correlation_id, status, priority, run_at, owner_token, locked_until, lease_version, attempts, max_attempts, claimed_at, claimed_by, last_error, created_at, updated_at, finished_at from outbox where id = $1
 `
 
 // OutboxGet reads one outbox message.
@@ -407,7 +400,6 @@ func (q *Queries) OutboxGet(ctx context.Context, id int64) (Outbox, error) {
 		&i.LeaseVersion,
 		&i.Attempts,
 		&i.MaxAttempts,
-		&i.RunID,
 		&i.ClaimedAt,
 		&i.ClaimedBy,
 		&i.LastError,
@@ -475,11 +467,11 @@ reaped as (
         finished_at = case when j.attempts >= j.max_attempts then now() end,
         updated_at = now()
     where j.id = any(array(select e.id from expired e)) and j.status = 1 and j.locked_until <= now()
-    returning j.id, j.status, j.queue, j.run_id, j.attempts, j.lease_version, j.claimed_at, j.claimed_by, j.last_error
+    returning j.id, j.status, j.queue, j.attempts, j.lease_version, j.claimed_at, j.claimed_by, j.last_error
 ),
 archived as (
     insert into runs (run_id, work_table, item_id, queue, attempt, lease_version, owner_token, worker_id, started_at, finished_at, outcome, error)
-    select r.run_id, 'outbox', r.id, r.queue, r.attempts, r.lease_version, e.owner_token, r.claimed_by, r.claimed_at, now(), 'expired', r.last_error
+    select workq_run_id('outbox', r.id, r.lease_version), 'outbox', r.id, r.queue, r.attempts, r.lease_version, e.owner_token, r.claimed_by, r.claimed_at, now(), 'expired', r.last_error
     from reaped r join expired e on e.id = r.id
 )
 select r.id, r.status from reaped r

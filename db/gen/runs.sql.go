@@ -13,15 +13,17 @@ import (
 
 const runsDeleteFinished = `-- name: RunsDeleteFinished :execrows
 delete from runs
-where run_id in (
+where run_id = any(array(
     select r.run_id from runs r
     where r.finished_at < now() - ($1::bigint) * interval '1 millisecond'
     order by r.finished_at
     limit $2::integer
-)
+))
 `
 
 // RunsDeleteFinished deletes up to max_rows archived attempts that finished more than older_than_ms ago (retention).
+// By primary key (= any(array(...))), not "in (select ...)": the planner
+// cannot see the LIMIT through the IN and hash-joins a scan of the whole archive.
 func (q *Queries) RunsDeleteFinished(ctx context.Context, olderThanMs int64, maxRows int32) (int64, error) {
 	result, err := q.db.Exec(ctx, runsDeleteFinished, olderThanMs, maxRows)
 	if err != nil {
@@ -57,11 +59,12 @@ func (q *Queries) RunsGet(ctx context.Context, runID uuid.UUID) (Run, error) {
 
 const runsListByItem = `-- name: RunsListByItem :many
 select run_id, work_table, item_id, queue, attempt, lease_version, owner_token, worker_id, started_at, finished_at, outcome, error from runs
-where work_table = $1 and item_id = $2
-order by started_at, attempt
+where run_id between workq_run_id($1::text, $2::bigint, 0)
+                 and workq_run_id($1::text, $2::bigint, 1152921504606846975)
+order by run_id
 `
 
-// RunsListByItem lists the archived attempts of one work item, oldest first.
+// RunsListByItem lists the archived attempts of one work item in claim order: one range of the primary key (workq_run_id).
 func (q *Queries) RunsListByItem(ctx context.Context, workTable string, itemID int64) ([]Run, error) {
 	rows, err := q.db.Query(ctx, runsListByItem, workTable, itemID)
 	if err != nil {

@@ -41,14 +41,11 @@ func (q *Queries) TimersCancel(ctx context.Context, ids []int64) ([]int64, error
 }
 
 const timersClaim = `-- name: TimersClaim :many
-with token as materialized (
-    select gen_random_uuid() as owner_token
-),
-expired as (
+with expired as (
     select x.id, x.owner_token from timers x
-    where $3::boolean and x.queue = $4 and x.status = 1 and x.locked_until <= now()
+    where $4::boolean and x.queue = $5 and x.status = 1 and x.locked_until <= now()
     order by x.id
-    limit $5::integer
+    limit $6::integer
     for no key update skip locked
 ),
 reaped as (
@@ -62,37 +59,36 @@ reaped as (
         finished_at = case when j.attempts >= j.max_attempts then now() end,
         updated_at = now()
     where j.id = any(array(select e.id from expired e)) and j.status = 1 and j.locked_until <= now()
-    returning j.id, j.queue, j.run_id, j.attempts, j.lease_version, j.claimed_at, j.claimed_by, j.last_error
+    returning j.id, j.queue, j.attempts, j.lease_version, j.claimed_at, j.claimed_by, j.last_error
 ),
 reaped_runs as (
     insert into runs (run_id, work_table, item_id, queue, attempt, lease_version, owner_token, worker_id, started_at, finished_at, outcome, error)
-    select r.run_id, 'timers', r.id, r.queue, r.attempts, r.lease_version, e.owner_token, r.claimed_by, r.claimed_at, now(), 'expired', r.last_error
+    select workq_run_id('timers', r.id, r.lease_version), 'timers', r.id, r.queue, r.attempts, r.lease_version, e.owner_token, r.claimed_by, r.claimed_at, now(), 'expired', r.last_error
     from reaped r join expired e on e.id = r.id
 ),
 candidates as (
     select r.id from timers r
-    where r.queue = $4 and r.status = 0 and r.run_at <= now()
+    where r.queue = $5 and r.status = 0 and r.run_at <= now()
     order by r.run_at, r.id
-    limit workq_claim_budget('timers', $4, $5::integer)
+    limit workq_claim_budget('timers', $5, $6::integer)
     for no key update skip locked
 )
 update timers j set
     status = 1,
-    owner_token = t.owner_token,
-    locked_until = now() + ($1::bigint) * interval '1 millisecond',
+    owner_token = $1::uuid,
+    locked_until = now() + ($2::bigint) * interval '1 millisecond',
     lease_version = j.lease_version + 1,
     attempts = j.attempts + 1,
-    run_id = gen_random_uuid(),
     claimed_at = now(),
-    claimed_by = $2::text,
+    claimed_by = $3::text,
     updated_at = now()
-from token t
 where j.id = any(array(select c.id from candidates c))
-returning j.id, j.queue, j.topic, j.payload, j.due_time, j.priority, j.run_at, j.attempts, j.max_attempts,
-          j.lease_version, j.owner_token, j.run_id, j.locked_until, j.created_at
+returning j.id, j.topic, j.payload, j.due_time, j.priority, j.run_at, j.attempts, j.max_attempts,
+          j.lease_version, j.locked_until, j.created_at
 `
 
 type TimersClaimParams struct {
+	OwnerToken     uuid.UUID
 	LeaseMs        int64
 	WorkerID       string
 	ReclaimExpired bool
@@ -102,7 +98,6 @@ type TimersClaimParams struct {
 
 type TimersClaimRow struct {
 	ID           int64
-	Queue        string
 	Topic        string
 	Payload      json.RawMessage
 	DueTime      time.Time
@@ -111,17 +106,16 @@ type TimersClaimRow struct {
 	Attempts     int32
 	MaxAttempts  int32
 	LeaseVersion int64
-	OwnerToken   *uuid.UUID
-	RunID        *uuid.UUID
 	LockedUntil  *time.Time
 	CreatedAt    time.Time
 }
 
-// TimersClaim leases up to max_rows due timers of one queue (run_at, id) under a fresh owner token, within the global limit of the queue; with reclaim_expired it first reaps the expired leases of that queue (claimable from the next claim on).
+// TimersClaim leases up to max_rows due timers of one queue (run_at, id) under owner_token, a fresh token the caller mints for this claim alone, within the global limit of the queue; with reclaim_expired it first reaps the expired leases of that queue (claimable from the next claim on).
 // Not a join with candidates: the planner cannot estimate the budget limit
 // (it assumes 10% of the ready rows) and would hash or merge join the table.
 func (q *Queries) TimersClaim(ctx context.Context, arg TimersClaimParams) ([]TimersClaimRow, error) {
 	rows, err := q.db.Query(ctx, timersClaim,
+		arg.OwnerToken,
 		arg.LeaseMs,
 		arg.WorkerID,
 		arg.ReclaimExpired,
@@ -137,7 +131,6 @@ func (q *Queries) TimersClaim(ctx context.Context, arg TimersClaimParams) ([]Tim
 		var i TimersClaimRow
 		if err := rows.Scan(
 			&i.ID,
-			&i.Queue,
 			&i.Topic,
 			&i.Payload,
 			&i.DueTime,
@@ -146,8 +139,6 @@ func (q *Queries) TimersClaim(ctx context.Context, arg TimersClaimParams) ([]Tim
 			&i.Attempts,
 			&i.MaxAttempts,
 			&i.LeaseVersion,
-			&i.OwnerToken,
-			&i.RunID,
 			&i.LockedUntil,
 			&i.CreatedAt,
 		); err != nil {
@@ -188,11 +179,11 @@ u as (
     -- one-row estimate, a nested loop that is quadratic in the batch size.
     where j.id = o.id and j.owner_token = o.owner_token
       and o.outcome in ('done', 'retry', 'failed', 'snoozed', 'released')
-    returning j.id, j.status, j.queue, j.run_id, j.attempts, j.lease_version, j.claimed_at, j.claimed_by, o.owner_token, o.outcome, o.error
+    returning j.id, j.status, j.queue, j.attempts, j.lease_version, j.claimed_at, j.claimed_by, o.owner_token, o.outcome, o.error
 ),
 archived as (
     insert into runs (run_id, work_table, item_id, queue, attempt, lease_version, owner_token, worker_id, started_at, finished_at, outcome, error)
-    select u.run_id, 'timers', u.id, u.queue,
+    select workq_run_id('timers', u.id, u.lease_version), 'timers', u.id, u.queue,
            case when u.outcome in ('snoozed', 'released') then u.attempts + 1 else u.attempts end,
            u.lease_version, u.owner_token, u.claimed_by, u.claimed_at, now(),
            case when u.status = 3 then 'failed' else u.outcome end, nullif(u.error, '')
@@ -283,15 +274,17 @@ func (q *Queries) TimersCountByState(ctx context.Context) ([]TimersCountByStateR
 
 const timersDeleteFinished = `-- name: TimersDeleteFinished :execrows
 delete from timers
-where id in (
+where id = any(array(
     select f.id from timers f
     where f.status >= 2 and f.finished_at < now() - ($1::bigint) * interval '1 millisecond'
     order by f.finished_at
     limit $2::integer
-)
+))
 `
 
 // TimersDeleteFinished deletes up to max_rows done or failed timers that finished more than older_than_ms ago (retention).
+// By primary key (= any(array(...))), not "in (select ...)", which the
+// planner may turn into a hash join over the whole table.
 func (q *Queries) TimersDeleteFinished(ctx context.Context, olderThanMs int64, maxRows int32) (int64, error) {
 	result, err := q.db.Exec(ctx, timersDeleteFinished, olderThanMs, maxRows)
 	if err != nil {
@@ -392,7 +385,7 @@ func (q *Queries) TimersEnqueueMany(ctx context.Context, arg TimersEnqueueManyPa
 }
 
 const timersGet = `-- name: TimersGet :one
-select id, queue, topic, payload, due_time, status, priority, run_at, owner_token, locked_until, lease_version, attempts, max_attempts, run_id, claimed_at, claimed_by, last_error, created_at, updated_at, finished_at from timers where id = $1
+select id, queue, topic, payload, due_time, status, priority, run_at, owner_token, locked_until, lease_version, attempts, max_attempts, claimed_at, claimed_by, last_error, created_at, updated_at, finished_at from timers where id = $1
 `
 
 // TimersGet reads one timer.
@@ -413,7 +406,6 @@ func (q *Queries) TimersGet(ctx context.Context, id int64) (Timer, error) {
 		&i.LeaseVersion,
 		&i.Attempts,
 		&i.MaxAttempts,
-		&i.RunID,
 		&i.ClaimedAt,
 		&i.ClaimedBy,
 		&i.LastError,
@@ -481,11 +473,11 @@ reaped as (
         finished_at = case when j.attempts >= j.max_attempts then now() end,
         updated_at = now()
     where j.id = any(array(select e.id from expired e)) and j.status = 1 and j.locked_until <= now()
-    returning j.id, j.status, j.queue, j.run_id, j.attempts, j.lease_version, j.claimed_at, j.claimed_by, j.last_error
+    returning j.id, j.status, j.queue, j.attempts, j.lease_version, j.claimed_at, j.claimed_by, j.last_error
 ),
 archived as (
     insert into runs (run_id, work_table, item_id, queue, attempt, lease_version, owner_token, worker_id, started_at, finished_at, outcome, error)
-    select r.run_id, 'timers', r.id, r.queue, r.attempts, r.lease_version, e.owner_token, r.claimed_by, r.claimed_at, now(), 'expired', r.last_error
+    select workq_run_id('timers', r.id, r.lease_version), 'timers', r.id, r.queue, r.attempts, r.lease_version, e.owner_token, r.claimed_by, r.claimed_at, now(), 'expired', r.last_error
     from reaped r join expired e on e.id = r.id
 )
 select r.id, r.status from reaped r

@@ -21,6 +21,33 @@
 create domain workq_name as text
     check (value ~ '^[A-Za-z0-9_.:-]+$' and length(value) <= 128);
 
+-- workq_run_id names one attempt: (work table, item id, lease_version), packed
+-- into a version-8 UUID (RFC 9562, custom layout). Every claim increments
+-- lease_version, so each attempt gets its own id without a random number per
+-- row, and the id can be read back: run ids of one item are adjacent and in
+-- claim order, and ids grow with item ids, so archive inserts land at the
+-- right edge of the runs primary key instead of at random pages (random
+-- UUIDs there cost a sixth of worker throughput; docs/throughput.md).
+--   bits 0-47: item id bits 59..12   bits 48-51: version 8
+--   bits 52-63: item id bits 11..0   bits 64-65: variant 10
+--   bits 66-67: table (0 job_runs, 1 outbox, 2 inbox, 3 timers)
+--   bits 68-127: lease_version
+-- Item ids are capped at 2^60 - 1 by their identity columns so that the
+-- packing is unique. lease.RunID is the same function in Go
+-- (test/run_id_test.go keeps the two equal). Not STRICT and written as a
+-- plain expression so the planner inlines it and folds the table's CASE.
+create function workq_run_id(p_table text, p_id bigint, p_lease_version bigint)
+returns uuid
+language sql immutable parallel safe
+as $$
+    select encode(
+        int8send(((p_id >> 12) << 16) | 32768 | (p_id & 4095))
+        || int8send((-9223372036854775808)::bigint
+                    | ((case p_table when 'job_runs' then 0 when 'outbox' then 1 when 'inbox' then 2 when 'timers' then 3 end)::bigint << 60)
+                    | (p_lease_version & 1152921504606846975)),
+        'hex')::uuid
+$$;
+
 create table schedules (
     id            bigint generated always as identity primary key,
     name          workq_name not null unique,
@@ -40,7 +67,7 @@ create table schedules (
 create index schedules_due on schedules (next_run_at) where enabled;
 
 create table job_runs (
-    id             bigint generated always as identity primary key,
+    id             bigint generated always as identity (maxvalue 1152921504606846975) primary key, -- 2^60 - 1: workq_run_id
     queue          workq_name not null default 'default',
     kind           workq_name not null,
     payload        jsonb not null default '{}',
@@ -56,7 +83,6 @@ create table job_runs (
     lease_version  bigint not null default 0,
     attempts       integer not null default 0 check (attempts >= 0),
     max_attempts   integer not null default 4 check (max_attempts between 1 and 1000),
-    run_id         uuid,
     claimed_at     timestamptz,
     claimed_by     text,
     last_error     text,
@@ -83,7 +109,7 @@ create unique index job_runs_schedule_slot on job_runs (schedule_id, scheduled_t
 create unique index job_runs_dedup on job_runs (dedup_key) where dedup_key is not null and status < 2;
 
 create table outbox (
-    id             bigint generated always as identity primary key,
+    id             bigint generated always as identity (maxvalue 1152921504606846975) primary key, -- 2^60 - 1: workq_run_id
     queue          workq_name not null default 'default',
     topic          text not null check (length(topic) between 1 and 256),
     partition_key  text check (length(partition_key) between 1 and 256),
@@ -99,7 +125,6 @@ create table outbox (
     lease_version  bigint not null default 0,
     attempts       integer not null default 0 check (attempts >= 0),
     max_attempts   integer not null default 4 check (max_attempts between 1 and 1000),
-    run_id         uuid,
     claimed_at     timestamptz,
     claimed_by     text,
     last_error     text,
@@ -138,7 +163,7 @@ create table outbox_join_members (
 create index outbox_join_members_outbox on outbox_join_members (outbox_id);
 
 create table inbox (
-    id             bigint generated always as identity primary key,
+    id             bigint generated always as identity (maxvalue 1152921504606846975) primary key, -- 2^60 - 1: workq_run_id
     queue          workq_name not null default 'default',
     source         text not null check (length(source) between 1 and 256),
     message_id     text not null check (length(message_id) between 1 and 512),
@@ -157,7 +182,6 @@ create table inbox (
     lease_version  bigint not null default 0,
     attempts       integer not null default 0 check (attempts >= 0),
     max_attempts   integer not null default 4 check (max_attempts between 1 and 1000),
-    run_id         uuid,
     claimed_at     timestamptz,
     claimed_by     text,
     last_error     text,
@@ -176,7 +200,7 @@ create index inbox_in_progress on inbox (id) where status = 1;
 create index inbox_finished on inbox (finished_at) where status >= 2;
 
 create table timers (
-    id             bigint generated always as identity primary key,
+    id             bigint generated always as identity (maxvalue 1152921504606846975) primary key, -- 2^60 - 1: workq_run_id
     queue          workq_name not null default 'default',
     topic          text not null check (length(topic) between 1 and 256),
     payload        jsonb not null default '{}',
@@ -189,7 +213,6 @@ create table timers (
     lease_version  bigint not null default 0,
     attempts       integer not null default 0 check (attempts >= 0),
     max_attempts   integer not null default 4 check (max_attempts between 1 and 1000),
-    run_id         uuid,
     claimed_at     timestamptz,
     claimed_by     text,
     last_error     text,
@@ -208,7 +231,10 @@ create index timers_finished on timers (finished_at) where status >= 2;
 
 -- One row per attempt, written when the attempt ends (ack, retry, fail,
 -- release, snooze, or lease expiry found by the reaper). The attempt that is
--- running now is visible on its work row (run_id, claimed_at, claimed_by).
+-- running now is visible on its work row (lease_version, claimed_at,
+-- claimed_by); its run id is workq_run_id(table, id, lease_version).
+-- The primary key also serves "the attempts of one item": they are one range
+-- of run ids (see workq_run_id), so there is no separate item index to write.
 create table runs (
     run_id        uuid primary key,
     work_table    text not null check (work_table in ('outbox', 'inbox', 'timers', 'job_runs')),
@@ -223,7 +249,6 @@ create table runs (
     outcome       text not null check (outcome in ('done', 'retry', 'failed', 'released', 'snoozed', 'expired')),
     error         text
 );
-create index runs_item on runs (work_table, item_id);
 create index runs_finished on runs (finished_at);
 
 -- Global limit W per (table, queue): at most max_in_progress non-expired
@@ -280,4 +305,5 @@ drop table outbox_joins;
 drop table outbox;
 drop table job_runs;
 drop table schedules;
+drop function workq_run_id(text, bigint, bigint);
 drop domain workq_name;

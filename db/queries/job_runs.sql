@@ -64,11 +64,8 @@ select id, dedup_key from job_runs
 where dedup_key = any(@dedup_keys::text[]) and status < 2;
 
 -- name: JobRunsClaim :many
--- JobRunsClaim leases up to max_rows due job runs of one queue (priority desc, run_at, id) under a fresh owner token, within the global limit of the queue; with reclaim_expired it first reaps the expired leases of that queue (claimable from the next claim on).
-with token as materialized (
-    select gen_random_uuid() as owner_token
-),
-expired as (
+-- JobRunsClaim leases up to max_rows due job runs of one queue (priority desc, run_at, id) under owner_token, a fresh token the caller mints for this claim alone, within the global limit of the queue; with reclaim_expired it first reaps the expired leases of that queue (claimable from the next claim on).
+with expired as (
     select x.id, x.owner_token from job_runs x
     where @reclaim_expired::boolean and x.queue = @queue and x.status = 1 and x.locked_until <= now()
     order by x.id
@@ -86,11 +83,11 @@ reaped as (
         finished_at = case when j.attempts >= j.max_attempts then now() end,
         updated_at = now()
     where j.id = any(array(select e.id from expired e)) and j.status = 1 and j.locked_until <= now()
-    returning j.id, j.queue, j.run_id, j.attempts, j.lease_version, j.claimed_at, j.claimed_by, j.last_error
+    returning j.id, j.queue, j.attempts, j.lease_version, j.claimed_at, j.claimed_by, j.last_error
 ),
 reaped_runs as (
     insert into runs (run_id, work_table, item_id, queue, attempt, lease_version, owner_token, worker_id, started_at, finished_at, outcome, error)
-    select r.run_id, 'job_runs', r.id, r.queue, r.attempts, r.lease_version, e.owner_token, r.claimed_by, r.claimed_at, now(), 'expired', r.last_error
+    select workq_run_id('job_runs', r.id, r.lease_version), 'job_runs', r.id, r.queue, r.attempts, r.lease_version, e.owner_token, r.claimed_by, r.claimed_at, now(), 'expired', r.last_error
     from reaped r join expired e on e.id = r.id
 ),
 candidates as (
@@ -102,20 +99,18 @@ candidates as (
 )
 update job_runs j set
     status = 1,
-    owner_token = t.owner_token,
+    owner_token = @owner_token::uuid,
     locked_until = now() + (@lease_ms::bigint) * interval '1 millisecond',
     lease_version = j.lease_version + 1,
     attempts = j.attempts + 1,
-    run_id = gen_random_uuid(),
     claimed_at = now(),
     claimed_by = @worker_id::text,
     updated_at = now()
-from token t
 -- Not a join with candidates: the planner cannot estimate the budget limit
 -- (it assumes 10% of the ready rows) and would hash or merge join the table.
 where j.id = any(array(select c.id from candidates c))
-returning j.id, j.queue, j.kind, j.payload, j.priority, j.run_at, j.attempts, j.max_attempts,
-          j.lease_version, j.owner_token, j.run_id, j.locked_until, j.created_at;
+returning j.id, j.kind, j.payload, j.priority, j.run_at, j.attempts, j.max_attempts,
+          j.lease_version, j.locked_until, j.created_at;
 
 -- name: JobRunsHeartbeat :many
 -- JobRunsHeartbeat extends the unexpired leases of many job runs held by one token and returns the ids it extended; rows locked by a concurrent completion or reap are skipped (not extended) rather than waited for, so a heartbeat can never deadlock with them.
@@ -156,11 +151,11 @@ u as (
     -- one-row estimate, a nested loop that is quadratic in the batch size.
     where j.id = o.id and j.owner_token = o.owner_token
       and o.outcome in ('done', 'retry', 'failed', 'snoozed', 'released')
-    returning j.id, j.status, j.queue, j.run_id, j.attempts, j.lease_version, j.claimed_at, j.claimed_by, o.owner_token, o.outcome, o.error
+    returning j.id, j.status, j.queue, j.attempts, j.lease_version, j.claimed_at, j.claimed_by, o.owner_token, o.outcome, o.error
 ),
 archived as (
     insert into runs (run_id, work_table, item_id, queue, attempt, lease_version, owner_token, worker_id, started_at, finished_at, outcome, error)
-    select u.run_id, 'job_runs', u.id, u.queue,
+    select workq_run_id('job_runs', u.id, u.lease_version), 'job_runs', u.id, u.queue,
            case when u.outcome in ('snoozed', 'released') then u.attempts + 1 else u.attempts end,
            u.lease_version, u.owner_token, u.claimed_by, u.claimed_at, now(),
            case when u.status = 3 then 'failed' else u.outcome end, nullif(u.error, '')
@@ -188,11 +183,11 @@ reaped as (
         finished_at = case when j.attempts >= j.max_attempts then now() end,
         updated_at = now()
     where j.id = any(array(select e.id from expired e)) and j.status = 1 and j.locked_until <= now()
-    returning j.id, j.status, j.queue, j.run_id, j.attempts, j.lease_version, j.claimed_at, j.claimed_by, j.last_error
+    returning j.id, j.status, j.queue, j.attempts, j.lease_version, j.claimed_at, j.claimed_by, j.last_error
 ),
 archived as (
     insert into runs (run_id, work_table, item_id, queue, attempt, lease_version, owner_token, worker_id, started_at, finished_at, outcome, error)
-    select r.run_id, 'job_runs', r.id, r.queue, r.attempts, r.lease_version, e.owner_token, r.claimed_by, r.claimed_at, now(), 'expired', r.last_error
+    select workq_run_id('job_runs', r.id, r.lease_version), 'job_runs', r.id, r.queue, r.attempts, r.lease_version, e.owner_token, r.claimed_by, r.claimed_at, now(), 'expired', r.last_error
     from reaped r join expired e on e.id = r.id
 )
 select r.id, r.status from reaped r;
@@ -210,10 +205,12 @@ order by queue, status, expired;
 
 -- name: JobRunsDeleteFinished :execrows
 -- JobRunsDeleteFinished deletes up to max_rows done or failed job runs that finished more than older_than_ms ago (retention).
+-- By primary key (= any(array(...))), not "in (select ...)", which the
+-- planner may turn into a hash join over the whole table.
 delete from job_runs
-where id in (
+where id = any(array(
     select f.id from job_runs f
     where f.status >= 2 and f.finished_at < now() - (@older_than_ms::bigint) * interval '1 millisecond'
     order by f.finished_at
     limit @max_rows::integer
-);
+));

@@ -1,8 +1,9 @@
 -- name: RunsListByItem :many
--- RunsListByItem lists the archived attempts of one work item, oldest first.
+-- RunsListByItem lists the archived attempts of one work item in claim order: one range of the primary key (workq_run_id).
 select * from runs
-where work_table = @work_table and item_id = @item_id
-order by started_at, attempt;
+where run_id between workq_run_id(@work_table::text, @item_id::bigint, 0)
+                 and workq_run_id(@work_table::text, @item_id::bigint, 1152921504606846975)
+order by run_id;
 
 -- name: RunsGet :one
 -- RunsGet reads one archived attempt by run id.
@@ -10,10 +11,12 @@ select * from runs where run_id = @run_id;
 
 -- name: RunsDeleteFinished :execrows
 -- RunsDeleteFinished deletes up to max_rows archived attempts that finished more than older_than_ms ago (retention).
+-- By primary key (= any(array(...))), not "in (select ...)": the planner
+-- cannot see the LIMIT through the IN and hash-joins a scan of the whole archive.
 delete from runs
-where run_id in (
+where run_id = any(array(
     select r.run_id from runs r
     where r.finished_at < now() - (@older_than_ms::bigint) * interval '1 millisecond'
     order by r.finished_at
     limit @max_rows::integer
-);
+));

@@ -23,11 +23,8 @@ where id = any(@ids::bigint[]) and status = 0
 returning id;
 
 -- name: TimersClaim :many
--- TimersClaim leases up to max_rows due timers of one queue (run_at, id) under a fresh owner token, within the global limit of the queue; with reclaim_expired it first reaps the expired leases of that queue (claimable from the next claim on).
-with token as materialized (
-    select gen_random_uuid() as owner_token
-),
-expired as (
+-- TimersClaim leases up to max_rows due timers of one queue (run_at, id) under owner_token, a fresh token the caller mints for this claim alone, within the global limit of the queue; with reclaim_expired it first reaps the expired leases of that queue (claimable from the next claim on).
+with expired as (
     select x.id, x.owner_token from timers x
     where @reclaim_expired::boolean and x.queue = @queue and x.status = 1 and x.locked_until <= now()
     order by x.id
@@ -45,11 +42,11 @@ reaped as (
         finished_at = case when j.attempts >= j.max_attempts then now() end,
         updated_at = now()
     where j.id = any(array(select e.id from expired e)) and j.status = 1 and j.locked_until <= now()
-    returning j.id, j.queue, j.run_id, j.attempts, j.lease_version, j.claimed_at, j.claimed_by, j.last_error
+    returning j.id, j.queue, j.attempts, j.lease_version, j.claimed_at, j.claimed_by, j.last_error
 ),
 reaped_runs as (
     insert into runs (run_id, work_table, item_id, queue, attempt, lease_version, owner_token, worker_id, started_at, finished_at, outcome, error)
-    select r.run_id, 'timers', r.id, r.queue, r.attempts, r.lease_version, e.owner_token, r.claimed_by, r.claimed_at, now(), 'expired', r.last_error
+    select workq_run_id('timers', r.id, r.lease_version), 'timers', r.id, r.queue, r.attempts, r.lease_version, e.owner_token, r.claimed_by, r.claimed_at, now(), 'expired', r.last_error
     from reaped r join expired e on e.id = r.id
 ),
 candidates as (
@@ -61,20 +58,18 @@ candidates as (
 )
 update timers j set
     status = 1,
-    owner_token = t.owner_token,
+    owner_token = @owner_token::uuid,
     locked_until = now() + (@lease_ms::bigint) * interval '1 millisecond',
     lease_version = j.lease_version + 1,
     attempts = j.attempts + 1,
-    run_id = gen_random_uuid(),
     claimed_at = now(),
     claimed_by = @worker_id::text,
     updated_at = now()
-from token t
 -- Not a join with candidates: the planner cannot estimate the budget limit
 -- (it assumes 10% of the ready rows) and would hash or merge join the table.
 where j.id = any(array(select c.id from candidates c))
-returning j.id, j.queue, j.topic, j.payload, j.due_time, j.priority, j.run_at, j.attempts, j.max_attempts,
-          j.lease_version, j.owner_token, j.run_id, j.locked_until, j.created_at;
+returning j.id, j.topic, j.payload, j.due_time, j.priority, j.run_at, j.attempts, j.max_attempts,
+          j.lease_version, j.locked_until, j.created_at;
 
 -- name: TimersHeartbeat :many
 -- TimersHeartbeat extends the unexpired leases of many timers held by one token and returns the ids it extended; rows locked by a concurrent completion or reap are skipped (not extended) rather than waited for, so a heartbeat can never deadlock with them.
@@ -115,11 +110,11 @@ u as (
     -- one-row estimate, a nested loop that is quadratic in the batch size.
     where j.id = o.id and j.owner_token = o.owner_token
       and o.outcome in ('done', 'retry', 'failed', 'snoozed', 'released')
-    returning j.id, j.status, j.queue, j.run_id, j.attempts, j.lease_version, j.claimed_at, j.claimed_by, o.owner_token, o.outcome, o.error
+    returning j.id, j.status, j.queue, j.attempts, j.lease_version, j.claimed_at, j.claimed_by, o.owner_token, o.outcome, o.error
 ),
 archived as (
     insert into runs (run_id, work_table, item_id, queue, attempt, lease_version, owner_token, worker_id, started_at, finished_at, outcome, error)
-    select u.run_id, 'timers', u.id, u.queue,
+    select workq_run_id('timers', u.id, u.lease_version), 'timers', u.id, u.queue,
            case when u.outcome in ('snoozed', 'released') then u.attempts + 1 else u.attempts end,
            u.lease_version, u.owner_token, u.claimed_by, u.claimed_at, now(),
            case when u.status = 3 then 'failed' else u.outcome end, nullif(u.error, '')
@@ -147,11 +142,11 @@ reaped as (
         finished_at = case when j.attempts >= j.max_attempts then now() end,
         updated_at = now()
     where j.id = any(array(select e.id from expired e)) and j.status = 1 and j.locked_until <= now()
-    returning j.id, j.status, j.queue, j.run_id, j.attempts, j.lease_version, j.claimed_at, j.claimed_by, j.last_error
+    returning j.id, j.status, j.queue, j.attempts, j.lease_version, j.claimed_at, j.claimed_by, j.last_error
 ),
 archived as (
     insert into runs (run_id, work_table, item_id, queue, attempt, lease_version, owner_token, worker_id, started_at, finished_at, outcome, error)
-    select r.run_id, 'timers', r.id, r.queue, r.attempts, r.lease_version, e.owner_token, r.claimed_by, r.claimed_at, now(), 'expired', r.last_error
+    select workq_run_id('timers', r.id, r.lease_version), 'timers', r.id, r.queue, r.attempts, r.lease_version, e.owner_token, r.claimed_by, r.claimed_at, now(), 'expired', r.last_error
     from reaped r join expired e on e.id = r.id
 )
 select r.id, r.status from reaped r;
@@ -169,10 +164,12 @@ order by queue, status, expired;
 
 -- name: TimersDeleteFinished :execrows
 -- TimersDeleteFinished deletes up to max_rows done or failed timers that finished more than older_than_ms ago (retention).
+-- By primary key (= any(array(...))), not "in (select ...)", which the
+-- planner may turn into a hash join over the whole table.
 delete from timers
-where id in (
+where id = any(array(
     select f.id from timers f
     where f.status >= 2 and f.finished_at < now() - (@older_than_ms::bigint) * interval '1 millisecond'
     order by f.finished_at
     limit @max_rows::integer
-);
+));

@@ -672,7 +672,7 @@ func TestExec(t *testing.T) {
 	attemptLog := func(t *testing.T, id int64) string {
 		t.Helper()
 		var runID string
-		if err := pool.QueryRow(context.Background(), "select run_id::text from job_runs where id = $1", id).Scan(&runID); err != nil {
+		if err := pool.QueryRow(context.Background(), "select workq_run_id('job_runs', id, lease_version)::text from job_runs where id = $1", id).Scan(&runID); err != nil {
 			t.Fatal(err)
 		}
 		b, err := os.ReadFile(filepath.Join(runsDir, "job_runs", strconv.FormatInt(id, 10), runID, "attempt.log"))

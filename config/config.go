@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -82,12 +81,24 @@ func Default() Config {
 	}
 }
 
-var nameRE = regexp.MustCompile(`^[A-Za-z0-9_.:-]{1,128}$`)
-
 // ValidName reports whether s is a valid queue, kind or schedule name: 1 to
 // 128 characters of letters, digits, '_', '.', ':' and '-'. The schema
-// enforces the same rule.
-func ValidName(s string) bool { return nameRE.MatchString(s) }
+// enforces the same rule (the workq_name domain). A loop rather than a
+// regexp: it runs for every enqueued job, and the regexp cost as much as
+// the rest of the client-side enqueue.
+func ValidName(s string) bool {
+	if len(s) < 1 || len(s) > 128 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9', c == '_', c == '.', c == ':', c == '-':
+		default:
+			return false
+		}
+	}
+	return true
+}
 
 // Validate returns every problem with c, one per line.
 func (c Config) Validate() error {

@@ -7,7 +7,6 @@ package gen
 
 import (
 	"context"
-	"encoding/json"
 	"time"
 
 	"github.com/google/uuid"
@@ -74,7 +73,7 @@ type InboxClaimRow struct {
 	Source       string
 	MessageID    string
 	Topic        *string
-	Payload      json.RawMessage
+	Payload      []byte
 	Priority     int16
 	RunAt        time.Time
 	Attempts     int32
@@ -420,7 +419,7 @@ type InboxRecordParams struct {
 	Source      string
 	MessageID   string
 	Topic       *string
-	Payload     json.RawMessage
+	Payload     []byte
 	Priority    int16
 	DelayMs     int64
 	MaxAttempts int32

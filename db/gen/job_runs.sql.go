@@ -7,7 +7,6 @@ package gen
 
 import (
 	"context"
-	"encoding/json"
 	"time"
 
 	"github.com/google/uuid"
@@ -72,7 +71,7 @@ type JobRunsClaimParams struct {
 type JobRunsClaimRow struct {
 	ID           int64
 	Kind         string
-	Payload      json.RawMessage
+	Payload      []byte
 	Priority     int16
 	RunAt        time.Time
 	Attempts     int32
@@ -288,7 +287,7 @@ limit 1
 type JobRunsEnqueueParams struct {
 	Queue         string
 	Kind          string
-	Payload       json.RawMessage
+	Payload       []byte
 	Priority      int16
 	RunAt         *time.Time
 	DelayMs       int64

@@ -5,7 +5,6 @@
 package gen
 
 import (
-	"encoding/json"
 	"time"
 
 	"github.com/google/uuid"
@@ -17,7 +16,7 @@ type Inbox struct {
 	Source       string
 	MessageID    string
 	Topic        *string
-	Payload      json.RawMessage
+	Payload      []byte
 	PayloadHash  []byte
 	FirstSeenAt  time.Time
 	LastSeenAt   time.Time
@@ -43,7 +42,7 @@ type JobRun struct {
 	ID            int64
 	Queue         string
 	Kind          string
-	Payload       json.RawMessage
+	Payload       []byte
 	DedupKey      *string
 	ScheduleID    *int64
 	ScheduledTime *time.Time
@@ -69,8 +68,8 @@ type Outbox struct {
 	Topic         string
 	PartitionKey  *string
 	MessageID     uuid.UUID
-	Payload       json.RawMessage
-	Headers       json.RawMessage
+	Payload       []byte
+	Headers       []byte
 	CorrelationID *string
 	Status        int16
 	Priority      int16
@@ -94,7 +93,7 @@ type OutboxJoin struct {
 	CompletedSteps int32
 	FailedSteps    int32
 	Status         int16
-	Payload        json.RawMessage
+	Payload        []byte
 	CreatedAt      time.Time
 	UpdatedAt      time.Time
 	FinishedAt     *time.Time
@@ -134,7 +133,7 @@ type Schedule struct {
 	Name        string
 	Queue       string
 	Kind        string
-	Payload     json.RawMessage
+	Payload     []byte
 	Cron        string
 	Timezone    string
 	Priority    int16
@@ -150,7 +149,7 @@ type Timer struct {
 	ID           int64
 	Queue        string
 	Topic        string
-	Payload      json.RawMessage
+	Payload      []byte
 	DueTime      time.Time
 	Status       int16
 	Priority     int16

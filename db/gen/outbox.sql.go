@@ -7,7 +7,6 @@ package gen
 
 import (
 	"context"
-	"encoding/json"
 	"time"
 
 	"github.com/google/uuid"
@@ -74,8 +73,8 @@ type OutboxClaimRow struct {
 	Topic         string
 	PartitionKey  *string
 	MessageID     uuid.UUID
-	Payload       json.RawMessage
-	Headers       json.RawMessage
+	Payload       []byte
+	Headers       []byte
 	CorrelationID *string
 	Priority      int16
 	RunAt         time.Time
@@ -286,8 +285,8 @@ type OutboxEnqueueParams struct {
 	Topic         string
 	PartitionKey  *string
 	MessageID     *uuid.UUID
-	Payload       json.RawMessage
-	Headers       json.RawMessage
+	Payload       []byte
+	Headers       []byte
 	CorrelationID *string
 	Priority      int16
 	DelayMs       int64

@@ -7,7 +7,6 @@ package gen
 
 import (
 	"context"
-	"encoding/json"
 	"time"
 
 	"github.com/google/uuid"
@@ -99,7 +98,7 @@ type TimersClaimParams struct {
 type TimersClaimRow struct {
 	ID           int64
 	Topic        string
-	Payload      json.RawMessage
+	Payload      []byte
 	DueTime      time.Time
 	Priority     int16
 	RunAt        time.Time
@@ -303,7 +302,7 @@ returning id, due_time
 type TimersEnqueueParams struct {
 	Queue       string
 	Topic       string
-	Payload     json.RawMessage
+	Payload     []byte
 	Priority    int16
 	MaxAttempts int32
 	DueTime     *time.Time

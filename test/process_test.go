@@ -32,6 +32,7 @@ func TestProcess(t *testing.T) {
 	bin := buildWorkq(t)
 	t.Run("worker exits 0 on SIGTERM", func(t *testing.T) { t.Parallel(); testProcWorkerSIGTERM(t, bin) })
 	t.Run("kill -9 mid-job is retried by another worker", func(t *testing.T) { t.Parallel(); testProcKill9(t, bin) })
+	t.Run("kill -9 of the worker alone kills its exec command", func(t *testing.T) { t.Parallel(); testProcKill9Child(t, bin) })
 	t.Run("run with DATABASE_URL", func(t *testing.T) { t.Parallel(); testProcRunWithDatabase(t, bin) })
 	t.Run("run with a throwaway PostgreSQL", func(t *testing.T) { t.Parallel(); testProcRunEmbedded(t, bin) })
 }
@@ -282,6 +283,79 @@ func testProcKill9(t *testing.T, bin string) {
 	if code := w2.wait(t, 5*time.Second); code != 0 {
 		t.Errorf("worker 2 exited %d after SIGTERM, want 0", code)
 	}
+}
+
+// testProcKill9Child kills only the worker process, not its process group,
+// while an exec job runs: the command must not outlive it (it would run
+// again, concurrently, once the job is claimed after its lease expires).
+func testProcKill9Child(t *testing.T, bin string) {
+	url := testdb.URL(t)
+	conn := mustConnect(t, url)
+	env := procEnv(url)
+	id := enqueueCLI(t, bin, env, "--kind", "exec", "--payload", `{"command":"sleep","args":["30"]}`)
+	w := startProc(t, "worker", bin, env, "worker", "--queues", "default", "--exec-allow", "sleep", "--lease", "30s", "--worker-id", "proc-orphan")
+	waitProcJob(t, conn, id, 10*time.Second, "in progress", func(j procJob) bool { return j.Status == 1 })
+	var child int
+	deadline := time.Now().Add(5 * time.Second)
+	for child == 0 && time.Now().Before(deadline) {
+		child = childProcess(t, w.cmd.Process.Pid, "sleep")
+		time.Sleep(20 * time.Millisecond)
+	}
+	if child == 0 {
+		t.Fatal("the worker never started sleep")
+	}
+	if err := syscall.Kill(w.cmd.Process.Pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	w.wait(t, 5*time.Second)
+	deadline = time.Now().Add(5 * time.Second)
+	for alive(child) {
+		if time.Now().After(deadline) {
+			_ = syscall.Kill(child, syscall.SIGKILL)
+			t.Fatalf("exec command (pid %d) still running 5s after its worker was killed", child)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// childProcess returns the pid of a child of parent running command, or 0.
+func childProcess(t *testing.T, parent int, command string) int {
+	t.Helper()
+	stats, err := filepath.Glob("/proc/[0-9]*/stat")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range stats {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			continue // exited meanwhile
+		}
+		// pid (comm) state ppid ...
+		s := string(b)
+		open, closing := strings.IndexByte(s, '('), strings.LastIndexByte(s, ')')
+		if open < 0 || closing < open {
+			continue
+		}
+		fields := strings.Fields(s[closing+1:])
+		if len(fields) < 2 || s[open+1:closing] != command || fields[1] != strconv.Itoa(parent) {
+			continue
+		}
+		pid, _ := strconv.Atoi(strings.TrimSpace(s[:open]))
+		return pid
+	}
+	return 0
+}
+
+// alive reports whether pid exists and is not a zombie (an orphan's zombie
+// lingers where PID 1 does not reap).
+func alive(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	return i < 0 || !strings.HasPrefix(strings.TrimSpace(s[i+1:]), "Z")
 }
 
 var (

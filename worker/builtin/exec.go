@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/workq/workq/worker"
 )
@@ -57,6 +58,10 @@ func (h *Exec) Handle(ctx context.Context, job *worker.Job) error {
 		return worker.Permanent(fmt.Errorf("exec: command %q is not in this worker's --exec-allow list", p.Command))
 	}
 	cmd := exec.CommandContext(ctx, path, p.Args...)
+	dieWithWorker(cmd)
+	// When ctx ends the command is killed; a grandchild still holding its
+	// output pipe must not keep the handler waiting past this.
+	cmd.WaitDelay = 5 * time.Second
 	cmd.Stdin = strings.NewReader(p.Stdin)
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out

@@ -240,17 +240,25 @@ func testProcWorkerSIGTERM(t *testing.T, bin string) {
 	}
 }
 
-// (b) kill -9 mid-job: the lease expires, a second worker reclaims the job
-// and finishes it; the archive shows both attempts.
-func testProcKill9(t *testing.T, bin string) {
+// startSleepJob enqueues an exec job running sleep for seconds, starts a
+// worker that may run sleep, and waits until that worker holds the job.
+func startSleepJob(t *testing.T, bin, seconds, lease, workerID string) (*pgx.Conn, []string, int64, *proc) {
+	t.Helper()
 	url := testdb.URL(t)
 	conn := mustConnect(t, url)
 	env := procEnv(url)
-	id := enqueueCLI(t, bin, env, "--kind", "exec", "--payload", `{"command":"sleep","args":["3"]}`)
-	w1 := startProc(t, "worker 1", bin, env, "worker", "--queues", "default", "--exec-allow", "sleep", "--lease", "2s", "--worker-id", "proc-w1")
-	waitProcJob(t, conn, id, 10*time.Second, "in progress on proc-w1", func(j procJob) bool {
-		return j.Status == 1 && str(j.ClaimedBy) == "proc-w1"
+	id := enqueueCLI(t, bin, env, "--kind", "exec", "--payload", `{"command":"sleep","args":["`+seconds+`"]}`)
+	w := startProc(t, workerID, bin, env, "worker", "--queues", "default", "--exec-allow", "sleep", "--lease", lease, "--worker-id", workerID)
+	waitProcJob(t, conn, id, 10*time.Second, "in progress on "+workerID, func(j procJob) bool {
+		return j.Status == 1 && str(j.ClaimedBy) == workerID
 	})
+	return conn, env, id, w
+}
+
+// (b) kill -9 mid-job: the lease expires, a second worker reclaims the job
+// and finishes it; the archive shows both attempts.
+func testProcKill9(t *testing.T, bin string) {
+	conn, env, id, w1 := startSleepJob(t, bin, "3", "2s", "proc-w1")
 	time.Sleep(200 * time.Millisecond) // let it start the command
 	if err := syscall.Kill(-w1.cmd.Process.Pid, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
@@ -289,12 +297,7 @@ func testProcKill9(t *testing.T, bin string) {
 // while an exec job runs: the command must not outlive it (it would run
 // again, concurrently, once the job is claimed after its lease expires).
 func testProcKill9Child(t *testing.T, bin string) {
-	url := testdb.URL(t)
-	conn := mustConnect(t, url)
-	env := procEnv(url)
-	id := enqueueCLI(t, bin, env, "--kind", "exec", "--payload", `{"command":"sleep","args":["30"]}`)
-	w := startProc(t, "worker", bin, env, "worker", "--queues", "default", "--exec-allow", "sleep", "--lease", "30s", "--worker-id", "proc-orphan")
-	waitProcJob(t, conn, id, 10*time.Second, "in progress", func(j procJob) bool { return j.Status == 1 })
+	_, _, _, w := startSleepJob(t, bin, "30", "30s", "proc-orphan")
 	var child int
 	deadline := time.Now().Add(5 * time.Second)
 	for child == 0 && time.Now().Before(deadline) {

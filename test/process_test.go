@@ -321,30 +321,35 @@ func testProcKill9Child(t *testing.T, bin string) {
 	}
 }
 
+// procStat reads /proc/<pid>/stat: the command name and the fields after
+// it (state, ppid, ...). ok is false once the process is gone.
+func procStat(pid string) (comm string, fields []string, ok bool) {
+	b, err := os.ReadFile("/proc/" + pid + "/stat")
+	if err != nil {
+		return "", nil, false
+	}
+	s := string(b) // pid (comm) state ppid ...; comm may hold spaces and parentheses
+	open, closing := strings.IndexByte(s, '('), strings.LastIndexByte(s, ')')
+	if open < 0 || closing < open {
+		return "", nil, false
+	}
+	fields = strings.Fields(s[closing+1:])
+	return s[open+1 : closing], fields, len(fields) >= 2
+}
+
 // childProcess returns the pid of a child of parent running command, or 0.
 func childProcess(t *testing.T, parent int, command string) int {
 	t.Helper()
-	stats, err := filepath.Glob("/proc/[0-9]*/stat")
+	dirs, err := filepath.Glob("/proc/[0-9]*")
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, f := range stats {
-		b, err := os.ReadFile(f)
-		if err != nil {
-			continue // exited meanwhile
+	for _, d := range dirs {
+		pid := filepath.Base(d)
+		if comm, fields, ok := procStat(pid); ok && comm == command && fields[1] == strconv.Itoa(parent) {
+			n, _ := strconv.Atoi(pid)
+			return n
 		}
-		// pid (comm) state ppid ...
-		s := string(b)
-		open, closing := strings.IndexByte(s, '('), strings.LastIndexByte(s, ')')
-		if open < 0 || closing < open {
-			continue
-		}
-		fields := strings.Fields(s[closing+1:])
-		if len(fields) < 2 || s[open+1:closing] != command || fields[1] != strconv.Itoa(parent) {
-			continue
-		}
-		pid, _ := strconv.Atoi(strings.TrimSpace(s[:open]))
-		return pid
 	}
 	return 0
 }
@@ -352,13 +357,8 @@ func childProcess(t *testing.T, parent int, command string) int {
 // alive reports whether pid exists and is not a zombie (an orphan's zombie
 // lingers where PID 1 does not reap).
 func alive(pid int) bool {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return false
-	}
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	return i < 0 || !strings.HasPrefix(strings.TrimSpace(s[i+1:]), "Z")
+	_, fields, ok := procStat(strconv.Itoa(pid))
+	return ok && fields[0] != "Z"
 }
 
 var (

@@ -140,9 +140,12 @@ func (w *Worker) Run(ctx context.Context) error {
 func (w *Worker) listen(ctx context.Context, producers map[string]*producer) {
 	channel := workq.NotifyChannel(string(lease.JobRuns))
 	for attempt := int32(0); ctx.Err() == nil; attempt++ {
-		err := w.listenOnce(ctx, channel, producers)
+		listened, err := w.listenOnce(ctx, channel, producers)
 		if ctx.Err() != nil {
 			return
+		}
+		if listened {
+			attempt = 0 // a fresh loss after a good connection backs off from the start
 		}
 		w.log.Warn("listener lost its connection; polling until it is back", "err", err)
 		for _, p := range producers {
@@ -154,10 +157,12 @@ func (w *Worker) listen(ctx context.Context, producers map[string]*producer) {
 	}
 }
 
-func (w *Worker) listenOnce(ctx context.Context, channel string, producers map[string]*producer) error {
+// listenOnce listens until the connection fails; listened reports whether it
+// got as far as LISTEN.
+func (w *Worker) listenOnce(ctx context.Context, channel string, producers map[string]*producer) (listened bool, err error) {
 	conn, err := w.pool.Acquire(ctx)
 	if err != nil {
-		return err
+		return false, err
 	}
 	// A connection that has LISTENed must not go back to the pool.
 	defer func() {
@@ -165,7 +170,7 @@ func (w *Worker) listenOnce(ctx context.Context, channel string, producers map[s
 		conn.Release()
 	}()
 	if _, err := conn.Exec(ctx, "listen "+pgx.Identifier{channel}.Sanitize()); err != nil {
-		return err
+		return false, err
 	}
 	for _, p := range producers {
 		p.signal()
@@ -173,7 +178,7 @@ func (w *Worker) listenOnce(ctx context.Context, channel string, producers map[s
 	for {
 		n, err := conn.Conn().WaitForNotification(ctx)
 		if err != nil {
-			return err
+			return true, err
 		}
 		if p, ok := producers[n.Payload]; ok {
 			p.signal()

@@ -69,8 +69,39 @@ type running struct {
 	extended atomic.Int64 // unix nanos of the last successful claim or heartbeat
 	state    atomic.Int32 // attemptRunning until one party settles the attempt
 	started  atomic.Int64 // unix nanos when the handler started (0 before)
-	// end finishes the attempt's run archive record (set once it began).
-	end atomic.Pointer[func(Result)]
+
+	// The attempt's run archive record, which the handler's goroutine opens
+	// and the drain may have to close: whichever of the two comes second
+	// ends it (see setRecord and endRecord).
+	recMu    sync.Mutex
+	recEnd   func(Result) // set once the record began
+	released *Result      // the drain's result, when it came first
+}
+
+// setRecord hands over the attempt's open record; if the drain already
+// reported the attempt released, the record is ended with that now.
+func (r *running) setRecord(end func(Result)) {
+	r.recMu.Lock()
+	r.recEnd = end
+	res := r.released
+	r.recMu.Unlock()
+	if res != nil {
+		end(*res)
+	}
+}
+
+// endRecord ends the attempt's record with res, or keeps res for setRecord
+// when the handler's goroutine has not opened the record yet.
+func (r *running) endRecord(res Result) {
+	r.recMu.Lock()
+	end := r.recEnd
+	if end == nil {
+		r.released = &res
+	}
+	r.recMu.Unlock()
+	if end != nil {
+		end(res)
+	}
 }
 
 func newProducer(w *Worker, queue string) *producer {
@@ -212,11 +243,12 @@ func (p *producer) execute(r *running) {
 	if r.state.Load() != attemptRunning {
 		// Released (or lost) before a handler goroutine took it: do not run it.
 		p.forget(r)
+		p.signal()
 		return
 	}
 	cfg := p.w.cfg
 	rec := p.w.runs.begin(&r.item, cfg.WorkerID, p.w.log)
-	r.end.Store(&rec.end)
+	r.setRecord(rec.end)
 	job := &Job{Item: r.item, base: p.w.log, file: rec.file}
 	started := time.Now()
 	r.started.Store(started.UnixNano())
@@ -226,10 +258,13 @@ func (p *producer) execute(r *running) {
 
 	won := r.settle(attemptFinished)
 	if won {
-		p.pending.Add(1) // before leaving inflight, so the slot is never counted free twice
+		// Before leaving inflight, so the slot is never counted free twice; it
+		// frees (and wakes the claimer) once the completion is flushed.
+		p.pending.Add(1)
 	}
 	p.forget(r)
 	if !won {
+		p.signal()
 		if r.state.Load() == attemptLost {
 			rec.end(Result{Item: r.item, Outcome: "lease_lost", Error: errString(err), Started: started, Finished: finished})
 		}
@@ -244,13 +279,13 @@ func (p *producer) execute(r *running) {
 	}})
 }
 
-// forget removes a settled attempt from the in-flight set.
+// forget removes a settled attempt from the in-flight set. The caller wakes
+// the claimer when that frees a slot.
 func (p *producer) forget(r *running) {
 	p.mu.Lock()
 	delete(p.inflight, r.item.ID)
 	p.mu.Unlock()
 	p.w.stats.inFlight.Add(-1)
-	p.signal()
 }
 
 // call runs the handler, turning a panic into an error that carries the stack.
@@ -374,12 +409,8 @@ func (p *producer) drain(timeout time.Duration) {
 		r.cancel(ErrShutdown)
 		p.w.completer.add(pendingCompletion{
 			c:    lease.Completion{ID: r.item.ID, Token: r.item.OwnerToken, Outcome: lease.Released},
-			item: r.item, started: time.Unix(0, r.started.Load()), finished: time.Now(),
-			after: func(res Result) { // finish the attempt's meta.json and close its attempt.log
-				if end := r.end.Load(); end != nil {
-					(*end)(res)
-				}
-			},
+			item: r.item, started: startedAt(r), finished: time.Now(),
+			after: r.endRecord, // finish the attempt's meta.json and close its attempt.log
 		})
 	}
 	if len(release) > 0 {
@@ -391,6 +422,14 @@ func (p *producer) drain(timeout time.Duration) {
 	case <-done:
 	case <-time.After(2 * time.Second):
 	}
+}
+
+// startedAt is when r's handler started, or the zero time if it never did.
+func startedAt(r *running) time.Time {
+	if ns := r.started.Load(); ns != 0 {
+		return time.Unix(0, ns)
+	}
+	return time.Time{}
 }
 
 func sleepCtx(ctx context.Context, d time.Duration) bool {

@@ -2,6 +2,7 @@ package lease
 
 import (
 	"encoding/binary"
+	"slices"
 
 	"github.com/google/uuid"
 )
@@ -10,18 +11,9 @@ import (
 // identity columns of the work tables stop there.
 const MaxItemID = 1<<60 - 1
 
-// code is the table's two bits in a run id: its index in Tables.
-func (t Table) code() uint64 {
-	switch t {
-	case Outbox:
-		return 1
-	case Inbox:
-		return 2
-	case Timers:
-		return 3
-	}
-	return 0 // job_runs
-}
+// code is the table's two bits in a run id: its index in Tables, which
+// ParseRunID reads back (workq_run_id in SQL uses the same order).
+func (t Table) code() uint64 { return uint64(slices.Index(Tables, t)) & 3 }
 
 // RunID names one attempt: the item's table and id and the lease_version of
 // the claim that started it, packed into a version-8 UUID. It is the Go twin

@@ -42,7 +42,7 @@ type Config struct {
 	BackoffCap  time.Duration
 
 	ReapInterval time.Duration // reaper period
-	ReapBatch    int           // most rows one reap statement handles (its archive join grows with the square of this: keep it in the hundreds)
+	ReapBatch    int           // most rows one reap statement handles (bounds its locks and WAL; the reaper loops over larger backlogs)
 
 	WebhookAllow   []string      // hosts the webhook handler may call
 	WebhookSecret  string        // HMAC-SHA256 signing secret ("" = unsigned)

@@ -20,6 +20,9 @@ with expired as (
     limit $6::integer
     for no key update skip locked
 ),
+expired_tokens as materialized (
+    select jsonb_object_agg(x.id, x.owner_token) as by_id from expired x
+),
 reaped as (
     update job_runs j set
         status = case when j.attempts >= j.max_attempts then 3 else 0 end,
@@ -35,8 +38,8 @@ reaped as (
 ),
 reaped_runs as (
     insert into runs (run_id, work_table, item_id, queue, attempt, lease_version, owner_token, worker_id, started_at, finished_at, outcome, error)
-    select workq_run_id('job_runs', r.id, r.lease_version), 'job_runs', r.id, r.queue, r.attempts, r.lease_version, e.owner_token, r.claimed_by, r.claimed_at, now(), 'expired', r.last_error
-    from reaped r join expired e on e.id = r.id
+    select workq_run_id('job_runs', r.id, r.lease_version), 'job_runs', r.id, r.queue, r.attempts, r.lease_version, (t.by_id ->> r.id::text)::uuid, r.claimed_by, r.claimed_at, now(), 'expired', r.last_error
+    from reaped r, expired_tokens t
 ),
 candidates as (
     select r.id from job_runs r
@@ -82,6 +85,8 @@ type JobRunsClaimRow struct {
 }
 
 // JobRunsClaim leases up to max_rows due job runs of one queue (priority desc, run_at, id) under owner_token, a fresh token the caller mints for this claim alone, within the global limit of the queue; with reclaim_expired it first reaps the expired leases of that queue (claimable from the next claim on).
+// The lost tokens by id, for the archive: RETURNING shows the nulled token, and a
+// join of reaped with expired was planned as a nested loop (quadratic in the rows reaped).
 // Not a join with candidates: the planner cannot estimate the budget limit
 // (it assumes 10% of the ready rows) and would hash or merge join the table.
 func (q *Queries) JobRunsClaim(ctx context.Context, arg JobRunsClaimParams) ([]JobRunsClaimRow, error) {
@@ -584,6 +589,9 @@ with expired as (
     limit $1::integer
     for no key update skip locked
 ),
+expired_tokens as materialized (
+    select jsonb_object_agg(x.id, x.owner_token) as by_id from expired x
+),
 reaped as (
     update job_runs j set
         status = case when j.attempts >= j.max_attempts then 3 else 0 end,
@@ -599,8 +607,8 @@ reaped as (
 ),
 archived as (
     insert into runs (run_id, work_table, item_id, queue, attempt, lease_version, owner_token, worker_id, started_at, finished_at, outcome, error)
-    select workq_run_id('job_runs', r.id, r.lease_version), 'job_runs', r.id, r.queue, r.attempts, r.lease_version, e.owner_token, r.claimed_by, r.claimed_at, now(), 'expired', r.last_error
-    from reaped r join expired e on e.id = r.id
+    select workq_run_id('job_runs', r.id, r.lease_version), 'job_runs', r.id, r.queue, r.attempts, r.lease_version, (t.by_id ->> r.id::text)::uuid, r.claimed_by, r.claimed_at, now(), 'expired', r.last_error
+    from reaped r, expired_tokens t
 )
 select r.id, r.status from reaped r
 `
@@ -611,6 +619,8 @@ type JobRunsReapExpiredRow struct {
 }
 
 // JobRunsReapExpired requeues up to max_rows job runs whose lease expired (or fails those with no attempts left), archives the lost attempts, and is safe to run from many reapers at once.
+// The lost tokens by id, for the archive: RETURNING shows the nulled token, and a
+// join of reaped with expired was planned as a nested loop (quadratic in the rows reaped).
 func (q *Queries) JobRunsReapExpired(ctx context.Context, maxRows int32) ([]JobRunsReapExpiredRow, error) {
 	rows, err := q.db.Query(ctx, jobRunsReapExpired, maxRows)
 	if err != nil {

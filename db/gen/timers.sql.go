@@ -47,6 +47,9 @@ with expired as (
     limit $6::integer
     for no key update skip locked
 ),
+expired_tokens as materialized (
+    select jsonb_object_agg(x.id, x.owner_token) as by_id from expired x
+),
 reaped as (
     update timers j set
         status = case when j.attempts >= j.max_attempts then 3 else 0 end,
@@ -62,8 +65,8 @@ reaped as (
 ),
 reaped_runs as (
     insert into runs (run_id, work_table, item_id, queue, attempt, lease_version, owner_token, worker_id, started_at, finished_at, outcome, error)
-    select workq_run_id('timers', r.id, r.lease_version), 'timers', r.id, r.queue, r.attempts, r.lease_version, e.owner_token, r.claimed_by, r.claimed_at, now(), 'expired', r.last_error
-    from reaped r join expired e on e.id = r.id
+    select workq_run_id('timers', r.id, r.lease_version), 'timers', r.id, r.queue, r.attempts, r.lease_version, (t.by_id ->> r.id::text)::uuid, r.claimed_by, r.claimed_at, now(), 'expired', r.last_error
+    from reaped r, expired_tokens t
 ),
 candidates as (
     select r.id from timers r
@@ -110,6 +113,8 @@ type TimersClaimRow struct {
 }
 
 // TimersClaim leases up to max_rows due timers of one queue (run_at, id) under owner_token, a fresh token the caller mints for this claim alone, within the global limit of the queue; with reclaim_expired it first reaps the expired leases of that queue (claimable from the next claim on).
+// The lost tokens by id, for the archive: RETURNING shows the nulled token, and a
+// join of reaped with expired was planned as a nested loop (quadratic in the rows reaped).
 // Not a join with candidates: the planner cannot estimate the budget limit
 // (it assumes 10% of the ready rows) and would hash or merge join the table.
 func (q *Queries) TimersClaim(ctx context.Context, arg TimersClaimParams) ([]TimersClaimRow, error) {
@@ -461,6 +466,9 @@ with expired as (
     limit $1::integer
     for no key update skip locked
 ),
+expired_tokens as materialized (
+    select jsonb_object_agg(x.id, x.owner_token) as by_id from expired x
+),
 reaped as (
     update timers j set
         status = case when j.attempts >= j.max_attempts then 3 else 0 end,
@@ -476,8 +484,8 @@ reaped as (
 ),
 archived as (
     insert into runs (run_id, work_table, item_id, queue, attempt, lease_version, owner_token, worker_id, started_at, finished_at, outcome, error)
-    select workq_run_id('timers', r.id, r.lease_version), 'timers', r.id, r.queue, r.attempts, r.lease_version, e.owner_token, r.claimed_by, r.claimed_at, now(), 'expired', r.last_error
-    from reaped r join expired e on e.id = r.id
+    select workq_run_id('timers', r.id, r.lease_version), 'timers', r.id, r.queue, r.attempts, r.lease_version, (t.by_id ->> r.id::text)::uuid, r.claimed_by, r.claimed_at, now(), 'expired', r.last_error
+    from reaped r, expired_tokens t
 )
 select r.id, r.status from reaped r
 `
@@ -488,6 +496,8 @@ type TimersReapExpiredRow struct {
 }
 
 // TimersReapExpired requeues up to max_rows timers whose lease expired (or fails those with no attempts left), archives the lost attempts, and is safe to run from many reapers at once.
+// The lost tokens by id, for the archive: RETURNING shows the nulled token, and a
+// join of reaped with expired was planned as a nested loop (quadratic in the rows reaped).
 func (q *Queries) TimersReapExpired(ctx context.Context, maxRows int32) ([]TimersReapExpiredRow, error) {
 	rows, err := q.db.Query(ctx, timersReapExpired, maxRows)
 	if err != nil {

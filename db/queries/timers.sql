@@ -31,6 +31,11 @@ with expired as (
     limit @max_rows::integer
     for no key update skip locked
 ),
+-- The lost tokens by id, for the archive: RETURNING shows the nulled token, and a
+-- join of reaped with expired was planned as a nested loop (quadratic in the rows reaped).
+expired_tokens as materialized (
+    select jsonb_object_agg(x.id, x.owner_token) as by_id from expired x
+),
 reaped as (
     update timers j set
         status = case when j.attempts >= j.max_attempts then 3 else 0 end,
@@ -46,8 +51,8 @@ reaped as (
 ),
 reaped_runs as (
     insert into runs (run_id, work_table, item_id, queue, attempt, lease_version, owner_token, worker_id, started_at, finished_at, outcome, error)
-    select workq_run_id('timers', r.id, r.lease_version), 'timers', r.id, r.queue, r.attempts, r.lease_version, e.owner_token, r.claimed_by, r.claimed_at, now(), 'expired', r.last_error
-    from reaped r join expired e on e.id = r.id
+    select workq_run_id('timers', r.id, r.lease_version), 'timers', r.id, r.queue, r.attempts, r.lease_version, (t.by_id ->> r.id::text)::uuid, r.claimed_by, r.claimed_at, now(), 'expired', r.last_error
+    from reaped r, expired_tokens t
 ),
 candidates as (
     select r.id from timers r
@@ -131,6 +136,11 @@ with expired as (
     limit @max_rows::integer
     for no key update skip locked
 ),
+-- The lost tokens by id, for the archive: RETURNING shows the nulled token, and a
+-- join of reaped with expired was planned as a nested loop (quadratic in the rows reaped).
+expired_tokens as materialized (
+    select jsonb_object_agg(x.id, x.owner_token) as by_id from expired x
+),
 reaped as (
     update timers j set
         status = case when j.attempts >= j.max_attempts then 3 else 0 end,
@@ -146,8 +156,8 @@ reaped as (
 ),
 archived as (
     insert into runs (run_id, work_table, item_id, queue, attempt, lease_version, owner_token, worker_id, started_at, finished_at, outcome, error)
-    select workq_run_id('timers', r.id, r.lease_version), 'timers', r.id, r.queue, r.attempts, r.lease_version, e.owner_token, r.claimed_by, r.claimed_at, now(), 'expired', r.last_error
-    from reaped r join expired e on e.id = r.id
+    select workq_run_id('timers', r.id, r.lease_version), 'timers', r.id, r.queue, r.attempts, r.lease_version, (t.by_id ->> r.id::text)::uuid, r.claimed_by, r.claimed_at, now(), 'expired', r.last_error
+    from reaped r, expired_tokens t
 )
 select r.id, r.status from reaped r;
 

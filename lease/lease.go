@@ -21,30 +21,6 @@ import (
 	"github.com/workq/workq/db/gen"
 )
 
-// Table names a work table.
-type Table string
-
-// The four work tables.
-const (
-	JobRuns Table = "job_runs"
-	Outbox  Table = "outbox"
-	Inbox   Table = "inbox"
-	Timers  Table = "timers"
-)
-
-// Tables lists every work table.
-var Tables = []Table{JobRuns, Outbox, Inbox, Timers}
-
-// ParseTable validates a table name.
-func ParseTable(s string) (Table, error) {
-	for _, t := range Tables {
-		if string(t) == s {
-			return t, nil
-		}
-	}
-	return "", fmt.Errorf("unknown work table %q (want one of job_runs, outbox, inbox, timers)", s)
-}
-
 // Status is a work row's state.
 type Status int16
 
@@ -127,11 +103,10 @@ type Item struct {
 
 // ClaimParams says what to claim.
 type ClaimParams struct {
-	Queue          string
-	Max            int           // at most this many rows (the queue's limit W may give fewer)
-	Lease          time.Duration // lease TTL
-	WorkerID       string        // recorded on the rows and in the run archive
-	ReclaimExpired bool          // also reap this queue's expired leases in the same statement
+	Queue    string
+	Max      int           // at most this many rows (the queue's limit W may give fewer)
+	Lease    time.Duration // lease TTL
+	WorkerID string        // recorded on the rows and in the run archive
 }
 
 // Claim is one claimed batch: every item shares the owner token.
@@ -140,10 +115,17 @@ type Claim struct {
 	Items []Item
 }
 
+// Held names one lease a caller holds: an item and the token of its claim.
+type Held struct {
+	ID    int64
+	Token uuid.UUID
+}
+
 // Completion ends one attempt.
 type Completion struct {
 	ID      int64
 	Token   uuid.UUID // the owner token the attempt was claimed under
+	RunID   uuid.UUID // the attempt's run id (Item.RunID); Resolve needs it
 	Outcome Outcome
 	Error   string        // Retry and Failed: recorded as last_error and in the run archive
 	Delay   time.Duration // Retry and Snoozed: how long until the row is claimable again
@@ -162,16 +144,32 @@ type Reaped struct {
 	Failed   int `json:"failed"`
 }
 
+// LocalTTL is how long, on its own monotonic clock, the holder of a lease
+// may rely on it after sending the statement that set or extended it. The
+// database set locked_until to at least (send time + ttl) on its own clock,
+// so only durations measured by the holder matter, never the offset between
+// the two clocks. The tenth of ttl kept back covers a difference in clock
+// rate and gives a cancelled handler time to stop before another worker can
+// claim the item.
+func LocalTTL(ttl time.Duration) time.Duration { return ttl - ttl/10 }
+
 // Engine runs the lease protocol on one table.
 type Engine struct {
 	table Table
+	def   *tableDef
+	err   error // the table is not registered: every call returns it
 	q     *gen.Queries
 }
 
 // New returns an engine for table over db (a pool, a connection or a
-// transaction).
+// transaction). For a table that is not registered every call returns an
+// error wrapping ErrUnknownTable.
 func New(db gen.DBTX, table Table) *Engine {
-	return &Engine{table: table, q: gen.New(db)}
+	d, err := lookup(table)
+	if err != nil {
+		return &Engine{table: table, err: err}
+	}
+	return &Engine{table: table, def: d, q: gen.New(onTable{db: db, def: d})}
 }
 
 // Table returns the engine's table.
@@ -185,7 +183,16 @@ func ms(d time.Duration) int64 {
 }
 
 // Claim leases up to p.Max due rows of p.Queue under a fresh owner token.
+//
+// When it returns an error other than for bad parameters, the returned
+// Claim still carries the token: the statement may have committed without
+// the caller seeing it (a timeout, a lost connection), and then the token
+// holds rows nobody will run. ReleaseClaim(token) gives them back at once,
+// without using an attempt.
 func (e *Engine) Claim(ctx context.Context, p ClaimParams) (Claim, error) {
+	if e.err != nil {
+		return Claim{}, fmt.Errorf("claim: %w", e.err)
+	}
 	if p.Max <= 0 {
 		return Claim{}, nil
 	}
@@ -198,9 +205,12 @@ func (e *Engine) Claim(ctx context.Context, p ClaimParams) (Claim, error) {
 	if err != nil {
 		return Claim{}, fmt.Errorf("claim %s: mint owner token: %w", e.table, err)
 	}
-	items, err := e.claim(ctx, token, p)
+	items, err := e.def.claim(ctx, e.q, claimArgs{
+		table: e.table, code: e.def.code, token: token, queue: p.Queue,
+		max: int32(min(p.Max, math.MaxInt32)), leaseMs: ms(p.Lease), workerID: p.WorkerID,
+	})
 	if err != nil {
-		return Claim{}, fmt.Errorf("claim %s: %w", e.table, err)
+		return Claim{Token: token}, fmt.Errorf("claim %s: %w", e.table, err)
 	}
 	if len(items) == 0 {
 		return Claim{}, nil
@@ -208,75 +218,23 @@ func (e *Engine) Claim(ctx context.Context, p ClaimParams) (Claim, error) {
 	return Claim{Token: token, Items: items}, nil
 }
 
-func (e *Engine) claim(ctx context.Context, token uuid.UUID, p ClaimParams) ([]Item, error) {
-	lease, n := ms(p.Lease), int32(min(p.Max, math.MaxInt32))
-	// Fields every row of a claim shares, and the ones derived from the row.
-	item := func(id int64, attempt, maxAttempts int32, leaseVersion int64, lockedUntil *time.Time) Item {
-		return Item{Table: e.table, ID: id, Queue: p.Queue, Attempt: attempt, MaxAttempts: maxAttempts,
-			LeaseVersion: leaseVersion, RunID: RunID(e.table, id, leaseVersion), OwnerToken: token, LockedUntil: deref(lockedUntil)}
+// Heartbeat extends many leases in one statement, each guarded by its own
+// token. It returns the ids it extended; the others are lost (expired by the
+// database clock, owned by someone else, or locked by a completion or reap
+// in progress).
+func (e *Engine) Heartbeat(ctx context.Context, held []Held, ttl time.Duration) (extended, lost []int64, err error) {
+	if e.err != nil {
+		return nil, nil, fmt.Errorf("heartbeat: %w", e.err)
 	}
-	switch e.table {
-	case JobRuns:
-		rows, err := e.q.JobRunsClaim(ctx, gen.JobRunsClaimParams{OwnerToken: token, LeaseMs: lease, WorkerID: p.WorkerID, ReclaimExpired: p.ReclaimExpired, Queue: p.Queue, MaxRows: n})
-		items := make([]Item, len(rows))
-		for i, r := range rows {
-			it := item(r.ID, r.Attempts, r.MaxAttempts, r.LeaseVersion, r.LockedUntil)
-			it.Kind, it.Payload, it.Priority, it.RunAt, it.CreatedAt = r.Kind, r.Payload, r.Priority, r.RunAt, r.CreatedAt
-			items[i] = it
-		}
-		return items, err
-	case Outbox:
-		rows, err := e.q.OutboxClaim(ctx, gen.OutboxClaimParams{OwnerToken: token, LeaseMs: lease, WorkerID: p.WorkerID, ReclaimExpired: p.ReclaimExpired, Queue: p.Queue, MaxRows: n})
-		items := make([]Item, len(rows))
-		for i, r := range rows {
-			it := item(r.ID, r.Attempts, r.MaxAttempts, r.LeaseVersion, r.LockedUntil)
-			it.Kind, it.Topic, it.Payload, it.Priority, it.RunAt, it.CreatedAt = r.Topic, r.Topic, r.Payload, r.Priority, r.RunAt, r.CreatedAt
-			it.Headers, it.PartitionKey, it.MessageID, it.CorrelationID = r.Headers, deref(r.PartitionKey), r.MessageID.String(), deref(r.CorrelationID)
-			items[i] = it
-		}
-		return items, err
-	case Inbox:
-		rows, err := e.q.InboxClaim(ctx, gen.InboxClaimParams{OwnerToken: token, LeaseMs: lease, WorkerID: p.WorkerID, ReclaimExpired: p.ReclaimExpired, Queue: p.Queue, MaxRows: n})
-		items := make([]Item, len(rows))
-		for i, r := range rows {
-			it := item(r.ID, r.Attempts, r.MaxAttempts, r.LeaseVersion, r.LockedUntil)
-			it.Kind, it.Topic, it.Payload, it.Priority, it.RunAt, it.CreatedAt = r.Source, deref(r.Topic), r.Payload, r.Priority, r.RunAt, r.CreatedAt
-			it.MessageID = r.MessageID
-			items[i] = it
-		}
-		return items, err
-	case Timers:
-		rows, err := e.q.TimersClaim(ctx, gen.TimersClaimParams{OwnerToken: token, LeaseMs: lease, WorkerID: p.WorkerID, ReclaimExpired: p.ReclaimExpired, Queue: p.Queue, MaxRows: n})
-		items := make([]Item, len(rows))
-		for i, r := range rows {
-			it := item(r.ID, r.Attempts, r.MaxAttempts, r.LeaseVersion, r.LockedUntil)
-			it.Kind, it.Topic, it.Payload, it.Priority, it.RunAt, it.CreatedAt = r.Topic, r.Topic, r.Payload, r.Priority, r.RunAt, r.CreatedAt
-			it.DueTime = r.DueTime
-			items[i] = it
-		}
-		return items, err
-	}
-	return nil, fmt.Errorf("unknown table %q", e.table)
-}
-
-// Heartbeat extends the leases of ids held by token. It returns the ids it
-// extended; the others are lost (expired or owned by someone else).
-func (e *Engine) Heartbeat(ctx context.Context, token uuid.UUID, ids []int64, lease time.Duration) (extended, lost []int64, err error) {
-	if len(ids) == 0 {
+	if len(held) == 0 {
 		return nil, nil, nil
 	}
-	switch e.table {
-	case JobRuns:
-		extended, err = e.q.JobRunsHeartbeat(ctx, gen.JobRunsHeartbeatParams{LeaseMs: ms(lease), Ids: ids, OwnerToken: token})
-	case Outbox:
-		extended, err = e.q.OutboxHeartbeat(ctx, gen.OutboxHeartbeatParams{LeaseMs: ms(lease), Ids: ids, OwnerToken: token})
-	case Inbox:
-		extended, err = e.q.InboxHeartbeat(ctx, gen.InboxHeartbeatParams{LeaseMs: ms(lease), Ids: ids, OwnerToken: token})
-	case Timers:
-		extended, err = e.q.TimersHeartbeat(ctx, gen.TimersHeartbeatParams{LeaseMs: ms(lease), Ids: ids, OwnerToken: token})
-	default:
-		err = fmt.Errorf("unknown table %q", e.table)
+	ids := make([]int64, len(held))
+	tokens := make([]string, len(held)) // text: pgx encodes []uuid.UUID through driver.Valuer, far slower
+	for i, h := range held {
+		ids[i], tokens[i] = h.ID, h.Token.String()
 	}
+	extended, err = e.q.LeaseHeartbeat(ctx, gen.LeaseHeartbeatParams{LeaseMs: ms(ttl), Ids: ids, OwnerTokens: tokens})
 	if err != nil {
 		return nil, nil, fmt.Errorf("heartbeat %s: %w", e.table, err)
 	}
@@ -286,67 +244,107 @@ func (e *Engine) Heartbeat(ctx context.Context, token uuid.UUID, ids []int64, le
 // Complete ends many attempts in one statement; each completion is guarded by
 // its own owner token, so one call can end attempts from several claims.
 func (e *Engine) Complete(ctx context.Context, cs []Completion) (Applied, error) {
+	if e.err != nil {
+		return Applied{}, fmt.Errorf("complete: %w", e.err)
+	}
 	if len(cs) == 0 {
 		return Applied{Status: map[int64]Status{}}, nil
 	}
-	ids := make([]int64, len(cs))
-	tokens := make([]string, len(cs)) // text: pgx encodes []uuid.UUID through driver.Valuer, far slower
-	outcomes := make([]string, len(cs))
-	errs := make([]string, len(cs))
-	delays := make([]int64, len(cs))
+	arg := gen.LeaseCompleteParams{
+		Ids: make([]int64, len(cs)), OwnerTokens: make([]string, len(cs)), Outcomes: make([]string, len(cs)),
+		Errors: make([]string, len(cs)), DelaysMs: make([]int64, len(cs)),
+	}
 	for i, c := range cs {
 		switch c.Outcome {
 		case Done, Retry, Failed, Snoozed, Released:
 		default:
 			return Applied{}, fmt.Errorf("complete %s: unknown outcome %q for id %d", e.table, c.Outcome, c.ID)
 		}
-		ids[i], tokens[i], outcomes[i], errs[i], delays[i] = c.ID, c.Token.String(), string(c.Outcome), c.Error, ms(c.Delay)
+		arg.Ids[i], arg.OwnerTokens[i], arg.Outcomes[i], arg.Errors[i], arg.DelaysMs[i] = c.ID, c.Token.String(), string(c.Outcome), c.Error, ms(c.Delay)
 	}
-	type row struct {
-		id     int64
-		status int16
-	}
-	var rows []row
-	var err error
-	switch e.table {
-	case JobRuns:
-		var rs []gen.JobRunsCompleteRow
-		rs, err = e.q.JobRunsComplete(ctx, gen.JobRunsCompleteParams{Ids: ids, OwnerTokens: tokens, Outcomes: outcomes, Errors: errs, DelaysMs: delays})
-		for _, r := range rs {
-			rows = append(rows, row{r.ID, r.Status})
-		}
-	case Outbox:
-		var rs []gen.OutboxCompleteRow
-		rs, err = e.q.OutboxComplete(ctx, gen.OutboxCompleteParams{Ids: ids, OwnerTokens: tokens, Outcomes: outcomes, Errors: errs, DelaysMs: delays})
-		for _, r := range rs {
-			rows = append(rows, row{r.ID, r.Status})
-		}
-	case Inbox:
-		var rs []gen.InboxCompleteRow
-		rs, err = e.q.InboxComplete(ctx, gen.InboxCompleteParams{Ids: ids, OwnerTokens: tokens, Outcomes: outcomes, Errors: errs, DelaysMs: delays})
-		for _, r := range rs {
-			rows = append(rows, row{r.ID, r.Status})
-		}
-	case Timers:
-		var rs []gen.TimersCompleteRow
-		rs, err = e.q.TimersComplete(ctx, gen.TimersCompleteParams{Ids: ids, OwnerTokens: tokens, Outcomes: outcomes, Errors: errs, DelaysMs: delays})
-		for _, r := range rs {
-			rows = append(rows, row{r.ID, r.Status})
-		}
-	default:
-		err = fmt.Errorf("unknown table %q", e.table)
-	}
+	rows, err := e.q.LeaseComplete(ctx, arg)
 	if err != nil {
 		return Applied{}, fmt.Errorf("complete %s: %w", e.table, err)
 	}
 	a := Applied{Status: make(map[int64]Status, len(rows))}
 	done := make([]int64, len(rows))
 	for i, r := range rows {
-		a.Status[r.id] = Status(r.status)
-		done[i] = r.id
+		a.Status[r.ID] = Status(r.Status)
+		done[i] = r.ID
 	}
-	a.Lost = missing(ids, done)
+	a.Lost = missing(arg.Ids, done)
 	return a, nil
+}
+
+// Resolve finds out which of cs were applied although a Complete reported
+// them lost. That happens when Complete is retried after an error whose
+// statement had in fact committed: the retry finds the tokens gone. The run
+// archive settles it, because the statement that ends an attempt writes the
+// attempt's run row: a row with the completion's run id and token that a
+// completion (not the reaper) wrote means cs ended as asked, and its
+// outcome gives the status it left. The ids not in the result were lost.
+func (e *Engine) Resolve(ctx context.Context, cs []Completion) (map[int64]Status, error) {
+	if e.err != nil {
+		return nil, fmt.Errorf("resolve: %w", e.err)
+	}
+	if len(cs) == 0 {
+		return map[int64]Status{}, nil
+	}
+	byRun := make(map[uuid.UUID]Completion, len(cs))
+	runIDs := make([]uuid.UUID, 0, len(cs))
+	for _, c := range cs {
+		if c.RunID == uuid.Nil {
+			return nil, fmt.Errorf("resolve %s: completion of id %d has no run id", e.table, c.ID)
+		}
+		byRun[c.RunID] = c
+		runIDs = append(runIDs, c.RunID)
+	}
+	rows, err := e.q.RunsByIDs(ctx, runIDs)
+	if err != nil {
+		return nil, fmt.Errorf("resolve %s: %w", e.table, err)
+	}
+	out := make(map[int64]Status, len(rows))
+	for _, r := range rows {
+		c, ok := byRun[r.RunID]
+		if !ok || r.OwnerToken != c.Token {
+			continue
+		}
+		switch Outcome(r.Outcome) {
+		case Done:
+			out[c.ID] = StatusDone
+		case Failed:
+			out[c.ID] = StatusFailed
+		case Retry, Snoozed, Released:
+			out[c.ID] = StatusReady
+		}
+		// "expired": the reaper ended the attempt, so the completion was lost.
+	}
+	return out, nil
+}
+
+// ReleaseClaim gives back, without using an attempt, every row that token
+// still holds: the remedy for a claim whose result the caller never saw
+// (Claim). It returns how many rows it released.
+func (e *Engine) ReleaseClaim(ctx context.Context, token uuid.UUID) (int, error) {
+	if e.err != nil {
+		return 0, fmt.Errorf("release claim: %w", e.err)
+	}
+	rows, err := e.q.LeaseHeldBy(ctx, token)
+	if err != nil {
+		return 0, fmt.Errorf("release claim on %s: %w", e.table, err)
+	}
+	if len(rows) == 0 {
+		return 0, nil
+	}
+	cs := make([]Completion, len(rows))
+	for i, r := range rows {
+		cs[i] = Completion{ID: r.ID, Token: token, RunID: runID(e.def.code, r.ID, r.LeaseVersion), Outcome: Released}
+	}
+	a, err := e.Complete(ctx, cs)
+	if err != nil {
+		return 0, fmt.Errorf("release claim: %w", err)
+	}
+	return len(a.Status), nil
 }
 
 // Ack marks ids done. It returns a *LeaseLostError for ids it could not.
@@ -389,46 +387,24 @@ func (e *Engine) completeAll(ctx context.Context, cs []Completion) error {
 	return nil
 }
 
-// ReapExpired requeues up to max rows whose lease expired, failing those
-// with no attempts left. Safe to run from several processes at once.
-func (e *Engine) ReapExpired(ctx context.Context, max int) (Reaped, error) {
-	n := int32(min(max, math.MaxInt32))
-	var statuses []int16
-	var err error
-	switch e.table {
-	case JobRuns:
-		var rs []gen.JobRunsReapExpiredRow
-		rs, err = e.q.JobRunsReapExpired(ctx, n)
-		for _, r := range rs {
-			statuses = append(statuses, r.Status)
-		}
-	case Outbox:
-		var rs []gen.OutboxReapExpiredRow
-		rs, err = e.q.OutboxReapExpired(ctx, n)
-		for _, r := range rs {
-			statuses = append(statuses, r.Status)
-		}
-	case Inbox:
-		var rs []gen.InboxReapExpiredRow
-		rs, err = e.q.InboxReapExpired(ctx, n)
-		for _, r := range rs {
-			statuses = append(statuses, r.Status)
-		}
-	case Timers:
-		var rs []gen.TimersReapExpiredRow
-		rs, err = e.q.TimersReapExpired(ctx, n)
-		for _, r := range rs {
-			statuses = append(statuses, r.Status)
-		}
-	default:
-		err = fmt.Errorf("unknown table %q", e.table)
+// ReapExpired requeues up to max rows of queue ("" for every queue) whose
+// lease expired, failing those with no attempts left. Safe to run from
+// several processes at once.
+func (e *Engine) ReapExpired(ctx context.Context, queue string, max int) (Reaped, error) {
+	if e.err != nil {
+		return Reaped{}, fmt.Errorf("reap: %w", e.err)
 	}
+	var q *string
+	if queue != "" {
+		q = &queue
+	}
+	rows, err := e.q.LeaseReapExpired(ctx, q, int32(min(max, math.MaxInt32)))
 	if err != nil {
 		return Reaped{}, fmt.Errorf("reap %s: %w", e.table, err)
 	}
 	var r Reaped
-	for _, s := range statuses {
-		if Status(s) == StatusFailed {
+	for _, row := range rows {
+		if Status(row.Status) == StatusFailed {
 			r.Failed++
 		} else {
 			r.Requeued++
@@ -437,9 +413,49 @@ func (e *Engine) ReapExpired(ctx context.Context, max int) (Reaped, error) {
 	return r, nil
 }
 
+// StateCount is how many items of one queue are in one state.
+type StateCount struct {
+	Queue   string
+	Status  Status
+	Expired bool // in progress with an expired lease (not yet reaped)
+	Count   int64
+}
+
+// CountByState counts the table's items per queue and state.
+func (e *Engine) CountByState(ctx context.Context) ([]StateCount, error) {
+	if e.err != nil {
+		return nil, fmt.Errorf("count: %w", e.err)
+	}
+	rows, err := e.q.LeaseCountByState(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("count %s: %w", e.table, err)
+	}
+	out := make([]StateCount, len(rows))
+	for i, r := range rows {
+		out[i] = StateCount{Queue: r.Queue, Status: Status(r.Status), Expired: r.Expired, Count: r.Count}
+	}
+	return out, nil
+}
+
+// DeleteFinished deletes up to max done or failed items that finished more
+// than olderThan ago, and returns how many it deleted (retention).
+func (e *Engine) DeleteFinished(ctx context.Context, olderThan time.Duration, max int) (int64, error) {
+	if e.err != nil {
+		return 0, fmt.Errorf("delete finished: %w", e.err)
+	}
+	n, err := e.q.LeaseDeleteFinished(ctx, ms(olderThan), int32(min(max, math.MaxInt32)))
+	if err != nil {
+		return 0, fmt.Errorf("delete finished %s: %w", e.table, err)
+	}
+	return n, nil
+}
+
 // SetLimit sets the global limit W of in-progress rows of (table, queue);
 // a negative w removes the limit.
 func SetLimit(ctx context.Context, db gen.DBTX, table Table, queue string, w int) error {
+	if _, err := lookup(table); err != nil {
+		return fmt.Errorf("set limit: %w", err)
+	}
 	q := gen.New(db)
 	if w < 0 {
 		if _, err := q.QueueLimitsDelete(ctx, string(table), queue); err != nil {

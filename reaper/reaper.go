@@ -1,13 +1,15 @@
 // Package reaper requeues work whose lease expired (a worker crashed or hung)
-// and fails work whose attempts are exhausted, on all four work tables. Its
+// and fails work whose attempts are exhausted, on every work table. Its
 // statements are idempotent and safe with several reapers running at once, so
 // it needs no leader election; run it embedded or as `workq reaper`.
 package reaper
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -21,6 +23,8 @@ type Reaper struct {
 	interval time.Duration
 	batch    int
 	log      *slog.Logger
+	tables   []lease.Table
+	errors   atomic.Int64
 }
 
 // New returns a reaper that runs every interval and handles at most batch
@@ -35,43 +39,59 @@ func New(pool *pgxpool.Pool, interval time.Duration, batch int, log *slog.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Reaper{pool: pool, interval: interval, batch: batch, log: log}, nil
+	return &Reaper{pool: pool, interval: interval, batch: batch, log: log, tables: lease.Tables}, nil
 }
 
-// RunOnce reaps every table until no expired lease is left.
+// Errors counts the tables whose reap failed, over the reaper's life.
+func (r *Reaper) Errors() int64 { return r.errors.Load() }
+
+// RunOnce reaps every table until no expired lease is left. A table whose
+// reap fails is logged and counted, and the other tables are still reaped;
+// the returned error joins every table's failure.
 func (r *Reaper) RunOnce(ctx context.Context) (map[lease.Table]lease.Reaped, error) {
 	out := map[lease.Table]lease.Reaped{}
-	for _, t := range lease.Tables {
-		e := lease.New(r.pool, t)
-		var total lease.Reaped
-		for {
-			got, err := e.ReapExpired(ctx, r.batch)
-			if err != nil {
-				return out, err
-			}
-			total.Requeued += got.Requeued
-			total.Failed += got.Failed
-			if got.Requeued+got.Failed < r.batch {
-				break
-			}
-		}
+	var errs []error
+	for _, t := range r.tables {
+		total, err := r.reapTable(ctx, t)
 		if total.Requeued+total.Failed > 0 {
 			out[t] = total
 			r.log.Info("reaped expired leases", "table", t, "requeued", total.Requeued, "failed", total.Failed)
 		}
+		if err != nil {
+			if ctx.Err() != nil {
+				return out, ctx.Err()
+			}
+			r.errors.Add(1)
+			r.log.Warn("reap failed; the other tables are reaped all the same", "table", t, "err", err)
+			errs = append(errs, err)
+		}
 	}
-	return out, nil
+	return out, errors.Join(errs...)
 }
 
-// Run reaps every interval until ctx is cancelled. Errors are logged and the
-// next round tries again.
+func (r *Reaper) reapTable(ctx context.Context, t lease.Table) (lease.Reaped, error) {
+	e := lease.New(r.pool, t)
+	var total lease.Reaped
+	for {
+		got, err := e.ReapExpired(ctx, "", r.batch)
+		if err != nil {
+			return total, err
+		}
+		total.Requeued += got.Requeued
+		total.Failed += got.Failed
+		if got.Requeued+got.Failed < r.batch {
+			return total, nil
+		}
+	}
+}
+
+// Run reaps every interval until ctx is cancelled. Errors are logged and
+// counted, and the next round tries again.
 func (r *Reaper) Run(ctx context.Context) error {
 	t := time.NewTicker(r.interval)
 	defer t.Stop()
 	for {
-		if _, err := r.RunOnce(ctx); err != nil && ctx.Err() == nil {
-			r.log.Warn("reap failed", "err", err)
-		}
+		_, _ = r.RunOnce(ctx)
 		select {
 		case <-ctx.Done():
 			return nil

@@ -44,7 +44,8 @@ func TestHeartbeatSkipsLockedRows(t *testing.T) {
 	hctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 	defer cancel()
 	start := time.Now()
-	extended, lost, err := e.Heartbeat(hctx, c.Token, ids, 30*time.Second)
+	held := []lease.Held{{ID: ids[0], Token: c.Token}, {ID: ids[1], Token: c.Token}, {ID: ids[2], Token: c.Token}}
+	extended, lost, err := e.Heartbeat(hctx, held, 30*time.Second)
 	if err != nil {
 		t.Fatalf("heartbeat waited for the locked row or failed after %s: %v", time.Since(start), err)
 	}

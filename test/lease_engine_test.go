@@ -37,7 +37,7 @@ func TestEngineCompleteMixesClaims(t *testing.T) {
 			var cs []lease.Completion
 			for i, c := range claims {
 				for _, it := range c.Items {
-					if it.OwnerToken != c.Token || it.RunID != lease.RunID(table, it.ID, it.LeaseVersion) {
+					if it.OwnerToken != c.Token || it.RunID != runID(table, it.ID, it.LeaseVersion) {
 						t.Fatalf("item %+v: token or run id does not match its claim %s", it, c.Token)
 					}
 					tok := c.Token

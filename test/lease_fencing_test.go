@@ -48,12 +48,19 @@ func TestLeaseStaleOwnerFencing(t *testing.T) {
 				t.Fatalf("reap returned %v, want [{%d %d}] (requeued)", got, id, stReady)
 			}
 		}},
-		{"claim with reclaim_expired", "fence-reclaim", func(t *testing.T, e *leaseEnv, id int64) {
-			// The claim reaps the expired lease, but the row is claimable only
-			// from the next claim on.
-			got := e.claim(claimParams{queue: "fence-reclaim", workerID: "w2", leaseMs: 30_000, maxRows: 10, reclaimExpired: true})
-			if len(got) != 0 {
-				t.Fatalf("the reclaiming claim returned %v, want no rows (reaped rows are claimable from the next claim)", claimedIDs(got))
+		{"reclaim of the queue", "fence-reclaim", func(t *testing.T, e *leaseEnv, id int64) {
+			// What a producer runs before it claims: a reap of its own queue.
+			// An expired lease of another queue is not its business.
+			other := e.enqueue(enqueueSpec{queue: "fence-other", n: 1})[0]
+			lapsed := e.claimOne(claimParams{queue: "fence-other", workerID: "w9", leaseMs: 1})
+			e.waitExpired(lapsed)
+			queue := "fence-reclaim"
+			rows, err := e.q.LeaseReapExpired(e.ctx, &queue, 100)
+			if err != nil || len(rows) != 1 || rows[0].ID != id || rows[0].Status != stReady {
+				t.Fatalf("reap of queue %s: %v, %+v; want [{%d %d}] (requeued)", queue, err, rows, id, stReady)
+			}
+			if r := e.get(other); r.Status != stInProgress {
+				t.Fatalf("reap of queue %s changed an expired lease of another queue: %+v", queue, r)
 			}
 		}},
 	}
@@ -180,7 +187,7 @@ func TestLeaseReapRaceFree(t *testing.T) {
 					defer wg.Done()
 					defer reapersLeft.Add(-1)
 					for time.Now().Before(deadline) {
-						got, err := tbl.reap(e.ctx, e.q, 16)
+						got, err := reapRows(e.ctx, e.q, 16)
 						if err != nil {
 							errs[r] = err
 							return

@@ -36,14 +36,10 @@ type leaseTable struct {
 	// InboxRecordMany) that become due after delayMs, and returns their ids in
 	// input order.
 	enqueue func(ctx context.Context, q *gen.Queries, spec enqueueSpec) ([]int64, error)
-	// claim leases up to maxRows due rows of queue under a fresh owner token.
+	// claim leases up to maxRows due rows of queue under a fresh owner token
+	// (with reclaimExpired, after reaping the queue's expired leases, as the
+	// worker does).
 	claim func(ctx context.Context, q *gen.Queries, p claimParams) ([]claimedRow, error)
-	// heartbeat extends the unexpired leases of ids held by token.
-	heartbeat func(ctx context.Context, q *gen.Queries, leaseMs int64, ids []int64, token uuid.UUID) ([]int64, error)
-	// complete ends the given attempts; it returns the (id, status) rows it applied to.
-	complete func(ctx context.Context, q *gen.Queries, ends []attemptEnd) ([]idStatus, error)
-	// reap requeues (or fails) up to maxRows rows whose lease expired.
-	reap func(ctx context.Context, q *gen.Queries, maxRows int32) ([]idStatus, error)
 	// get reads the lease columns of one row.
 	get func(ctx context.Context, q *gen.Queries, id int64) (leaseRow, error)
 }
@@ -107,6 +103,55 @@ type leaseRow struct {
 	FinishedAt   *time.Time
 }
 
+// The lease statements every table shares (db/queries/lease.sql) run through
+// queries bound to the table (lease.Queries), so these need no adapter.
+
+// reclaimFirst reaps the queue's expired leases when the claim asks for it,
+// as the worker does before it claims, and mints the claim's owner token.
+func reclaimFirst(ctx context.Context, q *gen.Queries, p claimParams) (uuid.UUID, error) {
+	if p.reclaimExpired {
+		if _, err := q.LeaseReapExpired(ctx, &p.queue, p.maxRows); err != nil {
+			return uuid.Nil, err
+		}
+	}
+	return uuid.New(), nil
+}
+
+// heartbeatRows extends the unexpired leases of ids held by token.
+func heartbeatRows(ctx context.Context, q *gen.Queries, leaseMs int64, ids []int64, token uuid.UUID) ([]int64, error) {
+	return q.LeaseHeartbeat(ctx, gen.LeaseHeartbeatParams{LeaseMs: leaseMs, Ids: ids, OwnerTokens: fill(len(ids), token.String())})
+}
+
+// completeRows ends the given attempts; it returns the (id, status) rows it applied to.
+func completeRows(ctx context.Context, q *gen.Queries, ends []attemptEnd) ([]idStatus, error) {
+	ids, tokens, outcomes, errs, delays := splitEnds(ends)
+	rows, err := q.LeaseComplete(ctx, gen.LeaseCompleteParams{Ids: ids, OwnerTokens: tokens, Outcomes: outcomes, Errors: errs, DelaysMs: delays})
+	out := make([]idStatus, len(rows))
+	for i, r := range rows {
+		out[i] = idStatus{r.ID, r.Status}
+	}
+	return out, err
+}
+
+// reapRows requeues (or fails) up to maxRows rows whose lease expired.
+func reapRows(ctx context.Context, q *gen.Queries, maxRows int32) ([]idStatus, error) {
+	rows, err := q.LeaseReapExpired(ctx, nil, maxRows)
+	out := make([]idStatus, len(rows))
+	for i, r := range rows {
+		out[i] = idStatus{r.ID, r.Status}
+	}
+	return out, err
+}
+
+// runID is lease.RunID for a registered table.
+func runID(t lease.Table, id, leaseVersion int64) uuid.UUID {
+	u, err := lease.RunID(t, id, leaseVersion)
+	if err != nil {
+		panic(err)
+	}
+	return u
+}
+
 // leaseTables lists the adapters of the four work tables.
 var leaseTables = []leaseTable{jobRunsTable, outboxTable, inboxTable, timersTable}
 
@@ -163,34 +208,15 @@ var jobRunsTable = leaseTable{
 		return ids, err
 	},
 	claim: func(ctx context.Context, q *gen.Queries, p claimParams) ([]claimedRow, error) {
-		tok := uuid.New()
-		rows, err := q.JobRunsClaim(ctx, gen.JobRunsClaimParams{OwnerToken: tok, LeaseMs: p.leaseMs, WorkerID: p.workerID,
-			ReclaimExpired: p.reclaimExpired, Queue: p.queue, MaxRows: p.maxRows})
+		tok, err := reclaimFirst(ctx, q, p)
+		if err != nil {
+			return nil, err
+		}
+		rows, err := q.JobRunsClaim(ctx, gen.JobRunsClaimParams{OwnerToken: tok, LeaseMs: p.leaseMs, WorkerID: p.workerID, Queue: p.queue, MaxRows: p.maxRows})
 		out := make([]claimedRow, len(rows))
 		for i, r := range rows {
-			out[i] = claimedRow{r.ID, r.Attempts, r.MaxAttempts, r.LeaseVersion, tok, lease.RunID(lease.JobRuns, r.ID, r.LeaseVersion),
+			out[i] = claimedRow{r.ID, r.Attempts, r.MaxAttempts, r.LeaseVersion, tok, runID(lease.JobRuns, r.ID, r.LeaseVersion),
 				deref(r.LockedUntil), r.Priority, r.RunAt}
-		}
-		return out, err
-	},
-	heartbeat: func(ctx context.Context, q *gen.Queries, leaseMs int64, ids []int64, token uuid.UUID) ([]int64, error) {
-		return q.JobRunsHeartbeat(ctx, gen.JobRunsHeartbeatParams{LeaseMs: leaseMs, Ids: ids, OwnerToken: token})
-	},
-	complete: func(ctx context.Context, q *gen.Queries, ends []attemptEnd) ([]idStatus, error) {
-		ids, tokens, outcomes, errs, delays := splitEnds(ends)
-		rows, err := q.JobRunsComplete(ctx, gen.JobRunsCompleteParams{Ids: ids, OwnerTokens: tokens,
-			Outcomes: outcomes, Errors: errs, DelaysMs: delays})
-		out := make([]idStatus, len(rows))
-		for i, r := range rows {
-			out[i] = idStatus{r.ID, r.Status}
-		}
-		return out, err
-	},
-	reap: func(ctx context.Context, q *gen.Queries, maxRows int32) ([]idStatus, error) {
-		rows, err := q.JobRunsReapExpired(ctx, maxRows)
-		out := make([]idStatus, len(rows))
-		for i, r := range rows {
-			out[i] = idStatus{r.ID, r.Status}
 		}
 		return out, err
 	},
@@ -222,34 +248,15 @@ var outboxTable = leaseTable{
 		return ids, err
 	},
 	claim: func(ctx context.Context, q *gen.Queries, p claimParams) ([]claimedRow, error) {
-		tok := uuid.New()
-		rows, err := q.OutboxClaim(ctx, gen.OutboxClaimParams{OwnerToken: tok, LeaseMs: p.leaseMs, WorkerID: p.workerID,
-			ReclaimExpired: p.reclaimExpired, Queue: p.queue, MaxRows: p.maxRows})
+		tok, err := reclaimFirst(ctx, q, p)
+		if err != nil {
+			return nil, err
+		}
+		rows, err := q.OutboxClaim(ctx, gen.OutboxClaimParams{OwnerToken: tok, LeaseMs: p.leaseMs, WorkerID: p.workerID, Queue: p.queue, MaxRows: p.maxRows})
 		out := make([]claimedRow, len(rows))
 		for i, r := range rows {
-			out[i] = claimedRow{r.ID, r.Attempts, r.MaxAttempts, r.LeaseVersion, tok, lease.RunID(lease.Outbox, r.ID, r.LeaseVersion),
+			out[i] = claimedRow{r.ID, r.Attempts, r.MaxAttempts, r.LeaseVersion, tok, runID(lease.Outbox, r.ID, r.LeaseVersion),
 				deref(r.LockedUntil), r.Priority, r.RunAt}
-		}
-		return out, err
-	},
-	heartbeat: func(ctx context.Context, q *gen.Queries, leaseMs int64, ids []int64, token uuid.UUID) ([]int64, error) {
-		return q.OutboxHeartbeat(ctx, gen.OutboxHeartbeatParams{LeaseMs: leaseMs, Ids: ids, OwnerToken: token})
-	},
-	complete: func(ctx context.Context, q *gen.Queries, ends []attemptEnd) ([]idStatus, error) {
-		ids, tokens, outcomes, errs, delays := splitEnds(ends)
-		rows, err := q.OutboxComplete(ctx, gen.OutboxCompleteParams{Ids: ids, OwnerTokens: tokens,
-			Outcomes: outcomes, Errors: errs, DelaysMs: delays})
-		out := make([]idStatus, len(rows))
-		for i, r := range rows {
-			out[i] = idStatus{r.ID, r.Status}
-		}
-		return out, err
-	},
-	reap: func(ctx context.Context, q *gen.Queries, maxRows int32) ([]idStatus, error) {
-		rows, err := q.OutboxReapExpired(ctx, maxRows)
-		out := make([]idStatus, len(rows))
-		for i, r := range rows {
-			out[i] = idStatus{r.ID, r.Status}
 		}
 		return out, err
 	},
@@ -291,34 +298,15 @@ var inboxTable = leaseTable{
 		return ids, err
 	},
 	claim: func(ctx context.Context, q *gen.Queries, p claimParams) ([]claimedRow, error) {
-		tok := uuid.New()
-		rows, err := q.InboxClaim(ctx, gen.InboxClaimParams{OwnerToken: tok, LeaseMs: p.leaseMs, WorkerID: p.workerID,
-			ReclaimExpired: p.reclaimExpired, Queue: p.queue, MaxRows: p.maxRows})
+		tok, err := reclaimFirst(ctx, q, p)
+		if err != nil {
+			return nil, err
+		}
+		rows, err := q.InboxClaim(ctx, gen.InboxClaimParams{OwnerToken: tok, LeaseMs: p.leaseMs, WorkerID: p.workerID, Queue: p.queue, MaxRows: p.maxRows})
 		out := make([]claimedRow, len(rows))
 		for i, r := range rows {
-			out[i] = claimedRow{r.ID, r.Attempts, r.MaxAttempts, r.LeaseVersion, tok, lease.RunID(lease.Inbox, r.ID, r.LeaseVersion),
+			out[i] = claimedRow{r.ID, r.Attempts, r.MaxAttempts, r.LeaseVersion, tok, runID(lease.Inbox, r.ID, r.LeaseVersion),
 				deref(r.LockedUntil), r.Priority, r.RunAt}
-		}
-		return out, err
-	},
-	heartbeat: func(ctx context.Context, q *gen.Queries, leaseMs int64, ids []int64, token uuid.UUID) ([]int64, error) {
-		return q.InboxHeartbeat(ctx, gen.InboxHeartbeatParams{LeaseMs: leaseMs, Ids: ids, OwnerToken: token})
-	},
-	complete: func(ctx context.Context, q *gen.Queries, ends []attemptEnd) ([]idStatus, error) {
-		ids, tokens, outcomes, errs, delays := splitEnds(ends)
-		rows, err := q.InboxComplete(ctx, gen.InboxCompleteParams{Ids: ids, OwnerTokens: tokens,
-			Outcomes: outcomes, Errors: errs, DelaysMs: delays})
-		out := make([]idStatus, len(rows))
-		for i, r := range rows {
-			out[i] = idStatus{r.ID, r.Status}
-		}
-		return out, err
-	},
-	reap: func(ctx context.Context, q *gen.Queries, maxRows int32) ([]idStatus, error) {
-		rows, err := q.InboxReapExpired(ctx, maxRows)
-		out := make([]idStatus, len(rows))
-		for i, r := range rows {
-			out[i] = idStatus{r.ID, r.Status}
 		}
 		return out, err
 	},
@@ -353,34 +341,15 @@ var timersTable = leaseTable{
 		return ids, err
 	},
 	claim: func(ctx context.Context, q *gen.Queries, p claimParams) ([]claimedRow, error) {
-		tok := uuid.New()
-		rows, err := q.TimersClaim(ctx, gen.TimersClaimParams{OwnerToken: tok, LeaseMs: p.leaseMs, WorkerID: p.workerID,
-			ReclaimExpired: p.reclaimExpired, Queue: p.queue, MaxRows: p.maxRows})
+		tok, err := reclaimFirst(ctx, q, p)
+		if err != nil {
+			return nil, err
+		}
+		rows, err := q.TimersClaim(ctx, gen.TimersClaimParams{OwnerToken: tok, LeaseMs: p.leaseMs, WorkerID: p.workerID, Queue: p.queue, MaxRows: p.maxRows})
 		out := make([]claimedRow, len(rows))
 		for i, r := range rows {
-			out[i] = claimedRow{r.ID, r.Attempts, r.MaxAttempts, r.LeaseVersion, tok, lease.RunID(lease.Timers, r.ID, r.LeaseVersion),
+			out[i] = claimedRow{r.ID, r.Attempts, r.MaxAttempts, r.LeaseVersion, tok, runID(lease.Timers, r.ID, r.LeaseVersion),
 				deref(r.LockedUntil), r.Priority, r.RunAt}
-		}
-		return out, err
-	},
-	heartbeat: func(ctx context.Context, q *gen.Queries, leaseMs int64, ids []int64, token uuid.UUID) ([]int64, error) {
-		return q.TimersHeartbeat(ctx, gen.TimersHeartbeatParams{LeaseMs: leaseMs, Ids: ids, OwnerToken: token})
-	},
-	complete: func(ctx context.Context, q *gen.Queries, ends []attemptEnd) ([]idStatus, error) {
-		ids, tokens, outcomes, errs, delays := splitEnds(ends)
-		rows, err := q.TimersComplete(ctx, gen.TimersCompleteParams{Ids: ids, OwnerTokens: tokens,
-			Outcomes: outcomes, Errors: errs, DelaysMs: delays})
-		out := make([]idStatus, len(rows))
-		for i, r := range rows {
-			out[i] = idStatus{r.ID, r.Status}
-		}
-		return out, err
-	},
-	reap: func(ctx context.Context, q *gen.Queries, maxRows int32) ([]idStatus, error) {
-		rows, err := q.TimersReapExpired(ctx, maxRows)
-		out := make([]idStatus, len(rows))
-		for i, r := range rows {
-			out[i] = idStatus{r.ID, r.Status}
 		}
 		return out, err
 	},
@@ -405,7 +374,8 @@ func newLeaseEnv(t *testing.T, tbl leaseTable, maxConns int32) *leaseEnv {
 	pool := testdb.PoolWith(t, maxConns)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	t.Cleanup(cancel)
-	return &leaseEnv{t: t, ctx: ctx, pool: pool, q: gen.New(pool), tbl: tbl}
+	e := &leaseEnv{t: t, ctx: ctx, pool: pool, tbl: tbl}
+	return e.on(t, tbl)
 }
 
 // newLeaseDB opens one database for the subtests of a test, which take their
@@ -417,10 +387,18 @@ func newLeaseDB(t *testing.T, maxConns int32) *leaseEnv {
 	return newLeaseEnv(t, leaseTable{}, maxConns)
 }
 
-// on returns the view of e's database for subtest t and table tbl.
+// on returns the view of e's database for subtest t and table tbl: its
+// queries run the shared lease statements on tbl.
 func (e *leaseEnv) on(t *testing.T, tbl leaseTable) *leaseEnv {
 	c := *e
-	c.t, c.tbl = t, tbl
+	c.t, c.tbl, c.q = t, tbl, gen.New(e.pool)
+	if tbl.name != "" {
+		q, err := lease.Queries(e.pool, lease.Table(tbl.name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.q = q
+	}
 	return &c
 }
 
@@ -458,7 +436,7 @@ func (e *leaseEnv) claimOne(p claimParams) claimedRow {
 
 func (e *leaseEnv) heartbeat(leaseMs int64, ids []int64, token uuid.UUID) []int64 {
 	e.t.Helper()
-	got, err := e.tbl.heartbeat(e.ctx, e.q, leaseMs, ids, token)
+	got, err := heartbeatRows(e.ctx, e.q, leaseMs, ids, token)
 	if err != nil {
 		e.t.Fatalf("%s: heartbeat %v: %v", e.tbl.name, ids, err)
 	}
@@ -467,7 +445,7 @@ func (e *leaseEnv) heartbeat(leaseMs int64, ids []int64, token uuid.UUID) []int6
 
 func (e *leaseEnv) complete(ends ...attemptEnd) []idStatus {
 	e.t.Helper()
-	got, err := e.tbl.complete(e.ctx, e.q, ends)
+	got, err := completeRows(e.ctx, e.q, ends)
 	if err != nil {
 		e.t.Fatalf("%s: complete %+v: %v", e.tbl.name, ends, err)
 	}
@@ -476,7 +454,7 @@ func (e *leaseEnv) complete(ends ...attemptEnd) []idStatus {
 
 func (e *leaseEnv) reap(maxRows int32) []idStatus {
 	e.t.Helper()
-	got, err := e.tbl.reap(e.ctx, e.q, maxRows)
+	got, err := reapRows(e.ctx, e.q, maxRows)
 	if err != nil {
 		e.t.Fatalf("%s: reap: %v", e.tbl.name, err)
 	}

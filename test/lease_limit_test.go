@@ -75,7 +75,7 @@ func TestLeaseGlobalLimitUnderConcurrency(t *testing.T) {
 				for i, r := range rs {
 					ends[i] = attemptEnd{ID: r.ID, Token: r.Token, Outcome: "done"}
 				}
-				got, err := jobRunsTable.complete(e.ctx, e.q, ends)
+				got, err := completeRows(e.ctx, e.q, ends)
 				if err != nil {
 					fail(fmt.Errorf("claimer %d: complete: %w", w, err))
 					return

@@ -17,6 +17,7 @@ import (
 
 	"github.com/workq/workq/db/gen"
 	"github.com/workq/workq/internal/testdb"
+	"github.com/workq/workq/lease"
 )
 
 // namedQuery returns the text of query name from db/queries/<file>.sql with
@@ -60,6 +61,14 @@ func namedQuery(t *testing.T, file, name string) (string, []string) {
 		return fmt.Sprintf("$%d", len(params))
 	})
 	return sql, params
+}
+
+// leaseQuery is namedQuery for a shared lease statement (db/queries/lease.sql)
+// with its template table name replaced by table, as package lease runs it.
+func leaseQuery(t *testing.T, table, name string) (string, []string) {
+	t.Helper()
+	sql, params := namedQuery(t, "lease", name)
+	return strings.ReplaceAll(sql, "workq_lease_table", table), params
 }
 
 // planNode is one node of EXPLAIN (FORMAT JSON) output.
@@ -270,10 +279,10 @@ func TestLeasePlans(t *testing.T) {
 
 			claimSQL, claimParams := namedQuery(t, table, prefix+"Claim")
 			claimArgs := func(queue string) map[string]any {
-				return map[string]any{"reclaim_expired": true, "queue": queue, "max_rows": int32(100),
+				return map[string]any{"queue": queue, "max_rows": int32(100),
 					"lease_ms": int64(30_000), "worker_id": "w", "owner_token": uuid.New()}
 			}
-			claimLits := literalsFor(t, claimParams, map[string]string{"reclaim_expired": "true", "queue": "'q'",
+			claimLits := literalsFor(t, claimParams, map[string]string{"queue": "'q'",
 				"max_rows": "100", "lease_ms": "30000", "worker_id": "'w'",
 				"owner_token": "'" + uuid.NewString() + "'"})
 			plans := map[string]planNode{
@@ -294,20 +303,20 @@ func TestLeasePlans(t *testing.T) {
 				if cand.has(func(x planNode) bool { return x.NodeType == "Sort" }) {
 					t.Errorf("%s plan: candidates are sorted instead of read in %s order:\n%s", kind, claimIndex, cand)
 				}
-				exp, ok := plan.subplan("CTE expired")
-				if !ok || !exp.usesIndex(inProgressIndex) {
-					t.Errorf("%s plan: expired leases of the queue are not found through %s:\n%s", kind, inProgressIndex, plan)
-				}
 			}
 
-			reapSQL, reapParams := namedQuery(t, table, prefix+"ReapExpired")
+			// The reaper reaps every queue (queue null); a producer reaps its own.
+			reapSQL, reapParams := leaseQuery(t, table, "LeaseReapExpired")
+			queueQ := "q"
 			for kind, plan := range map[string]planNode{
-				"custom":  explainCustom(t, ctx, conn, reapSQL, argsFor(t, reapParams, map[string]any{"max_rows": int32(100)})...),
-				"generic": explainGeneric(t, ctx, conn, reapSQL, "100"),
+				"custom, all queues":  explainCustom(t, ctx, conn, reapSQL, argsFor(t, reapParams, map[string]any{"queue": (*string)(nil), "max_rows": int32(100)})...),
+				"custom, one queue":   explainCustom(t, ctx, conn, reapSQL, argsFor(t, reapParams, map[string]any{"queue": &queueQ, "max_rows": int32(100)})...),
+				"generic, all queues": explainGeneric(t, ctx, conn, reapSQL, literalsFor(t, reapParams, map[string]string{"queue": "null", "max_rows": "100"})...),
+				"generic, one queue":  explainGeneric(t, ctx, conn, reapSQL, literalsFor(t, reapParams, map[string]string{"queue": "'q'", "max_rows": "100"})...),
 			} {
 				exp, ok := plan.subplan("CTE expired")
 				if plan.seqScans(table) || !ok || !exp.usesIndex(inProgressIndex) {
-					t.Errorf("%s plan of %sReapExpired does not find expired leases through %s alone:\n%s", kind, prefix, inProgressIndex, plan)
+					t.Errorf("%s plan of LeaseReapExpired does not find expired leases through %s alone:\n%s", kind, inProgressIndex, plan)
 				}
 				// The archive looks each lost token up in expired_tokens; rescanning
 				// the expired CTE per reaped row would be quadratic in the batch.
@@ -316,14 +325,14 @@ func TestLeasePlans(t *testing.T) {
 						return c.NodeType == "CTE Scan" && c.CTEName == "expired"
 					})
 				}) {
-					t.Errorf("%s plan of %sReapExpired rescans the expired CTE in a loop:\n%s", kind, prefix, plan)
+					t.Errorf("%s plan of LeaseReapExpired rescans the expired CTE in a loop:\n%s", kind, plan)
 				}
 			}
 
-			delSQL, delParams := namedQuery(t, table, prefix+"DeleteFinished")
+			delSQL, delParams := leaseQuery(t, table, "LeaseDeleteFinished")
 			del := explainCustom(t, ctx, conn, delSQL, argsFor(t, delParams, map[string]any{"older_than_ms": int64(60_000), "max_rows": int32(500)})...)
 			if del.seqScans(table) || !del.usesIndex(table+"_finished") {
-				t.Errorf("%sDeleteFinished does not find old rows through %s_finished alone:\n%s", prefix, table, del)
+				t.Errorf("LeaseDeleteFinished does not find old rows through %s_finished alone:\n%s", table, del)
 			}
 
 			// The global limit's count in workq_claim_budget.
@@ -333,43 +342,74 @@ func TestLeasePlans(t *testing.T) {
 				t.Errorf("the live-lease count of workq_claim_budget does not use %s:\n%s", inProgressIndex, budget)
 			}
 
-			hbSQL, hbParams := namedQuery(t, table, prefix+"Heartbeat")
-			hb := explainCustom(t, ctx, conn, hbSQL, argsFor(t, hbParams, map[string]any{"lease_ms": int64(30_000),
-				"ids": []int64{1, 50, 51}, "owner_token": uuid.New()})...)
-			if hb.seqScans(table) || !(hb.usesIndex(table+"_pkey") || hb.usesIndex(inProgressIndex)) {
-				t.Errorf("%sHeartbeat does not find its rows by id (%s_pkey or %s):\n%s", prefix, table, inProgressIndex, hb)
+			heldSQL, heldParams := leaseQuery(t, table, "LeaseHeldBy")
+			held := explainCustom(t, ctx, conn, heldSQL, argsFor(t, heldParams, map[string]any{"owner_token": uuid.New()})...)
+			if held.seqScans(table) || !held.usesIndex(inProgressIndex) {
+				t.Errorf("LeaseHeldBy does not read the in-progress set through %s:\n%s", inProgressIndex, held)
+			}
+
+			// Heartbeat and Complete of a batch of 500 in-progress rows (ids
+			// 1, 51, 101, ... hold the leases, their tokens md5('o' || id)) look
+			// each row up by id: they read about one row per element, not the
+			// table or the in-progress set once per element.
+			var ids []int64
+			var tokens, outcomes, errs []string
+			var delays []int64
+			for id := int64(1); len(ids) < 500; id += 50 {
+				var tok string
+				if err := conn.QueryRow(ctx, "select md5('o' || $1::bigint)::uuid::text", id).Scan(&tok); err != nil {
+					t.Fatal(err)
+				}
+				ids, tokens = append(ids, id), append(tokens, tok)
+				outcomes, errs, delays = append(outcomes, "done"), append(errs, ""), append(delays, 0)
+			}
+			for _, c := range []struct {
+				name string
+				args map[string]any
+			}{
+				{"LeaseHeartbeat", map[string]any{"lease_ms": int64(30_000), "ids": ids, "owner_tokens": tokens}},
+				{"LeaseComplete", map[string]any{"ids": ids, "owner_tokens": tokens, "outcomes": outcomes, "errors": errs, "delays_ms": delays}},
+			} {
+				sql, params := leaseQuery(t, table, c.name)
+				plan, rows := explainAnalyzeRolledBack(t, ctx, conn, table, sql, argsFor(t, params, c.args)...)
+				if plan.seqScans(table) || rows > 3*float64(len(ids)) {
+					t.Errorf("%s of %d rows read %.0f rows of %s (want at most %d):\n%s", c.name, len(ids), rows, table, 3*len(ids), plan)
+				}
 			}
 
 			// A claim from the large backlog touches about max_rows rows of the
-			// table, not the backlog. Run it (EXPLAIN ANALYZE) and roll back.
-			// Without reclaim_expired: the expired-lease scan is checked above
-			// and is bounded by the in-progress set, not by the backlog.
-			backlogArgs := claimArgs("backlog")
-			backlogArgs["reclaim_expired"] = false
-			tx, err := conn.Begin(ctx)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer tx.Rollback(ctx)
-			var raw []byte
-			if err := tx.QueryRow(ctx, "explain (analyze, format json) "+claimSQL,
-				argsFor(t, claimParams, backlogArgs)...).Scan(&raw); err != nil {
-				t.Fatalf("explain analyze claim: %v", err)
-			}
-			plan := parsePlan(t, raw)
-			var touched float64
-			plan.walk(func(x planNode) {
-				if x.Relation == table && x.NodeType != "ModifyTable" {
-					touched += x.ActualRows*x.ActualLoops + x.RemovedFilter + x.RemovedCheck
-				}
-			})
+			// table, not the backlog.
+			plan, touched := explainAnalyzeRolledBack(t, ctx, conn, table, claimSQL, argsFor(t, claimParams, claimArgs("backlog"))...)
 			if plan.seqScans(table) || touched > 1000 {
 				t.Errorf("claiming 100 rows from a backlog of 40000 read %.0f rows of %s (want at most 1000):\n%s",
 					touched, table, plan)
 			}
-			_ = tx.Rollback(ctx)
 		})
 	}
+}
+
+// explainAnalyzeRolledBack runs sql under EXPLAIN ANALYZE in a transaction
+// it rolls back, and returns the plan and how many rows of table its scans
+// read (returned, or removed by a filter or recheck).
+func explainAnalyzeRolledBack(t *testing.T, ctx context.Context, conn *pgx.Conn, table, sql string, args ...any) (planNode, float64) {
+	t.Helper()
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	var raw []byte
+	if err := tx.QueryRow(ctx, "explain (analyze, format json) "+sql, args...).Scan(&raw); err != nil {
+		t.Fatalf("explain analyze: %v\n%s", err, sql)
+	}
+	plan := parsePlan(t, raw)
+	var touched float64
+	plan.walk(func(x planNode) {
+		if x.Relation == table && x.NodeType != "ModifyTable" {
+			touched += x.ActualRows*x.ActualLoops + x.RemovedFilter + x.RemovedCheck
+		}
+	})
+	return plan, touched
 }
 
 // A heartbeat changes only locked_until, which no index holds: every one is a
@@ -388,7 +428,10 @@ func TestLeaseHeartbeatIsHOT(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer conn.Release()
-			q := gen.New(conn)
+			q, err := lease.Queries(conn, lease.Table(tbl.name))
+			if err != nil {
+				t.Fatal(err)
+			}
 			c, err := tbl.claim(e.ctx, q, claimParams{queue: "default", workerID: "w", leaseMs: 60_000, maxRows: 1})
 			if err != nil || len(c) != 1 {
 				t.Fatalf("claim: %v, %d rows; want 1 row", err, len(c))
@@ -406,7 +449,7 @@ func TestLeaseHeartbeatIsHOT(t *testing.T) {
 			}
 			upd0, hot0 := stats()
 			for i := 0; i < beats; i++ {
-				got, err := tbl.heartbeat(e.ctx, q, 60_000, []int64{id}, c[0].Token)
+				got, err := heartbeatRows(e.ctx, q, 60_000, []int64{id}, c[0].Token)
 				if err != nil || len(got) != 1 {
 					t.Fatalf("heartbeat %d: %v, extended %v; want [%d]", i, err, got, id)
 				}

@@ -2,7 +2,9 @@ package test
 
 import (
 	"bytes"
+	"errors"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/google/uuid"
@@ -24,15 +26,15 @@ func TestRunIDIsTheSameInSQLAndGo(t *testing.T) {
 		{4095, 7},
 		{4096, 7},
 		{123456789, 42},
-		{1 << 48, 1<<60 - 1},
+		{1 << 48, lease.MaxLeaseVersion},
 		{lease.MaxItemID, 1},
-		{lease.MaxItemID, 1<<60 - 1},
+		{lease.MaxItemID, lease.MaxLeaseVersion},
 	}
 	for _, tb := range lease.Tables {
 		for _, c := range cases {
 			var fromSQL uuid.UUID
 			e.scalar(&fromSQL, "select workq_run_id($1, $2, $3)", string(tb), c.id, c.leaseVersion)
-			fromGo := lease.RunID(tb, c.id, c.leaseVersion)
+			fromGo := runID(tb, c.id, c.leaseVersion)
 			if fromSQL != fromGo {
 				t.Errorf("%s id %d lease_version %d: SQL %s, Go %s", tb, c.id, c.leaseVersion, fromSQL, fromGo)
 			}
@@ -49,13 +51,33 @@ func TestRunIDIsTheSameInSQLAndGo(t *testing.T) {
 		t.Error("ParseRunID accepted a random (version 4) UUID")
 	}
 
+	// A table nobody registered is an error on both sides, never another
+	// table's code; a run id with an unassigned code does not parse.
+	if _, err := lease.RunID("jobs_v2", 1, 1); !errors.Is(err, lease.ErrUnknownTable) {
+		t.Errorf("RunID of an unregistered table: err %v, want ErrUnknownTable", err)
+	}
+	var dummy uuid.UUID
+	if err := e.pool.QueryRow(e.ctx, "select workq_run_id($1, 1, 1)", "jobs_v2").Scan(&dummy); err == nil || !strings.Contains(err.Error(), "unknown work table") {
+		t.Errorf("workq_run_id of an unregistered table: %v, %v; want an unknown work table error", dummy, err)
+	}
+	unassigned := runID(lease.JobRuns, 7, 3)
+	unassigned[8] |= 0x3f // table code 63: assigned to no table
+	if tb, _, _, ok := lease.ParseRunID(unassigned); ok {
+		t.Errorf("ParseRunID read a run id with an unassigned table code as %s", tb)
+	}
+	for _, bad := range [][2]int64{{-1, 1}, {lease.MaxItemID + 1, 1}, {1, lease.MaxLeaseVersion + 1}} {
+		if _, err := lease.RunID(lease.JobRuns, bad[0], bad[1]); err == nil {
+			t.Errorf("RunID(job_runs, %d, %d) did not fail", bad[0], bad[1])
+		}
+	}
+
 	// Sorted as PostgreSQL sorts uuids (bytewise), run ids follow the item id
 	// first: that is what keeps archive inserts at the right edge of the key.
 	var ids []uuid.UUID
 	for _, id := range []int64{1, 2, 4095, 4096, 4097, 1 << 40, lease.MaxItemID} {
 		for _, tb := range lease.Tables {
 			for _, v := range []int64{1, 2, 1 << 40} {
-				ids = append(ids, lease.RunID(tb, id, v))
+				ids = append(ids, runID(tb, id, v))
 			}
 		}
 	}

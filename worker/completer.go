@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/workq/workq/lease"
@@ -29,33 +30,52 @@ type pendingCompletion struct {
 	after    func(Result) // optional, runs on the flush goroutine
 }
 
-// completer batches completions into one statement: it flushes when
-// flushBatch completions wait or flushInterval has passed since the first of
-// them, whichever comes first. Flushes run on up to two goroutines so the
-// next batch gathers while one is in the database.
-type completer struct {
-	engine   *lease.Engine
-	log      *slog.Logger
-	interval time.Duration
-	max      int
-	stats    *counters
-	onResult func(Result)
+// flushTries bounds the tries of one completion statement.
+const flushTries = 6
 
-	in      chan pendingCompletion
+// completer batches the completions of one table into one statement: it
+// flushes when flushBatch completions wait or flushInterval has passed since
+// the first of them, whichever comes first. Flushes run on up to two
+// goroutines so the next batch gathers while one is in the database.
+//
+// add never blocks a handler goroutine: its slot is free as soon as the
+// handler returns. The completer bounds its backlog instead: while more
+// than backlogLimit completions wait, its producers claim nothing
+// (backedUp), and each flush wakes them again.
+type completer struct {
+	engine    *lease.Engine
+	log       *slog.Logger
+	interval  time.Duration
+	max       int
+	limit     int64
+	stats     *counters
+	onResult  func(Result)
+	hardCtx   context.Context // ends retries at Stop's bound
+	producers []*producer     // woken when a backlog clears
+
+	mu     sync.Mutex
+	queue  []pendingCompletion
+	closed bool
+	kick   chan struct{} // the first completion arrived, the batch filled, or stop
+
+	backlog   atomic.Int64 // completions added and not yet reported
+	throttled atomic.Bool  // a producer found the backlog full
+
 	flushes chan []pendingCompletion
 	wg      sync.WaitGroup
-
-	mu     sync.RWMutex // add holds it shared while sending; stop exclusively to close in
-	closed bool
 }
 
-func newCompleter(e *lease.Engine, log *slog.Logger, interval time.Duration, max int, stats *counters, onResult func(Result)) *completer {
+func newCompleter(w *Worker, e *lease.Engine, hardCtx context.Context) *completer {
 	return &completer{
-		engine: e, log: log, interval: interval, max: max, stats: stats, onResult: onResult,
-		in:      make(chan pendingCompletion, 4*max),
-		flushes: make(chan []pendingCompletion, 1),
+		engine: e, log: w.log, interval: w.cfg.FlushInterval, max: w.cfg.FlushBatch,
+		limit: int64(backlogLimit(w.cfg.FlushBatch)), stats: &w.stats, onResult: w.onResult, hardCtx: hardCtx,
+		kick: make(chan struct{}, 1), flushes: make(chan []pendingCompletion),
 	}
 }
+
+// backlogLimit is how many completions may wait before producers stop
+// claiming: two flushes in the database and two batches gathering.
+func backlogLimit(flushBatch int) int { return 4 * flushBatch }
 
 func (c *completer) start() {
 	c.wg.Add(3)
@@ -65,29 +85,60 @@ func (c *completer) start() {
 	}
 }
 
-// add queues one completion. It blocks when the completer is backed up,
-// which in turn slows the handlers: backpressure rather than unbounded memory.
+// backedUp reports whether producers should hold off claiming.
+func (c *completer) backedUp() bool {
+	if c.backlog.Load() < c.limit {
+		return false
+	}
+	c.throttled.Store(true)
+	return true
+}
+
+// add queues one completion without blocking.
 func (c *completer) add(p pendingCompletion) {
-	c.mu.RLock()
-	defer c.mu.RUnlock()
+	c.mu.Lock()
 	if c.closed {
+		c.mu.Unlock()
 		// A handler that outlived the drain: its lease expires and the reaper
 		// makes the item available again.
 		c.log.Warn("completion arrived after shutdown; leaving the lease to expire", "table", c.engine.Table(), "id", p.c.ID)
 		c.report(p, lease.Applied{}, false)
 		return
 	}
-	c.in <- p
+	c.queue = append(c.queue, p)
+	n := len(c.queue)
+	c.mu.Unlock()
+	c.backlog.Add(1)
+	if n == 1 || n == c.max {
+		poke(c.kick)
+	}
 }
 
-// stop flushes what is queued and returns when every flush has ended. It
-// waits for adds in progress, which the running flushes unblock.
+// stop flushes what is queued and returns when every flush has ended.
 func (c *completer) stop() {
 	c.mu.Lock()
 	c.closed = true
-	close(c.in)
 	c.mu.Unlock()
+	poke(c.kick)
 	c.wg.Wait()
+}
+
+func (c *completer) size() (int, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.queue), c.closed
+}
+
+func (c *completer) take() []pendingCompletion {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := min(len(c.queue), c.max)
+	batch := make([]pendingCompletion, n)
+	copy(batch, c.queue)
+	rest := copy(c.queue, c.queue[n:])
+	clear(c.queue[rest:])
+	c.queue = c.queue[:rest]
+	return batch
 }
 
 func (c *completer) gather() {
@@ -96,26 +147,32 @@ func (c *completer) gather() {
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
 	for {
-		first, ok := <-c.in
-		if !ok {
-			return
-		}
-		batch := []pendingCompletion{first}
-		timer.Reset(c.interval)
-	collect:
-		for len(batch) < c.max {
-			select {
-			case p, ok := <-c.in:
-				if !ok {
-					break collect
-				}
-				batch = append(batch, p)
-			case <-timer.C:
-				break collect
+		n, closed := c.size()
+		if n == 0 {
+			if closed {
+				return
 			}
+			<-c.kick
+			continue
 		}
-		timer.Stop()
-		c.flushes <- batch
+		if n < c.max && !closed {
+			// Wait for the batch to fill, or for the interval since its first
+			// completion arrived (roughly now: the kick woke us).
+			timer.Reset(c.interval)
+		wait:
+			for {
+				select {
+				case <-c.kick:
+					if n, closed = c.size(); n >= c.max || closed {
+						break wait
+					}
+				case <-timer.C:
+					break wait
+				}
+			}
+			timer.Stop()
+		}
+		c.flushes <- c.take()
 	}
 }
 
@@ -123,12 +180,19 @@ func (c *completer) flusher() {
 	defer c.wg.Done()
 	for batch := range c.flushes {
 		c.flush(batch)
+		c.backlog.Add(-int64(len(batch)))
+		if c.backlog.Load() < c.limit && c.throttled.Swap(false) {
+			for _, p := range c.producers {
+				poke(p.wake)
+			}
+		}
 	}
 }
 
-// flush applies one batch, retrying a failed statement with backoff. The
-// statement is idempotent in effect: a retry after an unseen success finds
-// the rows no longer owned and reports them as lost, never applies twice.
+// flush applies one batch, retrying a failed statement with backoff (until
+// Stop's bound at the latest). A retry after an unseen commit finds the
+// tokens gone; the run archive then tells which completions that commit
+// applied (Engine.Resolve), so results, stats and meta.json stay true.
 func (c *completer) flush(batch []pendingCompletion) {
 	cs := make([]lease.Completion, len(batch))
 	for i, p := range batch {
@@ -136,8 +200,9 @@ func (c *completer) flush(batch []pendingCompletion) {
 	}
 	var applied lease.Applied
 	var err error
-	for try := range 6 {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	try := 0
+	for ; try < flushTries; try++ {
+		ctx, cancel := context.WithTimeout(c.hardCtx, 30*time.Second)
 		applied, err = c.engine.Complete(ctx, cs)
 		cancel()
 		if err == nil {
@@ -145,15 +210,51 @@ func (c *completer) flush(batch []pendingCompletion) {
 		}
 		c.stats.flushErrors.Add(1)
 		c.log.Warn("completion flush failed; retrying", "table", c.engine.Table(), "batch", len(cs), "try", try+1, "err", err)
-		time.Sleep(Backoff(int32(try), 50*time.Millisecond, 2*time.Second) + 10*time.Millisecond)
+		if try == flushTries-1 || !sleepCtx(c.hardCtx, Backoff(int32(try), 50*time.Millisecond, 2*time.Second)+10*time.Millisecond) {
+			break
+		}
 	}
 	if err != nil {
 		c.log.Error("completion flush gave up; the leases will expire and the reaper will retry these items",
 			"table", c.engine.Table(), "batch", len(cs), "err", err)
+	} else if try > 0 && len(applied.Lost) > 0 {
+		c.resolve(cs, &applied)
 	}
 	for _, p := range batch {
 		c.report(p, applied, err == nil)
 	}
+}
+
+// resolve asks the run archive about the completions a retried flush
+// reported lost: those an earlier, unseen commit applied count as applied.
+func (c *completer) resolve(cs []lease.Completion, applied *lease.Applied) {
+	lost := make(map[int64]bool, len(applied.Lost))
+	for _, id := range applied.Lost {
+		lost[id] = true
+	}
+	var ask []lease.Completion
+	for _, cp := range cs {
+		if lost[cp.ID] {
+			ask = append(ask, cp)
+		}
+	}
+	ctx, cancel := context.WithTimeout(c.hardCtx, 30*time.Second)
+	found, err := c.engine.Resolve(ctx, ask)
+	cancel()
+	if err != nil {
+		c.log.Warn("could not resolve a retried flush from the run archive; reporting its rows as lost",
+			"table", c.engine.Table(), "rows", len(ask), "err", err)
+		return
+	}
+	still := applied.Lost[:0]
+	for _, id := range applied.Lost {
+		if st, ok := found[id]; ok {
+			applied.Status[id] = st
+		} else {
+			still = append(still, id)
+		}
+	}
+	applied.Lost = still
 }
 
 // report delivers one completion's result; flushed says whether its

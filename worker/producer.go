@@ -14,26 +14,40 @@ import (
 	"github.com/workq/workq/lease"
 )
 
-// producer is the one claimer of a (table, queue) in this process: it claims
+// producer is the one claimer of a (table, queue) in this process. It claims
 // min(batch, free slots) in one statement, hands each item to a fixed pool of
 // handler goroutines (concurrency of them, started once: a goroutine per job
-// cost measurable CPU in stack growth), and heartbeats all of them with one
-// statement per claim token.
+// cost measurable CPU in stack growth), heartbeats every lease it holds in
+// one statement, and cancels a handler whose lease it can no longer vouch
+// for before the database could give the item to someone else.
+//
+// A handler slot is taken from claim until the handler returns. A finished
+// attempt then waits for its completion flush outside the slots (the
+// completer bounds those separately), and its lease is still heartbeated
+// until the flush commits: the row stays in progress in the database until
+// then, and letting its lease lapse would have the reaper retry work that
+// succeeded.
 type producer struct {
 	w      *Worker
+	src    Source
 	queue  string
 	engine *lease.Engine
+	comp   *completer
+	life   *lifecycle
 
-	wake     chan struct{} // a notification or a finished job
+	notified chan struct{} // new work may be there: a notification, or the listener (re)connected
+	wake     chan struct{} // capacity came back: slots freed, or the completer caught up
+
 	mu       sync.Mutex
-	inflight map[int64]*running
-	pending  atomic.Int64 // finished attempts whose completion is not flushed yet
+	inflight map[int64]*attempt // every attempt this producer holds a lease for
+	busy     int                // handler slots taken: claimed attempts whose handler has not returned
+	needFree int                // > 0: the claimer waits until this many slots are free
 	handlers sync.WaitGroup
-	work     chan *running // claimed items for the handler pool
+	work     chan *attempt // claimed items for the handler pool
 }
 
 // Who settles an attempt: exactly one of the handler (finished), a lost
-// heartbeat (lost) or the shutdown drain (released), by compare-and-swap from
+// lease (lost) or the shutdown drain (released), by compare-and-swap from
 // running. The winner owns the completion; the others discard their part.
 const (
 	attemptRunning int32 = iota
@@ -42,10 +56,9 @@ const (
 	attemptReleased
 )
 
-func (r *running) settle(to int32) bool { return r.state.CompareAndSwap(attemptRunning, to) }
-
-// reclaimEvery is how often a producer's claim also reaps its queue's
-// expired leases (when Config.Reclaim is on).
+// reclaimEvery is how often a producer reaps its queue's expired leases
+// (when Config.Reclaim is on): leases only expire after a crash or a stall,
+// so once a second is prompt enough.
 const reclaimEvery = time.Second
 
 // batchDone cancels a claim's deadline context when its last item ends.
@@ -60,15 +73,16 @@ func (b *batchDone) finish() {
 	}
 }
 
-// running is one attempt in progress.
-type running struct {
-	item     lease.Item
-	ctx      context.Context
-	cancel   context.CancelCauseFunc
-	batch    *batchDone   // nil without an execution timeout
-	extended atomic.Int64 // unix nanos of the last successful claim or heartbeat
-	state    atomic.Int32 // attemptRunning until one party settles the attempt
-	started  atomic.Int64 // unix nanos when the handler started (0 before)
+// attempt is one claimed attempt, from claim until its completion is
+// flushed (or it is lost or released).
+type attempt struct {
+	item    lease.Item
+	ctx     context.Context
+	cancel  context.CancelCauseFunc
+	batch   *batchDone   // nil without an execution timeout
+	expiry  atomic.Int64 // Worker.mono after which the lease can no longer be vouched for
+	state   atomic.Int32 // attemptRunning until one party settles the attempt
+	started atomic.Int64 // unix nanos when the handler started (0 before)
 
 	// The attempt's run archive record, which the handler's goroutine opens
 	// and the drain may have to close: whichever of the two comes second
@@ -78,13 +92,15 @@ type running struct {
 	released *Result      // the drain's result, when it came first
 }
 
+func (a *attempt) settle(to int32) bool { return a.state.CompareAndSwap(attemptRunning, to) }
+
 // setRecord hands over the attempt's open record; if the drain already
 // reported the attempt released, the record is ended with that now.
-func (r *running) setRecord(end func(Result)) {
-	r.recMu.Lock()
-	r.recEnd = end
-	res := r.released
-	r.recMu.Unlock()
+func (a *attempt) setRecord(end func(Result)) {
+	a.recMu.Lock()
+	a.recEnd = end
+	res := a.released
+	a.recMu.Unlock()
 	if res != nil {
 		end(*res)
 	}
@@ -92,33 +108,33 @@ func (r *running) setRecord(end func(Result)) {
 
 // endRecord ends the attempt's record with res, or keeps res for setRecord
 // when the handler's goroutine has not opened the record yet.
-func (r *running) endRecord(res Result) {
-	r.recMu.Lock()
-	end := r.recEnd
+func (a *attempt) endRecord(res Result) {
+	a.recMu.Lock()
+	end := a.recEnd
 	if end == nil {
-		r.released = &res
+		a.released = &res
 	}
-	r.recMu.Unlock()
+	a.recMu.Unlock()
 	if end != nil {
 		end(res)
 	}
 }
 
-func newProducer(w *Worker, queue string) *producer {
+func newProducer(w *Worker, src Source, queue string, comp *completer, life *lifecycle) *producer {
 	return &producer{
-		w: w, queue: queue, engine: lease.New(w.pool, lease.JobRuns),
-		wake: make(chan struct{}, 1), inflight: map[int64]*running{},
-		work: make(chan *running, w.cfg.Concurrency),
+		w: w, src: src, queue: queue, engine: comp.engine, comp: comp, life: life,
+		notified: make(chan struct{}, 1), wake: make(chan struct{}, 1),
+		inflight: map[int64]*attempt{}, work: make(chan *attempt, w.cfg.Concurrency),
 	}
 }
 
-// startHandlers starts the handler pool; stopHandlers ends it once every
-// handler returned.
+// startHandlers starts the handler pool; stopHandlers ends the idle part of
+// it (a handler still running returns on its own).
 func (p *producer) startHandlers() {
 	for range p.w.cfg.Concurrency {
 		go func() {
-			for r := range p.work {
-				p.execute(r)
+			for a := range p.work {
+				p.execute(a)
 			}
 		}()
 	}
@@ -126,86 +142,182 @@ func (p *producer) startHandlers() {
 
 func (p *producer) stopHandlers() { close(p.work) }
 
-func (p *producer) signal() {
+func poke(ch chan struct{}) {
 	select {
-	case p.wake <- struct{}{}:
+	case ch <- struct{}{}:
 	default:
 	}
 }
 
-// free is how many more rows this producer may hold (rows stay in progress
-// in the database until their completion is flushed, so those count too),
-// and whether no handler is running.
-func (p *producer) free() (n int, idle bool) {
+// notify tells the claimer that new work may be there.
+func (p *producer) notify() { poke(p.notified) }
+
+// slots returns how many more attempts the claimer may start now: 0 when it
+// must wait, in which case a freed slot or the completer wakes it. more says
+// the last claim came back full (a backlog): then it waits for refill free
+// slots, so a busy producer does not claim one row per finished job.
+func (p *producer) slots(more bool, refill int) int {
+	if p.comp.backedUp() {
+		return 0
+	}
+	cfg := p.w.cfg
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.w.cfg.Concurrency - len(p.inflight) - int(p.pending.Load()), len(p.inflight) == 0
+	free := cfg.Concurrency - p.busy
+	need := 1
+	if more && p.busy > 0 {
+		need = refill
+	}
+	if free < need {
+		p.needFree = need
+		return 0
+	}
+	p.needFree = 0
+	return min(cfg.Batch, free)
+}
+
+// slotFreed returns a handler slot and wakes the claimer if it was waiting
+// for exactly this.
+func (p *producer) slotFreed() {
+	p.w.stats.inFlight.Add(-1)
+	p.mu.Lock()
+	p.busy--
+	wake := p.needFree > 0 && p.w.cfg.Concurrency-p.busy >= p.needFree
+	if wake {
+		p.needFree = 0
+	}
+	p.mu.Unlock()
+	if wake {
+		poke(p.wake)
+	}
 }
 
 // run claims until ctx ends. Handlers keep running after it returns; drain
 // waits for them.
+//
+// It claims when there may be work (hint: a notification, the poll, or a
+// start) or when the last claim came back full (more), and there are free
+// slots. A hint stays until a claim consumes it, so a notification that
+// arrives while every slot is busy is acted on as soon as one frees.
 func (p *producer) run(ctx context.Context) {
 	cfg := p.w.cfg
-	poll := time.NewTimer(0)
+	poll := time.NewTicker(cfg.Poll)
 	defer poll.Stop()
-	// Refill once a quarter of the usual batch is free, so a full producer
-	// does not claim one row per finished job.
 	refill := max(1, min(cfg.Batch, cfg.Concurrency)/4)
+	hint, more := true, false
 	claimErrors := 0
-	// Inline reclaim scans the queue's in-progress rows; leases only expire
-	// after a crash or a stall, so once a second is prompt enough.
 	var lastReclaim time.Time
 	for ctx.Err() == nil {
-		free, idle := p.free()
-		if free >= refill || (free > 0 && idle) {
-			n := min(cfg.Batch, free)
-			reclaim := cfg.Reclaim && time.Since(lastReclaim) >= reclaimEvery
-			// The statement runs to completion even if shutdown starts meanwhile:
-			// a claim cancelled client-side can still commit on the server, and
-			// its rows would then sit until their leases expire. Rows it returns
-			// are run and drained like any others.
-			claimCtx, cancelClaim := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-			claim, err := p.engine.Claim(claimCtx, lease.ClaimParams{
-				Queue: p.queue, Max: n, Lease: cfg.Lease, WorkerID: cfg.WorkerID, ReclaimExpired: reclaim,
-			})
-			cancelClaim()
-			if err == nil && reclaim {
-				lastReclaim = time.Now()
-			}
-			if err != nil {
-				if ctx.Err() != nil {
-					return
+		if cfg.Reclaim && time.Since(lastReclaim) >= reclaimEvery {
+			p.reclaim(ctx)
+			lastReclaim = time.Now()
+		}
+		if hint || more {
+			if n := p.slots(more, refill); n > 0 {
+				hint = false
+				got, err := p.claim(ctx, n)
+				if err != nil {
+					if ctx.Err() != nil {
+						return
+					}
+					hint = true
+					claimErrors++
+					p.w.stats.claimErrors.Add(1)
+					p.w.log.Warn("claim failed", "table", p.src.Table, "queue", p.queue, "err", err)
+					if !sleepCtx(ctx, Backoff(int32(min(claimErrors, 8)), 100*time.Millisecond, 5*time.Second)) {
+						return
+					}
+					continue
 				}
-				claimErrors++
-				p.w.stats.claimErrors.Add(1)
-				p.w.log.Warn("claim failed", "queue", p.queue, "err", err)
-				if !sleepCtx(ctx, Backoff(int32(min(claimErrors, 8)), 100*time.Millisecond, 5*time.Second)) {
-					return
+				claimErrors = 0
+				if more = got == n; more {
+					continue // the queue likely has more: claim again at once
 				}
-				continue
-			}
-			claimErrors = 0
-			p.start(claim)
-			if len(claim.Items) == n {
-				continue // the queue likely has more: claim again at once
 			}
 		}
-		poll.Reset(cfg.Poll)
 		select {
 		case <-ctx.Done():
 			return
+		case <-p.notified:
+			hint = true
 		case <-p.wake:
 		case <-poll.C:
+			hint = true
 		}
 	}
 }
 
-func (p *producer) start(c lease.Claim) {
+// reclaim reaps this queue's expired leases, so a deployment without a
+// standalone reaper still recovers a crashed worker's items. The reaped rows
+// are claimable by the next claim.
+func (p *producer) reclaim(ctx context.Context) {
+	rctx, cancel := context.WithTimeout(ctx, p.w.cfg.Lease/2)
+	defer cancel()
+	got, err := p.engine.ReapExpired(rctx, p.queue, p.w.cfg.Batch)
+	if err != nil {
+		if ctx.Err() == nil {
+			p.w.log.Warn("reclaim of expired leases failed", "table", p.src.Table, "queue", p.queue, "err", err)
+		}
+		return
+	}
+	if got.Requeued+got.Failed > 0 {
+		p.w.log.Info("reclaimed expired leases", "table", p.src.Table, "queue", p.queue, "requeued", got.Requeued, "failed", got.Failed)
+	}
+}
+
+// claim claims up to n items and starts them. The claim can be cancelled
+// (Stop does): when it fails, its result may have committed unseen, so the
+// rows its token may hold are released by token at once instead of waiting
+// out their lease and costing an attempt that never ran.
+func (p *producer) claim(ctx context.Context, n int) (int, error) {
+	cfg := p.w.cfg
+	sent := p.w.mono()
+	cctx, cancel := context.WithTimeout(ctx, cfg.Lease/2)
+	c, err := p.engine.Claim(cctx, lease.ClaimParams{Queue: p.queue, Max: n, Lease: cfg.Lease, WorkerID: cfg.WorkerID})
+	cancel()
+	if err != nil {
+		if c.Token != uuid.Nil {
+			p.releaseClaim(ctx, c.Token)
+		}
+		return 0, err
+	}
+	p.start(c, sent)
+	return len(c.Items), nil
+}
+
+// releaseClaim releases whatever token holds, retrying briefly: for up to a
+// lease while running, for handlerGrace once stopping. If it cannot, the
+// rows' leases expire and the reaper retries them.
+func (p *producer) releaseClaim(ctx context.Context, token uuid.UUID) {
+	bound := p.w.cfg.Lease
+	if ctx.Err() != nil {
+		bound = handlerGrace
+	}
+	rctx, cancel := context.WithTimeout(p.life.hardCtx, bound)
+	defer cancel()
+	for try := int32(0); ; try++ {
+		n, err := p.engine.ReleaseClaim(rctx, token)
+		if err == nil {
+			if n > 0 {
+				p.w.stats.claimsReleased.Add(int64(n))
+				p.w.log.Warn("released the rows of a claim whose result was lost", "table", p.src.Table, "queue", p.queue, "rows", n)
+			}
+			return
+		}
+		if !sleepCtx(rctx, Backoff(min(try, 6), 50*time.Millisecond, time.Second)) {
+			p.w.log.Warn("could not release a failed claim's rows; their leases will expire and the reaper retries them",
+				"table", p.src.Table, "queue", p.queue, "token", token, "err", err)
+			return
+		}
+	}
+}
+
+func (p *producer) start(c lease.Claim, sent int64) {
 	if len(c.Items) == 0 {
 		return
 	}
 	p.w.stats.claimed.Add(int64(len(c.Items)))
-	now := time.Now().UnixNano()
+	expiry := sent + int64(lease.LocalTTL(p.w.cfg.Lease))
 	// The execution timeout is one deadline per claimed batch: every item of
 	// a claim starts at once (a claim never takes more than the idle handler
 	// goroutines), and a timer per job cost ~15% of the worker's CPU. The
@@ -218,77 +330,76 @@ func (p *producer) start(c lease.Claim) {
 		done = &batchDone{cancel: cancel}
 		done.left.Store(int32(len(c.Items)))
 	}
+	batch := make([]*attempt, len(c.Items))
 	p.mu.Lock()
-	batch := make([]*running, len(c.Items))
 	for i, it := range c.Items {
 		ctx, cancel := context.WithCancelCause(parent)
-		r := &running{item: it, ctx: ctx, cancel: cancel, batch: done}
-		r.extended.Store(now)
-		p.inflight[it.ID] = r
-		batch[i] = r
+		a := &attempt{item: it, ctx: ctx, cancel: cancel, batch: done}
+		a.expiry.Store(expiry)
+		p.inflight[it.ID] = a
+		batch[i] = a
 	}
+	p.busy += len(batch)
 	p.handlers.Add(len(batch))
-	p.w.stats.inFlight.Add(int64(len(batch)))
 	p.mu.Unlock()
+	p.w.stats.inFlight.Add(int64(len(batch)))
 	// Never blocks: the pool channel holds concurrency items and a claim
 	// never takes more than the free slots.
-	for _, r := range batch {
-		p.work <- r
+	for _, a := range batch {
+		p.work <- a
 	}
 }
 
-func (p *producer) execute(r *running) {
+func (p *producer) execute(a *attempt) {
 	defer p.handlers.Done()
-	defer r.batch.finish()
-	if r.state.Load() != attemptRunning {
+	defer a.batch.finish()
+	if a.state.Load() != attemptRunning {
 		// Released (or lost) before a handler goroutine took it: do not run it.
-		p.forget(r)
-		p.signal()
+		p.slotFreed()
+		p.forget(a)
 		return
 	}
 	cfg := p.w.cfg
-	rec := p.w.runs.begin(&r.item, cfg.WorkerID, p.w.log)
-	r.setRecord(rec.end)
-	job := &Job{Item: r.item, base: p.w.log, file: rec.file}
+	rec := p.w.runs.begin(&a.item, cfg.WorkerID, p.w.log)
+	a.setRecord(rec.end)
+	job := &Job{Item: a.item, base: p.w.log, file: rec.file}
 	started := time.Now()
-	r.started.Store(started.UnixNano())
-	err := p.call(r.ctx, job)
+	a.started.Store(started.UnixNano())
+	err := p.call(a.ctx, job)
 	finished := time.Now()
-	r.cancel(nil)
+	a.cancel(nil)
 
-	won := r.settle(attemptFinished)
-	if won {
-		// Before leaving inflight, so the slot is never counted free twice; it
-		// frees (and wakes the claimer) once the completion is flushed.
-		p.pending.Add(1)
-	}
-	p.forget(r)
+	won := a.settle(attemptFinished)
+	p.slotFreed()
 	if !won {
-		p.signal()
-		if r.state.Load() == attemptLost {
-			rec.end(Result{Item: r.item, Outcome: "lease_lost", Error: errString(err), Started: started, Finished: finished})
+		p.forget(a)
+		if a.state.Load() == attemptLost {
+			rec.end(Result{Item: a.item, Outcome: "lease_lost", Error: errString(err), Started: started, Finished: finished})
 		}
 		// Released: the drain's completion ends the attempt's record.
 		return
 	}
-	c := p.outcome(r.item, err)
-	p.w.completer.add(pendingCompletion{c: c, item: r.item, started: started, finished: finished, after: func(res Result) {
+	p.w.stats.pending.Add(1)
+	p.comp.add(pendingCompletion{c: p.outcome(a.item, err), item: a.item, started: started, finished: finished, after: func(res Result) {
 		rec.end(res)
-		p.pending.Add(-1)
-		p.signal()
+		p.forget(a)
+		p.w.stats.pending.Add(-1)
 	}})
 }
 
-// forget removes a settled attempt from the in-flight set. The caller wakes
-// the claimer when that frees a slot.
-func (p *producer) forget(r *running) {
+// forget removes a settled attempt from the leases this producer holds. The
+// same item may be in the map under a newer claim (lost, reaped and claimed
+// again while the old handler ran on): only this attempt is removed.
+func (p *producer) forget(a *attempt) {
 	p.mu.Lock()
-	delete(p.inflight, r.item.ID)
+	if p.inflight[a.item.ID] == a {
+		delete(p.inflight, a.item.ID)
+	}
 	p.mu.Unlock()
-	p.w.stats.inFlight.Add(-1)
 }
 
-// call runs the handler, turning a panic into an error that carries the stack.
+// call routes the job and runs its handler, turning a panic into an error
+// that carries the stack.
 func (p *producer) call(ctx context.Context, job *Job) (err error) {
 	defer func() {
 		if v := recover(); v != nil {
@@ -296,15 +407,15 @@ func (p *producer) call(ctx context.Context, job *Job) (err error) {
 			err = fmt.Errorf("panic: %v\n%s", v, debug.Stack())
 		}
 	}()
-	h, ok := p.w.handlers[job.Kind]
-	if !ok {
-		return fmt.Errorf("no handler registered for kind %q on worker %s", job.Kind, p.w.cfg.WorkerID)
+	h, err := p.src.Route(job)
+	if err != nil {
+		return err
 	}
 	return h(ctx, job)
 }
 
 func (p *producer) outcome(it lease.Item, err error) lease.Completion {
-	c := lease.Completion{ID: it.ID, Token: it.OwnerToken}
+	c := lease.Completion{ID: it.ID, Token: it.OwnerToken, RunID: it.RunID}
 	var snooze *snoozeError
 	switch {
 	case err == nil:
@@ -320,12 +431,13 @@ func (p *producer) outcome(it lease.Item, err error) lease.Completion {
 	return c
 }
 
-// heartbeat extends every in-flight lease every lease/3 with one statement
-// per claim token. An item whose lease did not extend, or that has gone a
-// whole lease without a successful heartbeat, is cancelled with ErrLeaseLost.
+// heartbeat extends, every lease/3 and in one statement, every lease this
+// producer holds: running attempts and finished ones whose completion is
+// not flushed yet. A running attempt whose lease did not extend is lost and
+// its handler is cancelled; a finished one is left to its flush, which
+// finds out for itself.
 func (p *producer) heartbeat(ctx context.Context) {
-	lease := p.w.cfg.Lease
-	t := time.NewTicker(lease / 3)
+	t := time.NewTicker(p.w.cfg.Lease / 3)
 	defer t.Stop()
 	for {
 		select {
@@ -333,100 +445,130 @@ func (p *producer) heartbeat(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		p.beat(ctx, lease)
+		p.beat(ctx)
 	}
 }
 
-func (p *producer) beat(ctx context.Context, leaseTTL time.Duration) {
-	byToken := map[uuid.UUID][]int64{}
+func (p *producer) beat(ctx context.Context) {
+	ttl := p.w.cfg.Lease
 	p.mu.Lock()
-	items := make(map[int64]*running, len(p.inflight))
-	for id, r := range p.inflight {
-		if r.state.Load() != attemptRunning {
-			continue
+	held := make([]lease.Held, 0, len(p.inflight))
+	byID := make(map[int64]*attempt, len(p.inflight))
+	for id, a := range p.inflight {
+		if s := a.state.Load(); s == attemptRunning || s == attemptFinished {
+			held = append(held, lease.Held{ID: id, Token: a.item.OwnerToken})
+			byID[id] = a
 		}
-		items[id] = r
-		byToken[r.item.OwnerToken] = append(byToken[r.item.OwnerToken], id)
 	}
 	p.mu.Unlock()
-	now := time.Now()
-	for token, ids := range byToken {
-		// Bounded, so one hung statement cannot stop every later heartbeat
-		// (and with it the "no heartbeat for a whole lease" check).
-		hctx, cancel := context.WithTimeout(ctx, leaseTTL/3)
-		extended, lost, err := p.engine.Heartbeat(hctx, token, ids, leaseTTL)
-		cancel()
-		if err != nil {
-			if ctx.Err() != nil {
-				return
-			}
-			p.w.log.Warn("heartbeat failed", "queue", p.queue, "items", len(ids), "err", err)
-			for _, id := range ids {
-				if r := items[id]; now.Sub(time.Unix(0, r.extended.Load())) >= leaseTTL {
-					p.lose(r, "no successful heartbeat for a whole lease")
-				}
-			}
-			continue
+	if len(held) == 0 {
+		return
+	}
+	sent := p.w.mono()
+	// Bounded, so one hung statement cannot hold up the next heartbeat; the
+	// watchdog cancels handlers meanwhile if the leases run out.
+	hctx, cancel := context.WithTimeout(ctx, ttl/3)
+	extended, lost, err := p.engine.Heartbeat(hctx, held, ttl)
+	cancel()
+	if err != nil {
+		if ctx.Err() == nil {
+			p.w.stats.heartbeatErrors.Add(1)
+			p.w.log.Warn("heartbeat failed", "table", p.src.Table, "queue", p.queue, "items", len(held), "err", err)
 		}
-		for _, id := range extended {
-			items[id].extended.Store(now.UnixNano())
-		}
-		for _, id := range lost {
-			p.lose(items[id], "heartbeat did not extend the lease")
+		return
+	}
+	expiry := sent + int64(lease.LocalTTL(ttl))
+	for _, id := range extended {
+		byID[id].expiry.Store(expiry)
+	}
+	for _, id := range lost {
+		if a := byID[id]; a.state.Load() == attemptRunning {
+			p.lose(a, "heartbeat did not extend the lease (expired, reaped or taken over)")
 		}
 	}
 }
 
-func (p *producer) lose(r *running, why string) {
-	if !r.settle(attemptLost) {
+// watchdog cancels a running attempt once no claim or heartbeat has
+// confirmed its lease for lease.LocalTTL: by the database clock the lease
+// has not expired yet, so its handler stops before another worker can claim
+// the item (a worker cut off from the database must not run on).
+func (p *producer) watchdog(ctx context.Context) {
+	t := time.NewTicker(min(max(p.w.cfg.Lease/20, 10*time.Millisecond), time.Second))
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		now := p.w.mono()
+		var late []*attempt
+		p.mu.Lock()
+		for _, a := range p.inflight {
+			if a.expiry.Load() <= now && a.state.Load() == attemptRunning {
+				late = append(late, a)
+			}
+		}
+		p.mu.Unlock()
+		for _, a := range late {
+			p.lose(a, "no heartbeat confirmed the lease in time; cancelled before it can expire in the database")
+		}
+	}
+}
+
+func (p *producer) lose(a *attempt, why string) {
+	if !a.settle(attemptLost) {
 		return
 	}
 	p.w.stats.leaseLost.Add(1)
-	p.w.log.Warn("lease lost; cancelling the handler", "table", r.item.Table, "id", r.item.ID,
-		"run_id", r.item.RunID, "attempt", r.item.Attempt, "why", why)
-	r.cancel(ErrLeaseLost)
+	p.w.log.Warn("lease lost; cancelling the handler", "table", a.item.Table, "id", a.item.ID,
+		"run_id", a.item.RunID, "attempt", a.item.Attempt, "why", why)
+	a.cancel(ErrLeaseLost)
 }
 
-// drain waits up to timeout for in-flight handlers, then cancels the rest
+// drain waits, until ctx ends, for in-flight handlers, then cancels the rest
 // and releases their leases so another worker can take them at once.
-func (p *producer) drain(timeout time.Duration) {
+func (p *producer) drain(ctx context.Context) {
 	done := make(chan struct{})
 	go func() { p.handlers.Wait(); close(done) }()
 	select {
 	case <-done:
 		return
-	case <-time.After(timeout):
+	case <-ctx.Done():
 	}
 	p.mu.Lock()
-	var release []*running
-	for _, r := range p.inflight {
-		if r.settle(attemptReleased) {
-			release = append(release, r)
+	var release []*attempt
+	for _, a := range p.inflight {
+		if a.settle(attemptReleased) {
+			release = append(release, a)
 		}
 	}
 	p.mu.Unlock()
-	for _, r := range release {
-		r.cancel(ErrShutdown)
-		p.w.completer.add(pendingCompletion{
-			c:    lease.Completion{ID: r.item.ID, Token: r.item.OwnerToken, Outcome: lease.Released},
-			item: r.item, started: startedAt(r), finished: time.Now(),
-			after: r.endRecord, // finish the attempt's meta.json and close its attempt.log
+	for _, a := range release {
+		a.cancel(ErrShutdown)
+		p.comp.add(pendingCompletion{
+			c:    lease.Completion{ID: a.item.ID, Token: a.item.OwnerToken, RunID: a.item.RunID, Outcome: lease.Released},
+			item: a.item, started: startedAt(a), finished: time.Now(),
+			after: func(res Result) {
+				a.endRecord(res) // finish the attempt's meta.json and close its attempt.log
+				p.forget(a)
+			},
 		})
 	}
 	if len(release) > 0 {
-		p.w.log.Info("released unfinished jobs at shutdown", "queue", p.queue, "count", len(release))
+		p.w.log.Info("released unfinished work at shutdown", "table", p.src.Table, "queue", p.queue, "count", len(release))
 	}
 	// Give cancelled handlers a moment to return; Go cannot stop one that
 	// ignores its context, and the process may exit under it.
 	select {
 	case <-done:
-	case <-time.After(2 * time.Second):
+	case <-time.After(handlerGrace):
 	}
 }
 
-// startedAt is when r's handler started, or the zero time if it never did.
-func startedAt(r *running) time.Time {
-	if ns := r.started.Load(); ns != 0 {
+// startedAt is when a's handler started, or the zero time if it never did.
+func startedAt(a *attempt) time.Time {
+	if ns := a.started.Load(); ns != 0 {
 		return time.Unix(0, ns)
 	}
 	return time.Time{}

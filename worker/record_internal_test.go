@@ -12,7 +12,7 @@ import (
 // has opened the record). Exactly one end, with the drain's result.
 func TestAttemptRecordEndsOnceInEitherOrder(t *testing.T) {
 	for _, drainFirst := range []bool{true, false} {
-		r := &running{}
+		r := &attempt{}
 		var ended []Result
 		end := func(res Result) { ended = append(ended, res) }
 		res := Result{Outcome: lease.Released, Applied: true, Status: lease.StatusReady}

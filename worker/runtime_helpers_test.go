@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/google/uuid"
 	"strings"
 	"sync"
 	"testing"
@@ -190,6 +191,16 @@ func waitClaimedBy(t *testing.T, pool *pgxpool.Pool, id int64, workerID string, 
 		return lease.Status(row.Status) == lease.StatusInProgress && deref(row.ClaimedBy) == workerID
 	})
 	return row
+}
+
+// mustRunID is the run id of job id's attempt under leaseVersion.
+func mustRunID(t *testing.T, id, leaseVersion int64) uuid.UUID {
+	t.Helper()
+	u, err := lease.RunID(lease.JobRuns, id, leaseVersion)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return u
 }
 
 func deref[T any](p *T) T {

@@ -362,18 +362,18 @@ func TestRuntimeLeaseLostMidHandler(t *testing.T) {
 	}{
 		{"reaper statement", func(ctx context.Context, t *testing.T) func(e *lease.Engine) error {
 			return func(e *lease.Engine) error {
-				r, err := e.ReapExpired(ctx, 100)
+				r, err := e.ReapExpired(ctx, "", 100)
 				if err == nil && r.Requeued != 1 {
 					err = fmt.Errorf("reaper requeued %d, failed %d; want 1 requeued", r.Requeued, r.Failed)
 				}
 				return err
 			}
 		}},
-		{"claim with ReclaimExpired", func(ctx context.Context, t *testing.T) func(e *lease.Engine) error {
+		{"reclaim of the queue", func(ctx context.Context, t *testing.T) func(e *lease.Engine) error {
 			return func(e *lease.Engine) error {
-				c, err := e.Claim(ctx, lease.ClaimParams{Queue: "default", Max: 10, Lease: time.Minute, WorkerID: "reclaimer", ReclaimExpired: true})
-				if err == nil && len(c.Items) != 0 {
-					err = fmt.Errorf("reclaiming claim took %d rows; the reaped row is claimable only from the next claim", len(c.Items))
+				r, err := e.ReapExpired(ctx, "default", 100)
+				if err == nil && r.Requeued != 1 {
+					err = fmt.Errorf("reclaim requeued %d, failed %d; want 1 requeued", r.Requeued, r.Failed)
 				}
 				return err
 			}
@@ -424,7 +424,7 @@ func TestRuntimeLeaseLostMidHandler(t *testing.T) {
 
 			row := jobRow(t, pool, id)
 			if lease.Status(row.Status) != lease.StatusInProgress || deref(row.OwnerToken) != thief.OwnerToken ||
-				deref(row.ClaimedBy) != "thief" || row.Attempts != 2 || lease.RunID(lease.JobRuns, id, row.LeaseVersion) != thief.RunID {
+				deref(row.ClaimedBy) != "thief" || row.Attempts != 2 || mustRunID(t, id, row.LeaseVersion) != thief.RunID {
 				t.Errorf("row after the late result: status %d owner %v claimed_by %q attempts %d lease_version %d; want in progress under the thief's token and run, attempts 2",
 					row.Status, deref(row.OwnerToken), deref(row.ClaimedBy), row.Attempts, row.LeaseVersion)
 			}
@@ -493,7 +493,10 @@ func TestRuntimeHeartbeatKeepsLongHandler(t *testing.T) {
 		defer wg.Done()
 		e := lease.New(pool, lease.JobRuns)
 		for bg.Err() == nil {
-			c, err := e.Claim(bg, lease.ClaimParams{Queue: "default", Max: 10, Lease: time.Minute, WorkerID: "thief", ReclaimExpired: true})
+			if _, err := e.ReapExpired(bg, "default", 10); err != nil && bg.Err() == nil {
+				t.Errorf("thief reclaim: %v", err)
+			}
+			c, err := e.Claim(bg, lease.ClaimParams{Queue: "default", Max: 10, Lease: time.Minute, WorkerID: "thief"})
 			if err == nil {
 				stolen.Add(int32(len(c.Items)))
 			}

@@ -4,32 +4,36 @@ import "sync/atomic"
 
 // Stats counts what a worker did since it started.
 type Stats struct {
-	Claimed     int64 `json:"claimed"`
-	Done        int64 `json:"done"`
-	Retried     int64 `json:"retried"`
-	Failed      int64 `json:"failed"`
-	Snoozed     int64 `json:"snoozed"`
-	Released    int64 `json:"released"`
-	LeaseLost   int64 `json:"lease_lost"`
-	Panics      int64 `json:"panics"`
-	ClaimErrors int64 `json:"claim_errors"`
-	FlushErrors int64 `json:"flush_errors"` // failed completion statements (each is retried)
-	Unflushed   int64 `json:"unflushed"`    // completions given up on: their leases expire and the reaper retries them
-	InFlight    int64 `json:"in_flight"`
+	Claimed         int64 `json:"claimed"`
+	Done            int64 `json:"done"`
+	Retried         int64 `json:"retried"`
+	Failed          int64 `json:"failed"`
+	Snoozed         int64 `json:"snoozed"`
+	Released        int64 `json:"released"`
+	LeaseLost       int64 `json:"lease_lost"`
+	Panics          int64 `json:"panics"`
+	ClaimErrors     int64 `json:"claim_errors"`
+	ClaimsReleased  int64 `json:"claims_released"`  // rows of claims whose result was lost, released by token
+	HeartbeatErrors int64 `json:"heartbeat_errors"` // failed heartbeat statements
+	FlushErrors     int64 `json:"flush_errors"`     // failed completion statements (each is retried)
+	Unflushed       int64 `json:"unflushed"`        // completions given up on: their leases expire and the reaper retries them
+	InFlight        int64 `json:"in_flight"`        // attempts holding a handler slot
+	Pending         int64 `json:"pending"`          // finished attempts whose completion is not flushed yet
 }
 
 type counters struct {
 	claimed, done, retried, failed, snoozed, released atomic.Int64
-	leaseLost, panics, claimErrors, flushErrors       atomic.Int64
-	unflushed                                         atomic.Int64
-	inFlight                                          atomic.Int64
+	leaseLost, panics, claimErrors, claimsReleased    atomic.Int64
+	heartbeatErrors, flushErrors, unflushed           atomic.Int64
+	inFlight, pending                                 atomic.Int64
 }
 
 func (c *counters) snapshot() Stats {
 	return Stats{
 		Claimed: c.claimed.Load(), Done: c.done.Load(), Retried: c.retried.Load(), Failed: c.failed.Load(),
 		Snoozed: c.snoozed.Load(), Released: c.released.Load(), LeaseLost: c.leaseLost.Load(),
-		Panics: c.panics.Load(), ClaimErrors: c.claimErrors.Load(), FlushErrors: c.flushErrors.Load(), Unflushed: c.unflushed.Load(),
-		InFlight: c.inFlight.Load(),
+		Panics: c.panics.Load(), ClaimErrors: c.claimErrors.Load(), ClaimsReleased: c.claimsReleased.Load(),
+		HeartbeatErrors: c.heartbeatErrors.Load(), FlushErrors: c.flushErrors.Load(), Unflushed: c.unflushed.Load(),
+		InFlight: c.inFlight.Load(), Pending: c.pending.Load(),
 	}
 }

@@ -1,20 +1,23 @@
-// Package worker runs handlers for claimed job runs: one claim loop per queue,
-// a bounded number of handler goroutines, batched heartbeats and batched
-// completions, LISTEN/NOTIFY wake-ups with polling as the fallback, and a
-// graceful drain on shutdown. Embed it in a service or run `workq worker`.
+// Package worker is workq's one runtime: for every (work table, queue) it
+// serves it runs one claim loop, a bounded pool of handler goroutines,
+// batched heartbeats with a local lease deadline, batched completions,
+// LISTEN/NOTIFY wake-ups with polling as the fallback, and a bounded,
+// graceful stop. Each kind of work is a thin Source on it: job runs (handlers
+// registered by kind with Register) are built in; other tables plug in with
+// AddSource. Embed it in a service or run `workq worker`.
 package worker
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/workq/workq"
 	"github.com/workq/workq/config"
 	"github.com/workq/workq/lease"
 )
@@ -25,22 +28,57 @@ type Options struct {
 	OnResult func(Result) // called once per finished attempt after its flush
 }
 
-// Worker works the job_runs queues named in its config.
-type Worker struct {
-	pool      *pgxpool.Pool
-	cfg       config.Config
-	log       *slog.Logger
-	onResult  func(Result)
-	handlers  map[string]HandlerFunc
-	stats     counters
-	runs      *runArchive
-	completer *completer
-
-	mu      sync.Mutex
-	running bool
+// Source is one kind of work on the runtime: a work table, the queues of it
+// to claim from, and how a claimed item finds the function that works it.
+// Everything else (claiming, leases, completions, retries, the run archive,
+// wake-ups, shutdown) is the runtime's and the same for every table.
+type Source struct {
+	Table  lease.Table
+	Queues []string
+	// Route returns the handler of a claimed item. An error is the attempt's
+	// result (retried with backoff; Permanent fails it at once).
+	Route func(*Job) (HandlerFunc, error)
 }
 
-// New validates cfg and returns a worker. Register handlers, then Run.
+// Worker runs the sources registered on it.
+type Worker struct {
+	pool     *pgxpool.Pool
+	cfg      config.Config
+	log      *slog.Logger
+	onResult func(Result)
+	stats    counters
+	runs     *runArchive
+	clock0   time.Time // base of the worker's monotonic clock (mono)
+
+	mu       sync.Mutex
+	handlers map[string]HandlerFunc // job runs, by kind
+	sources  []Source
+	state    int // stateNew, stateRunning, stateStopped
+	run      *lifecycle
+}
+
+const (
+	stateNew = iota
+	stateRunning
+	stateStopped
+)
+
+// StopBound is how long Stop may take beyond the drain timeout: cancelled
+// handlers get a moment to return, then the last completions and releases
+// are flushed. When the database cannot be reached within it, Stop returns
+// anyway; the leases left behind expire and the items run again.
+const StopBound = 5 * time.Second
+
+// handlerGrace is the part of StopBound that cancelled handlers get to
+// return before the final flush.
+const handlerGrace = 2 * time.Second
+
+// ErrNotRunning is returned by Stop when the worker was never started or
+// has already stopped.
+var ErrNotRunning = errors.New("worker not running")
+
+// New validates cfg and returns a worker. Register handlers (and sources),
+// then Start or Run.
 func New(pool *pgxpool.Pool, cfg config.Config, o Options) (*Worker, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("worker config: %w", err)
@@ -49,14 +87,14 @@ func New(pool *pgxpool.Pool, cfg config.Config, o Options) (*Worker, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	w := &Worker{pool: pool, cfg: cfg, log: log, onResult: o.OnResult, handlers: map[string]HandlerFunc{}}
+	w := &Worker{pool: pool, cfg: cfg, log: log, onResult: o.OnResult, handlers: map[string]HandlerFunc{}, clock0: time.Now()}
 	if cfg.RunsDir != "" {
 		w.runs = &runArchive{dir: cfg.RunsDir}
 	}
 	return w, nil
 }
 
-// Register sets the handler of a job kind. Call it before Run.
+// Register sets the handler of a job kind. Call it before Start.
 func (w *Worker) Register(kind string, h HandlerFunc) error {
 	if !config.ValidName(kind) {
 		return fmt.Errorf("register handler: kind %q is not a valid name", kind)
@@ -66,8 +104,8 @@ func (w *Worker) Register(kind string, h HandlerFunc) error {
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if w.running {
-		return fmt.Errorf("register handler %q: worker already running", kind)
+	if w.state != stateNew {
+		return fmt.Errorf("register handler %q: worker already started", kind)
 	}
 	if _, dup := w.handlers[kind]; dup {
 		return fmt.Errorf("register handler %q: already registered", kind)
@@ -76,112 +114,209 @@ func (w *Worker) Register(kind string, h HandlerFunc) error {
 	return nil
 }
 
-// Stats returns the worker's counters.
-func (w *Worker) Stats() Stats { return w.stats.snapshot() }
-
-// Run works jobs until ctx is cancelled, then stops claiming, lets in-flight
-// handlers finish within the drain timeout, releases the rest, flushes every
-// completion and returns.
-func (w *Worker) Run(ctx context.Context) error {
+// AddSource adds a kind of work. Call it before Start. A (table, queue) may
+// be served by one source only.
+func (w *Worker) AddSource(s Source) error {
+	if _, err := lease.ParseTable(string(s.Table)); err != nil {
+		return fmt.Errorf("add source: %w", err)
+	}
+	if len(s.Queues) == 0 {
+		return fmt.Errorf("add source %s: no queues", s.Table)
+	}
+	for _, q := range s.Queues {
+		if !config.ValidName(q) {
+			return fmt.Errorf("add source %s: queue %q is not a valid name (1-128 of A-Z a-z 0-9 _ . : -)", s.Table, q)
+		}
+	}
+	if s.Route == nil {
+		return fmt.Errorf("add source %s: nil Route", s.Table)
+	}
 	w.mu.Lock()
-	if w.running {
-		w.mu.Unlock()
-		return fmt.Errorf("worker already running")
+	defer w.mu.Unlock()
+	if w.state != stateNew {
+		return fmt.Errorf("add source %s: worker already started", s.Table)
 	}
-	w.running = true
-	w.mu.Unlock()
-
-	w.completer = newCompleter(lease.New(w.pool, lease.JobRuns), w.log, w.cfg.FlushInterval, w.cfg.FlushBatch, &w.stats, w.onResult)
-	w.completer.start()
-
-	producers := map[string]*producer{}
-	for _, q := range w.cfg.Queues {
-		producers[q] = newProducer(w, q)
+	for _, o := range w.sources {
+		for _, q := range s.Queues {
+			if o.Table == s.Table && slices.Contains(o.Queues, q) {
+				return fmt.Errorf("add source %s: queue %q is already served", s.Table, q)
+			}
+		}
 	}
-	// Heartbeats and the listener outlive ctx: in-flight jobs keep their
-	// leases while they drain.
-	bgCtx, stopBackground := context.WithCancel(context.Background())
-	var bg sync.WaitGroup
-	if !w.cfg.PollOnly {
-		bg.Add(1)
-		go func() { defer bg.Done(); w.listen(bgCtx, producers) }()
-	}
-	var loops sync.WaitGroup
-	for _, p := range producers {
-		p.startHandlers()
-		bg.Add(1)
-		go func() { defer bg.Done(); p.heartbeat(bgCtx) }()
-		loops.Add(1)
-		go func() { defer loops.Done(); p.run(ctx) }()
-	}
-	w.log.Info("worker started", "worker_id", w.cfg.WorkerID, "queues", w.cfg.Queues,
-		"concurrency", w.cfg.Concurrency, "batch", w.cfg.Batch, "lease", w.cfg.Lease, "poll_only", w.cfg.PollOnly)
-
-	<-ctx.Done()
-	loops.Wait()
-	w.log.Info("worker stopping: draining in-flight jobs", "in_flight", w.stats.inFlight.Load(), "drain_timeout", w.cfg.DrainTimeout)
-	var drains sync.WaitGroup
-	for _, p := range producers {
-		drains.Add(1)
-		go func() { defer drains.Done(); p.drain(w.cfg.DrainTimeout); p.stopHandlers() }()
-	}
-	drains.Wait()
-	w.completer.stop()
-	stopBackground()
-	bg.Wait()
-	w.log.Info("worker stopped", "stats", w.Stats())
+	s.Queues = slices.Clone(s.Queues)
+	w.sources = append(w.sources, s)
 	return nil
 }
 
-// listen holds one connection with LISTEN on the job_runs channel and wakes
-// the producer of the queue each notification names. On any error it
-// reconnects with backoff and wakes every producer, in case a notification
-// was missed meanwhile; polling covers the gap.
-func (w *Worker) listen(ctx context.Context, producers map[string]*producer) {
-	channel := workq.NotifyChannel(string(lease.JobRuns))
-	for attempt := int32(0); ctx.Err() == nil; attempt++ {
-		listened, err := w.listenOnce(ctx, channel, producers)
-		if ctx.Err() != nil {
-			return
+// jobRuns is the built-in source: job runs of the configured queues, routed
+// to the handler registered for their kind. An unknown kind is retried, not
+// failed: during a rolling deploy a newer worker may know it.
+func (w *Worker) jobRuns() Source {
+	return Source{Table: lease.JobRuns, Queues: w.cfg.Queues, Route: func(j *Job) (HandlerFunc, error) {
+		h, ok := w.handlers[j.Kind]
+		if !ok {
+			return nil, fmt.Errorf("no handler registered for kind %q on worker %s", j.Kind, w.cfg.WorkerID)
 		}
-		if listened {
-			attempt = 0 // a fresh loss after a good connection backs off from the start
+		return h, nil
+	}}
+}
+
+// Stats returns the worker's counters.
+func (w *Worker) Stats() Stats { return w.stats.snapshot() }
+
+// mono is the worker's monotonic clock, in nanoseconds since New. Local
+// lease deadlines use it: only durations measured here count, never the
+// wall clock or its offset from the database's.
+func (w *Worker) mono() int64 { return int64(time.Since(w.clock0)) }
+
+// lifecycle is what a started worker owns.
+type lifecycle struct {
+	claimCtx    context.Context // ends the claim loops and any claim in flight
+	stopClaims  context.CancelFunc
+	bgCtx       context.Context // heartbeats, watchdogs, listener: end last
+	stopBg      context.CancelFunc
+	hardCtx     context.Context // ends retries that could outlast Stop's bound
+	stopHard    context.CancelFunc
+	producers   []*producer
+	completers  map[lease.Table]*completer
+	loops, bg   sync.WaitGroup
+	stopOnce    sync.Once
+	stopped     chan struct{}
+	stopTimeout time.Duration
+}
+
+// Start begins claiming and returns at once; ctx is used only while
+// starting (the worker runs until Stop). With no source added, the worker
+// serves job runs of the configured queues; with sources added, it serves
+// job runs only when a kind is registered.
+func (w *Worker) Start(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.state != stateNew {
+		return fmt.Errorf("worker already started")
+	}
+	sources := slices.Clone(w.sources)
+	if len(sources) == 0 || len(w.handlers) > 0 {
+		sources = append([]Source{w.jobRuns()}, sources...)
+	}
+	for _, s := range sources[1:] {
+		if s.Table == lease.JobRuns && sources[0].Table == lease.JobRuns {
+			for _, q := range s.Queues {
+				if slices.Contains(sources[0].Queues, q) {
+					return fmt.Errorf("start: job_runs queue %q is served by an added source and by the registered kinds", q)
+				}
+			}
 		}
-		w.log.Warn("listener lost its connection; polling until it is back", "err", err)
-		for _, p := range producers {
-			p.signal()
+	}
+	r := &lifecycle{completers: map[lease.Table]*completer{}, stopped: make(chan struct{})}
+	r.claimCtx, r.stopClaims = context.WithCancel(context.Background())
+	r.bgCtx, r.stopBg = context.WithCancel(context.Background())
+	r.hardCtx, r.stopHard = context.WithCancel(context.Background())
+	for _, s := range sources {
+		c, ok := r.completers[s.Table]
+		if !ok {
+			c = newCompleter(w, lease.New(w.pool, s.Table), r.hardCtx)
+			r.completers[s.Table] = c
+			c.start()
 		}
-		if !sleepCtx(ctx, Backoff(min(attempt, 6), 100*time.Millisecond, 5*time.Second)+50*time.Millisecond) {
-			return
+		for _, q := range s.Queues {
+			p := newProducer(w, s, q, c, r)
+			c.producers = append(c.producers, p)
+			r.producers = append(r.producers, p)
 		}
+	}
+	if !w.cfg.PollOnly {
+		r.bg.Add(1)
+		go func() { defer r.bg.Done(); w.listen(r.bgCtx, r.producers) }()
+	}
+	for _, p := range r.producers {
+		p.startHandlers()
+		r.bg.Add(2)
+		go func() { defer r.bg.Done(); p.heartbeat(r.bgCtx) }()
+		go func() { defer r.bg.Done(); p.watchdog(r.bgCtx) }()
+		r.loops.Add(1)
+		go func() { defer r.loops.Done(); p.run(r.claimCtx) }()
+	}
+	w.state, w.run = stateRunning, r
+	w.log.Info("worker started", "worker_id", w.cfg.WorkerID, "sources", describe(sources),
+		"concurrency", w.cfg.Concurrency, "batch", w.cfg.Batch, "lease", w.cfg.Lease, "poll_only", w.cfg.PollOnly)
+	return nil
+}
+
+func describe(sources []Source) []string {
+	var out []string
+	for _, s := range sources {
+		for _, q := range s.Queues {
+			out = append(out, string(s.Table)+"/"+q)
+		}
+	}
+	return out
+}
+
+// Stop stops claiming, lets in-flight handlers finish for the drain timeout
+// (or until ctx ends, whichever is first) while their leases are kept,
+// cancels the rest with ErrShutdown and releases them (back to ready, the
+// attempt given back), flushes every completion and returns. It returns
+// within the drain timeout plus StopBound, whatever the database does.
+// Calling it again waits for the first call to finish.
+func (w *Worker) Stop(ctx context.Context) error {
+	w.mu.Lock()
+	r, state := w.run, w.state
+	w.mu.Unlock()
+	if state != stateRunning && state != stateStopped || r == nil {
+		return ErrNotRunning
+	}
+	r.stopOnce.Do(func() { go w.stop(ctx, r) })
+	select {
+	case <-r.stopped:
+		return nil
+	case <-ctx.Done():
+		// The stop goes on in the background, still bounded.
+		return ctx.Err()
 	}
 }
 
-// listenOnce listens until the connection fails; listened reports whether it
-// got as far as LISTEN.
-func (w *Worker) listenOnce(ctx context.Context, channel string, producers map[string]*producer) (listened bool, err error) {
-	conn, err := w.pool.Acquire(ctx)
-	if err != nil {
-		return false, err
+func (w *Worker) stop(ctx context.Context, r *lifecycle) {
+	defer close(r.stopped)
+	deadline := time.Now().Add(w.cfg.DrainTimeout)
+	r.stopClaims()
+	r.loops.Wait()
+	w.log.Info("worker stopping: draining in-flight work", "in_flight", w.stats.inFlight.Load(), "drain_timeout", w.cfg.DrainTimeout)
+	drainCtx, cancel := context.WithDeadline(ctx, deadline)
+	var drains sync.WaitGroup
+	for _, p := range r.producers {
+		drains.Add(1)
+		go func() { defer drains.Done(); p.drain(drainCtx) }()
 	}
-	// A connection that has LISTENed must not go back to the pool.
-	defer func() {
-		_ = conn.Conn().Close(context.Background())
-		conn.Release()
-	}()
-	if _, err := conn.Exec(ctx, "listen "+pgx.Identifier{channel}.Sanitize()); err != nil {
-		return false, err
+	drains.Wait()
+	cancel()
+	// The stop bound starts once the drain is over (or was cut short).
+	hard := time.AfterFunc(StopBound, r.stopHard)
+	defer hard.Stop()
+	for _, p := range r.producers {
+		p.stopHandlers()
 	}
-	for _, p := range producers {
-		p.signal()
+	for _, c := range r.completers {
+		c.stop()
 	}
-	for {
-		n, err := conn.Conn().WaitForNotification(ctx)
-		if err != nil {
-			return true, err
-		}
-		if p, ok := producers[n.Payload]; ok {
-			p.signal()
-		}
+	r.stopBg()
+	r.bg.Wait()
+	r.stopHard()
+	w.mu.Lock()
+	w.state = stateStopped
+	w.mu.Unlock()
+	w.log.Info("worker stopped", "stats", w.Stats())
+}
+
+// Run starts the worker, works until ctx is cancelled, then stops it (see
+// Stop) and returns.
+func (w *Worker) Run(ctx context.Context) error {
+	if err := w.Start(context.WithoutCancel(ctx)); err != nil {
+		return err
 	}
+	<-ctx.Done()
+	return w.Stop(context.Background())
 }

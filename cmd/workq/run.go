@@ -84,7 +84,7 @@ func newRunCmd() *cobra.Command {
 			}
 			fmt.Fprintf(out, "workq: enqueued %d demo jobs on queue %q (kinds demo.hello, demo.flaky, demo.fail; some delayed)\n", *demoJobs, cfg.Queues[0])
 		}
-		progress(ctx, out, gen.New(pool), w)
+		progress(ctx, out, pool, w)
 		wg.Wait()
 		if err := <-errc; err != nil {
 			return err
@@ -144,7 +144,7 @@ func enqueueDemo(ctx context.Context, pool workq.DB, queue string, n int) error 
 }
 
 // progress prints one line a second until ctx ends.
-func progress(ctx context.Context, out io.Writer, q *gen.Queries, w *worker.Worker) {
+func progress(ctx context.Context, out io.Writer, db gen.DBTX, w *worker.Worker) {
 	t := time.NewTicker(time.Second)
 	defer t.Stop()
 	start := time.Now()
@@ -155,7 +155,7 @@ func progress(ctx context.Context, out io.Writer, q *gen.Queries, w *worker.Work
 			return
 		case <-t.C:
 		}
-		st, err := collectStats(ctx, q)
+		st, err := collectStats(ctx, db)
 		if err != nil {
 			continue
 		}

@@ -38,7 +38,7 @@ func newStatsCmd() *cobra.Command {
 			return err
 		}
 		defer done()
-		st, err := collectStats(ctx, gen.New(pool))
+		st, err := collectStats(ctx, pool)
 		if err != nil {
 			return err
 		}
@@ -55,39 +55,32 @@ func newStatsCmd() *cobra.Command {
 	return cmd
 }
 
-type stateCount struct {
-	queue   string
-	status  int16
-	expired bool
-	count   int64
-}
-
-func collectStats(ctx context.Context, q *gen.Queries) ([]queueStats, error) {
+func collectStats(ctx context.Context, db gen.DBTX) ([]queueStats, error) {
 	byKey := map[string]*queueStats{}
 	for _, t := range lease.Tables {
-		rows, err := countByState(ctx, q, t)
+		rows, err := lease.New(db, t).CountByState(ctx)
 		if err != nil {
-			return nil, fmt.Errorf("count %s: %w", t, err)
+			return nil, err
 		}
 		for _, r := range rows {
-			key := string(t) + "\x00" + r.queue
+			key := string(t) + "\x00" + r.Queue
 			s := byKey[key]
 			if s == nil {
-				s = &queueStats{Table: t, Queue: r.queue}
+				s = &queueStats{Table: t, Queue: r.Queue}
 				byKey[key] = s
 			}
-			switch lease.Status(r.status) {
+			switch r.Status {
 			case lease.StatusReady:
-				s.Ready += r.count
+				s.Ready += r.Count
 			case lease.StatusInProgress:
-				s.InProgress += r.count
-				if r.expired {
-					s.Expired += r.count
+				s.InProgress += r.Count
+				if r.Expired {
+					s.Expired += r.Count
 				}
 			case lease.StatusDone:
-				s.Done += r.count
+				s.Done += r.Count
 			case lease.StatusFailed:
-				s.Failed += r.count
+				s.Failed += r.Count
 			}
 		}
 	}
@@ -102,35 +95,4 @@ func collectStats(ctx context.Context, q *gen.Queries) ([]queueStats, error) {
 		return out[i].Queue < out[j].Queue
 	})
 	return out, nil
-}
-
-func countByState(ctx context.Context, q *gen.Queries, t lease.Table) ([]stateCount, error) {
-	var out []stateCount
-	switch t {
-	case lease.JobRuns:
-		rows, err := q.JobRunsCountByState(ctx)
-		for _, r := range rows {
-			out = append(out, stateCount{r.Queue, r.Status, r.Expired, r.Count})
-		}
-		return out, err
-	case lease.Outbox:
-		rows, err := q.OutboxCountByState(ctx)
-		for _, r := range rows {
-			out = append(out, stateCount{r.Queue, r.Status, r.Expired, r.Count})
-		}
-		return out, err
-	case lease.Inbox:
-		rows, err := q.InboxCountByState(ctx)
-		for _, r := range rows {
-			out = append(out, stateCount{r.Queue, r.Status, r.Expired, r.Count})
-		}
-		return out, err
-	case lease.Timers:
-		rows, err := q.TimersCountByState(ctx)
-		for _, r := range rows {
-			out = append(out, stateCount{r.Queue, r.Status, r.Expired, r.Count})
-		}
-		return out, err
-	}
-	return nil, fmt.Errorf("unknown table %q", t)
 }

@@ -13,39 +13,11 @@ import (
 )
 
 const jobRunsClaim = `-- name: JobRunsClaim :many
-with expired as (
-    select x.id, x.owner_token from job_runs x
-    where $4::boolean and x.queue = $5 and x.status = 1 and x.locked_until <= now()
-    order by x.id
-    limit $6::integer
-    for no key update skip locked
-),
-expired_tokens as materialized (
-    select jsonb_object_agg(x.id, x.owner_token) as by_id from expired x
-),
-reaped as (
-    update job_runs j set
-        status = case when j.attempts >= j.max_attempts then 3 else 0 end,
-        owner_token = null,
-        locked_until = null,
-        run_at = now(),
-        last_error = format('lease expired on attempt %s of %s (worker %s)%s', j.attempts, j.max_attempts, j.claimed_by,
-                            case when j.attempts >= j.max_attempts then '; no attempts left' else '' end),
-        finished_at = case when j.attempts >= j.max_attempts then now() end,
-        updated_at = now()
-    where j.id = any(array(select e.id from expired e)) and j.status = 1 and j.locked_until <= now()
-    returning j.id, j.queue, j.attempts, j.lease_version, j.claimed_at, j.claimed_by, j.last_error
-),
-reaped_runs as (
-    insert into runs (run_id, work_table, item_id, queue, attempt, lease_version, owner_token, worker_id, started_at, finished_at, outcome, error)
-    select workq_run_id('job_runs', r.id, r.lease_version), 'job_runs', r.id, r.queue, r.attempts, r.lease_version, (t.by_id ->> r.id::text)::uuid, r.claimed_by, r.claimed_at, now(), 'expired', r.last_error
-    from reaped r, expired_tokens t
-),
-candidates as (
+with candidates as (
     select r.id from job_runs r
-    where r.queue = $5 and r.status = 0 and r.run_at <= now()
+    where r.queue = $4 and r.status = 0 and r.run_at <= now()
     order by r.priority desc, r.run_at, r.id
-    limit workq_claim_budget('job_runs', $5, $6::integer)
+    limit workq_claim_budget('job_runs', $4, $5::integer)
     for no key update skip locked
 )
 update job_runs j set
@@ -63,12 +35,11 @@ returning j.id, j.kind, j.payload, j.priority, j.run_at, j.attempts, j.max_attem
 `
 
 type JobRunsClaimParams struct {
-	OwnerToken     uuid.UUID
-	LeaseMs        int64
-	WorkerID       string
-	ReclaimExpired bool
-	Queue          string
-	MaxRows        int32
+	OwnerToken uuid.UUID
+	LeaseMs    int64
+	WorkerID   string
+	Queue      string
+	MaxRows    int32
 }
 
 type JobRunsClaimRow struct {
@@ -84,9 +55,7 @@ type JobRunsClaimRow struct {
 	CreatedAt    time.Time
 }
 
-// JobRunsClaim leases up to max_rows due job runs of one queue (priority desc, run_at, id) under owner_token, a fresh token the caller mints for this claim alone, within the global limit of the queue; with reclaim_expired it first reaps the expired leases of that queue (claimable from the next claim on).
-// The lost tokens by id, for the archive: RETURNING shows the nulled token, and a
-// join of reaped with expired was planned as a nested loop (quadratic in the rows reaped).
+// JobRunsClaim leases up to max_rows due job runs of one queue (priority desc, run_at, id) under owner_token, a fresh token the caller mints for this claim alone, within the global limit of the queue. Expired leases are reaped by LeaseReapExpired (the claimer runs it for its queue about once a second).
 // Not a join with candidates: the planner cannot estimate the budget limit
 // (it assumes 10% of the ready rows) and would hash or merge join the table.
 func (q *Queries) JobRunsClaim(ctx context.Context, arg JobRunsClaimParams) ([]JobRunsClaimRow, error) {
@@ -94,7 +63,6 @@ func (q *Queries) JobRunsClaim(ctx context.Context, arg JobRunsClaimParams) ([]J
 		arg.OwnerToken,
 		arg.LeaseMs,
 		arg.WorkerID,
-		arg.ReclaimExpired,
 		arg.Queue,
 		arg.MaxRows,
 	)
@@ -125,147 +93,6 @@ func (q *Queries) JobRunsClaim(ctx context.Context, arg JobRunsClaimParams) ([]J
 		return nil, err
 	}
 	return items, nil
-}
-
-const jobRunsComplete = `-- name: JobRunsComplete :many
-with o as materialized (
-    select unnest($1::bigint[]) as id, unnest($2::text[])::uuid as owner_token, unnest($3::text[]) as outcome,
-           unnest($4::text[]) as error, unnest($5::bigint[]) as delay_ms
-),
-u as (
-    update job_runs j set
-        status = case
-            when o.outcome = 'done' then 2
-            when o.outcome = 'failed' or (o.outcome = 'retry' and j.attempts >= j.max_attempts) then 3
-            else 0 end,
-        attempts = case when o.outcome in ('snoozed', 'released') then j.attempts - 1 else j.attempts end,
-        run_at = case when o.outcome in ('retry', 'snoozed', 'released')
-                      then now() + o.delay_ms * interval '1 millisecond' else j.run_at end,
-        last_error = case when o.outcome in ('retry', 'failed') then nullif(o.error, '') else j.last_error end,
-        finished_at = case when o.outcome in ('done', 'failed') or (o.outcome = 'retry' and j.attempts >= j.max_attempts)
-                           then now() end,
-        owner_token = null,
-        locked_until = null,
-        updated_at = now()
-    from o
-    -- Guarded by id + owner token. A row carrying a token is in progress (the lease
-    -- CHECK constraint), so status = 1 is implied; it is not written out because it
-    -- lets the planner drive this join from the in-progress index on a stale
-    -- one-row estimate, a nested loop that is quadratic in the batch size.
-    where j.id = o.id and j.owner_token = o.owner_token
-      and o.outcome in ('done', 'retry', 'failed', 'snoozed', 'released')
-    returning j.id, j.status, j.queue, j.attempts, j.lease_version, j.claimed_at, j.claimed_by, o.owner_token, o.outcome, o.error
-),
-archived as (
-    insert into runs (run_id, work_table, item_id, queue, attempt, lease_version, owner_token, worker_id, started_at, finished_at, outcome, error)
-    select workq_run_id('job_runs', u.id, u.lease_version), 'job_runs', u.id, u.queue,
-           case when u.outcome in ('snoozed', 'released') then u.attempts + 1 else u.attempts end,
-           u.lease_version, u.owner_token, u.claimed_by, u.claimed_at, now(),
-           case when u.status = 3 then 'failed' else u.outcome end, nullif(u.error, '')
-    from u
-)
-select u.id, u.status from u
-`
-
-type JobRunsCompleteParams struct {
-	Ids         []int64
-	OwnerTokens []string
-	Outcomes    []string
-	Errors      []string
-	DelaysMs    []int64
-}
-
-type JobRunsCompleteRow struct {
-	ID     int64
-	Status int16
-}
-
-// JobRunsComplete ends many attempts in one statement, each guarded by its own owner token (done, retry with a delay or failed when exhausted, failed, snoozed or released without using an attempt), archives each attempt in runs, and returns the rows it applied to.
-func (q *Queries) JobRunsComplete(ctx context.Context, arg JobRunsCompleteParams) ([]JobRunsCompleteRow, error) {
-	rows, err := q.db.Query(ctx, jobRunsComplete,
-		arg.Ids,
-		arg.OwnerTokens,
-		arg.Outcomes,
-		arg.Errors,
-		arg.DelaysMs,
-	)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var items []JobRunsCompleteRow
-	for rows.Next() {
-		var i JobRunsCompleteRow
-		if err := rows.Scan(&i.ID, &i.Status); err != nil {
-			return nil, err
-		}
-		items = append(items, i)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	return items, nil
-}
-
-const jobRunsCountByState = `-- name: JobRunsCountByState :many
-select queue, status, (status = 1 and locked_until <= now())::boolean as expired, count(*)::bigint as count
-from job_runs
-group by queue, status, expired
-order by queue, status, expired
-`
-
-type JobRunsCountByStateRow struct {
-	Queue   string
-	Status  int16
-	Expired bool
-	Count   int64
-}
-
-// JobRunsCountByState counts job runs per queue and status, with in-progress rows split by whether their lease has expired.
-func (q *Queries) JobRunsCountByState(ctx context.Context) ([]JobRunsCountByStateRow, error) {
-	rows, err := q.db.Query(ctx, jobRunsCountByState)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var items []JobRunsCountByStateRow
-	for rows.Next() {
-		var i JobRunsCountByStateRow
-		if err := rows.Scan(
-			&i.Queue,
-			&i.Status,
-			&i.Expired,
-			&i.Count,
-		); err != nil {
-			return nil, err
-		}
-		items = append(items, i)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	return items, nil
-}
-
-const jobRunsDeleteFinished = `-- name: JobRunsDeleteFinished :execrows
-delete from job_runs
-where id = any(array(
-    select f.id from job_runs f
-    where f.status >= 2 and f.finished_at < now() - ($1::bigint) * interval '1 millisecond'
-    order by f.finished_at
-    limit $2::integer
-))
-`
-
-// JobRunsDeleteFinished deletes up to max_rows done or failed job runs that finished more than older_than_ms ago (retention).
-// By primary key (= any(array(...))), not "in (select ...)", which the
-// planner may turn into a hash join over the whole table.
-func (q *Queries) JobRunsDeleteFinished(ctx context.Context, olderThanMs int64, maxRows int32) (int64, error) {
-	result, err := q.db.Exec(ctx, jobRunsDeleteFinished, olderThanMs, maxRows)
-	if err != nil {
-		return 0, err
-	}
-	return result.RowsAffected(), nil
 }
 
 const jobRunsEnqueue = `-- name: JobRunsEnqueue :one
@@ -480,44 +307,6 @@ func (q *Queries) JobRunsGet(ctx context.Context, id int64) (JobRun, error) {
 	return i, err
 }
 
-const jobRunsHeartbeat = `-- name: JobRunsHeartbeat :many
-with held as (
-    select h.id from job_runs h
-    where h.id = any($3::bigint[]) and h.owner_token = $2::uuid and h.status = 1 and h.locked_until > now()
-    for no key update skip locked
-)
-update job_runs set locked_until = now() + ($1::bigint) * interval '1 millisecond'
-where id = any(array(select held.id from held)) and owner_token = $2::uuid and status = 1
-returning id
-`
-
-type JobRunsHeartbeatParams struct {
-	LeaseMs    int64
-	OwnerToken uuid.UUID
-	Ids        []int64
-}
-
-// JobRunsHeartbeat extends the unexpired leases of many job runs held by one token and returns the ids it extended; rows locked by a concurrent completion or reap are skipped (not extended) rather than waited for, so a heartbeat can never deadlock with them.
-func (q *Queries) JobRunsHeartbeat(ctx context.Context, arg JobRunsHeartbeatParams) ([]int64, error) {
-	rows, err := q.db.Query(ctx, jobRunsHeartbeat, arg.LeaseMs, arg.OwnerToken, arg.Ids)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var items []int64
-	for rows.Next() {
-		var id int64
-		if err := rows.Scan(&id); err != nil {
-			return nil, err
-		}
-		items = append(items, id)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	return items, nil
-}
-
 const jobRunsLatestByDedupKeys = `-- name: JobRunsLatestByDedupKeys :many
 select distinct on (dedup_key) id, dedup_key from job_runs
 where dedup_key = any($1::text[])
@@ -571,66 +360,6 @@ func (q *Queries) JobRunsLiveByDedupKeys(ctx context.Context, dedupKeys []string
 	for rows.Next() {
 		var i JobRunsLiveByDedupKeysRow
 		if err := rows.Scan(&i.ID, &i.DedupKey); err != nil {
-			return nil, err
-		}
-		items = append(items, i)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	return items, nil
-}
-
-const jobRunsReapExpired = `-- name: JobRunsReapExpired :many
-with expired as (
-    select id, owner_token from job_runs
-    where status = 1 and locked_until <= now()
-    order by id
-    limit $1::integer
-    for no key update skip locked
-),
-expired_tokens as materialized (
-    select jsonb_object_agg(x.id, x.owner_token) as by_id from expired x
-),
-reaped as (
-    update job_runs j set
-        status = case when j.attempts >= j.max_attempts then 3 else 0 end,
-        owner_token = null,
-        locked_until = null,
-        run_at = now(),
-        last_error = format('lease expired on attempt %s of %s (worker %s)%s', j.attempts, j.max_attempts, j.claimed_by,
-                            case when j.attempts >= j.max_attempts then '; no attempts left' else '' end),
-        finished_at = case when j.attempts >= j.max_attempts then now() end,
-        updated_at = now()
-    where j.id = any(array(select e.id from expired e)) and j.status = 1 and j.locked_until <= now()
-    returning j.id, j.status, j.queue, j.attempts, j.lease_version, j.claimed_at, j.claimed_by, j.last_error
-),
-archived as (
-    insert into runs (run_id, work_table, item_id, queue, attempt, lease_version, owner_token, worker_id, started_at, finished_at, outcome, error)
-    select workq_run_id('job_runs', r.id, r.lease_version), 'job_runs', r.id, r.queue, r.attempts, r.lease_version, (t.by_id ->> r.id::text)::uuid, r.claimed_by, r.claimed_at, now(), 'expired', r.last_error
-    from reaped r, expired_tokens t
-)
-select r.id, r.status from reaped r
-`
-
-type JobRunsReapExpiredRow struct {
-	ID     int64
-	Status int16
-}
-
-// JobRunsReapExpired requeues up to max_rows job runs whose lease expired (or fails those with no attempts left), archives the lost attempts, and is safe to run from many reapers at once.
-// The lost tokens by id, for the archive: RETURNING shows the nulled token, and a
-// join of reaped with expired was planned as a nested loop (quadratic in the rows reaped).
-func (q *Queries) JobRunsReapExpired(ctx context.Context, maxRows int32) ([]JobRunsReapExpiredRow, error) {
-	rows, err := q.db.Query(ctx, jobRunsReapExpired, maxRows)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var items []JobRunsReapExpiredRow
-	for rows.Next() {
-		var i JobRunsReapExpiredRow
-		if err := rows.Scan(&i.ID, &i.Status); err != nil {
 			return nil, err
 		}
 		items = append(items, i)

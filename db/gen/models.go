@@ -21,7 +21,6 @@ type Inbox struct {
 	FirstSeenAt  time.Time
 	LastSeenAt   time.Time
 	SeenCount    int32
-	ProcessedAt  *time.Time
 	Status       int16
 	Priority     int16
 	RunAt        time.Time
@@ -151,6 +150,25 @@ type Timer struct {
 	Topic        string
 	Payload      []byte
 	DueTime      time.Time
+	Status       int16
+	Priority     int16
+	RunAt        time.Time
+	OwnerToken   *uuid.UUID
+	LockedUntil  *time.Time
+	LeaseVersion int64
+	Attempts     int32
+	MaxAttempts  int32
+	ClaimedAt    *time.Time
+	ClaimedBy    *string
+	LastError    *string
+	CreatedAt    time.Time
+	UpdatedAt    time.Time
+	FinishedAt   *time.Time
+}
+
+type WorkqLeaseTable struct {
+	ID           int64
+	Queue        string
 	Status       int16
 	Priority     int16
 	RunAt        time.Time

@@ -13,39 +13,11 @@ import (
 )
 
 const outboxClaim = `-- name: OutboxClaim :many
-with expired as (
-    select x.id, x.owner_token from outbox x
-    where $4::boolean and x.queue = $5 and x.status = 1 and x.locked_until <= now()
-    order by x.id
-    limit $6::integer
-    for no key update skip locked
-),
-expired_tokens as materialized (
-    select jsonb_object_agg(x.id, x.owner_token) as by_id from expired x
-),
-reaped as (
-    update outbox j set
-        status = case when j.attempts >= j.max_attempts then 3 else 0 end,
-        owner_token = null,
-        locked_until = null,
-        run_at = now(),
-        last_error = format('lease expired on attempt %s of %s (worker %s)%s', j.attempts, j.max_attempts, j.claimed_by,
-                            case when j.attempts >= j.max_attempts then '; no attempts left' else '' end),
-        finished_at = case when j.attempts >= j.max_attempts then now() end,
-        updated_at = now()
-    where j.id = any(array(select e.id from expired e)) and j.status = 1 and j.locked_until <= now()
-    returning j.id, j.queue, j.attempts, j.lease_version, j.claimed_at, j.claimed_by, j.last_error
-),
-reaped_runs as (
-    insert into runs (run_id, work_table, item_id, queue, attempt, lease_version, owner_token, worker_id, started_at, finished_at, outcome, error)
-    select workq_run_id('outbox', r.id, r.lease_version), 'outbox', r.id, r.queue, r.attempts, r.lease_version, (t.by_id ->> r.id::text)::uuid, r.claimed_by, r.claimed_at, now(), 'expired', r.last_error
-    from reaped r, expired_tokens t
-),
-candidates as (
+with candidates as (
     select r.id from outbox r
-    where r.queue = $5 and r.status = 0 and r.run_at <= now()
+    where r.queue = $4 and r.status = 0 and r.run_at <= now()
     order by r.priority desc, r.id
-    limit workq_claim_budget('outbox', $5, $6::integer)
+    limit workq_claim_budget('outbox', $4, $5::integer)
     for no key update skip locked
 )
 update outbox j set
@@ -63,12 +35,11 @@ returning j.id, j.topic, j.partition_key, j.message_id, j.payload, j.headers, j.
 `
 
 type OutboxClaimParams struct {
-	OwnerToken     uuid.UUID
-	LeaseMs        int64
-	WorkerID       string
-	ReclaimExpired bool
-	Queue          string
-	MaxRows        int32
+	OwnerToken uuid.UUID
+	LeaseMs    int64
+	WorkerID   string
+	Queue      string
+	MaxRows    int32
 }
 
 type OutboxClaimRow struct {
@@ -88,9 +59,7 @@ type OutboxClaimRow struct {
 	CreatedAt     time.Time
 }
 
-// OutboxClaim leases up to max_rows due outbox messages of one queue (priority desc, id) under owner_token, a fresh token the caller mints for this claim alone, within the global limit of the queue; with reclaim_expired it first reaps the expired leases of that queue (claimable from the next claim on).
-// The lost tokens by id, for the archive: RETURNING shows the nulled token, and a
-// join of reaped with expired was planned as a nested loop (quadratic in the rows reaped).
+// OutboxClaim leases up to max_rows due outbox messages of one queue (priority desc, id) under owner_token, a fresh token the caller mints for this claim alone, within the global limit of the queue. Expired leases are reaped by LeaseReapExpired (the claimer runs it for its queue about once a second).
 // Not a join with candidates: the planner cannot estimate the budget limit
 // (it assumes 10% of the ready rows) and would hash or merge join the table.
 func (q *Queries) OutboxClaim(ctx context.Context, arg OutboxClaimParams) ([]OutboxClaimRow, error) {
@@ -98,7 +67,6 @@ func (q *Queries) OutboxClaim(ctx context.Context, arg OutboxClaimParams) ([]Out
 		arg.OwnerToken,
 		arg.LeaseMs,
 		arg.WorkerID,
-		arg.ReclaimExpired,
 		arg.Queue,
 		arg.MaxRows,
 	)
@@ -133,147 +101,6 @@ func (q *Queries) OutboxClaim(ctx context.Context, arg OutboxClaimParams) ([]Out
 		return nil, err
 	}
 	return items, nil
-}
-
-const outboxComplete = `-- name: OutboxComplete :many
-with o as materialized (
-    select unnest($1::bigint[]) as id, unnest($2::text[])::uuid as owner_token, unnest($3::text[]) as outcome,
-           unnest($4::text[]) as error, unnest($5::bigint[]) as delay_ms
-),
-u as (
-    update outbox j set
-        status = case
-            when o.outcome = 'done' then 2
-            when o.outcome = 'failed' or (o.outcome = 'retry' and j.attempts >= j.max_attempts) then 3
-            else 0 end,
-        attempts = case when o.outcome in ('snoozed', 'released') then j.attempts - 1 else j.attempts end,
-        run_at = case when o.outcome in ('retry', 'snoozed', 'released')
-                      then now() + o.delay_ms * interval '1 millisecond' else j.run_at end,
-        last_error = case when o.outcome in ('retry', 'failed') then nullif(o.error, '') else j.last_error end,
-        finished_at = case when o.outcome in ('done', 'failed') or (o.outcome = 'retry' and j.attempts >= j.max_attempts)
-                           then now() end,
-        owner_token = null,
-        locked_until = null,
-        updated_at = now()
-    from o
-    -- Guarded by id + owner token. A row carrying a token is in progress (the lease
-    -- CHECK constraint), so status = 1 is implied; it is not written out because it
-    -- lets the planner drive this join from the in-progress index on a stale
-    -- one-row estimate, a nested loop that is quadratic in the batch size.
-    where j.id = o.id and j.owner_token = o.owner_token
-      and o.outcome in ('done', 'retry', 'failed', 'snoozed', 'released')
-    returning j.id, j.status, j.queue, j.attempts, j.lease_version, j.claimed_at, j.claimed_by, o.owner_token, o.outcome, o.error
-),
-archived as (
-    insert into runs (run_id, work_table, item_id, queue, attempt, lease_version, owner_token, worker_id, started_at, finished_at, outcome, error)
-    select workq_run_id('outbox', u.id, u.lease_version), 'outbox', u.id, u.queue,
-           case when u.outcome in ('snoozed', 'released') then u.attempts + 1 else u.attempts end,
-           u.lease_version, u.owner_token, u.claimed_by, u.claimed_at, now(),
-           case when u.status = 3 then 'failed' else u.outcome end, nullif(u.error, '')
-    from u
-)
-select u.id, u.status from u
-`
-
-type OutboxCompleteParams struct {
-	Ids         []int64
-	OwnerTokens []string
-	Outcomes    []string
-	Errors      []string
-	DelaysMs    []int64
-}
-
-type OutboxCompleteRow struct {
-	ID     int64
-	Status int16
-}
-
-// OutboxComplete ends many attempts in one statement, each guarded by its own owner token (done, retry with a delay or failed when exhausted, failed, snoozed or released without using an attempt), archives each attempt in runs, and returns the rows it applied to.
-func (q *Queries) OutboxComplete(ctx context.Context, arg OutboxCompleteParams) ([]OutboxCompleteRow, error) {
-	rows, err := q.db.Query(ctx, outboxComplete,
-		arg.Ids,
-		arg.OwnerTokens,
-		arg.Outcomes,
-		arg.Errors,
-		arg.DelaysMs,
-	)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var items []OutboxCompleteRow
-	for rows.Next() {
-		var i OutboxCompleteRow
-		if err := rows.Scan(&i.ID, &i.Status); err != nil {
-			return nil, err
-		}
-		items = append(items, i)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	return items, nil
-}
-
-const outboxCountByState = `-- name: OutboxCountByState :many
-select queue, status, (status = 1 and locked_until <= now())::boolean as expired, count(*)::bigint as count
-from outbox
-group by queue, status, expired
-order by queue, status, expired
-`
-
-type OutboxCountByStateRow struct {
-	Queue   string
-	Status  int16
-	Expired bool
-	Count   int64
-}
-
-// OutboxCountByState counts outbox messages per queue and status, with in-progress rows split by whether their lease has expired.
-func (q *Queries) OutboxCountByState(ctx context.Context) ([]OutboxCountByStateRow, error) {
-	rows, err := q.db.Query(ctx, outboxCountByState)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var items []OutboxCountByStateRow
-	for rows.Next() {
-		var i OutboxCountByStateRow
-		if err := rows.Scan(
-			&i.Queue,
-			&i.Status,
-			&i.Expired,
-			&i.Count,
-		); err != nil {
-			return nil, err
-		}
-		items = append(items, i)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	return items, nil
-}
-
-const outboxDeleteFinished = `-- name: OutboxDeleteFinished :execrows
-delete from outbox
-where id = any(array(
-    select f.id from outbox f
-    where f.status >= 2 and f.finished_at < now() - ($1::bigint) * interval '1 millisecond'
-    order by f.finished_at
-    limit $2::integer
-))
-`
-
-// OutboxDeleteFinished deletes up to max_rows done or failed outbox messages that finished more than older_than_ms ago (retention).
-// By primary key (= any(array(...))), not "in (select ...)", which the
-// planner may turn into a hash join over the whole table.
-func (q *Queries) OutboxDeleteFinished(ctx context.Context, olderThanMs int64, maxRows int32) (int64, error) {
-	result, err := q.db.Exec(ctx, outboxDeleteFinished, olderThanMs, maxRows)
-	if err != nil {
-		return 0, err
-	}
-	return result.RowsAffected(), nil
 }
 
 const outboxEnqueue = `-- name: OutboxEnqueue :one
@@ -412,102 +239,4 @@ func (q *Queries) OutboxGet(ctx context.Context, id int64) (Outbox, error) {
 		&i.FinishedAt,
 	)
 	return i, err
-}
-
-const outboxHeartbeat = `-- name: OutboxHeartbeat :many
-with held as (
-    select h.id from outbox h
-    where h.id = any($3::bigint[]) and h.owner_token = $2::uuid and h.status = 1 and h.locked_until > now()
-    for no key update skip locked
-)
-update outbox set locked_until = now() + ($1::bigint) * interval '1 millisecond'
-where id = any(array(select held.id from held)) and owner_token = $2::uuid and status = 1
-returning id
-`
-
-type OutboxHeartbeatParams struct {
-	LeaseMs    int64
-	OwnerToken uuid.UUID
-	Ids        []int64
-}
-
-// OutboxHeartbeat extends the unexpired leases of many outbox messages held by one token and returns the ids it extended; rows locked by a concurrent completion or reap are skipped (not extended) rather than waited for, so a heartbeat can never deadlock with them.
-func (q *Queries) OutboxHeartbeat(ctx context.Context, arg OutboxHeartbeatParams) ([]int64, error) {
-	rows, err := q.db.Query(ctx, outboxHeartbeat, arg.LeaseMs, arg.OwnerToken, arg.Ids)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var items []int64
-	for rows.Next() {
-		var id int64
-		if err := rows.Scan(&id); err != nil {
-			return nil, err
-		}
-		items = append(items, id)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	return items, nil
-}
-
-const outboxReapExpired = `-- name: OutboxReapExpired :many
-with expired as (
-    select id, owner_token from outbox
-    where status = 1 and locked_until <= now()
-    order by id
-    limit $1::integer
-    for no key update skip locked
-),
-expired_tokens as materialized (
-    select jsonb_object_agg(x.id, x.owner_token) as by_id from expired x
-),
-reaped as (
-    update outbox j set
-        status = case when j.attempts >= j.max_attempts then 3 else 0 end,
-        owner_token = null,
-        locked_until = null,
-        run_at = now(),
-        last_error = format('lease expired on attempt %s of %s (worker %s)%s', j.attempts, j.max_attempts, j.claimed_by,
-                            case when j.attempts >= j.max_attempts then '; no attempts left' else '' end),
-        finished_at = case when j.attempts >= j.max_attempts then now() end,
-        updated_at = now()
-    where j.id = any(array(select e.id from expired e)) and j.status = 1 and j.locked_until <= now()
-    returning j.id, j.status, j.queue, j.attempts, j.lease_version, j.claimed_at, j.claimed_by, j.last_error
-),
-archived as (
-    insert into runs (run_id, work_table, item_id, queue, attempt, lease_version, owner_token, worker_id, started_at, finished_at, outcome, error)
-    select workq_run_id('outbox', r.id, r.lease_version), 'outbox', r.id, r.queue, r.attempts, r.lease_version, (t.by_id ->> r.id::text)::uuid, r.claimed_by, r.claimed_at, now(), 'expired', r.last_error
-    from reaped r, expired_tokens t
-)
-select r.id, r.status from reaped r
-`
-
-type OutboxReapExpiredRow struct {
-	ID     int64
-	Status int16
-}
-
-// OutboxReapExpired requeues up to max_rows outbox messages whose lease expired (or fails those with no attempts left), archives the lost attempts, and is safe to run from many reapers at once.
-// The lost tokens by id, for the archive: RETURNING shows the nulled token, and a
-// join of reaped with expired was planned as a nested loop (quadratic in the rows reaped).
-func (q *Queries) OutboxReapExpired(ctx context.Context, maxRows int32) ([]OutboxReapExpiredRow, error) {
-	rows, err := q.db.Query(ctx, outboxReapExpired, maxRows)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var items []OutboxReapExpiredRow
-	for rows.Next() {
-		var i OutboxReapExpiredRow
-		if err := rows.Scan(&i.ID, &i.Status); err != nil {
-			return nil, err
-		}
-		items = append(items, i)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	return items, nil
 }

@@ -11,6 +11,37 @@ import (
 	"github.com/google/uuid"
 )
 
+const runsByIDs = `-- name: RunsByIDs :many
+select run_id, owner_token, outcome from runs where run_id = any($1::uuid[])
+`
+
+type RunsByIDsRow struct {
+	RunID      uuid.UUID
+	OwnerToken uuid.UUID
+	Outcome    string
+}
+
+// RunsByIDs reads the archived attempts with the given run ids: a completion flush that is retried after an error learns from them which of its attempts an unseen commit already ended.
+func (q *Queries) RunsByIDs(ctx context.Context, runIds []uuid.UUID) ([]RunsByIDsRow, error) {
+	rows, err := q.db.Query(ctx, runsByIDs, runIds)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []RunsByIDsRow
+	for rows.Next() {
+		var i RunsByIDsRow
+		if err := rows.Scan(&i.RunID, &i.OwnerToken, &i.Outcome); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const runsDeleteFinished = `-- name: RunsDeleteFinished :execrows
 delete from runs
 where run_id = any(array(
@@ -60,7 +91,7 @@ func (q *Queries) RunsGet(ctx context.Context, runID uuid.UUID) (Run, error) {
 const runsListByItem = `-- name: RunsListByItem :many
 select run_id, work_table, item_id, queue, attempt, lease_version, owner_token, worker_id, started_at, finished_at, outcome, error from runs
 where run_id between workq_run_id($1::text, $2::bigint, 0)
-                 and workq_run_id($1::text, $2::bigint, 1152921504606846975)
+                 and workq_run_id($1::text, $2::bigint, 72057594037927935)
 order by run_id
 `
 

@@ -21,6 +21,34 @@
 create domain workq_name as text
     check (value ~ '^[A-Za-z0-9_.:-]+$' and length(value) <= 128);
 
+-- workq_table_code is a work table's code in run ids. Codes are assigned
+-- once and never reused: a run id written today must read back tomorrow. A
+-- new work table adds its name here with the next free code (at most 63) in
+-- its own migration. An unknown name is an error, never another table's code.
+-- +goose StatementBegin
+create function workq_unknown_table(p_table text)
+returns bigint
+language plpgsql immutable parallel safe
+as $$
+begin
+    raise exception 'workq: unknown work table %', p_table
+        using hint = 'register the table in workq_table_code (db/migrations) and in package lease';
+end
+$$;
+-- +goose StatementEnd
+
+create function workq_table_code(p_table text)
+returns bigint
+language sql immutable parallel safe
+as $$
+    select case p_table
+        when 'job_runs' then 0
+        when 'outbox' then 1
+        when 'inbox' then 2
+        when 'timers' then 3
+        else workq_unknown_table(p_table) end
+$$;
+
 -- workq_run_id names one attempt: (work table, item id, lease_version), packed
 -- into a version-8 UUID (RFC 9562, custom layout). Every claim increments
 -- lease_version, so each attempt gets its own id without a random number per
@@ -28,14 +56,15 @@ create domain workq_name as text
 -- claim order, and ids grow with item ids, so archive inserts land at the
 -- right edge of the runs primary key instead of at random pages (random
 -- UUIDs there cost a sixth of worker throughput; docs/throughput.md).
---   bits 0-47: item id bits 59..12   bits 48-51: version 8
---   bits 52-63: item id bits 11..0   bits 64-65: variant 10
---   bits 66-67: table (0 job_runs, 1 outbox, 2 inbox, 3 timers)
---   bits 68-127: lease_version
+--   bits 0-47:  item id bits 59..12   bits 48-51: version 8
+--   bits 52-63: item id bits 11..0    bits 64-65: variant 10
+--   bits 66-71: table code (workq_table_code, 0-63)
+--   bits 72-127: lease_version (56 bits)
 -- Item ids are capped at 2^60 - 1 by their identity columns so that the
 -- packing is unique. lease.RunID is the same function in Go
--- (test/run_id_test.go keeps the two equal). Not STRICT and written as a
--- plain expression so the planner inlines it and folds the table's CASE.
+-- (test/run_id_test.go keeps the two equal). Written as plain expressions
+-- (not STRICT) so the planner inlines both functions and, with the table
+-- name a literal in every statement, folds the table's code to a constant.
 create function workq_run_id(p_table text, p_id bigint, p_lease_version bigint)
 returns uuid
 language sql immutable parallel safe
@@ -43,8 +72,8 @@ as $$
     select encode(
         int8send(((p_id >> 12) << 16) | 32768 | (p_id & 4095))
         || int8send((-9223372036854775808)::bigint
-                    | ((case p_table when 'job_runs' then 0 when 'outbox' then 1 when 'inbox' then 2 when 'timers' then 3 end)::bigint << 60)
-                    | (p_lease_version & 1152921504606846975)),
+                    | (workq_table_code(p_table) << 56)
+                    | (p_lease_version & 72057594037927935)),
         'hex')::uuid
 $$;
 
@@ -173,7 +202,6 @@ create table inbox (
     first_seen_at  timestamptz not null default now(),
     last_seen_at   timestamptz not null default now(),
     seen_count     integer not null default 1,
-    processed_at   timestamptz,
     status         smallint not null default 0 check (status between 0 and 3),
     priority       smallint not null default 0,
     run_at         timestamptz not null default now(),
@@ -237,7 +265,7 @@ create index timers_finished on timers (finished_at) where status >= 2;
 -- of run ids (see workq_run_id), so there is no separate item index to write.
 create table runs (
     run_id        uuid primary key,
-    work_table    text not null check (work_table in ('outbox', 'inbox', 'timers', 'job_runs')),
+    work_table    text not null check (workq_table_code(work_table) >= 0), -- unknown names raise
     item_id       bigint not null,
     queue         text not null,
     attempt       integer not null,
@@ -254,7 +282,7 @@ create index runs_finished on runs (finished_at);
 -- Global limit W per (table, queue): at most max_in_progress non-expired
 -- in-progress rows. Absent row = no limit.
 create table queue_limits (
-    work_table      text not null check (work_table in ('outbox', 'inbox', 'timers', 'job_runs')),
+    work_table      text not null check (workq_table_code(work_table) >= 0), -- unknown names raise
     queue           workq_name not null,
     max_in_progress integer not null check (max_in_progress >= 0),
     updated_at      timestamptz not null default now(),
@@ -306,4 +334,6 @@ drop table outbox;
 drop table job_runs;
 drop table schedules;
 drop function workq_run_id(text, bigint, bigint);
+drop function workq_table_code(text);
+drop function workq_unknown_table(text);
 drop domain workq_name;

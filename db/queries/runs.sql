@@ -2,7 +2,7 @@
 -- RunsListByItem lists the archived attempts of one work item in claim order: one range of the primary key (workq_run_id).
 select * from runs
 where run_id between workq_run_id(@work_table::text, @item_id::bigint, 0)
-                 and workq_run_id(@work_table::text, @item_id::bigint, 1152921504606846975)
+                 and workq_run_id(@work_table::text, @item_id::bigint, 72057594037927935)
 order by run_id;
 
 -- name: RunsGet :one
@@ -20,3 +20,7 @@ where run_id = any(array(
     order by r.finished_at
     limit @max_rows::integer
 ));
+
+-- name: RunsByIDs :many
+-- RunsByIDs reads the archived attempts with the given run ids: a completion flush that is retried after an error learns from them which of its attempts an unseen commit already ended.
+select run_id, owner_token, outcome from runs where run_id = any(@run_ids::uuid[]);

@@ -1,0 +1,119 @@
+-- name: LeaseHeartbeat :many
+-- LeaseHeartbeat extends the leases of many items, each guarded by its own owner token, in one statement, and returns the ids it extended. A lease already expired by the database clock at the moment its row is examined stays expired (clock_timestamp(), not the statement's start time); rows locked by a concurrent completion or reap are skipped rather than waited for, so a heartbeat never deadlocks with them.
+with o as materialized (
+    select unnest(@ids::bigint[]) as id, unnest(@owner_tokens::text[])::uuid as owner_token
+),
+held as (
+    -- status = 1 is implied by a matching token (the lease CHECK) and left out
+    -- for the same reason as in LeaseComplete: it invites a nested loop over
+    -- the in-progress index.
+    select h.id from workq_lease_table h, o
+    where h.id = o.id and h.owner_token = o.owner_token and h.locked_until > clock_timestamp()
+    for no key update of h skip locked
+)
+update workq_lease_table t set locked_until = now() + (@lease_ms::bigint) * interval '1 millisecond'
+where t.id = any(array(select held.id from held))
+returning t.id;
+
+-- name: LeaseComplete :many
+-- LeaseComplete ends many attempts in one statement, each guarded by its own owner token (done, retry with a delay or failed when exhausted, failed, snoozed or released without using an attempt), archives each attempt in runs, and returns the rows it applied to.
+with o as materialized (
+    select unnest(@ids::bigint[]) as id, unnest(@owner_tokens::text[])::uuid as owner_token, unnest(@outcomes::text[]) as outcome,
+           unnest(@errors::text[]) as error, unnest(@delays_ms::bigint[]) as delay_ms
+),
+u as (
+    update workq_lease_table j set
+        status = case
+            when o.outcome = 'done' then 2
+            when o.outcome = 'failed' or (o.outcome = 'retry' and j.attempts >= j.max_attempts) then 3
+            else 0 end,
+        attempts = case when o.outcome in ('snoozed', 'released') then j.attempts - 1 else j.attempts end,
+        run_at = case when o.outcome in ('retry', 'snoozed', 'released')
+                      then now() + o.delay_ms * interval '1 millisecond' else j.run_at end,
+        last_error = case when o.outcome in ('retry', 'failed') then nullif(o.error, '') else j.last_error end,
+        finished_at = case when o.outcome in ('done', 'failed') or (o.outcome = 'retry' and j.attempts >= j.max_attempts)
+                           then now() end,
+        owner_token = null,
+        locked_until = null,
+        updated_at = now()
+    from o
+    -- Guarded by id + owner token. A row carrying a token is in progress (the lease
+    -- CHECK constraint), so status = 1 is implied; it is not written out because it
+    -- lets the planner drive this join from the in-progress index on a stale
+    -- one-row estimate, a nested loop that is quadratic in the batch size.
+    where j.id = o.id and j.owner_token = o.owner_token
+      and o.outcome in ('done', 'retry', 'failed', 'snoozed', 'released')
+    returning j.id, j.status, j.queue, j.attempts, j.lease_version, j.claimed_at, j.claimed_by, o.owner_token, o.outcome, o.error
+),
+archived as (
+    insert into runs (run_id, work_table, item_id, queue, attempt, lease_version, owner_token, worker_id, started_at, finished_at, outcome, error)
+    select workq_run_id('workq_lease_table', u.id, u.lease_version), 'workq_lease_table', u.id, u.queue,
+           case when u.outcome in ('snoozed', 'released') then u.attempts + 1 else u.attempts end,
+           u.lease_version, u.owner_token, u.claimed_by, u.claimed_at, now(),
+           case when u.status = 3 then 'failed' else u.outcome end, nullif(u.error, '')
+    from u
+)
+select u.id, u.status from u;
+
+-- name: LeaseReapExpired :many
+-- LeaseReapExpired requeues up to max_rows items whose lease expired, of one queue or (queue null) of all, failing those with no attempts left; it archives the lost attempts and is safe to run from many reapers and claimers at once.
+with expired as (
+    select x.id, x.owner_token from workq_lease_table x
+    where x.status = 1 and x.locked_until <= now()
+      and (sqlc.narg('queue')::text is null or x.queue = sqlc.narg('queue')::text)
+    order by x.id
+    limit @max_rows::integer
+    for no key update skip locked
+),
+-- The lost tokens by id, for the archive: RETURNING shows the nulled token, and a
+-- join of reaped with expired was planned as a nested loop (quadratic in the rows reaped).
+expired_tokens as materialized (
+    select jsonb_object_agg(x.id, x.owner_token) as by_id from expired x
+),
+reaped as (
+    update workq_lease_table j set
+        status = case when j.attempts >= j.max_attempts then 3 else 0 end,
+        owner_token = null,
+        locked_until = null,
+        run_at = now(),
+        last_error = format('lease expired on attempt %s of %s (worker %s)%s', j.attempts, j.max_attempts, j.claimed_by,
+                            case when j.attempts >= j.max_attempts then '; no attempts left' else '' end),
+        finished_at = case when j.attempts >= j.max_attempts then now() end,
+        updated_at = now()
+    -- Rechecked on the locked row: a heartbeat or completion that committed
+    -- after this statement's snapshot leaves the row alone.
+    where j.id = any(array(select e.id from expired e)) and j.status = 1 and j.locked_until <= now()
+    returning j.id, j.status, j.queue, j.attempts, j.lease_version, j.claimed_at, j.claimed_by, j.last_error
+),
+archived as (
+    insert into runs (run_id, work_table, item_id, queue, attempt, lease_version, owner_token, worker_id, started_at, finished_at, outcome, error)
+    select workq_run_id('workq_lease_table', r.id, r.lease_version), 'workq_lease_table', r.id, r.queue, r.attempts, r.lease_version,
+           (t.by_id ->> r.id::text)::uuid, r.claimed_by, r.claimed_at, now(), 'expired', r.last_error
+    from reaped r, expired_tokens t
+)
+select r.id, r.status from reaped r;
+
+-- name: LeaseHeldBy :many
+-- LeaseHeldBy lists the in-progress items one claim's owner token still holds, with their lease versions (rare path: a claim whose result the caller never saw, released by token; it reads the in-progress set, which worker concurrency bounds).
+select id, lease_version from workq_lease_table
+where status = 1 and owner_token = @owner_token::uuid
+order by id;
+
+-- name: LeaseCountByState :many
+-- LeaseCountByState counts items per queue and status, with in-progress rows split by whether their lease has expired.
+select queue, status, (status = 1 and locked_until <= now())::boolean as expired, count(*)::bigint as count
+from workq_lease_table
+group by queue, status, expired
+order by queue, status, expired;
+
+-- name: LeaseDeleteFinished :execrows
+-- LeaseDeleteFinished deletes up to max_rows done or failed items that finished more than older_than_ms ago (retention).
+-- By primary key (= any(array(...))), not "in (select ...)", which the
+-- planner may turn into a hash join over the whole table.
+delete from workq_lease_table
+where id = any(array(
+    select f.id from workq_lease_table f
+    where f.status >= 2 and f.finished_at < now() - (@older_than_ms::bigint) * interval '1 millisecond'
+    order by f.finished_at
+    limit @max_rows::integer
+));

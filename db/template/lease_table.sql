@@ -1,0 +1,28 @@
+-- The lease template: the columns every work table shares, under a name that
+-- exists only for sqlc. The statements in db/queries/lease.sql are written
+-- once against workq_lease_table; package lease rewrites that name to the
+-- real table (from its closed registry) before they run, so one typed Go
+-- method serves every work table. This file is never applied to a database:
+-- sqlc.yaml lists it as schema, goose does not. test/lease_template_test.go
+-- checks that every registered work table has each of these columns with the
+-- same type, so a statement that type-checks here runs there. What differs
+-- between tables (how rows arrive, claim order, the columns a claim returns)
+-- stays in each table's own query file.
+create table workq_lease_table (
+    id             bigint generated always as identity primary key,
+    queue          workq_name not null,
+    status         smallint not null,
+    priority       smallint not null,
+    run_at         timestamptz not null,
+    owner_token    uuid,
+    locked_until   timestamptz,
+    lease_version  bigint not null,
+    attempts       integer not null,
+    max_attempts   integer not null,
+    claimed_at     timestamptz,
+    claimed_by     text,
+    last_error     text,
+    created_at     timestamptz not null,
+    updated_at     timestamptz not null,
+    finished_at    timestamptz
+);

@@ -1,0 +1,65 @@
+package lease
+
+import (
+	"context"
+	"time"
+
+	"github.com/workq/workq/db/gen"
+)
+
+// The per-table claim adapters: each runs its table's claim statement
+// (db/queries/<table>.sql) and maps the rows to Items. Everything else about
+// a lease is shared (lease.sql).
+
+// newItem fills the fields every table's claim returns.
+func newItem(a claimArgs, id int64, attempts, maxAttempts int32, leaseVersion int64,
+	lockedUntil *time.Time, payload []byte, priority int16, runAt, createdAt time.Time) Item {
+	return Item{Table: a.table, ID: id, Queue: a.queue, Attempt: attempts, MaxAttempts: maxAttempts,
+		LeaseVersion: leaseVersion, RunID: runID(a.code, id, leaseVersion), OwnerToken: a.token,
+		LockedUntil: deref(lockedUntil), Payload: payload, Priority: priority, RunAt: runAt, CreatedAt: createdAt}
+}
+
+func claimJobRuns(ctx context.Context, q *gen.Queries, a claimArgs) ([]Item, error) {
+	rows, err := q.JobRunsClaim(ctx, gen.JobRunsClaimParams{OwnerToken: a.token, LeaseMs: a.leaseMs, WorkerID: a.workerID, Queue: a.queue, MaxRows: a.max})
+	items := make([]Item, len(rows))
+	for i, r := range rows {
+		it := newItem(a, r.ID, r.Attempts, r.MaxAttempts, r.LeaseVersion, r.LockedUntil, r.Payload, r.Priority, r.RunAt, r.CreatedAt)
+		it.Kind = r.Kind
+		items[i] = it
+	}
+	return items, err
+}
+
+func claimOutbox(ctx context.Context, q *gen.Queries, a claimArgs) ([]Item, error) {
+	rows, err := q.OutboxClaim(ctx, gen.OutboxClaimParams{OwnerToken: a.token, LeaseMs: a.leaseMs, WorkerID: a.workerID, Queue: a.queue, MaxRows: a.max})
+	items := make([]Item, len(rows))
+	for i, r := range rows {
+		it := newItem(a, r.ID, r.Attempts, r.MaxAttempts, r.LeaseVersion, r.LockedUntil, r.Payload, r.Priority, r.RunAt, r.CreatedAt)
+		it.Kind, it.Topic, it.Headers, it.PartitionKey = r.Topic, r.Topic, r.Headers, deref(r.PartitionKey)
+		it.MessageID, it.CorrelationID = r.MessageID.String(), deref(r.CorrelationID)
+		items[i] = it
+	}
+	return items, err
+}
+
+func claimInbox(ctx context.Context, q *gen.Queries, a claimArgs) ([]Item, error) {
+	rows, err := q.InboxClaim(ctx, gen.InboxClaimParams{OwnerToken: a.token, LeaseMs: a.leaseMs, WorkerID: a.workerID, Queue: a.queue, MaxRows: a.max})
+	items := make([]Item, len(rows))
+	for i, r := range rows {
+		it := newItem(a, r.ID, r.Attempts, r.MaxAttempts, r.LeaseVersion, r.LockedUntil, r.Payload, r.Priority, r.RunAt, r.CreatedAt)
+		it.Kind, it.Topic, it.MessageID = r.Source, deref(r.Topic), r.MessageID
+		items[i] = it
+	}
+	return items, err
+}
+
+func claimTimers(ctx context.Context, q *gen.Queries, a claimArgs) ([]Item, error) {
+	rows, err := q.TimersClaim(ctx, gen.TimersClaimParams{OwnerToken: a.token, LeaseMs: a.leaseMs, WorkerID: a.workerID, Queue: a.queue, MaxRows: a.max})
+	items := make([]Item, len(rows))
+	for i, r := range rows {
+		it := newItem(a, r.ID, r.Attempts, r.MaxAttempts, r.LeaseVersion, r.LockedUntil, r.Payload, r.Priority, r.RunAt, r.CreatedAt)
+		it.Kind, it.Topic, it.DueTime = r.Topic, r.Topic, r.DueTime
+		items[i] = it
+	}
+	return items, err
+}

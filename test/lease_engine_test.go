@@ -74,3 +74,86 @@ func TestEngineCompleteMixesClaims(t *testing.T) {
 		})
 	}
 }
+
+// One Heartbeat statement extends the leases of several claims, each
+// checked against its own token: a foreign token extends nothing.
+func TestEngineHeartbeatMixesClaims(t *testing.T) {
+	db := newLeaseDB(t, 4)
+	for _, tbl := range leaseTables {
+		t.Run(tbl.name, func(t *testing.T) {
+			e := db.on(t, tbl)
+			e.enqueue(enqueueSpec{n: 4, queue: "hb"})
+			eng := lease.New(e.pool, lease.Table(tbl.name))
+			var held []lease.Held
+			for range 2 {
+				c, err := eng.Claim(e.ctx, lease.ClaimParams{Queue: "hb", Max: 2, Lease: 2 * time.Second, WorkerID: "w"})
+				if err != nil || len(c.Items) != 2 {
+					t.Fatalf("claim: %d items, %v; want 2", len(c.Items), err)
+				}
+				for _, it := range c.Items {
+					held = append(held, lease.Held{ID: it.ID, Token: c.Token})
+				}
+			}
+			foreign := held[3].ID
+			held[3].Token = uuid.New()
+			extended, lost, err := eng.Heartbeat(e.ctx, held, time.Hour)
+			if err != nil {
+				t.Fatal(err)
+			}
+			slices.Sort(extended)
+			if want := []int64{held[0].ID, held[1].ID, held[2].ID}; !slices.Equal(extended, want) || !slices.Equal(lost, []int64{foreign}) {
+				t.Fatalf("extended %v, lost %v; want %v and [%d]", extended, lost, want, foreign)
+			}
+			for _, h := range held[:3] {
+				if r := e.get(h.ID); deref(r.LockedUntil).Sub(e.dbNow()) < 50*time.Minute {
+					t.Errorf("%d: locked until %s, want about an hour from now", h.ID, deref(r.LockedUntil))
+				}
+			}
+			if r := e.get(foreign); deref(r.LockedUntil).Sub(e.dbNow()) > 5*time.Second {
+				t.Errorf("%d: a foreign token extended its lease to %s", foreign, deref(r.LockedUntil))
+			}
+		})
+	}
+}
+
+// Defect 6: a heartbeat must not revive a lease that expired while the
+// statement was under way. Its check reads the clock when it examines the
+// row, not the statement's (or transaction's) start: here the transaction
+// starts while the lease is valid and the heartbeat runs after it expired.
+func TestEngineHeartbeatCannotReviveAnExpiredLease(t *testing.T) {
+	db := newLeaseDB(t, 4)
+	for _, tbl := range leaseTables {
+		t.Run(tbl.name, func(t *testing.T) {
+			e := db.on(t, tbl)
+			e.enqueue(enqueueSpec{n: 1, queue: "revive"})
+			c, err := lease.New(e.pool, lease.Table(tbl.name)).Claim(e.ctx, lease.ClaimParams{Queue: "revive", Max: 1, Lease: 300 * time.Millisecond, WorkerID: "w"})
+			if err != nil || len(c.Items) != 1 {
+				t.Fatalf("claim: %d items, %v; want 1", len(c.Items), err)
+			}
+			it := c.Items[0]
+			tx, err := e.pool.Begin(e.ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer tx.Rollback(e.ctx)
+			var valid bool
+			if err := tx.QueryRow(e.ctx, "select $1::timestamptz > now()", it.LockedUntil).Scan(&valid); err != nil || !valid {
+				t.Fatalf("the transaction must start while the lease is valid: %v, %v", valid, err)
+			}
+			e.waitExpired(claimedRow{LockedUntil: it.LockedUntil})
+			extended, lost, err := lease.New(tx, lease.Table(tbl.name)).Heartbeat(e.ctx, []lease.Held{{ID: it.ID, Token: c.Token}}, time.Minute)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(extended) != 0 || !slices.Equal(lost, []int64{it.ID}) {
+				t.Fatalf("heartbeat after expiry extended %v, lost %v; want nothing extended", extended, lost)
+			}
+			if err := tx.Commit(e.ctx); err != nil {
+				t.Fatal(err)
+			}
+			if r := e.get(it.ID); !deref(r.LockedUntil).Equal(it.LockedUntil) {
+				t.Errorf("locked_until moved from %s to %s", it.LockedUntil, deref(r.LockedUntil))
+			}
+		})
+	}
+}

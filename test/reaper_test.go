@@ -3,6 +3,7 @@ package test
 import (
 	"context"
 	"encoding/json"
+	"strings"
 	"testing"
 	"time"
 
@@ -91,6 +92,43 @@ func TestReaperRejectsBadSettings(t *testing.T) {
 	}{{0, 10}, {-time.Second, 10}, {time.Second, 0}} {
 		if _, err := reaper.New(nil, tc.interval, tc.batch, nil); err == nil {
 			t.Errorf("reaper.New(%s, %d) accepted", tc.interval, tc.batch)
+		}
+	}
+}
+
+// Defect 5: one table whose reap fails must not stop the others. The outbox
+// (second in the registry) is made unreadable; the expired leases of the
+// tables before and after it are reaped all the same, and the failure is
+// returned and counted.
+func TestReaperGoesOnPastAFailingTable(t *testing.T) {
+	e := newLeaseDB(t, 4)
+	var lapsed []int64
+	for _, tbl := range []leaseTable{jobRunsTable, timersTable} {
+		te := e.on(t, tbl)
+		id := te.enqueue(enqueueSpec{queue: "r", n: 1})[0]
+		te.waitExpired(te.claimOne(claimParams{queue: "r", workerID: "w", leaseMs: 1}))
+		lapsed = append(lapsed, id)
+	}
+	if _, err := e.pool.Exec(e.ctx, "alter table outbox rename to outbox_unreachable"); err != nil {
+		t.Fatal(err)
+	}
+	r, err := reaper.New(e.pool, time.Second, 100, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := r.RunOnce(e.ctx)
+	if err == nil || !strings.Contains(err.Error(), "outbox") {
+		t.Errorf("RunOnce error %v, want the outbox's failure", err)
+	}
+	if got[lease.JobRuns].Requeued != 1 || got[lease.Timers].Requeued != 1 {
+		t.Errorf("reaped %+v; want job_runs and timers each requeued 1 despite the outbox failing", got)
+	}
+	if r.Errors() != 1 {
+		t.Errorf("reaper counted %d failed tables, want 1", r.Errors())
+	}
+	for i, tbl := range []leaseTable{jobRunsTable, timersTable} {
+		if row := e.on(t, tbl).get(lapsed[i]); row.Status != stReady {
+			t.Errorf("%s %d: status %d after the reap, want ready", tbl.name, lapsed[i], row.Status)
 		}
 	}
 }

@@ -44,6 +44,7 @@ const flushTries = 6
 // (backedUp), and each flush wakes them again.
 type completer struct {
 	engine    *lease.Engine
+	complete  func(*lease.Engine, context.Context, []lease.Completion) (lease.Applied, error)
 	log       *slog.Logger
 	interval  time.Duration
 	max       int
@@ -67,7 +68,7 @@ type completer struct {
 
 func newCompleter(w *Worker, e *lease.Engine, hardCtx context.Context) *completer {
 	return &completer{
-		engine: e, log: w.log, interval: w.cfg.FlushInterval, max: w.cfg.FlushBatch,
+		engine: e, complete: w.completeFn, log: w.log, interval: w.cfg.FlushInterval, max: w.cfg.FlushBatch,
 		limit: int64(backlogLimit(w.cfg.FlushBatch)), stats: &w.stats, onResult: w.onResult, hardCtx: hardCtx,
 		kick: make(chan struct{}, 1), flushes: make(chan []pendingCompletion),
 	}
@@ -203,7 +204,7 @@ func (c *completer) flush(batch []pendingCompletion) {
 	try := 0
 	for ; try < flushTries; try++ {
 		ctx, cancel := context.WithTimeout(c.hardCtx, 30*time.Second)
-		applied, err = c.engine.Complete(ctx, cs)
+		applied, err = c.complete(c.engine, ctx, cs)
 		cancel()
 		if err == nil {
 			break

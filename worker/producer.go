@@ -273,7 +273,7 @@ func (p *producer) claim(ctx context.Context, n int) (int, error) {
 	cfg := p.w.cfg
 	sent := p.w.mono()
 	cctx, cancel := context.WithTimeout(ctx, cfg.Lease/2)
-	c, err := p.engine.Claim(cctx, lease.ClaimParams{Queue: p.queue, Max: n, Lease: cfg.Lease, WorkerID: cfg.WorkerID})
+	c, err := p.w.claimFn(p.engine, cctx, lease.ClaimParams{Queue: p.queue, Max: n, Lease: cfg.Lease, WorkerID: cfg.WorkerID})
 	cancel()
 	if err != nil {
 		if c.Token != uuid.Nil {
@@ -286,17 +286,23 @@ func (p *producer) claim(ctx context.Context, n int) (int, error) {
 }
 
 // releaseClaim releases whatever token holds, retrying briefly: for up to a
-// lease while running, for handlerGrace once stopping. If it cannot, the
-// rows' leases expire and the reaper retries them.
+// lease while running. Once the worker is stopping it goes on in the
+// background, ended at Stop's bound at the latest, so it never holds up the
+// drain. If it cannot, the rows' leases expire and the reaper retries them.
 func (p *producer) releaseClaim(ctx context.Context, token uuid.UUID) {
-	bound := p.w.cfg.Lease
 	if ctx.Err() != nil {
-		bound = handlerGrace
+		p.life.bg.Add(1)
+		go func() { defer p.life.bg.Done(); p.releaseWithin(p.life.hardCtx, token) }()
+		return
 	}
-	rctx, cancel := context.WithTimeout(p.life.hardCtx, bound)
+	rctx, cancel := context.WithTimeout(p.life.hardCtx, p.w.cfg.Lease)
 	defer cancel()
+	p.releaseWithin(rctx, token)
+}
+
+func (p *producer) releaseWithin(ctx context.Context, token uuid.UUID) {
 	for try := int32(0); ; try++ {
-		n, err := p.engine.ReleaseClaim(rctx, token)
+		n, err := p.engine.ReleaseClaim(ctx, token)
 		if err == nil {
 			if n > 0 {
 				p.w.stats.claimsReleased.Add(int64(n))
@@ -304,7 +310,7 @@ func (p *producer) releaseClaim(ctx context.Context, token uuid.UUID) {
 			}
 			return
 		}
-		if !sleepCtx(rctx, Backoff(min(try, 6), 50*time.Millisecond, time.Second)) {
+		if !sleepCtx(ctx, Backoff(min(try, 6), 50*time.Millisecond, time.Second)) {
 			p.w.log.Warn("could not release a failed claim's rows; their leases will expire and the reaper retries them",
 				"table", p.src.Table, "queue", p.queue, "token", token, "err", err)
 			return
@@ -493,7 +499,7 @@ func (p *producer) beat(ctx context.Context) {
 // has not expired yet, so its handler stops before another worker can claim
 // the item (a worker cut off from the database must not run on).
 func (p *producer) watchdog(ctx context.Context) {
-	t := time.NewTicker(min(max(p.w.cfg.Lease/20, 10*time.Millisecond), time.Second))
+	t := time.NewTicker(min(max(p.w.cfg.Lease/40, 10*time.Millisecond), time.Second))
 	defer t.Stop()
 	for {
 		select {

@@ -50,6 +50,12 @@ type Worker struct {
 	runs     *runArchive
 	clock0   time.Time // base of the worker's monotonic clock (mono)
 
+	// The worker's two statements whose outcome can be unknown to it: a
+	// claim or a completion that committed without the answer arriving.
+	// Internal tests replace them to inject exactly that fault.
+	claimFn    func(*lease.Engine, context.Context, lease.ClaimParams) (lease.Claim, error)
+	completeFn func(*lease.Engine, context.Context, []lease.Completion) (lease.Applied, error)
+
 	mu       sync.Mutex
 	handlers map[string]HandlerFunc // job runs, by kind
 	sources  []Source
@@ -87,7 +93,8 @@ func New(pool *pgxpool.Pool, cfg config.Config, o Options) (*Worker, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	w := &Worker{pool: pool, cfg: cfg, log: log, onResult: o.OnResult, handlers: map[string]HandlerFunc{}, clock0: time.Now()}
+	w := &Worker{pool: pool, cfg: cfg, log: log, onResult: o.OnResult, handlers: map[string]HandlerFunc{}, clock0: time.Now(),
+		claimFn: (*lease.Engine).Claim, completeFn: (*lease.Engine).Complete}
 	if cfg.RunsDir != "" {
 		w.runs = &runArchive{dir: cfg.RunsDir}
 	}

@@ -1,0 +1,197 @@
+package worker_test
+
+// Regression tests of the runtime's lease safety (issue 7, defects 1, 2 and
+// 7): a finished attempt keeps its lease until its completion commits, a
+// worker cut off from the database stops its handlers before their leases
+// can expire, and Stop is bounded whatever the database does.
+
+import (
+	"context"
+	"errors"
+	"net"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/workq/workq"
+	"github.com/workq/workq/internal/testdb"
+	"github.com/workq/workq/internal/testutil"
+	"github.com/workq/workq/lease"
+	"github.com/workq/workq/reaper"
+	"github.com/workq/workq/worker"
+)
+
+// proxiedPool opens a pool on a new database through a proxy the test can
+// cut, and a direct pool on the same database for the test's own reads.
+func proxiedPool(t *testing.T) (through, direct *pgxpool.Pool, px *testutil.Proxy) {
+	t.Helper()
+	url := testdb.URL(t)
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	host := cfg.ConnConfig.Host
+	if strings.HasPrefix(host, "/") {
+		t.Fatalf("this test cuts a TCP connection; the test server is on a Unix socket (%s): set TEST_DATABASE_URL to a TCP address", host)
+	}
+	px = testutil.NewProxy(t, net.JoinHostPort(host, strconv.Itoa(int(cfg.ConnConfig.Port))))
+	phost, pport, _ := net.SplitHostPort(px.Addr())
+	port, _ := strconv.Atoi(pport)
+	cfg.ConnConfig.Host, cfg.ConnConfig.Port, cfg.ConnConfig.Fallbacks = phost, uint16(port), nil
+	cfg.MaxConns = 20
+	through, err = pgxpool.NewWithConfig(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(through.Close)
+	direct, err = pgxpool.New(context.Background(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(direct.Close)
+	return through, direct, px
+}
+
+// Defect 1: an attempt that finished but waits for its completion flush is
+// still heartbeated. With a 1s lease, a 1s flush interval and a 500ms
+// handler, the lease would lapse before the flush; a reaper running all the
+// while would then archive the successful attempt as expired and, with one
+// attempt allowed, fail the job.
+func TestRuntimePendingCompletionKeepsItsLease(t *testing.T) {
+	t.Parallel()
+	pool := testdb.Pool(t)
+	cfg := rtConfig("pending")
+	cfg.Lease = time.Second
+	cfg.FlushInterval = time.Second
+	r, err := reaper.New(pool, 100*time.Millisecond, 100, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, stopReaper := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() { defer wg.Done(); _ = r.Run(ctx) }()
+	defer func() { stopReaper(); wg.Wait() }()
+
+	w := startWorker(t, pool, cfg, worker.Options{}, map[string]worker.HandlerFunc{
+		"half-second": func(ctx context.Context, j *worker.Job) error {
+			select {
+			case <-time.After(500 * time.Millisecond):
+				return nil
+			case <-ctx.Done():
+				return context.Cause(ctx)
+			}
+		}})
+	id := enqueue(t, pool, workq.Job{Kind: "half-second", MaxAttempts: 1})
+	row := waitStatus(t, pool, id, lease.StatusDone, 10*time.Second)
+	if row.Attempts != 1 {
+		t.Errorf("attempts %d, want 1", row.Attempts)
+	}
+	if got := outcomes(runRows(t, pool, id)); len(got) != 1 || got[0] != "done" {
+		t.Errorf("runs %v, want [done]: the finished attempt's lease lapsed before its flush", got)
+	}
+	if st := w.Stats(); st.Done != 1 || st.LeaseLost != 0 {
+		t.Errorf("stats %+v, want done 1 and no lost lease", st)
+	}
+}
+
+// Defect 2: a worker cut off from the database cancels its handler before
+// the lease can expire by the database's clock, so no other worker can
+// claim the item while this one still runs it.
+func TestRuntimeCutOffWorkerStopsBeforeItsLeaseExpires(t *testing.T) {
+	t.Parallel()
+	pool, direct, px := proxiedPool(t)
+	cfg := rtConfig("cut-off")
+	cfg.Lease = 4 * time.Second
+	cfg.DrainTimeout = 100 * time.Millisecond
+	type cancelled struct {
+		cause      error
+		stillValid bool // the database's lease had not expired at that moment
+		after      time.Duration
+	}
+	started := newSignal[int64]()
+	done := newSignal[cancelled]()
+	var cutAt time.Time
+	var cutMu sync.Mutex
+	w := startWorker(t, pool, cfg, worker.Options{}, map[string]worker.HandlerFunc{
+		"block": func(ctx context.Context, j *worker.Job) error {
+			started.fire(j.ID)
+			<-ctx.Done()
+			c := cancelled{cause: context.Cause(ctx)}
+			cutMu.Lock()
+			c.after = time.Since(cutAt)
+			cutMu.Unlock()
+			err := direct.QueryRow(context.Background(),
+				"select locked_until > clock_timestamp() from job_runs where id = $1", j.ID).Scan(&c.stillValid)
+			if err != nil {
+				c.cause = err
+			}
+			done.fire(c)
+			return nil
+		}})
+	id := enqueue(t, direct, workq.Job{Kind: "block"})
+	if got := started.wait(t, 10*time.Second, "the handler to start"); got != id {
+		t.Fatalf("started %d, want %d", got, id)
+	}
+	cutMu.Lock()
+	cutAt = time.Now()
+	px.Cut()
+	cutMu.Unlock()
+	got := done.wait(t, 2*cfg.Lease, "the cut-off handler to be cancelled")
+	t.Logf("cancelled %s after the cut", got.after.Round(time.Millisecond))
+	if !errors.Is(got.cause, worker.ErrLeaseLost) {
+		t.Fatalf("handler context cause %s, want ErrLeaseLost", causeName(got.cause))
+	}
+	if !got.stillValid {
+		t.Errorf("the handler was cancelled %s after the cut, when its lease had already expired in the database: another worker could have claimed the item", got.after)
+	}
+	if got.after >= cfg.Lease {
+		t.Errorf("cancelled %s after the cut, want within the lease (%s)", got.after, cfg.Lease)
+	}
+	if st := w.Stats(); st.LeaseLost != 1 {
+		t.Errorf("stats %+v, want lease_lost 1", st)
+	}
+	px.Restore()
+}
+
+// Defect 7: Stop returns within the drain timeout plus StopBound even when
+// the database stops answering with a handler running, a completion waiting
+// for its flush, and the claim loop, heartbeats and listener all waiting on
+// the network.
+func TestRuntimeStopIsBoundedWhenTheDatabaseIsGone(t *testing.T) {
+	t.Parallel()
+	pool, direct, px := proxiedPool(t)
+	cfg := rtConfig("stop-bound")
+	cfg.DrainTimeout = time.Second
+	cfg.FlushInterval = time.Second // the quick job's completion waits in the completer when the cut comes
+	blocked := newSignal[int64]()
+	quick := newSignal[int64]()
+	w := startWorker(t, pool, cfg, worker.Options{}, map[string]worker.HandlerFunc{
+		"block": func(ctx context.Context, j *worker.Job) error {
+			blocked.fire(j.ID)
+			<-ctx.Done()
+			return context.Cause(ctx)
+		},
+		"quick": func(ctx context.Context, j *worker.Job) error { quick.fire(j.ID); return nil },
+	})
+	enqueue(t, direct, workq.Job{Kind: "block"})
+	blocked.wait(t, 10*time.Second, "the blocking handler to start")
+	enqueue(t, direct, workq.Job{Kind: "quick"})
+	quick.wait(t, 10*time.Second, "the quick handler to run")
+	px.Cut()
+	time.Sleep(100 * time.Millisecond) // let the claim loop and heartbeat reach the dead network
+	took := w.stop(t, time.Minute)
+	bound := cfg.DrainTimeout + worker.StopBound
+	t.Logf("Stop took %s (bound %s)", took.Round(time.Millisecond), bound)
+	if took > bound+time.Second {
+		t.Errorf("Stop took %s with the database unreachable, want at most the drain timeout + StopBound (%s)", took, bound)
+	}
+	if st := w.Stats(); st.Unflushed == 0 {
+		t.Errorf("stats %+v: want the completions that could not be flushed counted as unflushed", st)
+	}
+	px.Restore() // so that the pools close at once
+}

@@ -9,6 +9,8 @@ TOOLS_DIR    ?= $(HOME)/.cache/workq/tools
 SQLC         := $(TOOLS_DIR)/sqlc-$(SQLC_VERSION)/sqlc
 
 TEST_FLAGS  ?= -count=1 -timeout 20m
+# The concurrent packages run under the race detector in every `make test`.
+RACE_PKGS   := ./worker/... ./lease/... ./reaper/...
 BENCH_FLAGS ?=
 
 .PHONY: run test generate check-generated lint build bench clean tools
@@ -17,9 +19,11 @@ BENCH_FLAGS ?=
 run:
 	$(GO) run ./cmd/workq run
 
-## test: the whole suite, including the check that db/gen is current
+## test: the whole suite, including the check that db/gen is current; the
+## concurrent packages under the race detector
 test: check-generated lint
-	$(GO) test $(TEST_FLAGS) ./...
+	$(GO) test $(TEST_FLAGS) -race $(RACE_PKGS)
+	$(GO) test $(TEST_FLAGS) $$($(GO) list ./... | grep -v -e '/worker' -e '/lease' -e '/reaper')
 
 ## generate: regenerate db/gen from db/migrations and db/queries
 generate: $(SQLC)

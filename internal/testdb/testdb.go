@@ -58,36 +58,56 @@ func Main(m *testing.M) {
 // test ends. Use it for subprocesses; in-process tests usually want Pool.
 func URL(t testing.TB) string {
 	t.Helper()
+	u, drop, err := NewDatabase()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := drop(); err != nil {
+			t.Log(err)
+		}
+	})
+	return u
+}
+
+// NewDatabase creates a new, migrated database and returns its URL and a
+// function that drops it. It is URL for code that has no testing.TB, such as
+// runnable examples.
+func NewDatabase() (url string, drop func() error, err error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	admin := adminURL(t)
+	serverOnce.Do(func() { serverURL, serverErr = findServer() })
+	if serverErr != nil {
+		return "", nil, fmt.Errorf("testdb: no PostgreSQL server for tests: %w", serverErr)
+	}
+	admin := serverURL
 	tmpl, err := ensureTemplate(ctx, admin)
 	if err != nil {
-		t.Fatalf("testdb: prepare template database: %v", err)
+		return "", nil, fmt.Errorf("testdb: prepare template database: %w", err)
 	}
 	name := "workq_test_" + randomHex(6)
 	conn, err := pgx.Connect(ctx, admin)
 	if err != nil {
-		t.Fatalf("testdb: connect to %s: %v", redact(admin), err)
+		return "", nil, fmt.Errorf("testdb: connect to %s: %w", redact(admin), err)
 	}
 	defer conn.Close(ctx)
 	if _, err := conn.Exec(ctx, fmt.Sprintf("create database %s template %s", name, tmpl)); err != nil {
-		t.Fatalf("testdb: create database %s: %v", name, err)
+		return "", nil, fmt.Errorf("testdb: create database %s: %w", name, err)
 	}
-	t.Cleanup(func() {
+	drop = func() error {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
 		c, err := pgx.Connect(ctx, admin)
 		if err != nil {
-			t.Logf("testdb: drop %s: %v", name, err)
-			return
+			return fmt.Errorf("testdb: drop %s: %w", name, err)
 		}
 		defer c.Close(ctx)
 		if _, err := c.Exec(ctx, fmt.Sprintf("drop database if exists %s with (force)", name)); err != nil {
-			t.Logf("testdb: drop %s: %v", name, err)
+			return fmt.Errorf("testdb: drop %s: %w", name, err)
 		}
-	})
-	return withDatabase(admin, name)
+		return nil
+	}
+	return withDatabase(admin, name), drop, nil
 }
 
 // Pool returns a connection pool on a new, migrated database that is closed
@@ -111,15 +131,6 @@ func PoolWith(t testing.TB, maxConns int32) *pgxpool.Pool {
 	}
 	t.Cleanup(pool.Close) // registered after the drop, so it runs before it
 	return pool
-}
-
-func adminURL(t testing.TB) string {
-	t.Helper()
-	serverOnce.Do(func() { serverURL, serverErr = findServer() })
-	if serverErr != nil {
-		t.Fatalf("testdb: no PostgreSQL server for tests: %v", serverErr)
-	}
-	return serverURL
 }
 
 func findServer() (string, error) {

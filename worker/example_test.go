@@ -1,0 +1,159 @@
+package worker_test
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/workq/workq"
+	"github.com/workq/workq/config"
+	"github.com/workq/workq/internal/testdb"
+	"github.com/workq/workq/lease"
+	"github.com/workq/workq/worker"
+)
+
+// examplePool opens a pool on a new, migrated database (the test harness's;
+// in a service it is the service's own pool) and returns its cleanup.
+func examplePool() (*pgxpool.Pool, func()) {
+	url, drop, err := testdb.NewDatabase()
+	if err != nil {
+		panic(err)
+	}
+	pool, err := pgxpool.New(context.Background(), url)
+	if err != nil {
+		panic(err)
+	}
+	return pool, func() { pool.Close(); _ = drop() }
+}
+
+// A worker runs the handlers registered for job kinds. Enqueue in the
+// caller's transaction or on a pool; the worker claims, runs, retries and
+// archives.
+func Example() {
+	pool, cleanup := examplePool()
+	defer cleanup()
+	ctx := context.Background()
+
+	cfg := config.Default()
+	cfg.Queues = []string{"email"}
+	w, err := worker.New(pool, cfg, worker.Options{})
+	if err != nil {
+		panic(err)
+	}
+	sent := make(chan string, 1)
+	err = w.Register("welcome", func(ctx context.Context, job *worker.Job) error {
+		var p struct{ To string }
+		if err := job.Decode(&p); err != nil {
+			return err // a payload that does not decode fails at once (Permanent)
+		}
+		sent <- p.To
+		return nil // done; an error would retry with backoff
+	})
+	if err != nil {
+		panic(err)
+	}
+	if err := w.Start(ctx); err != nil {
+		panic(err)
+	}
+	client := workq.NewClient(workq.ClientOptions{})
+	if _, err := client.Enqueue(ctx, pool, workq.Job{Queue: "email", Kind: "welcome", Payload: map[string]string{"to": "ada@example.com"}}); err != nil {
+		panic(err)
+	}
+	fmt.Println("welcome sent to", <-sent)
+	if err := w.Stop(ctx); err != nil {
+		panic(err)
+	}
+	// Output: welcome sent to ada@example.com
+}
+
+// A Source plugs a kind of work into the runtime: a work table, its queues,
+// and how a claimed item finds its handler. Claiming, leases, heartbeats,
+// completions, retries and the run archive are the runtime's, the same for
+// every table. Here every job run of queue "audit" goes to one function,
+// whatever its kind.
+func ExampleWorker_AddSource() {
+	pool, cleanup := examplePool()
+	defer cleanup()
+	ctx := context.Background()
+
+	w, err := worker.New(pool, config.Default(), worker.Options{})
+	if err != nil {
+		panic(err)
+	}
+	seen := make(chan string, 1)
+	audit := func(ctx context.Context, job *worker.Job) error {
+		seen <- fmt.Sprintf("%s/%s: %s %s (attempt %d)", job.Table, job.Queue, job.Kind, job.Payload, job.Attempt)
+		return nil
+	}
+	err = w.AddSource(worker.Source{
+		Table:  lease.JobRuns,
+		Queues: []string{"audit"},
+		Route:  func(*worker.Job) (worker.HandlerFunc, error) { return audit, nil },
+	})
+	if err != nil {
+		panic(err)
+	}
+	if err := w.Start(ctx); err != nil {
+		panic(err)
+	}
+	if _, err := workq.NewClient(workq.ClientOptions{}).Enqueue(ctx, pool,
+		workq.Job{Queue: "audit", Kind: "login", Payload: map[string]string{"user": "ada"}}); err != nil {
+		panic(err)
+	}
+	fmt.Println(<-seen)
+	if err := w.Stop(ctx); err != nil {
+		panic(err)
+	}
+	// Output: job_runs/audit: login {"user": "ada"} (attempt 1)
+}
+
+// Stop drains: it stops claiming, lets running handlers finish within the
+// drain timeout while their leases are kept, then cancels the rest with
+// ErrShutdown and releases them (back to ready, the attempt given back). It
+// returns within the drain timeout plus StopBound, whatever the database
+// does.
+func ExampleWorker_Stop() {
+	pool, cleanup := examplePool()
+	defer cleanup()
+	ctx := context.Background()
+
+	cfg := config.Default()
+	cfg.DrainTimeout = 100 * time.Millisecond
+	w, err := worker.New(pool, cfg, worker.Options{})
+	if err != nil {
+		panic(err)
+	}
+	started := make(chan struct{})
+	causes := make(chan error, 1)
+	err = w.Register("slow", func(ctx context.Context, job *worker.Job) error {
+		close(started)
+		<-ctx.Done() // a handler that outlives the drain timeout
+		causes <- context.Cause(ctx)
+		return context.Cause(ctx)
+	})
+	if err != nil {
+		panic(err)
+	}
+	if err := w.Start(ctx); err != nil {
+		panic(err)
+	}
+	res, err := workq.NewClient(workq.ClientOptions{}).Enqueue(ctx, pool, workq.Job{Kind: "slow"})
+	if err != nil {
+		panic(err)
+	}
+	<-started
+	if err := w.Stop(ctx); err != nil {
+		panic(err)
+	}
+	fmt.Println("handler cancelled:", <-causes)
+	var status, attempts int
+	if err := pool.QueryRow(ctx, "select status, attempts from job_runs where id = $1", res.ID).Scan(&status, &attempts); err != nil {
+		panic(err)
+	}
+	fmt.Printf("job %s again, %d attempts used\n", lease.Status(status), attempts)
+	// Output:
+	// handler cancelled: worker shutting down
+	// job ready again, 0 attempts used
+}

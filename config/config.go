@@ -61,7 +61,7 @@ func Default() Config {
 		WorkerID:       fmt.Sprintf("%s-%d", host, os.Getpid()),
 		Queues:         []string{"default"},
 		Concurrency:    100,
-		Batch:          100,
+		Batch:          1000,
 		Lease:          30 * time.Second,
 		ExecTimeout:    5 * time.Minute,
 		Poll:           time.Second,

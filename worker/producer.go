@@ -40,10 +40,12 @@ type producer struct {
 
 	mu       sync.Mutex
 	inflight map[int64]*attempt // every attempt this producer holds a lease for
-	busy     int                // handler slots taken: claimed attempts whose handler has not returned
-	needFree int                // > 0: the claimer waits until this many slots are free
+	busy     int                // claimed attempts whose handler has not returned (running or queued for a handler)
+	wakeAt   int                // >= 0: wake the claimer once busy drops to this
 	handlers sync.WaitGroup
-	work     chan *attempt // claimed items for the handler pool
+	work     chan *attempt // claimed items for the handler pool: concurrency + batch fit
+
+	avgRun atomic.Int64 // moving average of handler run time, in nanoseconds
 }
 
 // Who settles an attempt: exactly one of the handler (finished), a lost
@@ -124,7 +126,7 @@ func newProducer(w *Worker, src Source, queue string, comp *completer, life *lif
 	return &producer{
 		w: w, src: src, queue: queue, engine: comp.engine, comp: comp, life: life,
 		notified: make(chan struct{}, 1), wake: make(chan struct{}, 1),
-		inflight: map[int64]*attempt{}, work: make(chan *attempt, w.cfg.Concurrency),
+		inflight: map[int64]*attempt{}, work: make(chan *attempt, w.cfg.Concurrency+w.cfg.Batch), wakeAt: -1,
 	}
 }
 
@@ -152,10 +154,20 @@ func poke(ch chan struct{}) {
 // notify tells the claimer that new work may be there.
 func (p *producer) notify() { poke(p.notified) }
 
-// slots returns how many more attempts the claimer may start now: 0 when it
-// must wait, in which case a freed slot or the completer wakes it. more says
-// the last claim came back full (a backlog): then it waits for refill free
-// slots, so a busy producer does not claim one row per finished job.
+// prefetchHorizon bounds the work a producer holds beyond its free handler
+// slots: at most about this much, at the handlers' observed pace.
+const prefetchHorizon = 20 * time.Millisecond
+
+// slots returns how many items the claimer may claim now: 0 when it must
+// wait, in which case a freed slot or the completer wakes it.
+//
+// Without a backlog (the last claim was not full) it claims up to the free
+// handler slots. With one (more), it claims only once refill slots are free,
+// so a busy producer does not claim one row per finished job, and it may
+// claim beyond the free slots what its handlers will start within
+// prefetchHorizon at their observed pace: fast handlers get large claims,
+// whose cost per row is far lower, while the items of slow handlers are
+// never held back from other workers (a 1s handler earns no extra row).
 func (p *producer) slots(more bool, refill int) int {
 	if p.comp.backedUp() {
 		return 0
@@ -163,17 +175,31 @@ func (p *producer) slots(more bool, refill int) int {
 	cfg := p.w.cfg
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	free := cfg.Concurrency - p.busy
+	room := cfg.Concurrency - p.busy
 	need := 1
 	if more && p.busy > 0 {
 		need = refill
+		room += p.prefetch()
 	}
-	if free < need {
-		p.needFree = need
+	if room < need {
+		p.wakeAt = p.busy - (need - room)
 		return 0
 	}
-	p.needFree = 0
-	return min(cfg.Batch, free)
+	p.wakeAt = -1
+	return min(cfg.Batch, room)
+}
+
+// prefetch is how many items beyond the free slots the handlers start within
+// prefetchHorizon: horizon / average run time per handler, times the
+// handlers, at most one batch; none before a handler has finished (the pace
+// is unknown).
+func (p *producer) prefetch() int {
+	cfg := p.w.cfg
+	avg := p.avgRun.Load()
+	if avg == 0 {
+		return 0
+	}
+	return int(min(int64(cfg.Batch), int64(prefetchHorizon)*int64(cfg.Concurrency)/max(avg, int64(time.Microsecond))))
 }
 
 // slotFreed returns a handler slot and wakes the claimer if it was waiting
@@ -182,14 +208,25 @@ func (p *producer) slotFreed() {
 	p.w.stats.inFlight.Add(-1)
 	p.mu.Lock()
 	p.busy--
-	wake := p.needFree > 0 && p.w.cfg.Concurrency-p.busy >= p.needFree
+	wake := p.wakeAt >= 0 && p.busy <= p.wakeAt
 	if wake {
-		p.needFree = 0
+		p.wakeAt = -1
 	}
 	p.mu.Unlock()
 	if wake {
 		poke(p.wake)
 	}
+}
+
+// observe feeds one handler's run time into the moving average (1/8 weight;
+// a lost update under contention only slows the average down).
+func (p *producer) observe(d time.Duration) {
+	old := p.avgRun.Load()
+	if old == 0 {
+		p.avgRun.Store(int64(d))
+		return
+	}
+	p.avgRun.Store(old + (int64(d)-old)/8)
 }
 
 // run claims until ctx ends. Handlers keep running after it returns; drain
@@ -324,9 +361,9 @@ func (p *producer) start(c lease.Claim, sent int64) {
 	}
 	p.w.stats.claimed.Add(int64(len(c.Items)))
 	expiry := sent + int64(lease.LocalTTL(p.w.cfg.Lease))
-	// The execution timeout is one deadline per claimed batch: every item of
-	// a claim starts at once (a claim never takes more than the idle handler
-	// goroutines), and a timer per job cost ~15% of the worker's CPU. The
+	// The execution timeout is one deadline per claimed batch: the items of a
+	// claim start at once, or within prefetchHorizon for those claimed beyond
+	// the free slots, and a timer per job cost ~15% of the worker's CPU. The
 	// batch context is cancelled when its last item finishes.
 	parent := context.Background()
 	var done *batchDone
@@ -349,8 +386,8 @@ func (p *producer) start(c lease.Claim, sent int64) {
 	p.handlers.Add(len(batch))
 	p.mu.Unlock()
 	p.w.stats.inFlight.Add(int64(len(batch)))
-	// Never blocks: the pool channel holds concurrency items and a claim
-	// never takes more than the free slots.
+	// Never blocks: the pool channel holds concurrency + batch items, and a
+	// claim never takes more than the free slots plus at most one batch.
 	for _, a := range batch {
 		p.work <- a
 	}
@@ -374,6 +411,7 @@ func (p *producer) execute(a *attempt) {
 	err := p.call(a.ctx, job)
 	finished := time.Now()
 	a.cancel(nil)
+	p.observe(finished.Sub(started))
 
 	won := a.settle(attemptFinished)
 	p.slotFreed()

@@ -547,3 +547,53 @@ func TestRuntimeListenerBackoffResets(t *testing.T) {
 		t.Errorf("reconnect after the 7th-10th lost connection took up to %s, want under 1s", worst)
 	}
 }
+
+// A producer claims beyond its free handler slots only what its handlers
+// start within a few milliseconds at their observed pace: slow handlers hold
+// no extra row back from other workers, however large the batch.
+func TestRuntimeSlowHandlersHoldNoExtraRows(t *testing.T) {
+	t.Parallel()
+	pool := testdb.Pool(t)
+	cfg := rtConfig("slow")
+	cfg.Concurrency, cfg.Batch = 2, 50
+	w := startWorker(t, pool, cfg, worker.Options{}, map[string]worker.HandlerFunc{
+		"slow": func(ctx context.Context, j *worker.Job) error {
+			select {
+			case <-time.After(150 * time.Millisecond):
+			case <-ctx.Done():
+			}
+			return nil
+		}})
+	var jobs []workq.Job
+	for range 12 {
+		jobs = append(jobs, workq.Job{Kind: "slow"})
+	}
+	if _, err := workq.NewClient(workq.ClientOptions{}).EnqueueMany(context.Background(), pool, jobs); err != nil {
+		t.Fatal(err)
+	}
+	// In flight: claimed and not yet returned by a handler, running or queued.
+	var most atomic.Int64
+	stop := make(chan struct{})
+	sampled := make(chan struct{})
+	go func() {
+		defer close(sampled)
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(time.Millisecond):
+			}
+			if n := w.Stats().InFlight; n > most.Load() {
+				most.Store(n)
+			}
+		}
+	}()
+	waitFor(t, 20*time.Second, "every slow job to finish", func() bool {
+		return scalar[int64](t, pool, "select count(*) from job_runs where status = 2") == 12
+	})
+	close(stop)
+	<-sampled
+	if m := most.Load(); m > int64(cfg.Concurrency) {
+		t.Errorf("up to %d items claimed at once with %d handlers of 150ms each; want at most %d", m, cfg.Concurrency, cfg.Concurrency)
+	}
+}

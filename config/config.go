@@ -29,7 +29,7 @@ type Config struct {
 	ExecTimeout time.Duration // hard deadline of one handler run (0 = none)
 	Poll        time.Duration // claim poll interval when no notification arrives
 	PollOnly    bool          // no LISTEN/NOTIFY (PgBouncer transaction pooling)
-	Reclaim     bool          // claims also reap their queue's expired leases
+	Reclaim     bool          // producers reap their queue's expired leases before claiming
 
 	NotifyDebounce time.Duration // enqueue sends at most one NOTIFY per queue per this
 	FlushInterval  time.Duration // completer flushes at least this often
@@ -286,12 +286,12 @@ func (c *Config) options() []option {
 		o("worker-id", "WORKQ_WORKER_ID", &c.WorkerID, "worker identity recorded on claims and runs"),
 		o("queues", "WORKQ_QUEUES", &c.Queues, "job queues to work, comma-separated"),
 		o("concurrency", "WORKQ_CONCURRENCY", &c.Concurrency, "handlers running at once, per queue"),
-		o("batch", "WORKQ_BATCH", &c.Batch, "most jobs one claim takes"),
+		o("batch", "WORKQ_BATCH", &c.Batch, "most items one claim takes (beyond free slots only what fast handlers start within 20ms)"),
 		o("lease", "WORKQ_LEASE", &c.Lease, "lease TTL; heartbeat every lease/3"),
 		o("exec-timeout", "WORKQ_EXEC_TIMEOUT", &c.ExecTimeout, "hard deadline of one handler run, 0 = none"),
 		o("poll", "WORKQ_POLL", &c.Poll, "poll interval when no notification arrives"),
 		o("poll-only", "WORKQ_POLL_ONLY", &c.PollOnly, "never LISTEN (PgBouncer transaction pooling)"),
-		o("reclaim", "WORKQ_RECLAIM", &c.Reclaim, "claims also reap expired leases of their queue"),
+		o("reclaim", "WORKQ_RECLAIM", &c.Reclaim, "workers reap their queues' expired leases before claiming (about once a second)"),
 		o("notify-debounce", "WORKQ_NOTIFY_DEBOUNCE", &c.NotifyDebounce, "at most one enqueue NOTIFY per queue per this"),
 		o("flush-interval", "WORKQ_FLUSH_INTERVAL", &c.FlushInterval, "completions are flushed at least this often"),
 		o("flush-batch", "WORKQ_FLUSH_BATCH", &c.FlushBatch, "or as soon as this many wait"),

@@ -245,10 +245,6 @@ func (p *producer) run(ctx context.Context) {
 	claimErrors := 0
 	var lastReclaim time.Time
 	for ctx.Err() == nil {
-		if cfg.Reclaim && time.Since(lastReclaim) >= reclaimEvery {
-			p.reclaim(ctx)
-			lastReclaim = time.Now()
-		}
 		if hint || more {
 			if n := p.slots(more, refill); n > 0 {
 				hint = false
@@ -268,8 +264,24 @@ func (p *producer) run(ctx context.Context) {
 				}
 				claimErrors = 0
 				if more = got == n; more {
-					continue // the queue likely has more: claim again at once
+					// The queue likely has more: claim again at once (reaping
+					// first when it is due, or a busy queue would never reap).
+					if cfg.Reclaim && time.Since(lastReclaim) >= reclaimEvery {
+						lastReclaim = time.Now()
+						p.reclaim(ctx)
+					}
+					continue
 				}
+			}
+		}
+		// Reap the queue's expired leases while there is nothing to claim, so
+		// that a notified job never waits for it; rows it requeues are claimed
+		// at once.
+		if cfg.Reclaim && time.Since(lastReclaim) >= reclaimEvery {
+			lastReclaim = time.Now()
+			if p.reclaim(ctx) > 0 {
+				hint = true
+				continue
 			}
 		}
 		select {
@@ -285,9 +297,9 @@ func (p *producer) run(ctx context.Context) {
 }
 
 // reclaim reaps this queue's expired leases, so a deployment without a
-// standalone reaper still recovers a crashed worker's items. The reaped rows
-// are claimable by the next claim.
-func (p *producer) reclaim(ctx context.Context) {
+// standalone reaper still recovers a crashed worker's items, and returns
+// how many rows it requeued.
+func (p *producer) reclaim(ctx context.Context) int {
 	rctx, cancel := context.WithTimeout(ctx, p.w.cfg.Lease/2)
 	defer cancel()
 	got, err := p.engine.ReapExpired(rctx, p.queue, p.w.cfg.Batch)
@@ -295,11 +307,12 @@ func (p *producer) reclaim(ctx context.Context) {
 		if ctx.Err() == nil {
 			p.w.log.Warn("reclaim of expired leases failed", "table", p.src.Table, "queue", p.queue, "err", err)
 		}
-		return
+		return 0
 	}
 	if got.Requeued+got.Failed > 0 {
 		p.w.log.Info("reclaimed expired leases", "table", p.src.Table, "queue", p.queue, "requeued", got.Requeued, "failed", got.Failed)
 	}
+	return got.Requeued
 }
 
 // claim claims up to n items and starts them. The claim can be cancelled

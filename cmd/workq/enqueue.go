@@ -36,14 +36,23 @@ func newEnqueueCmd() *cobra.Command {
 		if job.Kind == "" {
 			return fmt.Errorf("--kind is required")
 		}
+		// In Go an empty Job.Queue means "default"; given on the command
+		// line, an empty --queue is a mistake (an unset variable, say).
+		if job.Queue == "" {
+			return fmt.Errorf("--queue must not be empty: a queue name is 1-128 of A-Z a-z 0-9 _ . : - (omit --queue for %q)", "default")
+		}
 		if !json.Valid([]byte(payload)) {
 			return fmt.Errorf("--payload is not valid JSON: %q", payload)
 		}
 		job.Payload = json.RawMessage(payload)
-		if runAt != "" {
+		if f.Changed("run-at") {
 			t, err := time.Parse(time.RFC3339Nano, runAt)
 			if err != nil {
 				return fmt.Errorf("--run-at %q is not an RFC 3339 time (e.g. 2026-01-02T15:04:05Z)", runAt)
+			}
+			// The zero time would mean "no --run-at" to the client.
+			if t.IsZero() {
+				return fmt.Errorf("--run-at %q is the zero time (0001-01-01T00:00:00Z); omit --run-at to run the job now", runAt)
 			}
 			job.RunAt = t
 		}

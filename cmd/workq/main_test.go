@@ -91,6 +91,10 @@ func TestCLIRejectsInvalidInput(t *testing.T) {
 		{name: "max-attempts too large", db: true, args: []string{"enqueue", "--kind", "k", "--max-attempts", "5000"}, want: []string{"--max-attempts must be between 1 and 1000, got 5000"}},
 		{name: "priority out of range", db: true, args: []string{"enqueue", "--kind", "k", "--priority", "40000"}, want: []string{`"40000"`, "--priority"}},
 		{name: "dedup key too long", db: true, args: []string{"enqueue", "--kind", "k", "--dedup-key", long}, want: []string{"dedup key longer than 512 bytes"}},
+		{name: "queue empty", db: true, args: []string{"enqueue", "--kind", "k", "--queue", ""}, want: []string{"--queue must not be empty", "1-128"}},
+		{name: "run-at zero", db: true, args: []string{"enqueue", "--kind", "k", "--run-at", "0001-01-01T00:00:00Z"}, want: []string{`--run-at "0001-01-01T00:00:00Z" is the zero time`}},
+		{name: "run-at zero with an offset", db: true, args: []string{"enqueue", "--kind", "k", "--run-at", "0001-01-01T02:00:00.000+02:00"}, want: []string{"is the zero time"}},
+		{name: "run-at empty", db: true, args: []string{"enqueue", "--kind", "k", "--run-at", ""}, want: []string{`--run-at "" is not an RFC 3339 time`}},
 		{name: "enqueue without a database", args: []string{"enqueue", "--kind", "k"}, want: []string{"DATABASE_URL is not set"}},
 
 		// worker settings, from flags and from the environment
@@ -143,6 +147,10 @@ func TestCLIRejectsInvalidInput(t *testing.T) {
 			for k, v := range tc.env {
 				t.Setenv(k, v)
 			}
+			var jobsBefore, limitsBefore int
+			if tc.db {
+				jobsBefore, limitsBefore = rowCounts(t, dbURL)
+			}
 			out, err := runCLI(t, tc.args...)
 			if err == nil {
 				t.Fatalf("workq %q succeeded (stdout %q), want an error mentioning %q", tc.args, out, tc.want)
@@ -153,8 +161,9 @@ func TestCLIRejectsInvalidInput(t *testing.T) {
 				}
 			}
 			if tc.db {
-				if jobs, limits := rowCounts(t, dbURL); jobs != 0 || limits != 0 {
-					t.Errorf("a rejected command wrote to the database: %d job_runs, %d queue_limits rows", jobs, limits)
+				if jobs, limits := rowCounts(t, dbURL); jobs != jobsBefore || limits != limitsBefore {
+					t.Errorf("a rejected command wrote to the database: %d job_runs and %d queue_limits rows, %d and %d before",
+						jobs, limits, jobsBefore, limitsBefore)
 				}
 			}
 		})

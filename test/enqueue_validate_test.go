@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -150,4 +151,33 @@ func countJobRuns(t *testing.T, db workq.DB) int {
 		t.Fatal(err)
 	}
 	return n
+}
+
+// TestCheckPayloadAgreesWithPostgres: around each edge of what jsonb
+// accepts (numeric's range, surrogate escapes, NUL), workq.CheckPayload
+// accepts exactly the objects that PostgreSQL's jsonb input accepts.
+func TestCheckPayloadAgreesWithPostgres(t *testing.T) {
+	ctx := context.Background()
+	pool := testdb.Pool(t)
+	var payloads []string
+	for _, mantissa := range []string{"0", "-0", "1", "-7", "10", "0.0", "0.0001", "123.456", "1.0000", "9.99", "0.5", "100.000"} {
+		for _, exp := range []int{0, 131067, 131068, 131069, 131070, 131071, 131072, 131075, 131076,
+			-16379, -16380, -16381, -16382, -16383, -16384, -16385, 1073741822, 1073741823, -1073741822, -1073741823} {
+			payloads = append(payloads, fmt.Sprintf(`{"n":%se%d}`, mantissa, exp), fmt.Sprintf(`{"n":[%sE+%d]}`, mantissa, exp))
+		}
+	}
+	for _, s := range []string{`\u0000`, `\\u0000`, `\\\u0000`, `a\u0000`, `\u0001`, `\ud800`, `\udbff\udfff`, `\ud800\udc00`, `\uDBFF\uDFFF`,
+		`\ud800\ud800`, `\udc00\ud800`, `\ud800x`, `\ud800\\udc00`, `\ud7ff`, `\ue000`, `\uffff`, `\\\ud800`, `\"\ud800\udc00\"`} {
+		payloads = append(payloads, `{"s":"`+s+`"}`, `{"`+s+`":0}`)
+	}
+	for _, p := range payloads {
+		var pgErr error
+		var ok bool
+		if err := pool.QueryRow(ctx, "select $1::text::jsonb is not null", p).Scan(&ok); err != nil {
+			pgErr = err
+		}
+		if checkErr := workq.CheckPayload([]byte(p), 0); (checkErr == nil) != (pgErr == nil) {
+			t.Errorf("%.60s: CheckPayload says %v, PostgreSQL says %v", p, checkErr, pgErr)
+		}
+	}
 }

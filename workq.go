@@ -28,7 +28,7 @@ var ErrInvalid = errors.New("invalid request")
 type Job struct {
 	Queue       string        // default "default"
 	Kind        string        // required: selects the handler
-	Payload     any           // any JSON-marshalable value, or raw JSON as json.RawMessage or []byte
+	Payload     any           // a JSON object: a struct or map to marshal, or raw JSON as json.RawMessage or []byte; nil means {}
 	Priority    int16         // higher runs first
 	RunAt       time.Time     // not before this time (zero: now + Delay)
 	Delay       time.Duration // not before now + Delay (measured on the database clock)
@@ -46,6 +46,7 @@ type Enqueued struct {
 // so NOTIFY debouncing works across goroutines.
 type Client struct {
 	maxAttempts int
+	maxPayload  int
 	debounce    time.Duration
 
 	mu         sync.Mutex
@@ -56,6 +57,11 @@ type Client struct {
 type ClientOptions struct {
 	MaxAttempts    int           // default max attempts of jobs that do not set one (4)
 	NotifyDebounce time.Duration // at most one NOTIFY per queue per this (5ms); negative disables NOTIFY
+	// MaxPayloadBytes limits a job's payload, in bytes of JSON text: 0 means
+	// config.DefaultMaxPayload (1 MiB), at most config.MaxPayloadCeiling
+	// (256 MiB). There is no "unlimited": a negative or larger value makes
+	// every Validate and Enqueue fail with an error wrapping ErrInvalid.
+	MaxPayloadBytes int
 }
 
 // NewClient returns a Client.
@@ -67,7 +73,10 @@ func NewClient(o ClientOptions) *Client {
 	if o.NotifyDebounce == 0 {
 		o.NotifyDebounce = d.NotifyDebounce
 	}
-	return &Client{maxAttempts: o.MaxAttempts, debounce: o.NotifyDebounce, lastNotify: map[string]time.Time{}}
+	if o.MaxPayloadBytes == 0 {
+		o.MaxPayloadBytes = d.MaxPayload
+	}
+	return &Client{maxAttempts: o.MaxAttempts, maxPayload: o.MaxPayloadBytes, debounce: o.NotifyDebounce, lastNotify: map[string]time.Time{}}
 }
 
 // NotifyChannel is the LISTEN/NOTIFY channel of a work table; the payload is
@@ -94,7 +103,7 @@ func (c *Client) prepare(j Job) (prepared, error) {
 	if !config.ValidName(p.kind) {
 		return p, fmt.Errorf("%w: kind %q is not a valid name (1-128 of A-Z a-z 0-9 _ . : -)", ErrInvalid, p.kind)
 	}
-	payload, err := encodePayload(j.Payload)
+	payload, err := encodePayload(j.Payload, c.maxPayload)
 	if err != nil {
 		return p, err
 	}
@@ -124,11 +133,14 @@ func (c *Client) prepare(j Job) (prepared, error) {
 	return p, nil
 }
 
-func encodePayload(v any) ([]byte, error) {
+// encodePayload returns the JSON text of a job's payload, checked by
+// CheckPayload: nil is {}, raw JSON is taken as it is, anything else is
+// marshaled.
+func encodePayload(v any, maxBytes int) ([]byte, error) {
 	var raw []byte
 	switch p := v.(type) {
 	case nil:
-		return []byte("{}"), nil
+		return []byte("{}"), CheckPayloadSize(2, maxBytes)
 	case json.RawMessage:
 		raw = p
 	case []byte:
@@ -138,12 +150,13 @@ func encodePayload(v any) ([]byte, error) {
 		if err != nil {
 			return nil, fmt.Errorf("%w: payload is not JSON-marshalable: %v", ErrInvalid, err)
 		}
-		return b, nil
+		// Marshal's output is valid JSON: skip that part of CheckPayload.
+		if err := CheckPayloadSize(len(b), maxBytes); err != nil {
+			return nil, err
+		}
+		return b, checkPayloadJSON(b)
 	}
-	if !json.Valid(raw) {
-		return nil, fmt.Errorf("%w: payload is not valid JSON", ErrInvalid)
-	}
-	return raw, nil
+	return raw, CheckPayload(raw, maxBytes)
 }
 
 // Validate reports what is wrong with j (an error wrapping ErrInvalid), or

@@ -38,6 +38,7 @@ type Config struct {
 	RunsDir        string        // per-attempt meta.json and attempt.log ("" = off)
 
 	MaxAttempts int           // default max attempts of new jobs (1 + retries)
+	MaxPayload  int           // most bytes of a job's JSON payload, 1 to MaxPayloadCeiling
 	BackoffBase time.Duration // full-jitter backoff: random(0, min(base*2^attempt, cap))
 	BackoffCap  time.Duration
 
@@ -71,6 +72,7 @@ func Default() Config {
 		FlushBatch:     1000,
 		DrainTimeout:   10 * time.Second,
 		MaxAttempts:    4,
+		MaxPayload:     DefaultMaxPayload,
 		BackoffBase:    500 * time.Millisecond,
 		BackoffCap:     30 * time.Second,
 		ReapInterval:   5 * time.Second,
@@ -80,6 +82,13 @@ func Default() Config {
 		LogFormat:      "text",
 	}
 }
+
+// DefaultMaxPayload is the default limit on a job's JSON payload: 1 MiB.
+const DefaultMaxPayload = 1 << 20
+
+// MaxPayloadCeiling is the highest payload limit workq accepts: 256 MiB,
+// about the largest value PostgreSQL's jsonb can hold.
+const MaxPayloadCeiling = 256 << 20
 
 // ValidName reports whether s is a valid queue, kind or schedule name: 1 to
 // 128 characters of letters, digits, '_', '.', ':' and '-'. The schema
@@ -147,6 +156,9 @@ func (c Config) Validate() error {
 	}
 	if c.MaxAttempts < 1 || c.MaxAttempts > 1000 {
 		bad("max-attempts must be between 1 and 1000, got %d", c.MaxAttempts)
+	}
+	if c.MaxPayload < 1 || c.MaxPayload > MaxPayloadCeiling {
+		bad("max-payload must be between 1 and %d bytes, got %d", MaxPayloadCeiling, c.MaxPayload)
 	}
 	if c.BackoffBase <= 0 {
 		bad("backoff-base must be positive, got %s", c.BackoffBase)
@@ -298,6 +310,7 @@ func (c *Config) options() []option {
 		o("drain-timeout", "WORKQ_DRAIN_TIMEOUT", &c.DrainTimeout, "on shutdown, time for in-flight jobs to finish before release"),
 		o("runs-dir", "WORKQ_RUNS_DIR", &c.RunsDir, "per-attempt directory DIR/TABLE/ID/RUN_ID with meta.json and attempt.log"),
 		o("max-attempts", "WORKQ_MAX_ATTEMPTS", &c.MaxAttempts, "default attempts of a new job (1 + retries)"),
+		o("max-payload", "WORKQ_MAX_PAYLOAD", &c.MaxPayload, "most bytes of a job's JSON payload"),
 		o("backoff-base", "WORKQ_BACKOFF_BASE", &c.BackoffBase, "retry backoff base: random(0, min(base*2^attempt, cap))"),
 		o("backoff-cap", "WORKQ_BACKOFF_CAP", &c.BackoffCap, "retry backoff cap"),
 		o("reap-interval", "WORKQ_REAP_INTERVAL", &c.ReapInterval, "reaper period"),

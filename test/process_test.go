@@ -35,6 +35,7 @@ func TestProcess(t *testing.T) {
 	t.Run("kill -9 of the worker alone kills its exec command", func(t *testing.T) { t.Parallel(); testProcKill9Child(t, bin) })
 	t.Run("run with DATABASE_URL", func(t *testing.T) { t.Parallel(); testProcRunWithDatabase(t, bin) })
 	t.Run("run with a throwaway PostgreSQL", func(t *testing.T) { t.Parallel(); testProcRunEmbedded(t, bin) })
+	t.Run("enqueue reads the payload from stdin and files", func(t *testing.T) { t.Parallel(); testProcEnqueuePayload(t, bin) })
 }
 
 func buildWorkq(t *testing.T) string {
@@ -83,9 +84,16 @@ type proc struct {
 
 func startProc(t *testing.T, name, bin string, env []string, args ...string) *proc {
 	t.Helper()
+	return startProcInput(t, name, bin, env, "", args...)
+}
+
+// startProcInput is startProc with stdin as the process's standard input.
+func startProcInput(t *testing.T, name, bin string, env []string, stdin string, args ...string) *proc {
+	t.Helper()
 	p := &proc{name: name, done: make(chan struct{})}
 	p.cmd = exec.Command(bin, args...)
 	p.cmd.Env = env
+	p.cmd.Stdin = strings.NewReader(stdin)
 	p.cmd.Stdout, p.cmd.Stderr = &p.stdout, &p.stderr
 	p.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := p.cmd.Start(); err != nil {
@@ -450,5 +458,64 @@ func testProcRunEmbedded(t *testing.T, bin string) {
 		t.Errorf("the throwaway PostgreSQL at %s still answers after workq exited", m[1])
 	} else if !errors.Is(err, syscall.ECONNREFUSED) && !strings.Contains(err.Error(), "refused") {
 		t.Logf("connecting to the stopped server: %v", err)
+	}
+}
+
+// (e) `workq enqueue --payload -` reads the real standard input and
+// `--payload @FILE` a file; a rejected payload exits 1 with one line on
+// stderr and writes nothing.
+func testProcEnqueuePayload(t *testing.T, bin string) {
+	url := testdb.URL(t)
+	conn := mustConnect(t, url)
+	env := procEnv(url)
+	file := filepath.Join(t.TempDir(), "args.json")
+	if err := os.WriteFile(file, []byte(`{"from":"file"}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	stored := func(id int64) string {
+		t.Helper()
+		var from string
+		if err := conn.QueryRow(context.Background(), "select payload->>'from' from job_runs where id = $1", id).Scan(&from); err != nil {
+			t.Fatal(err)
+		}
+		return from
+	}
+	p := startProcInput(t, "workq enqueue", bin, env, `{"from":"stdin"}`, "enqueue", "--kind", "k", "--payload", "-", "--json")
+	if code := p.wait(t, 30*time.Second); code != 0 {
+		t.Fatalf("enqueue --payload - exited %d: %s", code, p.stderr.String())
+	}
+	var res struct{ ID int64 }
+	if err := json.Unmarshal([]byte(p.stdout.String()), &res); err != nil || stored(res.ID) != "stdin" {
+		t.Errorf("enqueue --payload - printed %q (%v); want the id of a job with the payload from stdin", p.stdout.String(), err)
+	}
+	if id := enqueueCLI(t, bin, env, "--kind", "k", "--payload", "@"+file); stored(id) != "file" {
+		t.Errorf("enqueue --payload @FILE: job %d does not hold the file's payload", id)
+	}
+
+	var before int
+	if err := conn.QueryRow(context.Background(), "select count(*) from job_runs").Scan(&before); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		stdin string
+		args  []string
+		want  string
+	}{
+		{stdin: `[1]`, args: []string{"--payload", "-"}, want: "workq: --payload -: invalid request: payload must be a JSON object ({...}), got an array\n"},
+		{stdin: `{"a":"` + strings.Repeat("x", 100) + `"}`, args: []string{"--payload", "-", "--max-payload", "64"},
+			want: "workq: --payload -: invalid request: payload is 108 bytes, more than the limit of 64 bytes (the limit is --max-payload or WORKQ_MAX_PAYLOAD)\n"},
+		{args: []string{"--payload", "@" + file + ".missing"}, want: "workq: --payload @" + file + ".missing: open " + file + ".missing: no such file or directory\n"},
+	} {
+		p := startProcInput(t, "workq enqueue", bin, env, tc.stdin, append([]string{"enqueue", "--kind", "k"}, tc.args...)...)
+		if code := p.wait(t, 30*time.Second); code != 1 || p.stderr.String() != tc.want || p.stdout.String() != "" {
+			t.Errorf("enqueue %q: exit %d, stdout %q, stderr %q; want exit 1 and stderr %q", tc.args, code, p.stdout.String(), p.stderr.String(), tc.want)
+		}
+	}
+	var after int
+	if err := conn.QueryRow(context.Background(), "select count(*) from job_runs").Scan(&after); err != nil {
+		t.Fatal(err)
+	}
+	if after != before {
+		t.Errorf("rejected enqueues changed job_runs from %d to %d rows", before, after)
 	}
 }

@@ -1,22 +1,27 @@
 package main
 
 import (
-	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
+	"math"
+	"os"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/workq/workq"
+	"github.com/workq/workq/config"
 )
 
 func newEnqueueCmd() *cobra.Command {
 	cmd := &cobra.Command{
-		Use:   "enqueue --kind K [--queue Q] [--payload JSON] [--priority N] [--delay D | --run-at T] [--max-attempts N] [--dedup-key K] [--json]",
+		Use:   "enqueue --kind K [--queue Q] [--payload JSON|@FILE|-] [--priority N] [--delay D | --run-at T] [--max-attempts N] [--dedup-key K] [--json]",
 		Short: "Enqueue one job run and print its id",
 		Args:  cobra.NoArgs,
 	}
-	cfg := bindConfig(cmd, "database-url", "max-attempts", "notify-debounce")
+	cfg := bindConfig(cmd, "database-url", "max-attempts", "max-payload", "notify-debounce")
 	var (
 		job     workq.Job
 		payload string
@@ -26,7 +31,7 @@ func newEnqueueCmd() *cobra.Command {
 	f := cmd.Flags()
 	f.StringVar(&job.Queue, "queue", "default", "queue name")
 	f.StringVar(&job.Kind, "kind", "", "job kind (selects the handler); required")
-	f.StringVar(&payload, "payload", "{}", "JSON payload")
+	f.StringVar(&payload, "payload", "{}", "JSON object; @FILE reads it from a file, - from standard input")
 	f.Int16Var(&job.Priority, "priority", 0, "higher runs first (-32768..32767)")
 	f.DurationVar(&job.Delay, "delay", 0, "run no earlier than now + delay (e.g. 30s)")
 	f.StringVar(&runAt, "run-at", "", "run no earlier than this RFC 3339 time")
@@ -36,22 +41,47 @@ func newEnqueueCmd() *cobra.Command {
 		if job.Kind == "" {
 			return fmt.Errorf("--kind is required")
 		}
-		if !json.Valid([]byte(payload)) {
-			return fmt.Errorf("--payload is not valid JSON: %q", payload)
+		// In Go an empty Job.Queue means "default"; given on the command
+		// line, an empty --queue is a mistake (an unset variable, say).
+		if job.Queue == "" {
+			return fmt.Errorf("--queue must not be empty: a queue name is 1-128 of A-Z a-z 0-9 _ . : - (omit --queue for %q)", "default")
 		}
-		job.Payload = json.RawMessage(payload)
-		if runAt != "" {
+		if f.Changed("run-at") {
 			t, err := time.Parse(time.RFC3339Nano, runAt)
 			if err != nil {
 				return fmt.Errorf("--run-at %q is not an RFC 3339 time (e.g. 2026-01-02T15:04:05Z)", runAt)
+			}
+			// The zero time would mean "no --run-at" to the client.
+			if t.IsZero() {
+				return fmt.Errorf("--run-at %q is the zero time (0001-01-01T00:00:00Z); omit --run-at to run the job now", runAt)
 			}
 			job.RunAt = t
 		}
 		if cfg.MaxAttempts < 1 || cfg.MaxAttempts > 1000 {
 			return fmt.Errorf("--max-attempts must be between 1 and 1000, got %d", cfg.MaxAttempts)
 		}
+		if cfg.MaxPayload < 1 || cfg.MaxPayload > config.MaxPayloadCeiling {
+			return fmt.Errorf("--max-payload must be between 1 and %d bytes, got %d", config.MaxPayloadCeiling, cfg.MaxPayload)
+		}
+		raw, err := readPayload(payload, cmd.InOrStdin(), cfg.MaxPayload)
+		if err == nil {
+			err = workq.CheckPayload(raw, cfg.MaxPayload)
+		}
+		if err != nil {
+			if payload == "-" || strings.HasPrefix(payload, "@") {
+				err = fmt.Errorf("--payload %s: %w", payload, err)
+			} else {
+				err = fmt.Errorf("--payload: %w", err)
+			}
+			var tooLarge *workq.PayloadTooLargeError
+			if errors.As(err, &tooLarge) {
+				err = fmt.Errorf("%w (the limit is --max-payload or WORKQ_MAX_PAYLOAD)", err)
+			}
+			return err
+		}
+		job.Payload = raw
 		job.MaxAttempts = cfg.MaxAttempts
-		client := workq.NewClient(workq.ClientOptions{NotifyDebounce: cfg.NotifyDebounce})
+		client := workq.NewClient(workq.ClientOptions{NotifyDebounce: cfg.NotifyDebounce, MaxPayloadBytes: cfg.MaxPayload})
 		if err := client.Validate(job); err != nil {
 			return err
 		}
@@ -72,4 +102,48 @@ func newEnqueueCmd() *cobra.Command {
 		return nil
 	}
 	return cmd
+}
+
+// readPayload returns the payload that the --payload value arg names: the
+// JSON itself, @FILE for the contents of FILE, or - for standard input. It
+// holds at most limit bytes: a larger file or input is measured and
+// rejected with a *workq.PayloadTooLargeError.
+func readPayload(arg string, stdin io.Reader, limit int) ([]byte, error) {
+	switch {
+	case arg == "-":
+		return readLimited(stdin, limit)
+	case strings.HasPrefix(arg, "@"):
+		name := arg[1:]
+		if name == "" {
+			return nil, fmt.Errorf("no file name after @ (--payload @FILE)")
+		}
+		f, err := os.Open(name)
+		if err != nil {
+			return nil, err
+		}
+		defer f.Close()
+		// A regular file over the limit is rejected by its size, unread.
+		if fi, err := f.Stat(); err == nil && fi.Mode().IsRegular() && fi.Size() > int64(limit) {
+			return nil, workq.CheckPayloadSize(int(min(fi.Size(), math.MaxInt)), limit)
+		}
+		return readLimited(f, limit)
+	default:
+		return []byte(arg), nil
+	}
+}
+
+// readLimited reads r to its end, keeping at most limit bytes.
+func readLimited(r io.Reader, limit int) ([]byte, error) {
+	b, err := io.ReadAll(io.LimitReader(r, int64(limit)+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(b) <= limit {
+		return b, nil
+	}
+	rest, err := io.Copy(io.Discard, r)
+	if err != nil {
+		return nil, err
+	}
+	return nil, workq.CheckPayloadSize(len(b)+int(rest), limit)
 }

@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"io"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -35,9 +37,19 @@ func isolateEnv(t *testing.T) {
 // environment when they are bound.
 func runCLI(t *testing.T, args ...string) (stdout string, err error) {
 	t.Helper()
+	return runCLIInput(t, nil, args...)
+}
+
+// runCLIInput is runCLI with stdin as standard input (nil: empty).
+func runCLIInput(t *testing.T, stdin io.Reader, args ...string) (stdout string, err error) {
+	t.Helper()
 	var out, errOut bytes.Buffer
 	root := newRoot(&out, &errOut)
 	root.SetArgs(args)
+	if stdin == nil {
+		stdin = strings.NewReader("")
+	}
+	root.SetIn(stdin)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	err = root.ExecuteContext(ctx)
@@ -68,16 +80,57 @@ func TestCLIRejectsInvalidInput(t *testing.T) {
 	isolateEnv(t)
 	dbURL := testdb.URL(t)
 	long := strings.Repeat("k", 600)
+	dir := t.TempDir()
+	file := func(name, content string) string {
+		path := filepath.Join(dir, name)
+		if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+	overLimit := `{"s":"` + strings.Repeat("x", 1<<20) + `"}` // 1048584 bytes
+	bigFile := file("big.json", `{"s":"`+strings.Repeat("x", 2<<20)+`"}`)
+	arrayFile := file("array.json", "[1]\n")
 	cases := []struct {
-		name string
-		args []string
-		env  map[string]string
-		db   bool     // DATABASE_URL points at a migrated database
-		want []string // substrings of the error
+		name  string
+		args  []string
+		env   map[string]string
+		stdin string
+		db    bool     // DATABASE_URL points at a migrated database
+		want  []string // substrings of the error
 	}{
 		// enqueue
-		{name: "payload not JSON", db: true, args: []string{"enqueue", "--kind", "k", "--payload", "{bad"}, want: []string{"--payload is not valid JSON"}},
-		{name: "payload empty", db: true, args: []string{"enqueue", "--kind", "k", "--payload", ""}, want: []string{"--payload is not valid JSON"}},
+		{name: "payload not JSON", db: true, args: []string{"enqueue", "--kind", "k", "--payload", "{bad"}, want: []string{"--payload: invalid request: payload is not valid JSON"}},
+		{name: "payload empty", db: true, args: []string{"enqueue", "--kind", "k", "--payload", ""}, want: []string{"--payload: invalid request: payload is not valid JSON"}},
+		{name: "payload with NUL", db: true, args: []string{"enqueue", "--kind", "k", "--payload", `{"a":"x\u0000"}`}, want: []string{`--payload: invalid request: payload contains \u0000 (NUL), which PostgreSQL's jsonb cannot store`}},
+		{name: "payload a number", db: true, args: []string{"enqueue", "--kind", "k", "--payload", "42"}, want: []string{"payload must be a JSON object ({...}), got a number"}},
+		{name: "payload a string", db: true, args: []string{"enqueue", "--kind", "k", "--payload", `"x"`}, want: []string{"got a string"}},
+		{name: "payload an array", db: true, args: []string{"enqueue", "--kind", "k", "--payload", "[1]"}, want: []string{"got an array"}},
+		{name: "payload null", db: true, args: []string{"enqueue", "--kind", "k", "--payload", "null"}, want: []string{"got null"}},
+		{name: "payload over the default limit", db: true, args: []string{"enqueue", "--kind", "k", "--payload", overLimit},
+			want: []string{"payload is 1048584 bytes, more than the limit of 1048576 bytes", "--max-payload or WORKQ_MAX_PAYLOAD"}},
+		{name: "payload over --max-payload", db: true, args: []string{"enqueue", "--kind", "k", "--max-payload", "10", "--payload", `{"a":"bcd"}`},
+			want: []string{"payload is 11 bytes, more than the limit of 10 bytes"}},
+		{name: "payload over WORKQ_MAX_PAYLOAD", db: true, env: map[string]string{"WORKQ_MAX_PAYLOAD": "10"}, args: []string{"enqueue", "--kind", "k", "--payload", `{"a":"bcd"}`},
+			want: []string{"payload is 11 bytes, more than the limit of 10 bytes"}},
+		{name: "max-payload 0", db: true, args: []string{"enqueue", "--kind", "k", "--max-payload", "0"}, want: []string{"--max-payload must be between 1 and 268435456 bytes, got 0"}},
+		{name: "max-payload above the ceiling", db: true, args: []string{"enqueue", "--kind", "k", "--max-payload", "268435457"}, want: []string{"got 268435457"}},
+		{name: "WORKQ_MAX_PAYLOAD not a number", db: true, env: map[string]string{"WORKQ_MAX_PAYLOAD": "1MiB"}, args: []string{"enqueue", "--kind", "k"}, want: []string{`WORKQ_MAX_PAYLOAD="1MiB"`, "not an integer"}},
+		{name: "payload file missing", db: true, args: []string{"enqueue", "--kind", "k", "--payload", "@" + filepath.Join(dir, "missing.json")},
+			want: []string{"--payload @" + filepath.Join(dir, "missing.json") + ": open ", "no such file or directory"}},
+		{name: "payload file a directory", db: true, args: []string{"enqueue", "--kind", "k", "--payload", "@" + dir}, want: []string{"--payload @" + dir + ": read ", "is a directory"}},
+		{name: "payload file name missing", db: true, args: []string{"enqueue", "--kind", "k", "--payload", "@"}, want: []string{"--payload @: no file name after @"}},
+		{name: "payload file too large", db: true, args: []string{"enqueue", "--kind", "k", "--payload", "@" + bigFile},
+			want: []string{"--payload @" + bigFile + ": invalid request: payload is 2097160 bytes, more than the limit of 1048576 bytes"}},
+		{name: "payload file an array", db: true, args: []string{"enqueue", "--kind", "k", "--payload", "@" + arrayFile}, want: []string{"--payload @" + arrayFile + ": ", "got an array"}},
+		{name: "payload stdin too large", db: true, stdin: overLimit + "\n", args: []string{"enqueue", "--kind", "k", "--payload", "-"},
+			want: []string{"--payload -: invalid request: payload is 1048585 bytes, more than the limit of 1048576 bytes"}},
+		{name: "payload stdin with NUL", db: true, stdin: `{"\u0000":1}`, args: []string{"enqueue", "--kind", "k", "--payload", "-"}, want: []string{`--payload -: invalid request: payload contains \u0000 (NUL)`}},
+		{name: "payload stdin empty", db: true, args: []string{"enqueue", "--kind", "k", "--payload", "-"}, want: []string{"--payload -: invalid request: payload is not valid JSON"}},
+		{name: "queue empty", db: true, args: []string{"enqueue", "--kind", "k", "--queue", ""}, want: []string{"--queue must not be empty", "1-128"}},
+		{name: "run-at zero", db: true, args: []string{"enqueue", "--kind", "k", "--run-at", "0001-01-01T00:00:00Z"}, want: []string{`--run-at "0001-01-01T00:00:00Z" is the zero time`}},
+		{name: "run-at zero with an offset", db: true, args: []string{"enqueue", "--kind", "k", "--run-at", "0001-01-01T02:00:00.000+02:00"}, want: []string{"is the zero time"}},
+		{name: "run-at empty", db: true, args: []string{"enqueue", "--kind", "k", "--run-at", ""}, want: []string{`--run-at "" is not an RFC 3339 time`}},
 		{name: "kind missing", db: true, args: []string{"enqueue"}, want: []string{"--kind is required"}},
 		{name: "kind empty", db: true, args: []string{"enqueue", "--kind", ""}, want: []string{"--kind is required"}},
 		{name: "kind invalid", db: true, args: []string{"enqueue", "--kind", "send mail!"}, want: []string{`kind "send mail!" is not a valid name`}},
@@ -143,18 +196,26 @@ func TestCLIRejectsInvalidInput(t *testing.T) {
 			for k, v := range tc.env {
 				t.Setenv(k, v)
 			}
-			out, err := runCLI(t, tc.args...)
+			var jobsBefore, limitsBefore int
+			if tc.db {
+				jobsBefore, limitsBefore = rowCounts(t, dbURL)
+			}
+			out, err := runCLIInput(t, strings.NewReader(tc.stdin), tc.args...)
 			if err == nil {
 				t.Fatalf("workq %q succeeded (stdout %q), want an error mentioning %q", tc.args, out, tc.want)
 			}
 			for _, w := range tc.want {
 				if !strings.Contains(err.Error(), w) {
-					t.Errorf("error %q does not mention %q", err, w)
+					t.Errorf("error %.300q does not mention %q", err, w)
 				}
 			}
+			if len(err.Error()) > 400 {
+				t.Errorf("error is %d bytes long, want a short line: %.300q...", len(err.Error()), err)
+			}
 			if tc.db {
-				if jobs, limits := rowCounts(t, dbURL); jobs != 0 || limits != 0 {
-					t.Errorf("a rejected command wrote to the database: %d job_runs, %d queue_limits rows", jobs, limits)
+				if jobs, limits := rowCounts(t, dbURL); jobs != jobsBefore || limits != limitsBefore {
+					t.Errorf("a rejected command wrote to the database: %d job_runs and %d queue_limits rows, %d and %d before",
+						jobs, limits, jobsBefore, limitsBefore)
 				}
 			}
 		})
@@ -310,4 +371,60 @@ func TestCLISuccess(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestCLIEnqueuePayloadSources: --payload takes the JSON itself, @FILE or -
+// (standard input), and --max-payload / WORKQ_MAX_PAYLOAD set the limit.
+func TestCLIEnqueuePayloadSources(t *testing.T) {
+	isolateEnv(t)
+	dbURL := testdb.URL(t)
+	t.Setenv("DATABASE_URL", dbURL)
+	dir := t.TempDir()
+	fileJSON := filepath.Join(dir, "args.json")
+	if err := os.WriteFile(fileJSON, []byte("{\"from\": \"file\"}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	big := `{"from":"` + strings.Repeat("x", 2<<20) + `"}`
+	cases := []struct {
+		name  string
+		env   map[string]string
+		stdin string
+		args  []string
+		want  string // payload->>'from'
+	}{
+		{name: "literal", args: []string{"--payload", `{"from":"literal"}`}, want: "literal"},
+		{name: "file", args: []string{"--payload", "@" + fileJSON}, want: "file"},
+		{name: "stdin", stdin: "{\"from\":\"stdin\"}\n", args: []string{"--payload", "-"}, want: "stdin"},
+		{name: "default payload", args: nil, want: ""},
+		{name: "limit raised by flag", stdin: big, args: []string{"--payload", "-", "--max-payload", "3000000"}, want: big[9 : len(big)-2]},
+		{name: "limit raised by environment", env: map[string]string{"WORKQ_MAX_PAYLOAD": "3000000"}, stdin: big, args: []string{"--payload", "-"}, want: big[9 : len(big)-2]},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			for k, v := range tc.env {
+				t.Setenv(k, v)
+			}
+			out, err := runCLIInput(t, strings.NewReader(tc.stdin), append([]string{"enqueue", "--kind", "k"}, tc.args...)...)
+			if err != nil {
+				t.Fatalf("enqueue: %v", err)
+			}
+			id, err := strconv.ParseInt(strings.TrimSpace(out), 10, 64)
+			if err != nil {
+				t.Fatalf("stdout %q is not an id", out)
+			}
+			conn, err := pgx.Connect(context.Background(), dbURL)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Close(context.Background())
+			var from string
+			var object bool
+			if err := conn.QueryRow(context.Background(), "select coalesce(payload->>'from', ''), jsonb_typeof(payload) = 'object' from job_runs where id = $1", id).Scan(&from, &object); err != nil {
+				t.Fatal(err)
+			}
+			if from != tc.want || !object {
+				t.Errorf("stored payload: object %v, from %.40q; want an object with from %.40q", object, from, tc.want)
+			}
+		})
+	}
 }

@@ -28,7 +28,7 @@ func newRunCmd() *cobra.Command {
 	cfg := bindConfig(cmd, append(workerFlags, "reap-interval", "reap-batch")...)
 	f := cmd.Flags()
 	demoJobs := f.Int("demo-jobs", 300, "sample jobs to enqueue (0 = no demo)")
-	runFor := f.Duration("for", 0, "stop after this long (0 = until Ctrl-C)")
+	runFor := f.Duration("for", 0, "stop this long after the worker started (0 = until Ctrl-C)")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		if err := cfg.Validate(); err != nil {
 			return err
@@ -40,11 +40,6 @@ func newRunCmd() *cobra.Command {
 			return fmt.Errorf("--for must not be negative (0 runs until Ctrl-C), got %s", *runFor)
 		}
 		ctx := cmd.Context()
-		if *runFor > 0 {
-			var cancel context.CancelFunc
-			ctx, cancel = context.WithTimeout(ctx, *runFor)
-			defer cancel()
-		}
 		log := newLogger(cfg, cmd.ErrOrStderr())
 		pool, done, err := connect(ctx, cfg, log, true)
 		if err != nil {
@@ -76,6 +71,13 @@ func newRunCmd() *cobra.Command {
 		go func() { defer wg.Done(); _ = r.Run(ctx) }()
 		errc := make(chan error, 1)
 		go func() { defer wg.Done(); errc <- w.Run(ctx) }()
+		// The --for window starts now that the server is up, the schema is
+		// migrated and the worker runs: a slow start (initdb of a throwaway
+		// server, a migration waiting for a lock) must not eat it.
+		if *runFor > 0 {
+			timer := time.AfterFunc(*runFor, stop)
+			defer timer.Stop()
+		}
 		if *demoJobs > 0 {
 			if err := enqueueDemo(ctx, pool, cfg.Queues[0], *demoJobs); err != nil && !errors.Is(err, context.Canceled) {
 				stop() // the worker and reaper must end before the pool closes

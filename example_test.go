@@ -1,0 +1,45 @@
+package workq_test
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/workq/workq"
+)
+
+// CheckPayload is the payload rule of the client, for code that receives
+// payloads itself: a JSON object that jsonb can store, within a size limit.
+func ExampleCheckPayload() {
+	for _, p := range []string{
+		`{"to":"ann@example.com"}`,
+		`["ann@example.com"]`,
+		`{"note":"a\u0000b"}`,
+		`{"blob":"` + strings.Repeat("x", 100) + `"}`,
+	} {
+		fmt.Println(workq.CheckPayload([]byte(p), 64))
+	}
+	// Output:
+	// <nil>
+	// invalid request: payload must be a JSON object ({...}), got an array
+	// invalid request: payload contains \u0000 (NUL), which PostgreSQL's jsonb cannot store
+	// invalid request: payload is 111 bytes, more than the limit of 64 bytes
+}
+
+// MaxPayloadBytes sets the client's payload limit (0: 1 MiB). Validate
+// checks a job without a database.
+func ExampleClientOptions_maxPayloadBytes() {
+	client := workq.NewClient(workq.ClientOptions{MaxPayloadBytes: 4 << 10})
+	err := client.Validate(workq.Job{
+		Kind:    "report.build",
+		Payload: map[string]string{"csv": strings.Repeat("x", 5000)},
+	})
+	var tooLarge *workq.PayloadTooLargeError
+	if errors.As(err, &tooLarge) {
+		fmt.Printf("%d bytes, over the limit of %d\n", tooLarge.Size, tooLarge.Limit)
+	}
+	fmt.Println(errors.Is(err, workq.ErrInvalid))
+	// Output:
+	// 5010 bytes, over the limit of 4096
+	// true
+}

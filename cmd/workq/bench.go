@@ -41,6 +41,13 @@ type benchResult struct {
 	LeaseLost   int64   `json:"lease_lost"`
 	RSSStartMB  float64 `json:"heap_start_mb,omitempty"`
 	RSSEndMB    float64 `json:"heap_end_mb,omitempty"`
+	// Rate mode: rows per EnqueueMany (0: one Enqueue per job), the handler's
+	// sleep, and the ready backlog (due, unclaimed rows) sampled every 50 ms.
+	EnqueueBatch  int     `json:"enqueue_batch,omitempty"`
+	HandlerMs     float64 `json:"handler_ms,omitempty"`
+	BacklogP50    int64   `json:"ready_backlog_p50,omitempty"`
+	BacklogMax    int64   `json:"ready_backlog_max,omitempty"`
+	BacklogSample int     `json:"ready_backlog_samples,omitempty"`
 }
 
 func newBenchCmd() *cobra.Command {
@@ -51,7 +58,10 @@ func newBenchCmd() *cobra.Command {
   burn-down   -n N: insert N jobs, then work them all (default, N=200000)
   continuous  --duration D: a producer keeps a backlog topped up while the worker runs
   rate        --duration D --rate R: enqueue R jobs/s one by one (with NOTIFY) and report pickup latency
-Latency is handler start minus the job's eligibility time (run_at).`,
+              and the ready backlog; with --enqueue-batch N, one EnqueueMany of N jobs every N/R
+              seconds instead (a paced, batched producer in the same process)
+Latency is handler start minus the job's eligibility time (run_at). --handler-time makes
+the handler sleep, so slots stay busy as with real work.`,
 		Args: cobra.NoArgs,
 	}
 	cfg := bindConfig(cmd, "database-url", "max-conns", "concurrency", "batch", "lease", "poll", "poll-only",
@@ -60,6 +70,8 @@ Latency is handler start minus the job's eligibility time (run_at).`,
 	n := f.IntP("jobs", "n", 200000, "burn-down: jobs to insert and work")
 	duration := f.Duration("duration", 0, "continuous or rate mode: how long to measure")
 	rate := f.Int("rate", 0, "rate mode: jobs per second enqueued one at a time")
+	enqueueBatch := f.Int("enqueue-batch", 0, "rate mode: enqueue with one EnqueueMany of this many jobs every batch/rate seconds (0: one Enqueue per job)")
+	handlerTime := f.Duration("handler-time", 0, "how long the bench handler sleeps per job (0: returns at once)")
 	produceOnly := f.Bool("produce-only", false, "only enqueue noop jobs, for a separate 'workq worker --queues "+benchQueue+"': at --rate R, or keeping a backlog")
 	asJSON := f.Bool("json", false, "print JSON")
 	cpuProfile := f.String("cpuprofile", "", "write a Go CPU profile of the run to this file")
@@ -81,6 +93,9 @@ Latency is handler start minus the job's eligibility time (run_at).`,
 		if *n < 1 || *duration < 0 || *rate < 0 || (*rate > 0 && *duration == 0) {
 			return fmt.Errorf("use -n N (N >= 1), or --duration D, optionally with --rate R (R >= 1)")
 		}
+		if *enqueueBatch < 0 || (*enqueueBatch > 0 && *rate == 0) || *handlerTime < 0 {
+			return fmt.Errorf("--enqueue-batch needs --rate and must not be negative; --handler-time must not be negative")
+		}
 		ctx := cmd.Context()
 		log := newLogger(cfg, cmd.ErrOrStderr())
 		pool, done, err := connect(ctx, cfg, log, true)
@@ -94,7 +109,8 @@ Latency is handler start minus the job's eligibility time (run_at).`,
 		if err := benchReset(ctx, pool); err != nil {
 			return err
 		}
-		b := &bench{pool: pool, client: workq.NewClient(workq.ClientOptions{}), out: cmd.ErrOrStderr()}
+		b := &bench{pool: pool, client: workq.NewClient(workq.ClientOptions{}), out: cmd.ErrOrStderr(),
+			enqueueBatch: *enqueueBatch, handlerTime: *handlerTime}
 		var res benchResult
 		switch {
 		case *produceOnly && *rate > 0:
@@ -119,6 +135,10 @@ Latency is handler start minus the job's eligibility time (run_at).`,
 		fmt.Fprintf(cmd.OutOrStdout(), "%s: %d jobs in %.2fs = %.0f jobs/s; pickup latency p50 %.2f ms, p95 %.2f ms, p99 %.2f ms (batch %d, concurrency %d, flush %s, conns %d, lease lost %d)\n",
 			res.Mode, res.Jobs, res.Seconds, res.JobsPerSec, res.LatencyP50, res.LatencyP95, res.LatencyP99,
 			cfg.Batch, cfg.Concurrency, cfg.FlushInterval, cfg.MaxConns, res.LeaseLost)
+		if res.BacklogSample > 0 {
+			fmt.Fprintf(cmd.OutOrStdout(), "  enqueue batch %d, handler %s, poll %s; ready backlog p50 %d, max %d rows (%d samples)\n",
+				res.EnqueueBatch, *handlerTime, cfg.Poll, res.BacklogP50, res.BacklogMax, res.BacklogSample)
+		}
 		return nil
 	}
 	return cmd
@@ -141,9 +161,11 @@ func benchReset(ctx context.Context, pool *pgxpool.Pool) error {
 }
 
 type bench struct {
-	pool   *pgxpool.Pool
-	client *workq.Client
-	out    io.Writer
+	pool         *pgxpool.Pool
+	client       *workq.Client
+	out          io.Writer
+	enqueueBatch int           // rate mode: jobs per EnqueueMany (0: Enqueue one by one)
+	handlerTime  time.Duration // the handler sleeps this long
 
 	latMu sync.Mutex
 	lat   []time.Duration
@@ -166,6 +188,9 @@ func (b *bench) run(ctx context.Context, cfg config.Config) (*worker.Worker, cha
 		b.latMu.Lock()
 		b.lat = append(b.lat, l)
 		b.latMu.Unlock()
+		if b.handlerTime > 0 {
+			time.Sleep(b.handlerTime)
+		}
 		return nil
 	})
 	if err != nil {
@@ -277,20 +302,58 @@ func (b *bench) rateMode(ctx context.Context, cfg config.Config, d time.Duration
 		return benchResult{}, err
 	}
 	time.Sleep(500 * time.Millisecond) // let the listener connect
+	sctx, stopSampling := context.WithCancel(ctx)
+	samples := make(chan []int64, 1)
+	go func() { samples <- b.sampleBacklog(sctx, 50*time.Millisecond) }()
 	start := time.Now()
 	if err := b.produce(ctx, d, rate); err != nil {
+		stopSampling()
 		return benchResult{}, err
 	}
+	stopSampling()
+	backlog := <-samples
 	time.Sleep(200 * time.Millisecond) // let the last jobs finish
 	elapsed := time.Since(start)
 	stop()
 	if err := <-errc; err != nil {
 		return benchResult{}, err
 	}
-	return b.result("rate", b.done.Load(), elapsed, w), nil
+	mode := "rate"
+	if b.enqueueBatch > 0 {
+		mode = "rate-batched"
+	}
+	res := b.result(mode, b.done.Load(), elapsed, w)
+	res.EnqueueBatch, res.HandlerMs = b.enqueueBatch, float64(b.handlerTime)/float64(time.Millisecond)
+	if len(backlog) > 0 {
+		slices.Sort(backlog)
+		res.BacklogP50, res.BacklogMax, res.BacklogSample = backlog[len(backlog)/2], backlog[len(backlog)-1], len(backlog)
+	}
+	return res, nil
 }
 
-// produce enqueues rate jobs per second, one statement each, for d.
+// sampleBacklog counts the bench queue's ready rows that are due (waiting
+// for a claim) every interval until ctx ends.
+func (b *bench) sampleBacklog(ctx context.Context, interval time.Duration) []int64 {
+	var out []int64
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return out
+		case <-t.C:
+		}
+		var n int64
+		err := b.pool.QueryRow(ctx, `select count(*) from job_runs where queue = $1 and status = 0 and run_at <= now()`, benchQueue).Scan(&n)
+		if err == nil {
+			out = append(out, n)
+		}
+	}
+}
+
+// produce enqueues rate jobs per second for d: one Enqueue statement per
+// job, or with enqueueBatch set one EnqueueMany of that many jobs every
+// enqueueBatch/rate seconds.
 func (b *bench) produce(ctx context.Context, d time.Duration, rate int) error {
 	if rate == 0 {
 		rate = 1000
@@ -298,11 +361,22 @@ func (b *bench) produce(ctx context.Context, d time.Duration, rate int) error {
 	if d == 0 {
 		d = time.Minute
 	}
-	interval := time.Second / time.Duration(rate)
+	per := max(1, b.enqueueBatch)
+	interval := time.Duration(per) * time.Second / time.Duration(rate)
+	batch := make([]workq.Job, per)
+	for i := range batch {
+		batch[i] = workq.Job{Queue: benchQueue, Kind: "noop"}
+	}
 	end := time.Now().Add(d)
 	next := time.Now()
 	for time.Now().Before(end) && ctx.Err() == nil {
-		if _, err := b.client.Enqueue(ctx, b.pool, workq.Job{Queue: benchQueue, Kind: "noop"}); err != nil {
+		var err error
+		if b.enqueueBatch > 0 {
+			_, err = b.client.EnqueueMany(ctx, b.pool, batch)
+		} else {
+			_, err = b.client.Enqueue(ctx, b.pool, batch[0])
+		}
+		if err != nil {
 			return err
 		}
 		next = next.Add(interval)

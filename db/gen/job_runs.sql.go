@@ -169,7 +169,7 @@ select unnest($1::text[]), unnest($3::text[]), unnest($4::text[])::jsonb,
 on conflict (dedup_key) where dedup_key is not null and status < 2 do nothing
 returning id, dedup_key
 )
-select ins.id, ins.dedup_key from ins left join (select count(*) as n from notified) x on true
+select ins.id, ins.dedup_key from ins cross join (select count(*) as n from notified) x
 `
 
 type JobRunsEnqueueManyParams struct {
@@ -189,6 +189,9 @@ type JobRunsEnqueueManyRow struct {
 }
 
 // JobRunsEnqueueMany inserts many job runs in one statement; rows whose dedup key a live run holds are skipped (not returned); with notify it wakes the workers of every queue in the batch.
+// A cross join, not a left join: the planner drops a left join to a one-row
+// subquery whose columns are unused, and a SELECT CTE that nothing reads
+// never runs, so pg_notify was never called (issue 7 item 10).
 func (q *Queries) JobRunsEnqueueMany(ctx context.Context, arg JobRunsEnqueueManyParams) ([]JobRunsEnqueueManyRow, error) {
 	rows, err := q.db.Query(ctx, jobRunsEnqueueMany,
 		arg.Queues,
@@ -231,7 +234,7 @@ select unnest($1::text[]), unnest($3::text[]), unnest($4::text[])::jsonb,
        unnest($7::integer[])
 returning id
 )
-select ins.id from ins left join (select count(*) as n from notified) x on true
+select ins.id from ins cross join (select count(*) as n from notified) x
 `
 
 type JobRunsEnqueueManyPlainParams struct {
@@ -245,6 +248,7 @@ type JobRunsEnqueueManyPlainParams struct {
 }
 
 // JobRunsEnqueueManyPlain inserts many job runs that have no dedup key, in input order, without ON CONFLICT (which makes every row a speculative insertion, 10-20% of the insert); with notify it wakes the workers of every queue in the batch.
+// A cross join, not a left join: see JobRunsEnqueueMany.
 func (q *Queries) JobRunsEnqueueManyPlain(ctx context.Context, arg JobRunsEnqueueManyPlainParams) ([]int64, error) {
 	rows, err := q.db.Query(ctx, jobRunsEnqueueManyPlain,
 		arg.Queues,

@@ -34,7 +34,10 @@ select unnest(@queues::text[]), unnest(@kinds::text[]), unnest(@payloads::text[]
 on conflict (dedup_key) where dedup_key is not null and status < 2 do nothing
 returning id, dedup_key
 )
-select ins.id, ins.dedup_key from ins left join (select count(*) as n from notified) x on true;
+-- A cross join, not a left join: the planner drops a left join to a one-row
+-- subquery whose columns are unused, and a SELECT CTE that nothing reads
+-- never runs, so pg_notify was never called (issue 7 item 10).
+select ins.id, ins.dedup_key from ins cross join (select count(*) as n from notified) x;
 
 -- name: JobRunsEnqueueManyPlain :many
 -- JobRunsEnqueueManyPlain inserts many job runs that have no dedup key, in input order, without ON CONFLICT (which makes every row a speculative insertion, 10-20% of the insert); with notify it wakes the workers of every queue in the batch.
@@ -50,7 +53,8 @@ select unnest(@queues::text[]), unnest(@kinds::text[]), unnest(@payloads::text[]
        unnest(@max_attempts::integer[])
 returning id
 )
-select ins.id from ins left join (select count(*) as n from notified) x on true;
+-- A cross join, not a left join: see JobRunsEnqueueMany.
+select ins.id from ins cross join (select count(*) as n from notified) x;
 
 -- name: JobRunsLatestByDedupKeys :many
 -- JobRunsLatestByDedupKeys finds the newest run holding each dedup key whatever its status (rare path: a duplicate whose live run finished before it was looked up; no index covers finished keys).

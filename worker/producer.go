@@ -159,34 +159,38 @@ func (p *producer) notify() { poke(p.notified) }
 const prefetchHorizon = 20 * time.Millisecond
 
 // slots returns how many items the claimer may claim now: 0 when it must
-// wait, in which case a freed slot or the completer wakes it.
+// wait, in which case a freed slot or the completer wakes it; short says a
+// slot is free but the claimer waits for more (see below).
 //
 // Without a backlog (the last claim was not full) it claims up to the free
 // handler slots. With one (more), it claims only once refill slots are free,
-// so a busy producer does not claim one row per finished job, and it may
-// claim beyond the free slots what its handlers will start within
-// prefetchHorizon at their observed pace: fast handlers get large claims,
-// whose cost per row is far lower, while the items of slow handlers are
-// never held back from other workers (a 1s handler earns no extra row).
-func (p *producer) slots(more bool, refill int) int {
+// so a busy producer does not claim one row per finished job (patient
+// false lifts that, see run), and it may claim beyond the free slots what
+// its handlers will start within prefetchHorizon at their observed pace:
+// fast handlers get large claims, whose cost per row is far lower, while the
+// items of slow handlers are never held back from other workers (a 1s
+// handler earns no extra row).
+func (p *producer) slots(more, patient bool, refill int) (n int, short bool) {
 	if p.comp.backedUp() {
-		return 0
+		return 0, false
 	}
 	cfg := p.w.cfg
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	room := cfg.Concurrency - p.busy
-	need := 1
+	free := cfg.Concurrency - p.busy
+	room, need := free, 1
 	if more && p.busy > 0 {
-		need = refill
 		room += p.prefetch()
+		if patient {
+			need = refill
+		}
 	}
 	if room < need {
 		p.wakeAt = p.busy - (need - room)
-		return 0
+		return 0, free > 0
 	}
 	p.wakeAt = -1
-	return min(cfg.Batch, room)
+	return min(cfg.Batch, room), false
 }
 
 // prefetch is how many items beyond the free slots the handlers start within
@@ -244,10 +248,27 @@ func (p *producer) run(ctx context.Context) {
 	hint, more := true, false
 	claimErrors := 0
 	var lastReclaim time.Time
+	// Waiting for refill free slots must not leave free slots idle for long
+	// while work waits (slow handlers free them one by one): after
+	// prefetchHorizon the claimer takes what is free.
+	impatient := time.NewTimer(time.Hour)
+	impatient.Stop()
+	defer impatient.Stop()
+	waiting, patient := false, true
 	for ctx.Err() == nil {
 		if hint || more {
-			if n := p.slots(more, refill); n > 0 {
+			n, short := p.slots(more, patient, refill)
+			if short && !waiting {
+				waiting = true
+				impatient.Reset(prefetchHorizon)
+			}
+			if n > 0 {
 				hint = false
+				if waiting {
+					waiting = false
+					impatient.Stop()
+				}
+				patient = true
 				got, err := p.claim(ctx, n)
 				if err != nil {
 					if ctx.Err() != nil {
@@ -292,6 +313,8 @@ func (p *producer) run(ctx context.Context) {
 		case <-p.wake:
 		case <-poll.C:
 			hint = true
+		case <-impatient.C:
+			waiting, patient = false, false
 		}
 	}
 }

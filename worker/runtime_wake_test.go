@@ -134,3 +134,49 @@ func TestRuntimeEnqueueManyWakes(t *testing.T) {
 		t.Logf("slots freed to start of both jobs %s", time.Since(t0).Round(time.Millisecond))
 	})
 }
+
+// With a backlog the claimer waits for a quarter of its slots to free before
+// it claims again, but never leaves a free slot idle for long while work
+// waits: here seven of eight handlers are busy for seconds after a full
+// claim, one slot frees, and a waiting job starts within a fraction of a
+// second instead of when the long handlers end.
+func TestRuntimeFreeSlotIsNotLeftIdleWhileWorkWaits(t *testing.T) {
+	t.Parallel()
+	pool := testdb.Pool(t)
+	cfg := rtConfig("refill")
+	cfg.Concurrency, cfg.Batch = 8, 100 // refill threshold: 2 free slots
+	cfg.Poll = 10 * time.Second         // a poll must not be what starts it
+	release := make(chan struct{})
+	defer close(release)
+	started := newSignal[time.Time]()
+	startWorker(t, pool, cfg, worker.Options{}, map[string]worker.HandlerFunc{
+		"long": func(ctx context.Context, j *worker.Job) error {
+			select {
+			case <-release:
+			case <-ctx.Done():
+			}
+			return nil
+		},
+		// Not instant, so the handlers' pace earns no claim beyond the free slots.
+		"short": func(ctx context.Context, j *worker.Job) error { time.Sleep(200 * time.Millisecond); return nil },
+		"late":  func(ctx context.Context, j *worker.Job) error { started.fire(time.Now()); return nil },
+	})
+	jobs := []workq.Job{{Kind: "short"}}
+	for range 7 {
+		jobs = append(jobs, workq.Job{Kind: "long"})
+	}
+	// Eight jobs fill the eight slots in one full claim (a backlog, as far
+	// as the claimer can tell); the short one frees its slot soon.
+	if _, err := workq.NewClient(workq.ClientOptions{}).EnqueueMany(context.Background(), pool, jobs); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 10*time.Second, "the short job to finish", func() bool {
+		return scalar[int64](t, pool, "select count(*) from job_runs where status = 2") == 1
+	})
+	enqueued := time.Now()
+	enqueue(t, pool, workq.Job{Kind: "late"})
+	at := started.wait(t, 5*time.Second, "the late job to start in the free slot")
+	if d := at.Sub(enqueued); d > time.Second {
+		t.Errorf("the late job started %s after it was enqueued with a slot free, want well under a second", d)
+	}
+}

@@ -8,6 +8,8 @@ import (
 	"runtime"
 	"runtime/pprof"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -48,6 +50,32 @@ type benchResult struct {
 	BacklogP50    int64   `json:"ready_backlog_p50,omitempty"`
 	BacklogMax    int64   `json:"ready_backlog_max,omitempty"`
 	BacklogSample int     `json:"ready_backlog_samples,omitempty"`
+	// Config is every setting the run used, and NonDefault names those that
+	// differ from the defaults (the figures of a benchmark are only as good
+	// as the knowledge of what it ran with).
+	Config     map[string]string `json:"config"`
+	NonDefault []string          `json:"non_default"`
+}
+
+// benchSettings lists the settings that shape a benchmark run, as
+// (name, value, default value).
+func benchSettings(cfg config.Config) [][3]string {
+	d := config.Default()
+	gogc := strconv.Itoa(defaultGCPercent)
+	if v, ok := os.LookupEnv("GOGC"); ok {
+		gogc = v
+	}
+	return [][3]string{
+		{"concurrency", strconv.Itoa(cfg.Concurrency), strconv.Itoa(d.Concurrency)},
+		{"batch", strconv.Itoa(cfg.Batch), strconv.Itoa(d.Batch)},
+		{"lease", cfg.Lease.String(), d.Lease.String()},
+		{"flush-interval", cfg.FlushInterval.String(), d.FlushInterval.String()},
+		{"flush-batch", strconv.Itoa(cfg.FlushBatch), strconv.Itoa(d.FlushBatch)},
+		{"poll", cfg.Poll.String(), d.Poll.String()},
+		{"poll-only", strconv.FormatBool(cfg.PollOnly), strconv.FormatBool(d.PollOnly)},
+		{"max-conns", strconv.Itoa(int(cfg.MaxConns)), strconv.Itoa(int(d.MaxConns))},
+		{"GOGC", gogc, strconv.Itoa(defaultGCPercent)},
+	}
 }
 
 func newBenchCmd() *cobra.Command {
@@ -129,9 +157,25 @@ the handler sleep, so slots stay busy as with real work.`,
 		}
 		res.Batch, res.Concurrency, res.MaxConns = cfg.Batch, cfg.Concurrency, cfg.MaxConns
 		res.FlushMs = float64(cfg.FlushInterval) / float64(time.Millisecond)
+		res.Config = map[string]string{}
+		var parts []string
+		for _, st := range benchSettings(*cfg) {
+			res.Config[st[0]] = st[1]
+			mark := ""
+			if st[1] != st[2] {
+				res.NonDefault = append(res.NonDefault, st[0])
+				mark = "*"
+			}
+			parts = append(parts, st[0]+"="+st[1]+mark)
+		}
 		if *asJSON {
 			return printJSON(cmd.OutOrStdout(), res)
 		}
+		ran := "defaults"
+		if len(res.NonDefault) > 0 {
+			ran = "* = not the default: " + strings.Join(res.NonDefault, ", ")
+		}
+		fmt.Fprintf(cmd.OutOrStdout(), "config: %s (%s)\n", strings.Join(parts, " "), ran)
 		fmt.Fprintf(cmd.OutOrStdout(), "%s: %d jobs in %.2fs = %.0f jobs/s; pickup latency p50 %.2f ms, p95 %.2f ms, p99 %.2f ms (batch %d, concurrency %d, flush %s, conns %d, lease lost %d)\n",
 			res.Mode, res.Jobs, res.Seconds, res.JobsPerSec, res.LatencyP50, res.LatencyP95, res.LatencyP99,
 			cfg.Batch, cfg.Concurrency, cfg.FlushInterval, cfg.MaxConns, res.LeaseLost)

@@ -219,9 +219,11 @@ func (e *Engine) Claim(ctx context.Context, p ClaimParams) (Claim, error) {
 }
 
 // Heartbeat extends many leases in one statement, each guarded by its own
-// token. It returns the ids it extended; the others are lost (expired by the
-// database clock, owned by someone else, or locked by a completion or reap
-// in progress).
+// token. It returns the ids it extended and the ids whose lease is lost for
+// certain (another token holds the row, or the lease expired by the database
+// clock). An id in neither list was locked by a concurrent statement (a
+// completion, a reap, or an earlier heartbeat still running on the server)
+// and was skipped: its fate is that statement's.
 func (e *Engine) Heartbeat(ctx context.Context, held []Held, ttl time.Duration) (extended, lost []int64, err error) {
 	if e.err != nil {
 		return nil, nil, fmt.Errorf("heartbeat: %w", e.err)
@@ -234,11 +236,19 @@ func (e *Engine) Heartbeat(ctx context.Context, held []Held, ttl time.Duration) 
 	for i, h := range held {
 		ids[i], tokens[i] = h.ID, h.Token.String()
 	}
-	extended, err = e.q.LeaseHeartbeat(ctx, gen.LeaseHeartbeatParams{LeaseMs: ms(ttl), Ids: ids, OwnerTokens: tokens})
+	rows, err := e.q.LeaseHeartbeat(ctx, gen.LeaseHeartbeatParams{LeaseMs: ms(ttl), Ids: ids, OwnerTokens: tokens})
 	if err != nil {
 		return nil, nil, fmt.Errorf("heartbeat %s: %w", e.table, err)
 	}
-	return extended, missing(ids, extended), nil
+	for _, r := range rows {
+		switch {
+		case r.Extended:
+			extended = append(extended, r.ID)
+		case r.Lost:
+			lost = append(lost, r.ID)
+		}
+	}
+	return extended, lost, nil
 }
 
 // Complete ends many attempts in one statement; each completion is guarded by

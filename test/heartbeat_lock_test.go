@@ -53,7 +53,10 @@ func TestHeartbeatSkipsLockedRows(t *testing.T) {
 	if want := []int64{ids[0], ids[2]}; !slices.Equal(extended, want) {
 		t.Fatalf("extended %v, want %v (the locked row skipped)", extended, want)
 	}
-	if !slices.Equal(lost, []int64{ids[1]}) {
-		t.Fatalf("reported lost %v, want [%d]", lost, ids[1])
+	// Locked by someone else is not lost: that statement decides (a
+	// completion ends the attempt, a reap takes an expired lease, and a
+	// heartbeat that timed out client-side may still extend it).
+	if len(lost) != 0 {
+		t.Fatalf("reported lost %v, want none: a locked row's lease is not known to be lost", lost)
 	}
 }

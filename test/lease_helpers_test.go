@@ -118,8 +118,16 @@ func reclaimFirst(ctx context.Context, q *gen.Queries, p claimParams) (uuid.UUID
 }
 
 // heartbeatRows extends the unexpired leases of ids held by token.
+// It returns the ids it extended.
 func heartbeatRows(ctx context.Context, q *gen.Queries, leaseMs int64, ids []int64, token uuid.UUID) ([]int64, error) {
-	return q.LeaseHeartbeat(ctx, gen.LeaseHeartbeatParams{LeaseMs: leaseMs, Ids: ids, OwnerTokens: fill(len(ids), token.String())})
+	rows, err := q.LeaseHeartbeat(ctx, gen.LeaseHeartbeatParams{LeaseMs: leaseMs, Ids: ids, OwnerTokens: fill(len(ids), token.String())})
+	var out []int64
+	for _, r := range rows {
+		if r.Extended {
+			out = append(out, r.ID)
+		}
+	}
+	return out, err
 }
 
 // completeRows ends the given attempts; it returns the (id, status) rows it applied to.

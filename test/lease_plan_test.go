@@ -372,8 +372,10 @@ func TestLeasePlans(t *testing.T) {
 			} {
 				sql, params := leaseQuery(t, table, c.name)
 				plan, rows := explainAnalyzeRolledBack(t, ctx, conn, table, sql, argsFor(t, params, c.args)...)
-				if plan.seqScans(table) || rows > 3*float64(len(ids)) {
-					t.Errorf("%s of %d rows read %.0f rows of %s (want at most %d):\n%s", c.name, len(ids), rows, table, 3*len(ids), plan)
+				// A few primary-key lookups per element (the heartbeat: lock,
+				// update, and the read that tells lost from skipped).
+				if plan.seqScans(table) || rows > 4*float64(len(ids)) {
+					t.Errorf("%s of %d rows read %.0f rows of %s (want at most %d):\n%s", c.name, len(ids), rows, table, 4*len(ids), plan)
 				}
 			}
 

@@ -195,3 +195,54 @@ func TestRuntimeStopIsBoundedWhenTheDatabaseIsGone(t *testing.T) {
 	}
 	px.Restore() // so that the pools close at once
 }
+
+// A heartbeat that finds a held row locked by another statement (here a
+// transaction of the test; in production a heartbeat that timed out on the
+// client while its statement still runs, or a completion) does not know the
+// lease is lost and must not cancel the handler: the local deadline covers
+// the case where nothing confirms the lease in time.
+func TestRuntimeLockedRowIsNotALostLease(t *testing.T) {
+	t.Parallel()
+	pool := testdb.Pool(t)
+	cfg := rtConfig("locked-row")
+	cfg.Lease = 3 * time.Second // heartbeats every second
+	release := make(chan struct{})
+	started := newSignal[int64]()
+	cause := make(chan error, 1)
+	w := startWorker(t, pool, cfg, worker.Options{}, map[string]worker.HandlerFunc{
+		"block": func(ctx context.Context, j *worker.Job) error {
+			started.fire(j.ID)
+			select {
+			case <-release:
+				return nil
+			case <-ctx.Done():
+				cause <- context.Cause(ctx)
+				return context.Cause(ctx)
+			}
+		}})
+	id := enqueue(t, pool, workq.Job{Kind: "block"})
+	started.wait(t, 10*time.Second, "the handler to start")
+	ctx := context.Background()
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec(ctx, "select 1 from job_runs where id = $1 for update", id); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(1500 * time.Millisecond) // at least one heartbeat finds the row locked
+	if err := tx.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(1500 * time.Millisecond) // and the next one extends it again
+	select {
+	case c := <-cause:
+		t.Fatalf("handler cancelled (%s) because its row was locked by another statement", causeName(c))
+	default:
+	}
+	close(release)
+	waitStatus(t, pool, id, lease.StatusDone, 10*time.Second)
+	if st := w.Stats(); st.LeaseLost != 0 {
+		t.Errorf("stats %+v, want no lost lease", st)
+	}
+}

@@ -154,7 +154,7 @@ func (q *Queries) LeaseDeleteFinished(ctx context.Context, olderThanMs int64, ma
 
 const leaseHeartbeat = `-- name: LeaseHeartbeat :many
 with o as materialized (
-    select unnest($2::bigint[]) as id, unnest($3::text[])::uuid as owner_token
+    select unnest($1::bigint[]) as id, unnest($2::text[])::uuid as owner_token
 ),
 held as (
     -- status = 1 is implied by a matching token (the lease CHECK) and left out
@@ -163,32 +163,49 @@ held as (
     select h.id from workq_lease_table h, o
     where h.id = o.id and h.owner_token = o.owner_token and h.locked_until > clock_timestamp()
     for no key update of h skip locked
+),
+extended as (
+    update workq_lease_table t set locked_until = now() + ($3::bigint) * interval '1 millisecond'
+    where t.id = any(array(select held.id from held))
+    returning t.id
 )
-update workq_lease_table t set locked_until = now() + ($1::bigint) * interval '1 millisecond'
-where t.id = any(array(select held.id from held))
-returning t.id
+select o.id::bigint as id,
+       (e.id is not null)::boolean as extended,
+       -- Read on the statement's snapshot: a token that is gone or an expired
+       -- lease there is lost whatever any concurrent statement does.
+       (e.id is null and (r.id is null or r.owner_token is distinct from o.owner_token
+                          or r.locked_until <= clock_timestamp()))::boolean as lost
+from o
+left join extended e on e.id = o.id
+left join workq_lease_table r on r.id = o.id
 `
 
 type LeaseHeartbeatParams struct {
-	LeaseMs     int64
 	Ids         []int64
 	OwnerTokens []string
+	LeaseMs     int64
 }
 
-// LeaseHeartbeat extends the leases of many items, each guarded by its own owner token, in one statement, and returns the ids it extended. A lease already expired by the database clock at the moment its row is examined stays expired (clock_timestamp(), not the statement's start time); rows locked by a concurrent completion or reap are skipped rather than waited for, so a heartbeat never deadlocks with them.
-func (q *Queries) LeaseHeartbeat(ctx context.Context, arg LeaseHeartbeatParams) ([]int64, error) {
-	rows, err := q.db.Query(ctx, leaseHeartbeat, arg.LeaseMs, arg.Ids, arg.OwnerTokens)
+type LeaseHeartbeatRow struct {
+	ID       int64
+	Extended bool
+	Lost     bool
+}
+
+// LeaseHeartbeat extends the leases of many items, each guarded by its own owner token, in one statement, and says for each input id whether it extended it and whether the lease is lost for certain (another token, or expired by the database clock at the moment the row is examined: clock_timestamp(), not the statement's start). A row locked by a concurrent statement (a completion, a reap, a heartbeat that timed out client-side) is neither: it is skipped rather than waited for, so a heartbeat never deadlocks, and its fate is left to that statement.
+func (q *Queries) LeaseHeartbeat(ctx context.Context, arg LeaseHeartbeatParams) ([]LeaseHeartbeatRow, error) {
+	rows, err := q.db.Query(ctx, leaseHeartbeat, arg.Ids, arg.OwnerTokens, arg.LeaseMs)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	var items []int64
+	var items []LeaseHeartbeatRow
 	for rows.Next() {
-		var id int64
-		if err := rows.Scan(&id); err != nil {
+		var i LeaseHeartbeatRow
+		if err := rows.Scan(&i.ID, &i.Extended, &i.Lost); err != nil {
 			return nil, err
 		}
-		items = append(items, id)
+		items = append(items, i)
 	}
 	if err := rows.Err(); err != nil {
 		return nil, err

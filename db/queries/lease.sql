@@ -1,5 +1,5 @@
 -- name: LeaseHeartbeat :many
--- LeaseHeartbeat extends the leases of many items, each guarded by its own owner token, in one statement, and returns the ids it extended. A lease already expired by the database clock at the moment its row is examined stays expired (clock_timestamp(), not the statement's start time); rows locked by a concurrent completion or reap are skipped rather than waited for, so a heartbeat never deadlocks with them.
+-- LeaseHeartbeat extends the leases of many items, each guarded by its own owner token, in one statement, and says for each input id whether it extended it and whether the lease is lost for certain (another token, or expired by the database clock at the moment the row is examined: clock_timestamp(), not the statement's start). A row locked by a concurrent statement (a completion, a reap, a heartbeat that timed out client-side) is neither: it is skipped rather than waited for, so a heartbeat never deadlocks, and its fate is left to that statement.
 with o as materialized (
     select unnest(@ids::bigint[]) as id, unnest(@owner_tokens::text[])::uuid as owner_token
 ),
@@ -10,10 +10,21 @@ held as (
     select h.id from workq_lease_table h, o
     where h.id = o.id and h.owner_token = o.owner_token and h.locked_until > clock_timestamp()
     for no key update of h skip locked
+),
+extended as (
+    update workq_lease_table t set locked_until = now() + (@lease_ms::bigint) * interval '1 millisecond'
+    where t.id = any(array(select held.id from held))
+    returning t.id
 )
-update workq_lease_table t set locked_until = now() + (@lease_ms::bigint) * interval '1 millisecond'
-where t.id = any(array(select held.id from held))
-returning t.id;
+select o.id::bigint as id,
+       (e.id is not null)::boolean as extended,
+       -- Read on the statement's snapshot: a token that is gone or an expired
+       -- lease there is lost whatever any concurrent statement does.
+       (e.id is null and (r.id is null or r.owner_token is distinct from o.owner_token
+                          or r.locked_until <= clock_timestamp()))::boolean as lost
+from o
+left join extended e on e.id = o.id
+left join workq_lease_table r on r.id = o.id;
 
 -- name: LeaseComplete :many
 -- LeaseComplete ends many attempts in one statement, each guarded by its own owner token (done, retry with a delay or failed when exhausted, failed, snoozed or released without using an attempt), archives each attempt in runs, and returns the rows it applied to.

@@ -332,12 +332,35 @@ func (e *Engine) Resolve(ctx context.Context, cs []Completion) (map[int64]Status
 	return out, nil
 }
 
+// ErrClaimInFlight means a failed claim's statement is still running on its
+// server process, so what it will have claimed is not known yet; it was asked
+// to cancel. Call ReleaseClaim again shortly.
+var ErrClaimInFlight = errors.New("the claim is still running on the server")
+
 // ReleaseClaim gives back, without using an attempt, every row that token
 // still holds: the remedy for a claim whose result the caller never saw
-// (Claim). It returns how many rows it released.
-func (e *Engine) ReleaseClaim(ctx context.Context, token uuid.UUID) (int, error) {
+// (Claim). backend is the server process that ran the claim
+// (pgconn.PgConn.PID of its connection), 0 if unknown. A client that gives
+// up on a statement does not stop it on the server, so while that process
+// is still running a statement the claim may yet commit: ReleaseClaim then
+// asks it to cancel and returns ErrClaimInFlight, and the caller calls
+// again. Once the process is idle or gone the outcome is settled and the
+// release is complete. It returns how many rows it released.
+func (e *Engine) ReleaseClaim(ctx context.Context, token uuid.UUID, backend uint32) (int, error) {
 	if e.err != nil {
 		return 0, fmt.Errorf("release claim: %w", e.err)
+	}
+	if backend != 0 {
+		active, err := e.q.BackendActive(ctx, int32(backend))
+		if err != nil {
+			return 0, fmt.Errorf("release claim on %s: %w", e.table, err)
+		}
+		if active {
+			if _, err := e.q.BackendCancel(ctx, int32(backend)); err != nil {
+				return 0, fmt.Errorf("release claim on %s: cancel the claim: %w", e.table, err)
+			}
+			return 0, ErrClaimInFlight
+		}
 	}
 	rows, err := e.q.LeaseHeldBy(ctx, token)
 	if err != nil {

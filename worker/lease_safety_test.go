@@ -159,9 +159,9 @@ func TestRuntimeCutOffWorkerStopsBeforeItsLeaseExpires(t *testing.T) {
 }
 
 // Defect 7: Stop returns within the drain timeout plus StopBound even when
-// the database stops answering with a handler running, a completion waiting
-// for its flush, and the claim loop, heartbeats and listener all waiting on
-// the network.
+// the database stops answering with a handler running that ignores its
+// context, a completion waiting for its flush, and the claim loop,
+// heartbeats and listener all waiting on the network.
 func TestRuntimeStopIsBoundedWhenTheDatabaseIsGone(t *testing.T) {
 	t.Parallel()
 	pool, direct, px := proxiedPool(t)
@@ -170,11 +170,14 @@ func TestRuntimeStopIsBoundedWhenTheDatabaseIsGone(t *testing.T) {
 	cfg.FlushInterval = time.Second // the quick job's completion waits in the completer when the cut comes
 	blocked := newSignal[int64]()
 	quick := newSignal[int64]()
+	unblock := make(chan struct{})
+	t.Cleanup(func() { close(unblock) })
 	w := startWorker(t, pool, cfg, worker.Options{}, map[string]worker.HandlerFunc{
+		// Ignores its context: Stop cannot wait for it.
 		"block": func(ctx context.Context, j *worker.Job) error {
 			blocked.fire(j.ID)
-			<-ctx.Done()
-			return context.Cause(ctx)
+			<-unblock
+			return nil
 		},
 		"quick": func(ctx context.Context, j *worker.Job) error { quick.fire(j.ID); return nil },
 	})
@@ -244,5 +247,49 @@ func TestRuntimeLockedRowIsNotALostLease(t *testing.T) {
 	waitStatus(t, pool, id, lease.StatusDone, 10*time.Second)
 	if st := w.Stats(); st.LeaseLost != 0 {
 		t.Errorf("stats %+v, want no lost lease", st)
+	}
+}
+
+// A claim that times out on the client while its statement waits on the
+// server (here for the lock of its queue's limit row, held by the test) is
+// not over on the server: a client that gives up does not stop it, and it
+// would commit once the lock is free, leaving rows under a token nobody
+// runs. pgx sends a cancel request when it abandons the connection, which
+// usually ends it; the worker does not rely on that (a cancel request can
+// be lost or arrive after the commit): it cancels the statement on its
+// server process itself and releases by token only once that process is
+// done. Either way the job runs on its first attempt.
+func TestRuntimeTimedOutClaimIsSettledBeforeItsRelease(t *testing.T) {
+	t.Parallel()
+	pool := testdb.Pool(t)
+	ctx := context.Background()
+	if err := lease.SetLimit(ctx, pool, lease.JobRuns, "limited", 5); err != nil {
+		t.Fatal(err)
+	}
+	id := enqueue(t, pool, workq.Job{Queue: "limited", Kind: "ok"})
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec(ctx, "select 1 from queue_limits where queue = 'limited' for update"); err != nil {
+		t.Fatal(err)
+	}
+	cfg := rtConfig("settle", "limited")
+	cfg.Lease = 2 * time.Second // claims time out after 1s
+	w := startWorker(t, pool, cfg, worker.Options{}, map[string]worker.HandlerFunc{
+		"ok": func(ctx context.Context, j *worker.Job) error { return nil },
+	})
+	waitFor(t, 10*time.Second, "a claim to time out", func() bool { return w.Stats().ClaimErrors > 0 })
+	if err := tx.Commit(ctx); err != nil { // the lock frees: a claim still running would commit now
+		t.Fatal(err)
+	}
+	row := waitStatus(t, pool, id, lease.StatusDone, 10*time.Second)
+	if row.Attempts != 1 {
+		t.Errorf("attempts %d, want 1: a timed-out claim committed after its release and the lease had to expire", row.Attempts)
+	}
+	for _, o := range outcomes(runRows(t, pool, id)) {
+		if o == "expired" {
+			t.Errorf("runs %v: an attempt expired under a claim nobody ran", outcomes(runRows(t, pool, id)))
+		}
 	}
 }

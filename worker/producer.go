@@ -339,56 +339,69 @@ func (p *producer) reclaim(ctx context.Context) int {
 }
 
 // claim claims up to n items and starts them. The claim can be cancelled
-// (Stop does): when it fails, its result may have committed unseen, so the
-// rows its token may hold are released by token at once instead of waiting
-// out their lease and costing an attempt that never ran.
+// (Stop does) or time out (lease/2): its statement may then still run, and
+// commit, on the server, because a client that gives up on a statement does
+// not stop it there. The producer minted the claim's token, so it releases
+// whatever the token holds once that server process is done with the
+// statement (Engine.ReleaseClaim cancels it and waits), instead of letting
+// those rows sit until their leases expire and cost an attempt that never
+// ran.
 func (p *producer) claim(ctx context.Context, n int) (int, error) {
 	cfg := p.w.cfg
 	sent := p.w.mono()
 	cctx, cancel := context.WithTimeout(ctx, cfg.Lease/2)
-	c, err := p.w.claimFn(p.engine, cctx, lease.ClaimParams{Queue: p.queue, Max: n, Lease: cfg.Lease, WorkerID: cfg.WorkerID})
-	cancel()
+	defer cancel()
+	conn, err := p.w.pool.Acquire(cctx)
 	if err != nil {
+		return 0, err // nothing was sent
+	}
+	backend := conn.Conn().PgConn().PID()
+	c, err := p.w.claimFn(lease.New(conn, p.src.Table), cctx, lease.ClaimParams{Queue: p.queue, Max: n, Lease: cfg.Lease, WorkerID: cfg.WorkerID})
+	if err != nil {
+		// The connection's server process may still be running the claim:
+		// it must not take another statement from the pool.
+		_ = conn.Conn().Close(context.WithoutCancel(ctx))
+		conn.Release()
 		if c.Token != uuid.Nil {
-			p.releaseClaim(ctx, c.Token)
+			p.releaseClaim(c.Token, backend)
 		}
 		return 0, err
 	}
+	conn.Release()
 	p.start(c, sent)
 	return len(c.Items), nil
 }
 
-// releaseClaim releases whatever token holds, retrying briefly: for up to a
-// lease while running. Once the worker is stopping it goes on in the
-// background, ended at Stop's bound at the latest, so it never holds up the
-// drain. If it cannot, the rows' leases expire and the reaper retries them.
-func (p *producer) releaseClaim(ctx context.Context, token uuid.UUID) {
-	if ctx.Err() != nil {
-		p.life.bg.Add(1)
-		go func() { defer p.life.bg.Done(); p.releaseWithin(p.life.hardCtx, token) }()
-		return
-	}
-	rctx, cancel := context.WithTimeout(p.life.hardCtx, p.w.cfg.Lease)
-	defer cancel()
-	p.releaseWithin(rctx, token)
-}
-
-func (p *producer) releaseWithin(ctx context.Context, token uuid.UUID) {
-	for try := int32(0); ; try++ {
-		n, err := p.engine.ReleaseClaim(ctx, token)
-		if err == nil {
-			if n > 0 {
-				p.w.stats.claimsReleased.Add(int64(n))
-				p.w.log.Warn("released the rows of a claim whose result was lost", "table", p.src.Table, "queue", p.queue, "rows", n)
+// releaseClaim releases, in the background, whatever token holds once its
+// claim's server process is done, retrying for up to a lease and never past
+// Stop's bound. If it cannot, the rows' leases expire and the reaper retries
+// them.
+func (p *producer) releaseClaim(token uuid.UUID, backend uint32) {
+	p.life.bg.Add(1)
+	go func() {
+		defer p.life.bg.Done()
+		ctx, cancel := context.WithTimeout(p.life.hardCtx, p.w.cfg.Lease)
+		defer cancel()
+		for try := int32(0); ; try++ {
+			n, err := p.engine.ReleaseClaim(ctx, token, backend)
+			if err == nil {
+				if n > 0 {
+					p.w.stats.claimsReleased.Add(int64(n))
+					p.w.log.Warn("released the rows of a claim whose result was lost", "table", p.src.Table, "queue", p.queue, "rows", n)
+				}
+				return
 			}
-			return
+			pause := Backoff(min(try, 6), 50*time.Millisecond, time.Second)
+			if errors.Is(err, lease.ErrClaimInFlight) {
+				pause = 10 * time.Millisecond // cancelled: it ends in a moment
+			}
+			if !sleepCtx(ctx, pause) {
+				p.w.log.Warn("could not release a failed claim's rows; their leases will expire and the reaper retries them",
+					"table", p.src.Table, "queue", p.queue, "token", token, "err", err)
+				return
+			}
 		}
-		if !sleepCtx(ctx, Backoff(min(try, 6), 50*time.Millisecond, time.Second)) {
-			p.w.log.Warn("could not release a failed claim's rows; their leases will expire and the reaper retries them",
-				"table", p.src.Table, "queue", p.queue, "token", token, "err", err)
-			return
-		}
-	}
+	}()
 }
 
 func (p *producer) start(c lease.Claim, sent int64) {
@@ -640,9 +653,12 @@ func (p *producer) drain(ctx context.Context) {
 	}
 	// Give cancelled handlers a moment to return; Go cannot stop one that
 	// ignores its context, and the process may exit under it.
+	grace := time.NewTimer(handlerGrace)
+	defer grace.Stop()
 	select {
 	case <-done:
-	case <-time.After(handlerGrace):
+	case <-grace.C:
+	case <-p.life.hardCtx.Done():
 	}
 }
 

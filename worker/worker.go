@@ -70,9 +70,10 @@ const (
 )
 
 // StopBound is how long Stop may take beyond the drain timeout: cancelled
-// handlers get a moment to return, then the last completions and releases
-// are flushed. When the database cannot be reached within it, Stop returns
-// anyway; the leases left behind expire and the items run again.
+// handlers get a moment (handlerGrace) to return, then the last completions
+// and releases are flushed. When the database cannot be reached within it,
+// or a handler ignores its context, Stop returns anyway; the leases left
+// behind expire and the items run again.
 const StopBound = 5 * time.Second
 
 // handlerGrace is the part of StopBound that cancelled handlers get to
@@ -293,6 +294,25 @@ func (w *Worker) stop(ctx context.Context, r *lifecycle) {
 	r.loops.Wait()
 	w.log.Info("worker stopping: draining in-flight work", "in_flight", w.stats.inFlight.Load(), "drain_timeout", w.cfg.DrainTimeout)
 	drainCtx, cancel := context.WithDeadline(ctx, deadline)
+	defer cancel()
+	// StopBound counts from the end of the drain window (its deadline, ctx
+	// ending, or every handler done): everything after it, cancelled
+	// handlers returning and the last releases and flushes, fits in it.
+	var hard *time.Timer
+	var hardMu sync.Mutex
+	stopArming := context.AfterFunc(drainCtx, func() {
+		hardMu.Lock()
+		hard = time.AfterFunc(StopBound, r.stopHard)
+		hardMu.Unlock()
+	})
+	defer func() {
+		stopArming()
+		hardMu.Lock()
+		if hard != nil {
+			hard.Stop()
+		}
+		hardMu.Unlock()
+	}()
 	var drains sync.WaitGroup
 	for _, p := range r.producers {
 		drains.Add(1)
@@ -300,9 +320,6 @@ func (w *Worker) stop(ctx context.Context, r *lifecycle) {
 	}
 	drains.Wait()
 	cancel()
-	// The stop bound starts once the drain is over (or was cut short).
-	hard := time.AfterFunc(StopBound, r.stopHard)
-	defer hard.Stop()
 	for _, p := range r.producers {
 		p.stopHandlers()
 	}

@@ -36,7 +36,9 @@ u as (
     -- CHECK constraint), so status = 1 is implied; it is not written out because it
     -- lets the planner drive this join from the in-progress index on a stale
     -- one-row estimate, a nested loop that is quadratic in the batch size.
-    where j.id = o.id and j.owner_token = o.owner_token
+    -- id = any(@ids) as well: it bounds the table side of the join to the
+    -- batch's ids whatever join the planner picks (see LeaseHeartbeat).
+    where j.id = any($1::bigint[]) and j.id = o.id and j.owner_token = o.owner_token
       and o.outcome in ('done', 'retry', 'failed', 'snoozed', 'released')
     returning j.id, j.status, j.queue, j.attempts, j.lease_version, j.claimed_at, j.claimed_by, o.owner_token, o.outcome, o.error
 ),
@@ -160,8 +162,12 @@ held as (
     -- status = 1 is implied by a matching token (the lease CHECK) and left out
     -- for the same reason as in LeaseComplete: it invites a nested loop over
     -- the in-progress index.
+    -- id = any(@ids) besides the join: with statistics taken while the table
+    -- was small the planner hash-joined o to a sequential scan of the whole
+    -- table; this bounds the table side to the input's ids whatever the join.
     select h.id from workq_lease_table h, o
-    where h.id = o.id and h.owner_token = o.owner_token and h.locked_until > clock_timestamp()
+    where h.id = any($1::bigint[]) and h.id = o.id and h.owner_token = o.owner_token
+      and h.locked_until > clock_timestamp()
     for no key update of h skip locked
 ),
 extended as (

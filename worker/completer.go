@@ -86,13 +86,18 @@ func (c *completer) start() {
 	}
 }
 
-// backedUp reports whether producers should hold off claiming.
+// backedUp reports whether producers should hold off claiming. A producer
+// that gets true waits for the wake of a flush that ends below the limit.
+// The flag is set before the backlog is read again: a flush that lowered
+// the backlog just before the flag was set, and so woke nobody, is seen by
+// that second read (without it a producer could wait for a flush that never
+// comes, until its next poll).
 func (c *completer) backedUp() bool {
 	if c.backlog.Load() < c.limit {
 		return false
 	}
 	c.throttled.Store(true)
-	return true
+	return c.backlog.Load() >= c.limit
 }
 
 // add queues one completion without blocking.

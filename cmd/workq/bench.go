@@ -291,7 +291,17 @@ func (b *bench) burnDown(ctx context.Context, cfg config.Config, n int) (benchRe
 }
 
 func (b *bench) continuous(ctx context.Context, cfg config.Config, d time.Duration) (benchResult, error) {
+	// The producer keeps the ready backlog (inserted, not yet claimed) at
+	// about this many rows. Rows claimed but not yet completed are not
+	// backlog: counting them starved the claimer once claims could be as
+	// large as a batch and completions wait for their flush.
 	backlog := int64(max(4*cfg.Batch, 5000))
+	wctx, stop := context.WithCancel(ctx)
+	defer stop()
+	w, errc, err := b.run(wctx, cfg)
+	if err != nil {
+		return benchResult{}, err
+	}
 	var inserted atomic.Int64
 	pctx, stopProducer := context.WithCancel(ctx)
 	var pwg sync.WaitGroup
@@ -299,7 +309,7 @@ func (b *bench) continuous(ctx context.Context, cfg config.Config, d time.Durati
 	go func() {
 		defer pwg.Done()
 		for pctx.Err() == nil {
-			if inserted.Load()-b.done.Load() >= backlog {
+			if inserted.Load()-w.Stats().Claimed >= backlog {
 				time.Sleep(time.Millisecond)
 				continue
 			}
@@ -308,13 +318,6 @@ func (b *bench) continuous(ctx context.Context, cfg config.Config, d time.Durati
 			}
 		}
 	}()
-	wctx, stop := context.WithCancel(ctx)
-	defer stop()
-	w, errc, err := b.run(wctx, cfg)
-	if err != nil {
-		stopProducer()
-		return benchResult{}, err
-	}
 	// Measure after a one-second warm-up.
 	time.Sleep(time.Second)
 	base := b.done.Load()

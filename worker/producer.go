@@ -48,14 +48,19 @@ type producer struct {
 	avgRun atomic.Int64 // moving average of handler run time, in nanoseconds
 }
 
-// Who settles an attempt: exactly one of the handler (finished), a lost
-// lease (lost) or the shutdown drain (released), by compare-and-swap from
-// running. The winner owns the completion; the others discard their part.
+// An attempt is queued from its claim until a handler goroutine takes it
+// (running). Who settles it is decided by compare-and-swap: a handler
+// goroutine starts it (queued to running) and finishes it (running to
+// finished); a lost lease (lost) or the drain (released) ends it from queued
+// or running; the watchdog gives back one that waited too long (queued to
+// released). The winner owns the completion; the others discard their part.
 const (
-	attemptRunning int32 = iota
+	attemptQueued int32 = iota // the zero value
+	attemptRunning
 	attemptFinished
 	attemptLost
 	attemptReleased
+	attemptGivenBack // released by the watchdog before a handler took it
 )
 
 // reclaimEvery is how often a producer reaps its queue's expired leases
@@ -82,8 +87,9 @@ type attempt struct {
 	ctx     context.Context
 	cancel  context.CancelCauseFunc
 	batch   *batchDone   // nil without an execution timeout
+	claimed int64        // Worker.mono when the claim was sent
 	expiry  atomic.Int64 // Worker.mono after which the lease can no longer be vouched for
-	state   atomic.Int32 // attemptRunning until one party settles the attempt
+	state   atomic.Int32 // attemptQueued, then see the constants
 	started atomic.Int64 // unix nanos when the handler started (0 before)
 
 	// The attempt's run archive record, which the handler's goroutine opens
@@ -94,7 +100,16 @@ type attempt struct {
 	released *Result      // the drain's result, when it came first
 }
 
-func (a *attempt) settle(to int32) bool { return a.state.CompareAndSwap(attemptRunning, to) }
+// settle ends a queued or running attempt as lost or released.
+func (a *attempt) settle(to int32) bool {
+	return a.state.CompareAndSwap(attemptQueued, to) || a.state.CompareAndSwap(attemptRunning, to)
+}
+
+// live reports whether the attempt is queued or running.
+func (a *attempt) live() bool {
+	s := a.state.Load()
+	return s == attemptQueued || s == attemptRunning
+}
 
 // setRecord hands over the attempt's open record; if the drain already
 // reported the attempt released, the record is ended with that now.
@@ -158,6 +173,13 @@ func (p *producer) notify() { poke(p.notified) }
 // slots: at most about this much, at the handlers' observed pace.
 const prefetchHorizon = 20 * time.Millisecond
 
+// maxQueueWait is how long a claimed item may wait for a handler before the
+// watchdog gives it back (released: ready at once, attempt given back).
+// Items claimed ahead of the free slots normally start within
+// prefetchHorizon; one still waiting after this is behind handlers that
+// stalled, and another worker should have it.
+const maxQueueWait = time.Second
+
 // slots returns how many items the claimer may claim now: 0 when it must
 // wait, in which case a freed slot or the completer wakes it; short says a
 // slot is free but the claimer waits for more (see below).
@@ -210,6 +232,14 @@ func (p *producer) prefetch() int {
 // for exactly this.
 func (p *producer) slotFreed() {
 	p.w.stats.inFlight.Add(-1)
+	p.freeQueued()
+}
+
+// freeQueued is slotFreed for an item whose in-flight count already went
+// with its give-back: the item held a place in the handler channel until
+// now, so the claimer could not count it free before (busy never exceeds
+// what the channel holds).
+func (p *producer) freeQueued() {
 	p.mu.Lock()
 	p.busy--
 	wake := p.wakeAt >= 0 && p.busy <= p.wakeAt
@@ -426,7 +456,7 @@ func (p *producer) start(c lease.Claim, sent int64) {
 	p.mu.Lock()
 	for i, it := range c.Items {
 		ctx, cancel := context.WithCancelCause(parent)
-		a := &attempt{item: it, ctx: ctx, cancel: cancel, batch: done}
+		a := &attempt{item: it, ctx: ctx, cancel: cancel, batch: done, claimed: sent}
 		a.expiry.Store(expiry)
 		p.inflight[it.ID] = a
 		batch[i] = a
@@ -445,9 +475,14 @@ func (p *producer) start(c lease.Claim, sent int64) {
 func (p *producer) execute(a *attempt) {
 	defer p.handlers.Done()
 	defer a.batch.finish()
-	if a.state.Load() != attemptRunning {
-		// Released (or lost) before a handler goroutine took it: do not run it.
-		p.slotFreed()
+	if !a.state.CompareAndSwap(attemptQueued, attemptRunning) {
+		// Released, lost or given back before a handler goroutine took it:
+		// do not run it. Its place in the handler channel frees only now.
+		if a.state.Load() == attemptGivenBack {
+			p.freeQueued()
+		} else {
+			p.slotFreed()
+		}
 		p.forget(a)
 		return
 	}
@@ -462,7 +497,7 @@ func (p *producer) execute(a *attempt) {
 	a.cancel(nil)
 	p.observe(finished.Sub(started))
 
-	won := a.settle(attemptFinished)
+	won := a.state.CompareAndSwap(attemptRunning, attemptFinished)
 	p.slotFreed()
 	if !won {
 		p.forget(a)
@@ -548,7 +583,7 @@ func (p *producer) beat(ctx context.Context) {
 	held := make([]lease.Held, 0, len(p.inflight))
 	byID := make(map[int64]*attempt, len(p.inflight))
 	for id, a := range p.inflight {
-		if s := a.state.Load(); s == attemptRunning || s == attemptFinished {
+		if s := a.state.Load(); s == attemptQueued || s == attemptRunning || s == attemptFinished {
 			held = append(held, lease.Held{ID: id, Token: a.item.OwnerToken})
 			byID[id] = a
 		}
@@ -575,7 +610,7 @@ func (p *producer) beat(ctx context.Context) {
 		byID[id].expiry.Store(expiry)
 	}
 	for _, id := range lost {
-		if a := byID[id]; a.state.Load() == attemptRunning {
+		if a := byID[id]; a.live() {
 			p.lose(a, "heartbeat did not extend the lease (expired, reaped or taken over)")
 		}
 	}
@@ -595,17 +630,47 @@ func (p *producer) watchdog(ctx context.Context) {
 		case <-t.C:
 		}
 		now := p.w.mono()
-		var late []*attempt
+		var late, waiting []*attempt
 		p.mu.Lock()
 		for _, a := range p.inflight {
-			if a.expiry.Load() <= now && a.state.Load() == attemptRunning {
+			switch {
+			case !a.live():
+			case a.expiry.Load() <= now:
 				late = append(late, a)
+			case a.state.Load() == attemptQueued && now-a.claimed > int64(maxQueueWait):
+				waiting = append(waiting, a)
 			}
 		}
 		p.mu.Unlock()
 		for _, a := range late {
 			p.lose(a, "no heartbeat confirmed the lease in time; cancelled before it can expire in the database")
 		}
+		p.giveBack(waiting)
+	}
+}
+
+// giveBack releases claimed items that never got a handler (see
+// maxQueueWait). The handler goroutine that dequeues one later skips it.
+func (p *producer) giveBack(waiting []*attempt) {
+	n := 0
+	for _, a := range waiting {
+		if !a.state.CompareAndSwap(attemptQueued, attemptGivenBack) {
+			continue // a handler took it meanwhile
+		}
+		n++
+		p.w.stats.inFlight.Add(-1)
+		p.comp.add(pendingCompletion{
+			c:    lease.Completion{ID: a.item.ID, Token: a.item.OwnerToken, RunID: a.item.RunID, Outcome: lease.Released},
+			item: a.item, finished: time.Now(),
+			after: func(Result) { p.forget(a) },
+		})
+	}
+	if n > 0 {
+		// The handlers' pace is not what it was: claim nothing ahead of the
+		// free slots until handlers finish again.
+		p.avgRun.Store(0)
+		p.w.log.Warn("gave back claimed items that waited too long for a handler", "table", p.src.Table, "queue", p.queue,
+			"count", n, "waited_over", maxQueueWait)
 	}
 }
 

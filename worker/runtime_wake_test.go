@@ -180,3 +180,58 @@ func TestRuntimeFreeSlotIsNotLeftIdleWhileWorkWaits(t *testing.T) {
 		t.Errorf("the late job started %s after it was enqueued with a slot free, want well under a second", d)
 	}
 }
+
+// Items claimed ahead of the free slots wait behind the handlers; if those
+// stall, the watchdog gives the waiting items back after a second, and
+// another worker runs them while the stalled ones still hold their own.
+func TestRuntimeItemsWaitingBehindStalledHandlersAreGivenBack(t *testing.T) {
+	t.Parallel()
+	pool := testdb.Pool(t)
+	client := workq.NewClient(workq.ClientOptions{})
+	ctx := context.Background()
+	cfg := rtConfig("stalled", "pace")
+	cfg.Concurrency, cfg.Batch = 2, 50
+	unstall := make(chan struct{})
+	defer close(unstall)
+	stalled := startWorker(t, pool, cfg, worker.Options{}, map[string]worker.HandlerFunc{
+		"fast": func(ctx context.Context, j *worker.Job) error { return nil },
+		"stall": func(ctx context.Context, j *worker.Job) error {
+			select {
+			case <-unstall:
+			case <-ctx.Done():
+			}
+			return nil
+		},
+	})
+	// Teach the producer that its handlers are fast, so it claims ahead.
+	var warm []workq.Job
+	for range 20 {
+		warm = append(warm, workq.Job{Queue: "pace", Kind: "fast"})
+	}
+	if _, err := client.EnqueueMany(ctx, pool, warm); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 10*time.Second, "the warm-up jobs", func() bool { return stalled.Stats().Done == 20 })
+	// Two stalling jobs take both handlers; the fast ones behind them are
+	// claimed ahead of the free slots and wait.
+	jobs := []workq.Job{{Queue: "pace", Kind: "stall", Priority: 10}, {Queue: "pace", Kind: "stall", Priority: 10}}
+	for range 30 {
+		jobs = append(jobs, workq.Job{Queue: "pace", Kind: "fast"})
+	}
+	if _, err := client.EnqueueMany(ctx, pool, jobs); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 10*time.Second, "fast jobs to be held behind the stalled handlers", func() bool {
+		return stalled.Stats().InFlight > 2
+	})
+	helper := rtConfig("helper", "pace")
+	startWorker(t, pool, helper, worker.Options{}, map[string]worker.HandlerFunc{
+		"fast": func(ctx context.Context, j *worker.Job) error { return nil },
+	})
+	waitFor(t, 10*time.Second, "the other worker to run every fast job", func() bool {
+		return scalar[int64](t, pool, "select count(*) from job_runs where kind = 'fast' and status = 2 and claimed_by = 'helper'") == 30
+	})
+	if st := stalled.Stats(); st.InFlight != 2 {
+		t.Errorf("stalled worker stats %+v; want only its two stalled attempts in flight", st)
+	}
+}

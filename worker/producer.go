@@ -565,7 +565,12 @@ func (p *producer) outcome(it lease.Item, err error) lease.Completion {
 // its handler is cancelled; a finished one is left to its flush, which
 // finds out for itself.
 func (p *producer) heartbeat(ctx context.Context) {
-	t := time.NewTicker(p.w.cfg.Lease / 3)
+	every(ctx, p.w.cfg.Lease/3, func() { p.beat(ctx) })
+}
+
+// every calls f every d until ctx ends.
+func every(ctx context.Context, d time.Duration, f func()) {
+	t := time.NewTicker(d)
 	defer t.Stop()
 	for {
 		select {
@@ -573,7 +578,7 @@ func (p *producer) heartbeat(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		p.beat(ctx)
+		f()
 	}
 }
 
@@ -621,32 +626,28 @@ func (p *producer) beat(ctx context.Context) {
 // has not expired yet, so its handler stops before another worker can claim
 // the item (a worker cut off from the database must not run on).
 func (p *producer) watchdog(ctx context.Context) {
-	t := time.NewTicker(min(max(p.w.cfg.Lease/40, 10*time.Millisecond), time.Second))
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
+	every(ctx, min(max(p.w.cfg.Lease/40, 10*time.Millisecond), time.Second), p.watch)
+}
+
+// watch is one round of the watchdog.
+func (p *producer) watch() {
+	now := p.w.mono()
+	var late, waiting []*attempt
+	p.mu.Lock()
+	for _, a := range p.inflight {
+		switch {
+		case !a.live():
+		case a.expiry.Load() <= now:
+			late = append(late, a)
+		case a.state.Load() == attemptQueued && now-a.claimed > int64(maxQueueWait):
+			waiting = append(waiting, a)
 		}
-		now := p.w.mono()
-		var late, waiting []*attempt
-		p.mu.Lock()
-		for _, a := range p.inflight {
-			switch {
-			case !a.live():
-			case a.expiry.Load() <= now:
-				late = append(late, a)
-			case a.state.Load() == attemptQueued && now-a.claimed > int64(maxQueueWait):
-				waiting = append(waiting, a)
-			}
-		}
-		p.mu.Unlock()
-		for _, a := range late {
-			p.lose(a, "no heartbeat confirmed the lease in time; cancelled before it can expire in the database")
-		}
-		p.giveBack(waiting)
 	}
+	p.mu.Unlock()
+	for _, a := range late {
+		p.lose(a, "no heartbeat confirmed the lease in time; cancelled before it can expire in the database")
+	}
+	p.giveBack(waiting)
 }
 
 // giveBack releases claimed items that never got a handler (see

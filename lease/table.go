@@ -153,7 +153,9 @@ func (o onTable) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row 
 
 // Queries returns the generated queries over db with the shared lease
 // statements (gen.Queries.Lease*) bound to table t. The table's own
-// statements (its ingest and claim) are available on it as well.
+// statements (its ingest and claim) are available on it as well. For a
+// transaction call Queries(tx, t): the generated WithTx would drop the
+// binding to the table.
 func Queries(db gen.DBTX, t Table) (*gen.Queries, error) {
 	d, err := lookup(t)
 	if err != nil {

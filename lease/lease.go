@@ -14,6 +14,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -481,6 +482,28 @@ func (e *Engine) DeleteFinished(ctx context.Context, olderThan time.Duration, ma
 		return 0, fmt.Errorf("delete finished %s: %w", e.table, err)
 	}
 	return n, nil
+}
+
+// Revive puts failed items back to ready with their attempts reset, due
+// now, and archives the action in the run archive (outcome "revived", with
+// actor as the worker and reason as the error). It returns the ids it
+// revived; ids that are not failed (ready, in progress, done, or gone) are
+// left alone and not returned.
+func (e *Engine) Revive(ctx context.Context, actor, reason string, ids ...int64) ([]int64, error) {
+	if e.err != nil {
+		return nil, fmt.Errorf("revive: %w", e.err)
+	}
+	if strings.TrimSpace(actor) == "" {
+		return nil, fmt.Errorf("revive %s: actor must not be empty", e.table)
+	}
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	got, err := e.q.LeaseRevive(ctx, gen.LeaseReviveParams{Ids: ids, Actor: actor, Reason: reason})
+	if err != nil {
+		return nil, fmt.Errorf("revive %s: %w", e.table, err)
+	}
+	return got, nil
 }
 
 // SetLimit sets the global limit W of in-progress rows of (table, queue);

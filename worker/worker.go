@@ -56,11 +56,11 @@ type Worker struct {
 	claimFn    func(*lease.Engine, context.Context, lease.ClaimParams) (lease.Claim, error)
 	completeFn func(*lease.Engine, context.Context, []lease.Completion) (lease.Applied, error)
 
-	mu       sync.Mutex
-	handlers map[string]HandlerFunc // job runs, by kind
-	sources  []Source
-	state    int // stateNew, stateRunning, stateStopped
-	run      *lifecycle
+	mu      sync.Mutex
+	kinds   *Router // job runs, by kind
+	sources []Source
+	state   int // stateNew, stateRunning, stateStopped
+	run     *lifecycle
 }
 
 const (
@@ -94,7 +94,7 @@ func New(pool *pgxpool.Pool, cfg config.Config, o Options) (*Worker, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	w := &Worker{pool: pool, cfg: cfg, log: log, onResult: o.OnResult, handlers: map[string]HandlerFunc{}, clock0: time.Now(),
+	w := &Worker{pool: pool, cfg: cfg, log: log, onResult: o.OnResult, kinds: newKindRouter(), clock0: time.Now(),
 		claimFn: (*lease.Engine).Claim, completeFn: (*lease.Engine).Complete}
 	if cfg.RunsDir != "" {
 		w.runs = &runArchive{dir: cfg.RunsDir}
@@ -104,21 +104,14 @@ func New(pool *pgxpool.Pool, cfg config.Config, o Options) (*Worker, error) {
 
 // Register sets the handler of a job kind. Call it before Start.
 func (w *Worker) Register(kind string, h HandlerFunc) error {
-	if !config.ValidName(kind) {
-		return fmt.Errorf("register handler: kind %q is not a valid name", kind)
-	}
-	if h == nil {
-		return fmt.Errorf("register handler %q: nil handler", kind)
-	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.state != stateNew {
 		return fmt.Errorf("register handler %q: worker already started", kind)
 	}
-	if _, dup := w.handlers[kind]; dup {
-		return fmt.Errorf("register handler %q: already registered", kind)
+	if err := w.kinds.Handle(kind, h); err != nil {
+		return fmt.Errorf("register: %w", err)
 	}
-	w.handlers[kind] = h
 	return nil
 }
 
@@ -160,13 +153,7 @@ func (w *Worker) AddSource(s Source) error {
 // to the handler registered for their kind. An unknown kind is retried, not
 // failed: during a rolling deploy a newer worker may know it.
 func (w *Worker) jobRuns() Source {
-	return Source{Table: lease.JobRuns, Queues: w.cfg.Queues, Route: func(j *Job) (HandlerFunc, error) {
-		h, ok := w.handlers[j.Kind]
-		if !ok {
-			return nil, fmt.Errorf("no handler registered for kind %q on worker %s", j.Kind, w.cfg.WorkerID)
-		}
-		return h, nil
-	}}
+	return Source{Table: lease.JobRuns, Queues: w.cfg.Queues, Route: w.kinds.Route}
 }
 
 // Stats returns the worker's counters.
@@ -207,7 +194,7 @@ func (w *Worker) Start(ctx context.Context) error {
 		return fmt.Errorf("worker already started")
 	}
 	sources := slices.Clone(w.sources)
-	if len(sources) == 0 || len(w.handlers) > 0 {
+	if len(sources) == 0 || !w.kinds.Empty() {
 		sources = append([]Source{w.jobRuns()}, sources...)
 	}
 	for _, s := range sources[1:] {

@@ -314,3 +314,51 @@ func (q *Queries) LeaseReapExpired(ctx context.Context, queue *string, maxRows i
 	}
 	return items, nil
 }
+
+const leaseRevive = `-- name: LeaseRevive :many
+with revived as (
+    update workq_lease_table j set
+        status = 0,
+        attempts = 0,
+        run_at = now(),
+        lease_version = j.lease_version + 1,
+        finished_at = null,
+        updated_at = now()
+    where j.id = any($1::bigint[]) and j.status = 3
+    returning j.id, j.queue, j.lease_version, j.last_error
+),
+archived as (
+    insert into runs (run_id, work_table, item_id, queue, attempt, lease_version, owner_token, worker_id, started_at, finished_at, outcome, error)
+    select workq_run_id('workq_lease_table', r.id, r.lease_version), 'workq_lease_table', r.id, r.queue, 0, r.lease_version,
+           '00000000-0000-0000-0000-000000000000'::uuid, $2::text, now(), now(), 'revived', nullif($3::text, '')
+    from revived r
+)
+select r.id from revived r
+`
+
+type LeaseReviveParams struct {
+	Ids    []int64
+	Actor  string
+	Reason string
+}
+
+// LeaseRevive puts failed items back to ready (attempts reset, due now), bumps each one's lease_version and archives the action in runs (outcome revived, by actor, with the reason), and returns the ids it revived; items that are not failed are left alone.
+func (q *Queries) LeaseRevive(ctx context.Context, arg LeaseReviveParams) ([]int64, error) {
+	rows, err := q.db.Query(ctx, leaseRevive, arg.Ids, arg.Actor, arg.Reason)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []int64
+	for rows.Next() {
+		var id int64
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		items = append(items, id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}

@@ -134,3 +134,24 @@ where id = any(array(
     order by f.finished_at
     limit @max_rows::integer
 ));
+
+-- name: LeaseRevive :many
+-- LeaseRevive puts failed items back to ready (attempts reset, due now), bumps each one's lease_version and archives the action in runs (outcome revived, by actor, with the reason), and returns the ids it revived; items that are not failed are left alone.
+with revived as (
+    update workq_lease_table j set
+        status = 0,
+        attempts = 0,
+        run_at = now(),
+        lease_version = j.lease_version + 1,
+        finished_at = null,
+        updated_at = now()
+    where j.id = any(@ids::bigint[]) and j.status = 3
+    returning j.id, j.queue, j.lease_version, j.last_error
+),
+archived as (
+    insert into runs (run_id, work_table, item_id, queue, attempt, lease_version, owner_token, worker_id, started_at, finished_at, outcome, error)
+    select workq_run_id('workq_lease_table', r.id, r.lease_version), 'workq_lease_table', r.id, r.queue, 0, r.lease_version,
+           '00000000-0000-0000-0000-000000000000'::uuid, @actor::text, now(), now(), 'revived', nullif(@reason::text, '')
+    from revived r
+)
+select r.id from revived r;

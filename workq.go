@@ -9,13 +9,13 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/workq/workq/config"
 	"github.com/workq/workq/db/gen"
+	"github.com/workq/workq/internal/notify"
 )
 
 // DB is what enqueue runs on: a *pgxpool.Pool, a *pgx.Conn or a pgx.Tx.
@@ -47,10 +47,7 @@ type Enqueued struct {
 type Client struct {
 	maxAttempts int
 	maxPayload  int
-	debounce    time.Duration
-
-	mu         sync.Mutex
-	lastNotify map[string]time.Time
+	notify      *notify.Debouncer
 }
 
 // ClientOptions configure a Client; zero values take the defaults.
@@ -76,7 +73,7 @@ func NewClient(o ClientOptions) *Client {
 	if o.MaxPayloadBytes == 0 {
 		o.MaxPayloadBytes = d.MaxPayload
 	}
-	return &Client{maxAttempts: o.MaxAttempts, maxPayload: o.MaxPayloadBytes, debounce: o.NotifyDebounce, lastNotify: map[string]time.Time{}}
+	return &Client{maxAttempts: o.MaxAttempts, maxPayload: o.MaxPayloadBytes, notify: notify.New(o.NotifyDebounce)}
 }
 
 // NotifyChannel is the LISTEN/NOTIFY channel of a work table; the payload is
@@ -304,24 +301,8 @@ func (c *Client) EnqueueMany(ctx context.Context, db DB, jobs []Job) ([]Enqueued
 }
 
 // shouldNotify reports whether an enqueue on queue should also NOTIFY its
-// workers: at most once per debounce interval per queue, because every
-// transaction that notifies takes a global lock at commit. The NOTIFY is part
-// of the enqueue statement, so it is delivered when (and only if) that
-// transaction commits; a skipped one only adds up to one poll interval of
-// latency, since workers also poll.
-func (c *Client) shouldNotify(queue string) bool {
-	if c.debounce < 0 {
-		return false
-	}
-	now := time.Now()
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if now.Sub(c.lastNotify[queue]) < c.debounce {
-		return false
-	}
-	c.lastNotify[queue] = now
-	return true
-}
+// workers (see notify.Debouncer).
+func (c *Client) shouldNotify(queue string) bool { return c.notify.Should(queue) }
 
 func isNoRows(err error) bool { return errors.Is(err, pgx.ErrNoRows) }
 

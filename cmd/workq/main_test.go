@@ -15,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/workq/workq/internal/testdb"
+	"github.com/workq/workq/lock"
 )
 
 func TestMain(m *testing.M) { testdb.Main(m) }
@@ -291,6 +292,23 @@ func TestCLISuccess(t *testing.T) {
 		var n int
 		if err := conn.QueryRow(ctx, "select count(*) from job_runs where dedup_key = 'report-2030-01'").Scan(&n); err != nil || n != 1 {
 			t.Fatalf("%d rows with the dedup key (%v), want 1", n, err)
+		}
+	})
+
+	t.Run("lock list shows holder and token", func(t *testing.T) {
+		if _, err := conn.Exec(ctx, `insert into workq_locks (name, owner, token, expires_at, acquired_at, renewed_at)
+			values ('cli-test', 'proc-7', 3, now() + interval '1 hour', now(), now())`); err != nil {
+			t.Fatal(err)
+		}
+		var locks []lock.Info
+		if err := json.Unmarshal([]byte(mustRun(t, "lock", "list", "--json")), &locks); err != nil {
+			t.Fatal(err)
+		}
+		if len(locks) != 1 || locks[0].Name != "cli-test" || locks[0].Owner != "proc-7" || locks[0].Token != 3 || !locks[0].Held {
+			t.Fatalf("lock list = %+v; want cli-test held by proc-7 with token 3", locks)
+		}
+		if out := mustRun(t, "lock", "list"); !strings.Contains(out, "cli-test") || !strings.Contains(out, "proc-7") {
+			t.Fatalf("lock list table %q lacks the lock", out)
 		}
 	})
 

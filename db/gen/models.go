@@ -184,3 +184,12 @@ type WorkqLeaseTable struct {
 	UpdatedAt    time.Time
 	FinishedAt   *time.Time
 }
+
+type WorkqLock struct {
+	Name       string
+	Owner      string
+	Token      int64
+	ExpiresAt  time.Time
+	AcquiredAt time.Time
+	RenewedAt  time.Time
+}

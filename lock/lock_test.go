@@ -159,7 +159,7 @@ func TestLostBeforeExpiryWhenCutOff(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer through.Close()
+	defer func() { px.Restore(); through.Close() }() // closing a silenced connection waits for pgxpool's 15s terminate timeout
 
 	ttl := 5 * time.Second
 	a, err := lock.TryAcquire(ctx, through, "maint", lock.Options{Owner: "a", TTL: ttl})

@@ -47,7 +47,9 @@ func proxiedPool(t *testing.T) (through, direct *pgxpool.Pool, px *testutil.Prox
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(through.Close)
+	// Restore before closing: closing a connection the proxy holds silent waits
+	// for pgxpool's 15s terminate timeout.
+	t.Cleanup(func() { px.Restore(); through.Close() })
 	direct, err = pgxpool.New(context.Background(), url)
 	if err != nil {
 		t.Fatal(err)

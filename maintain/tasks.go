@@ -1,0 +1,98 @@
+package maintain
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/workq/workq/db/gen"
+	"github.com/workq/workq/lease"
+	"github.com/workq/workq/reaper"
+)
+
+// ReapTask requeues expired leases (failing items with no attempts left) on
+// every work table, batch rows per statement; one failing table does not
+// stop the others (package reaper).
+func ReapTask(pool *pgxpool.Pool, every time.Duration, batch int) (Task, error) {
+	r, err := reaper.New(pool, every, batch, nil)
+	if err != nil {
+		return Task{}, err
+	}
+	return Task{Name: "reap", Every: every, Run: func(ctx context.Context, _ int64) (int64, error) {
+		got, err := r.RunOnce(ctx)
+		var n int64
+		for _, g := range got {
+			n += int64(g.Requeued + g.Failed)
+		}
+		return n, err
+	}}, nil
+}
+
+// Retention says how long finished work is kept.
+type Retention struct {
+	Finished time.Duration // done and failed items of every work table (0 = keep forever)
+	Runs     time.Duration // the run archive (0 = keep forever)
+	Batch    int           // rows per delete statement (default 1000)
+	// MaxBatches bounds one round per table (default 100): a large backlog
+	// is worked off over several rounds, never in one long transaction.
+	MaxBatches int
+}
+
+// RetentionTask deletes finished items and archived attempts older than
+// the retention ages, in batches of short single-statement transactions by
+// primary key. A table whose delete fails is skipped for this round; the
+// others go on.
+func RetentionTask(db gen.DBTX, every time.Duration, r Retention) (Task, error) {
+	if r.Finished < 0 || r.Runs < 0 {
+		return Task{}, fmt.Errorf("%w: retention ages must not be negative", ErrInvalid)
+	}
+	if r.Batch == 0 {
+		r.Batch = 1000
+	}
+	if r.MaxBatches == 0 {
+		r.MaxBatches = 100
+	}
+	if r.Batch < 1 || r.MaxBatches < 1 {
+		return Task{}, fmt.Errorf("%w: retention batch and max batches must be positive", ErrInvalid)
+	}
+	batch := int32(min(r.Batch, math.MaxInt32))
+	return Task{Name: "retention", Every: every, Run: func(ctx context.Context, _ int64) (int64, error) {
+		var total int64
+		var errs []error
+		if r.Finished > 0 {
+			for _, t := range lease.Tables {
+				e := lease.New(db, t)
+				for range r.MaxBatches {
+					n, err := e.DeleteFinished(ctx, r.Finished, r.Batch)
+					total += n
+					if err != nil {
+						errs = append(errs, err)
+						break
+					}
+					if n < int64(r.Batch) {
+						break
+					}
+				}
+			}
+		}
+		if r.Runs > 0 {
+			q := gen.New(db)
+			for range r.MaxBatches {
+				n, err := q.RunsDeleteFinished(ctx, r.Runs.Milliseconds(), batch)
+				total += n
+				if err != nil {
+					errs = append(errs, fmt.Errorf("delete archived runs: %w", err))
+					break
+				}
+				if n < int64(batch) {
+					break
+				}
+			}
+		}
+		return total, errors.Join(errs...)
+	}}, nil
+}

@@ -45,6 +45,11 @@ type Config struct {
 	ReapInterval time.Duration // reaper period
 	ReapBatch    int           // most rows one reap statement handles (bounds its locks and WAL; the reaper loops over larger backlogs)
 
+	LeaderTTL         time.Duration // maintenance leader lock TTL: a dead leader is replaced within it
+	RetainFinished    time.Duration // done and failed items are deleted this long after they finished (0 = kept)
+	RetainRuns        time.Duration // archived attempts are deleted this long after they ended (0 = kept)
+	RetentionInterval time.Duration // how often the retention task runs
+
 	WebhookAllow   []string      // hosts the webhook handler may call
 	WebhookSecret  string        // HMAC-SHA256 signing secret ("" = unsigned)
 	WebhookTimeout time.Duration // per request
@@ -58,28 +63,32 @@ type Config struct {
 func Default() Config {
 	host, _ := os.Hostname()
 	return Config{
-		MaxConns:       10,
-		WorkerID:       fmt.Sprintf("%s-%d", host, os.Getpid()),
-		Queues:         []string{"default"},
-		Concurrency:    100,
-		Batch:          1000,
-		Lease:          30 * time.Second,
-		ExecTimeout:    5 * time.Minute,
-		Poll:           time.Second,
-		Reclaim:        true,
-		NotifyDebounce: 5 * time.Millisecond,
-		FlushInterval:  5 * time.Millisecond,
-		FlushBatch:     1000,
-		DrainTimeout:   10 * time.Second,
-		MaxAttempts:    4,
-		MaxPayload:     DefaultMaxPayload,
-		BackoffBase:    500 * time.Millisecond,
-		BackoffCap:     30 * time.Second,
-		ReapInterval:   5 * time.Second,
-		ReapBatch:      200,
-		WebhookTimeout: 10 * time.Second,
-		LogLevel:       "info",
-		LogFormat:      "text",
+		MaxConns:          10,
+		WorkerID:          fmt.Sprintf("%s-%d", host, os.Getpid()),
+		Queues:            []string{"default"},
+		Concurrency:       100,
+		Batch:             1000,
+		Lease:             30 * time.Second,
+		ExecTimeout:       5 * time.Minute,
+		Poll:              time.Second,
+		Reclaim:           true,
+		NotifyDebounce:    5 * time.Millisecond,
+		FlushInterval:     5 * time.Millisecond,
+		FlushBatch:        1000,
+		DrainTimeout:      10 * time.Second,
+		MaxAttempts:       4,
+		MaxPayload:        DefaultMaxPayload,
+		BackoffBase:       500 * time.Millisecond,
+		BackoffCap:        30 * time.Second,
+		ReapInterval:      5 * time.Second,
+		ReapBatch:         200,
+		LeaderTTL:         15 * time.Second,
+		RetainFinished:    7 * 24 * time.Hour,
+		RetainRuns:        7 * 24 * time.Hour,
+		RetentionInterval: time.Minute,
+		WebhookTimeout:    10 * time.Second,
+		LogLevel:          "info",
+		LogFormat:         "text",
 	}
 }
 
@@ -171,6 +180,18 @@ func (c Config) Validate() error {
 	}
 	if c.ReapBatch < 1 {
 		bad("reap-batch must be at least 1, got %d", c.ReapBatch)
+	}
+	if c.LeaderTTL < time.Second {
+		bad("leader-ttl must be at least 1s, got %s", c.LeaderTTL)
+	}
+	if c.RetainFinished < 0 {
+		bad("retain-finished must not be negative (0 keeps finished items), got %s", c.RetainFinished)
+	}
+	if c.RetainRuns < 0 {
+		bad("retain-runs must not be negative (0 keeps the archive), got %s", c.RetainRuns)
+	}
+	if c.RetentionInterval < time.Second {
+		bad("retention-interval must be at least 1s, got %s", c.RetentionInterval)
 	}
 	for _, h := range c.WebhookAllow {
 		if h == "" || strings.ContainsAny(h, "/ ") {
@@ -315,6 +336,10 @@ func (c *Config) options() []option {
 		o("backoff-cap", "WORKQ_BACKOFF_CAP", &c.BackoffCap, "retry backoff cap"),
 		o("reap-interval", "WORKQ_REAP_INTERVAL", &c.ReapInterval, "reaper period"),
 		o("reap-batch", "WORKQ_REAP_BATCH", &c.ReapBatch, "most rows one reap statement handles"),
+		o("leader-ttl", "WORKQ_LEADER_TTL", &c.LeaderTTL, "maintenance leader lock TTL: a dead leader is replaced within it"),
+		o("retain-finished", "WORKQ_RETAIN_FINISHED", &c.RetainFinished, "delete done and failed items this long after they finished (0 keeps them)"),
+		o("retain-runs", "WORKQ_RETAIN_RUNS", &c.RetainRuns, "delete archived attempts this long after they ended (0 keeps them)"),
+		o("retention-interval", "WORKQ_RETENTION_INTERVAL", &c.RetentionInterval, "how often the retention task runs"),
 		o("webhook-allow", "WORKQ_WEBHOOK_ALLOW", &c.WebhookAllow, "hosts (host or host:port) the webhook handler may call"),
 		o("webhook-secret", "WORKQ_WEBHOOK_SECRET", &c.WebhookSecret, "HMAC-SHA256 key for the X-Workq-Signature header"),
 		o("webhook-timeout", "WORKQ_WEBHOOK_TIMEOUT", &c.WebhookTimeout, "webhook request timeout"),

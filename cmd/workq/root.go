@@ -25,7 +25,7 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 	root.SetErr(stderr)
 	root.AddCommand(
 		newMigrateCmd(), newEnqueueCmd(), newWorkerCmd(), newReaperCmd(),
-		newRunCmd(), newBenchCmd(), newStatsCmd(), newLimitCmd(), newConfigCmd(), newLockCmd(),
+		newRunCmd(), newBenchCmd(), newStatsCmd(), newLimitCmd(), newConfigCmd(), newLockCmd(), newMaintainCmd(),
 	)
 	return root
 }

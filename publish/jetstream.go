@@ -124,12 +124,11 @@ func (p *JetStream) Handle(ctx context.Context, job *worker.Job) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, p.timeout)
 	defer cancel()
-	ack, err := p.js.PublishMsg(ctx, msg, jetstream.WithMsgID(job.MessageID))
+	// A duplicate ack (PubAck.Duplicate: the stream already holds this
+	// message id) is success: the message is in the stream once.
+	_, err = p.js.PublishMsg(ctx, msg, jetstream.WithMsgID(job.MessageID))
 	switch {
 	case err == nil:
-		if ack.Duplicate {
-			job.Logger().Debug("jetstream: duplicate, already in the stream", "subject", subj, "stream", ack.Stream, "seq", ack.Sequence)
-		}
 		return nil
 	case errors.Is(err, jetstream.ErrNoStreamResponse):
 		return fmt.Errorf("jetstream: publish to %q: no stream captures the subject (or none answered): %w", subj, err)

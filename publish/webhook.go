@@ -44,7 +44,7 @@ type WebhookConfig struct {
 	AllowHosts []string      // hosts ("host" or "host:port") this publisher may call
 	Timeout    time.Duration // per request; 0 = DefaultWebhookTimeout
 	Client     *http.Client  // optional base client (transport, TLS); it is copied, redirects are never followed
-	Now        func() time.Time
+	Now        func() time.Time // clock of Workq-Timestamp; nil = time.Now
 }
 
 // Webhook delivers outbox messages by HTTP POST.

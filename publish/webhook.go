@@ -39,11 +39,11 @@ var ErrNotAllowed = hookpost.ErrNotAllowed
 
 // WebhookConfig configures a webhook publisher.
 type WebhookConfig struct {
-	URL        string        // http or https, no credentials; its host must be in AllowHosts
-	Secret     string        // HMAC-SHA256 key shared with the receiver; required
-	AllowHosts []string      // hosts ("host" or "host:port") this publisher may call
-	Timeout    time.Duration // per request; 0 = DefaultWebhookTimeout
-	Client     *http.Client  // optional base client (transport, TLS); it is copied, redirects are never followed
+	URL        string           // http or https, no credentials; its host must be in AllowHosts
+	Secret     string           // HMAC-SHA256 key shared with the receiver; required
+	AllowHosts []string         // hosts ("host" or "host:port") this publisher may call
+	Timeout    time.Duration    // per request; 0 = DefaultWebhookTimeout
+	Client     *http.Client     // optional base client (transport, TLS); it is copied, redirects are never followed
 	Now        func() time.Time // clock of Workq-Timestamp; nil = time.Now
 }
 

@@ -57,6 +57,14 @@ type Config struct {
 
 	LogLevel  string // debug, info, warn, error
 	LogFormat string // text or json
+
+	// Built-in outbox publishers per topic (config/publishers.go).
+	OutboxWebhooks      []string      // TOPIC=URL, one per topic; hosts must be in WebhookAllow
+	OutboxWebhookSecret string        // HMAC-SHA256 key of outbox webhooks (required with OutboxWebhooks)
+	NATSURL             string        // NATS server(s) of the JetStream publisher
+	OutboxNATS          []string      // TOPIC or TOPIC=SUBJECT, one per topic
+	OutboxNATSPrefix    string        // subject prefix of TOPIC entries without =SUBJECT
+	NATSTimeout         time.Duration // one JetStream publish including its ack
 }
 
 // Default returns the built-in defaults.
@@ -89,6 +97,7 @@ func Default() Config {
 		WebhookTimeout:    10 * time.Second,
 		LogLevel:          "info",
 		LogFormat:         "text",
+		NATSTimeout:       5 * time.Second,
 	}
 }
 
@@ -209,6 +218,7 @@ func (c Config) Validate() error {
 	if c.WebhookTimeout <= 0 {
 		bad("webhook-timeout must be positive, got %s", c.WebhookTimeout)
 	}
+	errs = append(errs, c.validatePublishers()...)
 	switch c.LogLevel {
 	case "debug", "info", "warn", "error":
 	default:
@@ -346,6 +356,12 @@ func (c *Config) options() []option {
 		o("exec-allow", "WORKQ_EXEC_ALLOW", &c.ExecAllow, "commands (absolute paths or names) the exec handler may run"),
 		o("log-level", "WORKQ_LOG_LEVEL", &c.LogLevel, "debug, info, warn or error"),
 		o("log-format", "WORKQ_LOG_FORMAT", &c.LogFormat, "text or json"),
+		o("outbox-webhook", "WORKQ_OUTBOX_WEBHOOK", &c.OutboxWebhooks, "outbox webhook publisher TOPIC=URL, repeatable; the host must be in --webhook-allow"),
+		o("outbox-webhook-secret", "WORKQ_OUTBOX_WEBHOOK_SECRET", &c.OutboxWebhookSecret, "HMAC-SHA256 key of the Workq-Signature header of outbox webhooks"),
+		o("nats-url", "WORKQ_NATS_URL", &c.NATSURL, "NATS server URL(s) of the JetStream outbox publisher"),
+		o("outbox-nats", "WORKQ_OUTBOX_NATS", &c.OutboxNATS, "outbox JetStream publisher TOPIC or TOPIC=SUBJECT, repeatable"),
+		o("outbox-nats-prefix", "WORKQ_OUTBOX_NATS_PREFIX", &c.OutboxNATSPrefix, "subject prefix of --outbox-nats TOPIC entries without =SUBJECT"),
+		o("nats-timeout", "WORKQ_NATS_TIMEOUT", &c.NATSTimeout, "JetStream publish timeout, ack included"),
 	}
 }
 

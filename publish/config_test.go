@@ -1,0 +1,90 @@
+package publish_test
+
+import (
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/workq/workq/config"
+	"github.com/workq/workq/publish"
+)
+
+// TestConfigValidate: each bad publisher setting is a Validate error that
+// names it, and FromConfig refuses it with ErrInvalid.
+func TestConfigValidate(t *testing.T) {
+	base := func() config.Config {
+		c := config.Default()
+		c.WebhookAllow = []string{"hooks.example.com", "127.0.0.1:8080"}
+		c.OutboxWebhookSecret = "s"
+		c.NATSURL = natsURL
+		return c
+	}
+	cases := []struct {
+		name   string
+		edit   func(c *config.Config)
+		errHas string
+	}{
+		{"webhook without =", func(c *config.Config) { c.OutboxWebhooks = []string{"orders"} }, "TOPIC=URL"},
+		{"webhook host not allowed", func(c *config.Config) { c.OutboxWebhooks = []string{"orders=https://evil.example/x"} }, `"evil.example" is not in --webhook-allow`},
+		{"webhook other port", func(c *config.Config) { c.OutboxWebhooks = []string{"orders=http://127.0.0.1:9090/x"} }, "127.0.0.1:9090"},
+		{"webhook not http", func(c *config.Config) { c.OutboxWebhooks = []string{"orders=ftp://hooks.example.com/x"} }, "not an http or https URL"},
+		{"webhook without secret", func(c *config.Config) {
+			c.OutboxWebhooks = []string{"orders=https://hooks.example.com/x"}
+			c.OutboxWebhookSecret = ""
+		}, "outbox-webhook-secret"},
+		{"empty topic", func(c *config.Config) { c.OutboxNATS = []string{"=a.b"} }, "not a valid topic"},
+		{"topic twice", func(c *config.Config) {
+			c.OutboxWebhooks = []string{"orders=https://hooks.example.com/x"}
+			c.OutboxNATS = []string{"orders"}
+		}, `"orders" already has a publisher`},
+		{"nats bad subject", func(c *config.Config) { c.OutboxNATS = []string{"orders=a.*"} }, `"a.*" is not a valid NATS subject`},
+		{"nats bad prefix", func(c *config.Config) { c.OutboxNATSPrefix = "a b" }, "outbox-nats-prefix"},
+		{"nats without url", func(c *config.Config) {
+			c.OutboxNATS = []string{"orders"}
+			c.NATSURL = ""
+		}, "nats-url"},
+		{"nats timeout", func(c *config.Config) { c.NATSTimeout = 0 }, "nats-timeout"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			cfg := base()
+			c.edit(&cfg)
+			err := cfg.Validate()
+			if err == nil || !strings.Contains(err.Error(), c.errHas) {
+				t.Fatalf("Validate = %v, want an error mentioning %q", err, c.errHas)
+			}
+			if _, err := publish.FromConfig(cfg, nil); !errors.Is(err, publish.ErrInvalid) {
+				t.Fatalf("FromConfig = %v, want ErrInvalid", err)
+			}
+		})
+	}
+}
+
+// TestFromConfig builds one publisher per configured topic, connected to the
+// real NATS server.
+func TestFromConfig(t *testing.T) {
+	cfg := config.Default()
+	cfg.WebhookAllow = []string{"hooks.example.com"}
+	cfg.OutboxWebhookSecret = "s"
+	cfg.OutboxWebhooks = []string{"orders.created=https://hooks.example.com/orders"}
+	cfg.NATSURL = natsURL
+	cfg.OutboxNATS = []string{"billing.charged=billing.charged.v1", "audit"}
+	cfg.OutboxNATSPrefix = "workq"
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	set, err := publish.FromConfig(cfg, nil)
+	if err != nil {
+		t.Fatalf("FromConfig (NATS must run at %s): %v", natsURL, err)
+	}
+	defer set.Close()
+	if got, want := set.Topics(), []string{"audit", "billing.charged", "orders.created"}; !slices.Equal(got, want) {
+		t.Fatalf("topics %q, want %q", got, want)
+	}
+	empty, err := publish.FromConfig(config.Default(), nil)
+	if err != nil || len(empty.Handlers) != 0 {
+		t.Fatalf("no publishers configured: %v, %d handlers", err, len(empty.Handlers))
+	}
+	empty.Close()
+}

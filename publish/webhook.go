@@ -1,0 +1,187 @@
+package publish
+
+import (
+	"context"
+	"crypto/hmac"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/workq/workq/internal/hookpost"
+	"github.com/workq/workq/worker"
+)
+
+// The headers every webhook delivery carries besides the message's own.
+const (
+	HeaderMessageID     = "Workq-Message-Id"     // the outbox message id (a UUID): the receiver's idempotency key
+	HeaderTopic         = "Workq-Topic"          // the message's topic
+	HeaderTimestamp     = "Workq-Timestamp"      // unix seconds when this attempt was signed
+	HeaderSignature     = "Workq-Signature"      // "sha256=" + hex HMAC-SHA256(secret, timestamp + "." + body)
+	HeaderAttempt       = "Workq-Attempt"        // 1 on the first attempt
+	HeaderCorrelationID = "Workq-Correlation-Id" // set when the message has one
+	HeaderPartitionKey  = "Workq-Partition-Key"  // set when the message has one
+)
+
+// DefaultWebhookTimeout is the request timeout of a webhook without one.
+const DefaultWebhookTimeout = 10 * time.Second
+
+// DefaultTolerance is the signature age VerifyWebhook accepts when given
+// none.
+const DefaultTolerance = 5 * time.Minute
+
+// ErrNotAllowed is wrapped by NewWebhook when the URL's host is not in
+// AllowHosts.
+var ErrNotAllowed = hookpost.ErrNotAllowed
+
+// WebhookConfig configures a webhook publisher.
+type WebhookConfig struct {
+	URL        string           // http or https, no credentials; its host must be in AllowHosts
+	Secret     string           // HMAC-SHA256 key shared with the receiver; required
+	AllowHosts []string         // hosts ("host" or "host:port") this publisher may call
+	Timeout    time.Duration    // per request; 0 = DefaultWebhookTimeout
+	Client     *http.Client     // optional base client (transport, TLS); it is copied, redirects are never followed
+	Now        func() time.Time // clock of Workq-Timestamp; nil = time.Now
+}
+
+// Webhook delivers outbox messages by HTTP POST.
+type Webhook struct {
+	url     *url.URL
+	allow   hookpost.AllowList
+	secret  []byte
+	timeout time.Duration
+	client  *http.Client
+	now     func() time.Time
+}
+
+// NewWebhook checks c and returns the publisher; its Handle method is the
+// worker.HandlerFunc to register for a topic. Errors wrap ErrInvalid (and
+// ErrNotAllowed for a host off the list).
+func NewWebhook(c WebhookConfig) (*Webhook, error) {
+	if c.Secret == "" {
+		return nil, invalid("webhook %s: a signing secret is required", c.URL)
+	}
+	if c.Timeout < 0 {
+		return nil, invalid("webhook %s: timeout must not be negative, got %s", c.URL, c.Timeout)
+	}
+	if len(c.AllowHosts) == 0 {
+		return nil, invalid("webhook %s: AllowHosts is empty: list the hosts it may call", c.URL)
+	}
+	allow := hookpost.NewAllowList(c.AllowHosts)
+	u, err := allow.Check(c.URL, "allowed hosts")
+	if err != nil {
+		return nil, fmt.Errorf("%w: webhook: %w", ErrInvalid, err)
+	}
+	w := &Webhook{url: u, allow: allow, secret: []byte(c.Secret), timeout: c.Timeout,
+		client: hookpost.NoRedirects(c.Client), now: c.Now}
+	if w.timeout == 0 {
+		w.timeout = DefaultWebhookTimeout
+	}
+	if w.now == nil {
+		w.now = time.Now
+	}
+	return w, nil
+}
+
+// reservedHTTP reports the headers the publisher sets itself, which a
+// message may not override.
+func reservedHTTP(k string) bool {
+	return strings.HasPrefix(k, "Workq-") || k == "X-Workq-Signature" || k == "Content-Type"
+}
+
+// Handle POSTs the message's payload to the URL. 2xx acks; 5xx, 408, 429,
+// timeouts and network errors retry; any other answer (a redirect included:
+// none is followed) fails the message for good, and so does a message whose
+// headers HTTP cannot carry.
+func (w *Webhook) Handle(ctx context.Context, job *worker.Job) error {
+	// Checked again per request: the URL is fixed, but this keeps the rule
+	// in one place should it ever come from elsewhere.
+	u, err := w.allow.Check(w.url.String(), "allowed hosts")
+	if err != nil {
+		return worker.Permanent(fmt.Errorf("webhook: %w", err))
+	}
+	src, err := messageHeaders(job.Headers)
+	if err != nil {
+		return worker.Permanent(fmt.Errorf("webhook: %w", err))
+	}
+	header := http.Header{}
+	dropped, err := hookpost.SetHeaders(header, src, reservedHTTP)
+	if err != nil {
+		return worker.Permanent(fmt.Errorf("webhook: %w", err))
+	}
+	if len(dropped) > 0 {
+		job.Logger().Warn("webhook: message headers not sent (reserved or hop-by-hop)", "headers", dropped)
+	}
+	body := []byte(job.Payload)
+	if len(body) == 0 {
+		body = []byte("{}")
+	}
+	ts := strconv.FormatInt(w.now().Unix(), 10)
+	header.Set("Content-Type", "application/json")
+	header.Set(HeaderMessageID, job.MessageID)
+	header.Set(HeaderTopic, job.Topic)
+	header.Set(HeaderAttempt, strconv.Itoa(int(job.Attempt)))
+	header.Set(HeaderTimestamp, ts)
+	header.Set(HeaderSignature, hookpost.Sign(w.secret, []byte(ts), []byte("."), body))
+	if job.CorrelationID != "" {
+		header.Set(HeaderCorrelationID, job.CorrelationID)
+	}
+	if job.PartitionKey != "" {
+		header.Set(HeaderPartitionKey, job.PartitionKey)
+	}
+	ctx, cancel := context.WithTimeout(ctx, w.timeout)
+	defer cancel()
+	resp, err := hookpost.Post(ctx, w.client, u, header, body)
+	if resp != nil {
+		job.Logger().Debug("webhook answered", "url", u.Redacted(), "status", resp.Status)
+	}
+	if err != nil {
+		return fmt.Errorf("webhook: %w", err)
+	}
+	return nil
+}
+
+// ErrBadSignature is wrapped by VerifyWebhook when the signature is missing
+// or does not match the body.
+var ErrBadSignature = errors.New("webhook signature does not verify")
+
+// ErrStaleTimestamp is wrapped by VerifyWebhook when the signed timestamp is
+// further from now than the tolerance (a replayed or delayed delivery).
+var ErrStaleTimestamp = errors.New("webhook timestamp outside the tolerance")
+
+// VerifyWebhook is for receivers: it checks that header's Workq-Signature is
+// the HMAC-SHA256 under secret of its Workq-Timestamp, ".", and body, and
+// that the timestamp is within tolerance of now (either side; tolerance <= 0
+// means DefaultTolerance). Verify the raw body bytes, before any parsing.
+// A valid signature proves the sender knows the secret; the timestamp bounds
+// how long a captured request can be replayed; Workq-Message-Id lets the
+// receiver drop a retry it already processed.
+func VerifyWebhook(secret string, header http.Header, body []byte, tolerance time.Duration, now time.Time) error {
+	if tolerance <= 0 {
+		tolerance = DefaultTolerance
+	}
+	if secret == "" {
+		return fmt.Errorf("%w: empty secret", ErrBadSignature)
+	}
+	ts := header.Get(HeaderTimestamp)
+	sec, err := strconv.ParseInt(ts, 10, 64)
+	if err != nil {
+		return fmt.Errorf("%w: %s %q is not unix seconds", ErrBadSignature, HeaderTimestamp, ts)
+	}
+	sig := header.Get(HeaderSignature)
+	if sig == "" {
+		return fmt.Errorf("%w: no %s header", ErrBadSignature, HeaderSignature)
+	}
+	want := hookpost.Sign([]byte(secret), []byte(ts), []byte("."), body)
+	if !hmac.Equal([]byte(sig), []byte(want)) {
+		return ErrBadSignature
+	}
+	if age := now.Sub(time.Unix(sec, 0)); age > tolerance || age < -tolerance {
+		return fmt.Errorf("%w: signed at %s, %s from now (tolerance %s)", ErrStaleTimestamp,
+			time.Unix(sec, 0).UTC().Format(time.RFC3339), age.Round(time.Second), tolerance)
+	}
+	return nil
+}

@@ -32,6 +32,9 @@ func (j *Job) Logger() *slog.Logger {
 		if l == nil {
 			l = j.base
 		}
+		if l == nil { // a Job built outside the runtime (a test, a direct call)
+			l = slog.New(slog.DiscardHandler)
+		}
 		j.log = l.With("table", j.Table, "id", j.ID, "kind", j.Kind, "run_id", j.RunID, "attempt", j.Attempt)
 	})
 	return j.log

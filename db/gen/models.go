@@ -84,25 +84,35 @@ type Outbox struct {
 	CreatedAt     time.Time
 	UpdatedAt     time.Time
 	FinishedAt    *time.Time
+	JoinID        *int64
 }
 
 type OutboxJoin struct {
-	ID             int64
-	ExpectedSteps  int32
-	CompletedSteps int32
-	FailedSteps    int32
-	Status         int16
-	Payload        []byte
-	CreatedAt      time.Time
-	UpdatedAt      time.Time
-	FinishedAt     *time.Time
-}
-
-type OutboxJoinMember struct {
-	JoinID     int64
-	OutboxID   int64
-	Status     int16
-	FinishedAt *time.Time
+	ID                      int64
+	ExpectedSteps           int32
+	CompletedSteps          int32
+	FailedSteps             int32
+	Status                  int16
+	CreatedAt               time.Time
+	UpdatedAt               time.Time
+	FinishedAt              *time.Time
+	AttachedSteps           int32
+	OnMemberFailure         int16
+	Deadline                *time.Time
+	FailReason              *string
+	OutcomeMessageID        *uuid.UUID
+	OnCompleteQueue         string
+	OnCompleteTopic         string
+	OnCompletePayload       []byte
+	OnCompleteHeaders       []byte
+	OnCompletePartitionKey  *string
+	OnCompleteCorrelationID *string
+	OnFailQueue             string
+	OnFailTopic             *string
+	OnFailPayload           []byte
+	OnFailHeaders           []byte
+	OnFailPartitionKey      *string
+	OnFailCorrelationID     *string
 }
 
 type QueueLimit struct {

@@ -1,0 +1,390 @@
+package outbox
+
+// Fan-in joins: a join expects N member messages and, when all of them have
+// ended, writes one outcome message into the outbox. The counting and the
+// outcome live in the database (db/migrations/00004_outbox_joins.sql): the
+// statements that end members count them through a trigger, so there is no
+// polling and no window. docs/outbox_joins.md explains the design.
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/workq/workq"
+	"github.com/workq/workq/config"
+	"github.com/workq/workq/db/gen"
+)
+
+// Errors of joins. Writing a member message can fail with the first five
+// (see JoinError); GetJoin returns ErrJoinNotFound for an unknown id.
+var (
+	ErrJoinNotFound       = errors.New("join not found")
+	ErrJoinEnded          = errors.New("join has ended")                               // members attach only to open joins
+	ErrJoinFull           = errors.New("join has all its members")                     // more members than the join expects
+	ErrJoinMemberFinished = errors.New("a finished message cannot join")               // members attach when written, before they run
+	ErrJoinFixed          = errors.New("a message's join is fixed when it is written") // join_id never changes
+)
+
+// MemberFailure says what a member that failed does to its join.
+type MemberFailure int16
+
+// Member failure policies.
+const (
+	// IgnoreFailures: the join completes (writes its on-complete message)
+	// when every member has ended, whatever their outcomes. The counts tell
+	// how many failed.
+	IgnoreFailures MemberFailure = 0
+	// FailWhenDone: the join waits for every member to end and fails if one
+	// of them failed.
+	FailWhenDone MemberFailure = 1
+	// FailFast: the first failed member fails the join at once; members that
+	// end later are still counted.
+	FailFast MemberFailure = 2
+)
+
+func (m MemberFailure) String() string {
+	switch m {
+	case IgnoreFailures:
+		return "ignore"
+	case FailWhenDone:
+		return "fail_when_done"
+	case FailFast:
+		return "fail_fast"
+	}
+	return fmt.Sprintf("member_failure(%d)", int16(m))
+}
+
+// JoinStatus is a join's state.
+type JoinStatus int16
+
+// Join states (the values stored in outbox_joins.status).
+const (
+	JoinOpen      JoinStatus = 0
+	JoinCompleted JoinStatus = 2
+	JoinFailed    JoinStatus = 3
+)
+
+func (s JoinStatus) String() string {
+	switch s {
+	case JoinOpen:
+		return "open"
+	case JoinCompleted:
+		return "completed"
+	case JoinFailed:
+		return "failed"
+	}
+	return fmt.Sprintf("join_status(%d)", int16(s))
+}
+
+// Why a join failed (Join.FailReason), also the value of the
+// "workq-join-outcome" header of the outcome message ("completed" when it
+// completed).
+const (
+	JoinReasonMemberFailed = "member_failed"
+	JoinReasonDeadline     = "deadline"
+)
+
+// Headers the join adds to its outcome message (the spec's headers plus these).
+const (
+	HeaderJoinID      = "workq-join-id"
+	HeaderJoinOutcome = "workq-join-outcome"
+)
+
+// JoinMessage is the message a join writes into the outbox when it ends.
+type JoinMessage struct {
+	Topic         string            // required, 1 to 256 characters
+	Payload       any               // a JSON object: a struct or map to marshal, or raw JSON as json.RawMessage or []byte; nil means {}
+	Headers       map[string]string // optional
+	Queue         string            // default "default"
+	PartitionKey  string            // optional, at most 256 characters
+	CorrelationID string            // optional
+}
+
+// JoinSpec describes a join to start.
+type JoinSpec struct {
+	// Expected is the number of member messages the join waits for (>= 1).
+	// Members are outbox messages written with the join's id; at most
+	// Expected may be attached.
+	Expected   int
+	OnComplete JoinMessage  // written when every member has ended (and the policy does not fail the join)
+	OnFail     *JoinMessage // written when the join fails; nil: a failed join writes nothing
+	// OnMemberFailure: what a failed member does (IgnoreFailures by default).
+	OnMemberFailure MemberFailure
+	// Deadline, if set, fails the join when it is still open at that time
+	// (FailExpiredJoins enforces it). Set Deadline or Timeout, not both.
+	Deadline time.Time
+	// Timeout sets the deadline to now + Timeout on the database clock.
+	Timeout time.Duration
+}
+
+// Join is a join's state as stored.
+type Join struct {
+	ID              int64
+	Status          JoinStatus
+	FailReason      string // JoinReasonMemberFailed or JoinReasonDeadline when Status is JoinFailed
+	OnMemberFailure MemberFailure
+	Expected        int       // members the join waits for
+	Attached        int       // members written so far
+	Completed       int       // members done
+	Failed          int       // members failed (including members deleted before they ended)
+	Deadline        time.Time // zero: none
+	// OutcomeMessageID is the message id of the outcome message the join
+	// wrote (zero while open, or when it failed without an on-fail message).
+	OutcomeMessageID uuid.UUID
+	CreatedAt        time.Time
+	UpdatedAt        time.Time
+	FinishedAt       time.Time // zero while open
+}
+
+// maxJoinPayload bounds a join message's payload as the job client does.
+var maxJoinPayload = config.Default().MaxPayload
+
+type joinMessage struct {
+	queue, topic           string
+	payload, headers       []byte
+	partition, correlation *string
+}
+
+func prepareJoinMessage(which string, m JoinMessage) (joinMessage, error) {
+	p := joinMessage{queue: m.Queue, topic: m.Topic}
+	if p.queue == "" {
+		p.queue = "default"
+	}
+	if !config.ValidName(p.queue) {
+		return p, fmt.Errorf("%w: join %s message: queue %q is not a valid name (1-128 of A-Z a-z 0-9 _ . : -)", workq.ErrInvalid, which, p.queue)
+	}
+	if err := checkJoinText("topic", m.Topic, true); err != nil {
+		return p, fmt.Errorf("%w: join %s message: %s", workq.ErrInvalid, which, err)
+	}
+	if err := checkJoinText("partition key", m.PartitionKey, false); err != nil {
+		return p, fmt.Errorf("%w: join %s message: %s", workq.ErrInvalid, which, err)
+	}
+	if m.PartitionKey != "" {
+		p.partition = &m.PartitionKey
+	}
+	if m.CorrelationID != "" {
+		if !utf8.ValidString(m.CorrelationID) || strings.ContainsRune(m.CorrelationID, 0) {
+			return p, fmt.Errorf("%w: join %s message: correlation id is not valid UTF-8 text", workq.ErrInvalid, which)
+		}
+		p.correlation = &m.CorrelationID
+	}
+	payload, err := joinPayload(m.Payload)
+	if err != nil {
+		return p, fmt.Errorf("join %s message: %w", which, err)
+	}
+	p.payload = payload
+	headers := map[string]string{}
+	for k, v := range m.Headers {
+		if k == "" || !utf8.ValidString(k) || !utf8.ValidString(v) || strings.ContainsRune(k+v, 0) {
+			return p, fmt.Errorf("%w: join %s message: header %q must be a non-empty name and valid UTF-8 text", workq.ErrInvalid, which, k)
+		}
+		headers[k] = v
+	}
+	if p.headers, err = json.Marshal(headers); err != nil {
+		return p, fmt.Errorf("%w: join %s message: headers: %v", workq.ErrInvalid, which, err)
+	}
+	return p, nil
+}
+
+func checkJoinText(what, s string, required bool) error {
+	switch {
+	case s == "" && required:
+		return fmt.Errorf("%s is required", what)
+	case s == "":
+		return nil
+	case !utf8.ValidString(s) || strings.ContainsRune(s, 0):
+		return fmt.Errorf("%s is not valid UTF-8 text", what)
+	case utf8.RuneCountInString(s) > 256:
+		return fmt.Errorf("%s is longer than 256 characters", what)
+	}
+	return nil
+}
+
+// joinPayload returns the JSON text of a payload, checked by
+// workq.CheckPayload: nil is {}, raw JSON is taken as it is, anything else is
+// marshaled.
+func joinPayload(v any) ([]byte, error) {
+	var raw []byte
+	switch p := v.(type) {
+	case nil:
+		return []byte("{}"), nil
+	case json.RawMessage:
+		raw = p
+	case []byte:
+		raw = p
+	default:
+		b, err := json.Marshal(v)
+		if err != nil {
+			return nil, fmt.Errorf("%w: payload is not JSON-marshalable: %v", workq.ErrInvalid, err)
+		}
+		raw = b
+	}
+	return raw, workq.CheckPayload(raw, maxJoinPayload)
+}
+
+func prepareJoin(s JoinSpec) (gen.OutboxJoinStartParams, error) {
+	var arg gen.OutboxJoinStartParams
+	if s.Expected < 1 || s.Expected > math.MaxInt32 {
+		return arg, fmt.Errorf("%w: a join expects at least 1 member (and at most %d), got %d", workq.ErrInvalid, math.MaxInt32, s.Expected)
+	}
+	switch s.OnMemberFailure {
+	case IgnoreFailures, FailWhenDone, FailFast:
+	default:
+		return arg, fmt.Errorf("%w: unknown member failure policy %d", workq.ErrInvalid, s.OnMemberFailure)
+	}
+	if !s.Deadline.IsZero() && s.Timeout != 0 {
+		return arg, fmt.Errorf("%w: set a join's deadline or its timeout, not both", workq.ErrInvalid)
+	}
+	if s.Timeout < 0 {
+		return arg, fmt.Errorf("%w: join timeout %s is negative", workq.ErrInvalid, s.Timeout)
+	}
+	done, err := prepareJoinMessage("on-complete", s.OnComplete)
+	if err != nil {
+		return arg, err
+	}
+	arg = gen.OutboxJoinStartParams{
+		ExpectedSteps: int32(s.Expected), OnMemberFailure: int16(s.OnMemberFailure),
+		OnCompleteQueue: done.queue, OnCompleteTopic: done.topic, OnCompletePayload: done.payload,
+		OnCompleteHeaders: done.headers, OnCompletePartitionKey: done.partition, OnCompleteCorrelationID: done.correlation,
+		OnFailQueue: "default", OnFailPayload: []byte("{}"), OnFailHeaders: []byte("{}"),
+	}
+	if s.OnFail != nil {
+		fail, err := prepareJoinMessage("on-fail", *s.OnFail)
+		if err != nil {
+			return arg, err
+		}
+		arg.OnFailQueue, arg.OnFailTopic, arg.OnFailPayload, arg.OnFailHeaders = fail.queue, &fail.topic, fail.payload, fail.headers
+		arg.OnFailPartitionKey, arg.OnFailCorrelationID = fail.partition, fail.correlation
+	}
+	if !s.Deadline.IsZero() {
+		d := s.Deadline
+		arg.Deadline = &d
+	}
+	if s.Timeout > 0 {
+		ms := int64(math.Ceil(float64(s.Timeout) / float64(time.Millisecond)))
+		arg.TimeoutMs = &ms
+	}
+	return arg, nil
+}
+
+// ValidateJoin reports what is wrong with s (an error wrapping
+// workq.ErrInvalid), or nil when StartJoin would accept it. It touches no
+// database.
+func ValidateJoin(s JoinSpec) error {
+	_, err := prepareJoin(s)
+	return err
+}
+
+// StartJoin creates an open join on db (a pool, or the caller's transaction:
+// the join exists if and only if that transaction commits). Attach members by
+// writing outbox messages with the returned join's ID, in the same
+// transaction or later ones, up to s.Expected of them. Invalid specs return an
+// error wrapping workq.ErrInvalid and write nothing.
+func StartJoin(ctx context.Context, db workq.DB, s JoinSpec) (Join, error) {
+	arg, err := prepareJoin(s)
+	if err != nil {
+		return Join{}, err
+	}
+	row, err := gen.New(db).OutboxJoinStart(ctx, arg)
+	if err != nil {
+		return Join{}, fmt.Errorf("start join: %w", err)
+	}
+	j := Join{
+		ID: row.ID, Status: JoinStatus(row.Status), OnMemberFailure: s.OnMemberFailure,
+		Expected: int(row.ExpectedSteps), CreatedAt: row.CreatedAt, UpdatedAt: row.CreatedAt,
+	}
+	if row.Deadline != nil {
+		j.Deadline = *row.Deadline
+	}
+	return j, nil
+}
+
+// GetJoin reads a join's counts, status and timestamps. An unknown id
+// returns an error wrapping ErrJoinNotFound.
+func GetJoin(ctx context.Context, db workq.DB, id int64) (Join, error) {
+	r, err := gen.New(db).OutboxJoinGet(ctx, id)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Join{}, fmt.Errorf("get join %d: %w", id, ErrJoinNotFound)
+	}
+	if err != nil {
+		return Join{}, fmt.Errorf("get join %d: %w", id, err)
+	}
+	j := Join{
+		ID: r.ID, Status: JoinStatus(r.Status), OnMemberFailure: MemberFailure(r.OnMemberFailure),
+		Expected: int(r.ExpectedSteps), Attached: int(r.AttachedSteps), Completed: int(r.CompletedSteps),
+		Failed: int(r.FailedSteps), CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt,
+	}
+	if r.FailReason != nil {
+		j.FailReason = *r.FailReason
+	}
+	if r.Deadline != nil {
+		j.Deadline = *r.Deadline
+	}
+	if r.OutcomeMessageID != nil {
+		j.OutcomeMessageID = *r.OutcomeMessageID
+	}
+	if r.FinishedAt != nil {
+		j.FinishedAt = *r.FinishedAt
+	}
+	return j, nil
+}
+
+// FailExpiredJoins fails up to max open joins whose deadline has passed on
+// the database clock, each writing its on-fail message (if it has one) once,
+// and returns how many it failed. It is one short statement that skips joins
+// locked by a member that is ending them right now (whichever commits first
+// decides the join; the other finds it ended), so it is idempotent and safe
+// to run from several processes at once. Call it again while it returns max.
+func FailExpiredJoins(ctx context.Context, db workq.DB, max int) (int, error) {
+	if max < 1 {
+		return 0, fmt.Errorf("%w: fail expired joins: max must be at least 1, got %d", workq.ErrInvalid, max)
+	}
+	n, err := gen.New(db).OutboxJoinFailExpired(ctx, int32(min(max, math.MaxInt32)))
+	if err != nil {
+		return 0, fmt.Errorf("fail expired joins: %w", err)
+	}
+	return int(n), nil
+}
+
+// JoinError maps the database's refusal to attach an outbox message to a
+// join (raised by the triggers of db/migrations/00004_outbox_joins.sql) to
+// ErrJoinNotFound, ErrJoinEnded, ErrJoinFull, ErrJoinMemberFinished or
+// ErrJoinFixed, keeping err in the chain; any other error is returned as it
+// is. The outbox write API runs its errors through it.
+func JoinError(err error) error {
+	var pg *pgconn.PgError
+	if !errors.As(err, &pg) {
+		return err
+	}
+	var sentinel error
+	switch pg.Code {
+	case "WQJ01":
+		sentinel = ErrJoinNotFound
+	case "WQJ02":
+		sentinel = ErrJoinEnded
+	case "WQJ03":
+		sentinel = ErrJoinFull
+	case "WQJ04":
+		sentinel = ErrJoinMemberFinished
+	case "WQJ05":
+		sentinel = ErrJoinFixed
+	case "23503": // foreign key: the join id names no join
+		if pg.TableName == "outbox" && strings.Contains(pg.Detail, "outbox_joins") {
+			sentinel = ErrJoinNotFound
+		}
+	}
+	if sentinel == nil {
+		return err
+	}
+	return fmt.Errorf("%w: %w", sentinel, err)
+}

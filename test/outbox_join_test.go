@@ -1,0 +1,683 @@
+package test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/workq/workq"
+	"github.com/workq/workq/internal/testdb"
+	"github.com/workq/workq/lease"
+	"github.com/workq/workq/outbox"
+)
+
+// Members are written here with plain SQL: the outbox write API (Send with
+// Message.JoinID) writes the same column; the triggers do the rest.
+func addJoinMembers(t *testing.T, ctx context.Context, db workq.DB, joinID int64, queue string, n, maxAttempts int) []int64 {
+	t.Helper()
+	ids, err := insertJoinMembers(ctx, db, joinID, queue, n, maxAttempts)
+	if err != nil {
+		t.Fatalf("add %d members to join %d: %v", n, joinID, err)
+	}
+	return ids
+}
+
+func insertJoinMembers(ctx context.Context, db workq.DB, joinID int64, queue string, n, maxAttempts int) ([]int64, error) {
+	rows, err := db.Query(ctx, `
+insert into outbox (queue, topic, payload, join_id, max_attempts)
+select $1, 'member', jsonb_build_object('n', i), $2, $4 from generate_series(1, $3::integer) i
+returning id`, queue, joinID, n, maxAttempts)
+	if err != nil {
+		return nil, err
+	}
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	return ids, outbox.JoinError(err)
+}
+
+// joinOutcome is an outcome message a join wrote.
+type joinOutcome struct {
+	Topic, Outcome string
+	MessageID      uuid.UUID
+}
+
+// joinOutcomes lists the outcome messages of join id (found by the header the
+// join adds).
+func joinOutcomes(t *testing.T, ctx context.Context, db workq.DB, id int64) []joinOutcome {
+	t.Helper()
+	rows, err := db.Query(ctx, `
+select topic, headers ->> 'workq-join-outcome', message_id from outbox
+where headers ->> 'workq-join-id' = $1::bigint::text order by id`, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := pgx.CollectRows(rows, pgx.RowToStructByPos[joinOutcome])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func getJoin(t *testing.T, ctx context.Context, db workq.DB, id int64) outbox.Join {
+	t.Helper()
+	j, err := outbox.GetJoin(ctx, db, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return j
+}
+
+func joinSpec(n int, policy outbox.MemberFailure) outbox.JoinSpec {
+	return outbox.JoinSpec{
+		Expected:        n,
+		OnComplete:      outbox.JoinMessage{Topic: "joined", Queue: "outcomes", Payload: map[string]any{"ok": true}, Headers: map[string]string{"x": "1"}},
+		OnFail:          &outbox.JoinMessage{Topic: "join-failed", Queue: "outcomes", PartitionKey: "k"},
+		OnMemberFailure: policy,
+	}
+}
+
+func startJoin(t *testing.T, ctx context.Context, db workq.DB, s outbox.JoinSpec) outbox.Join {
+	t.Helper()
+	j, err := outbox.StartJoin(ctx, db, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return j
+}
+
+// endMember claims member id alone (its queue holds only it) and ends it with
+// outcome through the lease engine, as the relay does.
+func endMember(t *testing.T, ctx context.Context, pool *pgxpool.Pool, queue string, outcome lease.Outcome) {
+	t.Helper()
+	e := lease.New(pool, lease.Outbox)
+	c, err := e.Claim(ctx, lease.ClaimParams{Queue: queue, Max: 1, Lease: time.Minute, WorkerID: "t"})
+	if err != nil || len(c.Items) != 1 {
+		t.Fatalf("claim %s: %d items, %v", queue, len(c.Items), err)
+	}
+	if _, err := e.Complete(ctx, []lease.Completion{{ID: c.Items[0].ID, Token: c.Token, Outcome: outcome, Error: "boom"}}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func checkOutcome(t *testing.T, ctx context.Context, db workq.DB, j outbox.Join, topic, outcome string) {
+	t.Helper()
+	got := joinOutcomes(t, ctx, db, j.ID)
+	if topic == "" {
+		if len(got) != 0 || j.OutcomeMessageID != uuid.Nil {
+			t.Fatalf("join %d wrote %+v (outcome id %s); want nothing", j.ID, got, j.OutcomeMessageID)
+		}
+		return
+	}
+	if len(got) != 1 || got[0].Topic != topic || got[0].Outcome != outcome || got[0].MessageID != j.OutcomeMessageID {
+		t.Fatalf("join %d wrote %+v (outcome id %s); want exactly one %q message, outcome %q", j.ID, got, j.OutcomeMessageID, topic, outcome)
+	}
+}
+
+// Many members of one join ended at once by several workers, each on its
+// own connection through the real lease engine (claim, then complete singly
+// or in batches): the on-complete message is written exactly once, by the
+// statement that ended the last member. Repeated to give the race many
+// chances.
+func TestJoinCompletesExactlyOnceUnderConcurrentCompletion(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	pool := testdb.PoolWith(t, 10)
+	const rounds, members, workers = 25, 24, 6
+	for r := range rounds {
+		queue := fmt.Sprintf("r%d", r)
+		j := startJoin(t, ctx, pool, joinSpec(members, outbox.FailWhenDone))
+		addJoinMembers(t, ctx, pool, j.ID, queue, members, 4)
+		start := make(chan struct{})
+		var wg sync.WaitGroup
+		errs := make(chan error, workers)
+		for w := range workers {
+			wg.Go(func() {
+				<-start
+				e := lease.New(pool, lease.Outbox)
+				for {
+					c, err := e.Claim(ctx, lease.ClaimParams{Queue: queue, Max: 1 + w%3, Lease: time.Minute, WorkerID: fmt.Sprint("w", w)})
+					if err != nil {
+						errs <- err
+						return
+					}
+					if len(c.Items) == 0 {
+						return
+					}
+					var cs []lease.Completion
+					for _, it := range c.Items {
+						cs = append(cs, lease.Completion{ID: it.ID, Token: c.Token, Outcome: lease.Done})
+					}
+					if a, err := e.Complete(ctx, cs); err != nil || len(a.Lost) > 0 {
+						errs <- fmt.Errorf("complete: lost %v, %v", a.Lost, err)
+						return
+					}
+				}
+			})
+		}
+		close(start)
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			t.Fatal(err)
+		}
+		got := getJoin(t, ctx, pool, j.ID)
+		if got.Status != outbox.JoinCompleted || got.Completed != members || got.Failed != 0 || got.Attached != members || got.FinishedAt.IsZero() {
+			t.Fatalf("round %d: join %+v; want completed with %d done members", r, got, members)
+		}
+		checkOutcome(t, ctx, pool, got, "joined", "completed")
+	}
+	// The outcome messages are ordinary outbox messages in their own queue,
+	// with the spec's payload and headers plus the join's.
+	var n int
+	var payload, headers []byte
+	if err := pool.QueryRow(ctx, `select count(*) over (), payload, headers from outbox where queue = 'outcomes' limit 1`).Scan(&n, &payload, &headers); err != nil {
+		t.Fatal(err)
+	}
+	var h map[string]string
+	if err := json.Unmarshal(headers, &h); err != nil || n != rounds || string(payload) != `{"ok": true}` || h["x"] != "1" || h["workq-join-outcome"] != "completed" {
+		t.Errorf("outcome messages: %d, payload %s, headers %s; want %d with the spec's payload and headers", n, payload, headers, rounds)
+	}
+}
+
+// A failed member under each policy: ignored (the join completes), failing
+// the join once all members ended, or failing it at once. Members that end
+// after the join ended are counted and write nothing.
+func TestJoinMemberFailure(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	pool := testdb.PoolWith(t, 4)
+	type want struct {
+		status          outbox.JoinStatus
+		topic, outcome  string
+		completed, fail int
+	}
+	for _, c := range []struct {
+		name      string
+		policy    outbox.MemberFailure
+		noOnFail  bool
+		afterFail want // after member 1 done, member 2 failed
+		afterAll  want // after member 3 done too
+	}{
+		{"ignore", outbox.IgnoreFailures, false,
+			want{outbox.JoinOpen, "", "", 1, 1}, want{outbox.JoinCompleted, "joined", "completed", 2, 1}},
+		{"fail when done", outbox.FailWhenDone, false,
+			want{outbox.JoinOpen, "", "", 1, 1}, want{outbox.JoinFailed, "join-failed", "member_failed", 2, 1}},
+		{"fail fast", outbox.FailFast, false,
+			want{outbox.JoinFailed, "join-failed", "member_failed", 1, 1}, want{outbox.JoinFailed, "join-failed", "member_failed", 2, 1}},
+		{"fail fast without on-fail message", outbox.FailFast, true,
+			want{outbox.JoinFailed, "", "", 1, 1}, want{outbox.JoinFailed, "", "", 2, 1}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			s := joinSpec(3, c.policy)
+			if c.noOnFail {
+				s.OnFail = nil
+			}
+			j := startJoin(t, ctx, pool, s)
+			queue := "m" + fmt.Sprint(j.ID)
+			addJoinMembers(t, ctx, pool, j.ID, queue, 3, 4)
+			check := func(stage string, w want) {
+				t.Helper()
+				got := getJoin(t, ctx, pool, j.ID)
+				if got.Status != w.status || got.Completed != w.completed || got.Failed != w.fail {
+					t.Fatalf("%s: join %+v; want status %s, %d done, %d failed", stage, got, w.status, w.completed, w.fail)
+				}
+				if w.status == outbox.JoinFailed && got.FailReason != outbox.JoinReasonMemberFailed {
+					t.Fatalf("%s: fail reason %q", stage, got.FailReason)
+				}
+				checkOutcome(t, ctx, pool, got, w.topic, w.outcome)
+			}
+			endMember(t, ctx, pool, queue, lease.Done)
+			endMember(t, ctx, pool, queue, lease.Failed)
+			check("after a failure", c.afterFail)
+			endMember(t, ctx, pool, queue, lease.Done)
+			check("after all", c.afterAll)
+		})
+	}
+}
+
+// A member whose lease expired on its last attempt is failed by the reaper's
+// statement (LeaseReapExpired), and that counts like any other end.
+func TestJoinCountsReaperFailedMember(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	pool := testdb.PoolWith(t, 4)
+	j := startJoin(t, ctx, pool, joinSpec(2, outbox.FailWhenDone))
+	addJoinMembers(t, ctx, pool, j.ID, "a", 1, 4)
+	addJoinMembers(t, ctx, pool, j.ID, "b", 1, 1) // one attempt only
+	endMember(t, ctx, pool, "a", lease.Done)
+	e := lease.New(pool, lease.Outbox)
+	c, err := e.Claim(ctx, lease.ClaimParams{Queue: "b", Max: 1, Lease: time.Minute, WorkerID: "crashed"})
+	if err != nil || len(c.Items) != 1 {
+		t.Fatalf("claim: %v", err)
+	}
+	// The worker "crashed": its lease runs out (moved into the past rather
+	// than waited for; locked_until is no column the join triggers look at).
+	if _, err := pool.Exec(ctx, `update outbox set locked_until = now() - interval '1 second' where id = $1`, c.Items[0].ID); err != nil {
+		t.Fatal(err)
+	}
+	reaped, err := e.ReapExpired(ctx, "", 10)
+	if err != nil || reaped.Failed != 1 {
+		t.Fatalf("reap: %+v, %v; want one failed", reaped, err)
+	}
+	got := getJoin(t, ctx, pool, j.ID)
+	if got.Status != outbox.JoinFailed || got.FailReason != outbox.JoinReasonMemberFailed || got.Completed != 1 || got.Failed != 1 {
+		t.Fatalf("join %+v; want failed by its reaped member", got)
+	}
+	checkOutcome(t, ctx, pool, got, "join-failed", "member_failed")
+}
+
+// A revived member (lease.Engine.Revive) is no longer counted as failed, and
+// counts again when it ends.
+func TestJoinRevivedMember(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	pool := testdb.PoolWith(t, 4)
+	j := startJoin(t, ctx, pool, joinSpec(2, outbox.FailWhenDone))
+	ids := addJoinMembers(t, ctx, pool, j.ID, "a", 1, 4)
+	addJoinMembers(t, ctx, pool, j.ID, "b", 1, 4)
+	endMember(t, ctx, pool, "a", lease.Failed)
+	if got := getJoin(t, ctx, pool, j.ID); got.Failed != 1 || got.Status != outbox.JoinOpen {
+		t.Fatalf("after the failure: %+v", got)
+	}
+	if revived, err := lease.New(pool, lease.Outbox).Revive(ctx, "op", "retry", ids[0]); err != nil || len(revived) != 1 {
+		t.Fatalf("revive: %v, %v", revived, err)
+	}
+	if got := getJoin(t, ctx, pool, j.ID); got.Failed != 0 || got.Completed != 0 || got.Status != outbox.JoinOpen {
+		t.Fatalf("after the revive: %+v; want no member counted", got)
+	}
+	endMember(t, ctx, pool, "a", lease.Done)
+	endMember(t, ctx, pool, "b", lease.Done)
+	got := getJoin(t, ctx, pool, j.ID)
+	if got.Status != outbox.JoinCompleted || got.Completed != 2 || got.Failed != 0 {
+		t.Fatalf("join %+v; want completed", got)
+	}
+	checkOutcome(t, ctx, pool, got, "joined", "completed")
+}
+
+// A join past its deadline fails once and writes its on-fail message once;
+// joins with a later deadline, none, or already ended are left alone; members
+// that end after it failed are counted and write nothing.
+func TestJoinDeadline(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	pool := testdb.PoolWith(t, 4)
+	past := time.Now().Add(-time.Hour)
+
+	expired := joinSpec(1, outbox.IgnoreFailures)
+	expired.Deadline = past
+	late := startJoin(t, ctx, pool, expired)
+	addJoinMembers(t, ctx, pool, late.ID, "late", 1, 4)
+
+	noFailMsg := expired
+	noFailMsg.OnFail = nil
+	silent := startJoin(t, ctx, pool, noFailMsg)
+
+	later := joinSpec(1, outbox.IgnoreFailures)
+	later.Timeout = time.Hour
+	future := startJoin(t, ctx, pool, later)
+	none := startJoin(t, ctx, pool, joinSpec(1, outbox.IgnoreFailures))
+
+	ended := startJoin(t, ctx, pool, expired)
+	addJoinMembers(t, ctx, pool, ended.ID, "ended", 1, 4)
+	endMember(t, ctx, pool, "ended", lease.Done) // completes before the deadline is enforced
+
+	if n, err := outbox.FailExpiredJoins(ctx, pool, 1); err != nil || n != 1 {
+		t.Fatalf("first batch of one: %d, %v", n, err)
+	}
+	if n, err := outbox.FailExpiredJoins(ctx, pool, 100); err != nil || n != 1 {
+		t.Fatalf("second batch: %d, %v; want the other expired join", n, err)
+	}
+	if n, err := outbox.FailExpiredJoins(ctx, pool, 100); err != nil || n != 0 {
+		t.Fatalf("again: %d, %v; want nothing left", n, err)
+	}
+	for _, c := range []struct {
+		j      outbox.Join
+		status outbox.JoinStatus
+		topic  string
+	}{
+		{late, outbox.JoinFailed, "join-failed"},
+		{silent, outbox.JoinFailed, ""},
+		{future, outbox.JoinOpen, ""},
+		{none, outbox.JoinOpen, ""},
+		{ended, outbox.JoinCompleted, "joined"},
+	} {
+		got := getJoin(t, ctx, pool, c.j.ID)
+		if got.Status != c.status || (c.status == outbox.JoinFailed) != (got.FailReason == outbox.JoinReasonDeadline) {
+			t.Errorf("join %d: %+v; want status %s", c.j.ID, got, c.status)
+		}
+		outcome := map[string]string{"join-failed": "deadline", "joined": "completed"}[c.topic]
+		checkOutcome(t, ctx, pool, got, c.topic, outcome)
+	}
+	if future.Deadline.IsZero() || !future.Deadline.After(time.Now().Add(50*time.Minute)) {
+		t.Errorf("timeout of an hour gave deadline %s", future.Deadline)
+	}
+	// The late member still ends, is counted, and writes nothing more.
+	endMember(t, ctx, pool, "late", lease.Done)
+	got := getJoin(t, ctx, pool, late.ID)
+	if got.Completed != 1 || got.Status != outbox.JoinFailed {
+		t.Fatalf("after the late member: %+v", got)
+	}
+	checkOutcome(t, ctx, pool, got, "join-failed", "deadline")
+	// An ended join takes no new members.
+	if _, err := insertJoinMembers(ctx, pool, late.ID, "late", 1, 4); !errors.Is(err, outbox.ErrJoinEnded) {
+		t.Fatalf("member of an ended join: %v; want ErrJoinEnded", err)
+	}
+}
+
+// The deadline loop fails an expired join on its own and stops within its
+// bound.
+func TestJoinDeadlineLoop(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	pool := testdb.PoolWith(t, 4)
+	s := joinSpec(2, outbox.IgnoreFailures)
+	s.Deadline = time.Now().Add(-time.Minute)
+	j := startJoin(t, ctx, pool, s)
+	loop, err := outbox.NewJoinDeadlineLoop(pool, outbox.JoinDeadlineOptions{Interval: 10 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := loop.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := loop.Start(ctx); err == nil {
+		t.Error("second Start: no error")
+	}
+	for getJoin(t, ctx, pool, j.ID).Status == outbox.JoinOpen {
+		if ctx.Err() != nil {
+			t.Fatal("the loop never failed the expired join")
+		}
+		time.Sleep(10 * time.Millisecond) // polling a condition
+	}
+	stopCtx, stop := context.WithTimeout(ctx, 10*time.Second)
+	defer stop()
+	if err := loop.Stop(stopCtx); err != nil {
+		t.Fatal(err)
+	}
+	if err := loop.Stop(stopCtx); err != nil {
+		t.Fatalf("second Stop: %v", err)
+	}
+	checkOutcome(t, ctx, pool, getJoin(t, ctx, pool, j.ID), "join-failed", "deadline")
+	if loop.Errors() != 0 {
+		t.Errorf("loop errors: %d", loop.Errors())
+	}
+	if _, err := outbox.NewJoinDeadlineLoop(pool, outbox.JoinDeadlineOptions{Batch: -1}); !errors.Is(err, workq.ErrInvalid) {
+		t.Errorf("batch -1: %v", err)
+	}
+}
+
+// The last member's completion and the deadline statement race for a join
+// past its deadline: exactly one of them ends it, and exactly one outcome
+// message is written, the one that matches the join's final status.
+func TestJoinDeadlineRacesLastMember(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	pool := testdb.PoolWith(t, 6)
+	const rounds = 40
+	wins := map[outbox.JoinStatus]int{}
+	for r := range rounds {
+		s := joinSpec(2, outbox.IgnoreFailures)
+		s.Deadline = time.Now().Add(-time.Second)
+		j := startJoin(t, ctx, pool, s)
+		queue := fmt.Sprint("race", r)
+		addJoinMembers(t, ctx, pool, j.ID, queue, 2, 4)
+		endMember(t, ctx, pool, queue, lease.Done)
+		e := lease.New(pool, lease.Outbox)
+		c, err := e.Claim(ctx, lease.ClaimParams{Queue: queue, Max: 1, Lease: time.Minute, WorkerID: "w"})
+		if err != nil || len(c.Items) != 1 {
+			t.Fatalf("claim: %v", err)
+		}
+		start := make(chan struct{})
+		var wg sync.WaitGroup
+		var completeErr, expireErr error
+		wg.Go(func() {
+			<-start
+			_, completeErr = e.Complete(ctx, []lease.Completion{{ID: c.Items[0].ID, Token: c.Token, Outcome: lease.Done}})
+		})
+		wg.Go(func() {
+			<-start
+			_, expireErr = outbox.FailExpiredJoins(ctx, pool, 10)
+		})
+		close(start)
+		wg.Wait()
+		if completeErr != nil || expireErr != nil {
+			t.Fatalf("round %d: complete %v, expire %v", r, completeErr, expireErr)
+		}
+		// A deadline run skipped a join locked by the completion: run it again.
+		if _, err := outbox.FailExpiredJoins(ctx, pool, 10); err != nil {
+			t.Fatal(err)
+		}
+		got := getJoin(t, ctx, pool, j.ID)
+		if got.Completed != 2 {
+			t.Fatalf("round %d: %+v; want both members counted", r, got)
+		}
+		switch got.Status {
+		case outbox.JoinCompleted:
+			checkOutcome(t, ctx, pool, got, "joined", "completed")
+		case outbox.JoinFailed:
+			checkOutcome(t, ctx, pool, got, "join-failed", "deadline")
+		default:
+			t.Fatalf("round %d: join still %s", r, got.Status)
+		}
+		wins[got.Status]++
+	}
+	t.Logf("completed first %d times, deadline first %d times", wins[outbox.JoinCompleted], wins[outbox.JoinFailed])
+}
+
+// A join started in a transaction that rolls back leaves nothing: no join, no
+// members, no counts.
+func TestJoinRolledBack(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	pool := testdb.PoolWith(t, 4)
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	j := startJoin(t, ctx, tx, joinSpec(2, outbox.FailFast))
+	addJoinMembers(t, ctx, tx, j.ID, "q", 2, 4)
+	if err := tx.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var joins, messages int
+	if err := pool.QueryRow(ctx, `select (select count(*) from outbox_joins), (select count(*) from outbox)`).Scan(&joins, &messages); err != nil {
+		t.Fatal(err)
+	}
+	if joins != 0 || messages != 0 {
+		t.Fatalf("after rollback: %d joins, %d messages", joins, messages)
+	}
+	if _, err := outbox.GetJoin(ctx, pool, j.ID); !errors.Is(err, outbox.ErrJoinNotFound) {
+		t.Fatalf("get rolled-back join: %v", err)
+	}
+	// Members written in a transaction that rolls back do not count either.
+	committed := startJoin(t, ctx, pool, joinSpec(2, outbox.FailFast))
+	tx, err = pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	addJoinMembers(t, ctx, tx, committed.ID, "q", 2, 4)
+	if err := tx.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := getJoin(t, ctx, pool, committed.ID); got.Attached != 0 {
+		t.Fatalf("attached after rollback: %d", got.Attached)
+	}
+}
+
+// Bad specs return an error wrapping workq.ErrInvalid and write nothing.
+func TestJoinValidation(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	pool := testdb.PoolWith(t, 2)
+	ok := joinSpec(1, outbox.IgnoreFailures)
+	for _, c := range []struct {
+		name   string
+		change func(*outbox.JoinSpec)
+		want   string
+	}{
+		{"no members", func(s *outbox.JoinSpec) { s.Expected = 0 }, "at least 1 member"},
+		{"negative members", func(s *outbox.JoinSpec) { s.Expected = -3 }, "at least 1 member"},
+		{"no topic", func(s *outbox.JoinSpec) { s.OnComplete.Topic = "" }, "topic is required"},
+		{"long topic", func(s *outbox.JoinSpec) { s.OnComplete.Topic = strings.Repeat("t", 257) }, "longer than 256"},
+		{"bad utf-8 topic", func(s *outbox.JoinSpec) { s.OnComplete.Topic = "\xff" }, "UTF-8"},
+		{"array payload", func(s *outbox.JoinSpec) { s.OnComplete.Payload = json.RawMessage(`[1]`) }, "JSON object"},
+		{"string payload", func(s *outbox.JoinSpec) { s.OnComplete.Payload = "text" }, "JSON object"},
+		{"invalid JSON", func(s *outbox.JoinSpec) { s.OnComplete.Payload = []byte(`{"a":`) }, "not valid JSON"},
+		{"bad queue", func(s *outbox.JoinSpec) { s.OnComplete.Queue = "a b" }, "not a valid name"},
+		{"long partition key", func(s *outbox.JoinSpec) { s.OnComplete.PartitionKey = strings.Repeat("k", 257) }, "partition key"},
+		{"empty header name", func(s *outbox.JoinSpec) { s.OnComplete.Headers = map[string]string{"": "v"} }, "header"},
+		{"on-fail without topic", func(s *outbox.JoinSpec) { s.OnFail = &outbox.JoinMessage{} }, "on-fail message: topic is required"},
+		{"on-fail array payload", func(s *outbox.JoinSpec) { s.OnFail = &outbox.JoinMessage{Topic: "f", Payload: []int{1}} }, "JSON object"},
+		{"deadline and timeout", func(s *outbox.JoinSpec) { s.Deadline, s.Timeout = time.Now(), time.Second }, "not both"},
+		{"negative timeout", func(s *outbox.JoinSpec) { s.Timeout = -time.Second }, "negative"},
+		{"unknown policy", func(s *outbox.JoinSpec) { s.OnMemberFailure = 7 }, "policy"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			s := ok
+			c.change(&s)
+			if err := outbox.ValidateJoin(s); !errors.Is(err, workq.ErrInvalid) {
+				t.Errorf("ValidateJoin: %v", err)
+			}
+			_, err := outbox.StartJoin(ctx, pool, s)
+			if !errors.Is(err, workq.ErrInvalid) || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("StartJoin: %v; want ErrInvalid saying %q", err, c.want)
+			}
+		})
+	}
+	if err := outbox.ValidateJoin(ok); err != nil {
+		t.Fatalf("valid spec: %v", err)
+	}
+	if _, err := outbox.FailExpiredJoins(ctx, pool, 0); !errors.Is(err, workq.ErrInvalid) {
+		t.Errorf("FailExpiredJoins max 0: %v", err)
+	}
+	var n int
+	if err := pool.QueryRow(ctx, `select (select count(*) from outbox_joins) + (select count(*) from outbox)`).Scan(&n); err != nil || n != 0 {
+		t.Fatalf("rows written: %d, %v", n, err)
+	}
+}
+
+// Members attach when they are written, to an open join with room, and never
+// finished; a message's join never changes. Each refusal changes nothing.
+func TestJoinAttachRules(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	pool := testdb.PoolWith(t, 2)
+	j := startJoin(t, ctx, pool, joinSpec(2, outbox.IgnoreFailures))
+	ids := addJoinMembers(t, ctx, pool, j.ID, "q", 1, 4)
+	other := startJoin(t, ctx, pool, joinSpec(2, outbox.IgnoreFailures))
+	exec := func(sql string, args ...any) error {
+		_, err := pool.Exec(ctx, sql, args...)
+		return outbox.JoinError(err)
+	}
+	for _, c := range []struct {
+		name string
+		run  func() error
+		want error
+	}{
+		{"unknown join", func() error { _, err := insertJoinMembers(ctx, pool, 999999, "q", 1, 4); return err }, outbox.ErrJoinNotFound},
+		{"too many members", func() error { _, err := insertJoinMembers(ctx, pool, j.ID, "q", 2, 4); return err }, outbox.ErrJoinFull},
+		{"finished member", func() error {
+			return exec(`insert into outbox (topic, join_id, status, finished_at) values ('m', $1, 2, now())`, j.ID)
+		}, outbox.ErrJoinMemberFinished},
+		{"moved to another join", func() error { return exec(`update outbox set join_id = $1 where id = $2`, other.ID, ids[0]) }, outbox.ErrJoinFixed},
+		{"detached", func() error { return exec(`update outbox set join_id = null where id = $1`, ids[0]) }, outbox.ErrJoinFixed},
+		{"attached later", func() error {
+			var id int64
+			if err := pool.QueryRow(ctx, `insert into outbox (topic) values ('plain') returning id`).Scan(&id); err != nil {
+				return err
+			}
+			defer func() { _, _ = pool.Exec(ctx, `delete from outbox where id = $1`, id) }()
+			return exec(`update outbox set join_id = $1 where id = $2`, j.ID, id)
+		}, outbox.ErrJoinFixed},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			if err := c.run(); !errors.Is(err, c.want) {
+				t.Fatalf("%v; want %v", err, c.want)
+			}
+		})
+	}
+	var members int
+	if err := pool.QueryRow(ctx, `select count(*) from outbox where join_id = $1`, j.ID).Scan(&members); err != nil || members != 1 {
+		t.Fatalf("members: %d, %v", members, err)
+	}
+	if got := getJoin(t, ctx, pool, j.ID); got.Attached != 1 {
+		t.Fatalf("attached: %+v", got)
+	}
+	if got := getJoin(t, ctx, pool, other.ID); got.Attached != 0 {
+		t.Fatalf("other join attached: %+v", got)
+	}
+	// A member deleted before it ended (cancelled) counts as failed.
+	ids2 := addJoinMembers(t, ctx, pool, j.ID, "q", 1, 4)
+	if _, err := pool.Exec(ctx, `delete from outbox where id = any($1)`, append(ids, ids2...)); err != nil {
+		t.Fatal(err)
+	}
+	got := getJoin(t, ctx, pool, j.ID)
+	if got.Failed != 2 || got.Status != outbox.JoinCompleted {
+		t.Fatalf("after deleting both members: %+v; want 2 failed, completed (failures ignored)", got)
+	}
+	checkOutcome(t, ctx, pool, got, "joined", "completed")
+}
+
+// The join statements are planned on indexes over a large outbox_joins
+// table: the counting update of the member trigger (its text read from the
+// installed function) by primary key, FailExpiredJoins on the deadline index.
+func TestJoinPlans(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	conn := mustConnect(t, testdb.URL(t))
+	if _, err := conn.Exec(ctx, `
+insert into outbox_joins (expected_steps, on_complete_topic, deadline, status, finished_at, fail_reason)
+select 3, 't', case when i % 4 = 0 then now() + (i % 100 - 50) * interval '1 minute' end,
+       case when i % 10 = 0 then 0 when i % 10 = 1 then 3 else 2 end,
+       case when i % 10 <> 0 then now() end,
+       case when i % 10 = 1 then 'deadline' end
+from generate_series(1, 50000) i;
+analyze outbox_joins`); err != nil {
+		t.Fatal(err)
+	}
+	var src string
+	if err := conn.QueryRow(ctx, `select prosrc from pg_proc where proname = 'workq_outbox_join_count'`).Scan(&src); err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`(?s)update outbox_joins set.*?where id = new\.join_id`).FindString(src)
+	if m == "" {
+		t.Fatalf("no counting update in workq_outbox_join_count:\n%s", src)
+	}
+	update := strings.NewReplacer("new.join_id", "$1", "v_status", "2", "v_sign", "1").Replace(m)
+	for _, generic := range []bool{false, true} {
+		var plan planNode
+		if generic {
+			plan = explainGeneric(t, ctx, conn, update, "777")
+		} else {
+			plan = explainCustom(t, ctx, conn, update, int64(777))
+		}
+		if plan.seqScans("outbox_joins") || !plan.usesIndex("outbox_joins_pkey") {
+			t.Errorf("the trigger's counting update (generic %v) does not use the primary key:\n%s\n%s", generic, update, plan)
+		}
+	}
+	sql, params := namedQuery(t, "outbox_joins", "OutboxJoinFailExpired")
+	for _, generic := range []bool{false, true} {
+		var plan planNode
+		if generic {
+			plan = explainGeneric(t, ctx, conn, sql, literalsFor(t, params, map[string]string{"max_rows": "500"})...)
+		} else {
+			plan = explainCustom(t, ctx, conn, sql, argsFor(t, params, map[string]any{"max_rows": int32(500)})...)
+		}
+		if plan.seqScans("outbox_joins") || !plan.usesIndex("outbox_joins_deadline") {
+			t.Errorf("OutboxJoinFailExpired (generic %v) does not use outbox_joins_deadline:\n%s", generic, plan)
+		}
+	}
+	sql, params = namedQuery(t, "outbox_joins", "OutboxJoinGet")
+	if plan := explainCustom(t, ctx, conn, sql, argsFor(t, params, map[string]any{"id": int64(5)})...); !plan.usesIndex("outbox_joins_pkey") {
+		t.Errorf("OutboxJoinGet does not use the primary key:\n%s", plan)
+	}
+}

@@ -27,6 +27,9 @@ type Expr struct {
 	spec  cron.Schedule
 	loc   *time.Location
 	every time.Duration // > 0 for @every: slots are anchor + k*every
+	// fixedHour: the hour field is not "every hour", so a wall-clock time
+	// repeated by a fall-back transition runs once, not twice.
+	fixedHour bool
 }
 
 // ParseCron parses a cron expression for the IANA time zone tz ("" is
@@ -62,6 +65,9 @@ func ParseCron(expr, tz string) (*Expr, error) {
 		return nil, fmt.Errorf("%w: cron %q: %v (5 fields: minute hour day-of-month month day-of-week, an optional leading seconds field, or @hourly, @daily, @weekly, @monthly, @yearly, @every <duration>)", workq.ErrInvalid, expr, err)
 	}
 	e.spec = spec
+	if ss, ok := spec.(*cron.SpecSchedule); ok {
+		e.fixedHour = ss.Hour&(1<<24-1) != 1<<24-1
+	}
 	if e.every == 0 && e.spec.Next(time.Now().In(loc)).IsZero() {
 		return nil, fmt.Errorf("%w: cron %q never fires", workq.ErrInvalid, expr)
 	}
@@ -92,7 +98,7 @@ func (e *Expr) First(t time.Time) time.Time {
 	if e.every > 0 {
 		return t.Truncate(time.Second).Add(e.every)
 	}
-	return e.spec.Next(t.In(e.loc)).UTC()
+	return e.after(time.Time{}, t)
 }
 
 // after returns the first slot later than t of the slot stream that
@@ -107,7 +113,30 @@ func (e *Expr) after(anchor, t time.Time) time.Time {
 		k := t.Sub(anchor)/e.every + 1
 		return anchor.Add(k * e.every)
 	}
-	return e.spec.Next(t.In(e.loc)).UTC()
+	n := e.spec.Next(t.In(e.loc))
+	if e.fixedHour && e.repeatedWallTime(n) {
+		n = e.spec.Next(n)
+	}
+	return n.UTC()
+}
+
+// repeatedWallTime reports whether n is the second occurrence of its local
+// wall-clock time: the clocks fell back over it, and the same reading
+// (so the same slot, as cron fields match wall-clock readings) already
+// happened up to three hours earlier.
+func (e *Expr) repeatedWallTime(n time.Time) bool {
+	if n.IsZero() {
+		return false
+	}
+	_, offNow := n.Zone()
+	_, offBefore := n.Add(-3 * time.Hour).Zone()
+	if offBefore <= offNow {
+		return false
+	}
+	m := n.Add(-time.Duration(offBefore-offNow) * time.Second)
+	y1, mo1, d1 := m.Date()
+	y2, mo2, d2 := n.Date()
+	return y1 == y2 && mo1 == mo2 && d1 == d2 && m.Hour() == n.Hour() && m.Minute() == n.Minute() && m.Second() == n.Second()
 }
 
 // Next returns the next n slots after t (for display).

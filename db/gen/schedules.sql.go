@@ -65,7 +65,9 @@ func (q *Queries) SchedulesDelete(ctx context.Context, name string) (int64, erro
 
 const schedulesDue = `-- name: SchedulesDue :many
 select s.id, s.name, s.cron, s.timezone, s.next_run_at::timestamptz as next_run_at, s.overlap, s.misfire, s.misfire_cap,
-       exists (select 1 from job_runs j where j.id = s.last_run_id and j.status < 2) as last_run_live
+       -- a scalar subquery, not EXISTS: the planner may hash an EXISTS over
+       -- all of job_runs, this one is a primary-key probe per schedule
+       coalesce((select j.status < 2 from job_runs j where j.id = s.last_run_id), false)::boolean as last_run_live
 from schedules s
 where s.enabled and s.next_run_at <= $1::timestamptz
 order by s.next_run_at

@@ -43,7 +43,9 @@ order by s.name;
 -- name: SchedulesDue :many
 -- SchedulesDue locks up to batch enabled schedules whose next slot is due at now (schedules_due), skipping those another scheduler holds, with whether each one's last run is still live (ready or in progress).
 select s.id, s.name, s.cron, s.timezone, s.next_run_at::timestamptz as next_run_at, s.overlap, s.misfire, s.misfire_cap,
-       exists (select 1 from job_runs j where j.id = s.last_run_id and j.status < 2) as last_run_live
+       -- a scalar subquery, not EXISTS: the planner may hash an EXISTS over
+       -- all of job_runs, this one is a primary-key probe per schedule
+       coalesce((select j.status < 2 from job_runs j where j.id = s.last_run_id), false)::boolean as last_run_live
 from schedules s
 where s.enabled and s.next_run_at <= @now::timestamptz
 order by s.next_run_at

@@ -500,7 +500,7 @@ func (s *Store) TriggerNow(ctx context.Context, db DB, name string, force bool) 
 		live, err := q.SchedulesLiveRun(ctx, *cur.LastRunID)
 		switch {
 		case err == nil:
-			return Triggered{}, fmt.Errorf("trigger schedule %q: %w: run %d is not finished and the overlap policy is skip (force to run anyway)", name, ErrOverlap, live)
+			return Triggered{}, fmt.Errorf("trigger schedule %q: %w: run %d is not finished and the overlap policy is skip (force, or --force, runs it anyway)", name, ErrOverlap, live)
 		case !errors.Is(err, pgx.ErrNoRows):
 			return Triggered{}, fmt.Errorf("trigger schedule %q: %w", name, err)
 		}

@@ -138,20 +138,26 @@ type Run struct {
 }
 
 type Schedule struct {
-	ID          int64
-	Name        string
-	Queue       string
-	Kind        string
-	Payload     []byte
-	Cron        string
-	Timezone    string
-	Priority    int16
-	MaxAttempts int32
-	Enabled     bool
-	NextRunAt   *time.Time
-	LastRunAt   *time.Time
-	CreatedAt   time.Time
-	UpdatedAt   time.Time
+	ID            int64
+	Name          string
+	Queue         string
+	Kind          string
+	Payload       []byte
+	Cron          string
+	Timezone      string
+	Priority      int16
+	MaxAttempts   int32
+	Enabled       bool
+	NextRunAt     *time.Time
+	LastRunAt     *time.Time
+	CreatedAt     time.Time
+	UpdatedAt     time.Time
+	Overlap       string
+	Misfire       string
+	MisfireCap    int32
+	LastRunID     *int64
+	SkippedRuns   int64
+	LastSkippedAt *time.Time
 }
 
 type Timer struct {

@@ -284,6 +284,12 @@ func (p *producer) run(ctx context.Context) {
 	impatient := time.NewTimer(time.Hour)
 	impatient.Stop()
 	defer impatient.Stop()
+	// The source's next due row (Source.NextDue), when it falls due before
+	// the next poll.
+	due := time.NewTimer(time.Hour)
+	due.Stop()
+	defer due.Stop()
+	pastDue := false
 	waiting, patient := false, true
 	for ctx.Err() == nil {
 		if hint || more {
@@ -323,6 +329,7 @@ func (p *producer) run(ctx context.Context) {
 					}
 					continue
 				}
+				pastDue = p.armNextDue(ctx, due, pastDue)
 			}
 		}
 		// Reap the queue's expired leases while there is nothing to claim, so
@@ -345,8 +352,43 @@ func (p *producer) run(ctx context.Context) {
 			hint = true
 		case <-impatient.C:
 			waiting, patient = false, false
+		case <-due.C:
+			hint = true
 		}
 	}
+}
+
+// armNextDue sets t to fire when the queue's next ready row falls due, if
+// the source can tell (Source.NextDue) and that is before the next poll. A
+// row already due that the claim did not get (locked by another claimer,
+// the queue's limit, or due just after the claim) gets one quick retry;
+// pastDue carries that across calls so that a queue held back by its limit
+// waits for the poll, never spins.
+func (p *producer) armNextDue(ctx context.Context, t *time.Timer, pastDue bool) bool {
+	if p.src.NextDue == nil {
+		return false
+	}
+	qctx, cancel := context.WithTimeout(ctx, p.w.cfg.Lease/2)
+	defer cancel()
+	wait, ok, err := p.src.NextDue(qctx, p.w.pool, p.queue)
+	switch {
+	case err != nil:
+		if ctx.Err() == nil {
+			p.w.log.Warn("next due time unknown; polling", "table", p.src.Table, "queue", p.queue, "err", err)
+		}
+		return false
+	case !ok || wait >= p.w.cfg.Poll:
+		return false
+	case wait <= 0:
+		if !pastDue {
+			t.Reset(time.Millisecond)
+		}
+		return true
+	}
+	// A millisecond late rather than early: the claim compares with the
+	// database clock, and waking before it would cost a claim for nothing.
+	t.Reset(wait + time.Millisecond)
+	return false
 }
 
 // reclaim reaps this queue's expired leases, so a deployment without a

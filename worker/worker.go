@@ -18,6 +18,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/workq/workq"
 	"github.com/workq/workq/config"
 	"github.com/workq/workq/lease"
 )
@@ -38,6 +39,14 @@ type Source struct {
 	// Route returns the handler of a claimed item. An error is the attempt's
 	// result (retried with backoff; Permanent fails it at once).
 	Route func(*Job) (HandlerFunc, error)
+	// NextDue, when set, tells how long until the queue's earliest ready
+	// row falls due, on the database clock (ok false: the queue has none).
+	// The runtime asks it after a claim that found no more due rows and
+	// wakes then, instead of at the next poll, when that is sooner: rows
+	// made due by time (timers, retries after a backoff) start within
+	// milliseconds of their due time rather than up to one poll interval
+	// late. It must be one cheap indexed read (timers: TimersNextDue).
+	NextDue func(ctx context.Context, db workq.DB, queue string) (wait time.Duration, ok bool, err error)
 }
 
 // Worker runs the sources registered on it.

@@ -27,6 +27,7 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 		newMigrateCmd(), newEnqueueCmd(), newWorkerCmd(), newReaperCmd(),
 		newRunCmd(), newBenchCmd(), newStatsCmd(), newLimitCmd(), newConfigCmd(), newLockCmd(), newMaintainCmd(),
 		newSchedulesCmd(),
+		newTimersCmd(),
 	)
 	return root
 }

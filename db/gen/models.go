@@ -180,6 +180,7 @@ type Timer struct {
 	CreatedAt    time.Time
 	UpdatedAt    time.Time
 	FinishedAt   *time.Time
+	CancelledAt  *time.Time
 }
 
 type WorkqLeaseTable struct {

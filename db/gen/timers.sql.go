@@ -13,12 +13,12 @@ import (
 )
 
 const timersCancel = `-- name: TimersCancel :many
-update timers set status = 3, last_error = 'cancelled', finished_at = now(), updated_at = now()
+update timers set status = 3, last_error = 'cancelled', finished_at = now(), cancelled_at = now(), updated_at = now()
 where id = any($1::bigint[]) and status = 0
 returning id
 `
 
-// TimersCancel fails timers that have not started yet (ready) with last_error cancelled, and returns the ids it cancelled.
+// TimersCancel cancels the ready timers among ids (status failed, last_error cancelled, cancelled_at = finished_at; see migration 00006), and returns the ids it cancelled.
 func (q *Queries) TimersCancel(ctx context.Context, ids []int64) ([]int64, error) {
 	rows, err := q.db.Query(ctx, timersCancel, ids)
 	if err != nil {
@@ -37,6 +37,44 @@ func (q *Queries) TimersCancel(ctx context.Context, ids []int64) ([]int64, error
 		return nil, err
 	}
 	return items, nil
+}
+
+const timersCancelOne = `-- name: TimersCancelOne :one
+with cur as materialized (
+    select t.id, t.status, t.finished_at, t.cancelled_at from timers t
+    where t.id = $1
+    for no key update
+),
+cancelled as (
+    update timers t set status = 3, last_error = 'cancelled', finished_at = now(), cancelled_at = now(), updated_at = now()
+    from cur
+    where t.id = cur.id and cur.status = 0
+    returning t.id
+)
+select cur.id, cur.status,
+       (cur.status = 3 and cur.cancelled_at is not null and cur.cancelled_at = cur.finished_at)::boolean as was_cancelled,
+       (select count(*) from cancelled)::bigint = 1 as cancelled
+from cur
+`
+
+type TimersCancelOneRow struct {
+	ID           int64
+	Status       int16
+	WasCancelled bool
+	Cancelled    bool
+}
+
+// TimersCancelOne cancels one timer if it is ready and reports the status it found, in one statement: the row is locked first (waiting for a claim or completion in flight), so the status read is the current one and nothing can change it before the cancel applies. No row: no such timer.
+func (q *Queries) TimersCancelOne(ctx context.Context, id int64) (TimersCancelOneRow, error) {
+	row := q.db.QueryRow(ctx, timersCancelOne, id)
+	var i TimersCancelOneRow
+	err := row.Scan(
+		&i.ID,
+		&i.Status,
+		&i.WasCancelled,
+		&i.Cancelled,
+	)
+	return i, err
 }
 
 const timersClaim = `-- name: TimersClaim :many
@@ -216,7 +254,7 @@ func (q *Queries) TimersEnqueueMany(ctx context.Context, arg TimersEnqueueManyPa
 }
 
 const timersGet = `-- name: TimersGet :one
-select id, queue, topic, payload, due_time, status, priority, run_at, owner_token, locked_until, lease_version, attempts, max_attempts, claimed_at, claimed_by, last_error, created_at, updated_at, finished_at from timers where id = $1
+select id, queue, topic, payload, due_time, status, priority, run_at, owner_token, locked_until, lease_version, attempts, max_attempts, claimed_at, claimed_by, last_error, created_at, updated_at, finished_at, cancelled_at from timers where id = $1
 `
 
 // TimersGet reads one timer.
@@ -243,6 +281,228 @@ func (q *Queries) TimersGet(ctx context.Context, id int64) (Timer, error) {
 		&i.CreatedAt,
 		&i.UpdatedAt,
 		&i.FinishedAt,
+		&i.CancelledAt,
 	)
 	return i, err
+}
+
+const timersList = `-- name: TimersList :many
+select t.id, t.queue, t.topic, t.payload, t.due_time, t.status, t.priority, t.run_at, t.owner_token, t.locked_until, t.lease_version, t.attempts, t.max_attempts, t.claimed_at, t.claimed_by, t.last_error, t.created_at, t.updated_at, t.finished_at, t.cancelled_at from timers t
+where t.id > $1::bigint
+  and ($2::text is null or t.queue = $2::text)
+  and ($3::text is null or t.topic = $3::text)
+  and ($4::text is null or
+       (case when t.status = 3 and t.cancelled_at is not null and t.cancelled_at = t.finished_at then 'cancelled'
+             when t.status = 0 then 'ready' when t.status = 1 then 'in_progress'
+             when t.status = 2 then 'done' else 'failed' end) = $4::text)
+  and ($5::timestamptz is null or t.due_time < $5::timestamptz)
+  and ($6::timestamptz is null or t.due_time >= $6::timestamptz)
+order by t.id
+limit $7::integer
+`
+
+type TimersListParams struct {
+	AfterID   int64
+	Queue     *string
+	Topic     *string
+	State     *string
+	DueBefore *time.Time
+	DueAfter  *time.Time
+	MaxRows   int32
+}
+
+// TimersList lists timers in id order after after_id (keyset pagination), filtered by queue, topic, state (ready, in_progress, done, failed, cancelled) and due time; an operator path that walks the primary key.
+func (q *Queries) TimersList(ctx context.Context, arg TimersListParams) ([]Timer, error) {
+	rows, err := q.db.Query(ctx, timersList,
+		arg.AfterID,
+		arg.Queue,
+		arg.Topic,
+		arg.State,
+		arg.DueBefore,
+		arg.DueAfter,
+		arg.MaxRows,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []Timer
+	for rows.Next() {
+		var i Timer
+		if err := rows.Scan(
+			&i.ID,
+			&i.Queue,
+			&i.Topic,
+			&i.Payload,
+			&i.DueTime,
+			&i.Status,
+			&i.Priority,
+			&i.RunAt,
+			&i.OwnerToken,
+			&i.LockedUntil,
+			&i.LeaseVersion,
+			&i.Attempts,
+			&i.MaxAttempts,
+			&i.ClaimedAt,
+			&i.ClaimedBy,
+			&i.LastError,
+			&i.CreatedAt,
+			&i.UpdatedAt,
+			&i.FinishedAt,
+			&i.CancelledAt,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const timersNextDue = `-- name: TimersNextDue :one
+select ceil(extract(epoch from (r.run_at - now())) * 1000)::bigint as wait_ms
+from timers r
+where r.queue = $1 and r.status = 0
+order by r.run_at
+limit 1
+`
+
+// TimersNextDue returns how many milliseconds (rounded up), on the database clock, until the earliest ready timer of a queue is due (negative: due already); no row when the queue has none. One row of the claim index.
+func (q *Queries) TimersNextDue(ctx context.Context, queue string) (int64, error) {
+	row := q.db.QueryRow(ctx, timersNextDue, queue)
+	var wait_ms int64
+	err := row.Scan(&wait_ms)
+	return wait_ms, err
+}
+
+const timersSchedule = `-- name: TimersSchedule :one
+with ins as (
+    insert into timers (queue, topic, payload, due_time, run_at, priority, max_attempts)
+    select $1, $2, $3, d.due, d.due, $4, $5
+    from (select coalesce($6::timestamptz, now() + ($7::bigint) * interval '1 millisecond') as due) d
+    returning id, due_time
+),
+notified as (
+    select pg_notify('workq_timers', $1::text) as sent
+    from ins
+    where $8::boolean and ins.due_time <= now() + ($9::bigint) * interval '1 millisecond'
+)
+select ins.id, ins.due_time, (ins.due_time <= now())::boolean as due_now
+from ins cross join (select count(*) as n from notified) x
+`
+
+type TimersScheduleParams struct {
+	Queue          string
+	Topic          string
+	Payload        []byte
+	Priority       int16
+	MaxAttempts    int32
+	DueTime        *time.Time
+	DelayMs        int64
+	Notify         bool
+	NotifyWithinMs int64
+}
+
+type TimersScheduleRow struct {
+	ID      int64
+	DueTime time.Time
+	DueNow  bool
+}
+
+// TimersSchedule schedules one timer due at due_time (or now() + delay_ms when due_time is null, on the database clock); with notify it wakes the queue's workers (NOTIFY workq_timers, at commit) when the timer is due within notify_within_ms.
+// A cross join with a count, not a left join: a SELECT CTE that nothing
+// reads never runs (see JobRunsEnqueueMany).
+func (q *Queries) TimersSchedule(ctx context.Context, arg TimersScheduleParams) (TimersScheduleRow, error) {
+	row := q.db.QueryRow(ctx, timersSchedule,
+		arg.Queue,
+		arg.Topic,
+		arg.Payload,
+		arg.Priority,
+		arg.MaxAttempts,
+		arg.DueTime,
+		arg.DelayMs,
+		arg.Notify,
+		arg.NotifyWithinMs,
+	)
+	var i TimersScheduleRow
+	err := row.Scan(&i.ID, &i.DueTime, &i.DueNow)
+	return i, err
+}
+
+const timersScheduleMany = `-- name: TimersScheduleMany :many
+with u as (
+    select unnest($1::text[]) as queue, unnest($2::text[]) as topic, unnest($3::text[]) as payload,
+           unnest($4::timestamptz[]) as due_time, unnest($5::bigint[]) as delay_ms,
+           unnest($6::smallint[]) as priority, unnest($7::integer[]) as max_attempts
+),
+d as materialized (
+    select u.queue, u.topic, u.payload, u.priority, u.max_attempts,
+           case when u.delay_ms < 0 then u.due_time else now() + u.delay_ms * interval '1 millisecond' end as due
+    from u
+),
+ins as (
+    insert into timers (queue, topic, payload, due_time, run_at, priority, max_attempts)
+    select d.queue, d.topic, d.payload::jsonb, d.due, d.due, d.priority, d.max_attempts from d
+    returning id, due_time
+),
+notified as (
+    select pg_notify('workq_timers', q.queue) as sent
+    from (select distinct d.queue from d
+          where d.due <= now() + ($8::bigint) * interval '1 millisecond') q
+    where $9::boolean
+)
+select ins.id, ins.due_time, (ins.due_time <= now())::boolean as due_now
+from ins cross join (select count(*) as n from notified) x
+`
+
+type TimersScheduleManyParams struct {
+	Queues         []string
+	Topics         []string
+	Payloads       []string
+	DueTimes       []time.Time
+	DelaysMs       []int64
+	Priorities     []int16
+	MaxAttempts    []int32
+	NotifyWithinMs int64
+	Notify         bool
+}
+
+type TimersScheduleManyRow struct {
+	ID      int64
+	DueTime time.Time
+	DueNow  bool
+}
+
+// TimersScheduleMany schedules many timers in one statement: each is due at its due_time when its delay_ms is negative, else at now() + delay_ms; with notify it wakes the workers of every queue that has a timer due within notify_within_ms. Ids grow in input order.
+// A cross join, not a left join: see TimersSchedule.
+func (q *Queries) TimersScheduleMany(ctx context.Context, arg TimersScheduleManyParams) ([]TimersScheduleManyRow, error) {
+	rows, err := q.db.Query(ctx, timersScheduleMany,
+		arg.Queues,
+		arg.Topics,
+		arg.Payloads,
+		arg.DueTimes,
+		arg.DelaysMs,
+		arg.Priorities,
+		arg.MaxAttempts,
+		arg.NotifyWithinMs,
+		arg.Notify,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []TimersScheduleManyRow
+	for rows.Next() {
+		var i TimersScheduleManyRow
+		if err := rows.Scan(&i.ID, &i.DueTime, &i.DueNow); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }

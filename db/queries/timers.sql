@@ -17,8 +17,8 @@ from (
 returning id, due_time;
 
 -- name: TimersCancel :many
--- TimersCancel fails timers that have not started yet (ready) with last_error cancelled, and returns the ids it cancelled.
-update timers set status = 3, last_error = 'cancelled', finished_at = now(), updated_at = now()
+-- TimersCancel cancels the ready timers among ids (status failed, last_error cancelled, cancelled_at = finished_at; see migration 00006), and returns the ids it cancelled.
+update timers set status = 3, last_error = 'cancelled', finished_at = now(), cancelled_at = now(), updated_at = now()
 where id = any(@ids::bigint[]) and status = 0
 returning id;
 
@@ -49,3 +49,89 @@ returning j.id, j.topic, j.payload, j.due_time, j.priority, j.run_at, j.attempts
 -- name: TimersGet :one
 -- TimersGet reads one timer.
 select * from timers where id = @id;
+
+-- name: TimersSchedule :one
+-- TimersSchedule schedules one timer due at due_time (or now() + delay_ms when due_time is null, on the database clock); with notify it wakes the queue's workers (NOTIFY workq_timers, at commit) when the timer is due within notify_within_ms.
+with ins as (
+    insert into timers (queue, topic, payload, due_time, run_at, priority, max_attempts)
+    select @queue, @topic, @payload, d.due, d.due, @priority, @max_attempts
+    from (select coalesce(sqlc.narg('due_time')::timestamptz, now() + (@delay_ms::bigint) * interval '1 millisecond') as due) d
+    returning id, due_time
+),
+notified as (
+    select pg_notify('workq_timers', @queue::text) as sent
+    from ins
+    where @notify::boolean and ins.due_time <= now() + (@notify_within_ms::bigint) * interval '1 millisecond'
+)
+-- A cross join with a count, not a left join: a SELECT CTE that nothing
+-- reads never runs (see JobRunsEnqueueMany).
+select ins.id, ins.due_time, (ins.due_time <= now())::boolean as due_now
+from ins cross join (select count(*) as n from notified) x;
+
+-- name: TimersScheduleMany :many
+-- TimersScheduleMany schedules many timers in one statement: each is due at its due_time when its delay_ms is negative, else at now() + delay_ms; with notify it wakes the workers of every queue that has a timer due within notify_within_ms. Ids grow in input order.
+with u as (
+    select unnest(@queues::text[]) as queue, unnest(@topics::text[]) as topic, unnest(@payloads::text[]) as payload,
+           unnest(@due_times::timestamptz[]) as due_time, unnest(@delays_ms::bigint[]) as delay_ms,
+           unnest(@priorities::smallint[]) as priority, unnest(@max_attempts::integer[]) as max_attempts
+),
+d as materialized (
+    select u.queue, u.topic, u.payload, u.priority, u.max_attempts,
+           case when u.delay_ms < 0 then u.due_time else now() + u.delay_ms * interval '1 millisecond' end as due
+    from u
+),
+ins as (
+    insert into timers (queue, topic, payload, due_time, run_at, priority, max_attempts)
+    select d.queue, d.topic, d.payload::jsonb, d.due, d.due, d.priority, d.max_attempts from d
+    returning id, due_time
+),
+notified as (
+    select pg_notify('workq_timers', q.queue) as sent
+    from (select distinct d.queue from d
+          where d.due <= now() + (@notify_within_ms::bigint) * interval '1 millisecond') q
+    where @notify::boolean
+)
+-- A cross join, not a left join: see TimersSchedule.
+select ins.id, ins.due_time, (ins.due_time <= now())::boolean as due_now
+from ins cross join (select count(*) as n from notified) x;
+
+-- name: TimersCancelOne :one
+-- TimersCancelOne cancels one timer if it is ready and reports the status it found, in one statement: the row is locked first (waiting for a claim or completion in flight), so the status read is the current one and nothing can change it before the cancel applies. No row: no such timer.
+with cur as materialized (
+    select t.id, t.status, t.finished_at, t.cancelled_at from timers t
+    where t.id = @id
+    for no key update
+),
+cancelled as (
+    update timers t set status = 3, last_error = 'cancelled', finished_at = now(), cancelled_at = now(), updated_at = now()
+    from cur
+    where t.id = cur.id and cur.status = 0
+    returning t.id
+)
+select cur.id, cur.status,
+       (cur.status = 3 and cur.cancelled_at is not null and cur.cancelled_at = cur.finished_at)::boolean as was_cancelled,
+       (select count(*) from cancelled)::bigint = 1 as cancelled
+from cur;
+
+-- name: TimersNextDue :one
+-- TimersNextDue returns how many milliseconds (rounded up), on the database clock, until the earliest ready timer of a queue is due (negative: due already); no row when the queue has none. One row of the claim index.
+select ceil(extract(epoch from (r.run_at - now())) * 1000)::bigint as wait_ms
+from timers r
+where r.queue = @queue and r.status = 0
+order by r.run_at
+limit 1;
+
+-- name: TimersList :many
+-- TimersList lists timers in id order after after_id (keyset pagination), filtered by queue, topic, state (ready, in_progress, done, failed, cancelled) and due time; an operator path that walks the primary key.
+select t.* from timers t
+where t.id > @after_id::bigint
+  and (sqlc.narg('queue')::text is null or t.queue = sqlc.narg('queue')::text)
+  and (sqlc.narg('topic')::text is null or t.topic = sqlc.narg('topic')::text)
+  and (sqlc.narg('state')::text is null or
+       (case when t.status = 3 and t.cancelled_at is not null and t.cancelled_at = t.finished_at then 'cancelled'
+             when t.status = 0 then 'ready' when t.status = 1 then 'in_progress'
+             when t.status = 2 then 'done' else 'failed' end) = sqlc.narg('state')::text)
+  and (sqlc.narg('due_before')::timestamptz is null or t.due_time < sqlc.narg('due_before')::timestamptz)
+  and (sqlc.narg('due_after')::timestamptz is null or t.due_time >= sqlc.narg('due_after')::timestamptz)
+order by t.id
+limit @max_rows::integer;

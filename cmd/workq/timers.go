@@ -1,0 +1,318 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/workq/workq"
+	"github.com/workq/workq/config"
+	"github.com/workq/workq/timers"
+)
+
+func newTimersCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "timers schedule|cancel|list|show",
+		Short: "Schedule, cancel, list and show durable timers",
+		Args:  cobra.NoArgs,
+	}
+	cmd.AddCommand(newTimersScheduleCmd(), newTimersCancelCmd(), newTimersListCmd(), newTimersShowCmd())
+	return cmd
+}
+
+func newTimersScheduleCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "schedule --topic T (--at TIME | --in DURATION) [--queue Q] [--payload JSON|@FILE|-] [--max-attempts N] [--json]",
+		Short: "Schedule one timer and print its id",
+		Args:  cobra.NoArgs,
+	}
+	cfg := bindConfig(cmd, "database-url", "max-attempts", "max-payload", "notify-debounce")
+	var (
+		timer   timers.Timer
+		payload string
+		at      string
+		in      time.Duration
+		asJSON  bool
+	)
+	f := cmd.Flags()
+	f.StringVar(&timer.Topic, "topic", "", "topic (selects the handler); required")
+	f.StringVar(&timer.Queue, "queue", "default", "queue name")
+	f.StringVar(&payload, "payload", "{}", "JSON object; @FILE reads it from a file, - from standard input")
+	f.StringVar(&at, "at", "", "due at this RFC 3339 time (a time in the past is due now)")
+	f.DurationVar(&in, "in", 0, "due after this duration from now on the database clock (e.g. 90s, 2h)")
+	f.BoolVar(&asJSON, "json", false, "print JSON")
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		if timer.Topic == "" {
+			return fmt.Errorf("--topic is required")
+		}
+		if timer.Queue == "" {
+			return fmt.Errorf("--queue must not be empty: a queue name is 1-128 of A-Z a-z 0-9 _ . : - (omit --queue for %q)", "default")
+		}
+		switch {
+		case f.Changed("at") && f.Changed("in"):
+			return fmt.Errorf("give --at or --in, not both")
+		case f.Changed("at"):
+			t, err := time.Parse(time.RFC3339Nano, at)
+			if err != nil {
+				return fmt.Errorf("--at %q is not an RFC 3339 time (e.g. 2026-01-02T15:04:05Z)", at)
+			}
+			if t.IsZero() {
+				return fmt.Errorf("--at %q is the zero time; give a real time, or a past one for a timer due now", at)
+			}
+			timer.DueTime = t
+		case f.Changed("in"):
+			if in <= 0 {
+				return fmt.Errorf("--in must be positive, got %s (for a timer due now, --at with the current time)", in)
+			}
+			timer.Delay = in
+		default:
+			return fmt.Errorf("give --at TIME or --in DURATION: when the timer is due")
+		}
+		if cfg.MaxAttempts < 1 || cfg.MaxAttempts > 1000 {
+			return fmt.Errorf("--max-attempts must be between 1 and 1000, got %d", cfg.MaxAttempts)
+		}
+		if cfg.MaxPayload < 1 || cfg.MaxPayload > config.MaxPayloadCeiling {
+			return fmt.Errorf("--max-payload must be between 1 and %d bytes, got %d", config.MaxPayloadCeiling, cfg.MaxPayload)
+		}
+		raw, err := readPayload(payload, cmd.InOrStdin(), cfg.MaxPayload)
+		if err == nil {
+			err = workq.CheckPayload(raw, cfg.MaxPayload)
+		}
+		if err != nil {
+			if payload == "-" || strings.HasPrefix(payload, "@") {
+				err = fmt.Errorf("--payload %s: %w", payload, err)
+			} else {
+				err = fmt.Errorf("--payload: %w", err)
+			}
+			var tooLarge *workq.PayloadTooLargeError
+			if errors.As(err, &tooLarge) {
+				err = fmt.Errorf("%w (the limit is --max-payload or WORKQ_MAX_PAYLOAD)", err)
+			}
+			return err
+		}
+		timer.Payload = raw
+		timer.MaxAttempts = cfg.MaxAttempts
+		client := timers.NewClient(timers.ClientOptions{NotifyDebounce: cfg.NotifyDebounce, MaxPayloadBytes: cfg.MaxPayload})
+		if err := client.Validate(timer); err != nil {
+			return err
+		}
+		ctx := cmd.Context()
+		pool, done, err := connect(ctx, cfg, newLogger(cfg, cmd.ErrOrStderr()), false)
+		if err != nil {
+			return err
+		}
+		defer done()
+		res, err := client.Schedule(ctx, pool, timer)
+		if err != nil {
+			return err
+		}
+		if asJSON {
+			return printJSON(cmd.OutOrStdout(), map[string]any{"id": res.ID, "due_time": res.DueTime, "due_now": res.DueNow})
+		}
+		fmt.Fprintln(cmd.OutOrStdout(), res.ID)
+		return nil
+	}
+	return cmd
+}
+
+func parseTimerID(s string) (int64, error) {
+	id, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || id < 1 {
+		return 0, fmt.Errorf("timer id must be a positive whole number, got %q", s)
+	}
+	return id, nil
+}
+
+func newTimersCancelCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "cancel ID [--json]",
+		Short: "Cancel a timer that no worker has claimed yet",
+		Long: "Cancel a timer that no worker has claimed yet. Cancelling a cancelled timer succeeds again.\n" +
+			"Exits non-zero, saying why, when the timer is claimed (in progress), finished (done or failed) or unknown.",
+		Args: cobra.ExactArgs(1),
+	}
+	cfg := bindConfig(cmd, "database-url")
+	asJSON := cmd.Flags().Bool("json", false, "print JSON")
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		id, err := parseTimerID(args[0])
+		if err != nil {
+			return err
+		}
+		ctx := cmd.Context()
+		pool, done, err := connect(ctx, cfg, newLogger(cfg, cmd.ErrOrStderr()), false)
+		if err != nil {
+			return err
+		}
+		defer done()
+		if err := timers.NewClient(timers.ClientOptions{}).Cancel(ctx, pool, id); err != nil {
+			return err
+		}
+		if *asJSON {
+			return printJSON(cmd.OutOrStdout(), map[string]any{"id": id, "state": timers.StateCancelled})
+		}
+		fmt.Fprintf(cmd.OutOrStdout(), "timer %d cancelled\n", id)
+		return nil
+	}
+	return cmd
+}
+
+func newTimersListCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "list [--queue Q] [--topic T] [--state S] [--due-before TIME] [--due-after TIME] [--after-id ID] [--limit N] [--json]",
+		Short: "List timers in id order (keyset pagination with --after-id)",
+		Args:  cobra.NoArgs,
+	}
+	cfg := bindConfig(cmd, "database-url")
+	var (
+		filter              timers.Filter
+		dueBefore, dueAfter string
+		asJSON              bool
+	)
+	f := cmd.Flags()
+	f.StringVar(&filter.Queue, "queue", "", "only this queue")
+	f.StringVar(&filter.Topic, "topic", "", "only this topic")
+	f.StringVar(&filter.State, "state", "", "only this state: "+strings.Join(timers.States, ", "))
+	f.StringVar(&dueBefore, "due-before", "", "only timers due before this RFC 3339 time")
+	f.StringVar(&dueAfter, "due-after", "", "only timers due at or after this RFC 3339 time")
+	f.Int64Var(&filter.AfterID, "after-id", 0, "only ids greater than this (the last id of the previous page)")
+	f.IntVar(&filter.Limit, "limit", 100, fmt.Sprintf("at most this many (1-%d)", timers.MaxListLimit))
+	f.BoolVar(&asJSON, "json", false, "print JSON")
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		for _, p := range []struct {
+			name, val string
+			to        *time.Time
+		}{{"--due-before", dueBefore, &filter.DueBefore}, {"--due-after", dueAfter, &filter.DueAfter}} {
+			if p.val == "" {
+				continue
+			}
+			t, err := time.Parse(time.RFC3339Nano, p.val)
+			if err != nil {
+				return fmt.Errorf("%s %q is not an RFC 3339 time (e.g. 2026-01-02T15:04:05Z)", p.name, p.val)
+			}
+			*p.to = t
+		}
+		if filter.Limit < 1 || filter.Limit > timers.MaxListLimit {
+			return fmt.Errorf("--limit must be between 1 and %d, got %d", timers.MaxListLimit, filter.Limit)
+		}
+		if filter.AfterID < 0 {
+			return fmt.Errorf("--after-id must not be negative, got %d", filter.AfterID)
+		}
+		if f.Changed("state") && filter.State == "" || filter.State != "" && !validState(filter.State) {
+			return fmt.Errorf("--state %q is not one of %s", filter.State, strings.Join(timers.States, ", "))
+		}
+		if f.Changed("queue") && !config.ValidName(filter.Queue) {
+			return fmt.Errorf("--queue %q is not a valid name (1-128 of A-Z a-z 0-9 _ . : -)", filter.Queue)
+		}
+		ctx := cmd.Context()
+		pool, done, err := connect(ctx, cfg, newLogger(cfg, cmd.ErrOrStderr()), false)
+		if err != nil {
+			return err
+		}
+		defer done()
+		list, err := timers.List(ctx, pool, filter)
+		if err != nil {
+			return err
+		}
+		if asJSON {
+			if list == nil {
+				list = []timers.Info{}
+			}
+			return printJSON(cmd.OutOrStdout(), list)
+		}
+		tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "ID\tQUEUE\tTOPIC\tSTATE\tDUE\tATTEMPTS\tLAST ERROR")
+		for _, t := range list {
+			fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%d/%d\t%s\n", t.ID, t.Queue, t.Topic, t.State,
+				t.DueTime.UTC().Format(time.RFC3339Nano), t.Attempts, t.MaxAttempts, shortText(t.LastError))
+		}
+		return tw.Flush()
+	}
+	return cmd
+}
+
+func validState(s string) bool {
+	for _, x := range timers.States {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+func shortText(s string) string {
+	s = strings.ReplaceAll(s, "\n", " ")
+	if len(s) > 60 {
+		return s[:57] + "..."
+	}
+	return s
+}
+
+func newTimersShowCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "show ID [--json]",
+		Short: "Show one timer and its attempts from the run archive",
+		Args:  cobra.ExactArgs(1),
+	}
+	cfg := bindConfig(cmd, "database-url")
+	asJSON := cmd.Flags().Bool("json", false, "print JSON")
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		id, err := parseTimerID(args[0])
+		if err != nil {
+			return err
+		}
+		ctx := cmd.Context()
+		pool, done, err := connect(ctx, cfg, newLogger(cfg, cmd.ErrOrStderr()), false)
+		if err != nil {
+			return err
+		}
+		defer done()
+		info, err := timers.Get(ctx, pool, id)
+		if err != nil {
+			return err
+		}
+		attempts, err := timers.Attempts(ctx, pool, id)
+		if err != nil {
+			return err
+		}
+		if attempts == nil {
+			attempts = []timers.Attempt{}
+		}
+		if *asJSON {
+			return printJSON(cmd.OutOrStdout(), struct {
+				timers.Info
+				History []timers.Attempt `json:"history"`
+			}{info, attempts})
+		}
+		w := cmd.OutOrStdout()
+		fmt.Fprintf(w, "id:           %d\nqueue:        %s\ntopic:        %s\nstate:        %s\n", info.ID, info.Queue, info.Topic, info.State)
+		fmt.Fprintf(w, "due:          %s\nnext run at:  %s\nattempts:     %d of %d\n", info.DueTime.UTC().Format(time.RFC3339Nano),
+			info.RunAt.UTC().Format(time.RFC3339Nano), info.Attempts, info.MaxAttempts)
+		if info.LastError != "" {
+			fmt.Fprintf(w, "last error:   %s\n", info.LastError)
+		}
+		if info.ClaimedAt != nil && info.State == timers.StateInProgress {
+			fmt.Fprintf(w, "claimed:      %s by %s\n", info.ClaimedAt.UTC().Format(time.RFC3339Nano), info.ClaimedBy)
+		}
+		if info.CancelledAt != nil && info.State == timers.StateCancelled {
+			fmt.Fprintf(w, "cancelled:    %s\n", info.CancelledAt.UTC().Format(time.RFC3339Nano))
+		}
+		fmt.Fprintf(w, "payload:      %s\n", info.Payload)
+		if len(attempts) > 0 {
+			fmt.Fprintln(w, "history:")
+			tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "  ATTEMPT\tOUTCOME\tWORKER\tSTARTED\tFINISHED\tERROR")
+			for _, a := range attempts {
+				fmt.Fprintf(tw, "  %d\t%s\t%s\t%s\t%s\t%s\n", a.Attempt, a.Outcome, a.WorkerID,
+					a.StartedAt.UTC().Format(time.RFC3339Nano), a.FinishedAt.UTC().Format(time.RFC3339Nano), shortText(a.Error))
+			}
+			return tw.Flush()
+		}
+		return nil
+	}
+	return cmd
+}

@@ -1,0 +1,126 @@
+package timers_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/workq/workq/config"
+	"github.com/workq/workq/internal/testdb"
+	"github.com/workq/workq/timers"
+	"github.com/workq/workq/worker"
+)
+
+func examplePool() (*pgxpool.Pool, func()) {
+	url, drop, err := testdb.NewDatabase()
+	if err != nil {
+		panic(err)
+	}
+	pool, err := pgxpool.New(context.Background(), url)
+	if err != nil {
+		panic(err)
+	}
+	return pool, func() { pool.Close(); _ = drop() }
+}
+
+// Schedule a timer inside the transaction that writes the business change,
+// and handle it on the shared runtime when it falls due.
+func Example() {
+	pool, cleanup := examplePool()
+	defer cleanup()
+	ctx := context.Background()
+
+	p := timers.NewProcessor()
+	fired := make(chan string, 1)
+	if err := p.Handle("trial.expired", func(ctx context.Context, job *worker.Job) error {
+		var t struct{ Account string }
+		if err := job.Decode(&t); err != nil {
+			return err
+		}
+		fired <- t.Account
+		return nil // done; an error retries with backoff
+	}); err != nil {
+		panic(err)
+	}
+	w, err := worker.New(pool, config.Default(), worker.Options{})
+	if err != nil {
+		panic(err)
+	}
+	if err := w.AddSource(p.Source("default")); err != nil {
+		panic(err)
+	}
+	if err := w.Start(ctx); err != nil {
+		panic(err)
+	}
+	defer w.Stop(ctx)
+
+	client := timers.NewClient(timers.ClientOptions{})
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		panic(err)
+	}
+	// ... the caller's own writes in tx ...
+	if _, err := client.Schedule(ctx, tx, timers.Timer{
+		Topic: "trial.expired", Delay: 200 * time.Millisecond, Payload: map[string]string{"account": "acme"},
+	}); err != nil {
+		panic(err)
+	}
+	if err := tx.Commit(ctx); err != nil { // the timer exists if and only if this commits
+		panic(err)
+	}
+	fmt.Println("trial expired for", <-fired)
+	// Output: trial expired for acme
+}
+
+// Cancel succeeds while no worker has claimed the timer, and says why not
+// otherwise.
+func ExampleClient_Cancel() {
+	pool, cleanup := examplePool()
+	defer cleanup()
+	ctx := context.Background()
+	client := timers.NewClient(timers.ClientOptions{})
+
+	s, err := client.Schedule(ctx, pool, timers.Timer{Topic: "reminder", Delay: time.Hour})
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println(client.Cancel(ctx, pool, s.ID))
+	fmt.Println(client.Cancel(ctx, pool, s.ID)) // idempotent
+	info, _ := timers.Get(ctx, pool, s.ID)
+	fmt.Println(info.State)
+	err = client.Cancel(ctx, pool, 12345)
+	fmt.Println(errors.Is(err, timers.ErrNotFound))
+	// Output:
+	// <nil>
+	// <nil>
+	// cancelled
+	// true
+}
+
+// ScheduleMany writes many timers in one statement; a bad one rejects the
+// batch and nothing is written.
+func ExampleClient_ScheduleMany() {
+	pool, cleanup := examplePool()
+	defer cleanup()
+	ctx := context.Background()
+	client := timers.NewClient(timers.ClientOptions{})
+
+	due := time.Date(2030, 1, 1, 9, 0, 0, 0, time.UTC)
+	out, err := client.ScheduleMany(ctx, pool, []timers.Timer{
+		{Topic: "report", DueTime: due},
+		{Topic: "report", DueTime: due.Add(24 * time.Hour)},
+	})
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println(len(out), out[0].DueTime.UTC(), out[1].DueTime.UTC())
+
+	_, err = client.ScheduleMany(ctx, pool, []timers.Timer{{Topic: "report", DueTime: due}, {Topic: ""}})
+	fmt.Println(errors.Is(err, timers.ErrInvalid))
+	// Output:
+	// 2 2030-01-01 09:00:00 +0000 UTC 2030-01-02 09:00:00 +0000 UTC
+	// true
+}

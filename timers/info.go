@@ -1,0 +1,190 @@
+package timers
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/workq/workq"
+	"github.com/workq/workq/config"
+	"github.com/workq/workq/db/gen"
+	"github.com/workq/workq/lease"
+)
+
+// States a timer is listed in: the four lease states, with a cancelled
+// timer (failed by Cancel) told apart from one that failed.
+const (
+	StateReady      = "ready"
+	StateInProgress = "in_progress"
+	StateDone       = "done"
+	StateFailed     = "failed"
+	StateCancelled  = "cancelled"
+)
+
+// States lists every state, for validation and help texts.
+var States = []string{StateReady, StateInProgress, StateDone, StateFailed, StateCancelled}
+
+// Info is a stored timer.
+type Info struct {
+	ID          int64           `json:"id"`
+	Queue       string          `json:"queue"`
+	Topic       string          `json:"topic"`
+	Payload     json.RawMessage `json:"payload"`
+	DueTime     time.Time       `json:"due_time"`
+	State       string          `json:"state"`
+	Status      lease.Status    `json:"status"`
+	Priority    int16           `json:"priority"`
+	RunAt       time.Time       `json:"run_at"` // when it may next be claimed: the due time, or later after a retry
+	Attempts    int32           `json:"attempts"`
+	MaxAttempts int32           `json:"max_attempts"`
+	LastError   string          `json:"last_error,omitempty"`
+	ClaimedAt   *time.Time      `json:"claimed_at,omitempty"`
+	ClaimedBy   string          `json:"claimed_by,omitempty"`
+	LockedUntil *time.Time      `json:"locked_until,omitempty"`
+	CreatedAt   time.Time       `json:"created_at"`
+	UpdatedAt   time.Time       `json:"updated_at"`
+	FinishedAt  *time.Time      `json:"finished_at,omitempty"`
+	CancelledAt *time.Time      `json:"cancelled_at,omitempty"`
+}
+
+// stateOf names a row's state; cancelled is failed with cancelled_at equal
+// to finished_at (migration 00006 says why).
+func stateOf(status int16, finished, cancelled *time.Time) string {
+	switch lease.Status(status) {
+	case lease.StatusReady:
+		return StateReady
+	case lease.StatusInProgress:
+		return StateInProgress
+	case lease.StatusDone:
+		return StateDone
+	}
+	if finished != nil && cancelled != nil && finished.Equal(*cancelled) {
+		return StateCancelled
+	}
+	return StateFailed
+}
+
+func infoOf(t gen.Timer) Info {
+	return Info{
+		ID: t.ID, Queue: t.Queue, Topic: t.Topic, Payload: t.Payload, DueTime: t.DueTime,
+		State: stateOf(t.Status, t.FinishedAt, t.CancelledAt), Status: lease.Status(t.Status), Priority: t.Priority,
+		RunAt: t.RunAt, Attempts: t.Attempts, MaxAttempts: t.MaxAttempts, LastError: deref(t.LastError),
+		ClaimedAt: t.ClaimedAt, ClaimedBy: deref(t.ClaimedBy), LockedUntil: t.LockedUntil,
+		CreatedAt: t.CreatedAt, UpdatedAt: t.UpdatedAt, FinishedAt: t.FinishedAt, CancelledAt: t.CancelledAt,
+	}
+}
+
+// Get reads timer id; an unknown id returns an error wrapping ErrNotFound.
+func Get(ctx context.Context, db workq.DB, id int64) (Info, error) {
+	t, err := gen.New(db).TimersGet(ctx, id)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Info{}, fmt.Errorf("timer %d: %w", id, ErrNotFound)
+	}
+	if err != nil {
+		return Info{}, fmt.Errorf("read timer %d: %w", id, err)
+	}
+	return infoOf(t), nil
+}
+
+// Attempt is one finished attempt of a timer, from the run archive.
+type Attempt struct {
+	RunID      uuid.UUID `json:"run_id"`
+	Attempt    int32     `json:"attempt"`
+	Outcome    string    `json:"outcome"` // done, retry, failed, released, snoozed, expired, revived
+	Error      string    `json:"error,omitempty"`
+	WorkerID   string    `json:"worker_id"`
+	StartedAt  time.Time `json:"started_at"`
+	FinishedAt time.Time `json:"finished_at"`
+}
+
+// Attempts lists the archived attempts of timer id in claim order (the
+// attempt in progress, if any, is on the timer itself: ClaimedAt, ClaimedBy).
+func Attempts(ctx context.Context, db workq.DB, id int64) ([]Attempt, error) {
+	rows, err := gen.New(db).RunsListByItem(ctx, string(lease.Timers), id)
+	if err != nil {
+		return nil, fmt.Errorf("read attempts of timer %d: %w", id, err)
+	}
+	out := make([]Attempt, len(rows))
+	for i, r := range rows {
+		out[i] = Attempt{RunID: r.RunID, Attempt: r.Attempt, Outcome: r.Outcome, Error: deref(r.Error),
+			WorkerID: r.WorkerID, StartedAt: r.StartedAt, FinishedAt: r.FinishedAt}
+	}
+	return out, nil
+}
+
+// Filter selects timers for List; zero fields do not filter.
+type Filter struct {
+	Queue     string
+	Topic     string
+	State     string    // one of States
+	DueBefore time.Time // due_time < DueBefore
+	DueAfter  time.Time // due_time >= DueAfter
+	AfterID   int64     // keyset pagination: ids greater than this
+	Limit     int       // 1 to 10000; 0 means 100
+}
+
+// MaxListLimit is the most timers one List returns.
+const MaxListLimit = 10000
+
+// List returns timers in id order that match f, at most f.Limit of them;
+// pass the last id as the next page's AfterID. Bad filters return an error
+// wrapping ErrInvalid.
+func List(ctx context.Context, db workq.DB, f Filter) ([]Info, error) {
+	arg := gen.TimersListParams{AfterID: f.AfterID, MaxRows: int32(f.Limit)}
+	if f.Limit == 0 {
+		arg.MaxRows = 100
+	}
+	if f.Limit < 0 || f.Limit > MaxListLimit {
+		return nil, fmt.Errorf("%w: limit must be between 1 and %d, got %d", ErrInvalid, MaxListLimit, f.Limit)
+	}
+	if f.AfterID < 0 {
+		return nil, fmt.Errorf("%w: after id must not be negative, got %d", ErrInvalid, f.AfterID)
+	}
+	if f.Queue != "" {
+		if !config.ValidName(f.Queue) {
+			return nil, fmt.Errorf("%w: queue %q is not a valid name (1-128 of A-Z a-z 0-9 _ . : -)", ErrInvalid, f.Queue)
+		}
+		arg.Queue = &f.Queue
+	}
+	if f.Topic != "" {
+		arg.Topic = &f.Topic
+	}
+	if f.State != "" {
+		ok := false
+		for _, s := range States {
+			ok = ok || s == f.State
+		}
+		if !ok {
+			return nil, fmt.Errorf("%w: state %q is not one of %v", ErrInvalid, f.State, States)
+		}
+		arg.State = &f.State
+	}
+	if !f.DueBefore.IsZero() {
+		arg.DueBefore = &f.DueBefore
+	}
+	if !f.DueAfter.IsZero() {
+		arg.DueAfter = &f.DueAfter
+	}
+	rows, err := gen.New(db).TimersList(ctx, arg)
+	if err != nil {
+		return nil, fmt.Errorf("list timers: %w", err)
+	}
+	out := make([]Info, len(rows))
+	for i, r := range rows {
+		out[i] = infoOf(r)
+	}
+	return out, nil
+}
+
+func deref[T any](p *T) T {
+	var zero T
+	if p == nil {
+		return zero
+	}
+	return *p
+}

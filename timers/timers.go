@@ -1,0 +1,307 @@
+// Package timers schedules durable timers in PostgreSQL: a topic, a JSON
+// payload and a due time. Schedule on a pool, or inside the caller's own pgx
+// transaction (the timer exists if and only if that transaction commits);
+// cancel a timer by id while it has not been claimed; work due timers on the
+// shared runtime (package worker) with a Processor. A timer is claimed only
+// once it is due, by the database clock, and retried with the runtime's
+// backoff like every other kind of work. docs/timers.md has the semantics.
+package timers
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/workq/workq"
+	"github.com/workq/workq/config"
+	"github.com/workq/workq/db/gen"
+	"github.com/workq/workq/internal/notify"
+	"github.com/workq/workq/lease"
+	"github.com/workq/workq/worker"
+)
+
+// Errors of Cancel; each is wrapped with the timer's id. ErrInvalid
+// (workq.ErrInvalid) is returned for bad input to Schedule, ScheduleMany and
+// List, which then write nothing.
+var (
+	// ErrNotFound: no timer has the id (never scheduled, rolled back, or
+	// removed by retention).
+	ErrNotFound = errors.New("timer not found")
+	// ErrClaimed: the timer is in progress (a worker claimed it); it can no
+	// longer be cancelled. Its handler's result decides what happens next.
+	ErrClaimed = errors.New("timer is claimed (in progress) and can no longer be cancelled")
+	// ErrFinished: the timer already finished, done or failed; there is
+	// nothing left to cancel. (A timer that was already cancelled is not an
+	// error: Cancel is idempotent.)
+	ErrFinished = errors.New("timer already finished")
+	// ErrInvalid is workq.ErrInvalid: the request was rejected and changed nothing.
+	ErrInvalid = workq.ErrInvalid
+)
+
+// Timer describes a timer to schedule.
+type Timer struct {
+	Queue string // default "default"
+	Topic string // required: selects the handler (worker.ValidTopic)
+	// Payload is a JSON object: a struct or map to marshal, or raw JSON as
+	// json.RawMessage or []byte; nil means {}. Its size limit is the
+	// client's (ClientOptions.MaxPayloadBytes), as for job payloads.
+	Payload any
+	// Exactly one of DueTime and Delay. DueTime is absolute; a due time in
+	// the past means due now (it keeps the time given, and sorts before
+	// timers due later). Delay is counted from now on the database clock,
+	// never the caller's; it must be positive.
+	DueTime     time.Time
+	Delay       time.Duration
+	Priority    int16 // recorded; timers are claimed in due-time order, which priority does not change
+	MaxAttempts int   // 0: the client default (4)
+}
+
+// Scheduled is the outcome of scheduling one timer.
+type Scheduled struct {
+	ID      int64
+	DueTime time.Time // as stored (database clock for a Delay)
+	DueNow  bool      // due at or before the moment it was written
+}
+
+// Client schedules and cancels timers. It is safe for concurrent use; share
+// one per process so NOTIFY debouncing works across goroutines.
+type Client struct {
+	maxAttempts  int
+	maxPayload   int
+	notifyWithin time.Duration
+	notify       *notify.Debouncer
+}
+
+// ClientOptions configure a Client; zero values take the defaults.
+type ClientOptions struct {
+	MaxAttempts     int           // default max attempts of timers that do not set one (4)
+	NotifyDebounce  time.Duration // at most one NOTIFY per queue per this (5ms); negative disables NOTIFY
+	MaxPayloadBytes int           // payload limit in bytes of JSON text (0: 1 MiB; see workq.ClientOptions)
+	// NotifyWithin: a timer due within this of now (database clock) wakes
+	// the queue's workers with NOTIFY; one due later is found by the
+	// workers themselves (see docs/timers.md). Default: the workers'
+	// default poll interval (1s). Negative: only timers due now notify.
+	NotifyWithin time.Duration
+}
+
+// NewClient returns a Client.
+func NewClient(o ClientOptions) *Client {
+	d := config.Default()
+	if o.MaxAttempts == 0 {
+		o.MaxAttempts = d.MaxAttempts
+	}
+	if o.NotifyDebounce == 0 {
+		o.NotifyDebounce = d.NotifyDebounce
+	}
+	if o.MaxPayloadBytes == 0 {
+		o.MaxPayloadBytes = d.MaxPayload
+	}
+	if o.NotifyWithin == 0 {
+		o.NotifyWithin = d.Poll
+	}
+	if o.NotifyWithin < 0 {
+		o.NotifyWithin = 0
+	}
+	return &Client{maxAttempts: o.MaxAttempts, maxPayload: o.MaxPayloadBytes, notifyWithin: o.NotifyWithin,
+		notify: notify.New(o.NotifyDebounce)}
+}
+
+type prepared struct {
+	queue, topic string
+	payload      []byte
+	priority     int16
+	dueTime      *time.Time
+	delayMs      int64
+	maxAttempts  int32
+}
+
+func (c *Client) prepare(t Timer) (prepared, error) {
+	p := prepared{queue: t.Queue, topic: t.Topic, priority: t.Priority}
+	if p.queue == "" {
+		p.queue = "default"
+	}
+	if !config.ValidName(p.queue) {
+		return p, fmt.Errorf("%w: queue %q is not a valid name (1-128 of A-Z a-z 0-9 _ . : -)", ErrInvalid, p.queue)
+	}
+	if !worker.ValidTopic(p.topic) {
+		return p, fmt.Errorf("%w: topic %q is not valid (1-256 bytes of UTF-8 without control characters)", ErrInvalid, p.topic)
+	}
+	payload, err := encodePayload(t.Payload, c.maxPayload)
+	if err != nil {
+		return p, err
+	}
+	p.payload = payload
+	switch {
+	case !t.DueTime.IsZero() && t.Delay != 0:
+		return p, fmt.Errorf("%w: set DueTime or Delay, not both", ErrInvalid)
+	case t.DueTime.IsZero() && t.Delay == 0:
+		return p, fmt.Errorf("%w: set DueTime or Delay (for a timer due now, a DueTime of time.Now() or earlier)", ErrInvalid)
+	case t.Delay < 0:
+		return p, fmt.Errorf("%w: delay %s is negative (a due time in the past is DueTime)", ErrInvalid, t.Delay)
+	case !t.DueTime.IsZero():
+		d := t.DueTime
+		p.dueTime = &d
+	default:
+		p.delayMs = int64(math.Ceil(float64(t.Delay) / float64(time.Millisecond)))
+	}
+	attempts := t.MaxAttempts
+	if attempts == 0 {
+		attempts = c.maxAttempts
+	}
+	if attempts < 1 || attempts > 1000 {
+		return p, fmt.Errorf("%w: max attempts must be between 1 and 1000, got %d", ErrInvalid, attempts)
+	}
+	p.maxAttempts = int32(attempts)
+	return p, nil
+}
+
+// encodePayload returns the JSON text of a payload, checked by
+// workq.CheckPayload: nil is {}, raw JSON is taken as it is, anything else
+// is marshaled.
+func encodePayload(v any, maxBytes int) ([]byte, error) {
+	var raw []byte
+	switch p := v.(type) {
+	case nil:
+		raw = []byte("{}")
+	case json.RawMessage:
+		raw = p
+	case []byte:
+		raw = p
+	default:
+		b, err := json.Marshal(v)
+		if err != nil {
+			return nil, fmt.Errorf("%w: payload is not JSON-marshalable: %v", ErrInvalid, err)
+		}
+		raw = b
+	}
+	return raw, workq.CheckPayload(raw, maxBytes)
+}
+
+// soon reports, by the local clock, whether p may be due within
+// notifyWithin; the statement decides on the database clock. Only such
+// timers take a NOTIFY slot of the debouncer, so a far-future timer never
+// suppresses the NOTIFY of a due one written just after it.
+func (c *Client) soon(p prepared) bool {
+	if p.dueTime != nil {
+		return time.Until(*p.dueTime) <= c.notifyWithin
+	}
+	return time.Duration(p.delayMs)*time.Millisecond <= c.notifyWithin
+}
+
+// Validate reports what is wrong with t (an error wrapping ErrInvalid), or
+// nil when Schedule would accept it. It touches no database.
+func (c *Client) Validate(t Timer) error {
+	_, err := c.prepare(t)
+	return err
+}
+
+// Schedule writes one timer on db: a pool, or the caller's transaction (the
+// timer exists if and only if it commits).
+func (c *Client) Schedule(ctx context.Context, db workq.DB, t Timer) (Scheduled, error) {
+	p, err := c.prepare(t)
+	if err != nil {
+		return Scheduled{}, err
+	}
+	row, err := gen.New(db).TimersSchedule(ctx, gen.TimersScheduleParams{
+		Queue: p.queue, Topic: p.topic, Payload: p.payload, Priority: p.priority, MaxAttempts: p.maxAttempts,
+		DueTime: p.dueTime, DelayMs: p.delayMs,
+		Notify: c.soon(p) && c.notify.Should(p.queue), NotifyWithinMs: c.notifyWithin.Milliseconds(),
+	})
+	if err != nil {
+		return Scheduled{}, fmt.Errorf("schedule timer %s/%s: %w", p.queue, p.topic, err)
+	}
+	return Scheduled{ID: row.ID, DueTime: row.DueTime, DueNow: row.DueNow}, nil
+}
+
+// ScheduleMany writes many timers in one statement on db. Every timer is
+// validated first: if one is invalid, the error (wrapping ErrInvalid) names
+// its index and nothing is written. The result has one entry per timer, in
+// order.
+func (c *Client) ScheduleMany(ctx context.Context, db workq.DB, ts []Timer) ([]Scheduled, error) {
+	if len(ts) == 0 {
+		return nil, nil
+	}
+	n := len(ts)
+	arg := gen.TimersScheduleManyParams{
+		Queues: make([]string, n), Topics: make([]string, n), Payloads: make([]string, n),
+		DueTimes: make([]time.Time, n), DelaysMs: make([]int64, n), Priorities: make([]int16, n),
+		MaxAttempts: make([]int32, n), NotifyWithinMs: c.notifyWithin.Milliseconds(),
+	}
+	soon := map[string]bool{}
+	for i, t := range ts {
+		p, err := c.prepare(t)
+		if err != nil {
+			return nil, fmt.Errorf("timer %d: %w", i, err)
+		}
+		arg.Queues[i], arg.Topics[i], arg.Payloads[i] = p.queue, p.topic, string(p.payload)
+		arg.Priorities[i], arg.MaxAttempts[i] = p.priority, p.maxAttempts
+		if p.dueTime != nil {
+			// A negative delay tells the statement to take the due time.
+			arg.DueTimes[i], arg.DelaysMs[i] = *p.dueTime, -1
+		} else {
+			arg.DueTimes[i], arg.DelaysMs[i] = time.Unix(0, 0), p.delayMs
+		}
+		if c.soon(p) {
+			soon[p.queue] = true
+		}
+	}
+	for q := range soon {
+		if c.notify.Should(q) {
+			arg.Notify = true
+		}
+	}
+	rows, err := gen.New(db).TimersScheduleMany(ctx, arg)
+	if err != nil {
+		return nil, fmt.Errorf("schedule %d timers: %w", n, err)
+	}
+	if len(rows) != n {
+		return nil, fmt.Errorf("schedule %d timers: %d rows returned", n, len(rows))
+	}
+	// Identity values are drawn in insertion order, which is input order:
+	// sorting by id restores it whatever order RETURNING used.
+	slices.SortFunc(rows, func(a, b gen.TimersScheduleManyRow) int { return cmp.Compare(a.ID, b.ID) })
+	out := make([]Scheduled, n)
+	for i, r := range rows {
+		out[i] = Scheduled{ID: r.ID, DueTime: r.DueTime, DueNow: r.DueNow}
+	}
+	return out, nil
+}
+
+// Cancel cancels timer id if no worker has claimed it (it is ready, due or
+// not). One statement locks the row and decides, so Cancel and a claim never
+// both win: if Cancel returns nil the timer is never handled (again); a
+// timer a claim got first returns an error wrapping ErrClaimed, or
+// ErrFinished once it has finished. A timer that was already cancelled
+// returns nil (Cancel is idempotent, so a retried Cancel whose first reply
+// was lost succeeds). An unknown id returns ErrNotFound.
+//
+// A cancelled timer is failed (status 3) with last_error "cancelled" and
+// cancelled_at set; List and Get report its State as "cancelled". A timer
+// that is ready again after a failed attempt (waiting for its retry) can be
+// cancelled: its next attempt never runs.
+func (c *Client) Cancel(ctx context.Context, db workq.DB, id int64) error {
+	row, err := gen.New(db).TimersCancelOne(ctx, id)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return fmt.Errorf("cancel timer %d: %w", id, ErrNotFound)
+	}
+	if err != nil {
+		return fmt.Errorf("cancel timer %d: %w", id, err)
+	}
+	switch {
+	case row.Cancelled, row.WasCancelled:
+		return nil
+	case lease.Status(row.Status) == lease.StatusInProgress:
+		return fmt.Errorf("cancel timer %d: %w", id, ErrClaimed)
+	case lease.Status(row.Status) == lease.StatusDone:
+		return fmt.Errorf("cancel timer %d: %w (done)", id, ErrFinished)
+	default:
+		return fmt.Errorf("cancel timer %d: %w (failed)", id, ErrFinished)
+	}
+}

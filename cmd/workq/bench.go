@@ -26,6 +26,14 @@ import (
 
 const benchQueue = "workq-bench"
 
+// The bulk insert paths of the bench (--enqueue-mode): EnqueueManyFast
+// (COPY, the product's fastest bulk path) or EnqueueMany (one INSERT of
+// unnest()ed arrays).
+const (
+	enqueueCopy   = "copy"
+	enqueueUnnest = "unnest"
+)
+
 // benchResult is what `workq bench` reports.
 type benchResult struct {
 	Mode        string  `json:"mode"` // burn-down, continuous, rate
@@ -59,7 +67,7 @@ type benchResult struct {
 
 // benchSettings lists the settings that shape a benchmark run, as
 // (name, value, default value).
-func benchSettings(cfg config.Config) [][3]string {
+func benchSettings(cfg config.Config, enqueueMode string) [][3]string {
 	d := config.Default()
 	gogc := strconv.Itoa(defaultGCPercent)
 	if v, ok := os.LookupEnv("GOGC"); ok {
@@ -75,6 +83,7 @@ func benchSettings(cfg config.Config) [][3]string {
 		{"poll-only", strconv.FormatBool(cfg.PollOnly), strconv.FormatBool(d.PollOnly)},
 		{"max-conns", strconv.Itoa(int(cfg.MaxConns)), strconv.Itoa(int(d.MaxConns))},
 		{"GOGC", gogc, strconv.Itoa(defaultGCPercent)},
+		{"enqueue-mode", enqueueMode, enqueueCopy},
 	}
 }
 
@@ -84,7 +93,8 @@ func newBenchCmd() *cobra.Command {
 		Short: "Benchmark the job-run worker with a no-op handler (counts only committed completions)",
 		Long: `Modes:
   burn-down   -n N: insert N jobs, then work them all (default, N=200000)
-  continuous  --duration D: a producer keeps a backlog topped up while the worker runs
+  continuous  --duration D: a producer keeps a backlog topped up while the worker runs, with
+              EnqueueManyFast (COPY) of 1000 jobs, or EnqueueMany with --enqueue-mode unnest
   rate        --duration D --rate R: enqueue R jobs/s one by one (with NOTIFY) and report pickup latency
               and the ready backlog; with --enqueue-batch N, one EnqueueMany of N jobs every N/R
               seconds instead (a paced, batched producer in the same process)
@@ -103,6 +113,8 @@ the handler sleep, so slots stay busy as with real work.`,
 	produceOnly := f.Bool("produce-only", false, "only enqueue noop jobs, for a separate 'workq worker --queues "+benchQueue+"': at --rate R, or keeping a backlog")
 	asJSON := f.Bool("json", false, "print JSON")
 	cpuProfile := f.String("cpuprofile", "", "write a Go CPU profile of the run to this file")
+	enqueueMode := f.String("enqueue-mode", enqueueCopy, "bulk inserts (burn-down's, the continuous producer's, --produce-only's backlog): "+
+		enqueueCopy+" (EnqueueManyFast) or "+enqueueUnnest+" (EnqueueMany); rate mode's --enqueue-batch always uses EnqueueMany")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		cfg.Queues = []string{benchQueue}
 		if *cpuProfile != "" {
@@ -121,6 +133,9 @@ the handler sleep, so slots stay busy as with real work.`,
 		if *n < 1 || *duration < 0 || *rate < 0 || (*rate > 0 && *duration == 0) {
 			return fmt.Errorf("use -n N (N >= 1), or --duration D, optionally with --rate R (R >= 1)")
 		}
+		if *enqueueMode != enqueueCopy && *enqueueMode != enqueueUnnest {
+			return fmt.Errorf("--enqueue-mode must be %s or %s, got %q", enqueueCopy, enqueueUnnest, *enqueueMode)
+		}
 		if *enqueueBatch < 0 || (*enqueueBatch > 0 && *rate == 0) || *handlerTime < 0 {
 			return fmt.Errorf("--enqueue-batch needs --rate and must not be negative; --handler-time must not be negative")
 		}
@@ -138,7 +153,7 @@ the handler sleep, so slots stay busy as with real work.`,
 			return err
 		}
 		b := &bench{pool: pool, client: workq.NewClient(workq.ClientOptions{}), out: cmd.ErrOrStderr(),
-			enqueueBatch: *enqueueBatch, handlerTime: *handlerTime}
+			enqueueBatch: *enqueueBatch, handlerTime: *handlerTime, enqueueMode: *enqueueMode}
 		var res benchResult
 		switch {
 		case *produceOnly && *rate > 0:
@@ -159,7 +174,7 @@ the handler sleep, so slots stay busy as with real work.`,
 		res.FlushMs = float64(cfg.FlushInterval) / float64(time.Millisecond)
 		res.Config = map[string]string{}
 		var parts []string
-		for _, st := range benchSettings(*cfg) {
+		for _, st := range benchSettings(*cfg, *enqueueMode) {
 			res.Config[st[0]] = st[1]
 			mark := ""
 			if st[1] != st[2] {
@@ -210,6 +225,7 @@ type bench struct {
 	out          io.Writer
 	enqueueBatch int           // rate mode: jobs per EnqueueMany (0: Enqueue one by one)
 	handlerTime  time.Duration // the handler sleeps this long
+	enqueueMode  string        // bulk inserts: enqueueCopy or enqueueUnnest
 
 	latMu sync.Mutex
 	lat   []time.Duration
@@ -245,12 +261,17 @@ func (b *bench) run(ctx context.Context, cfg config.Config) (*worker.Worker, cha
 	return w, errc, nil
 }
 
+// insert adds n noop jobs in one bulk enqueue of the chosen mode.
 func (b *bench) insert(ctx context.Context, n int) error {
 	jobs := make([]workq.Job, n)
 	for i := range jobs {
 		jobs[i] = workq.Job{Queue: benchQueue, Kind: "noop"}
 	}
-	_, err := b.client.EnqueueMany(ctx, b.pool, jobs)
+	if b.enqueueMode == enqueueUnnest {
+		_, err := b.client.EnqueueMany(ctx, b.pool, jobs)
+		return err
+	}
+	_, err := b.client.EnqueueManyFast(ctx, b.pool, jobs)
 	return err
 }
 

@@ -95,6 +95,24 @@ func (q *Queries) JobRunsClaim(ctx context.Context, arg JobRunsClaimParams) ([]J
 	return items, nil
 }
 
+const jobRunsCopyStart = `-- name: JobRunsCopyStart :one
+select now()::timestamptz as now, count(pg_notify('workq_job_runs', q))::bigint as notified
+from unnest($1::text[]) q
+`
+
+type JobRunsCopyStartRow struct {
+	Now      time.Time
+	Notified int64
+}
+
+// JobRunsCopyStart opens the transaction of a COPY enqueue (EnqueueManyFast): it returns the transaction's clock, now(), the same value the copied rows' column defaults take, from which the client computes run_at = now() + delay (COPY cannot evaluate an expression per row), and queues NOTIFY workq_job_runs for each given queue, delivered at commit and only if the copied rows commit.
+func (q *Queries) JobRunsCopyStart(ctx context.Context, queues []string) (JobRunsCopyStartRow, error) {
+	row := q.db.QueryRow(ctx, jobRunsCopyStart, queues)
+	var i JobRunsCopyStartRow
+	err := row.Scan(&i.Now, &i.Notified)
+	return i, err
+}
+
 const jobRunsEnqueue = `-- name: JobRunsEnqueue :one
 with ins as (
     insert into job_runs (queue, kind, payload, priority, run_at, max_attempts, dedup_key, schedule_id, scheduled_time)

@@ -56,6 +56,11 @@ returning id
 -- A cross join, not a left join: see JobRunsEnqueueMany.
 select ins.id from ins cross join (select count(*) as n from notified) x;
 
+-- name: JobRunsCopyStart :one
+-- JobRunsCopyStart opens the transaction of a COPY enqueue (EnqueueManyFast): it returns the transaction's clock, now(), the same value the copied rows' column defaults take, from which the client computes run_at = now() + delay (COPY cannot evaluate an expression per row), and queues NOTIFY workq_job_runs for each given queue, delivered at commit and only if the copied rows commit.
+select now()::timestamptz as now, count(pg_notify('workq_job_runs', q))::bigint as notified
+from unnest(@queues::text[]) q;
+
 -- name: JobRunsLatestByDedupKeys :many
 -- JobRunsLatestByDedupKeys finds the newest run holding each dedup key whatever its status (rare path: a duplicate whose live run finished before it was looked up; no index covers finished keys).
 select distinct on (dedup_key) id, dedup_key from job_runs

@@ -103,6 +103,7 @@ the handler sleep, so slots stay busy as with real work.`,
 	produceOnly := f.Bool("produce-only", false, "only enqueue noop jobs, for a separate 'workq worker --queues "+benchQueue+"': at --rate R, or keeping a backlog")
 	asJSON := f.Bool("json", false, "print JSON")
 	cpuProfile := f.String("cpuprofile", "", "write a Go CPU profile of the run to this file")
+	inboxBench := addInboxBenchFlags(f)
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		cfg.Queues = []string{benchQueue}
 		if *cpuProfile != "" {
@@ -133,6 +134,9 @@ the handler sleep, so slots stay busy as with real work.`,
 		defer done()
 		if _, err := db.MigrateUp(ctx, cfg.DatabaseURL); err != nil {
 			return err
+		}
+		if inboxBench.on {
+			return inboxBench.run(ctx, pool, *n, cmd.OutOrStdout(), *asJSON)
 		}
 		if err := benchReset(ctx, pool); err != nil {
 			return err

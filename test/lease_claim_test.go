@@ -233,14 +233,21 @@ func TestLeaseClaimOrder(t *testing.T) {
 		e := db.on(t, inboxTable)
 		rec := func(msgID string, prio int16, delayMs int64) int64 {
 			t.Helper()
-			r, err := e.q.InboxRecord(e.ctx, gen.InboxRecordParams{
-				Queue: "order", Source: "src", MessageID: msgID, Payload: json.RawMessage(`{}`),
-				Priority: prio, DelayMs: delayMs, MaxAttempts: 3,
+			rows, err := e.q.InboxReceive(e.ctx, gen.InboxReceiveParams{
+				Queues: []string{"order"}, Sources: []string{"src"}, MessageIds: []string{msgID}, Topics: []string{""},
+				Payloads: []string{`{}`}, Priorities: []int16{prio}, MaxAttempts: []int32{3},
 			})
-			if err != nil {
-				t.Fatalf("record %s: %v", msgID, err)
+			if err != nil || len(rows) != 1 {
+				t.Fatalf("record %s: %v, %v", msgID, rows, err)
 			}
-			return r.ID
+			// InboxReceive has no delay (a message is due on arrival): hold
+			// a new row back by hand.
+			if delayMs > 0 && rows[0].Inserted {
+				if _, err := e.pool.Exec(e.ctx, "update inbox set run_at = now() + $1 * interval '1 millisecond' where id = $2", delayMs, rows[0].ID); err != nil {
+					t.Fatal(err)
+				}
+			}
+			return rows[0].ID
 		}
 		var want []int64
 		for i := 0; i < 5; i++ {

@@ -181,79 +181,45 @@ func TestLeaseEnqueueJobRunsDedupKeyRace(t *testing.T) {
 	t.Logf("%d of %d racing enqueues got no row and needed the retry", noRows, racers*keys)
 }
 
-func TestLeaseEnqueueInboxRecord(t *testing.T) {
+// InboxReceive stores each (source, message_id) once and answers a repeat
+// from the stored row without writing it; package inbox tests the client's
+// semantics on top (duplicates, conflicts, concurrency, batches).
+func TestLeaseEnqueueInboxReceive(t *testing.T) {
 	e := newLeaseEnv(t, inboxTable, 4)
-	rec := func(msgID, payload string) gen.InboxRecordRow {
+	rec := func(msgIDs []string, payloads []string) []gen.InboxReceiveRow {
 		t.Helper()
-		r, err := e.q.InboxRecord(e.ctx, gen.InboxRecordParams{
-			Queue: "default", Source: "billing", MessageID: msgID, Payload: json.RawMessage(payload), MaxAttempts: 3,
+		n := len(msgIDs)
+		rows, err := e.q.InboxReceive(e.ctx, gen.InboxReceiveParams{
+			Queues: fill(n, "default"), Sources: fill(n, "billing"), MessageIds: msgIDs, Topics: fill(n, ""),
+			Payloads: payloads, Priorities: fill(n, int16(0)), MaxAttempts: fill(n, int32(3)),
 		})
-		if err != nil {
-			t.Fatalf("record %s: %v", msgID, err)
+		if err != nil || len(rows) != n {
+			t.Fatalf("receive %v: %v, %v", msgIDs, rows, err)
 		}
-		return r
+		return rows
 	}
-	first := rec("m-1", `{"amount": 10, "currency": "EUR"}`)
-	if first.SeenCount != 1 || !first.SamePayload || first.Status != stReady {
-		t.Fatalf("first record: %+v, want seen_count 1, same payload, ready", first)
+	first := rec([]string{"m-1"}, []string{`{"amount": 10, "currency": "EUR"}`})[0]
+	if !first.Inserted || !first.SamePayload || first.Status != stReady {
+		t.Fatalf("first receive: %+v, want inserted, same payload, ready", first)
 	}
-	// The same JSON value, written differently.
-	second := rec("m-1", `{"currency":"EUR","amount":10}`)
-	if second.ID != first.ID || second.SeenCount != 2 || !second.SamePayload {
-		t.Fatalf("repeat with the same payload: %+v, want id %d, seen_count 2, same payload", second, first.ID)
+	var xmin string
+	e.scalar(&xmin, "select xmin::text from inbox where id = $1", first.ID)
+	// The same JSON value written differently, then another value: neither
+	// is inserted, and neither writes the stored row (its xmin stays).
+	got := rec([]string{"m-1", "m-1"}, []string{`{"currency":"EUR","amount":10}`, `{"amount": 11, "currency": "EUR"}`})
+	if got[0].Inserted || got[0].ID != first.ID || !got[0].SamePayload {
+		t.Fatalf("repeat with the same payload: %+v, want id %d, same payload", got[0], first.ID)
 	}
-	third := rec("m-1", `{"amount": 11, "currency": "EUR"}`)
-	if third.ID != first.ID || third.SeenCount != 3 || third.SamePayload {
-		t.Fatalf("repeat with another payload: %+v, want id %d, seen_count 3, same_payload = false", third, first.ID)
+	if got[1].Inserted || got[1].ID != first.ID || got[1].SamePayload {
+		t.Fatalf("repeat with another payload: %+v, want id %d, same_payload = false", got[1], first.ID)
+	}
+	var after string
+	e.scalar(&after, "select xmin::text from inbox where id = $1", first.ID)
+	if after != xmin {
+		t.Fatalf("a repeat wrote the stored row (xmin %s -> %s)", xmin, after)
 	}
 	if n := e.count("source = 'billing' and message_id = 'm-1'"); n != 1 {
 		t.Fatalf("%d rows for one message, want 1", n)
-	}
-	var payload string
-	e.scalar(&payload, "select payload->>'amount' from inbox where id = $1", first.ID)
-	if payload != "10" {
-		t.Fatalf("stored amount %s, want the first payload's 10", payload)
-	}
-	// The same message id from another source is another message.
-	other, err := e.q.InboxRecord(e.ctx, gen.InboxRecordParams{
-		Queue: "default", Source: "shipping", MessageID: "m-1", Payload: json.RawMessage(`{}`), MaxAttempts: 3,
-	})
-	if err != nil || other.ID == first.ID || other.SeenCount != 1 {
-		t.Fatalf("record from another source: %+v, %v; want a new row", other, err)
-	}
-	// A repeat of a processed message is recorded but not made ready again.
-	c := e.claimOne(claimParams{queue: "default", workerID: "w", leaseMs: 30_000})
-	e.complete(attemptEnd{ID: c.ID, Token: c.Token, Outcome: "done"})
-	again, err := e.q.InboxRecord(e.ctx, gen.InboxRecordParams{
-		Queue: "default", Source: "billing", MessageID: "m-1", Payload: json.RawMessage(`{"amount":10,"currency":"EUR"}`), MaxAttempts: 3,
-	})
-	if err != nil || again.ID != first.ID || again.Status != stDone || again.SeenCount != 4 {
-		t.Fatalf("repeat of a processed message: %+v, %v; want id %d, status done, seen_count 4", again, err, first.ID)
-	}
-
-	many, err := e.q.InboxRecordMany(e.ctx, gen.InboxRecordManyParams{
-		Queues:      fill(2, "default"),
-		Sources:     fill(2, "billing"),
-		MessageIds:  []string{"m-1", "m-2"},
-		Topics:      fill(2, ""),
-		Payloads:    fill(2, `{}`),
-		Priorities:  fill(2, int16(0)),
-		MaxAttempts: fill(2, int32(3)),
-	})
-	if err != nil || len(many) != 2 {
-		t.Fatalf("record many: %v, %v; want 2 rows", many, err)
-	}
-	for _, r := range many {
-		switch r.MessageID {
-		case "m-1":
-			if r.ID != first.ID || r.SeenCount != 5 {
-				t.Errorf("record many, known message: %+v, want id %d seen_count 5", r, first.ID)
-			}
-		case "m-2":
-			if r.SeenCount != 1 || r.Status != stReady {
-				t.Errorf("record many, new message: %+v, want seen_count 1, ready", r)
-			}
-		}
 	}
 }
 

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"sort"
-	"strconv"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -33,7 +32,7 @@ type leaseTable struct {
 	name string
 
 	// enqueue inserts n ready rows into queue (EnqueueMany, or
-	// InboxRecordMany) that become due after delayMs, and returns their ids in
+	// InboxReceive) that become due after delayMs, and returns their ids in
 	// input order.
 	enqueue func(ctx context.Context, q *gen.Queries, spec enqueueSpec) ([]int64, error)
 	// claim leases up to maxRows due rows of queue under a fresh owner token
@@ -283,14 +282,16 @@ var inboxTable = leaseTable{
 	name: "inbox",
 	enqueue: func(ctx context.Context, q *gen.Queries, s enqueueSpec) ([]int64, error) {
 		if s.delayMs > 0 {
-			// InboxRecordMany has no delay: a message is due on arrival.
-			return nil, errors.New("inbox enqueue: InboxRecordMany takes no delay")
+			// InboxReceive has no delay: a message is due on arrival.
+			return nil, errors.New("inbox enqueue: InboxReceive takes no delay")
 		}
 		msgIDs := make([]string, s.n)
 		for i := range msgIDs {
-			msgIDs[i] = "m-" + strconv.FormatInt(inboxSeq.Add(1), 10)
+			// Zero-padded: InboxReceive inserts a batch in key order, so
+			// ids follow the input order when the keys sort in it.
+			msgIDs[i] = fmt.Sprintf("m-%012d", inboxSeq.Add(1))
 		}
-		rows, err := q.InboxRecordMany(ctx, gen.InboxRecordManyParams{
+		rows, err := q.InboxReceive(ctx, gen.InboxReceiveParams{
 			Queues:      fill(s.n, s.queue),
 			Sources:     fill(s.n, "test-source"),
 			MessageIds:  msgIDs,

@@ -33,7 +33,8 @@ func TestReaperRunOnceAllTables(t *testing.T) {
 		if _, err := q.OutboxEnqueue(ctx, gen.OutboxEnqueueParams{Queue: "r", Topic: "t", Payload: payload, Headers: json.RawMessage(`{}`), MaxAttempts: attempts}); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := q.InboxRecord(ctx, gen.InboxRecordParams{Queue: "r", Source: "s", MessageID: string(rune('a' + i)), Payload: payload, MaxAttempts: attempts}); err != nil {
+		if _, err := q.InboxReceive(ctx, gen.InboxReceiveParams{Queues: []string{"r"}, Sources: []string{"s"}, MessageIds: []string{string(rune('a' + i))},
+			Topics: []string{""}, Payloads: []string{string(payload)}, Priorities: []int16{0}, MaxAttempts: []int32{attempts}}); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := q.TimersEnqueue(ctx, gen.TimersEnqueueParams{Queue: "r", Topic: "t", Payload: payload, MaxAttempts: attempts}); err != nil {

@@ -115,6 +115,7 @@ the handler sleep, so slots stay busy as with real work.`,
 	cpuProfile := f.String("cpuprofile", "", "write a Go CPU profile of the run to this file")
 	enqueueMode := f.String("enqueue-mode", enqueueCopy, "bulk inserts (burn-down's, the continuous producer's, --produce-only's backlog): "+
 		enqueueCopy+" (EnqueueManyFast) or "+enqueueUnnest+" (EnqueueMany); rate mode's --enqueue-batch always uses EnqueueMany")
+	inboxBench := addInboxBenchFlags(f)
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		cfg.Queues = []string{benchQueue}
 		if *cpuProfile != "" {
@@ -148,6 +149,9 @@ the handler sleep, so slots stay busy as with real work.`,
 		defer done()
 		if _, err := db.MigrateUp(ctx, cfg.DatabaseURL); err != nil {
 			return err
+		}
+		if inboxBench.on {
+			return inboxBench.run(ctx, pool, *n, cmd.OutOrStdout(), *asJSON)
 		}
 		if err := benchReset(ctx, pool); err != nil {
 			return err

@@ -28,6 +28,7 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 		newRunCmd(), newBenchCmd(), newStatsCmd(), newLimitCmd(), newConfigCmd(), newLockCmd(), newMaintainCmd(),
 		newSchedulesCmd(),
 		newTimersCmd(),
+		newInboxCmd(),
 	)
 	return root
 }

@@ -101,8 +101,31 @@ func (q *Queries) InboxClaim(ctx context.Context, arg InboxClaimParams) ([]Inbox
 	return items, nil
 }
 
+const inboxDeleteProcessed = `-- name: InboxDeleteProcessed :execrows
+delete from inbox
+where id = any(array(
+    select f.id from inbox f
+    where f.status >= 2 and f.status = 2
+      and f.finished_at < now() - ($1::bigint) * interval '1 millisecond'
+    order by f.finished_at
+    limit $2::integer
+))
+`
+
+// InboxDeleteProcessed deletes up to max_rows processed (done) messages that finished more than older_than_ms ago (the de-duplication window); failed (dead) messages are kept.
+// By primary key (= any(array(...))), not "in (select ...)": see
+// LeaseDeleteFinished. status >= 2 as well as = 2 names the predicate of
+// inbox_finished, whose finished_at order the batch follows.
+func (q *Queries) InboxDeleteProcessed(ctx context.Context, olderThanMs int64, maxRows int32) (int64, error) {
+	result, err := q.db.Exec(ctx, inboxDeleteProcessed, olderThanMs, maxRows)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
 const inboxGet = `-- name: InboxGet :one
-select id, queue, source, message_id, topic, payload, payload_hash, first_seen_at, last_seen_at, seen_count, status, priority, run_at, owner_token, locked_until, lease_version, attempts, max_attempts, claimed_at, claimed_by, last_error, created_at, updated_at, finished_at from inbox where id = $1
+select id, queue, source, message_id, topic, payload, payload_hash, first_seen_at, status, priority, run_at, owner_token, locked_until, lease_version, attempts, max_attempts, claimed_at, claimed_by, last_error, created_at, updated_at, finished_at from inbox where id = $1
 `
 
 // InboxGet reads one inbox message.
@@ -118,8 +141,6 @@ func (q *Queries) InboxGet(ctx context.Context, id int64) (Inbox, error) {
 		&i.Payload,
 		&i.PayloadHash,
 		&i.FirstSeenAt,
-		&i.LastSeenAt,
-		&i.SeenCount,
 		&i.Status,
 		&i.Priority,
 		&i.RunAt,
@@ -138,75 +159,185 @@ func (q *Queries) InboxGet(ctx context.Context, id int64) (Inbox, error) {
 	return i, err
 }
 
-const inboxRecord = `-- name: InboxRecord :one
-with h as (
-    select sha256(convert_to(($5::jsonb)::text, 'UTF8')) as payload_hash
-)
-insert into inbox (queue, source, message_id, topic, payload, payload_hash, priority, run_at, max_attempts)
-select $1, $2, $3, $4::text, $5::jsonb, h.payload_hash, $6,
-       now() + ($7::bigint) * interval '1 millisecond', $8
-from h
-on conflict (source, message_id) do update
-    set last_seen_at = now(), seen_count = inbox.seen_count + 1, updated_at = now()
-returning id, status, seen_count, (payload_hash = (select h.payload_hash from h))::boolean as same_payload
+const inboxList = `-- name: InboxList :many
+select id, queue, source, message_id, topic, status, priority, attempts, max_attempts,
+       first_seen_at, run_at, finished_at, last_error
+from inbox
+where id > $1::bigint
+  and ($2::text is null or queue = $2::text)
+  and ($3::smallint is null or status = $3::smallint)
+  and ($4::text is null or source = $4::text)
+  and ($5::text is null or topic = $5::text)
+order by id
+limit $6::integer
 `
 
-type InboxRecordParams struct {
+type InboxListParams struct {
+	AfterID int64
+	Queue   *string
+	Status  *int16
+	Source  *string
+	Topic   *string
+	MaxRows int32
+}
+
+type InboxListRow struct {
+	ID          int64
 	Queue       string
 	Source      string
 	MessageID   string
 	Topic       *string
-	Payload     []byte
-	Priority    int16
-	DelayMs     int64
-	MaxAttempts int32
-}
-
-type InboxRecordRow struct {
-	ID          int64
 	Status      int16
-	SeenCount   int32
-	SamePayload bool
+	Priority    int16
+	Attempts    int32
+	MaxAttempts int32
+	FirstSeenAt time.Time
+	RunAt       time.Time
+	FinishedAt  *time.Time
+	LastError   *string
 }
 
-// InboxRecord records one incoming message once per (source, message_id); a repeat only bumps last_seen_at and seen_count (seen_count = 1 means it was new) and says whether its payload matches the first one.
-func (q *Queries) InboxRecord(ctx context.Context, arg InboxRecordParams) (InboxRecordRow, error) {
-	row := q.db.QueryRow(ctx, inboxRecord,
+// InboxList pages through inbox messages in id order after after_id (keyset), optionally filtered by queue, status, source and topic; it leaves out the payload.
+func (q *Queries) InboxList(ctx context.Context, arg InboxListParams) ([]InboxListRow, error) {
+	rows, err := q.db.Query(ctx, inboxList,
+		arg.AfterID,
 		arg.Queue,
+		arg.Status,
 		arg.Source,
-		arg.MessageID,
 		arg.Topic,
-		arg.Payload,
-		arg.Priority,
-		arg.DelayMs,
-		arg.MaxAttempts,
+		arg.MaxRows,
 	)
-	var i InboxRecordRow
-	err := row.Scan(
-		&i.ID,
-		&i.Status,
-		&i.SeenCount,
-		&i.SamePayload,
-	)
-	return i, err
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []InboxListRow
+	for rows.Next() {
+		var i InboxListRow
+		if err := rows.Scan(
+			&i.ID,
+			&i.Queue,
+			&i.Source,
+			&i.MessageID,
+			&i.Topic,
+			&i.Status,
+			&i.Priority,
+			&i.Attempts,
+			&i.MaxAttempts,
+			&i.FirstSeenAt,
+			&i.RunAt,
+			&i.FinishedAt,
+			&i.LastError,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }
 
-const inboxRecordMany = `-- name: InboxRecordMany :many
-insert into inbox (queue, source, message_id, topic, payload, payload_hash, priority, max_attempts)
-select u.queue, u.source, u.message_id, nullif(u.topic, ''), u.payload::jsonb,
-       sha256(convert_to(u.payload::jsonb::text, 'UTF8')), u.priority, u.max_attempts
-from (
-    select unnest($1::text[]) as queue, unnest($2::text[]) as source,
-           unnest($3::text[]) as message_id, unnest($4::text[]) as topic,
-           unnest($5::text[]) as payload, unnest($6::smallint[]) as priority,
-           unnest($7::integer[]) as max_attempts
-) u
-on conflict (source, message_id) do update
-    set last_seen_at = now(), seen_count = inbox.seen_count + 1, updated_at = now()
-returning id, source, message_id, status, seen_count
+const inboxLookup = `-- name: InboxLookup :many
+select x.id, x.source, x.message_id, x.status, x.payload_hash
+from inbox x
+where (x.source, x.message_id) in (select unnest($1::text[]), unnest($2::text[]))
 `
 
-type InboxRecordManyParams struct {
+type InboxLookupRow struct {
+	ID          int64
+	Source      string
+	MessageID   string
+	Status      int16
+	PayloadHash []byte
+}
+
+// InboxLookup reads the stored rows of the given (source, message_id) keys (rare path: a receive whose key was stored by a transaction that committed after its statement began).
+func (q *Queries) InboxLookup(ctx context.Context, sources []string, messageIds []string) ([]InboxLookupRow, error) {
+	rows, err := q.db.Query(ctx, inboxLookup, sources, messageIds)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []InboxLookupRow
+	for rows.Next() {
+		var i InboxLookupRow
+		if err := rows.Scan(
+			&i.ID,
+			&i.Source,
+			&i.MessageID,
+			&i.Status,
+			&i.PayloadHash,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const inboxReceive = `-- name: InboxReceive :many
+with raw as (
+    -- Set-returning functions in one select list run in lockstep, so ord
+    -- numbers the input rows.
+    select generate_series(1, cardinality($1::text[])) as ord,
+           unnest($1::text[]) as queue, unnest($2::text[]) as source,
+           unnest($3::text[]) as message_id, unnest($4::text[]) as topic,
+           unnest($5::text[])::jsonb as payload, unnest($6::smallint[]) as priority,
+           unnest($7::integer[]) as max_attempts
+),
+input as materialized (
+    -- payload_hash: sha256 of the payload's canonical jsonb text (docs/inbox.md).
+    select r.ord, r.queue, r.source, r.message_id, nullif(r.topic, '') as topic, r.payload,
+           sha256(convert_to(r.payload::text, 'UTF8')) as payload_hash, r.priority, r.max_attempts
+    from raw r
+),
+firsts as (
+    select distinct on (i.source, i.message_id) i.ord, i.queue, i.source, i.message_id, i.topic, i.payload, i.payload_hash, i.priority, i.max_attempts
+    from input i
+    order by i.source, i.message_id, i.ord
+),
+ins as (
+    insert into inbox (queue, source, message_id, topic, payload, payload_hash, priority, max_attempts)
+    -- In key order, not input order: two batches that share keys then wait
+    -- for each other's uncommitted inserts in the same order and cannot
+    -- deadlock. Ids within one batch follow the key order.
+    select f.queue, f.source, f.message_id, f.topic, f.payload, f.payload_hash, f.priority, f.max_attempts
+    from firsts f
+    order by f.source, f.message_id
+    on conflict (source, message_id) do nothing
+    returning id, queue, source, message_id, status, payload_hash
+),
+notified as (
+    select pg_notify('workq_inbox', q.queue) as sent
+    from (select distinct n.queue from ins n) q
+    where $8::boolean
+),
+new_rows as (
+    select f.ord, f.source, f.message_id, n.id, n.status, n.payload_hash
+    from ins n join firsts f on f.source = n.source and f.message_id = n.message_id
+)
+select i.ord::bigint as ord,
+       coalesce(n.id, s.id, 0)::bigint as id,
+       coalesce(n.status, s.status, 0)::smallint as status,
+       coalesce(n.ord = i.ord, false)::boolean as inserted,
+       coalesce(coalesce(n.payload_hash, s.payload_hash) = i.payload_hash, false)::boolean as same_payload,
+       i.payload_hash
+from input i
+left join new_rows n on n.source = i.source and n.message_id = i.message_id
+left join lateral (
+    select x.id, x.status, x.payload_hash from inbox x
+    where n.id is null and x.source = i.source and x.message_id = i.message_id
+) s on true
+cross join (select count(*) as n from notified) z
+order by i.ord
+`
+
+type InboxReceiveParams struct {
 	Queues      []string
 	Sources     []string
 	MessageIds  []string
@@ -214,19 +345,25 @@ type InboxRecordManyParams struct {
 	Payloads    []string
 	Priorities  []int16
 	MaxAttempts []int32
+	Notify      bool
 }
 
-type InboxRecordManyRow struct {
-	ID        int64
-	Source    string
-	MessageID string
-	Status    int16
-	SeenCount int32
+type InboxReceiveRow struct {
+	Ord         int64
+	ID          int64
+	Status      int16
+	Inserted    bool
+	SamePayload bool
+	PayloadHash []byte
 }
 
-// InboxRecordMany records many incoming messages in one statement (the batch must not repeat a (source, message_id)); seen_count = 1 marks the new ones.
-func (q *Queries) InboxRecordMany(ctx context.Context, arg InboxRecordManyParams) ([]InboxRecordManyRow, error) {
-	rows, err := q.db.Query(ctx, inboxRecordMany,
+// InboxReceive records a batch of incoming messages in one statement, each (source, message_id) once: the first occurrence of a key in the batch is inserted unless the key is stored already (ON CONFLICT DO NOTHING: a repeat writes and locks nothing); every input row comes back, in input order, with the stored row it maps to (id 0 when that row is not visible to this statement's snapshot: it committed concurrently, and the caller looks it up again), whether this row inserted it, and whether its payload hash equals the stored one. With notify, and only when something was inserted, it wakes the workers of the queues it inserted into (NOTIFY workq_inbox, delivered at commit).
+// The stored row of a key this statement did not insert, by the unique
+// index, one probe per such input row (lateral: never a scan of the table).
+// A cross join, not a left join: see JobRunsEnqueueMany (a CTE that
+// nothing reads never runs).
+func (q *Queries) InboxReceive(ctx context.Context, arg InboxReceiveParams) ([]InboxReceiveRow, error) {
+	rows, err := q.db.Query(ctx, inboxReceive,
 		arg.Queues,
 		arg.Sources,
 		arg.MessageIds,
@@ -234,20 +371,22 @@ func (q *Queries) InboxRecordMany(ctx context.Context, arg InboxRecordManyParams
 		arg.Payloads,
 		arg.Priorities,
 		arg.MaxAttempts,
+		arg.Notify,
 	)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	var items []InboxRecordManyRow
+	var items []InboxReceiveRow
 	for rows.Next() {
-		var i InboxRecordManyRow
+		var i InboxReceiveRow
 		if err := rows.Scan(
+			&i.Ord,
 			&i.ID,
-			&i.Source,
-			&i.MessageID,
 			&i.Status,
-			&i.SeenCount,
+			&i.Inserted,
+			&i.SamePayload,
+			&i.PayloadHash,
 		); err != nil {
 			return nil, err
 		}

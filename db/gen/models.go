@@ -19,8 +19,6 @@ type Inbox struct {
 	Payload      []byte
 	PayloadHash  []byte
 	FirstSeenAt  time.Time
-	LastSeenAt   time.Time
-	SeenCount    int32
 	Status       int16
 	Priority     int16
 	RunAt        time.Time

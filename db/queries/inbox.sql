@@ -1,30 +1,69 @@
--- name: InboxRecord :one
--- InboxRecord records one incoming message once per (source, message_id); a repeat only bumps last_seen_at and seen_count (seen_count = 1 means it was new) and says whether its payload matches the first one.
-with h as (
-    select sha256(convert_to((@payload::jsonb)::text, 'UTF8')) as payload_hash
-)
-insert into inbox (queue, source, message_id, topic, payload, payload_hash, priority, run_at, max_attempts)
-select @queue, @source, @message_id, sqlc.narg('topic')::text, @payload::jsonb, h.payload_hash, @priority,
-       now() + (@delay_ms::bigint) * interval '1 millisecond', @max_attempts
-from h
-on conflict (source, message_id) do update
-    set last_seen_at = now(), seen_count = inbox.seen_count + 1, updated_at = now()
-returning id, status, seen_count, (payload_hash = (select h.payload_hash from h))::boolean as same_payload;
-
--- name: InboxRecordMany :many
--- InboxRecordMany records many incoming messages in one statement (the batch must not repeat a (source, message_id)); seen_count = 1 marks the new ones.
-insert into inbox (queue, source, message_id, topic, payload, payload_hash, priority, max_attempts)
-select u.queue, u.source, u.message_id, nullif(u.topic, ''), u.payload::jsonb,
-       sha256(convert_to(u.payload::jsonb::text, 'UTF8')), u.priority, u.max_attempts
-from (
-    select unnest(@queues::text[]) as queue, unnest(@sources::text[]) as source,
+-- name: InboxReceive :many
+-- InboxReceive records a batch of incoming messages in one statement, each (source, message_id) once: the first occurrence of a key in the batch is inserted unless the key is stored already (ON CONFLICT DO NOTHING: a repeat writes and locks nothing); every input row comes back, in input order, with the stored row it maps to (id 0 when that row is not visible to this statement's snapshot: it committed concurrently, and the caller looks it up again), whether this row inserted it, and whether its payload hash equals the stored one. With notify, and only when something was inserted, it wakes the workers of the queues it inserted into (NOTIFY workq_inbox, delivered at commit).
+with raw as (
+    -- Set-returning functions in one select list run in lockstep, so ord
+    -- numbers the input rows.
+    select generate_series(1, cardinality(@queues::text[])) as ord,
+           unnest(@queues::text[]) as queue, unnest(@sources::text[]) as source,
            unnest(@message_ids::text[]) as message_id, unnest(@topics::text[]) as topic,
-           unnest(@payloads::text[]) as payload, unnest(@priorities::smallint[]) as priority,
+           unnest(@payloads::text[])::jsonb as payload, unnest(@priorities::smallint[]) as priority,
            unnest(@max_attempts::integer[]) as max_attempts
-) u
-on conflict (source, message_id) do update
-    set last_seen_at = now(), seen_count = inbox.seen_count + 1, updated_at = now()
-returning id, source, message_id, status, seen_count;
+),
+input as materialized (
+    -- payload_hash: sha256 of the payload's canonical jsonb text (docs/inbox.md).
+    select r.ord, r.queue, r.source, r.message_id, nullif(r.topic, '') as topic, r.payload,
+           sha256(convert_to(r.payload::text, 'UTF8')) as payload_hash, r.priority, r.max_attempts
+    from raw r
+),
+firsts as (
+    select distinct on (i.source, i.message_id) i.*
+    from input i
+    order by i.source, i.message_id, i.ord
+),
+ins as (
+    insert into inbox (queue, source, message_id, topic, payload, payload_hash, priority, max_attempts)
+    -- In key order, not input order: two batches that share keys then wait
+    -- for each other's uncommitted inserts in the same order and cannot
+    -- deadlock. Ids within one batch follow the key order.
+    select f.queue, f.source, f.message_id, f.topic, f.payload, f.payload_hash, f.priority, f.max_attempts
+    from firsts f
+    order by f.source, f.message_id
+    on conflict (source, message_id) do nothing
+    returning id, queue, source, message_id, status, payload_hash
+),
+notified as (
+    select pg_notify('workq_inbox', q.queue) as sent
+    from (select distinct n.queue from ins n) q
+    where @notify::boolean
+),
+new_rows as (
+    select f.ord, f.source, f.message_id, n.id, n.status, n.payload_hash
+    from ins n join firsts f on f.source = n.source and f.message_id = n.message_id
+)
+select i.ord::bigint as ord,
+       coalesce(n.id, s.id, 0)::bigint as id,
+       coalesce(n.status, s.status, 0)::smallint as status,
+       coalesce(n.ord = i.ord, false)::boolean as inserted,
+       coalesce(coalesce(n.payload_hash, s.payload_hash) = i.payload_hash, false)::boolean as same_payload,
+       i.payload_hash
+from input i
+left join new_rows n on n.source = i.source and n.message_id = i.message_id
+-- The stored row of a key this statement did not insert, by the unique
+-- index, one probe per such input row (lateral: never a scan of the table).
+left join lateral (
+    select x.id, x.status, x.payload_hash from inbox x
+    where n.id is null and x.source = i.source and x.message_id = i.message_id
+) s on true
+-- A cross join, not a left join: see JobRunsEnqueueMany (a CTE that
+-- nothing reads never runs).
+cross join (select count(*) as n from notified) z
+order by i.ord;
+
+-- name: InboxLookup :many
+-- InboxLookup reads the stored rows of the given (source, message_id) keys (rare path: a receive whose key was stored by a transaction that committed after its statement began).
+select x.id, x.source, x.message_id, x.status, x.payload_hash
+from inbox x
+where (x.source, x.message_id) in (select unnest(@sources::text[]), unnest(@message_ids::text[]));
 
 -- name: InboxClaim :many
 -- InboxClaim leases up to max_rows due inbox messages of one queue (run_at, id) under owner_token, a fresh token the caller mints for this claim alone, within the global limit of the queue. Expired leases are reaped by LeaseReapExpired (the claimer runs it for its queue about once a second).
@@ -53,3 +92,30 @@ returning j.id, j.source, j.message_id, j.topic, j.payload, j.priority, j.run_at
 -- name: InboxGet :one
 -- InboxGet reads one inbox message.
 select * from inbox where id = @id;
+
+-- name: InboxList :many
+-- InboxList pages through inbox messages in id order after after_id (keyset), optionally filtered by queue, status, source and topic; it leaves out the payload.
+select id, queue, source, message_id, topic, status, priority, attempts, max_attempts,
+       first_seen_at, run_at, finished_at, last_error
+from inbox
+where id > @after_id::bigint
+  and (sqlc.narg('queue')::text is null or queue = sqlc.narg('queue')::text)
+  and (sqlc.narg('status')::smallint is null or status = sqlc.narg('status')::smallint)
+  and (sqlc.narg('source')::text is null or source = sqlc.narg('source')::text)
+  and (sqlc.narg('topic')::text is null or topic = sqlc.narg('topic')::text)
+order by id
+limit @max_rows::integer;
+
+-- name: InboxDeleteProcessed :execrows
+-- InboxDeleteProcessed deletes up to max_rows processed (done) messages that finished more than older_than_ms ago (the de-duplication window); failed (dead) messages are kept.
+-- By primary key (= any(array(...))), not "in (select ...)": see
+-- LeaseDeleteFinished. status >= 2 as well as = 2 names the predicate of
+-- inbox_finished, whose finished_at order the batch follows.
+delete from inbox
+where id = any(array(
+    select f.id from inbox f
+    where f.status >= 2 and f.status = 2
+      and f.finished_at < now() - (@older_than_ms::bigint) * interval '1 millisecond'
+    order by f.finished_at
+    limit @max_rows::integer
+));

@@ -1,0 +1,363 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/workq/workq"
+	"github.com/workq/workq/config"
+	"github.com/workq/workq/inbox"
+)
+
+func newInboxCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "inbox receive|list|show|revive",
+		Short: "Receive messages idempotently and inspect or revive inbox messages",
+		Args:  cobra.NoArgs,
+	}
+	cmd.AddCommand(newInboxReceiveCmd(), newInboxListCmd(), newInboxShowCmd(), newInboxReviveCmd())
+	return cmd
+}
+
+// inboxResult is what receive prints.
+type inboxResult struct {
+	ID        int64  `json:"id"`
+	Result    string `json:"result"` // new, duplicate or conflict
+	Processed bool   `json:"processed"`
+	Status    string `json:"status"`
+}
+
+func newInboxReceiveCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "receive --source S --message-id ID [--topic T] [--queue Q] [--payload JSON|@FILE|-] [--priority N] [--max-attempts N] [--json]",
+		Short: "Receive one message: prints new, duplicate or conflict and the message's id; a conflict exits non-zero",
+		Args:  cobra.NoArgs,
+	}
+	cfg := bindConfig(cmd, "database-url", "max-attempts", "max-payload", "notify-debounce")
+	var (
+		msg     inbox.Message
+		payload string
+		asJSON  bool
+	)
+	f := cmd.Flags()
+	f.StringVar(&msg.Source, "source", "", "the sending system; required")
+	f.StringVar(&msg.MessageID, "message-id", "", "the sender's id of the message; required")
+	f.StringVar(&msg.Topic, "topic", "", "selects the handler (none: the default handler)")
+	f.StringVar(&msg.Queue, "queue", "default", "queue name")
+	f.StringVar(&payload, "payload", "{}", "JSON object; @FILE reads it from a file, - from standard input")
+	f.Int16Var(&msg.Priority, "priority", 0, "stored priority (-32768..32767; the inbox claims in arrival order)")
+	f.BoolVar(&asJSON, "json", false, "print JSON")
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		if msg.Source == "" || msg.MessageID == "" {
+			return fmt.Errorf("--source and --message-id are required")
+		}
+		if msg.Queue == "" {
+			return fmt.Errorf("--queue must not be empty: a queue name is 1-128 of A-Z a-z 0-9 _ . : - (omit --queue for %q)", "default")
+		}
+		if cfg.MaxAttempts < 1 || cfg.MaxAttempts > 1000 {
+			return fmt.Errorf("--max-attempts must be between 1 and 1000, got %d", cfg.MaxAttempts)
+		}
+		if cfg.MaxPayload < 1 || cfg.MaxPayload > config.MaxPayloadCeiling {
+			return fmt.Errorf("--max-payload must be between 1 and %d bytes, got %d", config.MaxPayloadCeiling, cfg.MaxPayload)
+		}
+		raw, err := readPayload(payload, cmd.InOrStdin(), cfg.MaxPayload)
+		if err == nil {
+			err = workq.CheckPayload(raw, cfg.MaxPayload)
+		}
+		if err != nil {
+			if payload == "-" || strings.HasPrefix(payload, "@") {
+				err = fmt.Errorf("--payload %s: %w", payload, err)
+			} else {
+				err = fmt.Errorf("--payload: %w", err)
+			}
+			var tooLarge *workq.PayloadTooLargeError
+			if errors.As(err, &tooLarge) {
+				err = fmt.Errorf("%w (the limit is --max-payload or WORKQ_MAX_PAYLOAD)", err)
+			}
+			return err
+		}
+		msg.Payload = raw
+		msg.MaxAttempts = cfg.MaxAttempts
+		client := inbox.NewClient(inbox.ClientOptions{NotifyDebounce: cfg.NotifyDebounce, MaxPayloadBytes: cfg.MaxPayload})
+		if err := client.Validate(msg); err != nil {
+			return err
+		}
+		ctx := cmd.Context()
+		pool, done, err := connect(ctx, cfg, newLogger(cfg, cmd.ErrOrStderr()), false)
+		if err != nil {
+			return err
+		}
+		defer done()
+		res, err := client.Receive(ctx, pool, msg)
+		if err != nil && !res.Conflict {
+			return err
+		}
+		out := inboxResult{ID: res.ID, Result: "new", Processed: res.Processed, Status: inbox.StatusName(res.Status)}
+		switch {
+		case res.Conflict:
+			out.Result = "conflict"
+		case res.Duplicate:
+			out.Result = "duplicate"
+		}
+		if asJSON {
+			if perr := printJSON(cmd.OutOrStdout(), out); perr != nil {
+				return perr
+			}
+		} else {
+			line := fmt.Sprintf("%s %d", out.Result, out.ID)
+			if res.Duplicate {
+				line += " (" + out.Status + ")"
+			}
+			fmt.Fprintln(cmd.OutOrStdout(), line)
+		}
+		return err // the conflict: a non-zero exit
+	}
+	return cmd
+}
+
+func newInboxListCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "list [--queue Q] [--status ready|processing|processed|dead] [--source S] [--topic T] [--after-id N] [--limit N] [--json]",
+		Short: "List inbox messages in id order (keyset pages: pass the last id as --after-id)",
+		Args:  cobra.NoArgs,
+	}
+	cfg := bindConfig(cmd, "database-url")
+	var (
+		flt    inbox.Filter
+		status string
+		asJSON bool
+	)
+	f := cmd.Flags()
+	f.StringVar(&flt.Queue, "queue", "", "only this queue")
+	f.StringVar(&status, "status", "", "only this status: ready, processing, processed (done) or dead (failed)")
+	f.StringVar(&flt.Source, "source", "", "only this source")
+	f.StringVar(&flt.Topic, "topic", "", "only this topic")
+	f.Int64Var(&flt.AfterID, "after-id", 0, "only ids above this (the last id of the previous page)")
+	f.IntVar(&flt.Limit, "limit", 100, "most messages to list (1-10000)")
+	f.BoolVar(&asJSON, "json", false, "print JSON")
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		if status != "" {
+			st, err := inbox.ParseStatus(status)
+			if err != nil {
+				return fmt.Errorf("--status: %w", err)
+			}
+			flt.Status = &st
+		}
+		if flt.Limit < 1 || flt.Limit > 10000 {
+			return fmt.Errorf("--limit must be between 1 and 10000, got %d", flt.Limit)
+		}
+		if flt.AfterID < 0 {
+			return fmt.Errorf("--after-id must not be negative, got %d", flt.AfterID)
+		}
+		ctx := cmd.Context()
+		pool, done, err := connect(ctx, cfg, newLogger(cfg, cmd.ErrOrStderr()), false)
+		if err != nil {
+			return err
+		}
+		defer done()
+		rows, err := inbox.List(ctx, pool, flt)
+		if err != nil {
+			return err
+		}
+		if asJSON {
+			out := make([]storedJSON, len(rows))
+			for i, r := range rows {
+				out[i] = toStoredJSON(r)
+			}
+			return printJSON(cmd.OutOrStdout(), out)
+		}
+		tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "ID\tQUEUE\tSOURCE\tMESSAGE ID\tTOPIC\tSTATUS\tATTEMPTS\tRECEIVED")
+		for _, r := range rows {
+			fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%d/%d\t%s\n", r.ID, r.Queue, r.Source, r.MessageID, dash(r.Topic),
+				inbox.StatusName(r.Status), r.Attempts, r.MaxAttempts, r.ReceivedAt.UTC().Format(time.RFC3339))
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+		if len(rows) == flt.Limit {
+			fmt.Fprintf(cmd.OutOrStdout(), "more may follow: --after-id %d\n", rows[len(rows)-1].ID)
+		}
+		return nil
+	}
+	return cmd
+}
+
+// storedJSON is an inbox message as list and show print it.
+type storedJSON struct {
+	inbox.Stored
+	Status  string `json:"status"`
+	Payload any    `json:"payload,omitempty"`
+}
+
+func toStoredJSON(s inbox.Stored) storedJSON {
+	out := storedJSON{Stored: s, Status: inbox.StatusName(s.Status)}
+	if s.Payload != nil {
+		out.Payload = rawJSON(s.Payload)
+	}
+	return out
+}
+
+// rawJSON prints stored JSON text as it is.
+type rawJSON []byte
+
+func (r rawJSON) MarshalJSON() ([]byte, error) { return r, nil }
+
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+func newInboxShowCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "show ID [--json]",
+		Short: "Show one inbox message with its attempts from the run archive",
+		Args:  cobra.ExactArgs(1),
+	}
+	cfg := bindConfig(cmd, "database-url")
+	asJSON := cmd.Flags().Bool("json", false, "print JSON")
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		id, err := strconv.ParseInt(args[0], 10, 64)
+		if err != nil || id < 1 {
+			return fmt.Errorf("ID must be a positive whole number, got %q", args[0])
+		}
+		ctx := cmd.Context()
+		pool, done, err := connect(ctx, cfg, newLogger(cfg, cmd.ErrOrStderr()), false)
+		if err != nil {
+			return err
+		}
+		defer done()
+		msg, err := inbox.Get(ctx, pool, id)
+		if err != nil {
+			return err
+		}
+		runs, err := inbox.Attempts(ctx, pool, id)
+		if err != nil {
+			return err
+		}
+		type attempt struct {
+			RunID      string    `json:"run_id"`
+			Attempt    int32     `json:"attempt"`
+			Outcome    string    `json:"outcome"`
+			Worker     string    `json:"worker"`
+			StartedAt  time.Time `json:"started_at"`
+			FinishedAt time.Time `json:"finished_at"`
+			Error      string    `json:"error,omitempty"`
+		}
+		atts := make([]attempt, len(runs))
+		for i, r := range runs {
+			atts[i] = attempt{RunID: r.RunID.String(), Attempt: r.Attempt, Outcome: r.Outcome, Worker: r.WorkerID,
+				StartedAt: r.StartedAt, FinishedAt: r.FinishedAt}
+			if r.Error != nil {
+				atts[i].Error = *r.Error
+			}
+		}
+		if *asJSON {
+			return printJSON(cmd.OutOrStdout(), map[string]any{"message": toStoredJSON(msg), "attempts": atts})
+		}
+		w := cmd.OutOrStdout()
+		fmt.Fprintf(w, "id:           %d\nqueue:        %s\nsource:       %s\nmessage id:   %s\ntopic:        %s\n",
+			msg.ID, msg.Queue, msg.Source, msg.MessageID, dash(msg.Topic))
+		fmt.Fprintf(w, "status:       %s\nattempts:     %d of %d\nreceived at:  %s\nrun at:       %s\n",
+			inbox.StatusName(msg.Status), msg.Attempts, msg.MaxAttempts, msg.ReceivedAt.UTC().Format(time.RFC3339Nano), msg.RunAt.UTC().Format(time.RFC3339Nano))
+		if msg.FinishedAt != nil {
+			fmt.Fprintf(w, "finished at:  %s\n", msg.FinishedAt.UTC().Format(time.RFC3339Nano))
+		}
+		if msg.LastError != "" {
+			fmt.Fprintf(w, "last error:   %s\n", msg.LastError)
+		}
+		fmt.Fprintf(w, "payload hash: %x\npayload:      %s\n", msg.PayloadHash, msg.Payload)
+		if len(atts) == 0 {
+			fmt.Fprintln(w, "attempts:     none archived yet")
+			return nil
+		}
+		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "\nATTEMPT\tOUTCOME\tWORKER\tFINISHED\tRUN ID\tERROR")
+		for _, a := range atts {
+			fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\n", a.Attempt, a.Outcome, a.Worker, a.FinishedAt.UTC().Format(time.RFC3339Nano), a.RunID, dash(a.Error))
+		}
+		return tw.Flush()
+	}
+	return cmd
+}
+
+func newInboxReviveCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "revive ID... [--actor A] [--reason R] [--json]",
+		Short: "Put dead (failed) inbox messages back to ready, attempts reset, audited in the run archive",
+		Args:  cobra.MinimumNArgs(1),
+	}
+	cfg := bindConfig(cmd, "database-url")
+	f := cmd.Flags()
+	actor := f.String("actor", defaultActor(), "who revives (recorded in the run archive)")
+	reason := f.String("reason", "", "why (recorded in the run archive)")
+	asJSON := f.Bool("json", false, "print JSON")
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		ids := make([]int64, len(args))
+		for i, a := range args {
+			id, err := strconv.ParseInt(a, 10, 64)
+			if err != nil || id < 1 {
+				return fmt.Errorf("ID must be a positive whole number, got %q", a)
+			}
+			ids[i] = id
+		}
+		if strings.TrimSpace(*actor) == "" {
+			return fmt.Errorf("--actor must not be empty")
+		}
+		ctx := cmd.Context()
+		pool, done, err := connect(ctx, cfg, newLogger(cfg, cmd.ErrOrStderr()), false)
+		if err != nil {
+			return err
+		}
+		defer done()
+		revived, err := inbox.Revive(ctx, pool, *actor, *reason, ids...)
+		if err != nil {
+			return err
+		}
+		got := map[int64]bool{}
+		for _, id := range revived {
+			got[id] = true
+		}
+		var skipped []int64
+		for _, id := range ids {
+			if !got[id] {
+				skipped = append(skipped, id)
+			}
+		}
+		if *asJSON {
+			return printJSON(cmd.OutOrStdout(), map[string]any{"revived": nonNil(revived), "not_dead": nonNil(skipped)})
+		}
+		for _, id := range revived {
+			fmt.Fprintf(cmd.OutOrStdout(), "revived %d\n", id)
+		}
+		for _, id := range skipped {
+			fmt.Fprintf(cmd.OutOrStdout(), "not dead, left alone: %d\n", id)
+		}
+		return nil
+	}
+	return cmd
+}
+
+func nonNil(ids []int64) []int64 {
+	if ids == nil {
+		return []int64{}
+	}
+	return ids
+}
+
+// defaultActor names the operator for audit rows: cli:$USER.
+func defaultActor() string {
+	if u := os.Getenv("USER"); u != "" {
+		return "cli:" + u
+	}
+	return "cli"
+}

@@ -1,0 +1,370 @@
+// Package inbox receives messages from other systems idempotently: each
+// (source, message id) is recorded once and processed once by the shared
+// lease runtime (package worker), however often the sender delivers it.
+//
+// Receive records a message on a pool or inside the caller's pgx.Tx, so the
+// receipt commits (or rolls back) with the caller's own writes. The first
+// receipt of a (source, message id) inserts it for processing; a repeat
+// with the same payload is a duplicate (Received.Duplicate, and Processed
+// once its handler has succeeded) and changes nothing; a repeat with a
+// different payload is a conflict (an error wrapping ErrConflict) and
+// changes nothing either.
+//
+// Payloads are compared by hash: sha256 of the payload's canonical text,
+// which is PostgreSQL's jsonb output of it (keys sorted by length then
+// bytes, the last of duplicate keys kept, no insignificant whitespace,
+// escapes decoded, numbers as written: 1 and 1.0 differ). So
+// {"b":1, "a":2} and {"a":2,"b":1} are the same payload.
+//
+// A Processor routes claimed messages to handlers by topic; Revive puts dead
+// (failed) messages back; DeleteProcessed ends the de-duplication window of
+// processed messages. docs/inbox.md describes the semantics and decisions.
+package inbox
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/workq/workq"
+	"github.com/workq/workq/config"
+	"github.com/workq/workq/db/gen"
+	"github.com/workq/workq/internal/notify"
+	"github.com/workq/workq/lease"
+	"github.com/workq/workq/worker"
+)
+
+// ErrConflict is wrapped by the error for a message whose (source, message
+// id) was received before with a different payload. The stored message is
+// left exactly as it was.
+var ErrConflict = errors.New("inbox message conflict: same source and message id, different payload")
+
+// ConflictError describes one conflicting message. It matches ErrConflict.
+type ConflictError struct {
+	Index     int    // position in the ReceiveMany batch (0 for Receive)
+	Source    string // the message's source
+	MessageID string // the message's id
+	ID        int64  // the stored message it conflicts with
+}
+
+func (e *ConflictError) Error() string {
+	return fmt.Sprintf("%v: source %q message %q is stored as inbox %d with another payload hash; nothing changed",
+		ErrConflict, e.Source, e.MessageID, e.ID)
+}
+
+// Is makes errors.Is(err, ErrConflict) true.
+func (e *ConflictError) Is(target error) bool { return target == ErrConflict }
+
+// NotifyChannel is the LISTEN/NOTIFY channel the inbox wakes its workers
+// on; the payload is the queue.
+var NotifyChannel = workq.NotifyChannel(string(lease.Inbox))
+
+// Message is one incoming message.
+type Message struct {
+	Source      string // required: the sending system, 1-256 bytes of UTF-8 (no NUL)
+	MessageID   string // required: the sender's id of the message, 1-512 bytes of UTF-8 (no NUL)
+	Topic       string // optional: selects the handler (Processor); "" routes to the default handler
+	Payload     any    // a JSON object: a struct or map to marshal, or raw JSON as json.RawMessage or []byte; nil means {}
+	Queue       string // default "default"
+	Priority    int16  // stored; the inbox claims in arrival order
+	MaxAttempts int    // 0: the client default (4)
+}
+
+// Received is the outcome of receiving one message.
+type Received struct {
+	ID        int64        `json:"id"`        // the stored message (new or existing)
+	Duplicate bool         `json:"duplicate"` // received before with the same payload (or earlier in the same batch); not processed again
+	Processed bool         `json:"processed"` // a duplicate whose stored message is done already
+	Conflict  bool         `json:"conflict"`  // received before with another payload; nothing changed
+	Status    lease.Status `json:"status"`    // the stored message's status when received
+}
+
+// New reports whether this call inserted the message.
+func (r Received) New() bool { return !r.Duplicate && !r.Conflict }
+
+// Client receives messages. It is safe for concurrent use; share one per
+// process so NOTIFY debouncing works across goroutines.
+type Client struct {
+	maxAttempts int
+	maxPayload  int
+	notify      *notify.Debouncer
+}
+
+// ClientOptions configure a Client; zero values take the defaults.
+type ClientOptions struct {
+	MaxAttempts    int           // default max attempts of messages that do not set one (4)
+	NotifyDebounce time.Duration // at most one NOTIFY per queue per this (5ms); negative disables NOTIFY
+	// MaxPayloadBytes limits a message's payload as workq.ClientOptions
+	// limits a job's: 0 means config.DefaultMaxPayload (1 MiB).
+	MaxPayloadBytes int
+}
+
+// NewClient returns a Client.
+func NewClient(o ClientOptions) *Client {
+	d := config.Default()
+	if o.MaxAttempts == 0 {
+		o.MaxAttempts = d.MaxAttempts
+	}
+	if o.NotifyDebounce == 0 {
+		o.NotifyDebounce = d.NotifyDebounce
+	}
+	if o.MaxPayloadBytes == 0 {
+		o.MaxPayloadBytes = d.MaxPayload
+	}
+	return &Client{maxAttempts: o.MaxAttempts, maxPayload: o.MaxPayloadBytes, notify: notify.New(o.NotifyDebounce)}
+}
+
+type prepared struct {
+	queue, source, messageID, topic string
+	payload                         []byte
+	priority                        int16
+	maxAttempts                     int32
+}
+
+// checkText validates a required text key (source, message id).
+func checkText(what, s string, maxLen int) error {
+	switch {
+	case s == "":
+		return fmt.Errorf("%w: %s is required", workq.ErrInvalid, what)
+	case len(s) > maxLen:
+		return fmt.Errorf("%w: %s is %d bytes, more than %d", workq.ErrInvalid, what, len(s), maxLen)
+	case !utf8.ValidString(s):
+		return fmt.Errorf("%w: %s is not valid UTF-8", workq.ErrInvalid, what)
+	case strings.IndexByte(s, 0) >= 0:
+		return fmt.Errorf("%w: %s contains a NUL byte", workq.ErrInvalid, what)
+	}
+	return nil
+}
+
+func (c *Client) prepare(m Message) (prepared, error) {
+	p := prepared{queue: m.Queue, source: m.Source, messageID: m.MessageID, topic: m.Topic, priority: m.Priority}
+	if p.queue == "" {
+		p.queue = "default"
+	}
+	if !config.ValidName(p.queue) {
+		return p, fmt.Errorf("%w: queue %q is not a valid name (1-128 of A-Z a-z 0-9 _ . : -)", workq.ErrInvalid, p.queue)
+	}
+	if err := checkText("source", p.source, 256); err != nil {
+		return p, err
+	}
+	if err := checkText("message id", p.messageID, 512); err != nil {
+		return p, err
+	}
+	if p.topic != "" && !worker.ValidTopic(p.topic) {
+		return p, fmt.Errorf("%w: topic %q is not valid (1-256 bytes of UTF-8 without control characters; empty for none)", workq.ErrInvalid, p.topic)
+	}
+	payload, err := encodePayload(m.Payload, c.maxPayload)
+	if err != nil {
+		return p, err
+	}
+	p.payload = payload
+	attempts := m.MaxAttempts
+	if attempts == 0 {
+		attempts = c.maxAttempts
+	}
+	if attempts < 1 || attempts > 1000 {
+		return p, fmt.Errorf("%w: max attempts must be between 1 and 1000, got %d", workq.ErrInvalid, attempts)
+	}
+	p.maxAttempts = int32(attempts)
+	return p, nil
+}
+
+// encodePayload returns the JSON text of a payload, checked by
+// workq.CheckPayload: nil is {}, raw JSON is taken as it is, anything else
+// is marshaled.
+func encodePayload(v any, maxBytes int) ([]byte, error) {
+	var raw []byte
+	switch p := v.(type) {
+	case nil:
+		raw = []byte("{}")
+	case json.RawMessage:
+		raw = p
+	case []byte:
+		raw = p
+	default:
+		b, err := json.Marshal(v)
+		if err != nil {
+			return nil, fmt.Errorf("%w: payload is not JSON-marshalable: %v", workq.ErrInvalid, err)
+		}
+		raw = b
+	}
+	return raw, workq.CheckPayload(raw, maxBytes)
+}
+
+// Validate reports what is wrong with m (an error wrapping workq.ErrInvalid),
+// or nil when Receive would accept it. It touches no database.
+func (c *Client) Validate(m Message) error {
+	_, err := c.prepare(m)
+	return err
+}
+
+// Receive records one message on db (a pool, or the caller's transaction:
+// then the receipt exists only if that transaction commits). The first
+// receipt of (m.Source, m.MessageID) inserts it for processing; a repeat with
+// the same payload hash returns Duplicate (and Processed when the stored
+// message is done) and changes nothing; a repeat with another payload hash
+// returns the stored id with Conflict set and an error wrapping ErrConflict
+// (a *ConflictError), and changes nothing. A duplicate never writes or
+// locks the stored row. Validation errors wrap workq.ErrInvalid.
+func (c *Client) Receive(ctx context.Context, db workq.DB, m Message) (Received, error) {
+	out, err := c.ReceiveMany(ctx, db, []Message{m})
+	if len(out) != 1 {
+		return Received{}, err
+	}
+	var ce *ConflictError
+	if errors.As(err, &ce) {
+		return out[0], ce
+	}
+	return out[0], err
+}
+
+// maxLookups bounds how often ReceiveMany looks again for keys whose stored
+// row its statement could not see (stored by a transaction that committed
+// after the statement began, or deleted by the de-duplication window in
+// between). Each round needs a further concurrent commit on the same key.
+const maxLookups = 5
+
+// ReceiveMany records many messages in one statement on db and returns one
+// result per message, in input order. Each message is judged as Receive
+// judges it, against the stored message of its key; a (source, message id)
+// that occurs more than once in the batch is stored once, from its first
+// occurrence: the later occurrences are duplicates of it, or conflicts when
+// their payload hash differs from the stored one. Ids of the new messages
+// of one batch follow the order of their keys, not the input order.
+//
+// A batch with an invalid message is rejected whole (an error wrapping
+// workq.ErrInvalid, nothing written). Conflicts do not stop the batch: the
+// other messages are received, every result is returned, and the error
+// joins one *ConflictError per conflicting message (errors.Is(err,
+// ErrConflict)). A caller that wants all or nothing receives inside its
+// transaction and rolls back on that error.
+func (c *Client) ReceiveMany(ctx context.Context, db workq.DB, msgs []Message) ([]Received, error) {
+	if len(msgs) == 0 {
+		return nil, nil
+	}
+	n := len(msgs)
+	arg := gen.InboxReceiveParams{
+		Queues: make([]string, n), Sources: make([]string, n), MessageIds: make([]string, n), Topics: make([]string, n),
+		Payloads: make([]string, n), Priorities: make([]int16, n), MaxAttempts: make([]int32, n),
+	}
+	queues := map[string]bool{}
+	for i, m := range msgs {
+		p, err := c.prepare(m)
+		if err != nil {
+			if n == 1 {
+				return nil, fmt.Errorf("receive: %w", err)
+			}
+			return nil, fmt.Errorf("receive: message %d: %w", i, err)
+		}
+		arg.Queues[i], arg.Sources[i], arg.MessageIds[i], arg.Topics[i] = p.queue, p.source, p.messageID, p.topic
+		arg.Payloads[i], arg.Priorities[i], arg.MaxAttempts[i] = string(p.payload), p.priority, p.maxAttempts
+		queues[p.queue] = true
+	}
+	for queue := range queues {
+		if c.notify.Should(queue) {
+			arg.Notify = true
+		}
+	}
+	q := gen.New(db)
+	out := make([]Received, n)
+	hashes := make([][]byte, n)
+	// pending lists the inputs whose stored row is still unknown.
+	pending := make([]int, n)
+	for i := range pending {
+		pending[i] = i
+	}
+	for try := 0; len(pending) > 0; try++ {
+		if try == maxLookups {
+			return nil, fmt.Errorf("receive %d messages: %d still unsettled after %d tries (their keys are being stored and deleted concurrently)", n, len(pending), try)
+		}
+		sub := arg
+		if len(pending) < n {
+			sub = subset(arg, pending)
+		}
+		rows, err := q.InboxReceive(ctx, sub)
+		if err != nil {
+			return nil, fmt.Errorf("receive %d messages: %w", n, err)
+		}
+		if len(rows) != len(pending) {
+			return nil, fmt.Errorf("receive %d messages: %d rows returned", len(pending), len(rows))
+		}
+		var unseen []int
+		for k, r := range rows {
+			i := pending[k]
+			hashes[i] = r.PayloadHash
+			if r.ID == 0 {
+				unseen = append(unseen, i)
+				continue
+			}
+			out[i] = result(r.ID, lease.Status(r.Status), r.Inserted, r.SamePayload)
+		}
+		if len(unseen) == 0 {
+			break
+		}
+		// A new statement sees what committed since the receive began.
+		var sources, ids []string
+		for _, i := range unseen {
+			sources = append(sources, arg.Sources[i])
+			ids = append(ids, arg.MessageIds[i])
+		}
+		found, err := q.InboxLookup(ctx, sources, ids)
+		if err != nil {
+			return nil, fmt.Errorf("receive %d messages: look up concurrently stored keys: %w", n, err)
+		}
+		type key struct{ source, id string }
+		stored := make(map[key]gen.InboxLookupRow, len(found))
+		for _, f := range found {
+			stored[key{f.Source, f.MessageID}] = f
+		}
+		pending = pending[:0]
+		for _, i := range unseen {
+			f, ok := stored[key{arg.Sources[i], arg.MessageIds[i]}]
+			if !ok {
+				pending = append(pending, i) // deleted meanwhile: receive it again
+				continue
+			}
+			out[i] = result(f.ID, lease.Status(f.Status), false, bytes.Equal(f.PayloadHash, hashes[i]))
+		}
+	}
+	var conflicts []error
+	for i, r := range out {
+		if r.Conflict {
+			conflicts = append(conflicts, &ConflictError{Index: i, Source: arg.Sources[i], MessageID: arg.MessageIds[i], ID: r.ID})
+		}
+	}
+	if len(conflicts) > 0 {
+		return out, fmt.Errorf("receive %d messages: %d conflict(s): %w", n, len(conflicts), errors.Join(conflicts...))
+	}
+	return out, nil
+}
+
+func result(id int64, st lease.Status, inserted, same bool) Received {
+	switch {
+	case inserted:
+		return Received{ID: id, Status: st}
+	case same:
+		return Received{ID: id, Status: st, Duplicate: true, Processed: st == lease.StatusDone}
+	default:
+		return Received{ID: id, Status: st, Conflict: true}
+	}
+}
+
+// subset returns the receive parameters of the inputs idx.
+func subset(a gen.InboxReceiveParams, idx []int) gen.InboxReceiveParams {
+	s := gen.InboxReceiveParams{Notify: a.Notify}
+	for _, i := range idx {
+		s.Queues = append(s.Queues, a.Queues[i])
+		s.Sources = append(s.Sources, a.Sources[i])
+		s.MessageIds = append(s.MessageIds, a.MessageIds[i])
+		s.Topics = append(s.Topics, a.Topics[i])
+		s.Payloads = append(s.Payloads, a.Payloads[i])
+		s.Priorities = append(s.Priorities, a.Priorities[i])
+		s.MaxAttempts = append(s.MaxAttempts, a.MaxAttempts[i])
+	}
+	return s
+}

@@ -38,6 +38,16 @@ type Source struct {
 	// Route returns the handler of a claimed item. An error is the attempt's
 	// result (retried with backoff; Permanent fails it at once).
 	Route func(*Job) (HandlerFunc, error)
+	// ClaimOptions, when set, gives the table-specific options of the next
+	// claim of queue (lease.ClaimOptions); prev is what the previous claim
+	// of that queue returned (nil at first, or when it found nothing). It is
+	// called by the queue's one claim loop, never concurrently for a queue.
+	ClaimOptions func(queue string, prev []lease.Item) lease.ClaimOptions
+	// ClaimAfterCompletion: a completed item can make other items claimable
+	// (the next message of an outbox partition key), so the claim loop of
+	// its queue claims again after each applied completion instead of
+	// waiting for a notification or the poll.
+	ClaimAfterCompletion bool
 }
 
 // Worker runs the sources registered on it.

@@ -82,7 +82,11 @@ update outbox j set
     locked_until = now() + ($2::bigint) * interval '1 millisecond',
     lease_version = j.lease_version + 1,
     attempts = j.attempts + 1,
-    claimed_at = now(),
+    -- The clock when the row is claimed, not now() (the transaction's start,
+    -- which can precede the commit of the completion this claim's snapshot
+    -- saw): an attempt's started_at in the run archive is then never before
+    -- the previous attempt of its key finished.
+    claimed_at = clock_timestamp(),
     claimed_by = $3::text,
     updated_at = now()
 where j.id = any(array(select k.id from keyed k union all select u.id from unkeyed u))

@@ -121,7 +121,11 @@ update outbox j set
     locked_until = now() + (@lease_ms::bigint) * interval '1 millisecond',
     lease_version = j.lease_version + 1,
     attempts = j.attempts + 1,
-    claimed_at = now(),
+    -- The clock when the row is claimed, not now() (the transaction's start,
+    -- which can precede the commit of the completion this claim's snapshot
+    -- saw): an attempt's started_at in the run archive is then never before
+    -- the previous attempt of its key finished.
+    claimed_at = clock_timestamp(),
     claimed_by = @worker_id::text,
     updated_at = now()
 -- Not a join with candidates: the planner cannot estimate the budget limit

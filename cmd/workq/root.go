@@ -26,6 +26,7 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 	root.AddCommand(
 		newMigrateCmd(), newEnqueueCmd(), newWorkerCmd(), newReaperCmd(),
 		newRunCmd(), newBenchCmd(), newStatsCmd(), newLimitCmd(), newConfigCmd(),
+		newOutboxCmd(),
 	)
 	return root
 }

@@ -51,6 +51,8 @@ reserve as materialized (
     select count(*)::integer as n from (
         select 1 from outbox u
         where u.queue = @queue and u.status = 0 and u.partition_key is null and u.run_at <= now()
+        -- the index's order, so that the planner reads outbox_claim, not the table
+        order by u.priority desc, u.id
         limit (select (b.n + (random() < 0.5)::integer) / 2 from budget b)
     ) w
 ),

@@ -31,7 +31,8 @@ func claimJobRuns(ctx context.Context, q *gen.Queries, a claimArgs) ([]Item, err
 }
 
 func claimOutbox(ctx context.Context, q *gen.Queries, a claimArgs) ([]Item, error) {
-	rows, err := q.OutboxClaim(ctx, gen.OutboxClaimParams{OwnerToken: a.token, LeaseMs: a.leaseMs, WorkerID: a.workerID, Queue: a.queue, MaxRows: a.max})
+	rows, err := q.OutboxClaim(ctx, gen.OutboxClaimParams{OwnerToken: a.token, LeaseMs: a.leaseMs, WorkerID: a.workerID, Queue: a.queue, MaxRows: a.max,
+		AfterKey: a.opts.AfterKey, SkipTopics: a.opts.SkipTopics})
 	items := make([]Item, len(rows))
 	for i, r := range rows {
 		it := newItem(a, r.ID, r.Attempts, r.MaxAttempts, r.LeaseVersion, r.LockedUntil, r.Payload, r.Priority, r.RunAt, r.CreatedAt)

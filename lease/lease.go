@@ -108,6 +108,19 @@ type ClaimParams struct {
 	Max      int           // at most this many rows (the queue's limit W may give fewer)
 	Lease    time.Duration // lease TTL
 	WorkerID string        // recorded on the rows and in the run archive
+	Options  ClaimOptions  // table-specific; tables without them ignore them
+}
+
+// ClaimOptions are the claim options only some tables have. The zero value
+// is every table's default claim.
+type ClaimOptions struct {
+	// AfterKey (outbox): the ordered claim visits partition keys after this
+	// one first, then wraps around, so that keys late in sort order are not
+	// starved when there are more claimable keys than one claim takes.
+	AfterKey string
+	// SkipTopics (outbox): a finally failed message of one of these topics
+	// does not block its partition key; by default it does.
+	SkipTopics []string
 }
 
 // Claim is one claimed batch: every item shares the owner token.
@@ -208,7 +221,7 @@ func (e *Engine) Claim(ctx context.Context, p ClaimParams) (Claim, error) {
 	}
 	items, err := e.def.claim(ctx, e.q, claimArgs{
 		table: e.table, code: e.def.code, token: token, queue: p.Queue,
-		max: int32(min(p.Max, math.MaxInt32)), leaseMs: ms(p.Lease), workerID: p.WorkerID,
+		max: int32(min(p.Max, math.MaxInt32)), leaseMs: ms(p.Lease), workerID: p.WorkerID, opts: p.Options,
 	})
 	if err != nil {
 		return Claim{Token: token}, fmt.Errorf("claim %s: %w", e.table, err)

@@ -54,6 +54,7 @@ type claimArgs struct {
 	max      int32
 	leaseMs  int64
 	workerID string
+	opts     ClaimOptions
 }
 
 // maxTableCode is the largest code a run id can hold (six bits).

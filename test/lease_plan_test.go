@@ -309,11 +309,18 @@ func leasePlans(t *testing.T, tbl leaseTable, stale bool) {
 			claimSQL, claimParams := namedQuery(t, table, prefix+"Claim")
 			claimArgs := func(queue string) map[string]any {
 				return map[string]any{"queue": queue, "max_rows": int32(100),
-					"lease_ms": int64(30_000), "worker_id": "w", "owner_token": uuid.New()}
+					"lease_ms": int64(30_000), "worker_id": "w", "owner_token": uuid.New(),
+					"after_key": "", "skip_topics": []string{}} // outbox's ordered-claim options
 			}
 			claimLits := literalsFor(t, claimParams, map[string]string{"queue": "'q'",
 				"max_rows": "100", "lease_ms": "30000", "worker_id": "'w'",
-				"owner_token": "'" + uuid.NewString() + "'"})
+				"owner_token": "'" + uuid.NewString() + "'", "after_key": "''", "skip_topics": "'{}'"})
+			// The outbox claim's unkeyed branch is its CTE unkeyed; its keyed
+			// branch has a plan test of its own (outbox/plan_test.go).
+			candidatesCTE := "CTE candidates"
+			if table == "outbox" {
+				candidatesCTE = "CTE unkeyed"
+			}
 			plans := map[string]planNode{
 				"custom":  explainCustom(t, ctx, conn, claimSQL, argsFor(t, claimParams, claimArgs("q"))...),
 				"generic": explainGeneric(t, ctx, conn, claimSQL, claimLits...),
@@ -322,9 +329,9 @@ func leasePlans(t *testing.T, tbl leaseTable, stale bool) {
 				if plan.seqScans(table) {
 					t.Errorf("%s plan of %sClaim scans %s sequentially:\n%s", kind, prefix, table, plan)
 				}
-				cand, ok := plan.subplan("CTE candidates")
+				cand, ok := plan.subplan(candidatesCTE)
 				if !ok {
-					t.Fatalf("%s plan of %sClaim has no CTE candidates:\n%s", kind, prefix, plan)
+					t.Fatalf("%s plan of %sClaim has no %s:\n%s", kind, prefix, candidatesCTE, plan)
 				}
 				if !cand.usesIndex(claimIndex) {
 					t.Errorf("%s plan: candidates do not use %s:\n%s", kind, claimIndex, cand)

@@ -46,6 +46,8 @@ type producer struct {
 	work     chan *attempt // claimed items for the handler pool: concurrency + batch fit
 
 	avgRun atomic.Int64 // moving average of handler run time, in nanoseconds
+
+	prev []lease.Item // the last claim's items, for Source.ClaimOptions (claim loop only)
 }
 
 // An attempt is queued from its claim until a handler goroutine takes it
@@ -428,7 +430,12 @@ func (p *producer) claim(ctx context.Context, n int) (int, error) {
 		return 0, err // nothing was sent
 	}
 	backend := conn.Conn().PgConn().PID()
-	c, err := p.w.claimFn(lease.New(conn, p.src.Table), cctx, lease.ClaimParams{Queue: p.queue, Max: n, Lease: cfg.Lease, WorkerID: cfg.WorkerID})
+	params := lease.ClaimParams{Queue: p.queue, Max: n, Lease: cfg.Lease, WorkerID: cfg.WorkerID}
+	if p.src.ClaimOptions != nil {
+		params.Options = p.src.ClaimOptions(p.queue, p.prev)
+	}
+	c, err := p.w.claimFn(lease.New(conn, p.src.Table), cctx, params)
+	p.prev = c.Items
 	if err != nil {
 		// The connection's server process may still be running the claim:
 		// it must not take another statement from the pool.
@@ -554,6 +561,9 @@ func (p *producer) execute(a *attempt) {
 		rec.end(res)
 		p.forget(a)
 		p.w.stats.pending.Add(-1)
+		if p.src.ClaimAfterCompletion && res.Applied {
+			p.notify()
+		}
 	}})
 }
 

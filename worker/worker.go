@@ -47,6 +47,16 @@ type Source struct {
 	// milliseconds of their due time rather than up to one poll interval
 	// late. It must be one cheap indexed read (timers: TimersNextDue).
 	NextDue func(ctx context.Context, db workq.DB, queue string) (wait time.Duration, ok bool, err error)
+	// ClaimOptions, when set, gives the table-specific options of the next
+	// claim of queue (lease.ClaimOptions); prev is what the previous claim
+	// of that queue returned (nil at first, or when it found nothing). It is
+	// called by the queue's one claim loop, never concurrently for a queue.
+	ClaimOptions func(queue string, prev []lease.Item) lease.ClaimOptions
+	// ClaimAfterCompletion: a completed item can make other items claimable
+	// (the next message of an outbox partition key), so the claim loop of
+	// its queue claims again after each applied completion instead of
+	// waiting for a notification or the poll.
+	ClaimAfterCompletion bool
 }
 
 // Worker runs the sources registered on it.

@@ -116,6 +116,8 @@ the handler sleep, so slots stay busy as with real work.`,
 	enqueueMode := f.String("enqueue-mode", enqueueCopy, "bulk inserts (burn-down's, the continuous producer's, --produce-only's backlog): "+
 		enqueueCopy+" (EnqueueManyFast) or "+enqueueUnnest+" (EnqueueMany); rate mode's --enqueue-batch always uses EnqueueMany")
 	inboxBench := addInboxBenchFlags(f)
+	table := f.String("table", "job_runs", "work table: job_runs, or outbox (burn-down only; see bench_outbox.go)")
+	orderedKeys := f.Int("ordered-keys", 0, "--table outbox: spread the messages over this many partition keys (0: unkeyed)")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		cfg.Queues = []string{benchQueue}
 		if *cpuProfile != "" {
@@ -159,7 +161,14 @@ the handler sleep, so slots stay busy as with real work.`,
 		b := &bench{pool: pool, client: workq.NewClient(workq.ClientOptions{}), out: cmd.ErrOrStderr(),
 			enqueueBatch: *enqueueBatch, handlerTime: *handlerTime, enqueueMode: *enqueueMode}
 		var res benchResult
+		if *table != "job_runs" || *orderedKeys != 0 {
+			if *table != "outbox" || *duration != 0 || *produceOnly || *orderedKeys < 0 {
+				return fmt.Errorf("--table outbox runs the burn-down only (-n N), --ordered-keys K >= 0; --table is job_runs or outbox, got %q", *table)
+			}
+			res, err = b.burnDownOutbox(ctx, *cfg, *n, *orderedKeys)
+		}
 		switch {
+		case res.Mode != "":
 		case *produceOnly && *rate > 0:
 			return b.produce(ctx, *duration, *rate)
 		case *produceOnly:

@@ -26,9 +26,10 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 	root.AddCommand(
 		newMigrateCmd(), newEnqueueCmd(), newWorkerCmd(), newReaperCmd(),
 		newRunCmd(), newBenchCmd(), newStatsCmd(), newLimitCmd(), newConfigCmd(), newLockCmd(), newMaintainCmd(),
-		newSchedulesCmd(),
-		newTimersCmd(),
+		newOutboxCmd(),
 		newInboxCmd(),
+		newTimersCmd(),
+		newSchedulesCmd(),
 	)
 	return root
 }

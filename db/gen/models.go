@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgtype"
 )
 
 type Inbox struct {
@@ -82,6 +83,7 @@ type Outbox struct {
 	CreatedAt     time.Time
 	UpdatedAt     time.Time
 	FinishedAt    *time.Time
+	WriteXid      pgtype.Uint64
 	JoinID        *int64
 }
 

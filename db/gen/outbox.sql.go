@@ -13,11 +13,69 @@ import (
 )
 
 const outboxClaim = `-- name: OutboxClaim :many
-with candidates as (
+with recursive budget as materialized (
+    select workq_claim_budget('outbox', $4, $5::integer) as n
+),
+reserve as materialized (
+    select count(*)::integer as n from (
+        select 1 from outbox u
+        where u.queue = $4 and u.status = 0 and u.partition_key is null and u.run_at <= now()
+        -- the index's order, so that the planner reads outbox_claim, not the table
+        order by u.priority desc, u.id
+        limit (select (b.n + (random() < 0.5)::integer) / 2 from budget b)
+    ) w
+),
+keys (key, wrapped) as (
+    (select s.key, s.wrapped from (
+        (select o.partition_key as key, false as wrapped from outbox o
+         where o.queue = $4 and o.partition_key is not null and o.status <> 2 and o.partition_key > $6::text
+         order by o.partition_key limit 1)
+        union all
+        (select o.partition_key as key, true as wrapped from outbox o
+         where o.queue = $4 and o.partition_key is not null and o.status <> 2 and o.partition_key <= $6::text
+         order by o.partition_key limit 1)
+    ) s limit 1)
+    union all
+    select n.key, n.wrapped from keys k cross join lateral (
+        select s.key, s.wrapped from (
+            (select o.partition_key as key, false as wrapped from outbox o
+             where not k.wrapped and o.queue = $4 and o.partition_key is not null and o.status <> 2
+               and o.partition_key > k.key
+             order by o.partition_key limit 1)
+            union all
+            (select o.partition_key as key, true as wrapped from outbox o
+             where not k.wrapped and o.queue = $4 and o.partition_key is not null and o.status <> 2
+               and o.partition_key <= $6::text
+             order by o.partition_key limit 1)
+            union all
+            (select o.partition_key as key, true as wrapped from outbox o
+             where k.wrapped and o.queue = $4 and o.partition_key is not null and o.status <> 2
+               and o.partition_key > k.key and o.partition_key <= $6::text
+             order by o.partition_key limit 1)
+        ) s limit 1
+    ) n
+),
+heads as (
+    select h.id from keys k cross join lateral (
+        select o.id, o.status, o.run_at, o.write_xid from outbox o
+        where o.queue = $4 and o.partition_key is not null and o.status <> 2 and o.partition_key = k.key
+          and not (o.status = 3 and o.topic = any(coalesce($7::text[], '{}')))
+        order by o.write_xid, o.id
+        limit 1
+    ) h
+    where h.status = 0 and h.run_at <= now() and h.write_xid < pg_snapshot_xmin(pg_current_snapshot())
+    limit (select b.n - r.n from budget b, reserve r)
+),
+keyed as materialized (
+    select o.id from outbox o
+    where o.id = any(array(select h.id from heads h)) and o.status = 0 and o.run_at <= now()
+    for no key update skip locked
+),
+unkeyed as (
     select r.id from outbox r
-    where r.queue = $4 and r.status = 0 and r.run_at <= now()
+    where r.queue = $4 and r.status = 0 and r.partition_key is null and r.run_at <= now()
     order by r.priority desc, r.id
-    limit workq_claim_budget('outbox', $4, $5::integer)
+    limit greatest(0, (select b.n from budget b) - (select count(*) from keyed))
     for no key update skip locked
 )
 update outbox j set
@@ -26,10 +84,14 @@ update outbox j set
     locked_until = now() + ($2::bigint) * interval '1 millisecond',
     lease_version = j.lease_version + 1,
     attempts = j.attempts + 1,
-    claimed_at = now(),
+    -- The clock when the row is claimed, not now() (the transaction's start,
+    -- which can precede the commit of the completion this claim's snapshot
+    -- saw): an attempt's started_at in the run archive is then never before
+    -- the previous attempt of its key finished.
+    claimed_at = clock_timestamp(),
     claimed_by = $3::text,
     updated_at = now()
-where j.id = any(array(select c.id from candidates c))
+where j.id = any(array(select k.id from keyed k union all select u.id from unkeyed u))
 returning j.id, j.topic, j.partition_key, j.message_id, j.payload, j.headers, j.correlation_id, j.priority, j.run_at,
           j.attempts, j.max_attempts, j.lease_version, j.locked_until, j.created_at
 `
@@ -40,6 +102,8 @@ type OutboxClaimParams struct {
 	WorkerID   string
 	Queue      string
 	MaxRows    int32
+	AfterKey   string
+	SkipTopics []string
 }
 
 type OutboxClaimRow struct {
@@ -59,7 +123,17 @@ type OutboxClaimRow struct {
 	CreatedAt     time.Time
 }
 
-// OutboxClaim leases up to max_rows due outbox messages of one queue (priority desc, id) under owner_token, a fresh token the caller mints for this claim alone, within the global limit of the queue. Expired leases are reaped by LeaseReapExpired (the claimer runs it for its queue about once a second).
+// OutboxClaim leases up to max_rows due outbox messages of one queue under owner_token, a fresh token the caller mints for this claim alone, within the global limit of the queue: unkeyed messages in (priority desc, id) order, and for partition keys each key's head only (its first message in (write_xid, id) order among rows not done, ready, due, and written by a transaction older than every running one), keys visited from after_key on, wrapping around. Failed messages of skip_topics do not block their key. Expired leases are reaped by LeaseReapExpired.
+// Keep up to half the budget (rounded at random, so a budget of one is
+// shared too) for unkeyed messages when some wait, so neither kind starves.
+// The queue's partition keys with rows not done, one index probe each (a
+// skip scan of outbox_ordered), from the first key after after_key to the
+// last, then from the first key up to after_key (wrapped). Evaluated lazily:
+// the heads' LIMIT stops the walk.
+// Each key's head; claimable when ready, due and older than every running
+// transaction (pg_snapshot_xmin of this statement's snapshot).
+// Locked and rechecked on the newest row version: a head another claimer
+// took or finished since this statement's snapshot is left alone.
 // Not a join with candidates: the planner cannot estimate the budget limit
 // (it assumes 10% of the ready rows) and would hash or merge join the table.
 func (q *Queries) OutboxClaim(ctx context.Context, arg OutboxClaimParams) ([]OutboxClaimRow, error) {
@@ -69,6 +143,8 @@ func (q *Queries) OutboxClaim(ctx context.Context, arg OutboxClaimParams) ([]Out
 		arg.WorkerID,
 		arg.Queue,
 		arg.MaxRows,
+		arg.AfterKey,
+		arg.SkipTopics,
 	)
 	if err != nil {
 		return nil, err
@@ -104,12 +180,20 @@ func (q *Queries) OutboxClaim(ctx context.Context, arg OutboxClaimParams) ([]Out
 }
 
 const outboxEnqueue = `-- name: OutboxEnqueue :one
-insert into outbox (queue, topic, partition_key, message_id, payload, headers, correlation_id, priority, run_at, max_attempts)
-values (
-    $1, $2, $3::text, coalesce($4::uuid, gen_random_uuid()),
-    $5, $6, $7::text, $8,
-    now() + ($9::bigint) * interval '1 millisecond', $10)
-returning id, message_id
+with ins as (
+    insert into outbox (queue, topic, partition_key, message_id, payload, headers, correlation_id, priority, run_at, max_attempts, join_id)
+    values (
+        $1, $2, $3::text, coalesce($4::uuid, gen_random_uuid()),
+        $5, $6, $7::text, $8,
+        coalesce($9::timestamptz, now() + ($10::bigint) * interval '1 millisecond'),
+        $11, $12::bigint)
+    returning id, message_id
+),
+notified as (
+    select pg_notify('workq_outbox', $1::text) as sent
+    where $13::boolean
+)
+select ins.id, ins.message_id from ins cross join (select count(*) as n from notified) x
 `
 
 type OutboxEnqueueParams struct {
@@ -121,8 +205,11 @@ type OutboxEnqueueParams struct {
 	Headers       []byte
 	CorrelationID *string
 	Priority      int16
+	RunAt         *time.Time
 	DelayMs       int64
 	MaxAttempts   int32
+	JoinID        *int64
+	Notify        bool
 }
 
 type OutboxEnqueueRow struct {
@@ -130,7 +217,8 @@ type OutboxEnqueueRow struct {
 	MessageID uuid.UUID
 }
 
-// OutboxEnqueue writes one message (usually in the transaction of the caller) and returns its id and message id.
+// OutboxEnqueue writes one message (usually in the transaction of the caller) and returns its id and message id; with notify it also wakes the relays of the queue (NOTIFY workq_outbox, delivered at commit).
+// A cross join with a count, so that the planner keeps notified (see JobRunsEnqueueMany).
 func (q *Queries) OutboxEnqueue(ctx context.Context, arg OutboxEnqueueParams) (OutboxEnqueueRow, error) {
 	row := q.db.QueryRow(ctx, outboxEnqueue,
 		arg.Queue,
@@ -141,8 +229,11 @@ func (q *Queries) OutboxEnqueue(ctx context.Context, arg OutboxEnqueueParams) (O
 		arg.Headers,
 		arg.CorrelationID,
 		arg.Priority,
+		arg.RunAt,
 		arg.DelayMs,
 		arg.MaxAttempts,
+		arg.JoinID,
+		arg.Notify,
 	)
 	var i OutboxEnqueueRow
 	err := row.Scan(&i.ID, &i.MessageID)
@@ -150,24 +241,41 @@ func (q *Queries) OutboxEnqueue(ctx context.Context, arg OutboxEnqueueParams) (O
 }
 
 const outboxEnqueueMany = `-- name: OutboxEnqueueMany :many
-insert into outbox (queue, topic, partition_key, payload, headers, correlation_id, priority, run_at, max_attempts)
-select unnest($1::text[]), unnest($2::text[]), nullif(unnest($3::text[]), ''),
-       unnest($4::text[])::jsonb, unnest($5::text[])::jsonb, nullif(unnest($6::text[]), ''),
-       unnest($7::smallint[]), now() + unnest($8::bigint[]) * interval '1 millisecond',
-       unnest($9::integer[])
+with notified as (
+    select pg_notify('workq_outbox', q.queue) as sent
+    from (select distinct unnest($1::text[]) as queue) q
+    where $2::boolean
+),
+ins as (
+insert into outbox (queue, topic, partition_key, message_id, payload, headers, correlation_id, priority, run_at, max_attempts, join_id)
+select u.queue, u.topic, nullif(u.partition_key, ''), coalesce(nullif(u.message_id, '')::uuid, gen_random_uuid()),
+       u.payload::jsonb, u.headers::jsonb, nullif(u.correlation_id, ''), u.priority,
+       coalesce(nullif(u.run_at, '')::timestamptz, now() + coalesce(u.delay_ms, 0) * interval '1 millisecond'),
+       u.max_attempts, nullif(u.join_id, 0)
+from (select unnest($1::text[]) as queue, unnest($3::text[]) as topic, unnest($4::text[]) as partition_key,
+             unnest($5::text[]) as message_id, unnest($6::text[]) as payload, unnest($7::text[]) as headers,
+             unnest($8::text[]) as correlation_id, unnest($9::smallint[]) as priority,
+             unnest($10::text[]) as run_at, unnest($11::bigint[]) as delay_ms,
+             unnest($12::integer[]) as max_attempts, unnest($13::bigint[]) as join_id) u
 returning id, message_id
+)
+select ins.id, ins.message_id from ins cross join (select count(*) as n from notified) x
 `
 
 type OutboxEnqueueManyParams struct {
 	Queues         []string
+	Notify         bool
 	Topics         []string
 	PartitionKeys  []string
+	MessageIds     []string
 	Payloads       []string
 	Headers        []string
 	CorrelationIds []string
 	Priorities     []int16
+	RunAts         []string
 	DelaysMs       []int64
 	MaxAttempts    []int32
+	JoinIds        []int64
 }
 
 type OutboxEnqueueManyRow struct {
@@ -175,18 +283,24 @@ type OutboxEnqueueManyRow struct {
 	MessageID uuid.UUID
 }
 
-// OutboxEnqueueMany writes many messages in one statement, in input order; empty partition keys and correlation ids mean none.
+// OutboxEnqueueMany writes many messages in one statement, in input order; empty partition keys, message ids, correlation ids and run_ats and zero join ids mean none; with notify it wakes the relays of every queue in the batch.
+// Set-returning functions in a select list run in lockstep, in input order;
+// a shorter array (an optional column left out) is padded with nulls.
 func (q *Queries) OutboxEnqueueMany(ctx context.Context, arg OutboxEnqueueManyParams) ([]OutboxEnqueueManyRow, error) {
 	rows, err := q.db.Query(ctx, outboxEnqueueMany,
 		arg.Queues,
+		arg.Notify,
 		arg.Topics,
 		arg.PartitionKeys,
+		arg.MessageIds,
 		arg.Payloads,
 		arg.Headers,
 		arg.CorrelationIds,
 		arg.Priorities,
+		arg.RunAts,
 		arg.DelaysMs,
 		arg.MaxAttempts,
+		arg.JoinIds,
 	)
 	if err != nil {
 		return nil, err
@@ -207,7 +321,7 @@ func (q *Queries) OutboxEnqueueMany(ctx context.Context, arg OutboxEnqueueManyPa
 }
 
 const outboxGet = `-- name: OutboxGet :one
-select id, queue, topic, partition_key, message_id, payload, headers, correlation_id, status, priority, run_at, owner_token, locked_until, lease_version, attempts, max_attempts, claimed_at, claimed_by, last_error, created_at, updated_at, finished_at, join_id from outbox where id = $1
+select id, queue, topic, partition_key, message_id, payload, headers, correlation_id, status, priority, run_at, owner_token, locked_until, lease_version, attempts, max_attempts, claimed_at, claimed_by, last_error, created_at, updated_at, finished_at, write_xid, join_id from outbox where id = $1
 `
 
 // OutboxGet reads one outbox message.
@@ -237,7 +351,204 @@ func (q *Queries) OutboxGet(ctx context.Context, id int64) (Outbox, error) {
 		&i.CreatedAt,
 		&i.UpdatedAt,
 		&i.FinishedAt,
+		&i.WriteXid,
 		&i.JoinID,
 	)
 	return i, err
+}
+
+const outboxGetByMessageID = `-- name: OutboxGetByMessageID :one
+select id, queue, topic, partition_key, message_id, payload, headers, correlation_id, status, priority, run_at, owner_token, locked_until, lease_version, attempts, max_attempts, claimed_at, claimed_by, last_error, created_at, updated_at, finished_at, write_xid, join_id from outbox where message_id = $1
+`
+
+// OutboxGetByMessageID reads one outbox message by its message id.
+func (q *Queries) OutboxGetByMessageID(ctx context.Context, messageID uuid.UUID) (Outbox, error) {
+	row := q.db.QueryRow(ctx, outboxGetByMessageID, messageID)
+	var i Outbox
+	err := row.Scan(
+		&i.ID,
+		&i.Queue,
+		&i.Topic,
+		&i.PartitionKey,
+		&i.MessageID,
+		&i.Payload,
+		&i.Headers,
+		&i.CorrelationID,
+		&i.Status,
+		&i.Priority,
+		&i.RunAt,
+		&i.OwnerToken,
+		&i.LockedUntil,
+		&i.LeaseVersion,
+		&i.Attempts,
+		&i.MaxAttempts,
+		&i.ClaimedAt,
+		&i.ClaimedBy,
+		&i.LastError,
+		&i.CreatedAt,
+		&i.UpdatedAt,
+		&i.FinishedAt,
+		&i.WriteXid,
+		&i.JoinID,
+	)
+	return i, err
+}
+
+const outboxKeyHeads = `-- name: OutboxKeyHeads :many
+with recursive keys (key) as (
+    (select o.partition_key as key from outbox o
+     where o.queue = $1 and o.partition_key is not null and o.status <> 2 and o.partition_key > $5::text
+     order by o.partition_key limit 1)
+    union all
+    select n.key from keys k cross join lateral (
+        select o.partition_key as key from outbox o
+        where o.queue = $1 and o.partition_key is not null and o.status <> 2 and o.partition_key > k.key
+        order by o.partition_key limit 1
+    ) n
+)
+select k.key::text as partition_key, h.id, h.topic, h.status, h.attempts, h.max_attempts, h.run_at, h.last_error,
+       h.message_id, h.updated_at
+from keys k cross join lateral (
+    select o.id, o.topic, o.status, o.attempts, o.max_attempts, o.run_at, o.last_error, o.message_id, o.updated_at
+    from outbox o
+    where o.queue = $1 and o.partition_key is not null and o.status <> 2 and o.partition_key = k.key
+      and not (o.status = 3 and o.topic = any(coalesce($2::text[], '{}')))
+    order by o.write_xid, o.id
+    limit 1
+) h
+where not $3::boolean
+   or h.status = 3 or (h.status = 0 and h.attempts > 0) or (h.status = 1 and h.attempts > 1)
+limit $4::integer
+`
+
+type OutboxKeyHeadsParams struct {
+	Queue       string
+	SkipTopics  []string
+	OnlyBlocked bool
+	MaxRows     int32
+	AfterKey    string
+}
+
+type OutboxKeyHeadsRow struct {
+	PartitionKey string
+	ID           int64
+	Topic        string
+	Status       int16
+	Attempts     int32
+	MaxAttempts  int32
+	RunAt        time.Time
+	LastError    *string
+	MessageID    uuid.UUID
+	UpdatedAt    time.Time
+}
+
+// OutboxKeyHeads lists the partition keys of one queue that have messages not done, from after_key on in key order, each with its head (first message in write order; failed messages of skip_topics passed over); with only_blocked, only keys whose head is failing (waiting for a retry, or in a retry attempt) or failed.
+func (q *Queries) OutboxKeyHeads(ctx context.Context, arg OutboxKeyHeadsParams) ([]OutboxKeyHeadsRow, error) {
+	rows, err := q.db.Query(ctx, outboxKeyHeads,
+		arg.Queue,
+		arg.SkipTopics,
+		arg.OnlyBlocked,
+		arg.MaxRows,
+		arg.AfterKey,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []OutboxKeyHeadsRow
+	for rows.Next() {
+		var i OutboxKeyHeadsRow
+		if err := rows.Scan(
+			&i.PartitionKey,
+			&i.ID,
+			&i.Topic,
+			&i.Status,
+			&i.Attempts,
+			&i.MaxAttempts,
+			&i.RunAt,
+			&i.LastError,
+			&i.MessageID,
+			&i.UpdatedAt,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const outboxList = `-- name: OutboxList :many
+select id, queue, topic, partition_key, message_id, payload, headers, correlation_id, status, priority, run_at, owner_token, locked_until, lease_version, attempts, max_attempts, claimed_at, claimed_by, last_error, created_at, updated_at, finished_at, write_xid, join_id from outbox o
+where o.id > $1::bigint
+  and ($2::text = '' or o.queue = $2::text)
+  and ($3::integer < 0 or o.status = $3::integer)
+  and ($4::text = '' or o.topic = $4::text)
+  and ($5::text = '' or o.partition_key = $5::text)
+order by o.id
+limit $6::integer
+`
+
+type OutboxListParams struct {
+	AfterID      int64
+	Queue        string
+	Status       int32
+	Topic        string
+	PartitionKey string
+	MaxRows      int32
+}
+
+// OutboxList lists messages by id after after_id (keyset pagination over the primary key), filtered by queue, status (-1: any), topic and partition key (empty: any).
+func (q *Queries) OutboxList(ctx context.Context, arg OutboxListParams) ([]Outbox, error) {
+	rows, err := q.db.Query(ctx, outboxList,
+		arg.AfterID,
+		arg.Queue,
+		arg.Status,
+		arg.Topic,
+		arg.PartitionKey,
+		arg.MaxRows,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []Outbox
+	for rows.Next() {
+		var i Outbox
+		if err := rows.Scan(
+			&i.ID,
+			&i.Queue,
+			&i.Topic,
+			&i.PartitionKey,
+			&i.MessageID,
+			&i.Payload,
+			&i.Headers,
+			&i.CorrelationID,
+			&i.Status,
+			&i.Priority,
+			&i.RunAt,
+			&i.OwnerToken,
+			&i.LockedUntil,
+			&i.LeaseVersion,
+			&i.Attempts,
+			&i.MaxAttempts,
+			&i.ClaimedAt,
+			&i.ClaimedBy,
+			&i.LastError,
+			&i.CreatedAt,
+			&i.UpdatedAt,
+			&i.FinishedAt,
+			&i.WriteXid,
+			&i.JoinID,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }

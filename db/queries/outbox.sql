@@ -1,28 +1,120 @@
 -- name: OutboxEnqueue :one
--- OutboxEnqueue writes one message (usually in the transaction of the caller) and returns its id and message id.
-insert into outbox (queue, topic, partition_key, message_id, payload, headers, correlation_id, priority, run_at, max_attempts)
-values (
-    @queue, @topic, sqlc.narg('partition_key')::text, coalesce(sqlc.narg('message_id')::uuid, gen_random_uuid()),
-    @payload, @headers, sqlc.narg('correlation_id')::text, @priority,
-    now() + (@delay_ms::bigint) * interval '1 millisecond', @max_attempts)
-returning id, message_id;
+-- OutboxEnqueue writes one message (usually in the transaction of the caller) and returns its id and message id; with notify it also wakes the relays of the queue (NOTIFY workq_outbox, delivered at commit).
+with ins as (
+    insert into outbox (queue, topic, partition_key, message_id, payload, headers, correlation_id, priority, run_at, max_attempts, join_id)
+    values (
+        @queue, @topic, sqlc.narg('partition_key')::text, coalesce(sqlc.narg('message_id')::uuid, gen_random_uuid()),
+        @payload, @headers, sqlc.narg('correlation_id')::text, @priority,
+        coalesce(sqlc.narg('run_at')::timestamptz, now() + (@delay_ms::bigint) * interval '1 millisecond'),
+        @max_attempts, sqlc.narg('join_id')::bigint)
+    returning id, message_id
+),
+notified as (
+    select pg_notify('workq_outbox', @queue::text) as sent
+    where @notify::boolean
+)
+-- A cross join with a count, so that the planner keeps notified (see JobRunsEnqueueMany).
+select ins.id, ins.message_id from ins cross join (select count(*) as n from notified) x;
 
 -- name: OutboxEnqueueMany :many
--- OutboxEnqueueMany writes many messages in one statement, in input order; empty partition keys and correlation ids mean none.
-insert into outbox (queue, topic, partition_key, payload, headers, correlation_id, priority, run_at, max_attempts)
-select unnest(@queues::text[]), unnest(@topics::text[]), nullif(unnest(@partition_keys::text[]), ''),
-       unnest(@payloads::text[])::jsonb, unnest(@headers::text[])::jsonb, nullif(unnest(@correlation_ids::text[]), ''),
-       unnest(@priorities::smallint[]), now() + unnest(@delays_ms::bigint[]) * interval '1 millisecond',
-       unnest(@max_attempts::integer[])
-returning id, message_id;
+-- OutboxEnqueueMany writes many messages in one statement, in input order; empty partition keys, message ids, correlation ids and run_ats and zero join ids mean none; with notify it wakes the relays of every queue in the batch.
+with notified as (
+    select pg_notify('workq_outbox', q.queue) as sent
+    from (select distinct unnest(@queues::text[]) as queue) q
+    where @notify::boolean
+),
+ins as (
+insert into outbox (queue, topic, partition_key, message_id, payload, headers, correlation_id, priority, run_at, max_attempts, join_id)
+select u.queue, u.topic, nullif(u.partition_key, ''), coalesce(nullif(u.message_id, '')::uuid, gen_random_uuid()),
+       u.payload::jsonb, u.headers::jsonb, nullif(u.correlation_id, ''), u.priority,
+       coalesce(nullif(u.run_at, '')::timestamptz, now() + coalesce(u.delay_ms, 0) * interval '1 millisecond'),
+       u.max_attempts, nullif(u.join_id, 0)
+-- Set-returning functions in a select list run in lockstep, in input order;
+-- a shorter array (an optional column left out) is padded with nulls.
+from (select unnest(@queues::text[]) as queue, unnest(@topics::text[]) as topic, unnest(@partition_keys::text[]) as partition_key,
+             unnest(@message_ids::text[]) as message_id, unnest(@payloads::text[]) as payload, unnest(@headers::text[]) as headers,
+             unnest(@correlation_ids::text[]) as correlation_id, unnest(@priorities::smallint[]) as priority,
+             unnest(@run_ats::text[]) as run_at, unnest(@delays_ms::bigint[]) as delay_ms,
+             unnest(@max_attempts::integer[]) as max_attempts, unnest(@join_ids::bigint[]) as join_id) u
+returning id, message_id
+)
+select ins.id, ins.message_id from ins cross join (select count(*) as n from notified) x;
 
 -- name: OutboxClaim :many
--- OutboxClaim leases up to max_rows due outbox messages of one queue (priority desc, id) under owner_token, a fresh token the caller mints for this claim alone, within the global limit of the queue. Expired leases are reaped by LeaseReapExpired (the claimer runs it for its queue about once a second).
-with candidates as (
+-- OutboxClaim leases up to max_rows due outbox messages of one queue under owner_token, a fresh token the caller mints for this claim alone, within the global limit of the queue: unkeyed messages in (priority desc, id) order, and for partition keys each key's head only (its first message in (write_xid, id) order among rows not done, ready, due, and written by a transaction older than every running one), keys visited from after_key on, wrapping around. Failed messages of skip_topics do not block their key. Expired leases are reaped by LeaseReapExpired.
+with recursive budget as materialized (
+    select workq_claim_budget('outbox', @queue, @max_rows::integer) as n
+),
+-- Keep up to half the budget (rounded at random, so a budget of one is
+-- shared too) for unkeyed messages when some wait, so neither kind starves.
+reserve as materialized (
+    select count(*)::integer as n from (
+        select 1 from outbox u
+        where u.queue = @queue and u.status = 0 and u.partition_key is null and u.run_at <= now()
+        -- the index's order, so that the planner reads outbox_claim, not the table
+        order by u.priority desc, u.id
+        limit (select (b.n + (random() < 0.5)::integer) / 2 from budget b)
+    ) w
+),
+-- The queue's partition keys with rows not done, one index probe each (a
+-- skip scan of outbox_ordered), from the first key after after_key to the
+-- last, then from the first key up to after_key (wrapped). Evaluated lazily:
+-- the heads' LIMIT stops the walk.
+keys (key, wrapped) as (
+    (select s.key, s.wrapped from (
+        (select o.partition_key as key, false as wrapped from outbox o
+         where o.queue = @queue and o.partition_key is not null and o.status <> 2 and o.partition_key > @after_key::text
+         order by o.partition_key limit 1)
+        union all
+        (select o.partition_key as key, true as wrapped from outbox o
+         where o.queue = @queue and o.partition_key is not null and o.status <> 2 and o.partition_key <= @after_key::text
+         order by o.partition_key limit 1)
+    ) s limit 1)
+    union all
+    select n.key, n.wrapped from keys k cross join lateral (
+        select s.key, s.wrapped from (
+            (select o.partition_key as key, false as wrapped from outbox o
+             where not k.wrapped and o.queue = @queue and o.partition_key is not null and o.status <> 2
+               and o.partition_key > k.key
+             order by o.partition_key limit 1)
+            union all
+            (select o.partition_key as key, true as wrapped from outbox o
+             where not k.wrapped and o.queue = @queue and o.partition_key is not null and o.status <> 2
+               and o.partition_key <= @after_key::text
+             order by o.partition_key limit 1)
+            union all
+            (select o.partition_key as key, true as wrapped from outbox o
+             where k.wrapped and o.queue = @queue and o.partition_key is not null and o.status <> 2
+               and o.partition_key > k.key and o.partition_key <= @after_key::text
+             order by o.partition_key limit 1)
+        ) s limit 1
+    ) n
+),
+-- Each key's head; claimable when ready, due and older than every running
+-- transaction (pg_snapshot_xmin of this statement's snapshot).
+heads as (
+    select h.id from keys k cross join lateral (
+        select o.id, o.status, o.run_at, o.write_xid from outbox o
+        where o.queue = @queue and o.partition_key is not null and o.status <> 2 and o.partition_key = k.key
+          and not (o.status = 3 and o.topic = any(coalesce(@skip_topics::text[], '{}')))
+        order by o.write_xid, o.id
+        limit 1
+    ) h
+    where h.status = 0 and h.run_at <= now() and h.write_xid < pg_snapshot_xmin(pg_current_snapshot())
+    limit (select b.n - r.n from budget b, reserve r)
+),
+-- Locked and rechecked on the newest row version: a head another claimer
+-- took or finished since this statement's snapshot is left alone.
+keyed as materialized (
+    select o.id from outbox o
+    where o.id = any(array(select h.id from heads h)) and o.status = 0 and o.run_at <= now()
+    for no key update skip locked
+),
+unkeyed as (
     select r.id from outbox r
-    where r.queue = @queue and r.status = 0 and r.run_at <= now()
+    where r.queue = @queue and r.status = 0 and r.partition_key is null and r.run_at <= now()
     order by r.priority desc, r.id
-    limit workq_claim_budget('outbox', @queue, @max_rows::integer)
+    limit greatest(0, (select b.n from budget b) - (select count(*) from keyed))
     for no key update skip locked
 )
 update outbox j set
@@ -31,15 +123,61 @@ update outbox j set
     locked_until = now() + (@lease_ms::bigint) * interval '1 millisecond',
     lease_version = j.lease_version + 1,
     attempts = j.attempts + 1,
-    claimed_at = now(),
+    -- The clock when the row is claimed, not now() (the transaction's start,
+    -- which can precede the commit of the completion this claim's snapshot
+    -- saw): an attempt's started_at in the run archive is then never before
+    -- the previous attempt of its key finished.
+    claimed_at = clock_timestamp(),
     claimed_by = @worker_id::text,
     updated_at = now()
 -- Not a join with candidates: the planner cannot estimate the budget limit
 -- (it assumes 10% of the ready rows) and would hash or merge join the table.
-where j.id = any(array(select c.id from candidates c))
+where j.id = any(array(select k.id from keyed k union all select u.id from unkeyed u))
 returning j.id, j.topic, j.partition_key, j.message_id, j.payload, j.headers, j.correlation_id, j.priority, j.run_at,
           j.attempts, j.max_attempts, j.lease_version, j.locked_until, j.created_at;
 
 -- name: OutboxGet :one
 -- OutboxGet reads one outbox message.
 select * from outbox where id = @id;
+
+-- name: OutboxGetByMessageID :one
+-- OutboxGetByMessageID reads one outbox message by its message id.
+select * from outbox where message_id = @message_id;
+
+-- name: OutboxList :many
+-- OutboxList lists messages by id after after_id (keyset pagination over the primary key), filtered by queue, status (-1: any), topic and partition key (empty: any).
+select * from outbox o
+where o.id > @after_id::bigint
+  and (@queue::text = '' or o.queue = @queue::text)
+  and (@status::integer < 0 or o.status = @status::integer)
+  and (@topic::text = '' or o.topic = @topic::text)
+  and (@partition_key::text = '' or o.partition_key = @partition_key::text)
+order by o.id
+limit @max_rows::integer;
+
+-- name: OutboxKeyHeads :many
+-- OutboxKeyHeads lists the partition keys of one queue that have messages not done, from after_key on in key order, each with its head (first message in write order; failed messages of skip_topics passed over); with only_blocked, only keys whose head is failing (waiting for a retry, or in a retry attempt) or failed.
+with recursive keys (key) as (
+    (select o.partition_key as key from outbox o
+     where o.queue = @queue and o.partition_key is not null and o.status <> 2 and o.partition_key > @after_key::text
+     order by o.partition_key limit 1)
+    union all
+    select n.key from keys k cross join lateral (
+        select o.partition_key as key from outbox o
+        where o.queue = @queue and o.partition_key is not null and o.status <> 2 and o.partition_key > k.key
+        order by o.partition_key limit 1
+    ) n
+)
+select k.key::text as partition_key, h.id, h.topic, h.status, h.attempts, h.max_attempts, h.run_at, h.last_error,
+       h.message_id, h.updated_at
+from keys k cross join lateral (
+    select o.id, o.topic, o.status, o.attempts, o.max_attempts, o.run_at, o.last_error, o.message_id, o.updated_at
+    from outbox o
+    where o.queue = @queue and o.partition_key is not null and o.status <> 2 and o.partition_key = k.key
+      and not (o.status = 3 and o.topic = any(coalesce(@skip_topics::text[], '{}')))
+    order by o.write_xid, o.id
+    limit 1
+) h
+where not @only_blocked::boolean
+   or h.status = 3 or (h.status = 0 and h.attempts > 0) or (h.status = 1 and h.attempts > 1)
+limit @max_rows::integer;

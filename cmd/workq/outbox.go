@@ -1,0 +1,401 @@
+package main
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/spf13/cobra"
+
+	"github.com/workq/workq"
+	"github.com/workq/workq/config"
+	"github.com/workq/workq/lease"
+	"github.com/workq/workq/outbox"
+)
+
+func newOutboxCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "outbox send|list|show|retry|blocked",
+		Short: "Write, inspect and retry outbox messages",
+	}
+	cmd.AddCommand(newOutboxSendCmd(), newOutboxListCmd(), newOutboxShowCmd(), newOutboxRetryCmd(), newOutboxBlockedCmd())
+	return cmd
+}
+
+func newOutboxSendCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "send --topic T [--queue Q] [--payload JSON|@FILE|-] [--key K] [--header N=V]... [--message-id UUID] [--correlation-id C] [--priority N] [--delay D | --run-at T] [--max-attempts N] [--json]",
+		Short: "Write one outbox message and print its id",
+		Args:  cobra.NoArgs,
+	}
+	cfg := bindConfig(cmd, "database-url", "max-attempts", "max-payload", "notify-debounce")
+	var (
+		m                  outbox.Message
+		payload, runAt, id string
+		headers            []string
+		asJSON             bool
+	)
+	f := cmd.Flags()
+	f.StringVar(&m.Queue, "queue", "default", "queue name")
+	f.StringVar(&m.Topic, "topic", "", "topic (selects the relay's handler); required")
+	f.StringVar(&payload, "payload", "{}", "JSON object; @FILE reads it from a file, - from standard input")
+	f.StringVar(&m.PartitionKey, "key", "", "partition key: messages with the same key are delivered in write order, one at a time")
+	f.StringArrayVar(&headers, "header", nil, "header NAME=VALUE (repeatable)")
+	f.StringVar(&id, "message-id", "", "message id (a UUID; default: a random one)")
+	f.StringVar(&m.CorrelationID, "correlation-id", "", "correlation id")
+	f.Int16Var(&m.Priority, "priority", 0, "higher first among unkeyed messages (-32768..32767)")
+	f.DurationVar(&m.Delay, "delay", 0, "deliver no earlier than now + delay (e.g. 30s)")
+	f.StringVar(&runAt, "run-at", "", "deliver no earlier than this RFC 3339 time")
+	f.BoolVar(&asJSON, "json", false, "print JSON")
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		if m.Topic == "" {
+			return fmt.Errorf("--topic is required")
+		}
+		if m.Queue == "" {
+			return fmt.Errorf("--queue must not be empty: a queue name is 1-128 of A-Z a-z 0-9 _ . : - (omit --queue for %q)", "default")
+		}
+		if f.Changed("key") && m.PartitionKey == "" {
+			return fmt.Errorf("--key must not be empty (omit it for an unordered message)")
+		}
+		if f.Changed("run-at") {
+			t, err := time.Parse(time.RFC3339Nano, runAt)
+			if err != nil || t.IsZero() {
+				return fmt.Errorf("--run-at %q is not an RFC 3339 time (e.g. 2026-01-02T15:04:05Z)", runAt)
+			}
+			m.RunAt = t
+		}
+		if id != "" {
+			u, err := uuid.Parse(id)
+			if err != nil || u == uuid.Nil {
+				return fmt.Errorf("--message-id %q is not a UUID", id)
+			}
+			m.MessageID = u
+		}
+		for _, h := range headers {
+			name, value, ok := strings.Cut(h, "=")
+			if !ok {
+				return fmt.Errorf("--header %q: want NAME=VALUE", h)
+			}
+			if m.Headers == nil {
+				m.Headers = map[string]string{}
+			}
+			if _, dup := m.Headers[name]; dup {
+				return fmt.Errorf("--header %q: %q given twice", h, name)
+			}
+			m.Headers[name] = value
+		}
+		if cfg.MaxAttempts < 1 || cfg.MaxAttempts > 1000 {
+			return fmt.Errorf("--max-attempts must be between 1 and 1000, got %d", cfg.MaxAttempts)
+		}
+		if cfg.MaxPayload < 1 || cfg.MaxPayload > config.MaxPayloadCeiling {
+			return fmt.Errorf("--max-payload must be between 1 and %d bytes, got %d", config.MaxPayloadCeiling, cfg.MaxPayload)
+		}
+		raw, err := readPayload(payload, cmd.InOrStdin(), cfg.MaxPayload)
+		if err == nil {
+			err = workq.CheckPayload(raw, cfg.MaxPayload)
+		}
+		if err != nil {
+			return fmt.Errorf("--payload %s: %w", payloadSource(payload), err)
+		}
+		m.Payload, m.MaxAttempts = raw, cfg.MaxAttempts
+		client := outbox.NewClient(outbox.ClientOptions{NotifyDebounce: cfg.NotifyDebounce, MaxPayloadBytes: cfg.MaxPayload})
+		if err := client.Validate(m); err != nil {
+			return err
+		}
+		ctx := cmd.Context()
+		pool, done, err := connect(ctx, cfg, newLogger(cfg, cmd.ErrOrStderr()), false)
+		if err != nil {
+			return err
+		}
+		defer done()
+		sent, err := client.Send(ctx, pool, m)
+		if err != nil {
+			return err
+		}
+		if asJSON {
+			return printJSON(cmd.OutOrStdout(), sent)
+		}
+		fmt.Fprintf(cmd.OutOrStdout(), "%d %s\n", sent.ID, sent.MessageID)
+		return nil
+	}
+	return cmd
+}
+
+func payloadSource(arg string) string {
+	if arg == "-" || strings.HasPrefix(arg, "@") {
+		return arg
+	}
+	return "(literal)"
+}
+
+func parseStatus(s string) (*lease.Status, error) {
+	if s == "" {
+		return nil, nil
+	}
+	for _, st := range []lease.Status{lease.StatusReady, lease.StatusInProgress, lease.StatusDone, lease.StatusFailed} {
+		if s == st.String() {
+			return &st, nil
+		}
+	}
+	return nil, fmt.Errorf("--status %q: want ready, in_progress, done or failed", s)
+}
+
+func newOutboxListCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "list [--queue Q] [--status S] [--topic T] [--key K] [--after-id N] [--limit N] [--json]",
+		Short: "List outbox messages in id order (keyset pagination: --after-id the last id shown)",
+		Args:  cobra.NoArgs,
+	}
+	cfg := bindConfig(cmd, "database-url")
+	var (
+		q      outbox.ListQuery
+		status string
+		asJSON bool
+	)
+	f := cmd.Flags()
+	f.StringVar(&q.Queue, "queue", "", "only this queue")
+	f.StringVar(&status, "status", "", "only this status: ready, in_progress, done, failed")
+	f.StringVar(&q.Topic, "topic", "", "only this topic")
+	f.StringVar(&q.PartitionKey, "key", "", "only this partition key")
+	f.Int64Var(&q.AfterID, "after-id", 0, "only ids after this one (the last id of the previous page)")
+	f.IntVar(&q.Limit, "limit", 50, "at most this many (1-10000)")
+	f.BoolVar(&asJSON, "json", false, "print JSON")
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		st, err := parseStatus(status)
+		if err != nil {
+			return err
+		}
+		q.Status = st
+		if q.Limit < 1 || q.Limit > 10000 {
+			return fmt.Errorf("--limit must be between 1 and 10000, got %d", q.Limit)
+		}
+		if q.AfterID < 0 {
+			return fmt.Errorf("--after-id must not be negative, got %d", q.AfterID)
+		}
+		ctx := cmd.Context()
+		pool, done, err := connect(ctx, cfg, newLogger(cfg, cmd.ErrOrStderr()), false)
+		if err != nil {
+			return err
+		}
+		defer done()
+		recs, err := outbox.List(ctx, pool, q)
+		if err != nil {
+			return err
+		}
+		if asJSON {
+			if recs == nil {
+				recs = []outbox.Record{}
+			}
+			return printJSON(cmd.OutOrStdout(), recs)
+		}
+		tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "ID\tQUEUE\tTOPIC\tKEY\tSTATUS\tATTEMPTS\tRUN AT\tLAST ERROR")
+		for _, r := range recs {
+			fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%d/%d\t%s\t%s\n", r.ID, r.Queue, r.Topic, r.PartitionKey, r.Status,
+				r.Attempts, r.MaxAttempts, r.RunAt.Format(time.RFC3339), clip(r.LastError, 60))
+		}
+		return tw.Flush()
+	}
+	return cmd
+}
+
+func clip(s string, n int) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if len(s) > n {
+		return s[:n-3] + "..."
+	}
+	return s
+}
+
+// outboxRef parses a message reference: an id or a message id (a UUID).
+func outboxRef(arg string) (int64, uuid.UUID, error) {
+	if id, err := strconv.ParseInt(arg, 10, 64); err == nil && id > 0 {
+		return id, uuid.Nil, nil
+	}
+	if u, err := uuid.Parse(arg); err == nil {
+		return 0, u, nil
+	}
+	return 0, uuid.Nil, fmt.Errorf("%q is neither an outbox id (a positive number) nor a message id (a UUID)", arg)
+}
+
+func newOutboxShowCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "show ID|MESSAGE-ID [--json]",
+		Short: "Show one outbox message and its attempts (from the run archive)",
+		Args:  cobra.ExactArgs(1),
+	}
+	cfg := bindConfig(cmd, "database-url")
+	asJSON := cmd.Flags().Bool("json", false, "print JSON")
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		id, mid, err := outboxRef(args[0])
+		if err != nil {
+			return err
+		}
+		ctx := cmd.Context()
+		pool, done, err := connect(ctx, cfg, newLogger(cfg, cmd.ErrOrStderr()), false)
+		if err != nil {
+			return err
+		}
+		defer done()
+		var r outbox.Record
+		if id != 0 {
+			r, err = outbox.Get(ctx, pool, id)
+		} else {
+			r, err = outbox.GetByMessageID(ctx, pool, mid)
+		}
+		if err != nil {
+			return err
+		}
+		att, err := outbox.Attempts(ctx, pool, r.ID)
+		if err != nil {
+			return err
+		}
+		if *asJSON {
+			if att == nil {
+				att = []outbox.Attempt{}
+			}
+			return printJSON(cmd.OutOrStdout(), map[string]any{"message": r, "attempts": att})
+		}
+		out := cmd.OutOrStdout()
+		fmt.Fprintf(out, "id:             %d\nmessage id:     %s\nqueue:          %s\ntopic:          %s\n", r.ID, r.MessageID, r.Queue, r.Topic)
+		if r.PartitionKey != "" {
+			fmt.Fprintf(out, "partition key:  %s\n", r.PartitionKey)
+		}
+		if r.CorrelationID != "" {
+			fmt.Fprintf(out, "correlation id: %s\n", r.CorrelationID)
+		}
+		fmt.Fprintf(out, "status:         %s (attempts %d of %d)\nrun at:         %s\ncreated at:     %s\nheaders:        %s\npayload:        %s\n",
+			r.Status, r.Attempts, r.MaxAttempts, r.RunAt.Format(time.RFC3339Nano), r.CreatedAt.Format(time.RFC3339Nano), r.Headers, r.Payload)
+		if r.LastError != "" {
+			fmt.Fprintf(out, "last error:     %s\n", r.LastError)
+		}
+		fmt.Fprintf(out, "attempts:       %d archived\n", len(att))
+		for _, a := range att {
+			fmt.Fprintf(out, "  #%d %s by %s, %s .. %s %s\n", a.Attempt, a.Outcome, a.WorkerID,
+				a.StartedAt.Format(time.RFC3339Nano), a.FinishedAt.Format(time.RFC3339Nano), clip(a.Error, 100))
+		}
+		return nil
+	}
+	return cmd
+}
+
+func newOutboxRetryCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "retry ID... [--reason R] [--actor A] [--json]",
+		Short: "Put failed outbox messages back to ready (attempts reset), recorded in the run archive",
+		Args:  cobra.MinimumNArgs(1),
+	}
+	cfg := bindConfig(cmd, "database-url")
+	f := cmd.Flags()
+	reason := f.String("reason", "", "why (kept in the run archive)")
+	actor := f.String("actor", "cli", "who (kept in the run archive)")
+	asJSON := f.Bool("json", false, "print JSON")
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		ids := make([]int64, len(args))
+		for i, a := range args {
+			id, err := strconv.ParseInt(a, 10, 64)
+			if err != nil || id < 1 {
+				return fmt.Errorf("%q is not an outbox id (a positive number)", a)
+			}
+			ids[i] = id
+		}
+		if strings.TrimSpace(*actor) == "" {
+			return fmt.Errorf("--actor must not be empty")
+		}
+		ctx := cmd.Context()
+		pool, done, err := connect(ctx, cfg, newLogger(cfg, cmd.ErrOrStderr()), false)
+		if err != nil {
+			return err
+		}
+		defer done()
+		got, err := outbox.Retry(ctx, pool, *actor, *reason, ids...)
+		if err != nil {
+			return err
+		}
+		retried := map[int64]bool{}
+		for _, id := range got {
+			retried[id] = true
+		}
+		var skipped []int64
+		for _, id := range ids {
+			if !retried[id] {
+				skipped = append(skipped, id)
+			}
+		}
+		if got == nil {
+			got = []int64{}
+		}
+		if skipped == nil {
+			skipped = []int64{}
+		}
+		if *asJSON {
+			if err := printJSON(cmd.OutOrStdout(), map[string]any{"retried": got, "not_failed": skipped}); err != nil {
+				return err
+			}
+		} else {
+			fmt.Fprintf(cmd.OutOrStdout(), "retried %d: %v\n", len(got), got)
+		}
+		if len(skipped) > 0 {
+			return fmt.Errorf("%d message(s) not retried because they are not failed (or do not exist): %v", len(skipped), skipped)
+		}
+		return nil
+	}
+	return cmd
+}
+
+func newOutboxBlockedCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "blocked [--queue Q] [--all] [--skip-topic T]... [--after-key K] [--limit N] [--json]",
+		Short: "List partition keys held up by a failing or failed head message (--all: every key with pending messages)",
+		Args:  cobra.NoArgs,
+	}
+	cfg := bindConfig(cmd, "database-url")
+	var (
+		q      outbox.KeyQuery
+		all    bool
+		asJSON bool
+	)
+	f := cmd.Flags()
+	f.StringVar(&q.Queue, "queue", "default", "queue name")
+	f.BoolVar(&all, "all", false, "every key with messages not done, not only blocked ones")
+	f.StringArrayVar(&q.SkipTopics, "skip-topic", nil, "a topic whose relay uses OnFinalFailure Skip (its failed messages block nothing)")
+	f.StringVar(&q.AfterKey, "after-key", "", "keys after this one (the last key of the previous page)")
+	f.IntVar(&q.Limit, "limit", 100, "at most this many (1-10000)")
+	f.BoolVar(&asJSON, "json", false, "print JSON")
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		if !config.ValidName(q.Queue) {
+			return fmt.Errorf("--queue %q is not a valid name (1-128 of A-Z a-z 0-9 _ . : -)", q.Queue)
+		}
+		if q.Limit < 1 || q.Limit > 10000 {
+			return fmt.Errorf("--limit must be between 1 and 10000, got %d", q.Limit)
+		}
+		q.OnlyBlocked = !all
+		ctx := cmd.Context()
+		pool, done, err := connect(ctx, cfg, newLogger(cfg, cmd.ErrOrStderr()), false)
+		if err != nil {
+			return err
+		}
+		defer done()
+		keys, err := outbox.Keys(ctx, pool, q)
+		if err != nil {
+			return err
+		}
+		if asJSON {
+			if keys == nil {
+				keys = []outbox.KeyHead{}
+			}
+			return printJSON(cmd.OutOrStdout(), keys)
+		}
+		tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "KEY\tHEAD ID\tTOPIC\tSTATUS\tATTEMPTS\tRUN AT\tLAST ERROR")
+		for _, k := range keys {
+			fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%d/%d\t%s\t%s\n", k.PartitionKey, k.HeadID, k.Topic, k.StatusName,
+				k.Attempts, k.MaxAttempts, k.RunAt.Format(time.RFC3339), clip(k.LastError, 60))
+		}
+		return tw.Flush()
+	}
+	return cmd
+}

@@ -49,6 +49,8 @@ type Config struct {
 	RetainFinished    time.Duration // done and failed items are deleted this long after they finished (0 = kept)
 	RetainRuns        time.Duration // archived attempts are deleted this long after they ended (0 = kept)
 	RetentionInterval time.Duration // how often the retention task runs
+	InboxWindow       time.Duration // processed inbox messages are forgotten (deleted) this long after processing
+	ScheduleInterval  time.Duration // how often due schedule slots are materialised
 
 	WebhookAllow   []string      // hosts the webhook handler may call
 	WebhookSecret  string        // HMAC-SHA256 signing secret ("" = unsigned)
@@ -94,6 +96,8 @@ func Default() Config {
 		RetainFinished:    7 * 24 * time.Hour,
 		RetainRuns:        7 * 24 * time.Hour,
 		RetentionInterval: time.Minute,
+		InboxWindow:       7 * 24 * time.Hour,
+		ScheduleInterval:  time.Second,
 		WebhookTimeout:    10 * time.Second,
 		LogLevel:          "info",
 		LogFormat:         "text",
@@ -201,6 +205,12 @@ func (c Config) Validate() error {
 	}
 	if c.RetentionInterval < time.Second {
 		bad("retention-interval must be at least 1s, got %s", c.RetentionInterval)
+	}
+	if c.InboxWindow < time.Minute {
+		bad("inbox-window must be at least 1m, got %s", c.InboxWindow)
+	}
+	if c.ScheduleInterval < 100*time.Millisecond || c.ScheduleInterval > time.Minute {
+		bad("schedule-interval must be between 100ms and 1m, got %s", c.ScheduleInterval)
 	}
 	for _, h := range c.WebhookAllow {
 		if h == "" || strings.ContainsAny(h, "/ ") {
@@ -350,6 +360,8 @@ func (c *Config) options() []option {
 		o("retain-finished", "WORKQ_RETAIN_FINISHED", &c.RetainFinished, "delete done and failed items this long after they finished (0 keeps them)"),
 		o("retain-runs", "WORKQ_RETAIN_RUNS", &c.RetainRuns, "delete archived attempts this long after they ended (0 keeps them)"),
 		o("retention-interval", "WORKQ_RETENTION_INTERVAL", &c.RetentionInterval, "how often the retention task runs"),
+		o("inbox-window", "WORKQ_INBOX_WINDOW", &c.InboxWindow, "inbox de-duplication window: processed messages are deleted this long after processing, and a repeat after it counts as new"),
+		o("schedule-interval", "WORKQ_SCHEDULE_INTERVAL", &c.ScheduleInterval, "how often due schedule slots are materialised into job runs"),
 		o("webhook-allow", "WORKQ_WEBHOOK_ALLOW", &c.WebhookAllow, "hosts (host or host:port) the webhook handler may call"),
 		o("webhook-secret", "WORKQ_WEBHOOK_SECRET", &c.WebhookSecret, "HMAC-SHA256 key for the X-Workq-Signature header"),
 		o("webhook-timeout", "WORKQ_WEBHOOK_TIMEOUT", &c.WebhookTimeout, "webhook request timeout"),

@@ -34,9 +34,13 @@ func ReapTask(pool *pgxpool.Pool, every time.Duration, batch int) (Task, error) 
 
 // Retention says how long finished work is kept.
 type Retention struct {
-	Finished time.Duration // done and failed items of every work table (0 = keep forever)
-	Runs     time.Duration // the run archive (0 = keep forever)
-	Batch    int           // rows per delete statement (default 1000)
+	Finished time.Duration // done and failed items of Tables (0 = keep forever)
+	// Tables whose finished items are deleted after Finished (default every
+	// work table). The inbox usually has its own window (its processed rows
+	// are its de-duplication memory) and is left out.
+	Tables []lease.Table
+	Runs   time.Duration // the run archive (0 = keep forever)
+	Batch  int           // rows per delete statement (default 1000)
 	// MaxBatches bounds one round per table (default 100): a large backlog
 	// is worked off over several rounds, never in one long transaction.
 	MaxBatches int
@@ -56,6 +60,9 @@ func RetentionTask(db gen.DBTX, every time.Duration, r Retention) (Task, error) 
 	if r.MaxBatches == 0 {
 		r.MaxBatches = 100
 	}
+	if r.Tables == nil {
+		r.Tables = lease.Tables
+	}
 	if r.Batch < 1 || r.MaxBatches < 1 {
 		return Task{}, fmt.Errorf("%w: retention batch and max batches must be positive", ErrInvalid)
 	}
@@ -64,7 +71,7 @@ func RetentionTask(db gen.DBTX, every time.Duration, r Retention) (Task, error) 
 		var total int64
 		var errs []error
 		if r.Finished > 0 {
-			for _, t := range lease.Tables {
+			for _, t := range r.Tables {
 				e := lease.New(db, t)
 				for range r.MaxBatches {
 					n, err := e.DeleteFinished(ctx, r.Finished, r.Batch)

@@ -16,7 +16,7 @@ import (
 	"github.com/workq/workq/internal/testdb"
 )
 
-var progressLineRE = regexp.MustCompile(`(?m)^\[\s*\d+s\] job_runs ready=\d+ `)
+var progressLineRE = regexp.MustCompile(`(?m)^\[\s*\d+s\] job_runs \d+\/\d+\/\d+\/\d+ outbox `)
 
 // TestRunForStartsAfterStartup: `workq run --for D` runs the worker for D
 // once the server answers, the schema is migrated and the worker is running.

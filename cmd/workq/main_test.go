@@ -100,6 +100,14 @@ func TestCLIRejectsInvalidInput(t *testing.T) {
 		db    bool     // DATABASE_URL points at a migrated database
 		want  []string // substrings of the error
 	}{
+		// worker kinds
+		{name: "worker --inbox", db: true, args: []string{"worker", "--inbox"}, want: []string{"--inbox and --timers need handlers", "embed inbox.Processor"}},
+		{name: "worker --timers", db: true, args: []string{"worker", "--timers"}, want: []string{"--inbox and --timers need handlers"}},
+		{name: "worker --outbox without publishers", db: true, args: []string{"worker", "--outbox"}, want: []string{"no outbox publisher is configured"}},
+		{name: "worker outbox webhook host not allowed", db: true, args: []string{"worker", "--outbox-webhook", "orders=http://example.com/x", "--outbox-webhook-secret", "s"},
+			want: []string{`host "example.com" is not in --webhook-allow`}},
+		{name: "maintain negative retention", db: true, args: []string{"maintain", "--retain-finished", "-1h"}, want: []string{"retain-finished must not be negative"}},
+		{name: "maintain short leader ttl", db: true, args: []string{"maintain", "--leader-ttl", "100ms"}, want: []string{"leader-ttl must be at least 1s"}},
 		// enqueue
 		{name: "payload not JSON", db: true, args: []string{"enqueue", "--kind", "k", "--payload", "{bad"}, want: []string{"--payload: invalid request: payload is not valid JSON"}},
 		{name: "payload empty", db: true, args: []string{"enqueue", "--kind", "k", "--payload", ""}, want: []string{"--payload: invalid request: payload is not valid JSON"}},

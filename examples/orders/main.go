@@ -1,0 +1,321 @@
+// Command orders is a small order service that uses all four kinds of
+// durable work of workq together, on one embedded worker:
+//
+//   - POST /orders writes the order, an outbox message (order.placed, keyed
+//     by customer) and a payment-reminder timer in ONE transaction;
+//   - POST /payments is a payment provider's webhook: the event is recorded
+//     once in the inbox (source "psp", the provider's event id as message
+//     id); its inbox handler marks the order paid and cancels the reminder;
+//   - the reminder timer sends order.reminder, only if the order is unpaid;
+//   - a schedule (@every, created idempotently at start) makes orders.expire
+//     job runs that expire stale unpaid orders;
+//   - the outbox relay delivers every message by signed webhook, or logs it.
+//
+// The maintenance service (reaper, schedules) runs in-process as well.
+//
+//	DATABASE_URL=postgres://postgres@127.0.0.1:5432/postgres go run ./examples/orders
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/workq/workq/config"
+	"github.com/workq/workq/db"
+	"github.com/workq/workq/inbox"
+	"github.com/workq/workq/maintain"
+	"github.com/workq/workq/outbox"
+	"github.com/workq/workq/publish"
+	"github.com/workq/workq/schedule"
+	"github.com/workq/workq/timers"
+	"github.com/workq/workq/worker"
+)
+
+// Names of the service's work. Everything runs on one queue of its own so
+// that the service can share a database with other workq users.
+const (
+	queue         = "orders"
+	topicPlaced   = "order.placed"   // outbox
+	topicPaid     = "order.paid"     // outbox
+	topicReminder = "order.reminder" // outbox
+	topicExpired  = "order.expired"  // outbox
+	timerReminder = "order.payment-reminder"
+	pspSource     = "psp"               // inbox source
+	pspSucceeded  = "payment.succeeded" // inbox topic (the provider's event type)
+	kindExpire    = "orders.expire"     // job kind made by the schedule
+	scheduleName  = "orders.expire"
+)
+
+// settings is the service's configuration (flags, with environment
+// defaults for what differs per deployment).
+type settings struct {
+	DatabaseURL   string
+	Addr          string
+	WebhookURL    string // "" logs outbox messages instead of POSTing them
+	WebhookSecret string
+	ReminderAfter time.Duration // payment reminder timer delay
+	ExpireAfter   time.Duration // unpaid orders older than this expire
+	ExpireEvery   time.Duration // the schedule's @every interval
+	Poll          time.Duration // worker poll interval
+}
+
+func parseSettings(args []string, getenv func(string) string) (settings, error) {
+	var s settings
+	fs := flag.NewFlagSet("orders", flag.ContinueOnError)
+	fs.StringVar(&s.DatabaseURL, "database-url", getenv("DATABASE_URL"), "PostgreSQL URL (env DATABASE_URL)")
+	fs.StringVar(&s.Addr, "addr", envOr(getenv, "ORDERS_ADDR", "127.0.0.1:8080"), "HTTP listen address (env ORDERS_ADDR)")
+	fs.StringVar(&s.WebhookURL, "webhook-url", getenv("ORDERS_WEBHOOK_URL"), "POST outbox messages to this URL, signed (env ORDERS_WEBHOOK_URL; default: log them)")
+	fs.StringVar(&s.WebhookSecret, "webhook-secret", getenv("ORDERS_WEBHOOK_SECRET"), "HMAC-SHA256 key of the webhook (env ORDERS_WEBHOOK_SECRET)")
+	fs.DurationVar(&s.ReminderAfter, "reminder-after", 30*time.Second, "send a payment reminder this long after an order is placed")
+	fs.DurationVar(&s.ExpireAfter, "expire-after", 2*time.Minute, "expire orders still unpaid this long after they were placed")
+	fs.DurationVar(&s.ExpireEvery, "expire-every", 10*time.Second, "how often the expiry schedule runs (whole seconds)")
+	fs.DurationVar(&s.Poll, "poll", 500*time.Millisecond, "worker poll interval")
+	if err := fs.Parse(args); err != nil {
+		return s, err
+	}
+	switch {
+	case fs.NArg() > 0:
+		return s, fmt.Errorf("unexpected arguments %q", fs.Args())
+	case s.DatabaseURL == "":
+		return s, errors.New("DATABASE_URL (or -database-url) is not set")
+	case s.WebhookURL != "" && s.WebhookSecret == "":
+		return s, errors.New("-webhook-url needs -webhook-secret (or ORDERS_WEBHOOK_SECRET)")
+	case s.ReminderAfter <= 0 || s.ExpireAfter <= 0 || s.Poll <= 0:
+		return s, errors.New("-reminder-after, -expire-after and -poll must be positive")
+	case s.ExpireEvery < time.Second || s.ExpireEvery%time.Second != 0:
+		return s, fmt.Errorf("-expire-every must be whole seconds, at least 1s; got %s", s.ExpireEvery)
+	}
+	return s, nil
+}
+
+func envOr(getenv func(string) string, key, def string) string {
+	if v := getenv(key); v != "" {
+		return v
+	}
+	return def
+}
+
+func main() {
+	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
+	s, err := parseSettings(os.Args[1:], os.Getenv)
+	if errors.Is(err, flag.ErrHelp) {
+		return
+	}
+	if err != nil {
+		log.Error("bad configuration", "err", err)
+		os.Exit(2)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	// A second signal kills the process instead of waiting for the drain.
+	go func() { <-ctx.Done(); stop() }()
+	ln, err := net.Listen("tcp", s.Addr)
+	if err == nil {
+		err = run(ctx, s, log, ln)
+	}
+	stop()
+	if err != nil {
+		log.Error("order service failed", "err", err)
+		os.Exit(1)
+	}
+}
+
+// run serves HTTP on ln and works the service's queue until ctx ends, then
+// shuts down within bounds: HTTP first (no new orders), then maintenance,
+// then the worker (in-flight handlers drain for DrainTimeout).
+func run(ctx context.Context, s settings, log *slog.Logger, ln net.Listener) error {
+	defer ln.Close()
+	// Migrating at start keeps the example self-contained; with many
+	// replicas run `workq migrate up` once per deploy instead.
+	if _, err := db.MigrateUp(ctx, s.DatabaseURL); err != nil {
+		return err
+	}
+	cfg := config.Default()
+	cfg.Queues = []string{queue}
+	cfg.Poll = s.Poll
+	cfg.Concurrency = 16
+	cfg.DrainTimeout = 5 * time.Second
+	pcfg, err := pgxpool.ParseConfig(s.DatabaseURL)
+	if err != nil {
+		return fmt.Errorf("database url: %w", err)
+	}
+	pcfg.MaxConns = 20 // the worker's claims and handlers plus HTTP requests
+	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	if _, err := pool.Exec(ctx, schema); err != nil {
+		return fmt.Errorf("create shop_orders: %w", err)
+	}
+	if err := ensureSchedule(ctx, pool, s.ExpireEvery); err != nil {
+		return err
+	}
+
+	svc := newService(pool, s, log)
+	w, err := worker.New(pool, cfg, worker.Options{Logger: log})
+	if err != nil {
+		return err
+	}
+	publisher, err := newPublisher(s, log)
+	if err != nil {
+		return err
+	}
+	if err := svc.register(w, publisher); err != nil {
+		return err
+	}
+	m, err := newMaintenance(pool, cfg, log)
+	if err != nil {
+		return err
+	}
+
+	if err := w.Start(ctx); err != nil {
+		return err
+	}
+	defer stopWithin(log, "worker", cfg.DrainTimeout+worker.StopBound, w.Stop)
+	if err := m.Start(ctx); err != nil {
+		return err
+	}
+	defer stopWithin(log, "maintenance", 10*time.Second, m.Stop)
+
+	srv := &http.Server{Handler: svc.routes(), ReadHeaderTimeout: 5 * time.Second}
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	log.Info("order service listening", "addr", ln.Addr().String(), "webhook", s.WebhookURL != "")
+
+	var serveErr error
+	select {
+	case <-ctx.Done():
+	case serveErr = <-served:
+	}
+	log.Info("shutting down")
+	// Stop taking requests first; the requests in flight finish (bounded).
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil {
+		log.Warn("http shutdown", "err", err)
+	}
+	if serveErr != nil && !errors.Is(serveErr, http.ErrServerClosed) {
+		return fmt.Errorf("http: %w", serveErr)
+	}
+	return nil // the deferred stops run now: maintenance, then the worker
+}
+
+// stopWithin calls stop with a deadline and logs its failure.
+func stopWithin(log *slog.Logger, what string, d time.Duration, stop func(context.Context) error) {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	if err := stop(ctx); err != nil {
+		log.Warn("stop "+what, "err", err)
+	}
+}
+
+// ensureSchedule creates the expiry schedule, or brings an existing one in
+// line with the flags: every replica may run it at every start. An
+// operator's disable is left alone.
+func ensureSchedule(ctx context.Context, pool *pgxpool.Pool, every time.Duration) error {
+	store := schedule.NewStore(schedule.StoreOptions{})
+	cron, q, kind := "@every "+every.String(), queue, kindExpire
+	_, err := store.Create(ctx, pool, schedule.Spec{
+		Name: scheduleName, Cron: cron, Queue: q, Kind: kind,
+		Overlap: schedule.OverlapSkip, // one sweep at a time
+		Misfire: schedule.MisfireSkip, // after downtime, one on-time sweep is enough
+	})
+	if !errors.Is(err, schedule.ErrExists) {
+		return err
+	}
+	sc, err := store.Get(ctx, pool, scheduleName)
+	if err != nil {
+		return err
+	}
+	if sc.Cron == cron && sc.Queue == q && sc.Kind == kind {
+		return nil // unchanged: updating the cron would re-anchor its slots
+	}
+	_, err = store.Update(ctx, pool, scheduleName, schedule.Changes{Cron: &cron, Queue: &q, Kind: &kind})
+	return err
+}
+
+// newMaintenance is the leader-run maintenance: the reaper (leases of dead
+// workers) and the scheduler, which materialises the schedule's job runs.
+// Every replica may run it; one leads at a time.
+func newMaintenance(pool *pgxpool.Pool, cfg config.Config, log *slog.Logger) (*maintain.Service, error) {
+	m := maintain.New(pool, maintain.Options{Logger: log, LockTTL: cfg.LeaderTTL, Owner: cfg.WorkerID})
+	reap, err := maintain.ReapTask(pool, cfg.ReapInterval, cfg.ReapBatch)
+	if err != nil {
+		return nil, err
+	}
+	sched, err := schedule.NewScheduler(pool, schedule.SchedulerOptions{Interval: cfg.ScheduleInterval, Logger: log})
+	if err != nil {
+		return nil, err
+	}
+	tasks := []maintain.Task{reap, {Name: "schedules", Every: cfg.ScheduleInterval, Run: func(ctx context.Context, _ int64) (int64, error) {
+		n, err := sched.Tick(ctx)
+		return int64(n), err
+	}}}
+	for _, t := range tasks {
+		if err := m.Add(t); err != nil {
+			return nil, err
+		}
+	}
+	return m, nil
+}
+
+// newPublisher is the relay's handler of every topic: a signed webhook
+// POST when a URL is configured, else a log line.
+func newPublisher(s settings, log *slog.Logger) (worker.HandlerFunc, error) {
+	if s.WebhookURL == "" {
+		return func(_ context.Context, job *worker.Job) error {
+			log.Info("outbox message (no -webhook-url: logged only)", "topic", job.Topic,
+				"key", job.PartitionKey, "message_id", job.MessageID, "payload", string(job.Payload))
+			return nil
+		}, nil
+	}
+	u, err := url.Parse(s.WebhookURL)
+	if err != nil {
+		return nil, fmt.Errorf("-webhook-url: %w", err)
+	}
+	wh, err := publish.NewWebhook(publish.WebhookConfig{URL: s.WebhookURL, Secret: s.WebhookSecret, AllowHosts: []string{u.Host}})
+	if err != nil {
+		return nil, err
+	}
+	return wh.Handle, nil
+}
+
+// register plugs the service's handlers into the worker: the relay, the
+// inbox and timer processors and the expiry job kind share its runtime.
+func (s *service) register(w *worker.Worker, publisher worker.HandlerFunc) error {
+	relay := outbox.NewRelay(outbox.RelayOptions{})
+	// Default OnFinalFailure (Block): a customer's later events wait behind
+	// a message that finally failed until an operator retries it
+	// (`workq outbox retry`), so a consumer never sees them out of order.
+	relay.HandleDefault(publisher)
+	payments := inbox.NewProcessor()
+	if err := payments.Handle(pspSucceeded, s.markPaid); err != nil {
+		return err
+	}
+	payments.HandleDefault(func(_ context.Context, job *worker.Job) error {
+		job.Logger().Info("payment event ignored", "type", job.Topic)
+		return nil
+	})
+	reminders := timers.NewProcessor()
+	if err := reminders.Handle(timerReminder, s.remind); err != nil {
+		return err
+	}
+	for _, src := range []worker.Source{relay.Source(queue), payments.Source(queue), reminders.Source(queue)} {
+		if err := w.AddSource(src); err != nil {
+			return err
+		}
+	}
+	return w.Register(kindExpire, s.expire)
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math"
 	"time"
 
@@ -17,8 +18,8 @@ import (
 // ReapTask requeues expired leases (failing items with no attempts left) on
 // every work table, batch rows per statement; one failing table does not
 // stop the others (package reaper).
-func ReapTask(pool *pgxpool.Pool, every time.Duration, batch int) (Task, error) {
-	r, err := reaper.New(pool, every, batch, nil)
+func ReapTask(pool *pgxpool.Pool, every time.Duration, batch int, log *slog.Logger) (Task, error) {
+	r, err := reaper.New(pool, every, batch, log)
 	if err != nil {
 		return Task{}, err
 	}
@@ -39,6 +40,10 @@ type Retention struct {
 	// work table). The inbox usually has its own window (its processed rows
 	// are its de-duplication memory) and is left out.
 	Tables []lease.Table
+	// Delete replaces the generic delete (lease.Engine.DeleteFinished) for
+	// a table whose retention has rules of its own (the outbox keeps failed
+	// messages that may block their partition key: outbox.DeleteFinished).
+	Delete map[lease.Table]func(ctx context.Context, olderThan time.Duration, max int) (int64, error)
 	Runs   time.Duration // the run archive (0 = keep forever)
 	Batch  int           // rows per delete statement (default 1000)
 	// MaxBatches bounds one round per table (default 100): a large backlog
@@ -72,9 +77,12 @@ func RetentionTask(db gen.DBTX, every time.Duration, r Retention) (Task, error) 
 		var errs []error
 		if r.Finished > 0 {
 			for _, t := range r.Tables {
-				e := lease.New(db, t)
+				del := lease.New(db, t).DeleteFinished
+				if d, ok := r.Delete[t]; ok {
+					del = d
+				}
 				for range r.MaxBatches {
-					n, err := e.DeleteFinished(ctx, r.Finished, r.Batch)
+					n, err := del(ctx, r.Finished, r.Batch)
 					total += n
 					if err != nil {
 						errs = append(errs, err)

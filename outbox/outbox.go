@@ -55,7 +55,7 @@ type Message struct {
 	// UTF-8 without control characters other than tab, at most 4096 bytes.
 	Headers map[string]string
 	// MessageID identifies the message to its consumers (de-duplication);
-	// zero: a random one. Unique in the outbox: see ErrDuplicateMessageID.
+	// zero: a new time-ordered UUID (version 7) made by the client. Unique in the outbox: see ErrDuplicateMessageID.
 	MessageID     uuid.UUID
 	CorrelationID string // optional, at most 256 bytes
 	// PartitionKey orders delivery: messages with the same key are delivered
@@ -133,6 +133,16 @@ func (c *Client) prepare(m Message) (prepared, error) {
 		messageID: m.MessageID, priority: m.Priority, joinID: m.JoinID}
 	if p.queue == "" {
 		p.queue = "default"
+	}
+	if p.messageID == uuid.Nil {
+		// Time-ordered (RFC 9562 version 7), not random: every claim and
+		// completion of a message writes a new entry into the unique index
+		// on message ids, and ordered ids put those at its right edge.
+		id, err := uuid.NewV7()
+		if err != nil {
+			return p, fmt.Errorf("new message id: %w", err)
+		}
+		p.messageID = id
 	}
 	if !config.ValidName(p.queue) {
 		return p, invalid("queue %q is not a valid name (1-128 of A-Z a-z 0-9 _ . : -)", p.queue)
@@ -351,5 +361,5 @@ func sendError(what string, err error) error {
 	if errors.As(err, &pg) && pg.Code == "23505" && pg.ConstraintName == "outbox_message_id_key" {
 		return fmt.Errorf("%s: %w (%s)", what, ErrDuplicateMessageID, pg.Detail)
 	}
-	return fmt.Errorf("%s: %w", what, err)
+	return fmt.Errorf("%s: %w", what, JoinError(err))
 }

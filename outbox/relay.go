@@ -79,8 +79,10 @@ func (r *Relay) Handle(topic string, h worker.HandlerFunc, opts ...TopicOptions)
 	}
 	if o.OnFinalFailure == Skip {
 		r.mu.Lock()
-		r.skip = append(r.skip, topic)
-		slices.Sort(r.skip)
+		// Copy on write: claims hold the previous slice without the lock.
+		skip := append(slices.Clone(r.skip), topic)
+		slices.Sort(skip)
+		r.skip = skip
 		r.mu.Unlock()
 	}
 	return nil

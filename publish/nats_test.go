@@ -276,7 +276,7 @@ func TestNewJetStreamInvalid(t *testing.T) {
 	}
 	defer nc.Close()
 	js, _ := jetstream.New(nc)
-	for _, c := range []publish.JetStreamConfig{{Prefix: "a b"}, {Prefix: "a.>"}, {Prefix: "a..b"}, {Timeout: -1}} {
+	for _, c := range []publish.JetStreamConfig{{Prefix: "a b"}, {Prefix: "a.>"}, {Prefix: "a..b"}, {Prefix: "$JS.API"}, {Prefix: "_INBOX"}, {Timeout: -1}} {
 		if _, err := publish.NewJetStream(js, c); !errors.Is(err, publish.ErrInvalid) {
 			t.Errorf("NewJetStream(%+v) = %v, want ErrInvalid", c, err)
 		}

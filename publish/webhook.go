@@ -20,7 +20,7 @@ const (
 	HeaderMessageID     = "Workq-Message-Id"     // the outbox message id (a UUID): the receiver's idempotency key
 	HeaderTopic         = "Workq-Topic"          // the message's topic
 	HeaderTimestamp     = "Workq-Timestamp"      // unix seconds when this attempt was signed
-	HeaderSignature     = "Workq-Signature"      // "sha256=" + hex HMAC-SHA256(secret, timestamp + "." + body)
+	HeaderSignature     = "Workq-Signature"      // "sha256=" + hex HMAC-SHA256(secret, timestamp + "\n" + message id + "\n" + topic + "\n" + body)
 	HeaderAttempt       = "Workq-Attempt"        // 1 on the first attempt
 	HeaderCorrelationID = "Workq-Correlation-Id" // set when the message has one
 	HeaderPartitionKey  = "Workq-Partition-Key"  // set when the message has one
@@ -125,7 +125,7 @@ func (w *Webhook) Handle(ctx context.Context, job *worker.Job) error {
 	header.Set(HeaderTopic, job.Topic)
 	header.Set(HeaderAttempt, strconv.Itoa(int(job.Attempt)))
 	header.Set(HeaderTimestamp, ts)
-	header.Set(HeaderSignature, hookpost.Sign(w.secret, []byte(ts), []byte("."), body))
+	header.Set(HeaderSignature, hookpost.Sign(w.secret, signed(ts, job.MessageID, job.Topic, body)...))
 	if job.CorrelationID != "" {
 		header.Set(HeaderCorrelationID, job.CorrelationID)
 	}
@@ -144,6 +144,16 @@ func (w *Webhook) Handle(ctx context.Context, job *worker.Job) error {
 	return nil
 }
 
+// signed lists what a signature covers: the timestamp, the message id and
+// the topic, newline-separated (none of them can hold a newline: the id is
+// a UUID, topics have no control characters), then the body. Covering the
+// id and topic keeps a captured request from being replayed, within the
+// tolerance, under another message id (past a receiver's de-duplication)
+// or another topic.
+func signed(ts, messageID, topic string, body []byte) [][]byte {
+	return [][]byte{[]byte(ts), {'\n'}, []byte(messageID), {'\n'}, []byte(topic), {'\n'}, body}
+}
+
 // ErrBadSignature is wrapped by VerifyWebhook when the signature is missing
 // or does not match the body.
 var ErrBadSignature = errors.New("webhook signature does not verify")
@@ -153,7 +163,8 @@ var ErrBadSignature = errors.New("webhook signature does not verify")
 var ErrStaleTimestamp = errors.New("webhook timestamp outside the tolerance")
 
 // VerifyWebhook is for receivers: it checks that header's Workq-Signature is
-// the HMAC-SHA256 under secret of its Workq-Timestamp, ".", and body, and
+// the HMAC-SHA256 under secret of its Workq-Timestamp, Workq-Message-Id and
+// Workq-Topic (each followed by a newline) and the body, and
 // that the timestamp is within tolerance of now (either side; tolerance <= 0
 // means DefaultTolerance). Verify the raw body bytes, before any parsing.
 // A valid signature proves the sender knows the secret; the timestamp bounds
@@ -175,7 +186,7 @@ func VerifyWebhook(secret string, header http.Header, body []byte, tolerance tim
 	if sig == "" {
 		return fmt.Errorf("%w: no %s header", ErrBadSignature, HeaderSignature)
 	}
-	want := hookpost.Sign([]byte(secret), []byte(ts), []byte("."), body)
+	want := hookpost.Sign([]byte(secret), signed(ts, header.Get(HeaderMessageID), header.Get(HeaderTopic), body)...)
 	if !hmac.Equal([]byte(sig), []byte(want)) {
 		return ErrBadSignature
 	}

@@ -267,10 +267,13 @@ func TestWebhookRelay(t *testing.T) {
 func TestVerifyWebhook(t *testing.T) {
 	now := time.Unix(1_800_000_000, 0)
 	body := []byte(`{"order": 42}`)
+	const msgID, topic = "0191b5c4-7f00-8000-8000-000000000001", "orders.placed"
 	signed := func(secret string, ts int64, body []byte) http.Header {
 		h := http.Header{}
 		h.Set(publish.HeaderTimestamp, strconv.FormatInt(ts, 10))
-		h.Set(publish.HeaderSignature, hmacHex(secret, strconv.FormatInt(ts, 10)+"."+string(body)))
+		h.Set(publish.HeaderMessageID, msgID)
+		h.Set(publish.HeaderTopic, topic)
+		h.Set(publish.HeaderSignature, hmacHex(secret, strconv.FormatInt(ts, 10)+"\n"+msgID+"\n"+topic+"\n"+string(body)))
 		return h
 	}
 	cases := []struct {
@@ -288,6 +291,16 @@ func TestVerifyWebhook(t *testing.T) {
 		{"timestamp changed after signing", func() http.Header {
 			h := signed(testSecret, now.Unix()-1000, body)
 			h.Set(publish.HeaderTimestamp, strconv.FormatInt(now.Unix(), 10))
+			return h
+		}(), body, publish.ErrBadSignature},
+		{"message id changed after signing (a replay past de-duplication)", func() http.Header {
+			h := signed(testSecret, now.Unix(), body)
+			h.Set(publish.HeaderMessageID, "0191b5c4-7f00-8000-8000-000000000002")
+			return h
+		}(), body, publish.ErrBadSignature},
+		{"topic changed after signing", func() http.Header {
+			h := signed(testSecret, now.Unix(), body)
+			h.Set(publish.HeaderTopic, "orders.cancelled")
 			return h
 		}(), body, publish.ErrBadSignature},
 		{"no signature", func() http.Header {

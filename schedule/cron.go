@@ -114,7 +114,9 @@ func (e *Expr) after(anchor, t time.Time) time.Time {
 		return anchor.Add(k * e.every)
 	}
 	n := e.spec.Next(t.In(e.loc))
-	if e.fixedHour && e.repeatedWallTime(n) {
+	// A loop, not one step: an expression with several slots in the
+	// repeated hour (*/30 2 * * *) meets each of them again.
+	for e.fixedHour && e.repeatedWallTime(n) {
 		n = e.spec.Next(n)
 	}
 	return n.UTC()

@@ -681,3 +681,54 @@ analyze outbox_joins`); err != nil {
 		t.Errorf("OutboxJoinGet does not use the primary key:\n%s", plan)
 	}
 }
+
+// A writer's transaction that attached a member and stays open does not hold
+// up the completion of another member of the join (nor the rest of that
+// completion's batch): attaching takes no lock a completion waits for.
+// Concurrent attachers still respect the join's size.
+func TestJoinOpenWriterDoesNotBlockCompletions(t *testing.T) {
+	ctx := context.Background()
+	pool := testdb.Pool(t)
+	j := startJoin(t, ctx, pool, joinSpec(3, outbox.IgnoreFailures))
+	addJoinMembers(t, ctx, pool, j.ID, "open-writer", 1, 4)
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	addJoinMembers(t, ctx, tx, j.ID, "open-writer-2", 1, 4) // attached, not committed
+	c, err := pool.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Release()
+	if _, err := c.Exec(ctx, "set statement_timeout = '5s'"); err != nil {
+		t.Fatal(err)
+	}
+	e := lease.New(c, lease.Outbox)
+	cl, err := e.Claim(ctx, lease.ClaimParams{Queue: "open-writer", Max: 1, Lease: time.Minute, WorkerID: "t"})
+	if err != nil || len(cl.Items) != 1 {
+		t.Fatalf("claim: %d items, %v", len(cl.Items), err)
+	}
+	if _, err := e.Complete(ctx, []lease.Completion{{ID: cl.Items[0].ID, Token: cl.Token, Outcome: lease.Done}}); err != nil {
+		t.Fatalf("completing a member while another member's writer is open: %v", err)
+	}
+	if got := getJoin(t, ctx, pool, j.ID); got.Completed != 1 || got.Attached != 1 {
+		t.Fatalf("join %+v; want 1 completed and 1 attached (the open writer's member is not visible)", got)
+	}
+	// A second writer waits for the first (they take turns on the join) and
+	// sees its member once it commits: a third and a fourth member do not
+	// both fit.
+	errc := make(chan error, 1)
+	go func() { _, err := insertJoinMembers(ctx, pool, j.ID, "open-writer-3", 2, 4); errc <- err }()
+	addJoinMembers(t, ctx, tx, j.ID, "open-writer-2", 1, 4) // the join's third member
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-errc; !errors.Is(err, outbox.ErrJoinFull) {
+		t.Fatalf("two members past the join's size: %v; want ErrJoinFull", err)
+	}
+	if got := getJoin(t, ctx, pool, j.ID); got.Attached != 3 {
+		t.Fatalf("join %+v; want 3 members attached", got)
+	}
+}

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"log/slog"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/spf13/cobra"
@@ -59,13 +60,18 @@ const maintenanceBatch = 1000
 // de-duplication window, schedules and join deadlines.
 func newMaintenance(pool *pgxpool.Pool, cfg config.Config, log *slog.Logger) (*maintain.Service, error) {
 	m := maintain.New(pool, maintain.Options{Logger: log, LockTTL: cfg.LeaderTTL, Owner: cfg.WorkerID})
-	reap, err := maintain.ReapTask(pool, cfg.ReapInterval, cfg.ReapBatch)
+	reap, err := maintain.ReapTask(pool, cfg.ReapInterval, cfg.ReapBatch, log)
 	if err != nil {
 		return nil, err
 	}
 	retention, err := maintain.RetentionTask(pool, cfg.RetentionInterval, maintain.Retention{
 		Finished: cfg.RetainFinished, Runs: cfg.RetainRuns,
 		Tables: []lease.Table{lease.JobRuns, lease.Outbox, lease.Timers},
+		Delete: map[lease.Table]func(context.Context, time.Duration, int) (int64, error){
+			lease.Outbox: func(ctx context.Context, age time.Duration, max int) (int64, error) {
+				return outbox.DeleteFinished(ctx, pool, age, max)
+			},
+		},
 	})
 	if err != nil {
 		return nil, err

@@ -291,7 +291,7 @@ func newOutboxRetryCmd() *cobra.Command {
 	cfg := bindConfig(cmd, "database-url")
 	f := cmd.Flags()
 	reason := f.String("reason", "", "why (kept in the run archive)")
-	actor := f.String("actor", "cli", "who (kept in the run archive)")
+	actor := f.String("actor", defaultActor(), "who retries (recorded in the run archive)")
 	asJSON := f.Bool("json", false, "print JSON")
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
 		ids := make([]int64, len(args))

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"sync"
 	"time"
 
@@ -69,10 +70,16 @@ func newRunCmd() *cobra.Command {
 			timer := time.AfterFunc(*runFor, stop)
 			defer timer.Stop()
 		}
+		// Progress is reported from the start of the window, while the demo
+		// is still being written.
+		out = &lockedWriter{w: out}
+		reported := make(chan struct{})
+		go func() { defer close(reported); progress(ctx, out, pool, w) }()
 		if *demoJobs > 0 {
 			if err := enqueueDemo(ctx, pool, cfg.Queues[0], *demoJobs); err != nil && !errors.Is(err, context.Canceled) {
 				stop() // the worker and maintenance must end before the pool closes
 				wg.Wait()
+				<-reported
 				return err
 			}
 			fmt.Fprintf(out, "workq: demo on queue %q: %d job runs (kinds demo.hello, demo.flaky, demo.fail; some delayed), "+
@@ -80,7 +87,7 @@ func newRunCmd() *cobra.Command {
 				"%d inbox messages (+ duplicates), %d timers (one cancelled)\n",
 				cfg.Queues[0], *demoJobs, demoShare(*demoJobs), demoShare(*demoJobs), demoShare(*demoJobs))
 		}
-		progress(ctx, out, pool, w)
+		<-reported
 		wg.Wait()
 		if err := <-errc; err != nil {
 			return err
@@ -91,4 +98,17 @@ func newRunCmd() *cobra.Command {
 		return nil
 	}
 	return cmd
+}
+
+// lockedWriter serialises writes from the progress reporter and the
+// command's own lines.
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }

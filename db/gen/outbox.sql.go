@@ -64,6 +64,12 @@ heads as (
         limit 1
     ) h
     where h.status = 0 and h.run_at <= now() and h.write_xid < pg_snapshot_xmin(pg_current_snapshot())
+      -- A key with a message in flight waits, even when its first not-done
+      -- message is ready (a retried message the key had skipped): one probe
+      -- of outbox_key_in_flight, which also refuses a second in-flight
+      -- message that a claim on an older snapshot might pick.
+      and not exists (select 1 from outbox f
+                      where f.queue = $4 and f.partition_key = k.key and f.status = 1)
     limit (select b.n - r.n from budget b, reserve r)
 ),
 keyed as materialized (
@@ -177,6 +183,26 @@ func (q *Queries) OutboxClaim(ctx context.Context, arg OutboxClaimParams) ([]Out
 		return nil, err
 	}
 	return items, nil
+}
+
+const outboxDeleteFinished = `-- name: OutboxDeleteFinished :execrows
+delete from outbox
+where id = any(array(
+    select f.id from outbox f
+    where f.status >= 2 and f.finished_at < now() - ($1::bigint) * interval '1 millisecond'
+      and not (f.status = 3 and f.partition_key is not null)
+    order by f.finished_at
+    limit $2::integer
+))
+`
+
+// OutboxDeleteFinished deletes up to max_rows done or failed outbox messages that finished more than older_than_ms ago (retention), except failed messages with a partition key: such a message may be blocking its key (OnFinalFailure Block), and deleting it would let the next message of the key go as if it had been delivered; an operator retries or deletes it.
+func (q *Queries) OutboxDeleteFinished(ctx context.Context, olderThanMs int64, maxRows int32) (int64, error) {
+	result, err := q.db.Exec(ctx, outboxDeleteFinished, olderThanMs, maxRows)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
 }
 
 const outboxEnqueue = `-- name: OutboxEnqueue :one

@@ -101,6 +101,12 @@ heads as (
         limit 1
     ) h
     where h.status = 0 and h.run_at <= now() and h.write_xid < pg_snapshot_xmin(pg_current_snapshot())
+      -- A key with a message in flight waits, even when its first not-done
+      -- message is ready (a retried message the key had skipped): one probe
+      -- of outbox_key_in_flight, which also refuses a second in-flight
+      -- message that a claim on an older snapshot might pick.
+      and not exists (select 1 from outbox f
+                      where f.queue = @queue and f.partition_key = k.key and f.status = 1)
     limit (select b.n - r.n from budget b, reserve r)
 ),
 -- Locked and rechecked on the newest row version: a head another claimer
@@ -135,6 +141,17 @@ update outbox j set
 where j.id = any(array(select k.id from keyed k union all select u.id from unkeyed u))
 returning j.id, j.topic, j.partition_key, j.message_id, j.payload, j.headers, j.correlation_id, j.priority, j.run_at,
           j.attempts, j.max_attempts, j.lease_version, j.locked_until, j.created_at;
+
+-- name: OutboxDeleteFinished :execrows
+-- OutboxDeleteFinished deletes up to max_rows done or failed outbox messages that finished more than older_than_ms ago (retention), except failed messages with a partition key: such a message may be blocking its key (OnFinalFailure Block), and deleting it would let the next message of the key go as if it had been delivered; an operator retries or deletes it.
+delete from outbox
+where id = any(array(
+    select f.id from outbox f
+    where f.status >= 2 and f.finished_at < now() - (@older_than_ms::bigint) * interval '1 millisecond'
+      and not (f.status = 3 and f.partition_key is not null)
+    order by f.finished_at
+    limit @max_rows::integer
+));
 
 -- name: OutboxGet :one
 -- OutboxGet reads one outbox message.

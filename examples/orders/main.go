@@ -251,7 +251,7 @@ func ensureSchedule(ctx context.Context, pool *pgxpool.Pool, every time.Duration
 // Every replica may run it; one leads at a time.
 func newMaintenance(pool *pgxpool.Pool, cfg config.Config, log *slog.Logger) (*maintain.Service, error) {
 	m := maintain.New(pool, maintain.Options{Logger: log, LockTTL: cfg.LeaderTTL, Owner: cfg.WorkerID})
-	reap, err := maintain.ReapTask(pool, cfg.ReapInterval, cfg.ReapBatch)
+	reap, err := maintain.ReapTask(pool, cfg.ReapInterval, cfg.ReapBatch, log)
 	if err != nil {
 		return nil, err
 	}

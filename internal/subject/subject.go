@@ -12,9 +12,14 @@ import (
 // Valid reports whether s is a subject a message can be published to:
 // dot-separated tokens, none empty, none containing whitespace or a
 // control character, no wildcard token ("*" or ">") and no "*" or ">" inside
-// a token, at most 1024 bytes of valid UTF-8.
+// a token, at most 1024 bytes of valid UTF-8, and not in the server's own
+// namespaces ("$JS.API...", "$SYS...", "$KV..." and every other "$" subject,
+// or "_INBOX..."), which a topic must never reach.
 func Valid(s string) bool {
 	if s == "" || len(s) > 1024 || !utf8.ValidString(s) {
+		return false
+	}
+	if strings.HasPrefix(s, "$") || s == "_INBOX" || strings.HasPrefix(s, "_INBOX.") {
 		return false
 	}
 	for _, tok := range strings.Split(s, ".") {

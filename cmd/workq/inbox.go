@@ -291,67 +291,13 @@ func newInboxShowCmd() *cobra.Command {
 }
 
 func newInboxReviveCmd() *cobra.Command {
-	cmd := &cobra.Command{
-		Use:   "revive ID... [--actor A] [--reason R] [--json]",
-		Short: "Put dead (failed) inbox messages back to ready, attempts reset, audited in the run archive",
-		Args:  cobra.MinimumNArgs(1),
-	}
-	cfg := bindConfig(cmd, "database-url")
-	f := cmd.Flags()
-	actor := f.String("actor", defaultActor(), "who revives (recorded in the run archive)")
-	reason := f.String("reason", "", "why (recorded in the run archive)")
-	asJSON := f.Bool("json", false, "print JSON")
-	cmd.RunE = func(cmd *cobra.Command, args []string) error {
-		ids := make([]int64, len(args))
-		for i, a := range args {
-			id, err := strconv.ParseInt(a, 10, 64)
-			if err != nil || id < 1 {
-				return fmt.Errorf("ID must be a positive whole number, got %q", a)
-			}
-			ids[i] = id
-		}
-		if strings.TrimSpace(*actor) == "" {
-			return fmt.Errorf("--actor must not be empty")
-		}
-		ctx := cmd.Context()
-		pool, done, err := connect(ctx, cfg, newLogger(cfg, cmd.ErrOrStderr()), false)
-		if err != nil {
-			return err
-		}
-		defer done()
-		revived, err := inbox.Revive(ctx, pool, *actor, *reason, ids...)
-		if err != nil {
-			return err
-		}
-		got := map[int64]bool{}
-		for _, id := range revived {
-			got[id] = true
-		}
-		var skipped []int64
-		for _, id := range ids {
-			if !got[id] {
-				skipped = append(skipped, id)
-			}
-		}
-		if *asJSON {
-			return printJSON(cmd.OutOrStdout(), map[string]any{"revived": nonNil(revived), "not_dead": nonNil(skipped)})
-		}
-		for _, id := range revived {
-			fmt.Fprintf(cmd.OutOrStdout(), "revived %d\n", id)
-		}
-		for _, id := range skipped {
-			fmt.Fprintf(cmd.OutOrStdout(), "not dead, left alone: %d\n", id)
-		}
-		return nil
-	}
-	return cmd
-}
-
-func nonNil(ids []int64) []int64 {
-	if ids == nil {
-		return []int64{}
-	}
-	return ids
+	return newReviveCmd(reviveSpec{
+		use:     "revive ID... [--actor A] [--reason R] [--json]",
+		short:   "Put dead (failed) inbox messages back to ready, attempts reset, audited in the run archive",
+		what:    "inbox message",
+		doneKey: "revived", skipKey: "not_dead",
+		revive: inbox.Revive,
+	})
 }
 
 // defaultActor names the operator for audit rows: cli:$USER.

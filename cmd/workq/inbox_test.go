@@ -97,8 +97,13 @@ func TestInboxCLI(t *testing.T) {
 		t.Fatalf("show: %q, %v", out, err)
 	}
 	out, err = runCLI(t, "inbox", "revive", "1", "2", "--actor", "op:ada", "--reason", "fixed", "--json")
-	var rev struct{ Revived, NotDead []int64 }
-	if err != nil || json.Unmarshal([]byte(out), &rev) != nil || len(rev.Revived) != 1 || rev.Revived[0] != 1 {
+	var rev struct {
+		Revived []int64
+		NotDead []int64 `json:"not_dead"`
+	}
+	// Message 2 is not dead: it is left alone, listed, and the command fails.
+	if err == nil || !strings.Contains(err.Error(), "left alone because they are not failed") || json.Unmarshal([]byte(out), &rev) != nil ||
+		len(rev.Revived) != 1 || rev.Revived[0] != 1 || len(rev.NotDead) != 1 || rev.NotDead[0] != 2 {
 		t.Fatalf("revive: %q, %v", out, err)
 	}
 	out, err = runCLI(t, "inbox", "show", "1", "--json")

@@ -283,67 +283,13 @@ func newOutboxShowCmd() *cobra.Command {
 }
 
 func newOutboxRetryCmd() *cobra.Command {
-	cmd := &cobra.Command{
-		Use:   "retry ID... [--reason R] [--actor A] [--json]",
-		Short: "Put failed outbox messages back to ready (attempts reset), recorded in the run archive",
-		Args:  cobra.MinimumNArgs(1),
-	}
-	cfg := bindConfig(cmd, "database-url")
-	f := cmd.Flags()
-	reason := f.String("reason", "", "why (kept in the run archive)")
-	actor := f.String("actor", defaultActor(), "who retries (recorded in the run archive)")
-	asJSON := f.Bool("json", false, "print JSON")
-	cmd.RunE = func(cmd *cobra.Command, args []string) error {
-		ids := make([]int64, len(args))
-		for i, a := range args {
-			id, err := strconv.ParseInt(a, 10, 64)
-			if err != nil || id < 1 {
-				return fmt.Errorf("%q is not an outbox id (a positive number)", a)
-			}
-			ids[i] = id
-		}
-		if strings.TrimSpace(*actor) == "" {
-			return fmt.Errorf("--actor must not be empty")
-		}
-		ctx := cmd.Context()
-		pool, done, err := connect(ctx, cfg, newLogger(cfg, cmd.ErrOrStderr()), false)
-		if err != nil {
-			return err
-		}
-		defer done()
-		got, err := outbox.Retry(ctx, pool, *actor, *reason, ids...)
-		if err != nil {
-			return err
-		}
-		retried := map[int64]bool{}
-		for _, id := range got {
-			retried[id] = true
-		}
-		var skipped []int64
-		for _, id := range ids {
-			if !retried[id] {
-				skipped = append(skipped, id)
-			}
-		}
-		if got == nil {
-			got = []int64{}
-		}
-		if skipped == nil {
-			skipped = []int64{}
-		}
-		if *asJSON {
-			if err := printJSON(cmd.OutOrStdout(), map[string]any{"retried": got, "not_failed": skipped}); err != nil {
-				return err
-			}
-		} else {
-			fmt.Fprintf(cmd.OutOrStdout(), "retried %d: %v\n", len(got), got)
-		}
-		if len(skipped) > 0 {
-			return fmt.Errorf("%d message(s) not retried because they are not failed (or do not exist): %v", len(skipped), skipped)
-		}
-		return nil
-	}
-	return cmd
+	return newReviveCmd(reviveSpec{
+		use:     "retry ID... [--reason R] [--actor A] [--json]",
+		short:   "Put failed outbox messages back to ready (attempts reset), recorded in the run archive",
+		what:    "outbox message",
+		doneKey: "retried", skipKey: "not_failed",
+		revive: outbox.Retry,
+	})
 }
 
 func newOutboxBlockedCmd() *cobra.Command {

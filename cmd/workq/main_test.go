@@ -320,6 +320,48 @@ func TestCLISuccess(t *testing.T) {
 		}
 	})
 
+	t.Run("queue pause, list and resume", func(t *testing.T) {
+		if out := mustRun(t, "queue", "pause", "job_runs", "reports", "--actor", "op:ada", "--reason", "deploy"); !strings.Contains(out, "job_runs/reports paused") {
+			t.Fatalf("pause printed %q", out)
+		}
+		if out := mustRun(t, "queue", "pause", "job_runs", "reports"); !strings.Contains(out, "already paused") {
+			t.Fatalf("second pause printed %q", out)
+		}
+		var rows []struct {
+			Table    string `json:"table"`
+			Queue    string `json:"queue"`
+			Ready    int64  `json:"ready"`
+			Paused   bool   `json:"paused"`
+			PausedBy string `json:"paused_by"`
+			Reason   string `json:"reason"`
+		}
+		if err := json.Unmarshal([]byte(mustRun(t, "queue", "list", "--json")), &rows); err != nil {
+			t.Fatal(err)
+		}
+		found := false
+		for _, r := range rows {
+			if r.Table == "job_runs" && r.Queue == "reports" {
+				found = r.Paused && r.PausedBy == "op:ada" && r.Reason == "deploy" && r.Ready == 1
+			}
+		}
+		if !found {
+			t.Fatalf("queue list %+v lacks job_runs/reports paused by op:ada with 1 ready", rows)
+		}
+		if out := mustRun(t, "queue", "list"); !strings.Contains(out, "paused by op:ada") {
+			t.Fatalf("queue list table %q lacks the pause", out)
+		}
+		if out := mustRun(t, "queue", "resume", "job_runs", "reports"); !strings.Contains(out, "job_runs/reports running") {
+			t.Fatalf("resume printed %q", out)
+		}
+		if _, err := runCLI(t, "queue", "pause", "nope", "q"); err == nil || !strings.Contains(err.Error(), "unknown work table") {
+			t.Fatalf("pause of an unknown table: %v", err)
+		}
+		var n int
+		if err := conn.QueryRow(ctx, "select count(*) from queue_pauses").Scan(&n); err != nil || n != 0 {
+			t.Fatalf("%d pauses left (%v), want 0", n, err)
+		}
+	})
+
 	t.Run("stats counts the jobs as ready", func(t *testing.T) {
 		var st []queueStats
 		if err := json.Unmarshal([]byte(mustRun(t, "stats", "--json")), &st); err != nil {

@@ -30,6 +30,7 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 		newInboxCmd(),
 		newTimersCmd(),
 		newSchedulesCmd(),
+		newQueueCmd(),
 	)
 	return root
 }

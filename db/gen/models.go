@@ -122,6 +122,14 @@ type QueueLimit struct {
 	UpdatedAt     time.Time
 }
 
+type QueuePause struct {
+	WorkTable string
+	Queue     string
+	PausedAt  time.Time
+	PausedBy  string
+	Reason    *string
+}
+
 type Run struct {
 	RunID        uuid.UUID
 	WorkTable    string

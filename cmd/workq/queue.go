@@ -1,0 +1,151 @@
+package main
+
+import (
+	"fmt"
+	"sort"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/workq/workq/db/gen"
+	"github.com/workq/workq/lease"
+)
+
+func newQueueCmd() *cobra.Command {
+	cmd := &cobra.Command{Use: "queue", Short: "Pause, resume and list queues of every work table"}
+	cmd.AddCommand(newQueuePauseCmd(true), newQueuePauseCmd(false), newQueueListCmd())
+	return cmd
+}
+
+// newQueuePauseCmd is `workq queue pause` (pause) or `workq queue resume`.
+func newQueuePauseCmd(pause bool) *cobra.Command {
+	verb, short := "resume", "Let workers claim from a paused queue again (they are woken at once)"
+	if pause {
+		verb, short = "pause", "Stop every worker of every process from claiming from a queue; items in flight finish"
+	}
+	cmd := &cobra.Command{Use: verb + " TABLE QUEUE", Short: short, Args: cobra.ExactArgs(2)}
+	cfg := bindConfig(cmd, "database-url")
+	f := cmd.Flags()
+	var actor, reason *string
+	if pause {
+		actor = f.String("actor", defaultActor(), "who pauses (kept with the pause)")
+		reason = f.String("reason", "", "why (kept with the pause)")
+	}
+	asJSON := f.Bool("json", false, "print JSON")
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		table, err := lease.ParseTable(args[0])
+		if err != nil {
+			return err
+		}
+		ctx := cmd.Context()
+		pool, done, err := connect(ctx, cfg, newLogger(cfg, cmd.ErrOrStderr()), false)
+		if err != nil {
+			return err
+		}
+		defer done()
+		var changed bool
+		if pause {
+			changed, err = lease.Pause(ctx, pool, table, args[1], *actor, *reason)
+		} else {
+			changed, err = lease.Resume(ctx, pool, table, args[1])
+		}
+		if err != nil {
+			return err
+		}
+		if *asJSON {
+			return printJSON(cmd.OutOrStdout(), map[string]any{"table": table, "queue": args[1], "paused": pause, "changed": changed})
+		}
+		state := map[bool]string{true: "paused", false: "running"}[pause]
+		if !changed {
+			fmt.Fprintf(cmd.OutOrStdout(), "%s/%s was already %s\n", table, args[1], state)
+			return nil
+		}
+		fmt.Fprintf(cmd.OutOrStdout(), "%s/%s %s\n", table, args[1], state)
+		return nil
+	}
+	return cmd
+}
+
+// queueRow is one (table, queue) of `workq queue list`.
+type queueRow struct {
+	queueStats
+	Paused   bool       `json:"paused"`
+	PausedAt *time.Time `json:"paused_at,omitempty"`
+	PausedBy string     `json:"paused_by,omitempty"`
+	Reason   string     `json:"reason,omitempty"`
+	Limit    *int32     `json:"limit"` // W; null: no limit
+}
+
+func newQueueListCmd() *cobra.Command {
+	cmd := &cobra.Command{Use: "list", Short: "List every (table, queue) with its state, limit W and depth", Args: cobra.NoArgs}
+	cfg := bindConfig(cmd, "database-url")
+	asJSON := cmd.Flags().Bool("json", false, "print JSON")
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		ctx := cmd.Context()
+		pool, done, err := connect(ctx, cfg, newLogger(cfg, cmd.ErrOrStderr()), false)
+		if err != nil {
+			return err
+		}
+		defer done()
+		stats, err := collectStats(ctx, pool)
+		if err != nil {
+			return err
+		}
+		paused, err := lease.Paused(ctx, pool)
+		if err != nil {
+			return err
+		}
+		limits, err := gen.New(pool).QueueLimitsList(ctx)
+		if err != nil {
+			return fmt.Errorf("list limits: %w", err)
+		}
+		rows := map[string]*queueRow{}
+		row := func(t lease.Table, q string) *queueRow {
+			k := string(t) + "\x00" + q
+			if rows[k] == nil {
+				rows[k] = &queueRow{queueStats: queueStats{Table: t, Queue: q}}
+			}
+			return rows[k]
+		}
+		for _, s := range stats {
+			row(s.Table, s.Queue).queueStats = s
+		}
+		for _, p := range paused {
+			r := row(p.Table, p.Queue)
+			at := p.PausedAt
+			r.Paused, r.PausedAt, r.PausedBy, r.Reason = true, &at, p.PausedBy, p.Reason
+		}
+		for _, l := range limits {
+			w := l.MaxInProgress
+			row(lease.Table(l.WorkTable), l.Queue).Limit = &w
+		}
+		out := make([]queueRow, 0, len(rows))
+		for _, r := range rows {
+			out = append(out, *r)
+		}
+		sort.Slice(out, func(i, j int) bool {
+			if out[i].Table != out[j].Table {
+				return out[i].Table < out[j].Table
+			}
+			return out[i].Queue < out[j].Queue
+		})
+		if *asJSON {
+			return printJSON(cmd.OutOrStdout(), out)
+		}
+		tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "TABLE\tQUEUE\tSTATE\tW\tREADY\tIN PROGRESS\tDONE\tFAILED")
+		for _, r := range out {
+			state, w := "running", "-"
+			if r.Paused {
+				state = "paused by " + r.PausedBy
+			}
+			if r.Limit != nil {
+				w = fmt.Sprint(*r.Limit)
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%d\t%d\n", r.Table, r.Queue, state, w, r.Ready, r.InProgress, r.Done, r.Failed)
+		}
+		return tw.Flush()
+	}
+	return cmd
+}

@@ -1,0 +1,90 @@
+package lease
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/workq/workq/config"
+	"github.com/workq/workq/db/gen"
+)
+
+// PausedQueue is a paused (table, queue).
+type PausedQueue struct {
+	Table    Table     `json:"table"`
+	Queue    string    `json:"queue"`
+	PausedAt time.Time `json:"paused_at"`
+	PausedBy string    `json:"paused_by"`
+	Reason   string    `json:"reason,omitempty"`
+}
+
+func checkQueue(op string, table Table, queue string) error {
+	if _, err := lookup(table); err != nil {
+		return fmt.Errorf("%s: %w", op, err)
+	}
+	if !config.ValidName(queue) {
+		return fmt.Errorf("%s %s: queue %q is not a valid name (1-128 of A-Z a-z 0-9 _ . : -)", op, table, queue)
+	}
+	return nil
+}
+
+// Pause stops every worker of every process from claiming items of (table,
+// queue) until Resume: the claim's budget (workq_claim_budget) is zero for a
+// paused queue. Items in flight finish; heartbeats, completions and the
+// reaper go on. It reports whether the queue was running; pausing a paused
+// queue changes nothing (the first pause's time, actor and reason stay).
+// The queue's limit W, if any, is kept.
+func Pause(ctx context.Context, db gen.DBTX, table Table, queue, by, reason string) (bool, error) {
+	if err := checkQueue("pause", table, queue); err != nil {
+		return false, err
+	}
+	if strings.TrimSpace(by) == "" || len(by) > 256 {
+		return false, fmt.Errorf("pause %s/%s: who pauses must be 1 to 256 characters", table, queue)
+	}
+	if len(reason) > 1024 {
+		return false, fmt.Errorf("pause %s/%s: reason longer than 1024 bytes", table, queue)
+	}
+	var r *string
+	if reason != "" {
+		r = &reason
+	}
+	_, err := gen.New(db).QueuePausesPause(ctx, gen.QueuePausesPauseParams{WorkTable: string(table), Queue: queue, PausedBy: by, Reason: r})
+	if errors.Is(err, pgx.ErrNoRows) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("pause %s/%s: %w", table, queue, err)
+	}
+	return true, nil
+}
+
+// Resume lets workers claim from (table, queue) again and reports whether
+// it was paused. Workers pick the queue up at their next claim: a NOTIFY,
+// or within one poll interval.
+func Resume(ctx context.Context, db gen.DBTX, table Table, queue string) (bool, error) {
+	if err := checkQueue("resume", table, queue); err != nil {
+		return false, err
+	}
+	n, err := gen.New(db).QueuePausesResume(ctx, string(table), queue)
+	if err != nil {
+		return false, fmt.Errorf("resume %s/%s: %w", table, queue, err)
+	}
+	return n > 0, nil
+}
+
+// Paused lists the paused queues.
+func Paused(ctx context.Context, db gen.DBTX) ([]PausedQueue, error) {
+	rows, err := gen.New(db).QueuePausesList(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("list paused queues: %w", err)
+	}
+	out := make([]PausedQueue, len(rows))
+	for i, r := range rows {
+		out[i] = PausedQueue{Table: Table(r.WorkTable), Queue: r.Queue, PausedAt: r.PausedAt, PausedBy: r.PausedBy, Reason: deref(r.Reason)}
+	}
+	return out, nil
+}

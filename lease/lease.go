@@ -563,3 +563,28 @@ func deref[T any](p *T) T {
 	}
 	return *p
 }
+
+// StuckCount is how many items of a queue are in progress past a bound.
+type StuckCount struct {
+	Queue       string
+	Count       int64
+	OldestClaim time.Time
+}
+
+// Stuck counts, per queue, the table's items in progress that were claimed
+// more than olderThan ago: a worker holding an item far past its lease (a
+// hung handler that still heartbeats, or a lease nothing expires).
+func (e *Engine) Stuck(ctx context.Context, olderThan time.Duration) ([]StuckCount, error) {
+	if e.err != nil {
+		return nil, fmt.Errorf("stuck: %w", e.err)
+	}
+	rows, err := e.q.LeaseStuck(ctx, ms(olderThan))
+	if err != nil {
+		return nil, fmt.Errorf("stuck items of %s: %w", e.table, err)
+	}
+	out := make([]StuckCount, len(rows))
+	for i, r := range rows {
+		out[i] = StuckCount{Queue: r.Queue, Count: r.Count, OldestClaim: r.OldestClaim}
+	}
+	return out, nil
+}

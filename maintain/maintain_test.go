@@ -3,6 +3,7 @@ package maintain_test
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"net"
 	"strconv"
 	"strings"
@@ -245,5 +246,42 @@ func TestRetention(t *testing.T) {
 	}
 	if _, err := maintain.RetentionTask(pool, time.Second, maintain.Retention{Finished: -time.Second}); !errors.Is(err, maintain.ErrInvalid) {
 		t.Fatalf("negative age: %v; want ErrInvalid", err)
+	}
+}
+
+// The stuck task counts and logs items in progress for more than twice the
+// lease, per table and queue, and leaves them alone.
+func TestStuckTask(t *testing.T) {
+	ctx := context.Background()
+	pool := testdb.Pool(t)
+	if _, err := workq.NewClient(workq.ClientOptions{}).EnqueueMany(ctx, pool, []workq.Job{{Queue: "st", Kind: "k"}, {Queue: "st", Kind: "k"}}); err != nil {
+		t.Fatal(err)
+	}
+	c, err := lease.New(pool, lease.JobRuns).Claim(ctx, lease.ClaimParams{Queue: "st", Max: 2, Lease: time.Hour, WorkerID: "hung"})
+	if err != nil || len(c.Items) != 2 {
+		t.Fatalf("claim: %d, %v", len(c.Items), err)
+	}
+	// One was claimed an hour ago and is still heartbeated (its lease runs).
+	if _, err := pool.Exec(ctx, `update job_runs set claimed_at = now() - interval '1 hour' where id = $1`, c.Items[0].ID); err != nil {
+		t.Fatal(err)
+	}
+	var logs strings.Builder
+	task, err := maintain.StuckTask(pool, time.Minute, 30*time.Second, slog.New(slog.NewTextHandler(&logs, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := task.Run(ctx, 0)
+	if err != nil || n != 1 {
+		t.Fatalf("stuck round: %d (%v); want the one item claimed an hour ago", n, err)
+	}
+	if !strings.Contains(logs.String(), "a worker may be stuck") || !strings.Contains(logs.String(), "queue=st") || !strings.Contains(logs.String(), "table=job_runs") {
+		t.Fatalf("log %q lacks the stuck warning for job_runs/st", logs.String())
+	}
+	var inProgress int
+	if err := pool.QueryRow(ctx, `select count(*) from job_runs where status = 1`).Scan(&inProgress); err != nil || inProgress != 2 {
+		t.Fatalf("%d in progress after the round (%v); the task must change nothing", inProgress, err)
+	}
+	if _, err := maintain.StuckTask(pool, time.Minute, 0, nil); !errors.Is(err, maintain.ErrInvalid) {
+		t.Fatalf("zero lease: %v; want ErrInvalid", err)
 	}
 }

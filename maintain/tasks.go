@@ -111,3 +111,34 @@ func RetentionTask(db gen.DBTX, every time.Duration, r Retention) (Task, error) 
 		return total, errors.Join(errs...)
 	}}, nil
 }
+
+// StuckTask counts, on every work table, the items in progress that were
+// claimed more than twice the workers' lease ago, and logs each (table,
+// queue) that has any at warn level: a worker holding items far past its
+// lease (a handler hung in a loop that still heartbeats, or a lease that no
+// reaper expires). It changes nothing; the count of a round is its rows.
+func StuckTask(db gen.DBTX, every, leaseTTL time.Duration, log *slog.Logger) (Task, error) {
+	if leaseTTL <= 0 {
+		return Task{}, fmt.Errorf("%w: stuck task: lease must be positive, got %s", ErrInvalid, leaseTTL)
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return Task{Name: "stuck", Every: every, Run: func(ctx context.Context, _ int64) (int64, error) {
+		var total int64
+		var errs []error
+		for _, t := range lease.Tables {
+			rows, err := lease.New(db, t).Stuck(ctx, 2*leaseTTL)
+			if err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			for _, r := range rows {
+				total += r.Count
+				log.Warn("items in progress for more than twice the lease: a worker may be stuck",
+					"table", t, "queue", r.Queue, "items", r.Count, "oldest_claim", r.OldestClaim, "lease", leaseTTL)
+			}
+		}
+		return total, errors.Join(errs...)
+	}}, nil
+}

@@ -30,7 +30,8 @@ func newMaintainCmd() *cobra.Command {
 			"fails overdue joins and applies retention",
 		Args: cobra.NoArgs,
 	}
-	cfg := bindConfig(cmd, append([]string{"database-url", "max-conns", "worker-id", "log-level", "log-format"}, maintainFlags...)...)
+	// --lease is the workers' lease, for the stuck-items task.
+	cfg := bindConfig(cmd, append([]string{"database-url", "max-conns", "worker-id", "log-level", "log-format", "lease"}, maintainFlags...)...)
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		if err := cfg.Validate(); err != nil {
 			return err
@@ -56,8 +57,9 @@ func newMaintainCmd() *cobra.Command {
 const maintenanceBatch = 1000
 
 // newMaintenance returns the maintenance service with every built-in task:
-// reap, retention (job runs, outbox, timers, the run archive), the inbox
-// de-duplication window, schedules and join deadlines.
+// reap, retention (job runs, outbox, timers, the run archive), stuck items
+// (in progress past twice the lease), the inbox de-duplication window,
+// schedules and join deadlines.
 func newMaintenance(pool *pgxpool.Pool, cfg config.Config, log *slog.Logger) (*maintain.Service, error) {
 	m := maintain.New(pool, maintain.Options{Logger: log, LockTTL: cfg.LeaderTTL, Owner: cfg.WorkerID})
 	reap, err := maintain.ReapTask(pool, cfg.ReapInterval, cfg.ReapBatch, log)
@@ -80,9 +82,14 @@ func newMaintenance(pool *pgxpool.Pool, cfg config.Config, log *slog.Logger) (*m
 	if err != nil {
 		return nil, err
 	}
+	stuck, err := maintain.StuckTask(pool, cfg.RetentionInterval, cfg.Lease, log)
+	if err != nil {
+		return nil, err
+	}
 	tasks := []maintain.Task{
 		reap,
 		retention,
+		stuck,
 		{Name: "inbox-window", Every: cfg.RetentionInterval, Run: func(ctx context.Context, _ int64) (int64, error) {
 			var total int64
 			for range 100 {

@@ -7,6 +7,7 @@ package gen
 
 import (
 	"context"
+	"time"
 
 	"github.com/google/uuid"
 )
@@ -356,6 +357,41 @@ func (q *Queries) LeaseRevive(ctx context.Context, arg LeaseReviveParams) ([]int
 			return nil, err
 		}
 		items = append(items, id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const leaseStuck = `-- name: LeaseStuck :many
+select queue, count(*)::bigint as count, min(claimed_at)::timestamptz as oldest_claim
+from workq_lease_table
+where status = 1 and claimed_at < now() - ($1::bigint) * interval '1 millisecond'
+group by queue
+order by queue
+`
+
+type LeaseStuckRow struct {
+	Queue       string
+	Count       int64
+	OldestClaim time.Time
+}
+
+// LeaseStuck counts, per queue, the items in progress that were claimed more than older_than_ms ago (a worker holding an item far past its lease: a hung handler that still heartbeats, or a lease no reaper expires), with the oldest claim time; it reads the in-progress set, which worker concurrency bounds.
+func (q *Queries) LeaseStuck(ctx context.Context, olderThanMs int64) ([]LeaseStuckRow, error) {
+	rows, err := q.db.Query(ctx, leaseStuck, olderThanMs)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []LeaseStuckRow
+	for rows.Next() {
+		var i LeaseStuckRow
+		if err := rows.Scan(&i.Queue, &i.Count, &i.OldestClaim); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
 	}
 	if err := rows.Err(); err != nil {
 		return nil, err

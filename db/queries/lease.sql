@@ -155,3 +155,11 @@ archived as (
     from revived r
 )
 select r.id from revived r;
+
+-- name: LeaseStuck :many
+-- LeaseStuck counts, per queue, the items in progress that were claimed more than older_than_ms ago (a worker holding an item far past its lease: a hung handler that still heartbeats, or a lease no reaper expires), with the oldest claim time; it reads the in-progress set, which worker concurrency bounds.
+select queue, count(*)::bigint as count, min(claimed_at)::timestamptz as oldest_claim
+from workq_lease_table
+where status = 1 and claimed_at < now() - (@older_than_ms::bigint) * interval '1 millisecond'
+group by queue
+order by queue;

@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/spf13/pflag"
 )
@@ -125,6 +126,22 @@ func ValidName(s string) bool {
 		switch c := s[i]; {
 		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9', c == '_', c == '.', c == ':', c == '-':
 		default:
+			return false
+		}
+	}
+	return true
+}
+
+// ValidTopic reports whether s is a valid topic (outbox, inbox and timer
+// routing key): 1 to 256 bytes of valid UTF-8 without control characters,
+// and no space at either end (HTTP headers, which carry topics to
+// webhooks, trim them). worker.ValidTopic is this function.
+func ValidTopic(s string) bool {
+	if len(s) < 1 || len(s) > 256 || !utf8.ValidString(s) || strings.TrimSpace(s) != s {
+		return false
+	}
+	for _, r := range s {
+		if r < 0x20 || r == 0x7f {
 			return false
 		}
 	}

@@ -6,7 +6,6 @@ import (
 	"net"
 	"net/url"
 	"strings"
-	"unicode/utf8"
 
 	"github.com/workq/workq/internal/subject"
 )
@@ -54,7 +53,7 @@ func (c Config) parsePublishers() ([]OutboxPublisher, []error) {
 	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
 	seen := map[string]string{}
 	claim := func(topic, flag string) bool {
-		if !validTopic(topic) {
+		if !ValidTopic(topic) {
 			bad("%s entry: topic %q is not a valid topic (1-256 bytes of UTF-8, no control characters)", flag, topic)
 			return false
 		}
@@ -122,17 +121,4 @@ func (c Config) parsePublishers() ([]OutboxPublisher, []error) {
 		bad("nats-timeout must be positive, got %s", c.NATSTimeout)
 	}
 	return out, errs
-}
-
-// validTopic is worker.ValidTopic (config cannot import worker).
-func validTopic(s string) bool {
-	if len(s) < 1 || len(s) > 256 || !utf8.ValidString(s) {
-		return false
-	}
-	for _, r := range s {
-		if r < 0x20 || r == 0x7f {
-			return false
-		}
-	}
-	return true
 }

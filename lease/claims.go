@@ -64,3 +64,9 @@ func claimTimers(ctx context.Context, q *gen.Queries, a claimArgs) ([]Item, erro
 	}
 	return items, err
 }
+
+// deleteFinishedOutbox is the outbox's retention (OutboxDeleteFinished): the
+// shared statement's, but failed messages with a partition key stay.
+func deleteFinishedOutbox(ctx context.Context, q *gen.Queries, olderThanMs int64, max int32) (int64, error) {
+	return q.OutboxDeleteFinished(ctx, olderThanMs, max)
+}

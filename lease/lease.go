@@ -485,12 +485,20 @@ func (e *Engine) CountByState(ctx context.Context) ([]StateCount, error) {
 }
 
 // DeleteFinished deletes up to max done or failed items that finished more
-// than olderThan ago, and returns how many it deleted (retention).
+// than olderThan ago, and returns how many it deleted (retention). On the
+// outbox, failed messages with a partition key are kept: they may be
+// blocking their key.
 func (e *Engine) DeleteFinished(ctx context.Context, olderThan time.Duration, max int) (int64, error) {
 	if e.err != nil {
 		return 0, fmt.Errorf("delete finished: %w", e.err)
 	}
-	n, err := e.q.LeaseDeleteFinished(ctx, ms(olderThan), int32(min(max, math.MaxInt32)))
+	del := e.q.LeaseDeleteFinished
+	if e.def.deleteFinished != nil {
+		del = func(ctx context.Context, olderThanMs int64, maxRows int32) (int64, error) {
+			return e.def.deleteFinished(ctx, e.q, olderThanMs, maxRows)
+		}
+	}
+	n, err := del(ctx, ms(olderThan), int32(min(max, math.MaxInt32)))
 	if err != nil {
 		return 0, fmt.Errorf("delete finished %s: %w", e.table, err)
 	}

@@ -13,6 +13,11 @@ import (
 	"github.com/workq/workq/db/gen"
 )
 
+// ErrInvalid wraps the errors of a bad pause or resume request (unknown
+// table, bad queue name, missing actor, reason too long): nothing was
+// written.
+var ErrInvalid = errors.New("invalid request")
+
 // PausedQueue is a paused (table, queue).
 type PausedQueue struct {
 	Table    Table     `json:"table"`
@@ -24,10 +29,10 @@ type PausedQueue struct {
 
 func checkQueue(op string, table Table, queue string) error {
 	if _, err := lookup(table); err != nil {
-		return fmt.Errorf("%s: %w", op, err)
+		return fmt.Errorf("%s: %w: %w", op, ErrInvalid, err)
 	}
 	if !config.ValidName(queue) {
-		return fmt.Errorf("%s %s: queue %q is not a valid name (1-128 of A-Z a-z 0-9 _ . : -)", op, table, queue)
+		return fmt.Errorf("%s %s: %w: queue %q is not a valid name (1-128 of A-Z a-z 0-9 _ . : -)", op, table, ErrInvalid, queue)
 	}
 	return nil
 }
@@ -37,16 +42,18 @@ func checkQueue(op string, table Table, queue string) error {
 // paused queue. Items in flight finish; heartbeats, completions and the
 // reaper go on. It reports whether the queue was running; pausing a paused
 // queue changes nothing (the first pause's time, actor and reason stay).
-// The queue's limit W, if any, is kept.
+// The queue's limit W, if any, is kept. A claim statement already running
+// when the pause commits may still take items (it checked before); every
+// claim that starts after the pause commits takes none.
 func Pause(ctx context.Context, db gen.DBTX, table Table, queue, by, reason string) (bool, error) {
 	if err := checkQueue("pause", table, queue); err != nil {
 		return false, err
 	}
 	if strings.TrimSpace(by) == "" || len(by) > 256 {
-		return false, fmt.Errorf("pause %s/%s: who pauses must be 1 to 256 characters", table, queue)
+		return false, fmt.Errorf("pause %s/%s: %w: who pauses must be 1 to 256 characters", table, queue, ErrInvalid)
 	}
 	if len(reason) > 1024 {
-		return false, fmt.Errorf("pause %s/%s: reason longer than 1024 bytes", table, queue)
+		return false, fmt.Errorf("pause %s/%s: %w: reason longer than 1024 bytes", table, queue, ErrInvalid)
 	}
 	var r *string
 	if reason != "" {

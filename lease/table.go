@@ -41,6 +41,10 @@ type tableDef struct {
 	// claim runs the table's own claim statement (its order and the columns
 	// it returns differ per table) and maps its rows to Items.
 	claim func(ctx context.Context, q *gen.Queries, a claimArgs) ([]Item, error)
+	// deleteFinished, when set, replaces the shared LeaseDeleteFinished for
+	// a table whose retention has rules of its own (the outbox keeps failed
+	// messages with a partition key: they may be blocking their key).
+	deleteFinished func(ctx context.Context, q *gen.Queries, olderThanMs int64, max int32) (int64, error)
 
 	rewritten sync.Map // template SQL text -> this table's SQL text
 }
@@ -66,7 +70,7 @@ const maxTableCode = 63
 // one entry here with its claim adapter (table_<name>.go).
 var registry = []*tableDef{
 	{table: JobRuns, code: 0, claim: claimJobRuns},
-	{table: Outbox, code: 1, claim: claimOutbox},
+	{table: Outbox, code: 1, claim: claimOutbox, deleteFinished: deleteFinishedOutbox},
 	{table: Inbox, code: 2, claim: claimInbox},
 	{table: Timers, code: 3, claim: claimTimers},
 }

@@ -40,10 +40,6 @@ type Retention struct {
 	// work table). The inbox usually has its own window (its processed rows
 	// are its de-duplication memory) and is left out.
 	Tables []lease.Table
-	// Delete replaces the generic delete (lease.Engine.DeleteFinished) for
-	// a table whose retention has rules of its own (the outbox keeps failed
-	// messages that may block their partition key: outbox.DeleteFinished).
-	Delete map[lease.Table]func(ctx context.Context, olderThan time.Duration, max int) (int64, error)
 	Runs   time.Duration // the run archive (0 = keep forever)
 	Batch  int           // rows per delete statement (default 1000)
 	// MaxBatches bounds one round per table (default 100): a large backlog
@@ -77,12 +73,11 @@ func RetentionTask(db gen.DBTX, every time.Duration, r Retention) (Task, error) 
 		var errs []error
 		if r.Finished > 0 {
 			for _, t := range r.Tables {
-				del := lease.New(db, t).DeleteFinished
-				if d, ok := r.Delete[t]; ok {
-					del = d
-				}
+				// lease applies each table's own rules (the outbox keeps
+				// failed keyed messages).
+				e := lease.New(db, t)
 				for range r.MaxBatches {
-					n, err := del(ctx, r.Finished, r.Batch)
+					n, err := e.DeleteFinished(ctx, r.Finished, r.Batch)
 					total += n
 					if err != nil {
 						errs = append(errs, err)

@@ -157,14 +157,11 @@ func deref[T any](p *T) T {
 // DeleteFinished deletes up to max done or failed messages that finished
 // more than olderThan ago (retention), except failed messages with a
 // partition key, which may be blocking their key: those stay until an
-// operator retries or deletes them. It returns how many it deleted.
+// operator retries or deletes them. It returns how many it deleted. It is
+// lease.Engine.DeleteFinished on the outbox.
 func DeleteFinished(ctx context.Context, db workq.DB, olderThan time.Duration, max int) (int64, error) {
 	if olderThan <= 0 || max < 1 {
 		return 0, fmt.Errorf("%w: delete finished outbox messages: age and max must be positive", workq.ErrInvalid)
 	}
-	n, err := gen.New(db).OutboxDeleteFinished(ctx, olderThan.Milliseconds(), int32(min(max, math.MaxInt32)))
-	if err != nil {
-		return 0, fmt.Errorf("delete finished outbox messages: %w", err)
-	}
-	return n, nil
+	return lease.New(db, lease.Outbox).DeleteFinished(ctx, olderThan, max)
 }

@@ -378,10 +378,6 @@ func JoinError(err error) error {
 		sentinel = ErrJoinMemberFinished
 	case "WQJ05":
 		sentinel = ErrJoinFixed
-	case "23503": // foreign key: the join id names no join
-		if pg.TableName == "outbox" && strings.Contains(pg.Detail, "outbox_joins") {
-			sentinel = ErrJoinNotFound
-		}
 	}
 	if sentinel == nil {
 		return err

@@ -10,6 +10,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/workq/workq"
 	"github.com/workq/workq/internal/testdb"
 	"github.com/workq/workq/lease"
 	"github.com/workq/workq/outbox"
@@ -127,6 +128,26 @@ func TestSendMapsJoinRefusals(t *testing.T) {
 		t.Fatalf("two members of a one-member join: %v; want ErrJoinFull", err)
 	}
 	if n := count(t, pool, `select count(*) from outbox where topic = 'm'`); n != 0 {
+		t.Fatalf("%d messages written by refused sends", n)
+	}
+}
+
+// A topic with a space at either end is refused (webhooks carry topics in
+// HTTP headers, which trim them, and a signature over the untrimmed topic
+// would never verify); nothing is written.
+func TestSendRefusesTopicsWithOuterSpaces(t *testing.T) {
+	pool := testdb.Pool(t)
+	ctx := context.Background()
+	c := outbox.NewClient(outbox.ClientOptions{})
+	for _, topic := range []string{"orders ", " orders", "orders\u00a0"} {
+		if _, err := c.Send(ctx, pool, outbox.Message{Topic: topic}); !errors.Is(err, workq.ErrInvalid) {
+			t.Errorf("Send with topic %q: %v; want ErrInvalid", topic, err)
+		}
+	}
+	if _, err := c.Send(ctx, pool, outbox.Message{Topic: "a b"}); err != nil {
+		t.Fatalf("a space inside a topic: %v", err)
+	}
+	if n := count(t, pool, `select count(*) from outbox where topic <> 'a b'`); n != 0 {
 		t.Fatalf("%d messages written by refused sends", n)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/textproto"
 	"net/url"
 	"strconv"
 	"strings"
@@ -151,6 +152,9 @@ func (w *Webhook) Handle(ctx context.Context, job *worker.Job) error {
 // tolerance, under another message id (past a receiver's de-duplication)
 // or another topic.
 func signed(ts, messageID, topic string, body []byte) [][]byte {
+	// As sent and as received: HTTP trims header values (a topic written by
+	// SQL could have spaces at its ends; the clients refuse them).
+	messageID, topic = textproto.TrimString(messageID), textproto.TrimString(topic)
 	return [][]byte{[]byte(ts), {'\n'}, []byte(messageID), {'\n'}, []byte(topic), {'\n'}, body}
 }
 

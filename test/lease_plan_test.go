@@ -365,10 +365,18 @@ func leasePlans(t *testing.T, tbl leaseTable, stale bool) {
 				}
 			}
 
+			// Retention: the shared statement, except on the outbox, whose own
+			// (OutboxDeleteFinished, through the lease registry) keeps failed
+			// keyed messages and reads an index that leaves them out.
 			delSQL, delParams := leaseQuery(t, table, "LeaseDeleteFinished")
+			delName := "LeaseDeleteFinished"
+			if table == "outbox" {
+				delName = "OutboxDeleteFinished"
+				delSQL, delParams = namedQuery(t, "outbox", delName)
+			}
 			del := explainCustom(t, ctx, conn, delSQL, argsFor(t, delParams, map[string]any{"older_than_ms": int64(60_000), "max_rows": int32(500)})...)
 			if del.seqScans(table) || !del.usesIndex(table+"_finished") {
-				t.Errorf("LeaseDeleteFinished does not find old rows through %s_finished alone:\n%s", table, del)
+				t.Errorf("%s does not find old rows through %s_finished alone:\n%s", delName, table, del)
 			}
 
 			// The global limit's count in workq_claim_budget.

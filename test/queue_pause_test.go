@@ -1,6 +1,7 @@
 package test
 
 import (
+	"errors"
 	"slices"
 	"strings"
 	"testing"
@@ -89,7 +90,7 @@ func TestQueuePauseResume(t *testing.T) {
 		{"job_runs", "q", " ", "", "who pauses"},
 		{"job_runs", "q", "op", strings.Repeat("r", 1025), "reason longer"},
 	} {
-		if _, err := lease.Pause(ctx, db.pool, lease.Table(bad.table), bad.queue, bad.by, bad.reason); err == nil || !strings.Contains(err.Error(), bad.want) {
+		if _, err := lease.Pause(ctx, db.pool, lease.Table(bad.table), bad.queue, bad.by, bad.reason); !errors.Is(err, lease.ErrInvalid) || !strings.Contains(err.Error(), bad.want) {
 			t.Errorf("Pause(%q, %q, %q): %v; want an error containing %q", bad.table, bad.queue, bad.by, err, bad.want)
 		}
 	}

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"slices"
 	"sync"
-	"unicode/utf8"
 
 	"github.com/workq/workq/config"
 )
@@ -38,18 +37,9 @@ func NewTopicRouter() *Router {
 }
 
 // ValidTopic reports whether s is a valid topic: 1 to 256 bytes of valid
-// UTF-8 without control characters.
-func ValidTopic(s string) bool {
-	if len(s) < 1 || len(s) > 256 || !utf8.ValidString(s) {
-		return false
-	}
-	for _, r := range s {
-		if r < 0x20 || r == 0x7f {
-			return false
-		}
-	}
-	return true
-}
+// UTF-8 without control characters, and no space at either end
+// (config.ValidTopic).
+func ValidTopic(s string) bool { return config.ValidTopic(s) }
 
 // Handle sets the handler of key.
 func (r *Router) Handle(key string, h HandlerFunc) error {

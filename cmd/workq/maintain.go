@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"log/slog"
-	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/spf13/cobra"
@@ -69,11 +68,6 @@ func newMaintenance(pool *pgxpool.Pool, cfg config.Config, log *slog.Logger) (*m
 	retention, err := maintain.RetentionTask(pool, cfg.RetentionInterval, maintain.Retention{
 		Finished: cfg.RetainFinished, Runs: cfg.RetainRuns,
 		Tables: []lease.Table{lease.JobRuns, lease.Outbox, lease.Timers},
-		Delete: map[lease.Table]func(context.Context, time.Duration, int) (int64, error){
-			lease.Outbox: func(ctx context.Context, age time.Duration, max int) (int64, error) {
-				return outbox.DeleteFinished(ctx, pool, age, max)
-			},
-		},
 	})
 	if err != nil {
 		return nil, err

@@ -189,8 +189,9 @@ const outboxDeleteFinished = `-- name: OutboxDeleteFinished :execrows
 delete from outbox
 where id = any(array(
     select f.id from outbox f
-    where f.status >= 2 and f.finished_at < now() - ($1::bigint) * interval '1 millisecond'
-      and not (f.status = 3 and f.partition_key is not null)
+    -- outbox_finished's predicate, written out so that the planner uses it.
+    where (f.status = 2 or (f.status = 3 and f.partition_key is null))
+      and f.finished_at < now() - ($1::bigint) * interval '1 millisecond'
     order by f.finished_at
     limit $2::integer
 ))

@@ -33,12 +33,10 @@ func (q *Queries) OutboxJoinFailExpired(ctx context.Context, maxRows int32) (int
 }
 
 const outboxJoinGet = `-- name: OutboxJoinGet :one
-select j.id, j.status, j.on_member_failure, j.expected_steps,
-       (select count(*) from outbox o where o.join_id = j.id)::integer as attached_steps,
-       j.completed_steps, j.failed_steps, j.fail_reason,
-       j.deadline, j.outcome_message_id, j.on_complete_topic, j.on_fail_topic, j.created_at, j.updated_at, j.finished_at
-from outbox_joins j
-where j.id = $1
+select id, status, on_member_failure, expected_steps, attached_steps, completed_steps, failed_steps, fail_reason,
+       deadline, outcome_message_id, on_complete_topic, on_fail_topic, created_at, updated_at, finished_at
+from outbox_joins
+where id = $1
 `
 
 type OutboxJoinGetRow struct {
@@ -59,7 +57,7 @@ type OutboxJoinGetRow struct {
 	FinishedAt       *time.Time
 }
 
-// OutboxJoinGet reads one join's counts (members attached: counted on the outbox_join index), status and timestamps.
+// OutboxJoinGet reads one join's counts, status and timestamps.
 func (q *Queries) OutboxJoinGet(ctx context.Context, id int64) (OutboxJoinGetRow, error) {
 	row := q.db.QueryRow(ctx, outboxJoinGet, id)
 	var i OutboxJoinGetRow

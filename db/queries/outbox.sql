@@ -147,8 +147,9 @@ returning j.id, j.topic, j.partition_key, j.message_id, j.payload, j.headers, j.
 delete from outbox
 where id = any(array(
     select f.id from outbox f
-    where f.status >= 2 and f.finished_at < now() - (@older_than_ms::bigint) * interval '1 millisecond'
-      and not (f.status = 3 and f.partition_key is not null)
+    -- outbox_finished's predicate, written out so that the planner uses it.
+    where (f.status = 2 or (f.status = 3 and f.partition_key is null))
+      and f.finished_at < now() - (@older_than_ms::bigint) * interval '1 millisecond'
     order by f.finished_at
     limit @max_rows::integer
 ));

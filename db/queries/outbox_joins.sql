@@ -14,13 +14,11 @@ values (
 returning id, status, expected_steps, deadline, created_at;
 
 -- name: OutboxJoinGet :one
--- OutboxJoinGet reads one join's counts (members attached: counted on the outbox_join index), status and timestamps.
-select j.id, j.status, j.on_member_failure, j.expected_steps,
-       (select count(*) from outbox o where o.join_id = j.id)::integer as attached_steps,
-       j.completed_steps, j.failed_steps, j.fail_reason,
-       j.deadline, j.outcome_message_id, j.on_complete_topic, j.on_fail_topic, j.created_at, j.updated_at, j.finished_at
-from outbox_joins j
-where j.id = @id;
+-- OutboxJoinGet reads one join's counts, status and timestamps.
+select id, status, on_member_failure, expected_steps, attached_steps, completed_steps, failed_steps, fail_reason,
+       deadline, outcome_message_id, on_complete_topic, on_fail_topic, created_at, updated_at, finished_at
+from outbox_joins
+where id = @id;
 
 -- name: OutboxJoinFailExpired :one
 -- OutboxJoinFailExpired fails up to max_rows open joins whose deadline has passed on the database clock, writing each one's on-fail message, and returns how many it failed; joins locked by a member that is ending them right now are skipped (that statement decides them, or the next run does).

@@ -57,26 +57,8 @@ func newEnqueueCmd() *cobra.Command {
 			}
 			job.RunAt = t
 		}
-		if cfg.MaxAttempts < 1 || cfg.MaxAttempts > 1000 {
-			return fmt.Errorf("--max-attempts must be between 1 and 1000, got %d", cfg.MaxAttempts)
-		}
-		if cfg.MaxPayload < 1 || cfg.MaxPayload > config.MaxPayloadCeiling {
-			return fmt.Errorf("--max-payload must be between 1 and %d bytes, got %d", config.MaxPayloadCeiling, cfg.MaxPayload)
-		}
-		raw, err := readPayload(payload, cmd.InOrStdin(), cfg.MaxPayload)
-		if err == nil {
-			err = workq.CheckPayload(raw, cfg.MaxPayload)
-		}
+		raw, err := attemptsAndPayload(cmd, cfg, payload)
 		if err != nil {
-			if payload == "-" || strings.HasPrefix(payload, "@") {
-				err = fmt.Errorf("--payload %s: %w", payload, err)
-			} else {
-				err = fmt.Errorf("--payload: %w", err)
-			}
-			var tooLarge *workq.PayloadTooLargeError
-			if errors.As(err, &tooLarge) {
-				err = fmt.Errorf("%w (the limit is --max-payload or WORKQ_MAX_PAYLOAD)", err)
-			}
 			return err
 		}
 		job.Payload = raw
@@ -108,6 +90,43 @@ func newEnqueueCmd() *cobra.Command {
 // JSON itself, @FILE for the contents of FILE, or - for standard input. It
 // holds at most limit bytes: a larger file or input is measured and
 // rejected with a *workq.PayloadTooLargeError.
+// attemptsAndPayload checks --max-attempts and --max-payload, then reads
+// --payload (payloadFlag): the common flags of every command that writes one
+// item.
+func attemptsAndPayload(cmd *cobra.Command, cfg *config.Config, arg string) ([]byte, error) {
+	if cfg.MaxAttempts < 1 || cfg.MaxAttempts > 1000 {
+		return nil, fmt.Errorf("--max-attempts must be between 1 and 1000, got %d", cfg.MaxAttempts)
+	}
+	if cfg.MaxPayload < 1 || cfg.MaxPayload > config.MaxPayloadCeiling {
+		return nil, fmt.Errorf("--max-payload must be between 1 and %d bytes, got %d", config.MaxPayloadCeiling, cfg.MaxPayload)
+	}
+	return payloadFlag(cmd, arg, cfg.MaxPayload)
+}
+
+// payloadFlag reads --payload (a JSON object given inline, @FILE, or - for
+// standard input) within limit bytes and checks it as every client does
+// (workq.CheckPayload). Its errors name the flag and the source, and over
+// the limit say where the limit comes from.
+func payloadFlag(cmd *cobra.Command, arg string, limit int) ([]byte, error) {
+	raw, err := readPayload(arg, cmd.InOrStdin(), limit)
+	if err == nil {
+		err = workq.CheckPayload(raw, limit)
+	}
+	if err == nil {
+		return raw, nil
+	}
+	if arg == "-" || strings.HasPrefix(arg, "@") {
+		err = fmt.Errorf("--payload %s: %w", arg, err)
+	} else {
+		err = fmt.Errorf("--payload: %w", err)
+	}
+	var tooLarge *workq.PayloadTooLargeError
+	if errors.As(err, &tooLarge) {
+		err = fmt.Errorf("%w (the limit is --max-payload or WORKQ_MAX_PAYLOAD)", err)
+	}
+	return nil, err
+}
+
 func readPayload(arg string, stdin io.Reader, limit int) ([]byte, error) {
 	switch {
 	case arg == "-":

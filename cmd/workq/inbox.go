@@ -1,18 +1,14 @@
 package main
 
 import (
-	"errors"
 	"fmt"
 	"os"
 	"strconv"
-	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
 
-	"github.com/workq/workq"
-	"github.com/workq/workq/config"
 	"github.com/workq/workq/inbox"
 )
 
@@ -61,26 +57,8 @@ func newInboxReceiveCmd() *cobra.Command {
 		if msg.Queue == "" {
 			return fmt.Errorf("--queue must not be empty: a queue name is 1-128 of A-Z a-z 0-9 _ . : - (omit --queue for %q)", "default")
 		}
-		if cfg.MaxAttempts < 1 || cfg.MaxAttempts > 1000 {
-			return fmt.Errorf("--max-attempts must be between 1 and 1000, got %d", cfg.MaxAttempts)
-		}
-		if cfg.MaxPayload < 1 || cfg.MaxPayload > config.MaxPayloadCeiling {
-			return fmt.Errorf("--max-payload must be between 1 and %d bytes, got %d", config.MaxPayloadCeiling, cfg.MaxPayload)
-		}
-		raw, err := readPayload(payload, cmd.InOrStdin(), cfg.MaxPayload)
-		if err == nil {
-			err = workq.CheckPayload(raw, cfg.MaxPayload)
-		}
+		raw, err := attemptsAndPayload(cmd, cfg, payload)
 		if err != nil {
-			if payload == "-" || strings.HasPrefix(payload, "@") {
-				err = fmt.Errorf("--payload %s: %w", payload, err)
-			} else {
-				err = fmt.Errorf("--payload: %w", err)
-			}
-			var tooLarge *workq.PayloadTooLargeError
-			if errors.As(err, &tooLarge) {
-				err = fmt.Errorf("%w (the limit is --max-payload or WORKQ_MAX_PAYLOAD)", err)
-			}
 			return err
 		}
 		msg.Payload = raw

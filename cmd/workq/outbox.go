@@ -10,7 +10,6 @@ import (
 	"github.com/google/uuid"
 	"github.com/spf13/cobra"
 
-	"github.com/workq/workq"
 	"github.com/workq/workq/config"
 	"github.com/workq/workq/lease"
 	"github.com/workq/workq/outbox"
@@ -87,18 +86,9 @@ func newOutboxSendCmd() *cobra.Command {
 			}
 			m.Headers[name] = value
 		}
-		if cfg.MaxAttempts < 1 || cfg.MaxAttempts > 1000 {
-			return fmt.Errorf("--max-attempts must be between 1 and 1000, got %d", cfg.MaxAttempts)
-		}
-		if cfg.MaxPayload < 1 || cfg.MaxPayload > config.MaxPayloadCeiling {
-			return fmt.Errorf("--max-payload must be between 1 and %d bytes, got %d", config.MaxPayloadCeiling, cfg.MaxPayload)
-		}
-		raw, err := readPayload(payload, cmd.InOrStdin(), cfg.MaxPayload)
-		if err == nil {
-			err = workq.CheckPayload(raw, cfg.MaxPayload)
-		}
+		raw, err := attemptsAndPayload(cmd, cfg, payload)
 		if err != nil {
-			return fmt.Errorf("--payload %s: %w", payloadSource(payload), err)
+			return err
 		}
 		m.Payload, m.MaxAttempts = raw, cfg.MaxAttempts
 		client := outbox.NewClient(outbox.ClientOptions{NotifyDebounce: cfg.NotifyDebounce, MaxPayloadBytes: cfg.MaxPayload})
@@ -122,13 +112,6 @@ func newOutboxSendCmd() *cobra.Command {
 		return nil
 	}
 	return cmd
-}
-
-func payloadSource(arg string) string {
-	if arg == "-" || strings.HasPrefix(arg, "@") {
-		return arg
-	}
-	return "(literal)"
 }
 
 func parseStatus(s string) (*lease.Status, error) {

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"strings"
 	"text/tabwriter"
 	"time"
 	_ "time/tzdata" // schedules name IANA zones: the binary carries the zone database
@@ -47,21 +46,6 @@ func (s *scheduleFlags) register(f *pflag.FlagSet) {
 	f.StringVar(&s.overlap, "overlap", string(schedule.OverlapAllow), "allow, or skip a slot while the previous run is ready or running")
 	f.StringVar(&s.misfire, "misfire", string(schedule.MisfireRunOnce), "after downtime: run_once, skip (the missed slots) or run_all (up to --misfire-cap)")
 	f.IntVar(&s.misfireCap, "misfire-cap", schedule.DefaultMisfireCap, "run_all: at most this many missed slots run")
-}
-
-// readSchedulePayload reads --payload like enqueue does.
-func readSchedulePayload(cmd *cobra.Command, arg string, limit int) ([]byte, error) {
-	raw, err := readPayload(arg, cmd.InOrStdin(), limit)
-	if err == nil {
-		err = workq.CheckPayload(raw, limit)
-	}
-	if err != nil {
-		if arg == "-" || strings.HasPrefix(arg, "@") {
-			return nil, fmt.Errorf("--payload %s: %w", arg, err)
-		}
-		return nil, fmt.Errorf("--payload: %w", err)
-	}
-	return raw, nil
 }
 
 // withPool connects, runs f and closes.
@@ -121,7 +105,7 @@ func newSchedulesAddCmd() *cobra.Command {
 		if sf.kind == "" {
 			return fmt.Errorf("--kind is required")
 		}
-		raw, err := readSchedulePayload(cmd, sf.payload, cfg.MaxPayload)
+		raw, err := payloadFlag(cmd, sf.payload, cfg.MaxPayload)
 		if err != nil {
 			return err
 		}
@@ -191,7 +175,7 @@ func newSchedulesUpdateCmd() *cobra.Command {
 			c.MisfireCap = &sf.misfireCap
 		}
 		if f.Changed("payload") {
-			raw, err := readSchedulePayload(cmd, sf.payload, cfg.MaxPayload)
+			raw, err := payloadFlag(cmd, sf.payload, cfg.MaxPayload)
 			if err != nil {
 				return err
 			}

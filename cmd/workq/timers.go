@@ -1,7 +1,6 @@
 package main
 
 import (
-	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -10,7 +9,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/workq/workq"
 	"github.com/workq/workq/config"
 	"github.com/workq/workq/timers"
 )
@@ -73,26 +71,8 @@ func newTimersScheduleCmd() *cobra.Command {
 		default:
 			return fmt.Errorf("give --at TIME or --in DURATION: when the timer is due")
 		}
-		if cfg.MaxAttempts < 1 || cfg.MaxAttempts > 1000 {
-			return fmt.Errorf("--max-attempts must be between 1 and 1000, got %d", cfg.MaxAttempts)
-		}
-		if cfg.MaxPayload < 1 || cfg.MaxPayload > config.MaxPayloadCeiling {
-			return fmt.Errorf("--max-payload must be between 1 and %d bytes, got %d", config.MaxPayloadCeiling, cfg.MaxPayload)
-		}
-		raw, err := readPayload(payload, cmd.InOrStdin(), cfg.MaxPayload)
-		if err == nil {
-			err = workq.CheckPayload(raw, cfg.MaxPayload)
-		}
+		raw, err := attemptsAndPayload(cmd, cfg, payload)
 		if err != nil {
-			if payload == "-" || strings.HasPrefix(payload, "@") {
-				err = fmt.Errorf("--payload %s: %w", payload, err)
-			} else {
-				err = fmt.Errorf("--payload: %w", err)
-			}
-			var tooLarge *workq.PayloadTooLargeError
-			if errors.As(err, &tooLarge) {
-				err = fmt.Errorf("%w (the limit is --max-payload or WORKQ_MAX_PAYLOAD)", err)
-			}
 			return err
 		}
 		timer.Payload = raw

@@ -252,6 +252,53 @@ func (q *Queries) LeaseHeldBy(ctx context.Context, ownerToken uuid.UUID) ([]Leas
 	return items, nil
 }
 
+const leaseQueueDepth = `-- name: LeaseQueueDepth :many
+select d.queue::text as queue, sum(d.ready)::bigint as ready, sum(d.in_progress)::bigint as in_progress,
+       coalesce(extract(epoch from now() - min(d.oldest_due)), 0)::float8 as oldest_ready_seconds
+from (
+    select r.queue, count(*) as ready, 0::bigint as in_progress, min(r.run_at) filter (where r.run_at <= now()) as oldest_due
+    from workq_lease_table r where r.status = 0 group by r.queue
+    union all
+    select p.queue, 0::bigint, count(*), null::timestamptz
+    from workq_lease_table p where p.status = 1 group by p.queue
+) d
+group by d.queue
+order by d.queue
+`
+
+type LeaseQueueDepthRow struct {
+	Queue              string
+	Ready              int64
+	InProgress         int64
+	OldestReadySeconds float64
+}
+
+// LeaseQueueDepth counts, per queue, the ready and the in-progress items, and the age in seconds of the oldest ready item that is due (0 when none is due), for metrics. Each part reads one partial index (the claim index, status = 0; <T>_in_progress, status = 1), never the finished rows; its cost is the size of the backlog. The outbox has its own (OutboxQueueDepth).
+func (q *Queries) LeaseQueueDepth(ctx context.Context) ([]LeaseQueueDepthRow, error) {
+	rows, err := q.db.Query(ctx, leaseQueueDepth)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []LeaseQueueDepthRow
+	for rows.Next() {
+		var i LeaseQueueDepthRow
+		if err := rows.Scan(
+			&i.Queue,
+			&i.Ready,
+			&i.InProgress,
+			&i.OldestReadySeconds,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const leaseReapExpired = `-- name: LeaseReapExpired :many
 with expired as (
     select x.id, x.owner_token from workq_lease_table x
@@ -285,12 +332,13 @@ archived as (
            (t.by_id ->> r.id::text)::uuid, r.claimed_by, r.claimed_at, now(), 'expired', r.last_error
     from reaped r, expired_tokens t
 )
-select r.id, r.status from reaped r
+select r.id, r.status, r.queue::text as queue from reaped r
 `
 
 type LeaseReapExpiredRow struct {
 	ID     int64
 	Status int16
+	Queue  string
 }
 
 // LeaseReapExpired requeues up to max_rows items whose lease expired, of one queue or (queue null) of all, failing those with no attempts left; it archives the lost attempts and is safe to run from many reapers and claimers at once.
@@ -305,7 +353,7 @@ func (q *Queries) LeaseReapExpired(ctx context.Context, queue *string, maxRows i
 	var items []LeaseReapExpiredRow
 	for rows.Next() {
 		var i LeaseReapExpiredRow
-		if err := rows.Scan(&i.ID, &i.Status); err != nil {
+		if err := rows.Scan(&i.ID, &i.Status, &i.Queue); err != nil {
 			return nil, err
 		}
 		items = append(items, i)

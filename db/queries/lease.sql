@@ -108,7 +108,7 @@ archived as (
            (t.by_id ->> r.id::text)::uuid, r.claimed_by, r.claimed_at, now(), 'expired', r.last_error
     from reaped r, expired_tokens t
 )
-select r.id, r.status from reaped r;
+select r.id, r.status, r.queue::text as queue from reaped r;
 
 -- name: LeaseHeldBy :many
 -- LeaseHeldBy lists the in-progress items one claim's owner token still holds, with their lease versions (rare path: a claim whose result the caller never saw, released by token; it reads the in-progress set, which worker concurrency bounds).
@@ -163,3 +163,17 @@ from workq_lease_table
 where status = 1 and claimed_at < now() - (@older_than_ms::bigint) * interval '1 millisecond'
 group by queue
 order by queue;
+
+-- name: LeaseQueueDepth :many
+-- LeaseQueueDepth counts, per queue, the ready and the in-progress items, and the age in seconds of the oldest ready item that is due (0 when none is due), for metrics. Each part reads one partial index (the claim index, status = 0; <T>_in_progress, status = 1), never the finished rows; its cost is the size of the backlog. The outbox has its own (OutboxQueueDepth).
+select d.queue::text as queue, sum(d.ready)::bigint as ready, sum(d.in_progress)::bigint as in_progress,
+       coalesce(extract(epoch from now() - min(d.oldest_due)), 0)::float8 as oldest_ready_seconds
+from (
+    select r.queue, count(*) as ready, 0::bigint as in_progress, min(r.run_at) filter (where r.run_at <= now()) as oldest_due
+    from workq_lease_table r where r.status = 0 group by r.queue
+    union all
+    select p.queue, 0::bigint, count(*), null::timestamptz
+    from workq_lease_table p where p.status = 1 group by p.queue
+) d
+group by d.queue
+order by d.queue;

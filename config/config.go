@@ -61,6 +61,11 @@ type Config struct {
 	LogLevel  string // debug, info, warn, error
 	LogFormat string // text or json
 
+	MetricsAddr          string        // serve Prometheus metrics at http://ADDR/metrics ("" = off)
+	MetricsDepthInterval time.Duration // the queue depth is read at most this often (0 = no depth metrics)
+	OtelExporter         string        // trace exporter: none or otlp-http
+	OtelEndpoint         string        // OTLP/HTTP traces URL ("" = the OTEL_EXPORTER_OTLP_* variables, else http://localhost:4318/v1/traces)
+
 	// Built-in outbox publishers per topic (config/publishers.go).
 	OutboxWebhooks      []string      // TOPIC=URL, one per topic; hosts must be in WebhookAllow
 	OutboxWebhookSecret string        // HMAC-SHA256 key of outbox webhooks (required with OutboxWebhooks)
@@ -74,35 +79,37 @@ type Config struct {
 func Default() Config {
 	host, _ := os.Hostname()
 	return Config{
-		MaxConns:          10,
-		WorkerID:          fmt.Sprintf("%s-%d", host, os.Getpid()),
-		Queues:            []string{"default"},
-		Concurrency:       100,
-		Batch:             1000,
-		Lease:             30 * time.Second,
-		ExecTimeout:       5 * time.Minute,
-		Poll:              time.Second,
-		Reclaim:           true,
-		NotifyDebounce:    5 * time.Millisecond,
-		FlushInterval:     5 * time.Millisecond,
-		FlushBatch:        1000,
-		DrainTimeout:      10 * time.Second,
-		MaxAttempts:       4,
-		MaxPayload:        DefaultMaxPayload,
-		BackoffBase:       500 * time.Millisecond,
-		BackoffCap:        30 * time.Second,
-		ReapInterval:      5 * time.Second,
-		ReapBatch:         200,
-		LeaderTTL:         15 * time.Second,
-		RetainFinished:    7 * 24 * time.Hour,
-		RetainRuns:        7 * 24 * time.Hour,
-		RetentionInterval: time.Minute,
-		InboxWindow:       7 * 24 * time.Hour,
-		ScheduleInterval:  time.Second,
-		WebhookTimeout:    10 * time.Second,
-		LogLevel:          "info",
-		LogFormat:         "text",
-		NATSTimeout:       5 * time.Second,
+		MaxConns:             10,
+		WorkerID:             fmt.Sprintf("%s-%d", host, os.Getpid()),
+		Queues:               []string{"default"},
+		Concurrency:          100,
+		Batch:                1000,
+		Lease:                30 * time.Second,
+		ExecTimeout:          5 * time.Minute,
+		Poll:                 time.Second,
+		Reclaim:              true,
+		NotifyDebounce:       5 * time.Millisecond,
+		FlushInterval:        5 * time.Millisecond,
+		FlushBatch:           1000,
+		DrainTimeout:         10 * time.Second,
+		MaxAttempts:          4,
+		MaxPayload:           DefaultMaxPayload,
+		BackoffBase:          500 * time.Millisecond,
+		BackoffCap:           30 * time.Second,
+		ReapInterval:         5 * time.Second,
+		ReapBatch:            200,
+		LeaderTTL:            15 * time.Second,
+		RetainFinished:       7 * 24 * time.Hour,
+		RetainRuns:           7 * 24 * time.Hour,
+		RetentionInterval:    time.Minute,
+		InboxWindow:          7 * 24 * time.Hour,
+		ScheduleInterval:     time.Second,
+		WebhookTimeout:       10 * time.Second,
+		LogLevel:             "info",
+		LogFormat:            "text",
+		MetricsDepthInterval: 15 * time.Second,
+		OtelExporter:         OtelNone,
+		NATSTimeout:          5 * time.Second,
 	}
 }
 
@@ -256,6 +263,7 @@ func (c Config) Validate() error {
 	default:
 		bad("log-format must be text or json, got %q", c.LogFormat)
 	}
+	errs = append(errs, c.validateObservability()...)
 	return errors.Join(errs...)
 }
 
@@ -385,6 +393,10 @@ func (c *Config) options() []option {
 		o("exec-allow", "WORKQ_EXEC_ALLOW", &c.ExecAllow, "commands (absolute paths or names) the exec handler may run"),
 		o("log-level", "WORKQ_LOG_LEVEL", &c.LogLevel, "debug, info, warn or error"),
 		o("log-format", "WORKQ_LOG_FORMAT", &c.LogFormat, "text or json"),
+		o("metrics-addr", "WORKQ_METRICS_ADDR", &c.MetricsAddr, "serve Prometheus metrics at http://ADDR/metrics (host:port; none = off)"),
+		o("metrics-depth-interval", "WORKQ_METRICS_DEPTH_INTERVAL", &c.MetricsDepthInterval, "with --metrics-addr: read the queue depth (one statement per work table) at most this often; 0 = no depth metrics"),
+		o("otel-exporter", "WORKQ_OTEL_EXPORTER", &c.OtelExporter, "OpenTelemetry trace exporter: none or otlp-http (the OTEL_* variables configure it)"),
+		o("otel-endpoint", "WORKQ_OTEL_ENDPOINT", &c.OtelEndpoint, "OTLP/HTTP traces URL, e.g. http://collector:4318/v1/traces (none = OTEL_EXPORTER_OTLP_TRACES_ENDPOINT or OTEL_EXPORTER_OTLP_ENDPOINT, else localhost:4318)"),
 		o("outbox-webhook", "WORKQ_OUTBOX_WEBHOOK", &c.OutboxWebhooks, "outbox webhook publisher TOPIC=URL, repeatable; the host must be in --webhook-allow"),
 		o("outbox-webhook-secret", "WORKQ_OUTBOX_WEBHOOK_SECRET", &c.OutboxWebhookSecret, "HMAC-SHA256 key of the Workq-Signature header of outbox webhooks"),
 		o("nats-url", "WORKQ_NATS_URL", &c.NATSURL, "NATS server URL(s) of the JetStream outbox publisher"),

@@ -47,12 +47,17 @@ func newRunCmd() *cobra.Command {
 		out := cmd.OutOrStdout()
 		fmt.Fprintf(out, "workq: schema at version %d; worker %s on queues %v (Ctrl-C to stop)\n", v, cfg.WorkerID, cfg.Queues)
 
-		w, closePublishers, err := newDemoWorker(pool, *cfg, log, *demoJobs > 0)
+		obs, err := startObservability(ctx, *cfg, pool, log)
+		if err != nil {
+			return err
+		}
+		defer obs.close()
+		w, closePublishers, err := newDemoWorker(pool, *cfg, log, *demoJobs > 0, obs)
 		if err != nil {
 			return err
 		}
 		defer closePublishers()
-		m, err := newMaintenance(pool, *cfg, log)
+		m, err := newMaintenance(pool, *cfg, log, obs)
 		if err != nil {
 			return err
 		}

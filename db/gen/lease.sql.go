@@ -184,7 +184,7 @@ select o.id::bigint as id,
                           or r.locked_until <= clock_timestamp()))::boolean as lost
 from o
 left join extended e on e.id = o.id
-left join workq_lease_table r on r.id = o.id
+left join workq_lease_table r on r.id = o.id and r.id = any($1::bigint[])
 `
 
 type LeaseHeartbeatParams struct {
@@ -200,6 +200,9 @@ type LeaseHeartbeatRow struct {
 }
 
 // LeaseHeartbeat extends the leases of many items, each guarded by its own owner token, in one statement, and says for each input id whether it extended it and whether the lease is lost for certain (another token, or expired by the database clock at the moment the row is examined: clock_timestamp(), not the statement's start). A row locked by a concurrent statement (a completion, a reap, a heartbeat that timed out client-side) is neither: it is skipped rather than waited for, so a heartbeat never deadlocks, and its fate is left to that statement.
+// r.id = any(@ids) for the same reason as in held: without it, statistics
+// taken while the table was small made this a hash join over a sequential
+// scan of the whole table (job_runs tipped over when it gained a column).
 func (q *Queries) LeaseHeartbeat(ctx context.Context, arg LeaseHeartbeatParams) ([]LeaseHeartbeatRow, error) {
 	rows, err := q.db.Query(ctx, leaseHeartbeat, arg.Ids, arg.OwnerTokens, arg.LeaseMs)
 	if err != nil {

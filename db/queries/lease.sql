@@ -28,7 +28,10 @@ select o.id::bigint as id,
                           or r.locked_until <= clock_timestamp()))::boolean as lost
 from o
 left join extended e on e.id = o.id
-left join workq_lease_table r on r.id = o.id;
+-- r.id = any(@ids) for the same reason as in held: without it, statistics
+-- taken while the table was small made this a hash join over a sequential
+-- scan of the whole table (job_runs tipped over when it gained a column).
+left join workq_lease_table r on r.id = o.id and r.id = any(@ids::bigint[]);
 
 -- name: LeaseComplete :many
 -- LeaseComplete ends many attempts in one statement, each guarded by its own owner token (done, retry with a delay or failed when exhausted, failed, snoozed or released without using an attempt), archives each attempt in runs, and returns the rows it applied to.

@@ -70,3 +70,9 @@ func claimTimers(ctx context.Context, q *gen.Queries, a claimArgs) ([]Item, erro
 func deleteFinishedOutbox(ctx context.Context, q *gen.Queries, olderThanMs int64, max int32) (int64, error) {
 	return q.OutboxDeleteFinished(ctx, olderThanMs, max)
 }
+
+// cancelTimers is the timers' cancel (TimersCancelAudited): the shared
+// statement's, and the timer's cancelled_at is set too.
+func cancelTimers(ctx context.Context, q *gen.Queries, ids []int64, actor, reason string) ([]int64, error) {
+	return q.TimersCancelAudited(ctx, gen.TimersCancelAuditedParams{Ids: ids, Actor: actor, Reason: reason})
+}

@@ -659,3 +659,83 @@ func (e *Engine) Stuck(ctx context.Context, olderThan time.Duration) ([]StuckCou
 	}
 	return out, nil
 }
+
+// Cancel ends the ready items among ids as failed, with last_error
+// "cancelled by <actor>[: reason]", and archives the action in the run
+// archive (outcome "cancelled", actor as the worker, reason as the error).
+// A cancelled timer also reads as cancelled (its cancelled_at is set). It
+// returns the ids it cancelled; ids that are not ready (claimed, finished or
+// gone) are left alone and not returned. Revive undoes a cancel.
+func (e *Engine) Cancel(ctx context.Context, actor, reason string, ids ...int64) ([]int64, error) {
+	if e.err != nil {
+		return nil, fmt.Errorf("cancel: %w", e.err)
+	}
+	if strings.TrimSpace(actor) == "" {
+		return nil, fmt.Errorf("cancel %s: %w: actor must not be empty", e.table, ErrInvalid)
+	}
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	cancel := func(ctx context.Context, q *gen.Queries, ids []int64, actor, reason string) ([]int64, error) {
+		return q.LeaseCancel(ctx, gen.LeaseCancelParams{Ids: ids, Actor: actor, Reason: reason})
+	}
+	if e.def.cancel != nil {
+		cancel = e.def.cancel
+	}
+	got, err := cancel(ctx, e.q, ids, actor, reason)
+	if err != nil {
+		return nil, fmt.Errorf("cancel %s: %w", e.table, err)
+	}
+	return got, nil
+}
+
+// Delete deletes the finished (done or failed) items among ids and returns
+// the ids it deleted; ready and in-progress items are left alone. Their
+// archived attempts stay in the run archive until its own retention. On the
+// outbox, deleting a failed message that blocks its partition key lets the
+// key's next message go.
+func (e *Engine) Delete(ctx context.Context, ids ...int64) ([]int64, error) {
+	if e.err != nil {
+		return nil, fmt.Errorf("delete: %w", e.err)
+	}
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	got, err := e.q.LeaseDelete(ctx, ids)
+	if err != nil {
+		return nil, fmt.Errorf("delete %s: %w", e.table, err)
+	}
+	return got, nil
+}
+
+// QueueStats are one (table, queue)'s counts by state.
+type QueueStats struct {
+	Queue           string
+	Ready           int64         // ready and due
+	Scheduled       int64         // ready, not due yet
+	InProgress      int64         // including Expired
+	Expired         int64         // in progress with an expired lease, not yet reaped
+	ClaimedRecently int64         // in progress, claimed in the last minute
+	Done            int64         //
+	Failed          int64         //
+	OldestReadyAge  time.Duration // how long the oldest due ready item has waited (database clock); 0 when none
+}
+
+// QueueStats counts the table's items per queue and state. It reads the
+// whole table: for operators, not for every metrics scrape.
+func (e *Engine) QueueStats(ctx context.Context) ([]QueueStats, error) {
+	if e.err != nil {
+		return nil, fmt.Errorf("queue stats: %w", e.err)
+	}
+	rows, err := e.q.LeaseQueueStats(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("queue stats %s: %w", e.table, err)
+	}
+	out := make([]QueueStats, len(rows))
+	for i, r := range rows {
+		out[i] = QueueStats{Queue: r.Queue, Ready: r.Ready, Scheduled: r.Scheduled, InProgress: r.InProgress,
+			Expired: r.Expired, ClaimedRecently: r.ClaimedRecently, Done: r.Done, Failed: r.Failed,
+			OldestReadyAge: time.Duration(r.OldestReadyAgeMs) * time.Millisecond}
+	}
+	return out, nil
+}

@@ -17,6 +17,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/workq/workq"
+	"github.com/workq/workq/admin"
 	"github.com/workq/workq/config"
 	"github.com/workq/workq/db/gen"
 	"github.com/workq/workq/inbox"
@@ -191,7 +192,7 @@ func progress(ctx context.Context, out io.Writer, db gen.DBTX, w *worker.Worker)
 			return
 		case <-t.C:
 		}
-		st, err := collectStats(ctx, db)
+		st, err := admin.Queues(ctx, db)
 		if err != nil {
 			continue
 		}
@@ -203,7 +204,7 @@ func progress(ctx context.Context, out io.Writer, db gen.DBTX, w *worker.Worker)
 				c = &counts{}
 				by[s.Table] = c
 			}
-			c.ready, c.inProgress, c.done, c.failed = c.ready+s.Ready, c.inProgress+s.InProgress, c.done+s.Done, c.failed+s.Failed
+			c.ready, c.inProgress, c.done, c.failed = c.ready+s.Ready+s.Scheduled, c.inProgress+s.InProgress, c.done+s.Done, c.failed+s.Failed
 		}
 		line := fmt.Sprintf("[%4.0fs]", time.Since(start).Seconds())
 		for _, tbl := range lease.Tables {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/workq/workq/admin"
 	"github.com/workq/workq/internal/testdb"
 	"github.com/workq/workq/lock"
 )
@@ -333,7 +334,7 @@ func TestCLISuccess(t *testing.T) {
 			Ready    int64  `json:"ready"`
 			Paused   bool   `json:"paused"`
 			PausedBy string `json:"paused_by"`
-			Reason   string `json:"reason"`
+			Reason   string `json:"pause_reason"`
 		}
 		if err := json.Unmarshal([]byte(mustRun(t, "queue", "list", "--json")), &rows); err != nil {
 			t.Fatal(err)
@@ -363,7 +364,7 @@ func TestCLISuccess(t *testing.T) {
 	})
 
 	t.Run("stats counts the jobs as ready", func(t *testing.T) {
-		var st []queueStats
+		var st []admin.Queue
 		if err := json.Unmarshal([]byte(mustRun(t, "stats", "--json")), &st); err != nil {
 			t.Fatal(err)
 		}

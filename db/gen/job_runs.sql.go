@@ -401,3 +401,77 @@ func (q *Queries) JobRunsLiveByDedupKeys(ctx context.Context, dedupKeys []string
 	}
 	return items, nil
 }
+
+const jobRunsPage = `-- name: JobRunsPage :many
+select id, queue, kind, payload, dedup_key, schedule_id, scheduled_time, status, priority, run_at, owner_token, locked_until, lease_version, attempts, max_attempts, claimed_at, claimed_by, last_error, created_at, updated_at, finished_at, metadata from job_runs t
+where t.id < $1::bigint
+  and ($2::text is null or t.queue = $2::text)
+  and ($3::smallint is null or t.status = $3::smallint)
+  and ($4::text is null or t.kind = $4::text)
+  and ($5::timestamptz is null or t.created_at >= $5::timestamptz)
+  and ($6::timestamptz is null or t.created_at < $6::timestamptz)
+order by t.id desc
+limit $7::integer
+`
+
+type JobRunsPageParams struct {
+	BeforeID      int64
+	Queue         *string
+	Status        *int16
+	Kind          *string
+	CreatedAfter  *time.Time
+	CreatedBefore *time.Time
+	MaxRows       int32
+}
+
+// JobRunsPage lists items newest first below before_id (keyset pagination over the primary key: rows inserted meanwhile have higher ids and never shift a later page), filtered by queue, status, kind and creation time (null: any).
+func (q *Queries) JobRunsPage(ctx context.Context, arg JobRunsPageParams) ([]JobRun, error) {
+	rows, err := q.db.Query(ctx, jobRunsPage,
+		arg.BeforeID,
+		arg.Queue,
+		arg.Status,
+		arg.Kind,
+		arg.CreatedAfter,
+		arg.CreatedBefore,
+		arg.MaxRows,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []JobRun
+	for rows.Next() {
+		var i JobRun
+		if err := rows.Scan(
+			&i.ID,
+			&i.Queue,
+			&i.Kind,
+			&i.Payload,
+			&i.DedupKey,
+			&i.ScheduleID,
+			&i.ScheduledTime,
+			&i.Status,
+			&i.Priority,
+			&i.RunAt,
+			&i.OwnerToken,
+			&i.LockedUntil,
+			&i.LeaseVersion,
+			&i.Attempts,
+			&i.MaxAttempts,
+			&i.ClaimedAt,
+			&i.ClaimedBy,
+			&i.LastError,
+			&i.CreatedAt,
+			&i.UpdatedAt,
+			&i.FinishedAt,
+			&i.Metadata,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}

@@ -12,6 +12,53 @@ import (
 	"github.com/google/uuid"
 )
 
+const leaseCancel = `-- name: LeaseCancel :many
+with cancelled as (
+    update workq_lease_table j set
+        status = 3,
+        lease_version = j.lease_version + 1,
+        last_error = 'cancelled by ' || $1::text || coalesce(': ' || nullif($2::text, ''), ''),
+        finished_at = now(),
+        updated_at = now()
+    where j.id = any($3::bigint[]) and j.status = 0
+    returning j.id, j.queue, j.attempts, j.lease_version
+),
+archived as (
+    insert into runs (run_id, work_table, item_id, queue, attempt, lease_version, owner_token, worker_id, started_at, finished_at, outcome, error)
+    select workq_run_id('workq_lease_table', c.id, c.lease_version), 'workq_lease_table', c.id, c.queue, c.attempts, c.lease_version,
+           '00000000-0000-0000-0000-000000000000'::uuid, $1::text, now(), now(), 'cancelled', nullif($2::text, '')
+    from cancelled c
+)
+select c.id from cancelled c
+`
+
+type LeaseCancelParams struct {
+	Actor  string
+	Reason string
+	Ids    []int64
+}
+
+// LeaseCancel ends the ready items among ids as failed with last_error "cancelled by <actor>[: reason]", bumps each one's lease_version, archives the action in runs (outcome cancelled, by actor, with the reason), and returns the ids it cancelled; items that are not ready are left alone.
+func (q *Queries) LeaseCancel(ctx context.Context, arg LeaseCancelParams) ([]int64, error) {
+	rows, err := q.db.Query(ctx, leaseCancel, arg.Actor, arg.Reason, arg.Ids)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []int64
+	for rows.Next() {
+		var id int64
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		items = append(items, id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const leaseComplete = `-- name: LeaseComplete :many
 with o as materialized (
     select unnest($1::bigint[]) as id, unnest($2::text[])::uuid as owner_token, unnest($3::text[]) as outcome,
@@ -127,6 +174,33 @@ func (q *Queries) LeaseCountByState(ctx context.Context) ([]LeaseCountByStateRow
 			return nil, err
 		}
 		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const leaseDelete = `-- name: LeaseDelete :many
+delete from workq_lease_table j
+where j.id = any($1::bigint[]) and j.status >= 2
+returning j.id
+`
+
+// LeaseDelete deletes the finished (done or failed) items among ids and returns the ids it deleted; ready and in-progress items are left alone. Their archived attempts stay in runs until the archive's own retention.
+func (q *Queries) LeaseDelete(ctx context.Context, ids []int64) ([]int64, error) {
+	rows, err := q.db.Query(ctx, leaseDelete, ids)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []int64
+	for rows.Next() {
+		var id int64
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		items = append(items, id)
 	}
 	if err := rows.Err(); err != nil {
 		return nil, err
@@ -291,6 +365,64 @@ func (q *Queries) LeaseQueueDepth(ctx context.Context) ([]LeaseQueueDepthRow, er
 			&i.Ready,
 			&i.InProgress,
 			&i.OldestReadySeconds,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const leaseQueueStats = `-- name: LeaseQueueStats :many
+select queue,
+       count(*) filter (where status = 0 and run_at <= now())::bigint as ready,
+       count(*) filter (where status = 0 and run_at > now())::bigint as scheduled,
+       count(*) filter (where status = 1)::bigint as in_progress,
+       count(*) filter (where status = 1 and locked_until <= now())::bigint as expired,
+       count(*) filter (where status = 1 and claimed_at > now() - interval '1 minute')::bigint as claimed_recently,
+       count(*) filter (where status = 2)::bigint as done,
+       count(*) filter (where status = 3)::bigint as failed,
+       coalesce(floor(extract(epoch from now() - min(run_at) filter (where status = 0 and run_at <= now())) * 1000), 0)::bigint as oldest_ready_age_ms
+from workq_lease_table
+group by queue
+order by queue
+`
+
+type LeaseQueueStatsRow struct {
+	Queue            string
+	Ready            int64
+	Scheduled        int64
+	InProgress       int64
+	Expired          int64
+	ClaimedRecently  int64
+	Done             int64
+	Failed           int64
+	OldestReadyAgeMs int64
+}
+
+// LeaseQueueStats counts one table's items per queue: ready (due), scheduled (ready, not due yet), in progress (and how many of those have an expired lease or were claimed in the last minute), done and failed, with the age in milliseconds of the oldest due ready item on the database clock (0: none). It reads the whole table: an operator's command, not a per-scrape query.
+func (q *Queries) LeaseQueueStats(ctx context.Context) ([]LeaseQueueStatsRow, error) {
+	rows, err := q.db.Query(ctx, leaseQueueStats)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []LeaseQueueStatsRow
+	for rows.Next() {
+		var i LeaseQueueStatsRow
+		if err := rows.Scan(
+			&i.Queue,
+			&i.Ready,
+			&i.Scheduled,
+			&i.InProgress,
+			&i.Expired,
+			&i.ClaimedRecently,
+			&i.Done,
+			&i.Failed,
+			&i.OldestReadyAgeMs,
 		); err != nil {
 			return nil, err
 		}

@@ -580,6 +580,82 @@ func (q *Queries) OutboxList(ctx context.Context, arg OutboxListParams) ([]Outbo
 	return items, nil
 }
 
+const outboxPage = `-- name: OutboxPage :many
+select id, queue, topic, partition_key, message_id, payload, headers, correlation_id, status, priority, run_at, owner_token, locked_until, lease_version, attempts, max_attempts, claimed_at, claimed_by, last_error, created_at, updated_at, finished_at, write_xid, join_id from outbox t
+where t.id < $1::bigint
+  and ($2::text is null or t.queue = $2::text)
+  and ($3::smallint is null or t.status = $3::smallint)
+  and ($4::text is null or t.topic = $4::text)
+  and ($5::timestamptz is null or t.created_at >= $5::timestamptz)
+  and ($6::timestamptz is null or t.created_at < $6::timestamptz)
+order by t.id desc
+limit $7::integer
+`
+
+type OutboxPageParams struct {
+	BeforeID      int64
+	Queue         *string
+	Status        *int16
+	Kind          *string
+	CreatedAfter  *time.Time
+	CreatedBefore *time.Time
+	MaxRows       int32
+}
+
+// OutboxPage lists items newest first below before_id (keyset pagination over the primary key: rows inserted meanwhile have higher ids and never shift a later page), filtered by queue, status, topic and creation time (null: any).
+func (q *Queries) OutboxPage(ctx context.Context, arg OutboxPageParams) ([]Outbox, error) {
+	rows, err := q.db.Query(ctx, outboxPage,
+		arg.BeforeID,
+		arg.Queue,
+		arg.Status,
+		arg.Kind,
+		arg.CreatedAfter,
+		arg.CreatedBefore,
+		arg.MaxRows,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []Outbox
+	for rows.Next() {
+		var i Outbox
+		if err := rows.Scan(
+			&i.ID,
+			&i.Queue,
+			&i.Topic,
+			&i.PartitionKey,
+			&i.MessageID,
+			&i.Payload,
+			&i.Headers,
+			&i.CorrelationID,
+			&i.Status,
+			&i.Priority,
+			&i.RunAt,
+			&i.OwnerToken,
+			&i.LockedUntil,
+			&i.LeaseVersion,
+			&i.Attempts,
+			&i.MaxAttempts,
+			&i.ClaimedAt,
+			&i.ClaimedBy,
+			&i.LastError,
+			&i.CreatedAt,
+			&i.UpdatedAt,
+			&i.FinishedAt,
+			&i.WriteXid,
+			&i.JoinID,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const outboxQueueDepth = `-- name: OutboxQueueDepth :many
 select d.queue::text as queue, sum(d.ready)::bigint as ready, sum(d.in_progress)::bigint as in_progress,
        coalesce(extract(epoch from now() - min(d.oldest_due)), 0)::float8 as oldest_ready_seconds

@@ -88,6 +88,49 @@ func (q *Queries) RunsGet(ctx context.Context, runID uuid.UUID) (Run, error) {
 	return i, err
 }
 
+const runsLastMinute = `-- name: RunsLastMinute :many
+select work_table, queue,
+       count(*)::bigint as ended,
+       count(*) filter (where started_at > now() - interval '1 minute')::bigint as started
+from runs
+where finished_at > now() - interval '1 minute' and outcome not in ('revived', 'cancelled')
+group by work_table, queue
+order by work_table, queue
+`
+
+type RunsLastMinuteRow struct {
+	WorkTable string
+	Queue     string
+	Ended     int64
+	Started   int64
+}
+
+// RunsLastMinute counts, per work table and queue, the attempts that ended in the last minute by the database clock (completions, including leases the reaper expired) and how many of those also started in it (claims that already ended); operator actions (revived, cancelled) are not attempts. One range of runs_finished.
+func (q *Queries) RunsLastMinute(ctx context.Context) ([]RunsLastMinuteRow, error) {
+	rows, err := q.db.Query(ctx, runsLastMinute)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []RunsLastMinuteRow
+	for rows.Next() {
+		var i RunsLastMinuteRow
+		if err := rows.Scan(
+			&i.WorkTable,
+			&i.Queue,
+			&i.Ended,
+			&i.Started,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const runsListByItem = `-- name: RunsListByItem :many
 select run_id, work_table, item_id, queue, attempt, lease_version, owner_token, worker_id, started_at, finished_at, outcome, error from runs
 where run_id between workq_run_id($1::text, $2::bigint, 0)

@@ -119,3 +119,15 @@ where id = any(array(
     order by f.finished_at
     limit @max_rows::integer
 ));
+
+-- name: InboxPage :many
+-- InboxPage lists items newest first below before_id (keyset pagination over the primary key: rows inserted meanwhile have higher ids and never shift a later page), filtered by queue, status, topic and creation time (null: any).
+select * from inbox t
+where t.id < @before_id::bigint
+  and (sqlc.narg('queue')::text is null or t.queue = sqlc.narg('queue')::text)
+  and (sqlc.narg('status')::smallint is null or t.status = sqlc.narg('status')::smallint)
+  and (sqlc.narg('kind')::text is null or t.topic = sqlc.narg('kind')::text)
+  and (sqlc.narg('created_after')::timestamptz is null or t.created_at >= sqlc.narg('created_after')::timestamptz)
+  and (sqlc.narg('created_before')::timestamptz is null or t.created_at < sqlc.narg('created_before')::timestamptz)
+order by t.id desc
+limit @max_rows::integer;

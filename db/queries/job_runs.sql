@@ -100,3 +100,15 @@ returning j.id, j.kind, j.payload, j.priority, j.run_at, j.attempts, j.max_attem
 -- name: JobRunsGet :one
 -- JobRunsGet reads one job run.
 select * from job_runs where id = @id;
+
+-- name: JobRunsPage :many
+-- JobRunsPage lists items newest first below before_id (keyset pagination over the primary key: rows inserted meanwhile have higher ids and never shift a later page), filtered by queue, status, kind and creation time (null: any).
+select * from job_runs t
+where t.id < @before_id::bigint
+  and (sqlc.narg('queue')::text is null or t.queue = sqlc.narg('queue')::text)
+  and (sqlc.narg('status')::smallint is null or t.status = sqlc.narg('status')::smallint)
+  and (sqlc.narg('kind')::text is null or t.kind = sqlc.narg('kind')::text)
+  and (sqlc.narg('created_after')::timestamptz is null or t.created_at >= sqlc.narg('created_after')::timestamptz)
+  and (sqlc.narg('created_before')::timestamptz is null or t.created_at < sqlc.narg('created_before')::timestamptz)
+order by t.id desc
+limit @max_rows::integer;

@@ -180,3 +180,44 @@ from (
 ) d
 group by d.queue
 order by d.queue;
+
+-- name: LeaseCancel :many
+-- LeaseCancel ends the ready items among ids as failed with last_error "cancelled by <actor>[: reason]", bumps each one's lease_version, archives the action in runs (outcome cancelled, by actor, with the reason), and returns the ids it cancelled; items that are not ready are left alone.
+with cancelled as (
+    update workq_lease_table j set
+        status = 3,
+        lease_version = j.lease_version + 1,
+        last_error = 'cancelled by ' || @actor::text || coalesce(': ' || nullif(@reason::text, ''), ''),
+        finished_at = now(),
+        updated_at = now()
+    where j.id = any(@ids::bigint[]) and j.status = 0
+    returning j.id, j.queue, j.attempts, j.lease_version
+),
+archived as (
+    insert into runs (run_id, work_table, item_id, queue, attempt, lease_version, owner_token, worker_id, started_at, finished_at, outcome, error)
+    select workq_run_id('workq_lease_table', c.id, c.lease_version), 'workq_lease_table', c.id, c.queue, c.attempts, c.lease_version,
+           '00000000-0000-0000-0000-000000000000'::uuid, @actor::text, now(), now(), 'cancelled', nullif(@reason::text, '')
+    from cancelled c
+)
+select c.id from cancelled c;
+
+-- name: LeaseDelete :many
+-- LeaseDelete deletes the finished (done or failed) items among ids and returns the ids it deleted; ready and in-progress items are left alone. Their archived attempts stay in runs until the archive's own retention.
+delete from workq_lease_table j
+where j.id = any(@ids::bigint[]) and j.status >= 2
+returning j.id;
+
+-- name: LeaseQueueStats :many
+-- LeaseQueueStats counts one table's items per queue: ready (due), scheduled (ready, not due yet), in progress (and how many of those have an expired lease or were claimed in the last minute), done and failed, with the age in milliseconds of the oldest due ready item on the database clock (0: none). It reads the whole table: an operator's command, not a per-scrape query.
+select queue,
+       count(*) filter (where status = 0 and run_at <= now())::bigint as ready,
+       count(*) filter (where status = 0 and run_at > now())::bigint as scheduled,
+       count(*) filter (where status = 1)::bigint as in_progress,
+       count(*) filter (where status = 1 and locked_until <= now())::bigint as expired,
+       count(*) filter (where status = 1 and claimed_at > now() - interval '1 minute')::bigint as claimed_recently,
+       count(*) filter (where status = 2)::bigint as done,
+       count(*) filter (where status = 3)::bigint as failed,
+       coalesce(floor(extract(epoch from now() - min(run_at) filter (where status = 0 and run_at <= now())) * 1000), 0)::bigint as oldest_ready_age_ms
+from workq_lease_table
+group by queue
+order by queue;

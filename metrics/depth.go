@@ -17,7 +17,8 @@ import (
 type QueueDepth struct {
 	Table      lease.Table
 	Queue      string
-	Ready      int64 // ready items, due now or later
+	Ready      int64 // ready items that are due
+	Scheduled  int64 // ready items due later (a delay, a backoff, a timer)
 	InProgress int64 // items in progress
 	// OldestReadyAge is how long the oldest due ready item has been due
 	// (0: none is due): the queue's lag.
@@ -43,7 +44,8 @@ func DefaultDepth(db gen.DBTX) func(ctx context.Context) ([]QueueDepth, error) {
 				continue
 			}
 			for _, d := range ds {
-				out = append(out, QueueDepth{Table: t, Queue: d.Queue, Ready: d.Ready, InProgress: d.InProgress, OldestReadyAge: d.OldestDue})
+				out = append(out, QueueDepth{Table: t, Queue: d.Queue, Ready: d.Ready, Scheduled: d.Scheduled, InProgress: d.InProgress,
+					OldestReadyAge: d.OldestDue})
 			}
 		}
 		return out, errors.Join(errs...)
@@ -74,7 +76,7 @@ func newDepthCollector(fn func(ctx context.Context) ([]QueueDepth, error), inter
 	return &depthCollector{
 		fn: fn, interval: interval, timeout: timeout, log: log, seen: map[queueKey]bool{},
 		items: prometheus.NewDesc("workq_queue_items",
-			"Items of a queue by status (ready: due now or later; in_progress), read at most once per depth interval.",
+			"Items of a queue by status (ready: due; scheduled: ready, due later; in_progress), read at most once per depth interval.",
 			[]string{"table", "queue", "status"}, nil),
 		oldest: prometheus.NewDesc("workq_queue_oldest_ready_age_seconds",
 			"How long the oldest due ready item of a queue has been due (0: none is due).", []string{"table", "queue"}, nil),
@@ -114,12 +116,14 @@ func (c *depthCollector) Collect(ch chan<- prometheus.Metric) {
 	for _, d := range cache {
 		t := string(d.Table)
 		ch <- prometheus.MustNewConstMetric(c.items, prometheus.GaugeValue, float64(d.Ready), t, d.Queue, "ready")
+		ch <- prometheus.MustNewConstMetric(c.items, prometheus.GaugeValue, float64(d.Scheduled), t, d.Queue, "scheduled")
 		ch <- prometheus.MustNewConstMetric(c.items, prometheus.GaugeValue, float64(d.InProgress), t, d.Queue, "in_progress")
 		ch <- prometheus.MustNewConstMetric(c.oldest, prometheus.GaugeValue, d.OldestReadyAge.Seconds(), t, d.Queue)
 	}
 	for _, k := range gone {
 		t := string(k.table)
 		ch <- prometheus.MustNewConstMetric(c.items, prometheus.GaugeValue, 0, t, k.queue, "ready")
+		ch <- prometheus.MustNewConstMetric(c.items, prometheus.GaugeValue, 0, t, k.queue, "scheduled")
 		ch <- prometheus.MustNewConstMetric(c.items, prometheus.GaugeValue, 0, t, k.queue, "in_progress")
 		ch <- prometheus.MustNewConstMetric(c.oldest, prometheus.GaugeValue, 0, t, k.queue)
 	}

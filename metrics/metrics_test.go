@@ -178,8 +178,8 @@ func TestWorkerMetricsScraped(t *testing.T) {
 	jobs := []workq.Job{
 		{Queue: "mq", Kind: "ok"}, {Queue: "mq", Kind: "ok"}, {Queue: "mq", Kind: "ok"},
 		{Queue: "mq", Kind: "fail"}, {Queue: "mq", Kind: "flaky"}, {Queue: "mq", Kind: "sleepy"},
-		// Not served: the depth of queue other is 2 ready, the oldest due
-		// for an hour (the other is due in an hour).
+		// Not served: queue other has one ready item, due for an hour, and
+		// one scheduled, due in an hour.
 		{Queue: "other", Kind: "ok", RunAt: time.Now().Add(-time.Hour)},
 		{Queue: "other", Kind: "ok", Delay: time.Hour},
 	}
@@ -218,7 +218,8 @@ func TestWorkerMetricsScraped(t *testing.T) {
 		"workq_worker_pickup_latency_seconds " + with():                   8,
 		"workq_worker_in_flight " + with():                                0,
 		"workq_worker_pending_completions table job_runs":                 0,
-		"workq_queue_items table job_runs queue other status ready":       2,
+		"workq_queue_items table job_runs queue other status ready":       1,
+		"workq_queue_items table job_runs queue other status scheduled":   1,
 		"workq_queue_items table job_runs queue other status in_progress": 0,
 	}
 	// The counters are final once the results are reported; the pending

@@ -330,13 +330,14 @@ func (q *Queries) LeaseHeldBy(ctx context.Context, ownerToken uuid.UUID) ([]Leas
 }
 
 const leaseQueueDepth = `-- name: LeaseQueueDepth :many
-select d.queue::text as queue, sum(d.ready)::bigint as ready, sum(d.in_progress)::bigint as in_progress,
+select d.queue::text as queue, sum(d.ready)::bigint as ready, sum(d.scheduled)::bigint as scheduled, sum(d.in_progress)::bigint as in_progress,
        coalesce(extract(epoch from now() - min(d.oldest_due)), 0)::float8 as oldest_ready_seconds
 from (
-    select r.queue, count(*) as ready, 0::bigint as in_progress, min(r.run_at) filter (where r.run_at <= now()) as oldest_due
+    select r.queue, count(*) filter (where r.run_at <= now()) as ready, count(*) filter (where r.run_at > now()) as scheduled,
+           0::bigint as in_progress, min(r.run_at) filter (where r.run_at <= now()) as oldest_due
     from workq_lease_table r where r.status = 0 group by r.queue
     union all
-    select p.queue, 0::bigint, count(*), null::timestamptz
+    select p.queue, 0::bigint, 0::bigint, count(*), null::timestamptz
     from workq_lease_table p where p.status = 1 group by p.queue
 ) d
 group by d.queue
@@ -346,11 +347,12 @@ order by d.queue
 type LeaseQueueDepthRow struct {
 	Queue              string
 	Ready              int64
+	Scheduled          int64
 	InProgress         int64
 	OldestReadySeconds float64
 }
 
-// LeaseQueueDepth counts, per queue, the ready and the in-progress items, and the age in seconds of the oldest ready item that is due (0 when none is due), for metrics. Each part reads one partial index (the claim index, status = 0; <T>_in_progress, status = 1), never the finished rows; its cost is the size of the backlog. The outbox has its own (OutboxQueueDepth).
+// LeaseQueueDepth counts, per queue, the ready items that are due (ready) and not yet due (scheduled), the in-progress items, and the age in seconds of the oldest due ready item (0 when none is due), for metrics. Each part reads one partial index (the claim index, status = 0; <T>_in_progress, status = 1), never the finished rows; its cost is the size of the backlog. The outbox has its own (OutboxQueueDepth).
 func (q *Queries) LeaseQueueDepth(ctx context.Context) ([]LeaseQueueDepthRow, error) {
 	rows, err := q.db.Query(ctx, leaseQueueDepth)
 	if err != nil {
@@ -363,6 +365,7 @@ func (q *Queries) LeaseQueueDepth(ctx context.Context) ([]LeaseQueueDepthRow, er
 		if err := rows.Scan(
 			&i.Queue,
 			&i.Ready,
+			&i.Scheduled,
 			&i.InProgress,
 			&i.OldestReadySeconds,
 		); err != nil {

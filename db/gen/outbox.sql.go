@@ -657,16 +657,18 @@ func (q *Queries) OutboxPage(ctx context.Context, arg OutboxPageParams) ([]Outbo
 }
 
 const outboxQueueDepth = `-- name: OutboxQueueDepth :many
-select d.queue::text as queue, sum(d.ready)::bigint as ready, sum(d.in_progress)::bigint as in_progress,
+select d.queue::text as queue, sum(d.ready)::bigint as ready, sum(d.scheduled)::bigint as scheduled, sum(d.in_progress)::bigint as in_progress,
        coalesce(extract(epoch from now() - min(d.oldest_due)), 0)::float8 as oldest_ready_seconds
 from (
-    select u.queue, count(*) as ready, 0::bigint as in_progress, min(u.run_at) filter (where u.run_at <= now()) as oldest_due
+    select u.queue, count(*) filter (where u.run_at <= now()) as ready, count(*) filter (where u.run_at > now()) as scheduled,
+           0::bigint as in_progress, min(u.run_at) filter (where u.run_at <= now()) as oldest_due
     from outbox u where u.status = 0 and u.partition_key is null group by u.queue
     union all
-    select k.queue, count(*), 0::bigint, min(k.run_at) filter (where k.run_at <= now())
+    select k.queue, count(*) filter (where k.run_at <= now()), count(*) filter (where k.run_at > now()),
+           0::bigint, min(k.run_at) filter (where k.run_at <= now())
     from outbox k where k.partition_key is not null and k.status <> 2 and k.status = 0 group by k.queue
     union all
-    select p.queue, 0::bigint, count(*), null::timestamptz
+    select p.queue, 0::bigint, 0::bigint, count(*), null::timestamptz
     from outbox p where p.status = 1 group by p.queue
 ) d
 group by d.queue
@@ -676,6 +678,7 @@ order by d.queue
 type OutboxQueueDepthRow struct {
 	Queue              string
 	Ready              int64
+	Scheduled          int64
 	InProgress         int64
 	OldestReadySeconds float64
 }
@@ -693,6 +696,7 @@ func (q *Queries) OutboxQueueDepth(ctx context.Context) ([]OutboxQueueDepthRow, 
 		if err := rows.Scan(
 			&i.Queue,
 			&i.Ready,
+			&i.Scheduled,
 			&i.InProgress,
 			&i.OldestReadySeconds,
 		); err != nil {

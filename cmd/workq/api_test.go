@@ -8,31 +8,13 @@ import (
 	"net/http"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/workq/workq/api"
 	"github.com/workq/workq/internal/testdb"
+	"github.com/workq/workq/internal/testutil"
 )
-
-// syncBuffer is a bytes.Buffer safe for the command's logger and the test.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 var listening = regexp.MustCompile(`api listening"? addr=(\S+)`)
 
@@ -41,7 +23,7 @@ var listening = regexp.MustCompile(`api listening"? addr=(\S+)`)
 func startAPI(t *testing.T, args ...string) (addr string, stop func() error) {
 	t.Helper()
 	var out bytes.Buffer
-	var errOut syncBuffer
+	var errOut testutil.Buffer
 	root := newRoot(&out, &errOut)
 	root.SetArgs(append([]string{"api"}, args...))
 	ctx, cancel := context.WithCancel(context.Background())

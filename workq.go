@@ -108,6 +108,9 @@ func (c *Client) prepare(j Job) (prepared, error) {
 	if len(p.dedup) > 512 {
 		return p, fmt.Errorf("%w: dedup key longer than 512 bytes", ErrInvalid)
 	}
+	if !validText(p.dedup) {
+		return p, fmt.Errorf("%w: dedup key %q is not valid UTF-8 text (no NUL bytes)", ErrInvalid, p.dedup)
+	}
 	if j.Delay < 0 {
 		return p, fmt.Errorf("%w: delay %s is negative", ErrInvalid, j.Delay)
 	}

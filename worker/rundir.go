@@ -17,7 +17,8 @@ import (
 // runArchive writes, when a runs directory is configured, one directory per
 // attempt: <dir>/<table>/<id>/<run_id>/ with meta.json (identity, then the
 // outcome) and attempt.log (what the handler logged through Job.Logger).
-// Directories are kept whatever the outcome; pruning them is the operator's.
+// Directories are kept whatever the outcome; the worker prunes them after
+// config.RetainRuns (rundir_prune.go).
 type runArchive struct {
 	dir string
 }

@@ -246,6 +246,13 @@ func (w *Worker) Start(ctx context.Context) error {
 		r.bg.Add(1)
 		go func() { defer r.bg.Done(); w.listen(r.bgCtx, r.producers) }()
 	}
+	if w.cfg.RunsDir != "" && w.cfg.RetainRuns > 0 {
+		r.bg.Add(1)
+		go func() {
+			defer r.bg.Done()
+			pruneRunsLoop(r.bgCtx, w.cfg.RunsDir, w.cfg.RetainRuns, w.cfg.RetentionInterval, w.log)
+		}()
+	}
 	for _, p := range r.producers {
 		p.startHandlers()
 		r.bg.Add(2)

@@ -35,7 +35,7 @@ func newStatsCmd() *cobra.Command {
 		tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', tabwriter.AlignRight)
 		fmt.Fprintln(tw, "TABLE\tQUEUE\tREADY\tSCHEDULED\tIN PROGRESS\tEXPIRED\tDONE\tFAILED\tOLDEST READY\tCLAIMS/S\tCOMPLETIONS/S\t")
 		for _, s := range qs {
-			fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%.1f\t%.1f\t\n", s.Table, s.Queue, s.Ready, s.Scheduled,
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%.2f\t%.2f\t\n", s.Table, s.Queue, s.Ready, s.Scheduled,
 				s.InProgress, s.Expired, s.Done, s.Failed, age(s.OldestReadyAge), s.ClaimsPerSecond, s.CompletionsPerSecond)
 		}
 		return tw.Flush()

@@ -18,7 +18,7 @@ import (
 // workerFlags are the settings `workq worker` and `workq run` accept.
 var workerFlags = append([]string{
 	"database-url", "max-conns", "worker-id", "queues", "concurrency", "batch", "lease", "exec-timeout",
-	"poll", "poll-only", "reclaim", "flush-interval", "flush-batch", "drain-timeout", "runs-dir",
+	"poll", "poll-only", "reclaim", "flush-interval", "flush-batch", "drain-timeout", "runs-dir", "retain-runs", "retention-interval",
 	"backoff-base", "backoff-cap", "webhook-allow", "webhook-secret", "webhook-timeout", "exec-allow",
 	"log-level", "log-format",
 }, config.PublisherFlags...)

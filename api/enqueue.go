@@ -162,11 +162,7 @@ func created(anyNew bool) int {
 }
 
 func (s *Server) enqueueJob(w http.ResponseWriter, r *http.Request, _ principal) error {
-	var in jobRequest
-	if err := s.decodeBody(w, r, &in, false); err != nil {
-		return err
-	}
-	j, err := s.job(-1, in)
+	j, err := readOne(s, w, r, s.job)
 	if err != nil {
 		return err
 	}
@@ -178,9 +174,21 @@ func (s *Server) enqueueJob(w http.ResponseWriter, r *http.Request, _ principal)
 	return nil
 }
 
-// readBatch decodes a batch body and checks its size.
-func readBatch[T any](s *Server, w http.ResponseWriter, r *http.Request) ([]T, error) {
-	var in batch[T]
+// readOne decodes a single-item request and builds its item (build gets
+// index -1: errors name the fields alone).
+func readOne[Req, Item any](s *Server, w http.ResponseWriter, r *http.Request, build func(int, Req) (Item, error)) (Item, error) {
+	var in Req
+	if err := s.decodeBody(w, r, &in, false); err != nil {
+		var zero Item
+		return zero, err
+	}
+	return build(-1, in)
+}
+
+// readBatch decodes a batch request, checks its size and builds every
+// item: the first bad one is the error, before anything is written.
+func readBatch[Req, Item any](s *Server, w http.ResponseWriter, r *http.Request, build func(int, Req) (Item, error)) ([]Item, error) {
+	var in batch[Req]
 	if err := s.decodeBody(w, r, &in, false); err != nil {
 		return nil, err
 	}
@@ -190,21 +198,24 @@ func readBatch[T any](s *Server, w http.ResponseWriter, r *http.Request) ([]T, e
 	if len(in.Items) > MaxBatch {
 		return nil, invalid("items", "%d items, want at most %d per request", len(in.Items), MaxBatch)
 	}
-	return in.Items, nil
+	out := make([]Item, len(in.Items))
+	for i, req := range in.Items {
+		var err error
+		if out[i], err = build(i, req); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
 }
 
 func (s *Server) enqueueJobs(w http.ResponseWriter, r *http.Request, _ principal) error {
-	reqs, err := readBatch[jobRequest](s, w, r)
+	jobs, err := readBatch(s, w, r, s.job)
 	if err != nil {
 		return err
 	}
-	jobs := make([]workq.Job, len(reqs))
 	timed := false
-	for i, in := range reqs {
-		if jobs[i], err = s.job(i, in); err != nil {
-			return err
-		}
-		timed = timed || !jobs[i].RunAt.IsZero()
+	for _, j := range jobs {
+		timed = timed || !j.RunAt.IsZero()
 	}
 	ctx := r.Context()
 	var res []workq.Enqueued
@@ -268,11 +279,7 @@ func (s *Server) message(i int, in outboxRequest) (outbox.Message, error) {
 }
 
 func (s *Server) sendMessage(w http.ResponseWriter, r *http.Request, _ principal) error {
-	var in outboxRequest
-	if err := s.decodeBody(w, r, &in, false); err != nil {
-		return err
-	}
-	m, err := s.message(-1, in)
+	m, err := readOne(s, w, r, s.message)
 	if err != nil {
 		return err
 	}
@@ -285,17 +292,13 @@ func (s *Server) sendMessage(w http.ResponseWriter, r *http.Request, _ principal
 }
 
 func (s *Server) sendMessages(w http.ResponseWriter, r *http.Request, _ principal) error {
-	reqs, err := readBatch[outboxRequest](s, w, r)
+	msgs, err := readBatch(s, w, r, s.message)
 	if err != nil {
 		return err
 	}
-	msgs := make([]outbox.Message, len(reqs))
 	ids := map[uuid.UUID]int{}
-	for i, in := range reqs {
-		if msgs[i], err = s.message(i, in); err != nil {
-			return err
-		}
-		if id := msgs[i].MessageID; id != uuid.Nil {
+	for i, m := range msgs {
+		if id := m.MessageID; id != uuid.Nil {
 			if j, dup := ids[id]; dup {
 				return invalid(join(prefix(i), "message_id"), "%s is also items[%d]'s message id", id, j)
 			}
@@ -335,11 +338,7 @@ func (s *Server) timer(i int, in timerRequest) (timers.Timer, error) {
 }
 
 func (s *Server) scheduleTimer(w http.ResponseWriter, r *http.Request, _ principal) error {
-	var in timerRequest
-	if err := s.decodeBody(w, r, &in, false); err != nil {
-		return err
-	}
-	t, err := s.timer(-1, in)
+	t, err := readOne(s, w, r, s.timer)
 	if err != nil {
 		return err
 	}
@@ -352,15 +351,9 @@ func (s *Server) scheduleTimer(w http.ResponseWriter, r *http.Request, _ princip
 }
 
 func (s *Server) scheduleTimers(w http.ResponseWriter, r *http.Request, _ principal) error {
-	reqs, err := readBatch[timerRequest](s, w, r)
+	ts, err := readBatch(s, w, r, s.timer)
 	if err != nil {
 		return err
-	}
-	ts := make([]timers.Timer, len(reqs))
-	for i, in := range reqs {
-		if ts[i], err = s.timer(i, in); err != nil {
-			return err
-		}
 	}
 	res, err := s.timers.ScheduleMany(r.Context(), s.o.DB, ts)
 	if err != nil {
@@ -397,11 +390,7 @@ func received(res inbox.Received) inboxResult {
 }
 
 func (s *Server) receiveMessage(w http.ResponseWriter, r *http.Request, _ principal) error {
-	var in inboxRequest
-	if err := s.decodeBody(w, r, &in, false); err != nil {
-		return err
-	}
-	m, err := s.inboxMessage(-1, in)
+	m, err := readOne(s, w, r, s.inboxMessage)
 	if err != nil {
 		return err
 	}
@@ -423,15 +412,9 @@ func (s *Server) receiveMessage(w http.ResponseWriter, r *http.Request, _ princi
 var errConflicts = errors.New("inbox batch has conflicts")
 
 func (s *Server) receiveMessages(w http.ResponseWriter, r *http.Request, _ principal) error {
-	reqs, err := readBatch[inboxRequest](s, w, r)
+	msgs, err := readBatch(s, w, r, s.inboxMessage)
 	if err != nil {
 		return err
-	}
-	msgs := make([]inbox.Message, len(reqs))
-	for i, in := range reqs {
-		if msgs[i], err = s.inboxMessage(i, in); err != nil {
-			return err
-		}
 	}
 	// ReceiveMany receives the other messages of a batch with conflicts:
 	// in a transaction rolled back on a conflict, the request is all or

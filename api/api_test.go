@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -693,4 +694,39 @@ func mustField(t *testing.T, doc []byte, name string) json.RawMessage {
 		t.Fatal(err)
 	}
 	return m[name]
+}
+
+// TestBodyLimitWithoutContentLength: a chunked body (no Content-Length) is
+// cut at the limit while it is read, also when the JSON value fits and
+// what follows it does not.
+func TestBodyLimitWithoutContentLength(t *testing.T) {
+	e := newEnv(t, func(o *Options) { o.MaxBodyBytes = 4096 })
+	for name, body := range map[string]string{
+		"value over the limit":     `{"kind":"k","payload":{"x":"` + strings.Repeat("a", 8000) + `"}}`,
+		"trailing data over limit": `{"kind":"k"}` + strings.Repeat(" ", 8000),
+	} {
+		t.Run(name, func(t *testing.T) {
+			before := snapshot(t, e.pool)
+			// A reader of unknown length: the client sends it chunked.
+			req, err := http.NewRequest("POST", e.http.URL+"/v1/jobs", io.MultiReader(strings.NewReader(body)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			req.Header.Set("Content-Type", "application/json")
+			req.Header.Set("Authorization", "Bearer "+e.admin)
+			res, err := e.http.Client().Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, _ := io.ReadAll(res.Body)
+			res.Body.Close()
+			if req.ContentLength != 0 || res.StatusCode != http.StatusRequestEntityTooLarge {
+				t.Fatalf("content length %d: status %d, want 413: %s", req.ContentLength, res.StatusCode, b)
+			}
+			checkAgainstDocument(t, req, nil, response{status: res.StatusCode, header: res.Header, body: b})
+			if snapshot(t, e.pool) != before {
+				t.Fatal("an oversized request changed the database")
+			}
+		})
+	}
 }

@@ -402,6 +402,7 @@ func (s *Server) Stop(ctx context.Context) error {
 	if serr := <-serving; serr != nil && !errors.Is(serr, http.ErrServerClosed) && err == nil {
 		err = serr
 	}
+	serving <- http.ErrServerClosed // a second Stop returns at once
 	return err
 }
 

@@ -43,6 +43,9 @@ func TestNewAndStartRefuseWithoutTokens(t *testing.T) {
 	if err := s.Stop(context.Background()); err != nil {
 		t.Fatal(err)
 	}
+	if err := s.Stop(context.Background()); err != nil {
+		t.Fatalf("a second Stop: %v", err)
+	}
 }
 
 // TestStopWaitsForRequestsInFlight: Stop lets a request in flight finish,

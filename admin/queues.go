@@ -7,6 +7,7 @@ import (
 	"sort"
 	"time"
 
+	workqdb "github.com/workq/workq/db"
 	"github.com/workq/workq/db/gen"
 	"github.com/workq/workq/lease"
 )
@@ -62,8 +63,13 @@ func (d *Duration) UnmarshalJSON(b []byte) error {
 // Queues lists every (table, queue) with its counts, pause, limit and
 // rates, sorted by table and queue. It counts every table in full (one
 // statement per table) and reads one minute of the run archive: an
-// operator's command, not something to run on every metrics scrape.
+// operator's command, not something to run on every metrics scrape. On a
+// database whose schema is older than this binary it returns an error
+// wrapping db.ErrSchemaBehind that says to migrate, not a missing column.
 func Queues(ctx context.Context, db gen.DBTX) ([]Queue, error) {
+	if err := workqdb.CheckSchema(ctx, db); err != nil {
+		return nil, err
+	}
 	rows := map[string]*Queue{}
 	row := func(t lease.Table, q string) *Queue {
 		k := string(t) + "\x00" + q

@@ -73,6 +73,17 @@ type Config struct {
 	OutboxNATS          []string      // TOPIC or TOPIC=SUBJECT, one per topic
 	OutboxNATSPrefix    string        // subject prefix of TOPIC entries without =SUBJECT
 	NATSTimeout         time.Duration // one JetStream publish including its ack
+
+	// HTTP API (`workq api`, package api).
+	APIAddr              string        // listen address
+	APITokens            []string      // NAME:SCOPE:SHA256-HEX entries (hashes of the bearer tokens, never the tokens)
+	APIMaxBody           int           // most bytes of a request body; 0: MaxPayload + 1 MiB
+	APIReadHeaderTimeout time.Duration // to read a request's headers
+	APIReadTimeout       time.Duration // to read a whole request
+	APIWriteTimeout      time.Duration // from the end of the request headers to the end of the response
+	APIIdleTimeout       time.Duration // keep-alive connections idle this long are closed
+	APIMaxHeaderBytes    int           // most bytes of a request's headers
+	APIShutdownTimeout   time.Duration // on shutdown, time for requests in flight to finish
 }
 
 // Default returns the built-in defaults.
@@ -107,9 +118,17 @@ func Default() Config {
 		WebhookTimeout:       10 * time.Second,
 		LogLevel:             "info",
 		LogFormat:            "text",
+		NATSTimeout:          5 * time.Second,
 		MetricsDepthInterval: 15 * time.Second,
 		OtelExporter:         OtelNone,
-		NATSTimeout:          5 * time.Second,
+
+		APIAddr:              "127.0.0.1:8080",
+		APIReadHeaderTimeout: 5 * time.Second,
+		APIReadTimeout:       30 * time.Second,
+		APIWriteTimeout:      60 * time.Second,
+		APIIdleTimeout:       2 * time.Minute,
+		APIMaxHeaderBytes:    64 << 10,
+		APIShutdownTimeout:   10 * time.Second,
 	}
 }
 
@@ -253,6 +272,24 @@ func (c Config) Validate() error {
 		bad("webhook-timeout must be positive, got %s", c.WebhookTimeout)
 	}
 	errs = append(errs, c.validatePublishers()...)
+	if _, port, err := net.SplitHostPort(c.APIAddr); err != nil || port == "" {
+		bad("api-addr %q must be host:port (e.g. 127.0.0.1:8080, or :8080 for every interface)", c.APIAddr)
+	}
+	if c.APIMaxBody != 0 && (c.APIMaxBody < 1024 || c.APIMaxBody > MaxPayloadCeiling+1<<20) {
+		bad("api-max-body must be 0 (max-payload + 1 MiB) or between 1024 and %d bytes, got %d", MaxPayloadCeiling+1<<20, c.APIMaxBody)
+	}
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{{"api-read-header-timeout", c.APIReadHeaderTimeout}, {"api-read-timeout", c.APIReadTimeout},
+		{"api-write-timeout", c.APIWriteTimeout}, {"api-idle-timeout", c.APIIdleTimeout}, {"api-shutdown-timeout", c.APIShutdownTimeout}} {
+		if d.v <= 0 {
+			bad("%s must be positive, got %s", d.name, d.v)
+		}
+	}
+	if c.APIMaxHeaderBytes < 4096 || c.APIMaxHeaderBytes > 1<<20 {
+		bad("api-max-header-bytes must be between 4096 and 1048576, got %d", c.APIMaxHeaderBytes)
+	}
 	switch c.LogLevel {
 	case "debug", "info", "warn", "error":
 	default:
@@ -403,6 +440,15 @@ func (c *Config) options() []option {
 		o("outbox-nats", "WORKQ_OUTBOX_NATS", &c.OutboxNATS, "outbox JetStream publisher TOPIC or TOPIC=SUBJECT, repeatable"),
 		o("outbox-nats-prefix", "WORKQ_OUTBOX_NATS_PREFIX", &c.OutboxNATSPrefix, "subject prefix of --outbox-nats TOPIC entries without =SUBJECT"),
 		o("nats-timeout", "WORKQ_NATS_TIMEOUT", &c.NATSTimeout, "JetStream publish timeout, ack included"),
+		o("api-addr", "WORKQ_API_ADDR", &c.APIAddr, "HTTP API listen address host:port"),
+		o("api-tokens", "WORKQ_API_TOKENS", &c.APITokens, "HTTP API bearer tokens as NAME:SCOPE:SHA256-HEX (scope read or admin; the hash, never the token: workq api token makes one), comma-separated"),
+		o("api-max-body", "WORKQ_API_MAX_BODY", &c.APIMaxBody, "most bytes of an HTTP API request body (0 = max-payload + 1 MiB)"),
+		o("api-read-header-timeout", "WORKQ_API_READ_HEADER_TIMEOUT", &c.APIReadHeaderTimeout, "HTTP API: time to read a request's headers"),
+		o("api-read-timeout", "WORKQ_API_READ_TIMEOUT", &c.APIReadTimeout, "HTTP API: time to read a whole request"),
+		o("api-write-timeout", "WORKQ_API_WRITE_TIMEOUT", &c.APIWriteTimeout, "HTTP API: time from the end of the request headers to the end of the response"),
+		o("api-idle-timeout", "WORKQ_API_IDLE_TIMEOUT", &c.APIIdleTimeout, "HTTP API: idle keep-alive connections are closed after this"),
+		o("api-max-header-bytes", "WORKQ_API_MAX_HEADER_BYTES", &c.APIMaxHeaderBytes, "HTTP API: most bytes of a request's headers"),
+		o("api-shutdown-timeout", "WORKQ_API_SHUTDOWN_TIMEOUT", &c.APIShutdownTimeout, "HTTP API: on shutdown, time for requests in flight to finish"),
 	}
 }
 

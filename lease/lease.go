@@ -558,11 +558,27 @@ func (e *Engine) Revive(ctx context.Context, actor, reason string, ids ...int64)
 	return got, nil
 }
 
-// SetLimit sets the global limit W of in-progress rows of (table, queue);
-// a negative w removes the limit.
+// MaxLimit is the highest limit W SetLimit takes.
+const MaxLimit = math.MaxInt32
+
+// CheckLimit reports what SetLimit would reject (an error wrapping
+// ErrInvalid), without touching a database.
+func CheckLimit(table Table, queue string, w int) error {
+	if err := checkQueue("set limit", table, queue); err != nil {
+		return err
+	}
+	if w > MaxLimit {
+		return fmt.Errorf("set limit of %s/%s: %w: W must be a whole number from 0 to %d, got %d", table, queue, ErrInvalid, MaxLimit, w)
+	}
+	return nil
+}
+
+// SetLimit sets the global limit W of in-progress rows of (table, queue),
+// 0 to MaxLimit; a negative w removes the limit. A bad table, queue name or
+// W is an error wrapping ErrInvalid, and nothing is written.
 func SetLimit(ctx context.Context, db gen.DBTX, table Table, queue string, w int) error {
-	if _, err := lookup(table); err != nil {
-		return fmt.Errorf("set limit: %w", err)
+	if err := CheckLimit(table, queue, w); err != nil {
+		return err
 	}
 	q := gen.New(db)
 	if w < 0 {
@@ -571,7 +587,7 @@ func SetLimit(ctx context.Context, db gen.DBTX, table Table, queue string, w int
 		}
 		return nil
 	}
-	if err := q.QueueLimitsSet(ctx, gen.QueueLimitsSetParams{WorkTable: string(table), Queue: queue, MaxInProgress: int32(min(w, math.MaxInt32))}); err != nil {
+	if err := q.QueueLimitsSet(ctx, gen.QueueLimitsSetParams{WorkTable: string(table), Queue: queue, MaxInProgress: int32(w)}); err != nil {
 		return fmt.Errorf("set limit of %s/%s: %w", table, queue, err)
 	}
 	return nil

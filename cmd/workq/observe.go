@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"os"
 	"strings"
 	"time"
@@ -127,6 +128,15 @@ func (o *observability) watch(w *worker.Worker) {
 	if o != nil && o.metrics != nil {
 		o.metrics.Watch(w)
 	}
+}
+
+// metricsHandler serves the metrics, for the HTTP API's /metrics; nil
+// without --metrics-addr.
+func (o *observability) metricsHandler() http.Handler {
+	if o == nil || o.metrics == nil {
+		return nil
+	}
+	return o.metrics.Handler()
 }
 
 // maintainObserver is the observer of the maintenance service, or nil.

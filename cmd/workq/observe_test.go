@@ -71,12 +71,18 @@ func TestCLIServesMetrics(t *testing.T) {
 	if _, err := workq.NewClient(workq.ClientOptions{}).Enqueue(context.Background(), conn, workq.Job{Kind: "noop"}); err != nil {
 		t.Fatal(err)
 	}
+	apiAddr := freeAddr(t)
 	for _, tc := range []struct {
 		args []string
 		want string // a line of the exposition
+		also string // another /metrics URL that serves it (the API's)
 	}{
-		{[]string{"worker", "--jobs", "--poll", "50ms"}, `workq_worker_completed_total{outcome="done",queue="default",table="job_runs"} 1`},
-		{[]string{"maintain", "--leader-ttl", "1s"}, `workq_maintenance_leader 1`},
+		{args: []string{"worker", "--jobs", "--poll", "50ms"}, want: `workq_worker_completed_total{outcome="done",queue="default",table="job_runs"} 1`},
+		{args: []string{"maintain", "--leader-ttl", "1s"}, want: `workq_maintenance_leader 1`},
+		// The API process serves them on its own listener too (read scope;
+		// --insecure: every request may).
+		{args: []string{"api", "--insecure", "--api-addr", apiAddr}, want: `workq_queue_depth_errors_total 0`,
+			also: "http://" + apiAddr + "/metrics"},
 	} {
 		t.Run(tc.args[0], func(t *testing.T) {
 			addr := freeAddr(t)
@@ -91,7 +97,7 @@ func TestCLIServesMetrics(t *testing.T) {
 			url := "http://" + addr + "/metrics"
 			deadline := time.Now().Add(30 * time.Second)
 			var last string
-			for !strings.Contains(last, tc.want+"\n") {
+			for !strings.Contains(last, tc.want+"\n") || (tc.also != "" && !strings.Contains(fetchBody(tc.also), tc.want+"\n")) {
 				if time.Now().After(deadline) {
 					t.Fatalf("no %q in /metrics within 30s; last scrape:\n%s", tc.want, last)
 				}
@@ -100,7 +106,7 @@ func TestCLIServesMetrics(t *testing.T) {
 					t.Fatalf("workq %s stopped early: %v", tc.args[0], err)
 				case <-time.After(50 * time.Millisecond):
 				}
-				last = get(url)
+				last = fetchBody(url)
 			}
 			cancel()
 			select {
@@ -132,8 +138,8 @@ func freeAddr(t *testing.T) string {
 	return addr
 }
 
-// get returns the body at url, or "" when it cannot be fetched yet.
-func get(url string) string {
+// fetchBody returns the body at url, or "" when it cannot be fetched yet.
+func fetchBody(url string) string {
 	resp, err := http.Get(url)
 	if err != nil {
 		return ""

@@ -401,10 +401,17 @@ func checkRunOutput(t *testing.T, stdout string, demoJobs int) (done, failed int
 // done in the database.
 func testProcRunWithDatabase(t *testing.T, bin string) {
 	url := testdb.URL(t)
+	checkRunDemo(t, bin, url, url)
+}
+
+// checkRunDemo runs `workq run` with DATABASE_URL=runURL (plus args) and
+// checks from url, a direct connection to the same database, that every
+// table's demo items were worked and none is left in progress.
+func checkRunDemo(t *testing.T, bin, url, runURL string, args ...string) {
 	conn := mustConnect(t, url)
 	start := time.Now()
-	stdout, stderr, code := runWorkq(t, bin, procEnv(url), 20*time.Second, "run", "--for", "4s", "--demo-jobs", "50")
-	t.Logf("workq run --for 4s took %s", time.Since(start).Round(time.Millisecond))
+	stdout, stderr, code := runWorkq(t, bin, procEnv(runURL), 60*time.Second, append([]string{"run", "--for", "4s", "--demo-jobs", "50"}, args...)...)
+	t.Logf("workq run --for 4s %v took %s", args, time.Since(start).Round(time.Millisecond))
 	if code != 0 {
 		t.Fatalf("workq run exited %d:\n%s", code, stderr)
 	}

@@ -90,11 +90,17 @@ func TestBadInputGoAPI(t *testing.T) {
 			return err
 		}},
 		{"outbox: SQL in the queue", func() error { _, err := ob.Send(ctx, pool, outbox.Message{Topic: "t", Queue: sqlMeta}); return err }},
-		{"outbox: negative delay", func() error { _, err := ob.Send(ctx, pool, outbox.Message{Topic: "t", Delay: -time.Second}); return err }},
+		{"outbox: negative delay", func() error {
+			_, err := ob.Send(ctx, pool, outbox.Message{Topic: "t", Delay: -time.Second})
+			return err
+		}},
 		// inbox
 		{"inbox: empty source", func() error { _, err := in.Receive(ctx, pool, inbox.Message{MessageID: "m"}); return err }},
 		{"inbox: empty message id", func() error { _, err := in.Receive(ctx, pool, inbox.Message{Source: "s"}); return err }},
-		{"inbox: invalid UTF-8 source", func() error { _, err := in.Receive(ctx, pool, inbox.Message{Source: "\xff", MessageID: "m"}); return err }},
+		{"inbox: invalid UTF-8 source", func() error {
+			_, err := in.Receive(ctx, pool, inbox.Message{Source: "\xff", MessageID: "m"})
+			return err
+		}},
 		{"inbox: NUL in the message id", func() error {
 			_, err := in.Receive(ctx, pool, inbox.Message{Source: "s", MessageID: "m\x00"})
 			return err
@@ -109,7 +115,10 @@ func TestBadInputGoAPI(t *testing.T) {
 		}},
 		// timers
 		{"timer: neither due time nor delay", func() error { _, err := tm.Schedule(ctx, pool, timers.Timer{Topic: "t"}); return err }},
-		{"timer: negative delay", func() error { _, err := tm.Schedule(ctx, pool, timers.Timer{Topic: "t", Delay: -time.Second}); return err }},
+		{"timer: negative delay", func() error {
+			_, err := tm.Schedule(ctx, pool, timers.Timer{Topic: "t", Delay: -time.Second})
+			return err
+		}},
 		{"timer: both due time and delay", func() error {
 			_, err := tm.Schedule(ctx, pool, timers.Timer{Topic: "t", Delay: time.Second, DueTime: time.Now()})
 			return err
@@ -120,12 +129,18 @@ func TestBadInputGoAPI(t *testing.T) {
 			return err
 		}},
 		// schedule.Store
-		{"schedule: empty name", func() error { _, err := store.Create(ctx, pool, schedule.Spec{Cron: "* * * * *", Kind: "k"}); return err }},
+		{"schedule: empty name", func() error {
+			_, err := store.Create(ctx, pool, schedule.Spec{Cron: "* * * * *", Kind: "k"})
+			return err
+		}},
 		{"schedule: SQL in the name", func() error {
 			_, err := store.Create(ctx, pool, schedule.Spec{Name: sqlMeta, Cron: "* * * * *", Kind: "k"})
 			return err
 		}},
-		{"schedule: bad cron", func() error { _, err := store.Create(ctx, pool, schedule.Spec{Name: "n", Cron: "61 * * * *", Kind: "k"}); return err }},
+		{"schedule: bad cron", func() error {
+			_, err := store.Create(ctx, pool, schedule.Spec{Name: "n", Cron: "61 * * * *", Kind: "k"})
+			return err
+		}},
 		{"schedule: unknown time zone", func() error {
 			_, err := store.Create(ctx, pool, schedule.Spec{Name: "n", Cron: "* * * * *", Kind: "k", Timezone: "Mars/Olympus"})
 			return err

@@ -65,6 +65,7 @@ type soakPlan struct {
 	killEvery, restartEvery     time.Duration
 	longTxFrom, longTxUntil     time.Duration
 	leaseTTL, retain, retention time.Duration
+	naptime                     string // autovacuum_naptime; "" keeps the default (1min)
 }
 
 func newSoakPlan(t *testing.T) soakPlan {
@@ -86,6 +87,7 @@ func newSoakPlan(t *testing.T) soakPlan {
 		p.segment = total / 3
 		p.killEvery, p.restartEvery = 10*time.Second, 15*time.Second
 		p.longTxFrom, p.longTxUntil = total*2/5, total*3/5
+		p.naptime = "10s"
 	}
 	return p
 }
@@ -112,7 +114,22 @@ func TestSoak(t *testing.T) {
 	if av := queryScalar[string](t, pool, "show autovacuum"); av != "on" {
 		t.Fatalf("autovacuum is %s on the soak's cluster, want on", av)
 	}
-	t.Logf("soak: %s, %d items/s offered per table, segments of %s, kill -9 every %s, in-process restart every %s, long transaction %s-%s; autovacuum on (naptime %s, scale factor %s)",
+	if plan.naptime != "" {
+		// The one tuning: a short run would end before the default
+		// naptime (1min) let autovacuum look at the tables more than once.
+		if _, err := pool.Exec(ctx, "alter system set autovacuum_naptime = '"+plan.naptime+"'"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := pool.Exec(ctx, "select pg_reload_conf()"); err != nil {
+			t.Fatal(err)
+		}
+		awaitCond(t, 10*time.Second, "the naptime applies", func() (bool, string) {
+			v := queryScalar[string](t, pool, "show autovacuum_naptime")
+			return v == plan.naptime, v
+		})
+	}
+
+	t.Logf("soak: %s, %d items/s offered per table, segments of %s, kill -9 every %s, in-process restart every %s, long transaction %s-%s; autovacuum on (naptime %s, vacuum scale factor %s)",
 		plan.total, plan.rate, plan.segment, plan.killEvery, plan.restartEvery, plan.longTxFrom, plan.longTxUntil,
 		queryScalar[string](t, pool, "show autovacuum_naptime"), queryScalar[string](t, pool, "show autovacuum_vacuum_scale_factor"))
 
@@ -190,6 +207,28 @@ func TestSoak(t *testing.T) {
 	}
 	reportSoak(t, plan, samples)
 	checkSoak(t, plan, samples)
+	// Autovacuum did its work during the run, on the work tables.
+	rows, err := pool.Query(ctx, `select relname, autovacuum_count, autoanalyze_count, n_live_tup, n_dead_tup
+		from pg_stat_user_tables where relname = any($1) order by relname`, soakTables)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var runs int64
+	for rows.Next() {
+		var name string
+		var vac, an, live, dead int64
+		if err := rows.Scan(&name, &vac, &an, &live, &dead); err != nil {
+			t.Fatal(err)
+		}
+		runs += vac
+		t.Logf("soak end: %-8s autovacuum %d times, autoanalyze %d times, %d live and %d dead tuples", name, vac, an, live, dead)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if runs == 0 {
+		t.Errorf("autovacuum never ran on the work tables during the soak")
+	}
 }
 
 // soakProduce enqueues rate items per second on each table, in ten batches

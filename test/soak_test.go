@@ -135,9 +135,9 @@ func TestSoak(t *testing.T) {
 
 	// Maintenance (reaper, retention) and two job-run worker processes.
 	env := procEnv(url)
-	startProc(t, "maintain", bin, env, "maintain", "--reap-interval", "1s",
+	maint := startProc(t, "maintain", bin, env, "maintain", "--reap-interval", "1s",
 		"--retain-finished", plan.retain.String(), "--retain-runs", plan.retain.String(),
-		"--retention-interval", plan.retention.String(), "--inbox-window", plan.retain.String())
+		"--retention-interval", plan.retention.String(), "--inbox-window", "1m")
 	workerArgs := []string{"worker", "--jobs", "--lease", plan.leaseTTL.String()}
 	workers := []*proc{startProc(t, "worker-0", bin, env, workerArgs...), startProc(t, "worker-1", bin, env, workerArgs...)}
 
@@ -202,6 +202,11 @@ func TestSoak(t *testing.T) {
 	}
 	stop()
 	inproc.stop(t)
+	select {
+	case <-maint.done:
+		t.Fatalf("workq maintain exited during the soak: %s", maint.stderr.String())
+	default:
+	}
 	if longTx != nil && !longTx.released {
 		longTx.release()
 	}

@@ -137,7 +137,7 @@ func TestMigrationDocSQL(t *testing.T) {
 		switch q.name {
 		case "shadow-counts":
 			for i := range 3 {
-				enqueue("shadow.email", "shadow:"+string(rune('a'+i)))
+				enqueue("shadow.email", "shadow:redis:email:"+string(rune('a'+i)))
 			}
 		case "missing":
 			// a1 ready, a2 done, a3 failed, a4 never imported, a5 imported

@@ -172,26 +172,26 @@ func backendNames() []string {
 
 // Result is one run's measurement.
 type Result struct {
-	Backend    string  `json:"backend"`
-	Mode       string  `json:"mode"`
-	Messages   int     `json:"messages"`
-	Consumers  int     `json:"consumers"`
-	Batch      int     `json:"batch"`
-	Window     int     `json:"window"`
-	EnqueueSec float64 `json:"enqueue_seconds,omitempty"` // burn-down only
-	Enqueueps  float64 `json:"enqueue_per_second,omitempty"`
-	ConsumeSec float64 `json:"consume_seconds"` // concurrent: from the first publish to the last ack
-	Consumeps  float64 `json:"consume_per_second"`
-	Duplicates int     `json:"duplicates"` // messages delivered more than once
+	Backend       string  `json:"backend"`
+	Mode          string  `json:"mode"`
+	Messages      int     `json:"messages"`
+	Consumers     int     `json:"consumers"`
+	Batch         int     `json:"batch"`
+	Window        int     `json:"window"`
+	EnqueueSec    float64 `json:"enqueue_seconds,omitempty"` // burn-down only
+	EnqueuePerSec float64 `json:"enqueue_per_second,omitempty"`
+	ConsumeSec    float64 `json:"consume_seconds"` // concurrent: from the first publish to the last ack
+	ConsumePerSec float64 `json:"consume_per_second"`
+	Duplicates    int     `json:"duplicates"` // messages delivered more than once
 }
 
 func (r Result) String() string {
 	s := fmt.Sprintf("%s %s: ", r.Backend, r.Mode)
 	if r.Mode == modeBurnDown {
-		s += fmt.Sprintf("enqueue %d in %.2fs = %.0f msgs/s; ", r.Messages, r.EnqueueSec, r.Enqueueps)
+		s += fmt.Sprintf("enqueue %d in %.2fs = %.0f msgs/s; ", r.Messages, r.EnqueueSec, r.EnqueuePerSec)
 	}
 	return s + fmt.Sprintf("consume %d in %.2fs = %.0f msgs/s (consumers %d, batch %d, window %d, duplicates %d)",
-		r.Messages, r.ConsumeSec, r.Consumeps, r.Consumers, r.Batch, r.Window, r.Duplicates)
+		r.Messages, r.ConsumeSec, r.ConsumePerSec, r.Consumers, r.Batch, r.Window, r.Duplicates)
 }
 
 // measure runs one burn-down or concurrent run on a fresh queue and checks
@@ -218,7 +218,7 @@ func measure(ctx context.Context, name string, o Options, n int, mode string) (R
 			return res, fmt.Errorf("%s: produce: %w", name, err)
 		}
 		res.EnqueueSec = time.Since(start).Seconds()
-		res.Enqueueps = float64(n) / res.EnqueueSec
+		res.EnqueuePerSec = float64(n) / res.EnqueueSec
 		start = time.Now()
 		if err := b.consume(ctx, n, seen.mark); err != nil {
 			missing, dups := seen.check()
@@ -238,7 +238,7 @@ func measure(ctx context.Context, name string, o Options, n int, mode string) (R
 		}
 	}
 	res.ConsumeSec = time.Since(start).Seconds()
-	res.Consumeps = float64(n) / res.ConsumeSec
+	res.ConsumePerSec = float64(n) / res.ConsumeSec
 	missing, dups := seen.check()
 	res.Duplicates = dups
 	if missing > 0 {

@@ -31,11 +31,11 @@ func TestBackends(t *testing.T) {
 				}
 				want := backends[name].defaults
 				if res.Backend != name || res.Mode != mode || res.Messages != 3000 || res.Duplicates != 0 ||
-					res.Consumers != want.Consumers || res.Batch != want.Batch || res.Window != 500 || res.Consumeps <= 0 {
+					res.Consumers != want.Consumers || res.Batch != want.Batch || res.Window != 500 || res.ConsumePerSec <= 0 {
 					t.Errorf("result %+v", res)
 				}
-				if (mode == modeBurnDown) != (res.Enqueueps > 0) {
-					t.Errorf("enqueue rate %v in mode %s", res.Enqueueps, mode)
+				if (mode == modeBurnDown) != (res.EnqueuePerSec > 0) {
+					t.Errorf("enqueue rate %v in mode %s", res.EnqueuePerSec, mode)
 				}
 			})
 		}

@@ -76,3 +76,14 @@ func deleteFinishedOutbox(ctx context.Context, q *gen.Queries, olderThanMs int64
 func cancelTimers(ctx context.Context, q *gen.Queries, ids []int64, actor, reason string) ([]int64, error) {
 	return q.TimersCancelAudited(ctx, gen.TimersCancelAuditedParams{Ids: ids, Actor: actor, Reason: reason})
 }
+
+// depthOutbox is the outbox's queue depth (OutboxQueueDepth): its ready
+// rows are in two partial indexes, unkeyed and keyed.
+func depthOutbox(ctx context.Context, q *gen.Queries) ([]gen.LeaseQueueDepthRow, error) {
+	rows, err := q.OutboxQueueDepth(ctx)
+	out := make([]gen.LeaseQueueDepthRow, len(rows))
+	for i, r := range rows {
+		out[i] = gen.LeaseQueueDepthRow(r)
+	}
+	return out, err
+}

@@ -588,6 +588,39 @@ func deref[T any](p *T) T {
 	return *p
 }
 
+// Depth is how many items of one queue wait and run, for metrics.
+type Depth struct {
+	Queue      string
+	Ready      int64         // ready items that are due
+	Scheduled  int64         // ready items due later (a delay, a backoff, a timer)
+	InProgress int64         // items in progress (leased)
+	OldestDue  time.Duration // how long the oldest due ready item has been due (0: none is due)
+}
+
+// QueueDepth counts, per queue, the table's ready (due), scheduled (ready,
+// due later) and in-progress items and the age of its oldest due ready item, in one statement that reads the
+// ready and in-progress sets through their partial indexes and never the
+// finished rows: its cost grows with the backlog, not with the history.
+func (e *Engine) QueueDepth(ctx context.Context) ([]Depth, error) {
+	if e.err != nil {
+		return nil, fmt.Errorf("queue depth: %w", e.err)
+	}
+	depth := e.q.LeaseQueueDepth
+	if e.def.depth != nil {
+		depth = func(ctx context.Context) ([]gen.LeaseQueueDepthRow, error) { return e.def.depth(ctx, e.q) }
+	}
+	rows, err := depth(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("queue depth of %s: %w", e.table, err)
+	}
+	out := make([]Depth, len(rows))
+	for i, r := range rows {
+		out[i] = Depth{Queue: r.Queue, Ready: r.Ready, Scheduled: r.Scheduled, InProgress: r.InProgress,
+			OldestDue: time.Duration(r.OldestReadySeconds * float64(time.Second))}
+	}
+	return out, nil
+}
+
 // StuckCount is how many items of a queue are in progress past a bound.
 type StuckCount struct {
 	Queue       string

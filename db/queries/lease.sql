@@ -164,6 +164,21 @@ where status = 1 and claimed_at < now() - (@older_than_ms::bigint) * interval '1
 group by queue
 order by queue;
 
+-- name: LeaseQueueDepth :many
+-- LeaseQueueDepth counts, per queue, the ready items that are due (ready) and not yet due (scheduled), the in-progress items, and the age in seconds of the oldest due ready item (0 when none is due), for metrics. Each part reads one partial index (the claim index, status = 0; <T>_in_progress, status = 1), never the finished rows; its cost is the size of the backlog. The outbox has its own (OutboxQueueDepth).
+select d.queue::text as queue, sum(d.ready)::bigint as ready, sum(d.scheduled)::bigint as scheduled, sum(d.in_progress)::bigint as in_progress,
+       coalesce(extract(epoch from now() - min(d.oldest_due)), 0)::float8 as oldest_ready_seconds
+from (
+    select r.queue, count(*) filter (where r.run_at <= now()) as ready, count(*) filter (where r.run_at > now()) as scheduled,
+           0::bigint as in_progress, min(r.run_at) filter (where r.run_at <= now()) as oldest_due
+    from workq_lease_table r where r.status = 0 group by r.queue
+    union all
+    select p.queue, 0::bigint, 0::bigint, count(*), null::timestamptz
+    from workq_lease_table p where p.status = 1 group by p.queue
+) d
+group by d.queue
+order by d.queue;
+
 -- name: LeaseCancel :many
 -- LeaseCancel ends the ready items among ids as failed with last_error "cancelled by <actor>[: reason]", bumps each one's lease_version, archives the action in runs (outcome cancelled, by actor, with the reason), and returns the ids it cancelled; items that are not ready are left alone.
 with cancelled as (

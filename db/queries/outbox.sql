@@ -154,6 +154,25 @@ where id = any(array(
     limit @max_rows::integer
 ));
 
+-- name: OutboxQueueDepth :many
+-- OutboxQueueDepth is LeaseQueueDepth for the outbox, whose ready rows are in two partial indexes: unkeyed ones in outbox_claim, keyed ones in outbox_ordered (with the key's in-progress and failed rows).
+select d.queue::text as queue, sum(d.ready)::bigint as ready, sum(d.scheduled)::bigint as scheduled, sum(d.in_progress)::bigint as in_progress,
+       coalesce(extract(epoch from now() - min(d.oldest_due)), 0)::float8 as oldest_ready_seconds
+from (
+    select u.queue, count(*) filter (where u.run_at <= now()) as ready, count(*) filter (where u.run_at > now()) as scheduled,
+           0::bigint as in_progress, min(u.run_at) filter (where u.run_at <= now()) as oldest_due
+    from outbox u where u.status = 0 and u.partition_key is null group by u.queue
+    union all
+    select k.queue, count(*) filter (where k.run_at <= now()), count(*) filter (where k.run_at > now()),
+           0::bigint, min(k.run_at) filter (where k.run_at <= now())
+    from outbox k where k.partition_key is not null and k.status <> 2 and k.status = 0 group by k.queue
+    union all
+    select p.queue, 0::bigint, 0::bigint, count(*), null::timestamptz
+    from outbox p where p.status = 1 group by p.queue
+) d
+group by d.queue
+order by d.queue;
+
 -- name: OutboxGet :one
 -- OutboxGet reads one outbox message.
 select * from outbox where id = @id;

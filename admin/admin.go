@@ -107,7 +107,7 @@ type Filter struct {
 	// search further (see List).
 	ErrorText string
 	Before    int64 // the cursor: items with smaller ids (Page.Next of the previous page); 0 from the newest
-	Limit         int       // 1 to MaxLimit; 0 means DefaultLimit
+	Limit     int   // 1 to MaxLimit; 0 means DefaultLimit
 }
 
 // Page is one page of items, newest first. Next is the cursor of the next

@@ -158,10 +158,19 @@ func TestMatchingActions(t *testing.T) {
 
 	// Bad requests are refused before anything is read.
 	for name, call := range map[string]func() error{
-		"cap":    func() error { _, err := admin.RetryMatching(ctx, pool, lease.JobRuns, by, f, admin.MaxBulk+1); return err },
-		"filter": func() error { _, err := admin.DeleteMatching(ctx, pool, lease.JobRuns, admin.Filter{Status: "gone"}, 0); return err },
-		"actor":  func() error { _, err := admin.CancelMatching(ctx, pool, lease.JobRuns, admin.Actor{}, f, 0); return err },
-		"table":  func() error { _, err := admin.DeleteMatching(ctx, pool, "jobs", f, 0); return err },
+		"cap": func() error {
+			_, err := admin.RetryMatching(ctx, pool, lease.JobRuns, by, f, admin.MaxBulk+1)
+			return err
+		},
+		"filter": func() error {
+			_, err := admin.DeleteMatching(ctx, pool, lease.JobRuns, admin.Filter{Status: "gone"}, 0)
+			return err
+		},
+		"actor": func() error {
+			_, err := admin.CancelMatching(ctx, pool, lease.JobRuns, admin.Actor{}, f, 0)
+			return err
+		},
+		"table": func() error { _, err := admin.DeleteMatching(ctx, pool, "jobs", f, 0); return err },
 		"text": func() error {
 			_, err := admin.DeleteMatching(ctx, pool, lease.JobRuns, admin.Filter{ErrorText: string(make([]byte, admin.MaxErrorText+1))}, 0)
 			return err

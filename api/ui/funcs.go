@@ -34,6 +34,7 @@ var funcs = template.FuncMap{
 		return *p
 	},
 	"int64": func(n int) int64 { return int64(n) },
+	"dur":   func(s float64) string { return time.Duration(s * float64(time.Second)).String() },
 	"sub":   func(a, b int64) int64 { return a - b },
 	"list":  func(s ...string) []string { return s },
 	"took":  func(a, b time.Time) string { return b.Sub(a).Round(time.Millisecond).String() },

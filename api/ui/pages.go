@@ -386,7 +386,7 @@ func tableTitle(t lease.Table) string {
 }
 
 type attemptView struct {
-	admin.Attempt
+	Run          admin.Attempt
 	Log          string
 	LogTruncated int64 // bytes of the log not shown (its beginning)
 	LogSize      int64
@@ -438,7 +438,7 @@ func (h *Handler) item(w http.ResponseWriter, r *http.Request, x *session) error
 		d.Details = append(d.Details, detailRow{k, detailString(it.Details[k])})
 	}
 	for i := len(att) - 1; i >= 0; i-- { // newest first
-		av := attemptView{Attempt: att[i]}
+		av := attemptView{Run: att[i]}
 		if h.o.RunsDir != "" && att[i].Outcome != "revived" && att[i].Outcome != "cancelled" {
 			av.Log, av.LogSize, av.LogTruncated, av.HasLog = readLog(h.o.RunsDir, t, id, att[i].RunID.String())
 		}

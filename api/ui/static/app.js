@@ -144,8 +144,6 @@
     l0.textContent = span + ' min ago';
     var l1 = el('text', { x: W - R, y: H - 8, 'font-size': 11, fill: '#4a5360', 'text-anchor': 'end' }, svg);
     l1.textContent = 'now';
-    var u = el('text', { x: 4, y: T + 8, 'font-size': 11, fill: '#4a5360' }, svg);
-    u.textContent = unit;
     series.forEach(function (s) {
       if (!times.length) return;
       var pts = times.map(function (t, i) { return x(t).toFixed(1) + ',' + y(s.values[i]).toFixed(1); }).join(' ');

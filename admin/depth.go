@@ -3,7 +3,6 @@ package admin
 import (
 	"context"
 	"fmt"
-	"sort"
 	"time"
 
 	"github.com/workq/workq/db/gen"
@@ -53,17 +52,7 @@ func Depths(ctx context.Context, db gen.DBTX) ([]Depth, error) {
 	for _, f := range failed {
 		row(lease.Table(f.WorkTable), f.Queue).Failed = f.Failed
 	}
-	out := make([]Depth, 0, len(rows))
-	for _, r := range rows {
-		out = append(out, *r)
-	}
-	sort.Slice(out, func(i, j int) bool {
-		if out[i].Table != out[j].Table {
-			return out[i].Table < out[j].Table
-		}
-		return out[i].Queue < out[j].Queue
-	})
-	return out, nil
+	return sortedRows(rows, func(d Depth) (lease.Table, string) { return d.Table, d.Queue }), nil
 }
 
 // Ended counts the attempts of one (table, queue) that ended with one

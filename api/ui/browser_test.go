@@ -16,7 +16,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"runtime"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -29,9 +28,9 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/workq/workq"
-	"github.com/workq/workq/api"
 	"github.com/workq/workq/config"
 	"github.com/workq/workq/internal/testdb"
+	"github.com/workq/workq/internal/testutil"
 	"github.com/workq/workq/worker"
 )
 
@@ -53,21 +52,6 @@ func chromium(t *testing.T) string {
 
 // moduleRoot is the repository root (tests run in their package directory).
 const moduleRoot = "../.."
-
-func buildWorkq(t *testing.T) string {
-	t.Helper()
-	goBin, err := exec.LookPath("go")
-	if err != nil {
-		goBin = filepath.Join(runtime.GOROOT(), "bin", "go")
-	}
-	bin := filepath.Join(t.TempDir(), "workq")
-	cmd := exec.Command(goBin, "build", "-o", bin, "./cmd/workq")
-	cmd.Dir = moduleRoot
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build ./cmd/workq: %v\n%s", err, out)
-	}
-	return bin
-}
 
 // startAPI runs `workq api` on a free loopback port and returns its base URL.
 func startAPI(t *testing.T, bin, dbURL, runsDir string, tokens ...string) string {
@@ -176,7 +160,7 @@ func cell(key, field string) string {
 
 func TestDashboardInBrowser(t *testing.T) {
 	chrome := chromium(t)
-	bin := buildWorkq(t)
+	bin := testutil.BuildWorkq(t, moduleRoot)
 	dbURL := testdb.URL(t)
 	ctx := context.Background()
 	pool, err := pgxpool.New(ctx, dbURL)
@@ -185,14 +169,7 @@ func TestDashboardInBrowser(t *testing.T) {
 	}
 	t.Cleanup(pool.Close)
 	runsDir := t.TempDir()
-	adminSecret, adminEntry, err := api.NewToken("ops", api.ScopeAdmin)
-	if err != nil {
-		t.Fatal(err)
-	}
-	readSecret, readEntry, err := api.NewToken("viewer", api.ScopeRead)
-	if err != nil {
-		t.Fatal(err)
-	}
+	adminSecret, adminEntry, readSecret, readEntry := newTokens(t)
 	base := startAPI(t, bin, dbURL, runsDir, adminEntry, readEntry)
 
 	// The worker: "ok" jobs log a line and succeed; "flaky" jobs fail for

@@ -36,14 +36,7 @@ type site struct {
 func newSite(t *testing.T, mod ...func(*api.Options)) *site {
 	t.Helper()
 	pool := testdb.Pool(t)
-	adminSecret, adminEntry, err := api.NewToken("ops", api.ScopeAdmin)
-	if err != nil {
-		t.Fatal(err)
-	}
-	readSecret, readEntry, err := api.NewToken("viewer", api.ScopeRead)
-	if err != nil {
-		t.Fatal(err)
-	}
+	adminSecret, adminEntry, readSecret, readEntry := newTokens(t)
 	tokens, err := api.ParseTokens([]string{adminEntry, readEntry})
 	if err != nil {
 		t.Fatal(err)
@@ -63,6 +56,21 @@ func newSite(t *testing.T, mod ...func(*api.Options)) *site {
 	go func() { defer close(done); srv.RunSampler(ctx) }()
 	t.Cleanup(func() { cancel(); <-done })
 	return &site{t: t, pool: pool, srv: srv, http: hs, admin: adminSecret, read: readSecret}
+}
+
+// newTokens makes an admin token "ops" and a read token "viewer": their
+// secrets and config entries.
+func newTokens(t *testing.T) (adminSecret, adminEntry, readSecret, readEntry string) {
+	t.Helper()
+	adminSecret, adminEntry, err := api.NewToken("ops", api.ScopeAdmin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	readSecret, readEntry, err = api.NewToken("viewer", api.ScopeRead)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return adminSecret, adminEntry, readSecret, readEntry
 }
 
 // browser is an HTTP client with a cookie jar that does not follow

@@ -7,9 +7,10 @@ package test
 //
 //   - Lease events: row triggers on job_runs and outbox write every claim,
 //     heartbeat and end (completion or reap) to fault_history, in the same
-//     transaction as the change and stamped with clock_timestamp() (and the
-//     statement's start), so a rolled-back or crashed change leaves no
-//     event. The run archive (runs) says how each attempt ended.
+//     transaction as the change and stamped with clock_timestamp() and with
+//     now(), the time the statement's own checks read (locked_until <=
+//     now() for a reap; leases and due times are set from it), so a
+//     rolled-back or crashed change leaves no event. The run archive (runs) says how each attempt ended.
 //   - Worker statements that changed nothing: a statement trigger logs every
 //     LeaseComplete and LeaseHeartbeat with the rows it changed and the
 //     session's application_name to fault_statements, so a late completion
@@ -51,7 +52,7 @@ var historySQL = []string{
 	`create table fault_history (
 		seq           bigserial primary key,
 		at            timestamptz not null default clock_timestamp(),
-		stmt_at       timestamptz not null default statement_timestamp(),
+		stmt_at       timestamptz not null default now(), -- what the statement's own time checks read
 		tbl           text not null,
 		item_id       bigint not null,
 		queue         text not null,
@@ -407,7 +408,8 @@ func (r *receiver) store(t *testing.T, db *pgxpool.Pool, off clockOffset) {
 
 type histEvent struct {
 	Seq          int64
-	At, StmtAt   time.Time
+	At           time.Time // clock_timestamp() in the trigger
+	StmtAt       time.Time // now() of the statement's transaction
 	Table        string
 	ItemID       int64
 	Queue        string
@@ -469,13 +471,28 @@ type leaseSpan struct {
 	Claim    time.Time
 	Expiry   time.Time  // the last locked_until a claim or heartbeat set
 	End      *time.Time // the completion or reap that ended it
-	EndStmt  time.Time  // that statement's start
+	EndStmt  time.Time  // that statement's now()
 	Status   int16      // the row's status after the end
 	Outcome  string     // from the run archive
 	RunAt    time.Time  // the row's run_at after the end (when it is due again)
 	Beats    int
 	Events   []histEvent
 	Handlers []handlerRow
+}
+
+// ExpiryAt is the lease's expiry as the database had it at t: the
+// locked_until of the last claim or heartbeat before t. (A heartbeat that
+// reaches the database after the worker gave up on it, held in a cut
+// network, still extends the lease, though its worker no longer counts on
+// it; a handler must stop within the lease it knew of.)
+func (l *leaseSpan) ExpiryAt(t time.Time) time.Time {
+	exp := l.Claim
+	for _, e := range l.Events {
+		if (e.Event == "claim" || e.Event == "heartbeat") && !e.At.After(t) {
+			exp = *e.LockedUntil
+		}
+	}
+	return exp
 }
 
 // ValidEnd is when the lease stopped being valid.
@@ -609,31 +626,7 @@ type violation struct {
 // and prints the offending items' histories.
 func (h *history) check(t *testing.T, o historyOpts) {
 	t.Helper()
-	var vs []violation
-	add := func(it *itemHistory, format string, args ...any) {
-		vs = append(vs, violation{it, fmt.Sprintf(format, args...)})
-	}
-	eps := h.Offset.Uncertainty
-	keys := make([]itemKey, 0, len(h.Items))
-	for k := range h.Items {
-		keys = append(keys, k)
-	}
-	sort.Slice(keys, func(i, j int) bool {
-		return keys[i].Table < keys[j].Table || keys[i].Table == keys[j].Table && keys[i].ID < keys[j].ID
-	})
-	for _, k := range keys {
-		it := h.Items[k]
-		if it.Status < 0 {
-			add(it, "events or handler runs for an item that is not in the table")
-			continue
-		}
-		h.checkLeases(it, add)
-		h.checkItem(it, o, eps, add)
-	}
-	h.checkKeys(keys, eps, add)
-	for qk, w := range o.Limits {
-		h.checkLimit(qk, w, eps, add)
-	}
+	vs := h.violations(o)
 	if len(vs) == 0 {
 		return
 	}
@@ -662,6 +655,37 @@ func (h *history) check(t *testing.T, o historyOpts) {
 		b.WriteString(v.item.format())
 	}
 	t.Error(b.String())
+}
+
+// violations rebuilds every lease and returns every broken rule.
+func (h *history) violations(o historyOpts) []violation {
+	var vs []violation
+	add := func(it *itemHistory, format string, args ...any) {
+		vs = append(vs, violation{it, fmt.Sprintf(format, args...)})
+	}
+	eps := h.Offset.Uncertainty
+	keys := make([]itemKey, 0, len(h.Items))
+	for k := range h.Items {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool {
+		return keys[i].Table < keys[j].Table || keys[i].Table == keys[j].Table && keys[i].ID < keys[j].ID
+	})
+	for _, k := range keys {
+		it := h.Items[k]
+		if it.Status < 0 {
+			add(it, "events or handler runs for an item that is not in the table")
+			continue
+		}
+		it.Leases = nil
+		h.checkLeases(it, add)
+		h.checkItem(it, o, eps, add)
+	}
+	h.checkKeys(keys, eps, add)
+	for qk, w := range o.Limits {
+		h.checkLimit(qk, w, eps, add)
+	}
+	return vs
 }
 
 // checkLeases rebuilds the item's leases from its events: a claim opens one
@@ -786,9 +810,10 @@ func (h *history) checkItem(it *itemHistory, o historyOpts, eps time.Duration, a
 			continue
 		}
 		l.Handlers = append(l.Handlers, hr)
-		if hr.End.Add(-eps).After(l.ValidEnd()) {
-			add(it, "handler run of attempt %d ended (%s) at %s, after its lease v%d was valid (until %s)",
-				hr.Attempt, hr.Outcome, ts(hr.End), l.Version, ts(l.ValidEnd()))
+		end := hr.End.Add(-eps)
+		if exp := l.ExpiryAt(end); !end.Before(exp) || l.End != nil && end.After(*l.End) {
+			add(it, "handler run of attempt %d ended (%s) at %s, after its lease v%d stopped being valid (expiry then %s, ended %s)",
+				hr.Attempt, hr.Outcome, ts(hr.End), l.Version, ts(exp), tsp(l.End))
 		}
 	}
 	for _, l := range it.Leases {

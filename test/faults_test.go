@@ -174,6 +174,13 @@ func (f *fleet) restart(slot string) {
 	f.launch(m)
 }
 
+// id is the worker id the slot runs under now.
+func (f *fleet) id(slot string) string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.slots[slot].id
+}
+
 // wasKilled reports whether the worker id was killed.
 func (f *fleet) wasKilled(id string) bool {
 	f.mu.Lock()
@@ -580,13 +587,13 @@ func lateCompletions(t *testing.T, db *pgxpool.Pool) int {
 // that the receiver never had more than 4 of the queue's requests open.
 func testFaultLimit(t *testing.T, bin string) {
 	const queue, w, lease = "lim", 4, 3 * time.Second
-	n := scaled(400, 2000)
+	n := scaled(300, 3000)
 	ctx := context.Background()
 	url := testdb.URL(t)
 	db := openTestPool(t, url)
 	installHistory(t, db)
 	px, pURL := proxied(t, url, "lim-p")
-	rc := startReceiver(t, func(delivery) reaction { return reaction{Delay: time.Duration(20+rand.IntN(20)) * time.Millisecond} })
+	rc := startReceiver(t, func(delivery) reaction { return reaction{Delay: time.Duration(30+rand.IntN(40)) * time.Millisecond} })
 	off := measureClockOffset(t, db)
 	env := procEnv(url)
 	if out, errOut, code := runWorkq(t, bin, env, 30*time.Second, "limit", "set", "job_runs", queue, fmt.Sprint(w)); code != 0 {
@@ -622,33 +629,72 @@ func testFaultLimit(t *testing.T, bin string) {
 		"--poll", "100ms", "--log-format", "json", "--log-level", "warn"}, rc.workerArgs("unused")...)
 	f.start("w1", env, args...)
 	f.start("w2", env, args...)
-	f.start("p", procEnv(pURL), args...)
+	p := f.start("p", procEnv(pURL), args...)
 	started := time.Now()
 	deadline := started.Add(scaled(3*time.Minute, 10*time.Minute))
-	kills, cuts := 0, 0
-	for round := 0; ; round++ {
-		done, _ := statusCounts(t, db, queue)
-		if done == n {
-			break
+	// holding returns a worker id holding leases of the queue now, preferring
+	// ids (empty: none does).
+	holding := func(ids ...string) string {
+		rows, err := db.Query(ctx, `select claimed_by from job_runs where queue = $1 and status = 1 and locked_until > now()`, queue)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var by []string
+		for rows.Next() {
+			var id string
+			if err := rows.Scan(&id); err != nil {
+				t.Fatal(err)
+			}
+			if slices.Contains(ids, id) {
+				by = append(by, id)
+			}
+		}
+		if err := rows.Err(); err != nil {
+			t.Fatal(err)
+		}
+		if len(by) == 0 {
+			return ""
+		}
+		return by[rand.IntN(len(by))]
+	}
+	var killed, cut []string
+	faults := scaled(5, 30)
+	for round := 0; round < faults; round++ {
+		if done, _ := statusCounts(t, db, queue); done == n {
+			t.Fatalf("every item done after %d of %d faults: make the scenario longer", round, faults)
 		}
 		if time.Now().After(deadline) {
+			done, _ := statusCounts(t, db, queue)
 			t.Fatalf("%d of %d done after %s", done, n, time.Since(started).Round(time.Second))
 		}
-		if round%3 == 2 {
-			// Longer than the lease: P's handlers are cancelled and its
-			// leases expire while the others work on.
+		// Each fault hits a process that holds leases of the queue: kill -9
+		// of a direct worker, or a cut of P's link for longer than the lease
+		// (its handlers are cancelled and its leases expire while the others
+		// work on).
+		wantCut := round%2 == 1
+		var victim string
+		awaitCond(t, 30*time.Second, "a worker holding leases", func() (bool, string) {
+			if wantCut {
+				victim = holding(p.id)
+			} else {
+				victim = holding(f.id("w1"), f.id("w2"))
+			}
+			return victim != "", "none"
+		})
+		if wantCut {
 			px.Cut()
-			cuts++
+			cut = append(cut, victim)
 			sleepUntilDone(t, db, queue, n, lease+time.Second)
 			px.Restore()
 		} else {
-			id, _ := f.kill([]string{"w1", "w2"}[round%3])
-			kills++
+			f.kill(strings.Split(victim, "-")[0])
+			killed = append(killed, victim)
 			time.Sleep(100 * time.Millisecond)
-			f.restart(strings.Split(id, "-")[0])
+			f.restart(strings.Split(victim, "-")[0])
 		}
-		sleepUntilDone(t, db, queue, n, time.Duration(700+rand.IntN(600))*time.Millisecond)
+		sleepUntilDone(t, db, queue, n, time.Duration(300+rand.IntN(500))*time.Millisecond)
 	}
+	awaitDone(t, db, queue, n, time.Until(deadline))
 	took := time.Since(started)
 	stopSampler()
 	s := <-sampled
@@ -656,8 +702,26 @@ func testFaultLimit(t *testing.T, bin string) {
 
 	h := loadHistory(t, db, rc, off)
 	h.check(t, historyOpts{AllDone: true, Limits: map[string]int{"job_runs/" + queue: w}})
-	t.Logf("%d jobs under W=%d done in %s with %d kill -9s and %d cuts of %s; the sampler read %d times (%d errors), at most %d valid leases; %s",
-		n, w, took.Round(100*time.Millisecond), kills, cuts, lease+time.Second, s.samples, s.errs, s.n, h.summary())
+	expired := map[string]int{}
+	for _, it := range h.Items {
+		for _, l := range it.Leases {
+			if l.Outcome == "expired" {
+				expired[l.By]++
+			}
+		}
+	}
+	var byKill, byCut int
+	for _, id := range killed {
+		byKill += expired[id]
+	}
+	for _, id := range slices.Compact(slices.Clone(cut)) {
+		byCut += expired[id]
+	}
+	t.Logf("%d jobs under W=%d done in %s with %d kill -9s (%d leases expired) and %d cuts of %s (%d leases expired); the sampler read %d times (%d errors), at most %d valid leases; %s",
+		n, w, took.Round(100*time.Millisecond), len(killed), byKill, len(cut), lease+time.Second, byCut, s.samples, s.errs, s.n, h.summary())
+	if byKill == 0 || byCut == 0 {
+		t.Errorf("the kills cost %d leases and the cuts %d: a fault hit nothing", byKill, byCut)
+	}
 	if s.n > w {
 		t.Errorf("the sampler saw %d in-progress rows with unexpired leases; the limit is %d", s.n, w)
 	}
@@ -666,9 +730,6 @@ func testFaultLimit(t *testing.T, bin string) {
 	}
 	if s.samples < 1000 {
 		t.Errorf("the sampler read only %d times", s.samples)
-	}
-	if kills == 0 || cuts == 0 {
-		t.Errorf("%d kills and %d cuts: the work ended before the faults", kills, cuts)
 	}
 }
 

@@ -257,6 +257,15 @@ func enqueueWebhooks(t *testing.T, db *pgxpool.Pool, rc *receiver, queue string,
 	}
 }
 
+// runningOn returns the worker id holding the item of a delivery.
+func runningOn(t *testing.T, db *pgxpool.Pool, d delivery) string {
+	t.Helper()
+	if d.Table == "outbox" {
+		return queryScalar[string](t, db, `select coalesce(claimed_by, '') from outbox where message_id = $1`, d.MessageID)
+	}
+	return queryScalar[string](t, db, `select coalesce(claimed_by, '') from job_runs where id = $1`, d.ItemID)
+}
+
 // Scenario 1: three `workq worker` processes (job runs of kind webhook and
 // the outbox relay's webhook publisher, both to the receiver, whose answers
 // take 2-8ms) and a `workq maintain` work a backlog while the test kill -9s
@@ -273,7 +282,14 @@ func testFaultCrashes(t *testing.T, bin string) {
 	url := testdb.URL(t)
 	db := openTestPool(t, url)
 	installHistory(t, db)
-	rc := startReceiver(t, nil)
+	// One request in 50 takes 300ms, so that a kill aimed at a running
+	// handler finds one.
+	rc := startReceiver(t, func(d delivery) reaction {
+		if rand.IntN(50) == 0 {
+			return reaction{Delay: 300 * time.Millisecond}
+		}
+		return fewMillis(d)
+	})
 	off := measureClockOffset(t, db)
 	enqueueWebhooks(t, db, rc, queue, nJobs, map[string]any{"scenario": "crash"})
 	sendMessages(t, db, queue, topic, nMsgs, 40)
@@ -309,10 +325,24 @@ func testFaultCrashes(t *testing.T, bin string) {
 			t.Fatalf("%d of %d items done after %s", n, total, time.Since(started).Round(time.Second))
 		}
 		if next <= kills && n >= next*total/(kills+1) {
-			// A random moment within the next few milliseconds of handlers,
+			// Every other kill is aimed at the process running a handler that
+			// will run for a while yet; the others hit a random process at a
+			// random moment within the next few milliseconds of handlers,
 			// claims and flushes.
-			time.Sleep(time.Duration(rand.IntN(30)) * time.Millisecond)
-			id, at := f.kill(slots[rand.IntN(len(slots))])
+			victim := ""
+			for aim := time.Now().Add(3 * time.Second); next%2 == 0 && victim == "" && time.Now().Before(aim); {
+				if d, ok := rc.openFor(150 * time.Millisecond); ok {
+					if slot, _, _ := strings.Cut(runningOn(t, db, d), "-"); slices.Contains(slots, slot) {
+						victim = slot
+					}
+				}
+				time.Sleep(5 * time.Millisecond)
+			}
+			if victim == "" {
+				victim = slots[rand.IntN(len(slots))]
+				time.Sleep(time.Duration(rand.IntN(30)) * time.Millisecond)
+			}
+			id, at := f.kill(victim)
 			done = append(done, kill{id, at})
 			time.Sleep(time.Duration(rand.IntN(200)) * time.Millisecond)
 			f.restart(strings.Split(id, "-")[0])
@@ -660,8 +690,10 @@ func testFaultLimit(t *testing.T, bin string) {
 	var killed, cut []string
 	faults := scaled(5, 30)
 	for round := 0; round < faults; round++ {
-		if done, _ := statusCounts(t, db, queue); done == n {
-			t.Fatalf("every item done after %d of %d faults: make the scenario longer", round, faults)
+		// Keep work waiting while the faults go on.
+		if done, _ := statusCounts(t, db, queue); n-done < 100 {
+			enqueueWebhooks(t, db, rc, queue, 100, map[string]any{"scenario": "limit"})
+			n += 100
 		}
 		if time.Now().After(deadline) {
 			done, _ := statusCounts(t, db, queue)
@@ -898,22 +930,14 @@ func testFaultRestart(t *testing.T, bin string) {
 	}
 	// Every acknowledged enqueue is there and done; of the failed ones, the
 	// database has those that committed before the connection broke.
-	rows, err := db.Query(ctx, `select (payload->'body'->>'seq')::int, status from job_runs where payload->'body' ? 'seq'`)
-	if err != nil {
-		t.Fatal(err)
-	}
 	stored := map[int]int16{}
-	for rows.Next() {
-		var seq int
-		var st int16
-		if err := rows.Scan(&seq, &st); err != nil {
-			t.Fatal(err)
-		}
-		stored[seq] = st
-	}
-	if err := rows.Err(); err != nil {
-		t.Fatal(err)
-	}
+	collectRows(t, db, `select (payload->'body'->>'seq')::int, status from job_runs where payload->'body' ? 'seq'`,
+		func(r struct {
+			Seq    int
+			Status int16
+		}) {
+			stored[r.Seq] = r.Status
+		})
 	for _, seq := range acked {
 		if st, ok := stored[seq]; !ok || st != 2 {
 			t.Errorf("acknowledged enqueue %d: stored %t, status %d; want done", seq, ok, st)
@@ -1121,19 +1145,12 @@ func runClockSkew(t *testing.T, bin string, o pgembed.Options, want time.Duratio
 	h := loadHistory(t, db, rc, off)
 	h.check(t, historyOpts{AllDone: true})
 	modes := map[int64]string{}
-	rows, err := db.Query(ctx, `select id, coalesce(payload->'body'->>'mode', 'none'), schedule_id is not null from job_runs`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for rows.Next() {
-		var id int64
-		var mode string
-		var sched bool
-		if err := rows.Scan(&id, &mode, &sched); err != nil {
-			t.Fatal(err)
-		}
-		modes[id] = mode
-	}
+	collectRows(t, db, `select id, coalesce(payload->'body'->>'mode', 'none') from job_runs`, func(r struct {
+		ID   int64
+		Mode string
+	}) {
+		modes[r.ID] = r.Mode
+	})
 	outcomes := map[string][]string{}
 	r.LeaseLen, r.DelayedLag, r.RetryDelay, r.ScheduleLag = emptyRange(), emptyRange(), emptyRange(), emptyRange()
 	for _, it := range h.Items {
@@ -1183,20 +1200,14 @@ func runClockSkew(t *testing.T, bin string, o pgembed.Options, want time.Duratio
 
 	// Schedule slots are even seconds of the database clock, made soon
 	// after they fell due.
-	srows, err := db.Query(ctx, `select scheduled_time, created_at from job_runs where schedule_id is not null`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for srows.Next() {
-		var slot, created time.Time
-		if err := srows.Scan(&slot, &created); err != nil {
-			t.Fatal(err)
+	collectRows(t, db, `select scheduled_time, created_at from job_runs where schedule_id is not null`, func(sr struct {
+		Slot, Created time.Time
+	}) {
+		if sr.Slot.Second()%2 != 0 || sr.Slot.Nanosecond() != 0 {
+			t.Errorf("schedule slot %s is not an even second", sr.Slot)
 		}
-		if slot.Second()%2 != 0 || slot.Nanosecond() != 0 {
-			t.Errorf("schedule slot %s is not an even second", slot)
-		}
-		minMax(&r.ScheduleLag, created.Sub(slot))
-	}
+		minMax(&r.ScheduleLag, sr.Created.Sub(sr.Slot))
+	})
 
 	// The bounds every run must meet, whatever its skew.
 	check := func(what string, got [2]time.Duration, lo, hi time.Duration) {

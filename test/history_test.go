@@ -216,6 +216,7 @@ type receiver struct {
 	events   []handlerEvent
 	inFlight int
 	maxIn    int
+	open     map[*delivery]time.Time // open requests and when their answer is due
 }
 
 // fewMillis is the default reaction: answer 200 after 2-8ms, so that
@@ -302,25 +303,30 @@ func (r *receiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		bad("body is not a JSON object")
 		return
 	}
-	r.mu.Lock()
-	r.inFlight++
-	r.maxIn = max(r.maxIn, r.inFlight)
-	r.mu.Unlock()
-	defer func() {
-		r.mu.Lock()
-		r.inFlight--
-		r.mu.Unlock()
-	}()
-
 	re := r.react(d)
-	if re.Before != nil {
-		re.Before()
-	}
-	outcome := "ok"
 	wait := re.Delay
 	if re.Hold {
 		wait = 2 * time.Minute // the worker drops it long before
 	}
+	r.mu.Lock()
+	r.inFlight++
+	r.maxIn = max(r.maxIn, r.inFlight)
+	if r.open == nil {
+		r.open = map[*delivery]time.Time{}
+	}
+	r.open[&d] = time.Now().Add(wait)
+	r.mu.Unlock()
+	defer func() {
+		r.mu.Lock()
+		r.inFlight--
+		delete(r.open, &d)
+		r.mu.Unlock()
+	}()
+
+	if re.Before != nil {
+		re.Before()
+	}
+	outcome := "ok"
 	timer := time.NewTimer(wait)
 	select {
 	case <-timer.C:
@@ -354,6 +360,19 @@ func (r *receiver) snapshot() []handlerEvent {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return append([]handlerEvent(nil), r.events...)
+}
+
+// openFor returns a request that is open and will stay open for at least
+// d more (ok false: none).
+func (r *receiver) openFor(d time.Duration) (delivery, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for o, due := range r.open {
+		if time.Until(due) >= d {
+			return *o, true
+		}
+	}
+	return delivery{}, false
 }
 
 // inFlightNow is how many requests are open.
@@ -540,23 +559,29 @@ type historyOpts struct {
 	Limits  map[string]int // "table/queue" -> W: at most W valid leases and W handlers at any instant
 }
 
+// collectRows runs sql and hands each row, scanned by position into a T,
+// to each.
+func collectRows[T any](t *testing.T, db *pgxpool.Pool, sql string, each func(T)) {
+	t.Helper()
+	rows, err := db.Query(context.Background(), sql)
+	if err != nil {
+		t.Fatalf("%s: %v", sql, err)
+	}
+	got, err := pgx.CollectRows(rows, pgx.RowToStructByPos[T])
+	if err != nil {
+		t.Fatalf("%s: %v", sql, err)
+	}
+	for _, r := range got {
+		each(r)
+	}
+}
+
 // loadHistory reads the scenario's record from db. The receiver's events
 // are stored first.
 func loadHistory(t *testing.T, db *pgxpool.Pool, rc *receiver, off clockOffset) *history {
 	t.Helper()
-	ctx := context.Background()
 	rc.store(t, db, off)
 	h := &history{Items: map[itemKey]*itemHistory{}, Offset: off}
-	collect := func(sql string, each func(pgx.CollectableRow) error) {
-		t.Helper()
-		rows, err := db.Query(ctx, sql)
-		if err != nil {
-			t.Fatalf("%s: %v", sql, err)
-		}
-		if _, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (struct{}, error) { return struct{}{}, each(r) }); err != nil {
-			t.Fatalf("%s: %v", sql, err)
-		}
-	}
 	item := func(tbl string, id int64) *itemHistory {
 		k := itemKey{tbl, id}
 		it := h.Items[k]
@@ -566,53 +591,20 @@ func loadHistory(t *testing.T, db *pgxpool.Pool, rc *receiver, off clockOffset) 
 		}
 		return it
 	}
-	collect(`select 'job_runs', id, queue, status, attempts, max_attempts, null::text, 0::bigint from job_runs
+	collectRows(t, db, `select 'job_runs', id, queue, status, attempts, max_attempts, null::text, 0::bigint from job_runs
 		union all select 'outbox', id, queue, status, attempts, max_attempts, partition_key, write_xid::text::bigint from outbox`,
-		func(r pgx.CollectableRow) error {
-			var it itemRow
-			if err := r.Scan(&it.Table, &it.ID, &it.Queue, &it.Status, &it.Attempts, &it.MaxAttempts, &it.Key, &it.WriteXid); err != nil {
-				return err
-			}
-			item(it.Table, it.ID).itemRow = it
-			return nil
-		})
-	collect(`select seq, at, stmt_at, tbl, item_id, queue, event, old_status, new_status, lease_version, attempts, max_attempts,
+		func(r itemRow) { item(r.Table, r.ID).itemRow = r })
+	collectRows(t, db, `select seq, at, stmt_at, tbl, item_id, queue, event, old_status, new_status, lease_version, attempts, max_attempts,
 			token, locked_until, run_at, claimed_by, partition_key, app from fault_history order by at, seq`,
-		func(r pgx.CollectableRow) error {
-			e, err := pgx.RowToStructByPos[histEvent](r)
-			if err == nil {
-				it := item(e.Table, e.ItemID)
-				it.Events = append(it.Events, e)
-			}
-			return err
-		})
-	collect(`select work_table, item_id, attempt, lease_version, owner_token::text, worker_id, finished_at, outcome, error
+		func(e histEvent) { it := item(e.Table, e.ItemID); it.Events = append(it.Events, e) })
+	collectRows(t, db, `select work_table, item_id, attempt, lease_version, owner_token::text, worker_id, finished_at, outcome, error
 			from runs where work_table in ('job_runs', 'outbox') order by finished_at, lease_version`,
-		func(r pgx.CollectableRow) error {
-			e, err := pgx.RowToStructByPos[runRow](r)
-			if err == nil {
-				it := item(e.Table, e.ItemID)
-				it.Runs = append(it.Runs, e)
-			}
-			return err
-		})
-	collect(`select h.tbl, coalesce(h.item_id, o.id, -1), h.attempt, h.partition_key, h.started_at, h.ended_at, h.outcome
+		func(r runRow) { it := item(r.Table, r.ItemID); it.Runs = append(it.Runs, r) })
+	collectRows(t, db, `select h.tbl, coalesce(h.item_id, o.id, -1), h.attempt, h.partition_key, h.started_at, h.ended_at, h.outcome
 			from fault_handler h left join outbox o on o.message_id = h.message_id order by h.started_at`,
-		func(r pgx.CollectableRow) error {
-			e, err := pgx.RowToStructByPos[handlerRow](r)
-			if err == nil {
-				it := item(e.Table, e.ItemID)
-				it.Handlers = append(it.Handlers, e)
-			}
-			return err
-		})
-	collect(`select at, tbl, statement, rows, app from fault_statements order by at`, func(r pgx.CollectableRow) error {
-		e, err := pgx.RowToStructByPos[statementRow](r)
-		if err == nil {
-			h.Statements = append(h.Statements, e)
-		}
-		return err
-	})
+		func(r handlerRow) { it := item(r.Table, r.ItemID); it.Handlers = append(it.Handlers, r) })
+	collectRows(t, db, `select at, tbl, statement, rows, app from fault_statements order by at`,
+		func(r statementRow) { h.Statements = append(h.Statements, r) })
 	return h
 }
 
@@ -843,23 +835,14 @@ func (h *history) checkKeys(keys []itemKey, eps time.Duration, add func(*itemHis
 		}
 	}
 	for qk, items := range byKey {
-		type span struct {
-			it         *itemHistory
-			start, end time.Time
-		}
-		var leases, handlers []span
-		for _, it := range items {
-			for _, l := range it.Leases {
-				end := time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC)
-				if l.End != nil {
-					end = *l.End
-				}
-				leases = append(leases, span{it, l.Claim, end})
+		// In progress: from the claim to the end (not the expiry: the row is
+		// in flight until a completion or reap ends it).
+		leases, handlers := spansOf(items, eps, func(l *leaseSpan) time.Time {
+			if l.End != nil {
+				return *l.End
 			}
-			for _, hr := range it.Handlers {
-				handlers = append(handlers, span{it, hr.Start, hr.End.Add(-eps)})
-			}
-		}
+			return time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC)
+		})
 		for _, c := range []struct {
 			what  string
 			spans []span
@@ -892,26 +875,37 @@ func (h *history) checkKeys(keys []itemKey, eps time.Duration, add func(*itemHis
 	}
 }
 
-// checkLimit: at every claim of the queue at most w leases are valid, and
-// at every handler start at most w handlers of the queue run.
-func (h *history) checkLimit(qk string, w int, eps time.Duration, add func(*itemHistory, string, ...any)) {
-	table, queue, _ := strings.Cut(qk, "/")
-	type span struct {
-		it         *itemHistory
-		start, end time.Time
-	}
-	var leases, handlers []span
-	for _, it := range h.Items {
-		if it.Table != table || it.Queue != queue {
-			continue
-		}
+// span is one item's lease or handler run, from start to end.
+type span struct {
+	it         *itemHistory
+	start, end time.Time
+}
+
+// spansOf returns the items' leases (from the claim to leaseEnd) and
+// handler runs (shortened by the clock offset's uncertainty eps).
+func spansOf(items []*itemHistory, eps time.Duration, leaseEnd func(*leaseSpan) time.Time) (leases, handlers []span) {
+	for _, it := range items {
 		for _, l := range it.Leases {
-			leases = append(leases, span{it, l.Claim, l.ValidEnd()})
+			leases = append(leases, span{it, l.Claim, leaseEnd(l)})
 		}
 		for _, hr := range it.Handlers {
 			handlers = append(handlers, span{it, hr.Start, hr.End.Add(-eps)})
 		}
 	}
+	return leases, handlers
+}
+
+// checkLimit: at every claim of the queue at most w leases are valid, and
+// at every handler start at most w handlers of the queue run.
+func (h *history) checkLimit(qk string, w int, eps time.Duration, add func(*itemHistory, string, ...any)) {
+	table, queue, _ := strings.Cut(qk, "/")
+	var items []*itemHistory
+	for _, it := range h.Items {
+		if it.Table == table && it.Queue == queue {
+			items = append(items, it)
+		}
+	}
+	leases, handlers := spansOf(items, eps, (*leaseSpan).ValidEnd)
 	for _, c := range []struct {
 		what  string
 		spans []span

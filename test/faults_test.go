@@ -208,7 +208,7 @@ func (f *fleet) stopAll() {
 	}
 }
 
-// logLines returns the JSON log lines of every process that ran in slot.
+// logLines returns the JSON log lines of the process now in the slot.
 func (m *member) logLines(t *testing.T) []logLine { return jsonLog(t, m.p.stderr.String()) }
 
 // statusCounts counts the items of both tables by status.
@@ -222,8 +222,8 @@ func statusCounts(t *testing.T, db *pgxpool.Pool, queue string) (done, total int
 	return done, total
 }
 
-// sendMessages writes n outbox messages of topic on queue; every keyEvery-th
-// pair of five is keyed over keys partition keys.
+// sendMessages writes n outbox messages of topic on queue; two in five are
+// keyed, over keys partition keys (none when keys is 0).
 func sendMessages(t *testing.T, db *pgxpool.Pool, queue, topic string, n, keys int) {
 	t.Helper()
 	c := outbox.NewClient(outbox.ClientOptions{})
@@ -268,13 +268,15 @@ func runningOn(t *testing.T, db *pgxpool.Pool, d delivery) string {
 
 // Scenario 1: three `workq worker` processes (job runs of kind webhook and
 // the outbox relay's webhook publisher, both to the receiver, whose answers
-// take 2-8ms) and a `workq maintain` work a backlog while the test kill -9s
-// a random worker each time another tenth of the items is done, and starts
-// it again at once. Every item ends done, within its attempts; the only
-// attempts that did not end done are the killed processes' leases, reaped
-// after they expired; the receiver saw each item once per such attempt
-// that reached it plus once for the done attempt, and no item twice
-// otherwise.
+// take 2-8ms, one in 50 300ms) and a `workq maintain` work a backlog while
+// the test kill -9s a worker each time another eleventh of the items is
+// done (every other kill aimed at a process running a handler, the others
+// at a random one at a random moment), and starts it again at once. Every
+// item ends done, within its attempts; the only attempts that did not end
+// done are the killed processes' leases, reaped after they expired (and
+// items given back before any handler ran them); the receiver saw each
+// item once per such attempt that reached it plus once for the done
+// attempt, and no item twice otherwise.
 func testFaultCrashes(t *testing.T, bin string) {
 	const queue, topic = "crash", "crash.msg"
 	nJobs, nMsgs := scaled(5000, 20000), scaled(5000, 20000)
@@ -1046,7 +1048,7 @@ func testFaultClockSkew(t *testing.T, bin string) {
 // runClockSkew runs the clock-skew workload against a server started with o,
 // whose clock should be offset from this process's by about want.
 func runClockSkew(t *testing.T, bin string, o pgembed.Options, want time.Duration) skewRun {
-	const lease, poll = 3 * time.Second, 200 * time.Millisecond
+	const lease, poll, leaderTTL = 3 * time.Second, 200 * time.Millisecond, 5 * time.Second
 	ctx := context.Background()
 	_, url := ownServer(t, o)
 	db := openTestPool(t, url)
@@ -1080,7 +1082,7 @@ func runClockSkew(t *testing.T, bin string, o pgembed.Options, want time.Duratio
 	f := newFleet(t, bin)
 	common := append([]string{"worker", "--jobs", "--lease", lease.String(), "--poll", poll.String(), "--log-format", "json",
 		"--backoff-base", "200ms", "--backoff-cap", "1s"}, rc.workerArgs("skew.msg")...)
-	f.start("maint", env, "maintain", "--leader-ttl", "2s", "--reap-interval", "300ms", "--schedule-interval", "200ms", "--log-format", "json")
+	f.start("maint", env, "maintain", "--leader-ttl", leaderTTL.String(), "--reap-interval", "300ms", "--schedule-interval", "200ms", "--log-format", "json")
 	f.start("w", env, slices.Concat(common, []string{"--outbox", "--queues", "skew"})...)
 	f.start("k", env, slices.Concat(common, []string{"--queues", "skew-kill"})...)
 	f.start("p", procEnv(pURL), slices.Concat(common, []string{"--queues", "skew-cut"})...)
@@ -1216,11 +1218,13 @@ func runClockSkew(t *testing.T, bin string, o pgembed.Options, want time.Duratio
 		}
 	}
 	check("lease end minus the start of the statement that set it", r.LeaseLen, lease, lease)
-	check("delayed jobs: first claim after due", r.DelayedLag, 0, poll+2*time.Second)
+	check("delayed jobs: first claim after due", r.DelayedLag, 0, poll+3*time.Second)
 	check("retry: due time after the failed attempt", r.RetryDelay, 0, 400*time.Millisecond+time.Millisecond)
-	check("schedule: slot to its run", r.ScheduleLag, 0, 2*time.Second)
-	check("killed worker's lease: reaped after expiry", [2]time.Duration{r.ReapLag, r.ReapLag}, 0, 3*time.Second)
-	check("cut-off worker: handler cancelled before expiry", [2]time.Duration{r.CutMargin, r.CutMargin}, time.Millisecond, lease/2)
-	check("leader lock: time left", [2]time.Duration{r.LeaderRemaining, r.LeaderRemaining}, time.Millisecond, 2*time.Second)
+	// The upper bounds are loose (the machine is loaded); a decision on a
+	// worker's clock would miss them by an hour.
+	check("schedule: slot to its run", r.ScheduleLag, 0, 5*time.Second)
+	check("killed worker's lease: reaped after expiry", [2]time.Duration{r.ReapLag, r.ReapLag}, 0, 5*time.Second)
+	check("cut-off worker: handler cancelled before expiry", [2]time.Duration{r.CutMargin, r.CutMargin}, time.Millisecond, lease)
+	check("leader lock: time left", [2]time.Duration{r.LeaderRemaining, r.LeaderRemaining}, time.Millisecond, leaderTTL)
 	return r
 }

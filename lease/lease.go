@@ -94,6 +94,7 @@ type Item struct {
 	CreatedAt    time.Time
 
 	// Table-specific fields.
+	Metadata      json.RawMessage // job_runs: a JSON object or nil (the enqueuing span's trace context)
 	Headers       json.RawMessage // outbox
 	PartitionKey  string          // outbox
 	MessageID     string          // outbox (uuid) and inbox
@@ -156,6 +157,29 @@ type Applied struct {
 type Reaped struct {
 	Requeued int `json:"requeued"`
 	Failed   int `json:"failed"`
+	// ByQueue splits the counts per queue (nil when nothing was reaped).
+	ByQueue map[string]QueueReaped `json:"-"`
+}
+
+// QueueReaped counts the reaped items of one queue.
+type QueueReaped struct {
+	Requeued int
+	Failed   int
+}
+
+// Add adds o's counts to r.
+func (r *Reaped) Add(o Reaped) {
+	r.Requeued += o.Requeued
+	r.Failed += o.Failed
+	for q, c := range o.ByQueue {
+		if r.ByQueue == nil {
+			r.ByQueue = map[string]QueueReaped{}
+		}
+		t := r.ByQueue[q]
+		t.Requeued += c.Requeued
+		t.Failed += c.Failed
+		r.ByQueue[q] = t
+	}
 }
 
 // LocalTTL is how long, on its own monotonic clock, the holder of a lease
@@ -450,12 +474,19 @@ func (e *Engine) ReapExpired(ctx context.Context, queue string, max int) (Reaped
 		return Reaped{}, fmt.Errorf("reap %s: %w", e.table, err)
 	}
 	var r Reaped
+	if len(rows) > 0 {
+		r.ByQueue = map[string]QueueReaped{}
+	}
 	for _, row := range rows {
+		c := r.ByQueue[row.Queue]
 		if Status(row.Status) == StatusFailed {
 			r.Failed++
+			c.Failed++
 		} else {
 			r.Requeued++
+			c.Requeued++
 		}
+		r.ByQueue[row.Queue] = c
 	}
 	return r, nil
 }
@@ -527,11 +558,27 @@ func (e *Engine) Revive(ctx context.Context, actor, reason string, ids ...int64)
 	return got, nil
 }
 
-// SetLimit sets the global limit W of in-progress rows of (table, queue);
-// a negative w removes the limit.
+// MaxLimit is the highest limit W SetLimit takes.
+const MaxLimit = math.MaxInt32
+
+// CheckLimit reports what SetLimit would reject (an error wrapping
+// ErrInvalid), without touching a database.
+func CheckLimit(table Table, queue string, w int) error {
+	if err := checkQueue("set limit", table, queue); err != nil {
+		return err
+	}
+	if w > MaxLimit {
+		return fmt.Errorf("set limit of %s/%s: %w: W must be a whole number from 0 to %d, got %d", table, queue, ErrInvalid, MaxLimit, w)
+	}
+	return nil
+}
+
+// SetLimit sets the global limit W of in-progress rows of (table, queue),
+// 0 to MaxLimit; a negative w removes the limit. A bad table, queue name or
+// W is an error wrapping ErrInvalid, and nothing is written.
 func SetLimit(ctx context.Context, db gen.DBTX, table Table, queue string, w int) error {
-	if _, err := lookup(table); err != nil {
-		return fmt.Errorf("set limit: %w", err)
+	if err := CheckLimit(table, queue, w); err != nil {
+		return err
 	}
 	q := gen.New(db)
 	if w < 0 {
@@ -540,7 +587,7 @@ func SetLimit(ctx context.Context, db gen.DBTX, table Table, queue string, w int
 		}
 		return nil
 	}
-	if err := q.QueueLimitsSet(ctx, gen.QueueLimitsSetParams{WorkTable: string(table), Queue: queue, MaxInProgress: int32(min(w, math.MaxInt32))}); err != nil {
+	if err := q.QueueLimitsSet(ctx, gen.QueueLimitsSetParams{WorkTable: string(table), Queue: queue, MaxInProgress: int32(w)}); err != nil {
 		return fmt.Errorf("set limit of %s/%s: %w", table, queue, err)
 	}
 	return nil
@@ -572,6 +619,39 @@ func deref[T any](p *T) T {
 	return *p
 }
 
+// Depth is how many items of one queue wait and run, for metrics.
+type Depth struct {
+	Queue      string
+	Ready      int64         // ready items that are due
+	Scheduled  int64         // ready items due later (a delay, a backoff, a timer)
+	InProgress int64         // items in progress (leased)
+	OldestDue  time.Duration // how long the oldest due ready item has been due (0: none is due)
+}
+
+// QueueDepth counts, per queue, the table's ready (due), scheduled (ready,
+// due later) and in-progress items and the age of its oldest due ready item, in one statement that reads the
+// ready and in-progress sets through their partial indexes and never the
+// finished rows: its cost grows with the backlog, not with the history.
+func (e *Engine) QueueDepth(ctx context.Context) ([]Depth, error) {
+	if e.err != nil {
+		return nil, fmt.Errorf("queue depth: %w", e.err)
+	}
+	depth := e.q.LeaseQueueDepth
+	if e.def.depth != nil {
+		depth = func(ctx context.Context) ([]gen.LeaseQueueDepthRow, error) { return e.def.depth(ctx, e.q) }
+	}
+	rows, err := depth(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("queue depth of %s: %w", e.table, err)
+	}
+	out := make([]Depth, len(rows))
+	for i, r := range rows {
+		out[i] = Depth{Queue: r.Queue, Ready: r.Ready, Scheduled: r.Scheduled, InProgress: r.InProgress,
+			OldestDue: time.Duration(r.OldestReadySeconds * float64(time.Second))}
+	}
+	return out, nil
+}
+
 // StuckCount is how many items of a queue are in progress past a bound.
 type StuckCount struct {
 	Queue       string
@@ -593,6 +673,86 @@ func (e *Engine) Stuck(ctx context.Context, olderThan time.Duration) ([]StuckCou
 	out := make([]StuckCount, len(rows))
 	for i, r := range rows {
 		out[i] = StuckCount{Queue: r.Queue, Count: r.Count, OldestClaim: r.OldestClaim}
+	}
+	return out, nil
+}
+
+// Cancel ends the ready items among ids as failed, with last_error
+// "cancelled by <actor>[: reason]", and archives the action in the run
+// archive (outcome "cancelled", actor as the worker, reason as the error).
+// A cancelled timer also reads as cancelled (its cancelled_at is set). It
+// returns the ids it cancelled; ids that are not ready (claimed, finished or
+// gone) are left alone and not returned. Revive undoes a cancel.
+func (e *Engine) Cancel(ctx context.Context, actor, reason string, ids ...int64) ([]int64, error) {
+	if e.err != nil {
+		return nil, fmt.Errorf("cancel: %w", e.err)
+	}
+	if strings.TrimSpace(actor) == "" {
+		return nil, fmt.Errorf("cancel %s: %w: actor must not be empty", e.table, ErrInvalid)
+	}
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	cancel := func(ctx context.Context, q *gen.Queries, ids []int64, actor, reason string) ([]int64, error) {
+		return q.LeaseCancel(ctx, gen.LeaseCancelParams{Ids: ids, Actor: actor, Reason: reason})
+	}
+	if e.def.cancel != nil {
+		cancel = e.def.cancel
+	}
+	got, err := cancel(ctx, e.q, ids, actor, reason)
+	if err != nil {
+		return nil, fmt.Errorf("cancel %s: %w", e.table, err)
+	}
+	return got, nil
+}
+
+// Delete deletes the finished (done or failed) items among ids and returns
+// the ids it deleted; ready and in-progress items are left alone. Their
+// archived attempts stay in the run archive until its own retention. On the
+// outbox, deleting a failed message that blocks its partition key lets the
+// key's next message go.
+func (e *Engine) Delete(ctx context.Context, ids ...int64) ([]int64, error) {
+	if e.err != nil {
+		return nil, fmt.Errorf("delete: %w", e.err)
+	}
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	got, err := e.q.LeaseDelete(ctx, ids)
+	if err != nil {
+		return nil, fmt.Errorf("delete %s: %w", e.table, err)
+	}
+	return got, nil
+}
+
+// QueueStats are one (table, queue)'s counts by state.
+type QueueStats struct {
+	Queue           string
+	Ready           int64         // ready and due
+	Scheduled       int64         // ready, not due yet
+	InProgress      int64         // including Expired
+	Expired         int64         // in progress with an expired lease, not yet reaped
+	ClaimedRecently int64         // in progress, claimed in the last minute
+	Done            int64         //
+	Failed          int64         //
+	OldestReadyAge  time.Duration // how long the oldest due ready item has waited (database clock); 0 when none
+}
+
+// QueueStats counts the table's items per queue and state. It reads the
+// whole table: for operators, not for every metrics scrape.
+func (e *Engine) QueueStats(ctx context.Context) ([]QueueStats, error) {
+	if e.err != nil {
+		return nil, fmt.Errorf("queue stats: %w", e.err)
+	}
+	rows, err := e.q.LeaseQueueStats(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("queue stats %s: %w", e.table, err)
+	}
+	out := make([]QueueStats, len(rows))
+	for i, r := range rows {
+		out[i] = QueueStats{Queue: r.Queue, Ready: r.Ready, Scheduled: r.Scheduled, InProgress: r.InProgress,
+			Expired: r.Expired, ClaimedRecently: r.ClaimedRecently, Done: r.Done, Failed: r.Failed,
+			OldestReadyAge: time.Duration(r.OldestReadyAgeMs) * time.Millisecond}
 	}
 	return out, nil
 }

@@ -183,26 +183,34 @@ func TestLostBeforeExpiryWhenCutOff(t *testing.T) {
 
 // Fencing: owners take the lock over from each other again and again while
 // every holder keeps writing with the fenced statement; the writes that
-// land, in database order, never go back to an older token.
+// land, in database order, never go back to an older token. A holder whose
+// lock was taken goes on writing until its renewal tells it (up to TTL/3),
+// and none of those writes may land.
 func TestFencedWritesNeverInterleave(t *testing.T) {
 	ctx := context.Background()
 	pool := testdb.PoolWith(t, 12)
 	if _, err := pool.Exec(ctx, `create table fenced (seq bigint generated always as identity, token bigint not null)`); err != nil {
 		t.Fatal(err)
 	}
-	const owners, takeovers = 3, 15
+	const owners, takeovers = 3, 5
 	stop := make(chan struct{})
+	stopped := func() bool {
+		select {
+		case <-stop:
+			return true
+		default:
+			return false
+		}
+	}
 	var wg sync.WaitGroup
+	var stopOnce sync.Once
+	halt := func() { stopOnce.Do(func() { close(stop) }); wg.Wait() }
+	defer halt() // the goroutines end before the pool closes, however the test ends
 	for i := range owners {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for {
-				select {
-				case <-stop:
-					return
-				default:
-				}
+			for !stopped() {
 				l, err := lock.TryAcquire(ctx, pool, "fence", lock.Options{Owner: "o" + strconv.Itoa(i), TTL: 3 * time.Second})
 				if errors.Is(err, lock.ErrHeld) {
 					time.Sleep(2 * time.Millisecond)
@@ -212,7 +220,7 @@ func TestFencedWritesNeverInterleave(t *testing.T) {
 					t.Error(err)
 					return
 				}
-				for l.Context().Err() == nil {
+				for l.Context().Err() == nil && !stopped() {
 					_, err := pool.Exec(ctx, `insert into fenced (token)
 						select $2 where exists (select 1 from workq_locks where name = $1 and token = $2 and expires_at > clock_timestamp() for share)`,
 						"fence", l.Token())
@@ -225,15 +233,32 @@ func TestFencedWritesNeverInterleave(t *testing.T) {
 			}
 		}()
 	}
-	// Force takeovers: expire whoever holds the lock, over and over.
+	// Force takeovers: expire the lock as soon as its holder has written
+	// under its token (awaited, not slept: on a loaded machine a new holder
+	// may need longer than any fixed pause to write at all, and then it
+	// would not count as a holder). Once every owner believes it holds the
+	// lock, the next takeover waits for a renewal to report a loss.
+	deadline := time.Now().Add(30 * time.Second)
 	for range takeovers {
-		time.Sleep(30 * time.Millisecond)
+		for {
+			var wrote bool
+			if err := pool.QueryRow(ctx, `select exists (select 1 from fenced f join workq_locks l on l.token = f.token
+				where l.name = 'fence' and l.expires_at > clock_timestamp())`).Scan(&wrote); err != nil {
+				t.Fatal(err)
+			}
+			if wrote {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatal("no holder wrote under a held lock within 30s")
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
 		if _, err := pool.Exec(ctx, `update workq_locks set expires_at = clock_timestamp() where name = 'fence'`); err != nil {
 			t.Fatal(err)
 		}
 	}
-	close(stop)
-	wg.Wait()
+	halt()
 	rows, err := pool.Query(ctx, `select token from fenced order by seq`)
 	if err != nil {
 		t.Fatal(err)
@@ -254,7 +279,7 @@ func TestFencedWritesNeverInterleave(t *testing.T) {
 		}
 		last, n = tok, n+1
 	}
-	if distinct < 3 {
-		t.Fatalf("only %d holders wrote; the test did not exercise takeovers", distinct)
+	if distinct < takeovers {
+		t.Fatalf("only %d holders wrote; want every one of the %d expired holders", distinct, takeovers)
 	}
 }

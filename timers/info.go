@@ -188,3 +188,10 @@ func deref[T any](p *T) T {
 	}
 	return *p
 }
+
+// StateOf names the state of a timer row from its lease status and its
+// finished_at and cancelled_at columns: the lease state's name, or
+// StateCancelled for a timer failed by a cancel.
+func StateOf(status lease.Status, finishedAt, cancelledAt *time.Time) string {
+	return stateOf(int16(status), finishedAt, cancelledAt)
+}

@@ -17,7 +17,8 @@ import (
 // runArchive writes, when a runs directory is configured, one directory per
 // attempt: <dir>/<table>/<id>/<run_id>/ with meta.json (identity, then the
 // outcome) and attempt.log (what the handler logged through Job.Logger).
-// Directories are kept whatever the outcome; pruning them is the operator's.
+// Directories are kept whatever the outcome; the worker prunes them after
+// config.RetainRuns (rundir_prune.go).
 type runArchive struct {
 	dir string
 }
@@ -78,8 +79,8 @@ func (a *runArchive) begin(it *lease.Item, workerID string, base *slog.Logger) a
 			fin := r.Finished.UTC()
 			meta.FinishedAt = &fin
 			meta.Outcome = string(r.Outcome)
-			if r.Applied && r.Status == lease.StatusFailed {
-				meta.Outcome = string(lease.Failed) // a retry with no attempts left, as in runs.outcome
+			if r.Applied {
+				meta.Outcome = string(r.Final()) // a retry with no attempts left is failed, as in runs.outcome
 			}
 			meta.Error = r.Error
 			if r.Outcome != "lease_lost" {

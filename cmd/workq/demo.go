@@ -17,6 +17,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/workq/workq"
+	"github.com/workq/workq/admin"
 	"github.com/workq/workq/config"
 	"github.com/workq/workq/db/gen"
 	"github.com/workq/workq/inbox"
@@ -44,12 +45,12 @@ func sleepy(ctx context.Context, _ *worker.Job) error {
 // newDemoWorker returns the worker of `workq run`: the built-in job kinds
 // and the configured outbox publishers (as `workq worker`), plus, with the
 // demo on, the demo's job kinds and its outbox, inbox and timer handlers.
-func newDemoWorker(pool *pgxpool.Pool, cfg config.Config, log *slog.Logger, demo bool) (*worker.Worker, func(), error) {
+func newDemoWorker(pool *pgxpool.Pool, cfg config.Config, log *slog.Logger, demo bool, obs *observability) (*worker.Worker, func(), error) {
 	pubs, err := cfg.OutboxPublishers()
 	if err != nil {
 		return nil, nil, err
 	}
-	w, closePublishers, err := newCLIWorker(pool, cfg, log, workKinds{jobs: true, outbox: len(pubs) > 0})
+	w, closePublishers, err := newCLIWorker(pool, cfg, log, workKinds{jobs: true, outbox: len(pubs) > 0}, obs)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -191,7 +192,7 @@ func progress(ctx context.Context, out io.Writer, db gen.DBTX, w *worker.Worker)
 			return
 		case <-t.C:
 		}
-		st, err := collectStats(ctx, db)
+		st, err := admin.Queues(ctx, db)
 		if err != nil {
 			continue
 		}
@@ -203,7 +204,7 @@ func progress(ctx context.Context, out io.Writer, db gen.DBTX, w *worker.Worker)
 				c = &counts{}
 				by[s.Table] = c
 			}
-			c.ready, c.inProgress, c.done, c.failed = c.ready+s.Ready, c.inProgress+s.InProgress, c.done+s.Done, c.failed+s.Failed
+			c.ready, c.inProgress, c.done, c.failed = c.ready+s.Ready+s.Scheduled, c.inProgress+s.InProgress, c.done+s.Done, c.failed+s.Failed
 		}
 		line := fmt.Sprintf("[%4.0fs]", time.Since(start).Seconds())
 		for _, tbl := range lease.Tables {

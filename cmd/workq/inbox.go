@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/workq/workq/inbox"
+	"github.com/workq/workq/lease"
 )
 
 func newInboxCmd() *cobra.Command {
@@ -18,7 +19,11 @@ func newInboxCmd() *cobra.Command {
 		Short: "Receive messages idempotently and inspect or revive inbox messages",
 		Args:  cobra.NoArgs,
 	}
-	cmd.AddCommand(newInboxReceiveCmd(), newInboxListCmd(), newInboxShowCmd(), newInboxReviveCmd())
+	cmd.AddCommand(newInboxReceiveCmd(), newInboxListCmd(), newInboxShowCmd(), newInboxReviveCmd(),
+		newActionCmd(lease.Inbox, "inbox message", "cancel ID... [--reason R] [--actor A] [--json]",
+			"Cancel ready inbox messages: dead with 'cancelled by <actor>', recorded in the run archive", cancelAction),
+		newActionCmd(lease.Inbox, "inbox message", "delete ID... [--json]",
+			"Delete processed or dead inbox messages; a deleted message's (source, message id) can be received again", deleteAction))
 	return cmd
 }
 
@@ -269,13 +274,10 @@ func newInboxShowCmd() *cobra.Command {
 }
 
 func newInboxReviveCmd() *cobra.Command {
-	return newReviveCmd(reviveSpec{
-		use:     "revive ID... [--actor A] [--reason R] [--json]",
-		short:   "Put dead (failed) inbox messages back to ready, attempts reset, audited in the run archive",
-		what:    "inbox message",
-		doneKey: "revived", skipKey: "not_dead",
-		revive: inbox.Revive,
-	})
+	revive := retryAction
+	revive.done, revive.skipKey, revive.skipWhy = "revived", "not_dead", "they are not dead"
+	return newActionCmd(lease.Inbox, "inbox message", "revive ID... [--actor A] [--reason R] [--json]",
+		"Put dead (failed) inbox messages back to ready, attempts reset, audited in the run archive", revive)
 }
 
 // defaultActor names the operator for audit rows: cli:$USER.

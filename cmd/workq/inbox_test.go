@@ -102,7 +102,7 @@ func TestInboxCLI(t *testing.T) {
 		NotDead []int64 `json:"not_dead"`
 	}
 	// Message 2 is not dead: it is left alone, listed, and the command fails.
-	if err == nil || !strings.Contains(err.Error(), "left alone because they are not failed") || json.Unmarshal([]byte(out), &rev) != nil ||
+	if err == nil || !strings.Contains(err.Error(), "left alone because they are not dead") || json.Unmarshal([]byte(out), &rev) != nil ||
 		len(rev.Revived) != 1 || rev.Revived[0] != 1 || len(rev.NotDead) != 1 || rev.NotDead[0] != 2 {
 		t.Fatalf("revive: %q, %v", out, err)
 	}

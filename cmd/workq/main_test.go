@@ -14,6 +14,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/workq/workq/admin"
 	"github.com/workq/workq/internal/testdb"
 	"github.com/workq/workq/lock"
 )
@@ -185,7 +186,7 @@ func TestCLIRejectsInvalidInput(t *testing.T) {
 		// Without "--" the flag parser takes -1 for a flag.
 		{name: "limit W negative unquoted", db: true, args: []string{"limit", "set", "job_runs", "q", "-1"}, want: []string{"-1", "W must be a whole number"}},
 		{name: "limit W not a number", db: true, args: []string{"limit", "set", "job_runs", "q", "three"}, want: []string{`got "three"`}},
-		{name: "limit W too large", db: true, args: []string{"limit", "set", "job_runs", "q", "3000000000"}, want: []string{`got "3000000000"`}},
+		{name: "limit W too large", db: true, args: []string{"limit", "set", "job_runs", "q", "3000000000"}, want: []string{"W must be a whole number from 0 to 2147483647, got 3000000000"}},
 		{name: "limit remove queue invalid", db: true, args: []string{"limit", "remove", "job_runs", "bad q"}, want: []string{`queue "bad q" is not a valid name`}},
 		{name: "limit unknown action", db: true, args: []string{"limit", "frob", "job_runs", "q"}, want: []string{"usage: workq limit"}},
 		{name: "limit set missing W", db: true, args: []string{"limit", "set", "job_runs", "q"}, want: []string{"usage: workq limit"}},
@@ -333,7 +334,7 @@ func TestCLISuccess(t *testing.T) {
 			Ready    int64  `json:"ready"`
 			Paused   bool   `json:"paused"`
 			PausedBy string `json:"paused_by"`
-			Reason   string `json:"reason"`
+			Reason   string `json:"pause_reason"`
 		}
 		if err := json.Unmarshal([]byte(mustRun(t, "queue", "list", "--json")), &rows); err != nil {
 			t.Fatal(err)
@@ -363,7 +364,7 @@ func TestCLISuccess(t *testing.T) {
 	})
 
 	t.Run("stats counts the jobs as ready", func(t *testing.T) {
-		var st []queueStats
+		var st []admin.Queue
 		if err := json.Unmarshal([]byte(mustRun(t, "stats", "--json")), &st); err != nil {
 			t.Fatal(err)
 		}

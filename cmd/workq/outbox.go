@@ -20,7 +20,11 @@ func newOutboxCmd() *cobra.Command {
 		Use:   "outbox send|list|show|retry|blocked",
 		Short: "Write, inspect and retry outbox messages",
 	}
-	cmd.AddCommand(newOutboxSendCmd(), newOutboxListCmd(), newOutboxShowCmd(), newOutboxRetryCmd(), newOutboxBlockedCmd())
+	cmd.AddCommand(newOutboxSendCmd(), newOutboxListCmd(), newOutboxShowCmd(), newOutboxRetryCmd(), newOutboxBlockedCmd(),
+		newActionCmd(lease.Outbox, "outbox message", "cancel ID... [--reason R] [--actor A] [--json]",
+			"Cancel ready outbox messages: failed with 'cancelled by <actor>' (a cancelled keyed message blocks its key until retried or deleted)", cancelAction),
+		newActionCmd(lease.Outbox, "outbox message", "delete ID... [--json]",
+			"Delete finished (done or failed) outbox messages; deleting a failed head lets its partition key go on", deleteAction))
 	return cmd
 }
 
@@ -266,13 +270,8 @@ func newOutboxShowCmd() *cobra.Command {
 }
 
 func newOutboxRetryCmd() *cobra.Command {
-	return newReviveCmd(reviveSpec{
-		use:     "retry ID... [--reason R] [--actor A] [--json]",
-		short:   "Put failed outbox messages back to ready (attempts reset), recorded in the run archive",
-		what:    "outbox message",
-		doneKey: "retried", skipKey: "not_failed",
-		revive: outbox.Retry,
-	})
+	return newActionCmd(lease.Outbox, "outbox message", "retry ID... [--reason R] [--actor A] [--json]",
+		"Put failed outbox messages back to ready (attempts reset), recorded in the run archive", retryAction)
 }
 
 func newOutboxBlockedCmd() *cobra.Command {

@@ -2,13 +2,11 @@ package main
 
 import (
 	"fmt"
-	"sort"
 	"text/tabwriter"
-	"time"
 
 	"github.com/spf13/cobra"
 
-	"github.com/workq/workq/db/gen"
+	"github.com/workq/workq/admin"
 	"github.com/workq/workq/lease"
 )
 
@@ -67,16 +65,6 @@ func newQueuePauseCmd(pause bool) *cobra.Command {
 	return cmd
 }
 
-// queueRow is one (table, queue) of `workq queue list`.
-type queueRow struct {
-	queueStats
-	Paused   bool       `json:"paused"`
-	PausedAt *time.Time `json:"paused_at,omitempty"`
-	PausedBy string     `json:"paused_by,omitempty"`
-	Reason   string     `json:"reason,omitempty"`
-	Limit    *int32     `json:"limit"` // W; null: no limit
-}
-
 func newQueueListCmd() *cobra.Command {
 	cmd := &cobra.Command{Use: "list", Short: "List every (table, queue) with its state, limit W and depth", Args: cobra.NoArgs}
 	cfg := bindConfig(cmd, "database-url")
@@ -88,53 +76,15 @@ func newQueueListCmd() *cobra.Command {
 			return err
 		}
 		defer done()
-		stats, err := collectStats(ctx, pool)
+		out, err := admin.Queues(ctx, pool)
 		if err != nil {
 			return err
 		}
-		paused, err := lease.Paused(ctx, pool)
-		if err != nil {
-			return err
-		}
-		limits, err := gen.New(pool).QueueLimitsList(ctx)
-		if err != nil {
-			return fmt.Errorf("list limits: %w", err)
-		}
-		rows := map[string]*queueRow{}
-		row := func(t lease.Table, q string) *queueRow {
-			k := string(t) + "\x00" + q
-			if rows[k] == nil {
-				rows[k] = &queueRow{queueStats: queueStats{Table: t, Queue: q}}
-			}
-			return rows[k]
-		}
-		for _, s := range stats {
-			row(s.Table, s.Queue).queueStats = s
-		}
-		for _, p := range paused {
-			r := row(p.Table, p.Queue)
-			at := p.PausedAt
-			r.Paused, r.PausedAt, r.PausedBy, r.Reason = true, &at, p.PausedBy, p.Reason
-		}
-		for _, l := range limits {
-			w := l.MaxInProgress
-			row(lease.Table(l.WorkTable), l.Queue).Limit = &w
-		}
-		out := make([]queueRow, 0, len(rows))
-		for _, r := range rows {
-			out = append(out, *r)
-		}
-		sort.Slice(out, func(i, j int) bool {
-			if out[i].Table != out[j].Table {
-				return out[i].Table < out[j].Table
-			}
-			return out[i].Queue < out[j].Queue
-		})
 		if *asJSON {
 			return printJSON(cmd.OutOrStdout(), out)
 		}
 		tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "TABLE\tQUEUE\tSTATE\tW\tREADY\tIN PROGRESS\tDONE\tFAILED")
+		fmt.Fprintln(tw, "TABLE\tQUEUE\tSTATE\tW\tREADY\tSCHEDULED\tIN PROGRESS\tDONE\tFAILED\tOLDEST READY")
 		for _, r := range out {
 			state, w := "running", "-"
 			if r.Paused {
@@ -143,7 +93,8 @@ func newQueueListCmd() *cobra.Command {
 			if r.Limit != nil {
 				w = fmt.Sprint(*r.Limit)
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%d\t%d\n", r.Table, r.Queue, state, w, r.Ready, r.InProgress, r.Done, r.Failed)
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t%s\n", r.Table, r.Queue, state, w, r.Ready, r.Scheduled,
+				r.InProgress, r.Done, r.Failed, age(r.OldestReadyAge))
 		}
 		return tw.Flush()
 	}

@@ -8,9 +8,10 @@ import (
 
 func newReaperCmd() *cobra.Command {
 	cmd := &cobra.Command{
-		Use:   "reaper",
-		Short: "Run the reaper: requeue expired leases and fail exhausted items on every work table",
-		Args:  cobra.NoArgs,
+		Use: "reaper",
+		Short: "Run the reaper: requeue expired leases and fail exhausted items on every work table " +
+			"(the reap task of workq maintain, alone and without a leader)",
+		Args: cobra.NoArgs,
 	}
 	cfg := bindConfig(cmd, "database-url", "max-conns", "reap-interval", "reap-batch", "log-level", "log-format")
 	once := cmd.Flags().Bool("once", false, "reap once and exit")

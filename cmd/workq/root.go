@@ -31,6 +31,8 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 		newTimersCmd(),
 		newSchedulesCmd(),
 		newQueueCmd(),
+		newJobsCmd(),
+		newAPICmd(),
 	)
 	return root
 }

@@ -1,32 +1,19 @@
 package main
 
 import (
-	"context"
 	"fmt"
-	"sort"
 	"text/tabwriter"
+	"time"
 
 	"github.com/spf13/cobra"
 
-	"github.com/workq/workq/db/gen"
-	"github.com/workq/workq/lease"
+	"github.com/workq/workq/admin"
 )
-
-// queueStats counts one (table, queue) by state.
-type queueStats struct {
-	Table      lease.Table `json:"table"`
-	Queue      string      `json:"queue"`
-	Ready      int64       `json:"ready"`
-	InProgress int64       `json:"in_progress"`
-	Expired    int64       `json:"expired"` // in progress with an expired lease, not yet reaped
-	Done       int64       `json:"done"`
-	Failed     int64       `json:"failed"`
-}
 
 func newStatsCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "stats",
-		Short: "Count work items per table, queue and state",
+		Short: "Count work items per table and queue: by state, oldest ready age, claim and completion rates over the last minute",
 		Args:  cobra.NoArgs,
 	}
 	cfg := bindConfig(cmd, "database-url")
@@ -38,61 +25,33 @@ func newStatsCmd() *cobra.Command {
 			return err
 		}
 		defer done()
-		st, err := collectStats(ctx, pool)
+		qs, err := admin.Queues(ctx, pool)
 		if err != nil {
 			return err
 		}
 		if *asJSON {
-			return printJSON(cmd.OutOrStdout(), st)
+			return printJSON(cmd.OutOrStdout(), qs)
 		}
 		tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', tabwriter.AlignRight)
-		fmt.Fprintln(tw, "TABLE\tQUEUE\tREADY\tIN PROGRESS\tEXPIRED\tDONE\tFAILED\t")
-		for _, s := range st {
-			fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%d\t\n", s.Table, s.Queue, s.Ready, s.InProgress, s.Expired, s.Done, s.Failed)
+		fmt.Fprintln(tw, "TABLE\tQUEUE\tREADY\tSCHEDULED\tIN PROGRESS\tEXPIRED\tDONE\tFAILED\tOLDEST READY\tCLAIMS/S\tCOMPLETIONS/S\t")
+		for _, s := range qs {
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%.2f\t%.2f\t\n", s.Table, s.Queue, s.Ready, s.Scheduled,
+				s.InProgress, s.Expired, s.Done, s.Failed, age(s.OldestReadyAge), s.ClaimsPerSecond, s.CompletionsPerSecond)
 		}
 		return tw.Flush()
 	}
 	return cmd
 }
 
-func collectStats(ctx context.Context, db gen.DBTX) ([]queueStats, error) {
-	byKey := map[string]*queueStats{}
-	for _, t := range lease.Tables {
-		rows, err := lease.New(db, t).CountByState(ctx)
-		if err != nil {
-			return nil, err
-		}
-		for _, r := range rows {
-			key := string(t) + "\x00" + r.Queue
-			s := byKey[key]
-			if s == nil {
-				s = &queueStats{Table: t, Queue: r.Queue}
-				byKey[key] = s
-			}
-			switch r.Status {
-			case lease.StatusReady:
-				s.Ready += r.Count
-			case lease.StatusInProgress:
-				s.InProgress += r.Count
-				if r.Expired {
-					s.Expired += r.Count
-				}
-			case lease.StatusDone:
-				s.Done += r.Count
-			case lease.StatusFailed:
-				s.Failed += r.Count
-			}
-		}
+// age prints a wait as "-" (none) or rounded to what a reader needs.
+func age(d admin.Duration) string {
+	t := time.Duration(d)
+	switch {
+	case t <= 0:
+		return "-"
+	case t < time.Minute:
+		return t.Round(100 * time.Millisecond).String()
+	default:
+		return t.Round(time.Second).String()
 	}
-	out := make([]queueStats, 0, len(byKey))
-	for _, s := range byKey {
-		out = append(out, *s)
-	}
-	sort.Slice(out, func(i, j int) bool {
-		if out[i].Table != out[j].Table {
-			return out[i].Table < out[j].Table
-		}
-		return out[i].Queue < out[j].Queue
-	})
-	return out, nil
 }

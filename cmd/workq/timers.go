@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/workq/workq/config"
+	"github.com/workq/workq/lease"
 	"github.com/workq/workq/timers"
 )
 
@@ -19,7 +20,11 @@ func newTimersCmd() *cobra.Command {
 		Short: "Schedule, cancel, list and show durable timers",
 		Args:  cobra.NoArgs,
 	}
-	cmd.AddCommand(newTimersScheduleCmd(), newTimersCancelCmd(), newTimersListCmd(), newTimersShowCmd())
+	cmd.AddCommand(newTimersScheduleCmd(), newTimersCancelCmd(), newTimersListCmd(), newTimersShowCmd(),
+		newActionCmd(lease.Timers, "timer", "retry ID... [--reason R] [--actor A] [--json]",
+			"Put failed or cancelled timers back to ready (due now, attempts reset), recorded in the run archive", retryAction),
+		newActionCmd(lease.Timers, "timer", "delete ID... [--json]",
+			"Delete finished (done, failed or cancelled) timers; their archived attempts stay", deleteAction))
 	return cmd
 }
 

@@ -12,6 +12,53 @@ import (
 	"github.com/google/uuid"
 )
 
+const leaseCancel = `-- name: LeaseCancel :many
+with cancelled as (
+    update workq_lease_table j set
+        status = 3,
+        lease_version = j.lease_version + 1,
+        last_error = 'cancelled by ' || $1::text || coalesce(': ' || nullif($2::text, ''), ''),
+        finished_at = now(),
+        updated_at = now()
+    where j.id = any($3::bigint[]) and j.status = 0
+    returning j.id, j.queue, j.attempts, j.lease_version
+),
+archived as (
+    insert into runs (run_id, work_table, item_id, queue, attempt, lease_version, owner_token, worker_id, started_at, finished_at, outcome, error)
+    select workq_run_id('workq_lease_table', c.id, c.lease_version), 'workq_lease_table', c.id, c.queue, c.attempts, c.lease_version,
+           '00000000-0000-0000-0000-000000000000'::uuid, $1::text, now(), now(), 'cancelled', nullif($2::text, '')
+    from cancelled c
+)
+select c.id from cancelled c
+`
+
+type LeaseCancelParams struct {
+	Actor  string
+	Reason string
+	Ids    []int64
+}
+
+// LeaseCancel ends the ready items among ids as failed with last_error "cancelled by <actor>[: reason]", bumps each one's lease_version, archives the action in runs (outcome cancelled, by actor, with the reason), and returns the ids it cancelled; items that are not ready are left alone.
+func (q *Queries) LeaseCancel(ctx context.Context, arg LeaseCancelParams) ([]int64, error) {
+	rows, err := q.db.Query(ctx, leaseCancel, arg.Actor, arg.Reason, arg.Ids)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []int64
+	for rows.Next() {
+		var id int64
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		items = append(items, id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const leaseComplete = `-- name: LeaseComplete :many
 with o as materialized (
     select unnest($1::bigint[]) as id, unnest($2::text[])::uuid as owner_token, unnest($3::text[]) as outcome,
@@ -134,6 +181,33 @@ func (q *Queries) LeaseCountByState(ctx context.Context) ([]LeaseCountByStateRow
 	return items, nil
 }
 
+const leaseDelete = `-- name: LeaseDelete :many
+delete from workq_lease_table j
+where j.id = any($1::bigint[]) and j.status >= 2
+returning j.id
+`
+
+// LeaseDelete deletes the finished (done or failed) items among ids and returns the ids it deleted; ready and in-progress items are left alone. Their archived attempts stay in runs until the archive's own retention.
+func (q *Queries) LeaseDelete(ctx context.Context, ids []int64) ([]int64, error) {
+	rows, err := q.db.Query(ctx, leaseDelete, ids)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []int64
+	for rows.Next() {
+		var id int64
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		items = append(items, id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const leaseDeleteFinished = `-- name: LeaseDeleteFinished :execrows
 delete from workq_lease_table
 where id = any(array(
@@ -184,7 +258,7 @@ select o.id::bigint as id,
                           or r.locked_until <= clock_timestamp()))::boolean as lost
 from o
 left join extended e on e.id = o.id
-left join workq_lease_table r on r.id = o.id
+left join workq_lease_table r on r.id = o.id and r.id = any($1::bigint[])
 `
 
 type LeaseHeartbeatParams struct {
@@ -200,6 +274,9 @@ type LeaseHeartbeatRow struct {
 }
 
 // LeaseHeartbeat extends the leases of many items, each guarded by its own owner token, in one statement, and says for each input id whether it extended it and whether the lease is lost for certain (another token, or expired by the database clock at the moment the row is examined: clock_timestamp(), not the statement's start). A row locked by a concurrent statement (a completion, a reap, a heartbeat that timed out client-side) is neither: it is skipped rather than waited for, so a heartbeat never deadlocks, and its fate is left to that statement.
+// r.id = any(@ids) for the same reason as in held: without it, statistics
+// taken while the table was small made this a hash join over a sequential
+// scan of the whole table (job_runs tipped over when it gained a column).
 func (q *Queries) LeaseHeartbeat(ctx context.Context, arg LeaseHeartbeatParams) ([]LeaseHeartbeatRow, error) {
 	rows, err := q.db.Query(ctx, leaseHeartbeat, arg.Ids, arg.OwnerTokens, arg.LeaseMs)
 	if err != nil {
@@ -252,6 +329,114 @@ func (q *Queries) LeaseHeldBy(ctx context.Context, ownerToken uuid.UUID) ([]Leas
 	return items, nil
 }
 
+const leaseQueueDepth = `-- name: LeaseQueueDepth :many
+select d.queue::text as queue, sum(d.ready)::bigint as ready, sum(d.scheduled)::bigint as scheduled, sum(d.in_progress)::bigint as in_progress,
+       coalesce(extract(epoch from now() - min(d.oldest_due)), 0)::float8 as oldest_ready_seconds
+from (
+    select r.queue, count(*) filter (where r.run_at <= now()) as ready, count(*) filter (where r.run_at > now()) as scheduled,
+           0::bigint as in_progress, min(r.run_at) filter (where r.run_at <= now()) as oldest_due
+    from workq_lease_table r where r.status = 0 group by r.queue
+    union all
+    select p.queue, 0::bigint, 0::bigint, count(*), null::timestamptz
+    from workq_lease_table p where p.status = 1 group by p.queue
+) d
+group by d.queue
+order by d.queue
+`
+
+type LeaseQueueDepthRow struct {
+	Queue              string
+	Ready              int64
+	Scheduled          int64
+	InProgress         int64
+	OldestReadySeconds float64
+}
+
+// LeaseQueueDepth counts, per queue, the ready items that are due (ready) and not yet due (scheduled), the in-progress items, and the age in seconds of the oldest due ready item (0 when none is due), for metrics. Each part reads one partial index (the claim index, status = 0; <T>_in_progress, status = 1), never the finished rows; its cost is the size of the backlog. The outbox has its own (OutboxQueueDepth).
+func (q *Queries) LeaseQueueDepth(ctx context.Context) ([]LeaseQueueDepthRow, error) {
+	rows, err := q.db.Query(ctx, leaseQueueDepth)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []LeaseQueueDepthRow
+	for rows.Next() {
+		var i LeaseQueueDepthRow
+		if err := rows.Scan(
+			&i.Queue,
+			&i.Ready,
+			&i.Scheduled,
+			&i.InProgress,
+			&i.OldestReadySeconds,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const leaseQueueStats = `-- name: LeaseQueueStats :many
+select queue,
+       count(*) filter (where status = 0 and run_at <= now())::bigint as ready,
+       count(*) filter (where status = 0 and run_at > now())::bigint as scheduled,
+       count(*) filter (where status = 1)::bigint as in_progress,
+       count(*) filter (where status = 1 and locked_until <= now())::bigint as expired,
+       count(*) filter (where status = 1 and claimed_at > now() - interval '1 minute')::bigint as claimed_recently,
+       count(*) filter (where status = 2)::bigint as done,
+       count(*) filter (where status = 3)::bigint as failed,
+       coalesce(floor(extract(epoch from now() - min(run_at) filter (where status = 0 and run_at <= now())) * 1000), 0)::bigint as oldest_ready_age_ms
+from workq_lease_table
+group by queue
+order by queue
+`
+
+type LeaseQueueStatsRow struct {
+	Queue            string
+	Ready            int64
+	Scheduled        int64
+	InProgress       int64
+	Expired          int64
+	ClaimedRecently  int64
+	Done             int64
+	Failed           int64
+	OldestReadyAgeMs int64
+}
+
+// LeaseQueueStats counts one table's items per queue: ready (due), scheduled (ready, not due yet), in progress (and how many of those have an expired lease or were claimed in the last minute), done and failed, with the age in milliseconds of the oldest due ready item on the database clock (0: none). It reads the whole table: an operator's command, not a per-scrape query.
+func (q *Queries) LeaseQueueStats(ctx context.Context) ([]LeaseQueueStatsRow, error) {
+	rows, err := q.db.Query(ctx, leaseQueueStats)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []LeaseQueueStatsRow
+	for rows.Next() {
+		var i LeaseQueueStatsRow
+		if err := rows.Scan(
+			&i.Queue,
+			&i.Ready,
+			&i.Scheduled,
+			&i.InProgress,
+			&i.Expired,
+			&i.ClaimedRecently,
+			&i.Done,
+			&i.Failed,
+			&i.OldestReadyAgeMs,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const leaseReapExpired = `-- name: LeaseReapExpired :many
 with expired as (
     select x.id, x.owner_token from workq_lease_table x
@@ -285,12 +470,13 @@ archived as (
            (t.by_id ->> r.id::text)::uuid, r.claimed_by, r.claimed_at, now(), 'expired', r.last_error
     from reaped r, expired_tokens t
 )
-select r.id, r.status from reaped r
+select r.id, r.status, r.queue::text as queue from reaped r
 `
 
 type LeaseReapExpiredRow struct {
 	ID     int64
 	Status int16
+	Queue  string
 }
 
 // LeaseReapExpired requeues up to max_rows items whose lease expired, of one queue or (queue null) of all, failing those with no attempts left; it archives the lost attempts and is safe to run from many reapers and claimers at once.
@@ -305,7 +491,7 @@ func (q *Queries) LeaseReapExpired(ctx context.Context, queue *string, maxRows i
 	var items []LeaseReapExpiredRow
 	for rows.Next() {
 		var i LeaseReapExpiredRow
-		if err := rows.Scan(&i.ID, &i.Status); err != nil {
+		if err := rows.Scan(&i.ID, &i.Status, &i.Queue); err != nil {
 			return nil, err
 		}
 		items = append(items, i)

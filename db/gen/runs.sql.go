@@ -7,6 +7,7 @@ package gen
 
 import (
 	"context"
+	"time"
 
 	"github.com/google/uuid"
 )
@@ -42,6 +43,18 @@ func (q *Queries) RunsByIDs(ctx context.Context, runIds []uuid.UUID) ([]RunsByID
 	return items, nil
 }
 
+const runsClock = `-- name: RunsClock :one
+select now()::timestamptz as now
+`
+
+// RunsClock is the database clock, which runs' finished_at is written on.
+func (q *Queries) RunsClock(ctx context.Context) (time.Time, error) {
+	row := q.db.QueryRow(ctx, runsClock)
+	var now time.Time
+	err := row.Scan(&now)
+	return now, err
+}
+
 const runsDeleteFinished = `-- name: RunsDeleteFinished :execrows
 delete from runs
 where run_id = any(array(
@@ -61,6 +74,47 @@ func (q *Queries) RunsDeleteFinished(ctx context.Context, olderThanMs int64, max
 		return 0, err
 	}
 	return result.RowsAffected(), nil
+}
+
+const runsEndedBetween = `-- name: RunsEndedBetween :many
+select work_table, queue, outcome, count(*)::bigint as count
+from runs
+where finished_at > $1 and finished_at <= $2 and outcome not in ('revived', 'cancelled')
+group by work_table, queue, outcome
+order by work_table, queue, outcome
+`
+
+type RunsEndedBetweenRow struct {
+	WorkTable string
+	Queue     string
+	Outcome   string
+	Count     int64
+}
+
+// RunsEndedBetween counts, per work table, queue and outcome, the attempts that ended in (after, until] (operator actions, revived and cancelled, are not attempts): the dashboard's sampler reads each interval once, so its cost is the attempts of one interval. One range of runs_finished.
+func (q *Queries) RunsEndedBetween(ctx context.Context, after time.Time, until time.Time) ([]RunsEndedBetweenRow, error) {
+	rows, err := q.db.Query(ctx, runsEndedBetween, after, until)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []RunsEndedBetweenRow
+	for rows.Next() {
+		var i RunsEndedBetweenRow
+		if err := rows.Scan(
+			&i.WorkTable,
+			&i.Queue,
+			&i.Outcome,
+			&i.Count,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }
 
 const runsGet = `-- name: RunsGet :one
@@ -86,6 +140,49 @@ func (q *Queries) RunsGet(ctx context.Context, runID uuid.UUID) (Run, error) {
 		&i.Error,
 	)
 	return i, err
+}
+
+const runsLastMinute = `-- name: RunsLastMinute :many
+select work_table, queue,
+       count(*)::bigint as ended,
+       count(*) filter (where started_at > now() - interval '1 minute')::bigint as started
+from runs
+where finished_at > now() - interval '1 minute' and outcome not in ('revived', 'cancelled')
+group by work_table, queue
+order by work_table, queue
+`
+
+type RunsLastMinuteRow struct {
+	WorkTable string
+	Queue     string
+	Ended     int64
+	Started   int64
+}
+
+// RunsLastMinute counts, per work table and queue, the attempts that ended in the last minute by the database clock (completions, including leases the reaper expired) and how many of those also started in it (claims that already ended); operator actions (revived, cancelled) are not attempts. One range of runs_finished.
+func (q *Queries) RunsLastMinute(ctx context.Context) ([]RunsLastMinuteRow, error) {
+	rows, err := q.db.Query(ctx, runsLastMinute)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []RunsLastMinuteRow
+	for rows.Next() {
+		var i RunsLastMinuteRow
+		if err := rows.Scan(
+			&i.WorkTable,
+			&i.Queue,
+			&i.Ended,
+			&i.Started,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }
 
 const runsListByItem = `-- name: RunsListByItem :many

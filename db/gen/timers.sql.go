@@ -39,6 +39,54 @@ func (q *Queries) TimersCancel(ctx context.Context, ids []int64) ([]int64, error
 	return items, nil
 }
 
+const timersCancelAudited = `-- name: TimersCancelAudited :many
+with cancelled as (
+    update timers t set
+        status = 3,
+        lease_version = t.lease_version + 1,
+        last_error = 'cancelled by ' || $1::text || coalesce(': ' || nullif($2::text, ''), ''),
+        finished_at = now(),
+        cancelled_at = now(),
+        updated_at = now()
+    where t.id = any($3::bigint[]) and t.status = 0
+    returning t.id, t.queue, t.attempts, t.lease_version
+),
+archived as (
+    insert into runs (run_id, work_table, item_id, queue, attempt, lease_version, owner_token, worker_id, started_at, finished_at, outcome, error)
+    select workq_run_id('timers', c.id, c.lease_version), 'timers', c.id, c.queue, c.attempts, c.lease_version,
+           '00000000-0000-0000-0000-000000000000'::uuid, $1::text, now(), now(), 'cancelled', nullif($2::text, '')
+    from cancelled c
+)
+select c.id from cancelled c
+`
+
+type TimersCancelAuditedParams struct {
+	Actor  string
+	Reason string
+	Ids    []int64
+}
+
+// TimersCancelAudited is LeaseCancel for timers: it also sets cancelled_at = finished_at, so the timer reads as cancelled (timers.StateCancelled), as timers.Client.Cancel leaves it.
+func (q *Queries) TimersCancelAudited(ctx context.Context, arg TimersCancelAuditedParams) ([]int64, error) {
+	rows, err := q.db.Query(ctx, timersCancelAudited, arg.Actor, arg.Reason, arg.Ids)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []int64
+	for rows.Next() {
+		var id int64
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		items = append(items, id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const timersCancelOne = `-- name: TimersCancelOne :one
 with cur as materialized (
     select t.id, t.status, t.finished_at, t.cancelled_at from timers t
@@ -375,6 +423,84 @@ func (q *Queries) TimersNextDue(ctx context.Context, queue string) (int64, error
 	var wait_ms int64
 	err := row.Scan(&wait_ms)
 	return wait_ms, err
+}
+
+const timersPage = `-- name: TimersPage :many
+select id, queue, topic, payload, due_time, status, priority, run_at, owner_token, locked_until, lease_version, attempts, max_attempts, claimed_at, claimed_by, last_error, created_at, updated_at, finished_at, cancelled_at from timers t
+where t.id < $1::bigint
+  and ($2::text is null or t.queue = $2::text)
+  and ($3::smallint is null or t.status = $3::smallint)
+  and ($4::text is null or t.topic = $4::text)
+  and ($5::timestamptz is null or t.created_at >= $5::timestamptz)
+  and ($6::timestamptz is null or t.created_at < $6::timestamptz)
+  and t.id >= $7::bigint
+  and ($8::text is null or strpos(lower(t.last_error), lower($8::text)) > 0)
+order by t.id desc
+limit $9::integer
+`
+
+type TimersPageParams struct {
+	BeforeID      int64
+	Queue         *string
+	Status        *int16
+	Kind          *string
+	CreatedAfter  *time.Time
+	CreatedBefore *time.Time
+	MinID         int64
+	ErrorText     *string
+	MaxRows       int32
+}
+
+// TimersPage lists items newest first below before_id (keyset pagination over the primary key: rows inserted meanwhile have higher ids and never shift a later page), filtered by queue, status, topic, creation time and a text in last_error, case-insensitive (null: any), and at or above min_id (admin bounds the ids a text search reads with it).
+func (q *Queries) TimersPage(ctx context.Context, arg TimersPageParams) ([]Timer, error) {
+	rows, err := q.db.Query(ctx, timersPage,
+		arg.BeforeID,
+		arg.Queue,
+		arg.Status,
+		arg.Kind,
+		arg.CreatedAfter,
+		arg.CreatedBefore,
+		arg.MinID,
+		arg.ErrorText,
+		arg.MaxRows,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []Timer
+	for rows.Next() {
+		var i Timer
+		if err := rows.Scan(
+			&i.ID,
+			&i.Queue,
+			&i.Topic,
+			&i.Payload,
+			&i.DueTime,
+			&i.Status,
+			&i.Priority,
+			&i.RunAt,
+			&i.OwnerToken,
+			&i.LockedUntil,
+			&i.LeaseVersion,
+			&i.Attempts,
+			&i.MaxAttempts,
+			&i.ClaimedAt,
+			&i.ClaimedBy,
+			&i.LastError,
+			&i.CreatedAt,
+			&i.UpdatedAt,
+			&i.FinishedAt,
+			&i.CancelledAt,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }
 
 const timersSchedule = `-- name: TimersSchedule :one

@@ -28,7 +28,10 @@ select o.id::bigint as id,
                           or r.locked_until <= clock_timestamp()))::boolean as lost
 from o
 left join extended e on e.id = o.id
-left join workq_lease_table r on r.id = o.id;
+-- r.id = any(@ids) for the same reason as in held: without it, statistics
+-- taken while the table was small made this a hash join over a sequential
+-- scan of the whole table (job_runs tipped over when it gained a column).
+left join workq_lease_table r on r.id = o.id and r.id = any(@ids::bigint[]);
 
 -- name: LeaseComplete :many
 -- LeaseComplete ends many attempts in one statement, each guarded by its own owner token (done, retry with a delay or failed when exhausted, failed, snoozed or released without using an attempt), archives each attempt in runs, and returns the rows it applied to.
@@ -108,7 +111,7 @@ archived as (
            (t.by_id ->> r.id::text)::uuid, r.claimed_by, r.claimed_at, now(), 'expired', r.last_error
     from reaped r, expired_tokens t
 )
-select r.id, r.status from reaped r;
+select r.id, r.status, r.queue::text as queue from reaped r;
 
 -- name: LeaseHeldBy :many
 -- LeaseHeldBy lists the in-progress items one claim's owner token still holds, with their lease versions (rare path: a claim whose result the caller never saw, released by token; it reads the in-progress set, which worker concurrency bounds).
@@ -161,5 +164,61 @@ select r.id from revived r;
 select queue, count(*)::bigint as count, min(claimed_at)::timestamptz as oldest_claim
 from workq_lease_table
 where status = 1 and claimed_at < now() - (@older_than_ms::bigint) * interval '1 millisecond'
+group by queue
+order by queue;
+
+-- name: LeaseQueueDepth :many
+-- LeaseQueueDepth counts, per queue, the ready items that are due (ready) and not yet due (scheduled), the in-progress items, and the age in seconds of the oldest due ready item (0 when none is due), for metrics. Each part reads one partial index (the claim index, status = 0; <T>_in_progress, status = 1), never the finished rows; its cost is the size of the backlog. The outbox has its own (OutboxQueueDepth).
+select d.queue::text as queue, sum(d.ready)::bigint as ready, sum(d.scheduled)::bigint as scheduled, sum(d.in_progress)::bigint as in_progress,
+       coalesce(extract(epoch from now() - min(d.oldest_due)), 0)::float8 as oldest_ready_seconds
+from (
+    select r.queue, count(*) filter (where r.run_at <= now()) as ready, count(*) filter (where r.run_at > now()) as scheduled,
+           0::bigint as in_progress, min(r.run_at) filter (where r.run_at <= now()) as oldest_due
+    from workq_lease_table r where r.status = 0 group by r.queue
+    union all
+    select p.queue, 0::bigint, 0::bigint, count(*), null::timestamptz
+    from workq_lease_table p where p.status = 1 group by p.queue
+) d
+group by d.queue
+order by d.queue;
+
+-- name: LeaseCancel :many
+-- LeaseCancel ends the ready items among ids as failed with last_error "cancelled by <actor>[: reason]", bumps each one's lease_version, archives the action in runs (outcome cancelled, by actor, with the reason), and returns the ids it cancelled; items that are not ready are left alone.
+with cancelled as (
+    update workq_lease_table j set
+        status = 3,
+        lease_version = j.lease_version + 1,
+        last_error = 'cancelled by ' || @actor::text || coalesce(': ' || nullif(@reason::text, ''), ''),
+        finished_at = now(),
+        updated_at = now()
+    where j.id = any(@ids::bigint[]) and j.status = 0
+    returning j.id, j.queue, j.attempts, j.lease_version
+),
+archived as (
+    insert into runs (run_id, work_table, item_id, queue, attempt, lease_version, owner_token, worker_id, started_at, finished_at, outcome, error)
+    select workq_run_id('workq_lease_table', c.id, c.lease_version), 'workq_lease_table', c.id, c.queue, c.attempts, c.lease_version,
+           '00000000-0000-0000-0000-000000000000'::uuid, @actor::text, now(), now(), 'cancelled', nullif(@reason::text, '')
+    from cancelled c
+)
+select c.id from cancelled c;
+
+-- name: LeaseDelete :many
+-- LeaseDelete deletes the finished (done or failed) items among ids and returns the ids it deleted; ready and in-progress items are left alone. Their archived attempts stay in runs until the archive's own retention.
+delete from workq_lease_table j
+where j.id = any(@ids::bigint[]) and j.status >= 2
+returning j.id;
+
+-- name: LeaseQueueStats :many
+-- LeaseQueueStats counts one table's items per queue: ready (due), scheduled (ready, not due yet), in progress (and how many of those have an expired lease or were claimed in the last minute), done and failed, with the age in milliseconds of the oldest due ready item on the database clock (0: none). It reads the whole table: an operator's command, not a per-scrape query.
+select queue,
+       count(*) filter (where status = 0 and run_at <= now())::bigint as ready,
+       count(*) filter (where status = 0 and run_at > now())::bigint as scheduled,
+       count(*) filter (where status = 1)::bigint as in_progress,
+       count(*) filter (where status = 1 and locked_until <= now())::bigint as expired,
+       count(*) filter (where status = 1 and claimed_at > now() - interval '1 minute')::bigint as claimed_recently,
+       count(*) filter (where status = 2)::bigint as done,
+       count(*) filter (where status = 3)::bigint as failed,
+       coalesce(floor(extract(epoch from now() - min(run_at) filter (where status = 0 and run_at <= now())) * 1000), 0)::bigint as oldest_ready_age_ms
+from workq_lease_table
 group by queue
 order by queue;

@@ -24,3 +24,25 @@ where run_id = any(array(
 -- name: RunsByIDs :many
 -- RunsByIDs reads the archived attempts with the given run ids: a completion flush that is retried after an error learns from them which of its attempts an unseen commit already ended.
 select run_id, owner_token, outcome from runs where run_id = any(@run_ids::uuid[]);
+
+-- name: RunsLastMinute :many
+-- RunsLastMinute counts, per work table and queue, the attempts that ended in the last minute by the database clock (completions, including leases the reaper expired) and how many of those also started in it (claims that already ended); operator actions (revived, cancelled) are not attempts. One range of runs_finished.
+select work_table, queue,
+       count(*)::bigint as ended,
+       count(*) filter (where started_at > now() - interval '1 minute')::bigint as started
+from runs
+where finished_at > now() - interval '1 minute' and outcome not in ('revived', 'cancelled')
+group by work_table, queue
+order by work_table, queue;
+
+-- name: RunsEndedBetween :many
+-- RunsEndedBetween counts, per work table, queue and outcome, the attempts that ended in (after, until] (operator actions, revived and cancelled, are not attempts): the dashboard's sampler reads each interval once, so its cost is the attempts of one interval. One range of runs_finished.
+select work_table, queue, outcome, count(*)::bigint as count
+from runs
+where finished_at > @after and finished_at <= @until and outcome not in ('revived', 'cancelled')
+group by work_table, queue, outcome
+order by work_table, queue, outcome;
+
+-- name: RunsClock :one
+-- RunsClock is the database clock, which runs' finished_at is written on.
+select now()::timestamptz as now;

@@ -135,3 +135,38 @@ where t.id > @after_id::bigint
   and (sqlc.narg('due_after')::timestamptz is null or t.due_time >= sqlc.narg('due_after')::timestamptz)
 order by t.id
 limit @max_rows::integer;
+
+-- name: TimersCancelAudited :many
+-- TimersCancelAudited is LeaseCancel for timers: it also sets cancelled_at = finished_at, so the timer reads as cancelled (timers.StateCancelled), as timers.Client.Cancel leaves it.
+with cancelled as (
+    update timers t set
+        status = 3,
+        lease_version = t.lease_version + 1,
+        last_error = 'cancelled by ' || @actor::text || coalesce(': ' || nullif(@reason::text, ''), ''),
+        finished_at = now(),
+        cancelled_at = now(),
+        updated_at = now()
+    where t.id = any(@ids::bigint[]) and t.status = 0
+    returning t.id, t.queue, t.attempts, t.lease_version
+),
+archived as (
+    insert into runs (run_id, work_table, item_id, queue, attempt, lease_version, owner_token, worker_id, started_at, finished_at, outcome, error)
+    select workq_run_id('timers', c.id, c.lease_version), 'timers', c.id, c.queue, c.attempts, c.lease_version,
+           '00000000-0000-0000-0000-000000000000'::uuid, @actor::text, now(), now(), 'cancelled', nullif(@reason::text, '')
+    from cancelled c
+)
+select c.id from cancelled c;
+
+-- name: TimersPage :many
+-- TimersPage lists items newest first below before_id (keyset pagination over the primary key: rows inserted meanwhile have higher ids and never shift a later page), filtered by queue, status, topic, creation time and a text in last_error, case-insensitive (null: any), and at or above min_id (admin bounds the ids a text search reads with it).
+select * from timers t
+where t.id < @before_id::bigint
+  and (sqlc.narg('queue')::text is null or t.queue = sqlc.narg('queue')::text)
+  and (sqlc.narg('status')::smallint is null or t.status = sqlc.narg('status')::smallint)
+  and (sqlc.narg('kind')::text is null or t.topic = sqlc.narg('kind')::text)
+  and (sqlc.narg('created_after')::timestamptz is null or t.created_at >= sqlc.narg('created_after')::timestamptz)
+  and (sqlc.narg('created_before')::timestamptz is null or t.created_at < sqlc.narg('created_before')::timestamptz)
+  and t.id >= @min_id::bigint
+  and (sqlc.narg('error_text')::text is null or strpos(lower(t.last_error), lower(sqlc.narg('error_text')::text)) > 0)
+order by t.id desc
+limit @max_rows::integer;

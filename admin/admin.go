@@ -1,0 +1,457 @@
+// Package admin is the operator's view of the four work tables, one API for
+// all of them: read one item with its attempts from the run archive, page
+// through items with filters, retry failed items, cancel ready ones, delete
+// finished ones, and count every queue by state. The HTTP API (package api)
+// and the CLI are thin layers over it.
+//
+// Every action is one guarded statement that acts only on the items in the
+// state it expects (retry: failed; cancel: ready; delete: done or failed) and
+// reports which ids it acted on; the others are left untouched. Retry and
+// cancel are archived in runs with the actor and reason.
+package admin
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/workq/workq/config"
+	"github.com/workq/workq/db/gen"
+	"github.com/workq/workq/lease"
+	"github.com/workq/workq/worker"
+)
+
+// ErrInvalid is wrapped by every error about a bad request (an unknown
+// table, a bad filter, too many ids): nothing was read or written.
+var ErrInvalid = lease.ErrInvalid
+
+// ErrNotFound is returned by Get for an item that does not exist.
+var ErrNotFound = errors.New("item not found")
+
+// Limits of one request.
+const (
+	DefaultLimit = 50   // items per page when Filter.Limit is 0
+	MaxLimit     = 1000 // most items per page
+	MaxIDs       = 1000 // most ids one action takes
+	maxActorLen  = 256
+	maxReasonLen = 1024
+
+	// MaxErrorText is the longest Filter.ErrorText.
+	MaxErrorText = 256
+	// TextScanWindow and TextScanWindows bound what one page with an
+	// ErrorText reads: up to TextScanWindows ranges of TextScanWindow ids,
+	// each starting at the newest id below the cursor that the other
+	// filters match (so gaps in the ids cost nothing).
+	TextScanWindow  = 10000
+	TextScanWindows = 5
+)
+
+// Item is one work item of any table, in the lease columns every table
+// shares plus its kind (the topic on outbox, inbox and timers) and the
+// columns of its own table in Details.
+type Item struct {
+	Table        lease.Table     `json:"table"`
+	ID           int64           `json:"id"`
+	Queue        string          `json:"queue"`
+	Kind         string          `json:"kind"`   // job kind, or topic
+	Status       string          `json:"status"` // ready, in_progress, done, failed
+	State        string          `json:"state"`  // the table's own word: inbox processing/processed/dead, timers cancelled
+	Priority     int16           `json:"priority"`
+	RunAt        time.Time       `json:"run_at"`
+	Attempts     int32           `json:"attempts"`
+	MaxAttempts  int32           `json:"max_attempts"`
+	LeaseVersion int64           `json:"lease_version"`
+	ClaimedAt    *time.Time      `json:"claimed_at,omitempty"`
+	ClaimedBy    string          `json:"claimed_by,omitempty"`
+	LockedUntil  *time.Time      `json:"locked_until,omitempty"`
+	LastError    string          `json:"last_error,omitempty"`
+	CreatedAt    time.Time       `json:"created_at"`
+	UpdatedAt    time.Time       `json:"updated_at"`
+	FinishedAt   *time.Time      `json:"finished_at,omitempty"`
+	Payload      json.RawMessage `json:"payload,omitempty"`
+	Details      map[string]any  `json:"details,omitempty"`
+}
+
+// Attempt is one archived attempt of an item (or an operator's action on
+// it: outcome revived or cancelled).
+type Attempt struct {
+	RunID        uuid.UUID `json:"run_id"`
+	Attempt      int32     `json:"attempt"`
+	LeaseVersion int64     `json:"lease_version"`
+	Worker       string    `json:"worker"` // worker id, or the actor of a revive or cancel
+	StartedAt    time.Time `json:"started_at"`
+	FinishedAt   time.Time `json:"finished_at"`
+	Outcome      string    `json:"outcome"`
+	Error        string    `json:"error,omitempty"`
+}
+
+// Filter selects a page of items. Zero fields match everything.
+type Filter struct {
+	Queue         string    // a queue name
+	Status        string    // ready, in_progress, done, failed, or the table's own word (processing, processed, dead)
+	Kind          string    // the job kind, or the topic
+	CreatedAfter  time.Time // created at or after
+	CreatedBefore time.Time // created before
+	// ErrorText matches items whose last_error contains it, ignoring case
+	// (at most MaxErrorText bytes). No index can serve it: a page with it
+	// reads at most TextScanWindows windows of TextScanWindow ids below the
+	// cursor, so it may come back short, or empty, with a Next cursor to
+	// search further (see List).
+	ErrorText string
+	Before    int64 // the cursor: items with smaller ids (Page.Next of the previous page); 0 from the newest
+	Limit     int   // 1 to MaxLimit; 0 means DefaultLimit
+}
+
+// Page is one page of items, newest first. Next is the cursor of the next
+// page (Filter.Before), 0 when this page is the last. Items inserted after
+// the first page have higher ids and never shift a later page.
+type Page struct {
+	Items []Item `json:"items"`
+	Next  int64  `json:"next,omitempty"`
+}
+
+// pageArgs are the parameters every table's <Table>Page statement takes.
+type pageArgs struct {
+	before               int64
+	queue, kind          *string
+	status               *int16
+	after, createdBefore *time.Time
+	minID                int64
+	errorText            *string
+	max                  int32
+}
+
+// tableView is how admin reads one table: its page and get statements,
+// mapped to Items.
+type tableView struct {
+	page func(ctx context.Context, q *gen.Queries, a pageArgs) ([]Item, error)
+	get  func(ctx context.Context, q *gen.Queries, id int64) (Item, error)
+}
+
+var views = map[lease.Table]tableView{
+	lease.JobRuns: {page: pageJobRuns, get: getJobRun},
+	lease.Outbox:  {page: pageOutbox, get: getOutbox},
+	lease.Inbox:   {page: pageInbox, get: getInbox},
+	lease.Timers:  {page: pageTimers, get: getTimer},
+}
+
+func view(table lease.Table) (tableView, error) {
+	if _, err := lease.ParseTable(string(table)); err != nil {
+		return tableView{}, fmt.Errorf("%w: %w", ErrInvalid, err)
+	}
+	v, ok := views[table]
+	if !ok {
+		return tableView{}, fmt.Errorf("%w: table %s has no admin view", ErrInvalid, table)
+	}
+	return v, nil
+}
+
+// ParseStatus reads a status filter: a lease state name or a table's own
+// word for it (inbox: processing, processed, dead).
+func ParseStatus(s string) (lease.Status, error) {
+	switch s {
+	case "ready":
+		return lease.StatusReady, nil
+	case "in_progress", "processing":
+		return lease.StatusInProgress, nil
+	case "done", "processed":
+		return lease.StatusDone, nil
+	case "failed", "dead":
+		return lease.StatusFailed, nil
+	}
+	return 0, fmt.Errorf("%w: status %q is not one of ready, in_progress, done, failed (or processing, processed, dead)", ErrInvalid, s)
+}
+
+// Validate checks f and says what is wrong with it.
+func (f Filter) Validate() error {
+	if f.Queue != "" && !config.ValidName(f.Queue) {
+		return fmt.Errorf("%w: queue %q: want 1 to 128 of A-Z a-z 0-9 _ . : -", ErrInvalid, f.Queue)
+	}
+	if f.Status != "" {
+		if _, err := ParseStatus(f.Status); err != nil {
+			return err
+		}
+	}
+	if f.Kind != "" && !worker.ValidTopic(f.Kind) {
+		return fmt.Errorf("%w: kind %q: want 1 to 256 bytes of printable UTF-8 without spaces at its ends", ErrInvalid, f.Kind)
+	}
+	if !f.CreatedAfter.IsZero() && !f.CreatedBefore.IsZero() && !f.CreatedAfter.Before(f.CreatedBefore) {
+		return fmt.Errorf("%w: created_after %s is not before created_before %s", ErrInvalid,
+			f.CreatedAfter.Format(time.RFC3339Nano), f.CreatedBefore.Format(time.RFC3339Nano))
+	}
+	if len(f.ErrorText) > MaxErrorText {
+		return fmt.Errorf("%w: error text is %d bytes, want at most %d", ErrInvalid, len(f.ErrorText), MaxErrorText)
+	}
+	if f.ErrorText != "" && (!utf8.ValidString(f.ErrorText) || strings.ContainsRune(f.ErrorText, 0)) {
+		return fmt.Errorf("%w: error text must be UTF-8 without NUL", ErrInvalid)
+	}
+	if f.Before < 0 {
+		return fmt.Errorf("%w: cursor %d is negative", ErrInvalid, f.Before)
+	}
+	if f.Limit < 0 || f.Limit > MaxLimit {
+		return fmt.Errorf("%w: limit %d: want 1 to %d", ErrInvalid, f.Limit, MaxLimit)
+	}
+	return nil
+}
+
+// List returns one page of table's items matching f, newest first. It walks
+// the primary key down from the cursor (failed items: their own index), so a
+// page costs what it reads, not the size of the table; a filter that matches
+// few rows of a large table reads further.
+//
+// With f.ErrorText the page reads at most TextScanWindows windows of
+// TextScanWindow ids (each one found by a one-row page of the other
+// filters, so gaps cost nothing) and filters them by the text: it may hold
+// fewer than the limit, even none, and still have a Next cursor, which
+// continues the search below the ids already read.
+func List(ctx context.Context, db gen.DBTX, table lease.Table, f Filter) (Page, error) {
+	v, err := view(table)
+	if err != nil {
+		return Page{}, err
+	}
+	if err := f.Validate(); err != nil {
+		return Page{}, err
+	}
+	limit := f.Limit
+	if limit == 0 {
+		limit = DefaultLimit
+	}
+	a := pageArgs{before: math.MaxInt64, max: int32(limit) + 1}
+	if f.Before > 0 {
+		a.before = f.Before
+	}
+	if f.Queue != "" {
+		a.queue = &f.Queue
+	}
+	if f.Kind != "" {
+		a.kind = &f.Kind
+	}
+	if f.Status != "" {
+		s, _ := ParseStatus(f.Status)
+		st := int16(s)
+		a.status = &st
+	}
+	if !f.CreatedAfter.IsZero() {
+		a.after = &f.CreatedAfter
+	}
+	if !f.CreatedBefore.IsZero() {
+		a.createdBefore = &f.CreatedBefore
+	}
+	q := gen.New(customPlans{db})
+	if f.ErrorText != "" {
+		return listText(ctx, q, v, table, a, f.ErrorText, limit)
+	}
+	items, err := v.page(ctx, q, a)
+	if err != nil {
+		return Page{}, fmt.Errorf("list %s: %w", table, err)
+	}
+	return pageOf(items, limit, 0), nil
+}
+
+// listText is List with an error text: window by window down from the
+// cursor, each window starting at the newest id the other filters match.
+func listText(ctx context.Context, q *gen.Queries, v tableView, table lease.Table, a pageArgs, text string, limit int) (Page, error) {
+	var items []Item
+	for w := 0; w < TextScanWindows; w++ {
+		probe := a
+		probe.max = 1
+		top, err := v.page(ctx, q, probe)
+		if err != nil {
+			return Page{}, fmt.Errorf("list %s: %w", table, err)
+		}
+		if len(top) == 0 {
+			return pageOf(items, limit, 0), nil
+		}
+		win := a
+		win.before = top[0].ID + 1
+		win.minID = max(top[0].ID-TextScanWindow+1, 1)
+		win.errorText = &text
+		win.max = int32(limit + 1 - len(items))
+		got, err := v.page(ctx, q, win)
+		if err != nil {
+			return Page{}, fmt.Errorf("list %s: %w", table, err)
+		}
+		items = append(items, got...)
+		if len(items) > limit || win.minID == 1 {
+			return pageOf(items, limit, 0), nil
+		}
+		a.before = win.minID
+	}
+	// The windows are read: go on below them next time.
+	return pageOf(items, limit, a.before), nil
+}
+
+// pageOf makes a page of up to limit items (items may hold one more, which
+// says there is a next page); more is the cursor of a search that stopped
+// before the end of the table (0: none).
+func pageOf(items []Item, limit int, more int64) Page {
+	p := Page{Items: items, Next: more}
+	if len(items) > limit {
+		p.Items = items[:limit]
+		p.Next = p.Items[limit-1].ID
+	}
+	if p.Items == nil {
+		p.Items = []Item{}
+	}
+	return p
+}
+
+// Get reads one item with its payload and its table's own columns;
+// ErrNotFound when there is none.
+func Get(ctx context.Context, db gen.DBTX, table lease.Table, id int64) (Item, error) {
+	v, err := view(table)
+	if err != nil {
+		return Item{}, err
+	}
+	if id <= 0 || id > lease.MaxItemID {
+		return Item{}, fmt.Errorf("%w: id %d: want 1 to %d", ErrInvalid, id, int64(lease.MaxItemID))
+	}
+	it, err := v.get(ctx, gen.New(db), id)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Item{}, fmt.Errorf("%w: %s %d", ErrNotFound, table, id)
+	}
+	if err != nil {
+		return Item{}, fmt.Errorf("get %s %d: %w", table, id, err)
+	}
+	return it, nil
+}
+
+// Attempts lists the archived attempts of one item in claim order, with
+// operators' revives and cancels among them.
+func Attempts(ctx context.Context, db gen.DBTX, table lease.Table, id int64) ([]Attempt, error) {
+	if _, err := view(table); err != nil {
+		return nil, err
+	}
+	runs, err := gen.New(db).RunsListByItem(ctx, string(table), id)
+	if err != nil {
+		return nil, fmt.Errorf("attempts of %s %d: %w", table, id, err)
+	}
+	out := make([]Attempt, len(runs))
+	for i, r := range runs {
+		out[i] = Attempt{RunID: r.RunID, Attempt: r.Attempt, LeaseVersion: r.LeaseVersion, Worker: r.WorkerID,
+			StartedAt: r.StartedAt, FinishedAt: r.FinishedAt, Outcome: r.Outcome, Error: deref(r.Error)}
+	}
+	return out, nil
+}
+
+// Result of an action on ids: the ids it acted on, and the others (not in
+// the state the action needs, or gone), both in the order given.
+type Result struct {
+	Applied []int64 `json:"applied"`
+	Skipped []int64 `json:"skipped"`
+}
+
+// Actor says who acts and why; both are archived with a retry or a cancel.
+type Actor struct {
+	Name   string // required: "cli:alice", "api:ops-token", ...
+	Reason string // optional
+}
+
+func (a Actor) validate() error {
+	if strings.TrimSpace(a.Name) == "" {
+		return fmt.Errorf("%w: actor must not be empty", ErrInvalid)
+	}
+	if len(a.Name) > maxActorLen {
+		return fmt.Errorf("%w: actor is %d bytes, want at most %d", ErrInvalid, len(a.Name), maxActorLen)
+	}
+	if len(a.Reason) > maxReasonLen {
+		return fmt.Errorf("%w: reason is %d bytes, want at most %d", ErrInvalid, len(a.Reason), maxReasonLen)
+	}
+	return nil
+}
+
+// Retry puts failed items back to ready with their attempts reset, due now
+// (lease.Engine.Revive): for a dead inbox message a revive, for a cancelled
+// item an undo.
+func Retry(ctx context.Context, db gen.DBTX, table lease.Table, by Actor, ids ...int64) (Result, error) {
+	if err := by.validate(); err != nil {
+		return Result{}, err
+	}
+	return act(db, table, "retry", ids, func(e *lease.Engine) ([]int64, error) {
+		return e.Revive(ctx, by.Name, by.Reason, ids...)
+	})
+}
+
+// Cancel ends ready items as failed, with last_error "cancelled by <actor>"
+// (lease.Engine.Cancel); items already claimed are not stopped.
+func Cancel(ctx context.Context, db gen.DBTX, table lease.Table, by Actor, ids ...int64) (Result, error) {
+	if err := by.validate(); err != nil {
+		return Result{}, err
+	}
+	return act(db, table, "cancel", ids, func(e *lease.Engine) ([]int64, error) {
+		return e.Cancel(ctx, by.Name, by.Reason, ids...)
+	})
+}
+
+// Delete deletes finished (done or failed) items; their archived attempts
+// stay until the archive's retention.
+func Delete(ctx context.Context, db gen.DBTX, table lease.Table, ids ...int64) (Result, error) {
+	return act(db, table, "delete", ids, func(e *lease.Engine) ([]int64, error) {
+		return e.Delete(ctx, ids...)
+	})
+}
+
+// act validates ids and runs one action on them.
+func act(db gen.DBTX, table lease.Table, verb string, ids []int64, do func(*lease.Engine) ([]int64, error)) (Result, error) {
+	if _, err := view(table); err != nil {
+		return Result{}, err
+	}
+	if err := CheckIDs(ids); err != nil {
+		return Result{}, fmt.Errorf("%s: %w", verb, err)
+	}
+	got, err := do(lease.New(db, table))
+	if err != nil {
+		return Result{}, err
+	}
+	done := make(map[int64]bool, len(got))
+	for _, id := range got {
+		done[id] = true
+	}
+	r := Result{Applied: []int64{}, Skipped: []int64{}}
+	for _, id := range ids {
+		if done[id] {
+			r.Applied = append(r.Applied, id)
+		} else {
+			r.Skipped = append(r.Skipped, id)
+		}
+	}
+	return r, nil
+}
+
+// CheckIDs checks the ids of one action: 1 to MaxIDs of them, each a valid
+// item id, none twice.
+func CheckIDs(ids []int64) error {
+	if len(ids) == 0 {
+		return fmt.Errorf("%w: no ids given", ErrInvalid)
+	}
+	if len(ids) > MaxIDs {
+		return fmt.Errorf("%w: %d ids, want at most %d per request", ErrInvalid, len(ids), MaxIDs)
+	}
+	seen := make(map[int64]bool, len(ids))
+	for _, id := range ids {
+		if id <= 0 || id > lease.MaxItemID {
+			return fmt.Errorf("%w: id %d: want 1 to %d", ErrInvalid, id, int64(lease.MaxItemID))
+		}
+		if seen[id] {
+			return fmt.Errorf("%w: id %d given twice", ErrInvalid, id)
+		}
+		seen[id] = true
+	}
+	return nil
+}
+
+func deref[T any](p *T) T {
+	if p == nil {
+		var zero T
+		return zero
+	}
+	return *p
+}

@@ -1,0 +1,270 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/workq/workq/admin"
+	"github.com/workq/workq/db/gen"
+	"github.com/workq/workq/lease"
+)
+
+// The operator's verbs on items, one implementation for every table (package
+// admin): `workq jobs list|show|retry|cancel|delete`, and the verbs the
+// outbox, inbox and timers commands share with it.
+
+// action is one verb that acts on ids: retry, cancel or delete.
+type action struct {
+	verb      string // retry, cancel, delete
+	done      string // text and JSON key of the ids acted on: retried, cancelled, deleted
+	skipKey   string // JSON key of the ids left alone: not_failed, not_ready, not_finished
+	skipWhy   string // why they were left alone, in the error
+	needActor bool   // archived with an actor and reason (retry, cancel)
+	do        func(ctx context.Context, db gen.DBTX, table lease.Table, by admin.Actor, ids []int64) (admin.Result, error)
+}
+
+var (
+	retryAction = action{verb: "retry", done: "retried", skipKey: "not_failed", skipWhy: "they are not failed", needActor: true,
+		do: func(ctx context.Context, db gen.DBTX, t lease.Table, by admin.Actor, ids []int64) (admin.Result, error) {
+			return admin.Retry(ctx, db, t, by, ids...)
+		}}
+	cancelAction = action{verb: "cancel", done: "cancelled", skipKey: "not_ready", skipWhy: "they are not ready (claimed, finished)", needActor: true,
+		do: func(ctx context.Context, db gen.DBTX, t lease.Table, by admin.Actor, ids []int64) (admin.Result, error) {
+			return admin.Cancel(ctx, db, t, by, ids...)
+		}}
+	deleteAction = action{verb: "delete", done: "deleted", skipKey: "not_finished", skipWhy: "they are not done or failed",
+		do: func(ctx context.Context, db gen.DBTX, t lease.Table, _ admin.Actor, ids []int64) (admin.Result, error) {
+			return admin.Delete(ctx, db, t, ids...)
+		}}
+)
+
+// newActionCmd returns the command of one action on table; what names the
+// items in texts ("job run"). Every id is checked before the database is
+// touched; ids left alone are listed and make the command exit non-zero.
+func newActionCmd(table lease.Table, what, use, short string, a action) *cobra.Command {
+	cmd := &cobra.Command{Use: use, Short: short, Args: cobra.MinimumNArgs(1)}
+	cfg := bindConfig(cmd, "database-url")
+	f := cmd.Flags()
+	var actor, reason *string
+	if a.needActor {
+		actor = f.String("actor", defaultActor(), "who (recorded in the run archive)")
+		reason = f.String("reason", "", "why (recorded in the run archive)")
+	}
+	asJSON := f.Bool("json", false, "print JSON")
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		ids, err := parseIDs(args, what)
+		if err != nil {
+			return err
+		}
+		if err := admin.CheckIDs(ids); err != nil {
+			return err
+		}
+		var by admin.Actor
+		if a.needActor {
+			if strings.TrimSpace(*actor) == "" {
+				return fmt.Errorf("--actor must not be empty")
+			}
+			by = admin.Actor{Name: *actor, Reason: *reason}
+		}
+		ctx := cmd.Context()
+		pool, done, err := connect(ctx, cfg, newLogger(cfg, cmd.ErrOrStderr()), false)
+		if err != nil {
+			return err
+		}
+		defer done()
+		r, err := a.do(ctx, pool, table, by, ids)
+		if err != nil {
+			return err
+		}
+		out := cmd.OutOrStdout()
+		if *asJSON {
+			if err := printJSON(out, map[string]any{a.done: r.Applied, a.skipKey: r.Skipped}); err != nil {
+				return err
+			}
+		} else {
+			for _, id := range r.Applied {
+				fmt.Fprintf(out, "%s %d\n", a.done, id)
+			}
+		}
+		if len(r.Skipped) > 0 {
+			return fmt.Errorf("%d %s(s) left alone because %s (or do not exist): %v", len(r.Skipped), what, a.skipWhy, r.Skipped)
+		}
+		return nil
+	}
+	return cmd
+}
+
+// newJobsCmd is `workq jobs`: the operator's verbs on job runs.
+func newJobsCmd() *cobra.Command {
+	cmd := &cobra.Command{Use: "jobs", Short: "Inspect job runs and act on them: list, show, retry, cancel, delete"}
+	const what = "job run"
+	cmd.AddCommand(
+		newItemsListCmd(lease.JobRuns, "kind", "list [--queue Q] [--status S] [--kind K] [--created-after T] [--created-before T] [--before ID] [--limit N] [--json]",
+			"List job runs, newest first (keyset pages: --before the NEXT id printed)"),
+		newItemShowCmd(lease.JobRuns, what, "show ID [--json]", "Show one job run with its payload and its attempts from the run archive"),
+		newActionCmd(lease.JobRuns, what, "retry ID... [--reason R] [--actor A] [--json]",
+			"Put failed (or cancelled) job runs back to ready, attempts reset, recorded in the run archive", retryAction),
+		newActionCmd(lease.JobRuns, what, "cancel ID... [--reason R] [--actor A] [--json]",
+			"Cancel ready job runs: failed with 'cancelled by <actor>', recorded in the run archive", cancelAction),
+		newActionCmd(lease.JobRuns, what, "delete ID... [--json]",
+			"Delete finished (done or failed) job runs; their archived attempts stay", deleteAction),
+	)
+	return cmd
+}
+
+// newItemsListCmd lists one table's items through admin.List; kindFlag is
+// what the table calls its kind ("kind" or "topic").
+func newItemsListCmd(table lease.Table, kindFlag, use, short string) *cobra.Command {
+	cmd := &cobra.Command{Use: use, Short: short, Args: cobra.NoArgs}
+	cfg := bindConfig(cmd, "database-url")
+	f := cmd.Flags()
+	var flt admin.Filter
+	var after, before string
+	f.StringVar(&flt.Queue, "queue", "", "only this queue")
+	f.StringVar(&flt.Status, "status", "", "only this status: ready, in_progress, done, failed")
+	f.StringVar(&flt.Kind, kindFlag, "", "only this "+kindFlag)
+	f.StringVar(&after, "created-after", "", "only items created at or after this time (RFC 3339)")
+	f.StringVar(&before, "created-before", "", "only items created before this time (RFC 3339)")
+	f.Int64Var(&flt.Before, "before", 0, "page cursor: items with smaller ids (the NEXT id of the previous page)")
+	f.IntVar(&flt.Limit, "limit", admin.DefaultLimit, fmt.Sprintf("items per page (1-%d)", admin.MaxLimit))
+	asJSON := f.Bool("json", false, "print JSON ({\"items\": [...], \"next\": ID})")
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		var err error
+		if flt.CreatedAfter, err = parseTimeFlag("--created-after", after); err != nil {
+			return err
+		}
+		if flt.CreatedBefore, err = parseTimeFlag("--created-before", before); err != nil {
+			return err
+		}
+		if flt.Limit < 1 {
+			return fmt.Errorf("--limit %d: want 1 to %d", flt.Limit, admin.MaxLimit)
+		}
+		if err := flt.Validate(); err != nil {
+			return err
+		}
+		ctx := cmd.Context()
+		pool, done, err := connect(ctx, cfg, newLogger(cfg, cmd.ErrOrStderr()), false)
+		if err != nil {
+			return err
+		}
+		defer done()
+		p, err := admin.List(ctx, pool, table, flt)
+		if err != nil {
+			return err
+		}
+		if *asJSON {
+			return printJSON(cmd.OutOrStdout(), p)
+		}
+		tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
+		fmt.Fprintf(tw, "ID\tQUEUE\t%s\tSTATE\tATTEMPTS\tRUN AT\tLAST ERROR\n", strings.ToUpper(kindFlag))
+		for _, it := range p.Items {
+			fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%d/%d\t%s\t%s\n", it.ID, it.Queue, it.Kind, it.State, it.Attempts, it.MaxAttempts,
+				it.RunAt.Format(time.RFC3339), cell(it.LastError, 60))
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+		if p.Next != 0 {
+			fmt.Fprintf(cmd.OutOrStdout(), "NEXT %d (--before %d)\n", p.Next, p.Next)
+		}
+		return nil
+	}
+	return cmd
+}
+
+// newItemShowCmd shows one item with its attempts through admin.Get.
+func newItemShowCmd(table lease.Table, what, use, short string) *cobra.Command {
+	cmd := &cobra.Command{Use: use, Short: short, Args: cobra.ExactArgs(1)}
+	cfg := bindConfig(cmd, "database-url")
+	asJSON := cmd.Flags().Bool("json", false, "print JSON ({\"item\": ..., \"attempts\": [...]})")
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		ids, err := parseIDs(args, what)
+		if err != nil {
+			return err
+		}
+		ctx := cmd.Context()
+		pool, done, err := connect(ctx, cfg, newLogger(cfg, cmd.ErrOrStderr()), false)
+		if err != nil {
+			return err
+		}
+		defer done()
+		it, err := admin.Get(ctx, pool, table, ids[0])
+		if err != nil {
+			return err
+		}
+		atts, err := admin.Attempts(ctx, pool, table, ids[0])
+		if err != nil {
+			return err
+		}
+		out := cmd.OutOrStdout()
+		if *asJSON {
+			return printJSON(out, map[string]any{"item": it, "attempts": atts})
+		}
+		tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+		fmt.Fprintf(tw, "id\t%d\nqueue\t%s\nkind\t%s\nstate\t%s\npriority\t%d\nattempts\t%d of %d\nrun at\t%s\ncreated at\t%s\n",
+			it.ID, it.Queue, it.Kind, it.State, it.Priority, it.Attempts, it.MaxAttempts,
+			it.RunAt.Format(time.RFC3339Nano), it.CreatedAt.Format(time.RFC3339Nano))
+		if it.FinishedAt != nil {
+			fmt.Fprintf(tw, "finished at\t%s\n", it.FinishedAt.Format(time.RFC3339Nano))
+		}
+		if it.LastError != "" {
+			fmt.Fprintf(tw, "last error\t%s\n", it.LastError)
+		}
+		for k, v := range it.Details {
+			fmt.Fprintf(tw, "%s\t%v\n", strings.ReplaceAll(k, "_", " "), v)
+		}
+		fmt.Fprintf(tw, "payload\t%s\n", it.Payload)
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+		fmt.Fprintln(out, "\nATTEMPTS")
+		tw = tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "#\tLEASE\tWORKER\tSTARTED\tDURATION\tOUTCOME\tERROR")
+		for _, a := range atts {
+			fmt.Fprintf(tw, "%d\t%d\t%s\t%s\t%s\t%s\t%s\n", a.Attempt, a.LeaseVersion, a.Worker, a.StartedAt.Format(time.RFC3339Nano),
+				a.FinishedAt.Sub(a.StartedAt).Round(time.Millisecond), a.Outcome, cell(a.Error, 80))
+		}
+		return tw.Flush()
+	}
+	return cmd
+}
+
+// parseTimeFlag reads an RFC 3339 time flag ("" is the zero time).
+func parseTimeFlag(name, v string) (time.Time, error) {
+	if v == "" {
+		return time.Time{}, nil
+	}
+	t, err := time.Parse(time.RFC3339Nano, v)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("%s %q: want an RFC 3339 time such as 2030-01-02T15:04:05Z", name, v)
+	}
+	return t, nil
+}
+
+// cell shortens s to one line of at most n runes for a table cell.
+func cell(s string, n int) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if r := []rune(s); len(r) > n {
+		return string(r[:n-1]) + "…"
+	}
+	return s
+}
+
+// parseIDs parses item ids given as arguments; what names them in errors.
+func parseIDs(args []string, what string) ([]int64, error) {
+	ids := make([]int64, len(args))
+	for i, a := range args {
+		id, err := strconv.ParseInt(a, 10, 64)
+		if err != nil || id < 1 {
+			return nil, fmt.Errorf("%q is not a valid %s id: an id is a positive whole number", a, what)
+		}
+		ids[i] = id
+	}
+	return ids, nil
+}

@@ -1,0 +1,57 @@
+package test
+
+import (
+	"context"
+	"math"
+	"testing"
+
+	"github.com/workq/workq/internal/testdb"
+)
+
+// The operator's item pages (admin.List) walk the primary key down from the
+// cursor, and a page of failed items reads the table's failed index, on a
+// table of 100k rows that is mostly history. package admin runs these
+// statements with custom plans (pgx.QueryExecModeExec), which is what
+// explainCustom plans.
+func TestAdminPagePlans(t *testing.T) {
+	for _, table := range []string{"job_runs", "outbox", "inbox", "timers"} {
+		t.Run(table, func(t *testing.T) {
+			ctx := context.Background()
+			conn := mustConnect(t, testdb.URL(t))
+			fillForPlans(t, ctx, conn, table)
+			sql, params := namedQuery(t, table, queryPrefix[table]+"Page")
+			base := map[string]any{"before_id": int64(math.MaxInt64), "queue": nil, "status": nil, "kind": nil,
+				"created_after": nil, "created_before": nil, "min_id": int64(0), "error_text": nil, "max_rows": int32(51)}
+			with := func(k string, v any) map[string]any {
+				m := map[string]any{}
+				for key, val := range base {
+					m[key] = val
+				}
+				m[k] = v
+				return m
+			}
+			withAll := func(m, more map[string]any) map[string]any {
+				for k, v := range more {
+					m[k] = v
+				}
+				return m
+			}
+			cases := []struct {
+				name, index string
+				values      map[string]any
+			}{
+				{"newest first", table + "_pkey", base},
+				{"next page", table + "_pkey", with("before_id", int64(50000))},
+				{"one queue", table + "_pkey", with("queue", "q")},
+				{"failed", table + "_failed", with("status", int16(3))},
+				{"error text in a window of ids", table + "_pkey", withAll(with("before_id", int64(60000)), map[string]any{"min_id": int64(50001), "error_text": "timeout"})},
+			}
+			for _, c := range cases {
+				plan := explainCustom(t, ctx, conn, sql, argsFor(t, params, c.values)...)
+				if !plan.usesIndex(c.index) || plan.seqScans(table) {
+					t.Errorf("%s: want a scan of %s and no seq scan, got\n%s", c.name, c.index, plan)
+				}
+			}
+		})
+	}
+}

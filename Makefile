@@ -19,7 +19,7 @@ FUZZ_TARGETS := .:FuzzEnqueue ./outbox:FuzzSend ./inbox:FuzzReceive ./timers:Fuz
 # make soak: how long the soak runs.
 SOAK        ?= 10m
 
-.PHONY: run test generate check-generated lint build bench clean tools fuzz soak
+.PHONY: run test faults-long generate check-generated lint build bench clean tools fuzz soak
 
 ## run: migrate and run workq end to end (throwaway PostgreSQL when DATABASE_URL is unset)
 run:
@@ -30,6 +30,11 @@ run:
 test: check-generated lint
 	$(GO) test $(TEST_FLAGS) -race $(RACE_PKGS)
 	$(GO) test $(TEST_FLAGS) $$($(GO) list ./... | grep -v -e '/api' -e '/worker' -e '/lease' -e '/reaper' -e '/lock' -e '/maintain' -e '/publish' -e '/timers' -e '/schedule' -e '/inbox' -e '/outbox' -e '/metrics' -e '/tracing')
+
+## faults-long: the long versions of the fault-injection scenarios (docs/reliability.md);
+## their short versions run in `make test`
+faults-long:
+	WORKQ_FAULTS_LONG=1 $(GO) test -count=1 -timeout 60m -v -run 'TestFaults|TestHistoryChecker' ./test/
 
 ## generate: regenerate db/gen from db/migrations and db/queries
 generate: $(SQLC)

@@ -117,15 +117,23 @@ func Queues(ctx context.Context, db gen.DBTX) ([]Queue, error) {
 		w := l.MaxInProgress
 		row(lease.Table(l.WorkTable), l.Queue).Limit = &w
 	}
-	out := make([]Queue, 0, len(rows))
+	return sortedRows(rows, func(q Queue) (lease.Table, string) { return q.Table, q.Queue }), nil
+}
+
+// sortedRows returns the rows of a map keyed by (table, queue), sorted by
+// table and queue.
+func sortedRows[K comparable, R any](rows map[K]*R, key func(R) (lease.Table, string)) []R {
+	out := make([]R, 0, len(rows))
 	for _, r := range rows {
 		out = append(out, *r)
 	}
 	sort.Slice(out, func(i, j int) bool {
-		if out[i].Table != out[j].Table {
-			return out[i].Table < out[j].Table
+		ti, qi := key(out[i])
+		tj, qj := key(out[j])
+		if ti != tj {
+			return ti < tj
 		}
-		return out[i].Queue < out[j].Queue
+		return qi < qj
 	})
-	return out, nil
+	return out
 }

@@ -23,12 +23,15 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/workq/workq"
+	"github.com/workq/workq/admin"
+	"github.com/workq/workq/api/ui"
 	"github.com/workq/workq/config"
 	"github.com/workq/workq/db/gen"
 	"github.com/workq/workq/inbox"
@@ -81,6 +84,16 @@ type Options struct {
 	// Prometheus handler of the process.
 	Metrics http.Handler
 
+	// The dashboard (package api/ui), served at /ui/ unless DisableUI.
+	// RunsDir is the workers' --runs-dir when this process can read it (the
+	// item page shows attempt logs). SampleInterval is how often the
+	// overview's history is sampled (0: 10s); Depth replaces its depth
+	// source (nil: admin.Depths on DB).
+	DisableUI      bool
+	RunsDir        string
+	SampleInterval time.Duration
+	Depth          func(ctx context.Context) ([]admin.Depth, error)
+
 	// The listener of Start and Run.
 	Addr              string        // "": config's default, 127.0.0.1:8080
 	ReadHeaderTimeout time.Duration // 0: 5s
@@ -120,11 +133,14 @@ type Server struct {
 	timers    *timers.Client
 	inbox     *inbox.Client
 	schedules *schedule.Store
+	sampler   *ui.Sampler // nil without the dashboard
 
 	mu      sync.Mutex
 	srv     *http.Server
 	ln      net.Listener
-	serving chan error // Serve's result, when it returns
+	serving chan error         // Serve's result, when it returns
+	sampled chan struct{}      // closed when the sampler of Start returns
+	stopSmp context.CancelFunc // stops it
 }
 
 // New returns a Server for o.
@@ -176,10 +192,63 @@ func New(o Options) (*Server, error) {
 		}
 		s.mux.Handle(rt.method+" "+rt.path, s.wrap(rt))
 	}
+	if !o.DisableUI {
+		if err := s.mountUI(); err != nil {
+			return nil, err
+		}
+	}
 	if len(o.Tokens) == 0 {
 		s.log.Warn("the HTTP API accepts every request without a token (insecure mode): bind it to loopback only")
 	}
 	return s, nil
+}
+
+// mountUI serves the dashboard at /ui/ with its sampler, which Start runs.
+func (s *Server) mountUI() error {
+	depth := s.o.Depth
+	if depth == nil {
+		depth = func(ctx context.Context) ([]admin.Depth, error) { return admin.Depths(ctx, s.o.DB) }
+	}
+	smp, err := ui.NewSampler(ui.SamplerOptions{
+		Depth: depth,
+		Ended: func(ctx context.Context, after, until time.Time) ([]admin.Ended, error) {
+			return admin.EndedBetween(ctx, s.o.DB, after, until)
+		},
+		Clock:    func(ctx context.Context) (time.Time, error) { return admin.Clock(ctx, s.o.DB) },
+		Logger:   s.log,
+		Interval: s.o.SampleInterval,
+	})
+	if err != nil {
+		return fmt.Errorf("api: %w", err)
+	}
+	uo := ui.Options{DB: s.o.DB, Logger: s.log, Sampler: smp, Schedules: s.schedules, RunsDir: s.o.RunsDir,
+		Authenticate: func(secret string) (ui.Principal, bool) {
+			t, ok := match(s.o.Tokens, secret)
+			return ui.Principal{Name: t.Name, Admin: t.Scope == ScopeAdmin}, ok
+		}}
+	if len(s.o.Tokens) == 0 && s.o.Insecure {
+		uo.Anonymous = &ui.Principal{Name: "anonymous", Admin: true}
+	}
+	h, err := ui.New(uo)
+	if err != nil {
+		return fmt.Errorf("api: %w", err)
+	}
+	s.sampler = smp
+	s.mux.Handle(ui.Prefix, h)
+	s.mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Location", strings.TrimPrefix(ui.Prefix, "/")) // relative: right under any mount prefix
+		w.WriteHeader(http.StatusFound)
+	})
+	return nil
+}
+
+// RunSampler runs the dashboard's sampler until ctx ends (Start runs it;
+// a program that serves the Server with its own http.Server calls it for
+// the overview's history). Without the dashboard it returns at once.
+func (s *Server) RunSampler(ctx context.Context) {
+	if s.sampler != nil {
+		s.sampler.Run(ctx)
+	}
 }
 
 func setDefault[T comparable](p *T, d T) {
@@ -371,6 +440,9 @@ func (s *Server) Start(ctx context.Context) error {
 	s.serving = make(chan error, 1)
 	srv, serving := s.srv, s.serving
 	go func() { serving <- srv.Serve(ln) }()
+	smpCtx, stopSmp := context.WithCancel(context.WithoutCancel(ctx))
+	s.sampled, s.stopSmp = make(chan struct{}), stopSmp
+	go func(done chan struct{}) { defer close(done); s.RunSampler(smpCtx) }(s.sampled)
 	s.log.Info("api listening", "addr", ln.Addr().String(), "tokens", len(s.o.Tokens))
 	return nil
 }
@@ -390,11 +462,12 @@ func (s *Server) Addr() net.Addr {
 // returns ctx's error.
 func (s *Server) Stop(ctx context.Context) error {
 	s.mu.Lock()
-	srv, serving := s.srv, s.serving
+	srv, serving, sampled, stopSmp := s.srv, s.serving, s.sampled, s.stopSmp
 	s.mu.Unlock()
 	if srv == nil {
 		return errors.New("api: server not started")
 	}
+	stopSmp()
 	err := srv.Shutdown(ctx)
 	if err != nil {
 		_ = srv.Close()
@@ -403,6 +476,13 @@ func (s *Server) Stop(ctx context.Context) error {
 		err = serr
 	}
 	serving <- http.ErrServerClosed // a second Stop returns at once
+	select {                        // the sampler's round in flight ends with its context
+	case <-sampled:
+	case <-ctx.Done():
+		if err == nil {
+			err = ctx.Err()
+		}
+	}
 	return err
 }
 

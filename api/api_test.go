@@ -333,6 +333,17 @@ func TestValidation(t *testing.T) {
 		{"unknown parameter", "GET", "/v1/tables/job_runs/items?colour=red", nil, "", 400, "unknown query parameter", "colour"},
 		{"repeated parameter", "GET", "/v1/tables/job_runs/items?queue=a&queue=b", nil, "", 400, "given 2 times", "queue"},
 		{"bad item id", "GET", "/v1/tables/job_runs/items/abc", nil, "", 400, "whole number", "id"},
+		{"empty error filter", "GET", "/v1/tables/job_runs/items?error=", nil, "", 400, "must not be empty", "error"},
+		{"error filter too long", "GET", "/v1/tables/job_runs/items?error=" + strings.Repeat("e", 300), nil, "", 400, "error text is 300 bytes", ""},
+		{"matching without filter", "POST", "/v1/tables/job_runs/items/delete-matching", map[string]any{}, "", 400, "required", "filter"},
+		{"matching bad status", "POST", "/v1/tables/job_runs/items/retry-matching", map[string]any{"filter": map[string]any{"status": "gone"}}, "", 400, `status "gone"`, ""},
+		{"matching empty queue", "POST", "/v1/tables/job_runs/items/cancel-matching", map[string]any{"filter": map[string]any{"queue": ""}}, "", 400, "must not be empty", "filter.queue"},
+		{"matching bad time", "POST", "/v1/tables/job_runs/items/delete-matching", map[string]any{"filter": map[string]any{"created_after": "now"}}, "", 400, "RFC 3339", "filter.created_after"},
+		{"matching bad cursor", "POST", "/v1/tables/job_runs/items/delete-matching", map[string]any{"filter": map[string]any{"cursor": "x"}}, "", 400, "not a cursor", "filter.cursor"},
+		{"matching unknown filter field", "POST", "/v1/tables/job_runs/items/delete-matching", map[string]any{"filter": map[string]any{"colour": "red"}}, "", 400, "unknown field", "colour"},
+		{"matching max too large", "POST", "/v1/tables/job_runs/items/cancel-matching", map[string]any{"filter": map[string]any{}, "max": 200000}, "", 400, "1 to 100000", "max"},
+		{"matching max zero", "POST", "/v1/tables/job_runs/items/cancel-matching", map[string]any{"filter": map[string]any{}, "max": 0}, "", 400, "1 to 100000", "max"},
+		{"matching reason too long", "POST", "/v1/tables/job_runs/items/cancel-matching", map[string]any{"filter": map[string]any{}, "reason": strings.Repeat("r", 2000)}, "", 400, "reason is 2000 bytes", ""},
 		{"pause bad queue", "POST", "/v1/queues/job_runs/a%20b/pause", nil, "", 400, "not a valid name", ""},
 		{"pause reason too long", "POST", "/v1/queues/job_runs/q/pause", map[string]any{"reason": strings.Repeat("r", 2000)}, "", 400, "reason", ""},
 		{"pause reason with NUL", "POST", "/v1/queues/job_runs/q/pause", raw(`{"reason":"a\u0000b"}`), "", 400, "without NUL", ""},
@@ -436,6 +447,49 @@ func TestItemActions(t *testing.T) {
 	// The other tables answer too.
 	for _, tb := range lease.Tables {
 		e.must(200, "GET", "/v1/tables/"+string(tb)+"/items?limit=1", e.read, nil)
+	}
+}
+
+// TestMatchingActions acts on every item a filter matches, with a cap and
+// the cursor to go on from, and filters pages by the text of last_error.
+func TestMatchingActions(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	if _, err := e.pool.Exec(ctx, `insert into job_runs (queue, kind, payload, status, finished_at, last_error)
+		select 'mail', 'email.send', '{}', 3, now(), case when i % 2 = 0 then 'SMTP timeout' else 'bad address' end
+		from generate_series(1, 30) i`); err != nil {
+		t.Fatal(err)
+	}
+	var page listPage
+	e.must(200, "GET", "/v1/tables/job_runs/items?error=smtp&limit=100", e.read, nil).decode(t, &page)
+	if len(page.Items) != 15 || page.NextCursor != nil || !strings.Contains(page.Items[0].LastError, "SMTP") {
+		t.Fatalf("error filter: %d items, next %v", len(page.Items), page.NextCursor)
+	}
+	e.must(403, "POST", "/v1/tables/job_runs/items/retry-matching", e.read, map[string]any{"filter": map[string]any{}})
+
+	var res matchingResult
+	filter := map[string]any{"queue": "mail", "status": "failed", "error": "timeout"}
+	e.must(200, "POST", "/v1/tables/job_runs/items/retry-matching", e.admin, map[string]any{"filter": filter, "reason": "smtp back", "max": 10}).decode(t, &res)
+	if res.Applied != 10 || res.Skipped != 0 || res.Batches != 1 || res.NextCursor == nil {
+		t.Fatalf("capped retry: %+v", res)
+	}
+	filter["cursor"] = *res.NextCursor
+	e.must(200, "POST", "/v1/tables/job_runs/items/retry-matching", e.admin, map[string]any{"filter": filter}).decode(t, &res)
+	if res.Applied != 5 || res.NextCursor != nil {
+		t.Fatalf("rest of the retry: %+v", res)
+	}
+	var ready int
+	if err := e.pool.QueryRow(ctx, `select count(*) from job_runs where status = 0 and last_error = 'SMTP timeout'`).Scan(&ready); err != nil || ready != 15 {
+		t.Fatalf("%d retried (%v), want 15", ready, err)
+	}
+	// Delete every finished item of the queue: the ready ones are skipped.
+	e.must(200, "POST", "/v1/tables/job_runs/items/delete-matching", e.admin, map[string]any{"filter": map[string]any{"queue": "mail"}}).decode(t, &res)
+	if res.Applied != 15 || res.Skipped != 15 || res.NextCursor != nil {
+		t.Fatalf("delete matching: %+v", res)
+	}
+	e.must(200, "POST", "/v1/tables/job_runs/items/cancel-matching", e.admin, map[string]any{"filter": map[string]any{"kind": "email.send"}}).decode(t, &res)
+	if res.Applied != 15 {
+		t.Fatalf("cancel matching: %+v", res)
 	}
 }
 

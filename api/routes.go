@@ -38,6 +38,9 @@ func routes() []route {
 		{post, "/v1/tables/{table}/items/retry", ScopeAdmin, (*Server).retryItems},
 		{post, "/v1/tables/{table}/items/cancel", ScopeAdmin, (*Server).cancelItems},
 		{post, "/v1/tables/{table}/items/delete", ScopeAdmin, (*Server).deleteItems},
+		{post, "/v1/tables/{table}/items/retry-matching", ScopeAdmin, (*Server).retryMatching},
+		{post, "/v1/tables/{table}/items/cancel-matching", ScopeAdmin, (*Server).cancelMatching},
+		{post, "/v1/tables/{table}/items/delete-matching", ScopeAdmin, (*Server).deleteMatching},
 
 		{get, "/v1/queues", ScopeRead, (*Server).listQueues},
 		{post, "/v1/queues/{table}/{queue}/pause", ScopeAdmin, (*Server).pauseQueue},

@@ -38,7 +38,7 @@ func TestPgBouncer(t *testing.T) {
 		url := testdb.URL(t)
 		bouncer := startPgBouncer(t, url)
 		stop := watchAdvisoryLocks(t, url)
-		checkRunDemo(t, bin, url, bouncer, "--poll-only")
+		checkRunDemo(t, bin, url, bouncer, true, "--poll-only")
 		stop()
 		bouncerServed(t, bouncer)
 	})

@@ -13,7 +13,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -40,19 +39,7 @@ func TestProcess(t *testing.T) {
 
 func buildWorkq(t *testing.T) string {
 	t.Helper()
-	goBin, err := exec.LookPath("go")
-	if err != nil {
-		goBin = filepath.Join(runtime.GOROOT(), "bin", "go")
-	}
-	bin := filepath.Join(t.TempDir(), "workq")
-	start := time.Now()
-	cmd := exec.Command(goBin, "build", "-o", bin, "./cmd/workq")
-	cmd.Dir = ".." // the module root; tests run in their package directory
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build ./cmd/workq: %v\n%s", err, out)
-	}
-	t.Logf("built workq in %s", time.Since(start).Round(time.Millisecond))
-	return bin
+	return testutil.BuildWorkq(t, "..") // tests run in their package directory
 }
 
 // procEnv is this process's environment without any database or WORKQ_*
@@ -401,13 +388,21 @@ func checkRunOutput(t *testing.T, stdout string, demoJobs int) (done, failed int
 // done in the database.
 func testProcRunWithDatabase(t *testing.T, bin string) {
 	url := testdb.URL(t)
-	checkRunDemo(t, bin, url, url)
+	checkRunDemo(t, bin, url, url, false)
 }
 
 // checkRunDemo runs `workq run` with DATABASE_URL=runURL (plus args) and
 // checks from url, a direct connection to the same database, that every
 // table's demo items were worked and none is left in progress.
-func checkRunDemo(t *testing.T, bin, url, runURL string, args ...string) {
+//
+// throughPooler relaxes one check for a run through PgBouncer: a claim that
+// was running when the worker stopped can commit after the stop, because
+// PgBouncer drops the cancel request and the worker's ReleaseClaim cannot
+// see the claim's server process behind the pooler (docs/reliability.md,
+// "Open"). Such items stay in progress until their lease expires and the
+// reaper requeues them, as after a crash: the check is then that every item
+// left in progress holds a lease that will expire, so nothing is lost.
+func checkRunDemo(t *testing.T, bin, url, runURL string, throughPooler bool, args ...string) {
 	conn := mustConnect(t, url)
 	start := time.Now()
 	stdout, stderr, code := runWorkq(t, bin, procEnv(runURL), 60*time.Second, append([]string{"run", "--for", "4s", "--demo-jobs", "50"}, args...)...)
@@ -443,8 +438,21 @@ func checkRunDemo(t *testing.T, bin, url, runURL string, args ...string) {
 	if dbDone != done || dbFailed != failed {
 		t.Errorf("database has %d done, %d failed over the four tables; the run reported %d and %d", dbDone, dbFailed, done, failed)
 	}
-	if inProgress != 0 {
+	if inProgress != 0 && !throughPooler {
 		t.Errorf("%d items left in progress after a clean stop", inProgress)
+	}
+	if inProgress != 0 && throughPooler {
+		var unleased int
+		if err := conn.QueryRow(ctx, `select count(*) from (
+			select locked_until from job_runs where status = 1 union all select locked_until from outbox where status = 1
+			union all select locked_until from inbox where status = 1 union all select locked_until from timers where status = 1) t
+			where locked_until is null or locked_until > now() + interval '10 minutes'`).Scan(&unleased); err != nil {
+			t.Fatal(err)
+		}
+		if unleased != 0 {
+			t.Errorf("%d items left in progress without a lease that expires", unleased)
+		}
+		t.Logf("%d items left in progress behind PgBouncer after the stop; their leases expire and the reaper requeues them", inProgress)
 	}
 	for _, q := range []string{
 		`select count(*) from outbox where status = 2 and partition_key is not null`,

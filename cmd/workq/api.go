@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -23,12 +24,15 @@ func newAPICmd() *cobra.Command {
 		Short: "Serve the HTTP API (JSON; bearer tokens; OpenAPI at /openapi.json; docs/api.md)",
 		Long: "Serve the HTTP API until SIGTERM or Ctrl-C, then finish the requests in flight within --api-shutdown-timeout.\n" +
 			"Every request but /healthz, /readyz and /openapi.json needs a token of --api-tokens (make one with `workq api token`).\n" +
-			"Without tokens it refuses to start, unless --insecure is given and --api-addr is a loopback address.",
+			"Without tokens it refuses to start, unless --insecure is given and --api-addr is a loopback address.\n" +
+			"The web dashboard is at /ui/ (docs/dashboard.md); with --runs-dir (the workers' directory, shared) it shows attempt logs.",
 		Args: cobra.NoArgs,
 	}
 	cfg := bindConfig(cmd, slices.Concat([]string{"database-url", "max-conns", "log-level", "log-format", "max-payload",
-		"max-attempts", "notify-debounce"}, apiFlags, config.ObservabilityFlags)...)
+		"max-attempts", "notify-debounce", "runs-dir"}, apiFlags, config.ObservabilityFlags)...)
 	insecure := cmd.Flags().Bool("insecure", false, "serve without tokens (every request is admin): only on a loopback --api-addr")
+	dashboard := cmd.Flags().Bool("ui", true, "serve the web dashboard at /ui/ (log in with a token of --api-tokens)")
+	sample := cmd.Flags().Duration("ui-sample-interval", 10*time.Second, "how often the dashboard samples queue depth and ended attempts (an hour of history at most, in memory)")
 	cmd.AddCommand(newAPITokenCmd())
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		if err := cfg.Validate(); err != nil {
@@ -43,6 +47,10 @@ func newAPICmd() *cobra.Command {
 				"or pass --insecure with a loopback --api-addr", api.ErrNoTokens)
 		}
 		opts.Insecure = *insecure
+		if *sample <= 0 || *sample > time.Hour {
+			return fmt.Errorf("--ui-sample-interval must be between 1ns and 1h, got %s", *sample)
+		}
+		opts.DisableUI, opts.SampleInterval, opts.RunsDir = !*dashboard, *sample, cfg.RunsDir
 		log := newLogger(cfg, cmd.ErrOrStderr())
 		opts.Logger = log
 		ctx := cmd.Context()

@@ -143,7 +143,7 @@ func startDemoAPI(ctx context.Context, pool *pgxpool.Pool, cfg config.Config, lo
 	}
 	var srv *api.Server
 	if err == nil {
-		opts.DB, opts.Logger, opts.Metrics = pool, log, metrics
+		opts.DB, opts.Logger, opts.Metrics, opts.RunsDir = pool, log, metrics, cfg.RunsDir
 		srv, err = api.New(opts)
 	}
 	if err == nil {
@@ -156,6 +156,7 @@ func startDemoAPI(ctx context.Context, pool *pgxpool.Pool, cfg config.Config, lo
 	base := "http://" + srv.Addr().String()
 	fmt.Fprintf(out, "workq: HTTP API on %s (admin token %s, valid while this runs): curl -H 'Authorization: Bearer %s' %s/v1/queues\n",
 		base, secret, secret, base)
+	fmt.Fprintf(out, "workq: dashboard at %s/ui/ (log in with the token above)\n", base)
 	return func() {
 		stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.APIShutdownTimeout)
 		defer cancel()

@@ -34,11 +34,28 @@ type Server struct {
 	dataDir string
 	port    int
 	cred    *syscall.Credential
+	opts    Options
+}
+
+// Options change how the cluster runs; the zero value is what Start uses.
+type Options struct {
+	// Settings are server settings (-c name=value) applied over the
+	// defaults, e.g. {"synchronous_commit": "on"} for a test that crashes
+	// the server and needs every acknowledged commit to survive (the
+	// default is off: a crash may lose the last commits).
+	Settings map[string]string
+	// Env is added to the environment of the server's processes, e.g.
+	// LD_PRELOAD and FAKETIME to run it under libfaketime with a clock
+	// other than the machine's.
+	Env []string
 }
 
 // Start creates a cluster in a new temporary directory and starts it on a
 // free loopback port. Stop it to remove every trace.
-func Start(ctx context.Context) (*Server, error) {
+func Start(ctx context.Context) (*Server, error) { return StartWith(ctx, Options{}) }
+
+// StartWith is Start with options.
+func StartWith(ctx context.Context, o Options) (*Server, error) {
 	binDir, err := FindBinDir()
 	if err != nil {
 		return nil, err
@@ -47,7 +64,7 @@ func Start(ctx context.Context) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("pgembed: temp dir: %w", err)
 	}
-	s := &Server{binDir: binDir, baseDir: base, dataDir: filepath.Join(base, "data")}
+	s := &Server{binDir: binDir, baseDir: base, dataDir: filepath.Join(base, "data"), opts: o}
 	if err := s.start(ctx); err != nil {
 		// pg_ctl may have started a server before failing or being cancelled:
 		// stop it before deleting its directory.
@@ -78,17 +95,61 @@ func (s *Server) start(ctx context.Context) error {
 		return err
 	}
 	s.port = port
-	opts := strings.Join([]string{
-		"-p", strconv.Itoa(port),
-		"-k", s.baseDir,
-		"-c", "listen_addresses=127.0.0.1",
-		"-c", "fsync=off",
-		"-c", "synchronous_commit=off",
-		"-c", "full_page_writes=off",
-		"-c", "max_connections=200",
-	}, " ")
-	return s.run(ctx, "pg_ctl", "-D", s.dataDir, "-l", filepath.Join(s.baseDir, "server.log"), "-o", opts, "-w", "-t", "60", "start")
+	return s.startServer(ctx)
 }
+
+// startServer starts the initialised cluster on s.port.
+func (s *Server) startServer(ctx context.Context) error {
+	settings := map[string]string{
+		"listen_addresses":   "127.0.0.1",
+		"fsync":              "off",
+		"synchronous_commit": "off",
+		"full_page_writes":   "off",
+		"max_connections":    "200",
+	}
+	for k, v := range s.opts.Settings {
+		settings[k] = v
+	}
+	names := make([]string, 0, len(settings))
+	for k := range settings {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	args := []string{"-p", strconv.Itoa(s.port), "-k", s.baseDir}
+	for _, k := range names {
+		if strings.ContainsAny(k+settings[k], " '\"\\") {
+			return fmt.Errorf("pgembed: setting %s=%q: names and values must not contain spaces or quotes", k, settings[k])
+		}
+		args = append(args, "-c", k+"="+settings[k])
+	}
+	return s.run(ctx, "pg_ctl", "-D", s.dataDir, "-l", filepath.Join(s.baseDir, "server.log"), "-o", strings.Join(args, " "), "-w", "-t", "60", "start")
+}
+
+// Shutdown modes of pg_ctl stop, for Restart.
+const (
+	ShutdownSmart     = "smart"     // wait for every client to disconnect
+	ShutdownFast      = "fast"      // end every session (clients get an error), checkpoint, stop
+	ShutdownImmediate = "immediate" // stop at once, as a crash does: the next start recovers from the WAL
+)
+
+// Restart stops the server in mode (ShutdownSmart, ShutdownFast or
+// ShutdownImmediate) and starts it again on the same port with the same
+// settings and data: what a restart or a crash of a production server does
+// to its clients.
+func (s *Server) Restart(ctx context.Context, mode string) error {
+	switch mode {
+	case ShutdownSmart, ShutdownFast, ShutdownImmediate:
+	default:
+		return fmt.Errorf("pgembed: restart: shutdown mode %q is not smart, fast or immediate", mode)
+	}
+	if err := s.run(ctx, "pg_ctl", "-D", s.dataDir, "-m", mode, "-w", "-t", "60", "stop"); err != nil {
+		return err
+	}
+	return s.startServer(ctx)
+}
+
+// Port is the server's TCP port on 127.0.0.1.
+func (s *Server) Port() int { return s.port }
 
 // URL returns a connection URL for database dbname on this server.
 func (s *Server) URL(dbname string) string {
@@ -114,6 +175,12 @@ func (s *Server) run(ctx context.Context, name string, args ...string) error {
 	if s.cred != nil {
 		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: s.cred}
 		cmd.Env = append(os.Environ(), "HOME="+s.baseDir)
+	}
+	if len(s.opts.Env) > 0 {
+		if cmd.Env == nil {
+			cmd.Env = os.Environ()
+		}
+		cmd.Env = append(cmd.Env, s.opts.Env...)
 	}
 	if err := cmd.Run(); err != nil {
 		log, _ := os.ReadFile(filepath.Join(s.baseDir, "server.log"))

@@ -1,0 +1,69 @@
+package pgembed
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// A cluster started with a setting keeps it and its data across restarts in
+// every mode, on the same port; an unknown mode is refused and changes
+// nothing.
+func TestRestartKeepsSettingsAndData(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	s, err := StartWith(ctx, Options{Settings: map[string]string{"synchronous_commit": "on"}})
+	if errors.Is(err, ErrNoBinaries) {
+		t.Fatalf("%v (the fault-injection tests need them too)", err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if err := s.Stop(); err != nil {
+			t.Error(err)
+		}
+	}()
+	query := func(sql string) string {
+		t.Helper()
+		conn, err := pgx.Connect(ctx, s.URL("postgres"))
+		if err != nil {
+			t.Fatalf("connect after restart: %v", err)
+		}
+		defer conn.Close(ctx)
+		var out string
+		if err := conn.QueryRow(ctx, sql).Scan(&out); err != nil {
+			t.Fatalf("%s: %v", sql, err)
+		}
+		return out
+	}
+	conn, err := pgx.Connect(ctx, s.URL("postgres"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.Exec(ctx, "create table kept as select 1 as n"); err != nil {
+		t.Fatal(err)
+	}
+	conn.Close(ctx)
+	port := s.Port()
+	for _, mode := range []string{ShutdownImmediate, ShutdownFast, ShutdownSmart} {
+		if err := s.Restart(ctx, mode); err != nil {
+			t.Fatalf("restart %s: %v", mode, err)
+		}
+		if s.Port() != port {
+			t.Errorf("restart %s moved the server from port %d to %d", mode, port, s.Port())
+		}
+		if got := query("select current_setting('synchronous_commit') || ' ' || count(*) from kept"); got != "on 1" {
+			t.Errorf("after a %s restart: synchronous_commit and rows %q, want %q", mode, got, "on 1")
+		}
+	}
+	if err := s.Restart(ctx, "sudden"); err == nil {
+		t.Error("restart in mode \"sudden\" succeeded; want an error")
+	}
+	if got := query("select 'still up'"); got != "still up" {
+		t.Errorf("after a refused restart: %q", got)
+	}
+}

@@ -88,7 +88,8 @@ func TestQueuePauseResume(t *testing.T) {
 		{"nope", "q", "op", "", "unknown work table"},
 		{"job_runs", "bad queue", "op", "", "not a valid name"},
 		{"job_runs", "q", " ", "", "who pauses"},
-		{"job_runs", "q", "op", strings.Repeat("r", 1025), "reason longer"},
+		{"job_runs", "q", "op", strings.Repeat("r", 1025), "reason must be at most 1024 bytes"},
+		{"job_runs", "q", "op", "bad\x00", "without NUL"},
 	} {
 		if _, err := lease.Pause(ctx, db.pool, lease.Table(bad.table), bad.queue, bad.by, bad.reason); !errors.Is(err, lease.ErrInvalid) || !strings.Contains(err.Error(), bad.want) {
 			t.Errorf("Pause(%q, %q, %q): %v; want an error containing %q", bad.table, bad.queue, bad.by, err, bad.want)

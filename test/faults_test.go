@@ -611,8 +611,9 @@ func lateCompletions(t *testing.T, db *pgxpool.Pool) int {
 }
 
 // Scenario 5: the global limit W = 4 (workq limit set) on a queue worked by
-// three processes of concurrency 4, while the test kill -9s the two direct
-// ones in turn and cuts the third one's link for longer than the lease. A
+// three processes of concurrency 4, each through a proxy of its own, while
+// the test alternates kill -9 and cuts of the link longer than the lease,
+// each aimed at a process that holds leases of the queue. A
 // sampler reads the queue's in-progress rows with unexpired leases every
 // 2ms; it must never see more than 4, and must see 4 (else the limit was
 // never the bound). The history checker checks the same at every claim, and
@@ -624,7 +625,14 @@ func testFaultLimit(t *testing.T, bin string) {
 	url := testdb.URL(t)
 	db := openTestPool(t, url)
 	installHistory(t, db)
-	px, pURL := proxied(t, url, "lim-p")
+	// Each worker reaches the database through a proxy of its own, so any
+	// of them can be cut (one that never won a claim could not be).
+	slots := []string{"w1", "w2", "w3"}
+	proxies := map[string]*testutil.Proxy{}
+	urls := map[string]string{}
+	for _, slot := range slots {
+		proxies[slot], urls[slot] = proxied(t, url, "lim-"+slot)
+	}
 	rc := startReceiver(t, func(delivery) reaction { return reaction{Delay: time.Duration(30+rand.IntN(40)) * time.Millisecond} })
 	off := measureClockOffset(t, db)
 	env := procEnv(url)
@@ -659,9 +667,9 @@ func testFaultLimit(t *testing.T, bin string) {
 	f := newFleet(t, bin)
 	args := append([]string{"worker", "--jobs", "--queues", queue, "--lease", lease.String(), "--concurrency", "4",
 		"--poll", "100ms", "--log-format", "json", "--log-level", "warn"}, rc.workerArgs("unused")...)
-	f.start("w1", env, args...)
-	f.start("w2", env, args...)
-	p := f.start("p", procEnv(pURL), args...)
+	for _, slot := range slots {
+		f.start(slot, procEnv(urls[slot]), args...)
+	}
 	started := time.Now()
 	deadline := started.Add(scaled(3*time.Minute, 10*time.Minute))
 	// holding returns a worker id holding leases of the queue now, preferring
@@ -689,7 +697,11 @@ func testFaultLimit(t *testing.T, bin string) {
 		}
 		return by[rand.IntN(len(by))]
 	}
-	var killed, cut []string
+	type fault struct {
+		victim string
+		at     time.Time // this process's clock
+	}
+	var killed, cut []fault
 	faults := scaled(5, 30)
 	for round := 0; round < faults; round++ {
 		// Keep work waiting while the faults go on.
@@ -701,30 +713,25 @@ func testFaultLimit(t *testing.T, bin string) {
 			done, _ := statusCounts(t, db, queue)
 			t.Fatalf("%d of %d done after %s", done, n, time.Since(started).Round(time.Second))
 		}
-		// Each fault hits a process that holds leases of the queue: kill -9
-		// of a direct worker, or a cut of P's link for longer than the lease
-		// (its handlers are cancelled and its leases expire while the others
-		// work on).
-		wantCut := round%2 == 1
+		// Each fault hits a process that holds leases of the queue: kill -9,
+		// or a cut of its link for longer than the lease (its handlers are
+		// cancelled and its leases expire while the others work on).
 		var victim string
 		awaitCond(t, 30*time.Second, "a worker holding leases", func() (bool, string) {
-			if wantCut {
-				victim = holding(p.id)
-			} else {
-				victim = holding(f.id("w1"), f.id("w2"))
-			}
+			victim = holding(f.id("w1"), f.id("w2"), f.id("w3"))
 			return victim != "", "none"
 		})
-		if wantCut {
-			px.Cut()
-			cut = append(cut, victim)
+		slot, _, _ := strings.Cut(victim, "-")
+		if round%2 == 1 {
+			cut = append(cut, fault{victim, time.Now()})
+			proxies[slot].Cut()
 			sleepUntilDone(t, db, queue, n, lease+time.Second)
-			px.Restore()
+			proxies[slot].Restore()
 		} else {
-			f.kill(strings.Split(victim, "-")[0])
-			killed = append(killed, victim)
+			_, at := f.kill(slot)
+			killed = append(killed, fault{victim, at})
 			time.Sleep(100 * time.Millisecond)
-			f.restart(strings.Split(victim, "-")[0])
+			f.restart(slot)
 		}
 		sleepUntilDone(t, db, queue, n, time.Duration(300+rand.IntN(500))*time.Millisecond)
 	}
@@ -736,21 +743,22 @@ func testFaultLimit(t *testing.T, bin string) {
 
 	h := loadHistory(t, db, rc, off)
 	h.check(t, historyOpts{AllDone: true, Limits: map[string]int{"job_runs/" + queue: w}})
-	expired := map[string]int{}
-	for _, it := range h.Items {
-		for _, l := range it.Leases {
-			if l.Outcome == "expired" {
-				expired[l.By]++
+	// A fault cost the expired leases its victim held when it struck.
+	cost := func(fs []fault) int {
+		n := 0
+		for _, fl := range fs {
+			at := off.toDB(fl.at)
+			for _, it := range h.Items {
+				for _, l := range it.Leases {
+					if l.Outcome == "expired" && l.By == fl.victim && l.Claim.Before(at) && l.End.After(at) {
+						n++
+					}
+				}
 			}
 		}
+		return n
 	}
-	var byKill, byCut int
-	for _, id := range killed {
-		byKill += expired[id]
-	}
-	for _, id := range slices.Compact(slices.Clone(cut)) {
-		byCut += expired[id]
-	}
+	byKill, byCut := cost(killed), cost(cut)
 	t.Logf("%d jobs under W=%d done in %s with %d kill -9s (%d leases expired) and %d cuts of %s (%d leases expired); the sampler read %d times (%d errors), at most %d valid leases; %s",
 		n, w, took.Round(100*time.Millisecond), len(killed), byKill, len(cut), lease+time.Second, byCut, s.samples, s.errs, s.n, h.summary())
 	if byKill == 0 || byCut == 0 {

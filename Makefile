@@ -10,7 +10,7 @@ SQLC         := $(TOOLS_DIR)/sqlc-$(SQLC_VERSION)/sqlc
 
 TEST_FLAGS  ?= -count=1 -timeout 20m
 # The concurrent packages run under the race detector in every `make test`.
-RACE_PKGS   := ./worker/... ./lease/... ./reaper/... ./lock/... ./maintain/... ./publish/... ./timers/... ./schedule/... ./inbox/... ./outbox/...
+RACE_PKGS   := ./api/... ./worker/... ./lease/... ./reaper/... ./lock/... ./maintain/... ./publish/... ./timers/... ./schedule/... ./inbox/... ./outbox/... ./metrics/... ./tracing/...
 BENCH_FLAGS ?=
 
 .PHONY: run test faults-long generate check-generated lint build bench clean tools
@@ -23,7 +23,7 @@ run:
 ## concurrent packages under the race detector
 test: check-generated lint
 	$(GO) test $(TEST_FLAGS) -race $(RACE_PKGS)
-	$(GO) test $(TEST_FLAGS) $$($(GO) list ./... | grep -v -e '/worker' -e '/lease' -e '/reaper' -e '/lock' -e '/maintain' -e '/publish' -e '/timers' -e '/schedule' -e '/inbox' -e '/outbox')
+	$(GO) test $(TEST_FLAGS) $$($(GO) list ./... | grep -v -e '/api' -e '/worker' -e '/lease' -e '/reaper' -e '/lock' -e '/maintain' -e '/publish' -e '/timers' -e '/schedule' -e '/inbox' -e '/outbox' -e '/metrics' -e '/tracing')
 
 ## faults-long: the long versions of the fault-injection scenarios (docs/reliability.md);
 ## their short versions run in `make test`

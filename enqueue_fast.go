@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/workq/workq/db/gen"
+	"github.com/workq/workq/internal/otelx"
 )
 
 // CopyDB is what EnqueueManyFast runs on: a *pgxpool.Pool, a *pgx.Conn, a
@@ -50,7 +51,7 @@ type CopyDB interface {
 // opened with SQL BEGIN) it runs both on that transaction, and the jobs exist
 // if and only if the caller commits. Another CopyDB implementation gets a
 // transaction from its Begin (a savepoint, if it wraps a transaction).
-func (c *Client) EnqueueManyFast(ctx context.Context, db CopyDB, jobs []Job) (int64, error) {
+func (c *Client) EnqueueManyFast(ctx context.Context, db CopyDB, jobs []Job) (_ int64, err error) {
 	if len(jobs) == 0 {
 		return 0, nil
 	}
@@ -74,6 +75,8 @@ func (c *Client) EnqueueManyFast(ctx context.Context, db CopyDB, jobs []Job) (in
 		}
 	}
 	needClock = needClock && explicitRunAt
+	ctx, span, metadata := c.startEnqueue(ctx, sameQueue(jobs), "", len(jobs))
+	defer func() { otelx.End(span, err) }()
 	// Debounced per queue, as the other enqueue paths; decided before any
 	// statement, like theirs.
 	var notify []string
@@ -87,7 +90,7 @@ func (c *Client) EnqueueManyFast(ctx context.Context, db CopyDB, jobs []Job) (in
 		}
 	}
 	run := func(tx CopyDB) (int64, error) {
-		return copyJobRuns(ctx, tx, rows, notify, explicitRunAt, needClock)
+		return copyJobRuns(ctx, tx, rows, notify, explicitRunAt, needClock, metadata)
 	}
 	switch d := db.(type) {
 	case pgx.Tx:
@@ -146,7 +149,7 @@ func connInTx(conn *pgx.Conn) (bool, error) {
 // when every row has that value, which spares PostgreSQL a jsonb parse per
 // row for jobs without a payload, and run_at (now(), what EnqueueMany writes
 // as now() + 0 ms) unless some job has a Delay or RunAt.
-func copyJobRuns(ctx context.Context, tx CopyDB, rows []prepared, notify []string, explicitRunAt, needClock bool) (int64, error) {
+func copyJobRuns(ctx context.Context, tx CopyDB, rows []prepared, notify []string, explicitRunAt, needClock bool, metadata []byte) (int64, error) {
 	n := len(rows)
 	var now time.Time
 	if len(notify) > 0 || needClock {
@@ -174,6 +177,9 @@ func copyJobRuns(ctx context.Context, tx CopyDB, rows []prepared, notify []strin
 	if explicitRunAt {
 		cols = append(cols, "run_at")
 	}
+	if metadata != nil {
+		cols = append(cols, "metadata") // one value for the batch: the enqueue span's trace context
+	}
 	// CopyFrom encodes each row's values before it asks for the next, so one
 	// slice serves every row.
 	vals := make([]any, len(cols))
@@ -195,6 +201,10 @@ func copyJobRuns(ctx context.Context, tx CopyDB, rows []prepared, notify []strin
 			} else {
 				vals[k] = now.Add(time.Duration(p.delayMs) * time.Millisecond)
 			}
+			k++
+		}
+		if metadata != nil {
+			vals[k] = metadata
 		}
 		return vals, nil
 	})

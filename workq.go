@@ -12,10 +12,13 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/workq/workq/config"
 	"github.com/workq/workq/db/gen"
 	"github.com/workq/workq/internal/notify"
+	"github.com/workq/workq/internal/otelx"
 )
 
 // DB is what enqueue runs on: a *pgxpool.Pool, a *pgx.Conn or a pgx.Tx.
@@ -48,6 +51,8 @@ type Client struct {
 	maxAttempts int
 	maxPayload  int
 	notify      *notify.Debouncer
+	tracer      trace.Tracer
+	propagator  propagation.TextMapPropagator
 }
 
 // ClientOptions configure a Client; zero values take the defaults.
@@ -59,6 +64,15 @@ type ClientOptions struct {
 	// (256 MiB). There is no "unlimited": a negative or larger value makes
 	// every Validate and Enqueue fail with an error wrapping ErrInvalid.
 	MaxPayloadBytes int
+	// TracerProvider makes the enqueue spans (workq.enqueue): every
+	// enqueue call is one span, and while it is recording each job run
+	// stores its trace context (job_runs.metadata) for the handler's span
+	// to continue. Nil: the global provider (otel.SetTracerProvider), which
+	// records nothing until one is set.
+	TracerProvider trace.TracerProvider
+	// Propagator writes the trace context into the job. Nil: the global
+	// propagator if one is set, else W3C trace context.
+	Propagator propagation.TextMapPropagator
 }
 
 // NewClient returns a Client.
@@ -73,7 +87,16 @@ func NewClient(o ClientOptions) *Client {
 	if o.MaxPayloadBytes == 0 {
 		o.MaxPayloadBytes = d.MaxPayload
 	}
-	return &Client{maxAttempts: o.MaxAttempts, maxPayload: o.MaxPayloadBytes, notify: notify.New(o.NotifyDebounce)}
+	return &Client{maxAttempts: o.MaxAttempts, maxPayload: o.MaxPayloadBytes, notify: notify.New(o.NotifyDebounce),
+		tracer: otelx.Tracer(o.TracerProvider), propagator: otelx.Propagator(o.Propagator)}
+}
+
+// startEnqueue starts the span of one enqueue call of n jobs on queue (""
+// for several) and returns the metadata its jobs carry: the span's trace
+// context, or nil when it is not recording.
+func (c *Client) startEnqueue(ctx context.Context, queue, kind string, n int) (context.Context, trace.Span, []byte) {
+	ctx, span := otelx.StartEnqueue(ctx, c.tracer, "job_runs", queue, kind, n)
+	return ctx, span, otelx.Metadata(ctx, c.propagator)
 }
 
 // NotifyChannel is the LISTEN/NOTIFY channel of a work table; the payload is
@@ -167,16 +190,23 @@ func (c *Client) Validate(j Job) error {
 }
 
 // Enqueue adds one job run on db (a pool, or the caller's transaction).
-func (c *Client) Enqueue(ctx context.Context, db DB, j Job) (Enqueued, error) {
+func (c *Client) Enqueue(ctx context.Context, db DB, j Job) (res Enqueued, err error) {
 	p, err := c.prepare(j)
 	if err != nil {
 		return Enqueued{}, err
 	}
+	ctx, span, metadata := c.startEnqueue(ctx, p.queue, p.kind, 1)
+	defer func() {
+		if span.IsRecording() && err == nil {
+			span.SetAttributes(otelx.AttrID.Int64(res.ID))
+		}
+		otelx.End(span, err)
+	}()
 	q := gen.New(db)
 	arg := gen.JobRunsEnqueueParams{
 		Queue: p.queue, Kind: p.kind, Payload: p.payload, Priority: p.priority,
 		RunAt: p.runAt, DelayMs: p.delayMs, MaxAttempts: p.maxAttempts,
-		Notify: c.shouldNotify(p.queue),
+		Notify: c.shouldNotify(p.queue), Metadata: metadata,
 	}
 	if p.dedup != "" {
 		arg.DedupKey = &p.dedup
@@ -197,15 +227,18 @@ func (c *Client) Enqueue(ctx context.Context, db DB, j Job) (Enqueued, error) {
 
 // EnqueueMany adds many job runs in one statement on db. The result has one
 // entry per job, in order.
-func (c *Client) EnqueueMany(ctx context.Context, db DB, jobs []Job) ([]Enqueued, error) {
+func (c *Client) EnqueueMany(ctx context.Context, db DB, jobs []Job) (_ []Enqueued, err error) {
 	if len(jobs) == 0 {
 		return nil, nil
 	}
 	n := len(jobs)
+	ctx, span, metadata := c.startEnqueue(ctx, sameQueue(jobs), "", n)
+	defer func() { otelx.End(span, err) }()
 	arg := gen.JobRunsEnqueueManyParams{
 		Queues: make([]string, n), Kinds: make([]string, n), Payloads: make([]string, n),
 		Priorities: make([]int16, n), DelaysMs: make([]int64, n), MaxAttempts: make([]int32, n), DedupKeys: make([]string, n),
 	}
+	arg.Metadata = metadata
 	queues := map[string]bool{}
 	hasKeys := false
 	for i, j := range jobs {
@@ -230,7 +263,7 @@ func (c *Client) EnqueueMany(ctx context.Context, db DB, jobs []Job) ([]Enqueued
 	if !hasKeys {
 		ids, err := q.JobRunsEnqueueManyPlain(ctx, gen.JobRunsEnqueueManyPlainParams{
 			Queues: arg.Queues, Kinds: arg.Kinds, Payloads: arg.Payloads, Priorities: arg.Priorities,
-			DelaysMs: arg.DelaysMs, MaxAttempts: arg.MaxAttempts, Notify: arg.Notify,
+			DelaysMs: arg.DelaysMs, MaxAttempts: arg.MaxAttempts, Notify: arg.Notify, Metadata: arg.Metadata,
 		})
 		if err != nil {
 			return nil, fmt.Errorf("enqueue %d jobs: %w", n, err)
@@ -306,6 +339,20 @@ func (c *Client) EnqueueMany(ctx context.Context, db DB, jobs []Job) ([]Enqueued
 // shouldNotify reports whether an enqueue on queue should also NOTIFY its
 // workers (see notify.Debouncer).
 func (c *Client) shouldNotify(queue string) bool { return c.notify.Should(queue) }
+
+// sameQueue returns the queue of jobs when they share one, else "".
+func sameQueue(jobs []Job) string {
+	q := jobs[0].Queue
+	if q == "" {
+		q = "default"
+	}
+	for _, j := range jobs[1:] {
+		if j.Queue != q && (j.Queue != "" || q != "default") {
+			return ""
+		}
+	}
+	return q
+}
 
 func isNoRows(err error) bool { return errors.Is(err, pgx.ErrNoRows) }
 

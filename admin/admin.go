@@ -18,6 +18,7 @@ import (
 	"math"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -42,6 +43,15 @@ const (
 	MaxIDs       = 1000 // most ids one action takes
 	maxActorLen  = 256
 	maxReasonLen = 1024
+
+	// MaxErrorText is the longest Filter.ErrorText.
+	MaxErrorText = 256
+	// TextScanWindow and TextScanWindows bound what one page with an
+	// ErrorText reads: up to TextScanWindows ranges of TextScanWindow ids,
+	// each starting at the newest id below the cursor that the other
+	// filters match (so gaps in the ids cost nothing).
+	TextScanWindow  = 10000
+	TextScanWindows = 5
 )
 
 // Item is one work item of any table, in the lease columns every table
@@ -90,8 +100,14 @@ type Filter struct {
 	Kind          string    // the job kind, or the topic
 	CreatedAfter  time.Time // created at or after
 	CreatedBefore time.Time // created before
-	Before        int64     // the cursor: items with smaller ids (Page.Next of the previous page); 0 from the newest
-	Limit         int       // 1 to MaxLimit; 0 means DefaultLimit
+	// ErrorText matches items whose last_error contains it, ignoring case
+	// (at most MaxErrorText bytes). No index can serve it: a page with it
+	// reads at most TextScanWindows windows of TextScanWindow ids below the
+	// cursor, so it may come back short, or empty, with a Next cursor to
+	// search further (see List).
+	ErrorText string
+	Before    int64 // the cursor: items with smaller ids (Page.Next of the previous page); 0 from the newest
+	Limit     int   // 1 to MaxLimit; 0 means DefaultLimit
 }
 
 // Page is one page of items, newest first. Next is the cursor of the next
@@ -108,6 +124,8 @@ type pageArgs struct {
 	queue, kind          *string
 	status               *int16
 	after, createdBefore *time.Time
+	minID                int64
+	errorText            *string
 	max                  int32
 }
 
@@ -169,6 +187,12 @@ func (f Filter) Validate() error {
 		return fmt.Errorf("%w: created_after %s is not before created_before %s", ErrInvalid,
 			f.CreatedAfter.Format(time.RFC3339Nano), f.CreatedBefore.Format(time.RFC3339Nano))
 	}
+	if len(f.ErrorText) > MaxErrorText {
+		return fmt.Errorf("%w: error text is %d bytes, want at most %d", ErrInvalid, len(f.ErrorText), MaxErrorText)
+	}
+	if f.ErrorText != "" && (!utf8.ValidString(f.ErrorText) || strings.ContainsRune(f.ErrorText, 0)) {
+		return fmt.Errorf("%w: error text must be UTF-8 without NUL", ErrInvalid)
+	}
 	if f.Before < 0 {
 		return fmt.Errorf("%w: cursor %d is negative", ErrInvalid, f.Before)
 	}
@@ -182,6 +206,12 @@ func (f Filter) Validate() error {
 // the primary key down from the cursor (failed items: their own index), so a
 // page costs what it reads, not the size of the table; a filter that matches
 // few rows of a large table reads further.
+//
+// With f.ErrorText the page reads at most TextScanWindows windows of
+// TextScanWindow ids (each one found by a one-row page of the other
+// filters, so gaps cost nothing) and filters them by the text: it may hold
+// fewer than the limit, even none, and still have a Next cursor, which
+// continues the search below the ids already read.
 func List(ctx context.Context, db gen.DBTX, table lease.Table, f Filter) (Page, error) {
 	v, err := view(table)
 	if err != nil {
@@ -215,11 +245,55 @@ func List(ctx context.Context, db gen.DBTX, table lease.Table, f Filter) (Page, 
 	if !f.CreatedBefore.IsZero() {
 		a.createdBefore = &f.CreatedBefore
 	}
-	items, err := v.page(ctx, gen.New(customPlans{db}), a)
+	q := gen.New(customPlans{db})
+	if f.ErrorText != "" {
+		return listText(ctx, q, v, table, a, f.ErrorText, limit)
+	}
+	items, err := v.page(ctx, q, a)
 	if err != nil {
 		return Page{}, fmt.Errorf("list %s: %w", table, err)
 	}
-	p := Page{Items: items}
+	return pageOf(items, limit, 0), nil
+}
+
+// listText is List with an error text: window by window down from the
+// cursor, each window starting at the newest id the other filters match.
+func listText(ctx context.Context, q *gen.Queries, v tableView, table lease.Table, a pageArgs, text string, limit int) (Page, error) {
+	var items []Item
+	for w := 0; w < TextScanWindows; w++ {
+		probe := a
+		probe.max = 1
+		top, err := v.page(ctx, q, probe)
+		if err != nil {
+			return Page{}, fmt.Errorf("list %s: %w", table, err)
+		}
+		if len(top) == 0 {
+			return pageOf(items, limit, 0), nil
+		}
+		win := a
+		win.before = top[0].ID + 1
+		win.minID = max(top[0].ID-TextScanWindow+1, 1)
+		win.errorText = &text
+		win.max = int32(limit + 1 - len(items))
+		got, err := v.page(ctx, q, win)
+		if err != nil {
+			return Page{}, fmt.Errorf("list %s: %w", table, err)
+		}
+		items = append(items, got...)
+		if len(items) > limit || win.minID == 1 {
+			return pageOf(items, limit, 0), nil
+		}
+		a.before = win.minID
+	}
+	// The windows are read: go on below them next time.
+	return pageOf(items, limit, a.before), nil
+}
+
+// pageOf makes a page of up to limit items (items may hold one more, which
+// says there is a next page); more is the cursor of a search that stopped
+// before the end of the table (0: none).
+func pageOf(items []Item, limit int, more int64) Page {
+	p := Page{Items: items, Next: more}
 	if len(items) > limit {
 		p.Items = items[:limit]
 		p.Next = p.Items[limit-1].ID
@@ -227,7 +301,7 @@ func List(ctx context.Context, db gen.DBTX, table lease.Table, f Filter) (Page, 
 	if p.Items == nil {
 		p.Items = []Item{}
 	}
-	return p, nil
+	return p
 }
 
 // Get reads one item with its payload and its table's own columns;

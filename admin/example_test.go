@@ -60,3 +60,37 @@ func Example() {
 	// cancelled: 1 skipped: 0
 	// failed - cancelled by ops:alice: duplicate - cancelled by ops:alice
 }
+
+// Every failed job run of a queue whose error mentions a text is retried
+// by the server, newest first, 1000 at a time, up to a cap.
+func ExampleRetryMatching() {
+	ctx := context.Background()
+	url, drop, err := testdb.NewDatabase()
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer drop()
+	pool, err := pgxpool.New(ctx, url)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer pool.Close()
+	// 2500 failed job runs, four in five of them with an SMTP error.
+	if _, err := pool.Exec(ctx, `insert into job_runs (queue, kind, payload, status, finished_at, last_error)
+		select 'mail', 'email.send', '{}', 3, now(), case when i % 5 = 0 then 'bad address' else 'SMTP timeout' end
+		from generate_series(1, 2500) i`); err != nil {
+		fmt.Println(err)
+		return
+	}
+	f := admin.Filter{Queue: "mail", Status: "failed", ErrorText: "smtp"}
+	res, err := admin.RetryMatching(ctx, pool, lease.JobRuns, admin.Actor{Name: "ops:alice", Reason: "relay fixed"}, f, 0)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Println("retried:", res.Applied, "batches:", res.Batches, "more:", res.Next != 0)
+	// Output:
+	// retried: 2000 batches: 2 more: false
+}

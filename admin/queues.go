@@ -7,6 +7,7 @@ import (
 	"sort"
 	"time"
 
+	workqdb "github.com/workq/workq/db"
 	"github.com/workq/workq/db/gen"
 	"github.com/workq/workq/lease"
 )
@@ -62,8 +63,13 @@ func (d *Duration) UnmarshalJSON(b []byte) error {
 // Queues lists every (table, queue) with its counts, pause, limit and
 // rates, sorted by table and queue. It counts every table in full (one
 // statement per table) and reads one minute of the run archive: an
-// operator's command, not something to run on every metrics scrape.
+// operator's command, not something to run on every metrics scrape. On a
+// database whose schema is older than this binary it returns an error
+// wrapping db.ErrSchemaBehind that says to migrate, not a missing column.
 func Queues(ctx context.Context, db gen.DBTX) ([]Queue, error) {
+	if err := workqdb.CheckSchema(ctx, db); err != nil {
+		return nil, err
+	}
 	rows := map[string]*Queue{}
 	row := func(t lease.Table, q string) *Queue {
 		k := string(t) + "\x00" + q
@@ -111,15 +117,23 @@ func Queues(ctx context.Context, db gen.DBTX) ([]Queue, error) {
 		w := l.MaxInProgress
 		row(lease.Table(l.WorkTable), l.Queue).Limit = &w
 	}
-	out := make([]Queue, 0, len(rows))
+	return sortedRows(rows, func(q Queue) (lease.Table, string) { return q.Table, q.Queue }), nil
+}
+
+// sortedRows returns the rows of a map keyed by (table, queue), sorted by
+// table and queue.
+func sortedRows[K comparable, R any](rows map[K]*R, key func(R) (lease.Table, string)) []R {
+	out := make([]R, 0, len(rows))
 	for _, r := range rows {
 		out = append(out, *r)
 	}
 	sort.Slice(out, func(i, j int) bool {
-		if out[i].Table != out[j].Table {
-			return out[i].Table < out[j].Table
+		ti, qi := key(out[i])
+		tj, qj := key(out[j])
+		if ti != tj {
+			return ti < tj
 		}
-		return out[i].Queue < out[j].Queue
+		return qi < qj
 	})
-	return out, nil
+	return out
 }

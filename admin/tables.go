@@ -15,7 +15,7 @@ import (
 
 func pageJobRuns(ctx context.Context, q *gen.Queries, a pageArgs) ([]Item, error) {
 	rows, err := q.JobRunsPage(ctx, gen.JobRunsPageParams{BeforeID: a.before, Queue: a.queue, Status: a.status, Kind: a.kind,
-		CreatedAfter: a.after, CreatedBefore: a.createdBefore, MaxRows: a.max})
+		CreatedAfter: a.after, CreatedBefore: a.createdBefore, MinID: a.minID, ErrorText: a.errorText, MaxRows: a.max})
 	return mapRows(rows, err, jobRunItem)
 }
 
@@ -38,7 +38,7 @@ func jobRunItem(r gen.JobRun) Item {
 
 func pageOutbox(ctx context.Context, q *gen.Queries, a pageArgs) ([]Item, error) {
 	rows, err := q.OutboxPage(ctx, gen.OutboxPageParams{BeforeID: a.before, Queue: a.queue, Status: a.status, Kind: a.kind,
-		CreatedAfter: a.after, CreatedBefore: a.createdBefore, MaxRows: a.max})
+		CreatedAfter: a.after, CreatedBefore: a.createdBefore, MinID: a.minID, ErrorText: a.errorText, MaxRows: a.max})
 	return mapRows(rows, err, outboxItem)
 }
 
@@ -65,7 +65,7 @@ func outboxItem(r gen.Outbox) Item {
 
 func pageInbox(ctx context.Context, q *gen.Queries, a pageArgs) ([]Item, error) {
 	rows, err := q.InboxPage(ctx, gen.InboxPageParams{BeforeID: a.before, Queue: a.queue, Status: a.status, Kind: a.kind,
-		CreatedAfter: a.after, CreatedBefore: a.createdBefore, MaxRows: a.max})
+		CreatedAfter: a.after, CreatedBefore: a.createdBefore, MinID: a.minID, ErrorText: a.errorText, MaxRows: a.max})
 	return mapRows(rows, err, inboxItem)
 }
 
@@ -88,7 +88,7 @@ func inboxItem(r gen.Inbox) Item {
 
 func pageTimers(ctx context.Context, q *gen.Queries, a pageArgs) ([]Item, error) {
 	rows, err := q.TimersPage(ctx, gen.TimersPageParams{BeforeID: a.before, Queue: a.queue, Status: a.status, Kind: a.kind,
-		CreatedAfter: a.after, CreatedBefore: a.createdBefore, MaxRows: a.max})
+		CreatedAfter: a.after, CreatedBefore: a.createdBefore, MinID: a.minID, ErrorText: a.errorText, MaxRows: a.max})
 	return mapRows(rows, err, timerItem)
 }
 

@@ -61,6 +61,11 @@ type Config struct {
 	LogLevel  string // debug, info, warn, error
 	LogFormat string // text or json
 
+	MetricsAddr          string        // serve Prometheus metrics at http://ADDR/metrics ("" = off)
+	MetricsDepthInterval time.Duration // the queue depth is read at most this often (0 = no depth metrics)
+	OtelExporter         string        // trace exporter: none or otlp-http
+	OtelEndpoint         string        // OTLP/HTTP traces URL ("" = the OTEL_EXPORTER_OTLP_* variables, else http://localhost:4318/v1/traces)
+
 	// Built-in outbox publishers per topic (config/publishers.go).
 	OutboxWebhooks      []string      // TOPIC=URL, one per topic; hosts must be in WebhookAllow
 	OutboxWebhookSecret string        // HMAC-SHA256 key of outbox webhooks (required with OutboxWebhooks)
@@ -68,41 +73,62 @@ type Config struct {
 	OutboxNATS          []string      // TOPIC or TOPIC=SUBJECT, one per topic
 	OutboxNATSPrefix    string        // subject prefix of TOPIC entries without =SUBJECT
 	NATSTimeout         time.Duration // one JetStream publish including its ack
+
+	// HTTP API (`workq api`, package api).
+	APIAddr              string        // listen address
+	APITokens            []string      // NAME:SCOPE:SHA256-HEX entries (hashes of the bearer tokens, never the tokens)
+	APIMaxBody           int           // most bytes of a request body; 0: MaxPayload + 1 MiB
+	APIReadHeaderTimeout time.Duration // to read a request's headers
+	APIReadTimeout       time.Duration // to read a whole request
+	APIWriteTimeout      time.Duration // from the end of the request headers to the end of the response
+	APIIdleTimeout       time.Duration // keep-alive connections idle this long are closed
+	APIMaxHeaderBytes    int           // most bytes of a request's headers
+	APIShutdownTimeout   time.Duration // on shutdown, time for requests in flight to finish
 }
 
 // Default returns the built-in defaults.
 func Default() Config {
 	host, _ := os.Hostname()
 	return Config{
-		MaxConns:          10,
-		WorkerID:          fmt.Sprintf("%s-%d", host, os.Getpid()),
-		Queues:            []string{"default"},
-		Concurrency:       100,
-		Batch:             1000,
-		Lease:             30 * time.Second,
-		ExecTimeout:       5 * time.Minute,
-		Poll:              time.Second,
-		Reclaim:           true,
-		NotifyDebounce:    5 * time.Millisecond,
-		FlushInterval:     5 * time.Millisecond,
-		FlushBatch:        1000,
-		DrainTimeout:      10 * time.Second,
-		MaxAttempts:       4,
-		MaxPayload:        DefaultMaxPayload,
-		BackoffBase:       500 * time.Millisecond,
-		BackoffCap:        30 * time.Second,
-		ReapInterval:      5 * time.Second,
-		ReapBatch:         200,
-		LeaderTTL:         15 * time.Second,
-		RetainFinished:    7 * 24 * time.Hour,
-		RetainRuns:        7 * 24 * time.Hour,
-		RetentionInterval: time.Minute,
-		InboxWindow:       7 * 24 * time.Hour,
-		ScheduleInterval:  time.Second,
-		WebhookTimeout:    10 * time.Second,
-		LogLevel:          "info",
-		LogFormat:         "text",
-		NATSTimeout:       5 * time.Second,
+		MaxConns:             10,
+		WorkerID:             fmt.Sprintf("%s-%d", host, os.Getpid()),
+		Queues:               []string{"default"},
+		Concurrency:          100,
+		Batch:                1000,
+		Lease:                30 * time.Second,
+		ExecTimeout:          5 * time.Minute,
+		Poll:                 time.Second,
+		Reclaim:              true,
+		NotifyDebounce:       5 * time.Millisecond,
+		FlushInterval:        5 * time.Millisecond,
+		FlushBatch:           1000,
+		DrainTimeout:         10 * time.Second,
+		MaxAttempts:          4,
+		MaxPayload:           DefaultMaxPayload,
+		BackoffBase:          500 * time.Millisecond,
+		BackoffCap:           30 * time.Second,
+		ReapInterval:         5 * time.Second,
+		ReapBatch:            200,
+		LeaderTTL:            15 * time.Second,
+		RetainFinished:       7 * 24 * time.Hour,
+		RetainRuns:           7 * 24 * time.Hour,
+		RetentionInterval:    time.Minute,
+		InboxWindow:          7 * 24 * time.Hour,
+		ScheduleInterval:     time.Second,
+		WebhookTimeout:       10 * time.Second,
+		LogLevel:             "info",
+		LogFormat:            "text",
+		NATSTimeout:          5 * time.Second,
+		MetricsDepthInterval: 15 * time.Second,
+		OtelExporter:         OtelNone,
+
+		APIAddr:              "127.0.0.1:8080",
+		APIReadHeaderTimeout: 5 * time.Second,
+		APIReadTimeout:       30 * time.Second,
+		APIWriteTimeout:      60 * time.Second,
+		APIIdleTimeout:       2 * time.Minute,
+		APIMaxHeaderBytes:    64 << 10,
+		APIShutdownTimeout:   10 * time.Second,
 	}
 }
 
@@ -246,6 +272,24 @@ func (c Config) Validate() error {
 		bad("webhook-timeout must be positive, got %s", c.WebhookTimeout)
 	}
 	errs = append(errs, c.validatePublishers()...)
+	if _, port, err := net.SplitHostPort(c.APIAddr); err != nil || port == "" {
+		bad("api-addr %q must be host:port (e.g. 127.0.0.1:8080, or :8080 for every interface)", c.APIAddr)
+	}
+	if c.APIMaxBody != 0 && (c.APIMaxBody < 1024 || c.APIMaxBody > MaxPayloadCeiling+1<<20) {
+		bad("api-max-body must be 0 (max-payload + 1 MiB) or between 1024 and %d bytes, got %d", MaxPayloadCeiling+1<<20, c.APIMaxBody)
+	}
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{{"api-read-header-timeout", c.APIReadHeaderTimeout}, {"api-read-timeout", c.APIReadTimeout},
+		{"api-write-timeout", c.APIWriteTimeout}, {"api-idle-timeout", c.APIIdleTimeout}, {"api-shutdown-timeout", c.APIShutdownTimeout}} {
+		if d.v <= 0 {
+			bad("%s must be positive, got %s", d.name, d.v)
+		}
+	}
+	if c.APIMaxHeaderBytes < 4096 || c.APIMaxHeaderBytes > 1<<20 {
+		bad("api-max-header-bytes must be between 4096 and 1048576, got %d", c.APIMaxHeaderBytes)
+	}
 	switch c.LogLevel {
 	case "debug", "info", "warn", "error":
 	default:
@@ -256,6 +300,7 @@ func (c Config) Validate() error {
 	default:
 		bad("log-format must be text or json, got %q", c.LogFormat)
 	}
+	errs = append(errs, c.validateObservability()...)
 	return errors.Join(errs...)
 }
 
@@ -385,12 +430,25 @@ func (c *Config) options() []option {
 		o("exec-allow", "WORKQ_EXEC_ALLOW", &c.ExecAllow, "commands (absolute paths or names) the exec handler may run"),
 		o("log-level", "WORKQ_LOG_LEVEL", &c.LogLevel, "debug, info, warn or error"),
 		o("log-format", "WORKQ_LOG_FORMAT", &c.LogFormat, "text or json"),
+		o("metrics-addr", "WORKQ_METRICS_ADDR", &c.MetricsAddr, "serve Prometheus metrics at http://ADDR/metrics (host:port; none = off)"),
+		o("metrics-depth-interval", "WORKQ_METRICS_DEPTH_INTERVAL", &c.MetricsDepthInterval, "with --metrics-addr: read the queue depth (one statement per work table) at most this often; 0 = no depth metrics"),
+		o("otel-exporter", "WORKQ_OTEL_EXPORTER", &c.OtelExporter, "OpenTelemetry trace exporter: none or otlp-http (the OTEL_* variables configure it)"),
+		o("otel-endpoint", "WORKQ_OTEL_ENDPOINT", &c.OtelEndpoint, "OTLP/HTTP traces URL, e.g. http://collector:4318/v1/traces (none = OTEL_EXPORTER_OTLP_TRACES_ENDPOINT or OTEL_EXPORTER_OTLP_ENDPOINT, else localhost:4318)"),
 		o("outbox-webhook", "WORKQ_OUTBOX_WEBHOOK", &c.OutboxWebhooks, "outbox webhook publisher TOPIC=URL, repeatable; the host must be in --webhook-allow"),
 		o("outbox-webhook-secret", "WORKQ_OUTBOX_WEBHOOK_SECRET", &c.OutboxWebhookSecret, "HMAC-SHA256 key of the Workq-Signature header of outbox webhooks"),
 		o("nats-url", "WORKQ_NATS_URL", &c.NATSURL, "NATS server URL(s) of the JetStream outbox publisher"),
 		o("outbox-nats", "WORKQ_OUTBOX_NATS", &c.OutboxNATS, "outbox JetStream publisher TOPIC or TOPIC=SUBJECT, repeatable"),
 		o("outbox-nats-prefix", "WORKQ_OUTBOX_NATS_PREFIX", &c.OutboxNATSPrefix, "subject prefix of --outbox-nats TOPIC entries without =SUBJECT"),
 		o("nats-timeout", "WORKQ_NATS_TIMEOUT", &c.NATSTimeout, "JetStream publish timeout, ack included"),
+		o("api-addr", "WORKQ_API_ADDR", &c.APIAddr, "HTTP API listen address host:port"),
+		o("api-tokens", "WORKQ_API_TOKENS", &c.APITokens, "HTTP API bearer tokens as NAME:SCOPE:SHA256-HEX (scope read or admin; the hash, never the token: workq api token makes one), comma-separated"),
+		o("api-max-body", "WORKQ_API_MAX_BODY", &c.APIMaxBody, "most bytes of an HTTP API request body (0 = max-payload + 1 MiB)"),
+		o("api-read-header-timeout", "WORKQ_API_READ_HEADER_TIMEOUT", &c.APIReadHeaderTimeout, "HTTP API: time to read a request's headers"),
+		o("api-read-timeout", "WORKQ_API_READ_TIMEOUT", &c.APIReadTimeout, "HTTP API: time to read a whole request"),
+		o("api-write-timeout", "WORKQ_API_WRITE_TIMEOUT", &c.APIWriteTimeout, "HTTP API: time from the end of the request headers to the end of the response"),
+		o("api-idle-timeout", "WORKQ_API_IDLE_TIMEOUT", &c.APIIdleTimeout, "HTTP API: idle keep-alive connections are closed after this"),
+		o("api-max-header-bytes", "WORKQ_API_MAX_HEADER_BYTES", &c.APIMaxHeaderBytes, "HTTP API: most bytes of a request's headers"),
+		o("api-shutdown-timeout", "WORKQ_API_SHUTDOWN_TIMEOUT", &c.APIShutdownTimeout, "HTTP API: on shutdown, time for requests in flight to finish"),
 	}
 }
 

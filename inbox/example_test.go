@@ -6,33 +6,17 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
-
 	"github.com/workq/workq/config"
 	"github.com/workq/workq/inbox"
 	"github.com/workq/workq/internal/testdb"
 	"github.com/workq/workq/worker"
 )
 
-// examplePool opens a pool on a new, migrated database (the test harness's;
-// in a service it is the service's own pool) and returns its cleanup.
-func examplePool() (*pgxpool.Pool, func()) {
-	url, drop, err := testdb.NewDatabase()
-	if err != nil {
-		panic(err)
-	}
-	pool, err := pgxpool.New(context.Background(), url)
-	if err != nil {
-		panic(err)
-	}
-	return pool, func() { pool.Close(); _ = drop() }
-}
-
 // Receive a message inside the consumer's own transaction: the receipt
 // commits with the consumer's writes, and a redelivery is recognised as a
 // duplicate. Acknowledge the broker only after the commit.
 func ExampleClient_Receive() {
-	pool, cleanup := examplePool()
+	pool, cleanup := testdb.ExamplePool()
 	defer cleanup()
 	ctx := context.Background()
 	client := inbox.NewClient(inbox.ClientOptions{})
@@ -74,7 +58,7 @@ func ExampleClient_Receive() {
 // message without a topic (or with a topic without a handler) goes to the
 // default handler.
 func ExampleProcessor() {
-	pool, cleanup := examplePool()
+	pool, cleanup := testdb.ExamplePool()
 	defer cleanup()
 	ctx := context.Background()
 

@@ -24,7 +24,7 @@ func claimJobRuns(ctx context.Context, q *gen.Queries, a claimArgs) ([]Item, err
 	items := make([]Item, len(rows))
 	for i, r := range rows {
 		it := newItem(a, r.ID, r.Attempts, r.MaxAttempts, r.LeaseVersion, r.LockedUntil, r.Payload, r.Priority, r.RunAt, r.CreatedAt)
-		it.Kind = r.Kind
+		it.Kind, it.Metadata = r.Kind, r.Metadata
 		items[i] = it
 	}
 	return items, err
@@ -69,6 +69,17 @@ func claimTimers(ctx context.Context, q *gen.Queries, a claimArgs) ([]Item, erro
 // shared statement's, but failed messages with a partition key stay.
 func deleteFinishedOutbox(ctx context.Context, q *gen.Queries, olderThanMs int64, max int32) (int64, error) {
 	return q.OutboxDeleteFinished(ctx, olderThanMs, max)
+}
+
+// depthOutbox is the outbox's queue depth (OutboxQueueDepth): its ready
+// rows are in two partial indexes, unkeyed and keyed.
+func depthOutbox(ctx context.Context, q *gen.Queries) ([]gen.LeaseQueueDepthRow, error) {
+	rows, err := q.OutboxQueueDepth(ctx)
+	out := make([]gen.LeaseQueueDepthRow, len(rows))
+	for i, r := range rows {
+		out[i] = gen.LeaseQueueDepthRow(r)
+	}
+	return out, err
 }
 
 // cancelTimers is the timers' cancel (TimersCancelAudited): the shared

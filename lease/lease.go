@@ -94,6 +94,7 @@ type Item struct {
 	CreatedAt    time.Time
 
 	// Table-specific fields.
+	Metadata      json.RawMessage // job_runs: a JSON object or nil (the enqueuing span's trace context)
 	Headers       json.RawMessage // outbox
 	PartitionKey  string          // outbox
 	MessageID     string          // outbox (uuid) and inbox
@@ -156,6 +157,29 @@ type Applied struct {
 type Reaped struct {
 	Requeued int `json:"requeued"`
 	Failed   int `json:"failed"`
+	// ByQueue splits the counts per queue (nil when nothing was reaped).
+	ByQueue map[string]QueueReaped `json:"-"`
+}
+
+// QueueReaped counts the reaped items of one queue.
+type QueueReaped struct {
+	Requeued int
+	Failed   int
+}
+
+// Add adds o's counts to r.
+func (r *Reaped) Add(o Reaped) {
+	r.Requeued += o.Requeued
+	r.Failed += o.Failed
+	for q, c := range o.ByQueue {
+		if r.ByQueue == nil {
+			r.ByQueue = map[string]QueueReaped{}
+		}
+		t := r.ByQueue[q]
+		t.Requeued += c.Requeued
+		t.Failed += c.Failed
+		r.ByQueue[q] = t
+	}
 }
 
 // LocalTTL is how long, on its own monotonic clock, the holder of a lease
@@ -450,12 +474,19 @@ func (e *Engine) ReapExpired(ctx context.Context, queue string, max int) (Reaped
 		return Reaped{}, fmt.Errorf("reap %s: %w", e.table, err)
 	}
 	var r Reaped
+	if len(rows) > 0 {
+		r.ByQueue = map[string]QueueReaped{}
+	}
 	for _, row := range rows {
+		c := r.ByQueue[row.Queue]
 		if Status(row.Status) == StatusFailed {
 			r.Failed++
+			c.Failed++
 		} else {
 			r.Requeued++
+			c.Requeued++
 		}
+		r.ByQueue[row.Queue] = c
 	}
 	return r, nil
 }
@@ -527,11 +558,27 @@ func (e *Engine) Revive(ctx context.Context, actor, reason string, ids ...int64)
 	return got, nil
 }
 
-// SetLimit sets the global limit W of in-progress rows of (table, queue);
-// a negative w removes the limit.
+// MaxLimit is the highest limit W SetLimit takes.
+const MaxLimit = math.MaxInt32
+
+// CheckLimit reports what SetLimit would reject (an error wrapping
+// ErrInvalid), without touching a database.
+func CheckLimit(table Table, queue string, w int) error {
+	if err := checkQueue("set limit", table, queue); err != nil {
+		return err
+	}
+	if w > MaxLimit {
+		return fmt.Errorf("set limit of %s/%s: %w: W must be a whole number from 0 to %d, got %d", table, queue, ErrInvalid, MaxLimit, w)
+	}
+	return nil
+}
+
+// SetLimit sets the global limit W of in-progress rows of (table, queue),
+// 0 to MaxLimit; a negative w removes the limit. A bad table, queue name or
+// W is an error wrapping ErrInvalid, and nothing is written.
 func SetLimit(ctx context.Context, db gen.DBTX, table Table, queue string, w int) error {
-	if _, err := lookup(table); err != nil {
-		return fmt.Errorf("set limit: %w", err)
+	if err := CheckLimit(table, queue, w); err != nil {
+		return err
 	}
 	q := gen.New(db)
 	if w < 0 {
@@ -540,7 +587,7 @@ func SetLimit(ctx context.Context, db gen.DBTX, table Table, queue string, w int
 		}
 		return nil
 	}
-	if err := q.QueueLimitsSet(ctx, gen.QueueLimitsSetParams{WorkTable: string(table), Queue: queue, MaxInProgress: int32(min(w, math.MaxInt32))}); err != nil {
+	if err := q.QueueLimitsSet(ctx, gen.QueueLimitsSetParams{WorkTable: string(table), Queue: queue, MaxInProgress: int32(w)}); err != nil {
 		return fmt.Errorf("set limit of %s/%s: %w", table, queue, err)
 	}
 	return nil
@@ -570,6 +617,39 @@ func deref[T any](p *T) T {
 		return zero
 	}
 	return *p
+}
+
+// Depth is how many items of one queue wait and run, for metrics.
+type Depth struct {
+	Queue      string
+	Ready      int64         // ready items that are due
+	Scheduled  int64         // ready items due later (a delay, a backoff, a timer)
+	InProgress int64         // items in progress (leased)
+	OldestDue  time.Duration // how long the oldest due ready item has been due (0: none is due)
+}
+
+// QueueDepth counts, per queue, the table's ready (due), scheduled (ready,
+// due later) and in-progress items and the age of its oldest due ready item, in one statement that reads the
+// ready and in-progress sets through their partial indexes and never the
+// finished rows: its cost grows with the backlog, not with the history.
+func (e *Engine) QueueDepth(ctx context.Context) ([]Depth, error) {
+	if e.err != nil {
+		return nil, fmt.Errorf("queue depth: %w", e.err)
+	}
+	depth := e.q.LeaseQueueDepth
+	if e.def.depth != nil {
+		depth = func(ctx context.Context) ([]gen.LeaseQueueDepthRow, error) { return e.def.depth(ctx, e.q) }
+	}
+	rows, err := depth(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("queue depth of %s: %w", e.table, err)
+	}
+	out := make([]Depth, len(rows))
+	for i, r := range rows {
+		out[i] = Depth{Queue: r.Queue, Ready: r.Ready, Scheduled: r.Scheduled, InProgress: r.InProgress,
+			OldestDue: time.Duration(r.OldestReadySeconds * float64(time.Second))}
+	}
+	return out, nil
 }
 
 // StuckCount is how many items of a queue are in progress past a bound.

@@ -45,6 +45,9 @@ type tableDef struct {
 	// a table whose retention has rules of its own (the outbox keeps failed
 	// messages with a partition key: they may be blocking their key).
 	deleteFinished func(ctx context.Context, q *gen.Queries, olderThanMs int64, max int32) (int64, error)
+	// depth, when set, replaces the shared LeaseQueueDepth for a table
+	// whose ready rows are in indexes of its own (the outbox).
+	depth func(ctx context.Context, q *gen.Queries) ([]gen.LeaseQueueDepthRow, error)
 	// cancel, when set, replaces the shared LeaseCancel for a table that
 	// records a cancel in columns of its own (timers: cancelled_at).
 	cancel func(ctx context.Context, q *gen.Queries, ids []int64, actor, reason string) ([]int64, error)
@@ -73,7 +76,7 @@ const maxTableCode = 63
 // one entry here with its claim adapter (table_<name>.go).
 var registry = []*tableDef{
 	{table: JobRuns, code: 0, claim: claimJobRuns},
-	{table: Outbox, code: 1, claim: claimOutbox, deleteFinished: deleteFinishedOutbox},
+	{table: Outbox, code: 1, claim: claimOutbox, deleteFinished: deleteFinishedOutbox, depth: depthOutbox},
 	{table: Inbox, code: 2, claim: claimInbox},
 	{table: Timers, code: 3, claim: claimTimers, cancel: cancelTimers},
 }

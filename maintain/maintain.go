@@ -43,6 +43,9 @@ type Options struct {
 	// RetryInterval is how often a follower tries to become the leader
 	// (default LockTTL/4).
 	RetryInterval time.Duration
+	// Observer is told about leadership, task rounds, reaps and stuck
+	// items (metrics); nil: none. See Observer.
+	Observer Observer
 }
 
 // DefaultLockName is the lock the maintenance leader holds.
@@ -217,7 +220,13 @@ func (s *Service) lead(ctx context.Context) {
 		s.token.Store(l.Token())
 		s.elections.Add(1)
 		s.log.Info("maintenance: leading", "token", l.Token(), "tasks", len(tasks))
+		if s.opts.Observer != nil {
+			s.opts.Observer.Leading(true)
+		}
 		leadCtx, cancel := context.WithCancel(l.Context())
+		if s.opts.Observer != nil {
+			leadCtx = context.WithValue(leadCtx, observerKey{}, s.opts.Observer)
+		}
 		stopLeading := context.AfterFunc(ctx, cancel)
 		var wg sync.WaitGroup
 		for _, t := range tasks {
@@ -229,6 +238,9 @@ func (s *Service) lead(ctx context.Context) {
 		stopLeading()
 		cancel()
 		s.token.Store(0)
+		if s.opts.Observer != nil {
+			s.opts.Observer.Leading(false)
+		}
 		relCtx, relCancel := context.WithTimeout(context.Background(), 2*time.Second)
 		_ = l.Release(relCtx)
 		relCancel()
@@ -244,9 +256,13 @@ func (s *Service) loop(ctx context.Context, t *taskState, token int64) {
 	tick := time.NewTicker(t.Every)
 	defer tick.Stop()
 	for {
+		began := time.Now()
 		n, err := t.Run(ctx, token)
 		if ctx.Err() != nil {
 			return
+		}
+		if s.opts.Observer != nil {
+			s.opts.Observer.TaskRound(t.Name, n, time.Since(began), err)
 		}
 		t.rounds.Add(1)
 		t.rows.Add(n)

@@ -25,9 +25,13 @@ func ReapTask(pool *pgxpool.Pool, every time.Duration, batch int, log *slog.Logg
 	}
 	return Task{Name: "reap", Every: every, Run: func(ctx context.Context, _ int64) (int64, error) {
 		got, err := r.RunOnce(ctx)
+		obs := observerFrom(ctx)
 		var n int64
-		for _, g := range got {
+		for t, g := range got {
 			n += int64(g.Requeued + g.Failed)
+			if obs != nil {
+				obs.Reaped(t, g)
+			}
 		}
 		return n, err
 	}}, nil
@@ -122,11 +126,15 @@ func StuckTask(db gen.DBTX, every, leaseTTL time.Duration, log *slog.Logger) (Ta
 	return Task{Name: "stuck", Every: every, Run: func(ctx context.Context, _ int64) (int64, error) {
 		var total int64
 		var errs []error
+		obs := observerFrom(ctx)
 		for _, t := range lease.Tables {
 			rows, err := lease.New(db, t).Stuck(ctx, 2*leaseTTL)
 			if err != nil {
 				errs = append(errs, err)
 				continue
+			}
+			if obs != nil {
+				obs.Stuck(t, rows)
 			}
 			for _, r := range rows {
 				total += r.Count

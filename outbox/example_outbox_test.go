@@ -5,30 +5,16 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
-
 	"github.com/workq/workq/config"
 	"github.com/workq/workq/internal/testdb"
 	"github.com/workq/workq/outbox"
 	"github.com/workq/workq/worker"
 )
 
-func examplePool() (*pgxpool.Pool, func()) {
-	url, drop, err := testdb.NewDatabase()
-	if err != nil {
-		panic(err)
-	}
-	pool, err := pgxpool.New(context.Background(), url)
-	if err != nil {
-		panic(err)
-	}
-	return pool, func() { pool.Close(); _ = drop() }
-}
-
 // Write a message in the same transaction as the change it announces: it
 // exists if and only if the transaction commits.
 func ExampleClient_Send() {
-	pool, done := examplePool()
+	pool, done := testdb.ExamplePool()
 	defer done()
 	ctx := context.Background()
 	client := outbox.NewClient(outbox.ClientOptions{})
@@ -62,7 +48,7 @@ func ExampleClient_Send() {
 // A relay is a worker source: it hands each message to its topic's handler.
 // Messages of one partition key arrive one at a time, in write order.
 func ExampleRelay() {
-	pool, done := examplePool()
+	pool, done := testdb.ExamplePool()
 	defer done()
 	ctx := context.Background()
 	client := outbox.NewClient(outbox.ClientOptions{})

@@ -141,6 +141,8 @@ type Join struct {
 	// OutcomeMessageID is the message id of the outcome message the join
 	// wrote (zero while open, or when it failed without an on-fail message).
 	OutcomeMessageID uuid.UUID
+	OnCompleteTopic  string // the topic of the on-complete message (GetJoin, ListJoins)
+	OnFailTopic      string // the topic of the on-fail message ("": none)
 	CreatedAt        time.Time
 	UpdatedAt        time.Time
 	FinishedAt       time.Time // zero while open
@@ -319,13 +321,21 @@ func GetJoin(ctx context.Context, db workq.DB, id int64) (Join, error) {
 	if err != nil {
 		return Join{}, fmt.Errorf("get join %d: %w", id, err)
 	}
+	return joinOf(r), nil
+}
+
+// joinOf maps a join row (OutboxJoinGet's columns) to a Join.
+func joinOf(r gen.OutboxJoinGetRow) Join {
 	j := Join{
 		ID: r.ID, Status: JoinStatus(r.Status), OnMemberFailure: MemberFailure(r.OnMemberFailure),
 		Expected: int(r.ExpectedSteps), Attached: int(r.AttachedSteps), Completed: int(r.CompletedSteps),
-		Failed: int(r.FailedSteps), CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt,
+		Failed: int(r.FailedSteps), OnCompleteTopic: r.OnCompleteTopic, CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt,
 	}
 	if r.FailReason != nil {
 		j.FailReason = *r.FailReason
+	}
+	if r.OnFailTopic != nil {
+		j.OnFailTopic = *r.OnFailTopic
 	}
 	if r.Deadline != nil {
 		j.Deadline = *r.Deadline
@@ -336,7 +346,39 @@ func GetJoin(ctx context.Context, db workq.DB, id int64) (Join, error) {
 	if r.FinishedAt != nil {
 		j.FinishedAt = *r.FinishedAt
 	}
-	return j, nil
+	return j
+}
+
+// JoinQuery selects a page of joins, newest first.
+type JoinQuery struct {
+	OnlyOpen bool  // only joins still waiting for members
+	Before   int64 // keyset pagination: joins with smaller ids (0: from the newest)
+	Limit    int   // at most this many (0: 50; at most 1000)
+}
+
+// ListJoins lists joins newest first with their counts (Join.Completed and
+// Join.Failed of Join.Expected are the progress), walking the primary key
+// down from q.Before.
+func ListJoins(ctx context.Context, db workq.DB, q JoinQuery) ([]Join, error) {
+	if q.Limit == 0 {
+		q.Limit = 50
+	}
+	if q.Limit < 0 || q.Limit > 1000 || q.Before < 0 {
+		return nil, fmt.Errorf("%w: list joins: limit %d (want 1 to 1000), before %d", workq.ErrInvalid, q.Limit, q.Before)
+	}
+	before := int64(math.MaxInt64)
+	if q.Before > 0 {
+		before = q.Before
+	}
+	rows, err := gen.New(db).OutboxJoinsPage(ctx, gen.OutboxJoinsPageParams{BeforeID: before, OnlyOpen: q.OnlyOpen, MaxRows: int32(q.Limit)})
+	if err != nil {
+		return nil, fmt.Errorf("list joins: %w", err)
+	}
+	out := make([]Join, len(rows))
+	for i, r := range rows {
+		out[i] = joinOf(gen.OutboxJoinGetRow(r))
+	}
+	return out, nil
 }
 
 // FailExpiredJoins fails up to max open joins whose deadline has passed on

@@ -15,16 +15,20 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strings"
 	"time"
 	"unicode/utf8"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgconn"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/workq/workq"
 	"github.com/workq/workq/config"
 	"github.com/workq/workq/db/gen"
 	"github.com/workq/workq/internal/notify"
+	"github.com/workq/workq/internal/otelx"
 	"github.com/workq/workq/worker"
 )
 
@@ -81,6 +85,16 @@ type ClientOptions struct {
 	// MaxPayloadBytes limits a payload, in bytes of JSON text: 0 means
 	// config.DefaultMaxPayload (1 MiB), at most config.MaxPayloadCeiling.
 	MaxPayloadBytes int
+	// TracerProvider makes the send spans (workq.enqueue): every Send or
+	// SendMany is one span, and while it is recording each message
+	// carries its trace context in its headers (W3C traceparent and
+	// tracestate, unless the message sets traceparent itself), for the
+	// relay's handler span to continue and publishers to pass on. Nil:
+	// the global provider, which records nothing until one is set.
+	TracerProvider trace.TracerProvider
+	// Propagator writes the trace context into the headers. Nil: the
+	// global propagator if one is set, else W3C trace context.
+	Propagator propagation.TextMapPropagator
 }
 
 // Client writes outbox messages. It is safe for concurrent use; share one
@@ -89,6 +103,8 @@ type Client struct {
 	maxAttempts int
 	maxPayload  int
 	notify      *notify.Debouncer
+	tracer      trace.Tracer
+	propagator  propagation.TextMapPropagator
 }
 
 // NewClient returns a Client.
@@ -103,7 +119,38 @@ func NewClient(o ClientOptions) *Client {
 	if o.MaxPayloadBytes == 0 {
 		o.MaxPayloadBytes = d.MaxPayload
 	}
-	return &Client{maxAttempts: o.MaxAttempts, maxPayload: o.MaxPayloadBytes, notify: notify.New(o.NotifyDebounce)}
+	return &Client{maxAttempts: o.MaxAttempts, maxPayload: o.MaxPayloadBytes, notify: notify.New(o.NotifyDebounce),
+		tracer: otelx.Tracer(o.TracerProvider), propagator: otelx.Propagator(o.Propagator)}
+}
+
+// startSend starts the span of one send call of n messages on queue (""
+// for several) and returns the trace context fields the messages carry
+// (nil when the span is not recording).
+func (c *Client) startSend(ctx context.Context, queue, topic string, n int) (context.Context, trace.Span, map[string]string) {
+	ctx, span := otelx.StartEnqueue(ctx, c.tracer, "outbox", queue, topic, n)
+	return ctx, span, otelx.Inject(ctx, c.propagator)
+}
+
+// withTrace returns h with the trace context fields added, unless h sets
+// traceparent itself (any case) or they would not fit: a copy, the
+// caller's map is left alone.
+func withTrace(h, trace map[string]string) map[string]string {
+	if len(trace) == 0 || len(h)+len(trace) > MaxHeaders {
+		return h
+	}
+	for name := range h {
+		if strings.EqualFold(name, "traceparent") {
+			return h
+		}
+	}
+	out := make(map[string]string, len(h)+len(trace))
+	for k, v := range h {
+		out[k] = v
+	}
+	for k, v := range trace {
+		out[k] = v
+	}
+	return out
 }
 
 type prepared struct {
@@ -274,7 +321,14 @@ func encodePayload(v any, maxBytes int) ([]byte, error) {
 
 // Send writes one message on db: a pool, or the caller's transaction (then
 // the message exists if and only if that transaction commits).
-func (c *Client) Send(ctx context.Context, db workq.DB, m Message) (Sent, error) {
+func (c *Client) Send(ctx context.Context, db workq.DB, m Message) (_ Sent, err error) {
+	queue := m.Queue
+	if queue == "" {
+		queue = "default"
+	}
+	ctx, span, tc := c.startSend(ctx, queue, m.Topic, 1)
+	defer func() { otelx.End(span, err) }()
+	m.Headers = withTrace(m.Headers, tc)
 	p, err := c.prepare(m)
 	if err != nil {
 		return Sent{}, err
@@ -305,11 +359,13 @@ func (c *Client) Send(ctx context.Context, db workq.DB, m Message) (Sent, error)
 // SendMany writes many messages in one statement on db (a pool or the
 // caller's transaction); the result has one entry per message, in order. A
 // message that fails validation fails the call: nothing is written.
-func (c *Client) SendMany(ctx context.Context, db workq.DB, msgs []Message) ([]Sent, error) {
+func (c *Client) SendMany(ctx context.Context, db workq.DB, msgs []Message) (_ []Sent, err error) {
 	if len(msgs) == 0 {
 		return nil, nil
 	}
 	n := len(msgs)
+	ctx, span, tc := c.startSend(ctx, "", "", n)
+	defer func() { otelx.End(span, err) }()
 	arg := gen.OutboxEnqueueManyParams{
 		Queues: make([]string, n), Topics: make([]string, n), PartitionKeys: make([]string, n), MessageIds: make([]string, n),
 		Payloads: make([]string, n), Headers: make([]string, n), CorrelationIds: make([]string, n), Priorities: make([]int16, n),
@@ -318,6 +374,7 @@ func (c *Client) SendMany(ctx context.Context, db workq.DB, msgs []Message) ([]S
 	queues := map[string]bool{}
 	ids := map[uuid.UUID]int{}
 	for i, m := range msgs {
+		m.Headers = withTrace(m.Headers, tc)
 		p, err := c.prepare(m)
 		if err != nil {
 			return nil, fmt.Errorf("message %d: %w", i, err)

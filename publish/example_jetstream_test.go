@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/workq/workq/config"
+	"github.com/workq/workq/internal/testdb"
 	"github.com/workq/workq/lease"
 	"github.com/workq/workq/publish"
 	"github.com/workq/workq/worker"
@@ -20,7 +21,7 @@ import (
 // derived from the topic, with the outbox message id as Nats-Msg-Id so that
 // the stream drops a re-delivered copy.
 func ExampleNewJetStream() {
-	pool, cleanup := examplePool()
+	pool, cleanup := testdb.ExamplePool()
 	defer cleanup()
 	ctx := context.Background()
 

@@ -19,20 +19,6 @@ import (
 	"github.com/workq/workq/worker"
 )
 
-// examplePool opens a pool on a new, migrated database (the test harness's;
-// in a service it is the service's own pool) and returns its cleanup.
-func examplePool() (*pgxpool.Pool, func()) {
-	url, drop, err := testdb.NewDatabase()
-	if err != nil {
-		panic(err)
-	}
-	pool, err := pgxpool.New(context.Background(), url)
-	if err != nil {
-		panic(err)
-	}
-	return pool, func() { pool.Close(); _ = drop() }
-}
-
 // writeOutbox writes one outbox message (in a service: inside the
 // transaction that changes the state the message announces).
 func writeOutbox(ctx context.Context, pool *pgxpool.Pool, topic, payload string) {
@@ -48,7 +34,7 @@ func writeOutbox(ctx context.Context, pool *pgxpool.Pool, topic, payload string)
 // A webhook publisher POSTs each message of its topic to one URL, signed;
 // the receiver checks the signature and the timestamp with VerifyWebhook.
 func ExampleNewWebhook() {
-	pool, cleanup := examplePool()
+	pool, cleanup := testdb.ExamplePool()
 	defer cleanup()
 	ctx := context.Background()
 

@@ -77,8 +77,7 @@ func (r *Reaper) reapTable(ctx context.Context, t lease.Table) (lease.Reaped, er
 		if err != nil {
 			return total, err
 		}
-		total.Requeued += got.Requeued
-		total.Failed += got.Failed
+		total.Add(got)
 		if got.Requeued+got.Failed < r.batch {
 			return total, nil
 		}

@@ -21,13 +21,19 @@ func TestAdminPagePlans(t *testing.T) {
 			fillForPlans(t, ctx, conn, table)
 			sql, params := namedQuery(t, table, queryPrefix[table]+"Page")
 			base := map[string]any{"before_id": int64(math.MaxInt64), "queue": nil, "status": nil, "kind": nil,
-				"created_after": nil, "created_before": nil, "max_rows": int32(51)}
+				"created_after": nil, "created_before": nil, "min_id": int64(0), "error_text": nil, "max_rows": int32(51)}
 			with := func(k string, v any) map[string]any {
 				m := map[string]any{}
 				for key, val := range base {
 					m[key] = val
 				}
 				m[k] = v
+				return m
+			}
+			withAll := func(m, more map[string]any) map[string]any {
+				for k, v := range more {
+					m[k] = v
+				}
 				return m
 			}
 			cases := []struct {
@@ -38,6 +44,7 @@ func TestAdminPagePlans(t *testing.T) {
 				{"next page", table + "_pkey", with("before_id", int64(50000))},
 				{"one queue", table + "_pkey", with("queue", "q")},
 				{"failed", table + "_failed", with("status", int16(3))},
+				{"error text in a window of ids", table + "_pkey", withAll(with("before_id", int64(60000)), map[string]any{"min_id": int64(50001), "error_text": "timeout"})},
 			}
 			for _, c := range cases {
 				plan := explainCustom(t, ctx, conn, sql, argsFor(t, params, c.values)...)

@@ -13,7 +13,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -40,19 +39,7 @@ func TestProcess(t *testing.T) {
 
 func buildWorkq(t *testing.T) string {
 	t.Helper()
-	goBin, err := exec.LookPath("go")
-	if err != nil {
-		goBin = filepath.Join(runtime.GOROOT(), "bin", "go")
-	}
-	bin := filepath.Join(t.TempDir(), "workq")
-	start := time.Now()
-	cmd := exec.Command(goBin, "build", "-o", bin, "./cmd/workq")
-	cmd.Dir = ".." // the module root; tests run in their package directory
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build ./cmd/workq: %v\n%s", err, out)
-	}
-	t.Logf("built workq in %s", time.Since(start).Round(time.Millisecond))
-	return bin
+	return testutil.BuildWorkq(t, "..") // tests run in their package directory
 }
 
 // procEnv is this process's environment without any database or WORKQ_*

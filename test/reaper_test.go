@@ -61,8 +61,8 @@ func TestReaperRunOnceAllTables(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, table := range lease.Tables {
-		if got[table] != (lease.Reaped{Requeued: 3, Failed: 1}) {
-			t.Errorf("%s: reaped %+v, want 3 requeued and 1 failed", table, got[table])
+		if g := got[table]; g.Requeued != 3 || g.Failed != 1 || len(g.ByQueue) != 1 || g.ByQueue["r"] != (lease.QueueReaped{Requeued: 3, Failed: 1}) {
+			t.Errorf("%s: reaped %+v, want 3 requeued and 1 failed, all of queue r", table, g)
 		}
 		var ready, failed, expiredRuns int
 		err := pool.QueryRow(ctx, `select count(*) filter (where status = 0), count(*) filter (where status = 3 and last_error like '%no attempts left%')

@@ -6,30 +6,16 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
-
 	"github.com/workq/workq/config"
 	"github.com/workq/workq/internal/testdb"
 	"github.com/workq/workq/timers"
 	"github.com/workq/workq/worker"
 )
 
-func examplePool() (*pgxpool.Pool, func()) {
-	url, drop, err := testdb.NewDatabase()
-	if err != nil {
-		panic(err)
-	}
-	pool, err := pgxpool.New(context.Background(), url)
-	if err != nil {
-		panic(err)
-	}
-	return pool, func() { pool.Close(); _ = drop() }
-}
-
 // Schedule a timer inside the transaction that writes the business change,
 // and handle it on the shared runtime when it falls due.
 func Example() {
-	pool, cleanup := examplePool()
+	pool, cleanup := testdb.ExamplePool()
 	defer cleanup()
 	ctx := context.Background()
 
@@ -78,7 +64,7 @@ func Example() {
 // Cancel succeeds while no worker has claimed the timer, and says why not
 // otherwise.
 func ExampleClient_Cancel() {
-	pool, cleanup := examplePool()
+	pool, cleanup := testdb.ExamplePool()
 	defer cleanup()
 	ctx := context.Background()
 	client := timers.NewClient(timers.ClientOptions{})
@@ -103,7 +89,7 @@ func ExampleClient_Cancel() {
 // ScheduleMany writes many timers in one statement; a bad one rejects the
 // batch and nothing is written.
 func ExampleClient_ScheduleMany() {
-	pool, cleanup := examplePool()
+	pool, cleanup := testdb.ExamplePool()
 	defer cleanup()
 	ctx := context.Background()
 	client := timers.NewClient(timers.ClientOptions{})

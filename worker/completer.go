@@ -3,6 +3,7 @@ package worker
 import (
 	"context"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -51,6 +52,7 @@ type completer struct {
 	limit     int64
 	stats     *counters
 	onResult  func(Result)
+	obs       Observer        // nil: none
 	hardCtx   context.Context // ends retries at Stop's bound
 	producers []*producer     // woken when a backlog clears
 
@@ -69,7 +71,7 @@ type completer struct {
 func newCompleter(w *Worker, e *lease.Engine, hardCtx context.Context) *completer {
 	return &completer{
 		engine: e, complete: w.completeFn, log: w.log, interval: w.cfg.FlushInterval, max: w.cfg.FlushBatch,
-		limit: int64(backlogLimit(w.cfg.FlushBatch)), stats: &w.stats, onResult: w.onResult, hardCtx: hardCtx,
+		limit: int64(backlogLimit(w.cfg.FlushBatch)), stats: &w.stats, onResult: w.onResult, obs: w.obs, hardCtx: hardCtx,
 		kick: make(chan struct{}, 1), flushes: make(chan []pendingCompletion),
 	}
 }
@@ -206,6 +208,10 @@ func (c *completer) flush(batch []pendingCompletion) {
 	}
 	var applied lease.Applied
 	var err error
+	var started time.Time
+	if c.obs != nil {
+		started = time.Now()
+	}
 	try := 0
 	for ; try < flushTries; try++ {
 		ctx, cancel := context.WithTimeout(c.hardCtx, 30*time.Second)
@@ -226,9 +232,24 @@ func (c *completer) flush(batch []pendingCompletion) {
 	} else if try > 0 && len(applied.Lost) > 0 {
 		c.resolve(cs, &applied)
 	}
+	if c.obs != nil {
+		c.obs.Flushed(FlushEvent{Table: c.engine.Table(), Queues: queuesOf(batch), Size: len(batch), Lost: len(applied.Lost),
+			Tries: min(try+1, flushTries), Started: started, Took: time.Since(started), Err: err})
+	}
 	for _, p := range batch {
 		c.report(p, applied, err == nil)
 	}
+}
+
+// queuesOf returns the distinct queues of a batch (usually one or a few).
+func queuesOf(batch []pendingCompletion) []string {
+	var qs []string
+	for i := range batch {
+		if q := batch[i].item.Queue; !slices.Contains(qs, q) {
+			qs = append(qs, q)
+		}
+	}
+	return qs
 }
 
 // resolve asks the run archive about the completions a retried flush
@@ -285,18 +306,24 @@ func (c *completer) count(r Result, flushed bool) {
 	}
 	if !r.Applied {
 		c.stats.leaseLost.Add(1)
+		if c.obs != nil {
+			c.obs.LeaseLost(&r.Item)
+		}
 		return
 	}
-	switch {
-	case r.Status == lease.StatusDone:
+	if c.obs != nil {
+		c.obs.Completed(r)
+	}
+	switch r.Final() {
+	case lease.Done:
 		c.stats.done.Add(1)
-	case r.Status == lease.StatusFailed:
+	case lease.Failed:
 		c.stats.failed.Add(1)
-	case r.Outcome == lease.Retry:
+	case lease.Retry:
 		c.stats.retried.Add(1)
-	case r.Outcome == lease.Snoozed:
+	case lease.Snoozed:
 		c.stats.snoozed.Add(1)
-	case r.Outcome == lease.Released:
+	case lease.Released:
 		c.stats.released.Add(1)
 	}
 }

@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
-
 	"github.com/workq/workq"
 	"github.com/workq/workq/config"
 	"github.com/workq/workq/internal/testdb"
@@ -14,25 +12,11 @@ import (
 	"github.com/workq/workq/worker"
 )
 
-// examplePool opens a pool on a new, migrated database (the test harness's;
-// in a service it is the service's own pool) and returns its cleanup.
-func examplePool() (*pgxpool.Pool, func()) {
-	url, drop, err := testdb.NewDatabase()
-	if err != nil {
-		panic(err)
-	}
-	pool, err := pgxpool.New(context.Background(), url)
-	if err != nil {
-		panic(err)
-	}
-	return pool, func() { pool.Close(); _ = drop() }
-}
-
 // A worker runs the handlers registered for job kinds. Enqueue in the
 // caller's transaction or on a pool; the worker claims, runs, retries and
 // archives.
 func Example() {
-	pool, cleanup := examplePool()
+	pool, cleanup := testdb.ExamplePool()
 	defer cleanup()
 	ctx := context.Background()
 
@@ -74,7 +58,7 @@ func Example() {
 // every table. Here every job run of queue "audit" goes to one function,
 // whatever its kind.
 func ExampleWorker_AddSource() {
-	pool, cleanup := examplePool()
+	pool, cleanup := testdb.ExamplePool()
 	defer cleanup()
 	ctx := context.Background()
 
@@ -115,7 +99,7 @@ func ExampleWorker_AddSource() {
 // returns within the drain timeout plus StopBound, whatever the database
 // does.
 func ExampleWorker_Stop() {
-	pool, cleanup := examplePool()
+	pool, cleanup := testdb.ExamplePool()
 	defer cleanup()
 	ctx := context.Background()
 

@@ -94,6 +94,13 @@ func Snooze(d time.Duration) error {
 	return &snoozeError{d}
 }
 
+// IsSnoozed reports whether err was made by Snooze: the handler asked to
+// run the job again later, which is not a failure.
+func IsSnoozed(err error) bool {
+	var s *snoozeError
+	return errors.As(err, &s)
+}
+
 // Backoff is exponential backoff with full jitter:
 // random(0, min(base * 2^attempt, cap)).
 func Backoff(attempt int32, base, cap time.Duration) time.Duration {

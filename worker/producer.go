@@ -47,6 +47,8 @@ type producer struct {
 
 	avgRun atomic.Int64 // moving average of handler run time, in nanoseconds
 
+	failures failureLog // rate-limits the warnings about failed handlers
+
 	prev []lease.Item // the last claim's items, for Source.ClaimOptions (claim loop only)
 }
 
@@ -408,6 +410,9 @@ func (p *producer) reclaim(ctx context.Context) int {
 	}
 	if got.Requeued+got.Failed > 0 {
 		p.w.log.Info("reclaimed expired leases", "table", p.src.Table, "queue", p.queue, "requeued", got.Requeued, "failed", got.Failed)
+		if p.w.obs != nil {
+			p.w.obs.Reclaimed(p.src.Table, p.queue, got)
+		}
 	}
 	return got.Requeued
 }
@@ -434,8 +439,16 @@ func (p *producer) claim(ctx context.Context, n int) (int, error) {
 	if p.src.ClaimOptions != nil {
 		params.Options = p.src.ClaimOptions(p.queue, p.prev)
 	}
+	var started time.Time
+	if p.w.obs != nil {
+		started = time.Now()
+	}
 	c, err := p.w.claimFn(lease.New(conn, p.src.Table), cctx, params)
 	p.prev = c.Items
+	if p.w.obs != nil && (err != nil || len(c.Items) > 0) {
+		p.w.obs.Claimed(ClaimEvent{Table: p.src.Table, Queue: p.queue, Items: c.Items, Lease: cfg.Lease,
+			Started: started, Took: time.Since(started), Err: err})
+	}
 	if err != nil {
 		// The connection's server process may still be running the claim:
 		// it must not take another statement from the pool.
@@ -539,12 +552,19 @@ func (p *producer) execute(a *attempt) {
 	rec := p.w.runs.begin(&a.item, cfg.WorkerID, p.w.log)
 	a.setRecord(rec.end)
 	job := &Job{Item: a.item, base: p.w.log, file: rec.file}
+	ctx := a.ctx
+	if p.w.obs != nil {
+		ctx = p.w.obs.HandlerStart(ctx, job)
+	}
 	started := time.Now()
 	a.started.Store(started.UnixNano())
-	err := p.call(a.ctx, job)
+	err := p.call(ctx, job)
 	finished := time.Now()
 	a.cancel(nil)
 	p.observe(finished.Sub(started))
+	if p.w.obs != nil {
+		p.w.obs.HandlerEnd(ctx, job, err, finished.Sub(started))
+	}
 
 	won := a.state.CompareAndSwap(attemptRunning, attemptFinished)
 	p.slotFreed()
@@ -556,8 +576,12 @@ func (p *producer) execute(a *attempt) {
 		// Released: the drain's completion ends the attempt's record.
 		return
 	}
+	c := p.outcome(a.item, err)
+	if c.Outcome == lease.Retry || c.Outcome == lease.Failed {
+		p.failures.report(p, &a.item, c, finished)
+	}
 	p.w.stats.pending.Add(1)
-	p.comp.add(pendingCompletion{c: p.outcome(a.item, err), item: a.item, started: started, finished: finished, after: func(res Result) {
+	p.comp.add(pendingCompletion{c: c, item: a.item, started: started, finished: finished, after: func(res Result) {
 		rec.end(res)
 		p.forget(a)
 		p.w.stats.pending.Add(-1)
@@ -700,6 +724,7 @@ func (p *producer) watch() {
 		p.lose(a, "no heartbeat confirmed the lease in time; cancelled before it can expire in the database")
 	}
 	p.giveBack(waiting)
+	p.failures.flush(p, false, time.Now())
 }
 
 // giveBack releases claimed items that never got a handler (see
@@ -732,6 +757,9 @@ func (p *producer) lose(a *attempt, why string) {
 		return
 	}
 	p.w.stats.leaseLost.Add(1)
+	if p.w.obs != nil {
+		p.w.obs.LeaseLost(&a.item)
+	}
 	p.w.log.Warn("lease lost; cancelling the handler", "table", a.item.Table, "id", a.item.ID,
 		"run_id", a.item.RunID, "attempt", a.item.Attempt, "why", why)
 	a.cancel(ErrLeaseLost)

@@ -79,8 +79,8 @@ func (a *runArchive) begin(it *lease.Item, workerID string, base *slog.Logger) a
 			fin := r.Finished.UTC()
 			meta.FinishedAt = &fin
 			meta.Outcome = string(r.Outcome)
-			if r.Applied && r.Status == lease.StatusFailed {
-				meta.Outcome = string(lease.Failed) // a retry with no attempts left, as in runs.outcome
+			if r.Applied {
+				meta.Outcome = string(r.Final()) // a retry with no attempts left is failed, as in runs.outcome
 			}
 			meta.Error = r.Error
 			if r.Outcome != "lease_lost" {

@@ -27,6 +27,9 @@ import (
 type Options struct {
 	Logger   *slog.Logger // default: discard
 	OnResult func(Result) // called once per finished attempt after its flush
+	// Observer is told about claims, handler runs, completions and lost
+	// leases (metrics, tracing); nil costs nothing. See Observer.
+	Observer Observer
 }
 
 // Source is one kind of work on the runtime: a work table, the queues of it
@@ -65,9 +68,15 @@ type Worker struct {
 	cfg      config.Config
 	log      *slog.Logger
 	onResult func(Result)
-	stats    counters
-	runs     *runArchive
-	clock0   time.Time // base of the worker's monotonic clock (mono)
+	obs      Observer // nil: none
+
+	// The rate limit of failed-handler warnings per (table, queue)
+	// (failureLogBurst per failureLogWindow; tests shorten the window).
+	failBurst  int
+	failWindow time.Duration
+	stats      counters
+	runs       *runArchive
+	clock0     time.Time // base of the worker's monotonic clock (mono)
 
 	// The worker's two statements whose outcome can be unknown to it: a
 	// claim or a completion that committed without the answer arriving.
@@ -113,8 +122,9 @@ func New(pool *pgxpool.Pool, cfg config.Config, o Options) (*Worker, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	w := &Worker{pool: pool, cfg: cfg, log: log, onResult: o.OnResult, kinds: newKindRouter(), clock0: time.Now(),
-		claimFn: (*lease.Engine).Claim, completeFn: (*lease.Engine).Complete}
+	w := &Worker{pool: pool, cfg: cfg, log: log, onResult: o.OnResult, obs: o.Observer, kinds: newKindRouter(), clock0: time.Now(),
+		claimFn: (*lease.Engine).Claim, completeFn: (*lease.Engine).Complete,
+		failBurst: failureLogBurst, failWindow: failureLogWindow}
 	if cfg.RunsDir != "" {
 		w.runs = &runArchive{dir: cfg.RunsDir}
 	}
@@ -335,6 +345,7 @@ func (w *Worker) stop(ctx context.Context, r *lifecycle) {
 	cancel()
 	for _, p := range r.producers {
 		p.stopHandlers()
+		p.failures.flush(p, true, time.Now())
 	}
 	for _, c := range r.completers {
 		c.stop()

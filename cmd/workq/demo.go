@@ -45,12 +45,12 @@ func sleepy(ctx context.Context, _ *worker.Job) error {
 // newDemoWorker returns the worker of `workq run`: the built-in job kinds
 // and the configured outbox publishers (as `workq worker`), plus, with the
 // demo on, the demo's job kinds and its outbox, inbox and timer handlers.
-func newDemoWorker(pool *pgxpool.Pool, cfg config.Config, log *slog.Logger, demo bool) (*worker.Worker, func(), error) {
+func newDemoWorker(pool *pgxpool.Pool, cfg config.Config, log *slog.Logger, demo bool, obs *observability) (*worker.Worker, func(), error) {
 	pubs, err := cfg.OutboxPublishers()
 	if err != nil {
 		return nil, nil, err
 	}
-	w, closePublishers, err := newCLIWorker(pool, cfg, log, workKinds{jobs: true, outbox: len(pubs) > 0})
+	w, closePublishers, err := newCLIWorker(pool, cfg, log, workKinds{jobs: true, outbox: len(pubs) > 0}, obs)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"math"
 	"regexp"
 	"strconv"
 	"text/tabwriter"
@@ -10,7 +9,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/workq/workq/config"
 	"github.com/workq/workq/db/gen"
 	"github.com/workq/workq/lease"
 )
@@ -30,7 +28,7 @@ func newLimitCmd() *cobra.Command {
 	// is wrong with it rather than only that no such flag exists.
 	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error {
 		if negativeNumberFlag.MatchString(err.Error()) {
-			return fmt.Errorf("%w (W must be a whole number from 0 to %d)", err, math.MaxInt32)
+			return fmt.Errorf("%w (W must be a whole number from 0 to %d)", err, lease.MaxLimit)
 		}
 		return err
 	})
@@ -45,16 +43,18 @@ func newLimitCmd() *cobra.Command {
 				return err
 			}
 			table = t
-			if !config.ValidName(args[2]) {
-				return fmt.Errorf("queue %q is not a valid name", args[2])
-			}
 			w = -1
 			if args[0] == "set" {
 				n, err := strconv.Atoi(args[3])
-				if err != nil || n < 0 || n > math.MaxInt32 {
-					return fmt.Errorf("W must be a whole number from 0 to %d, got %q", math.MaxInt32, args[3])
+				if err != nil || n < 0 {
+					return fmt.Errorf("W must be a whole number from 0 to %d, got %q", lease.MaxLimit, args[3])
 				}
 				w = n
+			}
+			// lease.SetLimit checks the queue name and W's range before it
+			// writes: the API and this command share its messages.
+			if err := lease.CheckLimit(table, args[2], w); err != nil {
+				return err
 			}
 		default:
 			return fmt.Errorf("usage: workq %s", cmd.Use)

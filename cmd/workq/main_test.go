@@ -186,7 +186,7 @@ func TestCLIRejectsInvalidInput(t *testing.T) {
 		// Without "--" the flag parser takes -1 for a flag.
 		{name: "limit W negative unquoted", db: true, args: []string{"limit", "set", "job_runs", "q", "-1"}, want: []string{"-1", "W must be a whole number"}},
 		{name: "limit W not a number", db: true, args: []string{"limit", "set", "job_runs", "q", "three"}, want: []string{`got "three"`}},
-		{name: "limit W too large", db: true, args: []string{"limit", "set", "job_runs", "q", "3000000000"}, want: []string{`got "3000000000"`}},
+		{name: "limit W too large", db: true, args: []string{"limit", "set", "job_runs", "q", "3000000000"}, want: []string{"W must be a whole number from 0 to 2147483647, got 3000000000"}},
 		{name: "limit remove queue invalid", db: true, args: []string{"limit", "remove", "job_runs", "bad q"}, want: []string{`queue "bad q" is not a valid name`}},
 		{name: "limit unknown action", db: true, args: []string{"limit", "frob", "job_runs", "q"}, want: []string{"usage: workq limit"}},
 		{name: "limit set missing W", db: true, args: []string{"limit", "set", "job_runs", "q"}, want: []string{"usage: workq limit"}},

@@ -30,7 +30,8 @@ func newMaintainCmd() *cobra.Command {
 		Args: cobra.NoArgs,
 	}
 	// --lease is the workers' lease, for the stuck-items task.
-	cfg := bindConfig(cmd, append([]string{"database-url", "max-conns", "worker-id", "log-level", "log-format", "lease"}, maintainFlags...)...)
+	cfg := bindConfig(cmd, append(append([]string{"database-url", "max-conns", "worker-id", "log-level", "log-format", "lease"},
+		maintainFlags...), config.ObservabilityFlags...)...)
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		if err := cfg.Validate(); err != nil {
 			return err
@@ -42,7 +43,12 @@ func newMaintainCmd() *cobra.Command {
 			return err
 		}
 		defer done()
-		m, err := newMaintenance(pool, *cfg, log)
+		obs, err := startObservability(ctx, *cfg, pool, log)
+		if err != nil {
+			return err
+		}
+		defer obs.close()
+		m, err := newMaintenance(pool, *cfg, log, obs)
 		if err != nil {
 			return err
 		}
@@ -58,9 +64,9 @@ const maintenanceBatch = 1000
 // newMaintenance returns the maintenance service with every built-in task:
 // reap, retention (job runs, outbox, timers, the run archive), stuck items
 // (in progress past twice the lease), the inbox de-duplication window,
-// schedules and join deadlines.
-func newMaintenance(pool *pgxpool.Pool, cfg config.Config, log *slog.Logger) (*maintain.Service, error) {
-	m := maintain.New(pool, maintain.Options{Logger: log, LockTTL: cfg.LeaderTTL, Owner: cfg.WorkerID})
+// schedules and join deadlines. obs (may be nil) observes it.
+func newMaintenance(pool *pgxpool.Pool, cfg config.Config, log *slog.Logger, obs *observability) (*maintain.Service, error) {
+	m := maintain.New(pool, maintain.Options{Logger: log, LockTTL: cfg.LeaderTTL, Owner: cfg.WorkerID, Observer: obs.maintainObserver()})
 	reap, err := maintain.ReapTask(pool, cfg.ReapInterval, cfg.ReapBatch, log)
 	if err != nil {
 		return nil, err

@@ -6,6 +6,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/workq/workq/admin"
 	"github.com/workq/workq/lease"
 )
 
@@ -75,7 +76,7 @@ func newQueueListCmd() *cobra.Command {
 			return err
 		}
 		defer done()
-		out, err := queues(ctx, pool)
+		out, err := admin.Queues(ctx, pool)
 		if err != nil {
 			return err
 		}

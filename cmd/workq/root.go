@@ -32,6 +32,7 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 		newSchedulesCmd(),
 		newQueueCmd(),
 		newJobsCmd(),
+		newAPICmd(),
 	)
 	return root
 }

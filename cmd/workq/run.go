@@ -5,11 +5,16 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
+	"net/http"
 	"sync"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/spf13/cobra"
 
+	"github.com/workq/workq/api"
+	"github.com/workq/workq/config"
 	"github.com/workq/workq/db"
 )
 
@@ -19,8 +24,9 @@ func newRunCmd() *cobra.Command {
 		Short: "Migrate and run workq in one process (worker + maintenance) with a live demo of job runs, a schedule, the outbox, the inbox and timers; starts a throwaway PostgreSQL when DATABASE_URL is unset",
 		Args:  cobra.NoArgs,
 	}
-	cfg := bindConfig(cmd, append(workerFlags, maintainFlags...)...)
+	cfg := bindConfig(cmd, append(append(workerFlags, maintainFlags...), "api-addr")...)
 	f := cmd.Flags()
+	serveAPI := f.Bool("api", true, "also serve the HTTP API on --api-addr with a new admin token (printed)")
 	demoJobs := f.Int("demo-jobs", 300, "sample job runs to enqueue, with as many outbox, inbox and timer items in proportion (0 = no demo)")
 	runFor := f.Duration("for", 0, "stop this long after the worker started (0 = until Ctrl-C)")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
@@ -47,14 +53,23 @@ func newRunCmd() *cobra.Command {
 		out := cmd.OutOrStdout()
 		fmt.Fprintf(out, "workq: schema at version %d; worker %s on queues %v (Ctrl-C to stop)\n", v, cfg.WorkerID, cfg.Queues)
 
-		w, closePublishers, err := newDemoWorker(pool, *cfg, log, *demoJobs > 0)
+		obs, err := startObservability(ctx, *cfg, pool, log)
+		if err != nil {
+			return err
+		}
+		defer obs.close()
+		w, closePublishers, err := newDemoWorker(pool, *cfg, log, *demoJobs > 0, obs)
 		if err != nil {
 			return err
 		}
 		defer closePublishers()
-		m, err := newMaintenance(pool, *cfg, log)
+		m, err := newMaintenance(pool, *cfg, log, obs)
 		if err != nil {
 			return err
+		}
+		if *serveAPI {
+			stopAPI := startDemoAPI(ctx, pool, *cfg, log, out, obs.metricsHandler())
+			defer stopAPI()
 		}
 		ctx, stop := context.WithCancel(ctx)
 		defer stop()
@@ -111,4 +126,42 @@ func (l *lockedWriter) Write(p []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.w.Write(p)
+}
+
+// startDemoAPI serves the HTTP API for the demo with a new admin token and
+// prints its URL and the token. A port in use is a warning, not a failure
+// of the demo. The returned func stops the server (before the pool closes).
+func startDemoAPI(ctx context.Context, pool *pgxpool.Pool, cfg config.Config, log *slog.Logger, out io.Writer, metrics http.Handler) func() {
+	secret, entry, err := api.NewToken("demo", api.ScopeAdmin)
+	if err != nil {
+		log.Warn("no HTTP API for the demo", "err", err)
+		return func() {}
+	}
+	opts, err := api.OptionsFromConfig(cfg)
+	if err == nil {
+		opts.Tokens, err = api.ParseTokens([]string{entry})
+	}
+	var srv *api.Server
+	if err == nil {
+		opts.DB, opts.Logger, opts.Metrics, opts.RunsDir = pool, log, metrics, cfg.RunsDir
+		srv, err = api.New(opts)
+	}
+	if err == nil {
+		err = srv.Start(ctx)
+	}
+	if err != nil {
+		log.Warn("no HTTP API for the demo (set --api-addr to a free port, or --api=false)", "err", err)
+		return func() {}
+	}
+	base := "http://" + srv.Addr().String()
+	fmt.Fprintf(out, "workq: HTTP API on %s (admin token %s, valid while this runs): curl -H 'Authorization: Bearer %s' %s/v1/queues\n",
+		base, secret, secret, base)
+	fmt.Fprintf(out, "workq: dashboard at %s/ui/ (log in with the token above)\n", base)
+	return func() {
+		stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.APIShutdownTimeout)
+		defer cancel()
+		if err := srv.Stop(stopCtx); err != nil {
+			log.Warn("stopping the HTTP API", "err", err)
+		}
+	}
 }

@@ -3,7 +3,9 @@ package main
 import (
 	"context"
 	"io"
+	"log/slog"
 	"net"
+	"net/http"
 	"net/url"
 	"regexp"
 	"strings"
@@ -13,6 +15,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/workq/workq/config"
 	"github.com/workq/workq/internal/testdb"
 )
 
@@ -136,4 +139,43 @@ func lockMigrations(t *testing.T, dbURL string, d time.Duration) {
 	released := make(chan struct{})
 	go func() { defer close(released); time.Sleep(d); _ = tx.Rollback(ctx) }()
 	t.Cleanup(func() { <-released })
+}
+
+// TestDemoAPIPrintsAWorkingDashboardLogin: `workq run` prints the
+// dashboard's URL and a token that logs in to it.
+func TestDemoAPIPrintsAWorkingDashboardLogin(t *testing.T) {
+	isolateEnv(t)
+	pool := testdb.Pool(t)
+	cfg := config.Default()
+	cfg.APIAddr = "127.0.0.1:0"
+	var out strings.Builder
+	stop := startDemoAPI(context.Background(), pool, cfg, slog.New(slog.DiscardHandler), &out, nil)
+	defer stop()
+	m := regexp.MustCompile(`admin token (wq_\S+),[\s\S]*workq: dashboard at (http://\S+/ui/) \(log in with the token above\)`).FindStringSubmatch(out.String())
+	if m == nil {
+		t.Fatalf("no token and dashboard URL in:\n%s", out.String())
+	}
+	client := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	res, err := client.PostForm(m[2]+"login", url.Values{"token": {m[1]}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if res.StatusCode != http.StatusSeeOther || len(res.Cookies()) == 0 {
+		t.Fatalf("login with the printed token: %d, %d cookies", res.StatusCode, len(res.Cookies()))
+	}
+	req, err := http.NewRequest("GET", m[2], nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.AddCookie(res.Cookies()[0])
+	res, err = client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	if res.StatusCode != http.StatusOK || !strings.Contains(string(body), "<h1>Overview</h1>") {
+		t.Fatalf("the overview after login: %d\n%s", res.StatusCode, body)
+	}
 }

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"fmt"
 	"text/tabwriter"
 	"time"
@@ -9,8 +8,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/workq/workq/admin"
-	"github.com/workq/workq/db"
-	"github.com/workq/workq/db/gen"
 )
 
 func newStatsCmd() *cobra.Command {
@@ -28,7 +25,7 @@ func newStatsCmd() *cobra.Command {
 			return err
 		}
 		defer done()
-		qs, err := queues(ctx, pool)
+		qs, err := admin.Queues(ctx, pool)
 		if err != nil {
 			return err
 		}
@@ -44,15 +41,6 @@ func newStatsCmd() *cobra.Command {
 		return tw.Flush()
 	}
 	return cmd
-}
-
-// queues is admin.Queues after checking that the schema is current, so an
-// unmigrated database gets "run workq migrate up", not a missing column.
-func queues(ctx context.Context, pool gen.DBTX) ([]admin.Queue, error) {
-	if err := db.CheckSchema(ctx, pool); err != nil {
-		return nil, err
-	}
-	return admin.Queues(ctx, pool)
 }
 
 // age prints a wait as "-" (none) or rounded to what a reader needs.

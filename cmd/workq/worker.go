@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/spf13/cobra"
@@ -16,12 +17,12 @@ import (
 )
 
 // workerFlags are the settings `workq worker` and `workq run` accept.
-var workerFlags = append([]string{
+var workerFlags = slices.Concat([]string{
 	"database-url", "max-conns", "worker-id", "queues", "concurrency", "batch", "lease", "exec-timeout",
 	"poll", "poll-only", "reclaim", "flush-interval", "flush-batch", "drain-timeout", "runs-dir", "retain-runs", "retention-interval",
 	"backoff-base", "backoff-cap", "webhook-allow", "webhook-secret", "webhook-timeout", "exec-allow",
 	"log-level", "log-format",
-}, config.PublisherFlags...)
+}, config.PublisherFlags, config.ObservabilityFlags)
 
 // workKinds says which work tables a worker serves.
 type workKinds struct{ jobs, outbox, inbox, timers bool }
@@ -76,7 +77,12 @@ docs/timers.md); --inbox and --timers are refused here for that reason.`,
 			return err
 		}
 		defer done()
-		w, closePublishers, err := newCLIWorker(pool, *cfg, log, k)
+		obs, err := startObservability(ctx, *cfg, pool, log)
+		if err != nil {
+			return err
+		}
+		defer obs.close()
+		w, closePublishers, err := newCLIWorker(pool, *cfg, log, k, obs)
 		if err != nil {
 			return err
 		}
@@ -89,12 +95,13 @@ docs/timers.md); --inbox and --timers are refused here for that reason.`,
 // newCLIWorker returns a worker serving kinds with the built-in handlers:
 // the built-in job kinds, and the configured outbox publishers. The
 // returned function closes the publishers' connections; call it after the
-// worker stopped.
-func newCLIWorker(pool *pgxpool.Pool, cfg config.Config, log *slog.Logger, k workKinds) (*worker.Worker, func(), error) {
-	w, err := worker.New(pool, cfg, worker.Options{Logger: log})
+// worker stopped. obs (may be nil) observes it.
+func newCLIWorker(pool *pgxpool.Pool, cfg config.Config, log *slog.Logger, k workKinds, obs *observability) (*worker.Worker, func(), error) {
+	w, err := worker.New(pool, cfg, worker.Options{Logger: log, Observer: obs.workerObserver()})
 	if err != nil {
 		return nil, nil, err
 	}
+	obs.watch(w)
 	if k.jobs {
 		if err := registerBuiltins(w, cfg); err != nil {
 			return nil, nil, err

@@ -288,8 +288,10 @@ where t.id < $1::bigint
   and ($4::text is null or t.topic = $4::text)
   and ($5::timestamptz is null or t.created_at >= $5::timestamptz)
   and ($6::timestamptz is null or t.created_at < $6::timestamptz)
+  and t.id >= $7::bigint
+  and ($8::text is null or strpos(lower(t.last_error), lower($8::text)) > 0)
 order by t.id desc
-limit $7::integer
+limit $9::integer
 `
 
 type InboxPageParams struct {
@@ -299,10 +301,12 @@ type InboxPageParams struct {
 	Kind          *string
 	CreatedAfter  *time.Time
 	CreatedBefore *time.Time
+	MinID         int64
+	ErrorText     *string
 	MaxRows       int32
 }
 
-// InboxPage lists items newest first below before_id (keyset pagination over the primary key: rows inserted meanwhile have higher ids and never shift a later page), filtered by queue, status, topic and creation time (null: any).
+// InboxPage lists items newest first below before_id (keyset pagination over the primary key: rows inserted meanwhile have higher ids and never shift a later page), filtered by queue, status, topic, creation time and a text in last_error, case-insensitive (null: any), and at or above min_id (admin bounds the ids a text search reads with it).
 func (q *Queries) InboxPage(ctx context.Context, arg InboxPageParams) ([]Inbox, error) {
 	rows, err := q.db.Query(ctx, inboxPage,
 		arg.BeforeID,
@@ -311,6 +315,8 @@ func (q *Queries) InboxPage(ctx context.Context, arg InboxPageParams) ([]Inbox, 
 		arg.Kind,
 		arg.CreatedAfter,
 		arg.CreatedBefore,
+		arg.MinID,
+		arg.ErrorText,
 		arg.MaxRows,
 	)
 	if err != nil {

@@ -31,7 +31,7 @@ update job_runs j set
     updated_at = now()
 where j.id = any(array(select c.id from candidates c))
 returning j.id, j.kind, j.payload, j.priority, j.run_at, j.attempts, j.max_attempts,
-          j.lease_version, j.locked_until, j.created_at
+          j.lease_version, j.locked_until, j.created_at, j.metadata
 `
 
 type JobRunsClaimParams struct {
@@ -53,6 +53,7 @@ type JobRunsClaimRow struct {
 	LeaseVersion int64
 	LockedUntil  *time.Time
 	CreatedAt    time.Time
+	Metadata     []byte
 }
 
 // JobRunsClaim leases up to max_rows due job runs of one queue (priority desc, run_at, id) under owner_token, a fresh token the caller mints for this claim alone, within the global limit of the queue. Expired leases are reaped by LeaseReapExpired (the claimer runs it for its queue about once a second).
@@ -84,6 +85,7 @@ func (q *Queries) JobRunsClaim(ctx context.Context, arg JobRunsClaimParams) ([]J
 			&i.LeaseVersion,
 			&i.LockedUntil,
 			&i.CreatedAt,
+			&i.Metadata,
 		); err != nil {
 			return nil, err
 		}
@@ -115,17 +117,18 @@ func (q *Queries) JobRunsCopyStart(ctx context.Context, queues []string) (JobRun
 
 const jobRunsEnqueue = `-- name: JobRunsEnqueue :one
 with ins as (
-    insert into job_runs (queue, kind, payload, priority, run_at, max_attempts, dedup_key, schedule_id, scheduled_time)
+    insert into job_runs (queue, kind, payload, priority, run_at, max_attempts, dedup_key, schedule_id, scheduled_time, metadata)
     values (
         $1, $2, $3, $4,
         coalesce($5::timestamptz, now() + ($6::bigint) * interval '1 millisecond'),
-        $7, $8::text, $9::bigint, $10::timestamptz)
+        $7, $8::text, $9::bigint, $10::timestamptz,
+        $11::jsonb)
     on conflict (dedup_key) where dedup_key is not null and status < 2 do nothing
     returning id
 ),
 notified as (
     select pg_notify('workq_job_runs', $1::text) as sent
-    where $11::boolean and exists (select 1 from ins)
+    where $12::boolean and exists (select 1 from ins)
 )
 select ins.id, true as inserted from ins left join notified on true
 union all
@@ -145,6 +148,7 @@ type JobRunsEnqueueParams struct {
 	DedupKey      *string
 	ScheduleID    *int64
 	ScheduledTime *time.Time
+	Metadata      []byte
 	Notify        bool
 }
 
@@ -153,7 +157,7 @@ type JobRunsEnqueueRow struct {
 	Inserted bool
 }
 
-// JobRunsEnqueue inserts one job run, or returns the id of the live run that already holds its dedup key (inserted = false); with notify it also wakes the workers of the queue (NOTIFY workq_job_runs, delivered at commit).
+// JobRunsEnqueue inserts one job run, or returns the id of the live run that already holds its dedup key (inserted = false); with notify it also wakes the workers of the queue (NOTIFY workq_job_runs, delivered at commit). metadata (the enqueuing span's trace context) is null without tracing.
 func (q *Queries) JobRunsEnqueue(ctx context.Context, arg JobRunsEnqueueParams) (JobRunsEnqueueRow, error) {
 	row := q.db.QueryRow(ctx, jobRunsEnqueue,
 		arg.Queue,
@@ -166,6 +170,7 @@ func (q *Queries) JobRunsEnqueue(ctx context.Context, arg JobRunsEnqueueParams) 
 		arg.DedupKey,
 		arg.ScheduleID,
 		arg.ScheduledTime,
+		arg.Metadata,
 		arg.Notify,
 	)
 	var i JobRunsEnqueueRow
@@ -180,10 +185,10 @@ with notified as (
     where $2::boolean
 ),
 ins as (
-insert into job_runs (queue, kind, payload, priority, run_at, max_attempts, dedup_key)
+insert into job_runs (queue, kind, payload, priority, run_at, max_attempts, dedup_key, metadata)
 select unnest($1::text[]), unnest($3::text[]), unnest($4::text[])::jsonb,
        unnest($5::smallint[]), now() + unnest($6::bigint[]) * interval '1 millisecond',
-       unnest($7::integer[]), nullif(unnest($8::text[]), '')
+       unnest($7::integer[]), nullif(unnest($8::text[]), ''), $9::jsonb
 on conflict (dedup_key) where dedup_key is not null and status < 2 do nothing
 returning id, dedup_key
 )
@@ -199,6 +204,7 @@ type JobRunsEnqueueManyParams struct {
 	DelaysMs    []int64
 	MaxAttempts []int32
 	DedupKeys   []string
+	Metadata    []byte
 }
 
 type JobRunsEnqueueManyRow struct {
@@ -206,7 +212,7 @@ type JobRunsEnqueueManyRow struct {
 	DedupKey *string
 }
 
-// JobRunsEnqueueMany inserts many job runs in one statement; rows whose dedup key a live run holds are skipped (not returned); with notify it wakes the workers of every queue in the batch.
+// JobRunsEnqueueMany inserts many job runs in one statement; rows whose dedup key a live run holds are skipped (not returned); with notify it wakes the workers of every queue in the batch; metadata (one value for the batch: the enqueuing span's trace context) is null without tracing.
 // A cross join, not a left join: the planner drops a left join to a one-row
 // subquery whose columns are unused, and a SELECT CTE that nothing reads
 // never runs, so pg_notify was never called (issue 7 item 10).
@@ -220,6 +226,7 @@ func (q *Queries) JobRunsEnqueueMany(ctx context.Context, arg JobRunsEnqueueMany
 		arg.DelaysMs,
 		arg.MaxAttempts,
 		arg.DedupKeys,
+		arg.Metadata,
 	)
 	if err != nil {
 		return nil, err
@@ -246,10 +253,10 @@ with notified as (
     where $2::boolean
 ),
 ins as (
-insert into job_runs (queue, kind, payload, priority, run_at, max_attempts)
+insert into job_runs (queue, kind, payload, priority, run_at, max_attempts, metadata)
 select unnest($1::text[]), unnest($3::text[]), unnest($4::text[])::jsonb,
        unnest($5::smallint[]), now() + unnest($6::bigint[]) * interval '1 millisecond',
-       unnest($7::integer[])
+       unnest($7::integer[]), $8::jsonb
 returning id
 )
 select ins.id from ins cross join (select count(*) as n from notified) x
@@ -263,9 +270,10 @@ type JobRunsEnqueueManyPlainParams struct {
 	Priorities  []int16
 	DelaysMs    []int64
 	MaxAttempts []int32
+	Metadata    []byte
 }
 
-// JobRunsEnqueueManyPlain inserts many job runs that have no dedup key, in input order, without ON CONFLICT (which makes every row a speculative insertion, 10-20% of the insert); with notify it wakes the workers of every queue in the batch.
+// JobRunsEnqueueManyPlain inserts many job runs that have no dedup key, in input order, without ON CONFLICT (which makes every row a speculative insertion, 10-20% of the insert); with notify it wakes the workers of every queue in the batch; metadata as in JobRunsEnqueueMany.
 // A cross join, not a left join: see JobRunsEnqueueMany.
 func (q *Queries) JobRunsEnqueueManyPlain(ctx context.Context, arg JobRunsEnqueueManyPlainParams) ([]int64, error) {
 	rows, err := q.db.Query(ctx, jobRunsEnqueueManyPlain,
@@ -276,6 +284,7 @@ func (q *Queries) JobRunsEnqueueManyPlain(ctx context.Context, arg JobRunsEnqueu
 		arg.Priorities,
 		arg.DelaysMs,
 		arg.MaxAttempts,
+		arg.Metadata,
 	)
 	if err != nil {
 		return nil, err
@@ -296,7 +305,7 @@ func (q *Queries) JobRunsEnqueueManyPlain(ctx context.Context, arg JobRunsEnqueu
 }
 
 const jobRunsGet = `-- name: JobRunsGet :one
-select id, queue, kind, payload, dedup_key, schedule_id, scheduled_time, status, priority, run_at, owner_token, locked_until, lease_version, attempts, max_attempts, claimed_at, claimed_by, last_error, created_at, updated_at, finished_at from job_runs where id = $1
+select id, queue, kind, payload, dedup_key, schedule_id, scheduled_time, status, priority, run_at, owner_token, locked_until, lease_version, attempts, max_attempts, claimed_at, claimed_by, last_error, created_at, updated_at, finished_at, metadata from job_runs where id = $1
 `
 
 // JobRunsGet reads one job run.
@@ -325,6 +334,7 @@ func (q *Queries) JobRunsGet(ctx context.Context, id int64) (JobRun, error) {
 		&i.CreatedAt,
 		&i.UpdatedAt,
 		&i.FinishedAt,
+		&i.Metadata,
 	)
 	return i, err
 }
@@ -393,15 +403,17 @@ func (q *Queries) JobRunsLiveByDedupKeys(ctx context.Context, dedupKeys []string
 }
 
 const jobRunsPage = `-- name: JobRunsPage :many
-select id, queue, kind, payload, dedup_key, schedule_id, scheduled_time, status, priority, run_at, owner_token, locked_until, lease_version, attempts, max_attempts, claimed_at, claimed_by, last_error, created_at, updated_at, finished_at from job_runs t
+select id, queue, kind, payload, dedup_key, schedule_id, scheduled_time, status, priority, run_at, owner_token, locked_until, lease_version, attempts, max_attempts, claimed_at, claimed_by, last_error, created_at, updated_at, finished_at, metadata from job_runs t
 where t.id < $1::bigint
   and ($2::text is null or t.queue = $2::text)
   and ($3::smallint is null or t.status = $3::smallint)
   and ($4::text is null or t.kind = $4::text)
   and ($5::timestamptz is null or t.created_at >= $5::timestamptz)
   and ($6::timestamptz is null or t.created_at < $6::timestamptz)
+  and t.id >= $7::bigint
+  and ($8::text is null or strpos(lower(t.last_error), lower($8::text)) > 0)
 order by t.id desc
-limit $7::integer
+limit $9::integer
 `
 
 type JobRunsPageParams struct {
@@ -411,10 +423,12 @@ type JobRunsPageParams struct {
 	Kind          *string
 	CreatedAfter  *time.Time
 	CreatedBefore *time.Time
+	MinID         int64
+	ErrorText     *string
 	MaxRows       int32
 }
 
-// JobRunsPage lists items newest first below before_id (keyset pagination over the primary key: rows inserted meanwhile have higher ids and never shift a later page), filtered by queue, status, kind and creation time (null: any).
+// JobRunsPage lists items newest first below before_id (keyset pagination over the primary key: rows inserted meanwhile have higher ids and never shift a later page), filtered by queue, status, kind, creation time and a text in last_error, case-insensitive (null: any), and at or above min_id (admin bounds the ids a text search reads with it).
 func (q *Queries) JobRunsPage(ctx context.Context, arg JobRunsPageParams) ([]JobRun, error) {
 	rows, err := q.db.Query(ctx, jobRunsPage,
 		arg.BeforeID,
@@ -423,6 +437,8 @@ func (q *Queries) JobRunsPage(ctx context.Context, arg JobRunsPageParams) ([]Job
 		arg.Kind,
 		arg.CreatedAfter,
 		arg.CreatedBefore,
+		arg.MinID,
+		arg.ErrorText,
 		arg.MaxRows,
 	)
 	if err != nil {
@@ -454,6 +470,7 @@ func (q *Queries) JobRunsPage(ctx context.Context, arg JobRunsPageParams) ([]Job
 			&i.CreatedAt,
 			&i.UpdatedAt,
 			&i.FinishedAt,
+			&i.Metadata,
 		); err != nil {
 			return nil, err
 		}

@@ -258,7 +258,7 @@ select o.id::bigint as id,
                           or r.locked_until <= clock_timestamp()))::boolean as lost
 from o
 left join extended e on e.id = o.id
-left join workq_lease_table r on r.id = o.id
+left join workq_lease_table r on r.id = o.id and r.id = any($1::bigint[])
 `
 
 type LeaseHeartbeatParams struct {
@@ -274,6 +274,9 @@ type LeaseHeartbeatRow struct {
 }
 
 // LeaseHeartbeat extends the leases of many items, each guarded by its own owner token, in one statement, and says for each input id whether it extended it and whether the lease is lost for certain (another token, or expired by the database clock at the moment the row is examined: clock_timestamp(), not the statement's start). A row locked by a concurrent statement (a completion, a reap, a heartbeat that timed out client-side) is neither: it is skipped rather than waited for, so a heartbeat never deadlocks, and its fate is left to that statement.
+// r.id = any(@ids) for the same reason as in held: without it, statistics
+// taken while the table was small made this a hash join over a sequential
+// scan of the whole table (job_runs tipped over when it gained a column).
 func (q *Queries) LeaseHeartbeat(ctx context.Context, arg LeaseHeartbeatParams) ([]LeaseHeartbeatRow, error) {
 	rows, err := q.db.Query(ctx, leaseHeartbeat, arg.Ids, arg.OwnerTokens, arg.LeaseMs)
 	if err != nil {
@@ -316,6 +319,56 @@ func (q *Queries) LeaseHeldBy(ctx context.Context, ownerToken uuid.UUID) ([]Leas
 	for rows.Next() {
 		var i LeaseHeldByRow
 		if err := rows.Scan(&i.ID, &i.LeaseVersion); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const leaseQueueDepth = `-- name: LeaseQueueDepth :many
+select d.queue::text as queue, sum(d.ready)::bigint as ready, sum(d.scheduled)::bigint as scheduled, sum(d.in_progress)::bigint as in_progress,
+       coalesce(extract(epoch from now() - min(d.oldest_due)), 0)::float8 as oldest_ready_seconds
+from (
+    select r.queue, count(*) filter (where r.run_at <= now()) as ready, count(*) filter (where r.run_at > now()) as scheduled,
+           0::bigint as in_progress, min(r.run_at) filter (where r.run_at <= now()) as oldest_due
+    from workq_lease_table r where r.status = 0 group by r.queue
+    union all
+    select p.queue, 0::bigint, 0::bigint, count(*), null::timestamptz
+    from workq_lease_table p where p.status = 1 group by p.queue
+) d
+group by d.queue
+order by d.queue
+`
+
+type LeaseQueueDepthRow struct {
+	Queue              string
+	Ready              int64
+	Scheduled          int64
+	InProgress         int64
+	OldestReadySeconds float64
+}
+
+// LeaseQueueDepth counts, per queue, the ready items that are due (ready) and not yet due (scheduled), the in-progress items, and the age in seconds of the oldest due ready item (0 when none is due), for metrics. Each part reads one partial index (the claim index, status = 0; <T>_in_progress, status = 1), never the finished rows; its cost is the size of the backlog. The outbox has its own (OutboxQueueDepth).
+func (q *Queries) LeaseQueueDepth(ctx context.Context) ([]LeaseQueueDepthRow, error) {
+	rows, err := q.db.Query(ctx, leaseQueueDepth)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []LeaseQueueDepthRow
+	for rows.Next() {
+		var i LeaseQueueDepthRow
+		if err := rows.Scan(
+			&i.Queue,
+			&i.Ready,
+			&i.Scheduled,
+			&i.InProgress,
+			&i.OldestReadySeconds,
+		); err != nil {
 			return nil, err
 		}
 		items = append(items, i)
@@ -417,12 +470,13 @@ archived as (
            (t.by_id ->> r.id::text)::uuid, r.claimed_by, r.claimed_at, now(), 'expired', r.last_error
     from reaped r, expired_tokens t
 )
-select r.id, r.status from reaped r
+select r.id, r.status, r.queue::text as queue from reaped r
 `
 
 type LeaseReapExpiredRow struct {
 	ID     int64
 	Status int16
+	Queue  string
 }
 
 // LeaseReapExpired requeues up to max_rows items whose lease expired, of one queue or (queue null) of all, failing those with no attempts left; it archives the lost attempts and is safe to run from many reapers and claimers at once.
@@ -437,7 +491,7 @@ func (q *Queries) LeaseReapExpired(ctx context.Context, queue *string, maxRows i
 	var items []LeaseReapExpiredRow
 	for rows.Next() {
 		var i LeaseReapExpiredRow
-		if err := rows.Scan(&i.ID, &i.Status); err != nil {
+		if err := rows.Scan(&i.ID, &i.Status, &i.Queue); err != nil {
 			return nil, err
 		}
 		items = append(items, i)

@@ -58,6 +58,7 @@ type JobRun struct {
 	CreatedAt     time.Time
 	UpdatedAt     time.Time
 	FinishedAt    *time.Time
+	Metadata      []byte
 }
 
 type Outbox struct {

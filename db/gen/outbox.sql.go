@@ -588,8 +588,10 @@ where t.id < $1::bigint
   and ($4::text is null or t.topic = $4::text)
   and ($5::timestamptz is null or t.created_at >= $5::timestamptz)
   and ($6::timestamptz is null or t.created_at < $6::timestamptz)
+  and t.id >= $7::bigint
+  and ($8::text is null or strpos(lower(t.last_error), lower($8::text)) > 0)
 order by t.id desc
-limit $7::integer
+limit $9::integer
 `
 
 type OutboxPageParams struct {
@@ -599,10 +601,12 @@ type OutboxPageParams struct {
 	Kind          *string
 	CreatedAfter  *time.Time
 	CreatedBefore *time.Time
+	MinID         int64
+	ErrorText     *string
 	MaxRows       int32
 }
 
-// OutboxPage lists items newest first below before_id (keyset pagination over the primary key: rows inserted meanwhile have higher ids and never shift a later page), filtered by queue, status, topic and creation time (null: any).
+// OutboxPage lists items newest first below before_id (keyset pagination over the primary key: rows inserted meanwhile have higher ids and never shift a later page), filtered by queue, status, topic, creation time and a text in last_error, case-insensitive (null: any), and at or above min_id (admin bounds the ids a text search reads with it).
 func (q *Queries) OutboxPage(ctx context.Context, arg OutboxPageParams) ([]Outbox, error) {
 	rows, err := q.db.Query(ctx, outboxPage,
 		arg.BeforeID,
@@ -611,6 +615,8 @@ func (q *Queries) OutboxPage(ctx context.Context, arg OutboxPageParams) ([]Outbo
 		arg.Kind,
 		arg.CreatedAfter,
 		arg.CreatedBefore,
+		arg.MinID,
+		arg.ErrorText,
 		arg.MaxRows,
 	)
 	if err != nil {
@@ -645,6 +651,60 @@ func (q *Queries) OutboxPage(ctx context.Context, arg OutboxPageParams) ([]Outbo
 			&i.FinishedAt,
 			&i.WriteXid,
 			&i.JoinID,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const outboxQueueDepth = `-- name: OutboxQueueDepth :many
+select d.queue::text as queue, sum(d.ready)::bigint as ready, sum(d.scheduled)::bigint as scheduled, sum(d.in_progress)::bigint as in_progress,
+       coalesce(extract(epoch from now() - min(d.oldest_due)), 0)::float8 as oldest_ready_seconds
+from (
+    select u.queue, count(*) filter (where u.run_at <= now()) as ready, count(*) filter (where u.run_at > now()) as scheduled,
+           0::bigint as in_progress, min(u.run_at) filter (where u.run_at <= now()) as oldest_due
+    from outbox u where u.status = 0 and u.partition_key is null group by u.queue
+    union all
+    select k.queue, count(*) filter (where k.run_at <= now()), count(*) filter (where k.run_at > now()),
+           0::bigint, min(k.run_at) filter (where k.run_at <= now())
+    from outbox k where k.partition_key is not null and k.status <> 2 and k.status = 0 group by k.queue
+    union all
+    select p.queue, 0::bigint, 0::bigint, count(*), null::timestamptz
+    from outbox p where p.status = 1 group by p.queue
+) d
+group by d.queue
+order by d.queue
+`
+
+type OutboxQueueDepthRow struct {
+	Queue              string
+	Ready              int64
+	Scheduled          int64
+	InProgress         int64
+	OldestReadySeconds float64
+}
+
+// OutboxQueueDepth is LeaseQueueDepth for the outbox, whose ready rows are in two partial indexes: unkeyed ones in outbox_claim, keyed ones in outbox_ordered (with the key's in-progress and failed rows).
+func (q *Queries) OutboxQueueDepth(ctx context.Context) ([]OutboxQueueDepthRow, error) {
+	rows, err := q.db.Query(ctx, outboxQueueDepth)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []OutboxQueueDepthRow
+	for rows.Next() {
+		var i OutboxQueueDepthRow
+		if err := rows.Scan(
+			&i.Queue,
+			&i.Ready,
+			&i.Scheduled,
+			&i.InProgress,
+			&i.OldestReadySeconds,
 		); err != nil {
 			return nil, err
 		}

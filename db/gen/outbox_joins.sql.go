@@ -153,3 +153,73 @@ func (q *Queries) OutboxJoinStart(ctx context.Context, arg OutboxJoinStartParams
 	)
 	return i, err
 }
+
+const outboxJoinsPage = `-- name: OutboxJoinsPage :many
+select id, status, on_member_failure, expected_steps, attached_steps, completed_steps, failed_steps, fail_reason,
+       deadline, outcome_message_id, on_complete_topic, on_fail_topic, created_at, updated_at, finished_at
+from outbox_joins
+where id < $1::bigint and (not $2::boolean or status = 0)
+order by id desc
+limit $3::integer
+`
+
+type OutboxJoinsPageParams struct {
+	BeforeID int64
+	OnlyOpen bool
+	MaxRows  int32
+}
+
+type OutboxJoinsPageRow struct {
+	ID               int64
+	Status           int16
+	OnMemberFailure  int16
+	ExpectedSteps    int32
+	AttachedSteps    int32
+	CompletedSteps   int32
+	FailedSteps      int32
+	FailReason       *string
+	Deadline         *time.Time
+	OutcomeMessageID *uuid.UUID
+	OnCompleteTopic  string
+	OnFailTopic      *string
+	CreatedAt        time.Time
+	UpdatedAt        time.Time
+	FinishedAt       *time.Time
+}
+
+// OutboxJoinsPage lists joins newest first below before_id (keyset pagination over the primary key), all of them or only the open ones, with the columns of OutboxJoinGet.
+func (q *Queries) OutboxJoinsPage(ctx context.Context, arg OutboxJoinsPageParams) ([]OutboxJoinsPageRow, error) {
+	rows, err := q.db.Query(ctx, outboxJoinsPage, arg.BeforeID, arg.OnlyOpen, arg.MaxRows)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []OutboxJoinsPageRow
+	for rows.Next() {
+		var i OutboxJoinsPageRow
+		if err := rows.Scan(
+			&i.ID,
+			&i.Status,
+			&i.OnMemberFailure,
+			&i.ExpectedSteps,
+			&i.AttachedSteps,
+			&i.CompletedSteps,
+			&i.FailedSteps,
+			&i.FailReason,
+			&i.Deadline,
+			&i.OutcomeMessageID,
+			&i.OnCompleteTopic,
+			&i.OnFailTopic,
+			&i.CreatedAt,
+			&i.UpdatedAt,
+			&i.FinishedAt,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}

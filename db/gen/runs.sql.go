@@ -7,6 +7,7 @@ package gen
 
 import (
 	"context"
+	"time"
 
 	"github.com/google/uuid"
 )
@@ -42,6 +43,18 @@ func (q *Queries) RunsByIDs(ctx context.Context, runIds []uuid.UUID) ([]RunsByID
 	return items, nil
 }
 
+const runsClock = `-- name: RunsClock :one
+select now()::timestamptz as now
+`
+
+// RunsClock is the database clock, which runs' finished_at is written on.
+func (q *Queries) RunsClock(ctx context.Context) (time.Time, error) {
+	row := q.db.QueryRow(ctx, runsClock)
+	var now time.Time
+	err := row.Scan(&now)
+	return now, err
+}
+
 const runsDeleteFinished = `-- name: RunsDeleteFinished :execrows
 delete from runs
 where run_id = any(array(
@@ -61,6 +74,47 @@ func (q *Queries) RunsDeleteFinished(ctx context.Context, olderThanMs int64, max
 		return 0, err
 	}
 	return result.RowsAffected(), nil
+}
+
+const runsEndedBetween = `-- name: RunsEndedBetween :many
+select work_table, queue, outcome, count(*)::bigint as count
+from runs
+where finished_at > $1 and finished_at <= $2 and outcome not in ('revived', 'cancelled')
+group by work_table, queue, outcome
+order by work_table, queue, outcome
+`
+
+type RunsEndedBetweenRow struct {
+	WorkTable string
+	Queue     string
+	Outcome   string
+	Count     int64
+}
+
+// RunsEndedBetween counts, per work table, queue and outcome, the attempts that ended in (after, until] (operator actions, revived and cancelled, are not attempts): the dashboard's sampler reads each interval once, so its cost is the attempts of one interval. One range of runs_finished.
+func (q *Queries) RunsEndedBetween(ctx context.Context, after time.Time, until time.Time) ([]RunsEndedBetweenRow, error) {
+	rows, err := q.db.Query(ctx, runsEndedBetween, after, until)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []RunsEndedBetweenRow
+	for rows.Next() {
+		var i RunsEndedBetweenRow
+		if err := rows.Scan(
+			&i.WorkTable,
+			&i.Queue,
+			&i.Outcome,
+			&i.Count,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }
 
 const runsGet = `-- name: RunsGet :one

@@ -433,8 +433,10 @@ where t.id < $1::bigint
   and ($4::text is null or t.topic = $4::text)
   and ($5::timestamptz is null or t.created_at >= $5::timestamptz)
   and ($6::timestamptz is null or t.created_at < $6::timestamptz)
+  and t.id >= $7::bigint
+  and ($8::text is null or strpos(lower(t.last_error), lower($8::text)) > 0)
 order by t.id desc
-limit $7::integer
+limit $9::integer
 `
 
 type TimersPageParams struct {
@@ -444,10 +446,12 @@ type TimersPageParams struct {
 	Kind          *string
 	CreatedAfter  *time.Time
 	CreatedBefore *time.Time
+	MinID         int64
+	ErrorText     *string
 	MaxRows       int32
 }
 
-// TimersPage lists items newest first below before_id (keyset pagination over the primary key: rows inserted meanwhile have higher ids and never shift a later page), filtered by queue, status, topic and creation time (null: any).
+// TimersPage lists items newest first below before_id (keyset pagination over the primary key: rows inserted meanwhile have higher ids and never shift a later page), filtered by queue, status, topic, creation time and a text in last_error, case-insensitive (null: any), and at or above min_id (admin bounds the ids a text search reads with it).
 func (q *Queries) TimersPage(ctx context.Context, arg TimersPageParams) ([]Timer, error) {
 	rows, err := q.db.Query(ctx, timersPage,
 		arg.BeforeID,
@@ -456,6 +460,8 @@ func (q *Queries) TimersPage(ctx context.Context, arg TimersPageParams) ([]Timer
 		arg.Kind,
 		arg.CreatedAfter,
 		arg.CreatedBefore,
+		arg.MinID,
+		arg.ErrorText,
 		arg.MaxRows,
 	)
 	if err != nil {

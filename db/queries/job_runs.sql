@@ -1,11 +1,12 @@
 -- name: JobRunsEnqueue :one
--- JobRunsEnqueue inserts one job run, or returns the id of the live run that already holds its dedup key (inserted = false); with notify it also wakes the workers of the queue (NOTIFY workq_job_runs, delivered at commit).
+-- JobRunsEnqueue inserts one job run, or returns the id of the live run that already holds its dedup key (inserted = false); with notify it also wakes the workers of the queue (NOTIFY workq_job_runs, delivered at commit). metadata (the enqueuing span's trace context) is null without tracing.
 with ins as (
-    insert into job_runs (queue, kind, payload, priority, run_at, max_attempts, dedup_key, schedule_id, scheduled_time)
+    insert into job_runs (queue, kind, payload, priority, run_at, max_attempts, dedup_key, schedule_id, scheduled_time, metadata)
     values (
         @queue, @kind, @payload, @priority,
         coalesce(sqlc.narg('run_at')::timestamptz, now() + (@delay_ms::bigint) * interval '1 millisecond'),
-        @max_attempts, sqlc.narg('dedup_key')::text, sqlc.narg('schedule_id')::bigint, sqlc.narg('scheduled_time')::timestamptz)
+        @max_attempts, sqlc.narg('dedup_key')::text, sqlc.narg('schedule_id')::bigint, sqlc.narg('scheduled_time')::timestamptz,
+        sqlc.narg('metadata')::jsonb)
     on conflict (dedup_key) where dedup_key is not null and status < 2 do nothing
     returning id
 ),
@@ -20,17 +21,17 @@ where j.dedup_key = sqlc.narg('dedup_key')::text and j.status < 2 and not exists
 limit 1;
 
 -- name: JobRunsEnqueueMany :many
--- JobRunsEnqueueMany inserts many job runs in one statement; rows whose dedup key a live run holds are skipped (not returned); with notify it wakes the workers of every queue in the batch.
+-- JobRunsEnqueueMany inserts many job runs in one statement; rows whose dedup key a live run holds are skipped (not returned); with notify it wakes the workers of every queue in the batch; metadata (one value for the batch: the enqueuing span's trace context) is null without tracing.
 with notified as (
     select pg_notify('workq_job_runs', q.queue) as sent
     from (select distinct unnest(@queues::text[]) as queue) q
     where @notify::boolean
 ),
 ins as (
-insert into job_runs (queue, kind, payload, priority, run_at, max_attempts, dedup_key)
+insert into job_runs (queue, kind, payload, priority, run_at, max_attempts, dedup_key, metadata)
 select unnest(@queues::text[]), unnest(@kinds::text[]), unnest(@payloads::text[])::jsonb,
        unnest(@priorities::smallint[]), now() + unnest(@delays_ms::bigint[]) * interval '1 millisecond',
-       unnest(@max_attempts::integer[]), nullif(unnest(@dedup_keys::text[]), '')
+       unnest(@max_attempts::integer[]), nullif(unnest(@dedup_keys::text[]), ''), sqlc.narg('metadata')::jsonb
 on conflict (dedup_key) where dedup_key is not null and status < 2 do nothing
 returning id, dedup_key
 )
@@ -40,17 +41,17 @@ returning id, dedup_key
 select ins.id, ins.dedup_key from ins cross join (select count(*) as n from notified) x;
 
 -- name: JobRunsEnqueueManyPlain :many
--- JobRunsEnqueueManyPlain inserts many job runs that have no dedup key, in input order, without ON CONFLICT (which makes every row a speculative insertion, 10-20% of the insert); with notify it wakes the workers of every queue in the batch.
+-- JobRunsEnqueueManyPlain inserts many job runs that have no dedup key, in input order, without ON CONFLICT (which makes every row a speculative insertion, 10-20% of the insert); with notify it wakes the workers of every queue in the batch; metadata as in JobRunsEnqueueMany.
 with notified as (
     select pg_notify('workq_job_runs', q.queue) as sent
     from (select distinct unnest(@queues::text[]) as queue) q
     where @notify::boolean
 ),
 ins as (
-insert into job_runs (queue, kind, payload, priority, run_at, max_attempts)
+insert into job_runs (queue, kind, payload, priority, run_at, max_attempts, metadata)
 select unnest(@queues::text[]), unnest(@kinds::text[]), unnest(@payloads::text[])::jsonb,
        unnest(@priorities::smallint[]), now() + unnest(@delays_ms::bigint[]) * interval '1 millisecond',
-       unnest(@max_attempts::integer[])
+       unnest(@max_attempts::integer[]), sqlc.narg('metadata')::jsonb
 returning id
 )
 -- A cross join, not a left join: see JobRunsEnqueueMany.
@@ -94,14 +95,14 @@ update job_runs j set
 -- (it assumes 10% of the ready rows) and would hash or merge join the table.
 where j.id = any(array(select c.id from candidates c))
 returning j.id, j.kind, j.payload, j.priority, j.run_at, j.attempts, j.max_attempts,
-          j.lease_version, j.locked_until, j.created_at;
+          j.lease_version, j.locked_until, j.created_at, j.metadata;
 
 -- name: JobRunsGet :one
 -- JobRunsGet reads one job run.
 select * from job_runs where id = @id;
 
 -- name: JobRunsPage :many
--- JobRunsPage lists items newest first below before_id (keyset pagination over the primary key: rows inserted meanwhile have higher ids and never shift a later page), filtered by queue, status, kind and creation time (null: any).
+-- JobRunsPage lists items newest first below before_id (keyset pagination over the primary key: rows inserted meanwhile have higher ids and never shift a later page), filtered by queue, status, kind, creation time and a text in last_error, case-insensitive (null: any), and at or above min_id (admin bounds the ids a text search reads with it).
 select * from job_runs t
 where t.id < @before_id::bigint
   and (sqlc.narg('queue')::text is null or t.queue = sqlc.narg('queue')::text)
@@ -109,5 +110,7 @@ where t.id < @before_id::bigint
   and (sqlc.narg('kind')::text is null or t.kind = sqlc.narg('kind')::text)
   and (sqlc.narg('created_after')::timestamptz is null or t.created_at >= sqlc.narg('created_after')::timestamptz)
   and (sqlc.narg('created_before')::timestamptz is null or t.created_at < sqlc.narg('created_before')::timestamptz)
+  and t.id >= @min_id::bigint
+  and (sqlc.narg('error_text')::text is null or strpos(lower(t.last_error), lower(sqlc.narg('error_text')::text)) > 0)
 order by t.id desc
 limit @max_rows::integer;

@@ -28,7 +28,10 @@ select o.id::bigint as id,
                           or r.locked_until <= clock_timestamp()))::boolean as lost
 from o
 left join extended e on e.id = o.id
-left join workq_lease_table r on r.id = o.id;
+-- r.id = any(@ids) for the same reason as in held: without it, statistics
+-- taken while the table was small made this a hash join over a sequential
+-- scan of the whole table (job_runs tipped over when it gained a column).
+left join workq_lease_table r on r.id = o.id and r.id = any(@ids::bigint[]);
 
 -- name: LeaseComplete :many
 -- LeaseComplete ends many attempts in one statement, each guarded by its own owner token (done, retry with a delay or failed when exhausted, failed, snoozed or released without using an attempt), archives each attempt in runs, and returns the rows it applied to.
@@ -108,7 +111,7 @@ archived as (
            (t.by_id ->> r.id::text)::uuid, r.claimed_by, r.claimed_at, now(), 'expired', r.last_error
     from reaped r, expired_tokens t
 )
-select r.id, r.status from reaped r;
+select r.id, r.status, r.queue::text as queue from reaped r;
 
 -- name: LeaseHeldBy :many
 -- LeaseHeldBy lists the in-progress items one claim's owner token still holds, with their lease versions (rare path: a claim whose result the caller never saw, released by token; it reads the in-progress set, which worker concurrency bounds).
@@ -163,6 +166,21 @@ from workq_lease_table
 where status = 1 and claimed_at < now() - (@older_than_ms::bigint) * interval '1 millisecond'
 group by queue
 order by queue;
+
+-- name: LeaseQueueDepth :many
+-- LeaseQueueDepth counts, per queue, the ready items that are due (ready) and not yet due (scheduled), the in-progress items, and the age in seconds of the oldest due ready item (0 when none is due), for metrics. Each part reads one partial index (the claim index, status = 0; <T>_in_progress, status = 1), never the finished rows; its cost is the size of the backlog. The outbox has its own (OutboxQueueDepth).
+select d.queue::text as queue, sum(d.ready)::bigint as ready, sum(d.scheduled)::bigint as scheduled, sum(d.in_progress)::bigint as in_progress,
+       coalesce(extract(epoch from now() - min(d.oldest_due)), 0)::float8 as oldest_ready_seconds
+from (
+    select r.queue, count(*) filter (where r.run_at <= now()) as ready, count(*) filter (where r.run_at > now()) as scheduled,
+           0::bigint as in_progress, min(r.run_at) filter (where r.run_at <= now()) as oldest_due
+    from workq_lease_table r where r.status = 0 group by r.queue
+    union all
+    select p.queue, 0::bigint, 0::bigint, count(*), null::timestamptz
+    from workq_lease_table p where p.status = 1 group by p.queue
+) d
+group by d.queue
+order by d.queue;
 
 -- name: LeaseCancel :many
 -- LeaseCancel ends the ready items among ids as failed with last_error "cancelled by <actor>[: reason]", bumps each one's lease_version, archives the action in runs (outcome cancelled, by actor, with the reason), and returns the ids it cancelled; items that are not ready are left alone.

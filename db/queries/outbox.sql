@@ -154,6 +154,25 @@ where id = any(array(
     limit @max_rows::integer
 ));
 
+-- name: OutboxQueueDepth :many
+-- OutboxQueueDepth is LeaseQueueDepth for the outbox, whose ready rows are in two partial indexes: unkeyed ones in outbox_claim, keyed ones in outbox_ordered (with the key's in-progress and failed rows).
+select d.queue::text as queue, sum(d.ready)::bigint as ready, sum(d.scheduled)::bigint as scheduled, sum(d.in_progress)::bigint as in_progress,
+       coalesce(extract(epoch from now() - min(d.oldest_due)), 0)::float8 as oldest_ready_seconds
+from (
+    select u.queue, count(*) filter (where u.run_at <= now()) as ready, count(*) filter (where u.run_at > now()) as scheduled,
+           0::bigint as in_progress, min(u.run_at) filter (where u.run_at <= now()) as oldest_due
+    from outbox u where u.status = 0 and u.partition_key is null group by u.queue
+    union all
+    select k.queue, count(*) filter (where k.run_at <= now()), count(*) filter (where k.run_at > now()),
+           0::bigint, min(k.run_at) filter (where k.run_at <= now())
+    from outbox k where k.partition_key is not null and k.status <> 2 and k.status = 0 group by k.queue
+    union all
+    select p.queue, 0::bigint, 0::bigint, count(*), null::timestamptz
+    from outbox p where p.status = 1 group by p.queue
+) d
+group by d.queue
+order by d.queue;
+
 -- name: OutboxGet :one
 -- OutboxGet reads one outbox message.
 select * from outbox where id = @id;
@@ -201,7 +220,7 @@ where not @only_blocked::boolean
 limit @max_rows::integer;
 
 -- name: OutboxPage :many
--- OutboxPage lists items newest first below before_id (keyset pagination over the primary key: rows inserted meanwhile have higher ids and never shift a later page), filtered by queue, status, topic and creation time (null: any).
+-- OutboxPage lists items newest first below before_id (keyset pagination over the primary key: rows inserted meanwhile have higher ids and never shift a later page), filtered by queue, status, topic, creation time and a text in last_error, case-insensitive (null: any), and at or above min_id (admin bounds the ids a text search reads with it).
 select * from outbox t
 where t.id < @before_id::bigint
   and (sqlc.narg('queue')::text is null or t.queue = sqlc.narg('queue')::text)
@@ -209,5 +228,7 @@ where t.id < @before_id::bigint
   and (sqlc.narg('kind')::text is null or t.topic = sqlc.narg('kind')::text)
   and (sqlc.narg('created_after')::timestamptz is null or t.created_at >= sqlc.narg('created_after')::timestamptz)
   and (sqlc.narg('created_before')::timestamptz is null or t.created_at < sqlc.narg('created_before')::timestamptz)
+  and t.id >= @min_id::bigint
+  and (sqlc.narg('error_text')::text is null or strpos(lower(t.last_error), lower(sqlc.narg('error_text')::text)) > 0)
 order by t.id desc
 limit @max_rows::integer;

@@ -31,3 +31,12 @@ with due as materialized (
 )
 select count(*) filter (where workq_outbox_join_finish(due.id, 3::smallint, 'deadline'))::integer as failed
 from due;
+
+-- name: OutboxJoinsPage :many
+-- OutboxJoinsPage lists joins newest first below before_id (keyset pagination over the primary key), all of them or only the open ones, with the columns of OutboxJoinGet.
+select id, status, on_member_failure, expected_steps, attached_steps, completed_steps, failed_steps, fail_reason,
+       deadline, outcome_message_id, on_complete_topic, on_fail_topic, created_at, updated_at, finished_at
+from outbox_joins
+where id < @before_id::bigint and (not @only_open::boolean or status = 0)
+order by id desc
+limit @max_rows::integer;

@@ -34,3 +34,15 @@ from runs
 where finished_at > now() - interval '1 minute' and outcome not in ('revived', 'cancelled')
 group by work_table, queue
 order by work_table, queue;
+
+-- name: RunsEndedBetween :many
+-- RunsEndedBetween counts, per work table, queue and outcome, the attempts that ended in (after, until] (operator actions, revived and cancelled, are not attempts): the dashboard's sampler reads each interval once, so its cost is the attempts of one interval. One range of runs_finished.
+select work_table, queue, outcome, count(*)::bigint as count
+from runs
+where finished_at > @after and finished_at <= @until and outcome not in ('revived', 'cancelled')
+group by work_table, queue, outcome
+order by work_table, queue, outcome;
+
+-- name: RunsClock :one
+-- RunsClock is the database clock, which runs' finished_at is written on.
+select now()::timestamptz as now;

@@ -291,3 +291,19 @@ func randomHex(n int) string {
 	_, _ = rand.Read(b)
 	return hex.EncodeToString(b)
 }
+
+// ExamplePool opens a pool on a new, migrated database for a runnable
+// example (which has no testing.TB) and returns it with its cleanup, which
+// closes the pool and drops the database. It panics when there is no
+// server: an example cannot fail any other way.
+func ExamplePool() (*pgxpool.Pool, func()) {
+	url, drop, err := NewDatabase()
+	if err != nil {
+		panic(err)
+	}
+	pool, err := pgxpool.New(context.Background(), url)
+	if err != nil {
+		panic(err)
+	}
+	return pool, func() { pool.Close(); _ = drop() }
+}

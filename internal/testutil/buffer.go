@@ -3,6 +3,7 @@ package testutil
 
 import (
 	"bytes"
+	"encoding/json"
 	"sync"
 )
 
@@ -23,4 +24,17 @@ func (b *Buffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.String()
+}
+
+// Records parses what a slog JSON handler wrote into b: one map per line.
+// Lines that are not JSON objects are skipped.
+func (b *Buffer) Records() []map[string]any {
+	var out []map[string]any
+	for _, line := range bytes.Split([]byte(b.String()), []byte("\n")) {
+		var m map[string]any
+		if json.Unmarshal(line, &m) == nil {
+			out = append(out, m)
+		}
+	}
+	return out
 }

@@ -1,0 +1,510 @@
+// Package api is workq's HTTP API: JSON over HTTP to enqueue job runs,
+// outbox messages and timers, receive into the inbox, read and page
+// through the items of every work table, retry, cancel and delete them,
+// pause and resume queues, set their limits and manage schedules. It is a
+// thin layer over the feature packages (workq, outbox, timers, inbox,
+// schedule, lease, admin): every request is validated as the CLI
+// validates it, by the same functions, and a rejected request writes
+// nothing.
+//
+// A Server is an http.Handler to embed in a program's own server, or runs
+// its own listener with Start and Stop (Run for a process: `workq api`).
+// Requests carry a bearer token (Options.Tokens: names, scopes and SHA-256
+// hashes, never the secrets); read tokens may call GET endpoints, admin
+// tokens every endpoint. /healthz, /readyz and /openapi.json need none.
+// The routes are one table (routes.go) that both the ServeMux and the test
+// of the embedded OpenAPI document walk; docs/api.md describes them.
+package api
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/workq/workq"
+	"github.com/workq/workq/admin"
+	"github.com/workq/workq/api/ui"
+	"github.com/workq/workq/config"
+	"github.com/workq/workq/db/gen"
+	"github.com/workq/workq/inbox"
+	"github.com/workq/workq/outbox"
+	"github.com/workq/workq/schedule"
+	"github.com/workq/workq/timers"
+)
+
+// DB is what the API runs on: a *pgxpool.Pool (Begin for the requests
+// that write several rows in one transaction).
+type DB interface {
+	gen.DBTX
+	Begin(ctx context.Context) (pgx.Tx, error)
+}
+
+// ErrNoTokens is returned by New and Start for a server that would accept
+// requests without a token when that was not explicitly allowed (Insecure,
+// and for Start a loopback address).
+var ErrNoTokens = errors.New("refusing to serve the API without a token")
+
+// Limits of one request.
+const (
+	MaxBatch = 1000 // most items of one batch request
+)
+
+// Options configure a Server; zero values take the defaults.
+type Options struct {
+	DB     DB           // required
+	Logger *slog.Logger // nil: slog.Default()
+
+	// Tokens are the accepted bearer tokens (ParseTokens reads them from
+	// the api-tokens setting). With none, New fails unless Insecure is set;
+	// then every request is served as the admin "anonymous", and Start only
+	// listens on a loopback address.
+	Tokens   []Token
+	Insecure bool
+
+	// MaxPayloadBytes limits every payload as the CLI's --max-payload does
+	// (0: config.DefaultMaxPayload, 1 MiB). MaxAttempts is the default max
+	// attempts of new items (0: 4). NotifyDebounce is the clients' NOTIFY
+	// debounce (0: 5ms).
+	MaxPayloadBytes int
+	MaxAttempts     int
+	NotifyDebounce  time.Duration
+	// MaxBodyBytes limits a request body (0: MaxPayloadBytes + 1 MiB); a
+	// larger one gets 413 and is not read.
+	MaxBodyBytes int64
+
+	// Metrics, when set, is served at GET /metrics (read scope): the
+	// Prometheus handler of the process.
+	Metrics http.Handler
+
+	// The dashboard (package api/ui), served at /ui/ unless DisableUI.
+	// RunsDir is the workers' --runs-dir when this process can read it (the
+	// item page shows attempt logs). SampleInterval is how often the
+	// overview's history is sampled (0: 10s); Depth replaces its depth
+	// source (nil: admin.Depths on DB).
+	DisableUI      bool
+	RunsDir        string
+	SampleInterval time.Duration
+	Depth          func(ctx context.Context) ([]admin.Depth, error)
+
+	// The listener of Start and Run.
+	Addr              string        // "": config's default, 127.0.0.1:8080
+	ReadHeaderTimeout time.Duration // 0: 5s
+	ReadTimeout       time.Duration // 0: 30s
+	WriteTimeout      time.Duration // 0: 60s
+	IdleTimeout       time.Duration // 0: 2m
+	MaxHeaderBytes    int           // 0: 64 KiB
+	ShutdownTimeout   time.Duration // Run's bound on Stop (0: 10s)
+}
+
+// OptionsFromConfig returns the options the api-* settings (and
+// max-payload, max-attempts, notify-debounce) of cfg describe, with the
+// tokens parsed; the caller sets DB, Logger, Insecure and Metrics.
+func OptionsFromConfig(cfg config.Config) (Options, error) {
+	tokens, err := ParseTokens(cfg.APITokens)
+	if err != nil {
+		return Options{}, err
+	}
+	return Options{
+		Tokens: tokens, MaxPayloadBytes: cfg.MaxPayload, MaxAttempts: cfg.MaxAttempts, NotifyDebounce: cfg.NotifyDebounce,
+		MaxBodyBytes: int64(cfg.APIMaxBody), Addr: cfg.APIAddr,
+		ReadHeaderTimeout: cfg.APIReadHeaderTimeout, ReadTimeout: cfg.APIReadTimeout, WriteTimeout: cfg.APIWriteTimeout,
+		IdleTimeout: cfg.APIIdleTimeout, MaxHeaderBytes: cfg.APIMaxHeaderBytes, ShutdownTimeout: cfg.APIShutdownTimeout,
+	}, nil
+}
+
+// Server serves the API. It is an http.Handler; Start, Stop and Run run
+// it on its own listener.
+type Server struct {
+	o       Options
+	log     *slog.Logger
+	mux     *http.ServeMux
+	maxBody int64
+
+	jobs      *workq.Client
+	outbox    *outbox.Client
+	timers    *timers.Client
+	inbox     *inbox.Client
+	schedules *schedule.Store
+	sampler   *ui.Sampler // nil without the dashboard
+
+	mu      sync.Mutex
+	srv     *http.Server
+	ln      net.Listener
+	serving chan error         // Serve's result, when it returns
+	sampled chan struct{}      // closed when the sampler of Start returns
+	stopSmp context.CancelFunc // stops it
+}
+
+// New returns a Server for o.
+func New(o Options) (*Server, error) {
+	if o.DB == nil {
+		return nil, errors.New("api: Options.DB is required")
+	}
+	if len(o.Tokens) == 0 && !o.Insecure {
+		return nil, fmt.Errorf("%w: configure api-tokens (workq api token NAME makes one), or set Insecure to serve without", ErrNoTokens)
+	}
+	d := config.Default()
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	if o.MaxPayloadBytes == 0 {
+		o.MaxPayloadBytes = d.MaxPayload
+	}
+	if o.MaxPayloadBytes < 1 || o.MaxPayloadBytes > config.MaxPayloadCeiling {
+		return nil, fmt.Errorf("api: MaxPayloadBytes must be between 1 and %d, got %d", config.MaxPayloadCeiling, o.MaxPayloadBytes)
+	}
+	if o.MaxBodyBytes == 0 {
+		o.MaxBodyBytes = int64(o.MaxPayloadBytes) + 1<<20
+	}
+	if o.MaxBodyBytes < 0 {
+		return nil, fmt.Errorf("api: MaxBodyBytes must not be negative, got %d", o.MaxBodyBytes)
+	}
+	setDefault(&o.Addr, d.APIAddr)
+	setDefault(&o.ReadHeaderTimeout, d.APIReadHeaderTimeout)
+	setDefault(&o.ReadTimeout, d.APIReadTimeout)
+	setDefault(&o.WriteTimeout, d.APIWriteTimeout)
+	setDefault(&o.IdleTimeout, d.APIIdleTimeout)
+	setDefault(&o.MaxHeaderBytes, d.APIMaxHeaderBytes)
+	setDefault(&o.ShutdownTimeout, d.APIShutdownTimeout)
+
+	s := &Server{
+		o: o, log: o.Logger, mux: http.NewServeMux(), maxBody: o.MaxBodyBytes,
+		jobs: workq.NewClient(workq.ClientOptions{MaxAttempts: o.MaxAttempts, NotifyDebounce: o.NotifyDebounce, MaxPayloadBytes: o.MaxPayloadBytes}),
+		outbox: outbox.NewClient(outbox.ClientOptions{MaxAttempts: o.MaxAttempts, NotifyDebounce: o.NotifyDebounce,
+			MaxPayloadBytes: o.MaxPayloadBytes}),
+		timers: timers.NewClient(timers.ClientOptions{MaxAttempts: o.MaxAttempts, NotifyDebounce: o.NotifyDebounce,
+			MaxPayloadBytes: o.MaxPayloadBytes}),
+		inbox: inbox.NewClient(inbox.ClientOptions{MaxAttempts: o.MaxAttempts, NotifyDebounce: o.NotifyDebounce,
+			MaxPayloadBytes: o.MaxPayloadBytes}),
+		schedules: schedule.NewStore(schedule.StoreOptions{MaxPayloadBytes: o.MaxPayloadBytes}),
+	}
+	for _, rt := range routes() {
+		if rt.path == metricsPath && o.Metrics == nil {
+			continue
+		}
+		s.mux.Handle(rt.method+" "+rt.path, s.wrap(rt))
+	}
+	if !o.DisableUI {
+		if err := s.mountUI(); err != nil {
+			return nil, err
+		}
+	}
+	if len(o.Tokens) == 0 {
+		s.log.Warn("the HTTP API accepts every request without a token (insecure mode): bind it to loopback only")
+	}
+	return s, nil
+}
+
+// mountUI serves the dashboard at /ui/ with its sampler, which Start runs.
+func (s *Server) mountUI() error {
+	depth := s.o.Depth
+	if depth == nil {
+		depth = func(ctx context.Context) ([]admin.Depth, error) { return admin.Depths(ctx, s.o.DB) }
+	}
+	smp, err := ui.NewSampler(ui.SamplerOptions{
+		Depth: depth,
+		Ended: func(ctx context.Context, after, until time.Time) ([]admin.Ended, error) {
+			return admin.EndedBetween(ctx, s.o.DB, after, until)
+		},
+		Clock:    func(ctx context.Context) (time.Time, error) { return admin.Clock(ctx, s.o.DB) },
+		Logger:   s.log,
+		Interval: s.o.SampleInterval,
+	})
+	if err != nil {
+		return fmt.Errorf("api: %w", err)
+	}
+	uo := ui.Options{DB: s.o.DB, Logger: s.log, Sampler: smp, Schedules: s.schedules, RunsDir: s.o.RunsDir,
+		Authenticate: func(secret string) (ui.Principal, bool) {
+			t, ok := match(s.o.Tokens, secret)
+			return ui.Principal{Name: t.Name, Admin: t.Scope == ScopeAdmin}, ok
+		}}
+	if len(s.o.Tokens) == 0 && s.o.Insecure {
+		uo.Anonymous = &ui.Principal{Name: "anonymous", Admin: true}
+	}
+	h, err := ui.New(uo)
+	if err != nil {
+		return fmt.Errorf("api: %w", err)
+	}
+	s.sampler = smp
+	s.mux.Handle(ui.Prefix, h)
+	s.mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Location", strings.TrimPrefix(ui.Prefix, "/")) // relative: right under any mount prefix
+		w.WriteHeader(http.StatusFound)
+	})
+	return nil
+}
+
+// RunSampler runs the dashboard's sampler until ctx ends (Start runs it;
+// a program that serves the Server with its own http.Server calls it for
+// the overview's history). Without the dashboard it returns at once.
+func (s *Server) RunSampler(ctx context.Context) {
+	if s.sampler != nil {
+		s.sampler.Run(ctx)
+	}
+}
+
+func setDefault[T comparable](p *T, d T) {
+	var zero T
+	if *p == zero {
+		*p = d
+	}
+}
+
+// ServeHTTP serves one request. Requests that match no route get a JSON
+// 404, or 405 with an Allow header when the path exists for other methods.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if _, pattern := s.mux.Handler(r); pattern != "" {
+		s.mux.ServeHTTP(w, r)
+		return
+	}
+	rec := &recorder{header: http.Header{}}
+	s.mux.ServeHTTP(rec, r)
+	switch rec.status {
+	case http.StatusNotFound:
+		writeJSON(w, http.StatusNotFound, notFound("no endpoint %s (GET /openapi.json lists them)", r.URL.Path))
+	case http.StatusMethodNotAllowed:
+		w.Header().Set("Allow", rec.header.Get("Allow"))
+		writeJSON(w, http.StatusMethodNotAllowed, &Error{Code: CodeMethodNotAllowed,
+			Message: fmt.Sprintf("method %s is not allowed on %s (allowed: %s)", r.Method, r.URL.Path, rec.header.Get("Allow"))})
+	default: // a redirect to the clean path
+		for k, v := range rec.header {
+			w.Header()[k] = v
+		}
+		w.WriteHeader(rec.status)
+	}
+}
+
+// recorder keeps the status and headers the mux writes for a request no
+// route matches (its 404, 405 or redirect); the body is dropped.
+type recorder struct {
+	header http.Header
+	status int
+}
+
+func (r *recorder) Header() http.Header { return r.header }
+func (r *recorder) WriteHeader(status int) {
+	if r.status == 0 {
+		r.status = status
+	}
+}
+func (r *recorder) Write(b []byte) (int, error) {
+	r.WriteHeader(http.StatusOK)
+	return len(b), nil
+}
+
+// principal is who makes a request: a token's name and scope.
+type principal struct {
+	name  string
+	scope Scope
+}
+
+// actor is how the run archive and pauses record the principal.
+func (p principal) actor() string { return "api:" + p.name }
+
+// wrap runs rt's handler after authentication, writes its error, recovers
+// a panic as a 500 and logs the request.
+func (s *Server) wrap(rt route) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		sw := &statusWriter{ResponseWriter: w}
+		var who principal
+		defer func() {
+			if p := recover(); p != nil {
+				if p == http.ErrAbortHandler {
+					panic(p)
+				}
+				s.log.ErrorContext(r.Context(), "api handler panicked", "method", r.Method, "route", rt.path, "panic", p)
+				if sw.status == 0 {
+					writeError(sw, r, s.log, fmt.Errorf("panic: %v", p))
+				}
+			}
+			level := slog.LevelDebug
+			if rt.method != http.MethodGet || sw.status >= 500 {
+				level = slog.LevelInfo
+			}
+			s.log.Log(r.Context(), level, "api request", "method", r.Method, "route", rt.path, "path", r.URL.Path,
+				"status", sw.status, "token", who.name, "duration", time.Since(start))
+		}()
+		p, err := s.authenticate(sw, r, rt.scope)
+		if err != nil {
+			writeError(sw, r, s.log, err)
+			return
+		}
+		who = p
+		if err := rt.handle(s, sw, r, p); err != nil {
+			writeError(sw, r, s.log, err)
+		}
+	})
+}
+
+// statusWriter remembers the status written.
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (w *statusWriter) WriteHeader(status int) {
+	if w.status == 0 {
+		w.status = status
+	}
+	w.ResponseWriter.WriteHeader(status)
+}
+
+func (w *statusWriter) Write(b []byte) (int, error) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+const realm = `Bearer realm="workq"`
+
+// authenticate returns who makes r, or the 401 or 403 for a route that
+// needs scope need.
+func (s *Server) authenticate(w http.ResponseWriter, r *http.Request, need Scope) (principal, error) {
+	if need == scopeNone {
+		return principal{}, nil
+	}
+	if len(s.o.Tokens) == 0 && s.o.Insecure {
+		return principal{name: "anonymous", scope: ScopeAdmin}, nil
+	}
+	hdr := r.Header.Get("Authorization")
+	if hdr == "" {
+		w.Header().Set("WWW-Authenticate", realm)
+		return principal{}, &Error{status: http.StatusUnauthorized, Code: CodeUnauthorized,
+			Message: "this endpoint needs a token: send Authorization: Bearer TOKEN"}
+	}
+	secret, ok := bearer(hdr)
+	if !ok {
+		w.Header().Set("WWW-Authenticate", realm+`, error="invalid_request"`)
+		return principal{}, &Error{status: http.StatusUnauthorized, Code: CodeUnauthorized,
+			Message: "the Authorization header must be Bearer TOKEN"}
+	}
+	t, ok := match(s.o.Tokens, secret)
+	if !ok {
+		w.Header().Set("WWW-Authenticate", realm+`, error="invalid_token"`)
+		return principal{}, &Error{status: http.StatusUnauthorized, Code: CodeUnauthorized, Message: "the token is not valid"}
+	}
+	if !t.Scope.allows(need) {
+		w.Header().Set("WWW-Authenticate", realm+`, error="insufficient_scope", scope="`+string(need)+`"`)
+		return principal{}, &Error{status: http.StatusForbidden, Code: CodeForbidden,
+			Message: fmt.Sprintf("token %q has scope %s; this endpoint needs %s", t.Name, t.Scope, need)}
+	}
+	return principal{name: t.Name, scope: t.Scope}, nil
+}
+
+// Start listens on Options.Addr and serves in the background until Stop.
+// Without tokens it refuses (ErrNoTokens) unless Insecure is set and the
+// address it bound is a loopback address.
+func (s *Server) Start(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.srv != nil {
+		return errors.New("api: server already started")
+	}
+	var lc net.ListenConfig
+	ln, err := lc.Listen(ctx, "tcp", s.o.Addr)
+	if err != nil {
+		return fmt.Errorf("api: listen on %s: %w", s.o.Addr, err)
+	}
+	if len(s.o.Tokens) == 0 {
+		if tcp, ok := ln.Addr().(*net.TCPAddr); !ok || !tcp.IP.IsLoopback() {
+			ln.Close()
+			return fmt.Errorf("%w on %s, which is not a loopback address: configure api-tokens (insecure mode is for 127.0.0.1 or ::1 only)",
+				ErrNoTokens, s.o.Addr)
+		}
+	}
+	s.srv = &http.Server{
+		Handler:           s,
+		ReadHeaderTimeout: s.o.ReadHeaderTimeout,
+		ReadTimeout:       s.o.ReadTimeout,
+		WriteTimeout:      s.o.WriteTimeout,
+		IdleTimeout:       s.o.IdleTimeout,
+		MaxHeaderBytes:    s.o.MaxHeaderBytes,
+		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
+	}
+	s.ln = ln
+	s.serving = make(chan error, 1)
+	srv, serving := s.srv, s.serving
+	go func() { serving <- srv.Serve(ln) }()
+	smpCtx, stopSmp := context.WithCancel(context.WithoutCancel(ctx))
+	s.sampled, s.stopSmp = make(chan struct{}), stopSmp
+	go func(done chan struct{}) { defer close(done); s.RunSampler(smpCtx) }(s.sampled)
+	s.log.Info("api listening", "addr", ln.Addr().String(), "tokens", len(s.o.Tokens))
+	return nil
+}
+
+// Addr is the address Start bound (nil before Start).
+func (s *Server) Addr() net.Addr {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.ln == nil {
+		return nil
+	}
+	return s.ln.Addr()
+}
+
+// Stop stops accepting connections and waits for the requests in flight
+// to finish; when ctx ends first it closes the connections left and
+// returns ctx's error.
+func (s *Server) Stop(ctx context.Context) error {
+	s.mu.Lock()
+	srv, serving, sampled, stopSmp := s.srv, s.serving, s.sampled, s.stopSmp
+	s.mu.Unlock()
+	if srv == nil {
+		return errors.New("api: server not started")
+	}
+	stopSmp()
+	err := srv.Shutdown(ctx)
+	if err != nil {
+		_ = srv.Close()
+	}
+	if serr := <-serving; serr != nil && !errors.Is(serr, http.ErrServerClosed) && err == nil {
+		err = serr
+	}
+	serving <- http.ErrServerClosed // a second Stop returns at once
+	select {                        // the sampler's round in flight ends with its context
+	case <-sampled:
+	case <-ctx.Done():
+		if err == nil {
+			err = ctx.Err()
+		}
+	}
+	return err
+}
+
+// Run starts the server, serves until ctx ends (or the listener fails) and
+// stops it within Options.ShutdownTimeout.
+func (s *Server) Run(ctx context.Context) error {
+	if err := s.Start(ctx); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	serving := s.serving
+	s.mu.Unlock()
+	select {
+	case <-ctx.Done():
+	case err := <-serving:
+		serving <- err // for Stop
+	}
+	stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.o.ShutdownTimeout)
+	defer cancel()
+	if err := s.Stop(stopCtx); err != nil {
+		return fmt.Errorf("api: shutdown: %w", err)
+	}
+	s.log.Info("api stopped")
+	return nil
+}

@@ -1,0 +1,281 @@
+package api
+
+import (
+	"net/http"
+	"strconv"
+
+	"github.com/workq/workq/admin"
+	"github.com/workq/workq/lease"
+)
+
+// table reads the {table} path parameter: an unknown table is a 404 (the
+// path names no resource).
+func table(r *http.Request) (lease.Table, error) {
+	name := r.PathValue("table")
+	t, err := lease.ParseTable(name)
+	if err != nil {
+		return "", notFound("no work table %q (want job_runs, outbox, inbox or timers)", name)
+	}
+	return t, nil
+}
+
+// listPage is one page of items. NextCursor is null on the last page;
+// otherwise pass it as ?cursor= for the next one. A cursor stays valid
+// whatever is inserted meanwhile: newer items never shift a later page.
+type listPage struct {
+	Items      []admin.Item `json:"items"`
+	NextCursor *string      `json:"next_cursor"`
+}
+
+func (s *Server) listItems(w http.ResponseWriter, r *http.Request, _ principal) error {
+	t, err := table(r)
+	if err != nil {
+		return err
+	}
+	q, err := query(r, append(filterFields, "limit")...)
+	if err != nil {
+		return err
+	}
+	given := map[string]*string{}
+	for _, name := range filterFields {
+		if q.Has(name) {
+			v := q.Get(name)
+			given[name] = &v
+		}
+	}
+	f, err := filterOf("", given)
+	if err != nil {
+		return err
+	}
+	if q.Has("limit") {
+		n, err := parseInt("limit", q.Get("limit"), 1, admin.MaxLimit)
+		if err != nil {
+			return err
+		}
+		f.Limit = int(n)
+	}
+	page, err := admin.List(r.Context(), s.o.DB, t, f)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, listPage{Items: page.Items, NextCursor: cursor(page.Next)})
+	return nil
+}
+
+// filterFields are the filter's names, as query parameters of a list and
+// as the members of an action's "filter" object.
+var filterFields = []string{"queue", "status", "kind", "created_after", "created_before", "error", "cursor"}
+
+// filterOf builds an admin.Filter from the given filter fields (nil: not
+// given); prefix goes before the field names in errors ("filter.").
+func filterOf(prefix string, given map[string]*string) (admin.Filter, error) {
+	var f admin.Filter
+	for _, name := range filterFields {
+		v := given[name]
+		if v == nil {
+			continue
+		}
+		field := prefix + name
+		if *v == "" {
+			return admin.Filter{}, invalid(field, "must not be empty (omit it to match every item)")
+		}
+		var err error
+		switch name {
+		case "queue":
+			f.Queue = *v
+		case "status":
+			f.Status = *v
+		case "kind":
+			f.Kind = *v
+		case "error":
+			f.ErrorText = *v
+		case "created_after":
+			f.CreatedAfter, err = parseTime(field, *v)
+		case "created_before":
+			f.CreatedBefore, err = parseTime(field, *v)
+		case "cursor":
+			if f.Before, err = parseInt(field, *v, 1, lease.MaxItemID); err != nil {
+				err = invalid(field, "%q is not a cursor of this API (pass next_cursor of the previous page as it is)", *v)
+			}
+		}
+		if err != nil {
+			return admin.Filter{}, err
+		}
+	}
+	if err := f.Validate(); err != nil {
+		return admin.Filter{}, invalidErr("", err)
+	}
+	return f, nil
+}
+
+// cursor is the next_cursor of a keyset position (null for 0: the end).
+func cursor(next int64) *string {
+	if next == 0 {
+		return nil
+	}
+	c := strconv.FormatInt(next, 10)
+	return &c
+}
+
+// itemWithAttempts is one item with its archived attempts.
+type itemWithAttempts struct {
+	Item     admin.Item      `json:"item"`
+	Attempts []admin.Attempt `json:"attempts"`
+}
+
+func (s *Server) getItem(w http.ResponseWriter, r *http.Request, _ principal) error {
+	t, err := table(r)
+	if err != nil {
+		return err
+	}
+	if _, err := query(r); err != nil {
+		return err
+	}
+	id, err := parseInt("id", r.PathValue("id"), 1, lease.MaxItemID)
+	if err != nil {
+		return err
+	}
+	it, err := admin.Get(r.Context(), s.o.DB, t, id)
+	if err != nil {
+		return err
+	}
+	att, err := admin.Attempts(r.Context(), s.o.DB, t, id)
+	if err != nil {
+		return err
+	}
+	if att == nil {
+		att = []admin.Attempt{}
+	}
+	writeJSON(w, http.StatusOK, itemWithAttempts{Item: it, Attempts: att})
+	return nil
+}
+
+// actionRequest is the body of retry, cancel and delete.
+type actionRequest struct {
+	IDs    []int64 `json:"ids"`
+	Reason string  `json:"reason"`
+}
+
+func (s *Server) act(w http.ResponseWriter, r *http.Request, p principal, verb string) error {
+	t, err := table(r)
+	if err != nil {
+		return err
+	}
+	var in actionRequest
+	if err := s.decodeBody(w, r, &in, false); err != nil {
+		return err
+	}
+	if err := admin.CheckIDs(in.IDs); err != nil {
+		return invalidErr("ids", err)
+	}
+	by := admin.Actor{Name: p.actor(), Reason: in.Reason}
+	var res admin.Result
+	switch verb {
+	case "retry":
+		res, err = admin.Retry(r.Context(), s.o.DB, t, by, in.IDs...)
+	case "cancel":
+		res, err = admin.Cancel(r.Context(), s.o.DB, t, by, in.IDs...)
+	case "delete":
+		res, err = admin.Delete(r.Context(), s.o.DB, t, in.IDs...)
+	}
+	if err != nil {
+		return err
+	}
+	s.log.InfoContext(r.Context(), "api "+verb, "table", t, "actor", by.Name, "reason", in.Reason,
+		"applied", len(res.Applied), "skipped", len(res.Skipped))
+	writeJSON(w, http.StatusOK, res)
+	return nil
+}
+
+func (s *Server) retryItems(w http.ResponseWriter, r *http.Request, p principal) error {
+	return s.act(w, r, p, "retry")
+}
+
+func (s *Server) cancelItems(w http.ResponseWriter, r *http.Request, p principal) error {
+	return s.act(w, r, p, "cancel")
+}
+
+func (s *Server) deleteItems(w http.ResponseWriter, r *http.Request, p principal) error {
+	return s.act(w, r, p, "delete")
+}
+
+// matchingRequest is the body of the .../{action}-matching endpoints: the
+// filter of a list (its query parameters as members; required, {} matches
+// every item), the reason of a retry or cancel, and the most items to visit.
+type matchingRequest struct {
+	Filter *struct {
+		Queue         *string `json:"queue"`
+		Status        *string `json:"status"`
+		Kind          *string `json:"kind"`
+		CreatedAfter  *string `json:"created_after"`
+		CreatedBefore *string `json:"created_before"`
+		Error         *string `json:"error"`
+		Cursor        *string `json:"cursor"`
+	} `json:"filter"`
+	Reason string `json:"reason"`
+	Max    *int   `json:"max"`
+}
+
+// matchingResult is the answer of an action on a filter.
+type matchingResult struct {
+	Applied    int     `json:"applied"`
+	Skipped    int     `json:"skipped"`
+	Batches    int     `json:"batches"`
+	NextCursor *string `json:"next_cursor"` // where a capped action stopped: pass it as filter.cursor to go on
+}
+
+func (s *Server) actMatching(w http.ResponseWriter, r *http.Request, p principal, verb string) error {
+	t, err := table(r)
+	if err != nil {
+		return err
+	}
+	var in matchingRequest
+	if err := s.decodeBody(w, r, &in, false); err != nil {
+		return err
+	}
+	if in.Filter == nil {
+		return invalid("filter", "required: the items to act on, as the list's query parameters (an empty object matches every item)")
+	}
+	fl := in.Filter
+	f, err := filterOf("filter.", map[string]*string{"queue": fl.Queue, "status": fl.Status, "kind": fl.Kind,
+		"created_after": fl.CreatedAfter, "created_before": fl.CreatedBefore, "error": fl.Error, "cursor": fl.Cursor})
+	if err != nil {
+		return err
+	}
+	max := 0
+	if in.Max != nil {
+		if *in.Max < 1 || *in.Max > admin.MaxBulk {
+			return invalid("max", "want 1 to %d (omit it for %d)", admin.MaxBulk, admin.DefaultBulk)
+		}
+		max = *in.Max
+	}
+	by := admin.Actor{Name: p.actor(), Reason: in.Reason}
+	var res admin.BulkResult
+	switch verb {
+	case "retry":
+		res, err = admin.RetryMatching(r.Context(), s.o.DB, t, by, f, max)
+	case "cancel":
+		res, err = admin.CancelMatching(r.Context(), s.o.DB, t, by, f, max)
+	case "delete":
+		res, err = admin.DeleteMatching(r.Context(), s.o.DB, t, f, max)
+	}
+	s.log.InfoContext(r.Context(), "api "+verb+" matching", "table", t, "actor", by.Name, "reason", in.Reason,
+		"applied", res.Applied, "skipped", res.Skipped, "batches", res.Batches, "next", res.Next, "err", err)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, matchingResult{Applied: res.Applied, Skipped: res.Skipped, Batches: res.Batches, NextCursor: cursor(res.Next)})
+	return nil
+}
+
+func (s *Server) retryMatching(w http.ResponseWriter, r *http.Request, p principal) error {
+	return s.actMatching(w, r, p, "retry")
+}
+
+func (s *Server) cancelMatching(w http.ResponseWriter, r *http.Request, p principal) error {
+	return s.actMatching(w, r, p, "cancel")
+}
+
+func (s *Server) deleteMatching(w http.ResponseWriter, r *http.Request, p principal) error {
+	return s.actMatching(w, r, p, "delete")
+}

@@ -1,0 +1,241 @@
+package api
+
+import (
+	"encoding/json"
+	"net/http"
+
+	"github.com/workq/workq/config"
+	"github.com/workq/workq/schedule"
+)
+
+// scheduleRequest is the body of POST /v1/schedules: schedule.Spec in
+// JSON. Fields left out take the Spec's defaults (timezone UTC, queue
+// default, max_attempts 4, overlap allow, misfire run_once, misfire_cap
+// 100, enabled).
+type scheduleRequest struct {
+	Name        string          `json:"name"`
+	Cron        string          `json:"cron"`
+	Timezone    *string         `json:"timezone"`
+	Queue       *string         `json:"queue"`
+	Kind        string          `json:"kind"`
+	Payload     json.RawMessage `json:"payload"`
+	Priority    int16           `json:"priority"`
+	MaxAttempts *int            `json:"max_attempts"`
+	Overlap     string          `json:"overlap"`
+	Misfire     string          `json:"misfire"`
+	MisfireCap  *int            `json:"misfire_cap"`
+	Enabled     *bool           `json:"enabled"`
+}
+
+// scheduleChanges is the body of PATCH /v1/schedules/{name}: the fields
+// to change (schedule.Changes); at least one.
+type scheduleChanges struct {
+	Cron        *string         `json:"cron"`
+	Timezone    *string         `json:"timezone"`
+	Queue       *string         `json:"queue"`
+	Kind        *string         `json:"kind"`
+	Payload     json.RawMessage `json:"payload"`
+	Priority    *int16          `json:"priority"`
+	MaxAttempts *int            `json:"max_attempts"`
+	Overlap     *string         `json:"overlap"`
+	Misfire     *string         `json:"misfire"`
+	MisfireCap  *int            `json:"misfire_cap"`
+}
+
+// triggerRequest is the optional body of POST .../trigger.
+type triggerRequest struct {
+	Force bool `json:"force"` // run even while the previous run is live under overlap skip
+}
+
+// scheduleName reads the {name} path parameter.
+func scheduleName(r *http.Request) (string, error) {
+	name := r.PathValue("name")
+	if !config.ValidName(name) {
+		return "", invalid("name", "%q is not a valid schedule name (1-128 of A-Z a-z 0-9 _ . : -)", name)
+	}
+	return name, nil
+}
+
+// nonZero refuses an explicit 0 where 0 would mean "the default".
+func nonZero(field string, p *int) (int, error) {
+	if p == nil {
+		return 0, nil
+	}
+	if *p == 0 {
+		return 0, invalid(field, "must not be 0 (omit it for the default)")
+	}
+	return *p, nil
+}
+
+func (s *Server) listSchedules(w http.ResponseWriter, r *http.Request, _ principal) error {
+	if _, err := query(r); err != nil {
+		return err
+	}
+	list, err := s.schedules.List(r.Context(), s.o.DB)
+	if err != nil {
+		return err
+	}
+	if list == nil {
+		list = []schedule.Schedule{}
+	}
+	writeJSON(w, http.StatusOK, struct {
+		Schedules []schedule.Schedule `json:"schedules"`
+	}{list})
+	return nil
+}
+
+func (s *Server) createSchedule(w http.ResponseWriter, r *http.Request, p principal) error {
+	var in scheduleRequest
+	if err := s.decodeBody(w, r, &in, false); err != nil {
+		return err
+	}
+	q, err := queueName("queue", in.Queue)
+	if err != nil {
+		return err
+	}
+	sp := schedule.Spec{Name: in.Name, Cron: in.Cron, Queue: q, Kind: in.Kind, Payload: payloadOf(in.Payload),
+		Priority: in.Priority, Overlap: schedule.OverlapPolicy(in.Overlap), Misfire: schedule.MisfirePolicy(in.Misfire),
+		Disabled: in.Enabled != nil && !*in.Enabled}
+	if in.Timezone != nil {
+		if *in.Timezone == "" {
+			return invalid("timezone", "must not be empty (omit it for UTC)")
+		}
+		sp.Timezone = *in.Timezone
+	}
+	if sp.MaxAttempts, err = nonZero("max_attempts", in.MaxAttempts); err != nil {
+		return err
+	}
+	if sp.MisfireCap, err = nonZero("misfire_cap", in.MisfireCap); err != nil {
+		return err
+	}
+	if err := s.schedules.Validate(sp); err != nil {
+		return invalidErr("", err)
+	}
+	sc, err := s.schedules.Create(r.Context(), s.o.DB, sp)
+	if err != nil {
+		return err
+	}
+	s.log.InfoContext(r.Context(), "api schedule created", "name", sc.Name, "actor", p.actor())
+	writeJSON(w, http.StatusCreated, sc)
+	return nil
+}
+
+func (s *Server) getSchedule(w http.ResponseWriter, r *http.Request, _ principal) error {
+	name, err := scheduleName(r)
+	if err != nil {
+		return err
+	}
+	if _, err := query(r); err != nil {
+		return err
+	}
+	sc, err := s.schedules.Get(r.Context(), s.o.DB, name)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, sc)
+	return nil
+}
+
+func (s *Server) updateSchedule(w http.ResponseWriter, r *http.Request, p principal) error {
+	name, err := scheduleName(r)
+	if err != nil {
+		return err
+	}
+	var in scheduleChanges
+	if err := s.decodeBody(w, r, &in, false); err != nil {
+		return err
+	}
+	c := schedule.Changes{Cron: in.Cron, Timezone: in.Timezone, Kind: in.Kind, Priority: in.Priority,
+		MaxAttempts: in.MaxAttempts, MisfireCap: in.MisfireCap}
+	if in.Queue != nil {
+		q, err := queueName("queue", in.Queue)
+		if err != nil {
+			return err
+		}
+		c.Queue = &q
+	}
+	if len(in.Payload) > 0 {
+		c.Payload = json.RawMessage(in.Payload)
+	}
+	if in.Overlap != nil {
+		o := schedule.OverlapPolicy(*in.Overlap)
+		c.Overlap = &o
+	}
+	if in.Misfire != nil {
+		m := schedule.MisfirePolicy(*in.Misfire)
+		c.Misfire = &m
+	}
+	if c == (schedule.Changes{}) {
+		return invalid("", "nothing to update: give at least one of cron, timezone, queue, kind, payload, priority, "+
+			"max_attempts, overlap, misfire, misfire_cap")
+	}
+	sc, err := s.schedules.Update(r.Context(), s.o.DB, name, c)
+	if err != nil {
+		return err
+	}
+	s.log.InfoContext(r.Context(), "api schedule updated", "name", name, "actor", p.actor())
+	writeJSON(w, http.StatusOK, sc)
+	return nil
+}
+
+func (s *Server) deleteSchedule(w http.ResponseWriter, r *http.Request, p principal) error {
+	name, err := scheduleName(r)
+	if err != nil {
+		return err
+	}
+	if err := s.schedules.Delete(r.Context(), s.o.DB, name); err != nil {
+		return err
+	}
+	s.log.InfoContext(r.Context(), "api schedule deleted", "name", name, "actor", p.actor())
+	writeJSON(w, http.StatusOK, struct {
+		Deleted string `json:"deleted"`
+	}{name})
+	return nil
+}
+
+func (s *Server) triggerSchedule(w http.ResponseWriter, r *http.Request, p principal) error {
+	name, err := scheduleName(r)
+	if err != nil {
+		return err
+	}
+	var in triggerRequest
+	if err := s.decodeBody(w, r, &in, true); err != nil {
+		return err
+	}
+	tr, err := s.schedules.TriggerNow(r.Context(), s.o.DB, name, in.Force)
+	if err != nil {
+		return err
+	}
+	s.log.InfoContext(r.Context(), "api schedule triggered", "name", name, "actor", p.actor(), "run_id", tr.RunID, "force", in.Force)
+	writeJSON(w, http.StatusCreated, tr)
+	return nil
+}
+
+func (s *Server) toggleSchedule(w http.ResponseWriter, r *http.Request, p principal, enable bool) error {
+	name, err := scheduleName(r)
+	if err != nil {
+		return err
+	}
+	if err := s.decodeBody(w, r, &struct{}{}, true); err != nil {
+		return err
+	}
+	f := s.schedules.Disable
+	if enable {
+		f = s.schedules.Enable
+	}
+	sc, err := f(r.Context(), s.o.DB, name)
+	if err != nil {
+		return err
+	}
+	s.log.InfoContext(r.Context(), "api schedule toggled", "name", name, "enabled", sc.Enabled, "actor", p.actor())
+	writeJSON(w, http.StatusOK, sc)
+	return nil
+}
+
+func (s *Server) enableSchedule(w http.ResponseWriter, r *http.Request, p principal) error {
+	return s.toggleSchedule(w, r, p, true)
+}
+
+func (s *Server) disableSchedule(w http.ResponseWriter, r *http.Request, p principal) error {
+	return s.toggleSchedule(w, r, p, false)
+}

@@ -1,0 +1,311 @@
+package ui
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/workq/workq/admin"
+	"github.com/workq/workq/lease"
+)
+
+// Defaults of a Sampler.
+const (
+	DefaultSampleInterval = 10 * time.Second
+	DefaultHistory        = time.Hour
+	// DefaultSettle is how far behind the database clock the sampler counts
+	// ended attempts: an attempt's finished_at is its transaction's start,
+	// so one that commits a little later still lands in a later interval.
+	DefaultSettle = 2 * time.Second
+	maxQueues     = 500 // most (table, queue)s the history keeps
+)
+
+// SamplerOptions configure a Sampler. Depth, Ended and Clock are the
+// sampling sources, injected so that another one (a metrics cache) can
+// stand in; api.New passes admin.Depths, admin.EndedBetween and
+// admin.Clock over its pool.
+type SamplerOptions struct {
+	Depth  func(ctx context.Context) ([]admin.Depth, error)
+	Ended  func(ctx context.Context, after, until time.Time) ([]admin.Ended, error)
+	Clock  func(ctx context.Context) (time.Time, error)
+	Logger *slog.Logger
+
+	Interval time.Duration // between samples (0: 10s)
+	History  time.Duration // how much the ring buffer keeps (0: 1h)
+	Settle   time.Duration // lag of the ended-attempt count behind the clock (0: 2s; negative: none)
+}
+
+// QueueKey names one (table, queue).
+type QueueKey struct {
+	Table lease.Table
+	Queue string
+}
+
+// QueueSample is one (table, queue) in one sample: its backlog at the
+// sample's time and the attempts that ended since the previous sample, by
+// outcome.
+type QueueSample struct {
+	Ready, Scheduled, InProgress, Failed int64
+	OldestDue                            time.Duration
+	Ended                                map[string]int64 // outcome -> attempts
+}
+
+// Sample is what one sampling round read.
+type Sample struct {
+	At     time.Time     // the database clock when the depth was read
+	Span   time.Duration // the interval the Ended counts cover (0 for the first sample)
+	Queues map[QueueKey]QueueSample
+}
+
+// Sampler keeps the dashboard's history: every Interval it reads the depth
+// of every (table, queue) (from the partial indexes: its cost is the
+// backlog) and counts the attempts that ended since the previous round
+// (one range of the run archive's finished_at index: each attempt is
+// counted once), in a ring buffer of History/Interval samples. The history
+// lives in memory: it starts empty when the process starts.
+type Sampler struct {
+	o    SamplerOptions
+	log  *slog.Logger
+	poke chan struct{}
+
+	mu      sync.Mutex
+	ring    []Sample // oldest first once full; len <= cap
+	next    int      // where the next sample goes when the ring is full
+	full    bool
+	last    time.Time // upper bound of the last ended-attempt count
+	lastErr error
+}
+
+// NewSampler returns a Sampler; Run samples.
+func NewSampler(o SamplerOptions) (*Sampler, error) {
+	if o.Depth == nil || o.Ended == nil || o.Clock == nil {
+		return nil, errors.New("ui: SamplerOptions needs Depth, Ended and Clock")
+	}
+	if o.Interval == 0 {
+		o.Interval = DefaultSampleInterval
+	}
+	if o.History == 0 {
+		o.History = DefaultHistory
+	}
+	if o.Interval < 0 || o.History < o.Interval {
+		return nil, fmt.Errorf("ui: sample interval %s must be positive and at most the history %s", o.Interval, o.History)
+	}
+	if o.Settle == 0 {
+		o.Settle = DefaultSettle
+	}
+	if o.Settle < 0 {
+		o.Settle = 0
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	n := int(o.History / o.Interval)
+	return &Sampler{o: o, log: o.Logger, poke: make(chan struct{}, 1), ring: make([]Sample, 0, n)}, nil
+}
+
+// Interval is the time between samples.
+func (s *Sampler) Interval() time.Duration { return s.o.Interval }
+
+// Run samples at once, then every Interval (and when poked), until ctx
+// ends. A failed round is logged and retried at the next tick.
+func (s *Sampler) Run(ctx context.Context) {
+	t := time.NewTicker(s.o.Interval)
+	defer t.Stop()
+	for {
+		if err := s.SampleOnce(ctx); err != nil && ctx.Err() == nil {
+			s.log.Warn("dashboard sampler", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		case <-s.poke:
+		}
+	}
+}
+
+// Poke asks Run for a sample now (after an action the dashboard made),
+// without waiting for it.
+func (s *Sampler) Poke() {
+	select {
+	case s.poke <- struct{}{}:
+	default:
+	}
+}
+
+// SampleOnce takes one sample.
+func (s *Sampler) SampleOnce(ctx context.Context) error {
+	now, err := s.o.Clock(ctx)
+	if err != nil {
+		return s.fail(err)
+	}
+	depth, err := s.o.Depth(ctx)
+	if err != nil {
+		return s.fail(err)
+	}
+	smp := Sample{At: now, Queues: map[QueueKey]QueueSample{}}
+	for _, d := range depth {
+		if len(smp.Queues) >= maxQueues {
+			break
+		}
+		smp.Queues[QueueKey{d.Table, d.Queue}] = QueueSample{Ready: d.Ready, Scheduled: d.Scheduled, InProgress: d.InProgress,
+			Failed: d.Failed, OldestDue: d.OldestDue}
+	}
+	until := now.Add(-s.o.Settle)
+	s.mu.Lock()
+	after := s.last
+	s.mu.Unlock()
+	if !after.IsZero() && until.After(after) {
+		ended, err := s.o.Ended(ctx, after, until)
+		if err != nil {
+			return s.fail(err)
+		}
+		for _, e := range ended {
+			k := QueueKey{e.Table, e.Queue}
+			q, ok := smp.Queues[k]
+			if !ok && len(smp.Queues) >= maxQueues {
+				continue
+			}
+			if q.Ended == nil {
+				q.Ended = map[string]int64{}
+			}
+			q.Ended[e.Outcome] += e.Count
+			smp.Queues[k] = q
+		}
+		smp.Span = until.Sub(after)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if after.IsZero() || until.After(after) {
+		s.last = until
+	}
+	s.lastErr = nil
+	if len(s.ring) < cap(s.ring) {
+		s.ring = append(s.ring, smp)
+	} else {
+		s.ring[s.next] = smp
+		s.next = (s.next + 1) % len(s.ring)
+	}
+	return nil
+}
+
+func (s *Sampler) fail(err error) error {
+	s.mu.Lock()
+	s.lastErr = err
+	s.mu.Unlock()
+	return err
+}
+
+// Samples returns the samples held, oldest first, and the error of the
+// last round (nil when it succeeded).
+func (s *Sampler) Samples() ([]Sample, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]Sample, 0, len(s.ring))
+	out = append(out, s.ring[s.next:]...)
+	out = append(out, s.ring[:s.next]...)
+	return out, s.lastErr
+}
+
+// Latest returns the newest sample (false when there is none yet).
+func (s *Sampler) Latest() (Sample, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.ring) == 0 {
+		return Sample{}, false
+	}
+	i := len(s.ring) - 1
+	if len(s.ring) == cap(s.ring) {
+		i = (s.next + len(s.ring) - 1) % len(s.ring)
+	}
+	return s.ring[i], true
+}
+
+// Outcomes the charts draw, in order; the others (snoozed, released) are
+// summed as "other".
+var chartOutcomes = []string{"done", "retry", "failed", "expired", "other"}
+
+// Series is the history of one selection (one (table, queue), or all of
+// them) as the charts draw it: per sample, the backlog and the attempts
+// that ended per second by outcome.
+type Series struct {
+	Interval   float64              `json:"interval_seconds"`
+	Times      []int64              `json:"times"` // unix milliseconds of each sample
+	Ready      []int64              `json:"ready"`
+	InProgress []int64              `json:"in_progress"`
+	Rates      map[string][]float64 `json:"rates"` // outcome -> attempts ended per second in the interval before each sample
+	Outcomes   []string             `json:"outcomes"`
+	Queues     []QueueKey           `json:"-"`
+}
+
+// SeriesOf returns the history of the samples for the queues match accepts.
+func SeriesOf(samples []Sample, interval time.Duration, match func(QueueKey) bool) Series {
+	out := Series{Interval: interval.Seconds(), Times: []int64{}, Ready: []int64{}, InProgress: []int64{},
+		Rates: map[string][]float64{}, Outcomes: chartOutcomes}
+	for _, o := range chartOutcomes {
+		out.Rates[o] = []float64{}
+	}
+	seen := map[QueueKey]bool{}
+	for _, smp := range samples {
+		var ready, inProgress int64
+		ended := map[string]int64{}
+		for k, q := range smp.Queues {
+			if !match(k) {
+				continue
+			}
+			seen[k] = true
+			ready += q.Ready
+			inProgress += q.InProgress
+			for o, n := range q.Ended {
+				if !slices.Contains(chartOutcomes[:4], o) {
+					o = "other"
+				}
+				ended[o] += n
+			}
+		}
+		out.Times = append(out.Times, smp.At.UnixMilli())
+		out.Ready = append(out.Ready, ready)
+		out.InProgress = append(out.InProgress, inProgress)
+		for _, o := range chartOutcomes {
+			rate := 0.0
+			if smp.Span > 0 {
+				rate = float64(ended[o]) / smp.Span.Seconds()
+			}
+			out.Rates[o] = append(out.Rates[o], rate)
+		}
+	}
+	for k := range seen {
+		out.Queues = append(out.Queues, k)
+	}
+	sort.Slice(out.Queues, func(i, j int) bool { return keyLess(out.Queues[i], out.Queues[j]) })
+	return out
+}
+
+func keyLess(a, b QueueKey) bool {
+	if a.Table != b.Table {
+		return a.Table < b.Table
+	}
+	return a.Queue < b.Queue
+}
+
+// endedIn sums, per (table, queue) and outcome, the attempts that ended in
+// the samples held (the history window).
+func endedIn(samples []Sample) map[QueueKey]map[string]int64 {
+	out := map[QueueKey]map[string]int64{}
+	for _, smp := range samples {
+		for k, q := range smp.Queues {
+			for o, n := range q.Ended {
+				if out[k] == nil {
+					out[k] = map[string]int64{}
+				}
+				out[k][o] += n
+			}
+		}
+	}
+	return out
+}

@@ -1,0 +1,110 @@
+package main
+
+import (
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/workq/workq/api"
+	"github.com/workq/workq/config"
+	"github.com/workq/workq/db"
+)
+
+// apiFlags are the settings of the HTTP API server.
+var apiFlags = []string{
+	"api-addr", "api-tokens", "api-max-body", "api-read-header-timeout", "api-read-timeout", "api-write-timeout",
+	"api-idle-timeout", "api-max-header-bytes", "api-shutdown-timeout",
+}
+
+func newAPICmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "api [--api-addr HOST:PORT] [--api-tokens NAME:SCOPE:SHA256,...] [--insecure]",
+		Short: "Serve the HTTP API (JSON; bearer tokens; OpenAPI at /openapi.json; docs/api.md)",
+		Long: "Serve the HTTP API until SIGTERM or Ctrl-C, then finish the requests in flight within --api-shutdown-timeout.\n" +
+			"Every request but /healthz, /readyz and /openapi.json needs a token of --api-tokens (make one with `workq api token`).\n" +
+			"Without tokens it refuses to start, unless --insecure is given and --api-addr is a loopback address.\n" +
+			"The web dashboard is at /ui/ (docs/dashboard.md); with --runs-dir (the workers' directory, shared) it shows attempt logs.",
+		Args: cobra.NoArgs,
+	}
+	cfg := bindConfig(cmd, slices.Concat([]string{"database-url", "max-conns", "log-level", "log-format", "max-payload",
+		"max-attempts", "notify-debounce", "runs-dir"}, apiFlags, config.ObservabilityFlags)...)
+	insecure := cmd.Flags().Bool("insecure", false, "serve without tokens (every request is admin): only on a loopback --api-addr")
+	dashboard := cmd.Flags().Bool("ui", true, "serve the web dashboard at /ui/ (log in with a token of --api-tokens)")
+	sample := cmd.Flags().Duration("ui-sample-interval", 10*time.Second, "how often the dashboard samples queue depth and ended attempts (an hour of history at most, in memory)")
+	cmd.AddCommand(newAPITokenCmd())
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		if err := cfg.Validate(); err != nil {
+			return err
+		}
+		opts, err := api.OptionsFromConfig(*cfg)
+		if err != nil {
+			return err
+		}
+		if len(opts.Tokens) == 0 && !*insecure {
+			return fmt.Errorf("%w: set --api-tokens or WORKQ_API_TOKENS (workq api token NAME makes one), "+
+				"or pass --insecure with a loopback --api-addr", api.ErrNoTokens)
+		}
+		opts.Insecure = *insecure
+		if *sample <= 0 || *sample > time.Hour {
+			return fmt.Errorf("--ui-sample-interval must be between 1ns and 1h, got %s", *sample)
+		}
+		opts.DisableUI, opts.SampleInterval, opts.RunsDir = !*dashboard, *sample, cfg.RunsDir
+		log := newLogger(cfg, cmd.ErrOrStderr())
+		opts.Logger = log
+		ctx := cmd.Context()
+		pool, done, err := connect(ctx, cfg, log, false)
+		if err != nil {
+			return err
+		}
+		defer done()
+		if err := db.CheckSchema(ctx, pool); err != nil {
+			log.Warn("the API serves, but /readyz answers 503 until the schema is current", "err", err)
+		}
+		// With --metrics-addr the API serves the metrics at its /metrics
+		// too (read scope); tracing records the enqueue spans of requests.
+		obs, err := startObservability(ctx, *cfg, pool, log)
+		if err != nil {
+			return err
+		}
+		defer obs.close()
+		opts.DB, opts.Metrics = pool, obs.metricsHandler()
+		srv, err := api.New(opts)
+		if err != nil {
+			return err
+		}
+		return srv.Run(ctx)
+	}
+	return cmd
+}
+
+func newAPITokenCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "token NAME [--scope read|admin] [--json]",
+		Short: "Make an API token: prints the token once and the api-tokens entry (its SHA-256) to configure",
+		Args:  cobra.ExactArgs(1),
+	}
+	scope := cmd.Flags().String("scope", "read", "read (GET endpoints) or admin (every endpoint)")
+	asJSON := cmd.Flags().Bool("json", false, "print JSON")
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		sc, err := api.ParseScope(*scope)
+		if err != nil {
+			return fmt.Errorf("--scope: %w", err)
+		}
+		secret, entry, err := api.NewToken(args[0], sc)
+		if err != nil {
+			return err
+		}
+		out := cmd.OutOrStdout()
+		if *asJSON {
+			return printJSON(out, map[string]string{"name": args[0], "scope": string(sc), "token": secret, "entry": entry})
+		}
+		fmt.Fprintf(out, "token:  %s\n", secret)
+		fmt.Fprintf(out, "entry:  %s\n", entry)
+		fmt.Fprintln(out, "The token is shown only now: give it to the client (Authorization: Bearer TOKEN).")
+		fmt.Fprintln(out, "Add the entry to api-tokens (--api-tokens or WORKQ_API_TOKENS, comma-separated); it holds the hash, not the token.")
+		return nil
+	}
+	return cmd
+}

@@ -1,0 +1,66 @@
+package metrics
+
+import (
+	"time"
+
+	"github.com/workq/workq/lease"
+	"github.com/workq/workq/maintain"
+)
+
+// Maintenance returns the observer to set as maintain.Options.Observer:
+// the leader gauge, task rounds, the reap task's counts per queue and the
+// stuck task's gauge.
+func (m *Metrics) Maintenance() maintain.Observer { return maintainObserver{m: m} }
+
+type maintainObserver struct {
+	maintain.NopObserver
+	m *Metrics
+}
+
+func (o maintainObserver) Leading(leading bool) {
+	if leading {
+		o.m.leader.Set(1)
+	} else {
+		o.m.leader.Set(0)
+	}
+}
+
+func (o maintainObserver) TaskRound(task string, rows int64, _ time.Duration, err error) {
+	o.m.taskRuns.WithLabelValues(task).Inc()
+	if err != nil {
+		o.m.taskErrors.WithLabelValues(task).Inc()
+	}
+	if rows > 0 {
+		o.m.taskRow.WithLabelValues(task).Add(float64(rows))
+	}
+}
+
+func (o maintainObserver) Reaped(table lease.Table, r lease.Reaped) {
+	for queue, c := range r.ByQueue {
+		o.m.addReaped(table, queue, c)
+	}
+}
+
+// Stuck sets the gauge of every queue the round found, and back to 0 the
+// queues of the table an earlier round found and this one did not.
+func (o maintainObserver) Stuck(table lease.Table, counts []lease.StuckCount) {
+	m := o.m
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	seen := m.stuckSeen[table]
+	if seen == nil {
+		seen = map[string]bool{}
+		m.stuckSeen[table] = seen
+	}
+	now := make(map[string]bool, len(counts))
+	for _, c := range counts {
+		now[c.Queue] = true
+		seen[c.Queue] = true
+		m.stuck.WithLabelValues(string(table), c.Queue).Set(float64(c.Count))
+	}
+	for q := range seen {
+		if !now[q] {
+			m.stuck.WithLabelValues(string(table), q).Set(0)
+		}
+	}
+}

@@ -7,9 +7,15 @@ package test
 // WORKQ_FAULTS_LONG=1 (make faults-long) runs the larger versions.
 
 import (
+	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"fmt"
+	"io"
 	"math/rand/v2"
+	"net"
 	"net/http"
 	neturl "net/url"
 	"os"
@@ -823,12 +829,12 @@ func ownServer(t *testing.T, o pgembed.Options) (*pgembed.Server, string) {
 // load, once with a fast shutdown (sessions ended, checkpoint) and once with
 // an immediate one (a crash: the next start replays the WAL), while two
 // `workq worker` processes work job runs and keyed outbox messages, a
-// `workq maintain` leads, and the test enqueues a job every 10ms. The
-// processes ride it out: none exits, each worker claims again after each
-// restart, the leader holds its lock again, every enqueue the database
-// acknowledged is done, and the history checker finds nothing done whose
-// handler had not finished. (There is no `workq api` on this branch yet:
-// the HTTP API is not part of this scenario.)
+// `workq maintain` leads, and the test enqueues a job every 10ms, every
+// other one through a `workq api` process. The processes ride it out: none
+// exits, each worker claims again after each restart, the API is ready
+// again, the leader holds its lock again, every enqueue the database or the
+// API acknowledged is done, and the history checker finds nothing done
+// whose handler had not finished.
 func testFaultRestart(t *testing.T, bin string) {
 	const queue, topic = "restart", "restart.msg"
 	ctx := context.Background()
@@ -847,19 +853,30 @@ func testFaultRestart(t *testing.T, bin string) {
 	args := append([]string{"worker", "--jobs", "--outbox", "--queues", queue, "--lease", "4s", "--concurrency", "4",
 		"--poll", "250ms", "--log-format", "json"}, rc.workerArgs(topic)...)
 	workers := []*member{f.start("w1", env, args...), f.start("w2", env, args...)}
+	api := startAPI(t, bin, env)
 
-	// The enqueuer: one job every 10ms; a failed enqueue is not retried (it
-	// may have committed), an acknowledged one must not be lost.
+	// The enqueuer: one job every 10ms, every other one through the API; a
+	// failed enqueue is not retried (it may have committed), an
+	// acknowledged one must not be lost.
 	ectx, stopEnqueuer := context.WithCancel(ctx)
 	var acked, failed []int
+	var apiAcked []time.Time
 	enqueued := make(chan struct{})
 	go func() {
 		defer close(enqueued)
 		c := workq.NewClient(workq.ClientOptions{})
 		for seq := 0; ectx.Err() == nil; seq++ {
+			payload := map[string]any{"url": rc.jobsURL(), "body": map[string]any{"seq": seq}}
 			qctx, cancel := context.WithTimeout(ectx, 2*time.Second)
-			_, err := c.Enqueue(qctx, db, workq.Job{Queue: queue, Kind: "webhook",
-				Payload: map[string]any{"url": rc.jobsURL(), "body": map[string]any{"seq": seq}}})
+			var err error
+			if seq%2 == 1 {
+				err = api.enqueue(qctx, queue, payload)
+				if err == nil {
+					apiAcked = append(apiAcked, time.Now())
+				}
+			} else {
+				_, err = c.Enqueue(qctx, db, workq.Job{Queue: queue, Kind: "webhook", Payload: payload})
+			}
 			cancel()
 			if err == nil {
 				acked = append(acked, seq)
@@ -887,6 +904,7 @@ func testFaultRestart(t *testing.T, bin string) {
 		mode            string
 		from, to        time.Time // on this process's clock
 		resume          []time.Duration
+		apiReady        time.Duration
 		doneBefore      int
 		claimedAfterEnd int
 	}
@@ -912,6 +930,11 @@ func testFaultRestart(t *testing.T, bin string) {
 			})
 			r.resume = append(r.resume, first.Sub(back))
 		}
+		awaitCond(t, time.Minute, "the API ready again after the "+mode+" restart", func() (bool, string) {
+			err := api.ready(ctx)
+			return err == nil, fmt.Sprint(err)
+		})
+		r.apiReady = time.Since(r.to)
 		restarts = append(restarts, r)
 	}
 	time.Sleep(time.Second)
@@ -923,12 +946,15 @@ func testFaultRestart(t *testing.T, bin string) {
 		all := tolerant("item count", `select (select count(*) from job_runs) + (select count(*) from outbox)`)
 		return n == all && all >= total, fmt.Sprintf("%d of %d done (%d acknowledged)", n, all, total)
 	})
-	for _, m := range append([]*member{maint}, workers...) {
+	for _, p := range []*proc{maint.p, workers[0].p, workers[1].p, api.p} {
 		select {
-		case <-m.p.done:
-			t.Errorf("%s exited (code %d) during the restarts; want it to reconnect and go on", m.id, m.p.state.ExitCode())
+		case <-p.done:
+			t.Errorf("%s exited (code %d) during the restarts; want it to reconnect and go on", p.name, p.state.ExitCode())
 		default:
 		}
+	}
+	if last := restarts[len(restarts)-1].to; len(apiAcked) == 0 || !apiAcked[len(apiAcked)-1].After(last) {
+		t.Errorf("the API acknowledged %d enqueues, none after the last restart", len(apiAcked))
 	}
 	// The leader renewed its lock after the last restart.
 	last := off.toDB(restarts[len(restarts)-1].to)
@@ -955,6 +981,10 @@ func testFaultRestart(t *testing.T, bin string) {
 	}
 	committedAnyway := len(stored) - len(acked)
 	f.stopAll()
+	api.p.signal(t, syscall.SIGTERM)
+	if code := api.p.wait(t, 30*time.Second); code != 0 {
+		t.Errorf("workq api exited %d after SIGTERM, want 0", code)
+	}
 	var stats []map[string]int64
 	for _, w := range workers {
 		stats = append(stats, workerStats(t, w))
@@ -963,11 +993,11 @@ func testFaultRestart(t *testing.T, bin string) {
 	h := loadHistory(t, db, rc, off)
 	h.check(t, historyOpts{AllDone: true})
 	for _, r := range restarts {
-		t.Logf("%s restart: server down for %s; workers claimed again %v after it was back", r.mode,
-			r.to.Sub(r.from).Round(10*time.Millisecond), r.resume)
+		t.Logf("%s restart: server down for %s; workers claimed again %v after it was back, the API was ready %s after",
+			r.mode, r.to.Sub(r.from).Round(10*time.Millisecond), r.resume, r.apiReady.Round(time.Millisecond))
 	}
-	t.Logf("%d job runs, %d outbox messages and %d jobs enqueued during the restarts (%d enqueues failed, %d of those committed anyway) all done; %s",
-		nJobs, nMsgs, len(acked), len(failed), committedAnyway, h.summary())
+	t.Logf("%d job runs, %d outbox messages and %d jobs enqueued during the restarts (%d through the API; %d enqueues failed, %d of those committed anyway) all done; %s",
+		nJobs, nMsgs, len(acked), len(apiAcked), len(failed), committedAnyway, h.summary())
 	t.Logf("worker stats: %v", stats)
 }
 
@@ -1235,4 +1265,76 @@ func runClockSkew(t *testing.T, bin string, o pgembed.Options, want time.Duratio
 	check("cut-off worker: handler cancelled before expiry", [2]time.Duration{r.CutMargin, r.CutMargin}, time.Millisecond, lease)
 	check("leader lock: time left", [2]time.Duration{r.LeaderRemaining, r.LeaderRemaining}, time.Millisecond, leaderTTL)
 	return r
+}
+
+// apiProc is a `workq api` process with an admin token.
+type apiProc struct {
+	p     *proc
+	base  string
+	token string
+}
+
+// startAPI starts `workq api` on a free loopback port and waits until it is
+// ready.
+func startAPI(t *testing.T, bin string, env []string) *apiProc {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	secret := make([]byte, 16)
+	for i := range secret {
+		secret[i] = byte(rand.IntN(256))
+	}
+	a := &apiProc{base: "http://" + addr, token: "wq_faults_" + hex.EncodeToString(secret)}
+	sum := sha256.Sum256([]byte(a.token))
+	a.p = startProc(t, "api", bin, append(slices.Clone(env), "WORKQ_API_TOKENS=faults:admin:"+hex.EncodeToString(sum[:])),
+		"api", "--api-addr", addr, "--ui=false", "--log-format", "json")
+	awaitCond(t, 30*time.Second, "workq api ready", func() (bool, string) {
+		err := a.ready(context.Background())
+		return err == nil, fmt.Sprint(err)
+	})
+	return a
+}
+
+// ready asks /readyz.
+func (a *apiProc) ready(ctx context.Context) error {
+	_, err := a.do(ctx, http.MethodGet, "/readyz", nil)
+	return err
+}
+
+// enqueue enqueues a webhook job run through POST /v1/jobs.
+func (a *apiProc) enqueue(ctx context.Context, queue string, payload any) error {
+	_, err := a.do(ctx, http.MethodPost, "/v1/jobs", map[string]any{"queue": queue, "kind": "webhook", "payload": payload})
+	return err
+}
+
+// do sends one request and wants a 2xx answer.
+func (a *apiProc) do(ctx context.Context, method, path string, body any) ([]byte, error) {
+	var r io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			return nil, err
+		}
+		r = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, a.base+path, r)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Authorization", "Bearer "+a.token)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	out, err := io.ReadAll(resp.Body)
+	if err == nil && resp.StatusCode/100 != 2 {
+		err = fmt.Errorf("%s %s: %s: %s", method, path, resp.Status, out)
+	}
+	return out, err
 }

@@ -1148,16 +1148,18 @@ func runClockSkew(t *testing.T, bin string, o pgembed.Options, want time.Duratio
 		t.Fatalf("schedules add: exit %d: %s%s", code, out, errOut)
 	}
 
-	// Kill k once its handler runs; bring the proxy back once p's handler
-	// was cancelled.
+	// Kill k once its handler runs (its request is open at the receiver);
+	// bring the proxy back once p's handler was cancelled.
+	mode := func(m string) func(delivery) bool { return func(d delivery) bool { return d.Body["mode"] == m } }
 	awaitCond(t, 30*time.Second, "k's handler and p's handler running", func() (bool, string) {
-		return rc.inFlightNow() >= 2 && queryScalar[int](t, db, `select count(*) from job_runs where queue in ('skew-kill', 'skew-cut') and status = 1`) == 2,
-			fmt.Sprintf("%d requests open", rc.inFlightNow())
+		k, p := rc.openWhere(mode("hold")), rc.openWhere(mode("cut"))
+		return k == 1 && p == 1, fmt.Sprintf("%d of k's and %d of p's requests open", k, p)
 	})
 	f.kill("k")
 	f.restart("k")
 	awaitCond(t, 30*time.Second, "p's handler cancelled", func() (bool, string) {
-		return rc.count("cancelled") >= 2, fmt.Sprintf("%d requests cancelled", rc.count("cancelled"))
+		n := rc.countWhere(func(e handlerEvent) bool { return mode("cut")(e.delivery) && e.Outcome == "cancelled" })
+		return n == 1, fmt.Sprintf("%d of p's requests cancelled", n)
 	})
 	px.Restore()
 	awaitCond(t, 30*time.Second, "three scheduled runs", func() (bool, string) {

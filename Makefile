@@ -12,8 +12,14 @@ TEST_FLAGS  ?= -count=1 -timeout 20m
 # The concurrent packages run under the race detector in every `make test`.
 RACE_PKGS   := ./api/... ./worker/... ./lease/... ./reaper/... ./lock/... ./maintain/... ./publish/... ./timers/... ./schedule/... ./inbox/... ./outbox/... ./metrics/... ./tracing/...
 BENCH_FLAGS ?=
+# make fuzz: how long each fuzz target runs.
+FUZZTIME    ?= 10s
+# Every fuzz target, as package:FuzzName (docs/reliability.md).
+FUZZ_TARGETS := .:FuzzEnqueue ./outbox:FuzzSend ./inbox:FuzzReceive ./timers:FuzzSchedule ./schedule:FuzzParseCron ./api:FuzzRequestBody
+# make soak: how long the soak runs.
+SOAK        ?= 10m
 
-.PHONY: run test faults-long generate check-generated lint build bench clean tools
+.PHONY: run test faults-long generate check-generated lint build bench clean tools fuzz soak
 
 ## run: migrate and run workq end to end (throwaway PostgreSQL when DATABASE_URL is unset)
 run:
@@ -50,6 +56,18 @@ build:
 ## bench: Go benchmarks of the lease engine (workq bench is the end-to-end one)
 bench:
 	$(GO) test -run '^$$' -bench . -benchtime 20x $(BENCH_FLAGS) ./test/
+
+## fuzz: run each fuzz target for FUZZTIME (default 10s) against the test
+## database; a failure leaves its input in the package's testdata/fuzz
+fuzz:
+	@set -e; for t in $(FUZZ_TARGETS); do \
+		pkg=$${t%%:*}; name=$${t##*:}; echo "fuzz $$pkg $$name for $(FUZZTIME)"; \
+		$(GO) test -run '^$$' -fuzz "^$$name\$$" -fuzztime $(FUZZTIME) $$pkg; \
+	done
+
+## soak: the soak with autovacuum on for SOAK (default 10m; not in CI)
+soak:
+	WORKQ_SOAK=$(SOAK) $(GO) test -count=1 -timeout 30m -run '^TestSoak$$' -v ./test/
 
 tools: $(SQLC)
 

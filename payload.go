@@ -3,7 +3,6 @@ package workq
 import (
 	"encoding/json"
 	"fmt"
-	"strings"
 	"unicode/utf8"
 
 	"github.com/workq/workq/config"
@@ -233,8 +232,5 @@ func abbreviate(b []byte) string {
 	return string(b)
 }
 
-// validText reports whether s can be stored in a PostgreSQL text column:
-// valid UTF-8 without NUL bytes (the server rejects both).
-func validText(s string) bool {
-	return utf8.ValidString(s) && !strings.ContainsRune(s, 0)
-}
+// validText reports whether s can be stored in a PostgreSQL text column.
+func validText(s string) bool { return config.ValidText(s) }

@@ -365,6 +365,9 @@ func (a Actor) validate() error {
 	if len(a.Reason) > maxReasonLen {
 		return fmt.Errorf("%w: reason is %d bytes, want at most %d", ErrInvalid, len(a.Reason), maxReasonLen)
 	}
+	if !config.ValidText(a.Name) || !config.ValidText(a.Reason) {
+		return fmt.Errorf("%w: actor and reason must be UTF-8 without NUL bytes", ErrInvalid)
+	}
 	return nil
 }
 

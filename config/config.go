@@ -158,6 +158,13 @@ func ValidName(s string) bool {
 	return true
 }
 
+// ValidText reports whether s can be stored in a PostgreSQL text column:
+// valid UTF-8 without NUL bytes (the server rejects both, with an error
+// the caller could not tell from a database fault).
+func ValidText(s string) bool {
+	return utf8.ValidString(s) && !strings.ContainsRune(s, 0)
+}
+
 // ValidTopic reports whether s is a valid topic (outbox, inbox and timer
 // routing key): 1 to 256 bytes of valid UTF-8 without control characters,
 // and no space at either end (HTTP headers, which carry topics to

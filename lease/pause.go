@@ -49,11 +49,11 @@ func Pause(ctx context.Context, db gen.DBTX, table Table, queue, by, reason stri
 	if err := checkQueue("pause", table, queue); err != nil {
 		return false, err
 	}
-	if strings.TrimSpace(by) == "" || len(by) > 256 {
-		return false, fmt.Errorf("pause %s/%s: %w: who pauses must be 1 to 256 characters", table, queue, ErrInvalid)
+	if strings.TrimSpace(by) == "" || len(by) > 256 || !config.ValidText(by) {
+		return false, fmt.Errorf("pause %s/%s: %w: who pauses must be 1 to 256 characters of UTF-8 without NUL", table, queue, ErrInvalid)
 	}
-	if len(reason) > 1024 {
-		return false, fmt.Errorf("pause %s/%s: %w: reason longer than 1024 bytes", table, queue, ErrInvalid)
+	if len(reason) > 1024 || !config.ValidText(reason) {
+		return false, fmt.Errorf("pause %s/%s: %w: reason must be at most 1024 bytes of UTF-8 without NUL", table, queue, ErrInvalid)
 	}
 	var r *string
 	if reason != "" {

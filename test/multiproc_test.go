@@ -229,9 +229,16 @@ func enqueueN(t *testing.T, db *pgxpool.Pool, queue, kind string, payload any, n
 // kill are reaped by the first leader (and only while it led), leases that
 // expire after it by the second, each exactly once.
 func testMultiLeaderFailover(t *testing.T, bin string) {
+	url := testdb.URL(t)
+	leaderFailover(t, bin, url, url)
+}
+
+// leaderFailover is testMultiLeaderFailover with the maintain processes
+// connecting through procURL (the same database as url, which the test
+// watches directly).
+func leaderFailover(t *testing.T, bin, url, procURL string) {
 	const ttl = 2 * time.Second
 	const perQueue = 10
-	url := testdb.URL(t)
 	db := openTestPool(t, url)
 	enqueueN(t, db, "fo-a", "k", nil, perQueue)
 	enqueueN(t, db, "fo-b", "k", nil, perQueue)
@@ -240,7 +247,7 @@ func testMultiLeaderFailover(t *testing.T, bin string) {
 
 	stopWatch := watchLock(t, db)
 	maint := func(name string) *proc {
-		return startProc(t, name, bin, procEnv(withAppName(t, url, name)), "maintain",
+		return startProc(t, name, bin, procEnv(withAppName(t, procURL, name)), "maintain",
 			"--worker-id", name, "--leader-ttl", ttl.String(), "--reap-interval", "100ms", "--log-format", "json")
 	}
 	a := maint("maint-a")

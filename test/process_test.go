@@ -388,10 +388,25 @@ func checkRunOutput(t *testing.T, stdout string, demoJobs int) (done, failed int
 // done in the database.
 func testProcRunWithDatabase(t *testing.T, bin string) {
 	url := testdb.URL(t)
+	checkRunDemo(t, bin, url, url, false)
+}
+
+// checkRunDemo runs `workq run` with DATABASE_URL=runURL (plus args) and
+// checks from url, a direct connection to the same database, that every
+// table's demo items were worked and none is left in progress.
+//
+// throughPooler relaxes one check for a run through PgBouncer: a claim that
+// was running when the worker stopped can commit after the stop, because
+// PgBouncer drops the cancel request and the worker's ReleaseClaim cannot
+// see the claim's server process behind the pooler (docs/reliability.md,
+// "Open"). Such items stay in progress until their lease expires and the
+// reaper requeues them, as after a crash: the check is then that every item
+// left in progress holds a lease that will expire, so nothing is lost.
+func checkRunDemo(t *testing.T, bin, url, runURL string, throughPooler bool, args ...string) {
 	conn := mustConnect(t, url)
 	start := time.Now()
-	stdout, stderr, code := runWorkq(t, bin, procEnv(url), 20*time.Second, "run", "--for", "4s", "--demo-jobs", "50")
-	t.Logf("workq run --for 4s took %s", time.Since(start).Round(time.Millisecond))
+	stdout, stderr, code := runWorkq(t, bin, procEnv(runURL), 60*time.Second, append([]string{"run", "--for", "4s", "--demo-jobs", "50"}, args...)...)
+	t.Logf("workq run --for 4s %v took %s", args, time.Since(start).Round(time.Millisecond))
 	if code != 0 {
 		t.Fatalf("workq run exited %d:\n%s", code, stderr)
 	}
@@ -423,8 +438,21 @@ func testProcRunWithDatabase(t *testing.T, bin string) {
 	if dbDone != done || dbFailed != failed {
 		t.Errorf("database has %d done, %d failed over the four tables; the run reported %d and %d", dbDone, dbFailed, done, failed)
 	}
-	if inProgress != 0 {
+	if inProgress != 0 && !throughPooler {
 		t.Errorf("%d items left in progress after a clean stop", inProgress)
+	}
+	if inProgress != 0 && throughPooler {
+		var unleased int
+		if err := conn.QueryRow(ctx, `select count(*) from (
+			select locked_until from job_runs where status = 1 union all select locked_until from outbox where status = 1
+			union all select locked_until from inbox where status = 1 union all select locked_until from timers where status = 1) t
+			where locked_until is null or locked_until > now() + interval '10 minutes'`).Scan(&unleased); err != nil {
+			t.Fatal(err)
+		}
+		if unleased != 0 {
+			t.Errorf("%d items left in progress without a lease that expires", unleased)
+		}
+		t.Logf("%d items left in progress behind PgBouncer after the stop; their leases expire and the reaper requeues them", inProgress)
 	}
 	for _, q := range []string{
 		`select count(*) from outbox where status = 2 and partition_key is not null`,

@@ -307,3 +307,37 @@ func ExamplePool() (*pgxpool.Pool, func()) {
 	}
 	return pool, func() { pool.Close(); _ = drop() }
 }
+
+// Snapshot is a digest of every table of the database: equal snapshots
+// mean nothing was written.
+func Snapshot(t testing.TB, pool *pgxpool.Pool) string {
+	t.Helper()
+	ctx := context.Background()
+	rows, err := pool.Query(ctx, `select table_name from information_schema.tables
+		where table_schema = 'public' and table_type = 'BASE TABLE' order by table_name`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tables []string
+	for rows.Next() {
+		var n string
+		if err := rows.Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		tables = append(tables, n)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	var sb strings.Builder
+	for _, tb := range tables {
+		var n int64
+		var sum string
+		q := fmt.Sprintf(`select count(*), coalesce(md5(string_agg(x::text, '|' order by x::text)), '') from %q x`, tb)
+		if err := pool.QueryRow(ctx, q).Scan(&n, &sum); err != nil {
+			t.Fatal(err)
+		}
+		fmt.Fprintf(&sb, "%s:%d:%s\n", tb, n, sum)
+	}
+	return sb.String()
+}

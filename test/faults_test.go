@@ -7,9 +7,15 @@ package test
 // WORKQ_FAULTS_LONG=1 (make faults-long) runs the larger versions.
 
 import (
+	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"fmt"
+	"io"
 	"math/rand/v2"
+	"net"
 	"net/http"
 	neturl "net/url"
 	"os"
@@ -611,8 +617,9 @@ func lateCompletions(t *testing.T, db *pgxpool.Pool) int {
 }
 
 // Scenario 5: the global limit W = 4 (workq limit set) on a queue worked by
-// three processes of concurrency 4, while the test kill -9s the two direct
-// ones in turn and cuts the third one's link for longer than the lease. A
+// three processes of concurrency 4, each through a proxy of its own, while
+// the test alternates kill -9 and cuts of the link longer than the lease,
+// each aimed at a process that holds leases of the queue. A
 // sampler reads the queue's in-progress rows with unexpired leases every
 // 2ms; it must never see more than 4, and must see 4 (else the limit was
 // never the bound). The history checker checks the same at every claim, and
@@ -624,7 +631,14 @@ func testFaultLimit(t *testing.T, bin string) {
 	url := testdb.URL(t)
 	db := openTestPool(t, url)
 	installHistory(t, db)
-	px, pURL := proxied(t, url, "lim-p")
+	// Each worker reaches the database through a proxy of its own, so any
+	// of them can be cut (one that never won a claim could not be).
+	slots := []string{"w1", "w2", "w3"}
+	proxies := map[string]*testutil.Proxy{}
+	urls := map[string]string{}
+	for _, slot := range slots {
+		proxies[slot], urls[slot] = proxied(t, url, "lim-"+slot)
+	}
 	rc := startReceiver(t, func(delivery) reaction { return reaction{Delay: time.Duration(30+rand.IntN(40)) * time.Millisecond} })
 	off := measureClockOffset(t, db)
 	env := procEnv(url)
@@ -659,9 +673,9 @@ func testFaultLimit(t *testing.T, bin string) {
 	f := newFleet(t, bin)
 	args := append([]string{"worker", "--jobs", "--queues", queue, "--lease", lease.String(), "--concurrency", "4",
 		"--poll", "100ms", "--log-format", "json", "--log-level", "warn"}, rc.workerArgs("unused")...)
-	f.start("w1", env, args...)
-	f.start("w2", env, args...)
-	p := f.start("p", procEnv(pURL), args...)
+	for _, slot := range slots {
+		f.start(slot, procEnv(urls[slot]), args...)
+	}
 	started := time.Now()
 	deadline := started.Add(scaled(3*time.Minute, 10*time.Minute))
 	// holding returns a worker id holding leases of the queue now, preferring
@@ -689,7 +703,11 @@ func testFaultLimit(t *testing.T, bin string) {
 		}
 		return by[rand.IntN(len(by))]
 	}
-	var killed, cut []string
+	type fault struct {
+		victim string
+		at     time.Time // this process's clock
+	}
+	var killed, cut []fault
 	faults := scaled(5, 30)
 	for round := 0; round < faults; round++ {
 		// Keep work waiting while the faults go on.
@@ -701,30 +719,25 @@ func testFaultLimit(t *testing.T, bin string) {
 			done, _ := statusCounts(t, db, queue)
 			t.Fatalf("%d of %d done after %s", done, n, time.Since(started).Round(time.Second))
 		}
-		// Each fault hits a process that holds leases of the queue: kill -9
-		// of a direct worker, or a cut of P's link for longer than the lease
-		// (its handlers are cancelled and its leases expire while the others
-		// work on).
-		wantCut := round%2 == 1
+		// Each fault hits a process that holds leases of the queue: kill -9,
+		// or a cut of its link for longer than the lease (its handlers are
+		// cancelled and its leases expire while the others work on).
 		var victim string
 		awaitCond(t, 30*time.Second, "a worker holding leases", func() (bool, string) {
-			if wantCut {
-				victim = holding(p.id)
-			} else {
-				victim = holding(f.id("w1"), f.id("w2"))
-			}
+			victim = holding(f.id("w1"), f.id("w2"), f.id("w3"))
 			return victim != "", "none"
 		})
-		if wantCut {
-			px.Cut()
-			cut = append(cut, victim)
+		slot, _, _ := strings.Cut(victim, "-")
+		if round%2 == 1 {
+			cut = append(cut, fault{victim, time.Now()})
+			proxies[slot].Cut()
 			sleepUntilDone(t, db, queue, n, lease+time.Second)
-			px.Restore()
+			proxies[slot].Restore()
 		} else {
-			f.kill(strings.Split(victim, "-")[0])
-			killed = append(killed, victim)
+			_, at := f.kill(slot)
+			killed = append(killed, fault{victim, at})
 			time.Sleep(100 * time.Millisecond)
-			f.restart(strings.Split(victim, "-")[0])
+			f.restart(slot)
 		}
 		sleepUntilDone(t, db, queue, n, time.Duration(300+rand.IntN(500))*time.Millisecond)
 	}
@@ -736,21 +749,22 @@ func testFaultLimit(t *testing.T, bin string) {
 
 	h := loadHistory(t, db, rc, off)
 	h.check(t, historyOpts{AllDone: true, Limits: map[string]int{"job_runs/" + queue: w}})
-	expired := map[string]int{}
-	for _, it := range h.Items {
-		for _, l := range it.Leases {
-			if l.Outcome == "expired" {
-				expired[l.By]++
+	// A fault cost the expired leases its victim held when it struck.
+	cost := func(fs []fault) int {
+		n := 0
+		for _, fl := range fs {
+			at := off.toDB(fl.at)
+			for _, it := range h.Items {
+				for _, l := range it.Leases {
+					if l.Outcome == "expired" && l.By == fl.victim && l.Claim.Before(at) && l.End.After(at) {
+						n++
+					}
+				}
 			}
 		}
+		return n
 	}
-	var byKill, byCut int
-	for _, id := range killed {
-		byKill += expired[id]
-	}
-	for _, id := range slices.Compact(slices.Clone(cut)) {
-		byCut += expired[id]
-	}
+	byKill, byCut := cost(killed), cost(cut)
 	t.Logf("%d jobs under W=%d done in %s with %d kill -9s (%d leases expired) and %d cuts of %s (%d leases expired); the sampler read %d times (%d errors), at most %d valid leases; %s",
 		n, w, took.Round(100*time.Millisecond), len(killed), byKill, len(cut), lease+time.Second, byCut, s.samples, s.errs, s.n, h.summary())
 	if byKill == 0 || byCut == 0 {
@@ -815,12 +829,12 @@ func ownServer(t *testing.T, o pgembed.Options) (*pgembed.Server, string) {
 // load, once with a fast shutdown (sessions ended, checkpoint) and once with
 // an immediate one (a crash: the next start replays the WAL), while two
 // `workq worker` processes work job runs and keyed outbox messages, a
-// `workq maintain` leads, and the test enqueues a job every 10ms. The
-// processes ride it out: none exits, each worker claims again after each
-// restart, the leader holds its lock again, every enqueue the database
-// acknowledged is done, and the history checker finds nothing done whose
-// handler had not finished. (There is no `workq api` on this branch yet:
-// the HTTP API is not part of this scenario.)
+// `workq maintain` leads, and the test enqueues a job every 10ms, every
+// other one through a `workq api` process. The processes ride it out: none
+// exits, each worker claims again after each restart, the API is ready
+// again, the leader holds its lock again, every enqueue the database or the
+// API acknowledged is done, and the history checker finds nothing done
+// whose handler had not finished.
 func testFaultRestart(t *testing.T, bin string) {
 	const queue, topic = "restart", "restart.msg"
 	ctx := context.Background()
@@ -839,19 +853,30 @@ func testFaultRestart(t *testing.T, bin string) {
 	args := append([]string{"worker", "--jobs", "--outbox", "--queues", queue, "--lease", "4s", "--concurrency", "4",
 		"--poll", "250ms", "--log-format", "json"}, rc.workerArgs(topic)...)
 	workers := []*member{f.start("w1", env, args...), f.start("w2", env, args...)}
+	api := startAPI(t, bin, env)
 
-	// The enqueuer: one job every 10ms; a failed enqueue is not retried (it
-	// may have committed), an acknowledged one must not be lost.
+	// The enqueuer: one job every 10ms, every other one through the API; a
+	// failed enqueue is not retried (it may have committed), an
+	// acknowledged one must not be lost.
 	ectx, stopEnqueuer := context.WithCancel(ctx)
 	var acked, failed []int
+	var apiAcked []time.Time
 	enqueued := make(chan struct{})
 	go func() {
 		defer close(enqueued)
 		c := workq.NewClient(workq.ClientOptions{})
 		for seq := 0; ectx.Err() == nil; seq++ {
+			payload := map[string]any{"url": rc.jobsURL(), "body": map[string]any{"seq": seq}}
 			qctx, cancel := context.WithTimeout(ectx, 2*time.Second)
-			_, err := c.Enqueue(qctx, db, workq.Job{Queue: queue, Kind: "webhook",
-				Payload: map[string]any{"url": rc.jobsURL(), "body": map[string]any{"seq": seq}}})
+			var err error
+			if seq%2 == 1 {
+				err = api.enqueue(qctx, queue, payload)
+				if err == nil {
+					apiAcked = append(apiAcked, time.Now())
+				}
+			} else {
+				_, err = c.Enqueue(qctx, db, workq.Job{Queue: queue, Kind: "webhook", Payload: payload})
+			}
 			cancel()
 			if err == nil {
 				acked = append(acked, seq)
@@ -879,6 +904,7 @@ func testFaultRestart(t *testing.T, bin string) {
 		mode            string
 		from, to        time.Time // on this process's clock
 		resume          []time.Duration
+		apiReady        time.Duration
 		doneBefore      int
 		claimedAfterEnd int
 	}
@@ -904,6 +930,11 @@ func testFaultRestart(t *testing.T, bin string) {
 			})
 			r.resume = append(r.resume, first.Sub(back))
 		}
+		awaitCond(t, time.Minute, "the API ready again after the "+mode+" restart", func() (bool, string) {
+			err := api.ready(ctx)
+			return err == nil, fmt.Sprint(err)
+		})
+		r.apiReady = time.Since(r.to)
 		restarts = append(restarts, r)
 	}
 	time.Sleep(time.Second)
@@ -915,12 +946,15 @@ func testFaultRestart(t *testing.T, bin string) {
 		all := tolerant("item count", `select (select count(*) from job_runs) + (select count(*) from outbox)`)
 		return n == all && all >= total, fmt.Sprintf("%d of %d done (%d acknowledged)", n, all, total)
 	})
-	for _, m := range append([]*member{maint}, workers...) {
+	for _, p := range []*proc{maint.p, workers[0].p, workers[1].p, api.p} {
 		select {
-		case <-m.p.done:
-			t.Errorf("%s exited (code %d) during the restarts; want it to reconnect and go on", m.id, m.p.state.ExitCode())
+		case <-p.done:
+			t.Errorf("%s exited (code %d) during the restarts; want it to reconnect and go on", p.name, p.state.ExitCode())
 		default:
 		}
+	}
+	if last := restarts[len(restarts)-1].to; len(apiAcked) == 0 || !apiAcked[len(apiAcked)-1].After(last) {
+		t.Errorf("the API acknowledged %d enqueues, none after the last restart", len(apiAcked))
 	}
 	// The leader renewed its lock after the last restart.
 	last := off.toDB(restarts[len(restarts)-1].to)
@@ -947,6 +981,10 @@ func testFaultRestart(t *testing.T, bin string) {
 	}
 	committedAnyway := len(stored) - len(acked)
 	f.stopAll()
+	api.p.signal(t, syscall.SIGTERM)
+	if code := api.p.wait(t, 30*time.Second); code != 0 {
+		t.Errorf("workq api exited %d after SIGTERM, want 0", code)
+	}
 	var stats []map[string]int64
 	for _, w := range workers {
 		stats = append(stats, workerStats(t, w))
@@ -955,11 +993,11 @@ func testFaultRestart(t *testing.T, bin string) {
 	h := loadHistory(t, db, rc, off)
 	h.check(t, historyOpts{AllDone: true})
 	for _, r := range restarts {
-		t.Logf("%s restart: server down for %s; workers claimed again %v after it was back", r.mode,
-			r.to.Sub(r.from).Round(10*time.Millisecond), r.resume)
+		t.Logf("%s restart: server down for %s; workers claimed again %v after it was back, the API was ready %s after",
+			r.mode, r.to.Sub(r.from).Round(10*time.Millisecond), r.resume, r.apiReady.Round(time.Millisecond))
 	}
-	t.Logf("%d job runs, %d outbox messages and %d jobs enqueued during the restarts (%d enqueues failed, %d of those committed anyway) all done; %s",
-		nJobs, nMsgs, len(acked), len(failed), committedAnyway, h.summary())
+	t.Logf("%d job runs, %d outbox messages and %d jobs enqueued during the restarts (%d through the API; %d enqueues failed, %d of those committed anyway) all done; %s",
+		nJobs, nMsgs, len(acked), len(apiAcked), len(failed), committedAnyway, h.summary())
 	t.Logf("worker stats: %v", stats)
 }
 
@@ -1110,16 +1148,18 @@ func runClockSkew(t *testing.T, bin string, o pgembed.Options, want time.Duratio
 		t.Fatalf("schedules add: exit %d: %s%s", code, out, errOut)
 	}
 
-	// Kill k once its handler runs; bring the proxy back once p's handler
-	// was cancelled.
+	// Kill k once its handler runs (its request is open at the receiver);
+	// bring the proxy back once p's handler was cancelled.
+	mode := func(m string) func(delivery) bool { return func(d delivery) bool { return d.Body["mode"] == m } }
 	awaitCond(t, 30*time.Second, "k's handler and p's handler running", func() (bool, string) {
-		return rc.inFlightNow() >= 2 && queryScalar[int](t, db, `select count(*) from job_runs where queue in ('skew-kill', 'skew-cut') and status = 1`) == 2,
-			fmt.Sprintf("%d requests open", rc.inFlightNow())
+		k, p := rc.openWhere(mode("hold")), rc.openWhere(mode("cut"))
+		return k == 1 && p == 1, fmt.Sprintf("%d of k's and %d of p's requests open", k, p)
 	})
 	f.kill("k")
 	f.restart("k")
 	awaitCond(t, 30*time.Second, "p's handler cancelled", func() (bool, string) {
-		return rc.count("cancelled") >= 2, fmt.Sprintf("%d requests cancelled", rc.count("cancelled"))
+		n := rc.countWhere(func(e handlerEvent) bool { return mode("cut")(e.delivery) && e.Outcome == "cancelled" })
+		return n == 1, fmt.Sprintf("%d of p's requests cancelled", n)
 	})
 	px.Restore()
 	awaitCond(t, 30*time.Second, "three scheduled runs", func() (bool, string) {
@@ -1227,4 +1267,76 @@ func runClockSkew(t *testing.T, bin string, o pgembed.Options, want time.Duratio
 	check("cut-off worker: handler cancelled before expiry", [2]time.Duration{r.CutMargin, r.CutMargin}, time.Millisecond, lease)
 	check("leader lock: time left", [2]time.Duration{r.LeaderRemaining, r.LeaderRemaining}, time.Millisecond, leaderTTL)
 	return r
+}
+
+// apiProc is a `workq api` process with an admin token.
+type apiProc struct {
+	p     *proc
+	base  string
+	token string
+}
+
+// startAPI starts `workq api` on a free loopback port and waits until it is
+// ready.
+func startAPI(t *testing.T, bin string, env []string) *apiProc {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	secret := make([]byte, 16)
+	for i := range secret {
+		secret[i] = byte(rand.IntN(256))
+	}
+	a := &apiProc{base: "http://" + addr, token: "wq_faults_" + hex.EncodeToString(secret)}
+	sum := sha256.Sum256([]byte(a.token))
+	a.p = startProc(t, "api", bin, append(slices.Clone(env), "WORKQ_API_TOKENS=faults:admin:"+hex.EncodeToString(sum[:])),
+		"api", "--api-addr", addr, "--ui=false", "--log-format", "json")
+	awaitCond(t, 30*time.Second, "workq api ready", func() (bool, string) {
+		err := a.ready(context.Background())
+		return err == nil, fmt.Sprint(err)
+	})
+	return a
+}
+
+// ready asks /readyz.
+func (a *apiProc) ready(ctx context.Context) error {
+	_, err := a.do(ctx, http.MethodGet, "/readyz", nil)
+	return err
+}
+
+// enqueue enqueues a webhook job run through POST /v1/jobs.
+func (a *apiProc) enqueue(ctx context.Context, queue string, payload any) error {
+	_, err := a.do(ctx, http.MethodPost, "/v1/jobs", map[string]any{"queue": queue, "kind": "webhook", "payload": payload})
+	return err
+}
+
+// do sends one request and wants a 2xx answer.
+func (a *apiProc) do(ctx context.Context, method, path string, body any) ([]byte, error) {
+	var r io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			return nil, err
+		}
+		r = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, a.base+path, r)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Authorization", "Bearer "+a.token)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	out, err := io.ReadAll(resp.Body)
+	if err == nil && resp.StatusCode/100 != 2 {
+		err = fmt.Errorf("%s %s: %s: %s", method, path, resp.Status, out)
+	}
+	return out, err
 }

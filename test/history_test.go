@@ -375,6 +375,32 @@ func (r *receiver) openFor(d time.Duration) (delivery, bool) {
 	return delivery{}, false
 }
 
+// openWhere counts the open requests that match.
+func (r *receiver) openWhere(match func(delivery) bool) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := 0
+	for d := range r.open {
+		if match(*d) {
+			n++
+		}
+	}
+	return n
+}
+
+// countWhere counts the ended requests that match.
+func (r *receiver) countWhere(match func(handlerEvent) bool) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := 0
+	for _, e := range r.events {
+		if match(e) {
+			n++
+		}
+	}
+	return n
+}
+
 // inFlightNow is how many requests are open.
 func (r *receiver) inFlightNow() int {
 	r.mu.Lock()
@@ -384,15 +410,7 @@ func (r *receiver) inFlightNow() int {
 
 // count returns how many requests ended with outcome (any when empty).
 func (r *receiver) count(outcome string) int {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	n := 0
-	for _, e := range r.events {
-		if outcome == "" || e.Outcome == outcome {
-			n++
-		}
-	}
-	return n
+	return r.countWhere(func(e handlerEvent) bool { return outcome == "" || e.Outcome == outcome })
 }
 
 // store writes the events to fault_handler on the database clock.

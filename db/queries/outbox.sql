@@ -104,9 +104,16 @@ heads as (
       -- A key with a message in flight waits, even when its first not-done
       -- message is ready (a retried message the key had skipped): one probe
       -- of outbox_key_in_flight, which also refuses a second in-flight
-      -- message that a claim on an older snapshot might pick.
-      and not exists (select 1 from outbox f
-                      where f.queue = @queue and f.partition_key = k.key and f.status = 1)
+      -- message that a claim on an older snapshot might pick. Written so
+      -- that nothing else can answer it (migration 00014): a scalar subquery,
+      -- which stays one probe per key, where NOT EXISTS became an anti join
+      -- against a materialized scan of the queue's whole in-flight set; and
+      -- owner_token is not null (= status 1, the lease CHECK), which implies
+      -- only this index's predicate, where status = 1 let stale statistics
+      -- pick outbox_in_progress and scan every in-flight row per key.
+      and (select 1 from outbox f
+           where f.queue = @queue and f.partition_key = k.key and f.owner_token is not null
+           limit 1) is null
     limit (select b.n - r.n from budget b, reserve r)
 ),
 -- Locked and rechecked on the newest row version: a head another claimer

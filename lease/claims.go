@@ -20,7 +20,11 @@ func newItem(a claimArgs, id int64, attempts, maxAttempts int32, leaseVersion in
 }
 
 func claimJobRuns(ctx context.Context, q *gen.Queries, a claimArgs) ([]Item, error) {
-	rows, err := q.JobRunsClaim(ctx, gen.JobRunsClaimParams{OwnerToken: a.token, LeaseMs: a.leaseMs, WorkerID: a.workerID, Queue: a.queue, MaxRows: a.max})
+	params := gen.JobRunsClaimParams{OwnerToken: a.token, LeaseMs: a.leaseMs, WorkerID: a.workerID, Queue: a.queue, MaxRows: a.max}
+	if a.resume != nil {
+		params.ResumePriority, params.ResumeRunAt = &a.resume.Priority, &a.resume.RunAt
+	}
+	rows, err := q.JobRunsClaim(ctx, params)
 	items := make([]Item, len(rows))
 	for i, r := range rows {
 		it := newItem(a, r.ID, r.Attempts, r.MaxAttempts, r.LeaseVersion, r.LockedUntil, r.Payload, r.Priority, r.RunAt, r.CreatedAt)

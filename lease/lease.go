@@ -110,6 +110,44 @@ type ClaimParams struct {
 	Lease    time.Duration // lease TTL
 	WorkerID string        // recorded on the rows and in the run archive
 	Options  ClaimOptions  // table-specific; tables without them ignore them
+	// Resume, when set, lets the claim read the resume point's priority
+	// from Resume.RunAt on instead of from its start (higher and lower
+	// priorities are still read in full), skipping the index entries that
+	// earlier claims left dead. A ready row of that priority with an earlier
+	// run_at is not claimed by such a claim: the caller must claim without
+	// a point often enough (the worker: at least once a second, and after
+	// any claim that was not full). Tables that do not support it (all but
+	// job_runs so far) ignore it. ResumeFrom computes one.
+	Resume *ResumePoint
+}
+
+// ResumePoint is where a claim may start reading a priority's ready rows
+// (ClaimParams.Resume).
+type ResumePoint struct {
+	Priority int16
+	RunAt    time.Time // database clock
+}
+
+// ResumeFrom returns the resume point of the claim after one that took
+// items: where that claim started reading (its highest priority, and the
+// earliest run_at at that priority: claims return rows in id order, not in
+// claim order), moved margin earlier so that rows committed a little late
+// by transactions that began before it are still read. Nil without items.
+func ResumeFrom(items []Item, margin time.Duration) *ResumePoint {
+	if len(items) == 0 {
+		return nil
+	}
+	p := ResumePoint{Priority: items[0].Priority, RunAt: items[0].RunAt}
+	for _, it := range items[1:] {
+		switch {
+		case it.Priority > p.Priority:
+			p = ResumePoint{Priority: it.Priority, RunAt: it.RunAt}
+		case it.Priority == p.Priority && it.RunAt.Before(p.RunAt):
+			p.RunAt = it.RunAt
+		}
+	}
+	p.RunAt = p.RunAt.Add(-margin)
+	return &p
 }
 
 // ClaimOptions are the claim options only some tables have. The zero value
@@ -245,7 +283,7 @@ func (e *Engine) Claim(ctx context.Context, p ClaimParams) (Claim, error) {
 	}
 	items, err := e.def.claim(ctx, e.q, claimArgs{
 		table: e.table, code: e.def.code, token: token, queue: p.Queue,
-		max: int32(min(p.Max, math.MaxInt32)), leaseMs: ms(p.Lease), workerID: p.WorkerID, opts: p.Options,
+		max: int32(min(p.Max, math.MaxInt32)), leaseMs: ms(p.Lease), workerID: p.WorkerID, opts: p.Options, resume: p.Resume,
 	})
 	if err != nil {
 		return Claim{Token: token}, fmt.Errorf("claim %s: %w", e.table, err)

@@ -65,6 +65,7 @@ type claimArgs struct {
 	leaseMs  int64
 	workerID string
 	opts     ClaimOptions
+	resume   *ResumePoint
 }
 
 // maxTableCode is the largest code a run id can hold (six bits).

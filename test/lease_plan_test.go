@@ -82,6 +82,8 @@ type planNode struct {
 	RemovedFilter float64    `json:"Rows Removed by Filter"`
 	RemovedCheck  float64    `json:"Rows Removed by Index Recheck"`
 	CTEName       string     `json:"CTE Name"`
+	SharedHit     float64    `json:"Shared Hit Blocks"`  // with BUFFERS
+	SharedRead    float64    `json:"Shared Read Blocks"` // with BUFFERS
 	Plans         []planNode `json:"Plans"`
 }
 
@@ -307,37 +309,62 @@ func leasePlans(t *testing.T, tbl leaseTable, stale bool) {
 			claimIndex, inProgressIndex := table+"_claim", table+"_in_progress"
 
 			claimSQL, claimParams := namedQuery(t, table, prefix+"Claim")
-			claimArgs := func(queue string) map[string]any {
-				return map[string]any{"queue": queue, "max_rows": int32(100),
+			resumeAt := time.Now().Add(-time.Hour)
+			resumePriority := int16(0)
+			claimArgs := func(queue string, resume bool) map[string]any {
+				args := map[string]any{"queue": queue, "max_rows": int32(100),
 					"lease_ms": int64(30_000), "worker_id": "w", "owner_token": uuid.New(),
-					"after_key": "", "skip_topics": []string{}} // outbox's ordered-claim options
+					"after_key": "", "skip_topics": []string{}, // outbox's ordered-claim options
+					"resume_priority": (*int16)(nil), "resume_run_at": (*time.Time)(nil)} // job_runs' resume point
+				if resume {
+					args["resume_priority"], args["resume_run_at"] = &resumePriority, &resumeAt
+				}
+				return args
 			}
-			claimLits := literalsFor(t, claimParams, map[string]string{"queue": "'q'",
-				"max_rows": "100", "lease_ms": "30000", "worker_id": "'w'",
-				"owner_token": "'" + uuid.NewString() + "'", "after_key": "''", "skip_topics": "'{}'"})
-			// The outbox claim's unkeyed branch is its CTE unkeyed; its keyed
-			// branch has a plan test of its own (outbox/plan_test.go).
-			candidatesCTE := "CTE candidates"
-			if table == "outbox" {
-				candidatesCTE = "CTE unkeyed"
+			claimLits := func(resume bool) []string {
+				lits := map[string]string{"queue": "'q'",
+					"max_rows": "100", "lease_ms": "30000", "worker_id": "'w'",
+					"owner_token": "'" + uuid.NewString() + "'", "after_key": "''", "skip_topics": "'{}'",
+					"resume_priority": "null", "resume_run_at": "null"}
+				if resume {
+					lits["resume_priority"], lits["resume_run_at"] = "0", "now() - interval '1 hour'"
+				}
+				return literalsFor(t, claimParams, lits)
+			}
+			// The CTEs that read the claim index in its order: job runs read
+			// three ranges (above, at and below a resume point); the outbox
+			// claim's unkeyed branch is its CTE unkeyed (its keyed branch has
+			// a plan test of its own, outbox/plan_test.go).
+			candidateCTEs := []string{"CTE candidates"}
+			switch table {
+			case "job_runs":
+				candidateCTEs = []string{"CTE above", "CTE resumed", "CTE below"}
+			case "outbox":
+				candidateCTEs = []string{"CTE unkeyed"}
 			}
 			plans := map[string]planNode{
-				"custom":  explainCustom(t, ctx, conn, claimSQL, argsFor(t, claimParams, claimArgs("q"))...),
-				"generic": explainGeneric(t, ctx, conn, claimSQL, claimLits...),
+				"custom":  explainCustom(t, ctx, conn, claimSQL, argsFor(t, claimParams, claimArgs("q", false))...),
+				"generic": explainGeneric(t, ctx, conn, claimSQL, claimLits(false)...),
+			}
+			if table == "job_runs" {
+				plans["custom, resumed"] = explainCustom(t, ctx, conn, claimSQL, argsFor(t, claimParams, claimArgs("q", true))...)
+				plans["generic, resumed"] = explainGeneric(t, ctx, conn, claimSQL, claimLits(true)...)
 			}
 			for kind, plan := range plans {
 				if plan.seqScans(table) {
 					t.Errorf("%s plan of %sClaim scans %s sequentially:\n%s", kind, prefix, table, plan)
 				}
-				cand, ok := plan.subplan(candidatesCTE)
-				if !ok {
-					t.Fatalf("%s plan of %sClaim has no %s:\n%s", kind, prefix, candidatesCTE, plan)
-				}
-				if !cand.usesIndex(claimIndex) {
-					t.Errorf("%s plan: candidates do not use %s:\n%s", kind, claimIndex, cand)
-				}
-				if cand.has(func(x planNode) bool { return x.NodeType == "Sort" }) {
-					t.Errorf("%s plan: candidates are sorted instead of read in %s order:\n%s", kind, claimIndex, cand)
+				for _, name := range candidateCTEs {
+					cand, ok := plan.subplan(name)
+					if !ok {
+						t.Fatalf("%s plan of %sClaim has no %s:\n%s", kind, prefix, name, plan)
+					}
+					if !cand.usesIndex(claimIndex) {
+						t.Errorf("%s plan: %s does not use %s:\n%s", kind, name, claimIndex, cand)
+					}
+					if cand.has(func(x planNode) bool { return x.NodeType == "Sort" }) {
+						t.Errorf("%s plan: %s is sorted instead of read in %s order:\n%s", kind, name, claimIndex, cand)
+					}
 				}
 			}
 
@@ -425,7 +452,7 @@ func leasePlans(t *testing.T, tbl leaseTable, stale bool) {
 
 			// A claim from the large backlog touches about max_rows rows of the
 			// table, not the backlog.
-			plan, touched := explainAnalyzeRolledBack(t, ctx, conn, table, claimSQL, argsFor(t, claimParams, claimArgs("backlog"))...)
+			plan, touched := explainAnalyzeRolledBack(t, ctx, conn, table, claimSQL, argsFor(t, claimParams, claimArgs("backlog", false))...)
 			if plan.seqScans(table) || touched > 1000 {
 				t.Errorf("claiming 100 rows from a backlog of 40000 read %.0f rows of %s (want at most 1000):\n%s",
 					touched, table, plan)
@@ -434,10 +461,12 @@ func leasePlans(t *testing.T, tbl leaseTable, stale bool) {
 	}
 }
 
-// explainAnalyzeRolledBack runs sql under EXPLAIN ANALYZE in a transaction
+// explainAnalyzeRolledBack runs sql under EXPLAIN (ANALYZE, BUFFERS) in a transaction
 // it rolls back, and returns the plan and how many rows of table its scans
 // read (returned, or removed by a filter or recheck).
-func explainAnalyzeRolledBack(t *testing.T, ctx context.Context, conn *pgx.Conn, table, sql string, args ...any) (planNode, float64) {
+func explainAnalyzeRolledBack(t *testing.T, ctx context.Context, conn interface {
+	Begin(context.Context) (pgx.Tx, error)
+}, table, sql string, args ...any) (planNode, float64) {
 	t.Helper()
 	tx, err := conn.Begin(ctx)
 	if err != nil {
@@ -445,7 +474,7 @@ func explainAnalyzeRolledBack(t *testing.T, ctx context.Context, conn *pgx.Conn,
 	}
 	defer tx.Rollback(ctx)
 	var raw []byte
-	if err := tx.QueryRow(ctx, "explain (analyze, format json) "+sql, args...).Scan(&raw); err != nil {
+	if err := tx.QueryRow(ctx, "explain (analyze, buffers, format json) "+sql, args...).Scan(&raw); err != nil {
 		t.Fatalf("explain analyze: %v\n%s", err, sql)
 	}
 	plan := parsePlan(t, raw)

@@ -50,7 +50,25 @@ type producer struct {
 	failures failureLog // rate-limits the warnings about failed handlers
 
 	prev []lease.Item // the last claim's items, for Source.ClaimOptions (claim loop only)
+
+	// The claim loop's resume point (lease.ClaimParams.Resume): set after a
+	// full claim, cleared after one that was not; lastFullScan is when the
+	// loop last claimed without one (claim loop only).
+	resume       *lease.ResumePoint
+	lastFullScan time.Time
 }
+
+// While a queue has a backlog, each claim resumes a margin before where the
+// previous one started (lease.ClaimParams.Resume) instead of stepping over
+// every index entry earlier claims left dead, and at least every
+// fullScanEvery a claim reads the queue from its start: a ready row behind
+// the resume point (a higher priority is never behind it; a row of a
+// transaction that ran longer than resumeMargin, or given a run_at earlier
+// than that) waits at most that long for it.
+const (
+	resumeMargin  = time.Second
+	fullScanEvery = time.Second
+)
 
 // An attempt is queued from its claim until a handler goroutine takes it
 // (running). Who settles it is decided by compare-and-swap: a handler
@@ -439,12 +457,21 @@ func (p *producer) claim(ctx context.Context, n int) (int, error) {
 	if p.src.ClaimOptions != nil {
 		params.Options = p.src.ClaimOptions(p.queue, p.prev)
 	}
+	if now := time.Now(); p.resume != nil && now.Sub(p.lastFullScan) < fullScanEvery {
+		params.Resume = p.resume
+	} else {
+		p.lastFullScan = now
+	}
 	var started time.Time
 	if p.w.obs != nil {
 		started = time.Now()
 	}
 	c, err := p.w.claimFn(lease.New(conn, p.src.Table), cctx, params)
 	p.prev = c.Items
+	p.resume = nil
+	if err == nil && len(c.Items) == n {
+		p.resume = lease.ResumeFrom(c.Items, resumeMargin)
+	}
 	if p.w.obs != nil && (err != nil || len(c.Items) > 0) {
 		p.w.obs.Claimed(ClaimEvent{Table: p.src.Table, Queue: p.queue, Items: c.Items, Lease: cfg.Lease,
 			Started: started, Took: time.Since(started), Err: err})

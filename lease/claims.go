@@ -48,7 +48,11 @@ func claimOutbox(ctx context.Context, q *gen.Queries, a claimArgs) ([]Item, erro
 }
 
 func claimInbox(ctx context.Context, q *gen.Queries, a claimArgs) ([]Item, error) {
-	rows, err := q.InboxClaim(ctx, gen.InboxClaimParams{OwnerToken: a.token, LeaseMs: a.leaseMs, WorkerID: a.workerID, Queue: a.queue, MaxRows: a.max})
+	params := gen.InboxClaimParams{OwnerToken: a.token, LeaseMs: a.leaseMs, WorkerID: a.workerID, Queue: a.queue, MaxRows: a.max}
+	if a.resume != nil {
+		params.ResumeRunAt = &a.resume.RunAt
+	}
+	rows, err := q.InboxClaim(ctx, params)
 	items := make([]Item, len(rows))
 	for i, r := range rows {
 		it := newItem(a, r.ID, r.Attempts, r.MaxAttempts, r.LeaseVersion, r.LockedUntil, r.Payload, r.Priority, r.RunAt, r.CreatedAt)
@@ -59,7 +63,11 @@ func claimInbox(ctx context.Context, q *gen.Queries, a claimArgs) ([]Item, error
 }
 
 func claimTimers(ctx context.Context, q *gen.Queries, a claimArgs) ([]Item, error) {
-	rows, err := q.TimersClaim(ctx, gen.TimersClaimParams{OwnerToken: a.token, LeaseMs: a.leaseMs, WorkerID: a.workerID, Queue: a.queue, MaxRows: a.max})
+	params := gen.TimersClaimParams{OwnerToken: a.token, LeaseMs: a.leaseMs, WorkerID: a.workerID, Queue: a.queue, MaxRows: a.max}
+	if a.resume != nil {
+		params.ResumeRunAt = &a.resume.RunAt
+	}
+	rows, err := q.TimersClaim(ctx, params)
 	items := make([]Item, len(rows))
 	for i, r := range rows {
 		it := newItem(a, r.ID, r.Attempts, r.MaxAttempts, r.LeaseVersion, r.LockedUntil, r.Payload, r.Priority, r.RunAt, r.CreatedAt)

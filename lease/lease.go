@@ -110,14 +110,15 @@ type ClaimParams struct {
 	Lease    time.Duration // lease TTL
 	WorkerID string        // recorded on the rows and in the run archive
 	Options  ClaimOptions  // table-specific; tables without them ignore them
-	// Resume, when set, lets the claim read the resume point's priority
-	// from Resume.RunAt on instead of from its start (higher and lower
-	// priorities are still read in full), skipping the index entries that
-	// earlier claims left dead. A ready row of that priority with an earlier
-	// run_at is not claimed by such a claim: the caller must claim without
-	// a point often enough (the worker: at least once a second, and after
-	// any claim that was not full). Tables that do not support it (all but
-	// job_runs so far) ignore it. ResumeFrom computes one.
+	// Resume, when set, lets the claim start reading its claim index at
+	// the point instead of at the queue's start, skipping the entries that
+	// earlier claims left dead: job runs read the point's priority from
+	// Resume.RunAt on (higher and lower priorities still in full), timers
+	// and the inbox (claimed in run_at order) from Resume.RunAt on. A ready
+	// row that sorts before the point is not claimed by such a claim: the
+	// caller must claim without a point often enough (the worker: at least
+	// once a second, and after any claim that was not full). The outbox
+	// ignores it. ResumeFrom computes one.
 	Resume *ResumePoint
 }
 
@@ -128,23 +129,29 @@ type ResumePoint struct {
 	RunAt    time.Time // database clock
 }
 
-// ResumeFrom returns the resume point of the claim after one that took
-// items: where that claim started reading (its highest priority, and the
-// earliest run_at at that priority: claims return rows in id order, not in
-// claim order), moved margin earlier so that rows committed a little late
-// by transactions that began before it are still read. Nil without items.
-func ResumeFrom(items []Item, margin time.Duration) *ResumePoint {
-	if len(items) == 0 {
+// ResumeFrom returns the resume point of table's claim after one that took
+// items: where that claim started reading (claims return rows in id order,
+// not claim order), moved margin earlier so that rows committed a little
+// late by transactions that began before it are still read. For job runs
+// that is the highest priority taken and that priority's earliest run_at;
+// for timers and the inbox the earliest run_at. Nil without items, or for a
+// table whose claim takes no resume point (the outbox).
+func ResumeFrom(table Table, items []Item, margin time.Duration) *ResumePoint {
+	d, err := lookup(table)
+	if err != nil || d.resume == resumeNone || len(items) == 0 {
 		return nil
 	}
 	p := ResumePoint{Priority: items[0].Priority, RunAt: items[0].RunAt}
 	for _, it := range items[1:] {
 		switch {
-		case it.Priority > p.Priority:
+		case d.resume == resumeByPriority && it.Priority > p.Priority:
 			p = ResumePoint{Priority: it.Priority, RunAt: it.RunAt}
-		case it.Priority == p.Priority && it.RunAt.Before(p.RunAt):
+		case (d.resume == resumeByRunAt || it.Priority == p.Priority) && it.RunAt.Before(p.RunAt):
 			p.RunAt = it.RunAt
 		}
+	}
+	if d.resume == resumeByRunAt {
+		p.Priority = 0
 	}
 	p.RunAt = p.RunAt.Add(-margin)
 	return &p

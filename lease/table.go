@@ -52,8 +52,21 @@ type tableDef struct {
 	// records a cancel in columns of its own (timers: cancelled_at).
 	cancel func(ctx context.Context, q *gen.Queries, ids []int64, actor, reason string) ([]int64, error)
 
+	// resume says how the table's claim takes a resume point
+	// (ClaimParams.Resume), following its claim order.
+	resume resumeOrder
+
 	rewritten sync.Map // template SQL text -> this table's SQL text
 }
+
+// resumeOrder is how a table's claim reads a resume point.
+type resumeOrder int
+
+const (
+	resumeNone       resumeOrder = iota // ignores it (the outbox: its claims walk partition keys too)
+	resumeByPriority                    // (priority desc, run_at, id): the point's priority from its run_at on
+	resumeByRunAt                       // (run_at, id): from the point's run_at on
+)
 
 // claimArgs are the parameters every table's claim statement takes.
 type claimArgs struct {
@@ -76,10 +89,10 @@ const maxTableCode = 63
 // workq_table_code, a query file with its ingest and claim statements, and
 // one entry here with its claim adapter (table_<name>.go).
 var registry = []*tableDef{
-	{table: JobRuns, code: 0, claim: claimJobRuns},
+	{table: JobRuns, code: 0, claim: claimJobRuns, resume: resumeByPriority},
 	{table: Outbox, code: 1, claim: claimOutbox, deleteFinished: deleteFinishedOutbox, depth: depthOutbox},
-	{table: Inbox, code: 2, claim: claimInbox},
-	{table: Timers, code: 3, claim: claimTimers, cancel: cancelTimers},
+	{table: Inbox, code: 2, claim: claimInbox, resume: resumeByRunAt},
+	{table: Timers, code: 3, claim: claimTimers, cancel: cancelTimers, resume: resumeByRunAt},
 }
 
 // Tables lists every work table, in registry order.

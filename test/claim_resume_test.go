@@ -95,27 +95,95 @@ func TestJobRunsClaimResumePoint(t *testing.T) {
 	}
 }
 
-// ResumeFrom is where the claim that returned items started reading: its
-// highest priority and that priority's earliest run_at, less the margin.
+// ResumeFrom is where the claim that returned items started reading, in
+// its table's claim order, less the margin: for job runs the highest
+// priority and that priority's earliest run_at; for timers and the inbox
+// the earliest run_at; the outbox takes none.
 func TestResumeFrom(t *testing.T) {
 	t0 := time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
 	item := func(p int16, s int) lease.Item {
 		return lease.Item{Priority: p, RunAt: t0.Add(time.Duration(s) * time.Second)}
 	}
+	at := func(p int16, s int) *lease.ResumePoint {
+		return &lease.ResumePoint{Priority: p, RunAt: t0.Add(time.Duration(s) * time.Second)}
+	}
+	mixed := []lease.Item{item(0, 1), item(3, 8), item(-2, 0), item(3, 6)}
 	for _, tc := range []struct {
 		name  string
+		table lease.Table
 		items []lease.Item
 		want  *lease.ResumePoint
 	}{
-		{"no items", nil, nil},
-		{"one", []lease.Item{item(0, 5)}, &lease.ResumePoint{Priority: 0, RunAt: t0.Add(4 * time.Second)}},
-		{"earliest of the priority, in any order", []lease.Item{item(0, 9), item(0, 3), item(0, 7)}, &lease.ResumePoint{Priority: 0, RunAt: t0.Add(2 * time.Second)}},
-		{"highest priority wins over earlier run_at", []lease.Item{item(0, 1), item(3, 8), item(-2, 0), item(3, 6)}, &lease.ResumePoint{Priority: 3, RunAt: t0.Add(5 * time.Second)}},
+		{"no items", lease.JobRuns, nil, nil},
+		{"one", lease.JobRuns, []lease.Item{item(0, 5)}, at(0, 4)},
+		{"earliest of the priority, in any order", lease.JobRuns, []lease.Item{item(0, 9), item(0, 3), item(0, 7)}, at(0, 2)},
+		{"job runs: highest priority wins over earlier run_at", lease.JobRuns, mixed, at(3, 5)},
+		{"timers: earliest run_at, priority aside", lease.Timers, mixed, at(0, -1)},
+		{"inbox: earliest run_at, priority aside", lease.Inbox, mixed, at(0, -1)},
+		{"outbox: none", lease.Outbox, mixed, nil},
 	} {
-		got := lease.ResumeFrom(tc.items, time.Second)
+		got := lease.ResumeFrom(tc.table, tc.items, time.Second)
 		if (got == nil) != (tc.want == nil) || got != nil && (got.Priority != tc.want.Priority || !got.RunAt.Equal(tc.want.RunAt)) {
 			t.Errorf("%s: ResumeFrom = %+v, want %+v", tc.name, got, tc.want)
 		}
+	}
+}
+
+// Timers and the inbox are claimed in (run_at, id) order: with a resume
+// point a claim reads from its run_at on, and a row behind it is left to a
+// claim without one.
+func TestRunAtOrderedClaimResumePoint(t *testing.T) {
+	pool := testdb.Pool(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var now time.Time
+	if err := pool.QueryRow(ctx, "select now()").Scan(&now); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		table  lease.Table
+		insert string
+	}{
+		{lease.Timers, `insert into timers (queue, topic, due_time, run_at) values ('resume', 't', $1, $1) returning id`},
+		{lease.Inbox, `insert into inbox (queue, source, message_id, payload_hash, run_at)
+			values ('resume', 's', gen_random_uuid()::text, '\x00'::bytea, $1) returning id`},
+	} {
+		table, insert := tc.table, tc.insert
+		t.Run(string(table), func(t *testing.T) {
+			names := map[int64]string{}
+			for _, r := range []struct {
+				name string
+				age  time.Duration
+			}{{"behind the point", 10 * time.Minute}, {"at the point", 5 * time.Minute}, {"after the point", time.Minute}, {"not due", -time.Hour}} {
+				var id int64
+				if err := pool.QueryRow(ctx, insert, now.Add(-r.age)).Scan(&id); err != nil {
+					t.Fatal(err)
+				}
+				names[id] = r.name
+			}
+			e := lease.New(pool, table)
+			claim := func(resume *lease.ResumePoint) []string {
+				t.Helper()
+				c, err := e.Claim(ctx, lease.ClaimParams{Queue: "resume", Max: 10, Lease: time.Minute, WorkerID: "w", Resume: resume})
+				if err != nil {
+					t.Fatal(err)
+				}
+				var got []string
+				for _, it := range c.Items {
+					got = append(got, names[it.ID])
+				}
+				slices.Sort(got)
+				return got
+			}
+			// Priority is not part of these tables' claim order: a point of
+			// another priority reads the same.
+			if got, want := claim(&lease.ResumePoint{Priority: 7, RunAt: now.Add(-5 * time.Minute)}), []string{"after the point", "at the point"}; !slices.Equal(got, want) {
+				t.Errorf("resumed claim: %q, want %q", got, want)
+			}
+			if got, want := claim(nil), []string{"behind the point"}; !slices.Equal(got, want) {
+				t.Errorf("then a full claim: %q, want %q", got, want)
+			}
+		})
 	}
 }
 

@@ -315,7 +315,7 @@ func leasePlans(t *testing.T, tbl leaseTable, stale bool) {
 				args := map[string]any{"queue": queue, "max_rows": int32(100),
 					"lease_ms": int64(30_000), "worker_id": "w", "owner_token": uuid.New(),
 					"after_key": "", "skip_topics": []string{}, // outbox's ordered-claim options
-					"resume_priority": (*int16)(nil), "resume_run_at": (*time.Time)(nil)} // job_runs' resume point
+					"resume_priority": (*int16)(nil), "resume_run_at": (*time.Time)(nil)} // the resume point (job_runs, timers, inbox)
 				if resume {
 					args["resume_priority"], args["resume_run_at"] = &resumePriority, &resumeAt
 				}
@@ -346,7 +346,7 @@ func leasePlans(t *testing.T, tbl leaseTable, stale bool) {
 				"custom":  explainCustom(t, ctx, conn, claimSQL, argsFor(t, claimParams, claimArgs("q", false))...),
 				"generic": explainGeneric(t, ctx, conn, claimSQL, claimLits(false)...),
 			}
-			if table == "job_runs" {
+			if table != "outbox" { // the outbox's claim takes no resume point
 				plans["custom, resumed"] = explainCustom(t, ctx, conn, claimSQL, argsFor(t, claimParams, claimArgs("q", true))...)
 				plans["generic, resumed"] = explainGeneric(t, ctx, conn, claimSQL, claimLits(true)...)
 			}

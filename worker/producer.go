@@ -470,7 +470,7 @@ func (p *producer) claim(ctx context.Context, n int) (int, error) {
 	p.prev = c.Items
 	p.resume = nil
 	if err == nil && len(c.Items) == n {
-		p.resume = lease.ResumeFrom(c.Items, resumeMargin)
+		p.resume = lease.ResumeFrom(p.src.Table, c.Items, resumeMargin)
 	}
 	if p.w.obs != nil && (err != nil || len(c.Items) > 0) {
 		p.w.obs.Claimed(ClaimEvent{Table: p.src.Table, Queue: p.queue, Items: c.Items, Lease: cfg.Lease,

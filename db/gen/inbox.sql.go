@@ -16,8 +16,10 @@ const inboxClaim = `-- name: InboxClaim :many
 with candidates as (
     select r.id from inbox r
     where r.queue = $4 and r.status = 0 and r.run_at <= now()
+      -- the resume point (JobRunsClaim, design.md 4.1a): from run_at on
+      and r.run_at >= coalesce($5::timestamptz, '-infinity')
     order by r.run_at, r.id
-    limit workq_claim_budget('inbox', $4, $5::integer)
+    limit workq_claim_budget('inbox', $4, $6::integer)
     for no key update skip locked
 )
 update inbox j set
@@ -35,11 +37,12 @@ returning j.id, j.source, j.message_id, j.topic, j.payload, j.priority, j.run_at
 `
 
 type InboxClaimParams struct {
-	OwnerToken uuid.UUID
-	LeaseMs    int64
-	WorkerID   string
-	Queue      string
-	MaxRows    int32
+	OwnerToken  uuid.UUID
+	LeaseMs     int64
+	WorkerID    string
+	Queue       string
+	ResumeRunAt *time.Time
+	MaxRows     int32
 }
 
 type InboxClaimRow struct {
@@ -58,7 +61,7 @@ type InboxClaimRow struct {
 	FirstSeenAt  time.Time
 }
 
-// InboxClaim leases up to max_rows due inbox messages of one queue (run_at, id) under owner_token, a fresh token the caller mints for this claim alone, within the global limit of the queue. Expired leases are reaped by LeaseReapExpired (the claimer runs it for its queue about once a second).
+// InboxClaim leases up to max_rows due inbox messages of one queue (run_at, id) under owner_token, a fresh token the caller mints for this claim alone, within the global limit of the queue; with a resume point (resume_run_at) it reads from there instead of from the queue's start, past the claim-index entries earlier claims left dead. Expired leases are reaped by LeaseReapExpired (the claimer runs it for its queue about once a second).
 // Not a join with candidates: the planner cannot estimate the budget limit
 // (it assumes 10% of the ready rows) and would hash or merge join the table.
 func (q *Queries) InboxClaim(ctx context.Context, arg InboxClaimParams) ([]InboxClaimRow, error) {
@@ -67,6 +70,7 @@ func (q *Queries) InboxClaim(ctx context.Context, arg InboxClaimParams) ([]Inbox
 		arg.LeaseMs,
 		arg.WorkerID,
 		arg.Queue,
+		arg.ResumeRunAt,
 		arg.MaxRows,
 	)
 	if err != nil {

@@ -129,8 +129,10 @@ const timersClaim = `-- name: TimersClaim :many
 with candidates as (
     select r.id from timers r
     where r.queue = $4 and r.status = 0 and r.run_at <= now()
+      -- the resume point (JobRunsClaim, design.md 4.1a): from run_at on
+      and r.run_at >= coalesce($5::timestamptz, '-infinity')
     order by r.run_at, r.id
-    limit workq_claim_budget('timers', $4, $5::integer)
+    limit workq_claim_budget('timers', $4, $6::integer)
     for no key update skip locked
 )
 update timers j set
@@ -148,11 +150,12 @@ returning j.id, j.topic, j.payload, j.due_time, j.priority, j.run_at, j.attempts
 `
 
 type TimersClaimParams struct {
-	OwnerToken uuid.UUID
-	LeaseMs    int64
-	WorkerID   string
-	Queue      string
-	MaxRows    int32
+	OwnerToken  uuid.UUID
+	LeaseMs     int64
+	WorkerID    string
+	Queue       string
+	ResumeRunAt *time.Time
+	MaxRows     int32
 }
 
 type TimersClaimRow struct {
@@ -169,7 +172,7 @@ type TimersClaimRow struct {
 	CreatedAt    time.Time
 }
 
-// TimersClaim leases up to max_rows due timers of one queue (run_at, id) under owner_token, a fresh token the caller mints for this claim alone, within the global limit of the queue. Expired leases are reaped by LeaseReapExpired (the claimer runs it for its queue about once a second).
+// TimersClaim leases up to max_rows due timers of one queue (run_at, id) under owner_token, a fresh token the caller mints for this claim alone, within the global limit of the queue; with a resume point (resume_run_at) it reads from there instead of from the queue's start, past the claim-index entries earlier claims left dead. Expired leases are reaped by LeaseReapExpired (the claimer runs it for its queue about once a second).
 // Not a join with candidates: the planner cannot estimate the budget limit
 // (it assumes 10% of the ready rows) and would hash or merge join the table.
 func (q *Queries) TimersClaim(ctx context.Context, arg TimersClaimParams) ([]TimersClaimRow, error) {
@@ -178,6 +181,7 @@ func (q *Queries) TimersClaim(ctx context.Context, arg TimersClaimParams) ([]Tim
 		arg.LeaseMs,
 		arg.WorkerID,
 		arg.Queue,
+		arg.ResumeRunAt,
 		arg.MaxRows,
 	)
 	if err != nil {

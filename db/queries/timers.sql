@@ -23,10 +23,12 @@ where id = any(@ids::bigint[]) and status = 0
 returning id;
 
 -- name: TimersClaim :many
--- TimersClaim leases up to max_rows due timers of one queue (run_at, id) under owner_token, a fresh token the caller mints for this claim alone, within the global limit of the queue. Expired leases are reaped by LeaseReapExpired (the claimer runs it for its queue about once a second).
+-- TimersClaim leases up to max_rows due timers of one queue (run_at, id) under owner_token, a fresh token the caller mints for this claim alone, within the global limit of the queue; with a resume point (resume_run_at) it reads from there instead of from the queue's start, past the claim-index entries earlier claims left dead. Expired leases are reaped by LeaseReapExpired (the claimer runs it for its queue about once a second).
 with candidates as (
     select r.id from timers r
     where r.queue = @queue and r.status = 0 and r.run_at <= now()
+      -- the resume point (JobRunsClaim, design.md 4.1a): from run_at on
+      and r.run_at >= coalesce(sqlc.narg('resume_run_at')::timestamptz, '-infinity')
     order by r.run_at, r.id
     limit workq_claim_budget('timers', @queue, @max_rows::integer)
     for no key update skip locked

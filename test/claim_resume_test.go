@@ -48,15 +48,7 @@ func TestJobRunsClaimResumePoint(t *testing.T) {
 	e := lease.New(pool, lease.JobRuns)
 	claim := func(max int, resume *lease.ResumePoint) []string {
 		t.Helper()
-		c, err := e.Claim(ctx, lease.ClaimParams{Queue: "resume", Max: max, Lease: time.Minute, WorkerID: "w", Resume: resume})
-		if err != nil {
-			t.Fatal(err)
-		}
-		var got []string
-		for _, it := range c.Items {
-			got = append(got, ids[it.ID])
-		}
-		slices.Sort(got)
+		c, got := claimNamed(t, ctx, e, max, resume, ids)
 		// Give the rows back (released: ready, attempt not used) for the next case.
 		var done []lease.Completion
 		for _, it := range c.Items {
@@ -164,15 +156,7 @@ func TestRunAtOrderedClaimResumePoint(t *testing.T) {
 			e := lease.New(pool, table)
 			claim := func(resume *lease.ResumePoint) []string {
 				t.Helper()
-				c, err := e.Claim(ctx, lease.ClaimParams{Queue: "resume", Max: 10, Lease: time.Minute, WorkerID: "w", Resume: resume})
-				if err != nil {
-					t.Fatal(err)
-				}
-				var got []string
-				for _, it := range c.Items {
-					got = append(got, names[it.ID])
-				}
-				slices.Sort(got)
+				_, got := claimNamed(t, ctx, e, 10, resume, names)
 				return got
 			}
 			// Priority is not part of these tables' claim order: a point of
@@ -240,4 +224,20 @@ func TestJobRunsClaimResumeSkipsDeadEntries(t *testing.T) {
 	if resumed > 20 {
 		t.Errorf("a resumed claim read %.0f buffers of job_runs_claim (a full one %.0f); want a handful", resumed, full)
 	}
+}
+
+// claimNamed claims up to max rows of queue resume and returns the claim and
+// the sorted names of the rows it took.
+func claimNamed(t *testing.T, ctx context.Context, e *lease.Engine, max int, resume *lease.ResumePoint, names map[int64]string) (lease.Claim, []string) {
+	t.Helper()
+	c, err := e.Claim(ctx, lease.ClaimParams{Queue: "resume", Max: max, Lease: time.Minute, WorkerID: "w", Resume: resume})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, it := range c.Items {
+		got = append(got, names[it.ID])
+	}
+	slices.Sort(got)
+	return c, got
 }

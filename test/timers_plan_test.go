@@ -35,6 +35,7 @@ select 'q', 't', d, d from (
 	claimSQL, claimParams := namedQuery(t, "timers", "TimersClaim")
 	plan, touched := explainAnalyzeRolledBack(t, ctx, conn, "timers", claimSQL, argsFor(t, claimParams, map[string]any{
 		"queue": "q", "max_rows": int32(100), "lease_ms": int64(30_000), "worker_id": "w", "owner_token": uuid.New(),
+		"resume_run_at": (*time.Time)(nil), // no resume point: the claim reads from the queue's start
 	})...)
 	if plan.seqScans("timers") {
 		t.Errorf("TimersClaim scans timers sequentially:\n%s", plan)

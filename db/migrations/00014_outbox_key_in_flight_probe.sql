@@ -13,22 +13,38 @@
 -- `owner_token is not null`, which implies this index's predicate and not
 -- outbox_in_progress's, so it is always an index probe on (queue, key).
 --
--- Built concurrently (a unique index build scans the whole table; a plain
--- CREATE INDEX would block writes to the outbox for that long). Both indexes
--- enforce the same rule while they coexist. A failed run leaves at most an
--- invalid outbox_key_in_flight_next, which the next run drops.
+-- The new index is built concurrently (a unique index build scans the whole
+-- table; a plain CREATE INDEX would block writes to the outbox for that
+-- long) under a temporary name, then swapped in by one DO block (one
+-- transaction: drop the old index, rename the new one; it holds the
+-- outbox's lock only for that). So one of the two always enforces the rule,
+-- and a run that failed at any point can run again: it drops only a
+-- leftover outbox_key_in_flight_next (invalid, or valid beside the old
+-- index), and if the swap had committed, it builds and swaps once more.
 
 -- +goose NO TRANSACTION
 -- +goose Up
 drop index concurrently if exists outbox_key_in_flight_next;
 create unique index concurrently outbox_key_in_flight_next on outbox (queue, partition_key)
     where owner_token is not null and partition_key is not null;
-drop index concurrently if exists outbox_key_in_flight;
-alter index outbox_key_in_flight_next rename to outbox_key_in_flight;
+-- +goose StatementBegin
+do $$
+begin
+    drop index if exists outbox_key_in_flight;
+    alter index outbox_key_in_flight_next rename to outbox_key_in_flight;
+end
+$$;
+-- +goose StatementEnd
 
 -- +goose Down
 drop index concurrently if exists outbox_key_in_flight_next;
 create unique index concurrently outbox_key_in_flight_next on outbox (queue, partition_key)
     where status = 1 and partition_key is not null;
-drop index concurrently if exists outbox_key_in_flight;
-alter index outbox_key_in_flight_next rename to outbox_key_in_flight;
+-- +goose StatementBegin
+do $$
+begin
+    drop index if exists outbox_key_in_flight;
+    alter index outbox_key_in_flight_next rename to outbox_key_in_flight;
+end
+$$;
+-- +goose StatementEnd

@@ -1,7 +1,18 @@
 -- name: LeaseHeartbeat :many
 -- LeaseHeartbeat extends the leases of many items, each guarded by its own owner token, in one statement, and says for each input id whether it extended it and whether the lease is lost for certain (another token, or expired by the database clock at the moment the row is examined: clock_timestamp(), not the statement's start). A row locked by a concurrent statement (a completion, a reap, a heartbeat that timed out client-side) is neither: it is skipped rather than waited for, so a heartbeat never deadlocks, and its fate is left to that statement.
 with o as materialized (
+    -- unnest (in the select list: one row per element) from a one-row
+    -- generate_series whose bound the plan cannot see. A generic plan (what a
+    -- cached prepared statement switches to after five executions) cannot see
+    -- the arrays and estimates unnest at 10 rows; on that estimate it joined o
+    -- to the table in a nested loop over a materialized scan, comparing every
+    -- element with every row (quadratic in the batch). The generate_series is
+    -- estimated at 1000 rows, so o at 10,000, which the planner hashes or
+    -- merges (TestLeasePlans checks the generic plans). Subscripting the
+    -- arrays by generate_series would be estimated the same but walks a text
+    -- array from its start for every element: +25% for a batch of 1000.
     select unnest(@ids::bigint[]) as id, unnest(@owner_tokens::text[])::uuid as owner_token
+    from generate_series(1, least(cardinality(@ids::bigint[]), 1))
 ),
 held as (
     -- status = 1 is implied by a matching token (the lease CHECK) and left out
@@ -36,8 +47,10 @@ left join workq_lease_table r on r.id = o.id and r.id = any(@ids::bigint[]);
 -- name: LeaseComplete :many
 -- LeaseComplete ends many attempts in one statement, each guarded by its own owner token (done, retry with a delay or failed when exhausted, failed, snoozed or released without using an attempt), archives each attempt in runs, and returns the rows it applied to.
 with o as materialized (
+    -- from a one-row generate_series for the generic plan's sake: see LeaseHeartbeat
     select unnest(@ids::bigint[]) as id, unnest(@owner_tokens::text[])::uuid as owner_token, unnest(@outcomes::text[]) as outcome,
            unnest(@errors::text[]) as error, unnest(@delays_ms::bigint[]) as delay_ms
+    from generate_series(1, least(cardinality(@ids::bigint[]), 1))
 ),
 u as (
     update workq_lease_table j set

@@ -58,6 +58,10 @@ type benchResult struct {
 	BacklogP50    int64   `json:"ready_backlog_p50,omitempty"`
 	BacklogMax    int64   `json:"ready_backlog_max,omitempty"`
 	BacklogSample int     `json:"ready_backlog_samples,omitempty"`
+	// Rate mode, one Enqueue per job and no handler time: the same pickup
+	// measured on the bare statements (latencyFloor), just before.
+	FloorP50 float64 `json:"floor_p50_ms,omitempty"`
+	FloorP95 float64 `json:"floor_p95_ms,omitempty"`
 	// Config is every setting the run used, and NonDefault names those that
 	// differ from the defaults (the figures of a benchmark are only as good
 	// as the knowledge of what it ran with).
@@ -207,6 +211,10 @@ the handler sleep, so slots stay busy as with real work.`,
 		fmt.Fprintf(cmd.OutOrStdout(), "%s: %d jobs in %.2fs = %.0f jobs/s; pickup latency p50 %.2f ms, p95 %.2f ms, p99 %.2f ms (batch %d, concurrency %d, flush %s, conns %d, lease lost %d)\n",
 			res.Mode, res.Jobs, res.Seconds, res.JobsPerSec, res.LatencyP50, res.LatencyP95, res.LatencyP99,
 			cfg.Batch, cfg.Concurrency, cfg.FlushInterval, cfg.MaxConns, res.LeaseLost)
+		if res.FloorP50 > 0 {
+			fmt.Fprintf(cmd.OutOrStdout(), "  SQL floor (enqueue, NOTIFY, one claim; no runtime), just before: pickup p50 %.2f ms, p95 %.2f ms; workq p50 = %.2fx the floor\n",
+				res.FloorP50, res.FloorP95, res.LatencyP50/res.FloorP50)
+		}
 		if res.BacklogSample > 0 {
 			fmt.Fprintf(cmd.OutOrStdout(), "  enqueue batch %d, handler %s, poll %s; ready backlog p50 %d, max %d rows (%d samples)\n",
 				res.EnqueueBatch, *handlerTime, cfg.Poll, res.BacklogP50, res.BacklogMax, res.BacklogSample)
@@ -220,8 +228,8 @@ the handler sleep, so slots stay busy as with real work.`,
 // from a table in the same shape.
 func benchReset(ctx context.Context, pool *pgxpool.Pool) error {
 	for _, sql := range []string{
-		"delete from job_runs where queue = '" + benchQueue + "'",
-		"delete from runs where work_table = 'job_runs' and queue = '" + benchQueue + "'",
+		"delete from job_runs where queue in ('" + benchQueue + "', '" + benchFloorQueue + "')",
+		"delete from runs where work_table = 'job_runs' and queue in ('" + benchQueue + "', '" + benchFloorQueue + "')",
 		"vacuum analyze job_runs",
 		"vacuum analyze runs",
 	} {
@@ -376,6 +384,15 @@ func (b *bench) continuous(ctx context.Context, cfg config.Config, d time.Durati
 }
 
 func (b *bench) rateMode(ctx context.Context, cfg config.Config, d time.Duration, rate int) (benchResult, error) {
+	// One job at a time with nothing else to wait for: pickup latency is the
+	// SQL's plus the runtime's, so measure the SQL's alone first.
+	var floor []time.Duration
+	if b.enqueueBatch == 0 && b.handlerTime == 0 {
+		var err error
+		if floor, err = b.latencyFloor(ctx, min(max(5*rate, 100), 1000), rate, cfg.Lease); err != nil {
+			return benchResult{}, err
+		}
+	}
 	wctx, stop := context.WithCancel(ctx)
 	defer stop()
 	w, errc, err := b.run(wctx, cfg)
@@ -405,6 +422,9 @@ func (b *bench) rateMode(ctx context.Context, cfg config.Config, d time.Duration
 	}
 	res := b.result(mode, b.done.Load(), elapsed, w)
 	res.EnqueueBatch, res.HandlerMs = b.enqueueBatch, float64(b.handlerTime)/float64(time.Millisecond)
+	if len(floor) > 0 {
+		res.FloorP50, res.FloorP95 = millis(floor[len(floor)/2]), millis(floor[len(floor)*95/100])
+	}
 	if len(backlog) > 0 {
 		slices.Sort(backlog)
 		res.BacklogP50, res.BacklogMax, res.BacklogSample = backlog[len(backlog)/2], backlog[len(backlog)-1], len(backlog)
@@ -517,6 +537,8 @@ func (b *bench) result(mode string, jobs int64, elapsed time.Duration, w *worker
 		LatencyP50: pct(0.50), LatencyP95: pct(0.95), LatencyP99: pct(0.99), LeaseLost: w.Stats().LeaseLost,
 	}
 }
+
+func millis(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 
 func heapMB() float64 {
 	runtime.GC()

@@ -1,0 +1,88 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/workq/workq"
+	"github.com/workq/workq/lease"
+)
+
+// benchFloorQueue holds the rows of the latency floor, apart from the
+// worker's queue.
+const benchFloorQueue = "workq-bench-floor"
+
+// latencyFloor measures what pickup latency cannot go below on this
+// database: the same statements as a worker's pickup with no runtime
+// around them. n times, at rate per second, it enqueues one job with
+// NOTIFY (Client.Enqueue), waits for the notification on a listening
+// connection, claims it with one lease.Engine.Claim and records the time
+// from the job's run_at (the database's now() when the enqueue began, as
+// the worker's figure) to the claim's return; then completes it. It runs
+// before the worker starts, in the same process, so the two figures share
+// the machine's state of the moment.
+func (b *bench) latencyFloor(ctx context.Context, n, rate int, ttl time.Duration) ([]time.Duration, error) {
+	conn, err := b.pool.Acquire(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("latency floor: %w", err)
+	}
+	defer conn.Release()
+	if _, err := conn.Exec(ctx, "listen workq_job_runs"); err != nil {
+		return nil, fmt.Errorf("latency floor: %w", err)
+	}
+	defer conn.Exec(context.WithoutCancel(ctx), "unlisten workq_job_runs") //nolint:errcheck // the connection goes back to the pool either way
+	eng := lease.New(b.pool, lease.JobRuns)
+	// Every enqueue notifies: one that follows the last within the default
+	// debounce (after a slow round) would otherwise wait for no notification.
+	client := workq.NewClient(workq.ClientOptions{NotifyDebounce: time.Nanosecond})
+	job := workq.Job{Queue: benchFloorQueue, Kind: "noop"}
+	interval := time.Second / time.Duration(max(rate, 1))
+	out := make([]time.Duration, 0, n)
+	next := time.Now()
+	for len(out) < n {
+		if _, err := client.Enqueue(ctx, b.pool, job); err != nil {
+			return nil, fmt.Errorf("latency floor: %w", err)
+		}
+		if err := awaitNotification(ctx, conn.Conn(), benchFloorQueue); err != nil {
+			return nil, fmt.Errorf("latency floor: %w", err)
+		}
+		c, err := eng.Claim(ctx, lease.ClaimParams{Queue: benchFloorQueue, Max: 1, Lease: ttl, WorkerID: "bench-floor"})
+		if err != nil {
+			return nil, fmt.Errorf("latency floor: %w", err)
+		}
+		if len(c.Items) != 1 {
+			return nil, fmt.Errorf("latency floor: claimed %d rows after the notification, want 1", len(c.Items))
+		}
+		it := c.Items[0]
+		out = append(out, time.Since(it.RunAt))
+		if _, err := eng.Complete(ctx, []lease.Completion{{ID: it.ID, Token: c.Token, RunID: it.RunID, Outcome: lease.Done}}); err != nil {
+			return nil, fmt.Errorf("latency floor: %w", err)
+		}
+		next = next.Add(interval)
+		if wait := time.Until(next); wait > 0 {
+			time.Sleep(wait)
+		}
+	}
+	slices.Sort(out)
+	return out, nil
+}
+
+// awaitNotification waits up to a second for a notification with payload
+// on conn.
+func awaitNotification(ctx context.Context, conn *pgx.Conn, payload string) error {
+	ctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	for {
+		n, err := conn.WaitForNotification(ctx)
+		if err != nil {
+			return fmt.Errorf("no notification for %s within 1s of the enqueue: %w", payload, err)
+		}
+		if n.Payload == payload {
+			return nil
+		}
+	}
+}

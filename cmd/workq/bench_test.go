@@ -1,0 +1,64 @@
+package main
+
+import (
+	"encoding/json"
+	"testing"
+
+	"github.com/workq/workq/internal/testdb"
+)
+
+// TestBenchModes runs each `workq bench` mode briefly against a test
+// database and checks what it reports: jobs done, the configuration, and
+// in rate mode the pickup latency beside the SQL floor measured just
+// before it. No figure is judged: benchmarks are not timed tests.
+func TestBenchModes(t *testing.T) {
+	isolateEnv(t)
+	t.Setenv("DATABASE_URL", testdb.URL(t))
+	for _, c := range []struct {
+		name  string
+		args  []string
+		check func(t *testing.T, r benchResult)
+	}{
+		{"burn-down", []string{"-n", "2000"}, func(t *testing.T, r benchResult) {
+			if r.Mode != "burn-down" || r.Jobs != 2000 {
+				t.Errorf("mode %q, %d jobs; want burn-down of 2000", r.Mode, r.Jobs)
+			}
+		}},
+		{"continuous", []string{"--duration", "1s"}, func(t *testing.T, r benchResult) {
+			if r.Mode != "continuous" || r.Jobs <= 0 {
+				t.Errorf("mode %q, %d jobs; want continuous with jobs done", r.Mode, r.Jobs)
+			}
+		}},
+		{"rate", []string{"--duration", "1s", "--rate", "50"}, func(t *testing.T, r benchResult) {
+			if r.Mode != "rate" || r.Jobs <= 0 || r.LatencyP50 <= 0 {
+				t.Errorf("mode %q, %d jobs, p50 %.2f ms; want rate with jobs and a latency", r.Mode, r.Jobs, r.LatencyP50)
+			}
+			if r.FloorP50 <= 0 || r.FloorP95 < r.FloorP50 {
+				t.Errorf("SQL floor p50 %.2f ms, p95 %.2f ms; want a floor measured before the run", r.FloorP50, r.FloorP95)
+			}
+		}},
+		{"rate, batched", []string{"--duration", "1s", "--rate", "50", "--enqueue-batch", "5"}, func(t *testing.T, r benchResult) {
+			if r.Mode != "rate-batched" || r.Jobs <= 0 || r.EnqueueBatch != 5 {
+				t.Errorf("mode %q, %d jobs, batch %d; want rate-batched with jobs in batches of 5", r.Mode, r.Jobs, r.EnqueueBatch)
+			}
+			if r.FloorP50 != 0 {
+				t.Errorf("SQL floor %.2f ms measured for batched enqueues; it is the one-by-one pickup's", r.FloorP50)
+			}
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			out, err := runCLI(t, append([]string{"bench", "--json"}, c.args...)...)
+			if err != nil {
+				t.Fatalf("bench %v: %v", c.args, err)
+			}
+			var r benchResult
+			if err := json.Unmarshal([]byte(out), &r); err != nil {
+				t.Fatalf("bench %v printed no JSON result: %v\n%s", c.args, err, out)
+			}
+			if len(r.Config) == 0 {
+				t.Errorf("bench %v reports no configuration", c.args)
+			}
+			c.check(t, r)
+		})
+	}
+}

@@ -16,38 +16,47 @@ import (
 // worker's queue.
 const benchFloorQueue = "workq-bench-floor"
 
+// floorSamples is how many pickups latencyFloor times at rate per second:
+// about five seconds' worth (at least 20 a second, so a low rate does not
+// make it long), at most 1000.
+func floorSamples(rate int) (n int, interval time.Duration) {
+	perSecond := max(rate, 20)
+	return min(5*perSecond, 1000), time.Second / time.Duration(perSecond)
+}
+
 // latencyFloor measures what pickup latency cannot go below on this
 // database: the same statements as a worker's pickup with no runtime
-// around them. n times, at rate per second, it enqueues one job with
+// around them. n times, one every interval, it enqueues one job with
 // NOTIFY (Client.Enqueue), waits for the notification on a listening
 // connection, claims it with one lease.Engine.Claim and records the time
 // from the job's run_at (the database's now() when the enqueue began, as
 // the worker's figure) to the claim's return; then completes it. It runs
 // before the worker starts, in the same process, so the two figures share
 // the machine's state of the moment.
-func (b *bench) latencyFloor(ctx context.Context, n, rate int, ttl time.Duration) ([]time.Duration, error) {
-	conn, err := b.pool.Acquire(ctx)
+func (b *bench) latencyFloor(ctx context.Context, n int, interval, ttl time.Duration) ([]time.Duration, error) {
+	pooled, err := b.pool.Acquire(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("latency floor: %w", err)
 	}
-	defer conn.Release()
+	// A connection that has listened never goes back to the pool (as the
+	// worker's listener): notifications it buffered would stay with it.
+	conn := pooled.Hijack()
+	defer conn.Close(context.WithoutCancel(ctx)) //nolint:errcheck // closing a connection nobody else holds
 	if _, err := conn.Exec(ctx, "listen workq_job_runs"); err != nil {
 		return nil, fmt.Errorf("latency floor: %w", err)
 	}
-	defer conn.Exec(context.WithoutCancel(ctx), "unlisten workq_job_runs") //nolint:errcheck // the connection goes back to the pool either way
 	eng := lease.New(b.pool, lease.JobRuns)
 	// Every enqueue notifies: one that follows the last within the default
 	// debounce (after a slow round) would otherwise wait for no notification.
 	client := workq.NewClient(workq.ClientOptions{NotifyDebounce: time.Nanosecond})
 	job := workq.Job{Queue: benchFloorQueue, Kind: "noop"}
-	interval := time.Second / time.Duration(max(rate, 1))
 	out := make([]time.Duration, 0, n)
 	next := time.Now()
 	for len(out) < n {
 		if _, err := client.Enqueue(ctx, b.pool, job); err != nil {
 			return nil, fmt.Errorf("latency floor: %w", err)
 		}
-		if err := awaitNotification(ctx, conn.Conn(), benchFloorQueue); err != nil {
+		if err := awaitNotification(ctx, conn, benchFloorQueue); err != nil {
 			return nil, fmt.Errorf("latency floor: %w", err)
 		}
 		c, err := eng.Claim(ctx, lease.ClaimParams{Queue: benchFloorQueue, Max: 1, Lease: ttl, WorkerID: "bench-floor"})

@@ -5,6 +5,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -15,6 +16,8 @@ import (
 	"github.com/yuin/goldmark/ast"
 	"github.com/yuin/goldmark/extension"
 	"github.com/yuin/goldmark/text"
+
+	"github.com/workq/workq/db"
 )
 
 // markdownFiles are the documents whose links are checked.
@@ -177,4 +180,47 @@ func checkLink(from, link string, docs map[string]mdDoc) error {
 		return fmt.Errorf("%s has no heading with anchor #%s", target, u.Fragment)
 	}
 	return nil
+}
+
+// TestDocsIndexListsEveryDoc: docs/README.md links every document in docs/.
+func TestDocsIndexListsEveryDoc(t *testing.T) {
+	index := parseMarkdown(t, "docs/README.md")
+	linked := map[string]bool{}
+	for _, l := range index.links {
+		if u, err := url.Parse(l); err == nil && u.Scheme == "" {
+			linked[filepath.Clean(u.Path)] = true
+		}
+	}
+	all, err := filepath.Glob("docs/*.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range all {
+		if name := filepath.Base(f); name != "README.md" && !linked[name] {
+			t.Errorf("docs/README.md does not list %s: add a line for it", f)
+		}
+	}
+}
+
+// TestDocsSchemaVersion: a doc that quotes workq's "schema at version N"
+// line quotes the newest migration.
+func TestDocsSchemaVersion(t *testing.T) {
+	re := regexp.MustCompile(`schema at version (\d+)`)
+	want := strconv.FormatInt(db.LatestVersion(), 10)
+	found := false
+	for _, f := range markdownFiles(t) {
+		src, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range re.FindAllStringSubmatch(string(src), -1) {
+			found = true
+			if m[1] != want {
+				t.Errorf("%s says %q; the newest migration is %s", f, m[0], want)
+			}
+		}
+	}
+	if !found {
+		t.Fatal(`no doc quotes "schema at version N" any more: drop this test or the quote's check`)
+	}
 }

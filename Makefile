@@ -78,3 +78,13 @@ $(SQLC):
 
 clean:
 	rm -rf bin .workq
+
+## docs: rewrite the generated parts of docs/cli.md (every command's usage and
+## flags) and docs/configuration.md (the settings table) from the binary;
+## TestDocsGenerated in `make test` fails while they are stale
+.PHONY: docs
+docs:
+	$(GO) test -count=1 -run '^TestDocsGenerated$$' ./cmd/workq/ -update-docs
+
+# make generate rewrites the generated docs as well as db/gen.
+generate: docs

@@ -67,12 +67,13 @@ type Config struct {
 	OtelEndpoint         string        // OTLP/HTTP traces URL ("" = the OTEL_EXPORTER_OTLP_* variables, else http://localhost:4318/v1/traces)
 
 	// Built-in outbox publishers per topic (config/publishers.go).
-	OutboxWebhooks      []string      // TOPIC=URL, one per topic; hosts must be in WebhookAllow
-	OutboxWebhookSecret string        // HMAC-SHA256 key of outbox webhooks (required with OutboxWebhooks)
-	NATSURL             string        // NATS server(s) of the JetStream publisher
-	OutboxNATS          []string      // TOPIC or TOPIC=SUBJECT, one per topic
-	OutboxNATSPrefix    string        // subject prefix of TOPIC entries without =SUBJECT
-	NATSTimeout         time.Duration // one JetStream publish including its ack
+	OutboxWebhooks         []string      // TOPIC=URL, one per topic; hosts must be in WebhookAllow
+	OutboxWebhookSecret    string        // HMAC-SHA256 key of outbox webhooks (required with OutboxWebhooks); whsec_ secrets under "standard"
+	OutboxWebhookSignature string        // signature scheme of outbox webhooks: "workq" (Workq-Signature) or "standard" (Standard Webhooks)
+	NATSURL                string        // NATS server(s) of the JetStream publisher
+	OutboxNATS             []string      // TOPIC or TOPIC=SUBJECT, one per topic
+	OutboxNATSPrefix       string        // subject prefix of TOPIC entries without =SUBJECT
+	NATSTimeout            time.Duration // one JetStream publish including its ack
 
 	// HTTP API (`workq api`, package api).
 	APIAddr              string        // listen address
@@ -89,7 +90,7 @@ type Config struct {
 // Default returns the built-in defaults.
 func Default() Config {
 	host, _ := os.Hostname()
-	return Config{
+	c := Config{
 		MaxConns:             10,
 		WorkerID:             fmt.Sprintf("%s-%d", host, os.Getpid()),
 		Queues:               []string{"default"},
@@ -130,6 +131,8 @@ func Default() Config {
 		APIMaxHeaderBytes:    64 << 10,
 		APIShutdownTimeout:   10 * time.Second,
 	}
+	c.OutboxWebhookSignature = WebhookSignatureWorkq
+	return c
 }
 
 // DefaultMaxPayload is the default limit on a job's JSON payload: 1 MiB.
@@ -442,7 +445,8 @@ func (c *Config) options() []option {
 		o("otel-exporter", "WORKQ_OTEL_EXPORTER", &c.OtelExporter, "OpenTelemetry trace exporter: none or otlp-http (the OTEL_* variables configure it)"),
 		o("otel-endpoint", "WORKQ_OTEL_ENDPOINT", &c.OtelEndpoint, "OTLP/HTTP traces URL, e.g. http://collector:4318/v1/traces (none = OTEL_EXPORTER_OTLP_TRACES_ENDPOINT or OTEL_EXPORTER_OTLP_ENDPOINT, else localhost:4318)"),
 		o("outbox-webhook", "WORKQ_OUTBOX_WEBHOOK", &c.OutboxWebhooks, "outbox webhook publisher TOPIC=URL, repeatable; the host must be in --webhook-allow"),
-		o("outbox-webhook-secret", "WORKQ_OUTBOX_WEBHOOK_SECRET", &c.OutboxWebhookSecret, "HMAC-SHA256 key of the Workq-Signature header of outbox webhooks"),
+		o("outbox-webhook-secret", "WORKQ_OUTBOX_WEBHOOK_SECRET", &c.OutboxWebhookSecret, "HMAC-SHA256 key of outbox webhooks' signatures (with --outbox-webhook-signature standard: whsec_<base64>, several space-separated while rotating)"),
+		o("outbox-webhook-signature", "WORKQ_OUTBOX_WEBHOOK_SIGNATURE", &c.OutboxWebhookSignature, "signature scheme of outbox webhooks: workq (Workq-Timestamp, Workq-Signature) or standard (Standard Webhooks: webhook-id, webhook-timestamp, webhook-signature)"),
 		o("nats-url", "WORKQ_NATS_URL", &c.NATSURL, "NATS server URL(s) of the JetStream outbox publisher"),
 		o("outbox-nats", "WORKQ_OUTBOX_NATS", &c.OutboxNATS, "outbox JetStream publisher TOPIC or TOPIC=SUBJECT, repeatable"),
 		o("outbox-nats-prefix", "WORKQ_OUTBOX_NATS_PREFIX", &c.OutboxNATSPrefix, "subject prefix of --outbox-nats TOPIC entries without =SUBJECT"),

@@ -8,14 +8,22 @@ import (
 	"strings"
 
 	"github.com/workq/workq/internal/subject"
+	"github.com/workq/workq/internal/whsec"
 )
 
 // PublisherFlags are the settings of the built-in outbox publishers, for
 // commands that run the outbox relay (`workq worker --outbox`); they also
 // need "webhook-allow" and "webhook-timeout".
 var PublisherFlags = []string{
-	"outbox-webhook", "outbox-webhook-secret", "nats-url", "outbox-nats", "outbox-nats-prefix", "nats-timeout",
+	"outbox-webhook", "outbox-webhook-secret", "outbox-webhook-signature", "nats-url", "outbox-nats", "outbox-nats-prefix", "nats-timeout",
 }
+
+// The signature schemes of outbox webhooks (OutboxWebhookSignature; package
+// publish's SignatureWorkq and SignatureStandard).
+const (
+	WebhookSignatureWorkq    = "workq"
+	WebhookSignatureStandard = "standard"
+)
 
 // Publisher kinds.
 const (
@@ -99,6 +107,17 @@ func (c Config) parsePublishers() ([]OutboxPublisher, []error) {
 	}
 	if len(c.OutboxWebhooks) > 0 && c.OutboxWebhookSecret == "" {
 		bad("outbox-webhook needs outbox-webhook-secret (receivers verify the signature with it)")
+	}
+	switch c.OutboxWebhookSignature {
+	case WebhookSignatureWorkq:
+	case WebhookSignatureStandard:
+		if len(c.OutboxWebhooks) > 0 && c.OutboxWebhookSecret != "" {
+			if _, err := whsec.Parse(c.OutboxWebhookSecret); err != nil {
+				bad("outbox-webhook-secret with --outbox-webhook-signature standard must be whsec_<base64>, several separated by spaces: %v", err)
+			}
+		}
+	default:
+		bad("outbox-webhook-signature %q must be %s or %s", c.OutboxWebhookSignature, WebhookSignatureWorkq, WebhookSignatureStandard)
 	}
 	if !subject.ValidPrefix(c.OutboxNATSPrefix) {
 		bad("outbox-nats-prefix %q is not a valid NATS subject (dot-separated tokens without spaces or wildcards)", c.OutboxNATSPrefix)

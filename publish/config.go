@@ -33,9 +33,9 @@ func (s *Set) Close() {
 }
 
 // FromConfig builds the publishers of cfg's --outbox-webhook and
-// --outbox-nats settings: webhooks signed with OutboxWebhookSecret, allowed
-// hosts WebhookAllow, timeout WebhookTimeout; JetStream publishers on one
-// connection to NATSURL, subject per entry (TOPIC=SUBJECT) or mapped from
+// --outbox-nats settings: webhooks signed with OutboxWebhookSecret under the
+// scheme OutboxWebhookSignature, allowed hosts WebhookAllow, timeout
+// WebhookTimeout; JetStream publishers on one connection to NATSURL, subject per entry (TOPIC=SUBJECT) or mapped from
 // the topic under OutboxNATSPrefix, timeout NATSTimeout. With no publisher
 // configured it returns an empty Set. Configuration errors wrap ErrInvalid;
 // a NATS server that cannot be reached is an error too (the worker should
@@ -54,6 +54,7 @@ func FromConfig(cfg config.Config, log *slog.Logger) (*Set, error) {
 		switch p.Kind {
 		case config.PublisherWebhook:
 			w, err := NewWebhook(WebhookConfig{URL: p.URL, Secret: cfg.OutboxWebhookSecret,
+				Signature:  WebhookSignature(cfg.OutboxWebhookSignature),
 				AllowHosts: cfg.WebhookAllow, Timeout: cfg.WebhookTimeout})
 			if err != nil {
 				s.Close()

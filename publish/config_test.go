@@ -45,6 +45,11 @@ func TestConfigValidate(t *testing.T) {
 			c.NATSURL = ""
 		}, "nats-url"},
 		{"nats timeout", func(c *config.Config) { c.NATSTimeout = 0 }, "nats-timeout"},
+		{"webhook signature unknown", func(c *config.Config) { c.OutboxWebhookSignature = "hmac" }, `outbox-webhook-signature "hmac" must be workq or standard`},
+		{"standard signature with a plain secret", func(c *config.Config) {
+			c.OutboxWebhooks = []string{"orders=https://hooks.example.com/x"}
+			c.OutboxWebhookSignature = config.WebhookSignatureStandard
+		}, `outbox-webhook-secret with --outbox-webhook-signature standard must be whsec_`},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -81,6 +86,18 @@ func TestFromConfig(t *testing.T) {
 	defer set.Close()
 	if got, want := set.Topics(), []string{"audit", "billing.charged", "orders.created"}; !slices.Equal(got, want) {
 		t.Fatalf("topics %q, want %q", got, want)
+	}
+	// The Standard Webhooks scheme, with two secrets (a rotation).
+	std := config.Default()
+	std.WebhookAllow = []string{"hooks.example.com"}
+	std.OutboxWebhooks = []string{"orders.created=https://hooks.example.com/orders"}
+	std.OutboxWebhookSignature = config.WebhookSignatureStandard
+	std.OutboxWebhookSecret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw whsec_" + strings.Repeat("A", 43) + "="
+	if err := std.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	if s, err := publish.FromConfig(std, nil); err != nil || len(s.Handlers) != 1 {
+		t.Fatalf("standard signature: %v", err)
 	}
 	empty, err := publish.FromConfig(config.Default(), nil)
 	if err != nil || len(empty.Handlers) != 0 {

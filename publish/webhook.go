@@ -3,6 +3,8 @@ package publish
 import (
 	"context"
 	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"net/http"
@@ -13,10 +15,12 @@ import (
 	"time"
 
 	"github.com/workq/workq/internal/hookpost"
+	"github.com/workq/workq/internal/whsec"
 	"github.com/workq/workq/worker"
 )
 
-// The headers every webhook delivery carries besides the message's own.
+// The headers every webhook delivery carries besides the message's own
+// (HeaderTimestamp and HeaderSignature under SignatureWorkq only).
 const (
 	HeaderMessageID     = "Workq-Message-Id"     // the outbox message id (a UUID): the receiver's idempotency key
 	HeaderTopic         = "Workq-Topic"          // the message's topic
@@ -25,6 +29,28 @@ const (
 	HeaderAttempt       = "Workq-Attempt"        // 1 on the first attempt
 	HeaderCorrelationID = "Workq-Correlation-Id" // set when the message has one
 	HeaderPartitionKey  = "Workq-Partition-Key"  // set when the message has one
+)
+
+// The Standard Webhooks headers (https://www.standardwebhooks.com), sent
+// under SignatureStandard instead of HeaderTimestamp and HeaderSignature.
+const (
+	HeaderWebhookID        = "Webhook-Id"        // the outbox message id, as HeaderMessageID: the same on every retry
+	HeaderWebhookTimestamp = "Webhook-Timestamp" // unix seconds when this attempt was signed
+	HeaderWebhookSignature = "Webhook-Signature" // "v1," + base64 HMAC-SHA256(key, id + "." + timestamp + "." + body), one per secret, space-separated
+)
+
+// WebhookSignature is the scheme a webhook publisher signs deliveries with.
+type WebhookSignature string
+
+const (
+	// SignatureWorkq signs with Workq-Timestamp and Workq-Signature, which
+	// VerifyWebhook checks. The default.
+	SignatureWorkq WebhookSignature = "workq"
+	// SignatureStandard signs as Standard Webhooks do (webhook-id,
+	// webhook-timestamp, webhook-signature), which receivers check with a
+	// Standard Webhooks library in any language. Its secret is
+	// "whsec_<base64 of the key>".
+	SignatureStandard WebhookSignature = "standard"
 )
 
 // DefaultWebhookTimeout is the request timeout of a webhook without one.
@@ -40,8 +66,15 @@ var ErrNotAllowed = hookpost.ErrNotAllowed
 
 // WebhookConfig configures a webhook publisher.
 type WebhookConfig struct {
-	URL        string           // http or https, no credentials; its host must be in AllowHosts
-	Secret     string           // HMAC-SHA256 key shared with the receiver; required
+	URL string // http or https, no credentials; its host must be in AllowHosts
+	// Secret is the HMAC-SHA256 key shared with the receiver; required.
+	// Under SignatureStandard it is one or more "whsec_<base64>" secrets
+	// (keys of 24 to 64 bytes) separated by spaces: every delivery is signed
+	// with each, so a receiver that knows any one of them accepts it
+	// (rotation: add the new one first, drop the old one once receivers
+	// have the new one).
+	Secret     string
+	Signature  WebhookSignature // SignatureWorkq ("" too) or SignatureStandard
 	AllowHosts []string         // hosts ("host" or "host:port") this publisher may call
 	Timeout    time.Duration    // per request; 0 = DefaultWebhookTimeout
 	Client     *http.Client     // optional base client (transport, TLS); it is copied, redirects are never followed
@@ -52,7 +85,9 @@ type WebhookConfig struct {
 type Webhook struct {
 	url     *url.URL
 	allow   hookpost.AllowList
-	secret  []byte
+	scheme  WebhookSignature
+	secret  []byte   // SignatureWorkq
+	keys    [][]byte // SignatureStandard
 	timeout time.Duration
 	client  *http.Client
 	now     func() time.Time
@@ -76,8 +111,18 @@ func NewWebhook(c WebhookConfig) (*Webhook, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: webhook: %w", ErrInvalid, err)
 	}
-	w := &Webhook{url: u, allow: allow, secret: []byte(c.Secret), timeout: c.Timeout,
+	w := &Webhook{url: u, allow: allow, scheme: c.Signature, timeout: c.Timeout,
 		client: hookpost.NoRedirects(c.Client), now: c.Now}
+	switch c.Signature {
+	case "", SignatureWorkq:
+		w.scheme, w.secret = SignatureWorkq, []byte(c.Secret)
+	case SignatureStandard:
+		if w.keys, err = whsec.Parse(c.Secret); err != nil {
+			return nil, invalid("webhook %s: the secret of signature %q: %v", c.URL, SignatureStandard, err)
+		}
+	default:
+		return nil, invalid("webhook %s: unknown signature %q (want %q or %q)", c.URL, c.Signature, SignatureWorkq, SignatureStandard)
+	}
 	if w.timeout == 0 {
 		w.timeout = DefaultWebhookTimeout
 	}
@@ -91,6 +136,13 @@ func NewWebhook(c WebhookConfig) (*Webhook, error) {
 // message may not override.
 func reservedHTTP(k string) bool {
 	return strings.HasPrefix(k, "Workq-") || k == "X-Workq-Signature" || k == "Content-Type"
+}
+
+// reservedStandard adds the Standard Webhooks headers under
+// SignatureStandard (under SignatureWorkq a message may send them, as it
+// always could).
+func reservedStandard(k string) bool {
+	return reservedHTTP(k) || k == HeaderWebhookID || k == HeaderWebhookTimestamp || k == HeaderWebhookSignature
 }
 
 // Handle POSTs the message's payload to the URL. 2xx acks; 5xx, 408, 429,
@@ -109,7 +161,11 @@ func (w *Webhook) Handle(ctx context.Context, job *worker.Job) error {
 		return worker.Permanent(fmt.Errorf("webhook: %w", err))
 	}
 	header := http.Header{}
-	dropped, err := hookpost.SetHeaders(header, src, reservedHTTP)
+	reserved := reservedHTTP
+	if w.scheme == SignatureStandard {
+		reserved = reservedStandard
+	}
+	dropped, err := hookpost.SetHeaders(header, src, reserved)
 	if err != nil {
 		return worker.Permanent(fmt.Errorf("webhook: %w", err))
 	}
@@ -125,8 +181,15 @@ func (w *Webhook) Handle(ctx context.Context, job *worker.Job) error {
 	header.Set(HeaderMessageID, job.MessageID)
 	header.Set(HeaderTopic, job.Topic)
 	header.Set(HeaderAttempt, strconv.Itoa(int(job.Attempt)))
-	header.Set(HeaderTimestamp, ts)
-	header.Set(HeaderSignature, hookpost.Sign(w.secret, signed(ts, job.MessageID, job.Topic, body)...))
+	if w.scheme == SignatureStandard {
+		id := textproto.TrimString(job.MessageID) // as received (see signed)
+		header.Set(HeaderWebhookID, id)
+		header.Set(HeaderWebhookTimestamp, ts)
+		header.Set(HeaderWebhookSignature, standardSignature(w.keys, id, ts, body))
+	} else {
+		header.Set(HeaderTimestamp, ts)
+		header.Set(HeaderSignature, hookpost.Sign(w.secret, signed(ts, job.MessageID, job.Topic, body)...))
+	}
 	if job.CorrelationID != "" {
 		header.Set(HeaderCorrelationID, job.CorrelationID)
 	}
@@ -156,6 +219,25 @@ func signed(ts, messageID, topic string, body []byte) [][]byte {
 	// SQL could have spaces at its ends; the clients refuse them).
 	messageID, topic = textproto.TrimString(messageID), textproto.TrimString(topic)
 	return [][]byte{[]byte(ts), {'\n'}, []byte(messageID), {'\n'}, []byte(topic), {'\n'}, body}
+}
+
+// standardSignature is the Standard Webhooks signature header: for each key,
+// "v1," and the base64 of HMAC-SHA256(key, id "." timestamp "." body),
+// space-separated. The id is the outbox message id, a UUID, and the
+// timestamp decimal digits: neither holds a dot, which the specification
+// requires of both (the body could otherwise be shifted into them).
+func standardSignature(keys [][]byte, id, ts string, body []byte) string {
+	sigs := make([]string, len(keys))
+	for i, k := range keys {
+		m := hmac.New(sha256.New, k)
+		m.Write([]byte(id))
+		m.Write([]byte{'.'})
+		m.Write([]byte(ts))
+		m.Write([]byte{'.'})
+		m.Write(body)
+		sigs[i] = "v1," + base64.StdEncoding.EncodeToString(m.Sum(nil))
+	}
+	return strings.Join(sigs, " ")
 }
 
 // ErrBadSignature is wrapped by VerifyWebhook when the signature is missing

@@ -1,6 +1,7 @@
 package publish_test
 
 import (
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"io"
@@ -139,6 +140,9 @@ func TestWebhookRelay(t *testing.T) {
 				}
 				if _, ok := r.Header["X-Skip"]; ok {
 					t.Errorf("a null header was sent")
+				}
+				if got := r.Header.Get(publish.HeaderWebhookSignature); got != "" {
+					t.Errorf("the default scheme sent %s %q", publish.HeaderWebhookSignature, got)
 				}
 				if got := r.Header.Get(publish.HeaderTopic); got == "forged" || got == "" {
 					t.Errorf("Workq-Topic = %q: the message overrode it", got)
@@ -342,6 +346,17 @@ func TestNewWebhookInvalid(t *testing.T) {
 		{"not http", func(c *publish.WebhookConfig) { c.URL = "file:///etc/passwd" }, nil, "http or https"},
 		{"credentials", func(c *publish.WebhookConfig) { c.URL = "http://u:p@" + u.Host + "/" }, nil, "credentials"},
 		{"negative timeout", func(c *publish.WebhookConfig) { c.Timeout = -time.Second }, nil, "timeout"},
+		{"unknown signature", func(c *publish.WebhookConfig) { c.Signature = "hmac" }, nil, `unknown signature "hmac"`},
+		{"standard signature, plain secret", func(c *publish.WebhookConfig) { c.Signature = publish.SignatureStandard }, nil, `does not start with "whsec_"`},
+		{"standard signature, not base64", func(c *publish.WebhookConfig) {
+			c.Signature, c.Secret = publish.SignatureStandard, "whsec_not*base64"
+		}, nil, "not base64"},
+		{"standard signature, short key", func(c *publish.WebhookConfig) {
+			c.Signature, c.Secret = publish.SignatureStandard, "whsec_"+base64.StdEncoding.EncodeToString(make([]byte, 16))
+		}, nil, "16 bytes, want 24 to 64"},
+		{"standard signature, second secret bad", func(c *publish.WebhookConfig) {
+			c.Signature, c.Secret = publish.SignatureStandard, "whsec_"+base64.StdEncoding.EncodeToString(make([]byte, 32))+" hunter2"
+		}, nil, "secret 2 of 2"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -350,6 +365,9 @@ func TestNewWebhookInvalid(t *testing.T) {
 			_, err := publish.NewWebhook(cfg)
 			if !errors.Is(err, publish.ErrInvalid) || (c.also != nil && !errors.Is(err, c.also)) || !strings.Contains(fmt.Sprint(err), c.errHas) {
 				t.Fatalf("NewWebhook = %v, want ErrInvalid (and %v) mentioning %q", err, c.also, c.errHas)
+			}
+			if secret := strings.TrimPrefix(cfg.Secret, "whsec_"); (secret != "" && strings.Contains(err.Error(), secret)) || strings.Contains(err.Error(), "hunter2") {
+				t.Fatalf("NewWebhook = %v: the error shows the secret", err)
 			}
 		})
 	}

@@ -6,13 +6,16 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/workq/workq"
@@ -664,6 +667,31 @@ analyze outbox_joins`); err != nil {
 			t.Errorf("the trigger's counting update (generic %v) does not use the primary key:\n%s\n%s", generic, update, plan)
 		}
 	}
+	// The lock step that the lease statements run before the trigger counts
+	// (workq_lock_joins, migration 00015): the batch's rows by the outbox's
+	// primary key, their joins by theirs, also when the statistics know of
+	// no member (the partial index outbox_join looks empty).
+	fillForPlans(t, ctx, conn, "outbox")
+	if err := conn.QueryRow(ctx, `select prosrc from pg_proc where proname = 'workq_lock_joins'`).Scan(&src); err != nil {
+		t.Fatal(err)
+	}
+	m = regexp.MustCompile(`(?s)select j\.id from outbox_joins j.*?for no key update of j`).FindString(src)
+	if m == "" {
+		t.Fatalf("no locking select in workq_lock_joins:\n%s", src)
+	}
+	lockJoins := strings.ReplaceAll(m, "p_ids", "$1::bigint[]")
+	for _, generic := range []bool{false, true} {
+		var plan planNode
+		if generic {
+			plan = explainGeneric(t, ctx, conn, lockJoins, "'{7,70007,40000}'")
+		} else {
+			plan = explainCustom(t, ctx, conn, lockJoins, []int64{7, 70007, 40000})
+		}
+		if plan.seqScans("outbox") || plan.seqScans("outbox_joins") || !plan.usesIndex("outbox_pkey") ||
+			!plan.usesIndex("outbox_joins_pkey") || plan.usesIndex("outbox_join") {
+			t.Errorf("workq_lock_joins' select (generic %v) does not read both tables by primary key:\n%s\n%s", generic, lockJoins, plan)
+		}
+	}
 	sql, params := namedQuery(t, "outbox_joins", "OutboxJoinFailExpired")
 	for _, generic := range []bool{false, true} {
 		var plan planNode
@@ -680,4 +708,201 @@ analyze outbox_joins`); err != nil {
 	if plan := explainCustom(t, ctx, conn, sql, argsFor(t, params, map[string]any{"id": int64(5)})...); !plan.usesIndex("outbox_joins_pkey") {
 		t.Errorf("OutboxJoinGet does not use the primary key:\n%s", plan)
 	}
+}
+
+// Workers that end members of the same joins at the same time never
+// deadlock, whatever order their batches are in: 4 workers complete 30 joins
+// of 50 members in batches that each touch every join, half of them in
+// ascending and half in descending join order (in the batch and in the
+// members' ids, so whichever order the statement visits its rows in, two
+// workers meet the joins in opposite orders). Each batch ends one member of
+// every join, so without a fixed lock order two overlapping statements lock
+// the join rows crosswise. PostgreSQL's own count of deadlocks in the test's
+// database (pg_stat_database.deadlocks) must not move; the end of the test
+// provokes one deadlock on purpose to show that the count does move.
+func TestJoinConcurrentCompletionsNeverDeadlock(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	url := testdb.URL(t)
+	admin := mustConnect(t, url)
+	const joins, members, workers = 30, 50, 4
+
+	// Joins: every fifth is FailFast and one of its members fails.
+	joinIDs := make([]int64, joins)
+	for k := range joinIDs {
+		policy := outbox.FailWhenDone
+		if k%5 == 0 {
+			policy = outbox.FailFast
+		}
+		joinIDs[k] = startJoin(t, ctx, admin, joinSpec(members, policy)).ID
+	}
+	// Member m of join k goes to worker m%workers (its own queue), written
+	// round by round over every join, in ascending join order for even
+	// workers and descending for odd ones.
+	joinOf := map[int64]int{}
+	failing := map[int64]bool{}
+	for w := range workers {
+		rows, err := admin.Query(ctx, `
+insert into outbox (queue, topic, payload, join_id)
+select $1, 'member', jsonb_build_object('m', m.m), j.id
+from generate_series($2::integer, $3::integer - 1, $4::integer) with ordinality m(m, round),
+     unnest($5::bigint[]) with ordinality j(id, k)
+order by m.round, case when $6 then j.k else -j.k end
+returning id, join_id, (payload ->> 'm')::integer`,
+			fmt.Sprint("w", w), w, members, workers, joinIDs, w%2 == 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for rows.Next() {
+			var id, join int64
+			var m int
+			if err := rows.Scan(&id, &join, &m); err != nil {
+				t.Fatal(err)
+			}
+			k := slices.Index(joinIDs, join)
+			joinOf[id] = k
+			failing[id] = m == 0 && k%5 == 0
+		}
+		if err := rows.Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(joinOf) != joins*members {
+		t.Fatalf("wrote %d members; want %d", len(joinOf), joins*members)
+	}
+
+	before := databaseDeadlocks(t, ctx, admin)
+	var observed atomic.Int64 // deadlock errors the workers saw (and retried)
+	var wg sync.WaitGroup
+	errs := make(chan error, workers)
+	start := make(chan struct{})
+	for w := range workers {
+		pool, err := pgxpool.New(ctx, url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wg.Go(func() {
+			defer pool.Close() // a backend's pending statistics are written when it exits
+			<-start
+			e := lease.New(pool, lease.Outbox)
+			for {
+				c, err := e.Claim(ctx, lease.ClaimParams{Queue: fmt.Sprint("w", w), Max: joins, Lease: time.Minute, WorkerID: fmt.Sprint("w", w)})
+				if err != nil {
+					errs <- err
+					return
+				}
+				if len(c.Items) == 0 {
+					return
+				}
+				cs := make([]lease.Completion, len(c.Items))
+				for i, it := range c.Items {
+					cs[i] = lease.Completion{ID: it.ID, Token: c.Token, Outcome: lease.Done}
+					if failing[it.ID] {
+						cs[i].Outcome, cs[i].Error = lease.Failed, "boom"
+					}
+				}
+				slices.SortFunc(cs, func(a, b lease.Completion) int {
+					if w%2 == 0 {
+						return joinOf[a.ID] - joinOf[b.ID]
+					}
+					return joinOf[b.ID] - joinOf[a.ID]
+				})
+				for {
+					a, err := e.Complete(ctx, cs)
+					if pgErr := (*pgconn.PgError)(nil); errors.As(err, &pgErr) && pgErr.Code == "40P01" {
+						observed.Add(1) // the statement was rolled back: retry it, as the completer does
+						continue
+					}
+					if err != nil || len(a.Lost) > 0 {
+						errs <- fmt.Errorf("worker %d: complete: lost %v, %v", w, a.Lost, err)
+						return
+					}
+					break
+				}
+			}
+		})
+	}
+	close(start)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	for k, id := range joinIDs {
+		got := getJoin(t, ctx, admin, id)
+		if k%5 == 0 {
+			if got.Status != outbox.JoinFailed || got.Completed+got.Failed != members || got.Failed != 1 {
+				t.Errorf("FailFast join %d: %+v; want failed with %d members ended, 1 failed", k, got, members)
+			}
+			checkOutcome(t, ctx, admin, got, "join-failed", "member_failed")
+			continue
+		}
+		if got.Status != outbox.JoinCompleted || got.Completed != members || got.Failed != 0 {
+			t.Errorf("join %d: %+v; want completed with %d done members", k, got, members)
+		}
+		checkOutcome(t, ctx, admin, got, "joined", "completed")
+	}
+	after := databaseDeadlocks(t, ctx, admin)
+	if after != before || observed.Load() != 0 {
+		t.Fatalf("%d deadlocks in the database (%d before, %d after), %d seen by the workers; want none",
+			after-before, before, after, observed.Load())
+	}
+
+	// The control: two transactions that lock two joins crosswise deadlock,
+	// and the count shows it.
+	c1, c2 := mustConnect(t, url), mustConnect(t, url)
+	lock := `update outbox_joins set updated_at = now() where id = $1`
+	for _, s := range []struct {
+		c  *pgx.Conn
+		id int64
+	}{{c1, joinIDs[0]}, {c2, joinIDs[1]}} {
+		if _, err := s.c.Exec(ctx, "begin"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.c.Exec(ctx, lock, s.id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	second := make(chan error, 1)
+	go func() {
+		_, err := c1.Exec(ctx, lock, joinIDs[1])
+		second <- err
+	}()
+	// c2's update waits for c1 (or c1's for c2): one of the two is aborted.
+	_, err2 := c2.Exec(ctx, lock, joinIDs[0])
+	err1 := <-second
+	if (err1 == nil) == (err2 == nil) {
+		t.Fatalf("crosswise locks: %v, %v; want exactly one deadlock error", err1, err2)
+	}
+	c1.Close(ctx)
+	c2.Close(ctx)
+	if got := databaseDeadlocks(t, ctx, admin); got != after+1 {
+		t.Fatalf("the deliberate deadlock: count %d, want %d", got, after+1)
+	}
+}
+
+// databaseDeadlocks returns pg_stat_database.deadlocks of conn's database
+// once no other backend is connected to it: a backend reports its statistics
+// when it exits, or when it has been idle for a while.
+func databaseDeadlocks(t *testing.T, ctx context.Context, conn *pgx.Conn) int64 {
+	t.Helper()
+	for {
+		var others int
+		if err := conn.QueryRow(ctx, `select count(*) from pg_stat_activity where datname = current_database() and pid <> pg_backend_pid()`).Scan(&others); err != nil {
+			t.Fatal(err)
+		}
+		if others == 0 {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("%d other backends still connected to the test database: %v", others, ctx.Err())
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	var n int64
+	if err := conn.QueryRow(ctx, `select deadlocks from pg_stat_database where datname = current_database()`).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
 }

@@ -28,8 +28,12 @@ archived as (
     select workq_run_id('workq_lease_table', c.id, c.lease_version), 'workq_lease_table', c.id, c.queue, c.attempts, c.lease_version,
            '00000000-0000-0000-0000-000000000000'::uuid, $1::text, now(), now(), 'cancelled', nullif($2::text, '')
     from cancelled c
+),
+joins as (
+    -- The joins of the outbox members it failed, in join id order (see LeaseComplete).
+    select workq_lock_joins('workq_lease_table', array(select c.id from cancelled c)) as n
 )
-select c.id from cancelled c
+select c.id from cancelled c where (select j.n from joins j) >= 0
 `
 
 type LeaseCancelParams struct {
@@ -99,8 +103,16 @@ archived as (
            u.lease_version, u.owner_token, u.claimed_by, u.claimed_at, now(),
            case when u.status = 3 then 'failed' else u.outcome end, nullif(u.error, '')
     from u
+),
+joins as (
+    -- The joins of the outbox members this statement ended, locked in join
+    -- id order now that the members' rows are, before the join trigger
+    -- counts them at the statement's end in the update's row order: two
+    -- completions never deadlock on joins (migration 00015; for the other
+    -- tables it does nothing). The final select's one-time filter runs it.
+    select workq_lock_joins('workq_lease_table', array(select u.id from u where u.status >= 2)) as n
 )
-select u.id, u.status from u
+select u.id, u.status from u where (select j.n from joins j) >= 0
 `
 
 type LeaseCompleteParams struct {
@@ -482,8 +494,12 @@ archived as (
     select workq_run_id('workq_lease_table', r.id, r.lease_version), 'workq_lease_table', r.id, r.queue, r.attempts, r.lease_version,
            (t.by_id ->> r.id::text)::uuid, r.claimed_by, r.claimed_at, now(), 'expired', r.last_error
     from reaped r, expired_tokens t
+),
+joins as (
+    -- The joins of the outbox members it failed, in join id order (see LeaseComplete).
+    select workq_lock_joins('workq_lease_table', array(select r.id from reaped r where r.status >= 2)) as n
 )
-select r.id, r.status, r.queue::text as queue from reaped r
+select r.id, r.status, r.queue::text as queue from reaped r where (select j.n from joins j) >= 0
 `
 
 type LeaseReapExpiredRow struct {
@@ -532,8 +548,12 @@ archived as (
     select workq_run_id('workq_lease_table', r.id, r.lease_version), 'workq_lease_table', r.id, r.queue, 0, r.lease_version,
            '00000000-0000-0000-0000-000000000000'::uuid, $2::text, now(), now(), 'revived', nullif($3::text, '')
     from revived r
+),
+joins as (
+    -- The joins of the outbox members it revived, in join id order (see LeaseComplete).
+    select workq_lock_joins('workq_lease_table', array(select r.id from revived r)) as n
 )
-select r.id from revived r
+select r.id from revived r where (select j.n from joins j) >= 0
 `
 
 type LeaseReviveParams struct {

@@ -85,8 +85,16 @@ archived as (
            u.lease_version, u.owner_token, u.claimed_by, u.claimed_at, now(),
            case when u.status = 3 then 'failed' else u.outcome end, nullif(u.error, '')
     from u
+),
+joins as (
+    -- The joins of the outbox members this statement ended, locked in join
+    -- id order now that the members' rows are, before the join trigger
+    -- counts them at the statement's end in the update's row order: two
+    -- completions never deadlock on joins (migration 00015; for the other
+    -- tables it does nothing). The final select's one-time filter runs it.
+    select workq_lock_joins('workq_lease_table', array(select u.id from u where u.status >= 2)) as n
 )
-select u.id, u.status from u;
+select u.id, u.status from u where (select j.n from joins j) >= 0;
 
 -- name: LeaseReapExpired :many
 -- LeaseReapExpired requeues up to max_rows items whose lease expired, of one queue or (queue null) of all, failing those with no attempts left; it archives the lost attempts and is safe to run from many reapers and claimers at once.
@@ -123,8 +131,12 @@ archived as (
     select workq_run_id('workq_lease_table', r.id, r.lease_version), 'workq_lease_table', r.id, r.queue, r.attempts, r.lease_version,
            (t.by_id ->> r.id::text)::uuid, r.claimed_by, r.claimed_at, now(), 'expired', r.last_error
     from reaped r, expired_tokens t
+),
+joins as (
+    -- The joins of the outbox members it failed, in join id order (see LeaseComplete).
+    select workq_lock_joins('workq_lease_table', array(select r.id from reaped r where r.status >= 2)) as n
 )
-select r.id, r.status, r.queue::text as queue from reaped r;
+select r.id, r.status, r.queue::text as queue from reaped r where (select j.n from joins j) >= 0;
 
 -- name: LeaseHeldBy :many
 -- LeaseHeldBy lists the in-progress items one claim's owner token still holds, with their lease versions (rare path: a claim whose result the caller never saw, released by token; it reads the in-progress set, which worker concurrency bounds).
@@ -169,8 +181,12 @@ archived as (
     select workq_run_id('workq_lease_table', r.id, r.lease_version), 'workq_lease_table', r.id, r.queue, 0, r.lease_version,
            '00000000-0000-0000-0000-000000000000'::uuid, @actor::text, now(), now(), 'revived', nullif(@reason::text, '')
     from revived r
+),
+joins as (
+    -- The joins of the outbox members it revived, in join id order (see LeaseComplete).
+    select workq_lock_joins('workq_lease_table', array(select r.id from revived r)) as n
 )
-select r.id from revived r;
+select r.id from revived r where (select j.n from joins j) >= 0;
 
 -- name: LeaseStuck :many
 -- LeaseStuck counts, per queue, the items in progress that were claimed more than older_than_ms ago (a worker holding an item far past its lease: a hung handler that still heartbeats, or a lease no reaper expires), with the oldest claim time; it reads the in-progress set, which worker concurrency bounds.
@@ -212,8 +228,12 @@ archived as (
     select workq_run_id('workq_lease_table', c.id, c.lease_version), 'workq_lease_table', c.id, c.queue, c.attempts, c.lease_version,
            '00000000-0000-0000-0000-000000000000'::uuid, @actor::text, now(), now(), 'cancelled', nullif(@reason::text, '')
     from cancelled c
+),
+joins as (
+    -- The joins of the outbox members it failed, in join id order (see LeaseComplete).
+    select workq_lock_joins('workq_lease_table', array(select c.id from cancelled c)) as n
 )
-select c.id from cancelled c;
+select c.id from cancelled c where (select j.n from joins j) >= 0;
 
 -- name: LeaseDelete :many
 -- LeaseDelete deletes the finished (done or failed) items among ids and returns the ids it deleted; ready and in-progress items are left alone. Their archived attempts stay in runs until the archive's own retention.

@@ -4,19 +4,21 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io/fs"
 	"log/slog"
 	"os"
-	"path/filepath"
 	"strconv"
 	"sync"
 	"time"
 
+	"github.com/workq/workq/internal/rundir"
 	"github.com/workq/workq/lease"
 )
 
 // runArchive writes, when a runs directory is configured, one directory per
 // attempt: <dir>/<table>/<id>/<run_id>/ with meta.json (identity, then the
-// outcome) and attempt.log (what the handler logged through Job.Logger).
+// outcome) and attempt.log (what the handler logged through Job.Logger),
+// directories 0700 and files 0600 (they hold payloads and owner tokens).
 // Directories are kept whatever the outcome; the worker prunes them after
 // config.RetainRuns (rundir_prune.go).
 type runArchive struct {
@@ -56,20 +58,21 @@ func (a *runArchive) begin(it *lease.Item, workerID string, base *slog.Logger) a
 	if a == nil || a.dir == "" {
 		return attemptRecord{end: noEnd}
 	}
-	dir := filepath.Join(a.dir, string(it.Table), strconv.FormatInt(it.ID, 10), it.RunID.String())
 	meta := attemptMeta{
 		Table: it.Table, ID: it.ID, Queue: it.Queue, Kind: it.Kind, RunID: it.RunID.String(), Attempt: it.Attempt,
 		MaxAttempts: it.MaxAttempts, LeaseVersion: it.LeaseVersion, OwnerToken: it.OwnerToken.String(),
 		WorkerID: workerID, Payload: it.Payload, StartedAt: time.Now().UTC(),
 	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		base.Warn("run archive: cannot create attempt directory", "dir", dir, "err", err)
+	dir, err := a.runDir(it)
+	if err != nil {
+		base.Warn("run archive: cannot create attempt directory", "dir", a.dir, "err", err)
 		return attemptRecord{end: noEnd}
 	}
 	writeMeta(dir, meta, base)
-	f, err := os.OpenFile(filepath.Join(dir, "attempt.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	f, err := rundir.OpenFile(dir, "attempt.log", os.O_CREATE|os.O_WRONLY|os.O_APPEND)
 	if err != nil {
-		base.Warn("run archive: cannot open attempt.log", "dir", dir, "err", err)
+		base.Warn("run archive: cannot open attempt.log", "dir", dir.Name(), "err", err)
+		dir.Close()
 		return attemptRecord{end: noEnd}
 	}
 	file := slog.New(fanout{base.Handler(), slog.NewJSONHandler(f, &slog.HandlerOptions{Level: slog.LevelDebug})})
@@ -92,20 +95,64 @@ func (a *runArchive) begin(it *lease.Item, workerID string, base *slog.Logger) a
 			}
 			writeMeta(dir, meta, base)
 			_ = f.Close()
+			_ = dir.Close()
 		})
 	}}
 }
 
-func writeMeta(dir string, m attemptMeta, log *slog.Logger) {
-	b, err := json.MarshalIndent(m, "", "  ")
-	if err == nil {
-		tmp := filepath.Join(dir, "meta.json.tmp")
-		if err = os.WriteFile(tmp, append(b, '\n'), 0o644); err == nil {
-			err = os.Rename(tmp, filepath.Join(dir, "meta.json"))
+// runDir opens (making what is missing, mode 0700) the attempt's directory
+// <dir>/<table>/<id>/<run_id>, through internal/rundir: never outside the
+// runs directory, through no symbolic link beneath it.
+func (a *runArchive) runDir(it *lease.Item) (*os.Root, error) {
+	root, err := rundir.Open(a.dir, true)
+	if err != nil {
+		return nil, err
+	}
+	defer root.Close()
+	return rundir.Dir(root, true, string(it.Table), strconv.FormatInt(it.ID, 10), it.RunID.String())
+}
+
+// prepare makes the runs directory (0700) when it is missing and takes the
+// group and other permissions off its table directories, which versions
+// before 0700/0600 made 0755: every older attempt directory (0755, its
+// files 0644) is beneath one, so it is out of other users' reach too. The
+// runs directory itself is the operator's (it may be a shared mount) and
+// is left as it is.
+func (a *runArchive) prepare(log *slog.Logger) {
+	if a == nil || a.dir == "" {
+		return
+	}
+	root, err := rundir.Open(a.dir, true)
+	if err != nil {
+		log.Warn("run archive: cannot open the runs directory", "dir", a.dir, "err", err)
+		return
+	}
+	defer root.Close()
+	for _, t := range lease.Tables {
+		d, err := rundir.Dir(root, false, string(t))
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		var tightened bool
+		if err == nil {
+			tightened, err = rundir.Tighten(d)
+			d.Close()
+		}
+		if err != nil {
+			log.Warn("run archive: cannot restrict a table directory to its owner", "dir", a.dir, "table", t, "err", err)
+		} else if tightened {
+			log.Info("run archive: restricted a table directory to its owner (mode 0700)", "dir", a.dir, "table", t)
 		}
 	}
+}
+
+func writeMeta(dir *os.Root, m attemptMeta, log *slog.Logger) {
+	b, err := json.MarshalIndent(m, "", "  ")
+	if err == nil {
+		err = rundir.WriteFile(dir, "meta.json", append(b, '\n'))
+	}
 	if err != nil {
-		log.Warn("run archive: cannot write meta.json", "dir", dir, "err", err)
+		log.Warn("run archive: cannot write meta.json", "dir", dir.Name(), "err", err)
 	}
 }
 

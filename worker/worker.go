@@ -256,6 +256,7 @@ func (w *Worker) Start(ctx context.Context) error {
 		r.bg.Add(1)
 		go func() { defer r.bg.Done(); w.listen(r.bgCtx, r.producers) }()
 	}
+	w.runs.prepare(w.log)
 	if w.cfg.RunsDir != "" && w.cfg.RetainRuns > 0 {
 		r.bg.Add(1)
 		go func() {

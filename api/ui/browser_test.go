@@ -355,13 +355,17 @@ func TestDashboardInBrowser(t *testing.T) {
 		res.Body.Close()
 		return res.StatusCode
 	}
+	forged := "x" + session[1:] // another id: its first character changed
+	if session[0] == 'x' {
+		forged = "y" + session[1:]
+	}
 	for name, status := range map[string]int{
 		"no session":      post("", csrf),
 		"no CSRF token":   post(session, ""),
 		"wrong token":     post(session, csrf[:len(csrf)-2]+"xx"),
 		"cross-site":      post(session, csrf, "Sec-Fetch-Site", "cross-site"),
 		"another origin":  post(session, csrf, "Origin", "http://evil.example"),
-		"forged session":  post("x"+session[1:], csrf),
+		"forged session":  post(forged, csrf),
 		"the token alone": post("", csrf, "Authorization", "Bearer "+adminSecret),
 	} {
 		if status != http.StatusForbidden {
@@ -395,6 +399,50 @@ func TestDashboardInBrowser(t *testing.T) {
 	}
 	if err := pool.QueryRow(ctx, `select count(*) from queue_pauses`).Scan(&paused); err != nil || paused != 1 {
 		t.Errorf("the read-only resume changed the pause (%d pauses, %v)", paused, err)
+	}
+
+	// Something that can write in the runs directory replaces the failed
+	// job's attempt logs with links: one to a file outside, one to the API
+	// process's own environment (its DATABASE_URL). The read-only session
+	// sees the attempts, and neither.
+	const secret = "TOP-SECRET-outside-the-runs-dir"
+	secretFile := filepath.Join(t.TempDir(), "secret.txt")
+	if err := os.WriteFile(secretFile, []byte(secret+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	rows, err := pool.Query(ctx, `select run_id::text, outcome from runs where work_table = 'job_runs' and item_id = $1 and outcome in ('failed', 'done')`, failedID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	linked := 0
+	for rows.Next() {
+		var runID, outcome string
+		if err := rows.Scan(&runID, &outcome); err != nil {
+			t.Fatal(err)
+		}
+		target := map[string]string{"failed": secretFile, "done": "/proc/self/environ"}[outcome]
+		log := filepath.Join(runsDir, "job_runs", fmt.Sprint(failedID), runID, "attempt.log")
+		if err := os.Remove(log); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Symlink(target, log); err != nil {
+			t.Fatal(err)
+		}
+		linked++
+	}
+	if err := rows.Err(); err != nil || linked != 2 {
+		t.Fatalf("linked %d attempt logs (%v), want 2", linked, err)
+	}
+	run("open the item with linked logs", chromedp.Navigate(fmt.Sprintf("%s/ui/items/job_runs/%d", base, failedID)),
+		chromedp.WaitVisible(`#attempts`, chromedp.ByID))
+	awaitJS(t, bctx, 5*time.Second, "the item page lists the failed and the done attempt",
+		`document.querySelector('#attempts .o-failed') !== null && document.querySelector('#attempts .o-done') !== null`)
+	var shown string
+	run("read the item page", chromedp.Evaluate(`document.documentElement.outerHTML`, &shown))
+	for _, bad := range []string{secret, "DATABASE_URL", dbURL, "attempt.log of run"} {
+		if strings.Contains(shown, bad) {
+			t.Errorf("the read-only session's item page shows %q (a log read through a link)", bad)
+		}
 	}
 }
 

@@ -111,20 +111,36 @@ func NewSampler(o SamplerOptions) (*Sampler, error) {
 // Interval is the time between samples.
 func (s *Sampler) Interval() time.Duration { return s.o.Interval }
 
+// warmUpEvery is how often Run samples during its first Interval.
+const warmUpEvery = time.Second
+
 // Run samples at once, then every Interval (and when poked), until ctx
-// ends. A failed round is logged and retried at the next tick.
+// ends. During its first Interval it samples every second (warmUpEvery, or
+// Interval if shorter): a first sample taken just before work arrived (the
+// API started before the enqueues, as in workq run) or that failed (the
+// schema migrated a moment later) would otherwise leave the overview empty
+// for a whole Interval while the API already shows the work. These extra
+// samples are the oldest, so the ring drops them first and the window is
+// unchanged. A failed round is logged and retried at the next tick.
 func (s *Sampler) Run(ctx context.Context) {
 	t := time.NewTicker(s.o.Interval)
 	defer t.Stop()
+	fast := min(warmUpEvery, s.o.Interval)
+	warmEnd := time.Now().Add(s.o.Interval)
 	for {
 		if err := s.SampleOnce(ctx); err != nil && ctx.Err() == nil {
 			s.log.Warn("dashboard sampler", "err", err)
+		}
+		var warm <-chan time.Time
+		if fast < s.o.Interval && time.Until(warmEnd) > fast {
+			warm = time.After(fast)
 		}
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
 		case <-s.poke:
+		case <-warm:
 		}
 	}
 }

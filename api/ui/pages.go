@@ -7,10 +7,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net/http"
 	"net/url"
 	"os"
-	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
@@ -21,6 +21,7 @@ import (
 	"github.com/workq/workq/admin"
 	"github.com/workq/workq/db"
 	"github.com/workq/workq/db/gen"
+	"github.com/workq/workq/internal/rundir"
 	"github.com/workq/workq/lease"
 	"github.com/workq/workq/outbox"
 	"github.com/workq/workq/schedule"
@@ -440,7 +441,7 @@ func (h *Handler) item(w http.ResponseWriter, r *http.Request, x *session) error
 	for i := len(att) - 1; i >= 0; i-- { // newest first
 		av := attemptView{Run: att[i]}
 		if h.o.RunsDir != "" && att[i].Outcome != "revived" && att[i].Outcome != "cancelled" {
-			av.Log, av.LogSize, av.LogTruncated, av.HasLog = readLog(h.o.RunsDir, t, id, att[i].RunID.String())
+			av.Log, av.LogSize, av.LogTruncated, av.HasLog = h.readLog(t, id, att[i].RunID.String())
 		}
 		d.Attempts = append(d.Attempts, av)
 	}
@@ -493,15 +494,22 @@ func detailString(v any) string {
 
 // readLog reads the end of an attempt's attempt.log under the runs
 // directory: <dir>/<table>/<id>/<run id>/attempt.log. The path is built
-// from a table of the registry, a number and a UUID, never from input.
-func readLog(dir string, t lease.Table, id int64, runID string) (text string, size, skipped int64, ok bool) {
-	f, err := os.Open(filepath.Join(dir, string(t), strconv.FormatInt(id, 10), runID, "attempt.log"))
+// from a table of the registry, a number and a UUID, never from input, and
+// opened by internal/rundir: never outside dir, through no symbolic link
+// beneath it, and only a regular file with one link (anything that can
+// write in the runs directory could otherwise make this page show any file
+// the API can read). A log refused is shown as no log, and logged.
+func (h *Handler) readLog(t lease.Table, id int64, runID string) (text string, size, skipped int64, ok bool) {
+	f, err := openLog(h.o.RunsDir, string(t), strconv.FormatInt(id, 10), runID)
 	if err != nil {
+		if !errors.Is(err, fs.ErrNotExist) {
+			h.log.Warn("dashboard: attempt log not shown", "table", t, "id", id, "run_id", runID, "err", err)
+		}
 		return "", 0, 0, false
 	}
 	defer f.Close()
 	st, err := f.Stat()
-	if err != nil || !st.Mode().IsRegular() {
+	if err != nil {
 		return "", 0, 0, false
 	}
 	size = st.Size()
@@ -519,6 +527,21 @@ func readLog(dir string, t lease.Table, id int64, runID string) (text string, si
 		b = b[1:]
 	}
 	return strings.ToValidUTF8(string(b), "\uFFFD"), size, skipped, true
+}
+
+// openLog opens <dir>/<table>/<id>/<run id>/attempt.log for reading.
+func openLog(dir string, elems ...string) (*os.File, error) {
+	root, err := rundir.Open(dir, false)
+	if err != nil {
+		return nil, err
+	}
+	defer root.Close()
+	run, err := rundir.Dir(root, false, elems...)
+	if err != nil {
+		return nil, err
+	}
+	defer run.Close()
+	return rundir.OpenFile(run, "attempt.log", os.O_RDONLY)
 }
 
 type outboxQueue struct {

@@ -23,6 +23,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"strings"
 	"sync"
 	"time"
@@ -35,6 +36,7 @@ import (
 	"github.com/workq/workq/config"
 	"github.com/workq/workq/db/gen"
 	"github.com/workq/workq/inbox"
+	"github.com/workq/workq/internal/authlimit"
 	"github.com/workq/workq/outbox"
 	"github.com/workq/workq/schedule"
 	"github.com/workq/workq/timers"
@@ -64,8 +66,9 @@ type Options struct {
 
 	// Tokens are the accepted bearer tokens (ParseTokens reads them from
 	// the api-tokens setting). With none, New fails unless Insecure is set;
-	// then every request is served as the admin "anonymous", and Start only
-	// listens on a loopback address.
+	// then every request is served as the admin "anonymous", Start only
+	// listens on a loopback address, and only requests whose Host is a
+	// loopback name or address are answered (421 otherwise).
 	Tokens   []Token
 	Insecure bool
 
@@ -135,6 +138,10 @@ type Server struct {
 	schedules *schedule.Store
 	sampler   *ui.Sampler // nil without the dashboard
 
+	cop      *http.CrossOriginProtection // refuses cross-site writes
+	failures *authlimit.Limiter          // failed tokens per client address, shared with the dashboard's logins
+	ready    *readiness                  // /readyz's cached answer
+
 	mu      sync.Mutex
 	srv     *http.Server
 	ln      net.Listener
@@ -185,7 +192,10 @@ func New(o Options) (*Server, error) {
 		inbox: inbox.NewClient(inbox.ClientOptions{MaxAttempts: o.MaxAttempts, NotifyDebounce: o.NotifyDebounce,
 			MaxPayloadBytes: o.MaxPayloadBytes}),
 		schedules: schedule.NewStore(schedule.StoreOptions{MaxPayloadBytes: o.MaxPayloadBytes}),
+		cop:       http.NewCrossOriginProtection(),
+		failures:  authlimit.New(authlimit.Options{}),
 	}
+	s.ready = newReadiness(s.checkReady)
 	for _, rt := range routes() {
 		if rt.path == metricsPath && o.Metrics == nil {
 			continue
@@ -221,12 +231,12 @@ func (s *Server) mountUI() error {
 	if err != nil {
 		return fmt.Errorf("api: %w", err)
 	}
-	uo := ui.Options{DB: s.o.DB, Logger: s.log, Sampler: smp, Schedules: s.schedules, RunsDir: s.o.RunsDir,
+	uo := ui.Options{DB: s.o.DB, Logger: s.log, Sampler: smp, Schedules: s.schedules, RunsDir: s.o.RunsDir, Failures: s.failures,
 		Authenticate: func(secret string) (ui.Principal, bool) {
 			t, ok := match(s.o.Tokens, secret)
 			return ui.Principal{Name: t.Name, Admin: t.Scope == ScopeAdmin}, ok
 		}}
-	if len(s.o.Tokens) == 0 && s.o.Insecure {
+	if s.insecure() {
 		uo.Anonymous = &ui.Principal{Name: "anonymous", Admin: true}
 	}
 	h, err := ui.New(uo)
@@ -260,7 +270,19 @@ func setDefault[T comparable](p *T, d T) {
 
 // ServeHTTP serves one request. Requests that match no route get a JSON
 // 404, or 405 with an Allow header when the path exists for other methods.
+// Without tokens (insecure mode) a request must be addressed to a loopback
+// name (Host localhost, 127.0.0.0/8 or [::1]), or it gets 421: a web page
+// whose name an attacker rebinds to 127.0.0.1 must not reach an API where
+// every request is admin.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if s.insecure() && !loopbackHost(r.Host) {
+		s.log.WarnContext(r.Context(), "api request refused: insecure mode serves loopback names only", "host", r.Host,
+			"method", r.Method, "path", r.URL.Path, "remote", r.RemoteAddr)
+		writeJSON(w, http.StatusMisdirectedRequest, &Error{Code: CodeMisdirected, Message: fmt.Sprintf(
+			"Host %q: without tokens (insecure mode) the API answers only requests to localhost, 127.0.0.1 or [::1]; "+
+				"configure api-tokens to serve other names", r.Host)})
+		return
+	}
 	if _, pattern := s.mux.Handler(r); pattern != "" {
 		s.mux.ServeHTTP(w, r)
 		return
@@ -280,6 +302,28 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		w.WriteHeader(rec.status)
 	}
+}
+
+// insecure reports whether every request is served as the admin
+// "anonymous" (no tokens, Insecure).
+func (s *Server) insecure() bool { return len(s.o.Tokens) == 0 && s.o.Insecure }
+
+// loopbackHost reports whether a Host header names this machine's loopback
+// interface: localhost or a loopback address, with or without a port. A
+// DNS name never does, whatever it resolves to.
+func loopbackHost(host string) bool {
+	h, _, err := net.SplitHostPort(host)
+	if err != nil {
+		h = host
+	}
+	if strings.HasPrefix(h, "[") && strings.HasSuffix(h, "]") {
+		h = h[1 : len(h)-1]
+	}
+	if strings.EqualFold(h, "localhost") {
+		return true
+	}
+	a, err := netip.ParseAddr(h)
+	return err == nil && a.Zone() == "" && a.Unmap().IsLoopback()
 }
 
 // recorder keeps the status and headers the mux writes for a request no
@@ -333,6 +377,13 @@ func (s *Server) wrap(rt route) http.Handler {
 			s.log.Log(r.Context(), level, "api request", "method", r.Method, "route", rt.path, "path", r.URL.Path,
 				"status", sw.status, "token", who.name, "duration", time.Since(start))
 		}()
+		if err := s.cop.Check(r); err != nil {
+			s.log.WarnContext(r.Context(), "api request refused: cross-origin", "method", r.Method, "path", r.URL.Path,
+				"origin", r.Header.Get("Origin"), "sec_fetch_site", r.Header.Get("Sec-Fetch-Site"))
+			writeError(sw, r, s.log, &Error{status: http.StatusForbidden, Code: CodeForbidden,
+				Message: "this request came from another site (Origin or Sec-Fetch-Site), so it was refused: call the API from a program, not a web page"})
+			return
+		}
 		p, err := s.authenticate(sw, r, rt.scope)
 		if err != nil {
 			writeError(sw, r, s.log, err)
@@ -375,7 +426,7 @@ func (s *Server) authenticate(w http.ResponseWriter, r *http.Request, need Scope
 	if need == scopeNone {
 		return principal{}, nil
 	}
-	if len(s.o.Tokens) == 0 && s.o.Insecure {
+	if s.insecure() {
 		return principal{name: "anonymous", scope: ScopeAdmin}, nil
 	}
 	hdr := r.Header.Get("Authorization")
@@ -384,14 +435,23 @@ func (s *Server) authenticate(w http.ResponseWriter, r *http.Request, need Scope
 		return principal{}, &Error{status: http.StatusUnauthorized, Code: CodeUnauthorized,
 			Message: "this endpoint needs a token: send Authorization: Bearer TOKEN"}
 	}
+	// An address that sent too many bad tokens has its tokens refused
+	// unchecked, a good one too (internal/authlimit says why).
+	if wait := s.failures.Wait(r); wait > 0 {
+		w.Header().Set("Retry-After", authlimit.RetryAfter(wait))
+		return principal{}, &Error{status: http.StatusTooManyRequests, Code: CodeTooManyRequests, Message: fmt.Sprintf(
+			"too many bad tokens from your address: no token is checked for %s s (Retry-After)", authlimit.RetryAfter(wait))}
+	}
 	secret, ok := bearer(hdr)
 	if !ok {
+		s.failed(r)
 		w.Header().Set("WWW-Authenticate", realm+`, error="invalid_request"`)
 		return principal{}, &Error{status: http.StatusUnauthorized, Code: CodeUnauthorized,
 			Message: "the Authorization header must be Bearer TOKEN"}
 	}
 	t, ok := match(s.o.Tokens, secret)
 	if !ok {
+		s.failed(r)
 		w.Header().Set("WWW-Authenticate", realm+`, error="invalid_token"`)
 		return principal{}, &Error{status: http.StatusUnauthorized, Code: CodeUnauthorized, Message: "the token is not valid"}
 	}
@@ -401,6 +461,15 @@ func (s *Server) authenticate(w http.ResponseWriter, r *http.Request, need Scope
 			Message: fmt.Sprintf("token %q has scope %s; this endpoint needs %s", t.Name, t.Scope, need)}
 	}
 	return principal{name: t.Name, scope: t.Scope}, nil
+}
+
+// failed counts a bad token of r's address, and logs when that locks the
+// address out.
+func (s *Server) failed(r *http.Request) {
+	if s.failures.Fail(r) {
+		s.log.WarnContext(r.Context(), "api: too many bad tokens from an address: its tokens are refused for a while",
+			"remote", r.RemoteAddr, "burst", authlimit.DefaultBurst, "every", authlimit.DefaultEvery)
+	}
 }
 
 // Start listens on Options.Addr and serves in the background until Stop.

@@ -364,6 +364,33 @@ func TestValidation(t *testing.T) {
 		{"schedule empty patch", "PATCH", "/v1/schedules/nightly", map[string]any{}, "", 400, "nothing to update", ""},
 		{"schedule bad patch", "PATCH", "/v1/schedules/nightly", map[string]any{"overlap": "sometimes"}, "", 400, "overlap policy", ""},
 		{"trigger unknown field", "POST", "/v1/schedules/nightly/trigger", map[string]any{"now": true}, "", 400, "unknown field", "now"},
+		{"pause without content type", "POST", "/v1/queues/job_runs/q/pause", nil, "-", 415, "also with an empty body", ""},
+		{"trigger with a form type", "POST", "/v1/schedules/nightly/trigger", nil, "application/x-www-form-urlencoded", 415, "application/json", ""},
+		// Strict JSON (issue 18): what encoding/json lets through silently.
+		{"name in another case", "POST", "/v1/jobs", raw(`{"KIND":"k"}`), "", 400, `case-sensitive: did you mean "kind"`, "KIND"},
+		{"name in another case, nested", "POST", "/v1/tables/job_runs/items/delete-matching", raw(`{"filter":{"Queue":"q"}}`), "", 400, "case-sensitive", "filter.Queue"},
+		{"name in another case, batch", "POST", "/v1/outbox/batch", raw(`{"items":[{"topic":"t"},{"topic":"t","Delay":"1s"}]}`), "", 400, "case-sensitive", "items[1].Delay"},
+		{"name given twice", "POST", "/v1/jobs", raw(`{"kind":"k","kind":"other"}`), "", 400, "given twice", "kind"},
+		{"name given twice in two cases", "POST", "/v1/jobs", raw(`{"kind":"k","Kind":"other"}`), "", 400, "case-sensitive", "Kind"},
+		{"name given twice, batch", "POST", "/v1/jobs/batch", raw(`{"items":[{"kind":"k"},{"kind":"k","queue":"a","queue":"b"}]}`), "", 400, "given twice", "items[1].queue"},
+		{"name given twice in a payload", "POST", "/v1/jobs", raw(`{"kind":"k","payload":{"a":{"b":1,"b":2}}}`), "", 400, "given twice", "payload.a.b"},
+		{"name given twice in headers", "POST", "/v1/outbox", raw(`{"topic":"t","headers":{"X":"1","X":"2"}}`), "", 400, "given twice", "headers.X"},
+		{"top level given twice", "PUT", "/v1/queues/job_runs/q/limit", raw(`{"limit":1,"limit":2}`), "", 400, "given twice", "limit"},
+		{"lone high surrogate", "POST", "/v1/jobs", raw(`{"kind":"k","payload":{"s":"\ud800"}}`), "", 400, "surrogate", "payload.s"},
+		{"lone low surrogate", "POST", "/v1/outbox", raw(`{"topic":"\udc00x"}`), "", 400, "surrogate", "topic"},
+		{"high surrogate before a letter", "POST", "/v1/jobs", raw(`{"kind":"k","dedup_key":"\uD800\u0041"}`), "", 400, "surrogate", "dedup_key"},
+		{"surrogates the wrong way round", "POST", "/v1/jobs", raw(`{"kind":"k","dedup_key":"\udc00\ud800"}`), "", 400, "surrogate", "dedup_key"},
+		{"lone surrogate in a name", "POST", "/v1/jobs", raw(`{"kind":"k","payload":{"\ud800":1}}`), "", 400, "member name", "payload"},
+		{"lone surrogate in an array", "POST", "/v1/jobs", raw(`{"kind":"k","payload":{"a":["ok","\udfff"]}}`), "", 400, "surrogate", "payload.a[1]"},
+		{"invalid UTF-8", "POST", "/v1/jobs", raw("{\"kind\":\"k\",\"dedup_key\":\"a\xffb\"}"), "", 400, "not valid UTF-8", "dedup_key"},
+		{"invalid UTF-8 in a header", "POST", "/v1/outbox", raw("{\"topic\":\"t\",\"headers\":{\"X\":\"\xc3\"}}"), "", 400, "not valid UTF-8", "headers.X"},
+		{"invalid UTF-8 in a name", "POST", "/v1/jobs", raw("{\"kind\":\"k\",\"payload\":{\"\xed\xa0\x80\":1}}"), "", 400, "not valid UTF-8", "payload"},
+		{"invalid UTF-8 in a schedule", "POST", "/v1/schedules", raw("{\"name\":\"s\",\"cron\":\"@daily\",\"kind\":\"k\",\"payload\":{\"x\":\"\xc0\xaf\"}}"), "", 400, "not valid UTF-8", "payload.x"},
+		// C1 control characters in topics: the topic rule the Go clients and the CLI share.
+		{"C1 in an outbox topic", "POST", "/v1/outbox", raw(`{"topic":"a\u0085b"}`), "", 400, "topic", ""},
+		{"C1 in a timer topic, as UTF-8", "POST", "/v1/timers", raw("{\"topic\":\"a\u009fb\",\"delay\":\"1s\"}"), "", 400, "topic", ""},
+		{"C1 in an inbox topic", "POST", "/v1/inbox", raw(`{"source":"s","message_id":"m","topic":"\u0080"}`), "", 400, "topic", ""},
+		{"C1 in a partition key", "POST", "/v1/outbox", raw(`{"topic":"t","partition_key":"k\u009b"}`), "", 400, "partition key", ""},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -656,6 +683,7 @@ func TestSchedulesCRUD(t *testing.T) {
 
 func TestReadyz(t *testing.T) {
 	e := newEnv(t)
+	advance := freezeReady(e.srv)
 	var h health
 	e.must(200, "GET", "/readyz", "", nil).decode(t, &h)
 	if h.Status != "ready" || h.SchemaVersion == 0 {
@@ -667,6 +695,9 @@ func TestReadyz(t *testing.T) {
 		`delete from goose_db_version where version_id = (select max(version_id) from goose_db_version)`); err != nil {
 		t.Fatal(err)
 	}
+	// The answer serves for a second (readyTTL): the change shows after it.
+	e.must(200, "GET", "/readyz", "", nil)
+	advance(readyTTL)
 	e.must(503, "GET", "/readyz", "", nil).decode(t, &h)
 	if h.Status != "unavailable" || !strings.Contains(h.Error, "migrate up") {
 		t.Fatalf("old schema: %+v", h)

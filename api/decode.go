@@ -1,6 +1,7 @@
 package api
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -16,46 +17,49 @@ import (
 	"github.com/workq/workq/config"
 )
 
-// decodeBody reads the JSON request body into v: application/json only,
-// at most the body limit (413 beyond it), no unknown fields, nothing after
-// the value. An empty body is allowed when optional (then v stays zero).
+// decodeBody reads the JSON request body into v: application/json only
+// (even when the body is empty: a cross-site HTML form cannot send that
+// type), at most the body limit (413 beyond it), no unknown fields,
+// nothing after the value, and strict (strictJSON: valid UTF-8 without
+// lone surrogates, names exactly as documented, none twice). An empty
+// body is allowed when optional (then v stays zero).
 func (s *Server) decodeBody(w http.ResponseWriter, r *http.Request, v any, optional bool) error {
 	if r.ContentLength > s.maxBody {
 		return s.tooLarge()
 	}
-	if optional && r.ContentLength == 0 {
-		return nil
-	}
 	ct := r.Header.Get("Content-Type")
 	if ct == "" {
 		return &Error{status: http.StatusUnsupportedMediaType, Code: CodeUnsupportedMedia,
-			Message: "the request body must be JSON: send Content-Type: application/json"}
+			Message: "the request body must be JSON: send Content-Type: application/json (also with an empty body)"}
 	}
 	mt, params, err := mime.ParseMediaType(ct)
 	if err != nil || mt != "application/json" || (params["charset"] != "" && !strings.EqualFold(params["charset"], "utf-8")) {
 		return &Error{status: http.StatusUnsupportedMediaType, Code: CodeUnsupportedMedia,
 			Message: fmt.Sprintf("Content-Type %q: the request body must be application/json (UTF-8)", ct)}
 	}
-	body := http.MaxBytesReader(w, r.Body, s.maxBody)
-	dec := json.NewDecoder(body)
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		if errors.Is(err, io.EOF) {
-			if optional {
-				return nil
-			}
-			return invalid("", "the request body is empty: want a JSON object")
-		}
-		return s.jsonError(err)
-	}
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.maxBody))
+	if err != nil {
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
 			return s.tooLarge()
 		}
+		return &Error{status: http.StatusBadRequest, Code: CodeInvalid, Message: "the request body could not be read"}
+	}
+	if len(bytes.TrimSpace(body)) == 0 {
+		if optional {
+			return nil
+		}
+		return invalid("", "the request body is empty: want a JSON object")
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return s.jsonError(err)
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
 		return invalid("", "the request body has data after its JSON value")
 	}
-	return nil
+	return strictJSON(body, reflect.TypeOf(v))
 }
 
 func (s *Server) tooLarge() *Error {

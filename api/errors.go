@@ -29,6 +29,8 @@ const (
 	CodeConflict         = "conflict"               // 409
 	CodeTooLarge         = "too_large"              // 413
 	CodeUnsupportedMedia = "unsupported_media_type" // 415
+	CodeMisdirected      = "misdirected"            // 421
+	CodeTooManyRequests  = "too_many_requests"      // 429
 	CodeInternal         = "internal"               // 500
 	CodeUnavailable      = "unavailable"            // 503
 )

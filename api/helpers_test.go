@@ -119,8 +119,8 @@ func (e *env) do(method, path, token string, body any, headers ...string) respon
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
+	if body != nil || method == http.MethodPost || method == http.MethodPut || method == http.MethodPatch {
+		req.Header.Set("Content-Type", "application/json") // also on an empty body: every write needs it
 	}
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)

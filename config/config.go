@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/spf13/pflag"
@@ -169,19 +170,16 @@ func ValidText(s string) bool {
 }
 
 // ValidTopic reports whether s is a valid topic (outbox, inbox and timer
-// routing key): 1 to 256 bytes of valid UTF-8 without control characters,
-// and no space at either end (HTTP headers, which carry topics to
-// webhooks, trim them). worker.ValidTopic is this function.
+// routing key): 1 to 256 bytes of valid UTF-8 without control characters
+// (C0, DEL and C1: U+0000-U+001F, U+007F-U+009F), and no space at either
+// end (HTTP headers, which carry topics to webhooks, trim them).
+// worker.ValidTopic is this function; the Go clients, the CLI and the HTTP
+// API all check topics with it.
 func ValidTopic(s string) bool {
 	if len(s) < 1 || len(s) > 256 || !utf8.ValidString(s) || strings.TrimSpace(s) != s {
 		return false
 	}
-	for _, r := range s {
-		if r < 0x20 || r == 0x7f {
-			return false
-		}
-	}
-	return true
+	return !strings.ContainsFunc(s, unicode.IsControl)
 }
 
 // Validate returns every problem with c, one per line.

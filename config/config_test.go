@@ -41,3 +41,34 @@ func TestValidName(t *testing.T) {
 		}
 	}
 }
+
+func TestValidTopic(t *testing.T) {
+	cases := []struct {
+		topic string
+		want  bool
+	}{
+		{"order.created", true},
+		{"with space inside", true},
+		{"ümlaut/→", true},
+		{"tab\tinside", false},
+		{strings.Repeat("t", 256), true},
+		{"", false},
+		{strings.Repeat("t", 257), false},
+		{" leading", false},
+		{"trailing ", false},
+		{"new\nline", false},
+		{"nul\x00", false},
+		{"del\x7f", false},
+		{"c1 \u0085 next line", false}, // NEL, a C1 control character (issue 18)
+		{"c1 first \u0080", false},     // the first of C1
+		{"c1 last \u009f", false},      // the last of C1
+		{"after c1 \u00a0nbsp", true},  // U+00A0 is not a control character
+		{"not UTF-8 \xff", false},
+		{"surrogate as UTF-8 \xed\xa0\x80", false},
+	}
+	for _, c := range cases {
+		if got := ValidTopic(c.topic); got != c.want {
+			t.Errorf("ValidTopic(%q) = %v, want %v", c.topic, got, c.want)
+		}
+	}
+}

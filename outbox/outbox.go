@@ -17,6 +17,7 @@ import (
 	"math"
 	"strings"
 	"time"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/google/uuid"
@@ -236,17 +237,10 @@ func (c *Client) prepare(m Message) (prepared, error) {
 	return p, nil
 }
 
-// validText: 1 to max bytes of UTF-8 without control characters.
+// validText: 1 to max bytes of UTF-8 without control characters (C0, DEL
+// and C1).
 func validText(s string, max int) bool {
-	if len(s) < 1 || len(s) > max || !utf8.ValidString(s) {
-		return false
-	}
-	for _, r := range s {
-		if r < 0x20 || r == 0x7f {
-			return false
-		}
-	}
-	return true
+	return len(s) >= 1 && len(s) <= max && utf8.ValidString(s) && !strings.ContainsFunc(s, unicode.IsControl)
 }
 
 // isTokenByte reports whether b may appear in an HTTP header name (RFC 9110 tchar).
@@ -282,7 +276,7 @@ func encodeHeaders(h map[string]string) ([]byte, error) {
 			return nil, invalid("header %q: the value must be at most %d bytes of UTF-8", name, MaxHeaderValueBytes)
 		}
 		for _, r := range value {
-			if (r < 0x20 && r != '\t') || r == 0x7f {
+			if r != '\t' && unicode.IsControl(r) {
 				return nil, invalid("header %q: the value has a control character (%U)", name, r)
 			}
 		}

@@ -75,6 +75,9 @@ func TestSendManyValidationWritesNothing(t *testing.T) {
 	}{
 		{"no topic", outbox.Message{}, []error{workq.ErrInvalid}},
 		{"topic with control character", outbox.Message{Topic: "a\nb"}, []error{workq.ErrInvalid}},
+		{"topic with a C1 control character", outbox.Message{Topic: "a\u0085b"}, []error{workq.ErrInvalid}},
+		{"partition key with a C1 control character", outbox.Message{Topic: "t", PartitionKey: "k\u009b"}, []error{workq.ErrInvalid}},
+		{"header value with a C1 control character", outbox.Message{Topic: "t", Headers: map[string]string{"X": "a\u0085b"}}, []error{workq.ErrInvalid}},
 		{"bad queue", outbox.Message{Topic: "t", Queue: "a b"}, []error{workq.ErrInvalid}},
 		{"payload not an object", outbox.Message{Topic: "t", Payload: []byte(`[1]`)}, []error{workq.ErrInvalid}},
 		{"payload not JSON", outbox.Message{Topic: "t", Payload: []byte(`{`)}, []error{workq.ErrInvalid}},

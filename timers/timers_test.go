@@ -50,6 +50,7 @@ func TestScheduleRejectsBadInputAndWritesNothing(t *testing.T) {
 	}{
 		{"no topic", func(x *timers.Timer) { x.Topic = "" }, "topic"},
 		{"topic with control character", func(x *timers.Timer) { x.Topic = "a\nb" }, "topic"},
+		{"topic with a C1 control character", func(x *timers.Timer) { x.Topic = "a\u0085b" }, "topic"},
 		{"topic too long", func(x *timers.Timer) { x.Topic = strings.Repeat("t", 257) }, "topic"},
 		{"bad queue", func(x *timers.Timer) { x.Queue = "no spaces" }, "queue"},
 		{"no time", func(x *timers.Timer) { x.Delay = 0 }, "set DueTime or Delay"},

@@ -4,6 +4,7 @@ import (
 	"crypto/rand"
 	"crypto/subtle"
 	"encoding/base64"
+	"errors"
 	"net/http"
 	"sync"
 	"time"
@@ -11,9 +12,10 @@ import (
 
 // Defaults of the session store.
 const (
-	DefaultSessionTTL  = 12 * time.Hour
-	DefaultMaxSessions = 10000
-	cookieName         = "workq_session"
+	DefaultSessionTTL          = 12 * time.Hour
+	DefaultMaxSessions         = 10000
+	DefaultMaxSessionsPerToken = 100
+	cookieName                 = "workq_session"
 )
 
 // Principal is who a session acts for: the API token's name and whether
@@ -34,19 +36,29 @@ type session struct {
 	flash   string
 }
 
-// sessions is the in-memory session store: sessions end when the process
-// does (everyone logs in again), at their expiry, or at logout.
-type sessions struct {
-	ttl time.Duration
-	max int
-	now func() time.Time
+// errTooManySessions is create's answer when the store is full of other
+// tokens' sessions.
+var errTooManySessions = errors.New("the dashboard holds its maximum of sessions")
 
-	mu   sync.Mutex
-	byID map[string]*session
+// sessions is the in-memory session store: sessions end when the process
+// does (everyone logs in again), at their expiry, or at logout. Each token
+// holds at most perToken sessions and all of them at most max; a login
+// never ends another token's session (issue 18: with one global cap, any
+// token holder could log everyone else out by logging in often enough).
+type sessions struct {
+	ttl      time.Duration
+	max      int
+	perToken int
+	now      func() time.Time
+
+	mu      sync.Mutex
+	byID    map[string]*session
+	byToken map[string]map[string]*session // token name -> id -> session
 }
 
-func newSessions(ttl time.Duration, max int) *sessions {
-	return &sessions{ttl: ttl, max: max, now: time.Now, byID: map[string]*session{}}
+func newSessions(ttl time.Duration, max, perToken int) *sessions {
+	return &sessions{ttl: ttl, max: max, perToken: perToken, now: time.Now,
+		byID: map[string]*session{}, byToken: map[string]map[string]*session{}}
 }
 
 // random returns 32 random bytes in base64url.
@@ -58,28 +70,69 @@ func random() string {
 	return base64.RawURLEncoding.EncodeToString(b[:])
 }
 
-// create starts a session for who. At the cap it drops expired sessions,
-// then the one closest to its expiry.
-func (s *sessions) create(who Principal) *session {
+// create starts a session for who. When who's token holds its maximum of
+// sessions, its own session closest to expiry ends. When the store is full,
+// expired sessions go, then who's oldest one; if who has none, the login
+// is refused (errTooManySessions): another token's session never ends for
+// it.
+func (s *sessions) create(who Principal) (*session, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := s.now()
+	if len(s.byToken[who.Name]) >= s.perToken {
+		s.sweep(s.byToken[who.Name], now)
+	}
 	if len(s.byID) >= s.max {
-		var oldest *session
-		for id, x := range s.byID {
-			if !now.Before(x.expires) {
-				delete(s.byID, id)
-			} else if oldest == nil || x.expires.Before(oldest.expires) {
-				oldest = x
-			}
-		}
-		if len(s.byID) >= s.max && oldest != nil {
-			delete(s.byID, oldest.id)
-		}
+		s.sweep(s.byID, now)
+	}
+	mine := s.byToken[who.Name]
+	if len(mine) >= s.perToken || (len(s.byID) >= s.max && len(mine) > 0) {
+		s.drop(oldest(mine))
+	}
+	if len(s.byID) >= s.max {
+		return nil, errTooManySessions
 	}
 	x := &session{id: random(), who: who, csrf: random(), expires: now.Add(s.ttl)}
 	s.byID[x.id] = x
-	return x
+	if s.byToken[who.Name] == nil {
+		s.byToken[who.Name] = map[string]*session{}
+	}
+	s.byToken[who.Name][x.id] = x
+	return x, nil
+}
+
+// oldest is the session of m closest to its expiry (nil for none).
+func oldest(m map[string]*session) *session {
+	var o *session
+	for _, x := range m {
+		if o == nil || x.expires.Before(o.expires) {
+			o = x
+		}
+	}
+	return o
+}
+
+// sweep drops the expired sessions of m; s.mu is held.
+func (s *sessions) sweep(m map[string]*session, now time.Time) {
+	for _, x := range m {
+		if !now.Before(x.expires) {
+			s.drop(x)
+		}
+	}
+}
+
+// drop forgets x; s.mu is held.
+func (s *sessions) drop(x *session) {
+	if x == nil {
+		return
+	}
+	delete(s.byID, x.id)
+	if m := s.byToken[x.who.Name]; m != nil {
+		delete(m, x.id)
+		if len(m) == 0 {
+			delete(s.byToken, x.who.Name)
+		}
+	}
 }
 
 // get returns the session of r's cookie, if it is known and not expired.
@@ -95,7 +148,7 @@ func (s *sessions) get(r *http.Request) (*session, bool) {
 		return nil, false
 	}
 	if !s.now().Before(x.expires) {
-		delete(s.byID, x.id)
+		s.drop(x)
 		return nil, false
 	}
 	return x, true
@@ -104,7 +157,7 @@ func (s *sessions) get(r *http.Request) (*session, bool) {
 func (s *sessions) remove(x *session) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	delete(s.byID, x.id)
+	s.drop(x)
 }
 
 // setFlash stores a message for the session's next page.

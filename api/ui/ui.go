@@ -31,6 +31,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/workq/workq/db/gen"
+	"github.com/workq/workq/internal/authlimit"
 	"github.com/workq/workq/schedule"
 )
 
@@ -52,6 +53,9 @@ type Options struct {
 	Authenticate func(token string) (Principal, bool)
 	// Anonymous, when set, is who every visitor is without logging in (the
 	// API's insecure mode on loopback). Actions still need the CSRF token.
+	// The Handler does not check Host: the API refuses any request whose
+	// Host is not a loopback name before it gets here (DNS rebinding); a
+	// program that serves the Handler alone with Anonymous must do the same.
 	Anonymous *Principal
 	// Sampler is the history of the overview's counts and charts; nil
 	// shows no history.
@@ -59,9 +63,30 @@ type Options struct {
 	Schedules *schedule.Store // nil: schedule.NewStore with defaults
 	// RunsDir is the workers' --runs-dir, when this process can read it:
 	// the item page shows each attempt's attempt.log.
-	RunsDir     string
-	SessionTTL  time.Duration // 0: 12h
-	MaxSessions int           // 0: 10000
+	RunsDir    string
+	SessionTTL time.Duration // 0: 12h
+	// MaxSessions bounds the sessions held (0: 10000); MaxSessionsPerToken
+	// those of one token (0: 100). A login past its token's bound ends that
+	// token's oldest session; a login when the store is full of other
+	// tokens' sessions is refused. No login ever ends another token's
+	// session.
+	MaxSessions         int
+	MaxSessionsPerToken int
+	// Failures limits failed logins per client address (nil: a limiter of
+	// its own with authlimit's defaults). The API passes the limiter of its
+	// bearer tokens, so both share one budget per address.
+	Failures FailureLimiter
+}
+
+// FailureLimiter limits failed credentials per client address
+// (internal/authlimit.Limiter is one).
+type FailureLimiter interface {
+	// Wait returns how long r's client must wait before its credentials
+	// are checked again; 0 when they may be checked now.
+	Wait(r *http.Request) time.Duration
+	// Fail records a failed credential of r's client; true when that
+	// failure spent the client's budget.
+	Fail(r *http.Request) bool
 }
 
 // Handler serves the dashboard under Prefix.
@@ -102,15 +127,22 @@ func New(o Options) (*Handler, error) {
 	if o.MaxSessions == 0 {
 		o.MaxSessions = DefaultMaxSessions
 	}
-	if o.SessionTTL < 0 || o.MaxSessions < 0 {
-		return nil, fmt.Errorf("ui: SessionTTL %s and MaxSessions %d must not be negative", o.SessionTTL, o.MaxSessions)
+	if o.MaxSessionsPerToken == 0 {
+		o.MaxSessionsPerToken = DefaultMaxSessionsPerToken
+	}
+	if o.SessionTTL < 0 || o.MaxSessions < 0 || o.MaxSessionsPerToken < 0 {
+		return nil, fmt.Errorf("ui: SessionTTL %s, MaxSessions %d and MaxSessionsPerToken %d must not be negative",
+			o.SessionTTL, o.MaxSessions, o.MaxSessionsPerToken)
+	}
+	if o.Failures == nil {
+		o.Failures = authlimit.New(authlimit.Options{})
 	}
 	static, err := fs.Sub(staticFS, "static")
 	if err != nil {
 		return nil, err
 	}
 	h := &Handler{o: o, log: o.Logger, mux: http.NewServeMux(), static: static,
-		sessions: newSessions(o.SessionTTL, o.MaxSessions), cop: http.NewCrossOriginProtection()}
+		sessions: newSessions(o.SessionTTL, o.MaxSessions, o.MaxSessionsPerToken), cop: http.NewCrossOriginProtection()}
 	if h.version, err = assetVersion(static); err != nil {
 		return nil, err
 	}
@@ -277,7 +309,11 @@ func (h *Handler) session(w http.ResponseWriter, r *http.Request) (*session, boo
 		return x, true
 	}
 	if h.o.Anonymous != nil {
-		x := h.sessions.create(*h.o.Anonymous)
+		x, err := h.sessions.create(*h.o.Anonymous)
+		if err != nil {
+			h.log.WarnContext(r.Context(), "dashboard: no anonymous session", "err", err)
+			return nil, false
+		}
 		setCookie(w, r, x)
 		return x, true
 	}
@@ -407,21 +443,38 @@ func (h *Handler) login(w http.ResponseWriter, r *http.Request) {
 		next = ""
 	}
 	token := strings.TrimSpace(r.PostForm.Get("token"))
+	loginError := func(status int, msg string) {
+		h.render(w, r, nil, status, "login", "Log in", "", struct{ Next, Error string }{next, msg})
+	}
+	// An address that failed too often has its tokens refused unchecked,
+	// a good one too (internal/authlimit says why).
+	if wait := h.o.Failures.Wait(r); wait > 0 {
+		w.Header().Set("Retry-After", authlimit.RetryAfter(wait))
+		loginError(http.StatusTooManyRequests, fmt.Sprintf("Too many failed logins from your address: try again in %s seconds.",
+			authlimit.RetryAfter(wait)))
+		return
+	}
 	var who Principal
 	ok := false
 	if h.o.Authenticate != nil && token != "" {
 		who, ok = h.o.Authenticate(token)
 	}
 	if !ok {
-		h.log.WarnContext(r.Context(), "dashboard login refused", "remote", r.RemoteAddr)
-		h.render(w, r, nil, http.StatusUnauthorized, "login", "Log in", "", struct{ Next, Error string }{next,
-			"That token is not valid. Use a token of the API's api-tokens (workq api token NAME makes one)."})
+		locked := token != "" && h.o.Failures.Fail(r)
+		h.log.WarnContext(r.Context(), "dashboard login refused", "remote", r.RemoteAddr, "locked_out", locked)
+		loginError(http.StatusUnauthorized, "That token is not valid. Use a token of the API's api-tokens (workq api token NAME makes one).")
 		return
 	}
 	if old, ok := h.sessions.get(r); ok {
 		h.sessions.remove(old)
 	}
-	x := h.sessions.create(who)
+	x, err := h.sessions.create(who)
+	if err != nil {
+		h.log.WarnContext(r.Context(), "dashboard login refused: the session store is full", "token", who.Name, "err", err)
+		w.Header().Set("Retry-After", "60")
+		loginError(http.StatusServiceUnavailable, "The dashboard holds as many sessions as it may: try again later, or ask whoever runs it.")
+		return
+	}
 	setCookie(w, r, x)
 	h.log.InfoContext(r.Context(), "dashboard login", "token", who.Name, "admin", who.Admin)
 	if next == "" {

@@ -25,12 +25,14 @@ func newAPICmd() *cobra.Command {
 		Long: "Serve the HTTP API until SIGTERM or Ctrl-C, then finish the requests in flight within --api-shutdown-timeout.\n" +
 			"Every request but /healthz, /readyz and /openapi.json needs a token of --api-tokens (make one with `workq api token`).\n" +
 			"Without tokens it refuses to start, unless --insecure is given and --api-addr is a loopback address.\n" +
+			"Bad tokens are limited per client address (10, then 1 per 6 s; then 429 with Retry-After); docs/api.md.\n" +
 			"The web dashboard is at /ui/ (docs/dashboard.md); with --runs-dir (the workers' directory, shared) it shows attempt logs.",
 		Args: cobra.NoArgs,
 	}
 	cfg := bindConfig(cmd, slices.Concat([]string{"database-url", "max-conns", "log-level", "log-format", "max-payload",
 		"max-attempts", "notify-debounce", "runs-dir"}, apiFlags, config.ObservabilityFlags)...)
-	insecure := cmd.Flags().Bool("insecure", false, "serve without tokens (every request is admin): only on a loopback --api-addr")
+	insecure := cmd.Flags().Bool("insecure", false, "serve without tokens (every request is admin): only on a loopback --api-addr, "+
+		"and only to requests addressed to localhost, 127.0.0.0/8 or [::1]")
 	dashboard := cmd.Flags().Bool("ui", true, "serve the web dashboard at /ui/ (log in with a token of --api-tokens)")
 	sample := cmd.Flags().Duration("ui-sample-interval", 10*time.Second, "how often the dashboard samples queue depth and ended attempts (an hour of history at most, in memory)")
 	cmd.AddCommand(newAPITokenCmd())

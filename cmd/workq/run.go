@@ -41,7 +41,7 @@ func newRunCmd() *cobra.Command {
 		}
 		ctx := cmd.Context()
 		log := newLogger(cfg, cmd.ErrOrStderr())
-		pool, done, err := connect(ctx, cfg, log, true)
+		pool, done, err := connect(ctx, cfg, log, migrates)
 		if err != nil {
 			return err
 		}

@@ -49,10 +49,11 @@ func (w *Worker) listen(ctx context.Context, producers []*producer) {
 }
 
 // The listener's reconnect backoff. Small: a failed connection attempt
-// costs little, and until the listener is back the claim loops only poll.
+// costs little, there is one listener per worker, and its reconnect is what
+// ends the claim loops' backoff after a restart.
 const (
 	listenRetryBase = 25 * time.Millisecond
-	listenRetryCap  = time.Second
+	listenRetryCap  = 500 * time.Millisecond
 )
 
 // listenOnce listens until the connection fails; listened reports whether it

@@ -307,7 +307,8 @@ func (p *producer) run(ctx context.Context) {
 	defer poll.Stop()
 	refill := max(1, min(cfg.Batch, cfg.Concurrency)/4)
 	hint, more := true, false
-	claimErrors := 0
+	claimErrors := 0      // failed claims in a row
+	retryStep := int32(0) // the backoff step of the next failure
 	var lastReclaim time.Time
 	// Waiting for refill free slots must not leave free slots idle for long
 	// while work waits (slow handlers free them one by one): after
@@ -344,7 +345,8 @@ func (p *producer) run(ctx context.Context) {
 					hint = true
 					claimErrors++
 					p.w.stats.claimErrors.Add(1)
-					backoff := int32(min(claimErrors-1, 8))
+					backoff := retryStep
+					retryStep = min(retryStep+1, 8)
 					switch {
 					case p.w.schemaMissing(err):
 						backoff = 8 // said once; retry at the slowest pace
@@ -354,7 +356,9 @@ func (p *producer) run(ctx context.Context) {
 						p.w.log.Debug("claim failed again", "table", p.src.Table, "queue", p.queue, "errors", claimErrors, "err", err)
 					}
 					// The listener connecting again (after a database
-					// restart) ends the pause at once.
+					// restart) ends the pause at once, and the backoff
+					// starts over: the next failures are most likely pooled
+					// connections that died with the old server.
 					pause := time.NewTimer(Backoff(backoff, claimRetryBase, claimRetryCap) + time.Millisecond)
 					select {
 					case <-ctx.Done():
@@ -363,13 +367,14 @@ func (p *producer) run(ctx context.Context) {
 					case <-pause.C:
 					case <-p.notified:
 						pause.Stop()
+						retryStep = 0
 					}
 					continue
 				}
 				if claimErrors > 0 {
 					p.w.schemaBack()
 					p.w.log.Info("claiming again", "table", p.src.Table, "queue", p.queue, "after_errors", claimErrors)
-					claimErrors = 0
+					claimErrors, retryStep = 0, 0
 				}
 				if more = got == n; more {
 					// The queue likely has more: claim again at once (reaping

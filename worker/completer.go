@@ -251,10 +251,12 @@ func (c *completer) flush(batch []pendingCompletion) {
 		if try == 0 {
 			firstFailure = now
 		}
-		if try == 0 && !c.schema(err) {
+		switch {
+		case try == 0 && c.schema(err): // the worker says it once
+		case try == 0:
 			c.log.Warn("completion flush failed; retrying until its leases' deadline", "table", c.engine.Table(), "batch", len(cs),
 				"deadline_in", time.Duration(c.deadline(batch, firstFailure)-now).Round(time.Millisecond), "err", err)
-		} else {
+		default:
 			c.log.Debug("completion flush failed again", "table", c.engine.Table(), "batch", len(cs), "try", try+1, "err", err)
 		}
 		left := time.Duration(c.deadline(batch, firstFailure) - now)
@@ -274,11 +276,11 @@ func (c *completer) flush(batch []pendingCompletion) {
 		c.log.Error("completion flush gave up; the leases will expire and the reaper will retry these items",
 			"table", c.engine.Table(), "batch", len(cs), "tries", try+1, "err", err)
 	case try > 0:
-		c.log.Info("completion flush succeeded after retries", "table", c.engine.Table(), "batch", len(cs), "tries", try+1,
-			"lost", len(applied.Lost))
 		if len(applied.Lost) > 0 {
 			c.resolve(cs, &applied)
 		}
+		c.log.Info("completion flush succeeded after retries", "table", c.engine.Table(), "batch", len(cs), "tries", try+1,
+			"lost", len(applied.Lost))
 	}
 	if c.obs != nil {
 		c.obs.Flushed(FlushEvent{Table: c.engine.Table(), Queues: queuesOf(batch), Size: len(batch), Lost: len(applied.Lost),

@@ -22,6 +22,23 @@ import (
 // names the flag and what it takes.
 func finishTree(root *cobra.Command) {
 	root.SetFlagErrorFunc(flagError)
+	root.SetHelpCommand(&cobra.Command{
+		Use:   "help [command]",
+		Short: "Help about any command",
+		RunE: func(_ *cobra.Command, args []string) error {
+			target, rest, err := root.Find(args)
+			switch {
+			case err != nil:
+				return err
+			case len(rest) > 0:
+				return groupRun(target, rest)
+			}
+			return target.Help()
+		},
+	})
+	// Cobra adds these when the root runs; added now, they are walked too.
+	root.InitDefaultHelpCmd()
+	root.InitDefaultCompletionCmd()
 	var walk func(c *cobra.Command)
 	walk = func(c *cobra.Command) {
 		switch {

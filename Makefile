@@ -21,9 +21,11 @@ SOAK        ?= 10m
 
 .PHONY: run test faults-long generate check-generated lint build bench clean tools fuzz soak
 
-## run: migrate and run workq end to end (throwaway PostgreSQL when DATABASE_URL is unset)
-run:
-	$(GO) run ./cmd/workq run
+## run: migrate and run workq end to end (throwaway PostgreSQL when DATABASE_URL is unset).
+## It runs the built binary, not `go run`: go run exits 1 whenever it is
+## interrupted, whatever its program did, so Ctrl-C ended in "make: *** Error 1".
+run: build
+	./bin/workq run
 
 ## test: the whole suite, including the check that db/gen is current; the
 ## concurrent packages under the race detector

@@ -20,6 +20,7 @@ import (
 
 	"github.com/workq/workq/config"
 	"github.com/workq/workq/db/gen"
+	"github.com/workq/workq/lease"
 	"github.com/workq/workq/lock"
 )
 
@@ -81,8 +82,9 @@ type Service struct {
 	stop    context.CancelFunc
 	done    chan struct{}
 
-	token     atomic.Int64 // the current leadership's token; 0 when following
-	elections atomic.Int64 // times this service became the leader
+	token      atomic.Int64 // the current leadership's token; 0 when following
+	elections  atomic.Int64 // times this service became the leader
+	schemaGone atomic.Bool  // a statement found workq's schema missing (logged once)
 }
 
 // ErrInvalid wraps the errors of a bad task or option.
@@ -196,6 +198,21 @@ func (s *Service) Stats() []TaskStats {
 	return out
 }
 
+// schemaMissing reports whether err says the database lacks workq's schema
+// (lease.IsSchemaMissing). The service does not exit (a migration brings
+// the schema back): it logs one error naming the fix, then retries quietly
+// until it leads again.
+func (s *Service) schemaMissing(err error) bool {
+	if !lease.IsSchemaMissing(err) {
+		return false
+	}
+	if s.schemaGone.CompareAndSwap(false, true) {
+		s.log.Error("maintenance: the database lacks workq's schema (a table or function does not exist): run 'workq migrate up'; "+
+			"retrying quietly until it is there", "err", err)
+	}
+	return true
+}
+
 // lead competes for the lock until ctx ends; while it holds it, it runs
 // every task on its own ticker under the lock's context.
 func (s *Service) lead(ctx context.Context) {
@@ -209,13 +226,18 @@ func (s *Service) lead(ctx context.Context) {
 			if ctx.Err() != nil {
 				return
 			}
-			s.log.Warn("maintenance: acquiring the leader lock failed; retrying", "err", err)
+			if !s.schemaMissing(err) {
+				s.log.Warn("maintenance: acquiring the leader lock failed; retrying", "err", err)
+			}
 			select {
 			case <-ctx.Done():
 				return
 			case <-time.After(time.Second):
 			}
 			continue
+		}
+		if s.schemaGone.CompareAndSwap(true, false) {
+			s.log.Info("maintenance: workq's schema is there again")
 		}
 		s.token.Store(l.Token())
 		s.elections.Add(1)
@@ -273,9 +295,9 @@ func (s *Service) loop(ctx context.Context, t *taskState, token int64) {
 			t.lastError = err.Error()
 		}
 		t.mu.Unlock()
-		if err != nil {
+		if err != nil && !s.schemaMissing(err) {
 			s.log.Warn("maintenance task failed; the other tasks go on", "task", t.Name, "err", err)
-		} else if n > 0 {
+		} else if err == nil && n > 0 {
 			s.log.Debug("maintenance task", "task", t.Name, "rows", n)
 		}
 		select {

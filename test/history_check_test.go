@@ -165,3 +165,30 @@ func (f *forgedItem) handler(attempt int32, start, end time.Time, outcome string
 	f.Handlers = append(f.Handlers, handlerRow{Table: f.Table, ItemID: f.ID, Attempt: attempt, Key: f.Key, Start: start, End: end, Outcome: outcome})
 	return f
 }
+
+// answeredReruns finds an item run again after its handler was answered
+// (its completion lost, its lease expired), and not one whose first run was
+// cancelled or answered with an error.
+func TestHistoryCheckerFindsAnsweredReruns(t *testing.T) {
+	at := func(ms int) time.Time { return forgeEpoch.Add(time.Duration(ms) * time.Millisecond) }
+	b := &forge{h: &history{Items: map[itemKey]*itemHistory{}}}
+	rerun := b.item("job_runs", 1, "q", 2, "")
+	rerun.claim(at(0), 1, "a", 4000).handler(1, at(10), at(30), "ok").end(at(4100), "a", 0, "expired")
+	rerun.claim(at(4200), 2, "b", 8200).handler(2, at(4210), at(4230), "ok").end(at(4240), "b", 2, "done")
+	cancelled := b.item("job_runs", 2, "q", 2, "")
+	cancelled.claim(at(0), 1, "a", 4000).handler(1, at(10), at(3700), "cancelled").end(at(4100), "a", 0, "expired")
+	cancelled.claim(at(4200), 2, "b", 8200).handler(2, at(4210), at(4230), "ok").end(at(4240), "b", 2, "done")
+	retried := b.item("outbox", 3, "q", 2, "k")
+	retried.claim(at(0), 1, "a", 4000).handler(1, at(10), at(30), "error").end(at(40), "a", 0, "retry")
+	retried.claim(at(500), 2, "b", 4500).handler(2, at(510), at(530), "ok").end(at(540), "b", 2, "done")
+	once := b.item("outbox", 4, "q", 2, "")
+	once.claim(at(0), 1, "a", 4000).handler(1, at(10), at(30), "ok").end(at(40), "a", 2, "done")
+	got := b.h.answeredReruns()
+	if len(got) != 1 || got[0].Table != "job_runs" || got[0].ID != 1 {
+		var ids []string
+		for _, it := range got {
+			ids = append(ids, itemKey{it.Table, it.ID}.String())
+		}
+		t.Errorf("answered re-runs %v, want [job_runs 1]", ids)
+	}
+}

@@ -34,6 +34,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/http"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -990,6 +991,26 @@ func short(s *string) string {
 		return str(s)
 	}
 	return (*s)[:8]
+}
+
+// answeredReruns returns the items with a handler run that started after
+// an earlier run of the same item had been answered (ok): work that was
+// finished and done again, because its completion never reached the
+// database before its lease ended.
+func (h *history) answeredReruns() []*itemHistory {
+	var out []*itemHistory
+	for _, it := range h.Items {
+		for i, hr := range it.Handlers {
+			if hr.Outcome == "ok" && slices.ContainsFunc(it.Handlers[i+1:], func(later handlerRow) bool { return later.Start.After(hr.End) }) {
+				out = append(out, it)
+				break
+			}
+		}
+	}
+	sort.Slice(out, func(i, j int) bool {
+		return out[i].Table < out[j].Table || out[i].Table == out[j].Table && out[i].ID < out[j].ID
+	})
+	return out
 }
 
 // summary counts what a scenario did, for its log and docs/reliability.md.

@@ -535,10 +535,10 @@ func testProcEnqueuePayload(t *testing.T, bin string) {
 		args  []string
 		want  string
 	}{
-		{stdin: `[1]`, args: []string{"--payload", "-"}, want: "workq: --payload -: invalid request: payload must be a JSON object ({...}), got an array\n"},
+		{stdin: `[1]`, args: []string{"--payload", "-"}, want: "workq enqueue: --payload -: invalid request: payload must be a JSON object ({...}), got an array\n"},
 		{stdin: `{"a":"` + strings.Repeat("x", 100) + `"}`, args: []string{"--payload", "-", "--max-payload", "64"},
-			want: "workq: --payload -: invalid request: payload is 108 bytes, more than the limit of 64 bytes (the limit is --max-payload or WORKQ_MAX_PAYLOAD)\n"},
-		{args: []string{"--payload", "@" + file + ".missing"}, want: "workq: --payload @" + file + ".missing: open " + file + ".missing: no such file or directory\n"},
+			want: "workq enqueue: --payload -: invalid request: payload is 108 bytes, more than the limit of 64 bytes (the limit is --max-payload or WORKQ_MAX_PAYLOAD)\n"},
+		{args: []string{"--payload", "@" + file + ".missing"}, want: "workq enqueue: --payload @" + file + ".missing: open " + file + ".missing: no such file or directory\n"},
 	} {
 		p := startProcInput(t, "workq enqueue", bin, env, tc.stdin, append([]string{"enqueue", "--kind", "k"}, tc.args...)...)
 		if code := p.wait(t, 30*time.Second); code != 1 || p.stderr.String() != tc.want || p.stdout.String() != "" {

@@ -26,13 +26,33 @@ type Result struct {
 type pendingCompletion struct {
 	c        lease.Completion
 	item     lease.Item
+	expiry   *atomic.Int64 // the attempt's local lease deadline (Worker.mono); nil: none
 	started  time.Time
 	finished time.Time
 	after    func(Result) // optional, runs on the flush goroutine
 }
 
-// flushTries bounds the tries of one completion statement.
-const flushTries = 6
+// A failed completion statement is retried for as long as a lease of its
+// batch can still be vouched for: until the latest local lease deadline of
+// its attempts (lease.LocalTTL after the claim or heartbeat that last
+// confirmed it; heartbeats go on extending it while the database answers
+// them), and at least flushMinTries times. Until then no other worker can
+// have the item, so a database restart or failover shorter than that ends
+// with the completion applied instead of the lease expiring and the
+// finished work running again. After it the completion would most likely
+// be fenced (owner token), and the worker gives up and leaves the rows to
+// the reaper. A flush that has failed for a whole lease gives up even if
+// heartbeats still succeed: the database answers but refuses the
+// completion, and retrying it cannot help. Stop's bound (the hard context)
+// ends the retries first when the worker stops.
+const (
+	flushMinTries = 6
+	// Pauses between tries: capped exponential with full jitter, from
+	// flushPauseBase to flushPauseCap (a database that is back is found
+	// within about that), never past the deadline.
+	flushPauseBase = 25 * time.Millisecond
+	flushPauseCap  = 250 * time.Millisecond
+)
 
 // completer batches the completions of one table into one statement: it
 // flushes when flushBatch completions wait or flushInterval has passed since
@@ -47,6 +67,9 @@ type completer struct {
 	engine    *lease.Engine
 	complete  func(*lease.Engine, context.Context, []lease.Completion) (lease.Applied, error)
 	log       *slog.Logger
+	mono      func() int64     // Worker.mono
+	schema    func(error) bool // Worker.schemaMissing
+	lease     time.Duration    // the lease TTL: the longest a failing flush is retried
 	interval  time.Duration
 	max       int
 	limit     int64
@@ -70,7 +93,8 @@ type completer struct {
 
 func newCompleter(w *Worker, e *lease.Engine, hardCtx context.Context) *completer {
 	return &completer{
-		engine: e, complete: w.completeFn, log: w.log, interval: w.cfg.FlushInterval, max: w.cfg.FlushBatch,
+		engine: e, complete: w.completeFn, log: w.log, mono: w.mono, schema: w.schemaMissing, lease: w.cfg.Lease,
+		interval: w.cfg.FlushInterval, max: w.cfg.FlushBatch,
 		limit: int64(backlogLimit(w.cfg.FlushBatch)), stats: &w.stats, onResult: w.onResult, obs: w.obs, hardCtx: hardCtx,
 		kick: make(chan struct{}, 1), flushes: make(chan []pendingCompletion),
 	}
@@ -197,10 +221,11 @@ func (c *completer) flusher() {
 	}
 }
 
-// flush applies one batch, retrying a failed statement with backoff (until
-// Stop's bound at the latest). A retry after an unseen commit finds the
-// tokens gone; the run archive then tells which completions that commit
-// applied (Engine.Resolve), so results, stats and meta.json stay true.
+// flush applies one batch, retrying a failed statement until the batch's
+// lease deadline (see flushMinTries; Stop's bound ends it sooner). A retry
+// after an unseen commit finds the tokens gone; the run archive then tells
+// which completions that commit applied (Engine.Resolve), so results, stats
+// and meta.json stay true.
 func (c *completer) flush(batch []pendingCompletion) {
 	cs := make([]lease.Completion, len(batch))
 	for i, p := range batch {
@@ -212,8 +237,9 @@ func (c *completer) flush(batch []pendingCompletion) {
 	if c.obs != nil {
 		started = time.Now()
 	}
+	var firstFailure int64
 	try := 0
-	for ; try < flushTries; try++ {
+	for ; ; try++ {
 		ctx, cancel := context.WithTimeout(c.hardCtx, 30*time.Second)
 		applied, err = c.complete(c.engine, ctx, cs)
 		cancel()
@@ -221,24 +247,61 @@ func (c *completer) flush(batch []pendingCompletion) {
 			break
 		}
 		c.stats.flushErrors.Add(1)
-		c.log.Warn("completion flush failed; retrying", "table", c.engine.Table(), "batch", len(cs), "try", try+1, "err", err)
-		if try == flushTries-1 || !sleepCtx(c.hardCtx, Backoff(int32(try), 50*time.Millisecond, 2*time.Second)+10*time.Millisecond) {
+		now := c.mono()
+		if try == 0 {
+			firstFailure = now
+		}
+		switch {
+		case try == 0 && c.schema(err): // the worker says it once
+		case try == 0:
+			c.log.Warn("completion flush failed; retrying until its leases' deadline", "table", c.engine.Table(), "batch", len(cs),
+				"deadline_in", time.Duration(c.deadline(batch, firstFailure)-now).Round(time.Millisecond), "err", err)
+		default:
+			c.log.Debug("completion flush failed again", "table", c.engine.Table(), "batch", len(cs), "try", try+1, "err", err)
+		}
+		left := time.Duration(c.deadline(batch, firstFailure) - now)
+		if try+1 >= flushMinTries && left <= 0 {
+			break
+		}
+		pause := Backoff(int32(min(try, 8)), flushPauseBase, flushPauseCap) + time.Millisecond
+		if left > 0 {
+			pause = min(pause, left)
+		}
+		if !sleepCtx(c.hardCtx, pause) {
 			break
 		}
 	}
-	if err != nil {
+	switch {
+	case err != nil:
 		c.log.Error("completion flush gave up; the leases will expire and the reaper will retry these items",
-			"table", c.engine.Table(), "batch", len(cs), "err", err)
-	} else if try > 0 && len(applied.Lost) > 0 {
-		c.resolve(cs, &applied)
+			"table", c.engine.Table(), "batch", len(cs), "tries", try+1, "err", err)
+	case try > 0:
+		if len(applied.Lost) > 0 {
+			c.resolve(cs, &applied)
+		}
+		c.log.Info("completion flush succeeded after retries", "table", c.engine.Table(), "batch", len(cs), "tries", try+1,
+			"lost", len(applied.Lost))
 	}
 	if c.obs != nil {
 		c.obs.Flushed(FlushEvent{Table: c.engine.Table(), Queues: queuesOf(batch), Size: len(batch), Lost: len(applied.Lost),
-			Tries: min(try+1, flushTries), Started: started, Took: time.Since(started), Err: err})
+			Tries: try + 1, Started: started, Took: time.Since(started), Err: err})
 	}
 	for _, p := range batch {
 		c.report(p, applied, err == nil)
 	}
+}
+
+// deadline is when a flush of batch that first failed at firstFailure gives
+// up (Worker.mono): the latest local lease deadline of its attempts, but at
+// most one lease after the first failure.
+func (c *completer) deadline(batch []pendingCompletion, firstFailure int64) int64 {
+	var latest int64
+	for i := range batch {
+		if e := batch[i].expiry; e != nil {
+			latest = max(latest, e.Load())
+		}
+	}
+	return min(latest, firstFailure+int64(c.lease))
 }
 
 // queuesOf returns the distinct queues of a batch (usually one or a few).

@@ -11,9 +11,11 @@ import (
 
 // listen holds one connection with LISTEN on the channel of every table the
 // worker serves and wakes the producer of the (table, queue) each
-// notification names. On any error it reconnects with backoff and wakes
-// every producer, in case a notification was missed meanwhile; polling
-// covers the gap.
+// notification names. When the connection fails it wakes every producer
+// once, in case a notification was missed, and reconnects with backoff
+// (listenRetryBase doubling to listenRetryCap, full jitter); polling covers
+// the gap. Once it listens again it wakes every producer: that also ends a
+// claim loop's backoff after a database restart at once.
 func (w *Worker) listen(ctx context.Context, producers []*producer) {
 	routes := map[string]map[string]*producer{} // channel -> queue -> producer
 	for _, p := range producers {
@@ -24,26 +26,39 @@ func (w *Worker) listen(ctx context.Context, producers []*producer) {
 		routes[ch][p.queue] = p
 	}
 	for attempt := int32(0); ctx.Err() == nil; attempt++ {
-		listened, err := w.listenOnce(ctx, routes, producers)
+		listened, err := w.listenOnce(ctx, routes, producers, attempt > 0)
 		if ctx.Err() != nil {
 			return
 		}
-		if listened {
+		switch {
+		case listened:
 			attempt = 0 // a fresh loss after a good connection backs off from the start
+			w.log.Warn("listener lost its connection; polling until it is back", "err", err)
+			for _, p := range producers {
+				p.notify()
+			}
+		case attempt == 0:
+			w.log.Warn("listener cannot connect; polling until it can", "err", err)
+		default:
+			w.log.Debug("listener still cannot connect", "attempt", attempt+1, "err", err)
 		}
-		w.log.Warn("listener lost its connection; polling until it is back", "err", err)
-		for _, p := range producers {
-			p.notify()
-		}
-		if !sleepCtx(ctx, Backoff(min(attempt, 6), 100*time.Millisecond, 5*time.Second)+50*time.Millisecond) {
+		if !sleepCtx(ctx, Backoff(min(attempt, 8), listenRetryBase, listenRetryCap)+time.Millisecond) {
 			return
 		}
 	}
 }
 
+// The listener's reconnect backoff. Small: a failed connection attempt
+// costs little, there is one listener per worker, and its reconnect is what
+// ends the claim loops' backoff after a restart.
+const (
+	listenRetryBase = 25 * time.Millisecond
+	listenRetryCap  = 500 * time.Millisecond
+)
+
 // listenOnce listens until the connection fails; listened reports whether it
-// got as far as LISTEN.
-func (w *Worker) listenOnce(ctx context.Context, routes map[string]map[string]*producer, producers []*producer) (listened bool, err error) {
+// got as far as LISTEN. again says a connection was lost or failed before.
+func (w *Worker) listenOnce(ctx context.Context, routes map[string]map[string]*producer, producers []*producer, again bool) (listened bool, err error) {
 	conn, err := w.pool.Acquire(ctx)
 	if err != nil {
 		return false, err
@@ -57,6 +72,9 @@ func (w *Worker) listenOnce(ctx context.Context, routes map[string]map[string]*p
 		if _, err := conn.Exec(ctx, "listen "+pgx.Identifier{ch}.Sanitize()); err != nil {
 			return false, err
 		}
+	}
+	if again {
+		w.log.Info("listener connected again")
 	}
 	for _, p := range producers {
 		p.notify()

@@ -85,6 +85,15 @@ const (
 	attemptGivenBack // released by the watchdog before a handler took it
 )
 
+// A failed claim is retried after a pause from claimRetryBase doubling to
+// claimRetryCap, with full jitter: a database that is back is claimed from
+// within about claimRetryCap at worst, and at once when the listener
+// reconnects first (it wakes every producer).
+const (
+	claimRetryBase = 25 * time.Millisecond
+	claimRetryCap  = time.Second
+)
+
 // reclaimEvery is how often a producer reaps its queue's expired leases
 // (when Config.Reclaim is on): leases only expire after a crash or a stall,
 // so once a second is prompt enough.
@@ -298,7 +307,8 @@ func (p *producer) run(ctx context.Context) {
 	defer poll.Stop()
 	refill := max(1, min(cfg.Batch, cfg.Concurrency)/4)
 	hint, more := true, false
-	claimErrors := 0
+	claimErrors := 0      // failed claims in a row
+	retryStep := int32(0) // the backoff step of the next failure
 	var lastReclaim time.Time
 	// Waiting for refill free slots must not leave free slots idle for long
 	// while work waits (slow handlers free them one by one): after
@@ -335,13 +345,37 @@ func (p *producer) run(ctx context.Context) {
 					hint = true
 					claimErrors++
 					p.w.stats.claimErrors.Add(1)
-					p.w.log.Warn("claim failed", "table", p.src.Table, "queue", p.queue, "err", err)
-					if !sleepCtx(ctx, Backoff(int32(min(claimErrors, 8)), 100*time.Millisecond, 5*time.Second)) {
+					backoff := retryStep
+					retryStep = min(retryStep+1, 8)
+					switch {
+					case p.w.schemaMissing(err):
+						backoff = 8 // said once; retry at the slowest pace
+					case claimErrors == 1:
+						p.w.log.Warn("claim failed; retrying with backoff", "table", p.src.Table, "queue", p.queue, "err", err)
+					default:
+						p.w.log.Debug("claim failed again", "table", p.src.Table, "queue", p.queue, "errors", claimErrors, "err", err)
+					}
+					// The listener connecting again (after a database
+					// restart) ends the pause at once, and the backoff
+					// starts over: the next failures are most likely pooled
+					// connections that died with the old server.
+					pause := time.NewTimer(Backoff(backoff, claimRetryBase, claimRetryCap) + time.Millisecond)
+					select {
+					case <-ctx.Done():
+						pause.Stop()
 						return
+					case <-pause.C:
+					case <-p.notified:
+						pause.Stop()
+						retryStep = 0
 					}
 					continue
 				}
-				claimErrors = 0
+				if claimErrors > 0 {
+					p.w.schemaBack()
+					p.w.log.Info("claiming again", "table", p.src.Table, "queue", p.queue, "after_errors", claimErrors)
+					claimErrors, retryStep = 0, 0
+				}
 				if more = got == n; more {
 					// The queue likely has more: claim again at once (reaping
 					// first when it is due, or a busy queue would never reap).
@@ -395,7 +429,7 @@ func (p *producer) armNextDue(ctx context.Context, t *time.Timer, pastDue bool) 
 	wait, ok, err := p.src.NextDue(qctx, p.w.pool, p.queue)
 	switch {
 	case err != nil:
-		if ctx.Err() == nil {
+		if ctx.Err() == nil && !p.w.schemaMissing(err) {
 			p.w.log.Warn("next due time unknown; polling", "table", p.src.Table, "queue", p.queue, "err", err)
 		}
 		return false
@@ -421,7 +455,7 @@ func (p *producer) reclaim(ctx context.Context) int {
 	defer cancel()
 	got, err := p.engine.ReapExpired(rctx, p.queue, p.w.cfg.Batch)
 	if err != nil {
-		if ctx.Err() == nil {
+		if ctx.Err() == nil && !p.w.schemaMissing(err) {
 			p.w.log.Warn("reclaim of expired leases failed", "table", p.src.Table, "queue", p.queue, "err", err)
 		}
 		return 0
@@ -481,7 +515,9 @@ func (p *producer) claim(ctx context.Context, n int) (int, error) {
 		// it must not take another statement from the pool.
 		_ = conn.Conn().Close(context.WithoutCancel(ctx))
 		conn.Release()
-		if c.Token != uuid.Nil {
+		// A statement refused for want of the schema never ran: nothing to
+		// release (and releasing would fail the same way, for a lease).
+		if c.Token != uuid.Nil && !lease.IsSchemaMissing(err) {
 			p.releaseClaim(c.Token, backend)
 		}
 		return 0, err
@@ -608,7 +644,7 @@ func (p *producer) execute(a *attempt) {
 		p.failures.report(p, &a.item, c, finished)
 	}
 	p.w.stats.pending.Add(1)
-	p.comp.add(pendingCompletion{c: c, item: a.item, started: started, finished: finished, after: func(res Result) {
+	p.comp.add(pendingCompletion{c: c, item: a.item, expiry: &a.expiry, started: started, finished: finished, after: func(res Result) {
 		rec.end(res)
 		p.forget(a)
 		p.w.stats.pending.Add(-1)
@@ -709,7 +745,9 @@ func (p *producer) beat(ctx context.Context) {
 	if err != nil {
 		if ctx.Err() == nil {
 			p.w.stats.heartbeatErrors.Add(1)
-			p.w.log.Warn("heartbeat failed", "table", p.src.Table, "queue", p.queue, "items", len(held), "err", err)
+			if !p.w.schemaMissing(err) {
+				p.w.log.Warn("heartbeat failed", "table", p.src.Table, "queue", p.queue, "items", len(held), "err", err)
+			}
 		}
 		return
 	}
@@ -766,7 +804,7 @@ func (p *producer) giveBack(waiting []*attempt) {
 		p.w.stats.inFlight.Add(-1)
 		p.comp.add(pendingCompletion{
 			c:    lease.Completion{ID: a.item.ID, Token: a.item.OwnerToken, RunID: a.item.RunID, Outcome: lease.Released},
-			item: a.item, finished: time.Now(),
+			item: a.item, expiry: &a.expiry, finished: time.Now(),
 			after: func(Result) { p.forget(a) },
 		})
 	}
@@ -814,7 +852,7 @@ func (p *producer) drain(ctx context.Context) {
 		a.cancel(ErrShutdown)
 		p.comp.add(pendingCompletion{
 			c:    lease.Completion{ID: a.item.ID, Token: a.item.OwnerToken, RunID: a.item.RunID, Outcome: lease.Released},
-			item: a.item, started: startedAt(a), finished: time.Now(),
+			item: a.item, expiry: &a.expiry, started: startedAt(a), finished: time.Now(),
 			after: func(res Result) {
 				a.endRecord(res) // finish the attempt's meta.json and close its attempt.log
 				p.forget(a)

@@ -14,6 +14,7 @@ import (
 	"log/slog"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -75,6 +76,7 @@ type Worker struct {
 	failBurst  int
 	failWindow time.Duration
 	stats      counters
+	schemaGone atomic.Bool // a statement found workq's schema missing; cleared by the next claim that works
 	runs       *runArchive
 	clock0     time.Time // base of the worker's monotonic clock (mono)
 
@@ -187,6 +189,30 @@ func (w *Worker) jobRuns() Source {
 
 // Stats returns the worker's counters.
 func (w *Worker) Stats() Stats { return w.stats.snapshot() }
+
+// schemaMissing reports whether err says the database lacks workq's schema
+// (lease.IsSchemaMissing: never migrated, or dropped or rolled back under
+// the running worker). The worker does not exit (it may be embedded in a
+// service, and a migration brings it back): it logs one error naming the
+// fix, then retries quietly, its claim loops at their slowest backoff, until
+// a claim works again (schemaBack). The caller logs other errors itself.
+func (w *Worker) schemaMissing(err error) bool {
+	if !lease.IsSchemaMissing(err) {
+		return false
+	}
+	if w.schemaGone.CompareAndSwap(false, true) {
+		w.log.Error("the database lacks workq's schema (a table or function does not exist): run 'workq migrate up'; "+
+			"the worker retries quietly until it is there", "err", err)
+	}
+	return true
+}
+
+// schemaBack ends what schemaMissing reported, once a claim worked.
+func (w *Worker) schemaBack() {
+	if w.schemaGone.Load() && w.schemaGone.CompareAndSwap(true, false) {
+		w.log.Info("workq's schema is there again; claiming")
+	}
+}
 
 // mono is the worker's monotonic clock, in nanoseconds since New. Local
 // lease deadlines use it: only durations measured here count, never the

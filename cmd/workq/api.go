@@ -56,7 +56,7 @@ func newAPICmd() *cobra.Command {
 		log := newLogger(cfg, cmd.ErrOrStderr())
 		opts.Logger = log
 		ctx := cmd.Context()
-		pool, done, err := connect(ctx, cfg, log, false)
+		pool, done, err := connect(ctx, cfg, log, checksLater)
 		if err != nil {
 			return err
 		}

@@ -148,7 +148,7 @@ the handler sleep, so slots stay busy as with real work.`,
 		}
 		ctx := cmd.Context()
 		log := newLogger(cfg, cmd.ErrOrStderr())
-		pool, done, err := connect(ctx, cfg, log, true)
+		pool, done, err := connect(ctx, cfg, log, migrates)
 		if err != nil {
 			return err
 		}

@@ -73,7 +73,7 @@ func newInboxReceiveCmd() *cobra.Command {
 			return err
 		}
 		ctx := cmd.Context()
-		pool, done, err := connect(ctx, cfg, newLogger(cfg, cmd.ErrOrStderr()), false)
+		pool, done, err := connect(ctx, cfg, newLogger(cfg, cmd.ErrOrStderr()), needSchema)
 		if err != nil {
 			return err
 		}
@@ -140,7 +140,7 @@ func newInboxListCmd() *cobra.Command {
 			return fmt.Errorf("--after-id must not be negative, got %d", flt.AfterID)
 		}
 		ctx := cmd.Context()
-		pool, done, err := connect(ctx, cfg, newLogger(cfg, cmd.ErrOrStderr()), false)
+		pool, done, err := connect(ctx, cfg, newLogger(cfg, cmd.ErrOrStderr()), needSchema)
 		if err != nil {
 			return err
 		}
@@ -214,7 +214,7 @@ func newInboxShowCmd() *cobra.Command {
 			return fmt.Errorf("ID must be a positive whole number, got %q", args[0])
 		}
 		ctx := cmd.Context()
-		pool, done, err := connect(ctx, cfg, newLogger(cfg, cmd.ErrOrStderr()), false)
+		pool, done, err := connect(ctx, cfg, newLogger(cfg, cmd.ErrOrStderr()), needSchema)
 		if err != nil {
 			return err
 		}

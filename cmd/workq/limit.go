@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"io"
 	"regexp"
 	"strconv"
 	"text/tabwriter"
@@ -23,14 +24,14 @@ func newLimitCmd() *cobra.Command {
 		Args:  cobra.RangeArgs(1, 4),
 	}
 	cfg := bindConfig(cmd, "database-url")
-	asJSON := cmd.Flags().Bool("json", false, "print JSON (list)")
+	asJSON := cmd.Flags().Bool("json", false, "print JSON")
 	// "limit set job_runs q -1" reaches the flag parser as flag -1; say what
 	// is wrong with it rather than only that no such flag exists.
-	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error {
+	cmd.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error {
 		if negativeNumberFlag.MatchString(err.Error()) {
 			return fmt.Errorf("%w (W must be a whole number from 0 to %d)", err, lease.MaxLimit)
 		}
-		return err
+		return flagError(cmd, err)
 	})
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
 		var table lease.Table
@@ -60,13 +61,16 @@ func newLimitCmd() *cobra.Command {
 			return fmt.Errorf("usage: workq %s", cmd.Use)
 		}
 		ctx := cmd.Context()
-		pool, done, err := connect(ctx, cfg, newLogger(cfg, cmd.ErrOrStderr()), false)
+		pool, done, err := connect(ctx, cfg, newLogger(cfg, cmd.ErrOrStderr()), needSchema)
 		if err != nil {
 			return err
 		}
 		defer done()
 		if args[0] != "list" {
-			return lease.SetLimit(ctx, pool, table, args[2], w)
+			if err := lease.SetLimit(ctx, pool, table, args[2], w); err != nil {
+				return err
+			}
+			return printLimitSet(cmd.OutOrStdout(), *asJSON, table, args[2], w)
 		}
 		limits, err := gen.New(pool).QueueLimitsList(ctx)
 		if err != nil {
@@ -93,4 +97,25 @@ func newLimitCmd() *cobra.Command {
 		return tw.Flush()
 	}
 	return cmd
+}
+
+// printLimitSet says what `limit set` or `limit remove` (w < 0) wrote.
+func printLimitSet(out io.Writer, asJSON bool, table lease.Table, queue string, w int) error {
+	if asJSON {
+		v := map[string]any{"table": table, "queue": queue, "max_in_progress": w}
+		if w < 0 {
+			v = map[string]any{"table": table, "queue": queue, "removed": true}
+		}
+		return printJSON(out, v)
+	}
+	var err error
+	switch {
+	case w < 0:
+		_, err = fmt.Fprintf(out, "%s/%s: limit removed (no global limit of items in progress)\n", table, queue)
+	case w == 0:
+		_, err = fmt.Fprintf(out, "%s/%s: limit W = 0 (no item is claimed until it is raised or removed)\n", table, queue)
+	default:
+		_, err = fmt.Fprintf(out, "%s/%s: limit W = %d (at most %d items in progress at once, across every worker)\n", table, queue, w, w)
+	}
+	return err
 }

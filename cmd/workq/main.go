@@ -10,6 +10,8 @@ import (
 	"runtime/debug"
 	"strings"
 	"syscall"
+
+	"github.com/spf13/cobra"
 )
 
 // defaultGCPercent is the GC target of the workq processes when GOGC is not
@@ -24,12 +26,25 @@ func main() {
 		debug.SetGCPercent(defaultGCPercent)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := newRoot(os.Stdout, os.Stderr).ExecuteContext(ctx)
+	cmd, err := newRoot(os.Stdout, os.Stderr).ExecuteContextC(ctx)
 	stop()
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "workq: "+oneLine(err))
+		fmt.Fprintln(os.Stderr, errorLine(cmd, err))
 		os.Exit(1)
 	}
 }
 
-func oneLine(err error) string { return strings.ReplaceAll(err.Error(), "\n", "; ") }
+// errorLine is the one line a failed command prints: the command's path
+// (workq enqueue) and the error, its line breaks and tabs folded.
+func errorLine(cmd *cobra.Command, err error) string {
+	path := "workq"
+	if cmd != nil {
+		path = cmd.CommandPath()
+	}
+	msg := strings.Join(strings.Fields(strings.ReplaceAll(err.Error(), "\n", " ; ")), " ")
+	msg = strings.ReplaceAll(msg, " ; ", "; ")
+	if strings.HasPrefix(msg, path+": ") || strings.HasPrefix(msg, path+" ") {
+		return msg
+	}
+	return path + ": " + msg
+}

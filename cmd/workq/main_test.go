@@ -200,7 +200,7 @@ func TestCLIRejectsInvalidInput(t *testing.T) {
 		// migrate
 		{name: "migrate sideways", args: []string{"migrate", "sideways"}, want: []string{`unknown migrate action "sideways"`}},
 		{name: "migrate sideways with a database", db: true, args: []string{"migrate", "sideways"}, want: []string{`unknown migrate action "sideways"`}},
-		{name: "migrate no action", args: []string{"migrate"}, want: []string{"accepts 1 arg(s), received 0"}},
+		{name: "migrate no action", args: []string{"migrate"}, want: []string{"missing argument (usage: workq migrate up|down|status|version)"}},
 		{name: "migrate without a database", args: []string{"migrate", "up"}, want: []string{"DATABASE_URL is not set"}},
 		{name: "stats without a database", args: []string{"stats"}, want: []string{"DATABASE_URL is not set"}},
 	}

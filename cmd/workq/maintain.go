@@ -38,7 +38,7 @@ func newMaintainCmd() *cobra.Command {
 		}
 		log := newLogger(cfg, cmd.ErrOrStderr())
 		ctx := cmd.Context()
-		pool, done, err := connect(ctx, cfg, log, false)
+		pool, done, err := connect(ctx, cfg, log, needSchema)
 		if err != nil {
 			return err
 		}

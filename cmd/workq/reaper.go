@@ -21,7 +21,7 @@ func newReaperCmd() *cobra.Command {
 		}
 		log := newLogger(cfg, cmd.ErrOrStderr())
 		ctx := cmd.Context()
-		pool, done, err := connect(ctx, cfg, log, false)
+		pool, done, err := connect(ctx, cfg, log, needSchema)
 		if err != nil {
 			return err
 		}

@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/workq/workq/config"
+	"github.com/workq/workq/db"
 	"github.com/workq/workq/internal/pgembed"
 )
 
@@ -33,7 +34,11 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 		newQueueCmd(),
 		newJobsCmd(),
 		newAPICmd(),
+		newVersionCmd(),
 	)
+	root.Version = buildVersion().String()
+	root.SetVersionTemplate("{{.Version}}\n")
+	finishTree(root)
 	return root
 }
 
@@ -58,12 +63,32 @@ func newLogger(cfg *config.Config, w io.Writer) *slog.Logger {
 	return slog.New(slog.NewTextHandler(w, opts))
 }
 
-// connect opens a pool on cfg.DatabaseURL. With embedded set and no URL it
-// starts a throwaway PostgreSQL first; the returned cleanup stops it.
-func connect(ctx context.Context, cfg *config.Config, log *slog.Logger, embedded bool) (*pgxpool.Pool, func(), error) {
+// schemaUse says what a command needs of the database's schema when it
+// connects.
+type schemaUse int
+
+const (
+	// needSchema: the command reads or writes workq's tables, so the schema
+	// must be current; otherwise it exits before doing anything, saying to
+	// run `workq migrate up` (db.CheckSchema), instead of failing on a
+	// missing table or function, or looping on one.
+	needSchema schemaUse = iota
+	// migrates: the command migrates the database itself (run, bench), and
+	// starts a throwaway PostgreSQL when DATABASE_URL is unset.
+	migrates
+	// checksLater: the command starts without a current schema and reports
+	// it its own way (api: /readyz answers 503 until it is current).
+	checksLater
+)
+
+// connect opens a pool on cfg.DatabaseURL and, for a command that needs it
+// (needSchema), checks the schema is current: the one place every command
+// does so. For a command that migrates, with no URL it starts a throwaway
+// PostgreSQL first; the returned cleanup stops it.
+func connect(ctx context.Context, cfg *config.Config, log *slog.Logger, use schemaUse) (*pgxpool.Pool, func(), error) {
 	cleanup := func() {}
 	if cfg.DatabaseURL == "" {
-		if !embedded {
+		if use != migrates {
 			return nil, nil, fmt.Errorf("DATABASE_URL is not set (or pass --database-url)")
 		}
 		log.Info("DATABASE_URL is unset: starting a private throwaway PostgreSQL from the local binaries")
@@ -92,6 +117,13 @@ func connect(ctx context.Context, cfg *config.Config, log *slog.Logger, embedded
 	if err != nil {
 		cleanup()
 		return nil, nil, fmt.Errorf("connect to database: %w", err)
+	}
+	if use == needSchema {
+		if err := db.CheckSchema(ctx, pool); err != nil {
+			pool.Close()
+			cleanup()
+			return nil, nil, err
+		}
 	}
 	return pool, func() { pool.Close(); cleanup() }, nil
 }

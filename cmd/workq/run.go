@@ -6,8 +6,11 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
+	"os"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -41,7 +44,7 @@ func newRunCmd() *cobra.Command {
 		}
 		ctx := cmd.Context()
 		log := newLogger(cfg, cmd.ErrOrStderr())
-		pool, done, err := connect(ctx, cfg, log, true)
+		pool, done, err := connect(ctx, cfg, log, migrates)
 		if err != nil {
 			return err
 		}
@@ -68,7 +71,11 @@ func newRunCmd() *cobra.Command {
 			return err
 		}
 		if *serveAPI {
-			stopAPI := startDemoAPI(ctx, pool, *cfg, log, out, obs.metricsHandler())
+			_, fromEnv := os.LookupEnv("WORKQ_API_ADDR")
+			stopAPI, err := startDemoAPI(ctx, pool, *cfg, log, out, obs.metricsHandler(), !cmd.Flags().Changed("api-addr") && !fromEnv)
+			if err != nil {
+				return err
+			}
 			defer stopAPI()
 		}
 		ctx, stop := context.WithCancel(ctx)
@@ -129,31 +136,51 @@ func (l *lockedWriter) Write(p []byte) (int, error) {
 }
 
 // startDemoAPI serves the HTTP API for the demo with a new admin token and
-// prints its URL and the token. A port in use is a warning, not a failure
-// of the demo. The returned func stops the server (before the pool closes).
-func startDemoAPI(ctx context.Context, pool *pgxpool.Pool, cfg config.Config, log *slog.Logger, out io.Writer, metrics http.Handler) func() {
+// prints its URL and the token. When the address is taken and was the
+// default (no --api-addr, no WORKQ_API_ADDR), it serves on a free port of
+// the same host instead and says so; a taken address that was asked for is
+// an error naming it and the flag. The returned func stops the server
+// (before the pool closes).
+func startDemoAPI(ctx context.Context, pool *pgxpool.Pool, cfg config.Config, log *slog.Logger, out io.Writer, metrics http.Handler,
+	defaulted bool) (func(), error) {
 	secret, entry, err := api.NewToken("demo", api.ScopeAdmin)
 	if err != nil {
-		log.Warn("no HTTP API for the demo", "err", err)
-		return func() {}
+		return nil, fmt.Errorf("HTTP API for the demo: %w", err)
 	}
 	opts, err := api.OptionsFromConfig(cfg)
 	if err == nil {
 		opts.Tokens, err = api.ParseTokens([]string{entry})
 	}
-	var srv *api.Server
-	if err == nil {
-		opts.DB, opts.Logger, opts.Metrics, opts.RunsDir = pool, log, metrics, cfg.RunsDir
-		srv, err = api.New(opts)
-	}
-	if err == nil {
-		err = srv.Start(ctx)
-	}
 	if err != nil {
-		log.Warn("no HTTP API for the demo (set --api-addr to a free port, or --api=false)", "err", err)
-		return func() {}
+		return nil, fmt.Errorf("HTTP API for the demo: %w", err)
+	}
+	opts.DB, opts.Logger, opts.Metrics, opts.RunsDir = pool, log, metrics, cfg.RunsDir
+	start := func() (*api.Server, error) {
+		srv, err := api.New(opts)
+		if err == nil {
+			err = srv.Start(ctx)
+		}
+		return srv, err
+	}
+	srv, err := start()
+	moved := ""
+	if errors.Is(err, syscall.EADDRINUSE) && defaulted {
+		moved = opts.Addr
+		host, _, _ := net.SplitHostPort(opts.Addr)
+		opts.Addr = net.JoinHostPort(host, "0")
+		srv, err = start()
+	}
+	switch {
+	case errors.Is(err, syscall.EADDRINUSE):
+		return nil, fmt.Errorf("--api-addr %s is already in use: give a free HOST:PORT with --api-addr (or WORKQ_API_ADDR), "+
+			"or run without the HTTP API and dashboard with --api=false", opts.Addr)
+	case err != nil:
+		return nil, fmt.Errorf("HTTP API for the demo on %s: %w (--api-addr sets the address, --api=false turns it off)", opts.Addr, err)
 	}
 	base := "http://" + srv.Addr().String()
+	if moved != "" {
+		fmt.Fprintf(out, "workq: %s is in use, so the HTTP API and the dashboard are on %s instead (--api-addr chooses)\n", moved, base)
+	}
 	fmt.Fprintf(out, "workq: HTTP API on %s (admin token %s, valid while this runs): curl -H 'Authorization: Bearer %s' %s/v1/queues\n",
 		base, secret, secret, base)
 	fmt.Fprintf(out, "workq: dashboard at %s/ui/ (log in with the token above)\n", base)
@@ -163,5 +190,5 @@ func startDemoAPI(ctx context.Context, pool *pgxpool.Pool, cfg config.Config, lo
 		if err := srv.Stop(stopCtx); err != nil {
 			log.Warn("stopping the HTTP API", "err", err)
 		}
-	}
+	}, nil
 }

@@ -149,7 +149,10 @@ func TestDemoAPIPrintsAWorkingDashboardLogin(t *testing.T) {
 	cfg := config.Default()
 	cfg.APIAddr = "127.0.0.1:0"
 	var out strings.Builder
-	stop := startDemoAPI(context.Background(), pool, cfg, slog.New(slog.DiscardHandler), &out, nil)
+	stop, err := startDemoAPI(context.Background(), pool, cfg, slog.New(slog.DiscardHandler), &out, nil, false)
+	if err != nil {
+		t.Fatal(err)
+	}
 	defer stop()
 	m := regexp.MustCompile(`admin token (wq_\S+),[\s\S]*workq: dashboard at (http://\S+/ui/) \(log in with the token above\)`).FindStringSubmatch(out.String())
 	if m == nil {

@@ -54,7 +54,7 @@ func withPool(cmd *cobra.Command, cfg *config.Config, f func(ctx context.Context
 		return fmt.Errorf("--max-payload must be between 1 and %d bytes, got %d", config.MaxPayloadCeiling, cfg.MaxPayload)
 	}
 	ctx := cmd.Context()
-	pool, done, err := connect(ctx, cfg, newLogger(cfg, cmd.ErrOrStderr()), false)
+	pool, done, err := connect(ctx, cfg, newLogger(cfg, cmd.ErrOrStderr()), needSchema)
 	if err != nil {
 		return err
 	}

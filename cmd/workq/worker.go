@@ -57,7 +57,7 @@ docs/timers.md); --inbox and --timers are refused here for that reason.`,
 			return err
 		}
 		if k.inbox || k.timers {
-			return errors.New("workq worker: --inbox and --timers need handlers, and the CLI worker has none built in: " +
+			return errors.New("--inbox and --timers need handlers, and the CLI worker has none built in: " +
 				"embed inbox.Processor or timers.Processor in your Go service (docs/inbox.md, docs/timers.md)")
 		}
 		log := newLogger(cfg, cmd.ErrOrStderr())
@@ -69,10 +69,10 @@ docs/timers.md); --inbox and --timers are refused here for that reason.`,
 			k = workKinds{jobs: true, outbox: len(pubs) > 0}
 		}
 		if k.outbox && len(pubs) == 0 {
-			return errors.New("workq worker --outbox: no outbox publisher is configured (--outbox-webhook TOPIC=URL or --outbox-nats TOPIC)")
+			return errors.New("--outbox: no outbox publisher is configured (--outbox-webhook TOPIC=URL or --outbox-nats TOPIC)")
 		}
 		ctx := cmd.Context()
-		pool, done, err := connect(ctx, cfg, log, false)
+		pool, done, err := connect(ctx, cfg, log, needSchema)
 		if err != nil {
 			return err
 		}

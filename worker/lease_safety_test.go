@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/workq/workq"
@@ -222,9 +223,18 @@ func TestRuntimeStopIsBoundedWhenTheDatabaseIsGone(t *testing.T) {
 // client while its statement still runs, or a completion) does not know the
 // lease is lost and must not cancel the handler: the local deadline covers
 // the case where nothing confirms the lease in time.
+//
+// The worker tolerates one heartbeat that does not extend the lease (the
+// local deadline, lease.LocalTTL, is 0.9 lease; heartbeats come every
+// lease/3), not two in a row. So the test holds the lock across exactly one
+// heartbeat, observed through a tracer on the worker's pool rather than
+// guessed from sleeps: a fixed lock window of half the lease covered two
+// heartbeats whenever it began in the second half of an interval, and lost
+// the lease.
 func TestRuntimeLockedRowIsNotALostLease(t *testing.T) {
 	t.Parallel()
-	pool := testdb.Pool(t)
+	beats := newHeartbeatTracer()
+	pool := tracedPool(t, beats)
 	cfg := rtConfig("locked-row")
 	cfg.Lease = 3 * time.Second // heartbeats every second
 	release := make(chan struct{})
@@ -244,18 +254,37 @@ func TestRuntimeLockedRowIsNotALostLease(t *testing.T) {
 	id := enqueue(t, pool, workq.Job{Kind: "block"})
 	started.wait(t, 10*time.Second, "the handler to start")
 	ctx := context.Background()
+	lockedUntil := func() time.Time {
+		t.Helper()
+		var u time.Time
+		if err := pool.QueryRow(ctx, "select locked_until from job_runs where id = $1", id).Scan(&u); err != nil {
+			t.Fatal(err)
+		}
+		return u
+	}
 	tx, err := pool.Begin(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
+	defer func() { _ = tx.Rollback(ctx) }()
 	if _, err := tx.Exec(ctx, "select 1 from job_runs where id = $1 for update", id); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(1500 * time.Millisecond) // at least one heartbeat finds the row locked
+	locked := time.Now()
+	before := lockedUntil() // read by another connection: a plain select does not wait for the lock
+	// One heartbeat sent after the lock was taken, so it met the locked row.
+	beats.next(t, locked, 10*time.Second)
+	if got := lockedUntil(); !got.Equal(before) {
+		t.Fatalf("locked_until moved from %s to %s while the test held the row's lock", before, got)
+	}
 	if err := tx.Rollback(ctx); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(1500 * time.Millisecond) // and the next one extends it again
+	// The next heartbeat extends the lease again, within the local deadline.
+	beats.next(t, time.Now(), 10*time.Second)
+	if got := lockedUntil(); !got.After(before) {
+		t.Errorf("locked_until %s after the heartbeat that followed the lock, want later than %s: the lease was not extended again", got, before)
+	}
 	select {
 	case c := <-cause:
 		t.Fatalf("handler cancelled (%s) because its row was locked by another statement", causeName(c))
@@ -265,6 +294,77 @@ func TestRuntimeLockedRowIsNotALostLease(t *testing.T) {
 	waitStatus(t, pool, id, lease.StatusDone, 10*time.Second)
 	if st := w.Stats(); st.LeaseLost != 0 {
 		t.Errorf("stats %+v, want no lost lease", st)
+	}
+}
+
+// tracedPool is a pool on a new database whose queries tr observes.
+func tracedPool(t *testing.T, tr pgx.QueryTracer) *pgxpool.Pool {
+	t.Helper()
+	cfg, err := pgxpool.ParseConfig(testdb.URL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.MaxConns = 20
+	cfg.ConnConfig.Tracer = tr
+	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	return pool
+}
+
+// heartbeatTracer records when each heartbeat statement that completed was
+// sent.
+type heartbeatTracer struct {
+	mu    sync.Mutex
+	sent  []time.Time   // of the heartbeats that completed, in completion order
+	ended chan struct{} // a heartbeat completed (capacity 1)
+}
+
+func newHeartbeatTracer() *heartbeatTracer { return &heartbeatTracer{ended: make(chan struct{}, 1)} }
+
+type heartbeatSent struct{}
+
+func (h *heartbeatTracer) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
+	if strings.HasPrefix(d.SQL, "-- name: LeaseHeartbeat ") {
+		return context.WithValue(ctx, heartbeatSent{}, time.Now())
+	}
+	return ctx
+}
+
+func (h *heartbeatTracer) TraceQueryEnd(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryEndData) {
+	sent, ok := ctx.Value(heartbeatSent{}).(time.Time)
+	if !ok {
+		return
+	}
+	h.mu.Lock()
+	h.sent = append(h.sent, sent)
+	h.mu.Unlock()
+	select {
+	case h.ended <- struct{}{}:
+	default:
+	}
+}
+
+// next waits for a heartbeat sent after after to complete.
+func (h *heartbeatTracer) next(t *testing.T, after time.Time, timeout time.Duration) {
+	t.Helper()
+	deadline := time.After(timeout)
+	for {
+		h.mu.Lock()
+		for _, s := range h.sent {
+			if s.After(after) {
+				h.mu.Unlock()
+				return
+			}
+		}
+		h.mu.Unlock()
+		select {
+		case <-h.ended:
+		case <-deadline:
+			t.Fatalf("no heartbeat sent after %s completed within %s", after.Format(time.StampMilli), timeout)
+		}
 	}
 }
 

@@ -48,6 +48,11 @@ type Options struct {
 	// LD_PRELOAD and FAKETIME to run it under libfaketime with a clock
 	// other than the machine's.
 	Env []string
+	// StopWhenGone, when not 0, is the pid of a process whose exit stops
+	// the cluster and deletes its directory (see Server.StopWhenGone),
+	// watched from before initdb: a process killed while the cluster
+	// starts leaves nothing behind either.
+	StopWhenGone int
 }
 
 // Start creates a cluster in a new temporary directory and starts it on a
@@ -85,6 +90,11 @@ func (s *Server) start(ctx context.Context) error {
 		s.cred = cred
 		if err := os.Chown(s.baseDir, int(cred.Uid), int(cred.Gid)); err != nil {
 			return fmt.Errorf("pgembed: chown %s: %w", s.baseDir, err)
+		}
+	}
+	if s.opts.StopWhenGone != 0 {
+		if err := s.StopWhenGone(s.opts.StopWhenGone); err != nil {
+			return err
 		}
 	}
 	if err := s.run(ctx, "initdb", "-D", s.dataDir, "-U", "postgres", "-A", "trust", "-E", "UTF8", "--no-sync", "--no-instructions"); err != nil {

@@ -202,7 +202,20 @@ func Pool(t testing.TB) *pgxpool.Pool {
 // PoolWith is Pool with a chosen maximum number of connections.
 func PoolWith(t testing.TB, maxConns int32) *pgxpool.Pool {
 	t.Helper()
-	cfg, err := pgxpool.ParseConfig(URL(t))
+	return poolOn(t, current, maxConns)
+}
+
+// SharedPool is Pool on the shared server, whichever Main the package uses:
+// for a fuzz target of a MainOwnCluster package, whose worker processes
+// would otherwise each start a cluster before fuzzing anything.
+func SharedPool(t testing.TB) *pgxpool.Pool {
+	t.Helper()
+	return poolOn(t, shared, 20)
+}
+
+func poolOn(t testing.TB, srv *server, maxConns int32) *pgxpool.Pool {
+	t.Helper()
+	cfg, err := pgxpool.ParseConfig(urlOn(t, srv))
 	if err != nil {
 		t.Fatalf("testdb: parse URL: %v", err)
 	}
@@ -261,12 +274,9 @@ func ownClusterOptions() pgembed.Options {
 // startCluster starts a throwaway cluster that is stopped and removed when
 // the test process exits, even when it is killed (a test timeout).
 func startCluster(ctx context.Context, o pgembed.Options) (string, func(), error) {
+	o.StopWhenGone = os.Getpid()
 	srv, err := pgembed.StartWith(ctx, o)
 	if err != nil {
-		return "", nil, err
-	}
-	if err := srv.StopWhenGone(os.Getpid()); err != nil {
-		_ = srv.Stop()
 		return "", nil, err
 	}
 	return srv.URL("postgres"), func() { _ = srv.Stop() }, nil

@@ -19,7 +19,7 @@ FUZZ_TARGETS := .:FuzzEnqueue ./outbox:FuzzSend ./inbox:FuzzReceive ./timers:Fuz
 # make soak: how long the soak runs.
 SOAK        ?= 10m
 
-.PHONY: run test faults-long generate check-generated lint build bench clean tools fuzz soak
+.PHONY: run test test-lane-1 test-lane-2 test-race test-rest test-faults test-soak faults-long generate check-generated lint fmt build bench clean tools fuzz soak
 
 ## run: migrate and run workq end to end (throwaway PostgreSQL when DATABASE_URL is unset).
 ## It runs the built binary, not `go run`: go run exits 1 whenever it is
@@ -27,16 +27,58 @@ SOAK        ?= 10m
 run: build
 	./bin/workq run
 
-## test: the whole suite, including the check that db/gen is current; the
-## concurrent packages under the race detector
-test: check-generated lint
-	$(GO) test $(TEST_FLAGS) -race $(RACE_PKGS)
-	$(GO) test $(TEST_FLAGS) $$($(GO) list ./... | grep -v -e '/api' -e '/worker' -e '/lease' -e '/reaper' -e '/lock' -e '/maintain' -e '/publish' -e '/timers' -e '/schedule' -e '/inbox' -e '/outbox' -e '/metrics' -e '/tracing')
+## test: the whole suite (docs/testing.md). scripts/test-env.sh first
+## installs and starts what the tests need and is missing. Then, at the same
+## time: the check that db/gen is current (building the pinned sqlc once),
+## gofmt, and two lanes of tests, each running one test binary at a time:
+## the concurrent packages under the race detector then the 60 s soak; the
+## other packages then the short fault scenarios. go vet runs inside the go
+## test runs (-vet=all).
+test:
+	@$(WITH_TEST_ENV) $(MAKE) --no-print-directory -k -j4 test-lane-1 test-lane-2 check-generated fmt
+
+# The test command's machine set-up, for targets that need the test services:
+# it exports TEST_DATABASE_URL into the recipe line it starts.
+WITH_TEST_ENV = env=$$(scripts/test-env.sh) && eval "$$env" &&
+# $(call timed,NAME,COMMAND): run COMMAND, then say how long it took.
+timed = start=$$(date +%s); $(2); rc=$$?; echo "make test: $(1) took $$(( $$(date +%s) - start ))s$$([ $$rc = 0 ] || echo ", FAILED")"; exit $$rc
+# $(call lane,TARGET...): make each target in turn, all of them even when one
+# fails, and fail if any did.
+lane = rc=0; for t in $(1); do $(MAKE) --no-print-directory $$t TEST_P='-p 1' || rc=1; done; exit $$rc
+# Packages without test files, which go test does not vet.
+NOTEST_PKGS = $$($(GO) list -f '{{if not (or .TestGoFiles .XTestGoFiles)}}{{.ImportPath}}{{end}}' ./...)
+# Package test's two longest tests, which test-faults and test-soak run in
+# processes of their own.
+OWN_PROCESS_TESTS := ^(TestFaults|TestSoak)$$
+# go test's -p: empty for its default (GOMAXPROCS); the lanes set -p 1.
+TEST_P ?=
+
+test-lane-1:
+	@+$(call lane,test-race test-soak)
+
+test-lane-2:
+	@+$(call lane,test-rest test-faults)
+
+## test-race: the concurrent packages under the race detector
+test-race:
+	@$(call timed,race phase,$(GO) test $(TEST_FLAGS) $(TEST_P) -vet=all -race $(RACE_PKGS))
+
+## test-rest: every other package, without package test's TestFaults and TestSoak
+test-rest:
+	@$(call timed,other packages,$(GO) test $(TEST_FLAGS) $(TEST_P) -vet=all -skip '$(OWN_PROCESS_TESTS)' $$($(GO) list ./... | grep -v -e '/api' -e '/worker' -e '/lease' -e '/reaper' -e '/lock' -e '/maintain' -e '/publish' -e '/timers' -e '/schedule' -e '/inbox' -e '/outbox' -e '/metrics' -e '/tracing') && $(GO) vet $(NOTEST_PKGS))
+
+## test-faults: the short fault-injection scenarios (TestFaults), in a process of their own
+test-faults:
+	@$(call timed,fault scenarios,$(GO) test $(TEST_FLAGS) -vet=off -run '^TestFaults$$' ./test/)
+
+## test-soak: the 60 s soak (TestSoak), in a process of its own
+test-soak:
+	@$(call timed,soak,$(GO) test $(TEST_FLAGS) -vet=off -run '^TestSoak$$' ./test/)
 
 ## faults-long: the long versions of the fault-injection scenarios (docs/reliability.md);
 ## their short versions run in `make test`
 faults-long:
-	WORKQ_FAULTS_LONG=1 $(GO) test -count=1 -timeout 60m -v -run 'TestFaults|TestHistoryChecker' ./test/
+	@$(WITH_TEST_ENV) WORKQ_FAULTS_LONG=1 $(GO) test -count=1 -timeout 60m -v -run 'TestFaults|TestHistoryChecker' ./test/
 
 ## generate: regenerate db/gen from db/migrations and db/queries
 generate: $(SQLC)
@@ -47,36 +89,42 @@ check-generated: $(SQLC)
 	@$(SQLC) diff || { echo "db/gen is stale: run 'make generate' and commit the result" >&2; exit 1; }
 
 ## lint: gofmt and go vet
-lint:
+lint: fmt
+	$(GO) vet ./...
+
+## fmt: fail when a Go file is not gofmt-formatted
+fmt:
 	@unformatted=$$(gofmt -l $$(git ls-files -co --exclude-standard '*.go' 2>/dev/null || find . -name '*.go') | grep -v '^db/gen/' || true); \
 	if [ -n "$$unformatted" ]; then echo "gofmt needed:"; echo "$$unformatted"; exit 1; fi
-	$(GO) vet ./...
 
 build:
 	$(GO) build -o bin/workq ./cmd/workq
 
 ## bench: Go benchmarks of the lease engine (workq bench is the end-to-end one)
 bench:
-	$(GO) test -run '^$$' -bench . -benchtime 20x $(BENCH_FLAGS) ./test/
+	@$(WITH_TEST_ENV) $(GO) test -run '^$$' -bench . -benchtime 20x $(BENCH_FLAGS) ./test/
 
 ## fuzz: run each fuzz target for FUZZTIME (default 10s) against the test
 ## database; a failure leaves its input in the package's testdata/fuzz
 fuzz:
-	@set -e; for t in $(FUZZ_TARGETS); do \
+	@$(WITH_TEST_ENV) set -e; for t in $(FUZZ_TARGETS); do \
 		pkg=$${t%%:*}; name=$${t##*:}; echo "fuzz $$pkg $$name for $(FUZZTIME)"; \
 		$(GO) test -run '^$$' -fuzz "^$$name\$$" -fuzztime $(FUZZTIME) $$pkg; \
 	done
 
 ## soak: the soak with autovacuum on for SOAK (default 10m; not in CI)
 soak:
-	WORKQ_SOAK=$(SOAK) $(GO) test -count=1 -timeout 30m -run '^TestSoak$$' -v ./test/
+	@$(WITH_TEST_ENV) WORKQ_SOAK=$(SOAK) $(GO) test -count=1 -timeout 30m -run '^TestSoak$$' -v ./test/
 
 tools: $(SQLC)
 
+# libpg_query's C (6 MB, compiled one file after another) is built without
+# optimisation: a third of the compile time, and sqlc diff still takes about
+# a second.
 $(SQLC):
 	@echo "building sqlc $(SQLC_VERSION) (once; takes a few minutes)"
 	@mkdir -p $(dir $(SQLC))
-	GOBIN=$(dir $(SQLC)) CGO_ENABLED=1 $(GO) install github.com/sqlc-dev/sqlc/cmd/sqlc@$(SQLC_VERSION)
+	GOBIN=$(dir $(SQLC)) CGO_ENABLED=1 CGO_CFLAGS="-O0 -g" $(GO) install github.com/sqlc-dev/sqlc/cmd/sqlc@$(SQLC_VERSION)
 
 clean:
 	rm -rf bin .workq

@@ -24,7 +24,10 @@ func FuzzSend(f *testing.F) {
 	f.Add("q", "t", `{}`, "", "", "", "\xff", int16(0), 0, int64(0))
 	f.Add("q", "t", `{}`, "", "", "c\x00", "k\x00", int16(-1), -1, int64(-5))
 	f.Add("q", "t", `{"s":"\u0000"}`, "", "", "", "", int16(0), 1001, int64(0))
-	pool := testdb.Pool(f)
+	// The shared server: this checks what Send stores, never a delivery, and
+	// each fuzz worker process would otherwise start this package's own
+	// cluster before fuzzing anything.
+	pool := testdb.SharedPool(f)
 	client := outbox.NewClient(outbox.ClientOptions{})
 	f.Fuzz(func(t *testing.T, queue, topic, payload, hname, hvalue, corr, key string, priority int16, maxAttempts int, delayMs int64) {
 		m := outbox.Message{Queue: queue, Topic: topic, Payload: json.RawMessage(payload), CorrelationID: corr,

@@ -15,7 +15,7 @@ import (
 	"github.com/workq/workq/worker"
 )
 
-func TestMain(m *testing.M) { testdb.Main(m) }
+func TestMain(m *testing.M) { testdb.MainOwnCluster(m) }
 
 var workerSeq atomic.Int64
 

@@ -17,7 +17,7 @@ import (
 	"github.com/workq/workq/worker"
 )
 
-func TestMain(m *testing.M) { testdb.Main(m) }
+func TestMain(m *testing.M) { testdb.MainOwnCluster(m) }
 
 // relayConfig is config.Default with retries fast enough for a test.
 func relayConfig() config.Config {

@@ -14,6 +14,7 @@ import (
 // statements with custom plans (pgx.QueryExecModeExec), which is what
 // explainCustom plans.
 func TestAdminPagePlans(t *testing.T) {
+	t.Parallel() // its own databases; filling them is the slow part
 	for _, table := range []string{"job_runs", "outbox", "inbox", "timers"} {
 		t.Run(table, func(t *testing.T) {
 			ctx := context.Background()

@@ -8,4 +8,4 @@ import (
 	"github.com/workq/workq/internal/testdb"
 )
 
-func TestMain(m *testing.M) { testdb.Main(m) }
+func TestMain(m *testing.M) { testdb.MainOwnCluster(m) }

@@ -25,8 +25,10 @@ import (
 
 // TestMultiProcess builds cmd/workq once and runs the scenarios one after
 // the other: their bounds are about timing (lock TTL, poll intervals), so
-// they do not share the machine's two cores with each other.
+// they do not share the machine's two cores with each other. The test runs
+// in parallel with the package's other long tests.
 func TestMultiProcess(t *testing.T) {
+	t.Parallel()
 	bin := buildWorkq(t)
 	t.Run("kill -9 of the maintenance leader", func(t *testing.T) { testMultiLeaderFailover(t, bin) })
 	t.Run("pause honoured by the workers of three processes", func(t *testing.T) { testMultiPause(t, bin) })

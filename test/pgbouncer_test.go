@@ -33,9 +33,14 @@ import (
 // installed PgBouncer predates max_prepared_statements). A sampler asserts
 // that no backend of the database ever holds an advisory lock.
 func TestPgBouncer(t *testing.T) {
+	t.Parallel()
 	bin := buildWorkq(t)
 	t.Run("workq run, poll-only, every table", func(t *testing.T) {
-		url := testdb.URL(t)
+		// A cluster of its own: the demo's keyed outbox messages must be
+		// delivered within its 4 s, which a transaction held open anywhere
+		// else in the cluster (a parallel plan test filling 100k rows)
+		// would prevent.
+		url := testdb.NewClusterURL(t)
 		bouncer := startPgBouncer(t, url)
 		stop := watchAdvisoryLocks(t, url)
 		checkRunDemo(t, bin, url, bouncer, true, "--poll-only")

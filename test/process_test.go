@@ -26,8 +26,10 @@ import (
 )
 
 // TestProcess builds cmd/workq once and runs the process-level scenarios as
-// parallel subtests (each on its own database).
+// parallel subtests (each on its own database), in parallel with the
+// package's other long tests.
 func TestProcess(t *testing.T) {
+	t.Parallel()
 	bin := buildWorkq(t)
 	t.Run("worker exits 0 on SIGTERM", func(t *testing.T) { t.Parallel(); testProcWorkerSIGTERM(t, bin) })
 	t.Run("kill -9 mid-job is retried by another worker", func(t *testing.T) { t.Parallel(); testProcKill9(t, bin) })
@@ -387,7 +389,7 @@ func checkRunOutput(t *testing.T, stdout string, demoJobs int) (done, failed int
 // (c) `workq run` on an existing database: progress on stdout, exit 0, jobs
 // done in the database.
 func testProcRunWithDatabase(t *testing.T, bin string) {
-	url := testdb.URL(t)
+	url := testdb.NewClusterURL(t) // its own cluster, as for TestPgBouncer: keyed messages in a 4 s run
 	checkRunDemo(t, bin, url, url, false)
 }
 

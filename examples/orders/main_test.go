@@ -28,7 +28,7 @@ import (
 	"github.com/workq/workq/timers"
 )
 
-func TestMain(m *testing.M) { testdb.Main(m) }
+func TestMain(m *testing.M) { testdb.MainOwnCluster(m) }
 
 const secret = "test-secret"
 

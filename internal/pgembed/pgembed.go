@@ -48,6 +48,11 @@ type Options struct {
 	// LD_PRELOAD and FAKETIME to run it under libfaketime with a clock
 	// other than the machine's.
 	Env []string
+	// StopWhenGone, when not 0, is the pid of a process whose exit stops
+	// the cluster and deletes its directory (see Server.StopWhenGone),
+	// watched from before initdb: a process killed while the cluster
+	// starts leaves nothing behind either.
+	StopWhenGone int
 }
 
 // Start creates a cluster in a new temporary directory and starts it on a
@@ -85,6 +90,11 @@ func (s *Server) start(ctx context.Context) error {
 		s.cred = cred
 		if err := os.Chown(s.baseDir, int(cred.Uid), int(cred.Gid)); err != nil {
 			return fmt.Errorf("pgembed: chown %s: %w", s.baseDir, err)
+		}
+	}
+	if s.opts.StopWhenGone != 0 {
+		if err := s.StopWhenGone(s.opts.StopWhenGone); err != nil {
+			return err
 		}
 	}
 	if err := s.run(ctx, "initdb", "-D", s.dataDir, "-U", "postgres", "-A", "trust", "-E", "UTF8", "--no-sync", "--no-instructions"); err != nil {
@@ -166,6 +176,28 @@ func (s *Server) Stop() error {
 }
 
 func (s *Server) cleanup() { _ = os.RemoveAll(s.baseDir) }
+
+// StopWhenGone starts a detached watchdog that stops the server and deletes
+// its directory once process pid has exited, however it exits: a test
+// binary killed by its timeout never runs its cleanup, and its cluster
+// would otherwise run on. After a Stop the watchdog finds nothing to do.
+func (s *Server) StopWhenGone(pid int) error {
+	// /proc/PID rather than kill -0: the watchdog may run as the postgres
+	// user, which may not signal pid. It checks twice a second.
+	script := `while [ -d /proc/"$1" ]; do sleep 0.5; done; "$2"/pg_ctl -D "$3" -m immediate -w stop >/dev/null 2>&1; rm -rf "$4"`
+	cmd := exec.Command("/bin/sh", "-c", script, "pgembed-watchdog", strconv.Itoa(pid), s.binDir, s.dataDir, s.baseDir)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Credential: s.cred}
+	if s.cred != nil {
+		cmd.Env = append(os.Environ(), "HOME="+s.baseDir)
+	}
+	// No stdio: a reader of the test's output must not wait for the watchdog.
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = nil, nil, nil
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("pgembed: start the watchdog: %w", err)
+	}
+	go func() { _ = cmd.Wait() }() // reaped if it ends while we still run
+	return nil
+}
 
 func (s *Server) run(ctx context.Context, name string, args ...string) error {
 	cmd := exec.CommandContext(ctx, filepath.Join(s.binDir, name), args...)

@@ -3,6 +3,8 @@ package pgembed
 import (
 	"context"
 	"errors"
+	"os"
+	"os/exec"
 	"testing"
 	"time"
 
@@ -66,4 +68,63 @@ func TestRestartKeepsSettingsAndData(t *testing.T) {
 	if got := query("select 'still up'"); got != "still up" {
 		t.Errorf("after a refused restart: %q", got)
 	}
+}
+
+// A server watched with StopWhenGone (the method, or the option, which
+// watches from before initdb) runs while the watched process does, and is
+// stopped and deleted once that process is killed, without Stop.
+func TestStopWhenGone(t *testing.T) {
+	for _, byOption := range []bool{false, true} {
+		t.Run(map[bool]string{false: "method", true: "option"}[byOption], func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			defer cancel()
+			watched := exec.Command("sleep", "60")
+			if err := watched.Start(); err != nil {
+				t.Fatal(err)
+			}
+			defer watched.Process.Kill()
+			var o Options
+			if byOption {
+				o.StopWhenGone = watched.Process.Pid
+			}
+			s, err := StartWith(ctx, o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Stop()
+			if !byOption {
+				if err := s.StopWhenGone(watched.Process.Pid); err != nil {
+					t.Fatal(err)
+				}
+			}
+			answers := func() bool {
+				c, err := pgx.Connect(ctx, s.URL("postgres"))
+				if err != nil {
+					return false
+				}
+				c.Close(ctx)
+				return true
+			}
+			time.Sleep(1500 * time.Millisecond) // three of the watchdog's checks
+			if !answers() {
+				t.Fatal("the server stopped while the watched process runs")
+			}
+			if err := watched.Process.Kill(); err != nil {
+				t.Fatal(err)
+			}
+			_ = watched.Wait()
+			deadline := time.Now().Add(30 * time.Second)
+			for answers() || dirExists(s.baseDir) {
+				if time.Now().After(deadline) {
+					t.Fatalf("30s after the watched process died: server answers %v, directory %s exists %v", answers(), s.baseDir, dirExists(s.baseDir))
+				}
+				time.Sleep(100 * time.Millisecond)
+			}
+		})
+	}
+}
+
+func dirExists(p string) bool {
+	_, err := os.Stat(p)
+	return err == nil
 }

@@ -1,13 +1,22 @@
 // Package testdb gives every test its own freshly migrated PostgreSQL
 // database, cloned from a template that is migrated once per schema version.
 //
-// The server comes from, in order: TEST_DATABASE_URL; a testcontainers-go
-// PostgreSQL container when a Docker engine answers; a throwaway cluster from
-// the local initdb (internal/pgembed). With none of them the test fails with a
-// message that says how to provide one: it never skips.
+// The shared server comes from, in order: TEST_DATABASE_URL; a
+// testcontainers-go PostgreSQL container when a Docker engine answers; a
+// throwaway cluster from the local initdb (internal/pgembed). With none of
+// them the test fails with a message that says how to provide one: it never
+// skips.
 //
-// Packages that use it call testdb.Main from TestMain so that a server the
-// harness started is stopped when the tests end.
+// A package whose tests depend on the state of the whole cluster, not only
+// of their own database, runs on a throwaway cluster of its own instead
+// (MainOwnCluster): a keyed outbox message is claimable only once every
+// transaction older than it has ended in the whole cluster
+// (pg_snapshot_xmin), so a transaction held open in any other database of a
+// shared server stalls its delivery. docs/testing.md lists these packages.
+//
+// Packages that use it call testdb.Main or testdb.MainOwnCluster from
+// TestMain so that a server the harness started is stopped when the tests
+// end.
 package testdb
 
 import (
@@ -35,30 +44,101 @@ import (
 	"github.com/workq/workq/internal/pgembed"
 )
 
-var (
-	serverOnce sync.Once
-	serverURL  string // admin URL (any database) of the server in use
-	serverErr  error
-	stopServer func()
+// server is a PostgreSQL server the harness makes test databases on.
+type server struct {
+	find func() (admin string, stop func(), err error)
+
+	once  sync.Once
+	admin string // admin URL (any database)
+	err   error
+	stop  func() // stops a server the harness started; nil for TEST_DATABASE_URL
 
 	templateMu   sync.Mutex
 	templateName string
+}
+
+var (
+	// shared is the server of TEST_DATABASE_URL (or its fallbacks), which
+	// other clients may use at the same time.
+	shared = &server{find: findServer}
+	// own is a throwaway cluster private to this test process.
+	own = &server{find: startOwnCluster}
+	// current is where URL and Pool make databases: own under
+	// MainOwnCluster, else shared.
+	current = shared
 )
 
 // Main runs the tests of a package and stops any server the harness started.
+// The tests' databases are on the shared server.
 func Main(m *testing.M) {
 	code := m.Run()
-	if stopServer != nil {
-		stopServer()
+	for _, s := range []*server{shared, own} {
+		if s.stop != nil {
+			s.stop()
+		}
 	}
 	os.Exit(code)
+}
+
+// MainOwnCluster is Main for a package whose tests depend on cluster-wide
+// state: URL, Pool and NewDatabase make their databases on a throwaway
+// cluster private to this test process (started from the local initdb on
+// first use, with the shared server's settings that matter: autovacuum
+// off), so no other client of the shared server can hold them up.
+// SharedURL still reaches the shared server.
+func MainOwnCluster(m *testing.M) {
+	current = own
+	Main(m)
+}
+
+// NewClusterURL starts a throwaway cluster for the calling test alone,
+// stopped when the test ends, and returns the URL of a migrated database on
+// it. It is for a test that needs keyed outbox messages delivered within a
+// short window while it runs in parallel with tests that hold transactions
+// open for seconds (filling 100k rows for a plan test): on a cluster shared
+// with them, its messages would wait for those transactions. It costs an
+// initdb and a migration, a second or two.
+func NewClusterURL(t testing.TB) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	admin, stop, err := startCluster(ctx, ownClusterOptions())
+	if err != nil {
+		t.Fatalf("testdb: start a throwaway cluster for this test (the PostgreSQL server binaries; Debian: apt-get install postgresql): %v", err)
+	}
+	t.Cleanup(stop)
+	conn, err := pgx.Connect(ctx, admin)
+	if err != nil {
+		t.Fatalf("testdb: connect to the test's cluster: %v", err)
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, "create database test"); err != nil {
+		t.Fatalf("testdb: create the test's database: %v", err)
+	}
+	u := withDatabase(admin, "test")
+	if _, err := db.MigrateUp(ctx, u); err != nil {
+		t.Fatalf("testdb: migrate: %v", err)
+	}
+	return u
+}
+
+// SharedURL is URL on the shared server (TEST_DATABASE_URL or its
+// fallbacks), whichever Main the package uses.
+func SharedURL(t testing.TB) string {
+	t.Helper()
+	return urlOn(t, shared)
 }
 
 // URL returns the URL of a new, migrated database that is dropped when the
 // test ends. Use it for subprocesses; in-process tests usually want Pool.
 func URL(t testing.TB) string {
 	t.Helper()
-	u, drop, err := NewDatabase()
+	return urlOn(t, current)
+}
+
+func urlOn(t testing.TB, srv *server) string {
+	t.Helper()
+	u, drop, err := srv.newDatabase()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -73,15 +153,17 @@ func URL(t testing.TB) string {
 // NewDatabase creates a new, migrated database and returns its URL and a
 // function that drops it. It is URL for code that has no testing.TB, such as
 // runnable examples.
-func NewDatabase() (url string, drop func() error, err error) {
+func NewDatabase() (url string, drop func() error, err error) { return current.newDatabase() }
+
+func (srv *server) newDatabase() (url string, drop func() error, err error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	serverOnce.Do(func() { serverURL, serverErr = findServer() })
-	if serverErr != nil {
-		return "", nil, fmt.Errorf("testdb: no PostgreSQL server for tests: %w", serverErr)
+	srv.once.Do(func() { srv.admin, srv.stop, srv.err = srv.find() })
+	if srv.err != nil {
+		return "", nil, fmt.Errorf("testdb: no PostgreSQL server for tests: %w", srv.err)
 	}
-	admin := serverURL
-	tmpl, err := ensureTemplate(ctx, admin)
+	admin := srv.admin
+	tmpl, err := srv.ensureTemplate(ctx)
 	if err != nil {
 		return "", nil, fmt.Errorf("testdb: prepare template database: %w", err)
 	}
@@ -120,7 +202,20 @@ func Pool(t testing.TB) *pgxpool.Pool {
 // PoolWith is Pool with a chosen maximum number of connections.
 func PoolWith(t testing.TB, maxConns int32) *pgxpool.Pool {
 	t.Helper()
-	cfg, err := pgxpool.ParseConfig(URL(t))
+	return poolOn(t, current, maxConns)
+}
+
+// SharedPool is Pool on the shared server, whichever Main the package uses:
+// for a fuzz target of a MainOwnCluster package, whose worker processes
+// would otherwise each start a cluster before fuzzing anything.
+func SharedPool(t testing.TB) *pgxpool.Pool {
+	t.Helper()
+	return poolOn(t, shared, 20)
+}
+
+func poolOn(t testing.TB, srv *server, maxConns int32) *pgxpool.Pool {
+	t.Helper()
+	cfg, err := pgxpool.ParseConfig(urlOn(t, srv))
 	if err != nil {
 		t.Fatalf("testdb: parse URL: %v", err)
 	}
@@ -133,30 +228,58 @@ func PoolWith(t testing.TB, maxConns int32) *pgxpool.Pool {
 	return pool
 }
 
-func findServer() (string, error) {
+func findServer() (string, func(), error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	if u := os.Getenv("TEST_DATABASE_URL"); u != "" {
 		if err := ping(ctx, u); err != nil {
-			return "", fmt.Errorf("TEST_DATABASE_URL=%s does not answer: %w", redact(u), err)
+			return "", nil, fmt.Errorf("TEST_DATABASE_URL=%s does not answer: %w", redact(u), err)
 		}
-		return u, nil
+		return u, nil, nil
 	}
 	var reasons []string
 	if u, stop, err := startContainer(ctx); err == nil {
-		stopServer = stop
-		return u, nil
+		return u, stop, nil
 	} else {
 		reasons = append(reasons, "docker: "+err.Error())
 	}
-	srv, err := pgembed.Start(ctx)
+	u, stop, err := startCluster(ctx, pgembed.Options{})
 	if err == nil {
-		stopServer = func() { _ = srv.Stop() }
-		return srv.URL("postgres"), nil
+		return u, stop, nil
 	}
 	reasons = append(reasons, "local initdb: "+err.Error())
-	return "", fmt.Errorf("set TEST_DATABASE_URL (e.g. postgres://postgres@127.0.0.1:5432/test), run a Docker engine, or install the PostgreSQL server binaries (%s)",
+	return "", nil, fmt.Errorf("set TEST_DATABASE_URL (e.g. postgres://postgres@127.0.0.1:5432/test), run a Docker engine, or install the PostgreSQL server binaries (%s)",
 		strings.Join(reasons, "; "))
+}
+
+// startOwnCluster starts the throwaway cluster of MainOwnCluster.
+func startOwnCluster() (string, func(), error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	u, stop, err := startCluster(ctx, ownClusterOptions())
+	if err != nil {
+		return "", nil, fmt.Errorf("this package runs on a throwaway cluster of its own (testdb.MainOwnCluster), started from the PostgreSQL server binaries (Debian: apt-get install postgresql): %w", err)
+	}
+	return u, stop, nil
+}
+
+// ownClusterOptions are the settings of the clusters the harness starts for
+// MainOwnCluster and NewClusterURL: autovacuum off, as on the shared server
+// of CI and the development machines, so that the plan tests' statistics
+// change only when they analyze.
+func ownClusterOptions() pgembed.Options {
+	return pgembed.Options{Settings: map[string]string{"autovacuum": "off"}}
+}
+
+// startCluster starts a throwaway cluster that is stopped and removed when
+// the test process exits, even when it is killed (a test timeout).
+func startCluster(ctx context.Context, o pgembed.Options) (string, func(), error) {
+	o.StopWhenGone = os.Getpid()
+	srv, err := pgembed.StartWith(ctx, o)
+	if err != nil {
+		return "", nil, err
+	}
+	return srv.URL("postgres"), func() { _ = srv.Stop() }, nil
 }
 
 func startContainer(ctx context.Context) (string, func(), error) {
@@ -189,12 +312,13 @@ func startContainer(ctx context.Context) (string, func(), error) {
 
 // ensureTemplate creates (once per schema version, across concurrent test
 // processes) a migrated database that every test database is cloned from.
-func ensureTemplate(ctx context.Context, admin string) (string, error) {
-	templateMu.Lock()
-	defer templateMu.Unlock()
-	if templateName != "" {
-		return templateName, nil
+func (srv *server) ensureTemplate(ctx context.Context) (string, error) {
+	srv.templateMu.Lock()
+	defer srv.templateMu.Unlock()
+	if srv.templateName != "" {
+		return srv.templateName, nil
 	}
+	admin := srv.admin
 	hash, err := migrationsHash()
 	if err != nil {
 		return "", err
@@ -214,7 +338,7 @@ func ensureTemplate(ctx context.Context, admin string) (string, error) {
 	err = conn.QueryRow(ctx, "select datistemplate from pg_database where datname = $1", name).Scan(&isTemplate)
 	switch {
 	case err == nil && isTemplate != nil && *isTemplate:
-		templateName = name
+		srv.templateName = name
 		return name, nil
 	case err == nil: // left half-built by a crashed run
 		if _, err := conn.Exec(ctx, fmt.Sprintf("drop database %s with (force)", name)); err != nil {
@@ -232,7 +356,7 @@ func ensureTemplate(ctx context.Context, admin string) (string, error) {
 	if _, err := conn.Exec(ctx, fmt.Sprintf("alter database %s with is_template true", name)); err != nil {
 		return "", err
 	}
-	templateName = name
+	srv.templateName = name
 	return name, nil
 }
 

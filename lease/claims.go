@@ -2,6 +2,7 @@ package lease
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/workq/workq/db/gen"
@@ -78,9 +79,21 @@ func claimTimers(ctx context.Context, q *gen.Queries, a claimArgs) ([]Item, erro
 }
 
 // deleteFinishedOutbox is the outbox's retention (OutboxDeleteFinished): the
-// shared statement's, but failed messages with a partition key stay.
+// shared statement's, but failed messages with a partition key stay. Once a
+// call finds fewer finished messages than max, it also deletes up to max
+// partition-key counters unused for as long whose key has nothing pending
+// (OutboxPruneKeySeqs), so that the counter table does not keep every key
+// ever written. It returns both counts' sum.
 func deleteFinishedOutbox(ctx context.Context, q *gen.Queries, olderThanMs int64, max int32) (int64, error) {
-	return q.OutboxDeleteFinished(ctx, olderThanMs, max)
+	n, err := q.OutboxDeleteFinished(ctx, olderThanMs, max)
+	if err != nil || n >= int64(max) {
+		return n, err
+	}
+	pruned, err := q.OutboxPruneKeySeqs(ctx, olderThanMs, max)
+	if err != nil {
+		return n, fmt.Errorf("prune partition-key counters: %w", err)
+	}
+	return n + pruned, nil
 }
 
 // depthOutbox is the outbox's queue depth (OutboxQueueDepth): its ready

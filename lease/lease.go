@@ -563,7 +563,8 @@ func (e *Engine) CountByState(ctx context.Context) ([]StateCount, error) {
 // DeleteFinished deletes up to max done or failed items that finished more
 // than olderThan ago, and returns how many it deleted (retention). On the
 // outbox, failed messages with a partition key are kept: they may be
-// blocking their key.
+// blocking their key; and the partition-key counters of keys idle for as
+// long are deleted too (outbox.DeleteFinished), and counted.
 func (e *Engine) DeleteFinished(ctx context.Context, olderThan time.Duration, max int) (int64, error) {
 	if e.err != nil {
 		return 0, fmt.Errorf("delete finished: %w", e.err)

@@ -37,7 +37,7 @@ func claimJobRuns(ctx context.Context, q *gen.Queries, a claimArgs) ([]Item, err
 
 func claimOutbox(ctx context.Context, q *gen.Queries, a claimArgs) ([]Item, error) {
 	rows, err := q.OutboxClaim(ctx, gen.OutboxClaimParams{OwnerToken: a.token, LeaseMs: a.leaseMs, WorkerID: a.workerID, Queue: a.queue, MaxRows: a.max,
-		AfterKey: a.opts.AfterKey, SkipTopics: a.opts.SkipTopics})
+		AfterKey: a.opts.AfterKey, SkipTopics: a.opts.SkipTopics, PassKeys: a.opts.PassKeys, Wake: a.opts.Wake})
 	items := make([]Item, len(rows))
 	for i, r := range rows {
 		it := newItem(a, r.ID, r.Attempts, r.MaxAttempts, r.LeaseVersion, r.LockedUntil, r.Payload, r.Priority, r.RunAt, r.CreatedAt)

@@ -167,6 +167,13 @@ type ClaimOptions struct {
 	// SkipTopics (outbox): a finally failed message of one of these topics
 	// does not block its partition key; by default it does.
 	SkipTopics []string
+	// PassKeys (outbox): partition keys the claim leaves alone, handed over
+	// to the queue's other claimers.
+	PassKeys []string
+	// Wake (outbox): the claim wakes the queue's claimers when it commits
+	// (NOTIFY, as a new message does), so that another one takes a key
+	// just added to PassKeys.
+	Wake bool
 }
 
 // Claim is one claimed batch: every item shares the owner token.

@@ -113,7 +113,7 @@ func testOrderedClaimPlan(t *testing.T, analyzeInFlight bool) {
 		exec("analyze outbox")
 	}
 	sql, params := claimSQL(t)
-	values := map[string]any{"queue": "plan", "max_rows": 100, "after_key": "key-1", "skip_topics": []string{"x"},
+	values := map[string]any{"queue": "plan", "max_rows": 100, "after_key": "key-1", "skip_topics": []string{"x"}, "pass_keys": []string{"key-3"}, "wake": false,
 		"owner_token": uuid.New(), "lease_ms": 30000, "worker_id": "plan"}
 	args := make([]any, len(params))
 	for i, p := range params {

@@ -65,9 +65,15 @@ returning id, message_id
 select ins.id, ins.message_id from ins cross join (select count(*) as n from notified) x;
 
 -- name: OutboxClaim :many
--- OutboxClaim leases up to max_rows due outbox messages of one queue under owner_token, a fresh token the caller mints for this claim alone, within the global limit of the queue: unkeyed messages in (priority desc, id) order, and for partition keys each key's head only (its message with the lowest key_seq among rows not done, if ready and due, and no message of the key is in flight), keys visited from after_key on, wrapping around. Failed messages of skip_topics do not block their key. Expired leases are reaped by LeaseReapExpired.
-with recursive budget as materialized (
-    select workq_claim_budget('outbox', @queue, @max_rows::integer) as n
+-- OutboxClaim leases up to max_rows due outbox messages of one queue under owner_token, a fresh token the caller mints for this claim alone, within the global limit of the queue: unkeyed messages in (priority desc, id) order, and for partition keys each key's head only (its message with the lowest key_seq among rows not done, if ready and due, and no message of the key is in flight), keys visited from after_key on, wrapping around, pass_keys passed over (with wake it NOTIFYs the queue's claimers to take them). Failed messages of skip_topics do not block their key. Expired leases are reaped by LeaseReapExpired.
+with recursive
+-- With wake, the claim wakes the queue's claimers at commit (NOTIFY
+-- workq_outbox), as a new message does: it hands over pass_keys.
+woke as materialized (
+    select count(*) as n from (select pg_notify('workq_outbox', @queue::text) where @wake::boolean) x
+),
+budget as materialized (
+    select workq_claim_budget('outbox', @queue, @max_rows::integer) as n from woke
 ),
 -- Keep up to half the budget (rounded at random, so a budget of one is
 -- shared too) for unkeyed messages when some wait, so neither kind starves.
@@ -122,6 +128,8 @@ heads as (
         select o.id, o.status, o.run_at from outbox o
         where o.queue = @queue and o.partition_key is not null and o.status <> 2 and o.partition_key = k.key
           and not (o.status = 3 and o.topic = any(coalesce(@skip_topics::text[], '{}')))
+          -- keys this claimer hands over to the queue's other claimers
+          and k.key <> all(coalesce(@pass_keys::text[], '{}'))
         order by o.key_seq
         limit 1
     ) h

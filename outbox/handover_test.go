@@ -23,7 +23,7 @@ import (
 func TestRelaysShareKeys(t *testing.T) {
 	pool := testdb.PoolWith(t, 40)
 	ctx := context.Background()
-	const keys, perKey = 10, 150
+	const keys, perKey = 10, 300
 	var msgs []outbox.Message
 	for i := range keys * perKey {
 		msgs = append(msgs, outbox.Message{Queue: "share", Topic: "t", PartitionKey: fmt.Sprintf("k%02d", i%keys)})

@@ -45,6 +45,23 @@ func waitBlockedBy(t *testing.T, pool *pgxpool.Pool, pid, holder uint32) {
 	})
 }
 
+// begin starts a transaction on its own connection of pool and returns it
+// with its server process id. The test rolls it back unless it committed.
+func begin(t *testing.T, pool *pgxpool.Pool) (pgx.Tx, uint32) {
+	t.Helper()
+	ctx := context.Background()
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = tx.Rollback(ctx) })
+	var pid uint32
+	if err := tx.QueryRow(ctx, `select pg_backend_pid()`).Scan(&pid); err != nil {
+		t.Fatal(err)
+	}
+	return tx, pid
+}
+
 // claimAll claims and acks until every message of the queue is done,
 // returning the ids in claim order; a claim is never empty while messages
 // are pending (nothing is held back), and at most one message of a key is
@@ -148,17 +165,9 @@ func TestOrderLateWriterIsNeverOvertaken(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tx, err := pool.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tx.Rollback(ctx)
+	tx, holder := begin(t, pool)
 	m1, err := c.Send(ctx, tx, outbox.Message{Queue: q, Topic: "t", PartitionKey: "k"})
 	if err != nil {
-		t.Fatal(err)
-	}
-	var holder uint32
-	if err := tx.QueryRow(ctx, `select pg_backend_pid()`).Scan(&holder); err != nil {
 		t.Fatal(err)
 	}
 
@@ -237,16 +246,8 @@ func TestOrderRolledBackWriterLeavesNoGap(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tx, err := pool.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tx.Rollback(ctx)
+	tx, holder := begin(t, pool)
 	if _, err := c.SendMany(ctx, tx, []outbox.Message{{Topic: "t", PartitionKey: "k"}, {Topic: "t", PartitionKey: "k"}}); err != nil {
-		t.Fatal(err)
-	}
-	var holder uint32
-	if err := tx.QueryRow(ctx, `select pg_backend_pid()`).Scan(&holder); err != nil {
 		t.Fatal(err)
 	}
 	conn, err := pool.Acquire(ctx)

@@ -51,6 +51,12 @@ type RelayOptions struct {
 // DefaultHandOverAfter is RelayOptions.HandOverAfter's default.
 const DefaultHandOverAfter = 16
 
+// maxPassing bounds the keys a relay hands over at a time (each claim sends
+// them and the claim compares every key it walks with them). With more
+// busy keys than that, the relay is not holding every key anyway: a key
+// due for a hand-over waits for room.
+const maxPassing = 64
+
 // sweepEvery: a key's run of deliveries is forgotten when it saw no
 // delivery for this many claims of its queue (checked every this many), so
 // that the relay does not remember every key it ever delivered.
@@ -80,11 +86,23 @@ type claimState struct {
 
 // queueState is a relay's claim state of one queue.
 type queueState struct {
-	after   string            // the partition key the last claim stopped at
-	claims  uint64            // claims so far
-	swept   uint64            // the claim of the last sweep of runs
-	runs    map[string]keyRun // keys delivered lately: how many in a row
-	passing map[string]uint64 // keys handed over, and the claim that first passed them
+	after   string               // the partition key the last claim stopped at
+	claims  uint64               // claims so far
+	swept   uint64               // the claim of the last sweep of runs
+	runs    map[string]keyRun    // keys delivered lately: how many in a row
+	passing map[string]*handOver // keys handed over
+	// justDone are the keys whose completion the last claim was told of;
+	// recycling says whether the last claim that took keyed messages took
+	// only those keys' next ones: no other key was free for this relay, so
+	// it may hold every busy key and another relay none.
+	justDone  map[string]bool
+	recycling bool
+}
+
+// handOver is a key the relay passes over, handed to the other relays.
+type handOver struct {
+	since uint64 // the claim that first passed it
+	woken int    // woken claims since
 }
 
 // keyRun counts the messages of a key the relay delivered in a row.
@@ -172,11 +190,17 @@ func (r *Relay) Source(queues ...string) worker.Source {
 // Hand-over: the relay claims a key's next message as soon as it completes
 // the previous one (worker.Source.ClaimAfterCompletion), before any other
 // relay can, so without it a key stays with the relay that first took it.
-// After handOver messages of a key delivered in a row, the relay passes the
-// key over (PassKeys) and its claim wakes the queue's relays (Wake); it
-// takes the key again only in a claim that was woken too (a notification,
-// the poll), racing the others on equal terms. The database still allows
-// one message of a key in flight whoever claims it.
+// While the relay's claims take nothing but the next messages of the keys
+// it has just completed (no other key was free for it: it may be holding
+// every busy key), after handOver messages of a key delivered in a row it
+// passes the key over (PassKeys) and its claim wakes the queue's relays
+// (Wake). Its first claim that was woken too (a notification, the poll)
+// still passes the key and wakes the relays again, so that the others,
+// woken by the first notification, claim it first; its second takes part
+// again, so that a relay alone on the queue gets its key back two
+// notifications later. With more free keys than it takes, other relays
+// find keys of their own and nothing is handed over. The database still
+// allows one message of a key in flight whoever claims it.
 func (r *Relay) claimOptions(cs *claimState, c worker.ClaimContext) lease.ClaimOptions {
 	r.mu.Lock()
 	skip := r.skip
@@ -185,36 +209,56 @@ func (r *Relay) claimOptions(cs *claimState, c worker.ClaimContext) lease.ClaimO
 	defer cs.mu.Unlock()
 	st := cs.queues[c.Queue]
 	if st == nil {
-		st = &queueState{runs: map[string]keyRun{}, passing: map[string]uint64{}}
+		st = &queueState{runs: map[string]keyRun{}, passing: map[string]*handOver{}, justDone: map[string]bool{}}
 		cs.queues[c.Queue] = st
 	}
 	st.claims++
 	st.after = nextAfter(st.after, c.Prev)
+	wake := false
 	if c.Woken {
-		for k, since := range st.passing {
-			if since < st.claims {
+		// The first woken claim after a hand-over still passes the key and
+		// wakes the relays again: the others, woken by the hand-over, claim
+		// first. The second takes part.
+		for k, h := range st.passing {
+			if h.since == st.claims {
+				continue
+			}
+			if h.woken++; h.woken >= 2 {
 				delete(st.passing, k)
+			} else {
+				wake = true
 			}
 		}
 	}
-	wake := false
+	keyed, recycled := 0, 0
+	for i := range c.Prev {
+		if k := c.Prev[i].PartitionKey; k != "" {
+			keyed++
+			if st.justDone[k] {
+				recycled++
+			}
+		}
+	}
+	if keyed > 0 {
+		st.recycling = recycled == keyed
+	}
+	clear(st.justDone)
 	for _, res := range c.Completed {
 		k := res.Item.PartitionKey
 		if k == "" || r.handOver == 0 || res.Status != lease.StatusDone {
 			continue
 		}
+		st.justDone[k] = true
 		run := st.runs[k]
 		run.n++
 		run.last = st.claims
-		if run.n < r.handOver {
+		if _, passing := st.passing[k]; passing || run.n < r.handOver || !st.recycling || len(st.passing) >= maxPassing {
 			st.runs[k] = run
 			continue
 		}
 		delete(st.runs, k)
-		if _, ok := st.passing[k]; !ok {
-			st.passing[k] = st.claims
-			wake = true
-		}
+		st.passing[k] = &handOver{since: st.claims}
+		wake = true
 	}
 	if st.claims-st.swept >= sweepEvery {
 		for k, run := range st.runs {

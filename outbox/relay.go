@@ -41,10 +41,11 @@ type TopicOptions struct {
 // RelayOptions configure a Relay.
 type RelayOptions struct {
 	// HandOverAfter is how many messages of one partition key the relay
-	// delivers in a row before it offers the key to the other relays of the
-	// queue: its next claims pass the key over and wake the queue's relays,
-	// until this relay is woken itself (docs/outbox.md). Default
-	// DefaultHandOverAfter; negative: never.
+	// delivers in a row, while it finds no other key free, before it
+	// offers the key to the other relays of the queue: its claims pass the
+	// key over and wake the queue's relays, until its second claim that
+	// was woken too (docs/outbox.md). Default DefaultHandOverAfter;
+	// negative: never.
 	HandOverAfter int
 }
 
@@ -86,11 +87,11 @@ type claimState struct {
 
 // queueState is a relay's claim state of one queue.
 type queueState struct {
-	after   string               // the partition key the last claim stopped at
-	claims  uint64               // claims so far
-	swept   uint64               // the claim of the last sweep of runs
-	runs    map[string]keyRun    // keys delivered lately: how many in a row
-	passing map[string]*handOver // keys handed over
+	after   string                // the partition key the last claim stopped at
+	claims  uint64                // claims so far
+	swept   uint64                // the claim of the last sweep of runs
+	runs    map[string]keyRun     // keys delivered lately: how many in a row
+	passing map[string]*passedKey // keys handed over
 	// justDone are the keys whose completion the last claim was told of;
 	// recycling says whether the last claim that took keyed messages took
 	// only those keys' next ones: no other key was free for this relay, so
@@ -99,8 +100,8 @@ type queueState struct {
 	recycling bool
 }
 
-// handOver is a key the relay passes over, handed to the other relays.
-type handOver struct {
+// passedKey is a key the relay passes over, handed to the other relays.
+type passedKey struct {
 	since uint64 // the claim that first passed it
 	woken int    // woken claims since
 }
@@ -209,7 +210,7 @@ func (r *Relay) claimOptions(cs *claimState, c worker.ClaimContext) lease.ClaimO
 	defer cs.mu.Unlock()
 	st := cs.queues[c.Queue]
 	if st == nil {
-		st = &queueState{runs: map[string]keyRun{}, passing: map[string]*handOver{}, justDone: map[string]bool{}}
+		st = &queueState{runs: map[string]keyRun{}, passing: map[string]*passedKey{}, justDone: map[string]bool{}}
 		cs.queues[c.Queue] = st
 	}
 	st.claims++
@@ -257,7 +258,7 @@ func (r *Relay) claimOptions(cs *claimState, c worker.ClaimContext) lease.ClaimO
 			continue
 		}
 		delete(st.runs, k)
-		st.passing[k] = &handOver{since: st.claims}
+		st.passing[k] = &passedKey{since: st.claims}
 		wake = true
 	}
 	if st.claims-st.swept >= sweepEvery {

@@ -2,6 +2,7 @@ package lease
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/workq/workq/db/gen"
@@ -36,7 +37,7 @@ func claimJobRuns(ctx context.Context, q *gen.Queries, a claimArgs) ([]Item, err
 
 func claimOutbox(ctx context.Context, q *gen.Queries, a claimArgs) ([]Item, error) {
 	rows, err := q.OutboxClaim(ctx, gen.OutboxClaimParams{OwnerToken: a.token, LeaseMs: a.leaseMs, WorkerID: a.workerID, Queue: a.queue, MaxRows: a.max,
-		AfterKey: a.opts.AfterKey, SkipTopics: a.opts.SkipTopics})
+		AfterKey: a.opts.AfterKey, SkipTopics: a.opts.SkipTopics, PassKeys: a.opts.PassKeys, Wake: a.opts.Wake})
 	items := make([]Item, len(rows))
 	for i, r := range rows {
 		it := newItem(a, r.ID, r.Attempts, r.MaxAttempts, r.LeaseVersion, r.LockedUntil, r.Payload, r.Priority, r.RunAt, r.CreatedAt)
@@ -78,9 +79,21 @@ func claimTimers(ctx context.Context, q *gen.Queries, a claimArgs) ([]Item, erro
 }
 
 // deleteFinishedOutbox is the outbox's retention (OutboxDeleteFinished): the
-// shared statement's, but failed messages with a partition key stay.
+// shared statement's, but failed messages with a partition key stay. Once a
+// call finds fewer finished messages than max, it also deletes up to max
+// partition-key counters unused for as long whose key has nothing pending
+// (OutboxPruneKeySeqs), so that the counter table does not keep every key
+// ever written. It returns both counts' sum.
 func deleteFinishedOutbox(ctx context.Context, q *gen.Queries, olderThanMs int64, max int32) (int64, error) {
-	return q.OutboxDeleteFinished(ctx, olderThanMs, max)
+	n, err := q.OutboxDeleteFinished(ctx, olderThanMs, max)
+	if err != nil || n >= int64(max) {
+		return n, err
+	}
+	pruned, err := q.OutboxPruneKeySeqs(ctx, olderThanMs, max)
+	if err != nil {
+		return n, fmt.Errorf("prune partition-key counters: %w", err)
+	}
+	return n + pruned, nil
 }
 
 // depthOutbox is the outbox's queue depth (OutboxQueueDepth): its ready

@@ -167,6 +167,13 @@ type ClaimOptions struct {
 	// SkipTopics (outbox): a finally failed message of one of these topics
 	// does not block its partition key; by default it does.
 	SkipTopics []string
+	// PassKeys (outbox): partition keys the claim leaves alone, handed over
+	// to the queue's other claimers.
+	PassKeys []string
+	// Wake (outbox): the claim wakes the queue's claimers when it commits
+	// (NOTIFY, as a new message does), so that another one takes a key
+	// just added to PassKeys.
+	Wake bool
 }
 
 // Claim is one claimed batch: every item shares the owner token.
@@ -563,7 +570,8 @@ func (e *Engine) CountByState(ctx context.Context) ([]StateCount, error) {
 // DeleteFinished deletes up to max done or failed items that finished more
 // than olderThan ago, and returns how many it deleted (retention). On the
 // outbox, failed messages with a partition key are kept: they may be
-// blocking their key.
+// blocking their key; and the partition-key counters of keys idle for as
+// long are deleted too (outbox.DeleteFinished), and counted.
 func (e *Engine) DeleteFinished(ctx context.Context, olderThan time.Duration, max int) (int64, error) {
 	if e.err != nil {
 		return 0, fmt.Errorf("delete finished: %w", e.err)

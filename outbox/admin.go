@@ -37,7 +37,7 @@ type Record struct {
 	LeaseVersion  int64           `json:"lease_version"`
 	ClaimedBy     string          `json:"claimed_by,omitempty"`
 	LastError     string          `json:"last_error,omitempty"`
-	WriteXID      uint64          `json:"write_xid"`
+	KeySeq        int64           `json:"key_seq,omitempty"` // the message's place in its partition key's order (0: no key, or delivered before migration 00016)
 	JoinID        int64           `json:"join_id,omitempty"`
 	CreatedAt     time.Time       `json:"created_at"`
 	UpdatedAt     time.Time       `json:"updated_at"`
@@ -48,7 +48,7 @@ func record(r gen.Outbox) Record {
 	return Record{ID: r.ID, Queue: r.Queue, Topic: r.Topic, PartitionKey: deref(r.PartitionKey), MessageID: r.MessageID,
 		CorrelationID: deref(r.CorrelationID), Payload: r.Payload, Headers: r.Headers, Status: lease.Status(r.Status).String(),
 		Priority: r.Priority, RunAt: r.RunAt, Attempts: r.Attempts, MaxAttempts: r.MaxAttempts, LeaseVersion: r.LeaseVersion,
-		ClaimedBy: deref(r.ClaimedBy), LastError: deref(r.LastError), WriteXID: r.WriteXid.Uint64, JoinID: deref(r.JoinID),
+		ClaimedBy: deref(r.ClaimedBy), LastError: deref(r.LastError), KeySeq: deref(r.KeySeq), JoinID: deref(r.JoinID),
 		CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt, FinishedAt: r.FinishedAt}
 }
 
@@ -157,7 +157,11 @@ func deref[T any](p *T) T {
 // DeleteFinished deletes up to max done or failed messages that finished
 // more than olderThan ago (retention), except failed messages with a
 // partition key, which may be blocking their key: those stay until an
-// operator retries or deletes them. It returns how many it deleted. It is
+// operator retries or deletes them. When fewer than max were left to
+// delete, it also deletes up to max partition-key counters last written
+// more than olderThan ago whose key has no message not done (the key's
+// order starts again at 1; never while a writer of the key is open). It
+// returns how many rows it deleted, of both kinds. It is
 // lease.Engine.DeleteFinished on the outbox.
 func DeleteFinished(ctx context.Context, db workq.DB, olderThan time.Duration, max int) (int64, error) {
 	if olderThan <= 0 || max < 1 {

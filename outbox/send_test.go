@@ -58,7 +58,7 @@ func TestSendInTransaction(t *testing.T) {
 		t.Fatal(err)
 	}
 	if r.Queue != "q1" || r.PartitionKey != "order-1" || r.CorrelationID != "corr" || !r.RunAt.Equal(runAt) ||
-		r.MaxAttempts != 7 || r.Priority != 3 || string(r.Headers) != `{"X-Tenant": "t1"}` || r.WriteXID == 0 {
+		r.MaxAttempts != 7 || r.Priority != 3 || string(r.Headers) != `{"X-Tenant": "t1"}` || r.KeySeq != 1 {
 		t.Fatalf("stored %+v", r)
 	}
 }

@@ -122,7 +122,7 @@ type forgedItem struct {
 }
 
 func (b *forge) item(table string, id int64, queue string, status int16, key string) *forgedItem {
-	it := &itemHistory{itemRow: itemRow{Table: table, ID: id, Queue: queue, Status: status, MaxAttempts: 4, WriteXid: uint64(id)}}
+	it := &itemHistory{itemRow: itemRow{Table: table, ID: id, Queue: queue, Status: status, MaxAttempts: 4, KeySeq: id}}
 	if key != "" {
 		it.Key = &key
 	}

@@ -495,7 +495,7 @@ type itemRow struct {
 	Attempts    int32
 	MaxAttempts int32
 	Key         *string
-	WriteXid    uint64
+	KeySeq      int64 // the outbox's order within a partition key
 }
 
 // leaseSpan is one lease: from its claim to its end, extended by
@@ -611,7 +611,7 @@ func loadHistory(t *testing.T, db *pgxpool.Pool, rc *receiver, off clockOffset) 
 		return it
 	}
 	collectRows(t, db, `select 'job_runs', id, queue, status, attempts, max_attempts, null::text, 0::bigint from job_runs
-		union all select 'outbox', id, queue, status, attempts, max_attempts, partition_key, write_xid::text::bigint from outbox`,
+		union all select 'outbox', id, queue, status, attempts, max_attempts, partition_key, coalesce(key_seq, 0) from outbox`,
 		func(r itemRow) { item(r.Table, r.ID).itemRow = r })
 	collectRows(t, db, `select seq, at, stmt_at, tbl, item_id, queue, event, old_status, new_status, lease_version, attempts, max_attempts,
 			token, locked_until, run_at, claimed_by, partition_key, app from fault_history order by at, seq`,
@@ -876,7 +876,7 @@ func (h *history) checkKeys(keys []itemKey, eps time.Duration, add func(*itemHis
 			}
 		}
 		sort.Slice(items, func(i, j int) bool {
-			return items[i].WriteXid < items[j].WriteXid || items[i].WriteXid == items[j].WriteXid && items[i].ID < items[j].ID
+			return items[i].KeySeq < items[j].KeySeq || items[i].KeySeq == items[j].KeySeq && items[i].ID < items[j].ID
 		})
 		for i := 1; i < len(items); i++ {
 			prev, cur := items[i-1], items[i]

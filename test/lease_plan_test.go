@@ -324,7 +324,7 @@ func leasePlans(t *testing.T, tbl leaseTable, stale bool) {
 			claimArgs := func(queue string, resume bool) map[string]any {
 				args := map[string]any{"queue": queue, "max_rows": int32(100),
 					"lease_ms": int64(30_000), "worker_id": "w", "owner_token": uuid.New(),
-					"after_key": "", "skip_topics": []string{}, // outbox's ordered-claim options
+					"after_key": "", "skip_topics": []string{}, "pass_keys": []string{}, "wake": false, // outbox's ordered-claim options
 					"resume_priority": (*int16)(nil), "resume_run_at": (*time.Time)(nil)} // the resume point (job_runs, timers, inbox)
 				if resume {
 					args["resume_priority"], args["resume_run_at"] = &resumePriority, &resumeAt
@@ -334,7 +334,7 @@ func leasePlans(t *testing.T, tbl leaseTable, stale bool) {
 			claimLits := func(resume bool) []string {
 				lits := map[string]string{"queue": "'q'",
 					"max_rows": "100", "lease_ms": "30000", "worker_id": "'w'",
-					"owner_token": "'" + uuid.NewString() + "'", "after_key": "''", "skip_topics": "'{}'",
+					"owner_token": "'" + uuid.NewString() + "'", "after_key": "''", "skip_topics": "'{}'", "pass_keys": "'{}'", "wake": "false",
 					"resume_priority": "null", "resume_run_at": "null"}
 				if resume {
 					lits["resume_priority"], lits["resume_run_at"] = "0", "now() - interval '1 hour'"

@@ -37,6 +37,7 @@ type producer struct {
 
 	notified chan struct{} // new work may be there: a notification, or the listener (re)connected
 	wake     chan struct{} // capacity came back: slots freed, or the completer caught up
+	applied  chan struct{} // a completion was applied (Source.ClaimAfterCompletion)
 
 	mu       sync.Mutex
 	inflight map[int64]*attempt // every attempt this producer holds a lease for
@@ -49,7 +50,12 @@ type producer struct {
 
 	failures failureLog // rate-limits the warnings about failed handlers
 
-	prev []lease.Item // the last claim's items, for Source.ClaimOptions (claim loop only)
+	prev  []lease.Item // the last claim's items, for Source.ClaimOptions (claim loop only)
+	woken bool         // something outside this worker's completions asked for a claim since the last one (claim loop only)
+	// completed are the applied completions since the last claim, for
+	// Source.ClaimOptions (ClaimAfterCompletion with ClaimOptions only;
+	// under mu).
+	completed []Result
 
 	// The claim loop's resume point (lease.ClaimParams.Resume): set after a
 	// full claim, cleared after one that was not; lastFullScan is when the
@@ -171,7 +177,7 @@ func (a *attempt) endRecord(res Result) {
 func newProducer(w *Worker, src Source, queue string, comp *completer, life *lifecycle) *producer {
 	return &producer{
 		w: w, src: src, queue: queue, engine: comp.engine, comp: comp, life: life,
-		notified: make(chan struct{}, 1), wake: make(chan struct{}, 1),
+		notified: make(chan struct{}, 1), wake: make(chan struct{}, 1), applied: make(chan struct{}, 1),
 		inflight: map[int64]*attempt{}, work: make(chan *attempt, w.cfg.Concurrency+w.cfg.Batch), wakeAt: -1,
 	}
 }
@@ -307,6 +313,7 @@ func (p *producer) run(ctx context.Context) {
 	defer poll.Stop()
 	refill := max(1, min(cfg.Batch, cfg.Concurrency)/4)
 	hint, more := true, false
+	p.woken = true
 	claimErrors := 0      // failed claims in a row
 	retryStep := int32(0) // the backoff step of the next failure
 	var lastReclaim time.Time
@@ -402,14 +409,16 @@ func (p *producer) run(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-p.notified:
+			hint, p.woken = true, true
+		case <-p.applied:
 			hint = true
 		case <-p.wake:
 		case <-poll.C:
-			hint = true
+			hint, p.woken = true, true
 		case <-impatient.C:
 			waiting, patient = false, false
 		case <-due.C:
-			hint = true
+			hint, p.woken = true, true
 		}
 	}
 }
@@ -489,8 +498,13 @@ func (p *producer) claim(ctx context.Context, n int) (int, error) {
 	backend := conn.Conn().PgConn().PID()
 	params := lease.ClaimParams{Queue: p.queue, Max: n, Lease: cfg.Lease, WorkerID: cfg.WorkerID}
 	if p.src.ClaimOptions != nil {
-		params.Options = p.src.ClaimOptions(p.queue, p.prev)
+		cc := ClaimContext{Queue: p.queue, Prev: p.prev, Woken: p.woken}
+		p.mu.Lock()
+		cc.Completed, p.completed = p.completed, nil
+		p.mu.Unlock()
+		params.Options = p.src.ClaimOptions(cc)
 	}
+	p.woken = false
 	if now := time.Now(); p.resume != nil && now.Sub(p.lastFullScan) < fullScanEvery {
 		params.Resume = p.resume
 	} else {
@@ -649,7 +663,12 @@ func (p *producer) execute(a *attempt) {
 		p.forget(a)
 		p.w.stats.pending.Add(-1)
 		if p.src.ClaimAfterCompletion && res.Applied {
-			p.notify()
+			if p.src.ClaimOptions != nil {
+				p.mu.Lock()
+				p.completed = append(p.completed, res)
+				p.mu.Unlock()
+			}
+			poke(p.applied)
 		}
 	}})
 }

@@ -52,15 +52,33 @@ type Source struct {
 	// late. It must be one cheap indexed read (timers: TimersNextDue).
 	NextDue func(ctx context.Context, db workq.DB, queue string) (wait time.Duration, ok bool, err error)
 	// ClaimOptions, when set, gives the table-specific options of the next
-	// claim of queue (lease.ClaimOptions); prev is what the previous claim
-	// of that queue returned (nil at first, or when it found nothing). It is
-	// called by the queue's one claim loop, never concurrently for a queue.
-	ClaimOptions func(queue string, prev []lease.Item) lease.ClaimOptions
+	// claim of a queue (lease.ClaimOptions), from what the claim loop knows
+	// (ClaimContext). It is called by the queue's one claim loop, never
+	// concurrently for a queue.
+	ClaimOptions func(ClaimContext) lease.ClaimOptions
 	// ClaimAfterCompletion: a completed item can make other items claimable
 	// (the next message of an outbox partition key), so the claim loop of
 	// its queue claims again after each applied completion instead of
 	// waiting for a notification or the poll.
 	ClaimAfterCompletion bool
+}
+
+// ClaimContext is what a queue's claim loop tells Source.ClaimOptions about
+// the claim it is about to make.
+type ClaimContext struct {
+	Queue string
+	// Prev is what the previous claim of the queue returned (nil at first,
+	// or when it found nothing).
+	Prev []lease.Item
+	// Completed are the items of the queue whose completion was applied
+	// since the previous claim (with ClaimAfterCompletion only; nil
+	// otherwise), with the outcome applied.
+	Completed []Result
+	// Woken: a notification, the poll, a due time or the start led to this
+	// claim. False when only this worker's own completions
+	// (ClaimAfterCompletion) or a full previous claim did: other workers of
+	// the queue have not been woken since the previous claim.
+	Woken bool
 }
 
 // Worker runs the sources registered on it.

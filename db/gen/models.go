@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5/pgtype"
 )
 
 type Inbox struct {
@@ -84,8 +83,8 @@ type Outbox struct {
 	CreatedAt     time.Time
 	UpdatedAt     time.Time
 	FinishedAt    *time.Time
-	WriteXid      pgtype.Uint64
 	JoinID        *int64
+	KeySeq        *int64
 }
 
 type OutboxJoin struct {
@@ -114,6 +113,13 @@ type OutboxJoin struct {
 	OnFailHeaders           []byte
 	OnFailPartitionKey      *string
 	OnFailCorrelationID     *string
+}
+
+type OutboxKeySeq struct {
+	Queue        string
+	PartitionKey string
+	LastSeq      int64
+	UpdatedAt    time.Time
 }
 
 type QueueLimit struct {

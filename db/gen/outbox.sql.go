@@ -13,8 +13,12 @@ import (
 )
 
 const outboxClaim = `-- name: OutboxClaim :many
-with recursive budget as materialized (
-    select workq_claim_budget('outbox', $4, $5::integer) as n
+with recursive
+woke as materialized (
+    select count(*) as n from (select pg_notify('workq_outbox', $4::text) where $5::boolean) x
+),
+budget as materialized (
+    select workq_claim_budget('outbox', $4, $6::integer) as n from woke
 ),
 reserve as materialized (
     select count(*)::integer as n from (
@@ -28,11 +32,11 @@ reserve as materialized (
 keys (key, wrapped) as (
     (select s.key, s.wrapped from (
         (select o.partition_key as key, false as wrapped from outbox o
-         where o.queue = $4 and o.partition_key is not null and o.status <> 2 and o.partition_key > $6::text
+         where o.queue = $4 and o.partition_key is not null and o.status <> 2 and o.partition_key > $7::text
          order by o.partition_key limit 1)
         union all
         (select o.partition_key as key, true as wrapped from outbox o
-         where o.queue = $4 and o.partition_key is not null and o.status <> 2 and o.partition_key <= $6::text
+         where o.queue = $4 and o.partition_key is not null and o.status <> 2 and o.partition_key <= $7::text
          order by o.partition_key limit 1)
     ) s limit 1)
     union all
@@ -45,25 +49,27 @@ keys (key, wrapped) as (
             union all
             (select o.partition_key as key, true as wrapped from outbox o
              where not k.wrapped and o.queue = $4 and o.partition_key is not null and o.status <> 2
-               and o.partition_key <= $6::text
+               and o.partition_key <= $7::text
              order by o.partition_key limit 1)
             union all
             (select o.partition_key as key, true as wrapped from outbox o
              where k.wrapped and o.queue = $4 and o.partition_key is not null and o.status <> 2
-               and o.partition_key > k.key and o.partition_key <= $6::text
+               and o.partition_key > k.key and o.partition_key <= $7::text
              order by o.partition_key limit 1)
         ) s limit 1
     ) n
 ),
 heads as (
     select h.id from keys k cross join lateral (
-        select o.id, o.status, o.run_at, o.write_xid from outbox o
+        select o.id, o.status, o.run_at from outbox o
         where o.queue = $4 and o.partition_key is not null and o.status <> 2 and o.partition_key = k.key
-          and not (o.status = 3 and o.topic = any(coalesce($7::text[], '{}')))
-        order by o.write_xid, o.id
+          and not (o.status = 3 and o.topic = any(coalesce($8::text[], '{}')))
+          -- keys this claimer hands over to the queue's other claimers
+          and k.key <> all(coalesce($9::text[], '{}'))
+        order by o.key_seq
         limit 1
     ) h
-    where h.status = 0 and h.run_at <= now() and h.write_xid < pg_snapshot_xmin(pg_current_snapshot())
+    where h.status = 0 and h.run_at <= now()
       -- A key with a message in flight waits, even when its first not-done
       -- message is ready (a retried message the key had skipped): one probe
       -- of outbox_key_in_flight, which also refuses a second in-flight
@@ -114,9 +120,11 @@ type OutboxClaimParams struct {
 	LeaseMs    int64
 	WorkerID   string
 	Queue      string
+	Wake       bool
 	MaxRows    int32
 	AfterKey   string
 	SkipTopics []string
+	PassKeys   []string
 }
 
 type OutboxClaimRow struct {
@@ -136,15 +144,18 @@ type OutboxClaimRow struct {
 	CreatedAt     time.Time
 }
 
-// OutboxClaim leases up to max_rows due outbox messages of one queue under owner_token, a fresh token the caller mints for this claim alone, within the global limit of the queue: unkeyed messages in (priority desc, id) order, and for partition keys each key's head only (its first message in (write_xid, id) order among rows not done, ready, due, and written by a transaction older than every running one), keys visited from after_key on, wrapping around. Failed messages of skip_topics do not block their key. Expired leases are reaped by LeaseReapExpired.
+// OutboxClaim leases up to max_rows due outbox messages of one queue under owner_token, a fresh token the caller mints for this claim alone, within the global limit of the queue: unkeyed messages in (priority desc, id) order, and for partition keys each key's head only (its message with the lowest key_seq among rows not done, if ready and due, and no message of the key is in flight), keys visited from after_key on, wrapping around, pass_keys passed over (with wake it NOTIFYs the queue's claimers to take them). Failed messages of skip_topics do not block their key. Expired leases are reaped by LeaseReapExpired.
+// With wake, the claim wakes the queue's claimers at commit (NOTIFY
+// workq_outbox), as a new message does: it hands over pass_keys.
 // Keep up to half the budget (rounded at random, so a budget of one is
 // shared too) for unkeyed messages when some wait, so neither kind starves.
 // The queue's partition keys with rows not done, one index probe each (a
 // skip scan of outbox_ordered), from the first key after after_key to the
 // last, then from the first key up to after_key (wrapped). Evaluated lazily:
 // the heads' LIMIT stops the walk.
-// Each key's head; claimable when ready, due and older than every running
-// transaction (pg_snapshot_xmin of this statement's snapshot).
+// Each key's head (its lowest key_seq not done); claimable when ready and
+// due. Every message of the key before it is visible to this snapshot: its
+// writer committed before the head's writer took its number.
 // Locked and rechecked on the newest row version: a head another claimer
 // took or finished since this statement's snapshot is left alone.
 // Not a join with candidates: the planner cannot estimate the budget limit
@@ -155,9 +166,11 @@ func (q *Queries) OutboxClaim(ctx context.Context, arg OutboxClaimParams) ([]Out
 		arg.LeaseMs,
 		arg.WorkerID,
 		arg.Queue,
+		arg.Wake,
 		arg.MaxRows,
 		arg.AfterKey,
 		arg.SkipTopics,
+		arg.PassKeys,
 	)
 	if err != nil {
 		return nil, err
@@ -280,17 +293,39 @@ with notified as (
     from (select distinct unnest($1::text[]) as queue) q
     where $2::boolean
 ),
+u as materialized (
+    select m.queue, m.topic, nullif(m.partition_key, '') collate "C" as partition_key, m.message_id, m.payload, m.headers,
+           m.correlation_id, m.priority, m.run_at, m.delay_ms, m.max_attempts, m.join_id, m.ord
+    from (select unnest($1::text[]) as queue, unnest($3::text[]) as topic, unnest($4::text[]) as partition_key,
+                 unnest($5::text[]) as message_id, unnest($6::text[]) as payload, unnest($7::text[]) as headers,
+                 unnest($8::text[]) as correlation_id, unnest($9::smallint[]) as priority,
+                 unnest($10::text[]) as run_at, unnest($11::bigint[]) as delay_ms,
+                 unnest($12::integer[]) as max_attempts, unnest($13::bigint[]) as join_id,
+                 generate_series(1, cardinality($1::text[])) as ord) m
+),
+batch_keys as materialized (
+    select u.queue, u.partition_key, count(*) as n from u
+    where u.partition_key is not null
+    group by u.queue, u.partition_key
+),
+seqs as (
+    insert into outbox_key_seqs as c (queue, partition_key, last_seq, updated_at)
+    select k.queue, k.partition_key, k.n, now() from batch_keys k
+    order by k.queue, k.partition_key
+    on conflict (queue, partition_key) do update set last_seq = c.last_seq + excluded.last_seq, updated_at = now()
+    returning c.queue, c.partition_key, c.last_seq
+),
 ins as (
-insert into outbox (queue, topic, partition_key, message_id, payload, headers, correlation_id, priority, run_at, max_attempts, join_id)
-select u.queue, u.topic, nullif(u.partition_key, ''), coalesce(nullif(u.message_id, '')::uuid, gen_random_uuid()),
+insert into outbox (queue, topic, partition_key, message_id, payload, headers, correlation_id, priority, run_at, max_attempts, join_id, key_seq)
+select u.queue, u.topic, u.partition_key, coalesce(nullif(u.message_id, '')::uuid, gen_random_uuid()),
        u.payload::jsonb, u.headers::jsonb, nullif(u.correlation_id, ''), u.priority,
        coalesce(nullif(u.run_at, '')::timestamptz, now() + coalesce(u.delay_ms, 0) * interval '1 millisecond'),
-       u.max_attempts, nullif(u.join_id, 0)
-from (select unnest($1::text[]) as queue, unnest($3::text[]) as topic, unnest($4::text[]) as partition_key,
-             unnest($5::text[]) as message_id, unnest($6::text[]) as payload, unnest($7::text[]) as headers,
-             unnest($8::text[]) as correlation_id, unnest($9::smallint[]) as priority,
-             unnest($10::text[]) as run_at, unnest($11::bigint[]) as delay_ms,
-             unnest($12::integer[]) as max_attempts, unnest($13::bigint[]) as join_id) u
+       u.max_attempts, nullif(u.join_id, 0),
+       s.last_seq - k.n + row_number() over (partition by u.queue, u.partition_key order by u.ord)
+from u
+left join batch_keys k on k.queue = u.queue and k.partition_key = u.partition_key
+left join seqs s on s.queue = u.queue and s.partition_key = u.partition_key
+order by u.ord
 returning id, message_id
 )
 select ins.id, ins.message_id from ins cross join (select count(*) as n from notified) x
@@ -317,9 +352,11 @@ type OutboxEnqueueManyRow struct {
 	MessageID uuid.UUID
 }
 
-// OutboxEnqueueMany writes many messages in one statement, in input order; empty partition keys, message ids, correlation ids and run_ats and zero join ids mean none; with notify it wakes the relays of every queue in the batch.
+// OutboxEnqueueMany writes many messages in one statement, in input order; empty partition keys, message ids, correlation ids and run_ats and zero join ids mean none; with notify it wakes the relays of every queue in the batch. It numbers each partition key's messages itself, with one update of the key's counter for the whole batch (the row trigger would update it once per message, and every further update of a row the transaction already updated walks all its earlier versions), keys taken in sorted order, so that two batches never wait for each other's keys crosswise.
 // Set-returning functions in a select list run in lockstep, in input order;
 // a shorter array (an optional column left out) is padded with nulls.
+// Each key's counter advanced by its number of messages in the batch; the
+// batch's messages of the key take the numbers up to the new value.
 func (q *Queries) OutboxEnqueueMany(ctx context.Context, arg OutboxEnqueueManyParams) ([]OutboxEnqueueManyRow, error) {
 	rows, err := q.db.Query(ctx, outboxEnqueueMany,
 		arg.Queues,
@@ -355,7 +392,7 @@ func (q *Queries) OutboxEnqueueMany(ctx context.Context, arg OutboxEnqueueManyPa
 }
 
 const outboxGet = `-- name: OutboxGet :one
-select id, queue, topic, partition_key, message_id, payload, headers, correlation_id, status, priority, run_at, owner_token, locked_until, lease_version, attempts, max_attempts, claimed_at, claimed_by, last_error, created_at, updated_at, finished_at, write_xid, join_id from outbox where id = $1
+select id, queue, topic, partition_key, message_id, payload, headers, correlation_id, status, priority, run_at, owner_token, locked_until, lease_version, attempts, max_attempts, claimed_at, claimed_by, last_error, created_at, updated_at, finished_at, join_id, key_seq from outbox where id = $1
 `
 
 // OutboxGet reads one outbox message.
@@ -385,14 +422,14 @@ func (q *Queries) OutboxGet(ctx context.Context, id int64) (Outbox, error) {
 		&i.CreatedAt,
 		&i.UpdatedAt,
 		&i.FinishedAt,
-		&i.WriteXid,
 		&i.JoinID,
+		&i.KeySeq,
 	)
 	return i, err
 }
 
 const outboxGetByMessageID = `-- name: OutboxGetByMessageID :one
-select id, queue, topic, partition_key, message_id, payload, headers, correlation_id, status, priority, run_at, owner_token, locked_until, lease_version, attempts, max_attempts, claimed_at, claimed_by, last_error, created_at, updated_at, finished_at, write_xid, join_id from outbox where message_id = $1
+select id, queue, topic, partition_key, message_id, payload, headers, correlation_id, status, priority, run_at, owner_token, locked_until, lease_version, attempts, max_attempts, claimed_at, claimed_by, last_error, created_at, updated_at, finished_at, join_id, key_seq from outbox where message_id = $1
 `
 
 // OutboxGetByMessageID reads one outbox message by its message id.
@@ -422,8 +459,8 @@ func (q *Queries) OutboxGetByMessageID(ctx context.Context, messageID uuid.UUID)
 		&i.CreatedAt,
 		&i.UpdatedAt,
 		&i.FinishedAt,
-		&i.WriteXid,
 		&i.JoinID,
+		&i.KeySeq,
 	)
 	return i, err
 }
@@ -447,7 +484,7 @@ from keys k cross join lateral (
     from outbox o
     where o.queue = $1 and o.partition_key is not null and o.status <> 2 and o.partition_key = k.key
       and not (o.status = 3 and o.topic = any(coalesce($2::text[], '{}')))
-    order by o.write_xid, o.id
+    order by o.key_seq
     limit 1
 ) h
 where not $3::boolean
@@ -515,7 +552,7 @@ func (q *Queries) OutboxKeyHeads(ctx context.Context, arg OutboxKeyHeadsParams) 
 }
 
 const outboxList = `-- name: OutboxList :many
-select id, queue, topic, partition_key, message_id, payload, headers, correlation_id, status, priority, run_at, owner_token, locked_until, lease_version, attempts, max_attempts, claimed_at, claimed_by, last_error, created_at, updated_at, finished_at, write_xid, join_id from outbox o
+select id, queue, topic, partition_key, message_id, payload, headers, correlation_id, status, priority, run_at, owner_token, locked_until, lease_version, attempts, max_attempts, claimed_at, claimed_by, last_error, created_at, updated_at, finished_at, join_id, key_seq from outbox o
 where o.id > $1::bigint
   and ($2::text = '' or o.queue = $2::text)
   and ($3::integer < 0 or o.status = $3::integer)
@@ -574,8 +611,8 @@ func (q *Queries) OutboxList(ctx context.Context, arg OutboxListParams) ([]Outbo
 			&i.CreatedAt,
 			&i.UpdatedAt,
 			&i.FinishedAt,
-			&i.WriteXid,
 			&i.JoinID,
+			&i.KeySeq,
 		); err != nil {
 			return nil, err
 		}
@@ -588,7 +625,7 @@ func (q *Queries) OutboxList(ctx context.Context, arg OutboxListParams) ([]Outbo
 }
 
 const outboxPage = `-- name: OutboxPage :many
-select id, queue, topic, partition_key, message_id, payload, headers, correlation_id, status, priority, run_at, owner_token, locked_until, lease_version, attempts, max_attempts, claimed_at, claimed_by, last_error, created_at, updated_at, finished_at, write_xid, join_id from outbox t
+select id, queue, topic, partition_key, message_id, payload, headers, correlation_id, status, priority, run_at, owner_token, locked_until, lease_version, attempts, max_attempts, claimed_at, claimed_by, last_error, created_at, updated_at, finished_at, join_id, key_seq from outbox t
 where t.id < $1::bigint
   and ($2::text is null or t.queue = $2::text)
   and ($3::smallint is null or t.status = $3::smallint)
@@ -656,8 +693,8 @@ func (q *Queries) OutboxPage(ctx context.Context, arg OutboxPageParams) ([]Outbo
 			&i.CreatedAt,
 			&i.UpdatedAt,
 			&i.FinishedAt,
-			&i.WriteXid,
 			&i.JoinID,
+			&i.KeySeq,
 		); err != nil {
 			return nil, err
 		}
@@ -667,6 +704,18 @@ func (q *Queries) OutboxPage(ctx context.Context, arg OutboxPageParams) ([]Outbo
 		return nil, err
 	}
 	return items, nil
+}
+
+const outboxPruneKeySeqs = `-- name: OutboxPruneKeySeqs :one
+select outbox_prune_key_seqs($1::bigint, $2::integer)::bigint as deleted
+`
+
+// OutboxPruneKeySeqs deletes up to max_rows partition-key counters last used more than older_than_ms ago whose key has no message not done (outbox_prune_key_seqs: the key starts again at 1; never while a writer of it is open), and returns how many.
+func (q *Queries) OutboxPruneKeySeqs(ctx context.Context, olderThanMs int64, maxRows int32) (int64, error) {
+	row := q.db.QueryRow(ctx, outboxPruneKeySeqs, olderThanMs, maxRows)
+	var deleted int64
+	err := row.Scan(&deleted)
+	return deleted, err
 }
 
 const outboxQueueDepth = `-- name: OutboxQueueDepth :many

@@ -17,33 +17,63 @@ notified as (
 select ins.id, ins.message_id from ins cross join (select count(*) as n from notified) x;
 
 -- name: OutboxEnqueueMany :many
--- OutboxEnqueueMany writes many messages in one statement, in input order; empty partition keys, message ids, correlation ids and run_ats and zero join ids mean none; with notify it wakes the relays of every queue in the batch.
+-- OutboxEnqueueMany writes many messages in one statement, in input order; empty partition keys, message ids, correlation ids and run_ats and zero join ids mean none; with notify it wakes the relays of every queue in the batch. It numbers each partition key's messages itself, with one update of the key's counter for the whole batch (the row trigger would update it once per message, and every further update of a row the transaction already updated walks all its earlier versions), keys taken in sorted order, so that two batches never wait for each other's keys crosswise.
 with notified as (
     select pg_notify('workq_outbox', q.queue) as sent
     from (select distinct unnest(@queues::text[]) as queue) q
     where @notify::boolean
 ),
-ins as (
-insert into outbox (queue, topic, partition_key, message_id, payload, headers, correlation_id, priority, run_at, max_attempts, join_id)
-select u.queue, u.topic, nullif(u.partition_key, ''), coalesce(nullif(u.message_id, '')::uuid, gen_random_uuid()),
-       u.payload::jsonb, u.headers::jsonb, nullif(u.correlation_id, ''), u.priority,
-       coalesce(nullif(u.run_at, '')::timestamptz, now() + coalesce(u.delay_ms, 0) * interval '1 millisecond'),
-       u.max_attempts, nullif(u.join_id, 0)
 -- Set-returning functions in a select list run in lockstep, in input order;
 -- a shorter array (an optional column left out) is padded with nulls.
-from (select unnest(@queues::text[]) as queue, unnest(@topics::text[]) as topic, unnest(@partition_keys::text[]) as partition_key,
-             unnest(@message_ids::text[]) as message_id, unnest(@payloads::text[]) as payload, unnest(@headers::text[]) as headers,
-             unnest(@correlation_ids::text[]) as correlation_id, unnest(@priorities::smallint[]) as priority,
-             unnest(@run_ats::text[]) as run_at, unnest(@delays_ms::bigint[]) as delay_ms,
-             unnest(@max_attempts::integer[]) as max_attempts, unnest(@join_ids::bigint[]) as join_id) u
+u as materialized (
+    select m.queue, m.topic, nullif(m.partition_key, '') collate "C" as partition_key, m.message_id, m.payload, m.headers,
+           m.correlation_id, m.priority, m.run_at, m.delay_ms, m.max_attempts, m.join_id, m.ord
+    from (select unnest(@queues::text[]) as queue, unnest(@topics::text[]) as topic, unnest(@partition_keys::text[]) as partition_key,
+                 unnest(@message_ids::text[]) as message_id, unnest(@payloads::text[]) as payload, unnest(@headers::text[]) as headers,
+                 unnest(@correlation_ids::text[]) as correlation_id, unnest(@priorities::smallint[]) as priority,
+                 unnest(@run_ats::text[]) as run_at, unnest(@delays_ms::bigint[]) as delay_ms,
+                 unnest(@max_attempts::integer[]) as max_attempts, unnest(@join_ids::bigint[]) as join_id,
+                 generate_series(1, cardinality(@queues::text[])) as ord) m
+),
+batch_keys as materialized (
+    select u.queue, u.partition_key, count(*) as n from u
+    where u.partition_key is not null
+    group by u.queue, u.partition_key
+),
+-- Each key's counter advanced by its number of messages in the batch; the
+-- batch's messages of the key take the numbers up to the new value.
+seqs as (
+    insert into outbox_key_seqs as c (queue, partition_key, last_seq, updated_at)
+    select k.queue, k.partition_key, k.n, now() from batch_keys k
+    order by k.queue, k.partition_key
+    on conflict (queue, partition_key) do update set last_seq = c.last_seq + excluded.last_seq, updated_at = now()
+    returning c.queue, c.partition_key, c.last_seq
+),
+ins as (
+insert into outbox (queue, topic, partition_key, message_id, payload, headers, correlation_id, priority, run_at, max_attempts, join_id, key_seq)
+select u.queue, u.topic, u.partition_key, coalesce(nullif(u.message_id, '')::uuid, gen_random_uuid()),
+       u.payload::jsonb, u.headers::jsonb, nullif(u.correlation_id, ''), u.priority,
+       coalesce(nullif(u.run_at, '')::timestamptz, now() + coalesce(u.delay_ms, 0) * interval '1 millisecond'),
+       u.max_attempts, nullif(u.join_id, 0),
+       s.last_seq - k.n + row_number() over (partition by u.queue, u.partition_key order by u.ord)
+from u
+left join batch_keys k on k.queue = u.queue and k.partition_key = u.partition_key
+left join seqs s on s.queue = u.queue and s.partition_key = u.partition_key
+order by u.ord
 returning id, message_id
 )
 select ins.id, ins.message_id from ins cross join (select count(*) as n from notified) x;
 
 -- name: OutboxClaim :many
--- OutboxClaim leases up to max_rows due outbox messages of one queue under owner_token, a fresh token the caller mints for this claim alone, within the global limit of the queue: unkeyed messages in (priority desc, id) order, and for partition keys each key's head only (its first message in (write_xid, id) order among rows not done, ready, due, and written by a transaction older than every running one), keys visited from after_key on, wrapping around. Failed messages of skip_topics do not block their key. Expired leases are reaped by LeaseReapExpired.
-with recursive budget as materialized (
-    select workq_claim_budget('outbox', @queue, @max_rows::integer) as n
+-- OutboxClaim leases up to max_rows due outbox messages of one queue under owner_token, a fresh token the caller mints for this claim alone, within the global limit of the queue: unkeyed messages in (priority desc, id) order, and for partition keys each key's head only (its message with the lowest key_seq among rows not done, if ready and due, and no message of the key is in flight), keys visited from after_key on, wrapping around, pass_keys passed over (with wake it NOTIFYs the queue's claimers to take them). Failed messages of skip_topics do not block their key. Expired leases are reaped by LeaseReapExpired.
+with recursive
+-- With wake, the claim wakes the queue's claimers at commit (NOTIFY
+-- workq_outbox), as a new message does: it hands over pass_keys.
+woke as materialized (
+    select count(*) as n from (select pg_notify('workq_outbox', @queue::text) where @wake::boolean) x
+),
+budget as materialized (
+    select workq_claim_budget('outbox', @queue, @max_rows::integer) as n from woke
 ),
 -- Keep up to half the budget (rounded at random, so a budget of one is
 -- shared too) for unkeyed messages when some wait, so neither kind starves.
@@ -90,17 +120,20 @@ keys (key, wrapped) as (
         ) s limit 1
     ) n
 ),
--- Each key's head; claimable when ready, due and older than every running
--- transaction (pg_snapshot_xmin of this statement's snapshot).
+-- Each key's head (its lowest key_seq not done); claimable when ready and
+-- due. Every message of the key before it is visible to this snapshot: its
+-- writer committed before the head's writer took its number.
 heads as (
     select h.id from keys k cross join lateral (
-        select o.id, o.status, o.run_at, o.write_xid from outbox o
+        select o.id, o.status, o.run_at from outbox o
         where o.queue = @queue and o.partition_key is not null and o.status <> 2 and o.partition_key = k.key
           and not (o.status = 3 and o.topic = any(coalesce(@skip_topics::text[], '{}')))
-        order by o.write_xid, o.id
+          -- keys this claimer hands over to the queue's other claimers
+          and k.key <> all(coalesce(@pass_keys::text[], '{}'))
+        order by o.key_seq
         limit 1
     ) h
-    where h.status = 0 and h.run_at <= now() and h.write_xid < pg_snapshot_xmin(pg_current_snapshot())
+    where h.status = 0 and h.run_at <= now()
       -- A key with a message in flight waits, even when its first not-done
       -- message is ready (a retried message the key had skipped): one probe
       -- of outbox_key_in_flight, which also refuses a second in-flight
@@ -161,6 +194,10 @@ where id = any(array(
     limit @max_rows::integer
 ));
 
+-- name: OutboxPruneKeySeqs :one
+-- OutboxPruneKeySeqs deletes up to max_rows partition-key counters last used more than older_than_ms ago whose key has no message not done (outbox_prune_key_seqs: the key starts again at 1; never while a writer of it is open), and returns how many.
+select outbox_prune_key_seqs(@older_than_ms::bigint, @max_rows::integer)::bigint as deleted;
+
 -- name: OutboxQueueDepth :many
 -- OutboxQueueDepth is LeaseQueueDepth for the outbox, whose ready rows are in two partial indexes: unkeyed ones in outbox_claim, keyed ones in outbox_ordered (with the key's in-progress and failed rows).
 select d.queue::text as queue, sum(d.ready)::bigint as ready, sum(d.scheduled)::bigint as scheduled, sum(d.in_progress)::bigint as in_progress,
@@ -219,7 +256,7 @@ from keys k cross join lateral (
     from outbox o
     where o.queue = @queue and o.partition_key is not null and o.status <> 2 and o.partition_key = k.key
       and not (o.status = 3 and o.topic = any(coalesce(@skip_topics::text[], '{}')))
-    order by o.write_xid, o.id
+    order by o.key_seq
     limit 1
 ) h
 where not @only_blocked::boolean

@@ -98,16 +98,8 @@ func TestRuntimePendingCompletionKeepsItsLease(t *testing.T) {
 	// machine) is released by token without using an attempt and archived as
 	// released; that attempt never ran. What must not happen is an expired
 	// lease: exactly one attempt, done.
-	var ran []string
-	released := int64(0)
-	for _, o := range outcomes(runRows(t, pool, id)) {
-		if o == "released" {
-			released++
-			continue
-		}
-		ran = append(ran, o)
-	}
-	if len(ran) != 1 || ran[0] != "done" {
+	runs, released := ranRuns(runRows(t, pool, id))
+	if ran := outcomes(runs); len(ran) != 1 || ran[0] != "done" {
 		t.Errorf("runs that ran %v, want [done]: the finished attempt's lease lapsed before its flush", ran)
 	}
 	if st := w.Stats(); st.ClaimsReleased != released {

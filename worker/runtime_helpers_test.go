@@ -137,6 +137,22 @@ func outcomes(runs []gen.Run) []string {
 	return out
 }
 
+// ranRuns leaves out the runs archived as released: claims whose result came
+// back after their client-side timeout (a loaded machine) are released by
+// token without using an attempt, and their handler never ran. It returns
+// the runs that did run and how many were left out, which the caller checks
+// against the worker's ClaimsReleased.
+func ranRuns(runs []gen.Run) (ran []gen.Run, released int64) {
+	for _, r := range runs {
+		if r.Outcome == "released" {
+			released++
+			continue
+		}
+		ran = append(ran, r)
+	}
+	return ran, released
+}
+
 func attemptsOf(runs []gen.Run) []int32 {
 	out := make([]int32, len(runs))
 	for i, r := range runs {

@@ -19,7 +19,7 @@ FUZZ_TARGETS := .:FuzzEnqueue ./outbox:FuzzSend ./inbox:FuzzReceive ./timers:Fuz
 # make soak: how long the soak runs.
 SOAK        ?= 10m
 
-.PHONY: run test test-lane-1 test-lane-2 test-race test-rest test-faults test-soak faults-long generate check-generated lint fmt build bench clean tools fuzz soak
+.PHONY: run test test-serial test-lane-1 test-lane-2 test-race test-rest test-faults test-soak faults-long generate check-generated lint fmt build bench clean tools fuzz soak
 
 ## run: migrate and run workq end to end (throwaway PostgreSQL when DATABASE_URL is unset).
 ## It runs the built binary, not `go run`: go run exits 1 whenever it is
@@ -52,6 +52,11 @@ NOTEST_PKGS = $$($(GO) list -f '{{if not (or .TestGoFiles .XTestGoFiles)}}{{.Imp
 OWN_PROCESS_TESTS := ^(TestFaults|TestSoak)$$
 # go test's -p: empty for its default (GOMAXPROCS); the lanes set -p 1.
 TEST_P ?=
+
+## test-serial: make test's parts one after another, go test at its default
+## -p (the order make test had before the lanes), to compare
+test-serial:
+	@$(WITH_TEST_ENV) $(MAKE) --no-print-directory -k check-generated fmt test-race test-rest test-faults test-soak
 
 test-lane-1:
 	@+$(call lane,test-race test-soak)

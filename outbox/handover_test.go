@@ -90,8 +90,11 @@ func TestRelaysShareKeys(t *testing.T) {
 	after := keys*perKey - int(sinceB.Load())
 	t.Logf("after the second worker started: %d messages, first %d, second %d", after, byWorker["first"], byWorker["second"])
 	for _, name := range []string{"first", "second"} {
-		if got := byWorker[name]; got < after/4 {
-			t.Errorf("the %s worker delivered %d of the %d messages after the second started; want at least a quarter", name, got, after)
+		// An even split, with a wide tolerance: which worker claims a
+		// handed-over key first is up to the scheduler (16 runs: the
+		// second's share from 31% to 63%); before the hand-over it was 0.
+		if got := byWorker[name]; got < after/5 {
+			t.Errorf("the %s worker delivered %d of the %d messages after the second started; want at least a fifth", name, got, after)
 		}
 	}
 	want := map[string][]int64{}

@@ -15,7 +15,7 @@ BENCH_FLAGS ?=
 # make fuzz: how long each fuzz target runs.
 FUZZTIME    ?= 10s
 # Every fuzz target, as package:FuzzName (docs/reliability.md).
-FUZZ_TARGETS := .:FuzzEnqueue ./outbox:FuzzSend ./inbox:FuzzReceive ./timers:FuzzSchedule ./schedule:FuzzParseCron ./api:FuzzRequestBody
+FUZZ_TARGETS := ./internal/jobq:FuzzEnqueue ./outbox:FuzzSend ./inbox:FuzzReceive ./timers:FuzzSchedule ./schedule:FuzzParseCron ./api:FuzzRequestBody
 # make soak: how long the soak runs.
 SOAK        ?= 10m
 

@@ -23,10 +23,10 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
-	"github.com/workq/workq/config"
 	"github.com/workq/workq/db/gen"
 	"github.com/workq/workq/lease"
 	"github.com/workq/workq/worker"
+	"github.com/workq/workq/workqtype"
 )
 
 // ErrInvalid is wrapped by every error about a bad request (an unknown
@@ -172,7 +172,7 @@ func ParseStatus(s string) (lease.Status, error) {
 
 // Validate checks f and says what is wrong with it.
 func (f Filter) Validate() error {
-	if f.Queue != "" && !config.ValidName(f.Queue) {
+	if f.Queue != "" && !workqtype.ValidName(f.Queue) {
 		return fmt.Errorf("%w: queue %q: want 1 to 128 of A-Z a-z 0-9 _ . : -", ErrInvalid, f.Queue)
 	}
 	if f.Status != "" {
@@ -365,7 +365,7 @@ func (a Actor) validate() error {
 	if len(a.Reason) > maxReasonLen {
 		return fmt.Errorf("%w: reason is %d bytes, want at most %d", ErrInvalid, len(a.Reason), maxReasonLen)
 	}
-	if !config.ValidText(a.Name) || !config.ValidText(a.Reason) {
+	if !workqtype.ValidText(a.Name) || !workqtype.ValidText(a.Reason) {
 		return fmt.Errorf("%w: actor and reason must be UTF-8 without NUL bytes", ErrInvalid)
 	}
 	return nil

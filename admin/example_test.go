@@ -4,9 +4,10 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/workq/workq/internal/jobq"
+
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/workq/workq"
 	"github.com/workq/workq/admin"
 	"github.com/workq/workq/internal/testdb"
 	"github.com/workq/workq/lease"
@@ -29,9 +30,9 @@ func Example() {
 	}
 	defer pool.Close()
 
-	client := workq.NewClient(workq.ClientOptions{})
+	client := jobq.New(jobq.Options{})
 	for _, kind := range []string{"email.send", "email.send", "report.build"} {
-		if _, err := client.Enqueue(ctx, pool, workq.Job{Queue: "mail", Kind: kind}); err != nil {
+		if _, err := client.Enqueue(ctx, pool, jobq.Job{Queue: "mail", Kind: kind}); err != nil {
 			fmt.Println(err)
 			return
 		}

@@ -28,9 +28,10 @@ import (
 	"sync"
 	"time"
 
+	"github.com/workq/workq/internal/jobq"
+
 	"github.com/jackc/pgx/v5"
 
-	"github.com/workq/workq"
 	"github.com/workq/workq/admin"
 	"github.com/workq/workq/api/ui"
 	"github.com/workq/workq/config"
@@ -131,7 +132,7 @@ type Server struct {
 	mux     *http.ServeMux
 	maxBody int64
 
-	jobs      *workq.Client
+	jobs      *jobq.Client
 	outbox    *outbox.Client
 	timers    *timers.Client
 	inbox     *inbox.Client
@@ -184,7 +185,7 @@ func New(o Options) (*Server, error) {
 
 	s := &Server{
 		o: o, log: o.Logger, mux: http.NewServeMux(), maxBody: o.MaxBodyBytes,
-		jobs: workq.NewClient(workq.ClientOptions{MaxAttempts: o.MaxAttempts, NotifyDebounce: o.NotifyDebounce, MaxPayloadBytes: o.MaxPayloadBytes}),
+		jobs: jobq.New(jobq.Options{MaxAttempts: o.MaxAttempts, NotifyDebounce: o.NotifyDebounce, MaxPayloadBytes: o.MaxPayloadBytes}),
 		outbox: outbox.NewClient(outbox.ClientOptions{MaxAttempts: o.MaxAttempts, NotifyDebounce: o.NotifyDebounce,
 			MaxPayloadBytes: o.MaxPayloadBytes}),
 		timers: timers.NewClient(timers.ClientOptions{MaxAttempts: o.MaxAttempts, NotifyDebounce: o.NotifyDebounce,

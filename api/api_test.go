@@ -10,7 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/workq/workq"
+	"github.com/workq/workq/internal/jobq"
+
 	"github.com/workq/workq/lease"
 )
 
@@ -256,8 +257,8 @@ func TestEnqueueRoundTrips(t *testing.T) {
 func TestValidation(t *testing.T) {
 	e := newEnv(t, func(o *Options) { o.MaxPayloadBytes = 1000; o.MaxBodyBytes = 64 << 10 })
 	// Rows for the actions and filters to find.
-	c := workq.NewClient(workq.ClientOptions{})
-	if _, err := c.Enqueue(context.Background(), e.pool, workq.Job{Kind: "k"}); err != nil {
+	c := jobq.New(jobq.Options{})
+	if _, err := c.Enqueue(context.Background(), e.pool, jobq.Job{Kind: "k"}); err != nil {
 		t.Fatal(err)
 	}
 	e.must(201, "POST", "/v1/schedules", e.admin, map[string]any{"name": "nightly", "cron": "@daily", "kind": "k"})
@@ -424,10 +425,10 @@ func TestValidation(t *testing.T) {
 func TestItemActions(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
-	c := workq.NewClient(workq.ClientOptions{})
+	c := jobq.New(jobq.Options{})
 	var ids []int64
 	for range 3 {
-		r, err := c.Enqueue(ctx, e.pool, workq.Job{Queue: "mail", Kind: "email.send", MaxAttempts: 1})
+		r, err := c.Enqueue(ctx, e.pool, jobq.Job{Queue: "mail", Kind: "email.send", MaxAttempts: 1})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -526,10 +527,10 @@ func TestMatchingActions(t *testing.T) {
 func TestPaginationStableUnderInserts(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
-	c := workq.NewClient(workq.ClientOptions{})
-	jobs := make([]workq.Job, 500)
+	c := jobq.New(jobq.Options{})
+	jobs := make([]jobq.Job, 500)
 	for i := range jobs {
-		jobs[i] = workq.Job{Queue: "bulk", Kind: "k"}
+		jobs[i] = jobq.Job{Queue: "bulk", Kind: "k"}
 	}
 	res, err := c.EnqueueMany(ctx, e.pool, jobs)
 	if err != nil {
@@ -597,7 +598,7 @@ func TestPaginationStableUnderInserts(t *testing.T) {
 func TestQueueControl(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
-	if _, err := workq.NewClient(workq.ClientOptions{}).Enqueue(ctx, e.pool, workq.Job{Queue: "mail", Kind: "k"}); err != nil {
+	if _, err := jobq.New(jobq.Options{}).Enqueue(ctx, e.pool, jobq.Job{Queue: "mail", Kind: "k"}); err != nil {
 		t.Fatal(err)
 	}
 	var st queueState

@@ -10,7 +10,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/workq/workq/config"
+	"github.com/workq/workq/workqtype"
 )
 
 // Scope is what a token may do.
@@ -74,7 +74,7 @@ func ParseTokens(entries []string) ([]Token, error) {
 			return nil, fmt.Errorf("%w %d: want NAME:SCOPE:SHA256-HEX (make one with `workq api token NAME`), got %d fields", ErrBadToken, i+1, len(parts))
 		}
 		name, scope, hexHash := parts[0], parts[1], parts[2]
-		if !config.ValidName(name) {
+		if !workqtype.ValidName(name) {
 			return nil, fmt.Errorf("%w %d: name %q: want 1-128 of A-Z a-z 0-9 _ . -", ErrBadToken, i+1, name)
 		}
 		sc, err := ParseScope(scope)
@@ -102,7 +102,7 @@ func ParseTokens(entries []string) ([]Token, error) {
 // NewToken makes a random token (32 bytes from crypto/rand) and returns the
 // secret, to show once, and its config entry NAME:SCOPE:SHA256-HEX.
 func NewToken(name string, scope Scope) (secret, entry string, err error) {
-	if !config.ValidName(name) || strings.Contains(name, ":") {
+	if !workqtype.ValidName(name) || strings.Contains(name, ":") {
 		return "", "", fmt.Errorf("token name %q: want 1-128 of A-Z a-z 0-9 _ . -", name)
 	}
 	if _, err := ParseScope(string(scope)); err != nil {

@@ -14,7 +14,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/workq/workq/config"
+	"github.com/workq/workq/workqtype"
 )
 
 // decodeBody reads the JSON request body into v: application/json only
@@ -185,7 +185,7 @@ func queueName(field string, q *string) (string, error) {
 	if *q == "" {
 		return "", invalid(field, "must not be empty (omit it for %q)", "default")
 	}
-	if !config.ValidName(*q) {
+	if !workqtype.ValidName(*q) {
 		return "", invalid(field, "%q is not a valid name (1-128 of A-Z a-z 0-9 _ . : -)", *q)
 	}
 	return *q, nil

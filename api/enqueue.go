@@ -10,8 +10,8 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
-	"github.com/workq/workq"
 	"github.com/workq/workq/inbox"
+	"github.com/workq/workq/internal/jobq"
 	"github.com/workq/workq/outbox"
 	"github.com/workq/workq/timers"
 )
@@ -136,20 +136,20 @@ func when(pre, delayField string, delay *string, atField string, at *string) (ti
 	return 0, time.Time{}, nil
 }
 
-func (s *Server) job(i int, in jobRequest) (workq.Job, error) {
+func (s *Server) job(i int, in jobRequest) (jobq.Job, error) {
 	pre := prefix(i)
 	q, err := queueName(join(pre, "queue"), in.Queue)
 	if err != nil {
-		return workq.Job{}, err
+		return jobq.Job{}, err
 	}
 	delay, runAt, err := when(pre, "delay", in.Delay, "run_at", in.RunAt)
 	if err != nil {
-		return workq.Job{}, err
+		return jobq.Job{}, err
 	}
-	j := workq.Job{Queue: q, Kind: in.Kind, Payload: payloadOf(in.Payload), Priority: in.Priority, RunAt: runAt, Delay: delay,
+	j := jobq.Job{Queue: q, Kind: in.Kind, Payload: payloadOf(in.Payload), Priority: in.Priority, RunAt: runAt, Delay: delay,
 		MaxAttempts: in.MaxAttempts, DedupKey: in.DedupKey}
 	if err := s.jobs.Validate(j); err != nil {
-		return workq.Job{}, invalidErr(pre, err)
+		return jobq.Job{}, invalidErr(pre, err)
 	}
 	return j, nil
 }
@@ -218,14 +218,14 @@ func (s *Server) enqueueJobs(w http.ResponseWriter, r *http.Request, _ principal
 		timed = timed || !j.RunAt.IsZero()
 	}
 	ctx := r.Context()
-	var res []workq.Enqueued
+	var res []jobq.Enqueued
 	if !timed {
 		res, err = s.jobs.EnqueueMany(ctx, s.o.DB, jobs)
 	} else {
 		// EnqueueMany takes delays only: jobs with a run_at go one by one,
 		// in one transaction.
 		err = pgx.BeginFunc(ctx, s.o.DB, func(tx pgx.Tx) error {
-			res = make([]workq.Enqueued, len(jobs))
+			res = make([]jobq.Enqueued, len(jobs))
 			for i, j := range jobs {
 				if res[i], err = s.jobs.Enqueue(ctx, tx, j); err != nil {
 					return err

@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"net/http"
 
-	"github.com/workq/workq"
 	"github.com/workq/workq/admin"
 	"github.com/workq/workq/db"
 	"github.com/workq/workq/inbox"
@@ -16,6 +15,7 @@ import (
 	"github.com/workq/workq/outbox"
 	"github.com/workq/workq/schedule"
 	"github.com/workq/workq/timers"
+	"github.com/workq/workq/workqtype"
 )
 
 // Error codes of the "code" member of an error response; clients branch on
@@ -71,7 +71,7 @@ func invalid(field, format string, args ...any) *Error {
 // the field it is about; the package's "invalid request: " prefix goes.
 func invalidErr(field string, err error) *Error {
 	msg := err.Error()
-	for _, p := range []string{workq.ErrInvalid.Error() + ": ", lease.ErrInvalid.Error() + ": "} {
+	for _, p := range []string{workqtype.ErrInvalid.Error() + ": ", lease.ErrInvalid.Error() + ": "} {
 		if len(msg) > len(p) && msg[:len(p)] == p {
 			msg = msg[len(p):]
 		}
@@ -88,10 +88,10 @@ func conflict(format string, args ...any) *Error {
 }
 
 // isInvalid reports whether err is a feature package's validation error
-// (workq.ErrInvalid, which timers and schedule share, or lease.ErrInvalid,
+// (workqtype.ErrInvalid, which timers and schedule share, or lease.ErrInvalid,
 // which admin shares): nothing was written.
 func isInvalid(err error) bool {
-	return errors.Is(err, workq.ErrInvalid) || errors.Is(err, lease.ErrInvalid)
+	return errors.Is(err, workqtype.ErrInvalid) || errors.Is(err, lease.ErrInvalid)
 }
 
 // classify maps an error of a handler to its response. Errors the client

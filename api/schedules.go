@@ -4,8 +4,8 @@ import (
 	"encoding/json"
 	"net/http"
 
-	"github.com/workq/workq/config"
 	"github.com/workq/workq/schedule"
+	"github.com/workq/workq/workqtype"
 )
 
 // scheduleRequest is the body of POST /v1/schedules: schedule.Spec in
@@ -50,7 +50,7 @@ type triggerRequest struct {
 // scheduleName reads the {name} path parameter.
 func scheduleName(r *http.Request) (string, error) {
 	name := r.PathValue("name")
-	if !config.ValidName(name) {
+	if !workqtype.ValidName(name) {
 		return "", invalid("name", "%q is not a valid schedule name (1-128 of A-Z a-z 0-9 _ . : -)", name)
 	}
 	return name, nil

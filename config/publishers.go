@@ -7,6 +7,8 @@ import (
 	"net/url"
 	"strings"
 
+	"github.com/workq/workq/workqtype"
+
 	"github.com/workq/workq/internal/subject"
 	"github.com/workq/workq/internal/whsec"
 )
@@ -61,7 +63,7 @@ func (c Config) parsePublishers() ([]OutboxPublisher, []error) {
 	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
 	seen := map[string]string{}
 	claim := func(topic, flag string) bool {
-		if !ValidTopic(topic) {
+		if !workqtype.ValidTopic(topic) {
 			bad("%s entry: topic %q is not a valid topic (1-256 bytes of UTF-8, no control characters)", flag, topic)
 			return false
 		}

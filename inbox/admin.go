@@ -9,9 +9,9 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/workq/workq"
 	"github.com/workq/workq/db/gen"
 	"github.com/workq/workq/lease"
+	"github.com/workq/workq/workqtype"
 )
 
 // ErrNotFound is returned by Get for an id that names no inbox message.
@@ -21,7 +21,7 @@ var ErrNotFound = errors.New("inbox message not found")
 // reset, and keeps an audit row in the run archive (outcome "revived", actor
 // as the worker, reason as the error). It returns the ids it revived; ids
 // that are not dead are left alone. actor must not be empty.
-func Revive(ctx context.Context, db workq.DB, actor, reason string, ids ...int64) ([]int64, error) {
+func Revive(ctx context.Context, db workqtype.DB, actor, reason string, ids ...int64) ([]int64, error) {
 	got, err := lease.New(db, lease.Inbox).Revive(ctx, actor, reason, ids...)
 	if err != nil {
 		return nil, fmt.Errorf("inbox: %w", err)
@@ -40,13 +40,13 @@ const DeleteBatch = 1000
 // many it deleted. A repeat of a deleted message is received as new. Dead
 // (failed) messages are never deleted here: they stay until an operator
 // revives or deletes them. olderThan and max must be positive (an error
-// wrapping workq.ErrInvalid otherwise).
-func DeleteProcessed(ctx context.Context, db workq.DB, olderThan time.Duration, max int64) (int64, error) {
+// wrapping workqtype.ErrInvalid otherwise).
+func DeleteProcessed(ctx context.Context, db workqtype.DB, olderThan time.Duration, max int64) (int64, error) {
 	if olderThan <= 0 {
-		return 0, fmt.Errorf("inbox: delete processed: %w: the window must be positive, got %s", workq.ErrInvalid, olderThan)
+		return 0, fmt.Errorf("inbox: delete processed: %w: the window must be positive, got %s", workqtype.ErrInvalid, olderThan)
 	}
 	if max <= 0 {
-		return 0, fmt.Errorf("inbox: delete processed: %w: max must be positive, got %d", workq.ErrInvalid, max)
+		return 0, fmt.Errorf("inbox: delete processed: %w: max must be positive, got %d", workqtype.ErrInvalid, max)
 	}
 	olderMs := int64(math.Ceil(float64(olderThan) / float64(time.Millisecond)))
 	q := gen.New(db)
@@ -113,11 +113,11 @@ func ParseStatus(s string) (lease.Status, error) {
 	case "dead", "failed":
 		return lease.StatusFailed, nil
 	}
-	return 0, fmt.Errorf("%w: status %q is not one of ready, processing, processed, dead", workq.ErrInvalid, s)
+	return 0, fmt.Errorf("%w: status %q is not one of ready, processing, processed, dead", workqtype.ErrInvalid, s)
 }
 
 // Get reads one stored message; ErrNotFound when there is none.
-func Get(ctx context.Context, db workq.DB, id int64) (Stored, error) {
+func Get(ctx context.Context, db workqtype.DB, id int64) (Stored, error) {
 	r, err := gen.New(db).InboxGet(ctx, id)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Stored{}, fmt.Errorf("inbox %d: %w", id, ErrNotFound)
@@ -142,15 +142,15 @@ type Filter struct {
 
 // List returns stored messages in id order (without payloads). For the next
 // page pass the last id as Filter.AfterID.
-func List(ctx context.Context, db workq.DB, f Filter) ([]Stored, error) {
+func List(ctx context.Context, db workqtype.DB, f Filter) ([]Stored, error) {
 	if f.Limit == 0 {
 		f.Limit = 100
 	}
 	if f.Limit < 1 || f.Limit > 10000 {
-		return nil, fmt.Errorf("inbox list: %w: limit must be between 1 and 10000, got %d", workq.ErrInvalid, f.Limit)
+		return nil, fmt.Errorf("inbox list: %w: limit must be between 1 and 10000, got %d", workqtype.ErrInvalid, f.Limit)
 	}
 	if f.AfterID < 0 {
-		return nil, fmt.Errorf("inbox list: %w: after id must not be negative, got %d", workq.ErrInvalid, f.AfterID)
+		return nil, fmt.Errorf("inbox list: %w: after id must not be negative, got %d", workqtype.ErrInvalid, f.AfterID)
 	}
 	arg := gen.InboxListParams{AfterID: f.AfterID, MaxRows: int32(f.Limit)}
 	if f.Queue != "" {
@@ -183,7 +183,7 @@ func List(ctx context.Context, db workq.DB, f Filter) ([]Stored, error) {
 
 // Attempts returns the archived attempts (and revive audit rows) of one
 // message, in order.
-func Attempts(ctx context.Context, db workq.DB, id int64) ([]gen.Run, error) {
+func Attempts(ctx context.Context, db workqtype.DB, id int64) ([]gen.Run, error) {
 	runs, err := gen.New(db).RunsListByItem(ctx, string(lease.Inbox), id)
 	if err != nil {
 		return nil, fmt.Errorf("inbox %d attempts: %w", id, err)

@@ -31,12 +31,12 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/workq/workq"
 	"github.com/workq/workq/config"
 	"github.com/workq/workq/db/gen"
 	"github.com/workq/workq/internal/notify"
 	"github.com/workq/workq/lease"
 	"github.com/workq/workq/worker"
+	"github.com/workq/workq/workqtype"
 )
 
 // ErrConflict is wrapped by the error for a message whose (source, message
@@ -62,7 +62,7 @@ func (e *ConflictError) Is(target error) bool { return target == ErrConflict }
 
 // NotifyChannel is the LISTEN/NOTIFY channel the inbox wakes its workers
 // on; the payload is the queue.
-var NotifyChannel = workq.NotifyChannel(string(lease.Inbox))
+var NotifyChannel = workqtype.NotifyChannel(string(lease.Inbox))
 
 // Message is one incoming message.
 type Message struct {
@@ -99,7 +99,7 @@ type Client struct {
 type ClientOptions struct {
 	MaxAttempts    int           // default max attempts of messages that do not set one (4)
 	NotifyDebounce time.Duration // at most one NOTIFY per queue per this (5ms); negative disables NOTIFY
-	// MaxPayloadBytes limits a message's payload as workq.ClientOptions
+	// MaxPayloadBytes limits a message's payload as jobq.Options
 	// limits a job's: 0 means config.DefaultMaxPayload (1 MiB).
 	MaxPayloadBytes int
 }
@@ -130,13 +130,13 @@ type prepared struct {
 func checkText(what, s string, maxLen int) error {
 	switch {
 	case s == "":
-		return fmt.Errorf("%w: %s is required", workq.ErrInvalid, what)
+		return fmt.Errorf("%w: %s is required", workqtype.ErrInvalid, what)
 	case len(s) > maxLen:
-		return fmt.Errorf("%w: %s is %d bytes, more than %d", workq.ErrInvalid, what, len(s), maxLen)
+		return fmt.Errorf("%w: %s is %d bytes, more than %d", workqtype.ErrInvalid, what, len(s), maxLen)
 	case !utf8.ValidString(s):
-		return fmt.Errorf("%w: %s is not valid UTF-8", workq.ErrInvalid, what)
+		return fmt.Errorf("%w: %s is not valid UTF-8", workqtype.ErrInvalid, what)
 	case strings.IndexByte(s, 0) >= 0:
-		return fmt.Errorf("%w: %s contains a NUL byte", workq.ErrInvalid, what)
+		return fmt.Errorf("%w: %s contains a NUL byte", workqtype.ErrInvalid, what)
 	}
 	return nil
 }
@@ -146,8 +146,8 @@ func (c *Client) prepare(m Message) (prepared, error) {
 	if p.queue == "" {
 		p.queue = "default"
 	}
-	if !config.ValidName(p.queue) {
-		return p, fmt.Errorf("%w: queue %q is not a valid name (1-128 of A-Z a-z 0-9 _ . : -)", workq.ErrInvalid, p.queue)
+	if !workqtype.ValidName(p.queue) {
+		return p, fmt.Errorf("%w: queue %q is not a valid name (1-128 of A-Z a-z 0-9 _ . : -)", workqtype.ErrInvalid, p.queue)
 	}
 	if err := checkText("source", p.source, 256); err != nil {
 		return p, err
@@ -156,7 +156,7 @@ func (c *Client) prepare(m Message) (prepared, error) {
 		return p, err
 	}
 	if p.topic != "" && !worker.ValidTopic(p.topic) {
-		return p, fmt.Errorf("%w: topic %q is not valid (1-256 bytes of UTF-8 without control characters; empty for none)", workq.ErrInvalid, p.topic)
+		return p, fmt.Errorf("%w: topic %q is not valid (1-256 bytes of UTF-8 without control characters; empty for none)", workqtype.ErrInvalid, p.topic)
 	}
 	payload, err := encodePayload(m.Payload, c.maxPayload)
 	if err != nil {
@@ -168,14 +168,14 @@ func (c *Client) prepare(m Message) (prepared, error) {
 		attempts = c.maxAttempts
 	}
 	if attempts < 1 || attempts > 1000 {
-		return p, fmt.Errorf("%w: max attempts must be between 1 and 1000, got %d", workq.ErrInvalid, attempts)
+		return p, fmt.Errorf("%w: max attempts must be between 1 and 1000, got %d", workqtype.ErrInvalid, attempts)
 	}
 	p.maxAttempts = int32(attempts)
 	return p, nil
 }
 
 // encodePayload returns the JSON text of a payload, checked by
-// workq.CheckPayload: nil is {}, raw JSON is taken as it is, anything else
+// workqtype.CheckPayload: nil is {}, raw JSON is taken as it is, anything else
 // is marshaled.
 func encodePayload(v any, maxBytes int) ([]byte, error) {
 	var raw []byte
@@ -189,14 +189,14 @@ func encodePayload(v any, maxBytes int) ([]byte, error) {
 	default:
 		b, err := json.Marshal(v)
 		if err != nil {
-			return nil, fmt.Errorf("%w: payload is not JSON-marshalable: %v", workq.ErrInvalid, err)
+			return nil, fmt.Errorf("%w: payload is not JSON-marshalable: %v", workqtype.ErrInvalid, err)
 		}
 		raw = b
 	}
-	return raw, workq.CheckPayload(raw, maxBytes)
+	return raw, workqtype.CheckPayload(raw, maxBytes)
 }
 
-// Validate reports what is wrong with m (an error wrapping workq.ErrInvalid),
+// Validate reports what is wrong with m (an error wrapping workqtype.ErrInvalid),
 // or nil when Receive would accept it. It touches no database.
 func (c *Client) Validate(m Message) error {
 	_, err := c.prepare(m)
@@ -210,8 +210,8 @@ func (c *Client) Validate(m Message) error {
 // message is done) and changes nothing; a repeat with another payload hash
 // returns the stored id with Conflict set and an error wrapping ErrConflict
 // (a *ConflictError), and changes nothing. A duplicate never writes or
-// locks the stored row. Validation errors wrap workq.ErrInvalid.
-func (c *Client) Receive(ctx context.Context, db workq.DB, m Message) (Received, error) {
+// locks the stored row. Validation errors wrap workqtype.ErrInvalid.
+func (c *Client) Receive(ctx context.Context, db workqtype.DB, m Message) (Received, error) {
 	out, err := c.ReceiveMany(ctx, db, []Message{m})
 	if len(out) != 1 {
 		return Received{}, err
@@ -238,12 +238,12 @@ const maxLookups = 5
 // of one batch follow the order of their keys, not the input order.
 //
 // A batch with an invalid message is rejected whole (an error wrapping
-// workq.ErrInvalid, nothing written). Conflicts do not stop the batch: the
+// workqtype.ErrInvalid, nothing written). Conflicts do not stop the batch: the
 // other messages are received, every result is returned, and the error
 // joins one *ConflictError per conflicting message (errors.Is(err,
 // ErrConflict)). A caller that wants all or nothing receives inside its
 // transaction and rolls back on that error.
-func (c *Client) ReceiveMany(ctx context.Context, db workq.DB, msgs []Message) ([]Received, error) {
+func (c *Client) ReceiveMany(ctx context.Context, db workqtype.DB, msgs []Message) ([]Received, error) {
 	if len(msgs) == 0 {
 		return nil, nil
 	}

@@ -13,12 +13,12 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/workq/workq"
 	"github.com/workq/workq/config"
 	"github.com/workq/workq/inbox"
 	"github.com/workq/workq/internal/testdb"
 	"github.com/workq/workq/lease"
 	"github.com/workq/workq/worker"
+	"github.com/workq/workq/workqtype"
 )
 
 type env struct {
@@ -422,14 +422,14 @@ func TestReceiveValidation(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			m := ok
 			c.edit(&m)
-			if err := e.client.Validate(m); !errors.Is(err, workq.ErrInvalid) {
+			if err := e.client.Validate(m); !errors.Is(err, workqtype.ErrInvalid) {
 				t.Fatalf("Validate: %v, want ErrInvalid", err)
 			}
-			if _, err := e.client.Receive(e.ctx, e.pool, m); !errors.Is(err, workq.ErrInvalid) {
+			if _, err := e.client.Receive(e.ctx, e.pool, m); !errors.Is(err, workqtype.ErrInvalid) {
 				t.Fatalf("Receive: %v, want ErrInvalid", err)
 			}
 			// One bad message rejects the whole batch.
-			if _, err := e.client.ReceiveMany(e.ctx, e.pool, []inbox.Message{ok, m}); !errors.Is(err, workq.ErrInvalid) {
+			if _, err := e.client.ReceiveMany(e.ctx, e.pool, []inbox.Message{ok, m}); !errors.Is(err, workqtype.ErrInvalid) {
 				t.Fatalf("ReceiveMany: %v, want ErrInvalid", err)
 			}
 			if n := e.count("true"); n != 0 {
@@ -438,7 +438,7 @@ func TestReceiveValidation(t *testing.T) {
 		})
 	}
 	big := inbox.NewClient(inbox.ClientOptions{MaxPayloadBytes: 16})
-	var tooLarge *workq.PayloadTooLargeError
+	var tooLarge *workqtype.PayloadTooLargeError
 	if _, err := big.Receive(e.ctx, e.pool, inbox.Message{Source: "s", MessageID: "m", Payload: map[string]string{"k": "a long value"}}); !errors.As(err, &tooLarge) {
 		t.Fatalf("payload over the limit: %v, want *PayloadTooLargeError", err)
 	}
@@ -573,7 +573,7 @@ func TestDeleteProcessed(t *testing.T) {
 		older time.Duration
 		max   int64
 	}{{0, 10}, {-time.Hour, 10}, {time.Hour, 0}} {
-		if _, err := inbox.DeleteProcessed(e.ctx, e.pool, bad.older, bad.max); !errors.Is(err, workq.ErrInvalid) {
+		if _, err := inbox.DeleteProcessed(e.ctx, e.pool, bad.older, bad.max); !errors.Is(err, workqtype.ErrInvalid) {
 			t.Fatalf("DeleteProcessed(%s, %d): %v, want ErrInvalid", bad.older, bad.max, err)
 		}
 	}
@@ -633,7 +633,7 @@ func TestList(t *testing.T) {
 	if all, err := inbox.List(e.ctx, e.pool, inbox.Filter{Status: &ready, Source: "other"}); err != nil || len(all) != 1 || all[0].MessageID != "x" {
 		t.Fatalf("source other: %+v, %v", all, err)
 	}
-	if _, err := inbox.List(e.ctx, e.pool, inbox.Filter{Limit: 10001}); !errors.Is(err, workq.ErrInvalid) {
+	if _, err := inbox.List(e.ctx, e.pool, inbox.Filter{Limit: 10001}); !errors.Is(err, workqtype.ErrInvalid) {
 		t.Fatalf("limit 10001: %v, want ErrInvalid", err)
 	}
 	if _, err := inbox.Get(e.ctx, e.pool, 999999); !errors.Is(err, inbox.ErrNotFound) {

@@ -5,9 +5,10 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/workq/workq/internal/jobq"
+
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/workq/workq"
 	"github.com/workq/workq/internal/testdb"
 	"github.com/workq/workq/lease"
 )
@@ -28,7 +29,7 @@ func ExampleEngine() {
 		panic(err)
 	}
 	defer pool.Close()
-	if _, err := workq.NewClient(workq.ClientOptions{}).EnqueueMany(ctx, pool, []workq.Job{{Kind: "a"}, {Kind: "b"}}); err != nil {
+	if _, err := jobq.New(jobq.Options{}).EnqueueMany(ctx, pool, []jobq.Job{{Kind: "a"}, {Kind: "b"}}); err != nil {
 		panic(err)
 	}
 

@@ -9,14 +9,14 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/workq/workq/config"
 	"github.com/workq/workq/db/gen"
+	"github.com/workq/workq/workqtype"
 )
 
-// ErrInvalid wraps the errors of a bad pause or resume request (unknown
+// ErrInvalid (workqtype.ErrInvalid, shared by every package) wraps the errors of a bad pause or resume request (unknown
 // table, bad queue name, missing actor, reason too long): nothing was
 // written.
-var ErrInvalid = errors.New("invalid request")
+var ErrInvalid = workqtype.ErrInvalid
 
 // PausedQueue is a paused (table, queue).
 type PausedQueue struct {
@@ -31,7 +31,7 @@ func checkQueue(op string, table Table, queue string) error {
 	if _, err := lookup(table); err != nil {
 		return fmt.Errorf("%s: %w: %w", op, ErrInvalid, err)
 	}
-	if !config.ValidName(queue) {
+	if !workqtype.ValidName(queue) {
 		return fmt.Errorf("%s %s: %w: queue %q is not a valid name (1-128 of A-Z a-z 0-9 _ . : -)", op, table, ErrInvalid, queue)
 	}
 	return nil
@@ -49,10 +49,10 @@ func Pause(ctx context.Context, db gen.DBTX, table Table, queue, by, reason stri
 	if err := checkQueue("pause", table, queue); err != nil {
 		return false, err
 	}
-	if strings.TrimSpace(by) == "" || len(by) > 256 || !config.ValidText(by) {
+	if strings.TrimSpace(by) == "" || len(by) > 256 || !workqtype.ValidText(by) {
 		return false, fmt.Errorf("pause %s/%s: %w: who pauses must be 1 to 256 characters of UTF-8 without NUL", table, queue, ErrInvalid)
 	}
-	if len(reason) > 1024 || !config.ValidText(reason) {
+	if len(reason) > 1024 || !workqtype.ValidText(reason) {
 		return false, fmt.Errorf("pause %s/%s: %w: reason must be at most 1024 bytes of UTF-8 without NUL", table, queue, ErrInvalid)
 	}
 	var r *string

@@ -39,6 +39,7 @@ import (
 	"github.com/workq/workq/config"
 	"github.com/workq/workq/db/gen"
 	"github.com/workq/workq/lease"
+	"github.com/workq/workq/workqtype"
 )
 
 // ErrHeld is returned by TryAcquire when another owner holds the lock.
@@ -47,8 +48,8 @@ var ErrHeld = errors.New("lock held by another owner")
 // ErrLost is the cause of a Lock's context once the lock is lost.
 var ErrLost = errors.New("lock lost")
 
-// ErrInvalid wraps the errors of bad arguments: nothing was written.
-var ErrInvalid = errors.New("invalid lock request")
+// ErrInvalid (workqtype.ErrInvalid, shared by every package) wraps the errors of bad arguments: nothing was written.
+var ErrInvalid = workqtype.ErrInvalid
 
 // Options configure a lock holder.
 type Options struct {
@@ -110,7 +111,7 @@ type Lock struct {
 // ErrHeld (wrapped) when another owner holds it. db is a pool (a
 // connection works, but the lock then dies with it).
 func TryAcquire(ctx context.Context, db gen.DBTX, name string, o Options) (*Lock, error) {
-	if !config.ValidName(name) {
+	if !workqtype.ValidName(name) {
 		return nil, fmt.Errorf("%w: lock name %q is not a valid name (1-128 of A-Z a-z 0-9 _ . : -)", ErrInvalid, name)
 	}
 	o, err := o.withDefaults()

@@ -18,15 +18,15 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/workq/workq/config"
 	"github.com/workq/workq/db/gen"
 	"github.com/workq/workq/lease"
 	"github.com/workq/workq/lock"
+	"github.com/workq/workq/workqtype"
 )
 
 // Task is one maintenance task.
 type Task struct {
-	Name  string        // a valid name (config.ValidName), unique in the service
+	Name  string        // a valid name (workqtype.ValidName), unique in the service
 	Every time.Duration // how often a round runs (at least 10ms)
 	// Run does one round and returns how many rows it handled. token is the
 	// leader lock's fencing token: a task whose writes must never overlap
@@ -87,8 +87,8 @@ type Service struct {
 	schemaGone atomic.Bool  // a statement found workq's schema missing (logged once)
 }
 
-// ErrInvalid wraps the errors of a bad task or option.
-var ErrInvalid = errors.New("invalid maintenance task")
+// ErrInvalid (workqtype.ErrInvalid, shared by every package) wraps the errors of a bad task or option.
+var ErrInvalid = workqtype.ErrInvalid
 
 // New returns a service on db (a pool).
 func New(db gen.DBTX, o Options) *Service {
@@ -106,7 +106,7 @@ func New(db gen.DBTX, o Options) *Service {
 
 // Add registers a task; call it before Start.
 func (s *Service) Add(t Task) error {
-	if !config.ValidName(t.Name) {
+	if !workqtype.ValidName(t.Name) {
 		return fmt.Errorf("%w: name %q is not a valid name", ErrInvalid, t.Name)
 	}
 	if t.Every < 10*time.Millisecond {

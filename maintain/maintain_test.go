@@ -11,9 +11,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/workq/workq/internal/jobq"
+
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/workq/workq"
 	"github.com/workq/workq/internal/testdb"
 	"github.com/workq/workq/internal/testutil"
 	"github.com/workq/workq/lease"
@@ -199,10 +200,10 @@ func TestFailingTaskIsolated(t *testing.T) {
 func TestRetention(t *testing.T) {
 	ctx := context.Background()
 	pool := testdb.Pool(t)
-	c := workq.NewClient(workq.ClientOptions{})
-	jobs := make([]workq.Job, 25)
+	c := jobq.New(jobq.Options{})
+	jobs := make([]jobq.Job, 25)
 	for i := range jobs {
-		jobs[i] = workq.Job{Queue: "ret", Kind: "k"}
+		jobs[i] = jobq.Job{Queue: "ret", Kind: "k"}
 	}
 	if _, err := c.EnqueueMany(ctx, pool, jobs); err != nil {
 		t.Fatal(err)
@@ -254,7 +255,7 @@ func TestRetention(t *testing.T) {
 func TestStuckTask(t *testing.T) {
 	ctx := context.Background()
 	pool := testdb.Pool(t)
-	if _, err := workq.NewClient(workq.ClientOptions{}).EnqueueMany(ctx, pool, []workq.Job{{Queue: "st", Kind: "k"}, {Queue: "st", Kind: "k"}}); err != nil {
+	if _, err := jobq.New(jobq.Options{}).EnqueueMany(ctx, pool, []jobq.Job{{Queue: "st", Kind: "k"}, {Queue: "st", Kind: "k"}}); err != nil {
 		t.Fatal(err)
 	}
 	c, err := lease.New(pool, lease.JobRuns).Claim(ctx, lease.ClaimParams{Queue: "st", Max: 2, Lease: time.Hour, WorkerID: "hung"})

@@ -7,7 +7,8 @@ import (
 	"net/http"
 	"strings"
 
-	"github.com/workq/workq"
+	"github.com/workq/workq/internal/jobq"
+
 	"github.com/workq/workq/config"
 	"github.com/workq/workq/internal/testdb"
 	"github.com/workq/workq/metrics"
@@ -47,7 +48,7 @@ func Example() {
 	if err := w.Start(ctx); err != nil {
 		panic(err)
 	}
-	if _, err := workq.NewClient(workq.ClientOptions{}).Enqueue(ctx, pool, workq.Job{Queue: "email", Kind: "welcome"}); err != nil {
+	if _, err := jobq.New(jobq.Options{}).Enqueue(ctx, pool, jobq.Job{Queue: "email", Kind: "welcome"}); err != nil {
 		panic(err)
 	}
 	<-sent

@@ -11,11 +11,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/workq/workq/internal/jobq"
+
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 
-	"github.com/workq/workq"
 	"github.com/workq/workq/config"
 	"github.com/workq/workq/internal/testdb"
 	"github.com/workq/workq/lease"
@@ -174,8 +175,8 @@ func TestWorkerMetricsScraped(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	client := workq.NewClient(workq.ClientOptions{})
-	jobs := []workq.Job{
+	client := jobq.New(jobq.Options{})
+	jobs := []jobq.Job{
 		{Queue: "mq", Kind: "ok"}, {Queue: "mq", Kind: "ok"}, {Queue: "mq", Kind: "ok"},
 		{Queue: "mq", Kind: "fail"}, {Queue: "mq", Kind: "flaky"}, {Queue: "mq", Kind: "sleepy"},
 		// Not served: queue other has one ready item, due for an hour, and
@@ -260,10 +261,10 @@ func TestMaintenanceMetricsScraped(t *testing.T) {
 	}
 	url := listen(t, m)
 
-	client := workq.NewClient(workq.ClientOptions{})
+	client := jobq.New(jobq.Options{})
 	claim := func(queue string, maxAttempts int, leaseTTL time.Duration) {
 		t.Helper()
-		if _, err := client.Enqueue(ctx, pool, workq.Job{Queue: queue, Kind: "k", MaxAttempts: maxAttempts}); err != nil {
+		if _, err := client.Enqueue(ctx, pool, jobq.Job{Queue: queue, Kind: "k", MaxAttempts: maxAttempts}); err != nil {
 			t.Fatal(err)
 		}
 		c, err := lease.New(pool, lease.JobRuns).Claim(ctx, lease.ClaimParams{Queue: queue, Max: 1, Lease: leaseTTL, WorkerID: "crashed"})

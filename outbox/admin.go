@@ -11,9 +11,9 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
-	"github.com/workq/workq"
 	"github.com/workq/workq/db/gen"
 	"github.com/workq/workq/lease"
+	"github.com/workq/workq/workqtype"
 )
 
 // ErrNotFound is returned by Get for a message that is not in the outbox.
@@ -53,7 +53,7 @@ func record(r gen.Outbox) Record {
 }
 
 // Get reads one message by id.
-func Get(ctx context.Context, db workq.DB, id int64) (Record, error) {
+func Get(ctx context.Context, db workqtype.DB, id int64) (Record, error) {
 	r, err := gen.New(db).OutboxGet(ctx, id)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Record{}, fmt.Errorf("%w: id %d", ErrNotFound, id)
@@ -65,7 +65,7 @@ func Get(ctx context.Context, db workq.DB, id int64) (Record, error) {
 }
 
 // GetByMessageID reads one message by its message id.
-func GetByMessageID(ctx context.Context, db workq.DB, messageID uuid.UUID) (Record, error) {
+func GetByMessageID(ctx context.Context, db workqtype.DB, messageID uuid.UUID) (Record, error) {
 	r, err := gen.New(db).OutboxGetByMessageID(ctx, messageID)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Record{}, fmt.Errorf("%w: message id %s", ErrNotFound, messageID)
@@ -87,12 +87,12 @@ type ListQuery struct {
 }
 
 // List lists messages in id order.
-func List(ctx context.Context, db workq.DB, q ListQuery) ([]Record, error) {
+func List(ctx context.Context, db workqtype.DB, q ListQuery) ([]Record, error) {
 	if q.Limit == 0 {
 		q.Limit = 100
 	}
 	if q.Limit < 0 || q.AfterID < 0 {
-		return nil, fmt.Errorf("%w: limit and after id must not be negative", workq.ErrInvalid)
+		return nil, fmt.Errorf("%w: limit and after id must not be negative", workqtype.ErrInvalid)
 	}
 	status := int32(-1)
 	if q.Status != nil {
@@ -122,7 +122,7 @@ type Attempt struct {
 }
 
 // Attempts lists the archived attempts of message id, in claim order.
-func Attempts(ctx context.Context, db workq.DB, id int64) ([]Attempt, error) {
+func Attempts(ctx context.Context, db workqtype.DB, id int64) ([]Attempt, error) {
 	rows, err := gen.New(db).RunsListByItem(ctx, string(lease.Outbox), id)
 	if err != nil {
 		return nil, fmt.Errorf("attempts of outbox message %d: %w", id, err)
@@ -138,7 +138,7 @@ func Attempts(ctx context.Context, db workq.DB, id int64) ([]Attempt, error) {
 // Retry puts failed messages back to ready (attempts reset) and records
 // who did it and why in the run archive. It returns the ids it retried:
 // messages that are not failed are left alone.
-func Retry(ctx context.Context, db workq.DB, actor, reason string, ids ...int64) ([]int64, error) {
+func Retry(ctx context.Context, db workqtype.DB, actor, reason string, ids ...int64) ([]int64, error) {
 	got, err := lease.New(db, lease.Outbox).Revive(ctx, actor, reason, ids...)
 	if err != nil {
 		return nil, fmt.Errorf("retry: %w", err)
@@ -163,9 +163,9 @@ func deref[T any](p *T) T {
 // order starts again at 1; never while a writer of the key is open). It
 // returns how many rows it deleted, of both kinds. It is
 // lease.Engine.DeleteFinished on the outbox.
-func DeleteFinished(ctx context.Context, db workq.DB, olderThan time.Duration, max int) (int64, error) {
+func DeleteFinished(ctx context.Context, db workqtype.DB, olderThan time.Duration, max int) (int64, error) {
 	if olderThan <= 0 || max < 1 {
-		return 0, fmt.Errorf("%w: delete finished outbox messages: age and max must be positive", workq.ErrInvalid)
+		return 0, fmt.Errorf("%w: delete finished outbox messages: age and max must be positive", workqtype.ErrInvalid)
 	}
 	return lease.New(db, lease.Outbox).DeleteFinished(ctx, olderThan, max)
 }

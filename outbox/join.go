@@ -20,9 +20,9 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
-	"github.com/workq/workq"
 	"github.com/workq/workq/config"
 	"github.com/workq/workq/db/gen"
+	"github.com/workq/workq/workqtype"
 )
 
 // Errors of joins. Writing a member message can fail with the first five
@@ -162,21 +162,21 @@ func prepareJoinMessage(which string, m JoinMessage) (joinMessage, error) {
 	if p.queue == "" {
 		p.queue = "default"
 	}
-	if !config.ValidName(p.queue) {
-		return p, fmt.Errorf("%w: join %s message: queue %q is not a valid name (1-128 of A-Z a-z 0-9 _ . : -)", workq.ErrInvalid, which, p.queue)
+	if !workqtype.ValidName(p.queue) {
+		return p, fmt.Errorf("%w: join %s message: queue %q is not a valid name (1-128 of A-Z a-z 0-9 _ . : -)", workqtype.ErrInvalid, which, p.queue)
 	}
 	if err := checkJoinText("topic", m.Topic, true); err != nil {
-		return p, fmt.Errorf("%w: join %s message: %s", workq.ErrInvalid, which, err)
+		return p, fmt.Errorf("%w: join %s message: %s", workqtype.ErrInvalid, which, err)
 	}
 	if err := checkJoinText("partition key", m.PartitionKey, false); err != nil {
-		return p, fmt.Errorf("%w: join %s message: %s", workq.ErrInvalid, which, err)
+		return p, fmt.Errorf("%w: join %s message: %s", workqtype.ErrInvalid, which, err)
 	}
 	if m.PartitionKey != "" {
 		p.partition = &m.PartitionKey
 	}
 	if m.CorrelationID != "" {
 		if !utf8.ValidString(m.CorrelationID) || strings.ContainsRune(m.CorrelationID, 0) {
-			return p, fmt.Errorf("%w: join %s message: correlation id is not valid UTF-8 text", workq.ErrInvalid, which)
+			return p, fmt.Errorf("%w: join %s message: correlation id is not valid UTF-8 text", workqtype.ErrInvalid, which)
 		}
 		p.correlation = &m.CorrelationID
 	}
@@ -188,12 +188,12 @@ func prepareJoinMessage(which string, m JoinMessage) (joinMessage, error) {
 	headers := map[string]string{}
 	for k, v := range m.Headers {
 		if k == "" || !utf8.ValidString(k) || !utf8.ValidString(v) || strings.ContainsRune(k+v, 0) {
-			return p, fmt.Errorf("%w: join %s message: header %q must be a non-empty name and valid UTF-8 text", workq.ErrInvalid, which, k)
+			return p, fmt.Errorf("%w: join %s message: header %q must be a non-empty name and valid UTF-8 text", workqtype.ErrInvalid, which, k)
 		}
 		headers[k] = v
 	}
 	if p.headers, err = json.Marshal(headers); err != nil {
-		return p, fmt.Errorf("%w: join %s message: headers: %v", workq.ErrInvalid, which, err)
+		return p, fmt.Errorf("%w: join %s message: headers: %v", workqtype.ErrInvalid, which, err)
 	}
 	return p, nil
 }
@@ -213,7 +213,7 @@ func checkJoinText(what, s string, required bool) error {
 }
 
 // joinPayload returns the JSON text of a payload, checked by
-// workq.CheckPayload: nil is {}, raw JSON is taken as it is, anything else is
+// workqtype.CheckPayload: nil is {}, raw JSON is taken as it is, anything else is
 // marshaled.
 func joinPayload(v any) ([]byte, error) {
 	var raw []byte
@@ -227,28 +227,28 @@ func joinPayload(v any) ([]byte, error) {
 	default:
 		b, err := json.Marshal(v)
 		if err != nil {
-			return nil, fmt.Errorf("%w: payload is not JSON-marshalable: %v", workq.ErrInvalid, err)
+			return nil, fmt.Errorf("%w: payload is not JSON-marshalable: %v", workqtype.ErrInvalid, err)
 		}
 		raw = b
 	}
-	return raw, workq.CheckPayload(raw, maxJoinPayload)
+	return raw, workqtype.CheckPayload(raw, maxJoinPayload)
 }
 
 func prepareJoin(s JoinSpec) (gen.OutboxJoinStartParams, error) {
 	var arg gen.OutboxJoinStartParams
 	if s.Expected < 1 || s.Expected > math.MaxInt32 {
-		return arg, fmt.Errorf("%w: a join expects at least 1 member (and at most %d), got %d", workq.ErrInvalid, math.MaxInt32, s.Expected)
+		return arg, fmt.Errorf("%w: a join expects at least 1 member (and at most %d), got %d", workqtype.ErrInvalid, math.MaxInt32, s.Expected)
 	}
 	switch s.OnMemberFailure {
 	case IgnoreFailures, FailWhenDone, FailFast:
 	default:
-		return arg, fmt.Errorf("%w: unknown member failure policy %d", workq.ErrInvalid, s.OnMemberFailure)
+		return arg, fmt.Errorf("%w: unknown member failure policy %d", workqtype.ErrInvalid, s.OnMemberFailure)
 	}
 	if !s.Deadline.IsZero() && s.Timeout != 0 {
-		return arg, fmt.Errorf("%w: set a join's deadline or its timeout, not both", workq.ErrInvalid)
+		return arg, fmt.Errorf("%w: set a join's deadline or its timeout, not both", workqtype.ErrInvalid)
 	}
 	if s.Timeout < 0 {
-		return arg, fmt.Errorf("%w: join timeout %s is negative", workq.ErrInvalid, s.Timeout)
+		return arg, fmt.Errorf("%w: join timeout %s is negative", workqtype.ErrInvalid, s.Timeout)
 	}
 	done, err := prepareJoinMessage("on-complete", s.OnComplete)
 	if err != nil {
@@ -280,7 +280,7 @@ func prepareJoin(s JoinSpec) (gen.OutboxJoinStartParams, error) {
 }
 
 // ValidateJoin reports what is wrong with s (an error wrapping
-// workq.ErrInvalid), or nil when StartJoin would accept it. It touches no
+// workqtype.ErrInvalid), or nil when StartJoin would accept it. It touches no
 // database.
 func ValidateJoin(s JoinSpec) error {
 	_, err := prepareJoin(s)
@@ -291,8 +291,8 @@ func ValidateJoin(s JoinSpec) error {
 // the join exists if and only if that transaction commits). Attach members by
 // writing outbox messages with the returned join's ID, in the same
 // transaction or later ones, up to s.Expected of them. Invalid specs return an
-// error wrapping workq.ErrInvalid and write nothing.
-func StartJoin(ctx context.Context, db workq.DB, s JoinSpec) (Join, error) {
+// error wrapping workqtype.ErrInvalid and write nothing.
+func StartJoin(ctx context.Context, db workqtype.DB, s JoinSpec) (Join, error) {
 	arg, err := prepareJoin(s)
 	if err != nil {
 		return Join{}, err
@@ -313,7 +313,7 @@ func StartJoin(ctx context.Context, db workq.DB, s JoinSpec) (Join, error) {
 
 // GetJoin reads a join's counts, status and timestamps. An unknown id
 // returns an error wrapping ErrJoinNotFound.
-func GetJoin(ctx context.Context, db workq.DB, id int64) (Join, error) {
+func GetJoin(ctx context.Context, db workqtype.DB, id int64) (Join, error) {
 	r, err := gen.New(db).OutboxJoinGet(ctx, id)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Join{}, fmt.Errorf("get join %d: %w", id, ErrJoinNotFound)
@@ -359,12 +359,12 @@ type JoinQuery struct {
 // ListJoins lists joins newest first with their counts (Join.Completed and
 // Join.Failed of Join.Expected are the progress), walking the primary key
 // down from q.Before.
-func ListJoins(ctx context.Context, db workq.DB, q JoinQuery) ([]Join, error) {
+func ListJoins(ctx context.Context, db workqtype.DB, q JoinQuery) ([]Join, error) {
 	if q.Limit == 0 {
 		q.Limit = 50
 	}
 	if q.Limit < 0 || q.Limit > 1000 || q.Before < 0 {
-		return nil, fmt.Errorf("%w: list joins: limit %d (want 1 to 1000), before %d", workq.ErrInvalid, q.Limit, q.Before)
+		return nil, fmt.Errorf("%w: list joins: limit %d (want 1 to 1000), before %d", workqtype.ErrInvalid, q.Limit, q.Before)
 	}
 	before := int64(math.MaxInt64)
 	if q.Before > 0 {
@@ -387,9 +387,9 @@ func ListJoins(ctx context.Context, db workq.DB, q JoinQuery) ([]Join, error) {
 // locked by a member that is ending them right now (whichever commits first
 // decides the join; the other finds it ended), so it is idempotent and safe
 // to run from several processes at once. Call it again while it returns max.
-func FailExpiredJoins(ctx context.Context, db workq.DB, max int) (int, error) {
+func FailExpiredJoins(ctx context.Context, db workqtype.DB, max int) (int, error) {
 	if max < 1 {
-		return 0, fmt.Errorf("%w: fail expired joins: max must be at least 1, got %d", workq.ErrInvalid, max)
+		return 0, fmt.Errorf("%w: fail expired joins: max must be at least 1, got %d", workqtype.ErrInvalid, max)
 	}
 	n, err := gen.New(db).OutboxJoinFailExpired(ctx, int32(min(max, math.MaxInt32)))
 	if err != nil {

@@ -9,7 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/workq/workq"
+	"github.com/workq/workq/workqtype"
 )
 
 // JoinDeadlineOptions configure a JoinDeadlineLoop; zero values take the
@@ -26,7 +26,7 @@ type JoinDeadlineOptions struct {
 // several processes) may run at once. It belongs in the maintenance process
 // or in `workq run`.
 type JoinDeadlineLoop struct {
-	db       workq.DB
+	db       workqtype.DB
 	interval time.Duration
 	batch    int
 	log      *slog.Logger
@@ -38,7 +38,7 @@ type JoinDeadlineLoop struct {
 }
 
 // NewJoinDeadlineLoop returns a stopped loop over db (a pool).
-func NewJoinDeadlineLoop(db workq.DB, o JoinDeadlineOptions) (*JoinDeadlineLoop, error) {
+func NewJoinDeadlineLoop(db workqtype.DB, o JoinDeadlineOptions) (*JoinDeadlineLoop, error) {
 	if o.Interval == 0 {
 		o.Interval = time.Second
 	}
@@ -46,10 +46,10 @@ func NewJoinDeadlineLoop(db workq.DB, o JoinDeadlineOptions) (*JoinDeadlineLoop,
 		o.Batch = 500
 	}
 	if o.Interval < 0 {
-		return nil, fmt.Errorf("%w: join deadline loop: interval must be positive, got %s", workq.ErrInvalid, o.Interval)
+		return nil, fmt.Errorf("%w: join deadline loop: interval must be positive, got %s", workqtype.ErrInvalid, o.Interval)
 	}
 	if o.Batch < 1 {
-		return nil, fmt.Errorf("%w: join deadline loop: batch must be at least 1, got %d", workq.ErrInvalid, o.Batch)
+		return nil, fmt.Errorf("%w: join deadline loop: batch must be at least 1, got %d", workqtype.ErrInvalid, o.Batch)
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)

@@ -5,9 +5,9 @@ import (
 	"errors"
 	"testing"
 
-	"github.com/workq/workq"
 	"github.com/workq/workq/internal/testdb"
 	"github.com/workq/workq/outbox"
+	"github.com/workq/workq/workqtype"
 )
 
 func TestListJoins(t *testing.T) {
@@ -54,7 +54,7 @@ func TestListJoins(t *testing.T) {
 	if err != nil || len(open) != 1 || open[0].ID != ids[1] {
 		t.Errorf("open joins below %d: %+v %v, want [%d]", ids[2], open, err, ids[1])
 	}
-	if _, err := outbox.ListJoins(ctx, pool, outbox.JoinQuery{Limit: 1001}); !errors.Is(err, workq.ErrInvalid) {
+	if _, err := outbox.ListJoins(ctx, pool, outbox.JoinQuery{Limit: 1001}); !errors.Is(err, workqtype.ErrInvalid) {
 		t.Errorf("limit 1001: %v, want ErrInvalid", err)
 	}
 }

@@ -8,9 +8,9 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/workq/workq"
 	"github.com/workq/workq/db/gen"
 	"github.com/workq/workq/lease"
+	"github.com/workq/workq/workqtype"
 )
 
 // KeyHead is a partition key with messages not yet done, and its head: the
@@ -54,7 +54,7 @@ type KeyQuery struct {
 
 // Keys lists partition keys that have messages not yet done, in key order,
 // each with its head. It visits one key per index probe.
-func Keys(ctx context.Context, db workq.DB, q KeyQuery) ([]KeyHead, error) {
+func Keys(ctx context.Context, db workqtype.DB, q KeyQuery) ([]KeyHead, error) {
 	if q.Queue == "" {
 		q.Queue = "default"
 	}
@@ -62,7 +62,7 @@ func Keys(ctx context.Context, db workq.DB, q KeyQuery) ([]KeyHead, error) {
 		q.Limit = 100
 	}
 	if q.Limit < 0 {
-		return nil, fmt.Errorf("%w: limit %d is negative", workq.ErrInvalid, q.Limit)
+		return nil, fmt.Errorf("%w: limit %d is negative", workqtype.ErrInvalid, q.Limit)
 	}
 	rows, err := gen.New(db).OutboxKeyHeads(ctx, gen.OutboxKeyHeadsParams{
 		Queue: q.Queue, SkipTopics: q.SkipTopics, OnlyBlocked: q.OnlyBlocked, MaxRows: int32(min(q.Limit, math.MaxInt32)), AfterKey: q.AfterKey,
@@ -99,7 +99,7 @@ func (s KeyStats) Blocked() int { return s.Retrying + s.Failed }
 // Stats counts the partition keys of queue (default "default") by the state
 // of their head. It walks every key with messages not done (one index probe
 // each): for monitoring, not for a hot path.
-func Stats(ctx context.Context, db workq.DB, queue string, skipTopics []string) (KeyStats, error) {
+func Stats(ctx context.Context, db workqtype.DB, queue string, skipTopics []string) (KeyStats, error) {
 	if queue == "" {
 		queue = "default"
 	}

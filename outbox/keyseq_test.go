@@ -14,10 +14,10 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/workq/workq"
 	"github.com/workq/workq/internal/testdb"
 	"github.com/workq/workq/lease"
 	"github.com/workq/workq/outbox"
+	"github.com/workq/workq/workqtype"
 )
 
 // The order of a partition key is a sequence its writers take in their
@@ -416,7 +416,7 @@ func TestRetentionPrunesIdleKeyCounters(t *testing.T) {
 	pool := testdb.Pool(t)
 	ctx := context.Background()
 	c := outbox.NewClient(outbox.ClientOptions{})
-	send := func(db workq.DB, k string) outbox.Sent {
+	send := func(db workqtype.DB, k string) outbox.Sent {
 		t.Helper()
 		s, err := c.Send(ctx, db, outbox.Message{Topic: "t", PartitionKey: k})
 		if err != nil {

@@ -25,12 +25,12 @@ import (
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/workq/workq"
 	"github.com/workq/workq/config"
 	"github.com/workq/workq/db/gen"
 	"github.com/workq/workq/internal/notify"
 	"github.com/workq/workq/internal/otelx"
 	"github.com/workq/workq/worker"
+	"github.com/workq/workq/workqtype"
 )
 
 // ErrDuplicateMessageID is wrapped by the error of a Send or SendMany that
@@ -166,10 +166,10 @@ type prepared struct {
 }
 
 func invalid(format string, args ...any) error {
-	return fmt.Errorf("%w: "+format, append([]any{workq.ErrInvalid}, args...)...)
+	return fmt.Errorf("%w: "+format, append([]any{workqtype.ErrInvalid}, args...)...)
 }
 
-// Validate reports what is wrong with m (an error wrapping workq.ErrInvalid),
+// Validate reports what is wrong with m (an error wrapping workqtype.ErrInvalid),
 // or nil when Send would accept it. It touches no database.
 func (c *Client) Validate(m Message) error {
 	_, err := c.prepare(m)
@@ -192,7 +192,7 @@ func (c *Client) prepare(m Message) (prepared, error) {
 		}
 		p.messageID = id
 	}
-	if !config.ValidName(p.queue) {
+	if !workqtype.ValidName(p.queue) {
 		return p, invalid("queue %q is not a valid name (1-128 of A-Z a-z 0-9 _ . : -)", p.queue)
 	}
 	if !worker.ValidTopic(p.topic) {
@@ -292,13 +292,13 @@ func encodeHeaders(h map[string]string) ([]byte, error) {
 }
 
 // encodePayload returns the payload's JSON text, checked by
-// workq.CheckPayload: nil is {}, raw JSON is taken as it is, anything else is
+// workqtype.CheckPayload: nil is {}, raw JSON is taken as it is, anything else is
 // marshaled.
 func encodePayload(v any, maxBytes int) ([]byte, error) {
 	var raw []byte
 	switch p := v.(type) {
 	case nil:
-		return []byte("{}"), workq.CheckPayloadSize(2, maxBytes)
+		return []byte("{}"), workqtype.CheckPayloadSize(2, maxBytes)
 	case json.RawMessage:
 		raw = p
 	case []byte:
@@ -310,12 +310,12 @@ func encodePayload(v any, maxBytes int) ([]byte, error) {
 		}
 		raw = b
 	}
-	return raw, workq.CheckPayload(raw, maxBytes)
+	return raw, workqtype.CheckPayload(raw, maxBytes)
 }
 
 // Send writes one message on db: a pool, or the caller's transaction (then
 // the message exists if and only if that transaction commits).
-func (c *Client) Send(ctx context.Context, db workq.DB, m Message) (_ Sent, err error) {
+func (c *Client) Send(ctx context.Context, db workqtype.DB, m Message) (_ Sent, err error) {
 	queue := m.Queue
 	if queue == "" {
 		queue = "default"
@@ -353,7 +353,7 @@ func (c *Client) Send(ctx context.Context, db workq.DB, m Message) (_ Sent, err 
 // SendMany writes many messages in one statement on db (a pool or the
 // caller's transaction); the result has one entry per message, in order. A
 // message that fails validation fails the call: nothing is written.
-func (c *Client) SendMany(ctx context.Context, db workq.DB, msgs []Message) (_ []Sent, err error) {
+func (c *Client) SendMany(ctx context.Context, db workqtype.DB, msgs []Message) (_ []Sent, err error) {
 	if len(msgs) == 0 {
 		return nil, nil
 	}
@@ -375,7 +375,7 @@ func (c *Client) SendMany(ctx context.Context, db workq.DB, msgs []Message) (_ [
 		}
 		if p.messageID != uuid.Nil {
 			if j, dup := ids[p.messageID]; dup {
-				return nil, fmt.Errorf("message %d: %w: %w: message id %s is also message %d's", i, workq.ErrInvalid, ErrDuplicateMessageID, p.messageID, j)
+				return nil, fmt.Errorf("message %d: %w: %w: message id %s is also message %d's", i, workqtype.ErrInvalid, ErrDuplicateMessageID, p.messageID, j)
 			}
 			ids[p.messageID] = i
 			arg.MessageIds[i] = p.messageID.String()

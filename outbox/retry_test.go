@@ -10,10 +10,10 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgconn"
 
-	"github.com/workq/workq"
 	"github.com/workq/workq/internal/testdb"
 	"github.com/workq/workq/lease"
 	"github.com/workq/workq/outbox"
+	"github.com/workq/workq/workqtype"
 )
 
 // An operator retries a message its key had skipped (a Skip topic) while
@@ -140,7 +140,7 @@ func TestSendRefusesTopicsWithOuterSpaces(t *testing.T) {
 	ctx := context.Background()
 	c := outbox.NewClient(outbox.ClientOptions{})
 	for _, topic := range []string{"orders ", " orders", "orders\u00a0"} {
-		if _, err := c.Send(ctx, pool, outbox.Message{Topic: topic}); !errors.Is(err, workq.ErrInvalid) {
+		if _, err := c.Send(ctx, pool, outbox.Message{Topic: topic}); !errors.Is(err, workqtype.ErrInvalid) {
 			t.Errorf("Send with topic %q: %v; want ErrInvalid", topic, err)
 		}
 	}

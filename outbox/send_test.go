@@ -9,9 +9,9 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/workq/workq"
 	"github.com/workq/workq/internal/testdb"
 	"github.com/workq/workq/outbox"
+	"github.com/workq/workq/workqtype"
 )
 
 func TestSendInTransaction(t *testing.T) {
@@ -73,24 +73,24 @@ func TestSendManyValidationWritesNothing(t *testing.T) {
 		bad  outbox.Message
 		want []error
 	}{
-		{"no topic", outbox.Message{}, []error{workq.ErrInvalid}},
-		{"topic with control character", outbox.Message{Topic: "a\nb"}, []error{workq.ErrInvalid}},
-		{"topic with a C1 control character", outbox.Message{Topic: "a\u0085b"}, []error{workq.ErrInvalid}},
-		{"partition key with a C1 control character", outbox.Message{Topic: "t", PartitionKey: "k\u009b"}, []error{workq.ErrInvalid}},
-		{"header value with a C1 control character", outbox.Message{Topic: "t", Headers: map[string]string{"X": "a\u0085b"}}, []error{workq.ErrInvalid}},
-		{"bad queue", outbox.Message{Topic: "t", Queue: "a b"}, []error{workq.ErrInvalid}},
-		{"payload not an object", outbox.Message{Topic: "t", Payload: []byte(`[1]`)}, []error{workq.ErrInvalid}},
-		{"payload not JSON", outbox.Message{Topic: "t", Payload: []byte(`{`)}, []error{workq.ErrInvalid}},
-		{"header name", outbox.Message{Topic: "t", Headers: map[string]string{"bad name": "v"}}, []error{workq.ErrInvalid}},
-		{"header value", outbox.Message{Topic: "t", Headers: map[string]string{"X": "a\r\nb"}}, []error{workq.ErrInvalid}},
-		{"header value too long", outbox.Message{Topic: "t", Headers: map[string]string{"X": strings.Repeat("v", 4097)}}, []error{workq.ErrInvalid}},
-		{"partition key too long", outbox.Message{Topic: "t", PartitionKey: strings.Repeat("k", 257)}, []error{workq.ErrInvalid}},
-		{"correlation id not UTF-8", outbox.Message{Topic: "t", CorrelationID: "\xff"}, []error{workq.ErrInvalid}},
-		{"run at and delay", outbox.Message{Topic: "t", RunAt: time.Now(), Delay: time.Second}, []error{workq.ErrInvalid}},
-		{"negative delay", outbox.Message{Topic: "t", Delay: -time.Second}, []error{workq.ErrInvalid}},
-		{"max attempts", outbox.Message{Topic: "t", MaxAttempts: 1001}, []error{workq.ErrInvalid}},
-		{"negative join id", outbox.Message{Topic: "t", JoinID: -1}, []error{workq.ErrInvalid}},
-		{"duplicate id in the call", outbox.Message{Topic: "t", MessageID: dup}, []error{workq.ErrInvalid, outbox.ErrDuplicateMessageID}},
+		{"no topic", outbox.Message{}, []error{workqtype.ErrInvalid}},
+		{"topic with control character", outbox.Message{Topic: "a\nb"}, []error{workqtype.ErrInvalid}},
+		{"topic with a C1 control character", outbox.Message{Topic: "a\u0085b"}, []error{workqtype.ErrInvalid}},
+		{"partition key with a C1 control character", outbox.Message{Topic: "t", PartitionKey: "k\u009b"}, []error{workqtype.ErrInvalid}},
+		{"header value with a C1 control character", outbox.Message{Topic: "t", Headers: map[string]string{"X": "a\u0085b"}}, []error{workqtype.ErrInvalid}},
+		{"bad queue", outbox.Message{Topic: "t", Queue: "a b"}, []error{workqtype.ErrInvalid}},
+		{"payload not an object", outbox.Message{Topic: "t", Payload: []byte(`[1]`)}, []error{workqtype.ErrInvalid}},
+		{"payload not JSON", outbox.Message{Topic: "t", Payload: []byte(`{`)}, []error{workqtype.ErrInvalid}},
+		{"header name", outbox.Message{Topic: "t", Headers: map[string]string{"bad name": "v"}}, []error{workqtype.ErrInvalid}},
+		{"header value", outbox.Message{Topic: "t", Headers: map[string]string{"X": "a\r\nb"}}, []error{workqtype.ErrInvalid}},
+		{"header value too long", outbox.Message{Topic: "t", Headers: map[string]string{"X": strings.Repeat("v", 4097)}}, []error{workqtype.ErrInvalid}},
+		{"partition key too long", outbox.Message{Topic: "t", PartitionKey: strings.Repeat("k", 257)}, []error{workqtype.ErrInvalid}},
+		{"correlation id not UTF-8", outbox.Message{Topic: "t", CorrelationID: "\xff"}, []error{workqtype.ErrInvalid}},
+		{"run at and delay", outbox.Message{Topic: "t", RunAt: time.Now(), Delay: time.Second}, []error{workqtype.ErrInvalid}},
+		{"negative delay", outbox.Message{Topic: "t", Delay: -time.Second}, []error{workqtype.ErrInvalid}},
+		{"max attempts", outbox.Message{Topic: "t", MaxAttempts: 1001}, []error{workqtype.ErrInvalid}},
+		{"negative join id", outbox.Message{Topic: "t", JoinID: -1}, []error{workqtype.ErrInvalid}},
+		{"duplicate id in the call", outbox.Message{Topic: "t", MessageID: dup}, []error{workqtype.ErrInvalid, outbox.ErrDuplicateMessageID}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -108,7 +108,7 @@ func TestSendManyValidationWritesNothing(t *testing.T) {
 				t.Errorf("error %q does not name the bad message (2)", err)
 			}
 			if tc.bad.MessageID == uuid.Nil { // alone, the duplicate case's message is fine
-				if _, err := c.Send(ctx, pool, tc.bad); !errors.Is(err, workq.ErrInvalid) {
+				if _, err := c.Send(ctx, pool, tc.bad); !errors.Is(err, workqtype.ErrInvalid) {
 					t.Fatalf("Send of the bad message: %v, want ErrInvalid", err)
 				}
 			}

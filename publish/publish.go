@@ -8,14 +8,15 @@ package publish
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"sort"
 	"strconv"
+
+	"github.com/workq/workq/workqtype"
 )
 
-// ErrInvalid is wrapped by every error about a bad publisher configuration.
-var ErrInvalid = errors.New("invalid publisher configuration")
+// ErrInvalid (workqtype.ErrInvalid, shared by every package) is wrapped by every error about a bad publisher configuration.
+var ErrInvalid = workqtype.ErrInvalid
 
 func invalid(format string, args ...any) error {
 	return fmt.Errorf("%w: %s", ErrInvalid, fmt.Sprintf(format, args...))

@@ -5,12 +5,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/workq/workq"
 	"github.com/workq/workq/schedule"
+	"github.com/workq/workq/workqtype"
 )
 
 // FuzzParseCron: any expression and time zone either parse or give an
-// error wrapping workq.ErrInvalid, never a panic; a parsed expression's
+// error wrapping workqtype.ErrInvalid, never a panic; a parsed expression's
 // slots come after the time asked and in increasing order. The seed corpus
 // (below and in testdata/fuzz) runs in every `go test`; `make fuzz` runs
 // the fuzzer.
@@ -27,7 +27,7 @@ func FuzzParseCron(f *testing.F) {
 	f.Fuzz(func(t *testing.T, expr, tz string) {
 		e, err := schedule.ParseCron(expr, tz)
 		if err != nil {
-			if !errors.Is(err, workq.ErrInvalid) {
+			if !errors.Is(err, workqtype.ErrInvalid) {
 				t.Fatalf("ParseCron(%q, %q): %v does not wrap ErrInvalid", expr, tz, err)
 			}
 			return

@@ -16,13 +16,13 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/workq/workq"
 	"github.com/workq/workq/config"
 	"github.com/workq/workq/db/gen"
+	"github.com/workq/workq/workqtype"
 )
 
 // Sentinel errors callers branch on. Validation errors wrap
-// workq.ErrInvalid; none of these requests changed anything.
+// workqtype.ErrInvalid; none of these requests changed anything.
 var (
 	ErrNotFound = errors.New("schedule not found")
 	ErrExists   = errors.New("schedule already exists")
@@ -160,18 +160,18 @@ type normalized struct {
 func (s *Store) normalize(sp Spec) (normalized, error) {
 	n := normalized{}
 	p := &n.SchedulesInsertParams
-	if !config.ValidName(sp.Name) {
-		return n, fmt.Errorf("%w: schedule name %q is not a valid name (1-128 of A-Z a-z 0-9 _ . : -)", workq.ErrInvalid, sp.Name)
+	if !workqtype.ValidName(sp.Name) {
+		return n, fmt.Errorf("%w: schedule name %q is not a valid name (1-128 of A-Z a-z 0-9 _ . : -)", workqtype.ErrInvalid, sp.Name)
 	}
 	p.Name = sp.Name
 	if sp.Queue == "" {
 		sp.Queue = "default"
 	}
-	if !config.ValidName(sp.Queue) {
-		return n, fmt.Errorf("%w: queue %q is not a valid name (1-128 of A-Z a-z 0-9 _ . : -)", workq.ErrInvalid, sp.Queue)
+	if !workqtype.ValidName(sp.Queue) {
+		return n, fmt.Errorf("%w: queue %q is not a valid name (1-128 of A-Z a-z 0-9 _ . : -)", workqtype.ErrInvalid, sp.Queue)
 	}
-	if !config.ValidName(sp.Kind) {
-		return n, fmt.Errorf("%w: kind %q is not a valid name (1-128 of A-Z a-z 0-9 _ . : -)", workq.ErrInvalid, sp.Kind)
+	if !workqtype.ValidName(sp.Kind) {
+		return n, fmt.Errorf("%w: kind %q is not a valid name (1-128 of A-Z a-z 0-9 _ . : -)", workqtype.ErrInvalid, sp.Kind)
 	}
 	p.Queue, p.Kind = sp.Queue, sp.Kind
 	if sp.Timezone == "" {
@@ -190,7 +190,7 @@ func (s *Store) normalize(sp Spec) (normalized, error) {
 		sp.MaxAttempts = DefaultMaxAttempts
 	}
 	if sp.MaxAttempts < 1 || sp.MaxAttempts > 1000 {
-		return n, fmt.Errorf("%w: max attempts must be between 1 and 1000, got %d", workq.ErrInvalid, sp.MaxAttempts)
+		return n, fmt.Errorf("%w: max attempts must be between 1 and 1000, got %d", workqtype.ErrInvalid, sp.MaxAttempts)
 	}
 	p.MaxAttempts = int32(sp.MaxAttempts)
 	switch sp.Overlap {
@@ -198,20 +198,20 @@ func (s *Store) normalize(sp Spec) (normalized, error) {
 		sp.Overlap = OverlapAllow
 	case OverlapAllow, OverlapSkip:
 	default:
-		return n, fmt.Errorf("%w: overlap policy %q: want %q or %q", workq.ErrInvalid, sp.Overlap, OverlapAllow, OverlapSkip)
+		return n, fmt.Errorf("%w: overlap policy %q: want %q or %q", workqtype.ErrInvalid, sp.Overlap, OverlapAllow, OverlapSkip)
 	}
 	switch sp.Misfire {
 	case "":
 		sp.Misfire = MisfireRunOnce
 	case MisfireRunOnce, MisfireSkip, MisfireRunAll:
 	default:
-		return n, fmt.Errorf("%w: misfire policy %q: want %q, %q or %q", workq.ErrInvalid, sp.Misfire, MisfireRunOnce, MisfireSkip, MisfireRunAll)
+		return n, fmt.Errorf("%w: misfire policy %q: want %q, %q or %q", workqtype.ErrInvalid, sp.Misfire, MisfireRunOnce, MisfireSkip, MisfireRunAll)
 	}
 	if sp.MisfireCap == 0 {
 		sp.MisfireCap = DefaultMisfireCap
 	}
 	if sp.MisfireCap < 1 || sp.MisfireCap > MaxMisfireCap {
-		return n, fmt.Errorf("%w: misfire cap must be between 1 and %d, got %d", workq.ErrInvalid, MaxMisfireCap, sp.MisfireCap)
+		return n, fmt.Errorf("%w: misfire cap must be between 1 and %d, got %d", workqtype.ErrInvalid, MaxMisfireCap, sp.MisfireCap)
 	}
 	p.Overlap, p.Misfire, p.MisfireCap = string(sp.Overlap), string(sp.Misfire), int32(sp.MisfireCap)
 	p.Enabled = !sp.Disabled
@@ -219,7 +219,7 @@ func (s *Store) normalize(sp Spec) (normalized, error) {
 }
 
 // encodePayload returns the JSON text of a payload, checked by
-// workq.CheckPayload: nil is {}, raw JSON is taken as it is, anything else
+// workqtype.CheckPayload: nil is {}, raw JSON is taken as it is, anything else
 // is marshaled.
 func encodePayload(v any, maxBytes int) ([]byte, error) {
 	var raw []byte
@@ -233,15 +233,15 @@ func encodePayload(v any, maxBytes int) ([]byte, error) {
 	default:
 		b, err := json.Marshal(v)
 		if err != nil {
-			return nil, fmt.Errorf("%w: payload is not JSON-marshalable: %v", workq.ErrInvalid, err)
+			return nil, fmt.Errorf("%w: payload is not JSON-marshalable: %v", workqtype.ErrInvalid, err)
 		}
 		raw = b
 	}
-	return raw, workq.CheckPayload(raw, maxBytes)
+	return raw, workqtype.CheckPayload(raw, maxBytes)
 }
 
 // Validate reports what is wrong with sp (an error wrapping
-// workq.ErrInvalid), or nil when Create would accept it. It touches no
+// workqtype.ErrInvalid), or nil when Create would accept it. It touches no
 // database.
 func (s *Store) Validate(sp Spec) error {
 	_, err := s.normalize(sp)
@@ -390,11 +390,11 @@ func (s *Store) Update(ctx context.Context, db DB, name string, c Changes) (Sche
 			p    *string
 		}{{"cron", c.Cron}, {"timezone", c.Timezone}, {"queue", c.Queue}, {"kind", c.Kind}} {
 			if f.p != nil && *f.p == "" {
-				return fmt.Errorf("%w: %s must not be empty", workq.ErrInvalid, f.name)
+				return fmt.Errorf("%w: %s must not be empty", workqtype.ErrInvalid, f.name)
 			}
 		}
 		if (c.Overlap != nil && *c.Overlap == "") || (c.Misfire != nil && *c.Misfire == "") || (c.MisfireCap != nil && *c.MisfireCap == 0) || (c.MaxAttempts != nil && *c.MaxAttempts == 0) {
-			return fmt.Errorf("%w: an explicit overlap, misfire, misfire cap or max attempts must not be empty or zero", workq.ErrInvalid)
+			return fmt.Errorf("%w: an explicit overlap, misfire, misfire cap or max attempts must not be empty or zero", workqtype.ErrInvalid)
 		}
 		n, err := s.normalize(sp)
 		if err != nil {

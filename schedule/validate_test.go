@@ -9,9 +9,9 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/workq/workq"
 	"github.com/workq/workq/internal/testdb"
 	"github.com/workq/workq/schedule"
+	"github.com/workq/workq/workqtype"
 )
 
 func TestValidationWritesNothing(t *testing.T) {
@@ -49,7 +49,7 @@ func TestValidationWritesNothing(t *testing.T) {
 			sp := ok
 			tc.edit(&sp)
 			_, err := st.Create(ctx, pool, sp)
-			if !errors.Is(err, workq.ErrInvalid) || !strings.Contains(err.Error(), tc.want) {
+			if !errors.Is(err, workqtype.ErrInvalid) || !strings.Contains(err.Error(), tc.want) {
 				t.Errorf("create: %v, want ErrInvalid mentioning %q", err, tc.want)
 			}
 			if verr := st.Validate(sp); verr == nil || verr.Error() != err.Error() {
@@ -72,7 +72,7 @@ func TestValidationWritesNothing(t *testing.T) {
 	}
 	bad, zone, empty := "not a cron", "Nowhere/Else", ""
 	for _, c := range []schedule.Changes{{Cron: &bad}, {Timezone: &zone}, {Kind: &empty}, {Payload: "a string"}} {
-		if _, err := st.Update(ctx, pool, "ok", c); !errors.Is(err, workq.ErrInvalid) {
+		if _, err := st.Update(ctx, pool, "ok", c); !errors.Is(err, workqtype.ErrInvalid) {
 			t.Errorf("update %+v: %v, want ErrInvalid", c, err)
 		}
 	}

@@ -13,7 +13,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/workq/workq"
+	"github.com/workq/workq/internal/jobq"
+
 	"github.com/workq/workq/admin"
 	"github.com/workq/workq/inbox"
 	"github.com/workq/workq/internal/testdb"
@@ -21,17 +22,18 @@ import (
 	"github.com/workq/workq/outbox"
 	"github.com/workq/workq/schedule"
 	"github.com/workq/workq/timers"
+	"github.com/workq/workq/workqtype"
 )
 
 func TestBadInputGoAPI(t *testing.T) {
 	pool := testdb.Pool(t)
 	ctx := context.Background()
 	// One item in each table, for the actions that take ids.
-	job, err := workq.NewClient(workq.ClientOptions{}).Enqueue(ctx, pool, workq.Job{Kind: "k"})
+	job, err := jobq.New(jobq.Options{}).Enqueue(ctx, pool, jobq.Job{Kind: "k"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	jobs := workq.NewClient(workq.ClientOptions{MaxPayloadBytes: 1024})
+	jobs := jobq.New(jobq.Options{MaxPayloadBytes: 1024})
 	ob := outbox.NewClient(outbox.ClientOptions{MaxPayloadBytes: 1024})
 	in := inbox.NewClient(inbox.ClientOptions{MaxPayloadBytes: 1024})
 	tm := timers.NewClient(timers.ClientOptions{MaxPayloadBytes: 1024})
@@ -45,28 +47,28 @@ func TestBadInputGoAPI(t *testing.T) {
 		name string
 		call func() error
 	}{
-		// workq.Client
-		{"job: empty kind", func() error { _, err := jobs.Enqueue(ctx, pool, workq.Job{}); return err }},
+		// jobq.Client
+		{"job: empty kind", func() error { _, err := jobs.Enqueue(ctx, pool, jobq.Job{}); return err }},
 		{"job: invalid JSON", func() error {
-			_, err := jobs.Enqueue(ctx, pool, workq.Job{Kind: "k", Payload: json.RawMessage(`{"a":`)})
+			_, err := jobs.Enqueue(ctx, pool, jobq.Job{Kind: "k", Payload: json.RawMessage(`{"a":`)})
 			return err
 		}},
-		{"job: payload over the limit", func() error { _, err := jobs.Enqueue(ctx, pool, workq.Job{Kind: "k", Payload: big}); return err }},
+		{"job: payload over the limit", func() error { _, err := jobs.Enqueue(ctx, pool, jobq.Job{Kind: "k", Payload: big}); return err }},
 		{"job: payload not an object", func() error {
-			_, err := jobs.Enqueue(ctx, pool, workq.Job{Kind: "k", Payload: json.RawMessage(`[1]`)})
+			_, err := jobs.Enqueue(ctx, pool, jobq.Job{Kind: "k", Payload: json.RawMessage(`[1]`)})
 			return err
 		}},
-		{"job: over-long queue", func() error { _, err := jobs.Enqueue(ctx, pool, workq.Job{Kind: "k", Queue: long}); return err }},
-		{"job: SQL in the queue", func() error { _, err := jobs.Enqueue(ctx, pool, workq.Job{Kind: "k", Queue: sqlMeta}); return err }},
-		{"job: NUL in the kind", func() error { _, err := jobs.Enqueue(ctx, pool, workq.Job{Kind: "k\x00"}); return err }},
+		{"job: over-long queue", func() error { _, err := jobs.Enqueue(ctx, pool, jobq.Job{Kind: "k", Queue: long}); return err }},
+		{"job: SQL in the queue", func() error { _, err := jobs.Enqueue(ctx, pool, jobq.Job{Kind: "k", Queue: sqlMeta}); return err }},
+		{"job: NUL in the kind", func() error { _, err := jobs.Enqueue(ctx, pool, jobq.Job{Kind: "k\x00"}); return err }},
 		{"job: invalid UTF-8 dedup key", func() error {
-			_, err := jobs.Enqueue(ctx, pool, workq.Job{Kind: "k", DedupKey: "\xff"})
+			_, err := jobs.Enqueue(ctx, pool, jobq.Job{Kind: "k", DedupKey: "\xff"})
 			return err
 		}},
-		{"job: negative delay", func() error { _, err := jobs.Enqueue(ctx, pool, workq.Job{Kind: "k", Delay: -time.Second}); return err }},
-		{"job: negative max attempts", func() error { _, err := jobs.Enqueue(ctx, pool, workq.Job{Kind: "k", MaxAttempts: -1}); return err }},
+		{"job: negative delay", func() error { _, err := jobs.Enqueue(ctx, pool, jobq.Job{Kind: "k", Delay: -time.Second}); return err }},
+		{"job: negative max attempts", func() error { _, err := jobs.Enqueue(ctx, pool, jobq.Job{Kind: "k", MaxAttempts: -1}); return err }},
 		{"job batch: one bad job writes none", func() error {
-			_, err := jobs.EnqueueMany(ctx, pool, []workq.Job{{Kind: "k"}, {Kind: ""}})
+			_, err := jobs.EnqueueMany(ctx, pool, []jobq.Job{{Kind: "k"}, {Kind: ""}})
 			return err
 		}},
 		// outbox
@@ -186,7 +188,7 @@ func TestBadInputGoAPI(t *testing.T) {
 			if err == nil {
 				t.Fatal("accepted")
 			}
-			if !errors.Is(err, workq.ErrInvalid) && !errors.Is(err, lease.ErrInvalid) {
+			if !errors.Is(err, workqtype.ErrInvalid) && !errors.Is(err, lease.ErrInvalid) {
 				t.Errorf("error %q does not wrap ErrInvalid (workq or lease)", err)
 			}
 			if strings.TrimSpace(err.Error()) == "" {

@@ -5,7 +5,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/workq/workq"
+	"github.com/workq/workq/internal/jobq"
+
 	"github.com/workq/workq/internal/testdb"
 	"github.com/workq/workq/lease"
 )
@@ -19,10 +20,10 @@ func BenchmarkClaimComplete(b *testing.B) {
 	const batch = 500
 	ctx := context.Background()
 	pool := testdb.Pool(b)
-	c := workq.NewClient(workq.ClientOptions{NotifyDebounce: -1})
-	jobs := make([]workq.Job, 5000)
+	c := jobq.New(jobq.Options{NotifyDebounce: -1})
+	jobs := make([]jobq.Job, 5000)
 	for i := range jobs {
-		jobs[i] = workq.Job{Queue: "bench", Kind: "noop"}
+		jobs[i] = jobq.Job{Queue: "bench", Kind: "noop"}
 	}
 	for n := 0; n < b.N*batch; n += len(jobs) {
 		if _, err := c.EnqueueMany(ctx, pool, jobs); err != nil {
@@ -62,10 +63,10 @@ func BenchmarkClaimComplete(b *testing.B) {
 func BenchmarkEnqueueMany(b *testing.B) {
 	ctx := context.Background()
 	pool := testdb.Pool(b)
-	c := workq.NewClient(workq.ClientOptions{NotifyDebounce: -1})
-	jobs := make([]workq.Job, 1000)
+	c := jobq.New(jobq.Options{NotifyDebounce: -1})
+	jobs := make([]jobq.Job, 1000)
 	for i := range jobs {
-		jobs[i] = workq.Job{Queue: "bench", Kind: "noop", Payload: map[string]int{"i": i}}
+		jobs[i] = jobq.Job{Queue: "bench", Kind: "noop", Payload: map[string]int{"i": i}}
 	}
 	b.ResetTimer()
 	start := time.Now()
@@ -82,10 +83,10 @@ func BenchmarkEnqueueMany(b *testing.B) {
 func BenchmarkEnqueueManyFast(b *testing.B) {
 	ctx := context.Background()
 	pool := testdb.Pool(b)
-	c := workq.NewClient(workq.ClientOptions{NotifyDebounce: -1})
-	jobs := make([]workq.Job, 1000)
+	c := jobq.New(jobq.Options{NotifyDebounce: -1})
+	jobs := make([]jobq.Job, 1000)
 	for i := range jobs {
-		jobs[i] = workq.Job{Queue: "bench", Kind: "noop", Payload: map[string]int{"i": i}}
+		jobs[i] = jobq.Job{Queue: "bench", Kind: "noop", Payload: map[string]int{"i": i}}
 	}
 	b.ResetTimer()
 	start := time.Now()

@@ -9,10 +9,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/workq/workq/internal/jobq"
+
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/workq/workq"
 	"github.com/workq/workq/inbox"
 	"github.com/workq/workq/internal/testdb"
 )
@@ -101,7 +102,7 @@ func TestMigrationDocSQL(t *testing.T) {
 	blocks := docSQLBlocks(t, path)
 	pool := testdb.Pool(t)
 	ctx := context.Background()
-	client := workq.NewClient(workq.ClientOptions{})
+	client := jobq.New(jobq.Options{})
 	exec := func(sql string, args ...any) {
 		t.Helper()
 		if _, err := pool.Exec(ctx, sql, args...); err != nil {
@@ -110,7 +111,7 @@ func TestMigrationDocSQL(t *testing.T) {
 	}
 	enqueue := func(queue, key string) int64 {
 		t.Helper()
-		res, err := client.EnqueueMany(ctx, pool, []workq.Job{{Queue: queue, Kind: "email.send", DedupKey: key,
+		res, err := client.EnqueueMany(ctx, pool, []jobq.Job{{Queue: queue, Kind: "email.send", DedupKey: key,
 			Payload: map[string]any{"to": "ann@example.com"}}})
 		if err != nil || res[0].Duplicate {
 			t.Fatalf("enqueue %s: %+v %v", key, res, err)

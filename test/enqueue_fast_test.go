@@ -9,19 +9,21 @@ import (
 	"testing"
 	"time"
 
+	"github.com/workq/workq/internal/jobq"
+
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/workq/workq"
 	"github.com/workq/workq/internal/testdb"
+	"github.com/workq/workq/workqtype"
 )
 
 // fastJobs is a batch that exercises every column EnqueueManyFast writes:
 // two queues, payloads of each accepted Go type, priorities, max attempts
 // (client default and explicit), and delays (none, whole and fractional
 // milliseconds).
-func fastJobs(prefix string) []workq.Job {
-	return []workq.Job{
+func fastJobs(prefix string) []jobq.Job {
+	return []jobq.Job{
 		{Queue: prefix + "-a", Kind: "k.one"},
 		{Queue: prefix + "-b", Kind: "k.two", Payload: map[string]any{"n": 1, "s": "x"}, Priority: 5},
 		{Queue: prefix + "-a", Kind: "k.three", Payload: json.RawMessage(`{"raw": [1, 2, 3]}`), MaxAttempts: 9},
@@ -32,7 +34,7 @@ func fastJobs(prefix string) []workq.Job {
 
 // rowsOf returns every column but id of the job runs with the given ids, in
 // id order, as JSON text.
-func rowsOf(t *testing.T, ctx context.Context, db workq.DB, from, to int64) []string {
+func rowsOf(t *testing.T, ctx context.Context, db workqtype.DB, from, to int64) []string {
 	t.Helper()
 	rows, err := db.Query(ctx, `select (to_jsonb(j) - 'id')::text from job_runs j where id between $1 and $2 order by id`, from, to)
 	if err != nil {
@@ -45,7 +47,7 @@ func rowsOf(t *testing.T, ctx context.Context, db workq.DB, from, to int64) []st
 	return out
 }
 
-func maxID(t *testing.T, ctx context.Context, db workq.DB) int64 {
+func maxID(t *testing.T, ctx context.Context, db workqtype.DB) int64 {
 	t.Helper()
 	var id int64
 	if err := db.QueryRow(ctx, `select coalesce(max(id), 0) from job_runs`).Scan(&id); err != nil {
@@ -79,7 +81,7 @@ func TestEnqueueManyFastRowsMatchEnqueueMany(t *testing.T) {
 					jobs[i].Payload, jobs[i].Priority, jobs[i].MaxAttempts = nil, 0, 0
 				}
 			}
-			c := workq.NewClient(workq.ClientOptions{MaxAttempts: 7})
+			c := jobq.New(jobq.Options{MaxAttempts: 7})
 			tx, err := pool.Begin(ctx)
 			if err != nil {
 				t.Fatal(err)
@@ -124,20 +126,20 @@ func TestEnqueueManyFastRowsMatchEnqueueMany(t *testing.T) {
 func TestEnqueueManyFastRunAtMatchesEnqueue(t *testing.T) {
 	ctx := context.Background()
 	pool := testdb.Pool(t)
-	c := workq.NewClient(workq.ClientOptions{})
+	c := jobq.New(jobq.Options{})
 	at := time.Date(2031, 5, 6, 7, 8, 9, 123456789, time.UTC) // nanoseconds: both paths truncate to µs
 	tx, err := pool.Begin(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer func() { _ = tx.Rollback(ctx) }()
-	job := workq.Job{Queue: "at", Kind: "k", RunAt: at, Payload: map[string]int{"x": 1}}
+	job := jobq.Job{Queue: "at", Kind: "k", RunAt: at, Payload: map[string]int{"x": 1}}
 	start := maxID(t, ctx, tx)
 	if _, err := c.Enqueue(ctx, tx, job); err != nil {
 		t.Fatal(err)
 	}
 	// A batch mixing RunAt, Delay and neither, after the Enqueue.
-	if _, err := c.EnqueueManyFast(ctx, tx, []workq.Job{job, {Queue: "at", Kind: "k", Delay: time.Second}, {Queue: "at", Kind: "k"}}); err != nil {
+	if _, err := c.EnqueueManyFast(ctx, tx, []jobq.Job{job, {Queue: "at", Kind: "k", Delay: time.Second}, {Queue: "at", Kind: "k"}}); err != nil {
 		t.Fatal(err)
 	}
 	rows := rowsOf(t, ctx, tx, start+1, start+4)
@@ -162,7 +164,7 @@ func TestEnqueueManyFastRunAtMatchesEnqueue(t *testing.T) {
 func TestEnqueueManyFastOnEachHandle(t *testing.T) {
 	ctx := context.Background()
 	pool := testdb.Pool(t)
-	c := workq.NewClient(workq.ClientOptions{})
+	c := jobq.New(jobq.Options{})
 	count := func(queue string) int {
 		var n int
 		if err := pool.QueryRow(ctx, `select count(*) from job_runs where queue = $1`, queue).Scan(&n); err != nil {
@@ -170,8 +172,8 @@ func TestEnqueueManyFastOnEachHandle(t *testing.T) {
 		}
 		return n
 	}
-	jobs := func(queue string) []workq.Job {
-		return []workq.Job{{Queue: queue, Kind: "k"}, {Queue: queue, Kind: "k", Delay: time.Minute}, {Queue: queue, Kind: "k"}}
+	jobs := func(queue string) []jobq.Job {
+		return []jobq.Job{{Queue: queue, Kind: "k"}, {Queue: queue, Kind: "k", Delay: time.Minute}, {Queue: queue, Kind: "k"}}
 	}
 	cases := []struct {
 		name     string
@@ -253,7 +255,7 @@ func TestEnqueueManyFastRefusesFailedTransaction(t *testing.T) {
 	if _, err := conn.Exec(ctx, "select 1/0"); err == nil {
 		t.Fatal("division by zero succeeded")
 	}
-	_, err := workq.NewClient(workq.ClientOptions{}).EnqueueManyFast(ctx, conn, []workq.Job{{Kind: "k"}})
+	_, err := jobq.New(jobq.Options{}).EnqueueManyFast(ctx, conn, []jobq.Job{{Kind: "k"}})
 	if err == nil || !strings.Contains(err.Error(), "transaction has failed") {
 		t.Fatalf("err = %v, want one saying the transaction has failed", err)
 	}
@@ -266,27 +268,27 @@ func TestEnqueueManyFastValidationWritesNothing(t *testing.T) {
 	ctx := context.Background()
 	pool := testdb.Pool(t)
 	listener := listen(t, ctx, pool)
-	good := workq.Job{Queue: "v", Kind: "k"}
+	good := jobq.Job{Queue: "v", Kind: "k"}
 	cases := []struct {
 		name string
-		bad  workq.Job
+		bad  jobq.Job
 		want string
 	}{
-		{"dedup key", workq.Job{Kind: "k", DedupKey: "x"}, "no dedup key"},
-		{"bad kind", workq.Job{Kind: "no spaces"}, "kind"},
-		{"empty kind", workq.Job{}, "kind"},
-		{"bad queue", workq.Job{Queue: "a b", Kind: "k"}, "queue"},
-		{"array payload", workq.Job{Kind: "k", Payload: json.RawMessage(`[1]`)}, "JSON object"},
-		{"NUL in payload", workq.Job{Kind: "k", Payload: json.RawMessage(`{"a":"\u0000"}`)}, "NUL"},
-		{"negative delay", workq.Job{Kind: "k", Delay: -time.Second}, "negative"},
-		{"run at and delay", workq.Job{Kind: "k", Delay: time.Second, RunAt: time.Now()}, "not both"},
-		{"max attempts", workq.Job{Kind: "k", MaxAttempts: 1001}, "max attempts"},
+		{"dedup key", jobq.Job{Kind: "k", DedupKey: "x"}, "no dedup key"},
+		{"bad kind", jobq.Job{Kind: "no spaces"}, "kind"},
+		{"empty kind", jobq.Job{}, "kind"},
+		{"bad queue", jobq.Job{Queue: "a b", Kind: "k"}, "queue"},
+		{"array payload", jobq.Job{Kind: "k", Payload: json.RawMessage(`[1]`)}, "JSON object"},
+		{"NUL in payload", jobq.Job{Kind: "k", Payload: json.RawMessage(`{"a":"\u0000"}`)}, "NUL"},
+		{"negative delay", jobq.Job{Kind: "k", Delay: -time.Second}, "negative"},
+		{"run at and delay", jobq.Job{Kind: "k", Delay: time.Second, RunAt: time.Now()}, "not both"},
+		{"max attempts", jobq.Job{Kind: "k", MaxAttempts: 1001}, "max attempts"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			c := workq.NewClient(workq.ClientOptions{})
-			n, err := c.EnqueueManyFast(ctx, pool, []workq.Job{good, good, tc.bad})
-			if !errors.Is(err, workq.ErrInvalid) || !strings.Contains(err.Error(), "job 2") || !strings.Contains(err.Error(), tc.want) {
+			c := jobq.New(jobq.Options{})
+			n, err := c.EnqueueManyFast(ctx, pool, []jobq.Job{good, good, tc.bad})
+			if !errors.Is(err, workqtype.ErrInvalid) || !strings.Contains(err.Error(), "job 2") || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("err = %v, want ErrInvalid for job 2 mentioning %q", err, tc.want)
 			}
 			if n != 0 {
@@ -299,7 +301,7 @@ func TestEnqueueManyFastValidationWritesNothing(t *testing.T) {
 			if rows != 0 {
 				t.Fatalf("%d rows written", rows)
 			}
-			if _, err := pool.Exec(ctx, `select pg_notify($1, 'marker')`, workq.NotifyChannel("job_runs")); err != nil {
+			if _, err := pool.Exec(ctx, `select pg_notify($1, 'marker')`, workqtype.NotifyChannel("job_runs")); err != nil {
 				t.Fatal(err)
 			}
 			if got := nextNotification(t, ctx, listener); got != "marker" {
@@ -320,16 +322,16 @@ func TestEnqueueManyFastNotifiesOnlyWithTheRows(t *testing.T) {
 	listener := listen(t, ctx, pool)
 	marker := func() {
 		t.Helper()
-		if _, err := pool.Exec(ctx, `select pg_notify($1, 'marker')`, workq.NotifyChannel("job_runs")); err != nil {
+		if _, err := pool.Exec(ctx, `select pg_notify($1, 'marker')`, workqtype.NotifyChannel("job_runs")); err != nil {
 			t.Fatal(err)
 		}
 	}
-	batch := func(q string) []workq.Job {
-		return []workq.Job{{Queue: q + "-a", Kind: "k"}, {Queue: q + "-b", Kind: "k"}, {Queue: q + "-a", Kind: "k"}}
+	batch := func(q string) []jobq.Job {
+		return []jobq.Job{{Queue: q + "-a", Kind: "k"}, {Queue: q + "-b", Kind: "k"}, {Queue: q + "-a", Kind: "k"}}
 	}
 
 	t.Run("pool", func(t *testing.T) {
-		if _, err := workq.NewClient(workq.ClientOptions{}).EnqueueManyFast(ctx, pool, batch("pool")); err != nil {
+		if _, err := jobq.New(jobq.Options{}).EnqueueManyFast(ctx, pool, batch("pool")); err != nil {
 			t.Fatal(err)
 		}
 		marker()
@@ -347,7 +349,7 @@ func TestEnqueueManyFastNotifiesOnlyWithTheRows(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer func() { _ = tx.Rollback(ctx) }()
-		if _, err := workq.NewClient(workq.ClientOptions{}).EnqueueManyFast(ctx, tx, batch("commit")); err != nil {
+		if _, err := jobq.New(jobq.Options{}).EnqueueManyFast(ctx, tx, batch("commit")); err != nil {
 			t.Fatal(err)
 		}
 		marker() // before the commit: nothing of ours may precede it
@@ -368,7 +370,7 @@ func TestEnqueueManyFastNotifiesOnlyWithTheRows(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := workq.NewClient(workq.ClientOptions{}).EnqueueManyFast(ctx, tx, batch("rollback")); err != nil {
+		if _, err := jobq.New(jobq.Options{}).EnqueueManyFast(ctx, tx, batch("rollback")); err != nil {
 			t.Fatal(err)
 		}
 		if err := tx.Rollback(ctx); err != nil {
@@ -385,7 +387,7 @@ func TestEnqueueManyFastNotifiesOnlyWithTheRows(t *testing.T) {
 func listen(t *testing.T, ctx context.Context, pool *pgxpool.Pool) *pgx.Conn {
 	t.Helper()
 	conn := mustConnect(t, pool.Config().ConnString())
-	if _, err := conn.Exec(ctx, "listen "+workq.NotifyChannel("job_runs")); err != nil {
+	if _, err := conn.Exec(ctx, "listen "+workqtype.NotifyChannel("job_runs")); err != nil {
 		t.Fatal(err)
 	}
 	return conn

@@ -6,8 +6,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/workq/workq"
+	"github.com/workq/workq/internal/jobq"
+
 	"github.com/workq/workq/internal/testdb"
+	"github.com/workq/workq/workqtype"
 )
 
 // EnqueueMany returns one id per job, in input order, on both paths: the
@@ -15,12 +17,12 @@ import (
 func TestEnqueueManyReturnsIDsInInputOrder(t *testing.T) {
 	ctx := context.Background()
 	pool := testdb.Pool(t)
-	c := workq.NewClient(workq.ClientOptions{})
+	c := jobq.New(jobq.Options{})
 	for _, withKey := range []bool{false, true} {
 		t.Run(fmt.Sprintf("dedup key %v", withKey), func(t *testing.T) {
-			jobs := make([]workq.Job, 50)
+			jobs := make([]jobq.Job, 50)
 			for i := range jobs {
-				jobs[i] = workq.Job{Queue: "order", Kind: fmt.Sprintf("k%d", i), Payload: map[string]int{"i": i}}
+				jobs[i] = jobq.Job{Queue: "order", Kind: fmt.Sprintf("k%d", i), Payload: map[string]int{"i": i}}
 			}
 			if withKey {
 				jobs[7].DedupKey = fmt.Sprintf("key-%v", withKey)
@@ -58,17 +60,17 @@ func TestEnqueueManyNotifies(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { _ = conn.Conn().Close(ctx); conn.Release() }()
-	if _, err := conn.Exec(ctx, "listen "+workq.NotifyChannel("job_runs")); err != nil {
+	if _, err := conn.Exec(ctx, "listen "+workqtype.NotifyChannel("job_runs")); err != nil {
 		t.Fatal(err)
 	}
 	for _, withKey := range []bool{false, true} {
 		t.Run(fmt.Sprintf("dedup key %v", withKey), func(t *testing.T) {
-			jobs := []workq.Job{{Queue: "nq-a", Kind: "k"}, {Queue: "nq-b", Kind: "k"}, {Queue: "nq-a", Kind: "k"}}
+			jobs := []jobq.Job{{Queue: "nq-a", Kind: "k"}, {Queue: "nq-b", Kind: "k"}, {Queue: "nq-a", Kind: "k"}}
 			if withKey {
 				jobs[1].DedupKey = "notify-key"
 			}
 			// A fresh client, so the debounce of an earlier subtest cannot skip it.
-			if _, err := workq.NewClient(workq.ClientOptions{}).EnqueueMany(ctx, pool, jobs); err != nil {
+			if _, err := jobq.New(jobq.Options{}).EnqueueMany(ctx, pool, jobs); err != nil {
 				t.Fatal(err)
 			}
 			got := map[string]int{}

@@ -8,8 +8,10 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/workq/workq"
+	"github.com/workq/workq/internal/jobq"
+
 	"github.com/workq/workq/internal/testdb"
+	"github.com/workq/workq/workqtype"
 )
 
 // TestEnqueueRejectsInvalidPayloads: a payload the client rejects is rejected
@@ -24,7 +26,7 @@ func TestEnqueueRejectsInvalidPayloads(t *testing.T) {
 	overDefault := `{"s":"` + strings.Repeat("x", 1<<20) + `"}` // 1 MiB + 8 bytes
 	cases := []struct {
 		name    string
-		opts    workq.ClientOptions
+		opts    jobq.Options
 		payload any
 		want    string // a substring of the error
 	}{
@@ -57,14 +59,14 @@ func TestEnqueueRejectsInvalidPayloads(t *testing.T) {
 		// Size.
 		{name: "over the default limit", payload: raw(overDefault), want: "payload is 1048584 bytes, more than the limit of 1048576 bytes"},
 		{name: "marshaled over the default limit", payload: map[string]string{"s": strings.Repeat("x", 1<<20)}, want: "payload is 1048584 bytes, more than the limit of 1048576 bytes"},
-		{name: "over a set limit", opts: workq.ClientOptions{MaxPayloadBytes: 16}, payload: raw(`{"s":"0123456789"}`), want: "payload is 18 bytes, more than the limit of 16 bytes"},
-		{name: "negative limit", opts: workq.ClientOptions{MaxPayloadBytes: -1}, want: "payload limit must be between 1 and 268435456 bytes (0: the default, 1048576), got -1"},
-		{name: "limit above the ceiling", opts: workq.ClientOptions{MaxPayloadBytes: 256<<20 + 1}, want: "got 268435457"},
+		{name: "over a set limit", opts: jobq.Options{MaxPayloadBytes: 16}, payload: raw(`{"s":"0123456789"}`), want: "payload is 18 bytes, more than the limit of 16 bytes"},
+		{name: "negative limit", opts: jobq.Options{MaxPayloadBytes: -1}, want: "payload limit must be between 1 and 268435456 bytes (0: the default, 1048576), got -1"},
+		{name: "limit above the ceiling", opts: jobq.Options{MaxPayloadBytes: 256<<20 + 1}, want: "got 268435457"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			c := workq.NewClient(tc.opts)
-			job := workq.Job{Kind: "k", Payload: tc.payload}
+			c := jobq.New(tc.opts)
+			job := jobq.Job{Kind: "k", Payload: tc.payload}
 			before := countJobRuns(t, pool)
 			check := func(how string, err error) {
 				t.Helper()
@@ -72,23 +74,23 @@ func TestEnqueueRejectsInvalidPayloads(t *testing.T) {
 					t.Errorf("%s accepted the payload, want an error mentioning %q", how, tc.want)
 					return
 				}
-				if !errors.Is(err, workq.ErrInvalid) || !strings.Contains(err.Error(), tc.want) || strings.Contains(err.Error(), "\n") {
+				if !errors.Is(err, workqtype.ErrInvalid) || !strings.Contains(err.Error(), tc.want) || strings.Contains(err.Error(), "\n") {
 					t.Errorf("%s: error %q; want one line wrapping ErrInvalid and mentioning %q", how, err, tc.want)
 				}
 			}
 			check("Validate", c.Validate(job))
 			_, err := c.Enqueue(ctx, pool, job)
 			check("Enqueue", err)
-			_, err = c.EnqueueMany(ctx, pool, []workq.Job{{Kind: "fine"}, job})
+			_, err = c.EnqueueMany(ctx, pool, []jobq.Job{{Kind: "fine"}, job})
 			check("EnqueueMany", err)
 			if after := countJobRuns(t, pool); after != before {
 				t.Errorf("job_runs had %d rows before and %d after a rejected payload", before, after)
 			}
 		})
 	}
-	var tooLarge *workq.PayloadTooLargeError
-	if err := workq.NewClient(workq.ClientOptions{}).Validate(workq.Job{Kind: "k", Payload: raw(overDefault)}); !errors.As(err, &tooLarge) ||
-		*tooLarge != (workq.PayloadTooLargeError{Size: len(overDefault), Limit: 1 << 20}) {
+	var tooLarge *workqtype.PayloadTooLargeError
+	if err := jobq.New(jobq.Options{}).Validate(jobq.Job{Kind: "k", Payload: raw(overDefault)}); !errors.As(err, &tooLarge) ||
+		*tooLarge != (workqtype.PayloadTooLargeError{Size: len(overDefault), Limit: 1 << 20}) {
 		t.Errorf("error %v: want a *PayloadTooLargeError{Size: %d, Limit: %d}", err, len(overDefault), 1<<20)
 	}
 }
@@ -101,7 +103,7 @@ func TestEnqueueAcceptsPayloadsAtTheEdges(t *testing.T) {
 	atLimit := func(n int) string { return `{"s":"` + strings.Repeat("x", n-8) + `"}` }
 	cases := []struct {
 		name    string
-		opts    workq.ClientOptions
+		opts    jobq.Options
 		payload any
 		stored  string // the payload as jsonb text, compared as jsonb
 	}{
@@ -114,13 +116,13 @@ func TestEnqueueAcceptsPayloadsAtTheEdges(t *testing.T) {
 		{name: "whitespace around the object", payload: []byte(" \n{\"a\":1}\n"), stored: `{"a":1}`},
 		{name: "digits in keys and strings", payload: map[string]string{"1e999999": "-1e999999"}, stored: `{"1e999999":"-1e999999"}`},
 		{name: "exactly the default limit", payload: json.RawMessage(atLimit(1 << 20)), stored: atLimit(1 << 20)},
-		{name: "exactly a set limit", opts: workq.ClientOptions{MaxPayloadBytes: 18}, payload: json.RawMessage(`{"s":"0123456789"}`), stored: `{"s":"0123456789"}`},
-		{name: "a limit above the default", opts: workq.ClientOptions{MaxPayloadBytes: 2 << 20}, payload: json.RawMessage(atLimit(2 << 20)), stored: atLimit(2 << 20)},
+		{name: "exactly a set limit", opts: jobq.Options{MaxPayloadBytes: 18}, payload: json.RawMessage(`{"s":"0123456789"}`), stored: `{"s":"0123456789"}`},
+		{name: "a limit above the default", opts: jobq.Options{MaxPayloadBytes: 2 << 20}, payload: json.RawMessage(atLimit(2 << 20)), stored: atLimit(2 << 20)},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			c := workq.NewClient(tc.opts)
-			job := workq.Job{Kind: "k", Payload: tc.payload}
+			c := jobq.New(tc.opts)
+			job := jobq.Job{Kind: "k", Payload: tc.payload}
 			if err := c.Validate(job); err != nil {
 				t.Fatalf("Validate: %v", err)
 			}
@@ -128,7 +130,7 @@ func TestEnqueueAcceptsPayloadsAtTheEdges(t *testing.T) {
 			if err != nil {
 				t.Fatalf("Enqueue: %v", err)
 			}
-			many, err := c.EnqueueMany(ctx, pool, []workq.Job{job})
+			many, err := c.EnqueueMany(ctx, pool, []jobq.Job{job})
 			if err != nil {
 				t.Fatalf("EnqueueMany: %v", err)
 			}
@@ -144,7 +146,7 @@ func TestEnqueueAcceptsPayloadsAtTheEdges(t *testing.T) {
 	}
 }
 
-func countJobRuns(t *testing.T, db workq.DB) int {
+func countJobRuns(t *testing.T, db workqtype.DB) int {
 	t.Helper()
 	var n int
 	if err := db.QueryRow(context.Background(), "select count(*) from job_runs").Scan(&n); err != nil {
@@ -154,7 +156,7 @@ func countJobRuns(t *testing.T, db workq.DB) int {
 }
 
 // TestCheckPayloadAgreesWithPostgres: around each edge of what jsonb
-// accepts (numeric's range, surrogate escapes, NUL), workq.CheckPayload
+// accepts (numeric's range, surrogate escapes, NUL), workqtype.CheckPayload
 // accepts exactly the objects that PostgreSQL's jsonb input accepts.
 func TestCheckPayloadAgreesWithPostgres(t *testing.T) {
 	ctx := context.Background()
@@ -176,7 +178,7 @@ func TestCheckPayloadAgreesWithPostgres(t *testing.T) {
 		if err := pool.QueryRow(ctx, "select $1::text::jsonb is not null", p).Scan(&ok); err != nil {
 			pgErr = err
 		}
-		if checkErr := workq.CheckPayload([]byte(p), 0); (checkErr == nil) != (pgErr == nil) {
+		if checkErr := workqtype.CheckPayload([]byte(p), 0); (checkErr == nil) != (pgErr == nil) {
 			t.Errorf("%.60s: CheckPayload says %v, PostgreSQL says %v", p, checkErr, pgErr)
 		}
 	}

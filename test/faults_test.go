@@ -27,9 +27,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/workq/workq/internal/jobq"
+
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/workq/workq"
 	wqdb "github.com/workq/workq/db"
 	"github.com/workq/workq/internal/pgembed"
 	"github.com/workq/workq/internal/testdb"
@@ -251,11 +252,11 @@ func sendMessages(t *testing.T, db *pgxpool.Pool, queue, topic string, n, keys i
 // enqueueWebhooks enqueues n webhook job runs to the receiver on queue.
 func enqueueWebhooks(t *testing.T, db *pgxpool.Pool, rc *receiver, queue string, n int, body map[string]any) {
 	t.Helper()
-	c := workq.NewClient(workq.ClientOptions{})
+	c := jobq.New(jobq.Options{})
 	for from := 0; from < n; from += 1000 {
-		var jobs []workq.Job
+		var jobs []jobq.Job
 		for range min(n-from, 1000) {
-			jobs = append(jobs, workq.Job{Queue: queue, Kind: "webhook", Payload: map[string]any{"url": rc.jobsURL(), "body": body}})
+			jobs = append(jobs, jobq.Job{Queue: queue, Kind: "webhook", Payload: map[string]any{"url": rc.jobsURL(), "body": body}})
 		}
 		if _, err := c.EnqueueMany(context.Background(), db, jobs); err != nil {
 			t.Fatalf("enqueue %d webhook jobs: %v", len(jobs), err)
@@ -603,7 +604,7 @@ func testFaultPartition(t *testing.T, bin string) {
 // returns its id.
 func enqueueOne(t *testing.T, db *pgxpool.Pool, rc *receiver, queue, mode string) int64 {
 	t.Helper()
-	res, err := workq.NewClient(workq.ClientOptions{}).Enqueue(context.Background(), db, workq.Job{Queue: queue, Kind: "webhook",
+	res, err := jobq.New(jobq.Options{}).Enqueue(context.Background(), db, jobq.Job{Queue: queue, Kind: "webhook",
 		Payload: map[string]any{"url": rc.jobsURL(), "body": map[string]any{"mode": mode}}})
 	if err != nil {
 		t.Fatal(err)
@@ -871,7 +872,7 @@ func testFaultRestart(t *testing.T, bin string) {
 	enqueued := make(chan struct{})
 	go func() {
 		defer close(enqueued)
-		c := workq.NewClient(workq.ClientOptions{})
+		c := jobq.New(jobq.Options{})
 		for seq := 0; ectx.Err() == nil; seq++ {
 			payload := map[string]any{"url": rc.jobsURL(), "body": map[string]any{"seq": seq}}
 			qctx, cancel := context.WithTimeout(ectx, 2*time.Second)
@@ -882,7 +883,7 @@ func testFaultRestart(t *testing.T, bin string) {
 					apiAcked = append(apiAcked, time.Now())
 				}
 			} else {
-				_, err = c.Enqueue(qctx, db, workq.Job{Queue: queue, Kind: "webhook", Payload: payload})
+				_, err = c.Enqueue(qctx, db, jobq.Job{Queue: queue, Kind: "webhook", Payload: payload})
 			}
 			cancel()
 			if err == nil {
@@ -1159,11 +1160,11 @@ func runClockSkew(t *testing.T, bin string, o pgembed.Options, want time.Duratio
 	f.start("k", env, slices.Concat(common, []string{"--queues", "skew-kill"})...)
 	f.start("p", procEnv(pURL), slices.Concat(common, []string{"--queues", "skew-cut"})...)
 
-	c := workq.NewClient(workq.ClientOptions{})
+	c := jobq.New(jobq.Options{})
 	enqueue := func(queue, mode string, n int, delay time.Duration) {
 		t.Helper()
 		for range n {
-			if _, err := c.Enqueue(ctx, db, workq.Job{Queue: queue, Kind: "webhook", Delay: delay,
+			if _, err := c.Enqueue(ctx, db, jobq.Job{Queue: queue, Kind: "webhook", Delay: delay,
 				Payload: map[string]any{"url": rc.jobsURL(), "body": map[string]any{"mode": mode}}}); err != nil {
 				t.Fatal(err)
 			}

@@ -126,7 +126,7 @@ func TestLeaseEnqueueJobRunsDedupKey(t *testing.T) {
 // Producers racing to enqueue one dedup key create exactly one row. A loser
 // whose statement snapshot predates the winner's commit gets no row back
 // (pgx.ErrNoRows: the insert and the fallback read share that snapshot), and
-// a retry, as workq.Client.Enqueue does, returns the winner's id.
+// a retry, as jobq.Client.Enqueue does, returns the winner's id.
 func TestLeaseEnqueueJobRunsDedupKeyRace(t *testing.T) {
 	const racers, keys = 8, 40
 	e := newLeaseEnv(t, jobRunsTable, racers+2)

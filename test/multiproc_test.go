@@ -14,10 +14,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/workq/workq/internal/jobq"
+
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/workq/workq"
 	"github.com/workq/workq/internal/testdb"
 	"github.com/workq/workq/lease"
 	"github.com/workq/workq/maintain"
@@ -214,11 +215,11 @@ func claimAll(t *testing.T, db *pgxpool.Pool, queue string, n int, leaseTTL time
 
 func enqueueN(t *testing.T, db *pgxpool.Pool, queue, kind string, payload any, n int) {
 	t.Helper()
-	jobs := make([]workq.Job, n)
+	jobs := make([]jobq.Job, n)
 	for i := range jobs {
-		jobs[i] = workq.Job{Queue: queue, Kind: kind, Payload: payload}
+		jobs[i] = jobq.Job{Queue: queue, Kind: kind, Payload: payload}
 	}
-	if _, err := workq.NewClient(workq.ClientOptions{}).EnqueueMany(context.Background(), db, jobs); err != nil {
+	if _, err := jobq.New(jobq.Options{}).EnqueueMany(context.Background(), db, jobs); err != nil {
 		t.Fatalf("enqueue %d on %s: %v", n, queue, err)
 	}
 }
@@ -585,7 +586,7 @@ func testMultiRetention(t *testing.T, bin string) {
 		from generate_series(1, 200) i`); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := workq.NewClient(workq.ClientOptions{}).EnqueueMany(ctx, db, []workq.Job{{Queue: "delayed", Kind: "k", Delay: time.Hour}}); err != nil {
+	if _, err := jobq.New(jobq.Options{}).EnqueueMany(ctx, db, []jobq.Job{{Queue: "delayed", Kind: "k", Delay: time.Hour}}); err != nil {
 		t.Fatal(err)
 	}
 	enqueueN(t, db, "held", "k", nil, 20)

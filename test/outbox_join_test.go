@@ -18,15 +18,15 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/workq/workq"
 	"github.com/workq/workq/internal/testdb"
 	"github.com/workq/workq/lease"
 	"github.com/workq/workq/outbox"
+	"github.com/workq/workq/workqtype"
 )
 
 // Members are written here with plain SQL: the outbox write API (Send with
 // Message.JoinID) writes the same column; the triggers do the rest.
-func addJoinMembers(t *testing.T, ctx context.Context, db workq.DB, joinID int64, queue string, n, maxAttempts int) []int64 {
+func addJoinMembers(t *testing.T, ctx context.Context, db workqtype.DB, joinID int64, queue string, n, maxAttempts int) []int64 {
 	t.Helper()
 	ids, err := insertJoinMembers(ctx, db, joinID, queue, n, maxAttempts)
 	if err != nil {
@@ -35,7 +35,7 @@ func addJoinMembers(t *testing.T, ctx context.Context, db workq.DB, joinID int64
 	return ids
 }
 
-func insertJoinMembers(ctx context.Context, db workq.DB, joinID int64, queue string, n, maxAttempts int) ([]int64, error) {
+func insertJoinMembers(ctx context.Context, db workqtype.DB, joinID int64, queue string, n, maxAttempts int) ([]int64, error) {
 	rows, err := db.Query(ctx, `
 insert into outbox (queue, topic, payload, join_id, max_attempts)
 select $1, 'member', jsonb_build_object('n', i), $2, $4 from generate_series(1, $3::integer) i
@@ -55,7 +55,7 @@ type joinOutcome struct {
 
 // joinOutcomes lists the outcome messages of join id (found by the header the
 // join adds).
-func joinOutcomes(t *testing.T, ctx context.Context, db workq.DB, id int64) []joinOutcome {
+func joinOutcomes(t *testing.T, ctx context.Context, db workqtype.DB, id int64) []joinOutcome {
 	t.Helper()
 	rows, err := db.Query(ctx, `
 select topic, headers ->> 'workq-join-outcome', message_id from outbox
@@ -70,7 +70,7 @@ where headers ->> 'workq-join-id' = $1::bigint::text order by id`, id)
 	return out
 }
 
-func getJoin(t *testing.T, ctx context.Context, db workq.DB, id int64) outbox.Join {
+func getJoin(t *testing.T, ctx context.Context, db workqtype.DB, id int64) outbox.Join {
 	t.Helper()
 	j, err := outbox.GetJoin(ctx, db, id)
 	if err != nil {
@@ -88,7 +88,7 @@ func joinSpec(n int, policy outbox.MemberFailure) outbox.JoinSpec {
 	}
 }
 
-func startJoin(t *testing.T, ctx context.Context, db workq.DB, s outbox.JoinSpec) outbox.Join {
+func startJoin(t *testing.T, ctx context.Context, db workqtype.DB, s outbox.JoinSpec) outbox.Join {
 	t.Helper()
 	j, err := outbox.StartJoin(ctx, db, s)
 	if err != nil {
@@ -111,7 +111,7 @@ func endMember(t *testing.T, ctx context.Context, pool *pgxpool.Pool, queue stri
 	}
 }
 
-func checkOutcome(t *testing.T, ctx context.Context, db workq.DB, j outbox.Join, topic, outcome string) {
+func checkOutcome(t *testing.T, ctx context.Context, db workqtype.DB, j outbox.Join, topic, outcome string) {
 	t.Helper()
 	got := joinOutcomes(t, ctx, db, j.ID)
 	if topic == "" {
@@ -413,7 +413,7 @@ func TestJoinDeadlineLoop(t *testing.T) {
 	if loop.Errors() != 0 {
 		t.Errorf("loop errors: %d", loop.Errors())
 	}
-	if _, err := outbox.NewJoinDeadlineLoop(pool, outbox.JoinDeadlineOptions{Batch: -1}); !errors.Is(err, workq.ErrInvalid) {
+	if _, err := outbox.NewJoinDeadlineLoop(pool, outbox.JoinDeadlineOptions{Batch: -1}); !errors.Is(err, workqtype.ErrInvalid) {
 		t.Errorf("batch -1: %v", err)
 	}
 }
@@ -516,7 +516,7 @@ func TestJoinRolledBack(t *testing.T) {
 	}
 }
 
-// Bad specs return an error wrapping workq.ErrInvalid and write nothing.
+// Bad specs return an error wrapping workqtype.ErrInvalid and write nothing.
 func TestJoinValidation(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -547,11 +547,11 @@ func TestJoinValidation(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			s := ok
 			c.change(&s)
-			if err := outbox.ValidateJoin(s); !errors.Is(err, workq.ErrInvalid) {
+			if err := outbox.ValidateJoin(s); !errors.Is(err, workqtype.ErrInvalid) {
 				t.Errorf("ValidateJoin: %v", err)
 			}
 			_, err := outbox.StartJoin(ctx, pool, s)
-			if !errors.Is(err, workq.ErrInvalid) || !strings.Contains(err.Error(), c.want) {
+			if !errors.Is(err, workqtype.ErrInvalid) || !strings.Contains(err.Error(), c.want) {
 				t.Fatalf("StartJoin: %v; want ErrInvalid saying %q", err, c.want)
 			}
 		})
@@ -559,7 +559,7 @@ func TestJoinValidation(t *testing.T) {
 	if err := outbox.ValidateJoin(ok); err != nil {
 		t.Fatalf("valid spec: %v", err)
 	}
-	if _, err := outbox.FailExpiredJoins(ctx, pool, 0); !errors.Is(err, workq.ErrInvalid) {
+	if _, err := outbox.FailExpiredJoins(ctx, pool, 0); !errors.Is(err, workqtype.ErrInvalid) {
 		t.Errorf("FailExpiredJoins max 0: %v", err)
 	}
 	var n int

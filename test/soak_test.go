@@ -26,10 +26,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/workq/workq/internal/jobq"
+
 	"github.com/jackc/pgx/v5/pgxpool"
 	"go.uber.org/goleak"
 
-	"github.com/workq/workq"
 	"github.com/workq/workq/config"
 	"github.com/workq/workq/db"
 	"github.com/workq/workq/inbox"
@@ -239,7 +240,7 @@ func TestSoak(t *testing.T) {
 // soakProduce enqueues rate items per second on each table, in ten batches
 // a second, until ctx ends.
 func soakProduce(ctx context.Context, t *testing.T, pool *pgxpool.Pool, rate int, offered *atomic.Int64) {
-	jobs := workq.NewClient(workq.ClientOptions{})
+	jobs := jobq.New(jobq.Options{})
 	ob := outbox.NewClient(outbox.ClientOptions{})
 	in := inbox.NewClient(inbox.ClientOptions{})
 	tm := timers.NewClient(timers.ClientOptions{})
@@ -253,13 +254,13 @@ func soakProduce(ctx context.Context, t *testing.T, pool *pgxpool.Pool, rate int
 			return
 		case <-tick.C:
 		}
-		js := make([]workq.Job, per)
+		js := make([]jobq.Job, per)
 		ms := make([]outbox.Message, per)
 		is := make([]inbox.Message, per)
 		ts := make([]timers.Timer, per)
 		for i := range per {
 			seq++
-			js[i] = workq.Job{Kind: "noop", Payload: map[string]int{"n": seq}}
+			js[i] = jobq.Job{Kind: "noop", Payload: map[string]int{"n": seq}}
 			ms[i] = outbox.Message{Topic: "soak", Payload: map[string]int{"n": seq}}
 			if seq%2 == 0 { // half of the messages ordered, over 16 keys
 				ms[i].PartitionKey = fmt.Sprintf("key-%d", seq%16)

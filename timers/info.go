@@ -10,10 +10,9 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
-	"github.com/workq/workq"
-	"github.com/workq/workq/config"
 	"github.com/workq/workq/db/gen"
 	"github.com/workq/workq/lease"
+	"github.com/workq/workq/workqtype"
 )
 
 // States a timer is listed in: the four lease states, with a cancelled
@@ -80,7 +79,7 @@ func infoOf(t gen.Timer) Info {
 }
 
 // Get reads timer id; an unknown id returns an error wrapping ErrNotFound.
-func Get(ctx context.Context, db workq.DB, id int64) (Info, error) {
+func Get(ctx context.Context, db workqtype.DB, id int64) (Info, error) {
 	t, err := gen.New(db).TimersGet(ctx, id)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Info{}, fmt.Errorf("timer %d: %w", id, ErrNotFound)
@@ -104,7 +103,7 @@ type Attempt struct {
 
 // Attempts lists the archived attempts of timer id in claim order (the
 // attempt in progress, if any, is on the timer itself: ClaimedAt, ClaimedBy).
-func Attempts(ctx context.Context, db workq.DB, id int64) ([]Attempt, error) {
+func Attempts(ctx context.Context, db workqtype.DB, id int64) ([]Attempt, error) {
 	rows, err := gen.New(db).RunsListByItem(ctx, string(lease.Timers), id)
 	if err != nil {
 		return nil, fmt.Errorf("read attempts of timer %d: %w", id, err)
@@ -134,7 +133,7 @@ const MaxListLimit = 10000
 // List returns timers in id order that match f, at most f.Limit of them;
 // pass the last id as the next page's AfterID. Bad filters return an error
 // wrapping ErrInvalid.
-func List(ctx context.Context, db workq.DB, f Filter) ([]Info, error) {
+func List(ctx context.Context, db workqtype.DB, f Filter) ([]Info, error) {
 	arg := gen.TimersListParams{AfterID: f.AfterID, MaxRows: int32(f.Limit)}
 	if f.Limit == 0 {
 		arg.MaxRows = 100
@@ -146,7 +145,7 @@ func List(ctx context.Context, db workq.DB, f Filter) ([]Info, error) {
 		return nil, fmt.Errorf("%w: after id must not be negative, got %d", ErrInvalid, f.AfterID)
 	}
 	if f.Queue != "" {
-		if !config.ValidName(f.Queue) {
+		if !workqtype.ValidName(f.Queue) {
 			return nil, fmt.Errorf("%w: queue %q is not a valid name (1-128 of A-Z a-z 0-9 _ . : -)", ErrInvalid, f.Queue)
 		}
 		arg.Queue = &f.Queue

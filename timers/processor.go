@@ -7,10 +7,10 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/workq/workq"
 	"github.com/workq/workq/db/gen"
 	"github.com/workq/workq/lease"
 	"github.com/workq/workq/worker"
+	"github.com/workq/workq/workqtype"
 )
 
 // Processor routes due timers to handlers by topic on the shared runtime.
@@ -53,7 +53,7 @@ func (p *Processor) Source(queues ...string) worker.Source {
 // NextDue returns how long, on the database clock, until the earliest ready
 // timer of queue is due (zero or negative: one is due already); ok is false
 // when the queue has no ready timer. It reads one entry of the claim index.
-func NextDue(ctx context.Context, db workq.DB, queue string) (wait time.Duration, ok bool, err error) {
+func NextDue(ctx context.Context, db workqtype.DB, queue string) (wait time.Duration, ok bool, err error) {
 	ms, err := gen.New(db).TimersNextDue(ctx, queue)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return 0, false, nil

@@ -19,16 +19,16 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/workq/workq"
 	"github.com/workq/workq/config"
 	"github.com/workq/workq/db/gen"
 	"github.com/workq/workq/internal/notify"
 	"github.com/workq/workq/lease"
 	"github.com/workq/workq/worker"
+	"github.com/workq/workq/workqtype"
 )
 
 // Errors of Cancel; each is wrapped with the timer's id. ErrInvalid
-// (workq.ErrInvalid) is returned for bad input to Schedule, ScheduleMany and
+// (workqtype.ErrInvalid) is returned for bad input to Schedule, ScheduleMany and
 // List, which then write nothing.
 var (
 	// ErrNotFound: no timer has the id (never scheduled, rolled back, or
@@ -41,8 +41,8 @@ var (
 	// nothing left to cancel. (A timer that was already cancelled is not an
 	// error: Cancel is idempotent.)
 	ErrFinished = errors.New("timer already finished")
-	// ErrInvalid is workq.ErrInvalid: the request was rejected and changed nothing.
-	ErrInvalid = workq.ErrInvalid
+	// ErrInvalid is workqtype.ErrInvalid: the request was rejected and changed nothing.
+	ErrInvalid = workqtype.ErrInvalid
 )
 
 // Timer describes a timer to schedule.
@@ -83,7 +83,7 @@ type Client struct {
 type ClientOptions struct {
 	MaxAttempts     int           // default max attempts of timers that do not set one (4)
 	NotifyDebounce  time.Duration // at most one NOTIFY per queue per this (5ms); negative disables NOTIFY
-	MaxPayloadBytes int           // payload limit in bytes of JSON text (0: 1 MiB; see workq.ClientOptions)
+	MaxPayloadBytes int           // payload limit in bytes of JSON text (0: 1 MiB; see jobq.Options)
 	// NotifyWithin: a timer due within this of now (database clock) wakes
 	// the queue's workers with NOTIFY; one due later is found by the
 	// workers themselves (see docs/timers.md). Default: the workers'
@@ -127,7 +127,7 @@ func (c *Client) prepare(t Timer) (prepared, error) {
 	if p.queue == "" {
 		p.queue = "default"
 	}
-	if !config.ValidName(p.queue) {
+	if !workqtype.ValidName(p.queue) {
 		return p, fmt.Errorf("%w: queue %q is not a valid name (1-128 of A-Z a-z 0-9 _ . : -)", ErrInvalid, p.queue)
 	}
 	if !worker.ValidTopic(p.topic) {
@@ -163,7 +163,7 @@ func (c *Client) prepare(t Timer) (prepared, error) {
 }
 
 // encodePayload returns the JSON text of a payload, checked by
-// workq.CheckPayload: nil is {}, raw JSON is taken as it is, anything else
+// workqtype.CheckPayload: nil is {}, raw JSON is taken as it is, anything else
 // is marshaled.
 func encodePayload(v any, maxBytes int) ([]byte, error) {
 	var raw []byte
@@ -181,7 +181,7 @@ func encodePayload(v any, maxBytes int) ([]byte, error) {
 		}
 		raw = b
 	}
-	return raw, workq.CheckPayload(raw, maxBytes)
+	return raw, workqtype.CheckPayload(raw, maxBytes)
 }
 
 // soon reports, by the local clock, whether p may be due within
@@ -204,7 +204,7 @@ func (c *Client) Validate(t Timer) error {
 
 // Schedule writes one timer on db: a pool, or the caller's transaction (the
 // timer exists if and only if it commits).
-func (c *Client) Schedule(ctx context.Context, db workq.DB, t Timer) (Scheduled, error) {
+func (c *Client) Schedule(ctx context.Context, db workqtype.DB, t Timer) (Scheduled, error) {
 	p, err := c.prepare(t)
 	if err != nil {
 		return Scheduled{}, err
@@ -224,7 +224,7 @@ func (c *Client) Schedule(ctx context.Context, db workq.DB, t Timer) (Scheduled,
 // validated first: if one is invalid, the error (wrapping ErrInvalid) names
 // its index and nothing is written. The result has one entry per timer, in
 // order.
-func (c *Client) ScheduleMany(ctx context.Context, db workq.DB, ts []Timer) ([]Scheduled, error) {
+func (c *Client) ScheduleMany(ctx context.Context, db workqtype.DB, ts []Timer) ([]Scheduled, error) {
 	if len(ts) == 0 {
 		return nil, nil
 	}
@@ -286,7 +286,7 @@ func (c *Client) ScheduleMany(ctx context.Context, db workq.DB, ts []Timer) ([]S
 // cancelled_at set; List and Get report its State as "cancelled". A timer
 // that is ready again after a failed attempt (waiting for its retry) can be
 // cancelled: its next attempt never runs.
-func (c *Client) Cancel(ctx context.Context, db workq.DB, id int64) error {
+func (c *Client) Cancel(ctx context.Context, db workqtype.DB, id int64) error {
 	row, err := gen.New(db).TimersCancelOne(ctx, id)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return fmt.Errorf("cancel timer %d: %w", id, ErrNotFound)

@@ -12,12 +12,12 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/workq/workq"
 	"github.com/workq/workq/config"
 	"github.com/workq/workq/internal/testdb"
 	"github.com/workq/workq/lease"
 	"github.com/workq/workq/timers"
 	"github.com/workq/workq/worker"
+	"github.com/workq/workq/workqtype"
 )
 
 func countTimers(t *testing.T, pool *pgxpool.Pool) int {
@@ -69,8 +69,8 @@ func TestScheduleRejectsBadInputAndWritesNothing(t *testing.T) {
 			if !errors.Is(err, timers.ErrInvalid) || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("Schedule: %v, want ErrInvalid mentioning %q", err, tc.want)
 			}
-			if err := c.Validate(bad); !errors.Is(err, workq.ErrInvalid) {
-				t.Fatalf("Validate: %v, want workq.ErrInvalid", err)
+			if err := c.Validate(bad); !errors.Is(err, workqtype.ErrInvalid) {
+				t.Fatalf("Validate: %v, want workqtype.ErrInvalid", err)
 			}
 			// One bad timer among good ones: the batch writes nothing.
 			_, err = c.ScheduleMany(ctx, pool, []timers.Timer{ok, ok, bad, ok})

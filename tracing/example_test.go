@@ -4,11 +4,12 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/workq/workq/internal/jobq"
+
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/workq/workq"
 	"github.com/workq/workq/config"
 	"github.com/workq/workq/internal/testdb"
 	"github.com/workq/workq/tracing"
@@ -46,8 +47,8 @@ func Example() {
 
 	// The producer: a request span, and the enqueue under it.
 	reqCtx, req := tp.Tracer("shop").Start(ctx, "POST /signup")
-	client := workq.NewClient(workq.ClientOptions{TracerProvider: tp})
-	if _, err := client.Enqueue(reqCtx, pool, workq.Job{Queue: "email", Kind: "welcome"}); err != nil {
+	client := jobq.New(jobq.Options{TracerProvider: tp})
+	if _, err := client.Enqueue(reqCtx, pool, jobq.Job{Queue: "email", Kind: "welcome"}); err != nil {
 		panic(err)
 	}
 	req.End()

@@ -5,7 +5,7 @@
 // (job runs: job_runs.metadata; outbox messages: the traceparent and
 // tracestate headers), so one trace shows producer, queue and handler.
 //
-// The enqueue side needs nothing from this package: workq.Client and
+// The enqueue side needs nothing from this package: jobq.Client and
 // outbox.Client make their enqueue spans with the global TracerProvider
 // (or the one in their options) and store the trace context while the
 // span is recording. On the worker, set NewObserver's result as

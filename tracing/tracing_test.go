@@ -6,12 +6,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/workq/workq/internal/jobq"
+
 	"go.opentelemetry.io/otel/attribute"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/workq/workq"
 	"github.com/workq/workq/config"
 	"github.com/workq/workq/internal/testdb"
 	"github.com/workq/workq/outbox"
@@ -61,14 +62,14 @@ func TestTraceFromProducerToHandler(t *testing.T) {
 
 	// The producer: one request span, four enqueue calls under it.
 	reqCtx, req := tp.Tracer("test").Start(ctx, "request")
-	client := workq.NewClient(workq.ClientOptions{TracerProvider: tp})
-	if _, err := client.Enqueue(reqCtx, pool, workq.Job{Queue: "tq", Kind: "one"}); err != nil {
+	client := jobq.New(jobq.Options{TracerProvider: tp})
+	if _, err := client.Enqueue(reqCtx, pool, jobq.Job{Queue: "tq", Kind: "one"}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := client.EnqueueMany(reqCtx, pool, []workq.Job{{Queue: "tq", Kind: "many"}, {Queue: "tq", Kind: "many"}}); err != nil {
+	if _, err := client.EnqueueMany(reqCtx, pool, []jobq.Job{{Queue: "tq", Kind: "many"}, {Queue: "tq", Kind: "many"}}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := client.EnqueueManyFast(reqCtx, pool, []workq.Job{{Queue: "tq", Kind: "fast"}}); err != nil {
+	if _, err := client.EnqueueManyFast(reqCtx, pool, []jobq.Job{{Queue: "tq", Kind: "fast"}}); err != nil {
 		t.Fatal(err)
 	}
 	ob := outbox.NewClient(outbox.ClientOptions{TracerProvider: tp})
@@ -201,7 +202,7 @@ func TestTraceFromProducerToHandler(t *testing.T) {
 func TestNoTraceContextWithoutRecordingSpan(t *testing.T) {
 	ctx := context.Background()
 	pool := testdb.Pool(t)
-	res, err := workq.NewClient(workq.ClientOptions{}).Enqueue(ctx, pool, workq.Job{Kind: "k"})
+	res, err := jobq.New(jobq.Options{}).Enqueue(ctx, pool, jobq.Job{Kind: "k"})
 	if err != nil {
 		t.Fatal(err)
 	}

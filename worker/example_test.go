@@ -5,7 +5,8 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/workq/workq"
+	"github.com/workq/workq/internal/jobq"
+
 	"github.com/workq/workq/config"
 	"github.com/workq/workq/internal/testdb"
 	"github.com/workq/workq/lease"
@@ -41,8 +42,8 @@ func Example() {
 	if err := w.Start(ctx); err != nil {
 		panic(err)
 	}
-	client := workq.NewClient(workq.ClientOptions{})
-	if _, err := client.Enqueue(ctx, pool, workq.Job{Queue: "email", Kind: "welcome", Payload: map[string]string{"to": "ada@example.com"}}); err != nil {
+	client := jobq.New(jobq.Options{})
+	if _, err := client.Enqueue(ctx, pool, jobq.Job{Queue: "email", Kind: "welcome", Payload: map[string]string{"to": "ada@example.com"}}); err != nil {
 		panic(err)
 	}
 	fmt.Println("welcome sent to", <-sent)
@@ -82,8 +83,8 @@ func ExampleWorker_AddSource() {
 	if err := w.Start(ctx); err != nil {
 		panic(err)
 	}
-	if _, err := workq.NewClient(workq.ClientOptions{}).Enqueue(ctx, pool,
-		workq.Job{Queue: "audit", Kind: "login", Payload: map[string]string{"user": "ada"}}); err != nil {
+	if _, err := jobq.New(jobq.Options{}).Enqueue(ctx, pool,
+		jobq.Job{Queue: "audit", Kind: "login", Payload: map[string]string{"user": "ada"}}); err != nil {
 		panic(err)
 	}
 	fmt.Println(<-seen)
@@ -123,7 +124,7 @@ func ExampleWorker_Stop() {
 	if err := w.Start(ctx); err != nil {
 		panic(err)
 	}
-	res, err := workq.NewClient(workq.ClientOptions{}).Enqueue(ctx, pool, workq.Job{Kind: "slow"})
+	res, err := jobq.New(jobq.Options{}).Enqueue(ctx, pool, jobq.Job{Kind: "slow"})
 	if err != nil {
 		panic(err)
 	}

@@ -10,7 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/workq/workq"
+	"github.com/workq/workq/internal/jobq"
+
 	"github.com/workq/workq/config"
 	"github.com/workq/workq/internal/testdb"
 	"github.com/workq/workq/internal/testutil"
@@ -46,9 +47,9 @@ func TestFailingWebhookIsLogged(t *testing.T) {
 		t.Fatal(err)
 	}
 	const jobs = 13
-	client := workq.NewClient(workq.ClientOptions{})
+	client := jobq.New(jobq.Options{})
 	for range jobs {
-		if _, err := client.Enqueue(ctx, pool, workq.Job{Queue: "hooks", Kind: builtin.WebhookKind, MaxAttempts: 1,
+		if _, err := client.Enqueue(ctx, pool, jobq.Job{Queue: "hooks", Kind: builtin.WebhookKind, MaxAttempts: 1,
 			Payload: map[string]any{"url": receiver.URL + "/in", "body": map[string]int{"order": 42}}}); err != nil {
 			t.Fatal(err)
 		}

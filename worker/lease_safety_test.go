@@ -18,7 +18,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/workq/workq"
+	"github.com/workq/workq/internal/jobq"
 	"github.com/workq/workq/internal/testdb"
 	"github.com/workq/workq/internal/testutil"
 	"github.com/workq/workq/lease"
@@ -89,7 +89,7 @@ func TestRuntimePendingCompletionKeepsItsLease(t *testing.T) {
 				return context.Cause(ctx)
 			}
 		}})
-	id := enqueue(t, pool, workq.Job{Kind: "half-second", MaxAttempts: 1})
+	id := enqueue(t, pool, jobq.Job{Kind: "half-second", MaxAttempts: 1})
 	row := waitStatus(t, pool, id, lease.StatusDone, 10*time.Second)
 	if row.Attempts != 1 {
 		t.Errorf("attempts %d, want 1", row.Attempts)
@@ -144,7 +144,7 @@ func TestRuntimeCutOffWorkerStopsBeforeItsLeaseExpires(t *testing.T) {
 			done.fire(c)
 			return nil
 		}})
-	id := enqueue(t, direct, workq.Job{Kind: "block"})
+	id := enqueue(t, direct, jobq.Job{Kind: "block"})
 	if got := started.wait(t, 10*time.Second, "the handler to start"); got != id {
 		t.Fatalf("started %d, want %d", got, id)
 	}
@@ -192,9 +192,9 @@ func TestRuntimeStopIsBoundedWhenTheDatabaseIsGone(t *testing.T) {
 		},
 		"quick": func(ctx context.Context, j *worker.Job) error { quick.fire(j.ID); return nil },
 	})
-	enqueue(t, direct, workq.Job{Kind: "block"})
+	enqueue(t, direct, jobq.Job{Kind: "block"})
 	blocked.wait(t, 10*time.Second, "the blocking handler to start")
-	enqueue(t, direct, workq.Job{Kind: "quick"})
+	enqueue(t, direct, jobq.Job{Kind: "quick"})
 	quick.wait(t, 10*time.Second, "the quick handler to run")
 	px.Cut()
 	time.Sleep(100 * time.Millisecond) // let the claim loop and heartbeat reach the dead network
@@ -243,7 +243,7 @@ func TestRuntimeLockedRowIsNotALostLease(t *testing.T) {
 				return context.Cause(ctx)
 			}
 		}})
-	id := enqueue(t, pool, workq.Job{Kind: "block"})
+	id := enqueue(t, pool, jobq.Job{Kind: "block"})
 	started.wait(t, 10*time.Second, "the handler to start")
 	ctx := context.Background()
 	lockedUntil := func() time.Time {
@@ -376,7 +376,7 @@ func TestRuntimeTimedOutClaimIsSettledBeforeItsRelease(t *testing.T) {
 	if err := lease.SetLimit(ctx, pool, lease.JobRuns, "limited", 5); err != nil {
 		t.Fatal(err)
 	}
-	id := enqueue(t, pool, workq.Job{Queue: "limited", Kind: "ok"})
+	id := enqueue(t, pool, jobq.Job{Queue: "limited", Kind: "ok"})
 	tx, err := pool.Begin(ctx)
 	if err != nil {
 		t.Fatal(err)

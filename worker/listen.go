@@ -5,8 +5,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-
-	"github.com/workq/workq"
+	"github.com/workq/workq/workqtype"
 )
 
 // listen holds one connection with LISTEN on the channel of every table the
@@ -19,7 +18,7 @@ import (
 func (w *Worker) listen(ctx context.Context, producers []*producer) {
 	routes := map[string]map[string]*producer{} // channel -> queue -> producer
 	for _, p := range producers {
-		ch := workq.NotifyChannel(string(p.src.Table))
+		ch := workqtype.NotifyChannel(string(p.src.Table))
 		if routes[ch] == nil {
 			routes[ch] = map[string]*producer{}
 		}

@@ -6,7 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/workq/workq"
+	"github.com/workq/workq/internal/jobq"
+
 	"github.com/workq/workq/internal/testdb"
 	"github.com/workq/workq/lease"
 	"github.com/workq/workq/worker"
@@ -27,11 +28,11 @@ func TestRuntimePausedQueue(t *testing.T) {
 	startWorker(t, pool, cfg, worker.Options{}, map[string]worker.HandlerFunc{
 		"k": func(context.Context, *worker.Job) error { ran.Add(1); return nil },
 	})
-	jobs := make([]workq.Job, 5)
+	jobs := make([]jobq.Job, 5)
 	for i := range jobs {
-		jobs[i] = workq.Job{Queue: "pz", Kind: "k"}
+		jobs[i] = jobq.Job{Queue: "pz", Kind: "k"}
 	}
-	if _, err := workq.NewClient(workq.ClientOptions{}).EnqueueMany(ctx, pool, jobs); err != nil {
+	if _, err := jobq.New(jobq.Options{}).EnqueueMany(ctx, pool, jobs); err != nil {
 		t.Fatal(err)
 	}
 	// The enqueue's NOTIFY reaches the worker, whose claim gets a budget of

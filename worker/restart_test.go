@@ -20,7 +20,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/workq/workq"
+	"github.com/workq/workq/internal/jobq"
 	"github.com/workq/workq/internal/testdb"
 	"github.com/workq/workq/internal/testutil"
 	"github.com/workq/workq/lease"
@@ -112,7 +112,7 @@ func TestRuntimeCompletionOutlivesADatabaseOutageShorterThanTheLease(t *testing.
 	const downFor = 3 * time.Second
 	var runs atomic.Int32
 	results := make(chan worker.Result, 4)
-	id := enqueue(t, pool, workq.Job{Kind: "once"})
+	id := enqueue(t, pool, jobq.Job{Kind: "once"})
 	w := startWorker(t, pool, cfg, worker.Options{OnResult: func(r worker.Result) { results <- r }},
 		map[string]worker.HandlerFunc{
 			"once": func(ctx context.Context, j *worker.Job) error {
@@ -160,7 +160,7 @@ func TestRuntimeStopIsBoundedWhileTheDatabaseRefusesConnections(t *testing.T) {
 	cfg.Lease = 30 * time.Second
 	cfg.DrainTimeout = time.Second
 	finished := newSignal[int64]()
-	enqueue(t, pool, workq.Job{Kind: "quick"})
+	enqueue(t, pool, jobq.Job{Kind: "quick"})
 	w := startWorker(t, pool, cfg, worker.Options{}, map[string]worker.HandlerFunc{
 		"quick": func(ctx context.Context, j *worker.Job) error {
 			outage.Down()
@@ -227,7 +227,7 @@ func TestRuntimeSchemaThatDisappearsIsReportedOnce(t *testing.T) {
 	}
 	exec(`alter table job_runs_elsewhere rename to job_runs`)
 	renamed = false
-	id := enqueue(t, pool, workq.Job{Kind: "ok"})
+	id := enqueue(t, pool, jobq.Job{Kind: "ok"})
 	select {
 	case got := <-ran:
 		if got != id {

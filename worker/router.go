@@ -5,7 +5,7 @@ import (
 	"slices"
 	"sync"
 
-	"github.com/workq/workq/config"
+	"github.com/workq/workq/workqtype"
 )
 
 // Router finds the handler of a claimed item by a key of it: the kind for
@@ -27,7 +27,7 @@ type Router struct {
 
 // newKindRouter returns the router of job runs, by kind (Job.Kind).
 func newKindRouter() *Router {
-	return &Router{what: "kind", key: func(j *Job) string { return j.Kind }, validKey: config.ValidName, handlers: map[string]HandlerFunc{}}
+	return &Router{what: "kind", key: func(j *Job) string { return j.Kind }, validKey: workqtype.ValidName, handlers: map[string]HandlerFunc{}}
 }
 
 // NewTopicRouter returns a router by topic (Job.Topic). Topics are 1 to 256
@@ -38,8 +38,8 @@ func NewTopicRouter() *Router {
 
 // ValidTopic reports whether s is a valid topic: 1 to 256 bytes of valid
 // UTF-8 without control characters, and no space at either end
-// (config.ValidTopic).
-func ValidTopic(s string) bool { return config.ValidTopic(s) }
+// (workqtype.ValidTopic).
+func ValidTopic(s string) bool { return workqtype.ValidTopic(s) }
 
 // Handle sets the handler of key.
 func (r *Router) Handle(key string, h HandlerFunc) error {

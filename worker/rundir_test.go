@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/workq/workq"
+	"github.com/workq/workq/internal/jobq"
 	"github.com/workq/workq/internal/testdb"
 	"github.com/workq/workq/lease"
 	"github.com/workq/workq/worker"
@@ -42,7 +42,7 @@ func TestRuntimeRunDirModes(t *testing.T) {
 		w := startWorker(t, pool, cfg, worker.Options{OnResult: func(worker.Result) { results.Add(1) }}, map[string]worker.HandlerFunc{
 			"modes": func(ctx context.Context, j *worker.Job) error { j.Logger().Info("logged"); return nil },
 		})
-		id := enqueue(t, pool, workq.Job{Queue: queue, Kind: "modes", Payload: map[string]string{"secret": "payload"}})
+		id := enqueue(t, pool, jobq.Job{Queue: queue, Kind: "modes", Payload: map[string]string{"secret": "payload"}})
 		row := waitStatus(t, pool, id, lease.StatusDone, 10*time.Second)
 		waitFor(t, 5*time.Second, "the result to be reported", func() bool { return results.Load() == 1 })
 		w.stop(t, 30*time.Second)

@@ -13,11 +13,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/workq/workq/internal/jobq"
+
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/workq/workq"
 	"github.com/workq/workq/config"
 	"github.com/workq/workq/db/gen"
 	"github.com/workq/workq/lease"
@@ -94,9 +95,9 @@ func (w *rtWorker) stop(t *testing.T, timeout time.Duration) time.Duration {
 }
 
 // enqueue adds one job on the pool and returns its id.
-func enqueue(t *testing.T, pool *pgxpool.Pool, j workq.Job) int64 {
+func enqueue(t *testing.T, pool *pgxpool.Pool, j jobq.Job) int64 {
 	t.Helper()
-	res, err := workq.NewClient(workq.ClientOptions{}).Enqueue(context.Background(), pool, j)
+	res, err := jobq.New(jobq.Options{}).Enqueue(context.Background(), pool, j)
 	if err != nil {
 		t.Fatalf("enqueue %+v: %v", j, err)
 	}

@@ -18,10 +18,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/workq/workq/internal/jobq"
+
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/workq/workq"
 	"github.com/workq/workq/internal/testdb"
 	"github.com/workq/workq/lease"
 	"github.com/workq/workq/worker"
@@ -65,12 +66,12 @@ func TestRuntimeGlobalLimitAcrossWorkers(t *testing.T) {
 		}
 	}()
 
-	jobs := make([]workq.Job, n)
+	jobs := make([]jobq.Job, n)
 	for i := range jobs {
-		jobs[i] = workq.Job{Queue: "limited", Kind: "limited.job", Payload: map[string]int{"i": i}}
+		jobs[i] = jobq.Job{Queue: "limited", Kind: "limited.job", Payload: map[string]int{"i": i}}
 	}
 	start := time.Now()
-	if _, err := workq.NewClient(workq.ClientOptions{}).EnqueueMany(ctx, pool, jobs); err != nil {
+	if _, err := jobq.New(jobq.Options{}).EnqueueMany(ctx, pool, jobs); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, 20*time.Second, "all limited jobs to be done", func() bool {
@@ -129,17 +130,17 @@ func TestRuntimeDedupAndTransactionalEnqueue(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	pool := testdb.Pool(t)
-	c := workq.NewClient(workq.ClientOptions{})
+	c := jobq.New(jobq.Options{})
 	count := func(where string, args ...any) int64 {
 		return scalar[int64](t, pool, "select count(*) from job_runs where "+where, args...)
 	}
 
 	// Enqueue twice with one key: one row, the second call reports it.
-	first, err := c.Enqueue(ctx, pool, workq.Job{Kind: "dedup", DedupKey: "k1", Payload: map[string]int{"n": 1}})
+	first, err := c.Enqueue(ctx, pool, jobq.Job{Kind: "dedup", DedupKey: "k1", Payload: map[string]int{"n": 1}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	second, err := c.Enqueue(ctx, pool, workq.Job{Kind: "dedup", DedupKey: "k1", Payload: map[string]int{"n": 2}})
+	second, err := c.Enqueue(ctx, pool, jobq.Job{Kind: "dedup", DedupKey: "k1", Payload: map[string]int{"n": 2}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -154,7 +155,7 @@ func TestRuntimeDedupAndTransactionalEnqueue(t *testing.T) {
 	}
 
 	// EnqueueMany: a key repeated inside the batch, and a key already live.
-	many, err := c.EnqueueMany(ctx, pool, []workq.Job{
+	many, err := c.EnqueueMany(ctx, pool, []jobq.Job{
 		{Kind: "dedup", DedupKey: "k2"},
 		{Kind: "dedup", DedupKey: "k3"},
 		{Kind: "dedup", DedupKey: "k2"},
@@ -224,7 +225,7 @@ func TestRuntimeDedupAndTransactionalEnqueue(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rb, err := c.Enqueue(ctx, tx, workq.Job{Kind: "tx", Payload: map[string]string{"which": "rolled-back"}})
+	rb, err := c.Enqueue(ctx, tx, jobq.Job{Kind: "tx", Payload: map[string]string{"which": "rolled-back"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -241,7 +242,7 @@ func TestRuntimeDedupAndTransactionalEnqueue(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cm, err := c.Enqueue(ctx, tx, workq.Job{Kind: "tx", Payload: map[string]string{"which": "committed"}})
+	cm, err := c.Enqueue(ctx, tx, jobq.Job{Kind: "tx", Payload: map[string]string{"which": "committed"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -278,7 +279,7 @@ func TestRuntimeDedupAndTransactionalEnqueue(t *testing.T) {
 	mu.Unlock()
 
 	// A dedup key only holds while its job is live: k1 is done, so it is free.
-	again, err := c.Enqueue(ctx, pool, workq.Job{Kind: "dedup", DedupKey: "k1"})
+	again, err := c.Enqueue(ctx, pool, jobq.Job{Kind: "dedup", DedupKey: "k1"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -370,9 +371,9 @@ func TestRuntimeRunArchive(t *testing.T) {
 			return nil
 		},
 	})
-	ok := enqueue(t, pool, workq.Job{Kind: "archive.ok", Payload: map[string]string{"hello": "world"}})
-	bad := enqueue(t, pool, workq.Job{Kind: "archive.bad"})
-	flaky := enqueue(t, pool, workq.Job{Kind: "archive.flaky"})
+	ok := enqueue(t, pool, jobq.Job{Kind: "archive.ok", Payload: map[string]string{"hello": "world"}})
+	bad := enqueue(t, pool, jobq.Job{Kind: "archive.bad"})
+	flaky := enqueue(t, pool, jobq.Job{Kind: "archive.flaky"})
 	waitStatus(t, pool, ok, lease.StatusDone, 10*time.Second)
 	waitStatus(t, pool, bad, lease.StatusFailed, 10*time.Second)
 	waitStatus(t, pool, flaky, lease.StatusDone, 10*time.Second)
@@ -480,10 +481,10 @@ func TestRuntimeNotifyWakeup(t *testing.T) {
 				waitFor(t, 5*time.Second, "the worker to LISTEN", func() bool { return listeners(t, pool) == 1 })
 				time.Sleep(300 * time.Millisecond) // its first claims are over: it now sleeps on the 10s poll
 			}
-			c := workq.NewClient(workq.ClientOptions{})
+			c := jobq.New(jobq.Options{})
 			var worst time.Duration
 			for i := range 5 {
-				res, err := c.Enqueue(context.Background(), pool, workq.Job{Kind: "wake", Payload: map[string]int{"i": i}})
+				res, err := c.Enqueue(context.Background(), pool, jobq.Job{Kind: "wake", Payload: map[string]int{"i": i}})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -564,11 +565,11 @@ func TestRuntimeSlowHandlersHoldNoExtraRows(t *testing.T) {
 			}
 			return nil
 		}})
-	var jobs []workq.Job
+	var jobs []jobq.Job
 	for range 12 {
-		jobs = append(jobs, workq.Job{Kind: "slow"})
+		jobs = append(jobs, jobq.Job{Kind: "slow"})
 	}
-	if _, err := workq.NewClient(workq.ClientOptions{}).EnqueueMany(context.Background(), pool, jobs); err != nil {
+	if _, err := jobq.New(jobq.Options{}).EnqueueMany(context.Background(), pool, jobs); err != nil {
 		t.Fatal(err)
 	}
 	// In flight: claimed and not yet returned by a handler, running or queued.

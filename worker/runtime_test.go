@@ -18,8 +18,8 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
-	"github.com/workq/workq"
 	"github.com/workq/workq/db/gen"
+	"github.com/workq/workq/internal/jobq"
 	"github.com/workq/workq/internal/testdb"
 	"github.com/workq/workq/lease"
 	"github.com/workq/workq/reaper"
@@ -267,7 +267,7 @@ func TestRuntimeHandlerOutcomes(t *testing.T) {
 				results = append(results, r)
 				mu.Unlock()
 			}}, handlers)
-			id := enqueue(t, pool, workq.Job{Kind: kind, MaxAttempts: tc.maxAttempts, Payload: map[string]string{"case": tc.name}})
+			id := enqueue(t, pool, jobq.Job{Kind: kind, MaxAttempts: tc.maxAttempts, Payload: map[string]string{"case": tc.name}})
 
 			var o outcomeResult
 			waitFor(t, 10*time.Second, "the job to settle", func() bool {
@@ -397,7 +397,7 @@ func TestRuntimeLeaseLostMidHandler(t *testing.T) {
 					cause.fire(context.Cause(ctx))
 					return nil // a late "success" that must not be applied
 				}})
-			id := enqueue(t, pool, workq.Job{Kind: "block"})
+			id := enqueue(t, pool, jobq.Job{Kind: "block"})
 			job := started.wait(t, 5*time.Second, "the handler to start")
 			waitClaimedBy(t, pool, id, "victim", 5*time.Second)
 
@@ -483,7 +483,7 @@ func TestRuntimeHeartbeatKeepsLongHandler(t *testing.T) {
 		}
 	}})
 
-	id := enqueue(t, pool, workq.Job{Kind: "long", MaxAttempts: 5})
+	id := enqueue(t, pool, jobq.Job{Kind: "long", MaxAttempts: 5})
 	waitClaimedBy(t, pool, id, "steady", 5*time.Second)
 	// Would-be thieves, from the moment the worker holds the job: the
 	// reaper, and a claimer that reclaims expired leases (and would claim the
@@ -562,7 +562,7 @@ func TestRuntimeExecTimeout(t *testing.T) {
 		cause.fire(context.Cause(ctx))
 		return ctx.Err()
 	}})
-	id := enqueue(t, pool, workq.Job{Kind: "slow", MaxAttempts: 3})
+	id := enqueue(t, pool, jobq.Job{Kind: "slow", MaxAttempts: 3})
 	row := waitStatus(t, pool, id, lease.StatusDone, 10*time.Second)
 	if got := cause.wait(t, time.Second, "the first attempt"); !errors.Is(got, context.DeadlineExceeded) {
 		t.Errorf("context.Cause = %s, want DeadlineExceeded", causeName(got))
@@ -607,8 +607,8 @@ func TestRuntimeGracefulShutdown(t *testing.T) {
 			return ctx.Err()
 		},
 	})
-	quick := enqueue(t, pool, workq.Job{Kind: "quick"})
-	stubborn := enqueue(t, pool, workq.Job{Kind: "stubborn"})
+	quick := enqueue(t, pool, jobq.Job{Kind: "quick"})
+	stubborn := enqueue(t, pool, jobq.Job{Kind: "stubborn"})
 	quickStarted.wait(t, 5*time.Second, "quick to start")
 	stubbornStarted.wait(t, 5*time.Second, "stubborn to start")
 

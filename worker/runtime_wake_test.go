@@ -6,9 +6,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/workq/workq/internal/jobq"
+
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/workq/workq"
 	"github.com/workq/workq/internal/testdb"
 	"github.com/workq/workq/worker"
 )
@@ -31,12 +32,12 @@ func TestRuntimeEnqueueManyWakes(t *testing.T) {
 	// One EnqueueMany of two jobs of kind; returns their ids.
 	enqueueMany := func(t *testing.T, pool *pgxpool.Pool, kind string, dedup bool) []int64 {
 		t.Helper()
-		jobs := []workq.Job{{Kind: kind}, {Kind: kind}}
+		jobs := []jobq.Job{{Kind: kind}, {Kind: kind}}
 		if dedup {
 			jobs[0].DedupKey = fmt.Sprintf("%s-%d", kind, time.Now().UnixNano())
 		}
 		// A fresh client: its NOTIFY debounce cannot skip this one.
-		res, err := workq.NewClient(workq.ClientOptions{}).EnqueueMany(context.Background(), pool, jobs)
+		res, err := jobq.New(jobq.Options{}).EnqueueMany(context.Background(), pool, jobs)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -105,7 +106,7 @@ func TestRuntimeEnqueueManyWakes(t *testing.T) {
 		// The blockers go in one by one (Enqueue), so this case tests only the
 		// wake-up of the busy worker, which the producer rewrite must keep.
 		for range 2 {
-			enqueue(t, pool, workq.Job{Kind: "block"})
+			enqueue(t, pool, jobq.Job{Kind: "block"})
 			time.Sleep(10 * time.Millisecond) // past the NOTIFY debounce
 		}
 		for range 2 {
@@ -161,20 +162,20 @@ func TestRuntimeFreeSlotIsNotLeftIdleWhileWorkWaits(t *testing.T) {
 		"short": func(ctx context.Context, j *worker.Job) error { time.Sleep(200 * time.Millisecond); return nil },
 		"late":  func(ctx context.Context, j *worker.Job) error { started.fire(time.Now()); return nil },
 	})
-	jobs := []workq.Job{{Kind: "short"}}
+	jobs := []jobq.Job{{Kind: "short"}}
 	for range 7 {
-		jobs = append(jobs, workq.Job{Kind: "long"})
+		jobs = append(jobs, jobq.Job{Kind: "long"})
 	}
 	// Eight jobs fill the eight slots in one full claim (a backlog, as far
 	// as the claimer can tell); the short one frees its slot soon.
-	if _, err := workq.NewClient(workq.ClientOptions{}).EnqueueMany(context.Background(), pool, jobs); err != nil {
+	if _, err := jobq.New(jobq.Options{}).EnqueueMany(context.Background(), pool, jobs); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, 10*time.Second, "the short job to finish", func() bool {
 		return scalar[int64](t, pool, "select count(*) from job_runs where status = 2") == 1
 	})
 	enqueued := time.Now()
-	enqueue(t, pool, workq.Job{Kind: "late"})
+	enqueue(t, pool, jobq.Job{Kind: "late"})
 	at := started.wait(t, 5*time.Second, "the late job to start in the free slot")
 	if d := at.Sub(enqueued); d > time.Second {
 		t.Errorf("the late job started %s after it was enqueued with a slot free, want well under a second", d)
@@ -187,7 +188,7 @@ func TestRuntimeFreeSlotIsNotLeftIdleWhileWorkWaits(t *testing.T) {
 func TestRuntimeItemsWaitingBehindStalledHandlersAreGivenBack(t *testing.T) {
 	t.Parallel()
 	pool := testdb.Pool(t)
-	client := workq.NewClient(workq.ClientOptions{})
+	client := jobq.New(jobq.Options{})
 	ctx := context.Background()
 	cfg := rtConfig("stalled", "pace")
 	cfg.Concurrency, cfg.Batch = 2, 50
@@ -204,9 +205,9 @@ func TestRuntimeItemsWaitingBehindStalledHandlersAreGivenBack(t *testing.T) {
 		},
 	})
 	// Teach the producer that its handlers are fast, so it claims ahead.
-	var warm []workq.Job
+	var warm []jobq.Job
 	for range 20 {
-		warm = append(warm, workq.Job{Queue: "pace", Kind: "fast"})
+		warm = append(warm, jobq.Job{Queue: "pace", Kind: "fast"})
 	}
 	if _, err := client.EnqueueMany(ctx, pool, warm); err != nil {
 		t.Fatal(err)
@@ -214,9 +215,9 @@ func TestRuntimeItemsWaitingBehindStalledHandlersAreGivenBack(t *testing.T) {
 	waitFor(t, 10*time.Second, "the warm-up jobs", func() bool { return stalled.Stats().Done == 20 })
 	// Two stalling jobs take both handlers; the fast ones behind them are
 	// claimed ahead of the free slots and wait.
-	jobs := []workq.Job{{Queue: "pace", Kind: "stall", Priority: 10}, {Queue: "pace", Kind: "stall", Priority: 10}}
+	jobs := []jobq.Job{{Queue: "pace", Kind: "stall", Priority: 10}, {Queue: "pace", Kind: "stall", Priority: 10}}
 	for range 30 {
-		jobs = append(jobs, workq.Job{Queue: "pace", Kind: "fast"})
+		jobs = append(jobs, jobq.Job{Queue: "pace", Kind: "fast"})
 	}
 	if _, err := client.EnqueueMany(ctx, pool, jobs); err != nil {
 		t.Fatal(err)

@@ -6,7 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/workq/workq"
+	"github.com/workq/workq/internal/jobq"
+
 	"github.com/workq/workq/config"
 	"github.com/workq/workq/internal/testdb"
 	"github.com/workq/workq/worker"
@@ -15,11 +16,11 @@ import (
 func TestSmokeBurnDown(t *testing.T) {
 	pool := testdb.Pool(t)
 	ctx := context.Background()
-	c := workq.NewClient(workq.ClientOptions{})
+	c := jobq.New(jobq.Options{})
 	const n = 5000
-	jobs := make([]workq.Job, n)
+	jobs := make([]jobq.Job, n)
 	for i := range jobs {
-		jobs[i] = workq.Job{Kind: "noop", Payload: map[string]int{"i": i}}
+		jobs[i] = jobq.Job{Kind: "noop", Payload: map[string]int{"i": i}}
 	}
 	if _, err := c.EnqueueMany(ctx, pool, jobs); err != nil {
 		t.Fatal(err)

@@ -18,7 +18,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/workq/workq"
+	"github.com/workq/workq/internal/jobq"
+
 	"github.com/workq/workq/config"
 	"github.com/workq/workq/db/gen"
 	"github.com/workq/workq/internal/testdb"
@@ -58,7 +59,7 @@ func runFaulty(t *testing.T, w *Worker) <-chan Result {
 
 func enqueueOK(t *testing.T, db gen.DBTX) int64 {
 	t.Helper()
-	res, err := workq.NewClient(workq.ClientOptions{}).Enqueue(context.Background(), db, workq.Job{Kind: "ok"})
+	res, err := jobq.New(jobq.Options{}).Enqueue(context.Background(), db, jobq.Job{Kind: "ok"})
 	if err != nil {
 		t.Fatal(err)
 	}

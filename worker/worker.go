@@ -19,9 +19,9 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/workq/workq"
 	"github.com/workq/workq/config"
 	"github.com/workq/workq/lease"
+	"github.com/workq/workq/workqtype"
 )
 
 // Options are the worker's collaborators; all are optional.
@@ -50,7 +50,7 @@ type Source struct {
 	// made due by time (timers, retries after a backoff) start within
 	// milliseconds of their due time rather than up to one poll interval
 	// late. It must be one cheap indexed read (timers: TimersNextDue).
-	NextDue func(ctx context.Context, db workq.DB, queue string) (wait time.Duration, ok bool, err error)
+	NextDue func(ctx context.Context, db workqtype.DB, queue string) (wait time.Duration, ok bool, err error)
 	// ClaimOptions, when set, gives the table-specific options of the next
 	// claim of a queue (lease.ClaimOptions), from what the claim loop knows
 	// (ClaimContext). It is called by the queue's one claim loop, never
@@ -174,7 +174,7 @@ func (w *Worker) AddSource(s Source) error {
 		return fmt.Errorf("add source %s: no queues", s.Table)
 	}
 	for _, q := range s.Queues {
-		if !config.ValidName(q) {
+		if !workqtype.ValidName(q) {
 			return fmt.Errorf("add source %s: queue %q is not a valid name (1-128 of A-Z a-z 0-9 _ . : -)", s.Table, q)
 		}
 	}

@@ -22,12 +22,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/workq/workq/internal/jobq"
+
 	"github.com/chromedp/cdproto/network"
 	cdpruntime "github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/workq/workq"
 	"github.com/workq/workq/config"
 	"github.com/workq/workq/internal/testdb"
 	"github.com/workq/workq/internal/testutil"
@@ -197,12 +198,12 @@ func TestDashboardInBrowser(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	client := workq.NewClient(workq.ClientOptions{})
+	client := jobq.New(jobq.Options{})
 	enqueueN := func(n int, kind string) {
 		t.Helper()
-		jobs := make([]workq.Job, n)
+		jobs := make([]jobq.Job, n)
 		for i := range jobs {
-			jobs[i] = workq.Job{Queue: "web", Kind: kind, MaxAttempts: 1, Payload: map[string]any{"n": i, "to": "ann@example.com"}}
+			jobs[i] = jobq.Job{Queue: "web", Kind: kind, MaxAttempts: 1, Payload: map[string]any{"n": i, "to": "ann@example.com"}}
 		}
 		if _, err := client.EnqueueMany(ctx, pool, jobs); err != nil {
 			t.Fatal(err)

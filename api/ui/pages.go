@@ -17,7 +17,6 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/workq/workq"
 	"github.com/workq/workq/admin"
 	"github.com/workq/workq/db"
 	"github.com/workq/workq/db/gen"
@@ -25,6 +24,7 @@ import (
 	"github.com/workq/workq/lease"
 	"github.com/workq/workq/outbox"
 	"github.com/workq/workq/schedule"
+	"github.com/workq/workq/workqtype"
 )
 
 // Limits of what a page shows.
@@ -59,9 +59,9 @@ func classify(err error) (int, string) {
 	switch {
 	case errors.As(err, &b):
 		return b.status, b.msg
-	case errors.Is(err, workq.ErrInvalid), errors.Is(err, lease.ErrInvalid):
+	case errors.Is(err, workqtype.ErrInvalid), errors.Is(err, lease.ErrInvalid):
 		msg := err.Error()
-		for _, p := range []string{workq.ErrInvalid.Error() + ": ", lease.ErrInvalid.Error() + ": "} {
+		for _, p := range []string{workqtype.ErrInvalid.Error() + ": ", lease.ErrInvalid.Error() + ": "} {
 			msg = strings.TrimPrefix(msg, p)
 		}
 		return http.StatusBadRequest, msg

@@ -14,9 +14,9 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/workq/workq"
 	"github.com/workq/workq/api"
 	"github.com/workq/workq/config"
+	"github.com/workq/workq/internal/jobq"
 	"github.com/workq/workq/worker"
 )
 
@@ -42,9 +42,9 @@ func archived(t *testing.T, pool *pgxpool.Pool, runsDir string, n int) (ids []in
 	}); err != nil {
 		t.Fatal(err)
 	}
-	jobs := make([]workq.Job, n)
+	jobs := make([]jobq.Job, n)
 	for i := range jobs {
-		jobs[i] = workq.Job{Queue: "logs", Kind: "log", Payload: map[string]any{"i": i}}
+		jobs[i] = jobq.Job{Queue: "logs", Kind: "log", Payload: map[string]any{"i": i}}
 	}
 	ids = enqueue(t, pool, jobs...)
 	wctx, stop := context.WithCancel(ctx)

@@ -14,9 +14,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/workq/workq/internal/jobq"
+
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/workq/workq"
 	"github.com/workq/workq/api"
 	"github.com/workq/workq/internal/testdb"
 )
@@ -186,9 +187,9 @@ func must(t *testing.T, p page, status int, contains ...string) {
 	}
 }
 
-func enqueue(t *testing.T, pool *pgxpool.Pool, jobs ...workq.Job) []int64 {
+func enqueue(t *testing.T, pool *pgxpool.Pool, jobs ...jobq.Job) []int64 {
 	t.Helper()
-	c := workq.NewClient(workq.ClientOptions{})
+	c := jobq.New(jobq.Options{})
 	res, err := c.EnqueueMany(context.Background(), pool, jobs)
 	if err != nil {
 		t.Fatal(err)
@@ -229,8 +230,8 @@ func TestLoginAndPages(t *testing.T) {
 		t.Errorf("login with an outside next: Location %q, want ././", p.header.Get("Location"))
 	}
 
-	ids := enqueue(t, s.pool, workq.Job{Queue: "mail", Kind: "email.send", Payload: map[string]any{"to": "<script>alert(1)</script>"}},
-		workq.Job{Queue: "mail", Kind: "email.send"})
+	ids := enqueue(t, s.pool, jobq.Job{Queue: "mail", Kind: "email.send", Payload: map[string]any{"to": "<script>alert(1)</script>"}},
+		jobq.Job{Queue: "mail", Kind: "email.send"})
 	b.awaitQueue("job_runs/mail")
 	must(t, b.get("/ui/"), 200, "<h1>Overview</h1>", `aria-label="Pause job_runs/mail"`, `<th scope="col">Queue</th>`)
 	p = b.get("/ui/items/job_runs?queue=mail")
@@ -277,7 +278,7 @@ func itoa(n int64) string { return strconv.FormatInt(n, 10) }
 // nothing.
 func TestActionsNeedSessionCSRFOriginAndAdmin(t *testing.T) {
 	s := newSite(t)
-	ids := enqueue(t, s.pool, workq.Job{Queue: "q", Kind: "k"})
+	ids := enqueue(t, s.pool, jobq.Job{Queue: "q", Kind: "k"})
 	cancel := url.Values{"action": {"cancel"}, "id": {itoa(ids[0])}, "confirm": {"yes"}}
 	b := s.browser()
 	b.login(s.admin)

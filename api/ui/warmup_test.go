@@ -10,9 +10,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/workq/workq"
 	"github.com/workq/workq/admin"
 	"github.com/workq/workq/api"
+	"github.com/workq/workq/internal/jobq"
 )
 
 // TestOverviewRightAfterStart: with a sample interval of a minute, work the
@@ -48,7 +48,7 @@ func TestOverviewRightAfterStart(t *testing.T) {
 			b.login(s.read)
 			if c.failFirst {
 				// The sampler starts with newSite: its first round may have run.
-				enqueue(t, s.pool, workq.Job{Queue: "fresh", Kind: "k"})
+				enqueue(t, s.pool, jobq.Job{Queue: "fresh", Kind: "k"})
 			}
 			deadline := time.Now().Add(bound)
 			for depthDone.Load() < 1 { // what the first sample read is read
@@ -58,7 +58,7 @@ func TestOverviewRightAfterStart(t *testing.T) {
 				time.Sleep(10 * time.Millisecond)
 			}
 			if !c.failFirst {
-				enqueue(t, s.pool, workq.Job{Queue: "fresh", Kind: "k"})
+				enqueue(t, s.pool, jobq.Job{Queue: "fresh", Kind: "k"})
 			}
 			// The API shows the work at once.
 			req, err := http.NewRequest("GET", s.http.URL+"/v1/queues", nil)

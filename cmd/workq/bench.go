@@ -14,10 +14,11 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/workq/workq/internal/jobq"
+
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/spf13/cobra"
 
-	"github.com/workq/workq"
 	"github.com/workq/workq/config"
 	"github.com/workq/workq/db"
 	"github.com/workq/workq/lease"
@@ -162,7 +163,7 @@ the handler sleep, so slots stay busy as with real work.`,
 		if err := benchReset(ctx, pool); err != nil {
 			return err
 		}
-		b := &bench{pool: pool, client: workq.NewClient(workq.ClientOptions{}), out: cmd.ErrOrStderr(),
+		b := &bench{pool: pool, client: jobq.New(jobq.Options{}), out: cmd.ErrOrStderr(),
 			enqueueBatch: *enqueueBatch, handlerTime: *handlerTime, enqueueMode: *enqueueMode}
 		var res benchResult
 		if *table != "job_runs" || *orderedKeys != 0 {
@@ -242,7 +243,7 @@ func benchReset(ctx context.Context, pool *pgxpool.Pool) error {
 
 type bench struct {
 	pool         *pgxpool.Pool
-	client       *workq.Client
+	client       *jobq.Client
 	out          io.Writer
 	enqueueBatch int           // rate mode: jobs per EnqueueMany (0: Enqueue one by one)
 	handlerTime  time.Duration // the handler sleeps this long
@@ -284,9 +285,9 @@ func (b *bench) run(ctx context.Context, cfg config.Config) (*worker.Worker, cha
 
 // insert adds n noop jobs in one bulk enqueue of the chosen mode.
 func (b *bench) insert(ctx context.Context, n int) error {
-	jobs := make([]workq.Job, n)
+	jobs := make([]jobq.Job, n)
 	for i := range jobs {
-		jobs[i] = workq.Job{Queue: benchQueue, Kind: "noop"}
+		jobs[i] = jobq.Job{Queue: benchQueue, Kind: "noop"}
 	}
 	if b.enqueueMode == enqueueUnnest {
 		_, err := b.client.EnqueueMany(ctx, b.pool, jobs)
@@ -469,9 +470,9 @@ func (b *bench) produce(ctx context.Context, d time.Duration, rate int) error {
 	}
 	per := max(1, b.enqueueBatch)
 	interval := time.Duration(per) * time.Second / time.Duration(rate)
-	batch := make([]workq.Job, per)
+	batch := make([]jobq.Job, per)
 	for i := range batch {
-		batch[i] = workq.Job{Queue: benchQueue, Kind: "noop"}
+		batch[i] = jobq.Job{Queue: benchQueue, Kind: "noop"}
 	}
 	end := time.Now().Add(d)
 	next := time.Now()

@@ -6,9 +6,10 @@ import (
 	"slices"
 	"time"
 
+	"github.com/workq/workq/internal/jobq"
+
 	"github.com/jackc/pgx/v5"
 
-	"github.com/workq/workq"
 	"github.com/workq/workq/lease"
 )
 
@@ -48,8 +49,8 @@ func (b *bench) latencyFloor(ctx context.Context, n int, interval, ttl time.Dura
 	eng := lease.New(b.pool, lease.JobRuns)
 	// Every enqueue notifies: one that follows the last within the default
 	// debounce (after a slow round) would otherwise wait for no notification.
-	client := workq.NewClient(workq.ClientOptions{NotifyDebounce: time.Nanosecond})
-	job := workq.Job{Queue: benchFloorQueue, Kind: "noop"}
+	client := jobq.New(jobq.Options{NotifyDebounce: time.Nanosecond})
+	job := jobq.Job{Queue: benchFloorQueue, Kind: "noop"}
 	out := make([]time.Duration, 0, n)
 	next := time.Now()
 	for len(out) < n {

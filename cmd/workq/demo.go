@@ -13,10 +13,11 @@ import (
 	"math/rand/v2"
 	"time"
 
+	"github.com/workq/workq/internal/jobq"
+
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/workq/workq"
 	"github.com/workq/workq/admin"
 	"github.com/workq/workq/config"
 	"github.com/workq/workq/db/gen"
@@ -104,10 +105,10 @@ func registerDemo(w *worker.Worker, queues []string, outboxServed bool) error {
 // fan-in join), inbox messages (every fifth received twice) and timers
 // (due over the next ten seconds, one cancelled).
 func enqueueDemo(ctx context.Context, pool *pgxpool.Pool, queue string, n int) error {
-	c := workq.NewClient(workq.ClientOptions{})
-	jobs := make([]workq.Job, 0, n)
+	c := jobq.New(jobq.Options{})
+	jobs := make([]jobq.Job, 0, n)
 	for i := range n {
-		j := workq.Job{Queue: queue, Kind: "demo.hello", Payload: map[string]int{"n": i}, Priority: int16(i % 3)}
+		j := jobq.Job{Queue: queue, Kind: "demo.hello", Payload: map[string]int{"n": i}, Priority: int16(i % 3)}
 		switch {
 		case i%50 == 49:
 			j.Kind = "demo.fail"

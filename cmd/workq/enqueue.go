@@ -9,10 +9,12 @@ import (
 	"strings"
 	"time"
 
+	"github.com/workq/workq/internal/jobq"
+
 	"github.com/spf13/cobra"
 
-	"github.com/workq/workq"
 	"github.com/workq/workq/config"
+	"github.com/workq/workq/workqtype"
 )
 
 func newEnqueueCmd() *cobra.Command {
@@ -23,7 +25,7 @@ func newEnqueueCmd() *cobra.Command {
 	}
 	cfg := bindConfig(cmd, "database-url", "max-attempts", "max-payload", "notify-debounce")
 	var (
-		job     workq.Job
+		job     jobq.Job
 		payload string
 		runAt   string
 		asJSON  bool
@@ -63,7 +65,7 @@ func newEnqueueCmd() *cobra.Command {
 		}
 		job.Payload = raw
 		job.MaxAttempts = cfg.MaxAttempts
-		client := workq.NewClient(workq.ClientOptions{NotifyDebounce: cfg.NotifyDebounce, MaxPayloadBytes: cfg.MaxPayload})
+		client := jobq.New(jobq.Options{NotifyDebounce: cfg.NotifyDebounce, MaxPayloadBytes: cfg.MaxPayload})
 		if err := client.Validate(job); err != nil {
 			return err
 		}
@@ -89,7 +91,7 @@ func newEnqueueCmd() *cobra.Command {
 // readPayload returns the payload that the --payload value arg names: the
 // JSON itself, @FILE for the contents of FILE, or - for standard input. It
 // holds at most limit bytes: a larger file or input is measured and
-// rejected with a *workq.PayloadTooLargeError.
+// rejected with a *workqtype.PayloadTooLargeError.
 // attemptsAndPayload checks --max-attempts and --max-payload, then reads
 // --payload (payloadFlag): the common flags of every command that writes one
 // item.
@@ -105,12 +107,12 @@ func attemptsAndPayload(cmd *cobra.Command, cfg *config.Config, arg string) ([]b
 
 // payloadFlag reads --payload (a JSON object given inline, @FILE, or - for
 // standard input) within limit bytes and checks it as every client does
-// (workq.CheckPayload). Its errors name the flag and the source, and over
+// (workqtype.CheckPayload). Its errors name the flag and the source, and over
 // the limit say where the limit comes from.
 func payloadFlag(cmd *cobra.Command, arg string, limit int) ([]byte, error) {
 	raw, err := readPayload(arg, cmd.InOrStdin(), limit)
 	if err == nil {
-		err = workq.CheckPayload(raw, limit)
+		err = workqtype.CheckPayload(raw, limit)
 	}
 	if err == nil {
 		return raw, nil
@@ -120,7 +122,7 @@ func payloadFlag(cmd *cobra.Command, arg string, limit int) ([]byte, error) {
 	} else {
 		err = fmt.Errorf("--payload: %w", err)
 	}
-	var tooLarge *workq.PayloadTooLargeError
+	var tooLarge *workqtype.PayloadTooLargeError
 	if errors.As(err, &tooLarge) {
 		err = fmt.Errorf("%w (the limit is --max-payload or WORKQ_MAX_PAYLOAD)", err)
 	}
@@ -143,7 +145,7 @@ func readPayload(arg string, stdin io.Reader, limit int) ([]byte, error) {
 		defer f.Close()
 		// A regular file over the limit is rejected by its size, unread.
 		if fi, err := f.Stat(); err == nil && fi.Mode().IsRegular() && fi.Size() > int64(limit) {
-			return nil, workq.CheckPayloadSize(int(min(fi.Size(), math.MaxInt)), limit)
+			return nil, workqtype.CheckPayloadSize(int(min(fi.Size(), math.MaxInt)), limit)
 		}
 		return readLimited(f, limit)
 	default:
@@ -164,5 +166,5 @@ func readLimited(r io.Reader, limit int) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	return nil, workq.CheckPayloadSize(len(b)+int(rest), limit)
+	return nil, workqtype.CheckPayloadSize(len(b)+int(rest), limit)
 }

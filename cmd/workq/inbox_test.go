@@ -11,9 +11,9 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/workq/workq"
 	"github.com/workq/workq/inbox"
 	"github.com/workq/workq/internal/testdb"
+	"github.com/workq/workq/workqtype"
 )
 
 func TestInboxCLI(t *testing.T) {
@@ -80,7 +80,7 @@ func TestInboxCLI(t *testing.T) {
 	if err != nil || strings.Count(out, "\n") != 1 {
 		t.Fatalf("list of dead messages: %q, %v; want only the header", out, err)
 	}
-	if _, err := runCLI(t, "inbox", "list", "--status", "gone"); !errors.Is(err, workq.ErrInvalid) {
+	if _, err := runCLI(t, "inbox", "list", "--status", "gone"); !errors.Is(err, workqtype.ErrInvalid) {
 		t.Fatalf("list --status gone: %v", err)
 	}
 	// Kill message 1 on the database side, then show and revive it.

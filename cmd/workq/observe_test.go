@@ -10,9 +10,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/workq/workq/internal/jobq"
+
 	"github.com/jackc/pgx/v5"
 
-	"github.com/workq/workq"
 	"github.com/workq/workq/internal/testdb"
 )
 
@@ -68,7 +69,7 @@ func TestCLIServesMetrics(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer conn.Close(context.Background())
-	if _, err := workq.NewClient(workq.ClientOptions{}).Enqueue(context.Background(), conn, workq.Job{Kind: "noop"}); err != nil {
+	if _, err := jobq.New(jobq.Options{}).Enqueue(context.Background(), conn, jobq.Job{Kind: "noop"}); err != nil {
 		t.Fatal(err)
 	}
 	apiAddr := freeAddr(t)

@@ -10,9 +10,9 @@ import (
 	"github.com/google/uuid"
 	"github.com/spf13/cobra"
 
-	"github.com/workq/workq/config"
 	"github.com/workq/workq/lease"
 	"github.com/workq/workq/outbox"
+	"github.com/workq/workq/workqtype"
 )
 
 func newOutboxCmd() *cobra.Command {
@@ -294,7 +294,7 @@ func newOutboxBlockedCmd() *cobra.Command {
 	f.IntVar(&q.Limit, "limit", 100, "at most this many (1-10000)")
 	f.BoolVar(&asJSON, "json", false, "print JSON")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
-		if !config.ValidName(q.Queue) {
+		if !workqtype.ValidName(q.Queue) {
 			return fmt.Errorf("--queue %q is not a valid name (1-128 of A-Z a-z 0-9 _ . : -)", q.Queue)
 		}
 		if q.Limit < 1 || q.Limit > 10000 {

@@ -11,9 +11,9 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
-	"github.com/workq/workq"
 	"github.com/workq/workq/config"
 	"github.com/workq/workq/schedule"
+	"github.com/workq/workq/workqtype"
 )
 
 func newSchedulesCmd() *cobra.Command {
@@ -115,7 +115,7 @@ func newSchedulesAddCmd() *cobra.Command {
 			Misfire: schedule.MisfirePolicy(sf.misfire), MisfireCap: sf.misfireCap, Disabled: disabled,
 		}
 		if sf.queue == "" || sf.timezone == "" || sf.maxAttempts == 0 || sf.misfireCap == 0 {
-			return fmt.Errorf("%w: --queue, --timezone, --max-attempts and --misfire-cap must not be empty or zero (omit them for the defaults)", workq.ErrInvalid)
+			return fmt.Errorf("%w: --queue, --timezone, --max-attempts and --misfire-cap must not be empty or zero (omit them for the defaults)", workqtype.ErrInvalid)
 		}
 		st := schedule.NewStore(schedule.StoreOptions{MaxPayloadBytes: cfg.MaxPayload})
 		if err := st.Validate(sp); err != nil {

@@ -9,9 +9,9 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/workq/workq/config"
 	"github.com/workq/workq/lease"
 	"github.com/workq/workq/timers"
+	"github.com/workq/workq/workqtype"
 )
 
 func newTimersCmd() *cobra.Command {
@@ -190,7 +190,7 @@ func newTimersListCmd() *cobra.Command {
 		if f.Changed("state") && filter.State == "" || filter.State != "" && !validState(filter.State) {
 			return fmt.Errorf("--state %q is not one of %s", filter.State, strings.Join(timers.States, ", "))
 		}
-		if f.Changed("queue") && !config.ValidName(filter.Queue) {
+		if f.Changed("queue") && !workqtype.ValidName(filter.Queue) {
 			return fmt.Errorf("--queue %q is not a valid name (1-128 of A-Z a-z 0-9 _ . : -)", filter.Queue)
 		}
 		ctx := cmd.Context()

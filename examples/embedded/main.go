@@ -22,9 +22,10 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/workq/workq/internal/jobq"
+
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/workq/workq"
 	"github.com/workq/workq/config"
 	"github.com/workq/workq/db"
 	"github.com/workq/workq/reaper"
@@ -37,7 +38,7 @@ const (
 )
 
 // EmailPayload is the payload of an email.send job. Enqueuers pass the struct
-// as workq.Job.Payload; the handler gets it back with job.Decode.
+// as jobq.Job.Payload; the handler gets it back with job.Decode.
 type EmailPayload struct {
 	OrderID  int64  `json:"order_id"`
 	To       string `json:"to"`
@@ -138,7 +139,7 @@ func run(ctx context.Context, log *slog.Logger, dsn, runFor string) error {
 	wg.Go(func() { _ = r.Run(ctx) })
 
 	// One client per process: it debounces NOTIFY across goroutines.
-	client := workq.NewClient(workq.ClientOptions{})
+	client := jobq.New(jobq.Options{})
 	if err := placeDemoOrders(ctx, log, pool, client); err != nil {
 		cancel(err)
 	}
@@ -164,7 +165,7 @@ var errDeclined = errors.New("payment declined")
 // transaction: the job exists if and only if the order commits, so there is
 // never an order without its email, nor an email about an order that was
 // rolled back.
-func placeOrder(ctx context.Context, pool *pgxpool.Pool, client *workq.Client, email string, cents int64) (int64, error) {
+func placeOrder(ctx context.Context, pool *pgxpool.Pool, client *jobq.Client, email string, cents int64) (int64, error) {
 	tx, err := pool.Begin(ctx)
 	if err != nil {
 		return 0, err
@@ -175,7 +176,7 @@ func placeOrder(ctx context.Context, pool *pgxpool.Pool, client *workq.Client, e
 	if err := tx.QueryRow(ctx, "insert into example_orders (email, total_cents) values ($1, $2) returning id", email, cents).Scan(&id); err != nil {
 		return 0, fmt.Errorf("insert order: %w", err)
 	}
-	_, err = client.Enqueue(ctx, tx, workq.Job{
+	_, err = client.Enqueue(ctx, tx, jobq.Job{
 		Queue:   emailQueue,
 		Kind:    emailKind,
 		Payload: EmailPayload{OrderID: id, To: email, Template: "order-confirmation"},
@@ -199,7 +200,7 @@ func chargePayment(_ int64, cents int64) error {
 	return nil
 }
 
-func placeDemoOrders(ctx context.Context, log *slog.Logger, pool *pgxpool.Pool, client *workq.Client) error {
+func placeDemoOrders(ctx context.Context, log *slog.Logger, pool *pgxpool.Pool, client *jobq.Client) error {
 	orders := []struct {
 		email string
 		cents int64

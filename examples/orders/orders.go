@@ -15,11 +15,11 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/workq/workq"
 	"github.com/workq/workq/inbox"
 	"github.com/workq/workq/outbox"
 	"github.com/workq/workq/timers"
 	"github.com/workq/workq/worker"
+	"github.com/workq/workq/workqtype"
 )
 
 // The service's own table. workq's tables live in the same database, which
@@ -191,7 +191,7 @@ func (s *service) handlePayment(w http.ResponseWriter, r *http.Request) {
 	case errors.Is(err, inbox.ErrConflict):
 		httpError(w, http.StatusConflict, fmt.Errorf("event %s was received before with another body", ev.ID))
 		return
-	case errors.Is(err, workq.ErrInvalid):
+	case errors.Is(err, workqtype.ErrInvalid):
 		httpError(w, http.StatusBadRequest, err)
 		return
 	case err != nil:

@@ -12,9 +12,10 @@ import (
 	"os/signal"
 	"syscall"
 
+	"github.com/workq/workq/internal/jobq"
+
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/workq/workq"
 	"github.com/workq/workq/config"
 	"github.com/workq/workq/db"
 	"github.com/workq/workq/worker"
@@ -34,8 +35,8 @@ func main() {
 	defer pool.Close()
 
 	// Enqueue on the pool, or in your own pgx.Tx: then the job exists only if it commits.
-	client := workq.NewClient(workq.ClientOptions{})
-	job := workq.Job{Kind: "email.send", Payload: map[string]string{"to": "ann@example.com"}}
+	client := jobq.New(jobq.Options{})
+	job := jobq.Job{Kind: "email.send", Payload: map[string]string{"to": "ann@example.com"}}
 	if _, err := client.Enqueue(ctx, pool, job); err != nil {
 		log.Fatal(err)
 	}

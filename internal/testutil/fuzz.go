@@ -6,13 +6,12 @@ import (
 	"testing"
 
 	"github.com/jackc/pgx/v5/pgxpool"
-
-	"github.com/workq/workq"
+	"github.com/workq/workq/workqtype"
 )
 
 // CheckValidateAgrees is the body of the validation fuzz tests: Validate
 // (verr) and the write (werr) agree. An input Validate rejects must make the
-// write fail with workq.ErrInvalid too and leave table's row count alone; an
+// write fail with workqtype.ErrInvalid too and leave table's row count alone; an
 // input it accepts must be written. write runs the write and returns the new
 // row's id; that row is deleted afterwards so that no unique key lingers for
 // the next input.
@@ -29,8 +28,8 @@ func CheckValidateAgrees(t *testing.T, pool *pgxpool.Pool, table string, input a
 	before := count()
 	id, err := write()
 	if verr != nil {
-		if !errors.Is(verr, workq.ErrInvalid) || !errors.Is(err, workq.ErrInvalid) {
-			t.Fatalf("rejected %+v: Validate %v, write %v: want both to wrap workq.ErrInvalid", input, verr, err)
+		if !errors.Is(verr, workqtype.ErrInvalid) || !errors.Is(err, workqtype.ErrInvalid) {
+			t.Fatalf("rejected %+v: Validate %v, write %v: want both to wrap workqtype.ErrInvalid", input, verr, err)
 		}
 		if after := count(); after != before {
 			t.Fatalf("a rejected %+v wrote %d rows", input, after-before)

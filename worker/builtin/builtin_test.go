@@ -22,9 +22,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/workq/workq/internal/jobq"
+
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/workq/workq"
 	"github.com/workq/workq/config"
 	"github.com/workq/workq/db/gen"
 	"github.com/workq/workq/internal/testdb"
@@ -104,8 +105,8 @@ func enqueue(t *testing.T, pool *pgxpool.Pool, kind string, payload any, maxAtte
 		}
 		return row.ID
 	}
-	res, err := workq.NewClient(workq.ClientOptions{}).Enqueue(context.Background(), pool,
-		workq.Job{Kind: kind, Payload: payload, MaxAttempts: maxAttempts})
+	res, err := jobq.New(jobq.Options{}).Enqueue(context.Background(), pool,
+		jobq.Job{Kind: kind, Payload: payload, MaxAttempts: maxAttempts})
 	if err != nil {
 		t.Fatalf("enqueue %s: %v", kind, err)
 	}

@@ -1,4 +1,4 @@
-package workq_test
+package jobq_test
 
 import (
 	"context"
@@ -7,8 +7,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/workq/workq"
+	"github.com/workq/workq/internal/jobq"
+
 	"github.com/workq/workq/internal/testdb"
+	"github.com/workq/workq/workqtype"
 )
 
 // FuzzEnqueue: the Go validation and the database agree. A job Validate
@@ -39,7 +41,7 @@ func FuzzEnqueue(f *testing.F) {
 		f.Add(s.queue, s.kind, s.payload, s.dedup, s.priority, s.maxAttempts, s.delayMs)
 	}
 	pool := testdb.Pool(f)
-	client := workq.NewClient(workq.ClientOptions{})
+	client := jobq.New(jobq.Options{})
 	ctx := context.Background()
 	count := func(t *testing.T) int64 {
 		var n int64
@@ -49,13 +51,13 @@ func FuzzEnqueue(f *testing.F) {
 		return n
 	}
 	f.Fuzz(func(t *testing.T, queue, kind, payload, dedup string, priority int16, maxAttempts int, delayMs int64) {
-		j := workq.Job{Queue: queue, Kind: kind, Payload: json.RawMessage(payload), DedupKey: dedup,
+		j := jobq.Job{Queue: queue, Kind: kind, Payload: json.RawMessage(payload), DedupKey: dedup,
 			Priority: priority, MaxAttempts: maxAttempts, Delay: time.Duration(delayMs) * time.Millisecond}
 		before := count(t)
 		verr := client.Validate(j)
 		got, err := client.Enqueue(ctx, pool, j)
 		if verr != nil {
-			if !errors.Is(verr, workq.ErrInvalid) || !errors.Is(err, workq.ErrInvalid) {
+			if !errors.Is(verr, workqtype.ErrInvalid) || !errors.Is(err, workqtype.ErrInvalid) {
 				t.Fatalf("rejected job %+v: Validate %v, Enqueue %v: want both to wrap ErrInvalid", j, verr, err)
 			}
 			if after := count(t); after != before {

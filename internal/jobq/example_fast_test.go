@@ -1,4 +1,4 @@
-package workq_test
+package jobq_test
 
 import (
 	"context"
@@ -6,10 +6,12 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/workq/workq/internal/jobq"
+
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/workq/workq"
 	"github.com/workq/workq/internal/testdb"
+	"github.com/workq/workq/workqtype"
 )
 
 // EnqueueManyFast pushes volume with COPY: it returns how many jobs it
@@ -28,10 +30,10 @@ func ExampleClient_EnqueueManyFast() {
 	}
 	defer pool.Close()
 
-	client := workq.NewClient(workq.ClientOptions{})
-	jobs := make([]workq.Job, 0, 1000)
+	client := jobq.New(jobq.Options{})
+	jobs := make([]jobq.Job, 0, 1000)
 	for i := range 1000 {
-		jobs = append(jobs, workq.Job{Queue: "thumbnails", Kind: "thumbnail.render", Payload: map[string]int{"image": i}})
+		jobs = append(jobs, jobq.Job{Queue: "thumbnails", Kind: "thumbnail.render", Payload: map[string]int{"image": i}})
 	}
 	jobs[999].Delay = time.Minute // run_at = the database's now() + 1 minute
 	n, err := client.EnqueueManyFast(ctx, pool, jobs)
@@ -41,8 +43,8 @@ func ExampleClient_EnqueueManyFast() {
 	fmt.Println("enqueued", n)
 
 	// Dedup keys need ON CONFLICT, which COPY lacks: use EnqueueMany for them.
-	_, err = client.EnqueueManyFast(ctx, pool, []workq.Job{{Kind: "report.build", DedupKey: "daily"}})
-	fmt.Println(errors.Is(err, workq.ErrInvalid))
+	_, err = client.EnqueueManyFast(ctx, pool, []jobq.Job{{Kind: "report.build", DedupKey: "daily"}})
+	fmt.Println(errors.Is(err, workqtype.ErrInvalid))
 	// Output:
 	// enqueued 1000
 	// true

@@ -1,12 +1,17 @@
-package workq
+package workqtype
 
 import (
 	"encoding/json"
 	"fmt"
 	"unicode/utf8"
-
-	"github.com/workq/workq/config"
 )
+
+// DefaultMaxPayload is the default limit on a payload: 1 MiB of JSON text.
+const DefaultMaxPayload = 1 << 20
+
+// MaxPayloadCeiling is the highest payload limit workq accepts: 256 MiB,
+// about the largest value PostgreSQL's jsonb can hold.
+const MaxPayloadCeiling = 256 << 20
 
 // PayloadTooLargeError is the error (wrapping ErrInvalid) for a payload over
 // its size limit. Size and Limit are in bytes of JSON text.
@@ -21,17 +26,17 @@ func (e *PayloadTooLargeError) Error() string {
 func (e *PayloadTooLargeError) Unwrap() error { return ErrInvalid }
 
 // CheckPayloadSize reports whether a payload of size bytes fits the limit
-// maxBytes (0 means config.DefaultMaxPayload, 1 MiB). Over the limit the
+// maxBytes (0 means DefaultMaxPayload, 1 MiB). Over the limit the
 // error is a *PayloadTooLargeError; a limit that is negative or above
-// config.MaxPayloadCeiling is an error too. Both wrap ErrInvalid. It lets a
+// MaxPayloadCeiling is an error too. Both wrap ErrInvalid. It lets a
 // reader stop at the limit without holding the whole payload.
 func CheckPayloadSize(size, maxBytes int) error {
 	if maxBytes == 0 {
-		maxBytes = config.DefaultMaxPayload
+		maxBytes = DefaultMaxPayload
 	}
-	if maxBytes < 0 || maxBytes > config.MaxPayloadCeiling {
+	if maxBytes < 0 || maxBytes > MaxPayloadCeiling {
 		return fmt.Errorf("%w: the payload limit must be between 1 and %d bytes (0: the default, %d), got %d",
-			ErrInvalid, config.MaxPayloadCeiling, config.DefaultMaxPayload, maxBytes)
+			ErrInvalid, MaxPayloadCeiling, DefaultMaxPayload, maxBytes)
 	}
 	if size > maxBytes {
 		return &PayloadTooLargeError{Size: size, Limit: maxBytes}
@@ -232,5 +237,28 @@ func abbreviate(b []byte) string {
 	return string(b)
 }
 
-// validText reports whether s can be stored in a PostgreSQL text column.
-func validText(s string) bool { return config.ValidText(s) }
+// EncodePayload returns the JSON text of a job's payload, checked by
+// CheckPayload: nil is {}, raw JSON is taken as it is, anything else is
+// marshaled.
+func EncodePayload(v any, maxBytes int) ([]byte, error) {
+	var raw []byte
+	switch p := v.(type) {
+	case nil:
+		return []byte("{}"), CheckPayloadSize(2, maxBytes)
+	case json.RawMessage:
+		raw = p
+	case []byte:
+		raw = p
+	default:
+		b, err := json.Marshal(v)
+		if err != nil {
+			return nil, fmt.Errorf("%w: payload is not JSON-marshalable: %v", ErrInvalid, err)
+		}
+		// Marshal's output is valid JSON: skip that part of CheckPayload.
+		if err := CheckPayloadSize(len(b), maxBytes); err != nil {
+			return nil, err
+		}
+		return b, checkPayloadJSON(b)
+	}
+	return raw, CheckPayload(raw, maxBytes)
+}

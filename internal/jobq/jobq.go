@@ -1,11 +1,12 @@
-// Package workq enqueues durable background work in PostgreSQL. Enqueue on a
-// pool, or inside the caller's own pgx transaction: the job exists if and only
-// if that transaction commits. Workers (package worker) claim and run it.
-package workq
+// Package jobq enqueues job runs: validation, payload encoding, NOTIFY
+// debouncing, the enqueue statements and the COPY path. The Client of
+// package workq, the HTTP API and the CLI enqueue through it. Enqueue on a
+// pool, or inside the caller's own pgx transaction: the job exists if and
+// only if that transaction commits.
+package jobq
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -19,13 +20,14 @@ import (
 	"github.com/workq/workq/db/gen"
 	"github.com/workq/workq/internal/notify"
 	"github.com/workq/workq/internal/otelx"
+	"github.com/workq/workq/workqtype"
 )
 
 // DB is what enqueue runs on: a *pgxpool.Pool, a *pgx.Conn or a pgx.Tx.
-type DB = gen.DBTX
+type DB = workqtype.DB
 
 // ErrInvalid wraps every validation error: the request changed nothing.
-var ErrInvalid = errors.New("invalid request")
+var ErrInvalid = workqtype.ErrInvalid
 
 // Job describes a job run to enqueue.
 type Job struct {
@@ -55,8 +57,8 @@ type Client struct {
 	propagator  propagation.TextMapPropagator
 }
 
-// ClientOptions configure a Client; zero values take the defaults.
-type ClientOptions struct {
+// Options configure a Client; zero values take the defaults.
+type Options struct {
 	MaxAttempts    int           // default max attempts of jobs that do not set one (4)
 	NotifyDebounce time.Duration // at most one NOTIFY per queue per this (5ms); negative disables NOTIFY
 	// MaxPayloadBytes limits a job's payload, in bytes of JSON text: 0 means
@@ -75,8 +77,8 @@ type ClientOptions struct {
 	Propagator propagation.TextMapPropagator
 }
 
-// NewClient returns a Client.
-func NewClient(o ClientOptions) *Client {
+// New returns a Client.
+func New(o Options) *Client {
 	d := config.Default()
 	if o.MaxAttempts == 0 {
 		o.MaxAttempts = d.MaxAttempts
@@ -99,10 +101,6 @@ func (c *Client) startEnqueue(ctx context.Context, queue, kind string, n int) (c
 	return ctx, span, otelx.Metadata(ctx, c.propagator)
 }
 
-// NotifyChannel is the LISTEN/NOTIFY channel of a work table; the payload is
-// the queue name.
-func NotifyChannel(table string) string { return "workq_" + table }
-
 type prepared struct {
 	queue, kind, dedup string
 	payload            []byte
@@ -117,13 +115,13 @@ func (c *Client) prepare(j Job) (prepared, error) {
 	if p.queue == "" {
 		p.queue = "default"
 	}
-	if !config.ValidName(p.queue) {
+	if !workqtype.ValidName(p.queue) {
 		return p, fmt.Errorf("%w: queue %q is not a valid name (1-128 of A-Z a-z 0-9 _ . : -)", ErrInvalid, p.queue)
 	}
-	if !config.ValidName(p.kind) {
+	if !workqtype.ValidName(p.kind) {
 		return p, fmt.Errorf("%w: kind %q is not a valid name (1-128 of A-Z a-z 0-9 _ . : -)", ErrInvalid, p.kind)
 	}
-	payload, err := encodePayload(j.Payload, c.maxPayload)
+	payload, err := workqtype.EncodePayload(j.Payload, c.maxPayload)
 	if err != nil {
 		return p, err
 	}
@@ -131,7 +129,7 @@ func (c *Client) prepare(j Job) (prepared, error) {
 	if len(p.dedup) > 512 {
 		return p, fmt.Errorf("%w: dedup key longer than 512 bytes", ErrInvalid)
 	}
-	if !validText(p.dedup) {
+	if !workqtype.ValidText(p.dedup) {
 		return p, fmt.Errorf("%w: dedup key %q is not valid UTF-8 text (no NUL bytes)", ErrInvalid, p.dedup)
 	}
 	if j.Delay < 0 {
@@ -154,32 +152,6 @@ func (c *Client) prepare(j Job) (prepared, error) {
 	}
 	p.maxAttempts = int32(attempts)
 	return p, nil
-}
-
-// encodePayload returns the JSON text of a job's payload, checked by
-// CheckPayload: nil is {}, raw JSON is taken as it is, anything else is
-// marshaled.
-func encodePayload(v any, maxBytes int) ([]byte, error) {
-	var raw []byte
-	switch p := v.(type) {
-	case nil:
-		return []byte("{}"), CheckPayloadSize(2, maxBytes)
-	case json.RawMessage:
-		raw = p
-	case []byte:
-		raw = p
-	default:
-		b, err := json.Marshal(v)
-		if err != nil {
-			return nil, fmt.Errorf("%w: payload is not JSON-marshalable: %v", ErrInvalid, err)
-		}
-		// Marshal's output is valid JSON: skip that part of CheckPayload.
-		if err := CheckPayloadSize(len(b), maxBytes); err != nil {
-			return nil, err
-		}
-		return b, checkPayloadJSON(b)
-	}
-	return raw, CheckPayload(raw, maxBytes)
 }
 
 // Validate reports what is wrong with j (an error wrapping ErrInvalid), or

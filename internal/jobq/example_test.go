@@ -1,11 +1,13 @@
-package workq_test
+package jobq_test
 
 import (
 	"errors"
 	"fmt"
 	"strings"
 
-	"github.com/workq/workq"
+	"github.com/workq/workq/internal/jobq"
+
+	"github.com/workq/workq/workqtype"
 )
 
 // CheckPayload is the payload rule of the client, for code that receives
@@ -17,7 +19,7 @@ func ExampleCheckPayload() {
 		`{"note":"a\u0000b"}`,
 		`{"blob":"` + strings.Repeat("x", 100) + `"}`,
 	} {
-		fmt.Println(workq.CheckPayload([]byte(p), 64))
+		fmt.Println(workqtype.CheckPayload([]byte(p), 64))
 	}
 	// Output:
 	// <nil>
@@ -28,17 +30,17 @@ func ExampleCheckPayload() {
 
 // MaxPayloadBytes sets the client's payload limit (0: 1 MiB). Validate
 // checks a job without a database.
-func ExampleClientOptions_maxPayloadBytes() {
-	client := workq.NewClient(workq.ClientOptions{MaxPayloadBytes: 4 << 10})
-	err := client.Validate(workq.Job{
+func ExampleOptions_maxPayloadBytes() {
+	client := jobq.New(jobq.Options{MaxPayloadBytes: 4 << 10})
+	err := client.Validate(jobq.Job{
 		Kind:    "report.build",
 		Payload: map[string]string{"csv": strings.Repeat("x", 5000)},
 	})
-	var tooLarge *workq.PayloadTooLargeError
+	var tooLarge *workqtype.PayloadTooLargeError
 	if errors.As(err, &tooLarge) {
 		fmt.Printf("%d bytes, over the limit of %d\n", tooLarge.Size, tooLarge.Limit)
 	}
-	fmt.Println(errors.Is(err, workq.ErrInvalid))
+	fmt.Println(errors.Is(err, workqtype.ErrInvalid))
 	// Output:
 	// 5010 bytes, over the limit of 4096
 	// true

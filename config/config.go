@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/workq/workq/worker"
 	"github.com/workq/workq/workqtype"
 
 	"github.com/spf13/pflag"
@@ -90,31 +91,31 @@ type Config struct {
 
 // Default returns the built-in defaults.
 func Default() Config {
-	host, _ := os.Hostname()
+	w := worker.DefaultConfig() // the worker part: written once, in package worker
 	c := Config{
 		MaxConns:             10,
-		WorkerID:             fmt.Sprintf("%s-%d", host, os.Getpid()),
-		Queues:               []string{"default"},
-		Concurrency:          100,
-		Batch:                1000,
-		Lease:                30 * time.Second,
-		ExecTimeout:          5 * time.Minute,
-		Poll:                 time.Second,
+		WorkerID:             w.ID,
+		Queues:               w.Queues,
+		Concurrency:          w.Concurrency,
+		Batch:                w.Batch,
+		Lease:                w.Lease,
+		ExecTimeout:          w.ExecTimeout,
+		Poll:                 w.Poll,
 		Reclaim:              true,
-		NotifyDebounce:       5 * time.Millisecond,
-		FlushInterval:        5 * time.Millisecond,
-		FlushBatch:           1000,
-		DrainTimeout:         10 * time.Second,
-		MaxAttempts:          4,
+		NotifyDebounce:       workqtype.DefaultNotifyDebounce,
+		FlushInterval:        w.FlushInterval,
+		FlushBatch:           w.FlushBatch,
+		DrainTimeout:         w.DrainTimeout,
+		MaxAttempts:          workqtype.DefaultMaxAttempts,
 		MaxPayload:           DefaultMaxPayload,
-		BackoffBase:          500 * time.Millisecond,
-		BackoffCap:           30 * time.Second,
+		BackoffBase:          w.BackoffBase,
+		BackoffCap:           w.BackoffCap,
 		ReapInterval:         5 * time.Second,
 		ReapBatch:            200,
 		LeaderTTL:            15 * time.Second,
 		RetainFinished:       7 * 24 * time.Hour,
-		RetainRuns:           7 * 24 * time.Hour,
-		RetentionInterval:    time.Minute,
+		RetainRuns:           w.RetainRuns,
+		RetentionInterval:    w.RetentionInterval,
 		InboxWindow:          7 * 24 * time.Hour,
 		ScheduleInterval:     time.Second,
 		WebhookTimeout:       10 * time.Second,

@@ -80,7 +80,7 @@ func ExampleProcessor() {
 	})
 	cfg := config.Default()
 	cfg.Poll = 50 * time.Millisecond
-	w, err := worker.New(pool, cfg, worker.Options{})
+	w, err := worker.New(pool, cfg.Worker(), worker.Options{})
 	if err != nil {
 		panic(err)
 	}

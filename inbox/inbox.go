@@ -31,7 +31,6 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/workq/workq/config"
 	"github.com/workq/workq/db/gen"
 	"github.com/workq/workq/internal/notify"
 	"github.com/workq/workq/lease"
@@ -100,21 +99,20 @@ type ClientOptions struct {
 	MaxAttempts    int           // default max attempts of messages that do not set one (4)
 	NotifyDebounce time.Duration // at most one NOTIFY per queue per this (5ms); negative disables NOTIFY
 	// MaxPayloadBytes limits a message's payload as jobq.Options
-	// limits a job's: 0 means config.DefaultMaxPayload (1 MiB).
+	// limits a job's: 0 means workqtype.DefaultMaxPayload (1 MiB).
 	MaxPayloadBytes int
 }
 
 // NewClient returns a Client.
 func NewClient(o ClientOptions) *Client {
-	d := config.Default()
 	if o.MaxAttempts == 0 {
-		o.MaxAttempts = d.MaxAttempts
+		o.MaxAttempts = workqtype.DefaultMaxAttempts
 	}
 	if o.NotifyDebounce == 0 {
-		o.NotifyDebounce = d.NotifyDebounce
+		o.NotifyDebounce = workqtype.DefaultNotifyDebounce
 	}
 	if o.MaxPayloadBytes == 0 {
-		o.MaxPayloadBytes = d.MaxPayload
+		o.MaxPayloadBytes = workqtype.DefaultMaxPayload
 	}
 	return &Client{maxAttempts: o.MaxAttempts, maxPayload: o.MaxPayloadBytes, notify: notify.New(o.NotifyDebounce)}
 }

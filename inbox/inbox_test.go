@@ -265,7 +265,7 @@ func startWorker(t *testing.T, e *env, p *inbox.Processor, queues ...string) *wo
 	cfg := config.Default()
 	cfg.Poll = 20 * time.Millisecond
 	cfg.BackoffBase, cfg.BackoffCap = time.Millisecond, 5*time.Millisecond
-	w, err := worker.New(e.pool, cfg, worker.Options{})
+	w, err := worker.New(e.pool, cfg.Worker(), worker.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

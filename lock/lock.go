@@ -36,7 +36,6 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/workq/workq/config"
 	"github.com/workq/workq/db/gen"
 	"github.com/workq/workq/lease"
 	"github.com/workq/workq/workqtype"
@@ -77,7 +76,7 @@ func (o Options) withDefaults() (Options, error) {
 		return o, fmt.Errorf("%w: ttl must be at least 1s, got %s", ErrInvalid, o.TTL)
 	}
 	if o.Owner == "" {
-		o.Owner = config.Default().WorkerID
+		o.Owner = workqtype.DefaultOwner()
 	}
 	if strings.TrimSpace(o.Owner) == "" || len(o.Owner) > 256 {
 		return o, fmt.Errorf("%w: owner must be 1 to 256 characters", ErrInvalid)

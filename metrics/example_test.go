@@ -36,7 +36,7 @@ func Example() {
 
 	cfg := config.Default()
 	cfg.Queues = []string{"email"}
-	w, err := worker.New(pool, cfg, worker.Options{Observer: m.Worker()})
+	w, err := worker.New(pool, cfg.Worker(), worker.Options{Observer: m.Worker()})
 	if err != nil {
 		panic(err)
 	}

@@ -148,7 +148,7 @@ func TestWorkerMetricsScraped(t *testing.T) {
 	cfg.BackoffBase, cfg.BackoffCap = time.Millisecond, 2*time.Millisecond
 	cfg.Poll = 20 * time.Millisecond
 	results := make(chan worker.Result, 100)
-	w, err := worker.New(pool, cfg, worker.Options{Observer: m.Worker(), OnResult: func(r worker.Result) { results <- r }})
+	w, err := worker.New(pool, cfg.Worker(), worker.Options{Observer: m.Worker(), OnResult: func(r worker.Result) { results <- r }})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -75,7 +75,7 @@ func ExampleRelay() {
 	}
 	cfg := config.Default()
 	cfg.Poll = 50 * time.Millisecond
-	w, err := worker.New(pool, cfg, worker.Options{})
+	w, err := worker.New(pool, cfg.Worker(), worker.Options{})
 	if err != nil {
 		panic(err)
 	}

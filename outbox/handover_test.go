@@ -63,7 +63,7 @@ func TestRelaysShareKeys(t *testing.T) {
 		// the second worker find keys free between another's completion and
 		// its next claim).
 		cfg.Poll = time.Second
-		w, err := worker.New(pool, cfg, worker.Options{})
+		w, err := worker.New(pool, cfg.Worker(), worker.Options{})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -20,7 +20,6 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
-	"github.com/workq/workq/config"
 	"github.com/workq/workq/db/gen"
 	"github.com/workq/workq/workqtype"
 )
@@ -149,7 +148,7 @@ type Join struct {
 }
 
 // maxJoinPayload bounds a join message's payload as the job client does.
-var maxJoinPayload = config.Default().MaxPayload
+var maxJoinPayload = workqtype.DefaultMaxPayload
 
 type joinMessage struct {
 	queue, topic           string

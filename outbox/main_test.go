@@ -33,7 +33,7 @@ func testConfig() config.Config {
 // startWorker runs a worker with src until the test ends.
 func startWorker(t *testing.T, pool *pgxpool.Pool, src worker.Source, opts worker.Options) *worker.Worker {
 	t.Helper()
-	w, err := worker.New(pool, testConfig(), opts)
+	w, err := worker.New(pool, testConfig().Worker(), opts)
 	if err != nil {
 		t.Fatal(err)
 	}

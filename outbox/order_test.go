@@ -137,7 +137,7 @@ func TestFinalFailureBlockAndSkip(t *testing.T) {
 	}
 	fail.Store(sent[0].ID, true)
 	fail.Store(sent[3].ID, true)
-	w, err := worker.New(pool, testConfig(), worker.Options{})
+	w, err := worker.New(pool, testConfig().Worker(), worker.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

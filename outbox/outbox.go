@@ -25,7 +25,6 @@ import (
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/workq/workq/config"
 	"github.com/workq/workq/db/gen"
 	"github.com/workq/workq/internal/notify"
 	"github.com/workq/workq/internal/otelx"
@@ -84,7 +83,7 @@ type ClientOptions struct {
 	MaxAttempts    int           // default max attempts of messages that do not set one (4)
 	NotifyDebounce time.Duration // at most one NOTIFY per queue per this (5ms); negative disables NOTIFY
 	// MaxPayloadBytes limits a payload, in bytes of JSON text: 0 means
-	// config.DefaultMaxPayload (1 MiB), at most config.MaxPayloadCeiling.
+	// workqtype.DefaultMaxPayload (1 MiB), at most workqtype.MaxPayloadCeiling.
 	MaxPayloadBytes int
 	// TracerProvider makes the send spans (workq.enqueue): every Send or
 	// SendMany is one span, and while it is recording each message
@@ -110,15 +109,14 @@ type Client struct {
 
 // NewClient returns a Client.
 func NewClient(o ClientOptions) *Client {
-	d := config.Default()
 	if o.MaxAttempts == 0 {
-		o.MaxAttempts = d.MaxAttempts
+		o.MaxAttempts = workqtype.DefaultMaxAttempts
 	}
 	if o.NotifyDebounce == 0 {
-		o.NotifyDebounce = d.NotifyDebounce
+		o.NotifyDebounce = workqtype.DefaultNotifyDebounce
 	}
 	if o.MaxPayloadBytes == 0 {
-		o.MaxPayloadBytes = d.MaxPayload
+		o.MaxPayloadBytes = workqtype.DefaultMaxPayload
 	}
 	return &Client{maxAttempts: o.MaxAttempts, maxPayload: o.MaxPayloadBytes, notify: notify.New(o.NotifyDebounce),
 		tracer: otelx.Tracer(o.TracerProvider), propagator: otelx.Propagator(o.Propagator)}

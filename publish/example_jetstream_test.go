@@ -54,7 +54,7 @@ func ExampleNewJetStream() {
 	if err := router.Handle("orders.created", pub.Handle); err != nil {
 		panic(err)
 	}
-	w, err := worker.New(pool, config.Default(), worker.Options{})
+	w, err := worker.New(pool, config.Default().Worker(), worker.Options{})
 	if err != nil {
 		panic(err)
 	}

@@ -64,7 +64,7 @@ func ExampleNewWebhook() {
 	if err := router.Handle("orders.created", hook.Handle); err != nil {
 		panic(err)
 	}
-	w, err := worker.New(pool, config.Default(), worker.Options{})
+	w, err := worker.New(pool, config.Default().Worker(), worker.Options{})
 	if err != nil {
 		panic(err)
 	}

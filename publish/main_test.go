@@ -42,7 +42,7 @@ func startRelay(t testing.TB, pool *pgxpool.Pool, cfg config.Config, handlers ma
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
-	w, err := worker.New(pool, cfg, o)
+	w, err := worker.New(pool, cfg.Worker(), o)
 	if err != nil {
 		t.Fatal(err)
 	}

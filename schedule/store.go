@@ -16,7 +16,6 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/workq/workq/config"
 	"github.com/workq/workq/db/gen"
 	"github.com/workq/workq/workqtype"
 )
@@ -132,7 +131,7 @@ type StoreOptions struct {
 	// Clock is "now" for computing next run times; nil uses the database
 	// clock (the one the scheduler and the lease engine use).
 	Clock func() time.Time
-	// MaxPayloadBytes limits a schedule's payload (0: config.DefaultMaxPayload).
+	// MaxPayloadBytes limits a schedule's payload (0: workqtype.DefaultMaxPayload).
 	MaxPayloadBytes int
 }
 
@@ -146,7 +145,7 @@ type Store struct {
 // NewStore returns a Store.
 func NewStore(o StoreOptions) *Store {
 	if o.MaxPayloadBytes == 0 {
-		o.MaxPayloadBytes = config.DefaultMaxPayload
+		o.MaxPayloadBytes = workqtype.DefaultMaxPayload
 	}
 	return &Store{clock: o.Clock, maxPayload: o.MaxPayloadBytes}
 }

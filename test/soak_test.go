@@ -315,7 +315,7 @@ func (s *soakWorker) start(t *testing.T) {
 	cfg := config.Default()
 	cfg.WorkerID = fmt.Sprintf("soak-inproc-%d", s.n)
 	cfg.Lease = s.lease
-	w, err := worker.New(s.pool, cfg, worker.Options{})
+	w, err := worker.New(s.pool, cfg.Worker(), worker.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -31,7 +31,7 @@ func Example() {
 	}); err != nil {
 		panic(err)
 	}
-	w, err := worker.New(pool, config.Default(), worker.Options{})
+	w, err := worker.New(pool, config.Default().Worker(), worker.Options{})
 	if err != nil {
 		panic(err)
 	}

@@ -19,7 +19,6 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/workq/workq/config"
 	"github.com/workq/workq/db/gen"
 	"github.com/workq/workq/internal/notify"
 	"github.com/workq/workq/lease"
@@ -93,18 +92,17 @@ type ClientOptions struct {
 
 // NewClient returns a Client.
 func NewClient(o ClientOptions) *Client {
-	d := config.Default()
 	if o.MaxAttempts == 0 {
-		o.MaxAttempts = d.MaxAttempts
+		o.MaxAttempts = workqtype.DefaultMaxAttempts
 	}
 	if o.NotifyDebounce == 0 {
-		o.NotifyDebounce = d.NotifyDebounce
+		o.NotifyDebounce = workqtype.DefaultNotifyDebounce
 	}
 	if o.MaxPayloadBytes == 0 {
-		o.MaxPayloadBytes = d.MaxPayload
+		o.MaxPayloadBytes = workqtype.DefaultMaxPayload
 	}
 	if o.NotifyWithin == 0 {
-		o.NotifyWithin = d.Poll
+		o.NotifyWithin = time.Second // the worker's default poll interval
 	}
 	if o.NotifyWithin < 0 {
 		o.NotifyWithin = 0

@@ -396,7 +396,7 @@ func testConfig() config.Config {
 
 func startWorker(t *testing.T, pool *pgxpool.Pool, cfg config.Config, src worker.Source) {
 	t.Helper()
-	w, err := worker.New(pool, cfg, worker.Options{})
+	w, err := worker.New(pool, cfg.Worker(), worker.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

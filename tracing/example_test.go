@@ -30,7 +30,7 @@ func Example() {
 
 	cfg := config.Default()
 	cfg.Queues = []string{"email"}
-	w, err := worker.New(pool, cfg, worker.Options{Observer: tracing.NewObserver(tracing.Options{TracerProvider: tp})})
+	w, err := worker.New(pool, cfg.Worker(), worker.Options{Observer: tracing.NewObserver(tracing.Options{TracerProvider: tp})})
 	if err != nil {
 		panic(err)
 	}

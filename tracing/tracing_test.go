@@ -81,7 +81,7 @@ func TestTraceFromProducerToHandler(t *testing.T) {
 	// The worker: job runs and the outbox relay on queue tq.
 	cfg := config.Default()
 	cfg.Queues = []string{"tq"}
-	w, err := worker.New(pool, cfg, worker.Options{Observer: tracing.NewObserver(tracing.Options{TracerProvider: tp})})
+	w, err := worker.New(pool, cfg.Worker(), worker.Options{Observer: tracing.NewObserver(tracing.Options{TracerProvider: tp})})
 	if err != nil {
 		t.Fatal(err)
 	}

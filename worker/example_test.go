@@ -23,7 +23,7 @@ func Example() {
 
 	cfg := config.Default()
 	cfg.Queues = []string{"email"}
-	w, err := worker.New(pool, cfg, worker.Options{})
+	w, err := worker.New(pool, cfg.Worker(), worker.Options{})
 	if err != nil {
 		panic(err)
 	}
@@ -63,7 +63,7 @@ func ExampleWorker_AddSource() {
 	defer cleanup()
 	ctx := context.Background()
 
-	w, err := worker.New(pool, config.Default(), worker.Options{})
+	w, err := worker.New(pool, config.Default().Worker(), worker.Options{})
 	if err != nil {
 		panic(err)
 	}
@@ -106,7 +106,7 @@ func ExampleWorker_Stop() {
 
 	cfg := config.Default()
 	cfg.DrainTimeout = 100 * time.Millisecond
-	w, err := worker.New(pool, cfg, worker.Options{})
+	w, err := worker.New(pool, cfg.Worker(), worker.Options{})
 	if err != nil {
 		panic(err)
 	}

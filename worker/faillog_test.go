@@ -38,7 +38,7 @@ func TestFailingWebhookIsLogged(t *testing.T) {
 	cfg := config.Default()
 	cfg.Queues = []string{"hooks"}
 	results := make(chan worker.Result, 20)
-	w, err := worker.New(pool, cfg, worker.Options{Logger: slog.New(slog.NewJSONHandler(&buf, nil)),
+	w, err := worker.New(pool, cfg.Worker(), worker.Options{Logger: slog.New(slog.NewJSONHandler(&buf, nil)),
 		OnResult: func(r worker.Result) { results <- r }})
 	if err != nil {
 		t.Fatal(err)

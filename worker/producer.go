@@ -386,7 +386,7 @@ func (p *producer) run(ctx context.Context) {
 				if more = got == n; more {
 					// The queue likely has more: claim again at once (reaping
 					// first when it is due, or a busy queue would never reap).
-					if cfg.Reclaim && time.Since(lastReclaim) >= reclaimEvery {
+					if !cfg.NoReclaim && time.Since(lastReclaim) >= reclaimEvery {
 						lastReclaim = time.Now()
 						p.reclaim(ctx)
 					}
@@ -398,7 +398,7 @@ func (p *producer) run(ctx context.Context) {
 		// Reap the queue's expired leases while there is nothing to claim, so
 		// that a notified job never waits for it; rows it requeues are claimed
 		// at once.
-		if cfg.Reclaim && time.Since(lastReclaim) >= reclaimEvery {
+		if !cfg.NoReclaim && time.Since(lastReclaim) >= reclaimEvery {
 			lastReclaim = time.Now()
 			if p.reclaim(ctx) > 0 {
 				hint = true
@@ -496,7 +496,7 @@ func (p *producer) claim(ctx context.Context, n int) (int, error) {
 		return 0, err // nothing was sent
 	}
 	backend := conn.Conn().PgConn().PID()
-	params := lease.ClaimParams{Queue: p.queue, Max: n, Lease: cfg.Lease, WorkerID: cfg.WorkerID}
+	params := lease.ClaimParams{Queue: p.queue, Max: n, Lease: cfg.Lease, WorkerID: cfg.ID}
 	if p.src.ClaimOptions != nil {
 		cc := ClaimContext{Queue: p.queue, Prev: p.prev, Woken: p.woken}
 		p.mu.Lock()
@@ -626,7 +626,7 @@ func (p *producer) execute(a *attempt) {
 		return
 	}
 	cfg := p.w.cfg
-	rec := p.w.runs.begin(&a.item, cfg.WorkerID, p.w.log)
+	rec := p.w.runs.begin(&a.item, cfg.ID, p.w.log)
 	a.setRecord(rec.end)
 	job := &Job{Item: a.item, base: p.w.log, file: rec.file}
 	ctx := a.ctx

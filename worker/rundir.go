@@ -20,7 +20,7 @@ import (
 // outcome) and attempt.log (what the handler logged through Job.Logger),
 // directories 0700 and files 0600 (they hold payloads and owner tokens).
 // Directories are kept whatever the outcome; the worker prunes them after
-// config.RetainRuns (rundir_prune.go).
+// Config.RetainRuns (rundir_prune.go).
 type runArchive struct {
 	dir string
 }

@@ -56,7 +56,7 @@ type rtWorker struct {
 // the test).
 func startWorker(t *testing.T, pool *pgxpool.Pool, cfg config.Config, o worker.Options, handlers map[string]worker.HandlerFunc) *rtWorker {
 	t.Helper()
-	w, err := worker.New(pool, cfg, o)
+	w, err := worker.New(pool, cfg.Worker(), o)
 	if err != nil {
 		t.Fatalf("worker.New: %v", err)
 	}

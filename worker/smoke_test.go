@@ -29,7 +29,7 @@ func TestSmokeBurnDown(t *testing.T) {
 	cfg.Batch, cfg.Concurrency = 500, 1000
 	var done atomic.Int64
 	finished := make(chan struct{})
-	w, err := worker.New(pool, cfg, worker.Options{OnResult: func(r worker.Result) {
+	w, err := worker.New(pool, cfg.Worker(), worker.Options{OnResult: func(r worker.Result) {
 		if r.Applied && done.Add(1) == n {
 			close(finished)
 		}

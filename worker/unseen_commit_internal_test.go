@@ -20,7 +20,6 @@ import (
 
 	"github.com/workq/workq/internal/jobq"
 
-	"github.com/workq/workq/config"
 	"github.com/workq/workq/db/gen"
 	"github.com/workq/workq/internal/testdb"
 	"github.com/workq/workq/lease"
@@ -28,9 +27,8 @@ import (
 
 var errAnswerLost = errors.New("read tcp: connection reset by peer (injected: the statement committed, its answer was lost)")
 
-func faultConfig(t *testing.T, id string) config.Config {
-	cfg := config.Default()
-	cfg.WorkerID = id
+func faultConfig(t *testing.T, id string) Config {
+	cfg := Config{ID: id}
 	cfg.Concurrency, cfg.Batch = 10, 10
 	cfg.Poll = 50 * time.Millisecond
 	cfg.RunsDir = t.TempDir()

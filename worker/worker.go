@@ -19,7 +19,6 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/workq/workq/config"
 	"github.com/workq/workq/lease"
 	"github.com/workq/workq/workqtype"
 )
@@ -84,7 +83,7 @@ type ClaimContext struct {
 // Worker runs the sources registered on it.
 type Worker struct {
 	pool     *pgxpool.Pool
-	cfg      config.Config
+	cfg      Config // with defaults applied
 	log      *slog.Logger
 	onResult func(Result)
 	obs      Observer // nil: none
@@ -132,12 +131,14 @@ const handlerGrace = 2 * time.Second
 // has already stopped.
 var ErrNotRunning = errors.New("worker not running")
 
-// New validates cfg and returns a worker. Register handlers (and sources),
-// then Start or Run.
-func New(pool *pgxpool.Pool, cfg config.Config, o Options) (*Worker, error) {
+// New validates cfg and returns a worker; zero fields of cfg take their
+// defaults (DefaultConfig). Register handlers (and sources), then Start or
+// Run.
+func New(pool *pgxpool.Pool, cfg Config, o Options) (*Worker, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("worker config: %w", err)
 	}
+	cfg = cfg.withDefaults()
 	log := o.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -317,7 +318,7 @@ func (w *Worker) Start(ctx context.Context) error {
 		go func() { defer r.loops.Done(); p.run(r.claimCtx) }()
 	}
 	w.state, w.run = stateRunning, r
-	w.log.Info("worker started", "worker_id", w.cfg.WorkerID, "sources", describe(sources),
+	w.log.Info("worker started", "worker_id", w.cfg.ID, "sources", describe(sources),
 		"concurrency", w.cfg.Concurrency, "batch", w.cfg.Batch, "lease", w.cfg.Lease, "poll_only", w.cfg.PollOnly)
 	return nil
 }

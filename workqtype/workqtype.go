@@ -8,6 +8,9 @@ package workqtype
 import (
 	"context"
 	"errors"
+	"fmt"
+	"os"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -47,3 +50,16 @@ func Invalid(field, msg string) error { return &ValidationError{Field: field, Ms
 // NotifyChannel is the LISTEN/NOTIFY channel of a work table; the payload is
 // the queue name.
 func NotifyChannel(table string) string { return "workq_" + table }
+
+// The defaults every enqueue path shares (jobs, outbox, inbox, timers).
+const (
+	DefaultMaxAttempts    = 4                    // attempts of an item that sets none
+	DefaultNotifyDebounce = 5 * time.Millisecond // at most one NOTIFY per queue per this
+)
+
+// DefaultOwner is the default identity of a worker or lock holder:
+// "<hostname>-<pid>".
+func DefaultOwner() string {
+	host, _ := os.Hostname()
+	return fmt.Sprintf("%s-%d", host, os.Getpid())
+}

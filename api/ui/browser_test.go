@@ -178,7 +178,7 @@ func TestDashboardInBrowser(t *testing.T) {
 	var broken atomic.Bool
 	cfg := config.Default()
 	cfg.Queues, cfg.RunsDir, cfg.Poll, cfg.WorkerID = []string{"web"}, runsDir, 100*time.Millisecond, "browser-test-worker"
-	w, err := worker.New(pool, cfg, worker.Options{})
+	w, err := worker.New(pool, cfg.Worker(), worker.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -28,7 +28,7 @@ func archived(t *testing.T, pool *pgxpool.Pool, runsDir string, n int) (ids []in
 	ctx := context.Background()
 	cfg := config.Default()
 	cfg.Queues, cfg.RunsDir, cfg.Poll, cfg.WorkerID = []string{"logs"}, runsDir, 100*time.Millisecond, "rundir-test-worker"
-	w, err := worker.New(pool, cfg, worker.Options{})
+	w, err := worker.New(pool, cfg.Worker(), worker.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -257,7 +257,7 @@ type bench struct {
 // run starts a worker with a no-op handler that records pickup latency and
 // counts committed completions.
 func (b *bench) run(ctx context.Context, cfg config.Config) (*worker.Worker, chan error, error) {
-	w, err := worker.New(b.pool, cfg, worker.Options{OnResult: func(r worker.Result) {
+	w, err := worker.New(b.pool, cfg.Worker(), worker.Options{OnResult: func(r worker.Result) {
 		if r.Applied && r.Status == lease.StatusDone {
 			b.done.Add(1)
 		}

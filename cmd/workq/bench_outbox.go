@@ -54,7 +54,7 @@ func (b *bench) burnDownOutbox(ctx context.Context, cfg config.Config, n, keys i
 		}
 		return nil
 	})
-	w, err := worker.New(b.pool, cfg, worker.Options{OnResult: func(r worker.Result) {
+	w, err := worker.New(b.pool, cfg.Worker(), worker.Options{OnResult: func(r worker.Result) {
 		if r.Applied && r.Status == lease.StatusDone {
 			b.done.Add(1)
 		}

@@ -97,7 +97,7 @@ docs/timers.md); --inbox and --timers are refused here for that reason.`,
 // returned function closes the publishers' connections; call it after the
 // worker stopped. obs (may be nil) observes it.
 func newCLIWorker(pool *pgxpool.Pool, cfg config.Config, log *slog.Logger, k workKinds, obs *observability) (*worker.Worker, func(), error) {
-	w, err := worker.New(pool, cfg, worker.Options{Logger: log, Observer: obs.workerObserver()})
+	w, err := worker.New(pool, cfg.Worker(), worker.Options{Logger: log, Observer: obs.workerObserver()})
 	if err != nil {
 		return nil, nil, err
 	}

@@ -111,7 +111,7 @@ func run(ctx context.Context, log *slog.Logger, dsn, runFor string) error {
 		return fmt.Errorf("create example_orders: %w", err)
 	}
 
-	w, err := worker.New(pool, cfg, worker.Options{Logger: log})
+	w, err := worker.New(pool, cfg.Worker(), worker.Options{Logger: log})
 	if err != nil {
 		return err
 	}

@@ -164,7 +164,7 @@ func run(ctx context.Context, s settings, log *slog.Logger, ln net.Listener) err
 	}
 
 	svc := newService(pool, s, log)
-	w, err := worker.New(pool, cfg, worker.Options{Logger: log})
+	w, err := worker.New(pool, cfg.Worker(), worker.Options{Logger: log})
 	if err != nil {
 		return err
 	}

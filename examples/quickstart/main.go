@@ -42,7 +42,7 @@ func main() {
 	}
 
 	// The worker claims, heartbeats, retries and archives each attempt.
-	w, err := worker.New(pool, config.Default(), worker.Options{})
+	w, err := worker.New(pool, config.Default().Worker(), worker.Options{})
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -16,7 +16,6 @@ import (
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/workq/workq/config"
 	"github.com/workq/workq/db/gen"
 	"github.com/workq/workq/internal/notify"
 	"github.com/workq/workq/internal/otelx"
@@ -62,7 +61,7 @@ type Options struct {
 	MaxAttempts    int           // default max attempts of jobs that do not set one (4)
 	NotifyDebounce time.Duration // at most one NOTIFY per queue per this (5ms); negative disables NOTIFY
 	// MaxPayloadBytes limits a job's payload, in bytes of JSON text: 0 means
-	// config.DefaultMaxPayload (1 MiB), at most config.MaxPayloadCeiling
+	// workqtype.DefaultMaxPayload (1 MiB), at most workqtype.MaxPayloadCeiling
 	// (256 MiB). There is no "unlimited": a negative or larger value makes
 	// every Validate and Enqueue fail with an error wrapping ErrInvalid.
 	MaxPayloadBytes int
@@ -79,15 +78,14 @@ type Options struct {
 
 // New returns a Client.
 func New(o Options) *Client {
-	d := config.Default()
 	if o.MaxAttempts == 0 {
-		o.MaxAttempts = d.MaxAttempts
+		o.MaxAttempts = workqtype.DefaultMaxAttempts
 	}
 	if o.NotifyDebounce == 0 {
-		o.NotifyDebounce = d.NotifyDebounce
+		o.NotifyDebounce = workqtype.DefaultNotifyDebounce
 	}
 	if o.MaxPayloadBytes == 0 {
-		o.MaxPayloadBytes = d.MaxPayload
+		o.MaxPayloadBytes = workqtype.DefaultMaxPayload
 	}
 	return &Client{maxAttempts: o.MaxAttempts, maxPayload: o.MaxPayloadBytes, notify: notify.New(o.NotifyDebounce),
 		tracer: otelx.Tracer(o.TracerProvider), propagator: otelx.Propagator(o.Propagator)}

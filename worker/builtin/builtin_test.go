@@ -63,7 +63,7 @@ func startWorker(t *testing.T, cfg config.Config) *pgxpool.Pool {
 			t.Logf("worker log:\n%s", logs.String())
 		}
 	})
-	w, err := worker.New(pool, cfg, worker.Options{Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
+	w, err := worker.New(pool, cfg.Worker(), worker.Options{Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,155 @@
+package workq
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/workq/workq/worker"
+)
+
+// Args are the arguments of a typed job: a struct (or any value that
+// encodes to a JSON object) whose Kind names the job's kind. Its JSON
+// encoding is the job's payload; its worker receives it decoded.
+//
+//	type EmailArgs struct{ To string `json:"to"` }
+//	func (EmailArgs) Kind() string { return "email.send" }
+type Args interface {
+	Kind() string
+}
+
+// ArgsWithOpts is Args that set their own enqueue defaults (queue,
+// priority, max attempts, dedup key...). Options given to Enqueue win
+// over them field by field.
+type ArgsWithOpts interface {
+	Args
+	EnqueueOpts() EnqueueOpts
+}
+
+// RawArgs are untyped job arguments: a kind and its payload (a struct or
+// map to marshal, or raw JSON as json.RawMessage or []byte; nil is {}).
+// They are for code that routes by kind name, as the CLI and the HTTP API
+// do; typed Args are the usual way.
+type RawArgs struct {
+	KindName string
+	Payload  any
+}
+
+// Kind returns KindName.
+func (r RawArgs) Kind() string { return r.KindName }
+
+// EnqueueOpts are how a job is enqueued; zero fields take the Args'
+// EnqueueOpts, then the Client's defaults.
+type EnqueueOpts struct {
+	Queue       string        // default "default"
+	Priority    int16         // higher runs first
+	RunAt       time.Time     // not before this time (zero: now + Delay)
+	Delay       time.Duration // not before now + Delay (measured on the database clock)
+	MaxAttempts int           // 0: the Client's default (4)
+	// DedupKey: while a run with this key is ready or running, Enqueue
+	// returns it (Enqueued.Duplicate) instead of adding another.
+	DedupKey string
+}
+
+// merge returns o with its zero fields taken from d.
+func (o EnqueueOpts) merge(d EnqueueOpts) EnqueueOpts {
+	if o.Queue == "" {
+		o.Queue = d.Queue
+	}
+	if o.Priority == 0 {
+		o.Priority = d.Priority
+	}
+	if o.RunAt.IsZero() && o.Delay == 0 {
+		o.RunAt, o.Delay = d.RunAt, d.Delay
+	}
+	if o.MaxAttempts == 0 {
+		o.MaxAttempts = d.MaxAttempts
+	}
+	if o.DedupKey == "" {
+		o.DedupKey = d.DedupKey
+	}
+	return o
+}
+
+// Job is one attempt of a typed job, as its worker sees it.
+type Job[T Args] struct {
+	ID          int64
+	Kind        string
+	Queue       string
+	Args        T
+	Attempt     int // 1 on the first attempt
+	MaxAttempts int
+	Priority    int16
+	RunAt       time.Time // when it became due
+	CreatedAt   time.Time
+
+	raw *worker.Job
+}
+
+// Logger returns the attempt's logger: its records carry the job's
+// identity and, with a runs directory, also go to the attempt's log file.
+func (j *Job[T]) Logger() *slog.Logger {
+	if j.raw == nil {
+		return slog.New(slog.DiscardHandler)
+	}
+	return j.raw.Logger()
+}
+
+// Worker works the jobs of one Args type. Its result is the attempt's: nil
+// completes the job, an error retries it with backoff until its attempts
+// are used up, Permanent(err) fails it at once, Snooze(d) runs it again
+// after d without using an attempt.
+//
+// A Worker may also implement Timeout(*Job[T]) time.Duration to bound
+// each attempt (zero or negative: the Client's default), instead of the
+// Client's one timeout for every kind.
+type Worker[T Args] interface {
+	Work(ctx context.Context, job *Job[T]) error
+}
+
+// WorkFunc makes a Worker of a function.
+func WorkFunc[T Args](f func(ctx context.Context, job *Job[T]) error) Worker[T] {
+	return workFunc[T](f)
+}
+
+type workFunc[T Args] func(ctx context.Context, job *Job[T]) error
+
+func (f workFunc[T]) Work(ctx context.Context, job *Job[T]) error { return f(ctx, job) }
+
+// timeouter is the optional per-kind timeout of a Worker.
+type timeouter[T Args] interface {
+	Timeout(job *Job[T]) time.Duration
+}
+
+// AddWorker registers w for the kind of T's Args on ws. It panics if the
+// kind is not a valid name or already has a worker: both are programming
+// errors found at start-up. AddWorkerSafely returns them instead.
+func AddWorker[T Args](ws *Workers, w Worker[T]) {
+	if err := AddWorkerSafely(ws, w); err != nil {
+		panic(err)
+	}
+}
+
+// AddWorkerSafely is AddWorker returning its error.
+func AddWorkerSafely[T Args](ws *Workers, w Worker[T]) error {
+	var zero T
+	kind := zero.Kind()
+	tw, hasTimeout := w.(timeouter[T])
+	return ws.addJob(kind, func(ctx context.Context, raw *worker.Job) error {
+		job := &Job[T]{ID: raw.ID, Kind: raw.Kind, Queue: raw.Queue, Attempt: int(raw.Attempt), MaxAttempts: int(raw.MaxAttempts),
+			Priority: raw.Priority, RunAt: raw.RunAt, CreatedAt: raw.CreatedAt, raw: raw}
+		if err := json.Unmarshal(raw.Payload, &job.Args); err != nil {
+			return worker.Permanent(fmt.Errorf("decode args of job %d (%s): %w", raw.ID, kind, err))
+		}
+		if hasTimeout {
+			if d := tw.Timeout(job); d > 0 {
+				var cancel context.CancelFunc
+				ctx, cancel = context.WithTimeout(ctx, d)
+				defer cancel()
+			}
+		}
+		return w.Work(ctx, job)
+	})
+}

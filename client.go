@@ -1,0 +1,333 @@
+// Package workq is the front door of workq, durable background work in
+// PostgreSQL: one Client enqueues the four kinds of work (job runs, outbox
+// messages, inbox messages and timers; on the pool or in the caller's
+// pgx.Tx), runs the workers registered for them, and runs leader-elected
+// maintenance and the observers, with one Start and one bounded Stop.
+//
+//	workers := workq.NewWorkers()
+//	workq.AddWorker(workers, workq.WorkFunc(func(ctx context.Context, job *workq.Job[EmailArgs]) error {
+//		return send(ctx, job.Args.To)
+//	}))
+//	client, err := workq.NewClient(pool, workq.Config{Workers: workers})
+//	...
+//	client.Start(ctx)
+//	client.Enqueue(ctx, EmailArgs{To: "ann@example.com"}, nil)
+//	...
+//	client.Stop(ctx)
+//
+// Feature packages (outbox, inbox, timers, schedule) hold each kind's
+// message types and its operator functions; workqtype holds the types every
+// package shares; admin, api and metrics serve operators.
+package workq
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/workq/workq/inbox"
+	"github.com/workq/workq/internal/jobq"
+	"github.com/workq/workq/maintain"
+	"github.com/workq/workq/metrics"
+	"github.com/workq/workq/outbox"
+	"github.com/workq/workq/schedule"
+	"github.com/workq/workq/timers"
+	"github.com/workq/workq/tracing"
+	"github.com/workq/workq/worker"
+	"github.com/workq/workq/workqtype"
+)
+
+// ErrInvalid is matched (errors.Is) by every error that rejects a request
+// as invalid, from any workq package: the request changed nothing.
+var ErrInvalid = workqtype.ErrInvalid
+
+// ValidationError is the error of an invalid request; see
+// workqtype.ValidationError.
+type ValidationError = workqtype.ValidationError
+
+// DB is what a statement runs on: a *pgxpool.Pool, a *pgx.Conn or a
+// pgx.Tx.
+type DB = workqtype.DB
+
+// Permanent marks a handler's error as final: the item fails at once,
+// whatever attempts it has left.
+func Permanent(err error) error { return worker.Permanent(err) }
+
+// Snooze makes a handler's item run again after d without using an
+// attempt.
+func Snooze(d time.Duration) error { return worker.Snooze(d) }
+
+// ErrLeaseLost is the cause (context.Cause) of a handler context cancelled
+// because this worker no longer holds the item's lease; the handler's
+// result is then discarded.
+var ErrLeaseLost = worker.ErrLeaseLost
+
+// Config configures a Client. The zero Config is a working one: it
+// enqueues, and runs maintenance; add Workers to work.
+type Config struct {
+	Logger  *slog.Logger // default: discard
+	Workers *Workers     // what this Client works; nil or empty: it only enqueues
+	// Worker is the runtime's settings (concurrency, batch, lease, poll,
+	// drain...); Worker.Queues are the job-run queues worked. Zero fields
+	// take worker.DefaultConfig's values.
+	Worker worker.Config
+	// OutboxQueues, InboxQueues and TimerQueues are the queues whose
+	// outbox messages, inbox messages and timers this Client's handlers
+	// work; default ["default"].
+	OutboxQueues, InboxQueues, TimerQueues []string
+	Relay                                  outbox.RelayOptions // the outbox relay's options
+	// MaxAttempts is the default max attempts of enqueued items that set
+	// none (4); MaxPayloadBytes limits every payload (1 MiB, at most
+	// 256 MiB); NotifyDebounce sends at most one NOTIFY per queue per this
+	// (5ms; negative: none).
+	MaxAttempts     int
+	MaxPayloadBytes int
+	NotifyDebounce  time.Duration
+	Maintenance     MaintenanceConfig
+	// Metrics, when set, is told about the worker and maintenance (and
+	// serves them through its Handler). Nil: no metrics.
+	Metrics *metrics.Metrics
+	// TracerProvider, when set, traces enqueues and handler runs (spans
+	// workq.enqueue and workq.process, linked through the item). Nil: the
+	// global provider for enqueue spans, and no handler spans.
+	TracerProvider trace.TracerProvider
+	// Observer is told what the worker runtime does, in addition to
+	// Metrics and tracing; OnResult is called once per finished attempt.
+	Observer worker.Observer
+	OnResult func(worker.Result)
+}
+
+// Client is workq's front door. It is safe for concurrent use; share one
+// per process so NOTIFY debouncing works across goroutines.
+type Client struct {
+	pool   *pgxpool.Pool
+	log    *slog.Logger
+	jobs   *jobq.Client
+	outbox *outbox.Client
+	inbox  *inbox.Client
+	timers *timers.Client
+	sched  *schedule.Store
+	worker *worker.Worker    // nil: nothing to work
+	maint  *maintain.Service // nil: Maintenance.Disabled
+
+	mu      sync.Mutex
+	started bool
+}
+
+// NewClient validates cfg and returns a Client on pool.
+func NewClient(pool *pgxpool.Pool, cfg Config) (*Client, error) {
+	if pool == nil {
+		return nil, errors.New("workq: NewClient needs a pool")
+	}
+	if err := errors.Join(cfg.Worker.Validate(), cfg.Maintenance.Validate()); err != nil {
+		return nil, fmt.Errorf("workq config: %w", err)
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	c := &Client{pool: pool, log: log}
+	c.jobs = jobq.New(jobq.Options{MaxAttempts: cfg.MaxAttempts, NotifyDebounce: cfg.NotifyDebounce,
+		MaxPayloadBytes: cfg.MaxPayloadBytes, TracerProvider: cfg.TracerProvider})
+	c.outbox = outbox.NewClient(outbox.ClientOptions{MaxAttempts: cfg.MaxAttempts, NotifyDebounce: cfg.NotifyDebounce,
+		MaxPayloadBytes: cfg.MaxPayloadBytes, TracerProvider: cfg.TracerProvider})
+	c.inbox = inbox.NewClient(inbox.ClientOptions{MaxAttempts: cfg.MaxAttempts, NotifyDebounce: cfg.NotifyDebounce,
+		MaxPayloadBytes: cfg.MaxPayloadBytes})
+	c.timers = timers.NewClient(timers.ClientOptions{MaxAttempts: cfg.MaxAttempts, NotifyDebounce: cfg.NotifyDebounce,
+		MaxPayloadBytes: cfg.MaxPayloadBytes})
+	c.sched = schedule.NewStore(schedule.StoreOptions{MaxPayloadBytes: cfg.MaxPayloadBytes})
+
+	var observers []worker.Observer
+	if cfg.Metrics != nil {
+		observers = append(observers, cfg.Metrics.Worker())
+		if cfg.Maintenance.Observer == nil {
+			cfg.Maintenance.Observer = cfg.Metrics.Maintenance()
+		}
+	}
+	if cfg.TracerProvider != nil {
+		observers = append(observers, tracing.NewObserver(tracing.Options{TracerProvider: cfg.TracerProvider}))
+	}
+	observers = append(observers, cfg.Observer)
+	wcfg := cfg.Worker
+	if cfg.Workers != nil && !cfg.Workers.empty() {
+		w, err := newWorker(pool, cfg, worker.Options{Logger: log, Observer: worker.Observers(observers...), OnResult: cfg.OnResult})
+		if err != nil {
+			return nil, err
+		}
+		c.worker = w
+		if cfg.Metrics != nil {
+			cfg.Metrics.Watch(w)
+		}
+	}
+	if !cfg.Maintenance.Disabled {
+		lease := wcfg.Lease
+		if lease == 0 {
+			lease = worker.DefaultConfig().Lease
+		}
+		owner := wcfg.ID
+		if owner == "" {
+			owner = workqtype.DefaultOwner()
+		}
+		m, err := newMaintenance(pool, cfg.Maintenance.withDefaults(), owner, lease, log)
+		if err != nil {
+			return nil, err
+		}
+		c.maint = m
+	}
+	return c, nil
+}
+
+// newWorker returns the runtime with a source for each kind of work that
+// has handlers.
+func newWorker(pool *pgxpool.Pool, cfg Config, o worker.Options) (*worker.Worker, error) {
+	ws := cfg.Workers
+	w, err := worker.New(pool, cfg.Worker, o)
+	if err != nil {
+		return nil, err
+	}
+	for kind, h := range ws.jobs {
+		if err := w.Register(kind, h); err != nil {
+			return nil, err
+		}
+	}
+	queues := func(q []string) []string {
+		if len(q) == 0 {
+			return []string{"default"}
+		}
+		return q
+	}
+	if ws.hasOutbox() {
+		relay := outbox.NewRelay(cfg.Relay)
+		for topic, h := range ws.outbox {
+			if err := relay.Handle(topic, h.h, h.opts...); err != nil {
+				return nil, err
+			}
+		}
+		if ws.outboxDefault != nil {
+			relay.HandleDefault(ws.outboxDefault)
+		}
+		if err := w.AddSource(relay.Source(queues(cfg.OutboxQueues)...)); err != nil {
+			return nil, err
+		}
+	}
+	if ws.hasInbox() {
+		p := inbox.NewProcessor()
+		for topic, h := range ws.inbox {
+			if err := p.Handle(topic, h); err != nil {
+				return nil, err
+			}
+		}
+		if ws.inboxDefault != nil {
+			p.HandleDefault(ws.inboxDefault)
+		}
+		if err := w.AddSource(p.Source(queues(cfg.InboxQueues)...)); err != nil {
+			return nil, err
+		}
+	}
+	if ws.hasTimers() {
+		p := timers.NewProcessor()
+		for topic, h := range ws.timers {
+			if err := p.Handle(topic, h); err != nil {
+				return nil, err
+			}
+		}
+		if ws.timersDefault != nil {
+			p.HandleDefault(ws.timersDefault)
+		}
+		if err := w.AddSource(p.Source(queues(cfg.TimerQueues)...)); err != nil {
+			return nil, err
+		}
+	}
+	return w, nil
+}
+
+// ErrNotRunning is returned by Stop when the Client was never started or
+// has already stopped.
+var ErrNotRunning = errors.New("workq: client not running")
+
+// Start starts the worker (when there are handlers) and the maintenance
+// (unless disabled) and returns at once; ctx is used only while starting.
+func (c *Client) Start(ctx context.Context) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.started {
+		return errors.New("workq: client already started")
+	}
+	if c.worker != nil {
+		if err := c.worker.Start(ctx); err != nil {
+			return err
+		}
+	}
+	if c.maint != nil {
+		if err := c.maint.Start(ctx); err != nil {
+			if c.worker != nil {
+				_ = c.worker.Stop(context.WithoutCancel(ctx))
+			}
+			return err
+		}
+	}
+	c.started = true
+	return nil
+}
+
+// Stop stops claiming, lets in-flight handlers finish for the worker's
+// drain timeout (or until ctx ends), releases the rest, flushes every
+// completion and ends the maintenance. It returns within the drain timeout
+// plus worker.StopBound, whatever the database does.
+func (c *Client) Stop(ctx context.Context) error {
+	c.mu.Lock()
+	started := c.started
+	c.started = false
+	c.mu.Unlock()
+	if !started {
+		return ErrNotRunning
+	}
+	var errs []error
+	if c.worker != nil {
+		if err := c.worker.Stop(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("stop worker: %w", err))
+		}
+	}
+	if c.maint != nil {
+		if err := c.maint.Stop(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("stop maintenance: %w", err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Run starts the Client, runs until ctx ends, then stops it (see Stop).
+func (c *Client) Run(ctx context.Context) error {
+	if err := c.Start(context.WithoutCancel(ctx)); err != nil {
+		return err
+	}
+	<-ctx.Done()
+	return c.Stop(context.Background())
+}
+
+// Stats returns the worker's counters (zero without handlers).
+func (c *Client) Stats() worker.Stats {
+	if c.worker == nil {
+		return worker.Stats{}
+	}
+	return c.worker.Stats()
+}
+
+// Worker returns the runtime under the Client (nil when it has no
+// handlers), for metrics and tests.
+func (c *Client) Worker() *worker.Worker { return c.worker }
+
+// Maintenance returns the maintenance service (nil when disabled).
+func (c *Client) Maintenance() *maintain.Service { return c.maint }
+
+// Pool returns the Client's pool.
+func (c *Client) Pool() *pgxpool.Pool { return c.pool }
+
+var _ DB = pgx.Tx(nil)

@@ -1,0 +1,176 @@
+package workq
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/workq/workq/inbox"
+	"github.com/workq/workq/internal/jobq"
+	"github.com/workq/workq/outbox"
+	"github.com/workq/workq/schedule"
+	"github.com/workq/workq/timers"
+	"github.com/workq/workq/workqtype"
+)
+
+// Enqueued is the outcome of enqueuing one job.
+type Enqueued struct {
+	ID        int64
+	Duplicate bool // a live run already held the dedup key; ID is that run
+}
+
+// EnqueueParams is one job of EnqueueMany.
+type EnqueueParams struct {
+	Args Args
+	Opts *EnqueueOpts // nil: the Args' own, then the defaults
+}
+
+// job turns typed args and options into the enqueue request.
+func job(args Args, opts *EnqueueOpts) (jobq.Job, error) {
+	if args == nil {
+		return jobq.Job{}, workqtype.Invalid("args", "args must not be nil")
+	}
+	var o EnqueueOpts
+	if opts != nil {
+		o = *opts
+	}
+	if a, ok := args.(ArgsWithOpts); ok {
+		o = o.merge(a.EnqueueOpts())
+	}
+	var payload any = args
+	if raw, ok := args.(RawArgs); ok {
+		payload = raw.Payload
+	} else if raw, ok := args.(*RawArgs); ok {
+		payload = raw.Payload
+	}
+	return jobq.Job{Queue: o.Queue, Kind: args.Kind(), Payload: payload, Priority: o.Priority, RunAt: o.RunAt, Delay: o.Delay,
+		MaxAttempts: o.MaxAttempts, DedupKey: o.DedupKey}, nil
+}
+
+// Enqueue adds one job run on the Client's pool.
+func (c *Client) Enqueue(ctx context.Context, args Args, opts *EnqueueOpts) (Enqueued, error) {
+	return c.enqueue(ctx, c.pool, args, opts)
+}
+
+// EnqueueTx adds one job run in the caller's transaction: the job exists
+// if and only if tx commits.
+func (c *Client) EnqueueTx(ctx context.Context, tx pgx.Tx, args Args, opts *EnqueueOpts) (Enqueued, error) {
+	return c.enqueue(ctx, tx, args, opts)
+}
+
+func (c *Client) enqueue(ctx context.Context, db DB, args Args, opts *EnqueueOpts) (Enqueued, error) {
+	j, err := job(args, opts)
+	if err != nil {
+		return Enqueued{}, err
+	}
+	r, err := c.jobs.Enqueue(ctx, db, j)
+	return Enqueued(r), err
+}
+
+// EnqueueMany adds many job runs in one statement on the pool; the result
+// has one entry per job, in order. A job with RunAt cannot be in a batch
+// (use Delay).
+func (c *Client) EnqueueMany(ctx context.Context, params []EnqueueParams) ([]Enqueued, error) {
+	return c.enqueueMany(ctx, c.pool, params)
+}
+
+// EnqueueManyTx is EnqueueMany in the caller's transaction.
+func (c *Client) EnqueueManyTx(ctx context.Context, tx pgx.Tx, params []EnqueueParams) ([]Enqueued, error) {
+	return c.enqueueMany(ctx, tx, params)
+}
+
+func (c *Client) enqueueMany(ctx context.Context, db DB, params []EnqueueParams) ([]Enqueued, error) {
+	jobs := make([]jobq.Job, len(params))
+	for i, p := range params {
+		j, err := job(p.Args, p.Opts)
+		if err != nil {
+			return nil, fmt.Errorf("job %d: %w", i, err)
+		}
+		jobs[i] = j
+	}
+	rs, err := c.jobs.EnqueueMany(ctx, db, jobs)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Enqueued, len(rs))
+	for i, r := range rs {
+		out[i] = Enqueued(r)
+	}
+	return out, nil
+}
+
+// ValidateArgs reports what is wrong with a job (an error wrapping
+// ErrInvalid), or nil when Enqueue would accept it. It touches no database.
+func (c *Client) ValidateArgs(args Args, opts *EnqueueOpts) error {
+	j, err := job(args, opts)
+	if err != nil {
+		return err
+	}
+	return c.jobs.Validate(j)
+}
+
+// Send writes an outbox message on the pool. The outbox's point is the
+// caller's transaction: use SendTx beside the business write.
+func (c *Client) Send(ctx context.Context, m outbox.Message) (outbox.Sent, error) {
+	return c.outbox.Send(ctx, c.pool, m)
+}
+
+// SendTx writes an outbox message in the caller's transaction: it is
+// relayed if and only if tx commits.
+func (c *Client) SendTx(ctx context.Context, tx pgx.Tx, m outbox.Message) (outbox.Sent, error) {
+	return c.outbox.Send(ctx, tx, m)
+}
+
+// SendManyTx writes many outbox messages in the caller's transaction.
+func (c *Client) SendManyTx(ctx context.Context, tx pgx.Tx, msgs []outbox.Message) ([]outbox.Sent, error) {
+	return c.outbox.SendMany(ctx, tx, msgs)
+}
+
+// Receive records an inbox message once per (source, message id): a
+// duplicate changes nothing and reports the stored one.
+func (c *Client) Receive(ctx context.Context, m inbox.Message) (inbox.Received, error) {
+	return c.inbox.Receive(ctx, c.pool, m)
+}
+
+// ReceiveTx is Receive in the caller's transaction.
+func (c *Client) ReceiveTx(ctx context.Context, tx pgx.Tx, m inbox.Message) (inbox.Received, error) {
+	return c.inbox.Receive(ctx, tx, m)
+}
+
+// ScheduleTimer schedules a one-shot timer on the pool.
+func (c *Client) ScheduleTimer(ctx context.Context, t timers.Timer) (timers.Scheduled, error) {
+	return c.timers.Schedule(ctx, c.pool, t)
+}
+
+// ScheduleTimerTx schedules a timer in the caller's transaction.
+func (c *Client) ScheduleTimerTx(ctx context.Context, tx pgx.Tx, t timers.Timer) (timers.Scheduled, error) {
+	return c.timers.Schedule(ctx, tx, t)
+}
+
+// CancelTimer cancels a timer that has not fired; it is idempotent. It
+// fails with timers.ErrNotFound, ErrClaimed or ErrFinished otherwise.
+func (c *Client) CancelTimer(ctx context.Context, id int64) error {
+	return c.timers.Cancel(ctx, c.pool, id)
+}
+
+// CancelTimerTx is CancelTimer in the caller's transaction.
+func (c *Client) CancelTimerTx(ctx context.Context, tx pgx.Tx, id int64) error {
+	return c.timers.Cancel(ctx, tx, id)
+}
+
+// CreateSchedule creates a cron schedule whose slots become job runs (the
+// maintenance leader materialises them).
+func (c *Client) CreateSchedule(ctx context.Context, sp schedule.Spec) (schedule.Schedule, error) {
+	return c.sched.Create(ctx, c.pool, sp)
+}
+
+// DeleteSchedule deletes a schedule (schedule.ErrNotFound when there is
+// none of that name).
+func (c *Client) DeleteSchedule(ctx context.Context, name string) error {
+	return c.sched.Delete(ctx, c.pool, name)
+}
+
+// Schedules returns the schedule store, for updating, enabling, listing and
+// triggering schedules on a DB of the caller's choice.
+func (c *Client) Schedules() *schedule.Store { return c.sched }

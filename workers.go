@@ -1,0 +1,151 @@
+package workq
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/workq/workq/outbox"
+	"github.com/workq/workq/worker"
+	"github.com/workq/workq/workqtype"
+)
+
+// Workers is the set of handlers a Client runs: job workers by kind
+// (AddWorker), and handlers of outbox, inbox and timer topics
+// (HandleOutbox, HandleInbox, HandleTimer). Fill it before NewClient; a
+// Client with none only enqueues (and runs maintenance).
+type Workers struct {
+	jobs   map[string]worker.HandlerFunc
+	outbox map[string]outboxHandler
+	inbox  map[string]worker.HandlerFunc
+	timers map[string]worker.HandlerFunc
+
+	outboxDefault, inboxDefault, timersDefault worker.HandlerFunc
+}
+
+type outboxHandler struct {
+	h    worker.HandlerFunc
+	opts []outbox.TopicOptions
+}
+
+// NewWorkers returns an empty set.
+func NewWorkers() *Workers {
+	return &Workers{jobs: map[string]worker.HandlerFunc{}, outbox: map[string]outboxHandler{},
+		inbox: map[string]worker.HandlerFunc{}, timers: map[string]worker.HandlerFunc{}}
+}
+
+func (ws *Workers) addJob(kind string, h worker.HandlerFunc) error {
+	if !workqtype.ValidName(kind) {
+		return workqtype.Invalid("kind", fmt.Sprintf("kind %q is not a valid name (%s)", kind, workqtype.NameRule))
+	}
+	if _, ok := ws.jobs[kind]; ok {
+		return fmt.Errorf("workq: kind %q already has a worker", kind)
+	}
+	ws.jobs[kind] = h
+	return nil
+}
+
+// HandleJob registers an untyped handler for a job kind: it sees the raw
+// payload (worker.Job). The CLI's built-in kinds use it; typed code uses
+// AddWorker.
+func (ws *Workers) HandleJob(kind string, h worker.HandlerFunc) error { return ws.addJob(kind, h) }
+
+// HandleOutboxRaw registers an untyped handler (a publisher) for an
+// outbox topic; "" is the default handler of topics without one.
+func (ws *Workers) HandleOutboxRaw(topic string, h worker.HandlerFunc, opts ...outbox.TopicOptions) error {
+	if topic == "" {
+		ws.outboxDefault = h
+		return nil
+	}
+	if !workqtype.ValidTopic(topic) {
+		return workqtype.Invalid("topic", fmt.Sprintf("outbox topic %q is not valid", topic))
+	}
+	if _, ok := ws.outbox[topic]; ok {
+		return fmt.Errorf("workq: outbox topic %q already has a handler", topic)
+	}
+	ws.outbox[topic] = outboxHandler{h: h, opts: opts}
+	return nil
+}
+
+func (ws *Workers) addTopic(m map[string]worker.HandlerFunc, def *worker.HandlerFunc, what, topic string, h worker.HandlerFunc) error {
+	if topic == "" {
+		*def = h
+		return nil
+	}
+	if !workqtype.ValidTopic(topic) {
+		return workqtype.Invalid("topic", fmt.Sprintf("%s topic %q is not valid", what, topic))
+	}
+	if _, ok := m[topic]; ok {
+		return fmt.Errorf("workq: %s topic %q already has a handler", what, topic)
+	}
+	m[topic] = h
+	return nil
+}
+
+func (ws *Workers) empty() bool {
+	return len(ws.jobs) == 0 && !ws.hasOutbox() && !ws.hasInbox() && !ws.hasTimers()
+}
+func (ws *Workers) hasOutbox() bool { return len(ws.outbox) > 0 || ws.outboxDefault != nil }
+func (ws *Workers) hasInbox() bool  { return len(ws.inbox) > 0 || ws.inboxDefault != nil }
+func (ws *Workers) hasTimers() bool { return len(ws.timers) > 0 || ws.timersDefault != nil }
+
+// Message is an outbox message, inbox message or timer as its typed
+// handler sees it; Payload is the item's JSON payload decoded into T.
+type Message[T any] struct {
+	ID          int64
+	Queue       string
+	Topic       string // "" for an inbox message received without one
+	Payload     T
+	Attempt     int // 1 on the first attempt
+	MaxAttempts int
+	CreatedAt   time.Time
+
+	MessageID     string          // outbox (a UUID) and inbox (the sender's id)
+	Source        string          // inbox: who sent it
+	PartitionKey  string          // outbox: messages of one key are delivered in order
+	CorrelationID string          // outbox
+	Headers       json.RawMessage // outbox: a JSON object of strings
+	DueTime       time.Time       // timers: when it was due
+
+	raw *worker.Job
+}
+
+// Raw returns the claimed item under the message (its lease fields
+// included), for code that needs what the typed view leaves out.
+func (m *Message[T]) Raw() *worker.Job { return m.raw }
+
+// messageHandler decodes the payload into a Message[T] and calls f.
+func messageHandler[T any](f func(ctx context.Context, m *Message[T]) error) worker.HandlerFunc {
+	return func(ctx context.Context, raw *worker.Job) error {
+		m := &Message[T]{ID: raw.ID, Queue: raw.Queue, Topic: raw.Topic, Attempt: int(raw.Attempt), MaxAttempts: int(raw.MaxAttempts),
+			CreatedAt: raw.CreatedAt, MessageID: raw.MessageID, PartitionKey: raw.PartitionKey, CorrelationID: raw.CorrelationID,
+			Headers: raw.Headers, DueTime: raw.DueTime, raw: raw}
+		if raw.Table == "inbox" {
+			m.Source = raw.Kind
+		}
+		if err := json.Unmarshal(raw.Payload, &m.Payload); err != nil {
+			return worker.Permanent(fmt.Errorf("decode payload of %s %d: %w", raw.Table, raw.ID, err))
+		}
+		return f(ctx, m)
+	}
+}
+
+// HandleOutbox registers a typed handler for an outbox topic ("" for the
+// default handler). Messages relayed to webhooks or NATS use the CLI's
+// publishers, or HandleOutboxRaw with package publish.
+func HandleOutbox[T any](ws *Workers, topic string, f func(ctx context.Context, m *Message[T]) error, opts ...outbox.TopicOptions) error {
+	return ws.HandleOutboxRaw(topic, messageHandler(f), opts...)
+}
+
+// HandleInbox registers a typed handler for an inbox topic ("" for the
+// default handler, which also gets messages received without a topic).
+func HandleInbox[T any](ws *Workers, topic string, f func(ctx context.Context, m *Message[T]) error) error {
+	return ws.addTopic(ws.inbox, &ws.inboxDefault, "inbox", topic, messageHandler(f))
+}
+
+// HandleTimer registers a typed handler for a timer topic ("" for the
+// default handler).
+func HandleTimer[T any](ws *Workers, topic string, f func(ctx context.Context, m *Message[T]) error) error {
+	return ws.addTopic(ws.timers, &ws.timersDefault, "timer", topic, messageHandler(f))
+}

@@ -3,10 +3,12 @@ package workq
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/workq/workq/worker"
 )
 
@@ -152,4 +154,18 @@ func AddWorkerSafely[T Args](ws *Workers, w Worker[T]) error {
 		}
 		return w.Work(ctx, job)
 	})
+}
+
+// CompleteTx completes the job inside tx, the handler's own transaction,
+// fenced by the attempt's lease like every completion: the business write
+// and "job done" commit together or not at all (River's JobCompleteTx).
+// When this worker no longer holds the lease it returns an error wrapping
+// ErrLeaseLost and writes nothing: roll tx back. Return from the handler
+// after tx commits; if tx rolls back, the handler's result applies as
+// usual.
+func (j *Job[T]) CompleteTx(ctx context.Context, tx pgx.Tx) error {
+	if j.raw == nil {
+		return errors.New("workq: CompleteTx on a job the runtime did not claim")
+	}
+	return worker.CompleteTx(ctx, tx, j.raw)
 }

@@ -3,9 +3,11 @@ package workq
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/workq/workq/outbox"
 	"github.com/workq/workq/worker"
 	"github.com/workq/workq/workqtype"
@@ -148,4 +150,13 @@ func HandleInbox[T any](ws *Workers, topic string, f func(ctx context.Context, m
 // default handler).
 func HandleTimer[T any](ws *Workers, topic string, f func(ctx context.Context, m *Message[T]) error) error {
 	return ws.addTopic(ws.timers, &ws.timersDefault, "timer", topic, messageHandler(f))
+}
+
+// CompleteTx completes the message (or timer) inside tx, the handler's own
+// transaction; see Job.CompleteTx.
+func (m *Message[T]) CompleteTx(ctx context.Context, tx pgx.Tx) error {
+	if m.raw == nil {
+		return errors.New("workq: CompleteTx on a message the runtime did not claim")
+	}
+	return worker.CompleteTx(ctx, tx, m.raw)
 }

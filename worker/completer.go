@@ -30,6 +30,10 @@ type pendingCompletion struct {
 	started  time.Time
 	finished time.Time
 	after    func(Result) // optional, runs on the flush goroutine
+	// inTx: the handler completed the attempt in its own transaction
+	// (CompleteTx), which may have committed; if this completion finds the
+	// lease gone, the run archive tells whether that commit ended it.
+	inTx bool
 }
 
 // A failed completion statement is retried for as long as a lease of its
@@ -275,6 +279,8 @@ func (c *completer) flush(batch []pendingCompletion) {
 	case err != nil:
 		c.log.Error("completion flush gave up; the leases will expire and the reaper will retry these items",
 			"table", c.engine.Table(), "batch", len(cs), "tries", try+1, "err", err)
+	case try == 0 && len(applied.Lost) > 0 && anyInTx(batch):
+		c.resolve(cs, &applied)
 	case try > 0:
 		if len(applied.Lost) > 0 {
 			c.resolve(cs, &applied)
@@ -289,6 +295,12 @@ func (c *completer) flush(batch []pendingCompletion) {
 	for _, p := range batch {
 		c.report(p, applied, err == nil)
 	}
+}
+
+// anyInTx reports whether an attempt of batch was completed in its
+// handler's transaction (CompleteTx).
+func anyInTx(batch []pendingCompletion) bool {
+	return slices.ContainsFunc(batch, func(p pendingCompletion) bool { return p.inTx })
 }
 
 // deadline is when a flush of batch that first failed at firstFailure gives

@@ -8,8 +8,10 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"sync"
+	"sync/atomic"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/workq/workq/lease"
 )
 
@@ -21,6 +23,31 @@ type Job struct {
 	file *slog.Logger // attempt.log (with the base handler) when a runs dir is set
 	once sync.Once
 	log  *slog.Logger
+
+	completedInTx atomic.Bool // CompleteTx ended the attempt in the handler's transaction
+}
+
+// CompleteTx completes the job's attempt as done inside tx, the handler's
+// own transaction, fenced by the attempt's owner token like every
+// completion: the business write and "job done" commit together or not at
+// all. If this worker no longer holds the lease it returns an error
+// wrapping ErrLeaseLost and writes nothing; roll tx back then.
+//
+// The handler returns after tx has committed; its result then changes
+// nothing, since the attempt already ended (the runtime reads the run
+// archive to learn so). If tx rolls back instead, the handler's result is
+// applied as usual: return an error to retry the job.
+func CompleteTx(ctx context.Context, tx pgx.Tx, job *Job) error {
+	a, err := lease.New(tx, job.Table).Complete(ctx, []lease.Completion{
+		{ID: job.ID, Token: job.OwnerToken, RunID: job.RunID, Outcome: lease.Done}})
+	if err != nil {
+		return fmt.Errorf("complete %s %d in the transaction: %w", job.Table, job.ID, err)
+	}
+	if len(a.Lost) > 0 {
+		return fmt.Errorf("complete %s %d in the transaction: %w", job.Table, job.ID, ErrLeaseLost)
+	}
+	job.completedInTx.Store(true)
+	return nil
 }
 
 // Logger returns the attempt logger: its records carry the job's identity

@@ -658,7 +658,7 @@ func (p *producer) execute(a *attempt) {
 		p.failures.report(p, &a.item, c, finished)
 	}
 	p.w.stats.pending.Add(1)
-	p.comp.add(pendingCompletion{c: c, item: a.item, expiry: &a.expiry, started: started, finished: finished, after: func(res Result) {
+	p.comp.add(pendingCompletion{c: c, item: a.item, expiry: &a.expiry, started: started, finished: finished, inTx: job.completedInTx.Load(), after: func(res Result) {
 		rec.end(res)
 		p.forget(a)
 		p.w.stats.pending.Add(-1)

@@ -1,0 +1,197 @@
+package workq_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/workq/workq"
+	"github.com/workq/workq/internal/testdb"
+	"github.com/workq/workq/lease"
+	"github.com/workq/workq/worker"
+)
+
+type payArgs struct {
+	Order int `json:"order"`
+}
+
+func (payArgs) Kind() string { return "order.pay" }
+
+// startPayClient runs a Client whose one worker is pay, and returns a
+// channel of the attempts' results.
+func startPayClient(t *testing.T, pool *pgxpool.Pool, pay func(context.Context, *workq.Job[payArgs]) error) (*workq.Client, <-chan worker.Result) {
+	t.Helper()
+	ctx := context.Background()
+	if _, err := pool.Exec(ctx, `create table orders (id int primary key, paid_by_attempt int not null)`); err != nil {
+		t.Fatal(err)
+	}
+	workers := workq.NewWorkers()
+	workq.AddWorker(workers, workq.WorkFunc(pay))
+	results := make(chan worker.Result, 16)
+	client, err := workq.NewClient(pool, workq.Config{Workers: workers, Maintenance: workq.MaintenanceConfig{Disabled: true},
+		Worker:   worker.Config{BackoffBase: time.Millisecond, BackoffCap: time.Millisecond},
+		OnResult: func(r worker.Result) { results <- r }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := client.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = client.Stop(context.Background()) })
+	return client, results
+}
+
+func nextResult(t *testing.T, results <-chan worker.Result) worker.Result {
+	t.Helper()
+	select {
+	case r := <-results:
+		return r
+	case <-time.After(15 * time.Second):
+		t.Fatal("no attempt ended within 15s")
+		return worker.Result{}
+	}
+}
+
+// markPaid writes the business row and completes the job in one
+// transaction; commit says whether it commits.
+func markPaid(ctx context.Context, pool *pgxpool.Pool, job *workq.Job[payArgs], commit bool) error {
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback(ctx)
+	if _, err := tx.Exec(ctx, `insert into orders values ($1, $2)`, job.Args.Order, job.Attempt); err != nil {
+		return err
+	}
+	if err := job.CompleteTx(ctx, tx); err != nil {
+		return err
+	}
+	if !commit {
+		return tx.Rollback(ctx)
+	}
+	return tx.Commit(ctx)
+}
+
+// The business write and "job done" commit together: one attempt, done,
+// one archived run, and no lease reported lost when the runtime's own
+// completion then finds the attempt already ended.
+func TestCompleteTxCommitsWithTheBusinessWrite(t *testing.T) {
+	pool := testdb.Pool(t)
+	ctx := context.Background()
+	client, results := startPayClient(t, pool, func(ctx context.Context, job *workq.Job[payArgs]) error {
+		return markPaid(ctx, pool, job, true)
+	})
+	e, err := client.Enqueue(ctx, payArgs{Order: 7}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := nextResult(t, results)
+	if !r.Applied || r.Status != lease.StatusDone {
+		t.Fatalf("result %+v, want applied and done", r)
+	}
+	var status lease.Status
+	var runs, attempt int
+	if err := pool.QueryRow(ctx, `select status, (select count(*) from runs where item_id = $1 and work_table = 'job_runs'),
+		(select paid_by_attempt from orders where id = 7) from job_runs where id = $1`, e.ID).Scan(&status, &runs, &attempt); err != nil {
+		t.Fatal(err)
+	}
+	if status != lease.StatusDone || runs != 1 || attempt != 1 {
+		t.Fatalf("status %s, %d archived runs, paid by attempt %d; want done, 1, 1", status, runs, attempt)
+	}
+	if st := client.Stats(); st.LeaseLost != 0 || st.Done != 1 {
+		t.Fatalf("stats %+v: want done 1, lease lost 0", st)
+	}
+}
+
+// A transaction that rolls back leaves the job to the handler's result:
+// here an error, so it runs again and its second attempt commits.
+func TestCompleteTxRolledBackLeavesTheHandlersResult(t *testing.T) {
+	pool := testdb.Pool(t)
+	ctx := context.Background()
+	_, results := startPayClient(t, pool, func(ctx context.Context, job *workq.Job[payArgs]) error {
+		if job.Attempt == 1 {
+			if err := markPaid(ctx, pool, job, false); err != nil {
+				return err
+			}
+			return errors.New("the payment provider timed out; rolled back")
+		}
+		return markPaid(ctx, pool, job, true)
+	})
+	c, err := workq.NewClient(pool, workq.Config{Maintenance: workq.MaintenanceConfig{Disabled: true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Enqueue(ctx, payArgs{Order: 8}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if r := nextResult(t, results); r.Status != lease.StatusReady || r.Item.Attempt != 1 {
+		t.Fatalf("first attempt %+v, want a retry", r)
+	}
+	if r := nextResult(t, results); r.Status != lease.StatusDone || r.Item.Attempt != 2 {
+		t.Fatalf("second attempt %+v, want done", r)
+	}
+	var attempt int
+	if err := pool.QueryRow(ctx, `select paid_by_attempt from orders where id = 8`).Scan(&attempt); err != nil || attempt != 2 {
+		t.Fatalf("paid by attempt %d (err %v), want 2: the rolled-back write must not be there", attempt, err)
+	}
+}
+
+// When the lease is lost mid-transaction (another worker holds the job
+// now), CompleteTx refuses with ErrLeaseLost and writes nothing, so the
+// business write rolls back with it.
+func TestCompleteTxRefusesALostLease(t *testing.T) {
+	pool := testdb.Pool(t)
+	ctx := context.Background()
+	got := make(chan error, 1)
+	_, results := startPayClient(t, pool, func(ctx context.Context, job *workq.Job[payArgs]) error {
+		tx, err := pool.Begin(ctx)
+		if err != nil {
+			return err
+		}
+		defer tx.Rollback(ctx)
+		if _, err := tx.Exec(ctx, `insert into orders values ($1, $2)`, job.Args.Order, job.Attempt); err != nil {
+			return err
+		}
+		// Another worker claims the job under a new token (as after this
+		// worker's lease expired and the reaper requeued it).
+		if _, err := pool.Exec(ctx, `update job_runs set owner_token = gen_random_uuid(), lease_version = lease_version + 1 where id = $1`,
+			job.ID); err != nil {
+			return err
+		}
+		err = job.CompleteTx(ctx, tx)
+		got <- err
+		if err != nil {
+			return err
+		}
+		return tx.Commit(ctx)
+	})
+	c, err := workq.NewClient(pool, workq.Config{Maintenance: workq.MaintenanceConfig{Disabled: true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Enqueue(ctx, payArgs{Order: 9}, nil); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-got:
+		if !errors.Is(err, workq.ErrLeaseLost) {
+			t.Fatalf("CompleteTx: %v, want ErrLeaseLost", err)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("the handler did not run")
+	}
+	if r := nextResult(t, results); r.Applied {
+		t.Fatalf("result %+v: the completion of a lost lease must not apply", r)
+	}
+	var n int
+	if err := pool.QueryRow(ctx, `select count(*) from orders`).Scan(&n); err != nil || n != 0 {
+		t.Fatalf("%d orders (err %v): the business write must have rolled back", n, err)
+	}
+	var status lease.Status
+	if err := pool.QueryRow(ctx, `select status from job_runs`).Scan(&status); err != nil || status != lease.StatusInProgress {
+		t.Fatalf("status %q (err %v): the other holder's attempt must be untouched", status, err)
+	}
+}

@@ -140,10 +140,9 @@ func AddWorkerSafely[T Args](ws *Workers, w Worker[T]) error {
 	kind := zero.Kind()
 	tw, hasTimeout := w.(timeouter[T])
 	return ws.addJob(kind, func(ctx context.Context, raw *worker.Job) error {
-		job := &Job[T]{ID: raw.ID, Kind: raw.Kind, Queue: raw.Queue, Attempt: int(raw.Attempt), MaxAttempts: int(raw.MaxAttempts),
-			Priority: raw.Priority, RunAt: raw.RunAt, CreatedAt: raw.CreatedAt, raw: raw}
-		if err := json.Unmarshal(raw.Payload, &job.Args); err != nil {
-			return worker.Permanent(fmt.Errorf("decode args of job %d (%s): %w", raw.ID, kind, err))
+		job, err := JobOf[T](raw)
+		if err != nil {
+			return err
 		}
 		if hasTimeout {
 			if d := tw.Timeout(job); d > 0 {
@@ -154,6 +153,19 @@ func AddWorkerSafely[T Args](ws *Workers, w Worker[T]) error {
 		}
 		return w.Work(ctx, job)
 	})
+}
+
+// JobOf returns the typed view of a claimed job attempt, its payload
+// decoded into T's Args (an error made with Permanent when it does not
+// decode). The Client's workers get it made; custom sources and test kits
+// (package workqtest) use it.
+func JobOf[T Args](raw *worker.Job) (*Job[T], error) {
+	job := &Job[T]{ID: raw.ID, Kind: raw.Kind, Queue: raw.Queue, Attempt: int(raw.Attempt), MaxAttempts: int(raw.MaxAttempts),
+		Priority: raw.Priority, RunAt: raw.RunAt, CreatedAt: raw.CreatedAt, raw: raw}
+	if err := json.Unmarshal(raw.Payload, &job.Args); err != nil {
+		return nil, worker.Permanent(fmt.Errorf("decode args of job %d (%s): %w", raw.ID, raw.Kind, err))
+	}
+	return job, nil
 }
 
 // CompleteTx completes the job inside tx, the handler's own transaction,

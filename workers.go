@@ -117,17 +117,28 @@ type Message[T any] struct {
 // included), for code that needs what the typed view leaves out.
 func (m *Message[T]) Raw() *worker.Job { return m.raw }
 
+// MessageOf returns the typed view of a claimed outbox message, inbox
+// message or timer, its payload decoded into T (an error made with
+// Permanent when it does not decode).
+func MessageOf[T any](raw *worker.Job) (*Message[T], error) {
+	m := &Message[T]{ID: raw.ID, Queue: raw.Queue, Topic: raw.Topic, Attempt: int(raw.Attempt), MaxAttempts: int(raw.MaxAttempts),
+		CreatedAt: raw.CreatedAt, MessageID: raw.MessageID, PartitionKey: raw.PartitionKey, CorrelationID: raw.CorrelationID,
+		Headers: raw.Headers, DueTime: raw.DueTime, raw: raw}
+	if raw.Table == "inbox" {
+		m.Source = raw.Kind
+	}
+	if err := json.Unmarshal(raw.Payload, &m.Payload); err != nil {
+		return nil, worker.Permanent(fmt.Errorf("decode payload of %s %d: %w", raw.Table, raw.ID, err))
+	}
+	return m, nil
+}
+
 // messageHandler decodes the payload into a Message[T] and calls f.
 func messageHandler[T any](f func(ctx context.Context, m *Message[T]) error) worker.HandlerFunc {
 	return func(ctx context.Context, raw *worker.Job) error {
-		m := &Message[T]{ID: raw.ID, Queue: raw.Queue, Topic: raw.Topic, Attempt: int(raw.Attempt), MaxAttempts: int(raw.MaxAttempts),
-			CreatedAt: raw.CreatedAt, MessageID: raw.MessageID, PartitionKey: raw.PartitionKey, CorrelationID: raw.CorrelationID,
-			Headers: raw.Headers, DueTime: raw.DueTime, raw: raw}
-		if raw.Table == "inbox" {
-			m.Source = raw.Kind
-		}
-		if err := json.Unmarshal(raw.Payload, &m.Payload); err != nil {
-			return worker.Permanent(fmt.Errorf("decode payload of %s %d: %w", raw.Table, raw.ID, err))
+		m, err := MessageOf[T](raw)
+		if err != nil {
+			return err
 		}
 		return f(ctx, m)
 	}

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 
 	"github.com/workq/workq/db/gen"
 )
@@ -260,6 +261,33 @@ func New(db gen.DBTX, table Table) *Engine {
 		return &Engine{table: table, err: err}
 	}
 	return &Engine{table: table, def: d, q: gen.New(onTable{db: db, def: d})}
+}
+
+// ClaimByID leases one ready item by id, as a claim does (a fresh owner
+// token, lease_version + 1, attempts + 1), and returns its lease fields;
+// the table's own fields (kind, payload...) are left zero. ok is false when
+// the item is not ready. The runtime never uses it (it claims by queue):
+// package workqtest does, to run one handler on an item the caller's
+// transaction has just written.
+func (e *Engine) ClaimByID(ctx context.Context, id int64, ttl time.Duration, workerID string) (it Item, ok bool, err error) {
+	if e.err != nil {
+		return Item{}, false, fmt.Errorf("claim by id: %w", e.err)
+	}
+	token := uuid.New()
+	r, err := e.q.LeaseClaimByID(ctx, gen.LeaseClaimByIDParams{OwnerToken: token, LeaseMs: ms(ttl), WorkerID: workerID, ID: id})
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Item{}, false, nil
+	}
+	if err != nil {
+		return Item{}, false, fmt.Errorf("claim %s %d: %w", e.table, id, err)
+	}
+	it = Item{Table: e.table, ID: r.ID, Queue: r.Queue, Priority: r.Priority, Attempt: r.Attempts, MaxAttempts: r.MaxAttempts,
+		LeaseVersion: r.LeaseVersion, RunID: runID(e.def.code, r.ID, r.LeaseVersion), OwnerToken: token, RunAt: r.RunAt,
+		CreatedAt: r.CreatedAt}
+	if r.LockedUntil != nil {
+		it.LockedUntil = *r.LockedUntil
+	}
+	return it, true, nil
 }
 
 // Table returns the engine's table.

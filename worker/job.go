@@ -27,6 +27,10 @@ type Job struct {
 	completedInTx atomic.Bool // CompleteTx ended the attempt in the handler's transaction
 }
 
+// CompletedInTx reports whether the handler completed the attempt in its
+// own transaction with CompleteTx (which may since have rolled back).
+func (j *Job) CompletedInTx() bool { return j.completedInTx.Load() }
+
 // CompleteTx completes the job's attempt as done inside tx, the handler's
 // own transaction, fenced by the attempt's owner token like every
 // completion: the business write and "job done" commit together or not at
@@ -126,6 +130,16 @@ func Snooze(d time.Duration) error {
 func IsSnoozed(err error) bool {
 	var s *snoozeError
 	return errors.As(err, &s)
+}
+
+// SnoozeDuration returns the delay of an error made by Snooze (ok false
+// for any other error).
+func SnoozeDuration(err error) (d time.Duration, ok bool) {
+	var s *snoozeError
+	if errors.As(err, &s) {
+		return s.d, true
+	}
+	return 0, false
 }
 
 // Backoff is exponential backoff with full jitter:

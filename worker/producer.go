@@ -701,6 +701,15 @@ func (p *producer) call(ctx context.Context, job *Job) (err error) {
 }
 
 func (p *producer) outcome(it lease.Item, err error) lease.Completion {
+	return CompletionOf(it, err, p.w.cfg.BackoffBase, p.w.cfg.BackoffCap)
+}
+
+// CompletionOf is the completion the runtime makes of a handler's result
+// err on attempt it: nil is Done, Snooze(d) is Snoozed after d, Permanent
+// is Failed, any other error is Retry after the full-jitter backoff of
+// base and cap (the completion statement fails an item whose attempts are
+// used up).
+func CompletionOf(it lease.Item, err error, base, cap time.Duration) lease.Completion {
 	c := lease.Completion{ID: it.ID, Token: it.OwnerToken, RunID: it.RunID}
 	var snooze *snoozeError
 	switch {
@@ -712,7 +721,7 @@ func (p *producer) outcome(it lease.Item, err error) lease.Completion {
 		c.Outcome, c.Error = lease.Failed, err.Error()
 	default:
 		c.Outcome, c.Error = lease.Retry, err.Error()
-		c.Delay = Backoff(it.Attempt, p.w.cfg.BackoffBase, p.w.cfg.BackoffCap)
+		c.Delay = Backoff(it.Attempt, base, cap)
 	}
 	return c
 }

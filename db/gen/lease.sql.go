@@ -63,6 +63,62 @@ func (q *Queries) LeaseCancel(ctx context.Context, arg LeaseCancelParams) ([]int
 	return items, nil
 }
 
+const leaseClaimByID = `-- name: LeaseClaimByID :one
+update workq_lease_table t set
+    status = 1,
+    owner_token = $1::uuid,
+    locked_until = now() + ($2::bigint) * interval '1 millisecond',
+    lease_version = t.lease_version + 1,
+    attempts = t.attempts + 1,
+    claimed_at = now(),
+    claimed_by = $3::text,
+    updated_at = now()
+where t.id = $4::bigint and t.status = 0
+returning t.id, t.queue, t.priority, t.run_at, t.attempts, t.max_attempts, t.lease_version, t.locked_until, t.created_at
+`
+
+type LeaseClaimByIDParams struct {
+	OwnerToken uuid.UUID
+	LeaseMs    int64
+	WorkerID   string
+	ID         int64
+}
+
+type LeaseClaimByIDRow struct {
+	ID           int64
+	Queue        string
+	Priority     int16
+	RunAt        time.Time
+	Attempts     int32
+	MaxAttempts  int32
+	LeaseVersion int64
+	LockedUntil  *time.Time
+	CreatedAt    time.Time
+}
+
+// LeaseClaimByID leases one ready item by id under owner_token, setting the lease columns exactly as a claim does. The runtime never uses it (it claims by queue, in order, within the queue's limit): package workqtest does, to run one handler on an item the caller's transaction has just written.
+func (q *Queries) LeaseClaimByID(ctx context.Context, arg LeaseClaimByIDParams) (LeaseClaimByIDRow, error) {
+	row := q.db.QueryRow(ctx, leaseClaimByID,
+		arg.OwnerToken,
+		arg.LeaseMs,
+		arg.WorkerID,
+		arg.ID,
+	)
+	var i LeaseClaimByIDRow
+	err := row.Scan(
+		&i.ID,
+		&i.Queue,
+		&i.Priority,
+		&i.RunAt,
+		&i.Attempts,
+		&i.MaxAttempts,
+		&i.LeaseVersion,
+		&i.LockedUntil,
+		&i.CreatedAt,
+	)
+	return i, err
+}
+
 const leaseComplete = `-- name: LeaseComplete :many
 with o as materialized (
     -- from a one-row generate_series for the generic plan's sake: see LeaseHeartbeat

@@ -255,3 +255,17 @@ select queue,
 from workq_lease_table
 group by queue
 order by queue;
+
+-- name: LeaseClaimByID :one
+-- LeaseClaimByID leases one ready item by id under owner_token, setting the lease columns exactly as a claim does. The runtime never uses it (it claims by queue, in order, within the queue's limit): package workqtest does, to run one handler on an item the caller's transaction has just written.
+update workq_lease_table t set
+    status = 1,
+    owner_token = @owner_token::uuid,
+    locked_until = now() + (@lease_ms::bigint) * interval '1 millisecond',
+    lease_version = t.lease_version + 1,
+    attempts = t.attempts + 1,
+    claimed_at = now(),
+    claimed_by = @worker_id::text,
+    updated_at = now()
+where t.id = @id::bigint and t.status = 0
+returning t.id, t.queue, t.priority, t.run_at, t.attempts, t.max_attempts, t.lease_version, t.locked_until, t.created_at;

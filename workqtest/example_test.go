@@ -1,0 +1,109 @@
+package workqtest_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/workq/workq"
+	"github.com/workq/workq/internal/testdb"
+	"github.com/workq/workq/outbox"
+	"github.com/workq/workq/workqtest"
+)
+
+type ChargeArgs struct {
+	Order  int `json:"order"`
+	Amount int `json:"amount"`
+}
+
+func (ChargeArgs) Kind() string { return "order.charge" }
+
+type ReceiptArgs struct {
+	Order int `json:"order"`
+}
+
+func (ReceiptArgs) Kind() string { return "order.receipt" }
+
+// chargeWorker is the handler under test: it snoozes while the payment
+// provider is down, and otherwise enqueues a receipt and sends an outbox
+// message in its own transaction, completing the job in it too.
+type chargeWorker struct {
+	client       *workq.Client
+	providerDown bool
+}
+
+func (w *chargeWorker) Work(ctx context.Context, job *workq.Job[ChargeArgs]) error {
+	if w.providerDown {
+		return workq.Snooze(30 * time.Second)
+	}
+	if job.Args.Amount <= 0 {
+		return workq.Permanent(errors.New("nothing to charge"))
+	}
+	tx, err := w.client.Pool().Begin(ctx)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback(ctx)
+	if _, err := w.client.EnqueueTx(ctx, tx, ReceiptArgs{Order: job.Args.Order}, &workq.EnqueueOpts{Queue: "mail"}); err != nil {
+		return err
+	}
+	if _, err := w.client.SendTx(ctx, tx, outbox.Message{Topic: "orders.charged", Payload: job.Args}); err != nil {
+		return err
+	}
+	if err := job.CompleteTx(ctx, tx); err != nil {
+		return err
+	}
+	return tx.Commit(ctx)
+}
+
+// Work runs a handler once, inside the test's transaction, and reports the
+// outcome, including a snooze's duration.
+func ExampleWork() {
+	pool, cleanup := testdb.ExamplePool()
+	defer cleanup()
+	ctx := context.Background()
+	t := workqtest.PanicTB() // in a test: the *testing.T
+	client, err := workq.NewClient(pool, workq.Config{Maintenance: workq.MaintenanceConfig{Disabled: true}})
+	if err != nil {
+		panic(err)
+	}
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		panic(err)
+	}
+	defer tx.Rollback(ctx) // the test leaves nothing behind
+
+	res := workqtest.Work(ctx, t, client, tx, &chargeWorker{client: client, providerDown: true}, ChargeArgs{Order: 1, Amount: 5}, nil)
+	fmt.Println(res.Outcome, res.Snooze, res.Status)
+	res = workqtest.Work(ctx, t, client, tx, &chargeWorker{client: client}, ChargeArgs{Order: 2}, nil)
+	fmt.Println(res.Outcome, res.Err, res.Status)
+	// Output:
+	// snoozed 30s ready
+	// failed permanent: nothing to charge failed
+}
+
+// RequireEnqueued and RequireSent check what the code under test wrote;
+// their failure lists what is there instead.
+func ExampleRequireEnqueued() {
+	pool, cleanup := testdb.ExamplePool()
+	defer cleanup()
+	ctx := context.Background()
+	t := workqtest.PanicTB()
+	client, err := workq.NewClient(pool, workq.Config{Maintenance: workq.MaintenanceConfig{Disabled: true}})
+	if err != nil {
+		panic(err)
+	}
+	// On the pool: the handler writes in a transaction of its own.
+	res := workqtest.Work(ctx, t, client, pool, &chargeWorker{client: client}, ChargeArgs{Order: 3, Amount: 9}, nil)
+	fmt.Println(res.Outcome, res.CompletedInTx)
+
+	receipt := workqtest.RequireEnqueued[ReceiptArgs](ctx, t, pool, &workqtest.Opts{Queue: "mail"})
+	fmt.Println("receipt for order", receipt.Args.Order)
+	msg := workqtest.RequireSent[ChargeArgs](ctx, t, pool, "orders.charged", nil)
+	fmt.Println("outbox:", msg.Topic, msg.Payload.Amount)
+	// Output:
+	// done true
+	// receipt for order 3
+	// outbox: orders.charged 9
+}

@@ -1,0 +1,127 @@
+package workqtest_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/workq/workq"
+	"github.com/workq/workq/internal/testdb"
+	"github.com/workq/workq/workqtest"
+)
+
+type resultArgs struct {
+	Err string `json:"err"`
+}
+
+func (resultArgs) Kind() string { return "result" }
+
+// TestWorkOutcomes: each handler result is reported as the runtime records
+// it, in the test's transaction.
+func TestWorkOutcomes(t *testing.T) {
+	pool := testdb.Pool(t)
+	ctx := context.Background()
+	client, err := workq.NewClient(pool, workq.Config{Maintenance: workq.MaintenanceConfig{Disabled: true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		name        string
+		result      error
+		maxAttempts int
+		outcome     workqtest.Outcome
+		status      string
+		snooze      time.Duration
+	}{
+		{"nil is done", nil, 0, workqtest.Done, "done", 0},
+		{"an error retries", errors.New("flaky"), 3, workqtest.Retry, "ready", 0},
+		{"an error on the last attempt fails", errors.New("flaky"), 1, workqtest.Failed, "failed", 0},
+		{"permanent fails", workq.Permanent(errors.New("bad input")), 3, workqtest.Failed, "failed", 0},
+		{"snooze keeps its duration", workq.Snooze(90 * time.Second), 3, workqtest.Snoozed, "ready", 90 * time.Second},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			tx, err := pool.Begin(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer tx.Rollback(ctx)
+			w := workq.WorkFunc(func(context.Context, *workq.Job[resultArgs]) error { return c.result })
+			res := workqtest.Work(ctx, t, client, tx, w, resultArgs{}, &workq.EnqueueOpts{MaxAttempts: c.maxAttempts})
+			if res.Outcome != c.outcome || res.Status != c.status || res.Snooze != c.snooze || !errors.Is(res.Err, c.result) {
+				t.Fatalf("outcome %s, status %s, snooze %s, err %v; want %s, %s, %s, %v",
+					res.Outcome, res.Status, res.Snooze, res.Err, c.outcome, c.status, c.snooze, c.result)
+			}
+			if res.Job.Attempt != 1 || res.Job.ID == 0 {
+				t.Fatalf("job view %+v", res.Job)
+			}
+		})
+	}
+}
+
+// fatalTB records the first Fatalf and stops the calling goroutine's
+// function by panicking, as testing.T stops a test.
+type fatalTB struct {
+	testing.TB
+	msg string
+}
+
+type stopped struct{}
+
+func (f *fatalTB) Helper() {}
+func (f *fatalTB) Fatalf(format string, a ...any) {
+	f.msg = fmt.Sprintf(format, a...)
+	panic(stopped{})
+}
+
+func failure(f func(tb testing.TB)) (msg string) {
+	tb := &fatalTB{}
+	defer func() {
+		if r := recover(); r != nil {
+			if _, ok := r.(stopped); !ok {
+				panic(r)
+			}
+			msg = tb.msg
+		}
+	}()
+	f(tb)
+	return ""
+}
+
+// A failed assertion names what is there instead.
+func TestRequireFailuresAreReadable(t *testing.T) {
+	pool := testdb.Pool(t)
+	ctx := context.Background()
+	client, err := workq.NewClient(pool, workq.Config{Maintenance: workq.MaintenanceConfig{Disabled: true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	msg := failure(func(tb testing.TB) { workqtest.RequireEnqueued[resultArgs](ctx, tb, pool, nil) })
+	if !strings.Contains(msg, `no job "result": none at all was written`) {
+		t.Fatalf("empty database: %q", msg)
+	}
+	if _, err := client.Enqueue(ctx, workq.RawArgs{KindName: "other"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	msg = failure(func(tb testing.TB) { workqtest.RequireEnqueued[resultArgs](ctx, tb, pool, nil) })
+	if !strings.Contains(msg, `there are: "other"`) {
+		t.Fatalf("another kind: %q", msg)
+	}
+	if _, err := client.Enqueue(ctx, resultArgs{}, &workq.EnqueueOpts{Queue: "q1"}); err != nil {
+		t.Fatal(err)
+	}
+	msg = failure(func(tb testing.TB) { workqtest.RequireEnqueued[resultArgs](ctx, tb, pool, &workqtest.Opts{Queue: "q2"}) })
+	if !strings.Contains(msg, `queue "q1", want "q2"`) {
+		t.Fatalf("another queue: %q", msg)
+	}
+	if msg := failure(func(tb testing.TB) { workqtest.RequireEnqueued[resultArgs](ctx, tb, pool, &workqtest.Opts{Queue: "q1"}) }); msg != "" {
+		t.Fatalf("a match failed: %q", msg)
+	}
+	msg = failure(func(tb testing.TB) { workqtest.RequireNotEnqueued[resultArgs](ctx, tb, pool, nil) })
+	if !strings.Contains(msg, `of kind "result" was enqueued; want none`) {
+		t.Fatalf("RequireNotEnqueued: %q", msg)
+	}
+}

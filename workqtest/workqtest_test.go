@@ -113,11 +113,15 @@ func TestRequireFailuresAreReadable(t *testing.T) {
 	if _, err := client.Enqueue(ctx, resultArgs{}, &workq.EnqueueOpts{Queue: "q1"}); err != nil {
 		t.Fatal(err)
 	}
-	msg = failure(func(tb testing.TB) { workqtest.RequireEnqueued[resultArgs](ctx, tb, pool, &workqtest.Opts{Queue: "q2"}) })
+	msg = failure(func(tb testing.TB) {
+		workqtest.RequireEnqueued[resultArgs](ctx, tb, pool, &workqtest.Opts{Queue: "q2"})
+	})
 	if !strings.Contains(msg, `queue "q1", want "q2"`) {
 		t.Fatalf("another queue: %q", msg)
 	}
-	if msg := failure(func(tb testing.TB) { workqtest.RequireEnqueued[resultArgs](ctx, tb, pool, &workqtest.Opts{Queue: "q1"}) }); msg != "" {
+	if msg := failure(func(tb testing.TB) {
+		workqtest.RequireEnqueued[resultArgs](ctx, tb, pool, &workqtest.Opts{Queue: "q1"})
+	}); msg != "" {
 		t.Fatalf("a match failed: %q", msg)
 	}
 	msg = failure(func(tb testing.TB) { workqtest.RequireNotEnqueued[resultArgs](ctx, tb, pool, nil) })

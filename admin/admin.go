@@ -20,7 +20,6 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
 	"github.com/workq/workq/db/gen"
@@ -78,19 +77,6 @@ type Item struct {
 	FinishedAt   *time.Time      `json:"finished_at,omitempty"`
 	Payload      json.RawMessage `json:"payload,omitempty"`
 	Details      map[string]any  `json:"details,omitempty"`
-}
-
-// Attempt is one archived attempt of an item (or an operator's action on
-// it: outcome revived or cancelled).
-type Attempt struct {
-	RunID        uuid.UUID `json:"run_id"`
-	Attempt      int32     `json:"attempt"`
-	LeaseVersion int64     `json:"lease_version"`
-	Worker       string    `json:"worker"` // worker id, or the actor of a revive or cancel
-	StartedAt    time.Time `json:"started_at"`
-	FinishedAt   time.Time `json:"finished_at"`
-	Outcome      string    `json:"outcome"`
-	Error        string    `json:"error,omitempty"`
 }
 
 // Filter selects a page of items. Zero fields match everything.
@@ -212,7 +198,7 @@ func (f Filter) Validate() error {
 // filters, so gaps cost nothing) and filters them by the text: it may hold
 // fewer than the limit, even none, and still have a Next cursor, which
 // continues the search below the ids already read.
-func List(ctx context.Context, db gen.DBTX, table lease.Table, f Filter) (Page, error) {
+func List(ctx context.Context, db workqtype.DB, table lease.Table, f Filter) (Page, error) {
 	v, err := view(table)
 	if err != nil {
 		return Page{}, err
@@ -306,7 +292,7 @@ func pageOf(items []Item, limit int, more int64) Page {
 
 // Get reads one item with its payload and its table's own columns;
 // ErrNotFound when there is none.
-func Get(ctx context.Context, db gen.DBTX, table lease.Table, id int64) (Item, error) {
+func Get(ctx context.Context, db workqtype.DB, table lease.Table, id int64) (Item, error) {
 	v, err := view(table)
 	if err != nil {
 		return Item{}, err
@@ -326,20 +312,11 @@ func Get(ctx context.Context, db gen.DBTX, table lease.Table, id int64) (Item, e
 
 // Attempts lists the archived attempts of one item in claim order, with
 // operators' revives and cancels among them.
-func Attempts(ctx context.Context, db gen.DBTX, table lease.Table, id int64) ([]Attempt, error) {
+func Attempts(ctx context.Context, db workqtype.DB, table lease.Table, id int64) ([]workqtype.Attempt, error) {
 	if _, err := view(table); err != nil {
 		return nil, err
 	}
-	runs, err := gen.New(db).RunsListByItem(ctx, string(table), id)
-	if err != nil {
-		return nil, fmt.Errorf("attempts of %s %d: %w", table, id, err)
-	}
-	out := make([]Attempt, len(runs))
-	for i, r := range runs {
-		out[i] = Attempt{RunID: r.RunID, Attempt: r.Attempt, LeaseVersion: r.LeaseVersion, Worker: r.WorkerID,
-			StartedAt: r.StartedAt, FinishedAt: r.FinishedAt, Outcome: r.Outcome, Error: deref(r.Error)}
-	}
-	return out, nil
+	return lease.Attempts(ctx, db, table, id)
 }
 
 // Result of an action on ids: the ids it acted on, and the others (not in
@@ -374,7 +351,7 @@ func (a Actor) validate() error {
 // Retry puts failed items back to ready with their attempts reset, due now
 // (lease.Engine.Revive): for a dead inbox message a revive, for a cancelled
 // item an undo.
-func Retry(ctx context.Context, db gen.DBTX, table lease.Table, by Actor, ids ...int64) (Result, error) {
+func Retry(ctx context.Context, db workqtype.DB, table lease.Table, by Actor, ids ...int64) (Result, error) {
 	if err := by.validate(); err != nil {
 		return Result{}, err
 	}
@@ -385,7 +362,7 @@ func Retry(ctx context.Context, db gen.DBTX, table lease.Table, by Actor, ids ..
 
 // Cancel ends ready items as failed, with last_error "cancelled by <actor>"
 // (lease.Engine.Cancel); items already claimed are not stopped.
-func Cancel(ctx context.Context, db gen.DBTX, table lease.Table, by Actor, ids ...int64) (Result, error) {
+func Cancel(ctx context.Context, db workqtype.DB, table lease.Table, by Actor, ids ...int64) (Result, error) {
 	if err := by.validate(); err != nil {
 		return Result{}, err
 	}
@@ -396,14 +373,14 @@ func Cancel(ctx context.Context, db gen.DBTX, table lease.Table, by Actor, ids .
 
 // Delete deletes finished (done or failed) items; their archived attempts
 // stay until the archive's retention.
-func Delete(ctx context.Context, db gen.DBTX, table lease.Table, ids ...int64) (Result, error) {
+func Delete(ctx context.Context, db workqtype.DB, table lease.Table, ids ...int64) (Result, error) {
 	return act(db, table, "delete", ids, func(e *lease.Engine) ([]int64, error) {
 		return e.Delete(ctx, ids...)
 	})
 }
 
 // act validates ids and runs one action on them.
-func act(db gen.DBTX, table lease.Table, verb string, ids []int64, do func(*lease.Engine) ([]int64, error)) (Result, error) {
+func act(db workqtype.DB, table lease.Table, verb string, ids []int64, do func(*lease.Engine) ([]int64, error)) (Result, error) {
 	if _, err := view(table); err != nil {
 		return Result{}, err
 	}

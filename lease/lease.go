@@ -20,6 +20,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/workq/workq/db/gen"
+	"github.com/workq/workq/workqtype"
 )
 
 // Status is a work row's state.
@@ -254,7 +255,7 @@ type Engine struct {
 // New returns an engine for table over db (a pool, a connection or a
 // transaction). For a table that is not registered every call returns an
 // error wrapping ErrUnknownTable.
-func New(db gen.DBTX, table Table) *Engine {
+func New(db workqtype.DB, table Table) *Engine {
 	d, err := lookup(table)
 	if err != nil {
 		return &Engine{table: table, err: err}
@@ -629,7 +630,7 @@ func CheckLimit(table Table, queue string, w int) error {
 // SetLimit sets the global limit W of in-progress rows of (table, queue),
 // 0 to MaxLimit; a negative w removes the limit. A bad table, queue name or
 // W is an error wrapping ErrInvalid, and nothing is written.
-func SetLimit(ctx context.Context, db gen.DBTX, table Table, queue string, w int) error {
+func SetLimit(ctx context.Context, db workqtype.DB, table Table, queue string, w int) error {
 	if err := CheckLimit(table, queue, w); err != nil {
 		return err
 	}

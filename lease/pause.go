@@ -45,7 +45,7 @@ func checkQueue(op string, table Table, queue string) error {
 // The queue's limit W, if any, is kept. A claim statement already running
 // when the pause commits may still take items (it checked before); every
 // claim that starts after the pause commits takes none.
-func Pause(ctx context.Context, db gen.DBTX, table Table, queue, by, reason string) (bool, error) {
+func Pause(ctx context.Context, db workqtype.DB, table Table, queue, by, reason string) (bool, error) {
 	if err := checkQueue("pause", table, queue); err != nil {
 		return false, err
 	}
@@ -72,7 +72,7 @@ func Pause(ctx context.Context, db gen.DBTX, table Table, queue, by, reason stri
 // Resume lets workers claim from (table, queue) again and reports whether
 // it was paused. Workers pick the queue up at their next claim: a NOTIFY,
 // or within one poll interval.
-func Resume(ctx context.Context, db gen.DBTX, table Table, queue string) (bool, error) {
+func Resume(ctx context.Context, db workqtype.DB, table Table, queue string) (bool, error) {
 	if err := checkQueue("resume", table, queue); err != nil {
 		return false, err
 	}
@@ -84,7 +84,7 @@ func Resume(ctx context.Context, db gen.DBTX, table Table, queue string) (bool, 
 }
 
 // Paused lists the paused queues.
-func Paused(ctx context.Context, db gen.DBTX) ([]PausedQueue, error) {
+func Paused(ctx context.Context, db workqtype.DB) ([]PausedQueue, error) {
 	rows, err := gen.New(db).QueuePausesList(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("list paused queues: %w", err)

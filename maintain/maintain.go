@@ -18,7 +18,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/workq/workq/db/gen"
 	"github.com/workq/workq/lease"
 	"github.com/workq/workq/lock"
 	"github.com/workq/workq/workqtype"
@@ -72,7 +71,7 @@ type taskState struct {
 
 // Service runs the maintenance tasks while it leads.
 type Service struct {
-	db   gen.DBTX
+	db   workqtype.DB
 	opts Options
 	log  *slog.Logger
 
@@ -91,7 +90,7 @@ type Service struct {
 var ErrInvalid = workqtype.ErrInvalid
 
 // New returns a service on db (a pool).
-func New(db gen.DBTX, o Options) *Service {
+func New(db workqtype.DB, o Options) *Service {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}

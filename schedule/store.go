@@ -31,13 +31,6 @@ var (
 	ErrOverlap = errors.New("schedule has a live run")
 )
 
-// DB is what the Store runs on: a *pgxpool.Pool, a *pgx.Conn or a pgx.Tx
-// (inside a transaction, read-modify-writes use a savepoint).
-type DB interface {
-	gen.DBTX
-	Begin(ctx context.Context) (pgx.Tx, error)
-}
-
 // OverlapPolicy says whether a slot runs while the previous run of the
 // same schedule is still live (ready or in progress).
 type OverlapPolicy string
@@ -257,7 +250,7 @@ func (s *Store) now(ctx context.Context, q *gen.Queries) (time.Time, error) {
 
 // Create adds a schedule on db. Its first slot is the first one after now.
 // A name already taken is ErrExists.
-func (s *Store) Create(ctx context.Context, db DB, sp Spec) (Schedule, error) {
+func (s *Store) Create(ctx context.Context, db workqtype.TxDB, sp Spec) (Schedule, error) {
 	n, err := s.normalize(sp)
 	if err != nil {
 		return Schedule{}, err
@@ -281,7 +274,7 @@ func (s *Store) Create(ctx context.Context, db DB, sp Spec) (Schedule, error) {
 }
 
 // Get reads one schedule by name.
-func (s *Store) Get(ctx context.Context, db DB, name string) (Schedule, error) {
+func (s *Store) Get(ctx context.Context, db workqtype.TxDB, name string) (Schedule, error) {
 	r, err := gen.New(db).SchedulesGet(ctx, name)
 	if err != nil {
 		if errors.Is(err, pgx.ErrNoRows) {
@@ -293,7 +286,7 @@ func (s *Store) Get(ctx context.Context, db DB, name string) (Schedule, error) {
 }
 
 // List reads every schedule, in name order.
-func (s *Store) List(ctx context.Context, db DB) ([]Schedule, error) {
+func (s *Store) List(ctx context.Context, db workqtype.TxDB) ([]Schedule, error) {
 	rows, err := gen.New(db).SchedulesList(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("list schedules: %w", err)
@@ -329,7 +322,7 @@ func fromRow(r gen.SchedulesListRow) Schedule {
 
 // modify runs f on the schedule name, read and locked in a transaction (a
 // savepoint when db is one), and writes what f leaves in it.
-func (s *Store) modify(ctx context.Context, db DB, name string, f func(now time.Time, cur *gen.Schedule) error) error {
+func (s *Store) modify(ctx context.Context, db workqtype.TxDB, name string, f func(now time.Time, cur *gen.Schedule) error) error {
 	tx, err := db.Begin(ctx)
 	if err != nil {
 		return err
@@ -364,7 +357,7 @@ func (s *Store) modify(ctx context.Context, db DB, name string, f func(now time.
 // Update changes the fields of schedule name that c sets. A changed cron
 // expression or time zone moves the next run to the first new slot after
 // now; otherwise the next run stays.
-func (s *Store) Update(ctx context.Context, db DB, name string, c Changes) (Schedule, error) {
+func (s *Store) Update(ctx context.Context, db workqtype.TxDB, name string, c Changes) (Schedule, error) {
 	err := s.modify(ctx, db, name, func(now time.Time, cur *gen.Schedule) error {
 		sp := Spec{
 			Name: cur.Name, Cron: cur.Cron, Timezone: cur.Timezone, Queue: cur.Queue, Kind: cur.Kind,
@@ -425,17 +418,17 @@ func set[T any](dst *T, src *T) {
 // Enable turns schedule name on. Its next run is the first slot after now:
 // slots that passed while it was disabled are not caught up. Enabling an
 // enabled schedule changes nothing.
-func (s *Store) Enable(ctx context.Context, db DB, name string) (Schedule, error) {
+func (s *Store) Enable(ctx context.Context, db workqtype.TxDB, name string) (Schedule, error) {
 	return s.setEnabled(ctx, db, name, true)
 }
 
 // Disable turns schedule name off: the scheduler leaves it alone until
 // Enable. Runs already made are not touched.
-func (s *Store) Disable(ctx context.Context, db DB, name string) (Schedule, error) {
+func (s *Store) Disable(ctx context.Context, db workqtype.TxDB, name string) (Schedule, error) {
 	return s.setEnabled(ctx, db, name, false)
 }
 
-func (s *Store) setEnabled(ctx context.Context, db DB, name string, on bool) (Schedule, error) {
+func (s *Store) setEnabled(ctx context.Context, db workqtype.TxDB, name string, on bool) (Schedule, error) {
 	err := s.modify(ctx, db, name, func(now time.Time, cur *gen.Schedule) error {
 		if cur.Enabled == on && (!on || cur.NextRunAt != nil) {
 			return nil
@@ -464,7 +457,7 @@ func (s *Store) setEnabled(ctx context.Context, db DB, name string, on bool) (Sc
 
 // Delete removes schedule name. Its job runs stay (their schedule_id
 // becomes null); a live one still runs.
-func (s *Store) Delete(ctx context.Context, db DB, name string) error {
+func (s *Store) Delete(ctx context.Context, db workqtype.TxDB, name string) error {
 	n, err := gen.New(db).SchedulesDelete(ctx, name)
 	if err != nil {
 		return fmt.Errorf("delete schedule %q: %w", name, err)
@@ -480,7 +473,7 @@ func (s *Store) Delete(ctx context.Context, db DB, name string) error {
 // blocks) a slot, and next_run_at does not move. It works on a disabled
 // schedule too. With overlap policy skip and the previous run still live
 // it returns ErrOverlap and enqueues nothing, unless force is set.
-func (s *Store) TriggerNow(ctx context.Context, db DB, name string, force bool) (Triggered, error) {
+func (s *Store) TriggerNow(ctx context.Context, db workqtype.TxDB, name string, force bool) (Triggered, error) {
 	tx, err := db.Begin(ctx)
 	if err != nil {
 		return Triggered{}, fmt.Errorf("trigger schedule %q: %w", name, err)

@@ -8,7 +8,9 @@ package workqtype
 import (
 	"context"
 	"errors"
+	"time"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 )
@@ -19,6 +21,15 @@ type DB interface {
 	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
 	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
 	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+// TxDB is a DB that can also begin a transaction: a *pgxpool.Pool, a
+// *pgx.Conn, or a pgx.Tx (where Begin starts a savepoint). The API, the
+// dashboard and the schedule store and scheduler need it for the requests
+// that write several rows together.
+type TxDB interface {
+	DB
+	Begin(ctx context.Context) (pgx.Tx, error)
 }
 
 // ErrInvalid is matched (errors.Is) by every error that rejects a request
@@ -47,3 +58,18 @@ func Invalid(field, msg string) error { return &ValidationError{Field: field, Ms
 // NotifyChannel is the LISTEN/NOTIFY channel of a work table; the payload is
 // the queue name.
 func NotifyChannel(table string) string { return "workq_" + table }
+
+// Attempt is one archived attempt of a work item (a job run, an outbox or
+// inbox message, a timer) from the run archive, or an operator's action on
+// it (outcome revived or cancelled, with the actor as Worker). The attempt
+// in progress, if any, is on the item itself.
+type Attempt struct {
+	RunID        uuid.UUID `json:"run_id"`
+	Attempt      int32     `json:"attempt"`
+	LeaseVersion int64     `json:"lease_version"`
+	Worker       string    `json:"worker"` // worker id, or the actor of a revive or cancel
+	StartedAt    time.Time `json:"started_at"`
+	FinishedAt   time.Time `json:"finished_at"`
+	Outcome      string    `json:"outcome"` // done, retry, failed, released, snoozed, expired, revived, cancelled...
+	Error        string    `json:"error,omitempty"`
+}

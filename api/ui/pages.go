@@ -387,7 +387,7 @@ func tableTitle(t lease.Table) string {
 }
 
 type attemptView struct {
-	Run          admin.Attempt
+	Run          workqtype.Attempt
 	Log          string
 	LogTruncated int64 // bytes of the log not shown (its beginning)
 	LogSize      int64

@@ -131,11 +131,11 @@ var views = map[lease.Table]tableView{
 
 func view(table lease.Table) (tableView, error) {
 	if _, err := lease.ParseTable(string(table)); err != nil {
-		return tableView{}, fmt.Errorf("%w: %w", ErrInvalid, err)
+		return tableView{}, workqtype.InvalidErr("table", err)
 	}
 	v, ok := views[table]
 	if !ok {
-		return tableView{}, fmt.Errorf("%w: table %s has no admin view", ErrInvalid, table)
+		return tableView{}, invalid("table", "table %s has no admin view", table)
 	}
 	return v, nil
 }
@@ -153,13 +153,15 @@ func ParseStatus(s string) (lease.Status, error) {
 	case "failed", "dead":
 		return lease.StatusFailed, nil
 	}
-	return 0, fmt.Errorf("%w: status %q is not one of ready, in_progress, done, failed (or processing, processed, dead)", ErrInvalid, s)
+	return 0, invalid("status", "status %q is not one of ready, in_progress, done, failed (or processing, processed, dead)", s)
 }
 
 // Validate checks f and says what is wrong with it.
 func (f Filter) Validate() error {
-	if f.Queue != "" && !workqtype.ValidName(f.Queue) {
-		return fmt.Errorf("%w: queue %q: want 1 to 128 of A-Z a-z 0-9 _ . : -", ErrInvalid, f.Queue)
+	if f.Queue != "" {
+		if err := workqtype.CheckQueue("queue", f.Queue); err != nil {
+			return err
+		}
 	}
 	if f.Status != "" {
 		if _, err := ParseStatus(f.Status); err != nil {
@@ -167,23 +169,23 @@ func (f Filter) Validate() error {
 		}
 	}
 	if f.Kind != "" && !worker.ValidTopic(f.Kind) {
-		return fmt.Errorf("%w: kind %q: want 1 to 256 bytes of printable UTF-8 without spaces at its ends", ErrInvalid, f.Kind)
+		return invalid("kind", "kind %q: want 1 to 256 bytes of printable UTF-8 without spaces at its ends", f.Kind)
 	}
 	if !f.CreatedAfter.IsZero() && !f.CreatedBefore.IsZero() && !f.CreatedAfter.Before(f.CreatedBefore) {
-		return fmt.Errorf("%w: created_after %s is not before created_before %s", ErrInvalid,
+		return invalid("created_after", "created_after %s is not before created_before %s",
 			f.CreatedAfter.Format(time.RFC3339Nano), f.CreatedBefore.Format(time.RFC3339Nano))
 	}
 	if len(f.ErrorText) > MaxErrorText {
-		return fmt.Errorf("%w: error text is %d bytes, want at most %d", ErrInvalid, len(f.ErrorText), MaxErrorText)
+		return invalid("error", "error text is %d bytes, want at most %d", len(f.ErrorText), MaxErrorText)
 	}
 	if f.ErrorText != "" && (!utf8.ValidString(f.ErrorText) || strings.ContainsRune(f.ErrorText, 0)) {
-		return fmt.Errorf("%w: error text must be UTF-8 without NUL", ErrInvalid)
+		return invalid("error", "error text must be UTF-8 without NUL")
 	}
 	if f.Before < 0 {
-		return fmt.Errorf("%w: cursor %d is negative", ErrInvalid, f.Before)
+		return invalid("cursor", "cursor %d is negative", f.Before)
 	}
 	if f.Limit < 0 || f.Limit > MaxLimit {
-		return fmt.Errorf("%w: limit %d: want 1 to %d", ErrInvalid, f.Limit, MaxLimit)
+		return invalid("limit", "limit %d: want 1 to %d", f.Limit, MaxLimit)
 	}
 	return nil
 }
@@ -298,7 +300,7 @@ func Get(ctx context.Context, db workqtype.DB, table lease.Table, id int64) (Ite
 		return Item{}, err
 	}
 	if id <= 0 || id > lease.MaxItemID {
-		return Item{}, fmt.Errorf("%w: id %d: want 1 to %d", ErrInvalid, id, int64(lease.MaxItemID))
+		return Item{}, invalid("id", "id %d: want 1 to %d", id, int64(lease.MaxItemID))
 	}
 	it, err := v.get(ctx, gen.New(db), id)
 	if errors.Is(err, pgx.ErrNoRows) {
@@ -334,16 +336,16 @@ type Actor struct {
 
 func (a Actor) validate() error {
 	if strings.TrimSpace(a.Name) == "" {
-		return fmt.Errorf("%w: actor must not be empty", ErrInvalid)
+		return invalid("actor", "actor must not be empty")
 	}
 	if len(a.Name) > maxActorLen {
-		return fmt.Errorf("%w: actor is %d bytes, want at most %d", ErrInvalid, len(a.Name), maxActorLen)
+		return invalid("actor", "actor is %d bytes, want at most %d", len(a.Name), maxActorLen)
 	}
 	if len(a.Reason) > maxReasonLen {
-		return fmt.Errorf("%w: reason is %d bytes, want at most %d", ErrInvalid, len(a.Reason), maxReasonLen)
+		return invalid("reason", "reason is %d bytes, want at most %d", len(a.Reason), maxReasonLen)
 	}
 	if !workqtype.ValidText(a.Name) || !workqtype.ValidText(a.Reason) {
-		return fmt.Errorf("%w: actor and reason must be UTF-8 without NUL bytes", ErrInvalid)
+		return invalid("actor", "actor and reason must be UTF-8 without NUL bytes")
 	}
 	return nil
 }
@@ -410,18 +412,18 @@ func act(db workqtype.DB, table lease.Table, verb string, ids []int64, do func(*
 // item id, none twice.
 func CheckIDs(ids []int64) error {
 	if len(ids) == 0 {
-		return fmt.Errorf("%w: no ids given", ErrInvalid)
+		return invalid("ids", "no ids given")
 	}
 	if len(ids) > MaxIDs {
-		return fmt.Errorf("%w: %d ids, want at most %d per request", ErrInvalid, len(ids), MaxIDs)
+		return invalid("ids", "%d ids, want at most %d per request", len(ids), MaxIDs)
 	}
 	seen := make(map[int64]bool, len(ids))
 	for _, id := range ids {
 		if id <= 0 || id > lease.MaxItemID {
-			return fmt.Errorf("%w: id %d: want 1 to %d", ErrInvalid, id, int64(lease.MaxItemID))
+			return invalid("ids", "id %d: want 1 to %d", id, int64(lease.MaxItemID))
 		}
 		if seen[id] {
-			return fmt.Errorf("%w: id %d given twice", ErrInvalid, id)
+			return invalid("ids", "id %d given twice", id)
 		}
 		seen[id] = true
 	}
@@ -434,4 +436,9 @@ func deref[T any](p *T) T {
 		return zero
 	}
 	return *p
+}
+
+// invalid is a *workqtype.ValidationError about field.
+func invalid(field, format string, args ...any) error {
+	return workqtype.Invalid(field, fmt.Sprintf(format, args...))
 }

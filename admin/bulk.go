@@ -2,7 +2,6 @@ package admin
 
 import (
 	"context"
-	"fmt"
 
 	"github.com/workq/workq/lease"
 	"github.com/workq/workq/workqtype"
@@ -58,7 +57,7 @@ func DeleteMatching(ctx context.Context, db workqtype.DB, table lease.Table, f F
 // CheckBulk checks the cap of a matching action.
 func CheckBulk(max int) error {
 	if max < 0 || max > MaxBulk {
-		return fmt.Errorf("%w: max %d: want 1 to %d (0: %d)", ErrInvalid, max, MaxBulk, DefaultBulk)
+		return invalid("max", "max %d: want 1 to %d (0: %d)", max, MaxBulk, DefaultBulk)
 	}
 	return nil
 }

@@ -167,7 +167,7 @@ func (s *Server) act(w http.ResponseWriter, r *http.Request, p principal, verb s
 		return err
 	}
 	if err := admin.CheckIDs(in.IDs); err != nil {
-		return invalidErr("ids", err)
+		return invalidErr("", err)
 	}
 	by := admin.Actor{Name: p.actor(), Reason: in.Reason}
 	var res admin.Result

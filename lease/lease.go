@@ -622,7 +622,7 @@ func CheckLimit(table Table, queue string, w int) error {
 		return err
 	}
 	if w > MaxLimit {
-		return fmt.Errorf("set limit of %s/%s: %w: W must be a whole number from 0 to %d, got %d", table, queue, ErrInvalid, MaxLimit, w)
+		return fmt.Errorf("set limit of %s/%s: %w", table, queue, workqtype.Invalid("limit", fmt.Sprintf("W must be a whole number from 0 to %d, got %d", MaxLimit, w)))
 	}
 	return nil
 }
@@ -742,7 +742,7 @@ func (e *Engine) Cancel(ctx context.Context, actor, reason string, ids ...int64)
 		return nil, fmt.Errorf("cancel: %w", e.err)
 	}
 	if strings.TrimSpace(actor) == "" {
-		return nil, fmt.Errorf("cancel %s: %w: actor must not be empty", e.table, ErrInvalid)
+		return nil, fmt.Errorf("cancel %s: %w", e.table, workqtype.Invalid("actor", "actor must not be empty"))
 	}
 	if len(ids) == 0 {
 		return nil, nil

@@ -29,10 +29,10 @@ type PausedQueue struct {
 
 func checkQueue(op string, table Table, queue string) error {
 	if _, err := lookup(table); err != nil {
-		return fmt.Errorf("%s: %w: %w", op, ErrInvalid, err)
+		return fmt.Errorf("%s: %w", op, workqtype.InvalidErr("table", err))
 	}
-	if !workqtype.ValidName(queue) {
-		return fmt.Errorf("%s %s: %w: queue %q is not a valid name (1-128 of A-Z a-z 0-9 _ . : -)", op, table, ErrInvalid, queue)
+	if err := workqtype.CheckQueue("queue", queue); err != nil {
+		return fmt.Errorf("%s %s: %w", op, table, err)
 	}
 	return nil
 }
@@ -50,10 +50,10 @@ func Pause(ctx context.Context, db workqtype.DB, table Table, queue, by, reason 
 		return false, err
 	}
 	if strings.TrimSpace(by) == "" || len(by) > 256 || !workqtype.ValidText(by) {
-		return false, fmt.Errorf("pause %s/%s: %w: who pauses must be 1 to 256 characters of UTF-8 without NUL", table, queue, ErrInvalid)
+		return false, fmt.Errorf("pause %s/%s: %w", table, queue, workqtype.Invalid("by", "who pauses must be 1 to 256 characters of UTF-8 without NUL"))
 	}
 	if len(reason) > 1024 || !workqtype.ValidText(reason) {
-		return false, fmt.Errorf("pause %s/%s: %w: reason must be at most 1024 bytes of UTF-8 without NUL", table, queue, ErrInvalid)
+		return false, fmt.Errorf("pause %s/%s: %w", table, queue, workqtype.Invalid("reason", "reason must be at most 1024 bytes of UTF-8 without NUL"))
 	}
 	var r *string
 	if reason != "" {

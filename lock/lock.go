@@ -111,8 +111,8 @@ type Lock struct {
 // ErrHeld (wrapped) when another owner holds it. db is a pool (a
 // connection works, but the lock then dies with it).
 func TryAcquire(ctx context.Context, db workqtype.DB, name string, o Options) (*Lock, error) {
-	if !workqtype.ValidName(name) {
-		return nil, fmt.Errorf("%w: lock name %q is not a valid name (1-128 of A-Z a-z 0-9 _ . : -)", ErrInvalid, name)
+	if err := workqtype.CheckName("name", "lock name", name); err != nil {
+		return nil, err
 	}
 	o, err := o.withDefaults()
 	if err != nil {

@@ -153,18 +153,18 @@ type normalized struct {
 func (s *Store) normalize(sp Spec) (normalized, error) {
 	n := normalized{}
 	p := &n.SchedulesInsertParams
-	if !workqtype.ValidName(sp.Name) {
-		return n, fmt.Errorf("%w: schedule name %q is not a valid name (1-128 of A-Z a-z 0-9 _ . : -)", workqtype.ErrInvalid, sp.Name)
+	if err := workqtype.CheckName("name", "schedule name", sp.Name); err != nil {
+		return n, err
 	}
 	p.Name = sp.Name
 	if sp.Queue == "" {
-		sp.Queue = "default"
+		sp.Queue = workqtype.DefaultQueue
 	}
-	if !workqtype.ValidName(sp.Queue) {
-		return n, fmt.Errorf("%w: queue %q is not a valid name (1-128 of A-Z a-z 0-9 _ . : -)", workqtype.ErrInvalid, sp.Queue)
+	if err := workqtype.CheckQueue("queue", sp.Queue); err != nil {
+		return n, err
 	}
-	if !workqtype.ValidName(sp.Kind) {
-		return n, fmt.Errorf("%w: kind %q is not a valid name (1-128 of A-Z a-z 0-9 _ . : -)", workqtype.ErrInvalid, sp.Kind)
+	if err := workqtype.CheckName("kind", "kind", sp.Kind); err != nil {
+		return n, err
 	}
 	p.Queue, p.Kind = sp.Queue, sp.Kind
 	if sp.Timezone == "" {
@@ -175,62 +175,36 @@ func (s *Store) normalize(sp Spec) (normalized, error) {
 		return n, err
 	}
 	n.expr, p.Cron, p.Timezone = expr, sp.Cron, sp.Timezone
-	if p.Payload, err = encodePayload(sp.Payload, s.maxPayload); err != nil {
+	if p.Payload, err = workqtype.EncodePayload(sp.Payload, s.maxPayload); err != nil {
 		return n, err
 	}
 	p.Priority = sp.Priority
-	if sp.MaxAttempts == 0 {
-		sp.MaxAttempts = DefaultMaxAttempts
+	if p.MaxAttempts, err = workqtype.MaxAttempts("max_attempts", sp.MaxAttempts, DefaultMaxAttempts); err != nil {
+		return n, err
 	}
-	if sp.MaxAttempts < 1 || sp.MaxAttempts > 1000 {
-		return n, fmt.Errorf("%w: max attempts must be between 1 and 1000, got %d", workqtype.ErrInvalid, sp.MaxAttempts)
-	}
-	p.MaxAttempts = int32(sp.MaxAttempts)
 	switch sp.Overlap {
 	case "":
 		sp.Overlap = OverlapAllow
 	case OverlapAllow, OverlapSkip:
 	default:
-		return n, fmt.Errorf("%w: overlap policy %q: want %q or %q", workqtype.ErrInvalid, sp.Overlap, OverlapAllow, OverlapSkip)
+		return n, workqtype.Invalid("overlap", fmt.Sprintf("overlap policy %q: want %q or %q", sp.Overlap, OverlapAllow, OverlapSkip))
 	}
 	switch sp.Misfire {
 	case "":
 		sp.Misfire = MisfireRunOnce
 	case MisfireRunOnce, MisfireSkip, MisfireRunAll:
 	default:
-		return n, fmt.Errorf("%w: misfire policy %q: want %q, %q or %q", workqtype.ErrInvalid, sp.Misfire, MisfireRunOnce, MisfireSkip, MisfireRunAll)
+		return n, workqtype.Invalid("misfire", fmt.Sprintf("misfire policy %q: want %q, %q or %q", sp.Misfire, MisfireRunOnce, MisfireSkip, MisfireRunAll))
 	}
 	if sp.MisfireCap == 0 {
 		sp.MisfireCap = DefaultMisfireCap
 	}
 	if sp.MisfireCap < 1 || sp.MisfireCap > MaxMisfireCap {
-		return n, fmt.Errorf("%w: misfire cap must be between 1 and %d, got %d", workqtype.ErrInvalid, MaxMisfireCap, sp.MisfireCap)
+		return n, workqtype.Invalid("misfire_cap", fmt.Sprintf("misfire cap must be between 1 and %d, got %d", MaxMisfireCap, sp.MisfireCap))
 	}
 	p.Overlap, p.Misfire, p.MisfireCap = string(sp.Overlap), string(sp.Misfire), int32(sp.MisfireCap)
 	p.Enabled = !sp.Disabled
 	return n, nil
-}
-
-// encodePayload returns the JSON text of a payload, checked by
-// workqtype.CheckPayload: nil is {}, raw JSON is taken as it is, anything else
-// is marshaled.
-func encodePayload(v any, maxBytes int) ([]byte, error) {
-	var raw []byte
-	switch p := v.(type) {
-	case nil:
-		return []byte("{}"), nil
-	case json.RawMessage:
-		raw = p
-	case []byte:
-		raw = p
-	default:
-		b, err := json.Marshal(v)
-		if err != nil {
-			return nil, fmt.Errorf("%w: payload is not JSON-marshalable: %v", workqtype.ErrInvalid, err)
-		}
-		raw = b
-	}
-	return raw, workqtype.CheckPayload(raw, maxBytes)
 }
 
 // Validate reports what is wrong with sp (an error wrapping
@@ -383,11 +357,11 @@ func (s *Store) Update(ctx context.Context, db workqtype.TxDB, name string, c Ch
 			p    *string
 		}{{"cron", c.Cron}, {"timezone", c.Timezone}, {"queue", c.Queue}, {"kind", c.Kind}} {
 			if f.p != nil && *f.p == "" {
-				return fmt.Errorf("%w: %s must not be empty", workqtype.ErrInvalid, f.name)
+				return workqtype.Invalid(f.name, f.name+" must not be empty")
 			}
 		}
 		if (c.Overlap != nil && *c.Overlap == "") || (c.Misfire != nil && *c.Misfire == "") || (c.MisfireCap != nil && *c.MisfireCap == 0) || (c.MaxAttempts != nil && *c.MaxAttempts == 0) {
-			return fmt.Errorf("%w: an explicit overlap, misfire, misfire cap or max attempts must not be empty or zero", workqtype.ErrInvalid)
+			return workqtype.Invalid("", "an explicit overlap, misfire, misfire cap or max attempts must not be empty or zero")
 		}
 		n, err := s.normalize(sp)
 		if err != nil {

@@ -118,14 +118,14 @@ func List(ctx context.Context, db workqtype.DB, f Filter) ([]Info, error) {
 		arg.MaxRows = 100
 	}
 	if f.Limit < 0 || f.Limit > MaxListLimit {
-		return nil, fmt.Errorf("%w: limit must be between 1 and %d, got %d", ErrInvalid, MaxListLimit, f.Limit)
+		return nil, workqtype.Invalid("limit", fmt.Sprintf("limit must be between 1 and %d, got %d", MaxListLimit, f.Limit))
 	}
 	if f.AfterID < 0 {
-		return nil, fmt.Errorf("%w: after id must not be negative, got %d", ErrInvalid, f.AfterID)
+		return nil, workqtype.Invalid("after_id", fmt.Sprintf("after id must not be negative, got %d", f.AfterID))
 	}
 	if f.Queue != "" {
-		if !workqtype.ValidName(f.Queue) {
-			return nil, fmt.Errorf("%w: queue %q is not a valid name (1-128 of A-Z a-z 0-9 _ . : -)", ErrInvalid, f.Queue)
+		if err := workqtype.CheckQueue("queue", f.Queue); err != nil {
+			return nil, err
 		}
 		arg.Queue = &f.Queue
 	}
@@ -138,7 +138,7 @@ func List(ctx context.Context, db workqtype.DB, f Filter) ([]Info, error) {
 			ok = ok || s == f.State
 		}
 		if !ok {
-			return nil, fmt.Errorf("%w: state %q is not one of %v", ErrInvalid, f.State, States)
+			return nil, workqtype.Invalid("state", fmt.Sprintf("state %q is not one of %v", f.State, States))
 		}
 		arg.State = &f.State
 	}

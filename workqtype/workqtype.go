@@ -39,21 +39,43 @@ var ErrInvalid = errors.New("invalid request")
 // ValidationError is the error of an invalid request: Field names what is
 // wrong (a Go field, flag or JSON path such as "queue" or "jobs[3].kind";
 // empty when the request as a whole is wrong) and Msg says how. It matches
-// ErrInvalid through errors.Is.
+// ErrInvalid through errors.Is, and Err, when set, too: a more specific
+// error such as a *PayloadTooLargeError that errors.As finds.
 type ValidationError struct {
 	Field string
 	Msg   string
+	Err   error
 }
 
 // Error reads "invalid request: " followed by Msg.
 func (e *ValidationError) Error() string { return ErrInvalid.Error() + ": " + e.Msg }
 
-// Unwrap returns ErrInvalid.
-func (e *ValidationError) Unwrap() error { return ErrInvalid }
+// Unwrap returns ErrInvalid, and Err when set.
+func (e *ValidationError) Unwrap() []error {
+	if e.Err != nil {
+		return []error{ErrInvalid, e.Err}
+	}
+	return []error{ErrInvalid}
+}
 
 // Invalid returns a *ValidationError for field; msg says what is wrong and
 // should name the field, since the error text is Msg alone.
 func Invalid(field, msg string) error { return &ValidationError{Field: field, Msg: msg} }
+
+// InvalidErr returns a *ValidationError for field whose Msg is err's text
+// and whose Err is err (errors.Is and errors.As see through it).
+func InvalidErr(field string, err error) error {
+	return &ValidationError{Field: field, Msg: err.Error(), Err: err}
+}
+
+// FieldOf returns the Field of the *ValidationError in err's tree, or "".
+func FieldOf(err error) string {
+	var v *ValidationError
+	if errors.As(err, &v) {
+		return v.Field
+	}
+	return ""
+}
 
 // NotifyChannel is the LISTEN/NOTIFY channel of a work table; the payload is
 // the queue name.

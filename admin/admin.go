@@ -20,7 +20,6 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
 	"github.com/workq/workq/db/gen"
@@ -80,19 +79,6 @@ type Item struct {
 	Details      map[string]any  `json:"details,omitempty"`
 }
 
-// Attempt is one archived attempt of an item (or an operator's action on
-// it: outcome revived or cancelled).
-type Attempt struct {
-	RunID        uuid.UUID `json:"run_id"`
-	Attempt      int32     `json:"attempt"`
-	LeaseVersion int64     `json:"lease_version"`
-	Worker       string    `json:"worker"` // worker id, or the actor of a revive or cancel
-	StartedAt    time.Time `json:"started_at"`
-	FinishedAt   time.Time `json:"finished_at"`
-	Outcome      string    `json:"outcome"`
-	Error        string    `json:"error,omitempty"`
-}
-
 // Filter selects a page of items. Zero fields match everything.
 type Filter struct {
 	Queue         string    // a queue name
@@ -145,11 +131,11 @@ var views = map[lease.Table]tableView{
 
 func view(table lease.Table) (tableView, error) {
 	if _, err := lease.ParseTable(string(table)); err != nil {
-		return tableView{}, fmt.Errorf("%w: %w", ErrInvalid, err)
+		return tableView{}, workqtype.InvalidErr("table", err)
 	}
 	v, ok := views[table]
 	if !ok {
-		return tableView{}, fmt.Errorf("%w: table %s has no admin view", ErrInvalid, table)
+		return tableView{}, invalid("table", "table %s has no admin view", table)
 	}
 	return v, nil
 }
@@ -167,13 +153,15 @@ func ParseStatus(s string) (lease.Status, error) {
 	case "failed", "dead":
 		return lease.StatusFailed, nil
 	}
-	return 0, fmt.Errorf("%w: status %q is not one of ready, in_progress, done, failed (or processing, processed, dead)", ErrInvalid, s)
+	return 0, invalid("status", "status %q is not one of ready, in_progress, done, failed (or processing, processed, dead)", s)
 }
 
 // Validate checks f and says what is wrong with it.
 func (f Filter) Validate() error {
-	if f.Queue != "" && !workqtype.ValidName(f.Queue) {
-		return fmt.Errorf("%w: queue %q: want 1 to 128 of A-Z a-z 0-9 _ . : -", ErrInvalid, f.Queue)
+	if f.Queue != "" {
+		if err := workqtype.CheckQueue("queue", f.Queue); err != nil {
+			return err
+		}
 	}
 	if f.Status != "" {
 		if _, err := ParseStatus(f.Status); err != nil {
@@ -181,23 +169,23 @@ func (f Filter) Validate() error {
 		}
 	}
 	if f.Kind != "" && !worker.ValidTopic(f.Kind) {
-		return fmt.Errorf("%w: kind %q: want 1 to 256 bytes of printable UTF-8 without spaces at its ends", ErrInvalid, f.Kind)
+		return invalid("kind", "kind %q: want 1 to 256 bytes of printable UTF-8 without spaces at its ends", f.Kind)
 	}
 	if !f.CreatedAfter.IsZero() && !f.CreatedBefore.IsZero() && !f.CreatedAfter.Before(f.CreatedBefore) {
-		return fmt.Errorf("%w: created_after %s is not before created_before %s", ErrInvalid,
+		return invalid("created_after", "created_after %s is not before created_before %s",
 			f.CreatedAfter.Format(time.RFC3339Nano), f.CreatedBefore.Format(time.RFC3339Nano))
 	}
 	if len(f.ErrorText) > MaxErrorText {
-		return fmt.Errorf("%w: error text is %d bytes, want at most %d", ErrInvalid, len(f.ErrorText), MaxErrorText)
+		return invalid("error", "error text is %d bytes, want at most %d", len(f.ErrorText), MaxErrorText)
 	}
 	if f.ErrorText != "" && (!utf8.ValidString(f.ErrorText) || strings.ContainsRune(f.ErrorText, 0)) {
-		return fmt.Errorf("%w: error text must be UTF-8 without NUL", ErrInvalid)
+		return invalid("error", "error text must be UTF-8 without NUL")
 	}
 	if f.Before < 0 {
-		return fmt.Errorf("%w: cursor %d is negative", ErrInvalid, f.Before)
+		return invalid("cursor", "cursor %d is negative", f.Before)
 	}
 	if f.Limit < 0 || f.Limit > MaxLimit {
-		return fmt.Errorf("%w: limit %d: want 1 to %d", ErrInvalid, f.Limit, MaxLimit)
+		return invalid("limit", "limit %d: want 1 to %d", f.Limit, MaxLimit)
 	}
 	return nil
 }
@@ -212,7 +200,7 @@ func (f Filter) Validate() error {
 // filters, so gaps cost nothing) and filters them by the text: it may hold
 // fewer than the limit, even none, and still have a Next cursor, which
 // continues the search below the ids already read.
-func List(ctx context.Context, db gen.DBTX, table lease.Table, f Filter) (Page, error) {
+func List(ctx context.Context, db workqtype.DB, table lease.Table, f Filter) (Page, error) {
 	v, err := view(table)
 	if err != nil {
 		return Page{}, err
@@ -306,13 +294,13 @@ func pageOf(items []Item, limit int, more int64) Page {
 
 // Get reads one item with its payload and its table's own columns;
 // ErrNotFound when there is none.
-func Get(ctx context.Context, db gen.DBTX, table lease.Table, id int64) (Item, error) {
+func Get(ctx context.Context, db workqtype.DB, table lease.Table, id int64) (Item, error) {
 	v, err := view(table)
 	if err != nil {
 		return Item{}, err
 	}
 	if id <= 0 || id > lease.MaxItemID {
-		return Item{}, fmt.Errorf("%w: id %d: want 1 to %d", ErrInvalid, id, int64(lease.MaxItemID))
+		return Item{}, invalid("id", "id %d: want 1 to %d", id, int64(lease.MaxItemID))
 	}
 	it, err := v.get(ctx, gen.New(db), id)
 	if errors.Is(err, pgx.ErrNoRows) {
@@ -326,20 +314,11 @@ func Get(ctx context.Context, db gen.DBTX, table lease.Table, id int64) (Item, e
 
 // Attempts lists the archived attempts of one item in claim order, with
 // operators' revives and cancels among them.
-func Attempts(ctx context.Context, db gen.DBTX, table lease.Table, id int64) ([]Attempt, error) {
+func Attempts(ctx context.Context, db workqtype.DB, table lease.Table, id int64) ([]workqtype.Attempt, error) {
 	if _, err := view(table); err != nil {
 		return nil, err
 	}
-	runs, err := gen.New(db).RunsListByItem(ctx, string(table), id)
-	if err != nil {
-		return nil, fmt.Errorf("attempts of %s %d: %w", table, id, err)
-	}
-	out := make([]Attempt, len(runs))
-	for i, r := range runs {
-		out[i] = Attempt{RunID: r.RunID, Attempt: r.Attempt, LeaseVersion: r.LeaseVersion, Worker: r.WorkerID,
-			StartedAt: r.StartedAt, FinishedAt: r.FinishedAt, Outcome: r.Outcome, Error: deref(r.Error)}
-	}
-	return out, nil
+	return lease.Attempts(ctx, db, table, id)
 }
 
 // Result of an action on ids: the ids it acted on, and the others (not in
@@ -357,16 +336,16 @@ type Actor struct {
 
 func (a Actor) validate() error {
 	if strings.TrimSpace(a.Name) == "" {
-		return fmt.Errorf("%w: actor must not be empty", ErrInvalid)
+		return invalid("actor", "actor must not be empty")
 	}
 	if len(a.Name) > maxActorLen {
-		return fmt.Errorf("%w: actor is %d bytes, want at most %d", ErrInvalid, len(a.Name), maxActorLen)
+		return invalid("actor", "actor is %d bytes, want at most %d", len(a.Name), maxActorLen)
 	}
 	if len(a.Reason) > maxReasonLen {
-		return fmt.Errorf("%w: reason is %d bytes, want at most %d", ErrInvalid, len(a.Reason), maxReasonLen)
+		return invalid("reason", "reason is %d bytes, want at most %d", len(a.Reason), maxReasonLen)
 	}
 	if !workqtype.ValidText(a.Name) || !workqtype.ValidText(a.Reason) {
-		return fmt.Errorf("%w: actor and reason must be UTF-8 without NUL bytes", ErrInvalid)
+		return invalid("actor", "actor and reason must be UTF-8 without NUL bytes")
 	}
 	return nil
 }
@@ -374,7 +353,7 @@ func (a Actor) validate() error {
 // Retry puts failed items back to ready with their attempts reset, due now
 // (lease.Engine.Revive): for a dead inbox message a revive, for a cancelled
 // item an undo.
-func Retry(ctx context.Context, db gen.DBTX, table lease.Table, by Actor, ids ...int64) (Result, error) {
+func Retry(ctx context.Context, db workqtype.DB, table lease.Table, by Actor, ids ...int64) (Result, error) {
 	if err := by.validate(); err != nil {
 		return Result{}, err
 	}
@@ -385,7 +364,7 @@ func Retry(ctx context.Context, db gen.DBTX, table lease.Table, by Actor, ids ..
 
 // Cancel ends ready items as failed, with last_error "cancelled by <actor>"
 // (lease.Engine.Cancel); items already claimed are not stopped.
-func Cancel(ctx context.Context, db gen.DBTX, table lease.Table, by Actor, ids ...int64) (Result, error) {
+func Cancel(ctx context.Context, db workqtype.DB, table lease.Table, by Actor, ids ...int64) (Result, error) {
 	if err := by.validate(); err != nil {
 		return Result{}, err
 	}
@@ -396,14 +375,14 @@ func Cancel(ctx context.Context, db gen.DBTX, table lease.Table, by Actor, ids .
 
 // Delete deletes finished (done or failed) items; their archived attempts
 // stay until the archive's retention.
-func Delete(ctx context.Context, db gen.DBTX, table lease.Table, ids ...int64) (Result, error) {
+func Delete(ctx context.Context, db workqtype.DB, table lease.Table, ids ...int64) (Result, error) {
 	return act(db, table, "delete", ids, func(e *lease.Engine) ([]int64, error) {
 		return e.Delete(ctx, ids...)
 	})
 }
 
 // act validates ids and runs one action on them.
-func act(db gen.DBTX, table lease.Table, verb string, ids []int64, do func(*lease.Engine) ([]int64, error)) (Result, error) {
+func act(db workqtype.DB, table lease.Table, verb string, ids []int64, do func(*lease.Engine) ([]int64, error)) (Result, error) {
 	if _, err := view(table); err != nil {
 		return Result{}, err
 	}
@@ -433,18 +412,18 @@ func act(db gen.DBTX, table lease.Table, verb string, ids []int64, do func(*leas
 // item id, none twice.
 func CheckIDs(ids []int64) error {
 	if len(ids) == 0 {
-		return fmt.Errorf("%w: no ids given", ErrInvalid)
+		return invalid("ids", "no ids given")
 	}
 	if len(ids) > MaxIDs {
-		return fmt.Errorf("%w: %d ids, want at most %d per request", ErrInvalid, len(ids), MaxIDs)
+		return invalid("ids", "%d ids, want at most %d per request", len(ids), MaxIDs)
 	}
 	seen := make(map[int64]bool, len(ids))
 	for _, id := range ids {
 		if id <= 0 || id > lease.MaxItemID {
-			return fmt.Errorf("%w: id %d: want 1 to %d", ErrInvalid, id, int64(lease.MaxItemID))
+			return invalid("ids", "id %d: want 1 to %d", id, int64(lease.MaxItemID))
 		}
 		if seen[id] {
-			return fmt.Errorf("%w: id %d given twice", ErrInvalid, id)
+			return invalid("ids", "id %d given twice", id)
 		}
 		seen[id] = true
 	}
@@ -457,4 +436,9 @@ func deref[T any](p *T) T {
 		return zero
 	}
 	return *p
+}
+
+// invalid is a *workqtype.ValidationError about field.
+func invalid(field, format string, args ...any) error {
+	return workqtype.Invalid(field, fmt.Sprintf(format, args...))
 }

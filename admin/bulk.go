@@ -2,10 +2,9 @@ package admin
 
 import (
 	"context"
-	"fmt"
 
-	"github.com/workq/workq/db/gen"
 	"github.com/workq/workq/lease"
+	"github.com/workq/workq/workqtype"
 )
 
 // Bounds of an action on every item a filter matches.
@@ -33,7 +32,7 @@ type BulkResult struct {
 // DefaultBulk; at most MaxBulk). Each batch is one short statement of its
 // own, never one long transaction: a batch that fails leaves the earlier
 // ones done, and the result says how far it got.
-func RetryMatching(ctx context.Context, db gen.DBTX, table lease.Table, by Actor, f Filter, max int) (BulkResult, error) {
+func RetryMatching(ctx context.Context, db workqtype.DB, table lease.Table, by Actor, f Filter, max int) (BulkResult, error) {
 	if err := by.validate(); err != nil {
 		return BulkResult{}, err
 	}
@@ -42,7 +41,7 @@ func RetryMatching(ctx context.Context, db gen.DBTX, table lease.Table, by Actor
 
 // CancelMatching cancels every ready item matching f (Cancel), as
 // RetryMatching walks them.
-func CancelMatching(ctx context.Context, db gen.DBTX, table lease.Table, by Actor, f Filter, max int) (BulkResult, error) {
+func CancelMatching(ctx context.Context, db workqtype.DB, table lease.Table, by Actor, f Filter, max int) (BulkResult, error) {
 	if err := by.validate(); err != nil {
 		return BulkResult{}, err
 	}
@@ -51,21 +50,21 @@ func CancelMatching(ctx context.Context, db gen.DBTX, table lease.Table, by Acto
 
 // DeleteMatching deletes every finished item matching f (Delete), as
 // RetryMatching walks them.
-func DeleteMatching(ctx context.Context, db gen.DBTX, table lease.Table, f Filter, max int) (BulkResult, error) {
+func DeleteMatching(ctx context.Context, db workqtype.DB, table lease.Table, f Filter, max int) (BulkResult, error) {
 	return matching(ctx, db, table, f, max, func(ids []int64) (Result, error) { return Delete(ctx, db, table, ids...) })
 }
 
 // CheckBulk checks the cap of a matching action.
 func CheckBulk(max int) error {
 	if max < 0 || max > MaxBulk {
-		return fmt.Errorf("%w: max %d: want 1 to %d (0: %d)", ErrInvalid, max, MaxBulk, DefaultBulk)
+		return invalid("max", "max %d: want 1 to %d (0: %d)", max, MaxBulk, DefaultBulk)
 	}
 	return nil
 }
 
 // matching walks the pages of f from its cursor (the keyset walk of List,
 // BulkBatch at a time) and runs act on each page's ids.
-func matching(ctx context.Context, db gen.DBTX, table lease.Table, f Filter, max int, act func([]int64) (Result, error)) (BulkResult, error) {
+func matching(ctx context.Context, db workqtype.DB, table lease.Table, f Filter, max int, act func([]int64) (Result, error)) (BulkResult, error) {
 	if _, err := view(table); err != nil {
 		return BulkResult{}, err
 	}

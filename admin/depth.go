@@ -7,6 +7,7 @@ import (
 
 	"github.com/workq/workq/db/gen"
 	"github.com/workq/workq/lease"
+	"github.com/workq/workq/workqtype"
 )
 
 // Depth is one (table, queue)'s backlog, read without touching the done
@@ -26,7 +27,7 @@ type Depth struct {
 // Depths reads the backlog of every (table, queue) that has ready,
 // in-progress or failed items: lease.Engine.QueueDepth of each table and
 // the failed counts (AdminFailedCounts), sorted by table and queue.
-func Depths(ctx context.Context, db gen.DBTX) ([]Depth, error) {
+func Depths(ctx context.Context, db workqtype.DB) ([]Depth, error) {
 	rows := map[[2]string]*Depth{}
 	row := func(t lease.Table, q string) *Depth {
 		k := [2]string{string(t), q}
@@ -68,7 +69,7 @@ type Ended struct {
 // database clock, from the run archive's finished_at index; operator
 // actions (revived, cancelled) are not attempts. Reading consecutive
 // intervals costs each archived attempt once.
-func EndedBetween(ctx context.Context, db gen.DBTX, after, until time.Time) ([]Ended, error) {
+func EndedBetween(ctx context.Context, db workqtype.DB, after, until time.Time) ([]Ended, error) {
 	rows, err := gen.New(db).RunsEndedBetween(ctx, after, until)
 	if err != nil {
 		return nil, fmt.Errorf("attempts ended between %s and %s: %w", after.Format(time.RFC3339Nano), until.Format(time.RFC3339Nano), err)
@@ -81,7 +82,7 @@ func EndedBetween(ctx context.Context, db gen.DBTX, after, until time.Time) ([]E
 }
 
 // Clock is the database's now(), the clock of the run archive.
-func Clock(ctx context.Context, db gen.DBTX) (time.Time, error) {
+func Clock(ctx context.Context, db workqtype.DB) (time.Time, error) {
 	t, err := gen.New(db).RunsClock(ctx)
 	if err != nil {
 		return time.Time{}, fmt.Errorf("database clock: %w", err)

@@ -6,7 +6,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
-	"github.com/workq/workq/db/gen"
+	"github.com/workq/workq/workqtype"
 )
 
 // customPlans runs every statement with its parameters bound at planning
@@ -16,7 +16,7 @@ import (
 // sees the status: a cached prepared statement may switch to a generic plan
 // after five executions, which would walk the primary key past every done
 // row instead. Operator statements are rare; planning each costs little.
-type customPlans struct{ db gen.DBTX }
+type customPlans struct{ db workqtype.DB }
 
 func (c customPlans) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
 	return c.db.Exec(ctx, sql, append([]any{pgx.QueryExecModeExec}, args...)...)

@@ -10,6 +10,7 @@ import (
 	workqdb "github.com/workq/workq/db"
 	"github.com/workq/workq/db/gen"
 	"github.com/workq/workq/lease"
+	"github.com/workq/workq/workqtype"
 )
 
 // Queue is one (table, queue): its counts by state, how long its oldest due
@@ -66,7 +67,7 @@ func (d *Duration) UnmarshalJSON(b []byte) error {
 // operator's command, not something to run on every metrics scrape. On a
 // database whose schema is older than this binary it returns an error
 // wrapping db.ErrSchemaBehind that says to migrate, not a missing column.
-func Queues(ctx context.Context, db gen.DBTX) ([]Queue, error) {
+func Queues(ctx context.Context, db workqtype.DB) ([]Queue, error) {
 	if err := workqdb.CheckSchema(ctx, db); err != nil {
 		return nil, err
 	}

@@ -28,27 +28,17 @@ import (
 	"sync"
 	"time"
 
-	"github.com/workq/workq/internal/jobq"
-
-	"github.com/jackc/pgx/v5"
-
 	"github.com/workq/workq/admin"
 	"github.com/workq/workq/api/ui"
 	"github.com/workq/workq/config"
-	"github.com/workq/workq/db/gen"
 	"github.com/workq/workq/inbox"
 	"github.com/workq/workq/internal/authlimit"
+	"github.com/workq/workq/internal/jobq"
 	"github.com/workq/workq/outbox"
 	"github.com/workq/workq/schedule"
 	"github.com/workq/workq/timers"
+	"github.com/workq/workq/workqtype"
 )
-
-// DB is what the API runs on: a *pgxpool.Pool (Begin for the requests
-// that write several rows in one transaction).
-type DB interface {
-	gen.DBTX
-	Begin(ctx context.Context) (pgx.Tx, error)
-}
 
 // ErrNoTokens is returned by New and Start for a server that would accept
 // requests without a token when that was not explicitly allowed (Insecure,
@@ -62,8 +52,8 @@ const (
 
 // Options configure a Server; zero values take the defaults.
 type Options struct {
-	DB     DB           // required
-	Logger *slog.Logger // nil: slog.Default()
+	DB     workqtype.TxDB // required
+	Logger *slog.Logger   // nil: slog.Default()
 
 	// Tokens are the accepted bearer tokens (ParseTokens reads them from
 	// the api-tokens setting). With none, New fails unless Insecure is set;

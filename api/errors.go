@@ -7,11 +7,11 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"strings"
 
 	"github.com/workq/workq/admin"
 	"github.com/workq/workq/db"
 	"github.com/workq/workq/inbox"
-	"github.com/workq/workq/lease"
 	"github.com/workq/workq/outbox"
 	"github.com/workq/workq/schedule"
 	"github.com/workq/workq/timers"
@@ -67,16 +67,16 @@ func invalid(field, format string, args ...any) *Error {
 	return &Error{status: http.StatusBadRequest, Code: CodeInvalid, Message: msg, Field: field}
 }
 
-// invalidErr is a 400 for a validation error of a feature package, with
-// the field it is about; the package's "invalid request: " prefix goes.
+// invalidErr is a 400 for a validation error of a feature package (a
+// *workqtype.ValidationError, perhaps wrapped): its "invalid request: "
+// prefix goes, and Field is field (the item's position in a batch, or "")
+// joined with the field the error names.
 func invalidErr(field string, err error) *Error {
-	msg := err.Error()
-	for _, p := range []string{workqtype.ErrInvalid.Error() + ": ", lease.ErrInvalid.Error() + ": "} {
-		if len(msg) > len(p) && msg[:len(p)] == p {
-			msg = msg[len(p):]
-		}
+	e := invalid(field, "%s", strings.TrimPrefix(err.Error(), workqtype.ErrInvalid.Error()+": "))
+	if f := workqtype.FieldOf(err); f != "" {
+		e.Field = join(field, f)
 	}
-	return invalid(field, "%s", msg)
+	return e
 }
 
 func notFound(format string, args ...any) *Error {
@@ -87,12 +87,9 @@ func conflict(format string, args ...any) *Error {
 	return &Error{status: http.StatusConflict, Code: CodeConflict, Message: fmt.Sprintf(format, args...)}
 }
 
-// isInvalid reports whether err is a feature package's validation error
-// (workqtype.ErrInvalid, which timers and schedule share, or lease.ErrInvalid,
-// which admin shares): nothing was written.
-func isInvalid(err error) bool {
-	return errors.Is(err, workqtype.ErrInvalid) || errors.Is(err, lease.ErrInvalid)
-}
+// isInvalid reports whether err is a feature package's validation error:
+// nothing was written.
+func isInvalid(err error) bool { return errors.Is(err, workqtype.ErrInvalid) }
 
 // classify maps an error of a handler to its response. Errors the client
 // can act on keep their message; any other is a 500 whose message says

@@ -6,6 +6,7 @@ import (
 
 	"github.com/workq/workq/admin"
 	"github.com/workq/workq/lease"
+	"github.com/workq/workq/workqtype"
 )
 
 // table reads the {table} path parameter: an unknown table is a 404 (the
@@ -119,8 +120,8 @@ func cursor(next int64) *string {
 
 // itemWithAttempts is one item with its archived attempts.
 type itemWithAttempts struct {
-	Item     admin.Item      `json:"item"`
-	Attempts []admin.Attempt `json:"attempts"`
+	Item     admin.Item          `json:"item"`
+	Attempts []workqtype.Attempt `json:"attempts"`
 }
 
 func (s *Server) getItem(w http.ResponseWriter, r *http.Request, _ principal) error {
@@ -144,7 +145,7 @@ func (s *Server) getItem(w http.ResponseWriter, r *http.Request, _ principal) er
 		return err
 	}
 	if att == nil {
-		att = []admin.Attempt{}
+		att = []workqtype.Attempt{}
 	}
 	writeJSON(w, http.StatusOK, itemWithAttempts{Item: it, Attempts: att})
 	return nil
@@ -166,7 +167,7 @@ func (s *Server) act(w http.ResponseWriter, r *http.Request, p principal, verb s
 		return err
 	}
 	if err := admin.CheckIDs(in.IDs); err != nil {
-		return invalidErr("ids", err)
+		return invalidErr("", err)
 	}
 	by := admin.Actor{Name: p.actor(), Reason: in.Reason}
 	var res admin.Result

@@ -18,6 +18,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/workq/workq/internal/testdb"
+	"github.com/workq/workq/workqtype"
 )
 
 // attack sends one request to hs as a browser or a script would: Host,
@@ -266,7 +267,7 @@ func TestBadTokensRateLimited(t *testing.T) {
 
 // countingDB counts the statements run on a pool.
 type countingDB struct {
-	DB
+	workqtype.TxDB
 	mu sync.Mutex
 	n  int
 }
@@ -276,22 +277,22 @@ func (c *countingDB) add()       { c.mu.Lock(); c.n++; c.mu.Unlock() }
 
 func (c *countingDB) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
 	c.add()
-	return c.DB.Exec(ctx, sql, args...)
+	return c.TxDB.Exec(ctx, sql, args...)
 }
 
 func (c *countingDB) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
 	c.add()
-	return c.DB.Query(ctx, sql, args...)
+	return c.TxDB.Query(ctx, sql, args...)
 }
 
 func (c *countingDB) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
 	c.add()
-	return c.DB.QueryRow(ctx, sql, args...)
+	return c.TxDB.QueryRow(ctx, sql, args...)
 }
 
 func (c *countingDB) Begin(ctx context.Context) (pgx.Tx, error) {
 	c.add()
-	return c.DB.Begin(ctx)
+	return c.TxDB.Begin(ctx)
 }
 
 // TestReadyzSharesOneCheck: /readyz needs no token, so a flood of it must
@@ -299,7 +300,7 @@ func (c *countingDB) Begin(ctx context.Context) (pgx.Tx, error) {
 // check, and its answer serves for a second.
 func TestReadyzSharesOneCheck(t *testing.T) {
 	pool := testdb.Pool(t)
-	db := &countingDB{DB: pool}
+	db := &countingDB{TxDB: pool}
 	s, err := New(Options{DB: db, Insecure: true, Logger: testLogger(t), DisableUI: true})
 	if err != nil {
 		t.Fatal(err)

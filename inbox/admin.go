@@ -183,12 +183,8 @@ func List(ctx context.Context, db workqtype.DB, f Filter) ([]Stored, error) {
 
 // Attempts returns the archived attempts (and revive audit rows) of one
 // message, in order.
-func Attempts(ctx context.Context, db workqtype.DB, id int64) ([]gen.Run, error) {
-	runs, err := gen.New(db).RunsListByItem(ctx, string(lease.Inbox), id)
-	if err != nil {
-		return nil, fmt.Errorf("inbox %d attempts: %w", id, err)
-	}
-	return runs, nil
+func Attempts(ctx context.Context, db workqtype.DB, id int64) ([]workqtype.Attempt, error) {
+	return lease.Attempts(ctx, db, lease.Inbox, id)
 }
 
 func deref[T any](p *T) T {

@@ -24,7 +24,6 @@ package inbox
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -34,7 +33,6 @@ import (
 	"github.com/workq/workq/db/gen"
 	"github.com/workq/workq/internal/notify"
 	"github.com/workq/workq/lease"
-	"github.com/workq/workq/worker"
 	"github.com/workq/workq/workqtype"
 )
 
@@ -125,16 +123,16 @@ type prepared struct {
 }
 
 // checkText validates a required text key (source, message id).
-func checkText(what, s string, maxLen int) error {
+func checkText(field, what, s string, maxLen int) error {
 	switch {
 	case s == "":
-		return fmt.Errorf("%w: %s is required", workqtype.ErrInvalid, what)
+		return workqtype.Invalid(field, what+" is required")
 	case len(s) > maxLen:
-		return fmt.Errorf("%w: %s is %d bytes, more than %d", workqtype.ErrInvalid, what, len(s), maxLen)
+		return workqtype.Invalid(field, fmt.Sprintf("%s is %d bytes, more than %d", what, len(s), maxLen))
 	case !utf8.ValidString(s):
-		return fmt.Errorf("%w: %s is not valid UTF-8", workqtype.ErrInvalid, what)
+		return workqtype.Invalid(field, what+" is not valid UTF-8")
 	case strings.IndexByte(s, 0) >= 0:
-		return fmt.Errorf("%w: %s contains a NUL byte", workqtype.ErrInvalid, what)
+		return workqtype.Invalid(field, what+" contains a NUL byte")
 	}
 	return nil
 }
@@ -142,56 +140,27 @@ func checkText(what, s string, maxLen int) error {
 func (c *Client) prepare(m Message) (prepared, error) {
 	p := prepared{queue: m.Queue, source: m.Source, messageID: m.MessageID, topic: m.Topic, priority: m.Priority}
 	if p.queue == "" {
-		p.queue = "default"
+		p.queue = workqtype.DefaultQueue
 	}
-	if !workqtype.ValidName(p.queue) {
-		return p, fmt.Errorf("%w: queue %q is not a valid name (1-128 of A-Z a-z 0-9 _ . : -)", workqtype.ErrInvalid, p.queue)
-	}
-	if err := checkText("source", p.source, 256); err != nil {
+	if err := workqtype.CheckQueue("queue", p.queue); err != nil {
 		return p, err
 	}
-	if err := checkText("message id", p.messageID, 512); err != nil {
+	if err := checkText("source", "source", p.source, 256); err != nil {
 		return p, err
 	}
-	if p.topic != "" && !worker.ValidTopic(p.topic) {
-		return p, fmt.Errorf("%w: topic %q is not valid (1-256 bytes of UTF-8 without control characters; empty for none)", workqtype.ErrInvalid, p.topic)
+	if err := checkText("message_id", "message id", p.messageID, 512); err != nil {
+		return p, err
 	}
-	payload, err := encodePayload(m.Payload, c.maxPayload)
+	if p.topic != "" && !workqtype.ValidTopic(p.topic) {
+		return p, workqtype.Invalid("topic", fmt.Sprintf("topic %q is not valid (1-256 bytes of UTF-8 without control characters; empty for none)", p.topic))
+	}
+	payload, err := workqtype.EncodePayload(m.Payload, c.maxPayload)
 	if err != nil {
 		return p, err
 	}
 	p.payload = payload
-	attempts := m.MaxAttempts
-	if attempts == 0 {
-		attempts = c.maxAttempts
-	}
-	if attempts < 1 || attempts > 1000 {
-		return p, fmt.Errorf("%w: max attempts must be between 1 and 1000, got %d", workqtype.ErrInvalid, attempts)
-	}
-	p.maxAttempts = int32(attempts)
-	return p, nil
-}
-
-// encodePayload returns the JSON text of a payload, checked by
-// workqtype.CheckPayload: nil is {}, raw JSON is taken as it is, anything else
-// is marshaled.
-func encodePayload(v any, maxBytes int) ([]byte, error) {
-	var raw []byte
-	switch p := v.(type) {
-	case nil:
-		raw = []byte("{}")
-	case json.RawMessage:
-		raw = p
-	case []byte:
-		raw = p
-	default:
-		b, err := json.Marshal(v)
-		if err != nil {
-			return nil, fmt.Errorf("%w: payload is not JSON-marshalable: %v", workqtype.ErrInvalid, err)
-		}
-		raw = b
-	}
-	return raw, workqtype.CheckPayload(raw, maxBytes)
+	p.maxAttempts, err = workqtype.MaxAttempts("max_attempts", m.MaxAttempts, c.maxAttempts)
+	return p, err
 }
 
 // Validate reports what is wrong with m (an error wrapping workqtype.ErrInvalid),

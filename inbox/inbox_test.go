@@ -539,7 +539,7 @@ func TestDeadThenRevive(t *testing.T) {
 	if want := []string{"retry", "retry", "failed", "revived", "done"}; !slices.Equal(outcomes, want) {
 		t.Fatalf("run archive %v, want %v", outcomes, want)
 	}
-	if a := runs[3]; a.WorkerID != "op:alice" || a.Error == nil || *a.Error != "downstream is back" {
+	if a := runs[3]; a.Worker != "op:alice" || a.Error != "downstream is back" {
 		t.Fatalf("audit row %+v, want by op:alice with the reason", a)
 	}
 	// Reviving a processed message does nothing.

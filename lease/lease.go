@@ -21,6 +21,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/workq/workq/db/gen"
+	"github.com/workq/workq/workqtype"
 )
 
 // Status is a work row's state.
@@ -255,7 +256,7 @@ type Engine struct {
 // New returns an engine for table over db (a pool, a connection or a
 // transaction). For a table that is not registered every call returns an
 // error wrapping ErrUnknownTable.
-func New(db gen.DBTX, table Table) *Engine {
+func New(db workqtype.DB, table Table) *Engine {
 	d, err := lookup(table)
 	if err != nil {
 		return &Engine{table: table, err: err}
@@ -649,7 +650,7 @@ func CheckLimit(table Table, queue string, w int) error {
 		return err
 	}
 	if w > MaxLimit {
-		return fmt.Errorf("set limit of %s/%s: %w: W must be a whole number from 0 to %d, got %d", table, queue, ErrInvalid, MaxLimit, w)
+		return fmt.Errorf("set limit of %s/%s: %w", table, queue, workqtype.Invalid("limit", fmt.Sprintf("W must be a whole number from 0 to %d, got %d", MaxLimit, w)))
 	}
 	return nil
 }
@@ -657,7 +658,7 @@ func CheckLimit(table Table, queue string, w int) error {
 // SetLimit sets the global limit W of in-progress rows of (table, queue),
 // 0 to MaxLimit; a negative w removes the limit. A bad table, queue name or
 // W is an error wrapping ErrInvalid, and nothing is written.
-func SetLimit(ctx context.Context, db gen.DBTX, table Table, queue string, w int) error {
+func SetLimit(ctx context.Context, db workqtype.DB, table Table, queue string, w int) error {
 	if err := CheckLimit(table, queue, w); err != nil {
 		return err
 	}
@@ -769,7 +770,7 @@ func (e *Engine) Cancel(ctx context.Context, actor, reason string, ids ...int64)
 		return nil, fmt.Errorf("cancel: %w", e.err)
 	}
 	if strings.TrimSpace(actor) == "" {
-		return nil, fmt.Errorf("cancel %s: %w: actor must not be empty", e.table, ErrInvalid)
+		return nil, fmt.Errorf("cancel %s: %w", e.table, workqtype.Invalid("actor", "actor must not be empty"))
 	}
 	if len(ids) == 0 {
 		return nil, nil

@@ -29,10 +29,10 @@ type PausedQueue struct {
 
 func checkQueue(op string, table Table, queue string) error {
 	if _, err := lookup(table); err != nil {
-		return fmt.Errorf("%s: %w: %w", op, ErrInvalid, err)
+		return fmt.Errorf("%s: %w", op, workqtype.InvalidErr("table", err))
 	}
-	if !workqtype.ValidName(queue) {
-		return fmt.Errorf("%s %s: %w: queue %q is not a valid name (1-128 of A-Z a-z 0-9 _ . : -)", op, table, ErrInvalid, queue)
+	if err := workqtype.CheckQueue("queue", queue); err != nil {
+		return fmt.Errorf("%s %s: %w", op, table, err)
 	}
 	return nil
 }
@@ -45,15 +45,15 @@ func checkQueue(op string, table Table, queue string) error {
 // The queue's limit W, if any, is kept. A claim statement already running
 // when the pause commits may still take items (it checked before); every
 // claim that starts after the pause commits takes none.
-func Pause(ctx context.Context, db gen.DBTX, table Table, queue, by, reason string) (bool, error) {
+func Pause(ctx context.Context, db workqtype.DB, table Table, queue, by, reason string) (bool, error) {
 	if err := checkQueue("pause", table, queue); err != nil {
 		return false, err
 	}
 	if strings.TrimSpace(by) == "" || len(by) > 256 || !workqtype.ValidText(by) {
-		return false, fmt.Errorf("pause %s/%s: %w: who pauses must be 1 to 256 characters of UTF-8 without NUL", table, queue, ErrInvalid)
+		return false, fmt.Errorf("pause %s/%s: %w", table, queue, workqtype.Invalid("by", "who pauses must be 1 to 256 characters of UTF-8 without NUL"))
 	}
 	if len(reason) > 1024 || !workqtype.ValidText(reason) {
-		return false, fmt.Errorf("pause %s/%s: %w: reason must be at most 1024 bytes of UTF-8 without NUL", table, queue, ErrInvalid)
+		return false, fmt.Errorf("pause %s/%s: %w", table, queue, workqtype.Invalid("reason", "reason must be at most 1024 bytes of UTF-8 without NUL"))
 	}
 	var r *string
 	if reason != "" {
@@ -72,7 +72,7 @@ func Pause(ctx context.Context, db gen.DBTX, table Table, queue, by, reason stri
 // Resume lets workers claim from (table, queue) again and reports whether
 // it was paused. Workers pick the queue up at their next claim: a NOTIFY,
 // or within one poll interval.
-func Resume(ctx context.Context, db gen.DBTX, table Table, queue string) (bool, error) {
+func Resume(ctx context.Context, db workqtype.DB, table Table, queue string) (bool, error) {
 	if err := checkQueue("resume", table, queue); err != nil {
 		return false, err
 	}
@@ -84,7 +84,7 @@ func Resume(ctx context.Context, db gen.DBTX, table Table, queue string) (bool, 
 }
 
 // Paused lists the paused queues.
-func Paused(ctx context.Context, db gen.DBTX) ([]PausedQueue, error) {
+func Paused(ctx context.Context, db workqtype.DB) ([]PausedQueue, error) {
 	rows, err := gen.New(db).QueuePausesList(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("list paused queues: %w", err)

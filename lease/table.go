@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/workq/workq/db/gen"
+	"github.com/workq/workq/workqtype"
 )
 
 // Table names a work table.
@@ -158,9 +159,9 @@ func (d *tableDef) sql(text string) string {
 	return s
 }
 
-// onTable is a gen.DBTX that runs every statement on one table.
+// onTable is a workqtype.DB that runs every statement on one table.
 type onTable struct {
-	db  gen.DBTX
+	db  workqtype.DB
 	def *tableDef
 }
 
@@ -176,15 +177,14 @@ func (o onTable) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row 
 	return o.db.QueryRow(ctx, o.def.sql(sql), args...)
 }
 
-// Queries returns the generated queries over db with the shared lease
-// statements (gen.Queries.Lease*) bound to table t. The table's own
-// statements (its ingest and claim) are available on it as well. For a
-// transaction call Queries(tx, t): the generated WithTx would drop the
-// binding to the table.
-func Queries(db gen.DBTX, t Table) (*gen.Queries, error) {
+// OnTable returns db with the shared lease statements (the generated
+// Lease* queries of db/gen) bound to table t: gen.New(OnTable(db, t)) runs
+// them on t. For a transaction pass the transaction: the generated WithTx
+// would drop the binding to the table.
+func OnTable(db workqtype.DB, t Table) (workqtype.DB, error) {
 	d, err := lookup(t)
 	if err != nil {
 		return nil, err
 	}
-	return gen.New(onTable{db: db, def: d}), nil
+	return onTable{db: db, def: d}, nil
 }

@@ -93,7 +93,7 @@ func (o Options) withDefaults() (Options, error) {
 // Lock is a held lock. Its renewal runs in the background until Release or
 // until the lock is lost.
 type Lock struct {
-	db    gen.DBTX
+	db    workqtype.DB
 	name  string
 	token int64
 	opts  Options
@@ -109,9 +109,9 @@ type Lock struct {
 // TryAcquire takes the named lock if it is free or expired, and returns
 // ErrHeld (wrapped) when another owner holds it. db is a pool (a
 // connection works, but the lock then dies with it).
-func TryAcquire(ctx context.Context, db gen.DBTX, name string, o Options) (*Lock, error) {
-	if !workqtype.ValidName(name) {
-		return nil, fmt.Errorf("%w: lock name %q is not a valid name (1-128 of A-Z a-z 0-9 _ . : -)", ErrInvalid, name)
+func TryAcquire(ctx context.Context, db workqtype.DB, name string, o Options) (*Lock, error) {
+	if err := workqtype.CheckName("name", "lock name", name); err != nil {
+		return nil, err
 	}
 	o, err := o.withDefaults()
 	if err != nil {
@@ -134,7 +134,7 @@ func TryAcquire(ctx context.Context, db gen.DBTX, name string, o Options) (*Lock
 
 // Acquire waits until it holds the named lock or ctx ends, trying every
 // RetryInterval. Errors other than ErrHeld end the wait too.
-func Acquire(ctx context.Context, db gen.DBTX, name string, o Options) (*Lock, error) {
+func Acquire(ctx context.Context, db workqtype.DB, name string, o Options) (*Lock, error) {
 	o, err := o.withDefaults()
 	if err != nil {
 		return nil, err
@@ -253,7 +253,7 @@ type Info struct {
 }
 
 // List returns every lock, held or not.
-func List(ctx context.Context, db gen.DBTX) ([]Info, error) {
+func List(ctx context.Context, db workqtype.DB) ([]Info, error) {
 	rows, err := gen.New(db).LocksList(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("list locks: %w", err)

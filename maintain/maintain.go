@@ -18,7 +18,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/workq/workq/db/gen"
 	"github.com/workq/workq/lease"
 	"github.com/workq/workq/lock"
 	"github.com/workq/workq/workqtype"
@@ -72,7 +71,7 @@ type taskState struct {
 
 // Service runs the maintenance tasks while it leads.
 type Service struct {
-	db   gen.DBTX
+	db   workqtype.DB
 	opts Options
 	log  *slog.Logger
 
@@ -91,7 +90,7 @@ type Service struct {
 var ErrInvalid = workqtype.ErrInvalid
 
 // New returns a service on db (a pool).
-func New(db gen.DBTX, o Options) *Service {
+func New(db workqtype.DB, o Options) *Service {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -107,13 +106,13 @@ func New(db gen.DBTX, o Options) *Service {
 // Add registers a task; call it before Start.
 func (s *Service) Add(t Task) error {
 	if !workqtype.ValidName(t.Name) {
-		return fmt.Errorf("%w: name %q is not a valid name", ErrInvalid, t.Name)
+		return workqtype.Invalid("name", fmt.Sprintf("name %q is not a valid name", t.Name))
 	}
 	if t.Every < 10*time.Millisecond {
-		return fmt.Errorf("%w: task %s: interval must be at least 10ms, got %s", ErrInvalid, t.Name, t.Every)
+		return workqtype.Invalid("every", fmt.Sprintf("task %s: interval must be at least 10ms, got %s", t.Name, t.Every))
 	}
 	if t.Run == nil {
-		return fmt.Errorf("%w: task %s: nil Run", ErrInvalid, t.Name)
+		return workqtype.Invalid("run", fmt.Sprintf("task %s: nil Run", t.Name))
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -121,7 +120,7 @@ func (s *Service) Add(t Task) error {
 		return fmt.Errorf("add task %s: service already started", t.Name)
 	}
 	if slices.ContainsFunc(s.tasks, func(o *taskState) bool { return o.Name == t.Name }) {
-		return fmt.Errorf("%w: task %s added twice", ErrInvalid, t.Name)
+		return workqtype.Invalid("name", fmt.Sprintf("task %s added twice", t.Name))
 	}
 	s.tasks = append(s.tasks, &taskState{Task: t})
 	return nil

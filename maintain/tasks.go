@@ -13,6 +13,7 @@ import (
 	"github.com/workq/workq/db/gen"
 	"github.com/workq/workq/lease"
 	"github.com/workq/workq/reaper"
+	"github.com/workq/workq/workqtype"
 )
 
 // ReapTask requeues expired leases (failing items with no attempts left) on
@@ -55,7 +56,7 @@ type Retention struct {
 // the retention ages, in batches of short single-statement transactions by
 // primary key. A table whose delete fails is skipped for this round; the
 // others go on.
-func RetentionTask(db gen.DBTX, every time.Duration, r Retention) (Task, error) {
+func RetentionTask(db workqtype.DB, every time.Duration, r Retention) (Task, error) {
 	if r.Finished < 0 || r.Runs < 0 {
 		return Task{}, fmt.Errorf("%w: retention ages must not be negative", ErrInvalid)
 	}
@@ -116,7 +117,7 @@ func RetentionTask(db gen.DBTX, every time.Duration, r Retention) (Task, error) 
 // queue) that has any at warn level: a worker holding items far past its
 // lease (a handler hung in a loop that still heartbeats, or a lease that no
 // reaper expires). It changes nothing; the count of a round is its rows.
-func StuckTask(db gen.DBTX, every, leaseTTL time.Duration, log *slog.Logger) (Task, error) {
+func StuckTask(db workqtype.DB, every, leaseTTL time.Duration, log *slog.Logger) (Task, error) {
 	if leaseTTL <= 0 {
 		return Task{}, fmt.Errorf("%w: stuck task: lease must be positive, got %s", ErrInvalid, leaseTTL)
 	}

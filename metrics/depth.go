@@ -9,8 +9,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/workq/workq/db/gen"
 	"github.com/workq/workq/lease"
+	"github.com/workq/workq/workqtype"
 )
 
 // QueueDepth is how many items of one (table, queue) wait and run.
@@ -33,7 +33,7 @@ type QueueDepth struct {
 // done and failed items: those are rates (workq_worker_completed_total)
 // and counting them would read every finished row kept for retention.
 // A table whose statement fails is left out and the error returned.
-func DefaultDepth(db gen.DBTX) func(ctx context.Context) ([]QueueDepth, error) {
+func DefaultDepth(db workqtype.DB) func(ctx context.Context) ([]QueueDepth, error) {
 	return func(ctx context.Context) ([]QueueDepth, error) {
 		var out []QueueDepth
 		var errs []error

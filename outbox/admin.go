@@ -110,29 +110,9 @@ func List(ctx context.Context, db workqtype.DB, q ListQuery) ([]Record, error) {
 	return out, nil
 }
 
-// Attempt is one archived attempt of a message (the run archive).
-type Attempt struct {
-	RunID      uuid.UUID `json:"run_id"`
-	Attempt    int32     `json:"attempt"`
-	Outcome    string    `json:"outcome"`
-	WorkerID   string    `json:"worker_id"`
-	StartedAt  time.Time `json:"started_at"`
-	FinishedAt time.Time `json:"finished_at"`
-	Error      string    `json:"error,omitempty"`
-}
-
 // Attempts lists the archived attempts of message id, in claim order.
-func Attempts(ctx context.Context, db workqtype.DB, id int64) ([]Attempt, error) {
-	rows, err := gen.New(db).RunsListByItem(ctx, string(lease.Outbox), id)
-	if err != nil {
-		return nil, fmt.Errorf("attempts of outbox message %d: %w", id, err)
-	}
-	out := make([]Attempt, len(rows))
-	for i, r := range rows {
-		out[i] = Attempt{RunID: r.RunID, Attempt: r.Attempt, Outcome: r.Outcome, WorkerID: r.WorkerID,
-			StartedAt: r.StartedAt, FinishedAt: r.FinishedAt, Error: deref(r.Error)}
-	}
-	return out, nil
+func Attempts(ctx context.Context, db workqtype.DB, id int64) ([]workqtype.Attempt, error) {
+	return lease.Attempts(ctx, db, lease.Outbox, id)
 }
 
 // Retry puts failed messages back to ready (attempts reset) and records

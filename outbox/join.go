@@ -158,96 +158,80 @@ type joinMessage struct {
 
 func prepareJoinMessage(which string, m JoinMessage) (joinMessage, error) {
 	p := joinMessage{queue: m.Queue, topic: m.Topic}
+	// invalid is a *workqtype.ValidationError about field of this message
+	// ("on_complete.topic"), its text naming the message.
+	invalid := func(field, msg string) error {
+		return workqtype.Invalid(strings.ReplaceAll(which, "-", "_")+"."+field, "join "+which+" message: "+msg)
+	}
 	if p.queue == "" {
-		p.queue = "default"
+		p.queue = workqtype.DefaultQueue
 	}
 	if !workqtype.ValidName(p.queue) {
-		return p, fmt.Errorf("%w: join %s message: queue %q is not a valid name (1-128 of A-Z a-z 0-9 _ . : -)", workqtype.ErrInvalid, which, p.queue)
+		return p, invalid("queue", fmt.Sprintf("queue %q is not a valid name (%s)", p.queue, workqtype.NameRule))
 	}
-	if err := checkJoinText("topic", m.Topic, true); err != nil {
-		return p, fmt.Errorf("%w: join %s message: %s", workqtype.ErrInvalid, which, err)
+	if msg := checkJoinText("topic", m.Topic, true); msg != "" {
+		return p, invalid("topic", msg)
 	}
-	if err := checkJoinText("partition key", m.PartitionKey, false); err != nil {
-		return p, fmt.Errorf("%w: join %s message: %s", workqtype.ErrInvalid, which, err)
+	if msg := checkJoinText("partition key", m.PartitionKey, false); msg != "" {
+		return p, invalid("partition_key", msg)
 	}
 	if m.PartitionKey != "" {
 		p.partition = &m.PartitionKey
 	}
 	if m.CorrelationID != "" {
-		if !utf8.ValidString(m.CorrelationID) || strings.ContainsRune(m.CorrelationID, 0) {
-			return p, fmt.Errorf("%w: join %s message: correlation id is not valid UTF-8 text", workqtype.ErrInvalid, which)
+		if !workqtype.ValidText(m.CorrelationID) {
+			return p, invalid("correlation_id", "correlation id is not valid UTF-8 text")
 		}
 		p.correlation = &m.CorrelationID
 	}
-	payload, err := joinPayload(m.Payload)
+	payload, err := workqtype.EncodePayload(m.Payload, maxJoinPayload)
 	if err != nil {
 		return p, fmt.Errorf("join %s message: %w", which, err)
 	}
 	p.payload = payload
 	headers := map[string]string{}
 	for k, v := range m.Headers {
-		if k == "" || !utf8.ValidString(k) || !utf8.ValidString(v) || strings.ContainsRune(k+v, 0) {
-			return p, fmt.Errorf("%w: join %s message: header %q must be a non-empty name and valid UTF-8 text", workqtype.ErrInvalid, which, k)
+		if k == "" || !workqtype.ValidText(k) || !workqtype.ValidText(v) {
+			return p, invalid("headers", fmt.Sprintf("header %q must be a non-empty name and valid UTF-8 text", k))
 		}
 		headers[k] = v
 	}
 	if p.headers, err = json.Marshal(headers); err != nil {
-		return p, fmt.Errorf("%w: join %s message: headers: %v", workqtype.ErrInvalid, which, err)
+		return p, invalid("headers", fmt.Sprintf("headers: %v", err))
 	}
 	return p, nil
 }
 
-func checkJoinText(what, s string, required bool) error {
+// checkJoinText says what is wrong with the text s, or "".
+func checkJoinText(what, s string, required bool) string {
 	switch {
 	case s == "" && required:
-		return fmt.Errorf("%s is required", what)
+		return what + " is required"
 	case s == "":
-		return nil
-	case !utf8.ValidString(s) || strings.ContainsRune(s, 0):
-		return fmt.Errorf("%s is not valid UTF-8 text", what)
+		return ""
+	case !workqtype.ValidText(s):
+		return what + " is not valid UTF-8 text"
 	case utf8.RuneCountInString(s) > 256:
-		return fmt.Errorf("%s is longer than 256 characters", what)
+		return what + " is longer than 256 characters"
 	}
-	return nil
-}
-
-// joinPayload returns the JSON text of a payload, checked by
-// workqtype.CheckPayload: nil is {}, raw JSON is taken as it is, anything else is
-// marshaled.
-func joinPayload(v any) ([]byte, error) {
-	var raw []byte
-	switch p := v.(type) {
-	case nil:
-		return []byte("{}"), nil
-	case json.RawMessage:
-		raw = p
-	case []byte:
-		raw = p
-	default:
-		b, err := json.Marshal(v)
-		if err != nil {
-			return nil, fmt.Errorf("%w: payload is not JSON-marshalable: %v", workqtype.ErrInvalid, err)
-		}
-		raw = b
-	}
-	return raw, workqtype.CheckPayload(raw, maxJoinPayload)
+	return ""
 }
 
 func prepareJoin(s JoinSpec) (gen.OutboxJoinStartParams, error) {
 	var arg gen.OutboxJoinStartParams
 	if s.Expected < 1 || s.Expected > math.MaxInt32 {
-		return arg, fmt.Errorf("%w: a join expects at least 1 member (and at most %d), got %d", workqtype.ErrInvalid, math.MaxInt32, s.Expected)
+		return arg, workqtype.Invalid("expected", fmt.Sprintf("a join expects at least 1 member (and at most %d), got %d", math.MaxInt32, s.Expected))
 	}
 	switch s.OnMemberFailure {
 	case IgnoreFailures, FailWhenDone, FailFast:
 	default:
-		return arg, fmt.Errorf("%w: unknown member failure policy %d", workqtype.ErrInvalid, s.OnMemberFailure)
+		return arg, workqtype.Invalid("on_member_failure", fmt.Sprintf("unknown member failure policy %d", s.OnMemberFailure))
 	}
 	if !s.Deadline.IsZero() && s.Timeout != 0 {
-		return arg, fmt.Errorf("%w: set a join's deadline or its timeout, not both", workqtype.ErrInvalid)
+		return arg, workqtype.Invalid("deadline", "set a join's deadline or its timeout, not both")
 	}
 	if s.Timeout < 0 {
-		return arg, fmt.Errorf("%w: join timeout %s is negative", workqtype.ErrInvalid, s.Timeout)
+		return arg, workqtype.Invalid("timeout", fmt.Sprintf("join timeout %s is negative", s.Timeout))
 	}
 	done, err := prepareJoinMessage("on-complete", s.OnComplete)
 	if err != nil {

@@ -14,7 +14,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math"
 	"strings"
 	"time"
 	"unicode"
@@ -28,7 +27,6 @@ import (
 	"github.com/workq/workq/db/gen"
 	"github.com/workq/workq/internal/notify"
 	"github.com/workq/workq/internal/otelx"
-	"github.com/workq/workq/worker"
 	"github.com/workq/workq/workqtype"
 )
 
@@ -163,8 +161,9 @@ type prepared struct {
 	joinID                  int64
 }
 
-func invalid(format string, args ...any) error {
-	return fmt.Errorf("%w: "+format, append([]any{workqtype.ErrInvalid}, args...)...)
+// invalid is a *workqtype.ValidationError for field.
+func invalid(field, format string, args ...any) error {
+	return workqtype.Invalid(field, fmt.Sprintf(format, args...))
 }
 
 // Validate reports what is wrong with m (an error wrapping workqtype.ErrInvalid),
@@ -178,7 +177,7 @@ func (c *Client) prepare(m Message) (prepared, error) {
 	p := prepared{queue: m.Queue, topic: m.Topic, key: m.PartitionKey, corr: m.CorrelationID,
 		messageID: m.MessageID, priority: m.Priority, joinID: m.JoinID}
 	if p.queue == "" {
-		p.queue = "default"
+		p.queue = workqtype.DefaultQueue
 	}
 	if p.messageID == uuid.Nil {
 		// Time-ordered (RFC 9562 version 7), not random: every claim and
@@ -190,19 +189,19 @@ func (c *Client) prepare(m Message) (prepared, error) {
 		}
 		p.messageID = id
 	}
-	if !workqtype.ValidName(p.queue) {
-		return p, invalid("queue %q is not a valid name (1-128 of A-Z a-z 0-9 _ . : -)", p.queue)
+	if err := workqtype.CheckQueue("queue", p.queue); err != nil {
+		return p, err
 	}
-	if !worker.ValidTopic(p.topic) {
-		return p, invalid("topic %q is not valid (1-%d bytes of UTF-8 without control characters)", p.topic, MaxTopicBytes)
+	if err := workqtype.CheckTopic("topic", p.topic); err != nil {
+		return p, err
 	}
 	if p.key != "" && !validText(p.key, MaxPartitionKeyBytes) {
-		return p, invalid("partition key is not valid (at most %d bytes of UTF-8 without control characters)", MaxPartitionKeyBytes)
+		return p, invalid("partition_key", "partition key is not valid (at most %d bytes of UTF-8 without control characters)", MaxPartitionKeyBytes)
 	}
 	if p.corr != "" && !validText(p.corr, MaxCorrelationIDBytes) {
-		return p, invalid("correlation id is not valid (at most %d bytes of UTF-8 without control characters)", MaxCorrelationIDBytes)
+		return p, invalid("correlation_id", "correlation id is not valid (at most %d bytes of UTF-8 without control characters)", MaxCorrelationIDBytes)
 	}
-	payload, err := encodePayload(m.Payload, c.maxPayload)
+	payload, err := workqtype.EncodePayload(m.Payload, c.maxPayload)
 	if err != nil {
 		return p, err
 	}
@@ -210,27 +209,14 @@ func (c *Client) prepare(m Message) (prepared, error) {
 	if p.headers, err = encodeHeaders(m.Headers); err != nil {
 		return p, err
 	}
-	if m.Delay < 0 {
-		return p, invalid("delay %s is negative", m.Delay)
+	if p.delayMs, p.runAt, err = workqtype.Delay(m.Delay, m.RunAt); err != nil {
+		return p, err
 	}
-	if !m.RunAt.IsZero() && m.Delay != 0 {
-		return p, invalid("set run at or delay, not both")
+	if p.maxAttempts, err = workqtype.MaxAttempts("max_attempts", m.MaxAttempts, c.maxAttempts); err != nil {
+		return p, err
 	}
-	if !m.RunAt.IsZero() {
-		t := m.RunAt
-		p.runAt = &t
-	}
-	p.delayMs = int64(math.Ceil(float64(m.Delay) / float64(time.Millisecond)))
-	attempts := m.MaxAttempts
-	if attempts == 0 {
-		attempts = c.maxAttempts
-	}
-	if attempts < 1 || attempts > 1000 {
-		return p, invalid("max attempts must be between 1 and 1000, got %d", attempts)
-	}
-	p.maxAttempts = int32(attempts)
 	if p.joinID < 0 {
-		return p, invalid("join id %d is negative", p.joinID)
+		return p, invalid("join_id", "join id %d is negative", p.joinID)
 	}
 	return p, nil
 }
@@ -259,56 +245,34 @@ func encodeHeaders(h map[string]string) ([]byte, error) {
 		return []byte("{}"), nil
 	}
 	if len(h) > MaxHeaders {
-		return nil, invalid("%d headers, more than %d", len(h), MaxHeaders)
+		return nil, invalid("headers", "%d headers, more than %d", len(h), MaxHeaders)
 	}
 	for name, value := range h {
 		if len(name) < 1 || len(name) > MaxHeaderNameBytes {
-			return nil, invalid("header name %q must be 1-%d bytes", name, MaxHeaderNameBytes)
+			return nil, invalid("headers", "header name %q must be 1-%d bytes", name, MaxHeaderNameBytes)
 		}
 		for i := 0; i < len(name); i++ {
 			if !isTokenByte(name[i]) {
-				return nil, invalid("header name %q has %q, not allowed in a header name (letters, digits and !#$%%&'*+-.^_`|~)", name, name[i])
+				return nil, invalid("headers", "header name %q has %q, not allowed in a header name (letters, digits and !#$%%&'*+-.^_`|~)", name, name[i])
 			}
 		}
 		if len(value) > MaxHeaderValueBytes || !utf8.ValidString(value) {
-			return nil, invalid("header %q: the value must be at most %d bytes of UTF-8", name, MaxHeaderValueBytes)
+			return nil, invalid("headers", "header %q: the value must be at most %d bytes of UTF-8", name, MaxHeaderValueBytes)
 		}
 		for _, r := range value {
 			if r != '\t' && unicode.IsControl(r) {
-				return nil, invalid("header %q: the value has a control character (%U)", name, r)
+				return nil, invalid("headers", "header %q: the value has a control character (%U)", name, r)
 			}
 		}
 	}
 	b, err := json.Marshal(h)
 	if err != nil {
-		return nil, invalid("headers: %v", err)
+		return nil, invalid("headers", "headers: %v", err)
 	}
 	if len(b) > MaxHeadersBytes {
-		return nil, invalid("headers are %d bytes of JSON, more than %d", len(b), MaxHeadersBytes)
+		return nil, invalid("headers", "headers are %d bytes of JSON, more than %d", len(b), MaxHeadersBytes)
 	}
 	return b, nil
-}
-
-// encodePayload returns the payload's JSON text, checked by
-// workqtype.CheckPayload: nil is {}, raw JSON is taken as it is, anything else is
-// marshaled.
-func encodePayload(v any, maxBytes int) ([]byte, error) {
-	var raw []byte
-	switch p := v.(type) {
-	case nil:
-		return []byte("{}"), workqtype.CheckPayloadSize(2, maxBytes)
-	case json.RawMessage:
-		raw = p
-	case []byte:
-		raw = p
-	default:
-		b, err := json.Marshal(v)
-		if err != nil {
-			return nil, invalid("payload is not JSON-marshalable: %v", err)
-		}
-		raw = b
-	}
-	return raw, workqtype.CheckPayload(raw, maxBytes)
 }
 
 // Send writes one message on db: a pool, or the caller's transaction (then

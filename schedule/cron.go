@@ -40,35 +40,35 @@ func ParseCron(expr, tz string) (*Expr, error) {
 	}
 	expr = strings.TrimSpace(expr)
 	if expr == "" {
-		return nil, fmt.Errorf("%w: cron expression is empty", workqtype.ErrInvalid)
+		return nil, workqtype.Invalid("cron", "cron expression is empty")
 	}
 	if len(expr) > 256 {
-		return nil, fmt.Errorf("%w: cron expression is longer than 256 bytes", workqtype.ErrInvalid)
+		return nil, workqtype.Invalid("cron", "cron expression is longer than 256 bytes")
 	}
 	if u := strings.ToUpper(expr); strings.HasPrefix(u, "TZ=") || strings.HasPrefix(u, "CRON_TZ=") {
-		return nil, fmt.Errorf("%w: cron %q: set the time zone as the schedule's timezone (--timezone), not with TZ= in the expression", workqtype.ErrInvalid, expr)
+		return nil, workqtype.Invalid("cron", fmt.Sprintf("cron %q: set the time zone as the schedule's timezone (--timezone), not with TZ= in the expression", expr))
 	}
 	e := &Expr{loc: loc}
 	if rest, ok := strings.CutPrefix(expr, "@every "); ok {
 		d, err := time.ParseDuration(strings.TrimSpace(rest))
 		if err != nil {
-			return nil, fmt.Errorf("%w: cron %q: @every takes a Go duration such as 90s, 5m or 1h30m", workqtype.ErrInvalid, expr)
+			return nil, workqtype.Invalid("cron", fmt.Sprintf("cron %q: @every takes a Go duration such as 90s, 5m or 1h30m", expr))
 		}
 		if d < time.Second || d%time.Second != 0 {
-			return nil, fmt.Errorf("%w: cron %q: @every needs a whole number of seconds, at least 1s", workqtype.ErrInvalid, expr)
+			return nil, workqtype.Invalid("cron", fmt.Sprintf("cron %q: @every needs a whole number of seconds, at least 1s", expr))
 		}
 		e.every = d
 	}
 	spec, err := parser.Parse(expr)
 	if err != nil {
-		return nil, fmt.Errorf("%w: cron %q: %v (5 fields: minute hour day-of-month month day-of-week, an optional leading seconds field, or @hourly, @daily, @weekly, @monthly, @yearly, @every <duration>)", workqtype.ErrInvalid, expr, err)
+		return nil, workqtype.Invalid("cron", fmt.Sprintf("cron %q: %v (5 fields: minute hour day-of-month month day-of-week, an optional leading seconds field, or @hourly, @daily, @weekly, @monthly, @yearly, @every <duration>)", expr, err))
 	}
 	e.spec = spec
 	if ss, ok := spec.(*cron.SpecSchedule); ok {
 		e.fixedHour = ss.Hour&(1<<24-1) != 1<<24-1
 	}
 	if e.every == 0 && e.spec.Next(time.Now().In(loc)).IsZero() {
-		return nil, fmt.Errorf("%w: cron %q never fires", workqtype.ErrInvalid, expr)
+		return nil, workqtype.Invalid("cron", fmt.Sprintf("cron %q never fires", expr))
 	}
 	return e, nil
 }
@@ -79,14 +79,14 @@ func loadZone(tz string) (*time.Location, error) {
 	case "", "UTC":
 		return time.UTC, nil
 	case "Local":
-		return nil, fmt.Errorf("%w: time zone %q depends on the machine; name an IANA zone such as Europe/Berlin", workqtype.ErrInvalid, tz)
+		return nil, workqtype.Invalid("timezone", fmt.Sprintf("time zone %q depends on the machine; name an IANA zone such as Europe/Berlin", tz))
 	}
 	if len(tz) > 64 {
-		return nil, fmt.Errorf("%w: time zone name longer than 64 bytes", workqtype.ErrInvalid)
+		return nil, workqtype.Invalid("timezone", "time zone name longer than 64 bytes")
 	}
 	loc, err := time.LoadLocation(tz)
 	if err != nil {
-		return nil, fmt.Errorf("%w: unknown time zone %q (an IANA name such as Europe/Berlin or America/New_York)", workqtype.ErrInvalid, tz)
+		return nil, workqtype.Invalid("timezone", fmt.Sprintf("unknown time zone %q (an IANA name such as Europe/Berlin or America/New_York)", tz))
 	}
 	return loc, nil
 }

@@ -8,16 +8,9 @@ import (
 	"sync"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/workq/workq/db/gen"
+	"github.com/workq/workq/workqtype"
 )
-
-// Beginner is what a Scheduler runs on: a *pgxpool.Pool (or a *pgx.Conn
-// when only one goroutine uses it).
-type Beginner interface {
-	Begin(ctx context.Context) (pgx.Tx, error)
-}
 
 // SchedulerOptions configure a Scheduler; zero values take the defaults.
 type SchedulerOptions struct {
@@ -40,7 +33,7 @@ type SchedulerOptions struct {
 // job_runs_schedule_slot makes each (schedule, scheduled time) one run
 // whatever happens.
 type Scheduler struct {
-	db       Beginner
+	db       workqtype.TxDB
 	interval time.Duration
 	batch    int
 	grace    time.Duration
@@ -54,7 +47,7 @@ type Scheduler struct {
 }
 
 // NewScheduler returns a scheduler on db.
-func NewScheduler(db Beginner, o SchedulerOptions) (*Scheduler, error) {
+func NewScheduler(db workqtype.TxDB, o SchedulerOptions) (*Scheduler, error) {
 	if o.Interval == 0 {
 		o.Interval = time.Second
 	}

@@ -30,13 +30,6 @@ var (
 	ErrOverlap = errors.New("schedule has a live run")
 )
 
-// DB is what the Store runs on: a *pgxpool.Pool, a *pgx.Conn or a pgx.Tx
-// (inside a transaction, read-modify-writes use a savepoint).
-type DB interface {
-	gen.DBTX
-	Begin(ctx context.Context) (pgx.Tx, error)
-}
-
 // OverlapPolicy says whether a slot runs while the previous run of the
 // same schedule is still live (ready or in progress).
 type OverlapPolicy string
@@ -159,18 +152,18 @@ type normalized struct {
 func (s *Store) normalize(sp Spec) (normalized, error) {
 	n := normalized{}
 	p := &n.SchedulesInsertParams
-	if !workqtype.ValidName(sp.Name) {
-		return n, fmt.Errorf("%w: schedule name %q is not a valid name (1-128 of A-Z a-z 0-9 _ . : -)", workqtype.ErrInvalid, sp.Name)
+	if err := workqtype.CheckName("name", "schedule name", sp.Name); err != nil {
+		return n, err
 	}
 	p.Name = sp.Name
 	if sp.Queue == "" {
-		sp.Queue = "default"
+		sp.Queue = workqtype.DefaultQueue
 	}
-	if !workqtype.ValidName(sp.Queue) {
-		return n, fmt.Errorf("%w: queue %q is not a valid name (1-128 of A-Z a-z 0-9 _ . : -)", workqtype.ErrInvalid, sp.Queue)
+	if err := workqtype.CheckQueue("queue", sp.Queue); err != nil {
+		return n, err
 	}
-	if !workqtype.ValidName(sp.Kind) {
-		return n, fmt.Errorf("%w: kind %q is not a valid name (1-128 of A-Z a-z 0-9 _ . : -)", workqtype.ErrInvalid, sp.Kind)
+	if err := workqtype.CheckName("kind", "kind", sp.Kind); err != nil {
+		return n, err
 	}
 	p.Queue, p.Kind = sp.Queue, sp.Kind
 	if sp.Timezone == "" {
@@ -181,62 +174,36 @@ func (s *Store) normalize(sp Spec) (normalized, error) {
 		return n, err
 	}
 	n.expr, p.Cron, p.Timezone = expr, sp.Cron, sp.Timezone
-	if p.Payload, err = encodePayload(sp.Payload, s.maxPayload); err != nil {
+	if p.Payload, err = workqtype.EncodePayload(sp.Payload, s.maxPayload); err != nil {
 		return n, err
 	}
 	p.Priority = sp.Priority
-	if sp.MaxAttempts == 0 {
-		sp.MaxAttempts = DefaultMaxAttempts
+	if p.MaxAttempts, err = workqtype.MaxAttempts("max_attempts", sp.MaxAttempts, DefaultMaxAttempts); err != nil {
+		return n, err
 	}
-	if sp.MaxAttempts < 1 || sp.MaxAttempts > 1000 {
-		return n, fmt.Errorf("%w: max attempts must be between 1 and 1000, got %d", workqtype.ErrInvalid, sp.MaxAttempts)
-	}
-	p.MaxAttempts = int32(sp.MaxAttempts)
 	switch sp.Overlap {
 	case "":
 		sp.Overlap = OverlapAllow
 	case OverlapAllow, OverlapSkip:
 	default:
-		return n, fmt.Errorf("%w: overlap policy %q: want %q or %q", workqtype.ErrInvalid, sp.Overlap, OverlapAllow, OverlapSkip)
+		return n, workqtype.Invalid("overlap", fmt.Sprintf("overlap policy %q: want %q or %q", sp.Overlap, OverlapAllow, OverlapSkip))
 	}
 	switch sp.Misfire {
 	case "":
 		sp.Misfire = MisfireRunOnce
 	case MisfireRunOnce, MisfireSkip, MisfireRunAll:
 	default:
-		return n, fmt.Errorf("%w: misfire policy %q: want %q, %q or %q", workqtype.ErrInvalid, sp.Misfire, MisfireRunOnce, MisfireSkip, MisfireRunAll)
+		return n, workqtype.Invalid("misfire", fmt.Sprintf("misfire policy %q: want %q, %q or %q", sp.Misfire, MisfireRunOnce, MisfireSkip, MisfireRunAll))
 	}
 	if sp.MisfireCap == 0 {
 		sp.MisfireCap = DefaultMisfireCap
 	}
 	if sp.MisfireCap < 1 || sp.MisfireCap > MaxMisfireCap {
-		return n, fmt.Errorf("%w: misfire cap must be between 1 and %d, got %d", workqtype.ErrInvalid, MaxMisfireCap, sp.MisfireCap)
+		return n, workqtype.Invalid("misfire_cap", fmt.Sprintf("misfire cap must be between 1 and %d, got %d", MaxMisfireCap, sp.MisfireCap))
 	}
 	p.Overlap, p.Misfire, p.MisfireCap = string(sp.Overlap), string(sp.Misfire), int32(sp.MisfireCap)
 	p.Enabled = !sp.Disabled
 	return n, nil
-}
-
-// encodePayload returns the JSON text of a payload, checked by
-// workqtype.CheckPayload: nil is {}, raw JSON is taken as it is, anything else
-// is marshaled.
-func encodePayload(v any, maxBytes int) ([]byte, error) {
-	var raw []byte
-	switch p := v.(type) {
-	case nil:
-		return []byte("{}"), nil
-	case json.RawMessage:
-		raw = p
-	case []byte:
-		raw = p
-	default:
-		b, err := json.Marshal(v)
-		if err != nil {
-			return nil, fmt.Errorf("%w: payload is not JSON-marshalable: %v", workqtype.ErrInvalid, err)
-		}
-		raw = b
-	}
-	return raw, workqtype.CheckPayload(raw, maxBytes)
 }
 
 // Validate reports what is wrong with sp (an error wrapping
@@ -256,7 +223,7 @@ func (s *Store) now(ctx context.Context, q *gen.Queries) (time.Time, error) {
 
 // Create adds a schedule on db. Its first slot is the first one after now.
 // A name already taken is ErrExists.
-func (s *Store) Create(ctx context.Context, db DB, sp Spec) (Schedule, error) {
+func (s *Store) Create(ctx context.Context, db workqtype.TxDB, sp Spec) (Schedule, error) {
 	n, err := s.normalize(sp)
 	if err != nil {
 		return Schedule{}, err
@@ -280,7 +247,7 @@ func (s *Store) Create(ctx context.Context, db DB, sp Spec) (Schedule, error) {
 }
 
 // Get reads one schedule by name.
-func (s *Store) Get(ctx context.Context, db DB, name string) (Schedule, error) {
+func (s *Store) Get(ctx context.Context, db workqtype.TxDB, name string) (Schedule, error) {
 	r, err := gen.New(db).SchedulesGet(ctx, name)
 	if err != nil {
 		if errors.Is(err, pgx.ErrNoRows) {
@@ -292,7 +259,7 @@ func (s *Store) Get(ctx context.Context, db DB, name string) (Schedule, error) {
 }
 
 // List reads every schedule, in name order.
-func (s *Store) List(ctx context.Context, db DB) ([]Schedule, error) {
+func (s *Store) List(ctx context.Context, db workqtype.TxDB) ([]Schedule, error) {
 	rows, err := gen.New(db).SchedulesList(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("list schedules: %w", err)
@@ -328,7 +295,7 @@ func fromRow(r gen.SchedulesListRow) Schedule {
 
 // modify runs f on the schedule name, read and locked in a transaction (a
 // savepoint when db is one), and writes what f leaves in it.
-func (s *Store) modify(ctx context.Context, db DB, name string, f func(now time.Time, cur *gen.Schedule) error) error {
+func (s *Store) modify(ctx context.Context, db workqtype.TxDB, name string, f func(now time.Time, cur *gen.Schedule) error) error {
 	tx, err := db.Begin(ctx)
 	if err != nil {
 		return err
@@ -363,7 +330,7 @@ func (s *Store) modify(ctx context.Context, db DB, name string, f func(now time.
 // Update changes the fields of schedule name that c sets. A changed cron
 // expression or time zone moves the next run to the first new slot after
 // now; otherwise the next run stays.
-func (s *Store) Update(ctx context.Context, db DB, name string, c Changes) (Schedule, error) {
+func (s *Store) Update(ctx context.Context, db workqtype.TxDB, name string, c Changes) (Schedule, error) {
 	err := s.modify(ctx, db, name, func(now time.Time, cur *gen.Schedule) error {
 		sp := Spec{
 			Name: cur.Name, Cron: cur.Cron, Timezone: cur.Timezone, Queue: cur.Queue, Kind: cur.Kind,
@@ -389,11 +356,11 @@ func (s *Store) Update(ctx context.Context, db DB, name string, c Changes) (Sche
 			p    *string
 		}{{"cron", c.Cron}, {"timezone", c.Timezone}, {"queue", c.Queue}, {"kind", c.Kind}} {
 			if f.p != nil && *f.p == "" {
-				return fmt.Errorf("%w: %s must not be empty", workqtype.ErrInvalid, f.name)
+				return workqtype.Invalid(f.name, f.name+" must not be empty")
 			}
 		}
 		if (c.Overlap != nil && *c.Overlap == "") || (c.Misfire != nil && *c.Misfire == "") || (c.MisfireCap != nil && *c.MisfireCap == 0) || (c.MaxAttempts != nil && *c.MaxAttempts == 0) {
-			return fmt.Errorf("%w: an explicit overlap, misfire, misfire cap or max attempts must not be empty or zero", workqtype.ErrInvalid)
+			return workqtype.Invalid("", "an explicit overlap, misfire, misfire cap or max attempts must not be empty or zero")
 		}
 		n, err := s.normalize(sp)
 		if err != nil {
@@ -424,17 +391,17 @@ func set[T any](dst *T, src *T) {
 // Enable turns schedule name on. Its next run is the first slot after now:
 // slots that passed while it was disabled are not caught up. Enabling an
 // enabled schedule changes nothing.
-func (s *Store) Enable(ctx context.Context, db DB, name string) (Schedule, error) {
+func (s *Store) Enable(ctx context.Context, db workqtype.TxDB, name string) (Schedule, error) {
 	return s.setEnabled(ctx, db, name, true)
 }
 
 // Disable turns schedule name off: the scheduler leaves it alone until
 // Enable. Runs already made are not touched.
-func (s *Store) Disable(ctx context.Context, db DB, name string) (Schedule, error) {
+func (s *Store) Disable(ctx context.Context, db workqtype.TxDB, name string) (Schedule, error) {
 	return s.setEnabled(ctx, db, name, false)
 }
 
-func (s *Store) setEnabled(ctx context.Context, db DB, name string, on bool) (Schedule, error) {
+func (s *Store) setEnabled(ctx context.Context, db workqtype.TxDB, name string, on bool) (Schedule, error) {
 	err := s.modify(ctx, db, name, func(now time.Time, cur *gen.Schedule) error {
 		if cur.Enabled == on && (!on || cur.NextRunAt != nil) {
 			return nil
@@ -463,7 +430,7 @@ func (s *Store) setEnabled(ctx context.Context, db DB, name string, on bool) (Sc
 
 // Delete removes schedule name. Its job runs stay (their schedule_id
 // becomes null); a live one still runs.
-func (s *Store) Delete(ctx context.Context, db DB, name string) error {
+func (s *Store) Delete(ctx context.Context, db workqtype.TxDB, name string) error {
 	n, err := gen.New(db).SchedulesDelete(ctx, name)
 	if err != nil {
 		return fmt.Errorf("delete schedule %q: %w", name, err)
@@ -479,7 +446,7 @@ func (s *Store) Delete(ctx context.Context, db DB, name string) error {
 // blocks) a slot, and next_run_at does not move. It works on a disabled
 // schedule too. With overlap policy skip and the previous run still live
 // it returns ErrOverlap and enqueues nothing, unless force is set.
-func (s *Store) TriggerNow(ctx context.Context, db DB, name string, force bool) (Triggered, error) {
+func (s *Store) TriggerNow(ctx context.Context, db workqtype.TxDB, name string, force bool) (Triggered, error) {
 	tx, err := db.Begin(ctx)
 	if err != nil {
 		return Triggered{}, fmt.Errorf("trigger schedule %q: %w", name, err)

@@ -402,11 +402,11 @@ func (e *leaseEnv) on(t *testing.T, tbl leaseTable) *leaseEnv {
 	c := *e
 	c.t, c.tbl, c.q = t, tbl, gen.New(e.pool)
 	if tbl.name != "" {
-		q, err := lease.Queries(e.pool, lease.Table(tbl.name))
+		db, err := lease.OnTable(e.pool, lease.Table(tbl.name))
 		if err != nil {
 			t.Fatal(err)
 		}
-		c.q = q
+		c.q = gen.New(db)
 	}
 	return &c
 }

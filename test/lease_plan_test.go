@@ -583,10 +583,11 @@ func TestLeaseHeartbeatIsHOT(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer conn.Release()
-			q, err := lease.Queries(conn, lease.Table(tbl.name))
+			db, err := lease.OnTable(conn, lease.Table(tbl.name))
 			if err != nil {
 				t.Fatal(err)
 			}
+			q := gen.New(db)
 			c, err := tbl.claim(e.ctx, q, claimParams{queue: "default", workerID: "w", leaseMs: 60_000, maxRows: 1})
 			if err != nil || len(c) != 1 {
 				t.Fatalf("claim: %v, %d rows; want 1 row", err, len(c))

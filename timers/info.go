@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
 	"github.com/workq/workq/db/gen"
@@ -90,30 +89,10 @@ func Get(ctx context.Context, db workqtype.DB, id int64) (Info, error) {
 	return infoOf(t), nil
 }
 
-// Attempt is one finished attempt of a timer, from the run archive.
-type Attempt struct {
-	RunID      uuid.UUID `json:"run_id"`
-	Attempt    int32     `json:"attempt"`
-	Outcome    string    `json:"outcome"` // done, retry, failed, released, snoozed, expired, revived
-	Error      string    `json:"error,omitempty"`
-	WorkerID   string    `json:"worker_id"`
-	StartedAt  time.Time `json:"started_at"`
-	FinishedAt time.Time `json:"finished_at"`
-}
-
 // Attempts lists the archived attempts of timer id in claim order (the
 // attempt in progress, if any, is on the timer itself: ClaimedAt, ClaimedBy).
-func Attempts(ctx context.Context, db workqtype.DB, id int64) ([]Attempt, error) {
-	rows, err := gen.New(db).RunsListByItem(ctx, string(lease.Timers), id)
-	if err != nil {
-		return nil, fmt.Errorf("read attempts of timer %d: %w", id, err)
-	}
-	out := make([]Attempt, len(rows))
-	for i, r := range rows {
-		out[i] = Attempt{RunID: r.RunID, Attempt: r.Attempt, Outcome: r.Outcome, Error: deref(r.Error),
-			WorkerID: r.WorkerID, StartedAt: r.StartedAt, FinishedAt: r.FinishedAt}
-	}
-	return out, nil
+func Attempts(ctx context.Context, db workqtype.DB, id int64) ([]workqtype.Attempt, error) {
+	return lease.Attempts(ctx, db, lease.Timers, id)
 }
 
 // Filter selects timers for List; zero fields do not filter.
@@ -139,14 +118,14 @@ func List(ctx context.Context, db workqtype.DB, f Filter) ([]Info, error) {
 		arg.MaxRows = 100
 	}
 	if f.Limit < 0 || f.Limit > MaxListLimit {
-		return nil, fmt.Errorf("%w: limit must be between 1 and %d, got %d", ErrInvalid, MaxListLimit, f.Limit)
+		return nil, workqtype.Invalid("limit", fmt.Sprintf("limit must be between 1 and %d, got %d", MaxListLimit, f.Limit))
 	}
 	if f.AfterID < 0 {
-		return nil, fmt.Errorf("%w: after id must not be negative, got %d", ErrInvalid, f.AfterID)
+		return nil, workqtype.Invalid("after_id", fmt.Sprintf("after id must not be negative, got %d", f.AfterID))
 	}
 	if f.Queue != "" {
-		if !workqtype.ValidName(f.Queue) {
-			return nil, fmt.Errorf("%w: queue %q is not a valid name (1-128 of A-Z a-z 0-9 _ . : -)", ErrInvalid, f.Queue)
+		if err := workqtype.CheckQueue("queue", f.Queue); err != nil {
+			return nil, err
 		}
 		arg.Queue = &f.Queue
 	}
@@ -159,7 +138,7 @@ func List(ctx context.Context, db workqtype.DB, f Filter) ([]Info, error) {
 			ok = ok || s == f.State
 		}
 		if !ok {
-			return nil, fmt.Errorf("%w: state %q is not one of %v", ErrInvalid, f.State, States)
+			return nil, workqtype.Invalid("state", fmt.Sprintf("state %q is not one of %v", f.State, States))
 		}
 		arg.State = &f.State
 	}

@@ -10,10 +10,8 @@ package timers
 import (
 	"cmp"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"math"
 	"slices"
 	"time"
 
@@ -22,7 +20,6 @@ import (
 	"github.com/workq/workq/db/gen"
 	"github.com/workq/workq/internal/notify"
 	"github.com/workq/workq/lease"
-	"github.com/workq/workq/worker"
 	"github.com/workq/workq/workqtype"
 )
 
@@ -123,63 +120,34 @@ type prepared struct {
 func (c *Client) prepare(t Timer) (prepared, error) {
 	p := prepared{queue: t.Queue, topic: t.Topic, priority: t.Priority}
 	if p.queue == "" {
-		p.queue = "default"
+		p.queue = workqtype.DefaultQueue
 	}
-	if !workqtype.ValidName(p.queue) {
-		return p, fmt.Errorf("%w: queue %q is not a valid name (1-128 of A-Z a-z 0-9 _ . : -)", ErrInvalid, p.queue)
+	if err := workqtype.CheckQueue("queue", p.queue); err != nil {
+		return p, err
 	}
-	if !worker.ValidTopic(p.topic) {
-		return p, fmt.Errorf("%w: topic %q is not valid (1-256 bytes of UTF-8 without control characters)", ErrInvalid, p.topic)
+	if err := workqtype.CheckTopic("topic", p.topic); err != nil {
+		return p, err
 	}
-	payload, err := encodePayload(t.Payload, c.maxPayload)
+	payload, err := workqtype.EncodePayload(t.Payload, c.maxPayload)
 	if err != nil {
 		return p, err
 	}
 	p.payload = payload
 	switch {
 	case !t.DueTime.IsZero() && t.Delay != 0:
-		return p, fmt.Errorf("%w: set DueTime or Delay, not both", ErrInvalid)
+		return p, workqtype.Invalid("due_time", "set DueTime or Delay, not both")
 	case t.DueTime.IsZero() && t.Delay == 0:
-		return p, fmt.Errorf("%w: set DueTime or Delay (for a timer due now, a DueTime of time.Now() or earlier)", ErrInvalid)
+		return p, workqtype.Invalid("due_time", "set DueTime or Delay (for a timer due now, a DueTime of time.Now() or earlier)")
 	case t.Delay < 0:
-		return p, fmt.Errorf("%w: delay %s is negative (a due time in the past is DueTime)", ErrInvalid, t.Delay)
+		return p, workqtype.Invalid("delay", fmt.Sprintf("delay %s is negative (a due time in the past is DueTime)", t.Delay))
 	case !t.DueTime.IsZero():
 		d := t.DueTime
 		p.dueTime = &d
 	default:
-		p.delayMs = int64(math.Ceil(float64(t.Delay) / float64(time.Millisecond)))
+		p.delayMs = workqtype.DelayMs(t.Delay)
 	}
-	attempts := t.MaxAttempts
-	if attempts == 0 {
-		attempts = c.maxAttempts
-	}
-	if attempts < 1 || attempts > 1000 {
-		return p, fmt.Errorf("%w: max attempts must be between 1 and 1000, got %d", ErrInvalid, attempts)
-	}
-	p.maxAttempts = int32(attempts)
-	return p, nil
-}
-
-// encodePayload returns the JSON text of a payload, checked by
-// workqtype.CheckPayload: nil is {}, raw JSON is taken as it is, anything else
-// is marshaled.
-func encodePayload(v any, maxBytes int) ([]byte, error) {
-	var raw []byte
-	switch p := v.(type) {
-	case nil:
-		raw = []byte("{}")
-	case json.RawMessage:
-		raw = p
-	case []byte:
-		raw = p
-	default:
-		b, err := json.Marshal(v)
-		if err != nil {
-			return nil, fmt.Errorf("%w: payload is not JSON-marshalable: %v", ErrInvalid, err)
-		}
-		raw = b
-	}
-	return raw, workqtype.CheckPayload(raw, maxBytes)
+	p.maxAttempts, err = workqtype.MaxAttempts("max_attempts", t.MaxAttempts, c.maxAttempts)
+	return p, err
 }
 
 // soon reports, by the local clock, whether p may be due within

@@ -13,8 +13,9 @@ const DefaultMaxPayload = 1 << 20
 // about the largest value PostgreSQL's jsonb can hold.
 const MaxPayloadCeiling = 256 << 20
 
-// PayloadTooLargeError is the error (wrapping ErrInvalid) for a payload over
-// its size limit. Size and Limit are in bytes of JSON text.
+// PayloadTooLargeError says by how much a payload is over its size limit:
+// the Err of the *ValidationError of such a payload (it wraps ErrInvalid
+// too). Size and Limit are in bytes of JSON text.
 type PayloadTooLargeError struct {
 	Size, Limit int
 }
@@ -27,7 +28,8 @@ func (e *PayloadTooLargeError) Unwrap() error { return ErrInvalid }
 
 // CheckPayloadSize reports whether a payload of size bytes fits the limit
 // maxBytes (0 means DefaultMaxPayload, 1 MiB). Over the limit the
-// error is a *PayloadTooLargeError; a limit that is negative or above
+// error is a *ValidationError (Field "payload") whose Err is a
+// *PayloadTooLargeError, and errors.As finds either; a limit that is negative or above
 // MaxPayloadCeiling is an error too. Both wrap ErrInvalid. It lets a
 // reader stop at the limit without holding the whole payload.
 func CheckPayloadSize(size, maxBytes int) error {
@@ -35,11 +37,12 @@ func CheckPayloadSize(size, maxBytes int) error {
 		maxBytes = DefaultMaxPayload
 	}
 	if maxBytes < 0 || maxBytes > MaxPayloadCeiling {
-		return fmt.Errorf("%w: the payload limit must be between 1 and %d bytes (0: the default, %d), got %d",
-			ErrInvalid, MaxPayloadCeiling, DefaultMaxPayload, maxBytes)
+		return Invalid("max_payload", fmt.Sprintf("the payload limit must be between 1 and %d bytes (0: the default, %d), got %d",
+			MaxPayloadCeiling, DefaultMaxPayload, maxBytes))
 	}
 	if size > maxBytes {
-		return &PayloadTooLargeError{Size: size, Limit: maxBytes}
+		return &ValidationError{Field: "payload", Err: &PayloadTooLargeError{Size: size, Limit: maxBytes},
+			Msg: fmt.Sprintf("payload is %d bytes, more than the limit of %d bytes", size, maxBytes)}
 	}
 	return nil
 }
@@ -54,7 +57,7 @@ func CheckPayload(raw []byte, maxBytes int) error {
 		return err
 	}
 	if !json.Valid(raw) {
-		return fmt.Errorf("%w: payload is not valid JSON", ErrInvalid)
+		return Invalid("payload", "payload is not valid JSON")
 	}
 	return checkPayloadJSON(raw)
 }
@@ -62,10 +65,10 @@ func CheckPayload(raw []byte, maxBytes int) error {
 // checkPayloadJSON is CheckPayload after the size and JSON checks.
 func checkPayloadJSON(raw []byte) error {
 	if kind := jsonKind(raw); kind != "an object" {
-		return fmt.Errorf("%w: payload must be a JSON object ({...}), got %s", ErrInvalid, kind)
+		return Invalid("payload", "payload must be a JSON object ({...}), got "+kind)
 	}
 	if problem := jsonbProblem(raw); problem != "" {
-		return fmt.Errorf("%w: payload %s, which PostgreSQL's jsonb cannot store", ErrInvalid, problem)
+		return Invalid("payload", "payload "+problem+", which PostgreSQL's jsonb cannot store")
 	}
 	return nil
 }
@@ -252,7 +255,7 @@ func EncodePayload(v any, maxBytes int) ([]byte, error) {
 	default:
 		b, err := json.Marshal(v)
 		if err != nil {
-			return nil, fmt.Errorf("%w: payload is not JSON-marshalable: %v", ErrInvalid, err)
+			return nil, Invalid("payload", fmt.Sprintf("payload is not JSON-marshalable: %v", err))
 		}
 		// Marshal's output is valid JSON: skip that part of CheckPayload.
 		if err := CheckPayloadSize(len(b), maxBytes); err != nil {

@@ -59,12 +59,8 @@ func classify(err error) (int, string) {
 	switch {
 	case errors.As(err, &b):
 		return b.status, b.msg
-	case errors.Is(err, workqtype.ErrInvalid), errors.Is(err, lease.ErrInvalid):
-		msg := err.Error()
-		for _, p := range []string{workqtype.ErrInvalid.Error() + ": ", lease.ErrInvalid.Error() + ": "} {
-			msg = strings.TrimPrefix(msg, p)
-		}
-		return http.StatusBadRequest, msg
+	case errors.Is(err, workqtype.ErrInvalid):
+		return http.StatusBadRequest, strings.TrimPrefix(err.Error(), workqtype.ErrInvalid.Error()+": ")
 	case errors.Is(err, admin.ErrNotFound), errors.Is(err, schedule.ErrNotFound):
 		return http.StatusNotFound, err.Error()
 	case errors.Is(err, schedule.ErrOverlap):
@@ -387,7 +383,7 @@ func tableTitle(t lease.Table) string {
 }
 
 type attemptView struct {
-	Run          admin.Attempt
+	Run          workqtype.Attempt
 	Log          string
 	LogTruncated int64 // bytes of the log not shown (its beginning)
 	LogSize      int64

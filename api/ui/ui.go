@@ -14,7 +14,6 @@
 package ui
 
 import (
-	"context"
 	"crypto/sha256"
 	"embed"
 	"encoding/hex"
@@ -28,26 +27,18 @@ import (
 	"strings"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
-	"github.com/workq/workq/db/gen"
 	"github.com/workq/workq/internal/authlimit"
 	"github.com/workq/workq/schedule"
+	"github.com/workq/workq/workqtype"
 )
-
-// DB is what the dashboard runs on: a *pgxpool.Pool.
-type DB interface {
-	gen.DBTX
-	Begin(ctx context.Context) (pgx.Tx, error)
-}
 
 // Prefix is the path the dashboard is served under.
 const Prefix = "/ui/"
 
 // Options configure a Handler.
 type Options struct {
-	DB     DB           // required
-	Logger *slog.Logger // nil: slog.Default()
+	DB     workqtype.TxDB // required
+	Logger *slog.Logger   // nil: slog.Default()
 	// Authenticate says who holds an API token (the API's own check);
 	// required unless Anonymous is set.
 	Authenticate func(token string) (Principal, bool)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/workq/workq/inbox"
 	"github.com/workq/workq/lease"
+	"github.com/workq/workq/workqtype"
 )
 
 func newInboxCmd() *cobra.Command {
@@ -223,26 +224,12 @@ func newInboxShowCmd() *cobra.Command {
 		if err != nil {
 			return err
 		}
-		runs, err := inbox.Attempts(ctx, pool, id)
+		atts, err := inbox.Attempts(ctx, pool, id)
 		if err != nil {
 			return err
 		}
-		type attempt struct {
-			RunID      string    `json:"run_id"`
-			Attempt    int32     `json:"attempt"`
-			Outcome    string    `json:"outcome"`
-			Worker     string    `json:"worker"`
-			StartedAt  time.Time `json:"started_at"`
-			FinishedAt time.Time `json:"finished_at"`
-			Error      string    `json:"error,omitempty"`
-		}
-		atts := make([]attempt, len(runs))
-		for i, r := range runs {
-			atts[i] = attempt{RunID: r.RunID.String(), Attempt: r.Attempt, Outcome: r.Outcome, Worker: r.WorkerID,
-				StartedAt: r.StartedAt, FinishedAt: r.FinishedAt}
-			if r.Error != nil {
-				atts[i].Error = *r.Error
-			}
+		if atts == nil {
+			atts = []workqtype.Attempt{}
 		}
 		if *asJSON {
 			return printJSON(cmd.OutOrStdout(), map[string]any{"message": toStoredJSON(msg), "attempts": atts})

@@ -242,7 +242,7 @@ func newOutboxShowCmd() *cobra.Command {
 		}
 		if *asJSON {
 			if att == nil {
-				att = []outbox.Attempt{}
+				att = []workqtype.Attempt{}
 			}
 			return printJSON(cmd.OutOrStdout(), map[string]any{"message": r, "attempts": att})
 		}
@@ -261,7 +261,7 @@ func newOutboxShowCmd() *cobra.Command {
 		}
 		fmt.Fprintf(out, "attempts:       %d archived\n", len(att))
 		for _, a := range att {
-			fmt.Fprintf(out, "  #%d %s by %s, %s .. %s %s\n", a.Attempt, a.Outcome, a.WorkerID,
+			fmt.Fprintf(out, "  #%d %s by %s, %s .. %s %s\n", a.Attempt, a.Outcome, a.Worker,
 				a.StartedAt.Format(time.RFC3339Nano), a.FinishedAt.Format(time.RFC3339Nano), clip(a.Error, 100))
 		}
 		return nil

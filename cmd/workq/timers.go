@@ -265,12 +265,12 @@ func newTimersShowCmd() *cobra.Command {
 			return err
 		}
 		if attempts == nil {
-			attempts = []timers.Attempt{}
+			attempts = []workqtype.Attempt{}
 		}
 		if *asJSON {
 			return printJSON(cmd.OutOrStdout(), struct {
 				timers.Info
-				History []timers.Attempt `json:"history"`
+				History []workqtype.Attempt `json:"history"`
 			}{info, attempts})
 		}
 		w := cmd.OutOrStdout()
@@ -292,7 +292,7 @@ func newTimersShowCmd() *cobra.Command {
 			tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "  ATTEMPT\tOUTCOME\tWORKER\tSTARTED\tFINISHED\tERROR")
 			for _, a := range attempts {
-				fmt.Fprintf(tw, "  %d\t%s\t%s\t%s\t%s\t%s\n", a.Attempt, a.Outcome, a.WorkerID,
+				fmt.Fprintf(tw, "  %d\t%s\t%s\t%s\t%s\t%s\n", a.Attempt, a.Outcome, a.Worker,
 					a.StartedAt.UTC().Format(time.RFC3339Nano), a.FinishedAt.UTC().Format(time.RFC3339Nano), shortText(a.Error))
 			}
 			return tw.Flush()

@@ -10,6 +10,7 @@ import (
 
 	"github.com/workq/workq/db/gen"
 	"github.com/workq/workq/internal/otelx"
+	"github.com/workq/workq/workqtype"
 )
 
 // CopyDB is what EnqueueManyFast runs on: a *pgxpool.Pool, a *pgx.Conn, a
@@ -64,7 +65,8 @@ func (c *Client) EnqueueManyFast(ctx context.Context, db CopyDB, jobs []Job) (_ 
 			return 0, fmt.Errorf("job %d: %w", i, err)
 		}
 		if p.dedup != "" {
-			return 0, fmt.Errorf("job %d: %w: EnqueueManyFast takes no dedup key (COPY cannot skip a duplicate; use EnqueueMany)", i, ErrInvalid)
+			return 0, fmt.Errorf("job %d: %w", i, workqtype.Invalid("dedup_key",
+				"EnqueueManyFast takes no dedup key (COPY cannot skip a duplicate; use EnqueueMany)"))
 		}
 		rows[i] = p
 		if p.runAt != nil || p.delayMs != 0 {

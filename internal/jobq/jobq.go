@@ -9,7 +9,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -111,45 +110,27 @@ type prepared struct {
 func (c *Client) prepare(j Job) (prepared, error) {
 	p := prepared{queue: j.Queue, kind: j.Kind, dedup: j.DedupKey, priority: j.Priority}
 	if p.queue == "" {
-		p.queue = "default"
+		p.queue = workqtype.DefaultQueue
 	}
-	if !workqtype.ValidName(p.queue) {
-		return p, fmt.Errorf("%w: queue %q is not a valid name (1-128 of A-Z a-z 0-9 _ . : -)", ErrInvalid, p.queue)
+	if err := workqtype.CheckQueue("queue", p.queue); err != nil {
+		return p, err
 	}
-	if !workqtype.ValidName(p.kind) {
-		return p, fmt.Errorf("%w: kind %q is not a valid name (1-128 of A-Z a-z 0-9 _ . : -)", ErrInvalid, p.kind)
+	if err := workqtype.CheckName("kind", "kind", p.kind); err != nil {
+		return p, err
 	}
 	payload, err := workqtype.EncodePayload(j.Payload, c.maxPayload)
 	if err != nil {
 		return p, err
 	}
 	p.payload = payload
-	if len(p.dedup) > 512 {
-		return p, fmt.Errorf("%w: dedup key longer than 512 bytes", ErrInvalid)
+	if err := workqtype.CheckKey("dedup_key", "dedup key", p.dedup, 512); err != nil {
+		return p, err
 	}
-	if !workqtype.ValidText(p.dedup) {
-		return p, fmt.Errorf("%w: dedup key %q is not valid UTF-8 text (no NUL bytes)", ErrInvalid, p.dedup)
+	if p.delayMs, p.runAt, err = workqtype.Delay(j.Delay, j.RunAt); err != nil {
+		return p, err
 	}
-	if j.Delay < 0 {
-		return p, fmt.Errorf("%w: delay %s is negative", ErrInvalid, j.Delay)
-	}
-	if !j.RunAt.IsZero() && j.Delay != 0 {
-		return p, fmt.Errorf("%w: set run at or delay, not both", ErrInvalid)
-	}
-	if !j.RunAt.IsZero() {
-		t := j.RunAt
-		p.runAt = &t
-	}
-	p.delayMs = int64(math.Ceil(float64(j.Delay) / float64(time.Millisecond)))
-	attempts := j.MaxAttempts
-	if attempts == 0 {
-		attempts = c.maxAttempts
-	}
-	if attempts < 1 || attempts > 1000 {
-		return p, fmt.Errorf("%w: max attempts must be between 1 and 1000, got %d", ErrInvalid, attempts)
-	}
-	p.maxAttempts = int32(attempts)
-	return p, nil
+	p.maxAttempts, err = workqtype.MaxAttempts("max_attempts", j.MaxAttempts, c.maxAttempts)
+	return p, err
 }
 
 // Validate reports what is wrong with j (an error wrapping ErrInvalid), or
@@ -217,7 +198,7 @@ func (c *Client) EnqueueMany(ctx context.Context, db DB, jobs []Job) (_ []Enqueu
 			return nil, fmt.Errorf("job %d: %w", i, err)
 		}
 		if p.runAt != nil {
-			return nil, fmt.Errorf("job %d: %w: EnqueueMany takes Delay, not RunAt", i, ErrInvalid)
+			return nil, fmt.Errorf("job %d: %w", i, workqtype.Invalid("run_at", "EnqueueMany takes Delay, not RunAt"))
 		}
 		arg.Queues[i], arg.Kinds[i], arg.Payloads[i] = p.queue, p.kind, string(p.payload)
 		arg.Priorities[i], arg.DelaysMs[i], arg.MaxAttempts[i], arg.DedupKeys[i] = p.priority, p.delayMs, p.maxAttempts, p.dedup

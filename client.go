@@ -277,10 +277,16 @@ func (c *Client) Start(ctx context.Context) error {
 	return nil
 }
 
+// maintenanceStopBound bounds the end of the maintenance in Stop (as
+// `workq maintain` always did): a task round in flight is cancelled and
+// the leadership released within it.
+const maintenanceStopBound = 10 * time.Second
+
 // Stop stops claiming, lets in-flight handlers finish for the worker's
 // drain timeout (or until ctx ends), releases the rest, flushes every
 // completion and ends the maintenance. It returns within the drain timeout
-// plus worker.StopBound, whatever the database does.
+// plus worker.StopBound plus maintenanceStopBound, whatever the database
+// does.
 func (c *Client) Stop(ctx context.Context) error {
 	c.mu.Lock()
 	started := c.started
@@ -296,9 +302,11 @@ func (c *Client) Stop(ctx context.Context) error {
 		}
 	}
 	if c.maint != nil {
-		if err := c.maint.Stop(ctx); err != nil {
+		mctx, cancel := context.WithTimeout(ctx, maintenanceStopBound)
+		if err := c.maint.Stop(mctx); err != nil {
 			errs = append(errs, fmt.Errorf("stop maintenance: %w", err))
 		}
+		cancel()
 	}
 	return errors.Join(errs...)
 }

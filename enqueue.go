@@ -122,6 +122,12 @@ func (c *Client) SendTx(ctx context.Context, tx pgx.Tx, m outbox.Message) (outbo
 	return c.outbox.Send(ctx, tx, m)
 }
 
+// SendMany writes many outbox messages in one statement on the pool; the
+// result has one entry per message, in order.
+func (c *Client) SendMany(ctx context.Context, msgs []outbox.Message) ([]outbox.Sent, error) {
+	return c.outbox.SendMany(ctx, c.pool, msgs)
+}
+
 // SendManyTx writes many outbox messages in the caller's transaction.
 func (c *Client) SendManyTx(ctx context.Context, tx pgx.Tx, msgs []outbox.Message) ([]outbox.Sent, error) {
 	return c.outbox.SendMany(ctx, tx, msgs)
@@ -138,6 +144,18 @@ func (c *Client) ReceiveTx(ctx context.Context, tx pgx.Tx, m inbox.Message) (inb
 	return c.inbox.Receive(ctx, tx, m)
 }
 
+// ReceiveMany records many inbox messages in one statement on the pool;
+// the result has one entry per message, in order (a message given twice
+// is recorded once).
+func (c *Client) ReceiveMany(ctx context.Context, msgs []inbox.Message) ([]inbox.Received, error) {
+	return c.inbox.ReceiveMany(ctx, c.pool, msgs)
+}
+
+// ReceiveManyTx is ReceiveMany in the caller's transaction.
+func (c *Client) ReceiveManyTx(ctx context.Context, tx pgx.Tx, msgs []inbox.Message) ([]inbox.Received, error) {
+	return c.inbox.ReceiveMany(ctx, tx, msgs)
+}
+
 // ScheduleTimer schedules a one-shot timer on the pool.
 func (c *Client) ScheduleTimer(ctx context.Context, t timers.Timer) (timers.Scheduled, error) {
 	return c.timers.Schedule(ctx, c.pool, t)
@@ -146,6 +164,17 @@ func (c *Client) ScheduleTimer(ctx context.Context, t timers.Timer) (timers.Sche
 // ScheduleTimerTx schedules a timer in the caller's transaction.
 func (c *Client) ScheduleTimerTx(ctx context.Context, tx pgx.Tx, t timers.Timer) (timers.Scheduled, error) {
 	return c.timers.Schedule(ctx, tx, t)
+}
+
+// ScheduleTimers schedules many timers in one statement on the pool; the
+// result has one entry per timer, in order.
+func (c *Client) ScheduleTimers(ctx context.Context, ts []timers.Timer) ([]timers.Scheduled, error) {
+	return c.timers.ScheduleMany(ctx, c.pool, ts)
+}
+
+// ScheduleTimersTx is ScheduleTimers in the caller's transaction.
+func (c *Client) ScheduleTimersTx(ctx context.Context, tx pgx.Tx, ts []timers.Timer) ([]timers.Scheduled, error) {
+	return c.timers.ScheduleMany(ctx, tx, ts)
 }
 
 // CancelTimer cancels a timer that has not fired; it is idempotent. It

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -111,6 +112,15 @@ type Message[T any] struct {
 	DueTime       time.Time       // timers: when it was due
 
 	raw *worker.Job
+}
+
+// Logger returns the attempt's logger: its records carry the item's
+// identity and, with a runs directory, also go to the attempt's log file.
+func (m *Message[T]) Logger() *slog.Logger {
+	if m.raw == nil {
+		return slog.New(slog.DiscardHandler)
+	}
+	return m.raw.Logger()
 }
 
 // Raw returns the claimed item under the message (its lease fields

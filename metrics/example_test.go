@@ -7,18 +7,22 @@ import (
 	"net/http"
 	"strings"
 
-	"github.com/workq/workq/internal/jobq"
-
-	"github.com/workq/workq/config"
+	"github.com/workq/workq"
 	"github.com/workq/workq/internal/testdb"
 	"github.com/workq/workq/metrics"
 	"github.com/workq/workq/worker"
 )
 
-// One Metrics per process: its Worker() observer goes into the worker's
-// options, Watch adds the worker's gauges, and Handler (here on a server of
-// its own, Listen) serves /metrics. Depth reads the queue depth at most
-// once per DepthInterval (15s by default), however often it is scraped.
+// WelcomeArgs are the example's job.
+type WelcomeArgs struct{}
+
+func (WelcomeArgs) Kind() string { return "welcome" }
+
+// One Metrics per process: given to the workq.Client (Config.Metrics), it
+// counts the worker's claims and completions, watches its gauges and the
+// maintenance, and Handler (here on a server of its own, Listen) serves
+// /metrics. Depth reads the queue depth at most once per DepthInterval
+// (15s by default), however often it is scraped.
 func Example() {
 	pool, cleanup := testdb.ExamplePool()
 	defer cleanup()
@@ -34,25 +38,21 @@ func Example() {
 	}
 	defer srv.Shutdown(ctx)
 
-	cfg := config.Default()
-	cfg.Queues = []string{"email"}
-	w, err := worker.New(pool, cfg.Worker(), worker.Options{Observer: m.Worker()})
+	sent := make(chan struct{}, 1)
+	workers := workq.NewWorkers()
+	workq.AddWorker(workers, workq.WorkFunc(func(context.Context, *workq.Job[WelcomeArgs]) error { sent <- struct{}{}; return nil }))
+	client, err := workq.NewClient(pool, workq.Config{Workers: workers, Worker: worker.Config{Queues: []string{"email"}}, Metrics: m})
 	if err != nil {
 		panic(err)
 	}
-	m.Watch(w)
-	sent := make(chan struct{}, 1)
-	if err := w.Register("welcome", func(context.Context, *worker.Job) error { sent <- struct{}{}; return nil }); err != nil {
+	if err := client.Start(ctx); err != nil {
 		panic(err)
 	}
-	if err := w.Start(ctx); err != nil {
-		panic(err)
-	}
-	if _, err := jobq.New(jobq.Options{}).Enqueue(ctx, pool, jobq.Job{Queue: "email", Kind: "welcome"}); err != nil {
+	if _, err := client.Enqueue(ctx, WelcomeArgs{}, &workq.EnqueueOpts{Queue: "email"}); err != nil {
 		panic(err)
 	}
 	<-sent
-	if err := w.Stop(ctx); err != nil { // flushes the completion
+	if err := client.Stop(ctx); err != nil { // flushes the completion
 		panic(err)
 	}
 

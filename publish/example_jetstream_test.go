@@ -10,11 +10,8 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/workq/workq/config"
 	"github.com/workq/workq/internal/testdb"
-	"github.com/workq/workq/lease"
 	"github.com/workq/workq/publish"
-	"github.com/workq/workq/worker"
 )
 
 // A JetStream publisher sends each message of its topics to a subject
@@ -50,21 +47,8 @@ func ExampleNewJetStream() {
 	if err != nil {
 		panic(err)
 	}
-	router := worker.NewTopicRouter()
-	if err := router.Handle("orders.created", pub.Handle); err != nil {
-		panic(err)
-	}
-	w, err := worker.New(pool, config.Default().Worker(), worker.Options{})
-	if err != nil {
-		panic(err)
-	}
-	if err := w.AddSource(worker.Source{Table: lease.Outbox, Queues: []string{"default"}, Route: router.Route}); err != nil {
-		panic(err)
-	}
-	if err := w.Start(ctx); err != nil {
-		panic(err)
-	}
-	writeOutbox(ctx, pool, "orders.created", `{"order": 7}`)
+	client := relayTo(ctx, pool, "orders.created", pub.Handle)
+	sendOutbox(ctx, client, "orders.created", `{"order": 7}`)
 
 	cons, err := stream.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{})
 	if err != nil {
@@ -79,7 +63,7 @@ func ExampleNewJetStream() {
 		panic(err)
 	}
 	fmt.Println(msg.Subject()[len(prefix):], string(msg.Data()), msg.Headers().Get(jetstream.MsgIDHeader) == id)
-	if err := w.Stop(ctx); err != nil {
+	if err := client.Stop(ctx); err != nil {
 		panic(err)
 	}
 	// Output: .orders.created {"order": 7} true

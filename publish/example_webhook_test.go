@@ -2,6 +2,7 @@ package publish_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -11,21 +12,34 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/workq/workq/config"
-	"github.com/workq/workq/db/gen"
+	"github.com/workq/workq"
 	"github.com/workq/workq/internal/testdb"
-	"github.com/workq/workq/lease"
+	"github.com/workq/workq/outbox"
 	"github.com/workq/workq/publish"
 	"github.com/workq/workq/worker"
 )
 
-// writeOutbox writes one outbox message (in a service: inside the
-// transaction that changes the state the message announces).
-func writeOutbox(ctx context.Context, pool *pgxpool.Pool, topic, payload string) {
-	_, err := gen.New(pool).OutboxEnqueueMany(ctx, gen.OutboxEnqueueManyParams{
-		Queues: []string{"default"}, Topics: []string{topic}, PartitionKeys: []string{""},
-		Payloads: []string{payload}, Headers: []string{`{"X-Tenant": "acme"}`}, CorrelationIds: []string{""},
-		Priorities: []int16{0}, DelaysMs: []int64{0}, MaxAttempts: []int32{4}})
+// relayTo returns a started workq.Client that relays topic's outbox
+// messages to publisher: publishers are raw handlers of the relay.
+func relayTo(ctx context.Context, pool *pgxpool.Pool, topic string, publisher worker.HandlerFunc) *workq.Client {
+	workers := workq.NewWorkers()
+	if err := workers.HandleOutboxRaw(topic, publisher); err != nil {
+		panic(err)
+	}
+	client, err := workq.NewClient(pool, workq.Config{Workers: workers})
+	if err != nil {
+		panic(err)
+	}
+	if err := client.Start(ctx); err != nil {
+		panic(err)
+	}
+	return client
+}
+
+// sendOutbox writes one outbox message (in a service: inside the
+// transaction that changes the state the message announces, with SendTx).
+func sendOutbox(ctx context.Context, client *workq.Client, topic, payload string) {
+	_, err := client.Send(ctx, outbox.Message{Topic: topic, Payload: json.RawMessage(payload), Headers: map[string]string{"X-Tenant": "acme"}})
 	if err != nil {
 		panic(err)
 	}
@@ -58,25 +72,11 @@ func ExampleNewWebhook() {
 	if err != nil {
 		panic(err)
 	}
-	// The outbox relay registers publishers per topic; here a worker with
-	// the outbox as its source does the same.
-	router := worker.NewTopicRouter()
-	if err := router.Handle("orders.created", hook.Handle); err != nil {
-		panic(err)
-	}
-	w, err := worker.New(pool, config.Default().Worker(), worker.Options{})
-	if err != nil {
-		panic(err)
-	}
-	if err := w.AddSource(worker.Source{Table: lease.Outbox, Queues: []string{"default"}, Route: router.Route}); err != nil {
-		panic(err)
-	}
-	if err := w.Start(ctx); err != nil {
-		panic(err)
-	}
-	writeOutbox(ctx, pool, "orders.created", `{"order": 7}`)
+	// The Client's outbox relay sends the topic's messages to the publisher.
+	client := relayTo(ctx, pool, "orders.created", hook.Handle)
+	sendOutbox(ctx, client, "orders.created", `{"order": 7}`)
 	fmt.Println("verified:", <-got)
-	if err := w.Stop(ctx); err != nil {
+	if err := client.Stop(ctx); err != nil {
 		panic(err)
 	}
 	// Output: verified: orders.created {"order": 7} tenant=acme

@@ -6,51 +6,48 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/workq/workq/config"
+	"github.com/workq/workq"
 	"github.com/workq/workq/internal/testdb"
 	"github.com/workq/workq/timers"
-	"github.com/workq/workq/worker"
 )
 
+// TrialExpired is the timer's payload; its handler gets it decoded.
+type TrialExpired struct {
+	Account string `json:"account"`
+}
+
 // Schedule a timer inside the transaction that writes the business change,
-// and handle it on the shared runtime when it falls due.
+// and handle it with a workq.Client when it falls due.
 func Example() {
 	pool, cleanup := testdb.ExamplePool()
 	defer cleanup()
 	ctx := context.Background()
 
-	p := timers.NewProcessor()
 	fired := make(chan string, 1)
-	if err := p.Handle("trial.expired", func(ctx context.Context, job *worker.Job) error {
-		var t struct{ Account string }
-		if err := job.Decode(&t); err != nil {
-			return err
-		}
-		fired <- t.Account
+	workers := workq.NewWorkers()
+	err := workq.HandleTimer(workers, "trial.expired", func(ctx context.Context, m *workq.Message[TrialExpired]) error {
+		fired <- m.Payload.Account
 		return nil // done; an error retries with backoff
-	}); err != nil {
-		panic(err)
-	}
-	w, err := worker.New(pool, config.Default().Worker(), worker.Options{})
+	})
 	if err != nil {
 		panic(err)
 	}
-	if err := w.AddSource(p.Source("default")); err != nil {
+	client, err := workq.NewClient(pool, workq.Config{Workers: workers})
+	if err != nil {
 		panic(err)
 	}
-	if err := w.Start(ctx); err != nil {
+	if err := client.Start(ctx); err != nil {
 		panic(err)
 	}
-	defer w.Stop(ctx)
+	defer client.Stop(ctx)
 
-	client := timers.NewClient(timers.ClientOptions{})
 	tx, err := pool.Begin(ctx)
 	if err != nil {
 		panic(err)
 	}
 	// ... the caller's own writes in tx ...
-	if _, err := client.Schedule(ctx, tx, timers.Timer{
-		Topic: "trial.expired", Delay: 200 * time.Millisecond, Payload: map[string]string{"account": "acme"},
+	if _, err := client.ScheduleTimerTx(ctx, tx, timers.Timer{
+		Topic: "trial.expired", Delay: 200 * time.Millisecond, Payload: TrialExpired{Account: "acme"},
 	}); err != nil {
 		panic(err)
 	}

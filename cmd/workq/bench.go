@@ -14,7 +14,9 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/workq/workq"
 	"github.com/workq/workq/internal/jobq"
+	"github.com/workq/workq/worker/builtin"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/spf13/cobra"
@@ -163,7 +165,13 @@ the handler sleep, so slots stay busy as with real work.`,
 		if err := benchReset(ctx, pool); err != nil {
 			return err
 		}
-		b := &bench{pool: pool, client: jobq.New(jobq.Options{}), out: cmd.ErrOrStderr(),
+		// The producer's Client only enqueues; the worker's (b.run) is another,
+		// as a producer and a worker are in production.
+		producer, err := workq.NewClient(pool, workq.Config{Maintenance: workq.MaintenanceConfig{Disabled: true}})
+		if err != nil {
+			return err
+		}
+		b := &bench{pool: pool, client: producer, copier: jobq.New(jobq.Options{}), out: cmd.ErrOrStderr(),
 			enqueueBatch: *enqueueBatch, handlerTime: *handlerTime, enqueueMode: *enqueueMode}
 		var res benchResult
 		if *table != "job_runs" || *orderedKeys != 0 {
@@ -243,7 +251,8 @@ func benchReset(ctx context.Context, pool *pgxpool.Pool) error {
 
 type bench struct {
 	pool         *pgxpool.Pool
-	client       *jobq.Client
+	client       *workq.Client // enqueues, as an application does
+	copier       *jobq.Client  // EnqueueManyFast (COPY): the bulk path the Client does not offer
 	out          io.Writer
 	enqueueBatch int           // rate mode: jobs per EnqueueMany (0: Enqueue one by one)
 	handlerTime  time.Duration // the handler sleeps this long
@@ -254,46 +263,68 @@ type bench struct {
 	done  atomic.Int64
 }
 
-// run starts a worker with a no-op handler that records pickup latency and
-// counts committed completions.
-func (b *bench) run(ctx context.Context, cfg config.Config) (*worker.Worker, chan error, error) {
-	w, err := worker.New(b.pool, cfg.Worker(), worker.Options{OnResult: func(r worker.Result) {
+// benchArgs are the bench's jobs: of the built-in kind noop, so that a
+// separate 'workq worker --queues workq-bench' works them too.
+type benchArgs struct{}
+
+func (benchArgs) Kind() string { return builtin.NoopKind }
+
+// record is the bench handlers' work: it records the pickup latency (since
+// the item became due) and sleeps for handlerTime.
+func (b *bench) record(runAt time.Time) {
+	l := time.Since(runAt)
+	b.latMu.Lock()
+	b.lat = append(b.lat, l)
+	b.latMu.Unlock()
+	if b.handlerTime > 0 {
+		time.Sleep(b.handlerTime)
+	}
+}
+
+// run starts a workq.Client (without maintenance, as the bench always ran)
+// working ws and counting committed completions; it stops when ctx ends.
+func (b *bench) run(ctx context.Context, cfg config.Config, ws *workq.Workers) (*workq.Client, chan error, error) {
+	c := clientConfig(cfg, nil, ws, nil)
+	c.Maintenance.Disabled = true
+	c.OnResult = func(r worker.Result) {
 		if r.Applied && r.Status == lease.StatusDone {
 			b.done.Add(1)
 		}
-	}})
-	if err != nil {
-		return nil, nil, err
 	}
-	err = w.Register("noop", func(ctx context.Context, j *worker.Job) error {
-		l := time.Since(j.RunAt)
-		b.latMu.Lock()
-		b.lat = append(b.lat, l)
-		b.latMu.Unlock()
-		if b.handlerTime > 0 {
-			time.Sleep(b.handlerTime)
-		}
-		return nil
-	})
+	client, err := workq.NewClient(b.pool, c)
 	if err != nil {
 		return nil, nil, err
 	}
 	errc := make(chan error, 1)
-	go func() { errc <- w.Run(ctx) }()
-	return w, errc, nil
+	go func() { errc <- client.Run(ctx) }()
+	return client, errc, nil
+}
+
+// runJobs is run with the typed no-op worker of benchArgs.
+func (b *bench) runJobs(ctx context.Context, cfg config.Config) (*workq.Client, chan error, error) {
+	ws := workq.NewWorkers()
+	workq.AddWorker(ws, workq.WorkFunc(func(_ context.Context, j *workq.Job[benchArgs]) error {
+		b.record(j.RunAt)
+		return nil
+	}))
+	return b.run(ctx, cfg, ws)
 }
 
 // insert adds n noop jobs in one bulk enqueue of the chosen mode.
 func (b *bench) insert(ctx context.Context, n int) error {
-	jobs := make([]jobq.Job, n)
-	for i := range jobs {
-		jobs[i] = jobq.Job{Queue: benchQueue, Kind: "noop"}
-	}
 	if b.enqueueMode == enqueueUnnest {
-		_, err := b.client.EnqueueMany(ctx, b.pool, jobs)
+		params := make([]workq.EnqueueParams, n)
+		for i := range params {
+			params[i] = workq.EnqueueParams{Args: benchArgs{}, Opts: &workq.EnqueueOpts{Queue: benchQueue}}
+		}
+		_, err := b.client.EnqueueMany(ctx, params)
 		return err
 	}
-	_, err := b.client.EnqueueManyFast(ctx, b.pool, jobs)
+	jobs := make([]jobq.Job, n)
+	for i := range jobs {
+		jobs[i] = jobq.Job{Queue: benchQueue, Kind: builtin.NoopKind}
+	}
+	_, err := b.copier.EnqueueManyFast(ctx, b.pool, jobs)
 	return err
 }
 
@@ -313,7 +344,7 @@ func (b *bench) burnDown(ctx context.Context, cfg config.Config, n int) (benchRe
 	wctx, stop := context.WithCancel(ctx)
 	defer stop()
 	start = time.Now()
-	w, errc, err := b.run(wctx, cfg)
+	client, errc, err := b.runJobs(wctx, cfg)
 	if err != nil {
 		return benchResult{}, err
 	}
@@ -328,7 +359,7 @@ func (b *bench) burnDown(ctx context.Context, cfg config.Config, n int) (benchRe
 	if err := <-errc; err != nil {
 		return benchResult{}, err
 	}
-	res := b.result("burn-down", b.done.Load(), elapsed, w)
+	res := b.result("burn-down", b.done.Load(), elapsed, client)
 	res.InsertPerS = insertRate
 	return res, nil
 }
@@ -341,7 +372,7 @@ func (b *bench) continuous(ctx context.Context, cfg config.Config, d time.Durati
 	backlog := int64(max(4*cfg.Batch, 5000))
 	wctx, stop := context.WithCancel(ctx)
 	defer stop()
-	w, errc, err := b.run(wctx, cfg)
+	client, errc, err := b.runJobs(wctx, cfg)
 	if err != nil {
 		return benchResult{}, err
 	}
@@ -352,7 +383,7 @@ func (b *bench) continuous(ctx context.Context, cfg config.Config, d time.Durati
 	go func() {
 		defer pwg.Done()
 		for pctx.Err() == nil {
-			if inserted.Load()-w.Stats().Claimed >= backlog {
+			if inserted.Load()-client.Stats().Claimed >= backlog {
 				time.Sleep(time.Millisecond)
 				continue
 			}
@@ -379,7 +410,7 @@ func (b *bench) continuous(ctx context.Context, cfg config.Config, d time.Durati
 	if err := <-errc; err != nil {
 		return benchResult{}, err
 	}
-	res := b.result("continuous", jobs, elapsed, w)
+	res := b.result("continuous", jobs, elapsed, client)
 	res.RSSStartMB, res.RSSEndMB = heapStart, heapEnd
 	return res, nil
 }
@@ -401,7 +432,7 @@ func (b *bench) rateMode(ctx context.Context, cfg config.Config, d time.Duration
 	}
 	wctx, stop := context.WithCancel(ctx)
 	defer stop()
-	w, errc, err := b.run(wctx, cfg)
+	client, errc, err := b.runJobs(wctx, cfg)
 	if err != nil {
 		return benchResult{}, err
 	}
@@ -426,7 +457,7 @@ func (b *bench) rateMode(ctx context.Context, cfg config.Config, d time.Duration
 	if b.enqueueBatch > 0 {
 		mode = "rate-batched"
 	}
-	res := b.result(mode, b.done.Load(), elapsed, w)
+	res := b.result(mode, b.done.Load(), elapsed, client)
 	res.EnqueueBatch, res.HandlerMs = b.enqueueBatch, float64(b.handlerTime)/float64(time.Millisecond)
 	if len(floor) > 0 {
 		res.FloorP50, res.FloorP95 = millis(floor[len(floor)/2]), millis(floor[len(floor)*95/100])
@@ -470,18 +501,19 @@ func (b *bench) produce(ctx context.Context, d time.Duration, rate int) error {
 	}
 	per := max(1, b.enqueueBatch)
 	interval := time.Duration(per) * time.Second / time.Duration(rate)
-	batch := make([]jobq.Job, per)
+	opts := &workq.EnqueueOpts{Queue: benchQueue}
+	batch := make([]workq.EnqueueParams, per)
 	for i := range batch {
-		batch[i] = jobq.Job{Queue: benchQueue, Kind: "noop"}
+		batch[i] = workq.EnqueueParams{Args: benchArgs{}, Opts: opts}
 	}
 	end := time.Now().Add(d)
 	next := time.Now()
 	for time.Now().Before(end) && ctx.Err() == nil {
 		var err error
 		if b.enqueueBatch > 0 {
-			_, err = b.client.EnqueueMany(ctx, b.pool, batch)
+			_, err = b.client.EnqueueMany(ctx, batch)
 		} else {
-			_, err = b.client.Enqueue(ctx, b.pool, batch[0])
+			_, err = b.client.Enqueue(ctx, benchArgs{}, opts)
 		}
 		if err != nil {
 			return err
@@ -527,7 +559,7 @@ func (b *bench) keepBacklog(ctx context.Context, d time.Duration, backlog int64)
 	return nil
 }
 
-func (b *bench) result(mode string, jobs int64, elapsed time.Duration, w *worker.Worker) benchResult {
+func (b *bench) result(mode string, jobs int64, elapsed time.Duration, client *workq.Client) benchResult {
 	b.latMu.Lock()
 	lat := slices.Clone(b.lat)
 	b.latMu.Unlock()
@@ -540,7 +572,7 @@ func (b *bench) result(mode string, jobs int64, elapsed time.Duration, w *worker
 	}
 	return benchResult{
 		Mode: mode, Jobs: jobs, Seconds: elapsed.Seconds(), JobsPerSec: float64(jobs) / elapsed.Seconds(),
-		LatencyP50: pct(0.50), LatencyP95: pct(0.95), LatencyP99: pct(0.99), LeaseLost: w.Stats().LeaseLost,
+		LatencyP50: pct(0.50), LatencyP95: pct(0.95), LatencyP99: pct(0.99), LeaseLost: client.Stats().LeaseLost,
 	}
 }
 

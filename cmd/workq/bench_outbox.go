@@ -2,13 +2,13 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"time"
 
+	"github.com/workq/workq"
 	"github.com/workq/workq/config"
-	"github.com/workq/workq/lease"
 	"github.com/workq/workq/outbox"
-	"github.com/workq/workq/worker"
 )
 
 // burnDownOutbox is `workq bench --table outbox`: insert n outbox messages
@@ -23,7 +23,6 @@ func (b *bench) burnDownOutbox(ctx context.Context, cfg config.Config, n, keys i
 			return benchResult{}, fmt.Errorf("bench reset: %w", err)
 		}
 	}
-	client := outbox.NewClient(outbox.ClientOptions{})
 	start := time.Now()
 	for i := 0; i < n; i += 5000 {
 		msgs := make([]outbox.Message, min(5000, n-i))
@@ -33,7 +32,7 @@ func (b *bench) burnDownOutbox(ctx context.Context, cfg config.Config, n, keys i
 				msgs[j].PartitionKey = fmt.Sprintf("key-%06d", (i+j)%keys)
 			}
 		}
-		if _, err := client.SendMany(ctx, b.pool, msgs); err != nil {
+		if _, err := b.client.SendMany(ctx, msgs); err != nil {
 			return benchResult{}, err
 		}
 	}
@@ -43,33 +42,21 @@ func (b *bench) burnDownOutbox(ctx context.Context, cfg config.Config, n, keys i
 		return benchResult{}, err
 	}
 	b.lat = make([]time.Duration, 0, n)
-	relay := outbox.NewRelay(outbox.RelayOptions{})
-	relay.HandleDefault(func(ctx context.Context, j *worker.Job) error {
-		l := time.Since(j.RunAt)
-		b.latMu.Lock()
-		b.lat = append(b.lat, l)
-		b.latMu.Unlock()
-		if b.handlerTime > 0 {
-			time.Sleep(b.handlerTime)
-		}
+	ws := workq.NewWorkers()
+	err := workq.HandleOutbox(ws, "", func(_ context.Context, m *workq.Message[json.RawMessage]) error {
+		b.record(m.Raw().RunAt)
 		return nil
 	})
-	w, err := worker.New(b.pool, cfg.Worker(), worker.Options{OnResult: func(r worker.Result) {
-		if r.Applied && r.Status == lease.StatusDone {
-			b.done.Add(1)
-		}
-	}})
 	if err != nil {
-		return benchResult{}, err
-	}
-	if err := w.AddSource(relay.Source(benchQueue)); err != nil {
 		return benchResult{}, err
 	}
 	wctx, stop := context.WithCancel(ctx)
 	defer stop()
 	start = time.Now()
-	errc := make(chan error, 1)
-	go func() { errc <- w.Run(wctx) }()
+	client, errc, err := b.run(wctx, cfg, ws)
+	if err != nil {
+		return benchResult{}, err
+	}
 	for b.done.Load() < int64(n) {
 		if ctx.Err() != nil {
 			return benchResult{}, ctx.Err()
@@ -85,7 +72,7 @@ func (b *bench) burnDownOutbox(ctx context.Context, cfg config.Config, n, keys i
 	if keys > 0 {
 		mode = fmt.Sprintf("outbox ordered burn-down (%d keys)", keys)
 	}
-	res := b.result(mode, b.done.Load(), elapsed, w)
+	res := b.result(mode, b.done.Load(), elapsed, client)
 	res.InsertPerS = insertRate
 	return res, nil
 }

@@ -6,6 +6,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -13,14 +14,11 @@ import (
 	"math/rand/v2"
 	"time"
 
-	"github.com/workq/workq/internal/jobq"
-
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/workq/workq"
 	"github.com/workq/workq/admin"
 	"github.com/workq/workq/config"
-	"github.com/workq/workq/db/gen"
 	"github.com/workq/workq/inbox"
 	"github.com/workq/workq/lease"
 	"github.com/workq/workq/outbox"
@@ -43,29 +41,33 @@ func sleepy(ctx context.Context, _ *worker.Job) error {
 	}
 }
 
-// newDemoWorker returns the worker of `workq run`: the built-in job kinds
+// demoWorkers returns the handlers of `workq run`: the built-in job kinds
 // and the configured outbox publishers (as `workq worker`), plus, with the
 // demo on, the demo's job kinds and its outbox, inbox and timer handlers.
-func newDemoWorker(pool *pgxpool.Pool, cfg config.Config, log *slog.Logger, demo bool, obs *observability) (*worker.Worker, func(), error) {
+// The returned function closes the publishers' connections.
+func demoWorkers(cfg config.Config, log *slog.Logger, demo bool) (*workq.Workers, func(), error) {
 	pubs, err := cfg.OutboxPublishers()
 	if err != nil {
 		return nil, nil, err
 	}
-	w, closePublishers, err := newCLIWorker(pool, cfg, log, workKinds{jobs: true, outbox: len(pubs) > 0}, obs)
+	ws, closePublishers, err := cliWorkers(cfg, log, workKinds{jobs: true, outbox: len(pubs) > 0})
 	if err != nil {
 		return nil, nil, err
 	}
 	if !demo {
-		return w, closePublishers, nil
+		return ws, closePublishers, nil
 	}
-	if err := registerDemo(w, cfg.Queues, len(pubs) > 0); err != nil {
+	if err := addDemo(ws, len(pubs) > 0); err != nil {
 		closePublishers()
 		return nil, nil, err
 	}
-	return w, closePublishers, nil
+	return ws, closePublishers, nil
 }
 
-func registerDemo(w *worker.Worker, queues []string, outboxServed bool) error {
+// demoMessage is the demo's outbox, inbox and timer payload, as it is.
+type demoMessage = workq.Message[json.RawMessage]
+
+func addDemo(ws *workq.Workers, outboxServed bool) error {
 	flaky := func(ctx context.Context, j *worker.Job) error {
 		if j.Attempt == 1 {
 			return fmt.Errorf("%s fails its first attempt on purpose", j.Kind)
@@ -73,57 +75,58 @@ func registerDemo(w *worker.Worker, queues []string, outboxServed bool) error {
 		return nil
 	}
 	fail := func(ctx context.Context, j *worker.Job) error {
-		return worker.Permanent(fmt.Errorf("demo.fail always fails, permanently"))
+		return workq.Permanent(fmt.Errorf("demo.fail always fails, permanently"))
 	}
 	for kind, h := range map[string]worker.HandlerFunc{"demo.hello": sleepy, "demo.flaky": flaky, "demo.fail": fail} {
-		if err := w.Register(kind, h); err != nil {
+		if err := ws.HandleJob(kind, h); err != nil {
 			return err
 		}
 	}
+	sleepyMessage := func(ctx context.Context, _ *demoMessage) error { return sleepy(ctx, nil) }
 	if !outboxServed { // with publishers configured, the relay is theirs
-		relay := outbox.NewRelay(outbox.RelayOptions{})
-		relay.HandleDefault(sleepy)
-		if err := w.AddSource(relay.Source(queues...)); err != nil {
+		if err := workq.HandleOutbox(ws, "", sleepyMessage); err != nil {
 			return err
 		}
 	}
-	in := inbox.NewProcessor()
-	if err := in.Handle("demo.payment", flaky); err != nil {
+	err := workq.HandleInbox(ws, "demo.payment", func(ctx context.Context, m *demoMessage) error {
+		if m.Attempt == 1 {
+			return fmt.Errorf("%s fails its first attempt on purpose", m.Topic)
+		}
+		return nil
+	})
+	if err != nil {
 		return err
 	}
-	in.HandleDefault(sleepy)
-	if err := w.AddSource(in.Source(queues...)); err != nil {
+	if err := workq.HandleInbox(ws, "", sleepyMessage); err != nil {
 		return err
 	}
-	tp := timers.NewProcessor()
-	tp.HandleDefault(sleepy)
-	return w.AddSource(tp.Source(queues...))
+	return workq.HandleTimer(ws, "", sleepyMessage)
 }
 
-// enqueueDemo writes the demo's work: n job runs, a schedule, and n/3 each
-// of outbox messages (ordered by order key, five of them members of a
-// fan-in join), inbox messages (every fifth received twice) and timers
-// (due over the next ten seconds, one cancelled).
-func enqueueDemo(ctx context.Context, pool *pgxpool.Pool, queue string, n int) error {
-	c := jobq.New(jobq.Options{})
-	jobs := make([]jobq.Job, 0, n)
+// enqueueDemo writes the demo's work through client: n job runs, a
+// schedule, and n/3 each of outbox messages (ordered by order key, five of
+// them members of a fan-in join), inbox messages (every fifth received
+// twice) and timers (due over the next ten seconds, one cancelled).
+func enqueueDemo(ctx context.Context, client *workq.Client, queue string, n int) error {
+	jobs := make([]workq.EnqueueParams, 0, n)
 	for i := range n {
-		j := jobq.Job{Queue: queue, Kind: "demo.hello", Payload: map[string]int{"n": i}, Priority: int16(i % 3)}
+		args := workq.RawArgs{KindName: "demo.hello", Payload: map[string]int{"n": i}}
+		opts := &workq.EnqueueOpts{Queue: queue, Priority: int16(i % 3)}
 		switch {
 		case i%50 == 49:
-			j.Kind = "demo.fail"
-			j.MaxAttempts = 1
+			args.KindName = "demo.fail"
+			opts.MaxAttempts = 1
 		case i%10 == 9:
-			j.Kind = "demo.flaky"
+			args.KindName = "demo.flaky"
 		case i%7 == 6:
-			j.Delay = time.Duration(1+i%5) * time.Second
+			opts.Delay = time.Duration(1+i%5) * time.Second
 		}
-		jobs = append(jobs, j)
+		jobs = append(jobs, workq.EnqueueParams{Args: args, Opts: opts})
 	}
-	if _, err := c.EnqueueMany(ctx, pool, jobs); err != nil {
+	if _, err := client.EnqueueMany(ctx, jobs); err != nil {
 		return fmt.Errorf("demo job runs: %w", err)
 	}
-	_, err := schedule.NewStore(schedule.StoreOptions{}).Create(ctx, pool, schedule.Spec{
+	_, err := client.CreateSchedule(ctx, schedule.Spec{
 		Name: "demo.every-5s", Cron: "@every 5s", Queue: queue, Kind: "demo.hello", Overlap: schedule.OverlapSkip})
 	if err != nil && !errors.Is(err, schedule.ErrExists) {
 		return fmt.Errorf("demo schedule: %w", err)
@@ -131,7 +134,7 @@ func enqueueDemo(ctx context.Context, pool *pgxpool.Pool, queue string, n int) e
 	m := demoShare(n)
 	// The outbox messages and the join are written in one transaction: all
 	// of them exist, or none.
-	err = pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+	err = pgx.BeginFunc(ctx, client.Pool(), func(tx pgx.Tx) error {
 		join, err := outbox.StartJoin(ctx, tx, outbox.JoinSpec{Expected: 5, Timeout: time.Minute,
 			OnComplete: outbox.JoinMessage{Topic: "demo.order.shipped", Queue: queue, Payload: map[string]string{"order": "order-0"}}})
 		if err != nil {
@@ -145,7 +148,7 @@ func enqueueDemo(ctx context.Context, pool *pgxpool.Pool, queue string, n int) e
 				msgs[i] = outbox.Message{Queue: queue, Topic: "demo.shipment", JoinID: join.ID, Payload: map[string]int{"parcel": i}}
 			}
 		}
-		_, err = outbox.NewClient(outbox.ClientOptions{}).SendMany(ctx, tx, msgs)
+		_, err = client.SendManyTx(ctx, tx, msgs)
 		return err
 	})
 	if err != nil {
@@ -163,26 +166,26 @@ func enqueueDemo(ctx context.Context, pool *pgxpool.Pool, queue string, n int) e
 			recv = append(recv, msg) // a redelivery: recorded once
 		}
 	}
-	if _, err := inbox.NewClient(inbox.ClientOptions{}).ReceiveMany(ctx, pool, recv); err != nil {
+	if _, err := client.ReceiveMany(ctx, recv); err != nil {
 		return fmt.Errorf("demo inbox: %w", err)
 	}
-	tc := timers.NewClient(timers.ClientOptions{})
 	ts := make([]timers.Timer, m)
 	for i := range ts {
 		ts[i] = timers.Timer{Queue: queue, Topic: "demo.reminder", Delay: time.Duration(1+i%10) * time.Second, Payload: map[string]int{"n": i}}
 	}
-	sched, err := tc.ScheduleMany(ctx, pool, ts)
+	sched, err := client.ScheduleTimers(ctx, ts)
 	if err != nil {
 		return fmt.Errorf("demo timers: %w", err)
 	}
-	if err := tc.Cancel(ctx, pool, sched[len(sched)-1].ID); err != nil {
+	if err := client.CancelTimer(ctx, sched[len(sched)-1].ID); err != nil {
 		return fmt.Errorf("demo timer cancel: %w", err)
 	}
 	return nil
 }
 
-// progress prints one line a second until ctx ends.
-func progress(ctx context.Context, out io.Writer, db gen.DBTX, w *worker.Worker) {
+// progress prints one line a second until ctx ends: every table's counts,
+// and client's.
+func progress(ctx context.Context, out io.Writer, client *workq.Client) {
 	t := time.NewTicker(time.Second)
 	defer t.Stop()
 	start := time.Now()
@@ -193,7 +196,7 @@ func progress(ctx context.Context, out io.Writer, db gen.DBTX, w *worker.Worker)
 			return
 		case <-t.C:
 		}
-		st, err := admin.Queues(ctx, db)
+		st, err := admin.Queues(ctx, client.Pool())
 		if err != nil {
 			continue
 		}
@@ -215,7 +218,7 @@ func progress(ctx context.Context, out io.Writer, db gen.DBTX, w *worker.Worker)
 			}
 			line += fmt.Sprintf(" %s %d/%d/%d/%d", tbl, c.ready, c.inProgress, c.done, c.failed)
 		}
-		ws := w.Stats()
+		ws := client.Stats()
 		fmt.Fprintf(out, "%s (ready/in progress/done/failed) | this worker: done %d (+%d/s) retried %d failed %d\n",
 			line, ws.Done, ws.Done-last, ws.Retried, ws.Failed)
 		last = ws.Done

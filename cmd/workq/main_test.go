@@ -93,7 +93,7 @@ func TestCLIRejectsInvalidInput(t *testing.T) {
 		want  []string // substrings of the error
 	}{
 		// worker kinds
-		{name: "worker --inbox", db: true, args: []string{"worker", "--inbox"}, want: []string{"--inbox and --timers need handlers", "embed inbox.Processor"}},
+		{name: "worker --inbox", db: true, args: []string{"worker", "--inbox"}, want: []string{"--inbox and --timers need handlers", "embed a workq.Client"}},
 		{name: "worker --timers", db: true, args: []string{"worker", "--timers"}, want: []string{"--inbox and --timers need handlers"}},
 		{name: "worker --outbox without publishers", db: true, args: []string{"worker", "--outbox"}, want: []string{"no outbox publisher is configured"}},
 		{name: "worker outbox webhook host not allowed", db: true, args: []string{"worker", "--outbox-webhook", "orders=http://example.com/x", "--outbox-webhook-secret", "s"},

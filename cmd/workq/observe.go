@@ -19,19 +19,16 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
 	"github.com/workq/workq/config"
-	"github.com/workq/workq/maintain"
 	"github.com/workq/workq/metrics"
-	"github.com/workq/workq/tracing"
-	"github.com/workq/workq/worker"
 )
 
 // observability is what --metrics-addr and --otel-exporter set up in one
-// process. Its methods work on nil (everything off).
+// process; the process's Client is told about it (clientConfig). Its
+// methods work on nil (everything off).
 type observability struct {
 	metrics *metrics.Metrics // nil without --metrics-addr
 	server  *metrics.Server
-	tracing worker.Observer // nil with --otel-exporter none
-	tp      *sdktrace.TracerProvider
+	tp      *sdktrace.TracerProvider // nil with --otel-exporter none
 	log     *slog.Logger
 }
 
@@ -68,7 +65,6 @@ func startObservability(ctx context.Context, cfg config.Config, pool *pgxpool.Po
 		o.tp = tp
 		otel.SetTracerProvider(tp)
 		otel.SetTextMapPropagator(propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{}))
-		o.tracing = tracing.NewObserver(tracing.Options{TracerProvider: tp})
 		log.Info("tracing: exporting spans over OTLP/HTTP", "endpoint", cmp(cfg.OtelEndpoint, "(OTEL_EXPORTER_OTLP_* or localhost:4318)"))
 	}
 	if o.metrics == nil && o.tp == nil {
@@ -111,25 +107,6 @@ func newTracerProvider(ctx context.Context, cfg config.Config) (*sdktrace.Tracer
 	return sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp), sdktrace.WithResource(res)), nil
 }
 
-// workerObserver is the observer of a worker: metrics and tracing, or nil.
-func (o *observability) workerObserver() worker.Observer {
-	if o == nil {
-		return nil
-	}
-	var m worker.Observer
-	if o.metrics != nil {
-		m = o.metrics.Worker()
-	}
-	return worker.Observers(m, o.tracing)
-}
-
-// watch adds w's in-flight and pending gauges.
-func (o *observability) watch(w *worker.Worker) {
-	if o != nil && o.metrics != nil {
-		o.metrics.Watch(w)
-	}
-}
-
 // metricsHandler serves the metrics, for the HTTP API's /metrics; nil
 // without --metrics-addr.
 func (o *observability) metricsHandler() http.Handler {
@@ -137,14 +114,6 @@ func (o *observability) metricsHandler() http.Handler {
 		return nil
 	}
 	return o.metrics.Handler()
-}
-
-// maintainObserver is the observer of the maintenance service, or nil.
-func (o *observability) maintainObserver() maintain.Observer {
-	if o == nil || o.metrics == nil {
-		return nil
-	}
-	return o.metrics.Maintenance()
 }
 
 // close stops the metrics server and flushes the last spans, each within

@@ -61,12 +61,13 @@ func newRunCmd() *cobra.Command {
 			return err
 		}
 		defer obs.close()
-		w, closePublishers, err := newDemoWorker(pool, *cfg, log, *demoJobs > 0, obs)
+		ws, closePublishers, err := demoWorkers(*cfg, log, *demoJobs > 0)
 		if err != nil {
 			return err
 		}
 		defer closePublishers()
-		m, err := newMaintenance(pool, *cfg, log, obs)
+		// One Client: the worker and the maintenance.
+		client, err := newClient(pool, *cfg, log, ws, obs, false)
 		if err != nil {
 			return err
 		}
@@ -78,13 +79,17 @@ func newRunCmd() *cobra.Command {
 			}
 			defer stopAPI()
 		}
+		// As Run: an interrupt during start-up stops the Client at once.
+		if err := client.Start(context.WithoutCancel(ctx)); err != nil {
+			return err
+		}
 		ctx, stop := context.WithCancel(ctx)
 		defer stop()
-		var wg sync.WaitGroup
-		wg.Add(2)
-		go func() { defer wg.Done(); _ = m.Run(ctx) }()
-		errc := make(chan error, 1)
-		go func() { defer wg.Done(); errc <- w.Run(ctx) }()
+		stopped := make(chan error, 1)
+		go func() {
+			<-ctx.Done()
+			stopped <- client.Stop(context.Background())
+		}()
 		// The --for window starts now that the server is up, the schema is
 		// migrated and the worker runs: a slow start (initdb of a throwaway
 		// server, a migration waiting for a lock) must not eat it.
@@ -96,11 +101,11 @@ func newRunCmd() *cobra.Command {
 		// is still being written.
 		out = &lockedWriter{w: out}
 		reported := make(chan struct{})
-		go func() { defer close(reported); progress(ctx, out, pool, w) }()
+		go func() { defer close(reported); progress(ctx, out, client) }()
 		if *demoJobs > 0 {
-			if err := enqueueDemo(ctx, pool, cfg.Queues[0], *demoJobs); err != nil && !errors.Is(err, context.Canceled) {
-				stop() // the worker and maintenance must end before the pool closes
-				wg.Wait()
+			if err := enqueueDemo(ctx, client, cfg.Queues[0], *demoJobs); err != nil && !errors.Is(err, context.Canceled) {
+				stop() // the Client must stop before the pool closes
+				<-stopped
 				<-reported
 				return err
 			}
@@ -110,11 +115,10 @@ func newRunCmd() *cobra.Command {
 				cfg.Queues[0], *demoJobs, demoShare(*demoJobs), demoShare(*demoJobs), demoShare(*demoJobs))
 		}
 		<-reported
-		wg.Wait()
-		if err := <-errc; err != nil {
+		if err := <-stopped; err != nil {
 			return err
 		}
-		st := w.Stats()
+		st := client.Stats()
 		fmt.Fprintf(out, "workq: stopped. done=%d retried=%d failed=%d released=%d lease_lost=%d\n",
 			st.Done, st.Retried, st.Failed, st.Released, st.LeaseLost)
 		return nil

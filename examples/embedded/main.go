@@ -1,8 +1,8 @@
 // Command embedded is a small "user service" that embeds workq instead of
 // running `workq worker` beside it: it brings the schema up to date at start,
 // writes each order and the job that emails its confirmation in one
-// transaction, and runs a worker and a reaper in its own process until
-// SIGINT or SIGTERM.
+// transaction, and runs a workq.Client (the worker and the maintenance) in
+// its own process until SIGINT or SIGTERM.
 //
 //	DATABASE_URL=postgres://postgres@127.0.0.1:5432/postgres go run ./examples/embedded
 //
@@ -22,28 +22,29 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/workq/workq/internal/jobq"
-
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/workq/workq/config"
+	"github.com/workq/workq"
 	"github.com/workq/workq/db"
-	"github.com/workq/workq/reaper"
 	"github.com/workq/workq/worker"
 )
 
-const (
-	emailQueue = "emails"
-	emailKind  = "email.send"
-)
+const emailQueue = "emails"
 
-// EmailPayload is the payload of an email.send job. Enqueuers pass the struct
-// as jobq.Job.Payload; the handler gets it back with job.Decode.
-type EmailPayload struct {
+// EmailArgs are the arguments of an email.send job: their JSON is its
+// payload, and the worker gets them decoded (job.Args).
+type EmailArgs struct {
 	OrderID  int64  `json:"order_id"`
 	To       string `json:"to"`
 	Template string `json:"template"`
 }
+
+// Kind names the job kind, which picks its worker.
+func (EmailArgs) Kind() string { return "email.send" }
+
+// EnqueueOpts are the kind's defaults: every email job goes to its own
+// queue, whoever enqueues it.
+func (EmailArgs) EnqueueOpts() workq.EnqueueOpts { return workq.EnqueueOpts{Queue: emailQueue} }
 
 // The service's own table. workq's tables live in the same database, which
 // is what lets an order and its email job commit or roll back together.
@@ -89,19 +90,11 @@ func run(ctx context.Context, log *slog.Logger, dsn, runFor string) error {
 	if _, err := db.MigrateUp(ctx, dsn); err != nil {
 		return err
 	}
-	cfg := config.Default()
-	cfg.Queues = []string{emailQueue}
-	cfg.Concurrency = 8
-	// A snoozed job becomes claimable again when its delay passes, and no
-	// NOTIFY marks that moment: the poll interval bounds how late it starts.
-	cfg.Poll = 250 * time.Millisecond
-	cfg.DrainTimeout = 5 * time.Second
-
 	pcfg, err := pgxpool.ParseConfig(dsn)
 	if err != nil {
 		return fmt.Errorf("DATABASE_URL: %w", err)
 	}
-	pcfg.MaxConns = cfg.MaxConns
+	pcfg.MaxConns = 10 // the worker's claims, completions and listener, the handlers' updates, the orders
 	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
 	if err != nil {
 		return err
@@ -111,50 +104,47 @@ func run(ctx context.Context, log *slog.Logger, dsn, runFor string) error {
 		return fmt.Errorf("create example_orders: %w", err)
 	}
 
-	w, err := worker.New(pool, cfg.Worker(), worker.Options{Logger: log})
-	if err != nil {
-		return err
-	}
-	sender := &emailSender{pool: pool, provider: &fakeProvider{perSecond: 3}}
-	if err := w.Register(emailKind, sender.Send); err != nil {
-		return err
-	}
-	// The reaper requeues jobs whose worker died holding them. Every replica
-	// may run one: its statements are safe to run concurrently.
-	r, err := reaper.New(pool, cfg.ReapInterval, cfg.ReapBatch, log)
-	if err != nil {
-		return err
-	}
-
-	// The worker and the reaper stop with ctx; cancelling it ourselves also
-	// stops them when placing the orders fails.
-	ctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		if err := w.Run(ctx); err != nil {
-			cancel(fmt.Errorf("worker: %w", err))
-		}
+	workers := workq.NewWorkers()
+	workq.AddWorker(workers, &emailSender{pool: pool, provider: &fakeProvider{perSecond: 3}})
+	// One Client per process (it debounces NOTIFY across goroutines): it
+	// enqueues, works the email queue and runs the maintenance (the reaper
+	// of leases whose worker died, retention...; one leader among every
+	// replica).
+	client, err := workq.NewClient(pool, workq.Config{
+		Logger:  log,
+		Workers: workers,
+		Worker: worker.Config{
+			Queues:      []string{emailQueue},
+			Concurrency: 8,
+			// A snoozed job becomes claimable again when its delay passes, and
+			// no NOTIFY marks that moment: the poll interval bounds how late
+			// it starts.
+			Poll:         250 * time.Millisecond,
+			DrainTimeout: 5 * time.Second,
+		},
 	})
-	wg.Go(func() { _ = r.Run(ctx) })
-
-	// One client per process: it debounces NOTIFY across goroutines.
-	client := jobq.New(jobq.Options{})
-	if err := placeDemoOrders(ctx, log, pool, client); err != nil {
-		cancel(err)
-	}
-
-	<-ctx.Done()
-	log.Info("shutting down: draining in-flight jobs")
-	wg.Wait()
-	if err := context.Cause(ctx); err != nil && !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) {
+	if err != nil {
 		return err
 	}
-	// ctx is over; the summary gets a short context of its own.
-	sctx, scancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	if err := client.Start(ctx); err != nil {
+		return err
+	}
+
+	placed := placeDemoOrders(ctx, log, pool, client)
+	if placed == nil || ctx.Err() != nil {
+		placed = nil // interrupted while placing them is a normal stop
+		<-ctx.Done()
+	}
+	log.Info("shutting down: draining in-flight jobs")
+	// ctx is over; stopping and the summary get a context of their own.
+	sctx, scancel := context.WithTimeout(context.WithoutCancel(ctx), 15*time.Second)
 	defer scancel()
+	stopped := client.Stop(sctx)
+	if err := errors.Join(placed, stopped); err != nil {
+		return err
+	}
 	logSummary(sctx, log, pool)
-	log.Info("user service stopped", "worker", w.Stats())
+	log.Info("user service stopped", "worker", client.Stats())
 	return nil
 }
 
@@ -165,7 +155,7 @@ var errDeclined = errors.New("payment declined")
 // transaction: the job exists if and only if the order commits, so there is
 // never an order without its email, nor an email about an order that was
 // rolled back.
-func placeOrder(ctx context.Context, pool *pgxpool.Pool, client *jobq.Client, email string, cents int64) (int64, error) {
+func placeOrder(ctx context.Context, pool *pgxpool.Pool, client *workq.Client, email string, cents int64) (int64, error) {
 	tx, err := pool.Begin(ctx)
 	if err != nil {
 		return 0, err
@@ -176,11 +166,7 @@ func placeOrder(ctx context.Context, pool *pgxpool.Pool, client *jobq.Client, em
 	if err := tx.QueryRow(ctx, "insert into example_orders (email, total_cents) values ($1, $2) returning id", email, cents).Scan(&id); err != nil {
 		return 0, fmt.Errorf("insert order: %w", err)
 	}
-	_, err = client.Enqueue(ctx, tx, jobq.Job{
-		Queue:   emailQueue,
-		Kind:    emailKind,
-		Payload: EmailPayload{OrderID: id, To: email, Template: "order-confirmation"},
-	})
+	_, err = client.EnqueueTx(ctx, tx, EmailArgs{OrderID: id, To: email, Template: "order-confirmation"}, nil)
 	if err != nil {
 		return 0, err
 	}
@@ -200,7 +186,7 @@ func chargePayment(_ int64, cents int64) error {
 	return nil
 }
 
-func placeDemoOrders(ctx context.Context, log *slog.Logger, pool *pgxpool.Pool, client *jobq.Client) error {
+func placeDemoOrders(ctx context.Context, log *slog.Logger, pool *pgxpool.Pool, client *workq.Client) error {
 	orders := []struct {
 		email string
 		cents int64
@@ -227,39 +213,37 @@ func placeDemoOrders(ctx context.Context, log *slog.Logger, pool *pgxpool.Pool, 
 	return nil
 }
 
-// emailSender is the email.send handler.
+// emailSender is the worker of email.send jobs (a workq.Worker[EmailArgs]).
 type emailSender struct {
 	pool     *pgxpool.Pool
 	provider *fakeProvider
 }
 
-// Send is a worker.HandlerFunc. Its error decides the job's fate: nil acks,
-// worker.Permanent fails at once, worker.Snooze comes back later without
-// using an attempt, and any other error retries with backoff.
-func (s *emailSender) Send(ctx context.Context, job *worker.Job) error {
-	var p EmailPayload
-	if err := job.Decode(&p); err != nil {
-		return err // already permanent: no retry fixes a malformed payload
-	}
+// Work's error decides the job's fate: nil acks, workq.Permanent fails at
+// once, workq.Snooze comes back later without using an attempt, and any
+// other error retries with backoff. (Args that do not decode fail at once,
+// before Work.)
+func (s *emailSender) Work(ctx context.Context, job *workq.Job[EmailArgs]) error {
+	p := job.Args
 	log := job.Logger().With("order_id", p.OrderID, "to", p.To)
 	addr, err := mail.ParseAddress(p.To)
 	if err != nil {
 		// Retrying cannot fix an address: fail now rather than use up the
 		// attempts and delay the failure by the whole backoff.
-		return worker.Permanent(fmt.Errorf("order %d: bad address %q: %w", p.OrderID, p.To, err))
+		return workq.Permanent(fmt.Errorf("order %d: bad address %q: %w", p.OrderID, p.To, err))
 	}
 	err = s.provider.Send(ctx, message{
 		To: addr.Address, Template: p.Template,
 		// Delivery is at least once: the same key on every attempt lets the
 		// provider drop a second send after a lost acknowledgement.
-		IdempotencyKey: fmt.Sprintf("%s-%d", job.Table, job.ID),
+		IdempotencyKey: fmt.Sprintf("job_runs-%d", job.ID),
 	})
 	var limited *rateLimitedError
 	if errors.As(err, &limited) {
 		// Being throttled says nothing about this email; do not count it
 		// against its attempts.
 		log.Info("email provider rate limit; snoozing", "retry_after", limited.RetryAfter)
-		return worker.Snooze(limited.RetryAfter)
+		return workq.Snooze(limited.RetryAfter)
 	}
 	if err != nil {
 		return err

@@ -1,5 +1,5 @@
 // Command orders is a small order service that uses all four kinds of
-// durable work of workq together, on one embedded worker:
+// durable work of workq together, on one embedded workq.Client:
 //
 //   - POST /orders writes the order, an outbox message (order.placed, keyed
 //     by customer) and a payment-reminder timer in ONE transaction;
@@ -11,13 +11,16 @@
 //     job runs that expire stale unpaid orders;
 //   - the outbox relay delivers every message by signed webhook, or logs it.
 //
-// The maintenance service (reaper, schedules) runs in-process as well.
+// The Client also runs the maintenance in-process, with every built-in task
+// (reaper, schedules, join deadlines, retention, the inbox window, stuck
+// items); one replica leads it at a time.
 //
 //	DATABASE_URL=postgres://postgres@127.0.0.1:5432/postgres go run ./examples/orders
 package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -32,14 +35,10 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/workq/workq/config"
+	"github.com/workq/workq"
 	"github.com/workq/workq/db"
-	"github.com/workq/workq/inbox"
-	"github.com/workq/workq/maintain"
-	"github.com/workq/workq/outbox"
 	"github.com/workq/workq/publish"
 	"github.com/workq/workq/schedule"
-	"github.com/workq/workq/timers"
 	"github.com/workq/workq/worker"
 )
 
@@ -54,9 +53,14 @@ const (
 	timerReminder = "order.payment-reminder"
 	pspSource     = "psp"               // inbox source
 	pspSucceeded  = "payment.succeeded" // inbox topic (the provider's event type)
-	kindExpire    = "orders.expire"     // job kind made by the schedule
-	scheduleName  = "orders.expire"
+	scheduleName  = "orders.expire"     // makes ExpireArgs jobs
 )
+
+// ExpireArgs are the arguments of the orders.expire job, which the
+// schedule makes (with an empty payload).
+type ExpireArgs struct{}
+
+func (ExpireArgs) Kind() string { return "orders.expire" }
 
 // settings is the service's configuration (flags, with environment
 // defaults for what differs per deployment).
@@ -132,8 +136,8 @@ func main() {
 }
 
 // run serves HTTP on ln and works the service's queue until ctx ends, then
-// shuts down within bounds: HTTP first (no new orders), then maintenance,
-// then the worker (in-flight handlers drain for DrainTimeout).
+// shuts down within bounds: HTTP first (no new orders), then the Client
+// (in-flight handlers drain for DrainTimeout, then the maintenance ends).
 func run(ctx context.Context, s settings, log *slog.Logger, ln net.Listener) error {
 	defer ln.Close()
 	// Migrating at start keeps the example self-contained; with many
@@ -141,11 +145,6 @@ func run(ctx context.Context, s settings, log *slog.Logger, ln net.Listener) err
 	if _, err := db.MigrateUp(ctx, s.DatabaseURL); err != nil {
 		return err
 	}
-	cfg := config.Default()
-	cfg.Queues = []string{queue}
-	cfg.Poll = s.Poll
-	cfg.Concurrency = 16
-	cfg.DrainTimeout = 5 * time.Second
 	pcfg, err := pgxpool.ParseConfig(s.DatabaseURL)
 	if err != nil {
 		return fmt.Errorf("database url: %w", err)
@@ -159,35 +158,35 @@ func run(ctx context.Context, s settings, log *slog.Logger, ln net.Listener) err
 	if _, err := pool.Exec(ctx, schema); err != nil {
 		return fmt.Errorf("create shop_orders: %w", err)
 	}
-	if err := ensureSchedule(ctx, pool, s.ExpireEvery); err != nil {
-		return err
-	}
 
 	svc := newService(pool, s, log)
-	w, err := worker.New(pool, cfg.Worker(), worker.Options{Logger: log})
-	if err != nil {
-		return err
-	}
 	publisher, err := newPublisher(s, log)
 	if err != nil {
 		return err
 	}
-	if err := svc.register(w, publisher); err != nil {
-		return err
-	}
-	m, err := newMaintenance(pool, cfg, log)
+	workers, err := svc.workers(publisher)
 	if err != nil {
 		return err
 	}
-
-	if err := w.Start(ctx); err != nil {
+	// One Client per process (it debounces NOTIFY across goroutines): every
+	// kind of work of the queue, and the maintenance.
+	const drain = 5 * time.Second
+	svc.client, err = workq.NewClient(pool, workq.Config{
+		Logger:       log,
+		Workers:      workers,
+		Worker:       worker.Config{Queues: []string{queue}, Poll: s.Poll, Concurrency: 16, DrainTimeout: drain},
+		OutboxQueues: []string{queue}, InboxQueues: []string{queue}, TimerQueues: []string{queue},
+	})
+	if err != nil {
 		return err
 	}
-	defer stopWithin(log, "worker", cfg.DrainTimeout+worker.StopBound, w.Stop)
-	if err := m.Start(ctx); err != nil {
+	if err := ensureSchedule(ctx, svc.client, s.ExpireEvery); err != nil {
 		return err
 	}
-	defer stopWithin(log, "maintenance", 10*time.Second, m.Stop)
+	if err := svc.client.Start(ctx); err != nil {
+		return err
+	}
+	defer stopWithin(log, "workq client", drain+worker.StopBound+10*time.Second, svc.client.Stop)
 
 	srv := &http.Server{Handler: svc.routes(), ReadHeaderTimeout: 5 * time.Second}
 	served := make(chan error, 1)
@@ -209,7 +208,7 @@ func run(ctx context.Context, s settings, log *slog.Logger, ln net.Listener) err
 	if serveErr != nil && !errors.Is(serveErr, http.ErrServerClosed) {
 		return fmt.Errorf("http: %w", serveErr)
 	}
-	return nil // the deferred stops run now: maintenance, then the worker
+	return nil // the deferred stop of the Client runs now
 }
 
 // stopWithin calls stop with a deadline and logs its failure.
@@ -224,10 +223,9 @@ func stopWithin(log *slog.Logger, what string, d time.Duration, stop func(contex
 // ensureSchedule creates the expiry schedule, or brings an existing one in
 // line with the flags: every replica may run it at every start. An
 // operator's disable is left alone.
-func ensureSchedule(ctx context.Context, pool *pgxpool.Pool, every time.Duration) error {
-	store := schedule.NewStore(schedule.StoreOptions{})
-	cron, q, kind := "@every "+every.String(), queue, kindExpire
-	_, err := store.Create(ctx, pool, schedule.Spec{
+func ensureSchedule(ctx context.Context, client *workq.Client, every time.Duration) error {
+	cron, q, kind := "@every "+every.String(), queue, ExpireArgs{}.Kind()
+	_, err := client.CreateSchedule(ctx, schedule.Spec{
 		Name: scheduleName, Cron: cron, Queue: q, Kind: kind,
 		Overlap: schedule.OverlapSkip, // one sweep at a time
 		Misfire: schedule.MisfireSkip, // after downtime, one on-time sweep is enough
@@ -235,6 +233,7 @@ func ensureSchedule(ctx context.Context, pool *pgxpool.Pool, every time.Duration
 	if !errors.Is(err, schedule.ErrExists) {
 		return err
 	}
+	store, pool := client.Schedules(), client.Pool()
 	sc, err := store.Get(ctx, pool, scheduleName)
 	if err != nil {
 		return err
@@ -244,31 +243,6 @@ func ensureSchedule(ctx context.Context, pool *pgxpool.Pool, every time.Duration
 	}
 	_, err = store.Update(ctx, pool, scheduleName, schedule.Changes{Cron: &cron, Queue: &q, Kind: &kind})
 	return err
-}
-
-// newMaintenance is the leader-run maintenance: the reaper (leases of dead
-// workers) and the scheduler, which materialises the schedule's job runs.
-// Every replica may run it; one leads at a time.
-func newMaintenance(pool *pgxpool.Pool, cfg config.Config, log *slog.Logger) (*maintain.Service, error) {
-	m := maintain.New(pool, maintain.Options{Logger: log, LockTTL: cfg.LeaderTTL, Owner: cfg.WorkerID})
-	reap, err := maintain.ReapTask(pool, cfg.ReapInterval, cfg.ReapBatch, log)
-	if err != nil {
-		return nil, err
-	}
-	sched, err := schedule.NewScheduler(pool, schedule.SchedulerOptions{Interval: cfg.ScheduleInterval, Logger: log})
-	if err != nil {
-		return nil, err
-	}
-	tasks := []maintain.Task{reap, {Name: "schedules", Every: cfg.ScheduleInterval, Run: func(ctx context.Context, _ int64) (int64, error) {
-		n, err := sched.Tick(ctx)
-		return int64(n), err
-	}}}
-	for _, t := range tasks {
-		if err := m.Add(t); err != nil {
-			return nil, err
-		}
-	}
-	return m, nil
 }
 
 // newPublisher is the relay's handler of every topic: a signed webhook
@@ -292,30 +266,22 @@ func newPublisher(s settings, log *slog.Logger) (worker.HandlerFunc, error) {
 	return wh.Handle, nil
 }
 
-// register plugs the service's handlers into the worker: the relay, the
-// inbox and timer processors and the expiry job kind share its runtime.
-func (s *service) register(w *worker.Worker, publisher worker.HandlerFunc) error {
-	relay := outbox.NewRelay(outbox.RelayOptions{})
+// workers are the service's handlers, all on its one Client: the relay's
+// publisher, the inbox and timer handlers and the expiry job's worker.
+func (s *service) workers(publisher worker.HandlerFunc) (*workq.Workers, error) {
+	ws := workq.NewWorkers()
 	// Default OnFinalFailure (Block): a customer's later events wait behind
 	// a message that finally failed until an operator retries it
 	// (`workq outbox retry`), so a consumer never sees them out of order.
-	relay.HandleDefault(publisher)
-	payments := inbox.NewProcessor()
-	if err := payments.Handle(pspSucceeded, s.markPaid); err != nil {
-		return err
-	}
-	payments.HandleDefault(func(_ context.Context, job *worker.Job) error {
-		job.Logger().Info("payment event ignored", "type", job.Topic)
-		return nil
-	})
-	reminders := timers.NewProcessor()
-	if err := reminders.Handle(timerReminder, s.remind); err != nil {
-		return err
-	}
-	for _, src := range []worker.Source{relay.Source(queue), payments.Source(queue), reminders.Source(queue)} {
-		if err := w.AddSource(src); err != nil {
-			return err
-		}
-	}
-	return w.Register(kindExpire, s.expire)
+	err := errors.Join(
+		ws.HandleOutboxRaw("", publisher),
+		workq.HandleInbox(ws, pspSucceeded, s.markPaid),
+		workq.HandleInbox(ws, "", func(_ context.Context, m *workq.Message[json.RawMessage]) error {
+			m.Logger().Info("payment event ignored", "type", m.Topic)
+			return nil
+		}),
+		workq.HandleTimer(ws, timerReminder, s.remind),
+		workq.AddWorkerSafely(ws, workq.WorkFunc(s.expire)),
+	)
+	return ws, err
 }

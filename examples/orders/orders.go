@@ -15,11 +15,10 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/workq/workq"
 	"github.com/workq/workq/inbox"
 	"github.com/workq/workq/outbox"
 	"github.com/workq/workq/timers"
-	"github.com/workq/workq/worker"
-	"github.com/workq/workq/workqtype"
 )
 
 // The service's own table. workq's tables live in the same database, which
@@ -44,14 +43,11 @@ type service struct {
 	pool   *pgxpool.Pool
 	s      settings
 	log    *slog.Logger
-	outbox *outbox.Client // one client each per process: they debounce NOTIFY
-	inbox  *inbox.Client
-	timers *timers.Client
+	client *workq.Client // set before it starts
 }
 
 func newService(pool *pgxpool.Pool, s settings, log *slog.Logger) *service {
-	return &service{pool: pool, s: s, log: log, outbox: outbox.NewClient(outbox.ClientOptions{}),
-		inbox: inbox.NewClient(inbox.ClientOptions{}), timers: timers.NewClient(timers.ClientOptions{})}
+	return &service{pool: pool, s: s, log: log}
 }
 
 // Order is an order as the API shows it; OrderEvent is the payload of every
@@ -126,7 +122,7 @@ func (s *service) placeOrder(ctx context.Context, customer string, cents int64) 
 		customer, cents).Scan(&o.ID, &o.CreatedAt); err != nil {
 		return Order{}, fmt.Errorf("insert order: %w", err)
 	}
-	t, err := s.timers.Schedule(ctx, tx, timers.Timer{Queue: queue, Topic: timerReminder, Delay: s.s.ReminderAfter,
+	t, err := s.client.ScheduleTimerTx(ctx, tx, timers.Timer{Queue: queue, Topic: timerReminder, Delay: s.s.ReminderAfter,
 		Payload: OrderEvent{OrderID: o.ID, CustomerID: customer, TotalCents: cents}})
 	if err != nil {
 		return Order{}, err
@@ -136,7 +132,7 @@ func (s *service) placeOrder(ctx context.Context, customer string, cents int64) 
 		return Order{}, err
 	}
 	// Keyed by customer: each customer's events reach consumers in order.
-	if _, err := s.outbox.Send(ctx, tx, outbox.Message{Queue: queue, Topic: topicPlaced, PartitionKey: customer,
+	if _, err := s.client.SendTx(ctx, tx, outbox.Message{Queue: queue, Topic: topicPlaced, PartitionKey: customer,
 		Payload: OrderEvent{OrderID: o.ID, CustomerID: customer, TotalCents: cents}}); err != nil {
 		return Order{}, err
 	}
@@ -185,13 +181,13 @@ func (s *service) handlePayment(w http.ResponseWriter, r *http.Request) {
 	defer tx.Rollback(r.Context())
 	// In a transaction so that anything else this request records (an audit
 	// row, say) commits together with the receipt, or not at all.
-	got, err := s.inbox.Receive(r.Context(), tx, inbox.Message{Queue: queue, Source: pspSource, MessageID: ev.ID,
+	got, err := s.client.ReceiveTx(r.Context(), tx, inbox.Message{Queue: queue, Source: pspSource, MessageID: ev.ID,
 		Topic: ev.Type, Payload: body})
 	switch {
 	case errors.Is(err, inbox.ErrConflict):
 		httpError(w, http.StatusConflict, fmt.Errorf("event %s was received before with another body", ev.ID))
 		return
-	case errors.Is(err, workqtype.ErrInvalid):
+	case errors.Is(err, workq.ErrInvalid):
 		httpError(w, http.StatusBadRequest, err)
 		return
 	case err != nil:
@@ -215,12 +211,9 @@ func (s *service) handlePayment(w http.ResponseWriter, r *http.Request) {
 // paid, its reminder is cancelled and order.paid is sent, in one
 // transaction. It may run again after a lost acknowledgement, so it does
 // nothing to an order that is no longer placed.
-func (s *service) markPaid(ctx context.Context, job *worker.Job) error {
-	var ev PSPEvent
-	if err := job.Decode(&ev); err != nil {
-		return err
-	}
-	log := job.Logger().With("order_id", ev.OrderID, "event", ev.ID)
+func (s *service) markPaid(ctx context.Context, m *workq.Message[PSPEvent]) error {
+	ev := m.Payload
+	log := m.Logger().With("order_id", ev.OrderID, "event", ev.ID)
 	tx, err := s.pool.Begin(ctx)
 	if err != nil {
 		return err
@@ -234,7 +227,7 @@ func (s *service) markPaid(ctx context.Context, job *worker.Job) error {
 		ev.OrderID).Scan(&o.CustomerID, &o.TotalCents, &status, &timerID)
 	if errors.Is(err, pgx.ErrNoRows) {
 		// Dead at once: an operator looks into it (`workq inbox revive`).
-		return worker.Permanent(fmt.Errorf("payment %s for unknown order %d", ev.ID, ev.OrderID))
+		return workq.Permanent(fmt.Errorf("payment %s for unknown order %d", ev.ID, ev.OrderID))
 	}
 	if err != nil {
 		return err
@@ -244,7 +237,7 @@ func (s *service) markPaid(ctx context.Context, job *worker.Job) error {
 		return nil
 	}
 	if ev.AmountCents != o.TotalCents {
-		return worker.Permanent(fmt.Errorf("payment %s of %d cents for order %d of %d cents", ev.ID, ev.AmountCents, ev.OrderID, o.TotalCents))
+		return workq.Permanent(fmt.Errorf("payment %s of %d cents for order %d of %d cents", ev.ID, ev.AmountCents, ev.OrderID, o.TotalCents))
 	}
 	if _, err := tx.Exec(ctx, "update shop_orders set status = 'paid', paid_at = now() where id = $1", ev.OrderID); err != nil {
 		return err
@@ -253,7 +246,7 @@ func (s *service) markPaid(ctx context.Context, job *worker.Job) error {
 		return err
 	}
 	o.OrderID = ev.OrderID
-	if _, err := s.outbox.Send(ctx, tx, outbox.Message{Queue: queue, Topic: topicPaid, PartitionKey: o.CustomerID, Payload: o}); err != nil {
+	if _, err := s.client.SendTx(ctx, tx, outbox.Message{Queue: queue, Topic: topicPaid, PartitionKey: o.CustomerID, Payload: o}); err != nil {
 		return err
 	}
 	if err := tx.Commit(ctx); err != nil {
@@ -271,7 +264,7 @@ func (s *service) cancelReminder(ctx context.Context, tx pgx.Tx, log *slog.Logge
 	if timerID == nil {
 		return nil
 	}
-	err := s.timers.Cancel(ctx, tx, *timerID)
+	err := s.client.CancelTimerTx(ctx, tx, *timerID)
 	switch {
 	case err == nil:
 		log.Info("payment reminder cancelled", "timer", *timerID)
@@ -286,11 +279,8 @@ func (s *service) cancelReminder(ctx context.Context, tx pgx.Tx, log *slog.Logge
 
 // remind is the reminder timer's handler: it sends order.reminder only if
 // the order is still awaiting payment, and at most once.
-func (s *service) remind(ctx context.Context, job *worker.Job) error {
-	var ev OrderEvent
-	if err := job.Decode(&ev); err != nil {
-		return err
-	}
+func (s *service) remind(ctx context.Context, m *workq.Message[OrderEvent]) error {
+	ev := m.Payload
 	tx, err := s.pool.Begin(ctx)
 	if err != nil {
 		return err
@@ -300,16 +290,16 @@ func (s *service) remind(ctx context.Context, job *worker.Job) error {
 	var reminded bool
 	err = tx.QueryRow(ctx, "select status, reminded_at is not null from shop_orders where id = $1 for update", ev.OrderID).Scan(&status, &reminded)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return worker.Permanent(fmt.Errorf("reminder for unknown order %d", ev.OrderID))
+		return workq.Permanent(fmt.Errorf("reminder for unknown order %d", ev.OrderID))
 	}
 	if err != nil {
 		return err
 	}
 	if status != "placed" || reminded {
-		job.Logger().Info("no reminder needed", "order_id", ev.OrderID, "status", status, "reminded", reminded)
+		m.Logger().Info("no reminder needed", "order_id", ev.OrderID, "status", status, "reminded", reminded)
 		return nil
 	}
-	if _, err := s.outbox.Send(ctx, tx, outbox.Message{Queue: queue, Topic: topicReminder, PartitionKey: ev.CustomerID, Payload: ev}); err != nil {
+	if _, err := s.client.SendTx(ctx, tx, outbox.Message{Queue: queue, Topic: topicReminder, PartitionKey: ev.CustomerID, Payload: ev}); err != nil {
 		return err
 	}
 	if _, err := tx.Exec(ctx, "update shop_orders set reminded_at = now() where id = $1", ev.OrderID); err != nil {
@@ -318,7 +308,7 @@ func (s *service) remind(ctx context.Context, job *worker.Job) error {
 	if err := tx.Commit(ctx); err != nil {
 		return err
 	}
-	job.Logger().Info("payment reminder sent", "order_id", ev.OrderID)
+	m.Logger().Info("payment reminder sent", "order_id", ev.OrderID)
 	return nil
 }
 
@@ -326,7 +316,7 @@ func (s *service) remind(ctx context.Context, job *worker.Job) error {
 // orders unpaid for longer than -expire-after, cancels their reminders and
 // sends order.expired, one batch per run. Orders locked by a payment in
 // progress are skipped (the payment decides them).
-func (s *service) expire(ctx context.Context, job *worker.Job) error {
+func (s *service) expire(ctx context.Context, job *workq.Job[ExpireArgs]) error {
 	tx, err := s.pool.Begin(ctx)
 	if err != nil {
 		return err
@@ -363,7 +353,7 @@ func (s *service) expire(ctx context.Context, job *worker.Job) error {
 		}
 	}
 	if len(msgs) > 0 {
-		if _, err := s.outbox.SendMany(ctx, tx, msgs); err != nil { // one statement
+		if _, err := s.client.SendManyTx(ctx, tx, msgs); err != nil { // one statement
 			return err
 		}
 	}

@@ -1,6 +1,6 @@
 // Command quickstart is the README's example: it brings the schema up to
-// date, enqueues one job and runs a worker that handles it, until Ctrl-C or
-// SIGTERM.
+// date, runs a workq.Client with a worker for one typed job kind, enqueues
+// one job, and stops on Ctrl-C or SIGTERM.
 //
 //	DATABASE_URL=postgres://postgres@127.0.0.1:5432/postgres go run ./examples/quickstart
 package main
@@ -12,14 +12,18 @@ import (
 	"os/signal"
 	"syscall"
 
-	"github.com/workq/workq/internal/jobq"
-
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/workq/workq/config"
+	"github.com/workq/workq"
 	"github.com/workq/workq/db"
-	"github.com/workq/workq/worker"
 )
+
+// EmailArgs are an email.send job's arguments; their JSON is its payload.
+type EmailArgs struct {
+	To string `json:"to"`
+}
+
+func (EmailArgs) Kind() string { return "email.send" }
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -34,30 +38,27 @@ func main() {
 	}
 	defer pool.Close()
 
-	// Enqueue on the pool, or in your own pgx.Tx: then the job exists only if it commits.
-	client := jobq.New(jobq.Options{})
-	job := jobq.Job{Kind: "email.send", Payload: map[string]string{"to": "ann@example.com"}}
-	if _, err := client.Enqueue(ctx, pool, job); err != nil {
+	// The Client claims, heartbeats, retries and archives each attempt, and runs the maintenance.
+	workers := workq.NewWorkers()
+	workq.AddWorker(workers, workq.WorkFunc(func(ctx context.Context, job *workq.Job[EmailArgs]) error {
+		log.Printf("job %d attempt %d: sending to %s", job.ID, job.Attempt, job.Args.To)
+		return nil // done; an error retries with backoff, workq.Permanent(err) fails now
+	}))
+	client, err := workq.NewClient(pool, workq.Config{Workers: workers})
+	if err != nil {
+		log.Fatal(err)
+	}
+	if err := client.Start(ctx); err != nil {
 		log.Fatal(err)
 	}
 
-	// The worker claims, heartbeats, retries and archives each attempt.
-	w, err := worker.New(pool, config.Default().Worker(), worker.Options{})
-	if err != nil {
+	// Enqueue on the pool, or with EnqueueTx in your own pgx.Tx: then the job exists only if it commits.
+	if _, err := client.Enqueue(ctx, EmailArgs{To: "ann@example.com"}, nil); err != nil {
 		log.Fatal(err)
 	}
-	err = w.Register("email.send", func(ctx context.Context, job *worker.Job) error {
-		var args struct{ To string }
-		if err := job.Decode(&args); err != nil {
-			return err // a payload that does not decode fails at once
-		}
-		log.Printf("job %d attempt %d: sending to %s", job.ID, job.Attempt, args.To)
-		return nil // done; an error retries with backoff, worker.Permanent(err) fails now
-	})
-	if err != nil {
-		log.Fatal(err)
-	}
-	if err := w.Run(ctx); err != nil { // until Ctrl-C, then a bounded drain
+
+	<-ctx.Done() // Ctrl-C: stop claiming, let running jobs finish (bounded), flush their results
+	if err := client.Stop(context.Background()); err != nil {
 		log.Fatal(err)
 	}
 }

@@ -1,0 +1,117 @@
+package main
+
+import (
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/workq/workq"
+	"github.com/workq/workq/config"
+	"github.com/workq/workq/publish"
+	"github.com/workq/workq/worker/builtin"
+)
+
+// The CLI's processes (worker, maintain, run, bench) are workq.Clients: the
+// flat config (flags and environment) is adapted into the Client's, and
+// the CLI adds only its built-in handlers.
+
+// noneIfZero maps the CLI's "0 keeps" to MaintenanceConfig's "negative
+// keeps" (where zero takes the default).
+func noneIfZero(d time.Duration) time.Duration {
+	if d == 0 {
+		return -1
+	}
+	return d
+}
+
+// clientConfig adapts cfg (after its Validate) into a workq.Config with
+// workers ws (nil: none), observed by obs (may be nil). The outbox, inbox
+// and timer queues are cfg.Queues, as the job-run queues.
+func clientConfig(cfg config.Config, log *slog.Logger, ws *workq.Workers, obs *observability) workq.Config {
+	c := workq.Config{
+		Logger:          log,
+		Workers:         ws,
+		Worker:          cfg.Worker(),
+		OutboxQueues:    cfg.Queues,
+		InboxQueues:     cfg.Queues,
+		TimerQueues:     cfg.Queues,
+		MaxAttempts:     cfg.MaxAttempts,
+		MaxPayloadBytes: cfg.MaxPayload,
+		NotifyDebounce:  cfg.NotifyDebounce,
+		Maintenance: workq.MaintenanceConfig{
+			LeaderTTL:         cfg.LeaderTTL,
+			ReapInterval:      cfg.ReapInterval,
+			ReapBatch:         cfg.ReapBatch,
+			RetainFinished:    noneIfZero(cfg.RetainFinished),
+			RetainRuns:        noneIfZero(cfg.RetainRuns),
+			RetentionInterval: cfg.RetentionInterval,
+			InboxWindow:       cfg.InboxWindow,
+			ScheduleInterval:  cfg.ScheduleInterval,
+		},
+	}
+	if obs != nil {
+		c.Metrics = obs.metrics
+		if obs.tp != nil { // a nil *TracerProvider in the interface would not be nil
+			c.TracerProvider = obs.tp
+		}
+	}
+	return c
+}
+
+// workKinds says which work tables a worker serves.
+type workKinds struct{ jobs, outbox, inbox, timers bool }
+
+func (k workKinds) any() bool { return k.jobs || k.outbox || k.inbox || k.timers }
+
+// cliWorkers returns the handlers of a CLI worker for kinds: the built-in
+// job kinds (webhook, exec, noop), and the configured outbox publishers.
+// The returned function closes the publishers' connections; call it after
+// the Client stopped.
+func cliWorkers(cfg config.Config, log *slog.Logger, k workKinds) (*workq.Workers, func(), error) {
+	ws := workq.NewWorkers()
+	if k.jobs {
+		if err := addBuiltins(ws, cfg); err != nil {
+			return nil, nil, err
+		}
+	}
+	if !k.outbox {
+		return ws, func() {}, nil
+	}
+	set, err := publish.FromConfig(cfg, log)
+	if err != nil {
+		return nil, nil, err
+	}
+	for topic, h := range set.Handlers {
+		if err := ws.HandleOutboxRaw(topic, h); err != nil {
+			set.Close()
+			return nil, nil, fmt.Errorf("outbox relay: %w", err)
+		}
+	}
+	log.Info("outbox relay", "topics", set.Topics(), "queues", cfg.Queues)
+	return ws, set.Close, nil
+}
+
+func addBuiltins(ws *workq.Workers, cfg config.Config) error {
+	ex, err := builtin.NewExec(cfg.ExecAllow)
+	if err != nil {
+		return err
+	}
+	wh := builtin.NewWebhook(cfg.WebhookAllow, cfg.WebhookSecret, cfg.WebhookTimeout)
+	if err := ws.HandleJob(builtin.WebhookKind, wh.Handle); err != nil {
+		return err
+	}
+	if err := ws.HandleJob(builtin.ExecKind, ex.Handle); err != nil {
+		return err
+	}
+	return ws.HandleJob(builtin.NoopKind, builtin.Noop)
+}
+
+// newClient is workq.NewClient of the adapted cfg; maintenance runs in it
+// unless noMaintenance.
+func newClient(pool *pgxpool.Pool, cfg config.Config, log *slog.Logger, ws *workq.Workers, obs *observability, noMaintenance bool) (*workq.Client, error) {
+	c := clientConfig(cfg, log, ws, obs)
+	c.Maintenance.Disabled = noMaintenance
+	return workq.NewClient(pool, c)
+}

@@ -16,11 +16,14 @@ import (
 	"unicode/utf8"
 
 	"github.com/spf13/pflag"
+
+	"github.com/workq/workq/internal/dbschema"
 )
 
 // Config holds every runtime setting of the worker, reaper and CLI.
 type Config struct {
 	DatabaseURL string // DATABASE_URL: libpq URL or keyword/value string
+	Schema      string // PostgreSQL schema of workq's objects (docs/design.md, "Schema isolation")
 	MaxConns    int32  // connection pool size
 
 	WorkerID    string        // recorded on claimed rows and in the run archive
@@ -92,6 +95,7 @@ type Config struct {
 func Default() Config {
 	host, _ := os.Hostname()
 	c := Config{
+		Schema:               dbschema.Default,
 		MaxConns:             10,
 		WorkerID:             fmt.Sprintf("%s-%d", host, os.Getpid()),
 		Queues:               []string{"default"},
@@ -186,6 +190,9 @@ func ValidTopic(s string) bool {
 func (c Config) Validate() error {
 	var errs []error
 	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	if err := dbschema.Validate(c.Schema); err != nil {
+		bad("schema: %v", err)
+	}
 	if c.MaxConns < 2 {
 		bad("max-conns must be at least 2 (one for LISTEN, one for claims), got %d", c.MaxConns)
 	}
@@ -405,6 +412,7 @@ func (c *Config) options() []option {
 	}
 	return []option{
 		o("database-url", "DATABASE_URL", &c.DatabaseURL, "PostgreSQL URL or keyword/value string"),
+		o("schema", "WORKQ_SCHEMA", &c.Schema, "PostgreSQL schema of workq's tables, functions and version table"),
 		o("max-conns", "WORKQ_MAX_CONNS", &c.MaxConns, "connection pool size"),
 		o("worker-id", "WORKQ_WORKER_ID", &c.WorkerID, "worker identity recorded on claims and runs"),
 		o("queues", "WORKQ_QUEUES", &c.Queues, "job queues to work, comma-separated"),

@@ -73,7 +73,8 @@ type Migrator struct {
 	latest int64
 }
 
-// New returns a Migrator over db for opts.Schema. It fails with
+// New returns a Migrator over db for opts.Schema; db may be nil for a
+// Migrator that only prints SQL. It fails with
 // ErrInvalidSchema for a schema name workq refuses, before touching the
 // database.
 func New(db DB, opts Options) (*Migrator, error) {
@@ -146,6 +147,9 @@ type conn interface {
 
 // session runs fn on one session holding the schema's advisory lock.
 func (m *Migrator) session(ctx context.Context, fn func(c conn) error) error {
+	if m.db == nil {
+		return errNoDB
+	}
 	const lockSQL = `select pg_advisory_xact_lock(hashtextextended('workq migrate ' || $1, 0))`
 	if m.tx {
 		if _, err := m.db.Exec(ctx, lockSQL, m.r.Schema()); err != nil {
@@ -396,7 +400,15 @@ func (m *Migrator) version(ctx context.Context, q DB) (int64, error) {
 
 // Version returns the newest applied migration's version (0: none, or no
 // version table yet).
-func (m *Migrator) Version(ctx context.Context) (int64, error) { return m.version(ctx, m.db) }
+func (m *Migrator) Version(ctx context.Context) (int64, error) {
+	if m.db == nil {
+		return 0, errNoDB
+	}
+	return m.version(ctx, m.db)
+}
+
+// errNoDB is returned by a Migrator made without a database (for SQL only).
+var errNoDB = errors.New("migrate: no database (New was given nil: only SQL works)")
 
 // MigrationStatus is one migration and whether it is applied.
 type MigrationStatus struct {
@@ -408,6 +420,9 @@ type MigrationStatus struct {
 
 // Status lists every migration and whether it is applied.
 func (m *Migrator) Status(ctx context.Context) ([]MigrationStatus, error) {
+	if m.db == nil {
+		return nil, errNoDB
+	}
 	at := map[int64]time.Time{}
 	ok, err := m.tableExists(ctx, m.db)
 	if err != nil {

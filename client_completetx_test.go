@@ -94,8 +94,8 @@ func TestCompleteTxCommitsWithTheBusinessWrite(t *testing.T) {
 	}
 	var status lease.Status
 	var runs, attempt int
-	if err := pool.QueryRow(ctx, `select status, (select count(*) from runs where item_id = $1 and work_table = 'job_runs'),
-		(select paid_by_attempt from orders where id = 7) from job_runs where id = $1`, e.ID).Scan(&status, &runs, &attempt); err != nil {
+	if err := pool.QueryRow(ctx, `select status, (select count(*) from workq.runs where item_id = $1 and work_table = 'job_runs'),
+		(select paid_by_attempt from orders where id = 7) from workq.job_runs where id = $1`, e.ID).Scan(&status, &runs, &attempt); err != nil {
 		t.Fatal(err)
 	}
 	if status != lease.StatusDone || runs != 1 || attempt != 1 {
@@ -157,7 +157,7 @@ func TestCompleteTxRefusesALostLease(t *testing.T) {
 		}
 		// Another worker claims the job under a new token (as after this
 		// worker's lease expired and the reaper requeued it).
-		if _, err := pool.Exec(ctx, `update job_runs set owner_token = gen_random_uuid(), lease_version = lease_version + 1 where id = $1`,
+		if _, err := pool.Exec(ctx, `update workq.job_runs set owner_token = gen_random_uuid(), lease_version = lease_version + 1 where id = $1`,
 			job.ID); err != nil {
 			return err
 		}
@@ -191,7 +191,7 @@ func TestCompleteTxRefusesALostLease(t *testing.T) {
 		t.Fatalf("%d orders (err %v): the business write must have rolled back", n, err)
 	}
 	var status lease.Status
-	if err := pool.QueryRow(ctx, `select status from job_runs`).Scan(&status); err != nil || status != lease.StatusInProgress {
+	if err := pool.QueryRow(ctx, `select status from workq.job_runs`).Scan(&status); err != nil || status != lease.StatusInProgress {
 		t.Fatalf("status %q (err %v): the other holder's attempt must be untouched", status, err)
 	}
 }

@@ -23,11 +23,11 @@ func TestMain(m *testing.M) { testdb.Main(m) }
 func insert(t *testing.T, pool *pgxpool.Pool, table lease.Table, queue, kind string) int64 {
 	t.Helper()
 	stmts := map[lease.Table]string{
-		lease.JobRuns: `insert into job_runs (queue, kind, payload) values ($1, $2, '{"n":1}') returning id`,
-		lease.Outbox:  `insert into outbox (queue, topic, payload) values ($1, $2, '{"n":1}') returning id`,
-		lease.Inbox: `insert into inbox (queue, topic, source, message_id, payload, payload_hash)
+		lease.JobRuns: `insert into workq.job_runs (queue, kind, payload) values ($1, $2, '{"n":1}') returning id`,
+		lease.Outbox:  `insert into workq.outbox (queue, topic, payload) values ($1, $2, '{"n":1}') returning id`,
+		lease.Inbox: `insert into workq.inbox (queue, topic, source, message_id, payload, payload_hash)
 			values ($1, $2, 'src', gen_random_uuid()::text, '{"n":1}', '\x00') returning id`,
-		lease.Timers: `insert into timers (queue, topic, payload, due_time, run_at) values ($1, $2, '{"n":1}', now(), now()) returning id`,
+		lease.Timers: `insert into workq.timers (queue, topic, payload, due_time, run_at) values ($1, $2, '{"n":1}', now(), now()) returning id`,
 	}
 	var id int64
 	if err := pool.QueryRow(context.Background(), stmts[table], queue, kind).Scan(&id); err != nil {
@@ -40,7 +40,7 @@ func insert(t *testing.T, pool *pgxpool.Pool, table lease.Table, queue, kind str
 func setStatus(t *testing.T, pool *pgxpool.Pool, table lease.Table, id int64, status lease.Status) {
 	t.Helper()
 	_, err := pool.Exec(context.Background(), fmt.Sprintf(
-		`update %s set status = $2::smallint, finished_at = now(), last_error = case when $2::smallint = 3 then 'boom' end where id = $1`, table), id, int16(status))
+		`update workq.%s set status = $2::smallint, finished_at = now(), last_error = case when $2::smallint = 3 then 'boom' end where id = $1`, table), id, int16(status))
 	if err != nil {
 		t.Fatalf("set status: %v", err)
 	}
@@ -50,7 +50,7 @@ func status(t *testing.T, pool *pgxpool.Pool, table lease.Table, id int64) (leas
 	t.Helper()
 	var s int16
 	var lastErr *string
-	if err := pool.QueryRow(context.Background(), fmt.Sprintf(`select status, last_error from %s where id = $1`, table), id).Scan(&s, &lastErr); err != nil {
+	if err := pool.QueryRow(context.Background(), fmt.Sprintf(`select status, last_error from workq.%s where id = $1`, table), id).Scan(&s, &lastErr); err != nil {
 		t.Fatalf("status of %s %d: %v", table, id, err)
 	}
 	if lastErr == nil {
@@ -245,18 +245,18 @@ func TestQueues(t *testing.T) {
 	pool := testdb.Pool(t)
 	insert(t, pool, lease.Outbox, "hooks", "t")
 	late := insert(t, pool, lease.Outbox, "hooks", "t")
-	if _, err := pool.Exec(ctx, `update outbox set run_at = now() + interval '1 hour' where id = $1`, late); err != nil {
+	if _, err := pool.Exec(ctx, `update workq.outbox set run_at = now() + interval '1 hour' where id = $1`, late); err != nil {
 		t.Fatal(err)
 	}
 	old := insert(t, pool, lease.Outbox, "hooks", "t")
-	if _, err := pool.Exec(ctx, `update outbox set run_at = now() - interval '90 seconds' where id = $1`, old); err != nil {
+	if _, err := pool.Exec(ctx, `update workq.outbox set run_at = now() - interval '90 seconds' where id = $1`, old); err != nil {
 		t.Fatal(err)
 	}
 	failed := insert(t, pool, lease.Outbox, "hooks", "t")
 	setStatus(t, pool, lease.Outbox, failed, lease.StatusFailed)
 	// One finished attempt in the archive, as a completion writes it.
-	if _, err := pool.Exec(ctx, `insert into runs (run_id, work_table, item_id, queue, attempt, lease_version, owner_token, worker_id, started_at, finished_at, outcome)
-		values (workq_run_id('outbox', $1, 1), 'outbox', $1, 'hooks', 1, 1, $2, 'w', now() - interval '2 seconds', now(), 'failed')`, failed, uuid.New()); err != nil {
+	if _, err := pool.Exec(ctx, `insert into workq.runs (run_id, work_table, item_id, queue, attempt, lease_version, owner_token, worker_id, started_at, finished_at, outcome)
+		values (workq.workq_run_id('outbox', $1, 1), 'outbox', $1, 'hooks', 1, 1, $2, 'w', now() - interval '2 seconds', now(), 'failed')`, failed, uuid.New()); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := lease.Pause(ctx, pool, lease.Outbox, "hooks", "test", "deploy"); err != nil {

@@ -20,7 +20,7 @@ import (
 func fill(t *testing.T, pool *pgxpool.Pool, q string, n int, failedAt ...int) []int64 {
 	t.Helper()
 	ctx := context.Background()
-	rows, err := pool.Query(ctx, `insert into job_runs (queue, kind, payload, status, finished_at, last_error)
+	rows, err := pool.Query(ctx, `insert into workq.job_runs (queue, kind, payload, status, finished_at, last_error)
 		select $1, 'k', '{}', case when i = any($3::int[]) then 3 else 2 end, now(),
 		       case when i = any($3::int[]) then 'SMTP timeout ' || i end
 		from generate_series(1, $2::int) i order by i returning id`, q, n, failedAt)
@@ -133,8 +133,8 @@ func TestMatchingActions(t *testing.T) {
 		t.Fatalf("rest of the retry: %+v, want 1000 applied and no cursor", r)
 	}
 	var ready, archived int
-	if err := pool.QueryRow(ctx, `select count(*) filter (where status = 0), (select count(*) from runs where outcome = 'revived' and worker_id = 'test:ops')
-		from job_runs where queue = 'bulk'`).Scan(&ready, &archived); err != nil {
+	if err := pool.QueryRow(ctx, `select count(*) filter (where status = 0), (select count(*) from workq.runs where outcome = 'revived' and worker_id = 'test:ops')
+		from workq.job_runs where queue = 'bulk'`).Scan(&ready, &archived); err != nil {
 		t.Fatal(err)
 	}
 	if ready != 2500 || archived != 2500 {
@@ -152,7 +152,7 @@ func TestMatchingActions(t *testing.T) {
 		t.Fatalf("delete matching: %+v %v, want 2500 applied", r, err)
 	}
 	var left int
-	if err := pool.QueryRow(ctx, `select count(*) from job_runs where queue = 'bulk'`).Scan(&left); err != nil || left != 500 {
+	if err := pool.QueryRow(ctx, `select count(*) from workq.job_runs where queue = 'bulk'`).Scan(&left); err != nil || left != 500 {
 		t.Errorf("%d left (err %v), want the 500 done", left, err)
 	}
 

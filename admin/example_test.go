@@ -79,7 +79,7 @@ func ExampleRetryMatching() {
 	}
 	defer pool.Close()
 	// 2500 failed job runs, four in five of them with an SMTP error.
-	if _, err := pool.Exec(ctx, `insert into job_runs (queue, kind, payload, status, finished_at, last_error)
+	if _, err := pool.Exec(ctx, `insert into workq.job_runs (queue, kind, payload, status, finished_at, last_error)
 		select 'mail', 'email.send', '{}', 3, now(), case when i % 5 = 0 then 'bad address' else 'SMTP timeout' end
 		from generate_series(1, 2500) i`); err != nil {
 		fmt.Println(err)

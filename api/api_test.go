@@ -483,7 +483,7 @@ func TestItemActions(t *testing.T) {
 func TestMatchingActions(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
-	if _, err := e.pool.Exec(ctx, `insert into job_runs (queue, kind, payload, status, finished_at, last_error)
+	if _, err := e.pool.Exec(ctx, `insert into workq.job_runs (queue, kind, payload, status, finished_at, last_error)
 		select 'mail', 'email.send', '{}', 3, now(), case when i % 2 = 0 then 'SMTP timeout' else 'bad address' end
 		from generate_series(1, 30) i`); err != nil {
 		t.Fatal(err)
@@ -507,7 +507,7 @@ func TestMatchingActions(t *testing.T) {
 		t.Fatalf("rest of the retry: %+v", res)
 	}
 	var ready int
-	if err := e.pool.QueryRow(ctx, `select count(*) from job_runs where status = 0 and last_error = 'SMTP timeout'`).Scan(&ready); err != nil || ready != 15 {
+	if err := e.pool.QueryRow(ctx, `select count(*) from workq.job_runs where status = 0 and last_error = 'SMTP timeout'`).Scan(&ready); err != nil || ready != 15 {
 		t.Fatalf("%d retried (%v), want 15", ready, err)
 	}
 	// Delete every finished item of the queue: the ready ones are skipped.
@@ -693,7 +693,7 @@ func TestReadyz(t *testing.T) {
 	e.must(200, "GET", "/healthz", "", nil)
 	// An old schema: the newest migration is not applied.
 	if _, err := e.pool.Exec(context.Background(),
-		`delete from goose_db_version where version_id = (select max(version_id) from goose_db_version)`); err != nil {
+		`delete from workq.workq_migrations where version_id = (select max(version_id) from workq.workq_migrations)`); err != nil {
 		t.Fatal(err)
 	}
 	// The answer serves for a second (readyTTL): the change shows after it.

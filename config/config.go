@@ -17,11 +17,14 @@ import (
 	"github.com/workq/workq/workqtype"
 
 	"github.com/spf13/pflag"
+
+	"github.com/workq/workq/internal/dbschema"
 )
 
 // Config holds every runtime setting of the worker, reaper and CLI.
 type Config struct {
 	DatabaseURL string // DATABASE_URL: libpq URL or keyword/value string
+	Schema      string // PostgreSQL schema of workq's objects (docs/design.md, "Schema isolation")
 	MaxConns    int32  // connection pool size
 
 	WorkerID    string        // recorded on claimed rows and in the run archive
@@ -93,6 +96,7 @@ type Config struct {
 func Default() Config {
 	w := worker.DefaultConfig() // the worker part: written once, in package worker
 	c := Config{
+		Schema:               dbschema.Default,
 		MaxConns:             10,
 		WorkerID:             w.ID,
 		Queues:               w.Queues,
@@ -147,6 +151,9 @@ const MaxPayloadCeiling = workqtype.MaxPayloadCeiling
 func (c Config) Validate() error {
 	var errs []error
 	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	if err := dbschema.Validate(c.Schema); err != nil {
+		bad("schema: %v", err)
+	}
 	if c.MaxConns < 2 {
 		bad("max-conns must be at least 2 (one for LISTEN, one for claims), got %d", c.MaxConns)
 	}
@@ -366,6 +373,7 @@ func (c *Config) options() []option {
 	}
 	return []option{
 		o("database-url", "DATABASE_URL", &c.DatabaseURL, "PostgreSQL URL or keyword/value string"),
+		o("schema", "WORKQ_SCHEMA", &c.Schema, "PostgreSQL schema of workq's tables, functions and version table"),
 		o("max-conns", "WORKQ_MAX_CONNS", &c.MaxConns, "connection pool size"),
 		o("worker-id", "WORKQ_WORKER_ID", &c.WorkerID, "worker identity recorded on claims and runs"),
 		o("queues", "WORKQ_QUEUES", &c.Queues, "job queues to work, comma-separated"),

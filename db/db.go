@@ -1,116 +1,61 @@
-// Package db holds workq's schema migrations, embedded into the binary, and
-// runs them with goose. The hand-written queries live in db/queries and their
-// generated Go in db/gen.
+// Package db holds workq's schema migrations (db/migrations, embedded into
+// the binary and run by package migrate), the hand-written queries
+// (db/queries) and their generated Go (db/gen). Every object is named
+// workq.<name>; package migrate and internal/dbschema put it in the schema
+// chosen.
 package db
 
 import (
 	"context"
-	"database/sql"
-	"embed"
-	"errors"
 	"fmt"
 	"io/fs"
 
-	"github.com/jackc/pgx/v5/stdlib"
-	"github.com/pressly/goose/v3"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/workq/workq/migrate"
 )
 
-//go:embed migrations/*.sql
-var migrationFiles embed.FS
+// Migrations returns the embedded migration files (goose SQL format),
+// written for the default schema workq.
+func Migrations() fs.FS { return migrate.Files() }
 
-// Migrations returns the embedded migration files (goose SQL format).
-func Migrations() fs.FS {
-	sub, err := fs.Sub(migrationFiles, "migrations")
-	if err != nil {
-		panic(err) // the embed pattern above guarantees the directory
-	}
-	return sub
-}
-
-// Migrator applies and reverts workq's schema on one database.
+// Migrator applies and reverts workq's schema, in the default schema, on one
+// database named by a DSN. Package migrate has the full API (a pool, a
+// transaction, another schema, the SQL script).
 type Migrator struct {
-	sqlDB    *sql.DB
-	provider *goose.Provider
+	conn *pgx.Conn
+	*migrate.Migrator
 }
 
 // OpenMigrator connects to the database named by dsn (a libpq URL or keyword
 // string). Close it when done.
 func OpenMigrator(dsn string) (*Migrator, error) {
-	sqlDB, err := sql.Open("pgx", dsn)
+	conn, err := pgx.Connect(context.Background(), dsn)
 	if err != nil {
 		return nil, fmt.Errorf("open database: %w", err)
 	}
-	p, err := goose.NewProvider(goose.DialectPostgres, sqlDB, Migrations())
+	m, err := migrate.New(conn, migrate.Options{})
 	if err != nil {
-		sqlDB.Close()
-		return nil, fmt.Errorf("load migrations: %w", err)
+		conn.Close(context.Background())
+		return nil, err
 	}
-	return &Migrator{sqlDB: sqlDB, provider: p}, nil
+	return &Migrator{conn: conn, Migrator: m}, nil
 }
 
-// Close releases the migrator's connections.
-func (m *Migrator) Close() error { return m.sqlDB.Close() }
-
-// Up applies every pending migration and returns the version reached.
-func (m *Migrator) Up(ctx context.Context) (int64, error) {
-	if _, err := m.provider.Up(ctx); err != nil {
-		return 0, fmt.Errorf("migrate up: %w", err)
-	}
-	return m.Version(ctx)
-}
-
-// Down reverts the newest applied migration.
-func (m *Migrator) Down(ctx context.Context) (int64, error) {
-	if _, err := m.provider.Down(ctx); err != nil && !errors.Is(err, goose.ErrNoNextVersion) {
-		return 0, fmt.Errorf("migrate down: %w", err)
-	}
-	return m.Version(ctx)
-}
+// Close releases the migrator's connection.
+func (m *Migrator) Close() error { return m.conn.Close(context.Background()) }
 
 // DownTo reverts migrations until the schema is at version (0 = empty).
 func (m *Migrator) DownTo(ctx context.Context, version int64) error {
-	if _, err := m.provider.DownTo(ctx, version); err != nil {
-		return fmt.Errorf("migrate down to %d: %w", version, err)
-	}
-	return nil
-}
-
-// Version returns the newest applied migration version (0 when none).
-func (m *Migrator) Version(ctx context.Context) (int64, error) {
-	v, err := m.provider.GetDBVersion(ctx)
-	if err != nil {
-		return 0, fmt.Errorf("read schema version: %w", err)
-	}
-	return v, nil
+	_, err := m.Migrator.DownTo(ctx, version)
+	return err
 }
 
 // MigrationStatus is one migration and whether it is applied.
-type MigrationStatus struct {
-	Version   int64  `json:"version"`
-	Source    string `json:"source"`
-	Applied   bool   `json:"applied"`
-	AppliedAt string `json:"applied_at,omitempty"`
-}
-
-// Status lists every known migration and whether it is applied.
-func (m *Migrator) Status(ctx context.Context) ([]MigrationStatus, error) {
-	st, err := m.provider.Status(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("migration status: %w", err)
-	}
-	out := make([]MigrationStatus, 0, len(st))
-	for _, s := range st {
-		ms := MigrationStatus{Version: s.Source.Version, Source: s.Source.Path, Applied: s.State == goose.StateApplied}
-		if ms.Applied {
-			ms.AppliedAt = s.AppliedAt.UTC().Format("2006-01-02T15:04:05Z")
-		}
-		out = append(out, ms)
-	}
-	return out, nil
-}
+type MigrationStatus = migrate.MigrationStatus
 
 // MigrateUp is OpenMigrator + Up + Close, for callers that only need the
-// schema current.
+// schema current (in the default schema workq).
 func MigrateUp(ctx context.Context, dsn string) (int64, error) {
 	m, err := OpenMigrator(dsn)
 	if err != nil {
@@ -119,7 +64,3 @@ func MigrateUp(ctx context.Context, dsn string) (int64, error) {
 	defer m.Close()
 	return m.Up(ctx)
 }
-
-// The pgx stdlib driver registers itself as "pgx"; referencing it here keeps
-// the import explicit rather than a blank side-effect import.
-var _ = stdlib.GetDefaultDriver

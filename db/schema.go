@@ -4,12 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io/fs"
-	"strconv"
-	"strings"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/workq/workq/migrate"
 )
 
 // ErrSchemaBehind is returned by CheckSchema when the database's schema is
@@ -22,28 +21,16 @@ type Querier interface {
 }
 
 // LatestVersion is the version of the newest embedded migration.
-func LatestVersion() int64 {
-	var latest int64
-	entries, _ := fs.ReadDir(Migrations(), ".")
-	for _, e := range entries {
-		num, _, ok := strings.Cut(e.Name(), "_")
-		if !ok {
-			continue
-		}
-		if v, err := strconv.ParseInt(num, 10, 64); err == nil && v > latest {
-			latest = v
-		}
-	}
-	return latest
-}
+func LatestVersion() int64 { return migrate.Latest() }
 
-// SchemaVersion reads the version goose recorded in the database (0 when
-// workq's schema was never applied).
+// SchemaVersion reads the version recorded in workq.workq_migrations (0 when
+// workq's schema was never applied). For another schema pass q wrapped by
+// that schema's rewriter (internal/dbschema), as every workq component does.
 func SchemaVersion(ctx context.Context, q Querier) (int64, error) {
 	var v int64
-	err := q.QueryRow(ctx, `select coalesce(max(version_id), 0) from goose_db_version`).Scan(&v)
+	err := q.QueryRow(ctx, `select coalesce(max(version_id), 0) from workq.workq_migrations where is_applied`).Scan(&v)
 	var pgErr *pgconn.PgError
-	if errors.As(err, &pgErr) && pgErr.Code == "42P01" { // undefined_table: never migrated
+	if errors.As(err, &pgErr) && (pgErr.Code == "42P01" || pgErr.Code == "3F000") { // undefined table or schema: never migrated
 		return 0, nil
 	}
 	if err != nil {

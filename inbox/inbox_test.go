@@ -45,7 +45,7 @@ func (e *env) receive(m inbox.Message) inbox.Received {
 func (e *env) count(where string, args ...any) int {
 	e.t.Helper()
 	var n int
-	if err := e.pool.QueryRow(e.ctx, "select count(*) from inbox where "+where, args...).Scan(&n); err != nil {
+	if err := e.pool.QueryRow(e.ctx, "select count(*) from workq.inbox where "+where, args...).Scan(&n); err != nil {
 		e.t.Fatal(err)
 	}
 	return n
@@ -56,7 +56,7 @@ func (e *env) count(where string, args ...any) int {
 func (e *env) row(id int64) string {
 	e.t.Helper()
 	var s string
-	if err := e.pool.QueryRow(e.ctx, "select xmin::text || ' ' || ctid::text || ' ' || to_jsonb(i)::text from inbox i where id = $1", id).Scan(&s); err != nil {
+	if err := e.pool.QueryRow(e.ctx, "select xmin::text || ' ' || ctid::text || ' ' || to_jsonb(i)::text from workq.inbox i where id = $1", id).Scan(&s); err != nil {
 		e.t.Fatal(err)
 	}
 	return s
@@ -335,7 +335,7 @@ func TestReceiveMany(t *testing.T) {
 		t.Fatalf("the conflict changed the row")
 	}
 	var payload string
-	if err := e.pool.QueryRow(e.ctx, "select payload::text from inbox where id = $1", got[2].ID).Scan(&payload); err != nil || payload != `{"v": 1}` {
+	if err := e.pool.QueryRow(e.ctx, "select payload::text from workq.inbox where id = $1", got[2].ID).Scan(&payload); err != nil || payload != `{"v": 1}` {
 		t.Fatalf("stored payload of a: %s, %v; want the first occurrence's", payload, err)
 	}
 	// A batch without conflicts returns no error.
@@ -561,9 +561,9 @@ func TestDeleteProcessed(t *testing.T) {
 	}
 	// Age the rows on the database clock rather than waiting.
 	for _, sql := range []string{
-		"update inbox set status = 2, finished_at = now() - interval '2 hours' where message_id like 'old-%'",
-		"update inbox set status = 2, finished_at = now() - interval '1 minute' where message_id = 'recent'",
-		"update inbox set status = 3, finished_at = now() - interval '2 hours' where message_id = 'dead'",
+		"update workq.inbox set status = 2, finished_at = now() - interval '2 hours' where message_id like 'old-%'",
+		"update workq.inbox set status = 2, finished_at = now() - interval '1 minute' where message_id = 'recent'",
+		"update workq.inbox set status = 3, finished_at = now() - interval '2 hours' where message_id = 'dead'",
 	} {
 		if _, err := e.pool.Exec(e.ctx, sql); err != nil {
 			t.Fatal(err)

@@ -40,7 +40,7 @@ func Example() {
 	_, err = pool.Exec(l.Context(), `create table report_runs (token bigint)`)
 	if err == nil {
 		_, err = pool.Exec(l.Context(), `insert into report_runs (token)
-			select $2 where exists (select 1 from workq_locks
+			select $2 where exists (select 1 from workq.workq_locks
 			                        where name = $1 and token = $2 and expires_at > clock_timestamp() for share)`,
 			l.Name(), l.Token())
 	}

@@ -94,7 +94,7 @@ func TestTakeoverAfterExpiry(t *testing.T) {
 	}
 	defer a.Release(ctx)
 	// Expire a's row as if its process had stopped renewing long ago.
-	if _, err := pool.Exec(ctx, `update workq_locks set expires_at = clock_timestamp() - interval '1 second' where name = 'maint'`); err != nil {
+	if _, err := pool.Exec(ctx, `update workq.workq_locks set expires_at = clock_timestamp() - interval '1 second' where name = 'maint'`); err != nil {
 		t.Fatal(err)
 	}
 	b, err := lock.Acquire(ctx, pool, "maint", lock.Options{Owner: "b", TTL: ttl})
@@ -170,7 +170,7 @@ func TestLostBeforeExpiryWhenCutOff(t *testing.T) {
 	px.Cut()
 	waitClosed(t, a.Lost(), ttl, "Lost of a holder cut off from the database")
 	var stillHeld bool
-	if err := direct.QueryRow(ctx, `select expires_at > clock_timestamp() from workq_locks where name = 'maint'`).Scan(&stillHeld); err != nil {
+	if err := direct.QueryRow(ctx, `select expires_at > clock_timestamp() from workq.workq_locks where name = 'maint'`).Scan(&stillHeld); err != nil {
 		t.Fatal(err)
 	}
 	if !stillHeld {
@@ -222,7 +222,7 @@ func TestFencedWritesNeverInterleave(t *testing.T) {
 				}
 				for l.Context().Err() == nil && !stopped() {
 					_, err := pool.Exec(ctx, `insert into fenced (token)
-						select $2 where exists (select 1 from workq_locks where name = $1 and token = $2 and expires_at > clock_timestamp() for share)`,
+						select $2 where exists (select 1 from workq.workq_locks where name = $1 and token = $2 and expires_at > clock_timestamp() for share)`,
 						"fence", l.Token())
 					if err != nil {
 						t.Error(err)
@@ -242,7 +242,7 @@ func TestFencedWritesNeverInterleave(t *testing.T) {
 	for range takeovers {
 		for {
 			var wrote bool
-			if err := pool.QueryRow(ctx, `select exists (select 1 from fenced f join workq_locks l on l.token = f.token
+			if err := pool.QueryRow(ctx, `select exists (select 1 from fenced f join workq.workq_locks l on l.token = f.token
 				where l.name = 'fence' and l.expires_at > clock_timestamp())`).Scan(&wrote); err != nil {
 				t.Fatal(err)
 			}
@@ -254,7 +254,7 @@ func TestFencedWritesNeverInterleave(t *testing.T) {
 			}
 			time.Sleep(5 * time.Millisecond)
 		}
-		if _, err := pool.Exec(ctx, `update workq_locks set expires_at = clock_timestamp() where name = 'fence'`); err != nil {
+		if _, err := pool.Exec(ctx, `update workq.workq_locks set expires_at = clock_timestamp() where name = 'fence'`); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -76,7 +76,7 @@ func TestLeaderFailover(t *testing.T) {
 	task := func(owner string, pool *pgxpool.Pool) maintain.Task {
 		return maintain.Task{Name: "fenced", Every: 10 * time.Millisecond, Run: func(ctx context.Context, token int64) (int64, error) {
 			tag, err := pool.Exec(ctx, `insert into fenced (token, owner)
-				select $2, $3 where exists (select 1 from workq_locks
+				select $2, $3 where exists (select 1 from workq.workq_locks
 				    where name = $1 and token = $2 and expires_at > clock_timestamp() for share)`,
 				maintain.DefaultLockName, token, owner)
 			return tag.RowsAffected(), err
@@ -221,10 +221,10 @@ func TestRetention(t *testing.T) {
 		t.Fatal(err)
 	}
 	// 15 of the 20 finished (and their runs) an hour ago; 5 just now.
-	if _, err := pool.Exec(ctx, `update job_runs set finished_at = now() - interval '1 hour' where id in (select id from job_runs where status = 2 order by id limit 15)`); err != nil {
+	if _, err := pool.Exec(ctx, `update workq.job_runs set finished_at = now() - interval '1 hour' where id in (select id from workq.job_runs where status = 2 order by id limit 15)`); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := pool.Exec(ctx, `update runs set finished_at = now() - interval '1 hour' where item_id in (select id from job_runs where finished_at < now() - interval '30 minutes')`); err != nil {
+	if _, err := pool.Exec(ctx, `update workq.runs set finished_at = now() - interval '1 hour' where item_id in (select id from workq.job_runs where finished_at < now() - interval '30 minutes')`); err != nil {
 		t.Fatal(err)
 	}
 	task, err := maintain.RetentionTask(pool, time.Second, maintain.Retention{Finished: 30 * time.Minute, Runs: 30 * time.Minute, Batch: 4})
@@ -236,10 +236,10 @@ func TestRetention(t *testing.T) {
 		t.Fatalf("retention round deleted %d rows (%v); want 15 items + 15 runs", n, err)
 	}
 	var items, runs, ready int
-	if err := pool.QueryRow(ctx, `select count(*), count(*) filter (where status = 0) from job_runs`).Scan(&items, &ready); err != nil {
+	if err := pool.QueryRow(ctx, `select count(*), count(*) filter (where status = 0) from workq.job_runs`).Scan(&items, &ready); err != nil {
 		t.Fatal(err)
 	}
-	if err := pool.QueryRow(ctx, `select count(*) from runs`).Scan(&runs); err != nil {
+	if err := pool.QueryRow(ctx, `select count(*) from workq.runs`).Scan(&runs); err != nil {
 		t.Fatal(err)
 	}
 	if items != 10 || ready != 5 || runs != 5 {
@@ -263,7 +263,7 @@ func TestStuckTask(t *testing.T) {
 		t.Fatalf("claim: %d, %v", len(c.Items), err)
 	}
 	// One was claimed an hour ago and is still heartbeated (its lease runs).
-	if _, err := pool.Exec(ctx, `update job_runs set claimed_at = now() - interval '1 hour' where id = $1`, c.Items[0].ID); err != nil {
+	if _, err := pool.Exec(ctx, `update workq.job_runs set claimed_at = now() - interval '1 hour' where id = $1`, c.Items[0].ID); err != nil {
 		t.Fatal(err)
 	}
 	var logs strings.Builder
@@ -279,7 +279,7 @@ func TestStuckTask(t *testing.T) {
 		t.Fatalf("log %q lacks the stuck warning for job_runs/st", logs.String())
 	}
 	var inProgress int
-	if err := pool.QueryRow(ctx, `select count(*) from job_runs where status = 1`).Scan(&inProgress); err != nil || inProgress != 2 {
+	if err := pool.QueryRow(ctx, `select count(*) from workq.job_runs where status = 1`).Scan(&inProgress); err != nil || inProgress != 2 {
 		t.Fatalf("%d in progress after the round (%v); the task must change nothing", inProgress, err)
 	}
 	if _, err := maintain.StuckTask(pool, time.Minute, 0, nil); !errors.Is(err, maintain.ErrInvalid) {

@@ -26,7 +26,7 @@ func TestMissingSchemaIsReportedOnce(t *testing.T) {
 			t.Fatalf("%s: %v", sql, err)
 		}
 	}
-	exec(`alter table workq_locks rename to workq_locks_elsewhere`)
+	exec(`alter table workq.workq_locks rename to workq_locks_elsewhere`)
 	var logs testutil.Buffer
 	s := maintain.New(pool, maintain.Options{LockTTL: 2 * time.Second, Logger: slog.New(slog.NewJSONHandler(&logs, nil))})
 	if err := s.Start(ctx); err != nil {
@@ -49,6 +49,6 @@ func TestMissingSchemaIsReportedOnce(t *testing.T) {
 	if len(warns) != 0 {
 		t.Errorf("%d warnings while the schema was missing, want none: %v", len(warns), warns)
 	}
-	exec(`alter table workq_locks_elsewhere rename to workq_locks`)
+	exec(`alter table workq.workq_locks_elsewhere rename to workq_locks`)
 	eventually(t, 10*time.Second, "the service leads once the schema is back", func() bool { _, ok := s.Leader(); return ok })
 }

@@ -44,7 +44,7 @@ func ExampleStartJoin() {
 	}
 	// The members: outbox messages carrying the join's id (the outbox write
 	// API sets it from Message.JoinID; plain SQL here).
-	if _, err := tx.Exec(ctx, `insert into outbox (topic, payload, join_id)
+	if _, err := tx.Exec(ctx, `insert into workq.outbox (topic, payload, join_id)
 		select 'pick.item', jsonb_build_object('item', i), $1 from generate_series(1, 3) i`, j.ID); err != nil {
 		panic(err)
 	}
@@ -72,7 +72,7 @@ func ExampleStartJoin() {
 	}
 	fmt.Println("join:", j.Status, j.Completed, "of", j.Expected, "members done")
 	var topic string
-	if err := pool.QueryRow(ctx, `select topic from outbox where message_id = $1`, j.OutcomeMessageID).Scan(&topic); err != nil {
+	if err := pool.QueryRow(ctx, `select topic from workq.outbox where message_id = $1`, j.OutcomeMessageID).Scan(&topic); err != nil {
 		panic(err)
 	}
 	fmt.Println("outcome message:", topic)

@@ -24,14 +24,14 @@ func TestListJoins(t *testing.T) {
 	}
 	// The middle join gets one member, which fails: with the default
 	// policy the join stays open, counting it.
-	if _, err := pool.Exec(ctx, `insert into outbox (topic, payload, join_id) values ('m', '{}', $1)`, ids[1]); err != nil {
+	if _, err := pool.Exec(ctx, `insert into workq.outbox (topic, payload, join_id) values ('m', '{}', $1)`, ids[1]); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := pool.Exec(ctx, `update outbox set status = 3, finished_at = now() where join_id = $1`, ids[1]); err != nil {
+	if _, err := pool.Exec(ctx, `update workq.outbox set status = 3, finished_at = now() where join_id = $1`, ids[1]); err != nil {
 		t.Fatal(err)
 	}
 	// The first one fails by deadline, by hand.
-	if _, err := pool.Exec(ctx, `select workq_outbox_join_finish($1, 3::smallint, 'deadline')`, ids[0]); err != nil {
+	if _, err := pool.Exec(ctx, `select workq.workq_outbox_join_finish($1, 3::smallint, 'deadline')`, ids[0]); err != nil {
 		t.Fatal(err)
 	}
 

@@ -29,7 +29,7 @@ func keySeqs(t *testing.T, pool *pgxpool.Pool, ids ...int64) []int64 {
 	t.Helper()
 	out := make([]int64, len(ids))
 	for i, id := range ids {
-		if err := pool.QueryRow(context.Background(), `select key_seq from outbox where id = $1`, id).Scan(&out[i]); err != nil {
+		if err := pool.QueryRow(context.Background(), `select key_seq from workq.outbox where id = $1`, id).Scan(&out[i]); err != nil {
 			t.Fatalf("key_seq of %d: %v", id, err)
 		}
 	}
@@ -69,7 +69,7 @@ func begin(t *testing.T, pool *pgxpool.Pool) (pgx.Tx, uint32) {
 func claimAll(t *testing.T, pool *pgxpool.Pool, queue string) []int64 {
 	t.Helper()
 	var got []int64
-	for count(t, pool, `select count(*) from outbox where queue = $1 and status <> 2`, queue) > 0 {
+	for count(t, pool, `select count(*) from workq.outbox where queue = $1 and status <> 2`, queue) > 0 {
 		c := claim(t, pool, queue, 100, lease.ClaimOptions{})
 		if len(c.Items) == 0 {
 			t.Fatalf("nothing claimable with messages pending (delivered so far: %v)", got)
@@ -302,7 +302,7 @@ func TestKeySeqSnapshotWritersRetry(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer tx.Rollback(ctx)
-			if _, err := tx.Exec(ctx, `select count(*) from outbox`); err != nil { // takes the snapshot
+			if _, err := tx.Exec(ctx, `select count(*) from workq.outbox`); err != nil { // takes the snapshot
 				t.Fatal(err)
 			}
 			if _, err := c.Send(ctx, pool, outbox.Message{Topic: "t", PartitionKey: "k"}); err != nil {
@@ -324,7 +324,7 @@ func TestKeySeqSnapshotWritersRetry(t *testing.T) {
 			if err != nil {
 				t.Fatalf("retry: %v", err)
 			}
-			if n := count(t, pool, `select max(key_seq) from outbox where partition_key = 'k'`); n != 3 {
+			if n := count(t, pool, `select max(key_seq) from workq.outbox where partition_key = 'k'`); n != 3 {
 				t.Fatalf("k's last key_seq %d; want 3", n)
 			}
 		})
@@ -351,7 +351,7 @@ func TestSendManyNumbersEachKeyInInputOrder(t *testing.T) {
 			t.Fatalf("ids %v not in input order", sent)
 		}
 		var seq *int64
-		if err := pool.QueryRow(ctx, `select key_seq from outbox where id = $1`, s.ID).Scan(&seq); err != nil {
+		if err := pool.QueryRow(ctx, `select key_seq from workq.outbox where id = $1`, s.ID).Scan(&seq); err != nil {
 			t.Fatal(err)
 		}
 		if seq == nil {
@@ -363,7 +363,7 @@ func TestSendManyNumbersEachKeyInInputOrder(t *testing.T) {
 	if want := []string{"1", "2", "2", "-", "1", "3", "3"}; !slices.Equal(got, want) {
 		t.Fatalf("key_seq in input order %v; want %v", got, want)
 	}
-	if n := count(t, pool, `select count(*) from outbox_key_seqs where (queue, partition_key, last_seq) in (('q1', 'a', 3), ('q1', 'b', 3), ('q2', 'a', 1))`); n != 3 {
+	if n := count(t, pool, `select count(*) from workq.outbox_key_seqs where (queue, partition_key, last_seq) in (('q1', 'a', 3), ('q1', 'b', 3), ('q2', 'a', 1))`); n != 3 {
 		t.Fatalf("%d of 3 counters as expected", n)
 	}
 }
@@ -401,7 +401,7 @@ func TestSendManyConcurrentKeysNoDeadlock(t *testing.T) {
 		t.Fatal(err)
 	}
 	if n := count(t, pool, `select count(*) from (
-		select partition_key from outbox group by partition_key
+		select partition_key from workq.outbox group by partition_key
 		having count(*) <> $1 or min(key_seq) <> 1 or max(key_seq) <> $1 or count(distinct key_seq) <> $1) x`, writers*batches); n != 0 {
 		t.Fatalf("%d keys not numbered 1..%d", n, writers*batches)
 	}
@@ -428,18 +428,18 @@ func TestRetentionPrunesIdleKeyCounters(t *testing.T) {
 	send(pool, "pending")
 	failed := send(pool, "failed")
 	recent := send(pool, "recent")
-	if _, err := pool.Exec(ctx, `update outbox set status = 2, finished_at = now() where id = any($1)`, []int64{done.ID, recent.ID}); err != nil {
+	if _, err := pool.Exec(ctx, `update workq.outbox set status = 2, finished_at = now() where id = any($1)`, []int64{done.ID, recent.ID}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := pool.Exec(ctx, `update outbox set status = 3, finished_at = now() - interval '2 hours', last_error = 'x' where id = $1`, failed.ID); err != nil {
+	if _, err := pool.Exec(ctx, `update workq.outbox set status = 3, finished_at = now() - interval '2 hours', last_error = 'x' where id = $1`, failed.ID); err != nil {
 		t.Fatal(err)
 	}
 	// An open writer of "open", whose counter was last written long ago.
 	send(pool, "open")
-	if _, err := pool.Exec(ctx, `update outbox set status = 2, finished_at = now() where partition_key = 'open'`); err != nil {
+	if _, err := pool.Exec(ctx, `update workq.outbox set status = 2, finished_at = now() where partition_key = 'open'`); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := pool.Exec(ctx, `update outbox_key_seqs set updated_at = now() - interval '2 hours' where partition_key <> 'recent'`); err != nil {
+	if _, err := pool.Exec(ctx, `update workq.outbox_key_seqs set updated_at = now() - interval '2 hours' where partition_key <> 'recent'`); err != nil {
 		t.Fatal(err)
 	}
 	tx, err := pool.Begin(ctx)
@@ -450,7 +450,7 @@ func TestRetentionPrunesIdleKeyCounters(t *testing.T) {
 	send(tx, "open")
 	// The writer's counter now says its transaction's start: make that old
 	// too, as for a long transaction.
-	if _, err := tx.Exec(ctx, `update outbox_key_seqs set updated_at = now() - interval '2 hours' where partition_key = 'open'`); err != nil {
+	if _, err := tx.Exec(ctx, `update workq.outbox_key_seqs set updated_at = now() - interval '2 hours' where partition_key = 'open'`); err != nil {
 		t.Fatal(err)
 	}
 
@@ -459,7 +459,7 @@ func TestRetentionPrunesIdleKeyCounters(t *testing.T) {
 		t.Fatal(err)
 	}
 	var left []string
-	rows, err := pool.Query(ctx, `select partition_key from outbox_key_seqs order by partition_key`)
+	rows, err := pool.Query(ctx, `select partition_key from workq.outbox_key_seqs order by partition_key`)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -497,7 +497,7 @@ func TestPruneKeyCountersRace(t *testing.T) {
 		defer pruned.Done()
 		for ctx.Err() == nil {
 			var n int64
-			if err := pool.QueryRow(ctx, `select outbox_prune_key_seqs(0, 100)`).Scan(&n); err != nil {
+			if err := pool.QueryRow(ctx, `select workq.outbox_prune_key_seqs(0, 100)`).Scan(&n); err != nil {
 				if ctx.Err() == nil {
 					pruneErr <- err
 				}
@@ -521,7 +521,7 @@ func TestPruneKeyCountersRace(t *testing.T) {
 				// the next write, and sometimes not.
 				idle := rand.IntN(2) == 0
 				if idle && prev.ID != 0 {
-					if _, err := pool.Exec(ctx, `update outbox set status = 2, finished_at = now() where id = $1`, prev.ID); err != nil {
+					if _, err := pool.Exec(ctx, `update workq.outbox set status = 2, finished_at = now() where id = $1`, prev.ID); err != nil {
 						errs <- err
 						return
 					}
@@ -532,7 +532,7 @@ func TestPruneKeyCountersRace(t *testing.T) {
 					return
 				}
 				var seq int64
-				if err := pool.QueryRow(ctx, `select key_seq from outbox where id = $1`, s.ID).Scan(&seq); err != nil {
+				if err := pool.QueryRow(ctx, `select key_seq from workq.outbox where id = $1`, s.ID).Scan(&seq); err != nil {
 					errs <- err
 					return
 				}
@@ -542,7 +542,7 @@ func TestPruneKeyCountersRace(t *testing.T) {
 				}
 				if !idle && prev.ID != 0 {
 					// The previous message is delivered now; s stays pending.
-					if _, err := pool.Exec(ctx, `update outbox set status = 2, finished_at = now() where id = $1`, prev.ID); err != nil {
+					if _, err := pool.Exec(ctx, `update workq.outbox set status = 2, finished_at = now() where id = $1`, prev.ID); err != nil {
 						errs <- err
 						return
 					}

@@ -150,7 +150,7 @@ func TestFinalFailureBlockAndSkip(t *testing.T) {
 	get := func(k string) []int64 { mu.Lock(); defer mu.Unlock(); return slices.Clone(delivered[k]) }
 	waitFor(t, "the skip key's later messages", func() bool { return len(get("key-skp")) == 2 })
 	waitFor(t, "the block key's head to fail", func() bool {
-		return count(t, pool, "select count(*) from outbox where id = $1 and status = 3", sent[0].ID) == 1
+		return count(t, pool, "select count(*) from workq.outbox where id = $1 and status = 3", sent[0].ID) == 1
 	})
 	if err := w.Stop(ctx); err != nil {
 		t.Fatal(err)
@@ -303,15 +303,15 @@ func TestOrderConcurrentRelays(t *testing.T) {
 		return n >= total && len(unkeyedDone) == unkeyed
 	})
 	waitFor(t, "every completion committed", func() bool {
-		return count(t, pool, "select count(*) from outbox where status <> 2") == 0
+		return count(t, pool, "select count(*) from workq.outbox where status <> 2") == 0
 	})
 
 	// The write order of each key: key_seq, 1..n without a gap.
-	if n := count(t, pool, `select count(*) from (select partition_key from outbox where partition_key is not null
+	if n := count(t, pool, `select count(*) from (select partition_key from workq.outbox where partition_key is not null
 		group by partition_key having min(key_seq) <> 1 or max(key_seq) <> count(*) or count(distinct key_seq) <> count(*)) g`); n != 0 {
 		t.Errorf("%d keys whose key_seq is not 1..n", n)
 	}
-	rows, err := pool.Query(ctx, `select partition_key, id from outbox where partition_key is not null order by partition_key, key_seq`)
+	rows, err := pool.Query(ctx, `select partition_key, id from workq.outbox where partition_key is not null order by partition_key, key_seq`)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -339,7 +339,7 @@ func TestOrderConcurrentRelays(t *testing.T) {
 	// attempt of a key starts no earlier than the previous one finished.
 	rows, err = pool.Query(ctx, `
 		select o.partition_key, r.item_id, r.started_at, r.finished_at, r.outcome
-		from runs r join outbox o on o.id = r.item_id
+		from workq.runs r join workq.outbox o on o.id = r.item_id
 		where r.work_table = 'outbox' and o.partition_key is not null
 		order by o.partition_key, r.started_at, r.finished_at`)
 	if err != nil {

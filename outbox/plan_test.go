@@ -99,18 +99,18 @@ func testOrderedClaimPlan(t *testing.T, analyzeInFlight bool) {
 	// Numbered here (key_seq) rather than by the trigger: one statement
 	// updating each key's counter ten times is slow, and OutboxEnqueueMany
 	// numbers its batches itself the same way.
-	exec(`insert into outbox (queue, topic, partition_key, payload, key_seq)
+	exec(`insert into workq.outbox (queue, topic, partition_key, payload, key_seq)
 		select 'plan', 't', 'key-' || (i % 10000), '{}', i / 10000 + 1 from generate_series(0, 99999) i`)
-	exec(`insert into outbox (queue, topic, payload) select 'plan', 't', '{}' from generate_series(1, 1000)`)
+	exec(`insert into workq.outbox (queue, topic, payload) select 'plan', 't', '{}' from generate_series(1, 1000)`)
 	if !analyzeInFlight {
-		exec("vacuum analyze outbox")
+		exec("vacuum analyze workq.outbox")
 	}
 	// Some keys in flight (every key before key-2: the claim below starts
 	// after key-1, so it passes all of them first), as in a live queue.
-	exec(`update outbox set status = 1, owner_token = gen_random_uuid(), locked_until = now() + interval '1 hour', attempts = 1
-		where id in (select min(id) from outbox where partition_key < 'key-2' group by partition_key)`)
+	exec(`update workq.outbox set status = 1, owner_token = gen_random_uuid(), locked_until = now() + interval '1 hour', attempts = 1
+		where id in (select min(id) from workq.outbox where partition_key < 'key-2' group by partition_key)`)
 	if analyzeInFlight {
-		exec("analyze outbox")
+		exec("analyze workq.outbox")
 	}
 	sql, params := claimSQL(t)
 	values := map[string]any{"queue": "plan", "max_rows": 100, "after_key": "key-1", "skip_topics": []string{"x"}, "pass_keys": []string{"key-3"}, "wake": false,

@@ -52,7 +52,7 @@ func TestRetryOfSkippedMessageWaitsForTheKey(t *testing.T) {
 		t.Fatalf("claimed %v while message %d of the key is in flight", ids(c.Items), m2)
 	}
 	// What a claim on an older snapshot would do: put m1 in flight beside m2.
-	_, err = pool.Exec(ctx, `update outbox set status = 1, owner_token = $2, locked_until = now() + interval '1 minute' where id = $1`, m1, uuid.New())
+	_, err = pool.Exec(ctx, `update workq.outbox set status = 1, owner_token = $2, locked_until = now() + interval '1 minute' where id = $1`, m1, uuid.New())
 	var pgErr *pgconn.PgError
 	if !errors.As(err, &pgErr) || pgErr.Code != "23505" || pgErr.ConstraintName != "outbox_key_in_flight" {
 		t.Fatalf("a second in-flight message of the key: %v; want a unique violation of outbox_key_in_flight", err)
@@ -91,15 +91,15 @@ func TestDeleteFinishedKeepsFailedKeyedMessages(t *testing.T) {
 		t.Fatal(err)
 	}
 	ack(t, pool, c, unkeyedDone)
-	if _, err := pool.Exec(ctx, `update outbox set finished_at = now() - interval '8 days' where status >= 2`); err != nil {
+	if _, err := pool.Exec(ctx, `update workq.outbox set finished_at = now() - interval '8 days' where status >= 2`); err != nil {
 		t.Fatal(err)
 	}
 	n, err := outbox.DeleteFinished(ctx, pool, 7*24*time.Hour, 100)
 	if err != nil || n != 2 {
 		t.Fatalf("deleted %d (%v); want the unkeyed failed and done messages", n, err)
 	}
-	left := count(t, pool, `select count(*) from outbox where id = any($1)`, []int64{keyedHead, keyedNext})
-	gone := count(t, pool, `select count(*) from outbox where id = any($1)`, []int64{unkeyedFailed, unkeyedDone})
+	left := count(t, pool, `select count(*) from workq.outbox where id = any($1)`, []int64{keyedHead, keyedNext})
+	gone := count(t, pool, `select count(*) from workq.outbox where id = any($1)`, []int64{unkeyedFailed, unkeyedDone})
 	if left != 2 || gone != 0 {
 		t.Fatalf("%d of the keyed messages left, %d unkeyed left; want 2 and 0", left, gone)
 	}
@@ -127,7 +127,7 @@ func TestSendMapsJoinRefusals(t *testing.T) {
 	if _, err := c.SendMany(ctx, pool, []outbox.Message{{Topic: "m", JoinID: j.ID}, {Topic: "m", JoinID: j.ID}}); !errors.Is(err, outbox.ErrJoinFull) {
 		t.Fatalf("two members of a one-member join: %v; want ErrJoinFull", err)
 	}
-	if n := count(t, pool, `select count(*) from outbox where topic = 'm'`); n != 0 {
+	if n := count(t, pool, `select count(*) from workq.outbox where topic = 'm'`); n != 0 {
 		t.Fatalf("%d messages written by refused sends", n)
 	}
 }
@@ -147,7 +147,7 @@ func TestSendRefusesTopicsWithOuterSpaces(t *testing.T) {
 	if _, err := c.Send(ctx, pool, outbox.Message{Topic: "a b"}); err != nil {
 		t.Fatalf("a space inside a topic: %v", err)
 	}
-	if n := count(t, pool, `select count(*) from outbox where topic <> 'a b'`); n != 0 {
+	if n := count(t, pool, `select count(*) from workq.outbox where topic <> 'a b'`); n != 0 {
 		t.Fatalf("%d messages written by refused sends", n)
 	}
 }

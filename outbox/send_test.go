@@ -32,7 +32,7 @@ func TestSendInTransaction(t *testing.T) {
 	if err := tx.Rollback(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if n := count(t, pool, "select count(*) from outbox"); n != 0 {
+	if n := count(t, pool, "select count(*) from workq.outbox"); n != 0 {
 		t.Fatalf("rolled back transaction left %d messages, want 0", n)
 	}
 
@@ -112,7 +112,7 @@ func TestSendManyValidationWritesNothing(t *testing.T) {
 					t.Fatalf("Send of the bad message: %v, want ErrInvalid", err)
 				}
 			}
-			if n := count(t, pool, "select count(*) from outbox"); n != 0 {
+			if n := count(t, pool, "select count(*) from workq.outbox"); n != 0 {
 				t.Fatalf("%d messages written, want 0", n)
 			}
 		})
@@ -135,7 +135,7 @@ func TestDuplicateMessageID(t *testing.T) {
 	if !errors.Is(err, outbox.ErrDuplicateMessageID) {
 		t.Fatalf("SendMany with a stored id: %v, want ErrDuplicateMessageID", err)
 	}
-	if n := count(t, pool, "select count(*) from outbox"); n != 1 {
+	if n := count(t, pool, "select count(*) from workq.outbox"); n != 1 {
 		t.Fatalf("%d messages, want 1: a call with a duplicate must write nothing", n)
 	}
 }

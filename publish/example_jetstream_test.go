@@ -59,7 +59,7 @@ func ExampleNewJetStream() {
 		panic(err)
 	}
 	var id string
-	if err := pool.QueryRow(ctx, "select message_id::text from outbox").Scan(&id); err != nil {
+	if err := pool.QueryRow(ctx, "select message_id::text from workq.outbox").Scan(&id); err != nil {
 		panic(err)
 	}
 	fmt.Println(msg.Subject()[len(prefix):], string(msg.Data()), msg.Headers().Get(jetstream.MsgIDHeader) == id)

@@ -141,7 +141,7 @@ func waitFinal(t testing.TB, pool *pgxpool.Pool, id int64) finalRow {
 		var r finalRow
 		var status int16
 		err := pool.QueryRow(context.Background(),
-			"select status, attempts, coalesce(last_error, ''), payload::text from outbox where id = $1", id).
+			"select status, attempts, coalesce(last_error, ''), payload::text from workq.outbox where id = $1", id).
 			Scan(&status, &r.Attempts, &r.LastError, &r.Payload)
 		if err != nil {
 			t.Fatalf("read outbox %d: %v", id, err)

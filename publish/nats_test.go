@@ -198,7 +198,7 @@ func TestJetStreamDedup(t *testing.T) {
 		assertOnce(t, stream, prefix+".revived", s.MessageID)
 		// Back to ready as if its completion had never been recorded.
 		if _, err := pool.Exec(context.Background(),
-			"update outbox set status = 0, run_at = now(), owner_token = null, locked_until = null where id = $1", s.ID); err != nil {
+			"update workq.outbox set status = 0, run_at = now(), owner_token = null, locked_until = null where id = $1", s.ID); err != nil {
 			t.Fatal(err)
 		}
 		if row := waitFinal(t, pool, s.ID); row.Status != lease.StatusDone || row.Attempts != 2 {

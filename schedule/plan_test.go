@@ -61,12 +61,12 @@ func TestDueQueryUsesSchedulesDue(t *testing.T) {
 	ctx := context.Background()
 	pool := testdb.Pool(t)
 	_, err := pool.Exec(ctx, `
-		insert into schedules (name, kind, cron, next_run_at, enabled)
+		insert into workq.schedules (name, kind, cron, next_run_at, enabled)
 		select 's' || g, 'k', '* * * * *', '2030-01-01'::timestamptz + g * interval '1 minute', g % 10 <> 0
 		from generate_series(1, 20000) g;
-		insert into job_runs (kind, status, finished_at) select 'k', 2, now() from generate_series(1, 20000);
-		update schedules set last_run_id = id where id % 3 = 0;
-		analyze schedules; analyze job_runs;`)
+		insert into workq.job_runs (kind, status, finished_at) select 'k', 2, now() from generate_series(1, 20000);
+		update workq.schedules set last_run_id = id where id % 3 = 0;
+		analyze workq.schedules; analyze workq.job_runs;`)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -70,7 +70,7 @@ func TestRacingSchedulersMaterialiseEachSlotOnce(t *testing.T) {
 		}
 	}
 	var dups int
-	if err := pool.QueryRow(ctx, `select count(*) from (select 1 from job_runs group by schedule_id, scheduled_time having count(*) > 1) d`).Scan(&dups); err != nil {
+	if err := pool.QueryRow(ctx, `select count(*) from (select 1 from workq.job_runs group by schedule_id, scheduled_time having count(*) > 1) d`).Scan(&dups); err != nil {
 		t.Fatal(err)
 	}
 	if dups != 0 {
@@ -90,7 +90,7 @@ func TestRacingSchedulersMaterialiseEachSlotOnce(t *testing.T) {
 	// A scheduler that acts on a stale next_run_at (rewound here by hand)
 	// finds every slot taken: the unique index, not the row lock, is what
 	// makes each slot one run.
-	if _, err := pool.Exec(ctx, `update schedules s set next_run_at = (select min(scheduled_time) from job_runs j where j.schedule_id = s.id)`); err != nil {
+	if _, err := pool.Exec(ctx, `update workq.schedules s set next_run_at = (select min(scheduled_time) from workq.job_runs j where j.schedule_id = s.id)`); err != nil {
 		t.Fatal(err)
 	}
 	if n := tick(t, scheds[0]); n != 0 {
@@ -130,7 +130,7 @@ func TestOverlapSkipVersusAllow(t *testing.T) {
 		t.Errorf("trigger with a live run under skip: %v, want ErrOverlap", err)
 	}
 	// The first run of "skip" finishes: the next slot runs again.
-	if _, err := pool.Exec(ctx, `update job_runs set status = 2, finished_at = now() where schedule_id = $1`, skip.ID); err != nil {
+	if _, err := pool.Exec(ctx, `update workq.job_runs set status = 2, finished_at = now() where schedule_id = $1`, skip.ID); err != nil {
 		t.Fatal(err)
 	}
 	c.Add(10 * time.Second)
@@ -170,7 +170,7 @@ func TestTriggerNow(t *testing.T) {
 		prio                 int16
 		maxAttempts, status  int32
 	)
-	err = pool.QueryRow(ctx, `select schedule_id, scheduled_time, queue, kind, payload::text, priority, max_attempts, status from job_runs where id = $1`, tr.RunID).
+	err = pool.QueryRow(ctx, `select schedule_id, scheduled_time, queue, kind, payload::text, priority, max_attempts, status from workq.job_runs where id = $1`, tr.RunID).
 		Scan(&schedID, &slot, &queue, &kind, &payload, &prio, &maxAttempts, &status)
 	if err != nil {
 		t.Fatal(err)

@@ -94,7 +94,7 @@ func TestValidationWritesNothing(t *testing.T) {
 func count(t *testing.T, pool *pgxpool.Pool) int {
 	t.Helper()
 	var n int
-	if err := pool.QueryRow(context.Background(), `select count(*) from schedules`).Scan(&n); err != nil {
+	if err := pool.QueryRow(context.Background(), `select count(*) from workq.schedules`).Scan(&n); err != nil {
 		t.Fatal(err)
 	}
 	return n

@@ -30,7 +30,7 @@ func BenchmarkClaimComplete(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
-	if _, err := pool.Exec(ctx, "vacuum analyze job_runs"); err != nil {
+	if _, err := pool.Exec(ctx, "vacuum analyze workq.job_runs"); err != nil {
 		b.Fatal(err)
 	}
 	e := lease.New(pool, lease.JobRuns)

@@ -39,7 +39,7 @@ func TestJobRunsClaimResumePoint(t *testing.T) {
 	ids := map[int64]string{}
 	for _, r := range rows {
 		var id int64
-		if err := pool.QueryRow(ctx, `insert into job_runs (queue, kind, priority, run_at) values ('resume', 'k', $1, $2) returning id`,
+		if err := pool.QueryRow(ctx, `insert into workq.job_runs (queue, kind, priority, run_at) values ('resume', 'k', $1, $2) returning id`,
 			r.priority, now.Add(-r.age)).Scan(&id); err != nil {
 			t.Fatal(err)
 		}
@@ -60,7 +60,7 @@ func TestJobRunsClaimResumePoint(t *testing.T) {
 			}
 			// A release makes a row due now; put each back where it was.
 			for _, it := range c.Items {
-				if _, err := pool.Exec(ctx, "update job_runs set run_at = $2 where id = $1", it.ID, it.RunAt); err != nil {
+				if _, err := pool.Exec(ctx, "update workq.job_runs set run_at = $2 where id = $1", it.ID, it.RunAt); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -136,8 +136,8 @@ func TestRunAtOrderedClaimResumePoint(t *testing.T) {
 		table  lease.Table
 		insert string
 	}{
-		{lease.Timers, `insert into timers (queue, topic, due_time, run_at) values ('resume', 't', $1, $1) returning id`},
-		{lease.Inbox, `insert into inbox (queue, source, message_id, payload_hash, run_at)
+		{lease.Timers, `insert into workq.timers (queue, topic, due_time, run_at) values ('resume', 't', $1, $1) returning id`},
+		{lease.Inbox, `insert into workq.inbox (queue, source, message_id, payload_hash, run_at)
 			values ('resume', 's', gen_random_uuid()::text, '\x00'::bytea, $1) returning id`},
 	} {
 		table, insert := tc.table, tc.insert
@@ -187,14 +187,14 @@ func TestJobRunsClaimResumeSkipsDeadEntries(t *testing.T) {
 	}
 	// 60,000 jobs, one a millisecond apart; the first 50,000 run (claimed,
 	// then done), leaving their claim-index entries dead.
-	exec(`insert into job_runs (queue, kind, run_at)
+	exec(`insert into workq.job_runs (queue, kind, run_at)
 		select 'dead', 'k', now() - interval '1 hour' + i * interval '1 millisecond' from generate_series(1, 60000) i`)
-	exec(`analyze job_runs`)
-	exec(`update job_runs set status = 1, owner_token = gen_random_uuid(), locked_until = now() + interval '1 hour'
-		where queue = 'dead' and id in (select id from job_runs where queue = 'dead' order by run_at limit 50000)`)
-	exec(`update job_runs set status = 2, owner_token = null, locked_until = null, finished_at = now() where queue = 'dead' and status = 1`)
+	exec(`analyze workq.job_runs`)
+	exec(`update workq.job_runs set status = 1, owner_token = gen_random_uuid(), locked_until = now() + interval '1 hour'
+		where queue = 'dead' and id in (select id from workq.job_runs where queue = 'dead' order by run_at limit 50000)`)
+	exec(`update workq.job_runs set status = 2, owner_token = null, locked_until = null, finished_at = now() where queue = 'dead' and status = 1`)
 	var head time.Time
-	if err := pool.QueryRow(ctx, `select min(run_at) from job_runs where queue = 'dead' and status = 0`).Scan(&head); err != nil {
+	if err := pool.QueryRow(ctx, `select min(run_at) from workq.job_runs where queue = 'dead' and status = 0`).Scan(&head); err != nil {
 		t.Fatal(err)
 	}
 	claimSQL, params := namedQuery(t, "job_runs", "JobRunsClaim")

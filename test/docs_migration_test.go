@@ -120,7 +120,7 @@ func TestMigrationDocSQL(t *testing.T) {
 	}
 	finish := func(id int64, status int) {
 		t.Helper()
-		exec("update job_runs set status = $2::smallint, attempts = 1, finished_at = now(), last_error = case when $2::smallint = 3 then 'boom' end where id = $1", id, status)
+		exec("update workq.job_runs set status = $2::smallint, attempts = 1, finished_at = now(), last_error = case when $2::smallint = 3 then 'boom' end where id = $1", id, status)
 	}
 
 	want := []string{"ledger", "shadow-counts", "shadow-delete", "missing", "duplicates", "outcomes",
@@ -158,7 +158,7 @@ func TestMigrationDocSQL(t *testing.T) {
 			finish(enqueue("email", "redis:email:a5"), 2)
 			enqueue("email", "redis:email:a5")
 			inProgress = enqueue("email", "live-elsewhere")
-			exec("update job_runs set status = 1, owner_token = gen_random_uuid(), locked_until = now() + interval '30 seconds', attempts = 1 where id = $1", inProgress)
+			exec("update workq.job_runs set status = 1, owner_token = gen_random_uuid(), locked_until = now() + interval '30 seconds', attempts = 1 where id = $1", inProgress)
 			if _, err := inbox.NewClient(inbox.ClientOptions{}).Receive(ctx, pool, inbox.Message{
 				Source: "spool:host-1", MessageID: "f1", Topic: "email.send", Payload: map[string]any{"to": "bob@example.com"},
 			}); err != nil {
@@ -224,7 +224,7 @@ func TestMigrationDocSQL(t *testing.T) {
 				t.Errorf("fallback-delete deleted %d rows, want the 2 exported", r.CommandTag.RowsAffected())
 			}
 			var status int
-			if err := pool.QueryRow(ctx, "select status from job_runs where id = $1", inProgress).Scan(&status); err != nil || status != 1 {
+			if err := pool.QueryRow(ctx, "select status from workq.job_runs where id = $1", inProgress).Scan(&status); err != nil || status != 1 {
 				t.Errorf("the in-progress job: status %d, %v; want it left in progress", status, err)
 			}
 		case "cleanup":

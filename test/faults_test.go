@@ -222,7 +222,7 @@ func (m *member) logLines(t *testing.T) []logLine { return jsonLog(t, m.p.stderr
 func statusCounts(t *testing.T, db *pgxpool.Pool, queue string) (done, total int) {
 	t.Helper()
 	if err := db.QueryRow(context.Background(), `select count(*) filter (where status = 2), count(*) from (
-		select status from job_runs where queue = $1 union all select status from outbox where queue = $1) t`, queue).
+		select status from workq.job_runs where queue = $1 union all select status from workq.outbox where queue = $1) t`, queue).
 		Scan(&done, &total); err != nil {
 		t.Fatal(err)
 	}
@@ -268,9 +268,9 @@ func enqueueWebhooks(t *testing.T, db *pgxpool.Pool, rc *receiver, queue string,
 func runningOn(t *testing.T, db *pgxpool.Pool, d delivery) string {
 	t.Helper()
 	if d.Table == "outbox" {
-		return queryScalar[string](t, db, `select coalesce(claimed_by, '') from outbox where message_id = $1`, d.MessageID)
+		return queryScalar[string](t, db, `select coalesce(claimed_by, '') from workq.outbox where message_id = $1`, d.MessageID)
 	}
-	return queryScalar[string](t, db, `select coalesce(claimed_by, '') from job_runs where id = $1`, d.ItemID)
+	return queryScalar[string](t, db, `select coalesce(claimed_by, '') from workq.job_runs where id = $1`, d.ItemID)
 }
 
 // Scenario 1: three `workq worker` processes (job runs of kind webhook and
@@ -657,7 +657,7 @@ func testFaultLimit(t *testing.T, bin string) {
 		defer func() { sampled <- s }()
 		for sctx.Err() == nil {
 			var c int
-			err := db.QueryRow(sctx, `select count(*) from job_runs where queue = $1 and status = 1 and locked_until > now()`, queue).Scan(&c)
+			err := db.QueryRow(sctx, `select count(*) from workq.job_runs where queue = $1 and status = 1 and locked_until > now()`, queue).Scan(&c)
 			if err != nil {
 				if sctx.Err() == nil {
 					s.errs++
@@ -682,7 +682,7 @@ func testFaultLimit(t *testing.T, bin string) {
 	// holding returns a worker id holding leases of the queue now, preferring
 	// ids (empty: none does).
 	holding := func(ids ...string) string {
-		rows, err := db.Query(ctx, `select claimed_by from job_runs where queue = $1 and status = 1 and locked_until > now()`, queue)
+		rows, err := db.Query(ctx, `select claimed_by from workq.job_runs where queue = $1 and status = 1 and locked_until > now()`, queue)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -920,7 +920,7 @@ func testFaultRestart(t *testing.T, bin string) {
 	for _, mode := range scaled([]string{pgembed.ShutdownFast, pgembed.ShutdownImmediate},
 		[]string{pgembed.ShutdownFast, pgembed.ShutdownImmediate, pgembed.ShutdownFast, pgembed.ShutdownImmediate}) {
 		time.Sleep(1500 * time.Millisecond) // under load
-		r := restart{mode: mode, doneBefore: tolerant("done count", `select count(*) from job_runs where status = 2`)}
+		r := restart{mode: mode, doneBefore: tolerant("done count", `select count(*) from workq.job_runs where status = 2`)}
 		r.from = time.Now()
 		if err := srv.Restart(ctx, mode); err != nil {
 			t.Fatalf("restart (%s): %v", mode, err)
@@ -950,8 +950,8 @@ func testFaultRestart(t *testing.T, bin string) {
 	<-enqueued
 	total := nMsgs + nJobs + len(acked)
 	awaitCond(t, 3*time.Minute, "every item done", func() (bool, string) {
-		n := tolerant("done count", `select (select count(*) from job_runs where status = 2) + (select count(*) from outbox where status = 2)`)
-		all := tolerant("item count", `select (select count(*) from job_runs) + (select count(*) from outbox)`)
+		n := tolerant("done count", `select (select count(*) from workq.job_runs where status = 2) + (select count(*) from workq.outbox where status = 2)`)
+		all := tolerant("item count", `select (select count(*) from workq.job_runs) + (select count(*) from workq.outbox)`)
 		return n == all && all >= total, fmt.Sprintf("%d of %d done (%d acknowledged)", n, all, total)
 	})
 	for _, p := range []*proc{maint.p, workers[0].p, workers[1].p, api.p} {
@@ -969,13 +969,13 @@ func testFaultRestart(t *testing.T, bin string) {
 	var owner string
 	var renewedAfter bool
 	if err := db.QueryRow(ctx, `select owner, expires_at - interval '3 seconds' > $1 and expires_at > clock_timestamp()
-		from workq_locks where name = 'workq.maintenance'`, last).Scan(&owner, &renewedAfter); err != nil || owner != maint.id || !renewedAfter {
+		from workq.workq_locks where name = 'workq.maintenance'`, last).Scan(&owner, &renewedAfter); err != nil || owner != maint.id || !renewedAfter {
 		t.Errorf("maintenance lock: owner %q, renewed after the last restart %t (%v); want held by %s", owner, renewedAfter, err, maint.id)
 	}
 	// Every acknowledged enqueue is there and done; of the failed ones, the
 	// database has those that committed before the connection broke.
 	stored := map[int]int16{}
-	collectRows(t, db, `select (payload->'body'->>'seq')::int, status from job_runs where payload->'body' ? 'seq'`,
+	collectRows(t, db, `select (payload->'body'->>'seq')::int, status from workq.job_runs where payload->'body' ? 'seq'`,
 		func(r struct {
 			Seq    int
 			Status int16
@@ -1198,7 +1198,7 @@ func runClockSkew(t *testing.T, bin string, o pgembed.Options, want time.Duratio
 	})
 	px.Restore()
 	awaitCond(t, 30*time.Second, "three scheduled runs", func() (bool, string) {
-		n := queryScalar[int](t, db, `select count(*) from job_runs where schedule_id is not null`)
+		n := queryScalar[int](t, db, `select count(*) from workq.job_runs where schedule_id is not null`)
 		return n >= 3, fmt.Sprintf("%d runs", n)
 	})
 	if out, errOut, code := runWorkq(t, bin, env, 30*time.Second, "schedules", "disable", "tick"); code != 0 {
@@ -1206,13 +1206,13 @@ func runClockSkew(t *testing.T, bin string, o pgembed.Options, want time.Duratio
 	}
 	var r skewRun
 	r.Offset = off.Offset
-	if err := db.QueryRow(ctx, `select expires_at - clock_timestamp() from workq_locks where name = 'workq.maintenance'`).Scan(&r.LeaderRemaining); err != nil {
+	if err := db.QueryRow(ctx, `select expires_at - clock_timestamp() from workq.workq_locks where name = 'workq.maintenance'`).Scan(&r.LeaderRemaining); err != nil {
 		t.Fatal(err)
 	}
 	awaitCond(t, time.Minute, "every item done", func() (bool, string) {
 		var n, all int
 		if err := db.QueryRow(ctx, `select count(*) filter (where status = 2), count(*) from (
-			select status from job_runs union all select status from outbox) t`).Scan(&n, &all); err != nil {
+			select status from workq.job_runs union all select status from workq.outbox) t`).Scan(&n, &all); err != nil {
 			t.Fatal(err)
 		}
 		return n == all, fmt.Sprintf("%d of %d done", n, all)
@@ -1222,7 +1222,7 @@ func runClockSkew(t *testing.T, bin string, o pgembed.Options, want time.Duratio
 	h := loadHistory(t, db, rc, off)
 	h.check(t, historyOpts{AllDone: true})
 	modes := map[int64]string{}
-	collectRows(t, db, `select id, coalesce(payload->'body'->>'mode', 'none') from job_runs`, func(r struct {
+	collectRows(t, db, `select id, coalesce(payload->'body'->>'mode', 'none') from workq.job_runs`, func(r struct {
 		ID   int64
 		Mode string
 	}) {
@@ -1277,7 +1277,7 @@ func runClockSkew(t *testing.T, bin string, o pgembed.Options, want time.Duratio
 
 	// Schedule slots are even seconds of the database clock, made soon
 	// after they fell due.
-	collectRows(t, db, `select scheduled_time, created_at from job_runs where schedule_id is not null`, func(sr struct {
+	collectRows(t, db, `select scheduled_time, created_at from workq.job_runs where schedule_id is not null`, func(sr struct {
 		Slot, Created time.Time
 	}) {
 		if sr.Slot.Second()%2 != 0 || sr.Slot.Nanosecond() != 0 {

@@ -123,11 +123,11 @@ var historySQL = []string{
 		end if;
 		return null;
 	end $$`,
-	`create trigger fault_history after update on job_runs for each row execute function fault_history_row()`,
-	`create trigger fault_history after update on outbox for each row execute function fault_history_row()`,
-	`create trigger fault_statements after update on job_runs referencing new table as changed
+	`create trigger fault_history after update on workq.job_runs for each row execute function fault_history_row()`,
+	`create trigger fault_history after update on workq.outbox for each row execute function fault_history_row()`,
+	`create trigger fault_statements after update on workq.job_runs referencing new table as changed
 		for each statement execute function fault_statement_log()`,
-	`create trigger fault_statements after update on outbox referencing new table as changed
+	`create trigger fault_statements after update on workq.outbox referencing new table as changed
 		for each statement execute function fault_statement_log()`,
 }
 
@@ -610,17 +610,17 @@ func loadHistory(t *testing.T, db *pgxpool.Pool, rc *receiver, off clockOffset) 
 		}
 		return it
 	}
-	collectRows(t, db, `select 'job_runs', id, queue, status, attempts, max_attempts, null::text, 0::bigint from job_runs
-		union all select 'outbox', id, queue, status, attempts, max_attempts, partition_key, coalesce(key_seq, 0) from outbox`,
+	collectRows(t, db, `select 'job_runs', id, queue, status, attempts, max_attempts, null::text, 0::bigint from workq.job_runs
+		union all select 'outbox', id, queue, status, attempts, max_attempts, partition_key, coalesce(key_seq, 0) from workq.outbox`,
 		func(r itemRow) { item(r.Table, r.ID).itemRow = r })
 	collectRows(t, db, `select seq, at, stmt_at, tbl, item_id, queue, event, old_status, new_status, lease_version, attempts, max_attempts,
 			token, locked_until, run_at, claimed_by, partition_key, app from fault_history order by at, seq`,
 		func(e histEvent) { it := item(e.Table, e.ItemID); it.Events = append(it.Events, e) })
 	collectRows(t, db, `select work_table, item_id, attempt, lease_version, owner_token::text, worker_id, finished_at, outcome, error
-			from runs where work_table in ('job_runs', 'outbox') order by finished_at, lease_version`,
+			from workq.runs where work_table in ('job_runs', 'outbox') order by finished_at, lease_version`,
 		func(r runRow) { it := item(r.Table, r.ItemID); it.Runs = append(it.Runs, r) })
 	collectRows(t, db, `select h.tbl, coalesce(h.item_id, o.id, -1), h.attempt, h.partition_key, h.started_at, h.ended_at, h.outcome
-			from fault_handler h left join outbox o on o.message_id = h.message_id order by h.started_at`,
+			from fault_handler h left join workq.outbox o on o.message_id = h.message_id order by h.started_at`,
 		func(r handlerRow) { it := item(r.Table, r.ItemID); it.Handlers = append(it.Handlers, r) })
 	collectRows(t, db, `select at, tbl, statement, rows, app from fault_statements order by at`,
 		func(r statementRow) { h.Statements = append(h.Statements, r) })

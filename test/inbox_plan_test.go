@@ -26,7 +26,7 @@ func TestInboxPlans(t *testing.T) {
 			defer cancel()
 			conn := mustConnect(t, testdb.URL(t))
 			if stale {
-				if _, err := conn.Exec(ctx, "analyze inbox"); err != nil {
+				if _, err := conn.Exec(ctx, "analyze workq.inbox"); err != nil {
 					t.Fatal(err)
 				}
 				fillRows(t, ctx, conn, "inbox")

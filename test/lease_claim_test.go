@@ -243,7 +243,7 @@ func TestLeaseClaimOrder(t *testing.T) {
 			// InboxReceive has no delay (a message is due on arrival): hold
 			// a new row back by hand.
 			if delayMs > 0 && rows[0].Inserted {
-				if _, err := e.pool.Exec(e.ctx, "update inbox set run_at = now() + $1 * interval '1 millisecond' where id = $2", delayMs, rows[0].ID); err != nil {
+				if _, err := e.pool.Exec(e.ctx, "update workq.inbox set run_at = now() + $1 * interval '1 millisecond' where id = $2", delayMs, rows[0].ID); err != nil {
 					t.Fatal(err)
 				}
 			}

@@ -203,7 +203,7 @@ func TestLeaseEnqueueInboxReceive(t *testing.T) {
 		t.Fatalf("first receive: %+v, want inserted, same payload, ready", first)
 	}
 	var xmin string
-	e.scalar(&xmin, "select xmin::text from inbox where id = $1", first.ID)
+	e.scalar(&xmin, "select xmin::text from workq.inbox where id = $1", first.ID)
 	// The same JSON value written differently, then another value: neither
 	// is inserted, and neither writes the stored row (its xmin stays).
 	got := rec([]string{"m-1", "m-1"}, []string{`{"currency":"EUR","amount":10}`, `{"amount": 11, "currency": "EUR"}`})
@@ -214,7 +214,7 @@ func TestLeaseEnqueueInboxReceive(t *testing.T) {
 		t.Fatalf("repeat with another payload: %+v, want id %d, same_payload = false", got[1], first.ID)
 	}
 	var after string
-	e.scalar(&after, "select xmin::text from inbox where id = $1", first.ID)
+	e.scalar(&after, "select xmin::text from workq.inbox where id = $1", first.ID)
 	if after != xmin {
 		t.Fatalf("a repeat wrote the stored row (xmin %s -> %s)", xmin, after)
 	}

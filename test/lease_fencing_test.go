@@ -198,7 +198,7 @@ func TestLeaseReapRaceFree(t *testing.T) {
 						}
 						var left int
 						if err := e.pool.QueryRow(e.ctx, fmt.Sprintf(
-							"select count(*) from %s where status = 1 and locked_until <= now()", tbl.name)).Scan(&left); err != nil {
+							"select count(*) from workq.%s where status = 1 and locked_until <= now()", tbl.name)).Scan(&left); err != nil {
 							errs[r] = err
 							return
 						}
@@ -272,7 +272,7 @@ func TestLeaseReapRaceFree(t *testing.T) {
 				token    *uuid.UUID
 			}
 			final := make(map[int64]state, rows)
-			qrows, err := e.pool.Query(e.ctx, fmt.Sprintf("select id, status, attempts, lease_version, owner_token from %s", tbl.name))
+			qrows, err := e.pool.Query(e.ctx, fmt.Sprintf("select id, status, attempts, lease_version, owner_token from workq.%s", tbl.name))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -317,7 +317,7 @@ func TestLeaseReapRaceFree(t *testing.T) {
 			runs := make(map[int64]archived)
 			rrows, err := e.pool.Query(e.ctx, `select item_id, count(*), count(*) filter (where outcome = 'expired'),
 				max(attempt), max(lease_version), (array_agg(owner_token))[1]
-				from runs where work_table = $1 group by item_id`, tbl.name)
+				from workq.runs where work_table = $1 group by item_id`, tbl.name)
 			if err != nil {
 				t.Fatal(err)
 			}

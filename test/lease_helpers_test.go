@@ -500,7 +500,7 @@ func (e *leaseEnv) scalar(dst any, sql string, args ...any) {
 func (e *leaseEnv) count(where string, args ...any) int {
 	e.t.Helper()
 	var n int
-	e.scalar(&n, fmt.Sprintf("select count(*) from %s where %s", e.tbl.name, where), args...)
+	e.scalar(&n, fmt.Sprintf("select count(*) from workq.%s where %s", e.tbl.name, where), args...)
 	return n
 }
 

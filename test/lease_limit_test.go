@@ -94,7 +94,7 @@ func TestLeaseGlobalLimitUnderConcurrency(t *testing.T) {
 		for ctx.Err() == nil {
 			var n int64
 			err := e.pool.QueryRow(e.ctx,
-				`select count(*) from job_runs where queue = 'limited' and status = 1 and locked_until > now()`).Scan(&n)
+				`select count(*) from workq.job_runs where queue = 'limited' and status = 1 and locked_until > now()`).Scan(&n)
 			if err != nil {
 				fail(fmt.Errorf("sampler: %w", err))
 				return

@@ -245,7 +245,7 @@ var planFillColumns = map[string][2]string{
 func fillForPlans(t *testing.T, ctx context.Context, conn *pgx.Conn, table string) {
 	t.Helper()
 	fillRows(t, ctx, conn, table)
-	if _, err := conn.Exec(ctx, "analyze "+table); err != nil {
+	if _, err := conn.Exec(ctx, "analyze workq."+table); err != nil {
 		t.Fatalf("analyze %s: %v", table, err)
 	}
 }
@@ -255,7 +255,7 @@ func fillRows(t *testing.T, ctx context.Context, conn *pgx.Conn, table string) {
 	t.Helper()
 	cols := planFillColumns[table]
 	sql := fmt.Sprintf(`
-insert into %[1]s (queue, %[2]s, status, priority, run_at, owner_token, locked_until, claimed_at, claimed_by,
+insert into workq.%[1]s (queue, %[2]s, status, priority, run_at, owner_token, locked_until, claimed_at, claimed_by,
                    attempts, lease_version, finished_at)
 select case when i > 60000 then 'backlog' else 'q' end, %[3]s, st, (i %% 3)::smallint,
        now() - (200000 - i) * interval '1 second',
@@ -308,7 +308,7 @@ func leasePlans(t *testing.T, tbl leaseTable, stale bool) {
 				// Statistics gathered on an empty table (a fresh install, or
 				// a VACUUM ANALYZE after a cleanup), then 100k rows: what
 				// the planner knows is wrong by five orders of magnitude.
-				if _, err := conn.Exec(ctx, "analyze "+table); err != nil {
+				if _, err := conn.Exec(ctx, "analyze workq."+table); err != nil {
 					t.Fatal(err)
 				}
 				fillRows(t, ctx, conn, table)
@@ -418,7 +418,7 @@ func leasePlans(t *testing.T, tbl leaseTable, stale bool) {
 
 			// The global limit's count in workq_claim_budget.
 			budget := explainCustom(t, ctx, conn, fmt.Sprintf(
-				"select count(*) from %s where queue = $1 and status = 1 and locked_until > now()", table), "q")
+				"select count(*) from workq.%s where queue = $1 and status = 1 and locked_until > now()", table), "q")
 			if budget.seqScans(table) || !budget.usesIndex(inProgressIndex) {
 				t.Errorf("the live-lease count of workq_claim_budget does not use %s:\n%s", inProgressIndex, budget)
 			}
@@ -627,10 +627,10 @@ func TestRunsPlans(t *testing.T) {
 	defer cancel()
 	conn := mustConnect(t, testdb.URL(t))
 	if _, err := conn.Exec(ctx, `
-insert into runs (run_id, work_table, item_id, queue, attempt, lease_version, owner_token, worker_id, started_at, finished_at, outcome)
-select workq_run_id(tb, i, v), tb, i, 'q', v, v, md5(i::text)::uuid, 'w', now() - interval '1 hour', now() - (200000 - i) * interval '1 second', 'done'
+insert into workq.runs (run_id, work_table, item_id, queue, attempt, lease_version, owner_token, worker_id, started_at, finished_at, outcome)
+select workq.workq_run_id(tb, i, v), tb, i, 'q', v, v, md5(i::text)::uuid, 'w', now() - interval '1 hour', now() - (200000 - i) * interval '1 second', 'done'
 from generate_series(1, 25000) i, generate_series(1, 2) v, unnest(array['job_runs', 'outbox']) tb;
-analyze runs`); err != nil {
+analyze workq.runs`); err != nil {
 		t.Fatal(err)
 	}
 	for _, c := range []struct {

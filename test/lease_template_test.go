@@ -23,12 +23,12 @@ func TestEveryWorkTableHasTheLeaseTemplateColumns(t *testing.T) {
 		t.Fatal(err)
 	}
 	body := string(b)
-	start := strings.Index(body, "create table workq_lease_table (")
+	start := strings.Index(body, "create table workq.workq_lease_table (")
 	if start < 0 {
 		t.Fatal("lease_table.sql has no create table workq_lease_table")
 	}
-	body = body[start+len("create table workq_lease_table (") : strings.LastIndex(body, ");")]
-	col := regexp.MustCompile(`^\s*(\w+)\s+(\w+)(.*)$`)
+	body = body[start+len("create table workq.workq_lease_table (") : strings.LastIndex(body, ");")]
+	col := regexp.MustCompile(`^\s*(\w+)\s+(?:workq\.)?(\w+)(.*)$`)
 	type column struct{ typ, notNull string }
 	want := map[string]column{}
 	for _, line := range strings.Split(body, "\n") {
@@ -47,7 +47,7 @@ func TestEveryWorkTableHasTheLeaseTemplateColumns(t *testing.T) {
 			from pg_attribute a
 			join pg_type t on t.oid = a.atttypid
 			left join pg_type d on d.oid = t.oid and t.typtype = 'd'
-			where a.attrelid = $1::regclass and a.attnum > 0 and not a.attisdropped`, string(tb))
+			where a.attrelid = $1::regclass and a.attnum > 0 and not a.attisdropped`, "workq."+string(tb))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -35,7 +35,7 @@ func TestMigrationsRoundTrip(t *testing.T) {
 	conn := mustConnect(t, url)
 	var left int
 	if err := conn.QueryRow(ctx, `select count(*) from pg_class c join pg_namespace n on n.oid = c.relnamespace
-		where n.nspname = 'public' and c.relname <> 'goose_db_version' and c.relname not like 'goose_db_version%'`).Scan(&left); err != nil {
+		where n.nspname in ('public', 'workq') and c.relname not like 'workq_migrations%'`).Scan(&left); err != nil {
 		t.Fatal(err)
 	}
 	if left != 0 {
@@ -43,7 +43,7 @@ func TestMigrationsRoundTrip(t *testing.T) {
 	}
 	var fns int
 	if err := conn.QueryRow(ctx, `select count(*) from pg_proc p join pg_namespace n on n.oid = p.pronamespace
-		where n.nspname = 'public'`).Scan(&fns); err != nil {
+		where n.nspname in ('public', 'workq')`).Scan(&fns); err != nil {
 		t.Fatal(err)
 	}
 	if fns != 0 {

@@ -148,7 +148,7 @@ type lockRow struct {
 func readLock(ctx context.Context, db *pgxpool.Pool) (lockRow, error) {
 	var l lockRow
 	err := db.QueryRow(ctx, `select owner, token, expires_at, acquired_at, expires_at > clock_timestamp()
-		from workq_locks where name = $1`, maintain.DefaultLockName).Scan(&l.Owner, &l.Token, &l.ExpiresAt, &l.AcquiredAt, &l.Held)
+		from workq.workq_locks where name = $1`, maintain.DefaultLockName).Scan(&l.Owner, &l.Token, &l.ExpiresAt, &l.AcquiredAt, &l.Held)
 	return l, err
 }
 
@@ -256,7 +256,7 @@ func leaderFailover(t *testing.T, bin, url, procURL string) {
 	a := maint("maint-a")
 	lockA := awaitLeader(t, db, "maint-a", 15*time.Second)
 	awaitCount(t, db, 15*time.Second, "the leader reaps fo-a", perQueue,
-		`select count(*) from runs where queue = 'fo-a' and outcome = 'expired'`)
+		`select count(*) from workq.runs where queue = 'fo-a' and outcome = 'expired'`)
 
 	b := maint("maint-b")
 	// b is competing once one of its connections has run the acquire
@@ -287,7 +287,7 @@ func leaderFailover(t *testing.T, bin, url, procURL string) {
 	t.Logf("maint-b took over %s after the kill (database clock), token %d -> %d, lock TTL %s",
 		takeover.Round(time.Millisecond), lockA.Token, lockB.Token, ttl)
 	awaitCount(t, db, 15*time.Second, "the new leader reaps fo-b", perQueue,
-		`select count(*) from runs where queue = 'fo-b' and outcome = 'expired'`)
+		`select count(*) from workq.runs where queue = 'fo-b' and outcome = 'expired'`)
 	seen := stopWatch()
 
 	if lockB.Token <= lockA.Token {
@@ -336,7 +336,7 @@ func leaderFailover(t *testing.T, bin, url, procURL string) {
 	// only after maint-b took over; every lost attempt archived once.
 	ctx := context.Background()
 	rows, err := db.Query(ctx, `select j.queue, j.id, j.status, j.attempts, count(r.run_id), min(r.finished_at), max(r.finished_at)
-		from job_runs j left join runs r on r.work_table = 'job_runs' and r.item_id = j.id and r.outcome = 'expired'
+		from workq.job_runs j left join workq.runs r on r.work_table = 'job_runs' and r.item_id = j.id and r.outcome = 'expired'
 		group by j.queue, j.id order by j.id`)
 	if err != nil {
 		t.Fatal(err)
@@ -427,7 +427,7 @@ func testMultiPause(t *testing.T, bin string) {
 			"--exec-allow", "sleep", "--concurrency", "2", "--batch", "2", "--poll", "200ms", "--lease", "10s", "--worker-id", id))
 	}
 	awaitCond(t, 20*time.Second, "every worker process claims", func() (bool, string) {
-		n := queryScalar[int](t, db, `select count(distinct claimed_by) from job_runs where queue = $1`, queue)
+		n := queryScalar[int](t, db, `select count(distinct claimed_by) from workq.job_runs where queue = $1`, queue)
 		return n == len(workers), fmt.Sprintf("%d processes claimed", n)
 	})
 
@@ -439,7 +439,7 @@ func testMultiPause(t *testing.T, bin string) {
 	// no row may be claimed later than this.
 	pausedAt := dbClock(t, db)
 	var inFlight []int64
-	rows, err := db.Query(ctx, `select id from job_runs where queue = $1 and status = 1`, queue)
+	rows, err := db.Query(ctx, `select id from workq.job_runs where queue = $1 and status = 1`, queue)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -455,10 +455,10 @@ func testMultiPause(t *testing.T, bin string) {
 
 	// The items in flight finish (done, not released or failed).
 	awaitCond(t, 30*time.Second, "the items in flight at the pause finish", func() (bool, string) {
-		n := queryScalar[int](t, db, `select count(*) from job_runs where queue = $1 and (status = 1 or (id = any($2) and status <> 2))`, queue, inFlight)
+		n := queryScalar[int](t, db, `select count(*) from workq.job_runs where queue = $1 and (status = 1 or (id = any($2) and status <> 2))`, queue, inFlight)
 		return n == 0, fmt.Sprintf("%d in flight or not done", n)
 	})
-	ready := queryScalar[int](t, db, `select count(*) from job_runs where queue = $1 and status = 0`, queue)
+	ready := queryScalar[int](t, db, `select count(*) from workq.job_runs where queue = $1 and status = 0`, queue)
 	if ready == 0 {
 		t.Fatal("the queue drained before the pause took effect: nothing left to hold back")
 	}
@@ -470,7 +470,7 @@ func testMultiPause(t *testing.T, bin string) {
 	for time.Now().Before(watchEnd) {
 		var inProgress, late, nowReady int
 		if err := db.QueryRow(ctx, `select count(*) filter (where status = 1), count(*) filter (where claimed_at > $2),
-			count(*) filter (where status = 0) from job_runs where queue = $1`, queue, pausedAt).Scan(&inProgress, &late, &nowReady); err != nil {
+			count(*) filter (where status = 0) from workq.job_runs where queue = $1`, queue, pausedAt).Scan(&inProgress, &late, &nowReady); err != nil {
 			t.Fatal(err)
 		}
 		if inProgress != 0 || late != 0 || nowReady != ready {
@@ -495,13 +495,13 @@ func testMultiPause(t *testing.T, bin string) {
 		t.Fatalf("queue resume: exit %d, stdout %q, stderr %q", code, out, errOut)
 	}
 	awaitCount(t, db, 60*time.Second, "every item done after the resume", total+1,
-		`select count(*) from job_runs where queue = $1 and status = 2`, queue)
+		`select count(*) from workq.job_runs where queue = $1 and status = 2`, queue)
 	var once, doneRuns, resumedBy int
 	if err := db.QueryRow(ctx, `select count(*) filter (where attempts = 1), count(distinct claimed_by) filter (where claimed_at > $2)
-		from job_runs where queue = $1`, queue, pausedAt).Scan(&once, &resumedBy); err != nil {
+		from workq.job_runs where queue = $1`, queue, pausedAt).Scan(&once, &resumedBy); err != nil {
 		t.Fatal(err)
 	}
-	doneRuns = queryScalar[int](t, db, `select count(*) from runs where queue = $1 and outcome = 'done'`, queue)
+	doneRuns = queryScalar[int](t, db, `select count(*) from workq.runs where queue = $1 and outcome = 'done'`, queue)
 	if once != total+1 || doneRuns != total+1 {
 		t.Errorf("%d items done on their first attempt, %d done runs archived; want %d each", once, doneRuns, total+1)
 	}
@@ -544,9 +544,9 @@ func testMultiRetention(t *testing.T, bin string) {
 			select 'runs', txid_current(), count(*), 0, max(finished_at) from gone;
 			return null;
 		end $$`,
-		`create trigger job_runs_deletions after delete on job_runs referencing old table as gone
+		`create trigger job_runs_deletions after delete on workq.job_runs referencing old table as gone
 			for each statement execute function log_job_runs_deletes()`,
-		`create trigger runs_deletions after delete on runs referencing old table as gone
+		`create trigger runs_deletions after delete on workq.runs referencing old table as gone
 			for each statement execute function log_runs_deletes()`,
 	} {
 		if _, err := db.Exec(ctx, sql); err != nil {
@@ -557,13 +557,13 @@ func testMultiRetention(t *testing.T, bin string) {
 	// runs that ended about two hours ago.
 	seedOld := func(n int) {
 		t.Helper()
-		if _, err := db.Exec(ctx, `insert into job_runs (queue, kind, status, attempts, finished_at, created_at)
+		if _, err := db.Exec(ctx, `insert into workq.job_runs (queue, kind, status, attempts, finished_at, created_at)
 			select 'old', 'k', case when i % 5 = 0 then 3 else 2 end, 1,
 			       now() - interval '2 hours' + i * interval '1 millisecond', now() - interval '3 hours'
 			from generate_series(1, $1) i`, n); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := db.Exec(ctx, `insert into runs (run_id, work_table, item_id, queue, attempt, lease_version, owner_token,
+		if _, err := db.Exec(ctx, `insert into workq.runs (run_id, work_table, item_id, queue, attempt, lease_version, owner_token,
 				worker_id, started_at, finished_at, outcome)
 			select gen_random_uuid(), 'job_runs', i, 'old', 1, 1, gen_random_uuid(), 'w',
 			       now() - interval '2 hours', now() - interval '2 hours' + i * interval '1 millisecond', 'done'
@@ -575,11 +575,11 @@ func testMultiRetention(t *testing.T, bin string) {
 	seedOld(old1)
 	// Kept: finished 25 minutes ago (inside the 30 minutes), ready but
 	// delayed, and in progress under a long lease.
-	if _, err := db.Exec(ctx, `insert into job_runs (queue, kind, status, attempts, finished_at)
+	if _, err := db.Exec(ctx, `insert into workq.job_runs (queue, kind, status, attempts, finished_at)
 		select 'recent', 'k', 2, 1, now() - interval '25 minutes' from generate_series(1, 300)`); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := db.Exec(ctx, `insert into runs (run_id, work_table, item_id, queue, attempt, lease_version, owner_token,
+	if _, err := db.Exec(ctx, `insert into workq.runs (run_id, work_table, item_id, queue, attempt, lease_version, owner_token,
 			worker_id, started_at, finished_at, outcome)
 		select gen_random_uuid(), 'job_runs', i, 'recent', 1, 1, gen_random_uuid(), 'w',
 		       now() - interval '26 minutes', now() - interval '25 minutes', 'done'
@@ -597,7 +597,7 @@ func testMultiRetention(t *testing.T, bin string) {
 	live := 0
 	feed := func() { enqueueN(t, db, "live", "noop", nil, 10); live += 10 }
 	feed()
-	awaitCount(t, db, 20*time.Second, "the worker works live items", live, `select count(*) from job_runs where queue = 'live' and status = 2`)
+	awaitCount(t, db, 20*time.Second, "the worker works live items", live, `select count(*) from workq.job_runs where queue = 'live' and status = 2`)
 
 	m := startProc(t, "ret-maintain", bin, env, "maintain", "--worker-id", "ret-maintain", "--leader-ttl", "2s",
 		"--retain-finished", "30m", "--retain-runs", "30m", "--retention-interval", "1s", "--log-format", "json")
@@ -606,8 +606,8 @@ func testMultiRetention(t *testing.T, bin string) {
 		awaitCond(t, 30*time.Second, what, func() (bool, string) {
 			feed() // the worker keeps finishing new items while retention deletes
 			var items, runs int
-			if err := db.QueryRow(ctx, `select (select count(*) from job_runs where queue = 'old'),
-				(select count(*) from runs where queue = 'old')`).Scan(&items, &runs); err != nil {
+			if err := db.QueryRow(ctx, `select (select count(*) from workq.job_runs where queue = 'old'),
+				(select count(*) from workq.runs where queue = 'old')`).Scan(&items, &runs); err != nil {
 				t.Fatal(err)
 			}
 			return items == 0 && runs == 0, fmt.Sprintf("%d old items, %d old runs left", items, runs)
@@ -618,10 +618,10 @@ func testMultiRetention(t *testing.T, bin string) {
 	seedOld(old2)
 	awaitOldGone("the next retention round deletes the newly old rows")
 	awaitCount(t, db, 30*time.Second, "the worker finishes every live item", live,
-		`select count(*) from job_runs where queue = 'live' and status = 2`)
+		`select count(*) from workq.job_runs where queue = 'live' and status = 2`)
 
 	counts := map[string]int{}
-	rows, err := db.Query(ctx, `select queue, count(*) from job_runs group by queue`)
+	rows, err := db.Query(ctx, `select queue, count(*) from workq.job_runs group by queue`)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -639,13 +639,13 @@ func testMultiRetention(t *testing.T, bin string) {
 	if want := map[string]int{"recent": 300, "delayed": 1, "held": 20, "live": live}; fmt.Sprint(counts) != fmt.Sprint(want) {
 		t.Errorf("job runs left by queue %v; want %v", counts, want)
 	}
-	if n := queryScalar[int](t, db, `select count(*) from job_runs where queue = 'held' and status = 1`); n != 20 {
+	if n := queryScalar[int](t, db, `select count(*) from workq.job_runs where queue = 'held' and status = 1`); n != 20 {
 		t.Errorf("%d of the 20 held items still in progress", n)
 	}
-	if n := queryScalar[int](t, db, `select count(*) from runs where queue = 'recent'`); n != 200 {
+	if n := queryScalar[int](t, db, `select count(*) from workq.runs where queue = 'recent'`); n != 200 {
 		t.Errorf("%d of the 200 recent archived runs left", n)
 	}
-	if n := queryScalar[int](t, db, `select count(*) from runs where queue = 'live' and outcome = 'done'`); n != live {
+	if n := queryScalar[int](t, db, `select count(*) from workq.runs where queue = 'live' and outcome = 'done'`); n != live {
 		t.Errorf("%d archived runs of the %d live items", n, live)
 	}
 

@@ -37,7 +37,7 @@ func addJoinMembers(t *testing.T, ctx context.Context, db workqtype.DB, joinID i
 
 func insertJoinMembers(ctx context.Context, db workqtype.DB, joinID int64, queue string, n, maxAttempts int) ([]int64, error) {
 	rows, err := db.Query(ctx, `
-insert into outbox (queue, topic, payload, join_id, max_attempts)
+insert into workq.outbox (queue, topic, payload, join_id, max_attempts)
 select $1, 'member', jsonb_build_object('n', i), $2, $4 from generate_series(1, $3::integer) i
 returning id`, queue, joinID, n, maxAttempts)
 	if err != nil {
@@ -58,7 +58,7 @@ type joinOutcome struct {
 func joinOutcomes(t *testing.T, ctx context.Context, db workqtype.DB, id int64) []joinOutcome {
 	t.Helper()
 	rows, err := db.Query(ctx, `
-select topic, headers ->> 'workq-join-outcome', message_id from outbox
+select topic, headers ->> 'workq-join-outcome', message_id from workq.outbox
 where headers ->> 'workq-join-id' = $1::bigint::text order by id`, id)
 	if err != nil {
 		t.Fatal(err)
@@ -182,7 +182,7 @@ func TestJoinCompletesExactlyOnceUnderConcurrentCompletion(t *testing.T) {
 	// with the spec's payload and headers plus the join's.
 	var n int
 	var payload, headers []byte
-	if err := pool.QueryRow(ctx, `select count(*) over (), payload, headers from outbox where queue = 'outcomes' limit 1`).Scan(&n, &payload, &headers); err != nil {
+	if err := pool.QueryRow(ctx, `select count(*) over (), payload, headers from workq.outbox where queue = 'outcomes' limit 1`).Scan(&n, &payload, &headers); err != nil {
 		t.Fatal(err)
 	}
 	var h map[string]string
@@ -264,7 +264,7 @@ func TestJoinCountsReaperFailedMember(t *testing.T) {
 	}
 	// The worker "crashed": its lease runs out (moved into the past rather
 	// than waited for; locked_until is no column the join triggers look at).
-	if _, err := pool.Exec(ctx, `update outbox set locked_until = now() - interval '1 second' where id = $1`, c.Items[0].ID); err != nil {
+	if _, err := pool.Exec(ctx, `update workq.outbox set locked_until = now() - interval '1 second' where id = $1`, c.Items[0].ID); err != nil {
 		t.Fatal(err)
 	}
 	reaped, err := e.ReapExpired(ctx, "", 10)
@@ -492,7 +492,7 @@ func TestJoinRolledBack(t *testing.T) {
 		t.Fatal(err)
 	}
 	var joins, messages int
-	if err := pool.QueryRow(ctx, `select (select count(*) from outbox_joins), (select count(*) from outbox)`).Scan(&joins, &messages); err != nil {
+	if err := pool.QueryRow(ctx, `select (select count(*) from workq.outbox_joins), (select count(*) from workq.outbox)`).Scan(&joins, &messages); err != nil {
 		t.Fatal(err)
 	}
 	if joins != 0 || messages != 0 {
@@ -563,7 +563,7 @@ func TestJoinValidation(t *testing.T) {
 		t.Errorf("FailExpiredJoins max 0: %v", err)
 	}
 	var n int
-	if err := pool.QueryRow(ctx, `select (select count(*) from outbox_joins) + (select count(*) from outbox)`).Scan(&n); err != nil || n != 0 {
+	if err := pool.QueryRow(ctx, `select (select count(*) from workq.outbox_joins) + (select count(*) from workq.outbox)`).Scan(&n); err != nil || n != 0 {
 		t.Fatalf("rows written: %d, %v", n, err)
 	}
 }
@@ -589,17 +589,17 @@ func TestJoinAttachRules(t *testing.T) {
 		{"unknown join", func() error { _, err := insertJoinMembers(ctx, pool, 999999, "q", 1, 4); return err }, outbox.ErrJoinNotFound},
 		{"too many members", func() error { _, err := insertJoinMembers(ctx, pool, j.ID, "q", 2, 4); return err }, outbox.ErrJoinFull},
 		{"finished member", func() error {
-			return exec(`insert into outbox (topic, join_id, status, finished_at) values ('m', $1, 2, now())`, j.ID)
+			return exec(`insert into workq.outbox (topic, join_id, status, finished_at) values ('m', $1, 2, now())`, j.ID)
 		}, outbox.ErrJoinMemberFinished},
-		{"moved to another join", func() error { return exec(`update outbox set join_id = $1 where id = $2`, other.ID, ids[0]) }, outbox.ErrJoinFixed},
-		{"detached", func() error { return exec(`update outbox set join_id = null where id = $1`, ids[0]) }, outbox.ErrJoinFixed},
+		{"moved to another join", func() error { return exec(`update workq.outbox set join_id = $1 where id = $2`, other.ID, ids[0]) }, outbox.ErrJoinFixed},
+		{"detached", func() error { return exec(`update workq.outbox set join_id = null where id = $1`, ids[0]) }, outbox.ErrJoinFixed},
 		{"attached later", func() error {
 			var id int64
-			if err := pool.QueryRow(ctx, `insert into outbox (topic) values ('plain') returning id`).Scan(&id); err != nil {
+			if err := pool.QueryRow(ctx, `insert into workq.outbox (topic) values ('plain') returning id`).Scan(&id); err != nil {
 				return err
 			}
-			defer func() { _, _ = pool.Exec(ctx, `delete from outbox where id = $1`, id) }()
-			return exec(`update outbox set join_id = $1 where id = $2`, j.ID, id)
+			defer func() { _, _ = pool.Exec(ctx, `delete from workq.outbox where id = $1`, id) }()
+			return exec(`update workq.outbox set join_id = $1 where id = $2`, j.ID, id)
 		}, outbox.ErrJoinFixed},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -609,7 +609,7 @@ func TestJoinAttachRules(t *testing.T) {
 		})
 	}
 	var members int
-	if err := pool.QueryRow(ctx, `select count(*) from outbox where join_id = $1`, j.ID).Scan(&members); err != nil || members != 1 {
+	if err := pool.QueryRow(ctx, `select count(*) from workq.outbox where join_id = $1`, j.ID).Scan(&members); err != nil || members != 1 {
 		t.Fatalf("members: %d, %v", members, err)
 	}
 	if got := getJoin(t, ctx, pool, j.ID); got.Attached != 1 {
@@ -620,7 +620,7 @@ func TestJoinAttachRules(t *testing.T) {
 	}
 	// A member deleted before it ended (cancelled) counts as failed.
 	ids2 := addJoinMembers(t, ctx, pool, j.ID, "q", 1, 4)
-	if _, err := pool.Exec(ctx, `delete from outbox where id = any($1)`, append(ids, ids2...)); err != nil {
+	if _, err := pool.Exec(ctx, `delete from workq.outbox where id = any($1)`, append(ids, ids2...)); err != nil {
 		t.Fatal(err)
 	}
 	got := getJoin(t, ctx, pool, j.ID)
@@ -638,20 +638,20 @@ func TestJoinPlans(t *testing.T) {
 	defer cancel()
 	conn := mustConnect(t, testdb.URL(t))
 	if _, err := conn.Exec(ctx, `
-insert into outbox_joins (expected_steps, on_complete_topic, deadline, status, finished_at, fail_reason)
+insert into workq.outbox_joins (expected_steps, on_complete_topic, deadline, status, finished_at, fail_reason)
 select 3, 't', case when i % 4 = 0 then now() + (i % 100 - 50) * interval '1 minute' end,
        case when i % 10 = 0 then 0 when i % 10 = 1 then 3 else 2 end,
        case when i % 10 <> 0 then now() end,
        case when i % 10 = 1 then 'deadline' end
 from generate_series(1, 50000) i;
-analyze outbox_joins`); err != nil {
+analyze workq.outbox_joins`); err != nil {
 		t.Fatal(err)
 	}
 	var src string
 	if err := conn.QueryRow(ctx, `select prosrc from pg_proc where proname = 'workq_outbox_join_count'`).Scan(&src); err != nil {
 		t.Fatal(err)
 	}
-	m := regexp.MustCompile(`(?s)update outbox_joins set.*?where id = new\.join_id`).FindString(src)
+	m := regexp.MustCompile(`(?s)update workq.outbox_joins set.*?where id = new\.join_id`).FindString(src)
 	if m == "" {
 		t.Fatalf("no counting update in workq_outbox_join_count:\n%s", src)
 	}
@@ -675,7 +675,7 @@ analyze outbox_joins`); err != nil {
 	if err := conn.QueryRow(ctx, `select prosrc from pg_proc where proname = 'workq_lock_joins'`).Scan(&src); err != nil {
 		t.Fatal(err)
 	}
-	m = regexp.MustCompile(`(?s)select j\.id from outbox_joins j.*?for no key update of j`).FindString(src)
+	m = regexp.MustCompile(`(?s)select j\.id from workq.outbox_joins j.*?for no key update of j`).FindString(src)
 	if m == "" {
 		t.Fatalf("no locking select in workq_lock_joins:\n%s", src)
 	}
@@ -743,7 +743,7 @@ func TestJoinConcurrentCompletionsNeverDeadlock(t *testing.T) {
 	failing := map[int64]bool{}
 	for w := range workers {
 		rows, err := admin.Query(ctx, `
-insert into outbox (queue, topic, payload, join_id)
+insert into workq.outbox (queue, topic, payload, join_id)
 select $1, 'member', jsonb_build_object('m', m.m), j.id
 from generate_series($2::integer, $3::integer - 1, $4::integer) with ordinality m(m, round),
      unnest($5::bigint[]) with ordinality j(id, k)
@@ -851,7 +851,7 @@ returning id, join_id, (payload ->> 'm')::integer`,
 	// The control: two transactions that lock two joins crosswise deadlock,
 	// and the count shows it.
 	c1, c2 := mustConnect(t, url), mustConnect(t, url)
-	lock := `update outbox_joins set updated_at = now() where id = $1`
+	lock := `update workq.outbox_joins set updated_at = now() where id = $1`
 	for _, s := range []struct {
 		c  *pgx.Conn
 		id int64

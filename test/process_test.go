@@ -162,7 +162,7 @@ type procJob struct {
 func readProcJob(t *testing.T, conn *pgx.Conn, id int64) procJob {
 	t.Helper()
 	var j procJob
-	if err := conn.QueryRow(context.Background(), "select status, attempts, claimed_by, last_error from job_runs where id = $1", id).
+	if err := conn.QueryRow(context.Background(), "select status, attempts, claimed_by, last_error from workq.job_runs where id = $1", id).
 		Scan(&j.Status, &j.Attempts, &j.ClaimedBy, &j.LastError); err != nil {
 		t.Fatalf("read job %d: %v", id, err)
 	}
@@ -193,7 +193,7 @@ type procRun struct {
 
 func readProcRuns(t *testing.T, conn *pgx.Conn, id int64) []procRun {
 	t.Helper()
-	rows, err := conn.Query(context.Background(), `select attempt, worker_id, outcome, error from runs
+	rows, err := conn.Query(context.Background(), `select attempt, worker_id, outcome, error from workq.runs
 		where work_table = 'job_runs' and item_id = $1 order by finished_at`, id)
 	if err != nil {
 		t.Fatal(err)
@@ -418,7 +418,7 @@ func checkRunDemo(t *testing.T, bin, url, runURL string, throughPooler bool, arg
 	// worker finished across all four tables.
 	var demoRuns, jobsDone, otherFailed int
 	if err := conn.QueryRow(ctx, `select count(*) filter (where schedule_id is null), count(*) filter (where status = 2),
-		count(*) filter (where status = 3 and kind <> 'demo.fail') from job_runs`).Scan(&demoRuns, &jobsDone, &otherFailed); err != nil {
+		count(*) filter (where status = 3 and kind <> 'demo.fail') from workq.job_runs`).Scan(&demoRuns, &jobsDone, &otherFailed); err != nil {
 		t.Fatal(err)
 	}
 	if demoRuns != 50 || jobsDone == 0 {
@@ -429,10 +429,10 @@ func checkRunDemo(t *testing.T, bin, url, runURL string, throughPooler bool, arg
 	}
 	var dbDone, dbFailed, inProgress int
 	err := conn.QueryRow(ctx, `select sum(done), sum(failed), sum(in_progress) from (
-		select count(*) filter (where status = 2) as done, count(*) filter (where status = 3) as failed, count(*) filter (where status = 1) as in_progress from job_runs
-		union all select count(*) filter (where status = 2), count(*) filter (where status = 3), count(*) filter (where status = 1) from outbox
-		union all select count(*) filter (where status = 2), count(*) filter (where status = 3), count(*) filter (where status = 1) from inbox
-		union all select count(*) filter (where status = 2), count(*) filter (where status = 3 and cancelled_at is null), count(*) filter (where status = 1) from timers) t`).
+		select count(*) filter (where status = 2) as done, count(*) filter (where status = 3) as failed, count(*) filter (where status = 1) as in_progress from workq.job_runs
+		union all select count(*) filter (where status = 2), count(*) filter (where status = 3), count(*) filter (where status = 1) from workq.outbox
+		union all select count(*) filter (where status = 2), count(*) filter (where status = 3), count(*) filter (where status = 1) from workq.inbox
+		union all select count(*) filter (where status = 2), count(*) filter (where status = 3 and cancelled_at is null), count(*) filter (where status = 1) from workq.timers) t`).
 		Scan(&dbDone, &dbFailed, &inProgress)
 	if err != nil {
 		t.Fatal(err)
@@ -446,8 +446,8 @@ func checkRunDemo(t *testing.T, bin, url, runURL string, throughPooler bool, arg
 	if inProgress != 0 && throughPooler {
 		var unleased int
 		if err := conn.QueryRow(ctx, `select count(*) from (
-			select locked_until from job_runs where status = 1 union all select locked_until from outbox where status = 1
-			union all select locked_until from inbox where status = 1 union all select locked_until from timers where status = 1) t
+			select locked_until from workq.job_runs where status = 1 union all select locked_until from workq.outbox where status = 1
+			union all select locked_until from workq.inbox where status = 1 union all select locked_until from workq.timers where status = 1) t
 			where locked_until is null or locked_until > now() + interval '10 minutes'`).Scan(&unleased); err != nil {
 			t.Fatal(err)
 		}
@@ -457,10 +457,10 @@ func checkRunDemo(t *testing.T, bin, url, runURL string, throughPooler bool, arg
 		t.Logf("%d items left in progress behind PgBouncer after the stop; their leases expire and the reaper requeues them", inProgress)
 	}
 	for _, q := range []string{
-		`select count(*) from outbox where status = 2 and partition_key is not null`,
-		`select count(*) from outbox where topic = 'demo.order.shipped'`, // the fan-in join's outcome
-		`select count(*) from inbox where status = 2`,
-		`select count(*) from timers where status = 2`,
+		`select count(*) from workq.outbox where status = 2 and partition_key is not null`,
+		`select count(*) from workq.outbox where topic = 'demo.order.shipped'`, // the fan-in join's outcome
+		`select count(*) from workq.inbox where status = 2`,
+		`select count(*) from workq.timers where status = 2`,
 	} {
 		var n int
 		if err := conn.QueryRow(ctx, q).Scan(&n); err != nil || n == 0 {
@@ -511,7 +511,7 @@ func testProcEnqueuePayload(t *testing.T, bin string) {
 	stored := func(id int64) string {
 		t.Helper()
 		var from string
-		if err := conn.QueryRow(context.Background(), "select payload->>'from' from job_runs where id = $1", id).Scan(&from); err != nil {
+		if err := conn.QueryRow(context.Background(), "select payload->>'from' from workq.job_runs where id = $1", id).Scan(&from); err != nil {
 			t.Fatal(err)
 		}
 		return from
@@ -529,7 +529,7 @@ func testProcEnqueuePayload(t *testing.T, bin string) {
 	}
 
 	var before int
-	if err := conn.QueryRow(context.Background(), "select count(*) from job_runs").Scan(&before); err != nil {
+	if err := conn.QueryRow(context.Background(), "select count(*) from workq.job_runs").Scan(&before); err != nil {
 		t.Fatal(err)
 	}
 	for _, tc := range []struct {
@@ -548,7 +548,7 @@ func testProcEnqueuePayload(t *testing.T, bin string) {
 		}
 	}
 	var after int
-	if err := conn.QueryRow(context.Background(), "select count(*) from job_runs").Scan(&after); err != nil {
+	if err := conn.QueryRow(context.Background(), "select count(*) from workq.job_runs").Scan(&after); err != nil {
 		t.Fatal(err)
 	}
 	if after != before {

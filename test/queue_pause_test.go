@@ -76,7 +76,7 @@ func TestQueuePauseResume(t *testing.T) {
 				t.Fatalf("claim after resume: %d items, want 1", len(c.Items))
 			}
 			var w int
-			e.scalar(&w, `select max_in_progress from queue_limits where work_table = $1 and queue = 'paused'`, tbl.name)
+			e.scalar(&w, `select max_in_progress from workq.queue_limits where work_table = $1 and queue = 'paused'`, tbl.name)
 			if w != 5 {
 				t.Fatalf("limit after pause and resume: %d, want 5", w)
 			}
@@ -96,7 +96,7 @@ func TestQueuePauseResume(t *testing.T) {
 		}
 	}
 	var n int
-	db.scalar(&n, `select count(*) from queue_pauses`)
+	db.scalar(&n, `select count(*) from workq.queue_pauses`)
 	if n != 0 {
 		t.Fatalf("%d pauses left after every queue was resumed and bad pauses refused", n)
 	}

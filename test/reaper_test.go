@@ -66,11 +66,11 @@ func TestReaperRunOnceAllTables(t *testing.T) {
 		}
 		var ready, failed, expiredRuns int
 		err := pool.QueryRow(ctx, `select count(*) filter (where status = 0), count(*) filter (where status = 3 and last_error like '%no attempts left%')
-			from `+string(table)).Scan(&ready, &failed)
+			from workq.`+string(table)).Scan(&ready, &failed)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := pool.QueryRow(ctx, `select count(*) from runs where work_table = $1 and outcome = 'expired' and worker_id = 'crashed'`, string(table)).Scan(&expiredRuns); err != nil {
+		if err := pool.QueryRow(ctx, `select count(*) from workq.runs where work_table = $1 and outcome = 'expired' and worker_id = 'crashed'`, string(table)).Scan(&expiredRuns); err != nil {
 			t.Fatal(err)
 		}
 		if ready != 3 || failed != 1 || expiredRuns != 4 {
@@ -110,7 +110,7 @@ func TestReaperGoesOnPastAFailingTable(t *testing.T) {
 		te.waitExpired(te.claimOne(claimParams{queue: "r", workerID: "w", leaseMs: 1}))
 		lapsed = append(lapsed, id)
 	}
-	if _, err := e.pool.Exec(e.ctx, "alter table outbox rename to outbox_unreachable"); err != nil {
+	if _, err := e.pool.Exec(e.ctx, "alter table workq.outbox rename to outbox_unreachable"); err != nil {
 		t.Fatal(err)
 	}
 	r, err := reaper.New(e.pool, time.Second, 100, nil)

@@ -33,7 +33,7 @@ func TestRunIDIsTheSameInSQLAndGo(t *testing.T) {
 	for _, tb := range lease.Tables {
 		for _, c := range cases {
 			var fromSQL uuid.UUID
-			e.scalar(&fromSQL, "select workq_run_id($1, $2, $3)", string(tb), c.id, c.leaseVersion)
+			e.scalar(&fromSQL, "select workq.workq_run_id($1, $2, $3)", string(tb), c.id, c.leaseVersion)
 			fromGo := runID(tb, c.id, c.leaseVersion)
 			if fromSQL != fromGo {
 				t.Errorf("%s id %d lease_version %d: SQL %s, Go %s", tb, c.id, c.leaseVersion, fromSQL, fromGo)
@@ -57,7 +57,7 @@ func TestRunIDIsTheSameInSQLAndGo(t *testing.T) {
 		t.Errorf("RunID of an unregistered table: err %v, want ErrUnknownTable", err)
 	}
 	var dummy uuid.UUID
-	if err := e.pool.QueryRow(e.ctx, "select workq_run_id($1, 1, 1)", "jobs_v2").Scan(&dummy); err == nil || !strings.Contains(err.Error(), "unknown work table") {
+	if err := e.pool.QueryRow(e.ctx, "select workq.workq_run_id($1, 1, 1)", "jobs_v2").Scan(&dummy); err == nil || !strings.Contains(err.Error(), "unknown work table") {
 		t.Errorf("workq_run_id of an unregistered table: %v, %v; want an unknown work table error", dummy, err)
 	}
 	unassigned := runID(lease.JobRuns, 7, 3)
@@ -85,7 +85,7 @@ func TestRunIDIsTheSameInSQLAndGo(t *testing.T) {
 		t.Error("run ids are not in (item id, table, lease_version) order")
 	}
 	var identityMax int64
-	e.scalar(&identityMax, "select seqmax from pg_sequence where seqrelid = pg_get_serial_sequence('job_runs', 'id')::regclass")
+	e.scalar(&identityMax, "select seqmax from pg_sequence where seqrelid = pg_get_serial_sequence('workq.job_runs', 'id')::regclass")
 	if identityMax != lease.MaxItemID {
 		t.Errorf("job_runs id identity stops at %d, want lease.MaxItemID %d", identityMax, int64(lease.MaxItemID))
 	}

@@ -371,7 +371,7 @@ func holdLongTx(t *testing.T, pool *pgxpool.Pool) *longTxHolder {
 		t.Fatal(err)
 	}
 	// A snapshot that lives as long as the transaction, and an xid.
-	if _, err := conn.Exec(ctx, "begin isolation level repeatable read; select txid_current(), count(*) from schedules"); err != nil {
+	if _, err := conn.Exec(ctx, "begin isolation level repeatable read; select txid_current(), count(*) from workq.schedules"); err != nil {
 		t.Fatal(err)
 	}
 	h := &longTxHolder{conn: conn}
@@ -396,10 +396,10 @@ func sampleSoak(t *testing.T, pool *pgxpool.Pool, from, to time.Time) soakSample
 	s := soakSample{dead: map[string]int64{}, size: map[string]int64{}}
 	var p95 float64
 	err := pool.QueryRow(ctx, `with f as (
-			select finished_at - run_at as lat from job_runs where status = 2 and finished_at > $1 and finished_at <= $2
-			union all select finished_at - run_at from outbox where status = 2 and finished_at > $1 and finished_at <= $2
-			union all select finished_at - run_at from inbox where status = 2 and finished_at > $1 and finished_at <= $2
-			union all select finished_at - run_at from timers where status = 2 and finished_at > $1 and finished_at <= $2)
+			select finished_at - run_at as lat from workq.job_runs where status = 2 and finished_at > $1 and finished_at <= $2
+			union all select finished_at - run_at from workq.outbox where status = 2 and finished_at > $1 and finished_at <= $2
+			union all select finished_at - run_at from workq.inbox where status = 2 and finished_at > $1 and finished_at <= $2
+			union all select finished_at - run_at from workq.timers where status = 2 and finished_at > $1 and finished_at <= $2)
 		select count(*), coalesce(extract(epoch from percentile_cont(0.95) within group (order by lat)), 0) from f`, from, to).
 		Scan(&s.done, &p95)
 	if err != nil {
@@ -407,10 +407,10 @@ func sampleSoak(t *testing.T, pool *pgxpool.Pool, from, to time.Time) soakSample
 	}
 	s.p95 = time.Duration(p95 * float64(time.Second))
 	err = pool.QueryRow(ctx, `select
-		(select count(*) from job_runs where status = 1) + (select count(*) from outbox where status = 1)
-		  + (select count(*) from inbox where status = 1) + (select count(*) from timers where status = 1),
-		(select count(*) from job_runs where status = 0 and run_at <= now()) + (select count(*) from outbox where status = 0 and run_at <= now())
-		  + (select count(*) from inbox where status = 0 and run_at <= now()) + (select count(*) from timers where status = 0 and run_at <= now())`).
+		(select count(*) from workq.job_runs where status = 1) + (select count(*) from workq.outbox where status = 1)
+		  + (select count(*) from workq.inbox where status = 1) + (select count(*) from workq.timers where status = 1),
+		(select count(*) from workq.job_runs where status = 0 and run_at <= now()) + (select count(*) from workq.outbox where status = 0 and run_at <= now())
+		  + (select count(*) from workq.inbox where status = 0 and run_at <= now()) + (select count(*) from workq.timers where status = 0 and run_at <= now())`).
 		Scan(&s.inProgress, &s.ready)
 	if err != nil {
 		t.Fatalf("sample: %v", err)

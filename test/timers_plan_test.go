@@ -21,14 +21,14 @@ func TestTimersPlansWithManyFutureTimers(t *testing.T) {
 	conn := mustConnect(t, url)
 	const due = 10
 	if _, err := conn.Exec(ctx, `
-insert into timers (queue, topic, due_time, run_at)
+insert into workq.timers (queue, topic, due_time, run_at)
 select 'q', 't', d, d from (
     select case when i <= $1 then now() - i * interval '1 second'
                 else now() + i * interval '1 second' end as d
     from generate_series(1, 100000) i) s`, due); err != nil {
 		t.Fatalf("fill timers: %v", err)
 	}
-	if _, err := conn.Exec(ctx, "analyze timers"); err != nil {
+	if _, err := conn.Exec(ctx, "analyze workq.timers"); err != nil {
 		t.Fatal(err)
 	}
 

@@ -23,7 +23,7 @@ import (
 func countTimers(t *testing.T, pool *pgxpool.Pool) int {
 	t.Helper()
 	var n int
-	if err := pool.QueryRow(context.Background(), "select count(*) from timers").Scan(&n); err != nil {
+	if err := pool.QueryRow(context.Background(), "select count(*) from workq.timers").Scan(&n); err != nil {
 		t.Fatal(err)
 	}
 	return n
@@ -142,7 +142,7 @@ func TestTimerClaimedOnlyWhenDue(t *testing.T) {
 		t.Fatalf("NextDue = %s, %v, %v; want about 1h", wait, ok, err)
 	}
 	// Make it due one millisecond ago.
-	if _, err := pool.Exec(ctx, "update timers set due_time = now() - interval '1 ms', run_at = now() - interval '1 ms' where id = $1", future.ID); err != nil {
+	if _, err := pool.Exec(ctx, "update workq.timers set due_time = now() - interval '1 ms', run_at = now() - interval '1 ms' where id = $1", future.ID); err != nil {
 		t.Fatal(err)
 	}
 	items := claim(t, pool, "default")
@@ -265,7 +265,7 @@ func TestCancelOutcomes(t *testing.T) {
 		}
 	}
 	// The cancelled timer is never claimed, even once due.
-	if _, err := pool.Exec(ctx, "update timers set run_at = now() - interval '1 s' where id = $1", ready); err != nil {
+	if _, err := pool.Exec(ctx, "update workq.timers set run_at = now() - interval '1 s' where id = $1", ready); err != nil {
 		t.Fatal(err)
 	}
 	if items := claim(t, pool, "ready"); len(items) != 0 {
@@ -375,7 +375,7 @@ func TestCancelVersusClaimRace(t *testing.T) {
 	}
 	// A cancel after the claim's ack finds it finished.
 	var doneID int64
-	if err := pool.QueryRow(ctx, "select id from timers where status = 2 limit 1").Scan(&doneID); err == nil {
+	if err := pool.QueryRow(ctx, "select id from workq.timers where status = 2 limit 1").Scan(&doneID); err == nil {
 		if err := c.Cancel(ctx, pool, doneID); !errors.Is(err, timers.ErrFinished) {
 			t.Fatalf("cancel of a handled timer: %v, want ErrFinished", err)
 		}

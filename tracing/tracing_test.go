@@ -207,7 +207,7 @@ func TestNoTraceContextWithoutRecordingSpan(t *testing.T) {
 		t.Fatal(err)
 	}
 	var isNull bool
-	if err := pool.QueryRow(ctx, "select metadata is null from job_runs where id = $1", res.ID).Scan(&isNull); err != nil {
+	if err := pool.QueryRow(ctx, "select metadata is null from workq.job_runs where id = $1", res.ID).Scan(&isNull); err != nil {
 		t.Fatal(err)
 	}
 	if !isNull {
@@ -218,7 +218,7 @@ func TestNoTraceContextWithoutRecordingSpan(t *testing.T) {
 		t.Fatal(err)
 	}
 	var headers string
-	if err := pool.QueryRow(ctx, "select headers::text from outbox where id = $1", sent.ID).Scan(&headers); err != nil {
+	if err := pool.QueryRow(ctx, "select headers::text from workq.outbox where id = $1", sent.ID).Scan(&headers); err != nil {
 		t.Fatal(err)
 	}
 	if headers != "{}" {
@@ -234,7 +234,7 @@ func TestNoTraceContextWithoutRecordingSpan(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := pool.QueryRow(ctx, "select headers::text from outbox where id = $1", sent.ID).Scan(&headers); err != nil {
+	if err := pool.QueryRow(ctx, "select headers::text from workq.outbox where id = $1", sent.ID).Scan(&headers); err != nil {
 		t.Fatal(err)
 	}
 	if headers != `{"Traceparent": "`+own+`"}` {

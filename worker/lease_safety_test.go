@@ -137,7 +137,7 @@ func TestRuntimeCutOffWorkerStopsBeforeItsLeaseExpires(t *testing.T) {
 			c.after = time.Since(cutAt)
 			cutMu.Unlock()
 			err := direct.QueryRow(context.Background(),
-				"select locked_until > clock_timestamp() from job_runs where id = $1", j.ID).Scan(&c.stillValid)
+				"select locked_until > clock_timestamp() from workq.job_runs where id = $1", j.ID).Scan(&c.stillValid)
 			if err != nil {
 				c.cause = err
 			}
@@ -249,7 +249,7 @@ func TestRuntimeLockedRowIsNotALostLease(t *testing.T) {
 	lockedUntil := func() time.Time {
 		t.Helper()
 		var u time.Time
-		if err := pool.QueryRow(ctx, "select locked_until from job_runs where id = $1", id).Scan(&u); err != nil {
+		if err := pool.QueryRow(ctx, "select locked_until from workq.job_runs where id = $1", id).Scan(&u); err != nil {
 			t.Fatal(err)
 		}
 		return u
@@ -259,7 +259,7 @@ func TestRuntimeLockedRowIsNotALostLease(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { _ = tx.Rollback(ctx) }()
-	if _, err := tx.Exec(ctx, "select 1 from job_runs where id = $1 for update", id); err != nil {
+	if _, err := tx.Exec(ctx, "select 1 from workq.job_runs where id = $1 for update", id); err != nil {
 		t.Fatal(err)
 	}
 	locked := time.Now()
@@ -381,7 +381,7 @@ func TestRuntimeTimedOutClaimIsSettledBeforeItsRelease(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := tx.Exec(ctx, "select 1 from queue_limits where queue = 'limited' for update"); err != nil {
+	if _, err := tx.Exec(ctx, "select 1 from workq.queue_limits where queue = 'limited' for update"); err != nil {
 		t.Fatal(err)
 	}
 	cfg := rtConfig("settle", "limited")

@@ -199,11 +199,11 @@ func TestRuntimeSchemaThatDisappearsIsReportedOnce(t *testing.T) {
 			t.Fatalf("%s: %v", sql, err)
 		}
 	}
-	exec(`alter table job_runs rename to job_runs_elsewhere`)
+	exec(`alter table workq.job_runs rename to job_runs_elsewhere`)
 	renamed := true
 	t.Cleanup(func() {
 		if renamed {
-			exec(`alter table job_runs_elsewhere rename to job_runs`)
+			exec(`alter table workq.job_runs_elsewhere rename to job_runs`)
 		}
 	})
 	// Long enough for the claim loop (polling every 50ms), the reclaim
@@ -225,7 +225,7 @@ func TestRuntimeSchemaThatDisappearsIsReportedOnce(t *testing.T) {
 	if len(warns) != 0 {
 		t.Errorf("%d warnings while the schema was missing, want none (said once as an error): %v", len(warns), warns)
 	}
-	exec(`alter table job_runs_elsewhere rename to job_runs`)
+	exec(`alter table workq.job_runs_elsewhere rename to job_runs`)
 	renamed = false
 	id := enqueue(t, pool, jobq.Job{Kind: "ok"})
 	select {

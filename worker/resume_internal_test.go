@@ -19,7 +19,7 @@ func TestClaimLoopResumePoints(t *testing.T) {
 	pool := testdb.Pool(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	if _, err := pool.Exec(ctx, `insert into job_runs (queue, kind) select 'default', 'ok' from generate_series(1, 30000)`); err != nil {
+	if _, err := pool.Exec(ctx, `insert into workq.job_runs (queue, kind) select 'default', 'ok' from generate_series(1, 30000)`); err != nil {
 		t.Fatal(err)
 	}
 	cfg := faultConfig(t, "resume")

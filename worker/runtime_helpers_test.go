@@ -119,7 +119,7 @@ func runRows(t *testing.T, pool *pgxpool.Pool, id int64) []gen.Run {
 	t.Helper()
 	rows, err := pool.Query(context.Background(), `select run_id, work_table, item_id, queue, attempt, lease_version,
 		owner_token, worker_id, started_at, finished_at, outcome, error
-		from runs where work_table = 'job_runs' and item_id = $1 order by finished_at, started_at`, id)
+		from workq.runs where work_table = 'job_runs' and item_id = $1 order by finished_at, started_at`, id)
 	if err != nil {
 		t.Fatalf("read runs of %d: %v", id, err)
 	}

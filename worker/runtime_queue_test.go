@@ -59,7 +59,7 @@ func TestRuntimeGlobalLimitAcrossWorkers(t *testing.T) {
 		defer close(sampled)
 		for sctx.Err() == nil {
 			var k int64
-			if err := pool.QueryRow(sctx, "select count(*) from job_runs where queue = 'limited' and status = 1 and locked_until > now()").Scan(&k); err == nil && k > dbPeak.Load() {
+			if err := pool.QueryRow(sctx, "select count(*) from workq.job_runs where queue = 'limited' and status = 1 and locked_until > now()").Scan(&k); err == nil && k > dbPeak.Load() {
 				dbPeak.Store(k)
 			}
 			time.Sleep(5 * time.Millisecond)
@@ -75,7 +75,7 @@ func TestRuntimeGlobalLimitAcrossWorkers(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, 20*time.Second, "all limited jobs to be done", func() bool {
-		return scalar[int64](t, pool, "select count(*) from job_runs where queue = 'limited' and status = 2") == n
+		return scalar[int64](t, pool, "select count(*) from workq.job_runs where queue = 'limited' and status = 2") == n
 	})
 	elapsed := time.Since(start)
 	stopSampler()
@@ -87,16 +87,16 @@ func TestRuntimeGlobalLimitAcrossWorkers(t *testing.T) {
 	if p := dbPeak.Load(); p > limit {
 		t.Errorf("the database saw %d in-progress rows at once; the limit is %d", p, limit)
 	}
-	if n := scalar[int64](t, pool, "select count(*) from runs where queue = 'limited' and outcome = 'done'"); n != 200 {
+	if n := scalar[int64](t, pool, "select count(*) from workq.runs where queue = 'limited' and outcome = 'done'"); n != 200 {
 		t.Errorf("%d done runs archived, want 200", n)
 	}
-	if n := scalar[int64](t, pool, "select count(*) from runs where queue = 'limited' and outcome <> 'done'"); n != 0 {
+	if n := scalar[int64](t, pool, "select count(*) from workq.runs where queue = 'limited' and outcome <> 'done'"); n != 0 {
 		t.Errorf("%d non-done runs archived, want 0", n)
 	}
-	if a := scalar[int64](t, pool, "select coalesce(sum(attempts), 0)::bigint from job_runs where queue = 'limited'"); a != n {
+	if a := scalar[int64](t, pool, "select coalesce(sum(attempts), 0)::bigint from workq.job_runs where queue = 'limited'"); a != n {
 		t.Errorf("attempts sum to %d over %d jobs: some ran more than once", a, n)
 	}
-	rows, err := pool.Query(ctx, "select worker_id, count(*) from runs where queue = 'limited' group by worker_id order by worker_id")
+	rows, err := pool.Query(ctx, "select worker_id, count(*) from workq.runs where queue = 'limited' group by worker_id order by worker_id")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -132,7 +132,7 @@ func TestRuntimeDedupAndTransactionalEnqueue(t *testing.T) {
 	pool := testdb.Pool(t)
 	c := jobq.New(jobq.Options{})
 	count := func(where string, args ...any) int64 {
-		return scalar[int64](t, pool, "select count(*) from job_runs where "+where, args...)
+		return scalar[int64](t, pool, "select count(*) from workq.job_runs where "+where, args...)
 	}
 
 	// Enqueue twice with one key: one row, the second call reports it.
@@ -150,7 +150,7 @@ func TestRuntimeDedupAndTransactionalEnqueue(t *testing.T) {
 	if k := count("dedup_key = 'k1'"); k != 1 {
 		t.Fatalf("%d rows with key k1", k)
 	}
-	if n := scalar[int64](t, pool, "select (payload->>'n')::bigint from job_runs where id = $1", first.ID); n != 1 {
+	if n := scalar[int64](t, pool, "select (payload->>'n')::bigint from workq.job_runs where id = $1", first.ID); n != 1 {
 		t.Errorf("k1's payload n = %d: the duplicate overwrote the first job", n)
 	}
 
@@ -216,7 +216,7 @@ func TestRuntimeDedupAndTransactionalEnqueue(t *testing.T) {
 		},
 	})
 	waitFor(t, 10*time.Second, "the dedup jobs to be done", func() bool { return count("status = 2") == 5 })
-	if k := scalar[int64](t, pool, "select count(*) from runs"); k != 5 {
+	if k := scalar[int64](t, pool, "select count(*) from workq.runs"); k != 5 {
 		t.Errorf("%d runs for 5 jobs", k)
 	}
 
@@ -264,7 +264,7 @@ func TestRuntimeDedupAndTransactionalEnqueue(t *testing.T) {
 	if k := count("id = $1 or payload->>'which' = 'rolled-back'", rb.ID); k != 0 {
 		t.Errorf("the rolled-back job exists (%d rows)", k)
 	}
-	if k := scalar[int64](t, pool, "select count(*) from runs where item_id = $1", rb.ID); k != 0 {
+	if k := scalar[int64](t, pool, "select count(*) from workq.runs where item_id = $1", rb.ID); k != 0 {
 		t.Errorf("the rolled-back job has %d runs", k)
 	}
 	mu.Lock()
@@ -510,7 +510,7 @@ func TestRuntimeNotifyWakeup(t *testing.T) {
 			if worst > time.Second {
 				t.Errorf("a job took %s to start, want within 1s", worst)
 			}
-			if n := scalar[int64](t, pool, "select count(*) from job_runs where status = 2"); n != 5 {
+			if n := scalar[int64](t, pool, "select count(*) from workq.job_runs where status = 2"); n != 5 {
 				t.Errorf("%d jobs done, want 5", n)
 			}
 		})
@@ -590,7 +590,7 @@ func TestRuntimeSlowHandlersHoldNoExtraRows(t *testing.T) {
 		}
 	}()
 	waitFor(t, 20*time.Second, "every slow job to finish", func() bool {
-		return scalar[int64](t, pool, "select count(*) from job_runs where status = 2") == 12
+		return scalar[int64](t, pool, "select count(*) from workq.job_runs where status = 2") == 12
 	})
 	close(stop)
 	<-sampled

@@ -20,7 +20,7 @@ func TestRuntimeRowBehindResumePointStartsWithinAFullScan(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	const backlog = 50000
-	if _, err := pool.Exec(ctx, `insert into job_runs (queue, kind) select 'q', 'bulk' from generate_series(1, $1)`, backlog); err != nil {
+	if _, err := pool.Exec(ctx, `insert into workq.job_runs (queue, kind) select 'q', 'bulk' from generate_series(1, $1)`, backlog); err != nil {
 		t.Fatal(err)
 	}
 	cfg := rtConfig("w", "q")
@@ -50,7 +50,7 @@ func TestRuntimeRowBehindResumePointStartsWithinAFullScan(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	enqueued := time.Now()
-	if _, err := pool.Exec(ctx, `insert into job_runs (queue, kind, run_at) values ('q', 'late', now() - interval '1 hour')`); err != nil {
+	if _, err := pool.Exec(ctx, `insert into workq.job_runs (queue, kind, run_at) values ('q', 'late', now() - interval '1 hour')`); err != nil {
 		t.Fatal(err)
 	}
 	select {

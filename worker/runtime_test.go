@@ -336,7 +336,7 @@ func TestRuntimeHandlerOutcomes(t *testing.T) {
 // holds its row lock until commit.
 func stealLease(t *testing.T, ctx context.Context, tx pgx.Tx, id int64, queue string, reap func(e *lease.Engine) error) lease.Item {
 	t.Helper()
-	tag, err := tx.Exec(ctx, "update job_runs set locked_until = now() - interval '1 second' where id = $1 and status = 1", id)
+	tag, err := tx.Exec(ctx, "update workq.job_runs set locked_until = now() - interval '1 second' where id = $1 and status = 1", id)
 	if err != nil || tag.RowsAffected() != 1 {
 		t.Fatalf("expire lease of %d: %v (%d rows)", id, err, tag.RowsAffected())
 	}
@@ -536,7 +536,7 @@ func TestRuntimeHeartbeatKeepsLongHandler(t *testing.T) {
 	if d := runs[0].FinishedAt.Sub(runs[0].StartedAt); d < sleep {
 		t.Errorf("attempt took %s, less than the handler's %s", d, sleep)
 	}
-	if n := scalar[int64](t, pool, "select count(*) from runs where outcome = 'expired'"); n != 0 || stolen.Load() != 0 {
+	if n := scalar[int64](t, pool, "select count(*) from workq.runs where outcome = 'expired'"); n != 0 || stolen.Load() != 0 {
 		t.Errorf("%d expired runs, %d rows claimed by the thief; want none", n, stolen.Load())
 	}
 	if maxLease < sleep {

@@ -65,7 +65,7 @@ func BenchmarkPages(b *testing.B) {
 	}
 
 	var mid, failedID int64
-	if err := pool.QueryRow(ctx, `select (select id from job_runs order by id offset 500000 limit 1), (select max(id) from job_runs where status = 3)`).
+	if err := pool.QueryRow(ctx, `select (select id from workq.job_runs order by id offset 500000 limit 1), (select max(id) from workq.job_runs where status = 3)`).
 		Scan(&mid, &failedID); err != nil {
 		b.Fatal(err)
 	}
@@ -143,7 +143,7 @@ func BenchmarkPages(b *testing.B) {
 func fillMillion(b *testing.B, ctx context.Context, pool *pgxpool.Pool) {
 	b.Helper()
 	stmts := []string{
-		`insert into job_runs (queue, kind, payload, status, attempts, created_at, updated_at, finished_at, run_at, last_error)
+		`insert into workq.job_runs (queue, kind, payload, status, attempts, created_at, updated_at, finished_at, run_at, last_error)
 		 select 'q' || (i % 4), case when i % 10 = 0 then 'report.build' else 'email.send' end,
 		        jsonb_build_object('n', i, 'to', 'user' || i || '@example.com'),
 		        case when i <= 950000 then 2 when i <= 980000 then 3 else 0 end,
@@ -152,13 +152,13 @@ func fillMillion(b *testing.B, ctx context.Context, pool *pgxpool.Pool) {
 		        now() - (1000000 - i) * interval '100 ms',
 		        case when i > 950000 and i <= 980000 then case when i % 3 = 0 then 'smtp timeout after 30s' else 'bad address' end end
 		 from generate_series(1, 1000000) i`,
-		`insert into runs (run_id, work_table, item_id, queue, attempt, lease_version, owner_token, worker_id, started_at, finished_at, outcome, error)
-		 select workq_run_id('job_runs', j.id, 1), 'job_runs', j.id, j.queue, 1, 1, gen_random_uuid(), 'w1',
+		`insert into workq.runs (run_id, work_table, item_id, queue, attempt, lease_version, owner_token, worker_id, started_at, finished_at, outcome, error)
+		 select workq.workq_run_id('job_runs', j.id, 1), 'job_runs', j.id, j.queue, 1, 1, gen_random_uuid(), 'w1',
 		        now() - (1000000 - j.id % 1000000) * interval '3.6 ms', now() - (1000000 - j.id % 1000000) * interval '3.6 ms',
 		        case when j.status = 3 then 'failed' else 'done' end, j.last_error
-		 from job_runs j where j.status >= 2`,
-		`vacuum analyze job_runs`,
-		`vacuum analyze runs`,
+		 from workq.job_runs j where j.status >= 2`,
+		`vacuum analyze workq.job_runs`,
+		`vacuum analyze workq.runs`,
 	}
 	for _, s := range stmts {
 		if _, err := pool.Exec(ctx, s); err != nil {

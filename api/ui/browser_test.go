@@ -254,7 +254,7 @@ func TestDashboardInBrowser(t *testing.T) {
 	enqueueN(1, "flaky")
 	var failedID int64
 	awaitCond(t, 30*time.Second, "the flaky job fails", func() bool {
-		return pool.QueryRow(ctx, `select id from job_runs where kind = 'flaky' and status = 3`).Scan(&failedID) == nil
+		return pool.QueryRow(ctx, `select id from workq.job_runs where kind = 'flaky' and status = 3`).Scan(&failedID) == nil
 	})
 	broken.Store(false)
 	run("list the failed jobs", chromedp.Navigate(base+"/ui/items/job_runs?queue=web&status=failed"),
@@ -271,7 +271,7 @@ func TestDashboardInBrowser(t *testing.T) {
 	awaitJS(t, bctx, 5*time.Second, "the retry is confirmed", `document.querySelector('.flash').textContent.includes("Retry: 1 applied")`)
 	awaitCond(t, 30*time.Second, "the retried job runs again and is done", func() bool {
 		var done bool
-		return pool.QueryRow(ctx, `select status = 2 from job_runs where id = $1`, failedID).Scan(&done) == nil && done
+		return pool.QueryRow(ctx, `select status = 2 from workq.job_runs where id = $1`, failedID).Scan(&done) == nil && done
 	})
 	run("reload the item", chromedp.Reload(), chromedp.WaitVisible(`#attempts`, chromedp.ByID))
 	awaitJS(t, bctx, 5*time.Second, "the item shows the revive by api:ops and the successful attempt",
@@ -282,7 +282,7 @@ func TestDashboardInBrowser(t *testing.T) {
 	run("pause job_runs/web", chromedp.Click(`button[aria-label="Pause job_runs/web"]`, chromedp.ByQuery),
 		chromedp.WaitVisible(`.flash`, chromedp.ByQuery))
 	var pausedAt time.Time
-	if err := pool.QueryRow(ctx, `select paused_at from queue_pauses where work_table = 'job_runs' and queue = 'web'`).Scan(&pausedAt); err != nil {
+	if err := pool.QueryRow(ctx, `select paused_at from workq.queue_pauses where work_table = 'job_runs' and queue = 'web'`).Scan(&pausedAt); err != nil {
 		t.Fatalf("the pause is not in the database: %v", err)
 	}
 	enqueueN(10, "ok") // notifies the worker, which tries a claim at once
@@ -294,7 +294,7 @@ func TestDashboardInBrowser(t *testing.T) {
 	for time.Now().Before(watchEnd) {
 		var claimed, ready int
 		if err := pool.QueryRow(ctx, `select count(*) filter (where claimed_at >= $1), count(*) filter (where status = 0)
-			from job_runs where queue = 'web'`, pausedAt).Scan(&claimed, &ready); err != nil {
+			from workq.job_runs where queue = 'web'`, pausedAt).Scan(&claimed, &ready); err != nil {
 			t.Fatal(err)
 		}
 		if claimed != 0 || ready != 10 {
@@ -374,7 +374,7 @@ func TestDashboardInBrowser(t *testing.T) {
 		}
 	}
 	var paused int
-	if err := pool.QueryRow(ctx, `select count(*) from queue_pauses`).Scan(&paused); err != nil || paused != 0 {
+	if err := pool.QueryRow(ctx, `select count(*) from workq.queue_pauses`).Scan(&paused); err != nil || paused != 0 {
 		t.Fatalf("a refused action paused the queue (%d pauses, %v)", paused, err)
 	}
 	if status := post(session, csrf, "Origin", base); status != http.StatusSeeOther {
@@ -398,7 +398,7 @@ func TestDashboardInBrowser(t *testing.T) {
 	if status != http.StatusForbidden {
 		t.Errorf("a read-only session's action: status %d, want 403", status)
 	}
-	if err := pool.QueryRow(ctx, `select count(*) from queue_pauses`).Scan(&paused); err != nil || paused != 1 {
+	if err := pool.QueryRow(ctx, `select count(*) from workq.queue_pauses`).Scan(&paused); err != nil || paused != 1 {
 		t.Errorf("the read-only resume changed the pause (%d pauses, %v)", paused, err)
 	}
 
@@ -411,7 +411,7 @@ func TestDashboardInBrowser(t *testing.T) {
 	if err := os.WriteFile(secretFile, []byte(secret+"\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	rows, err := pool.Query(ctx, `select run_id::text, outcome from runs where work_table = 'job_runs' and item_id = $1 and outcome in ('failed', 'done')`, failedID)
+	rows, err := pool.Query(ctx, `select run_id::text, outcome from workq.runs where work_table = 'job_runs' and item_id = $1 and outcome in ('failed', 'done')`, failedID)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -324,7 +324,7 @@ func TestActionsNeedSessionCSRFOriginAndAdmin(t *testing.T) {
 			}
 			var status int16
 			var paused int
-			if err := s.pool.QueryRow(context.Background(), `select status, (select count(*) from queue_pauses) from job_runs where id = $1`, ids[0]).
+			if err := s.pool.QueryRow(context.Background(), `select status, (select count(*) from workq.queue_pauses) from workq.job_runs where id = $1`, ids[0]).
 				Scan(&status, &paused); err != nil || status != 0 || paused != 0 {
 				t.Fatalf("a refused action changed the database: status %d, %d pauses (%v)", status, paused, err)
 			}
@@ -342,7 +342,7 @@ func TestActionsNeedSessionCSRFOriginAndAdmin(t *testing.T) {
 func TestActionsConfirmAndApply(t *testing.T) {
 	s := newSite(t)
 	ctx := context.Background()
-	if _, err := s.pool.Exec(ctx, `insert into job_runs (queue, kind, payload, status, finished_at, last_error)
+	if _, err := s.pool.Exec(ctx, `insert into workq.job_runs (queue, kind, payload, status, finished_at, last_error)
 		select 'bulk', 'k', '{}', 3, now(), case when i <= 1200 then 'smtp timeout' else 'other' end from generate_series(1, 1500) i`); err != nil {
 		t.Fatal(err)
 	}
@@ -359,7 +359,7 @@ func TestActionsConfirmAndApply(t *testing.T) {
 	}
 	must(t, b.get("/ui/items/job_runs?queue=bulk"), 200, "Retry: 1200 applied, 0 skipped (not in the state retry needs), in 2 batches.")
 	var ready int
-	if err := s.pool.QueryRow(ctx, `select count(*) from job_runs where status = 0`).Scan(&ready); err != nil || ready != 1200 {
+	if err := s.pool.QueryRow(ctx, `select count(*) from workq.job_runs where status = 0`).Scan(&ready); err != nil || ready != 1200 {
 		t.Fatalf("%d ready (%v), want 1200", ready, err)
 	}
 
@@ -373,7 +373,7 @@ func TestActionsConfirmAndApply(t *testing.T) {
 	must(t, b.post("/ui/queues/job_runs/bulk/resume", url.Values{}), http.StatusSeeOther)
 	must(t, b.get("/ui/"), 200, "job_runs/bulk resumed.")
 	var pauses, limits int
-	if err := s.pool.QueryRow(ctx, `select (select count(*) from queue_pauses), (select count(*) from queue_limits)`).Scan(&pauses, &limits); err != nil ||
+	if err := s.pool.QueryRow(ctx, `select (select count(*) from workq.queue_pauses), (select count(*) from workq.queue_limits)`).Scan(&pauses, &limits); err != nil ||
 		pauses != 0 || limits != 0 {
 		t.Fatalf("%d pauses, %d limits left (%v)", pauses, limits, err)
 	}
@@ -381,7 +381,7 @@ func TestActionsConfirmAndApply(t *testing.T) {
 
 	// Delete of selected items asks, then deletes what is finished.
 	var failed []string
-	rows, err := s.pool.Query(ctx, `select id from job_runs where status = 3 order by id limit 2`)
+	rows, err := s.pool.Query(ctx, `select id from workq.job_runs where status = 3 order by id limit 2`)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -401,7 +401,7 @@ func TestActionsConfirmAndApply(t *testing.T) {
 	must(t, b.post("/ui/items/job_runs/act", url.Values{"action": {"explode"}, "id": {"1"}}), 400, "want retry, cancel or delete")
 
 	// A schedule triggered now.
-	if _, err := s.pool.Exec(ctx, `insert into schedules (name, cron, kind, next_run_at) values ('nightly', '@daily', 'report', now() + interval '1 day')`); err != nil {
+	if _, err := s.pool.Exec(ctx, `insert into workq.schedules (name, cron, kind, next_run_at) values ('nightly', '@daily', 'report', now() + interval '1 day')`); err != nil {
 		t.Fatal(err)
 	}
 	must(t, b.get("/ui/schedules"), 200, "<th scope=\"row\">nightly</th>", "Trigger now")

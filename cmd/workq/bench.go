@@ -237,10 +237,10 @@ the handler sleep, so slots stay busy as with real work.`,
 // from a table in the same shape.
 func benchReset(ctx context.Context, pool *pgxpool.Pool) error {
 	for _, sql := range []string{
-		"delete from job_runs where queue in ('" + benchQueue + "', '" + benchFloorQueue + "')",
-		"delete from runs where work_table = 'job_runs' and queue in ('" + benchQueue + "', '" + benchFloorQueue + "')",
-		"vacuum analyze job_runs",
-		"vacuum analyze runs",
+		"delete from workq.job_runs where queue in ('" + benchQueue + "', '" + benchFloorQueue + "')",
+		"delete from workq.runs where work_table = 'job_runs' and queue in ('" + benchQueue + "', '" + benchFloorQueue + "')",
+		"vacuum analyze workq.job_runs",
+		"vacuum analyze workq.runs",
 	} {
 		if _, err := pool.Exec(ctx, sql); err != nil {
 			return fmt.Errorf("bench reset: %w", err)
@@ -337,7 +337,7 @@ func (b *bench) burnDown(ctx context.Context, cfg config.Config, n int) (benchRe
 	}
 	insertRate := float64(n) / time.Since(start).Seconds()
 	fmt.Fprintf(b.out, "inserted %d jobs (%.0f/s); working them\n", n, insertRate)
-	if _, err := b.pool.Exec(ctx, "vacuum analyze job_runs"); err != nil {
+	if _, err := b.pool.Exec(ctx, "vacuum analyze workq.job_runs"); err != nil {
 		return benchResult{}, err
 	}
 	b.lat = make([]time.Duration, 0, n)
@@ -482,7 +482,7 @@ func (b *bench) sampleBacklog(ctx context.Context, interval time.Duration) []int
 		case <-t.C:
 		}
 		var n int64
-		err := b.pool.QueryRow(ctx, `select count(*) from job_runs where queue = $1 and status = 0 and run_at <= now()`, benchQueue).Scan(&n)
+		err := b.pool.QueryRow(ctx, `select count(*) from workq.job_runs where queue = $1 and status = 0 and run_at <= now()`, benchQueue).Scan(&n)
 		if err == nil {
 			out = append(out, n)
 		}
@@ -536,7 +536,7 @@ func (b *bench) keepBacklog(ctx context.Context, d time.Duration, backlog int64)
 	for time.Now().Before(end) && ctx.Err() == nil {
 		// Ready rows only: the partial claim index answers this; counting done
 		// rows scans the whole history, so that waits for the report.
-		err := b.pool.QueryRow(ctx, `select count(*) from job_runs where queue = $1 and status = 0`, benchQueue).Scan(&ready)
+		err := b.pool.QueryRow(ctx, `select count(*) from workq.job_runs where queue = $1 and status = 0`, benchQueue).Scan(&ready)
 		if err != nil {
 			return err
 		}
@@ -547,7 +547,7 @@ func (b *bench) keepBacklog(ctx context.Context, d time.Duration, backlog int64)
 			continue
 		}
 		if since := time.Since(lastReport); since >= 10*time.Second {
-			err := b.pool.QueryRow(ctx, `select count(*) from job_runs where queue = $1 and status = 2`, benchQueue).Scan(&done)
+			err := b.pool.QueryRow(ctx, `select count(*) from workq.job_runs where queue = $1 and status = 2`, benchQueue).Scan(&done)
 			if err != nil {
 				return err
 			}

@@ -62,9 +62,9 @@ func (ib *inboxBench) run(ctx context.Context, pool *pgxpool.Pool, n int, out io
 		return fmt.Errorf("--receive-batch must be at least 1, --dup-ratio between 0 and 10, --receive-single not negative")
 	}
 	for _, sql := range []string{
-		"delete from inbox where source = '" + inboxBenchSource + "'",
-		"delete from runs where work_table = 'inbox' and queue = '" + benchQueue + "'",
-		"vacuum analyze inbox",
+		"delete from workq.inbox where source = '" + inboxBenchSource + "'",
+		"delete from workq.runs where work_table = 'inbox' and queue = '" + benchQueue + "'",
+		"vacuum analyze workq.inbox",
 	} {
 		if _, err := pool.Exec(ctx, sql); err != nil {
 			return fmt.Errorf("bench reset: %w", err)

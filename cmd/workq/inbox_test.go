@@ -89,7 +89,7 @@ func TestInboxCLI(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer conn.Close(t.Context())
-	if _, err := conn.Exec(t.Context(), "update inbox set status = 3, attempts = 4, finished_at = now(), last_error = 'boom' where id = 1"); err != nil {
+	if _, err := conn.Exec(t.Context(), "update workq.inbox set status = 3, attempts = 4, finished_at = now(), last_error = 'boom' where id = 1"); err != nil {
 		t.Fatal(err)
 	}
 	out, err = runCLI(t, "inbox", "show", "1")

@@ -100,7 +100,7 @@ func TestItemVerbs(t *testing.T) {
 		t.Fatalf("timers retry printed %q", out)
 	}
 	var st int16
-	if err := conn.QueryRow(ctx, "select status from timers where id = $1", tm.ID).Scan(&st); err != nil || st != 0 {
+	if err := conn.QueryRow(ctx, "select status from workq.timers where id = $1", tm.ID).Scan(&st); err != nil || st != 0 {
 		t.Fatalf("retried timer status %d (%v)", st, err)
 	}
 
@@ -115,7 +115,7 @@ func TestItemVerbs(t *testing.T) {
 		}
 	}
 	var n int
-	if err := conn.QueryRow(ctx, "select count(*) from job_runs where status = 0").Scan(&n); err != nil || n != 2 {
+	if err := conn.QueryRow(ctx, "select count(*) from workq.job_runs where status = 0").Scan(&n); err != nil || n != 2 {
 		t.Fatalf("%d ready jobs (%v), want 2", n, err)
 	}
 }

@@ -200,7 +200,7 @@ func TestCLIRejectsInvalidInput(t *testing.T) {
 		// migrate
 		{name: "migrate sideways", args: []string{"migrate", "sideways"}, want: []string{`unknown migrate action "sideways"`}},
 		{name: "migrate sideways with a database", db: true, args: []string{"migrate", "sideways"}, want: []string{`unknown migrate action "sideways"`}},
-		{name: "migrate no action", args: []string{"migrate"}, want: []string{"missing argument (usage: workq migrate up|down|status|version)"}},
+		{name: "migrate no action", args: []string{"migrate"}, want: []string{"missing argument (usage: workq migrate up|down|status|version|sql)"}},
 		{name: "migrate without a database", args: []string{"migrate", "up"}, want: []string{"DATABASE_URL is not set"}},
 		{name: "stats without a database", args: []string{"stats"}, want: []string{"DATABASE_URL is not set"}},
 	}
@@ -267,7 +267,7 @@ func TestCLISuccess(t *testing.T) {
 		var queue, kind, to string
 		var priority int16
 		var maxAttempts, status int
-		err = conn.QueryRow(ctx, "select queue, kind, payload->>'to', priority, max_attempts, status from job_runs where id = $1", id).
+		err = conn.QueryRow(ctx, "select queue, kind, payload->>'to', priority, max_attempts, status from workq.job_runs where id = $1", id).
 			Scan(&queue, &kind, &to, &priority, &maxAttempts, &status)
 		if err != nil {
 			t.Fatal(err)
@@ -304,13 +304,13 @@ func TestCLISuccess(t *testing.T) {
 			t.Fatalf("second enqueue = %+v, want {ID:%d Duplicate:true}", second, first.ID)
 		}
 		var n int
-		if err := conn.QueryRow(ctx, "select count(*) from job_runs where dedup_key = 'report-2030-01'").Scan(&n); err != nil || n != 1 {
+		if err := conn.QueryRow(ctx, "select count(*) from workq.job_runs where dedup_key = 'report-2030-01'").Scan(&n); err != nil || n != 1 {
 			t.Fatalf("%d rows with the dedup key (%v), want 1", n, err)
 		}
 	})
 
 	t.Run("lock list shows holder and token", func(t *testing.T) {
-		if _, err := conn.Exec(ctx, `insert into workq_locks (name, owner, token, expires_at, acquired_at, renewed_at)
+		if _, err := conn.Exec(ctx, `insert into workq.workq_locks (name, owner, token, expires_at, acquired_at, renewed_at)
 			values ('cli-test', 'proc-7', 3, now() + interval '1 hour', now(), now())`); err != nil {
 			t.Fatal(err)
 		}
@@ -363,7 +363,7 @@ func TestCLISuccess(t *testing.T) {
 			t.Fatalf("pause of an unknown table: %v", err)
 		}
 		var n int
-		if err := conn.QueryRow(ctx, "select count(*) from queue_pauses").Scan(&n); err != nil || n != 0 {
+		if err := conn.QueryRow(ctx, "select count(*) from workq.queue_pauses").Scan(&n); err != nil || n != 0 {
 			t.Fatalf("%d pauses left (%v), want 0", n, err)
 		}
 	})
@@ -437,6 +437,19 @@ func TestCLISuccess(t *testing.T) {
 		}
 	})
 
+	t.Run("migrate sql prints the script for a schema", func(t *testing.T) {
+		out := mustRun(t, "migrate", "sql", "--schema", "app_jobs", "--to", "2")
+		for _, want := range []string{`create schema if not exists "app_jobs";`, `create table "app_jobs".job_runs`,
+			`insert into "app_jobs"."workq_migrations" (version_id, is_applied) values (2, true);`} {
+			if !strings.Contains(out, want) {
+				t.Errorf("migrate sql lacks %q", want)
+			}
+		}
+		if strings.Contains(out, "workq.") || strings.Contains(out, "values (3, true)") {
+			t.Errorf("migrate sql --to 2 names workq. or goes past version 2")
+		}
+	})
+
 	t.Run("config prints the settings table", func(t *testing.T) {
 		out := mustRun(t, "config")
 		for _, want := range []string{"| flag | environment | default | meaning |", "| `--lease` | `WORKQ_LEASE` |", "| `30s` |", "`--webhook-allow`"} {
@@ -493,7 +506,7 @@ func TestCLIEnqueuePayloadSources(t *testing.T) {
 			defer conn.Close(context.Background())
 			var from string
 			var object bool
-			if err := conn.QueryRow(context.Background(), "select coalesce(payload->>'from', ''), jsonb_typeof(payload) = 'object' from job_runs where id = $1", id).Scan(&from, &object); err != nil {
+			if err := conn.QueryRow(context.Background(), "select coalesce(payload->>'from', ''), jsonb_typeof(payload) = 'object' from workq.job_runs where id = $1", id).Scan(&from, &object); err != nil {
 				t.Fatal(err)
 			}
 			if from != tc.want || !object {

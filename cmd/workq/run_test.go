@@ -119,7 +119,7 @@ func slowProxy(t *testing.T, dbURL string, delay time.Duration) string {
 	return u.String()
 }
 
-// lockMigrations holds an exclusive lock on goose's version table for d, so
+// lockMigrations holds an exclusive lock on workq's version table for d, so
 // that a migration waits that long.
 func lockMigrations(t *testing.T, dbURL string, d time.Duration) {
 	t.Helper()
@@ -133,7 +133,7 @@ func lockMigrations(t *testing.T, dbURL string, d time.Duration) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := tx.Exec(ctx, "lock table goose_db_version in access exclusive mode"); err != nil {
+	if _, err := tx.Exec(ctx, "lock table workq.workq_migrations in access exclusive mode"); err != nil {
 		t.Fatal(err)
 	}
 	released := make(chan struct{})

@@ -22,7 +22,7 @@ func TestStatsBeforeMigrateSaysToMigrate(t *testing.T) {
 	}
 	defer conn.Close(ctx)
 	// One migration back: the schema a binary of the previous release left.
-	if _, err := conn.Exec(ctx, `delete from goose_db_version where version_id = (select max(version_id) from goose_db_version)`); err != nil {
+	if _, err := conn.Exec(ctx, `delete from workq.workq_migrations where version_id = (select max(version_id) from workq.workq_migrations)`); err != nil {
 		t.Fatal(err)
 	}
 	t.Setenv("DATABASE_URL", url)
@@ -32,7 +32,7 @@ func TestStatsBeforeMigrateSaysToMigrate(t *testing.T) {
 			t.Errorf("%v on an old schema: %v, want a hint to migrate", args, err)
 		}
 	}
-	if _, err := conn.Exec(ctx, `drop table goose_db_version`); err != nil {
+	if _, err := conn.Exec(ctx, `drop table workq.workq_migrations`); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := runCLI(t, "stats"); err == nil || !strings.Contains(err.Error(), "at version 0") {

@@ -27,7 +27,7 @@ func TestCLITimers(t *testing.T) {
 		}
 		defer conn.Close(context.Background())
 		var n int
-		if err := conn.QueryRow(context.Background(), "select count(*) from timers").Scan(&n); err != nil {
+		if err := conn.QueryRow(context.Background(), "select count(*) from workq.timers").Scan(&n); err != nil {
 			t.Fatal(err)
 		}
 		return n

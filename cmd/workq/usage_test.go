@@ -70,7 +70,7 @@ func TestCLIExitCodesAndMessages(t *testing.T) {
 		{name: "extra argument after the named ones", args: []string{"queue", "resume", "job_runs", "q", "r"}, code: 1,
 			stderr: `workq queue resume: unexpected argument "r" (usage: workq queue resume TABLE QUEUE)`},
 		{name: "missing migrate action", args: []string{"migrate"}, code: 1,
-			stderr: `workq migrate: missing argument (usage: workq migrate up|down|status|version)`},
+			stderr: `workq migrate: missing argument (usage: workq migrate up|down|status|version|sql)`},
 		{name: "prefix not doubled", args: []string{"worker", "--inbox"}, code: 1,
 			has: []string{"workq worker: --inbox and --timers need handlers"}, hasNot: []string{"workq: workq", "worker: workq worker"}},
 		{name: "worker on an empty database", args: []string{"worker"}, dbURL: empty, code: 1,

@@ -14,15 +14,15 @@ import (
 
 const inboxClaim = `-- name: InboxClaim :many
 with candidates as (
-    select r.id from inbox r
+    select r.id from workq.inbox r
     where r.queue = $4 and r.status = 0 and r.run_at <= now()
       -- the resume point (JobRunsClaim, design.md 4.1a): from run_at on
       and r.run_at >= coalesce($5::timestamptz, '-infinity')
     order by r.run_at, r.id
-    limit workq_claim_budget('inbox', $4, $6::integer)
+    limit workq.workq_claim_budget('inbox', $4, $6::integer)
     for no key update skip locked
 )
-update inbox j set
+update workq.inbox j set
     status = 1,
     owner_token = $1::uuid,
     locked_until = now() + ($2::bigint) * interval '1 millisecond',
@@ -106,9 +106,9 @@ func (q *Queries) InboxClaim(ctx context.Context, arg InboxClaimParams) ([]Inbox
 }
 
 const inboxDeleteProcessed = `-- name: InboxDeleteProcessed :execrows
-delete from inbox
+delete from workq.inbox
 where id = any(array(
-    select f.id from inbox f
+    select f.id from workq.inbox f
     where f.status >= 2 and f.status = 2
       and f.finished_at < now() - ($1::bigint) * interval '1 millisecond'
     order by f.finished_at
@@ -129,7 +129,7 @@ func (q *Queries) InboxDeleteProcessed(ctx context.Context, olderThanMs int64, m
 }
 
 const inboxGet = `-- name: InboxGet :one
-select id, queue, source, message_id, topic, payload, payload_hash, first_seen_at, status, priority, run_at, owner_token, locked_until, lease_version, attempts, max_attempts, claimed_at, claimed_by, last_error, created_at, updated_at, finished_at from inbox where id = $1
+select id, queue, source, message_id, topic, payload, payload_hash, first_seen_at, status, priority, run_at, owner_token, locked_until, lease_version, attempts, max_attempts, claimed_at, claimed_by, last_error, created_at, updated_at, finished_at from workq.inbox where id = $1
 `
 
 // InboxGet reads one inbox message.
@@ -166,7 +166,7 @@ func (q *Queries) InboxGet(ctx context.Context, id int64) (Inbox, error) {
 const inboxList = `-- name: InboxList :many
 select id, queue, source, message_id, topic, status, priority, attempts, max_attempts,
        first_seen_at, run_at, finished_at, last_error
-from inbox
+from workq.inbox
 where id > $1::bigint
   and ($2::text is null or queue = $2::text)
   and ($3::smallint is null or status = $3::smallint)
@@ -245,7 +245,7 @@ func (q *Queries) InboxList(ctx context.Context, arg InboxListParams) ([]InboxLi
 
 const inboxLookup = `-- name: InboxLookup :many
 select x.id, x.source, x.message_id, x.status, x.payload_hash
-from inbox x
+from workq.inbox x
 where (x.source, x.message_id) in (select unnest($1::text[]), unnest($2::text[]))
 `
 
@@ -285,7 +285,7 @@ func (q *Queries) InboxLookup(ctx context.Context, sources []string, messageIds 
 }
 
 const inboxPage = `-- name: InboxPage :many
-select id, queue, source, message_id, topic, payload, payload_hash, first_seen_at, status, priority, run_at, owner_token, locked_until, lease_version, attempts, max_attempts, claimed_at, claimed_by, last_error, created_at, updated_at, finished_at from inbox t
+select id, queue, source, message_id, topic, payload, payload_hash, first_seen_at, status, priority, run_at, owner_token, locked_until, lease_version, attempts, max_attempts, claimed_at, claimed_by, last_error, created_at, updated_at, finished_at from workq.inbox t
 where t.id < $1::bigint
   and ($2::text is null or t.queue = $2::text)
   and ($3::smallint is null or t.status = $3::smallint)
@@ -386,7 +386,7 @@ firsts as (
     order by i.source, i.message_id, i.ord
 ),
 ins as (
-    insert into inbox (queue, source, message_id, topic, payload, payload_hash, priority, max_attempts)
+    insert into workq.inbox (queue, source, message_id, topic, payload, payload_hash, priority, max_attempts)
     -- In key order, not input order: two batches that share keys then wait
     -- for each other's uncommitted inserts in the same order and cannot
     -- deadlock. Ids within one batch follow the key order.
@@ -414,7 +414,7 @@ select i.ord::bigint as ord,
 from input i
 left join new_rows n on n.source = i.source and n.message_id = i.message_id
 left join lateral (
-    select x.id, x.status, x.payload_hash from inbox x
+    select x.id, x.status, x.payload_hash from workq.inbox x
     where n.id is null and x.source = i.source and x.message_id = i.message_id
 ) s on true
 cross join (select count(*) as n from notified) z

@@ -14,10 +14,10 @@ import (
 
 const jobRunsClaim = `-- name: JobRunsClaim :many
 with budget as materialized (
-    select workq_claim_budget('job_runs', $4, $5::integer) as n
+    select workq.workq_claim_budget('job_runs', $4, $5::integer) as n
 ),
 above as (
-    select r.id from job_runs r
+    select r.id from workq.job_runs r
     where r.queue = $4 and r.status = 0 and r.run_at <= now()
       and r.priority > coalesce($6::smallint, 32767)
     order by r.priority desc, r.run_at, r.id
@@ -25,7 +25,7 @@ above as (
     for no key update skip locked
 ),
 resumed as (
-    select r.id from job_runs r
+    select r.id from workq.job_runs r
     where r.queue = $4 and r.status = 0 and r.run_at <= now()
       and r.priority = coalesce($6::smallint, 32767)
       and r.run_at >= coalesce($7::timestamptz, '-infinity')
@@ -34,14 +34,14 @@ resumed as (
     for no key update skip locked
 ),
 below as (
-    select r.id from job_runs r
+    select r.id from workq.job_runs r
     where r.queue = $4 and r.status = 0 and r.run_at <= now()
       and r.priority < coalesce($6::smallint, 32767)
     order by r.priority desc, r.run_at, r.id
     limit greatest(0, (select b.n from budget b) - (select count(*) from above) - (select count(*) from resumed))
     for no key update skip locked
 )
-update job_runs j set
+update workq.job_runs j set
     status = 1,
     owner_token = $1::uuid,
     locked_until = now() + ($2::bigint) * interval '1 millisecond',
@@ -156,7 +156,7 @@ func (q *Queries) JobRunsCopyStart(ctx context.Context, queues []string) (JobRun
 
 const jobRunsEnqueue = `-- name: JobRunsEnqueue :one
 with ins as (
-    insert into job_runs (queue, kind, payload, priority, run_at, max_attempts, dedup_key, schedule_id, scheduled_time, metadata)
+    insert into workq.job_runs (queue, kind, payload, priority, run_at, max_attempts, dedup_key, schedule_id, scheduled_time, metadata)
     values (
         $1, $2, $3, $4,
         coalesce($5::timestamptz, now() + ($6::bigint) * interval '1 millisecond'),
@@ -171,7 +171,7 @@ notified as (
 )
 select ins.id, true as inserted from ins left join notified on true
 union all
-select j.id, false as inserted from job_runs j
+select j.id, false as inserted from workq.job_runs j
 where j.dedup_key = $8::text and j.status < 2 and not exists (select 1 from ins)
 limit 1
 `
@@ -224,7 +224,7 @@ with notified as (
     where $2::boolean
 ),
 ins as (
-insert into job_runs (queue, kind, payload, priority, run_at, max_attempts, dedup_key, metadata)
+insert into workq.job_runs (queue, kind, payload, priority, run_at, max_attempts, dedup_key, metadata)
 select unnest($1::text[]), unnest($3::text[]), unnest($4::text[])::jsonb,
        unnest($5::smallint[]), now() + unnest($6::bigint[]) * interval '1 millisecond',
        unnest($7::integer[]), nullif(unnest($8::text[]), ''), $9::jsonb
@@ -292,7 +292,7 @@ with notified as (
     where $2::boolean
 ),
 ins as (
-insert into job_runs (queue, kind, payload, priority, run_at, max_attempts, metadata)
+insert into workq.job_runs (queue, kind, payload, priority, run_at, max_attempts, metadata)
 select unnest($1::text[]), unnest($3::text[]), unnest($4::text[])::jsonb,
        unnest($5::smallint[]), now() + unnest($6::bigint[]) * interval '1 millisecond',
        unnest($7::integer[]), $8::jsonb
@@ -344,7 +344,7 @@ func (q *Queries) JobRunsEnqueueManyPlain(ctx context.Context, arg JobRunsEnqueu
 }
 
 const jobRunsGet = `-- name: JobRunsGet :one
-select id, queue, kind, payload, dedup_key, schedule_id, scheduled_time, status, priority, run_at, owner_token, locked_until, lease_version, attempts, max_attempts, claimed_at, claimed_by, last_error, created_at, updated_at, finished_at, metadata from job_runs where id = $1
+select id, queue, kind, payload, dedup_key, schedule_id, scheduled_time, status, priority, run_at, owner_token, locked_until, lease_version, attempts, max_attempts, claimed_at, claimed_by, last_error, created_at, updated_at, finished_at, metadata from workq.job_runs where id = $1
 `
 
 // JobRunsGet reads one job run.
@@ -379,7 +379,7 @@ func (q *Queries) JobRunsGet(ctx context.Context, id int64) (JobRun, error) {
 }
 
 const jobRunsLatestByDedupKeys = `-- name: JobRunsLatestByDedupKeys :many
-select distinct on (dedup_key) id, dedup_key from job_runs
+select distinct on (dedup_key) id, dedup_key from workq.job_runs
 where dedup_key = any($1::text[])
 order by dedup_key, id desc
 `
@@ -411,7 +411,7 @@ func (q *Queries) JobRunsLatestByDedupKeys(ctx context.Context, dedupKeys []stri
 }
 
 const jobRunsLiveByDedupKeys = `-- name: JobRunsLiveByDedupKeys :many
-select id, dedup_key from job_runs
+select id, dedup_key from workq.job_runs
 where dedup_key = any($1::text[]) and status < 2
 `
 
@@ -442,7 +442,7 @@ func (q *Queries) JobRunsLiveByDedupKeys(ctx context.Context, dedupKeys []string
 }
 
 const jobRunsPage = `-- name: JobRunsPage :many
-select id, queue, kind, payload, dedup_key, schedule_id, scheduled_time, status, priority, run_at, owner_token, locked_until, lease_version, attempts, max_attempts, claimed_at, claimed_by, last_error, created_at, updated_at, finished_at, metadata from job_runs t
+select id, queue, kind, payload, dedup_key, schedule_id, scheduled_time, status, priority, run_at, owner_token, locked_until, lease_version, attempts, max_attempts, claimed_at, claimed_by, last_error, created_at, updated_at, finished_at, metadata from workq.job_runs t
 where t.id < $1::bigint
   and ($2::text is null or t.queue = $2::text)
   and ($3::smallint is null or t.status = $3::smallint)

@@ -14,7 +14,7 @@ import (
 
 const leaseCancel = `-- name: LeaseCancel :many
 with cancelled as (
-    update workq_lease_table j set
+    update workq.workq_lease_table j set
         status = 3,
         lease_version = j.lease_version + 1,
         last_error = 'cancelled by ' || $1::text || coalesce(': ' || nullif($2::text, ''), ''),
@@ -24,14 +24,14 @@ with cancelled as (
     returning j.id, j.queue, j.attempts, j.lease_version
 ),
 archived as (
-    insert into runs (run_id, work_table, item_id, queue, attempt, lease_version, owner_token, worker_id, started_at, finished_at, outcome, error)
-    select workq_run_id('workq_lease_table', c.id, c.lease_version), 'workq_lease_table', c.id, c.queue, c.attempts, c.lease_version,
+    insert into workq.runs (run_id, work_table, item_id, queue, attempt, lease_version, owner_token, worker_id, started_at, finished_at, outcome, error)
+    select workq.workq_run_id('workq_lease_table', c.id, c.lease_version), 'workq_lease_table', c.id, c.queue, c.attempts, c.lease_version,
            '00000000-0000-0000-0000-000000000000'::uuid, $1::text, now(), now(), 'cancelled', nullif($2::text, '')
     from cancelled c
 ),
 joins as (
     -- The joins of the outbox members it failed, in join id order (see LeaseComplete).
-    select workq_lock_joins('workq_lease_table', array(select c.id from cancelled c)) as n
+    select workq.workq_lock_joins('workq_lease_table', array(select c.id from cancelled c)) as n
 )
 select c.id from cancelled c where (select j.n from joins j) >= 0
 `
@@ -64,7 +64,7 @@ func (q *Queries) LeaseCancel(ctx context.Context, arg LeaseCancelParams) ([]int
 }
 
 const leaseClaimByID = `-- name: LeaseClaimByID :one
-update workq_lease_table t set
+update workq.workq_lease_table t set
     status = 1,
     owner_token = $1::uuid,
     locked_until = now() + ($2::bigint) * interval '1 millisecond',
@@ -127,7 +127,7 @@ with o as materialized (
     from generate_series(1, least(cardinality($1::bigint[]), 1))
 ),
 u as (
-    update workq_lease_table j set
+    update workq.workq_lease_table j set
         status = case
             when o.outcome = 'done' then 2
             when o.outcome = 'failed' or (o.outcome = 'retry' and j.attempts >= j.max_attempts) then 3
@@ -153,8 +153,8 @@ u as (
     returning j.id, j.status, j.queue, j.attempts, j.lease_version, j.claimed_at, j.claimed_by, o.owner_token, o.outcome, o.error
 ),
 archived as (
-    insert into runs (run_id, work_table, item_id, queue, attempt, lease_version, owner_token, worker_id, started_at, finished_at, outcome, error)
-    select workq_run_id('workq_lease_table', u.id, u.lease_version), 'workq_lease_table', u.id, u.queue,
+    insert into workq.runs (run_id, work_table, item_id, queue, attempt, lease_version, owner_token, worker_id, started_at, finished_at, outcome, error)
+    select workq.workq_run_id('workq_lease_table', u.id, u.lease_version), 'workq_lease_table', u.id, u.queue,
            case when u.outcome in ('snoozed', 'released') then u.attempts + 1 else u.attempts end,
            u.lease_version, u.owner_token, u.claimed_by, u.claimed_at, now(),
            case when u.status = 3 then 'failed' else u.outcome end, nullif(u.error, '')
@@ -166,7 +166,7 @@ joins as (
     -- counts them at the statement's end in the update's row order: two
     -- completions never deadlock on joins (migration 00015; for the other
     -- tables it does nothing). The final select's one-time filter runs it.
-    select workq_lock_joins('workq_lease_table', array(select u.id from u where u.status >= 2)) as n
+    select workq.workq_lock_joins('workq_lease_table', array(select u.id from u where u.status >= 2)) as n
 )
 select u.id, u.status from u where (select j.n from joins j) >= 0
 `
@@ -213,7 +213,7 @@ func (q *Queries) LeaseComplete(ctx context.Context, arg LeaseCompleteParams) ([
 
 const leaseCountByState = `-- name: LeaseCountByState :many
 select queue, status, (status = 1 and locked_until <= now())::boolean as expired, count(*)::bigint as count
-from workq_lease_table
+from workq.workq_lease_table
 group by queue, status, expired
 order by queue, status, expired
 `
@@ -252,7 +252,7 @@ func (q *Queries) LeaseCountByState(ctx context.Context) ([]LeaseCountByStateRow
 }
 
 const leaseDelete = `-- name: LeaseDelete :many
-delete from workq_lease_table j
+delete from workq.workq_lease_table j
 where j.id = any($1::bigint[]) and j.status >= 2
 returning j.id
 `
@@ -279,9 +279,9 @@ func (q *Queries) LeaseDelete(ctx context.Context, ids []int64) ([]int64, error)
 }
 
 const leaseDeleteFinished = `-- name: LeaseDeleteFinished :execrows
-delete from workq_lease_table
+delete from workq.workq_lease_table
 where id = any(array(
-    select f.id from workq_lease_table f
+    select f.id from workq.workq_lease_table f
     where f.status >= 2 and f.finished_at < now() - ($1::bigint) * interval '1 millisecond'
     order by f.finished_at
     limit $2::integer
@@ -321,13 +321,13 @@ held as (
     -- id = any(@ids) besides the join: with statistics taken while the table
     -- was small the planner hash-joined o to a sequential scan of the whole
     -- table; this bounds the table side to the input's ids whatever the join.
-    select h.id from workq_lease_table h, o
+    select h.id from workq.workq_lease_table h, o
     where h.id = any($1::bigint[]) and h.id = o.id and h.owner_token = o.owner_token
       and h.locked_until > clock_timestamp()
     for no key update of h skip locked
 ),
 extended as (
-    update workq_lease_table t set locked_until = now() + ($3::bigint) * interval '1 millisecond'
+    update workq.workq_lease_table t set locked_until = now() + ($3::bigint) * interval '1 millisecond'
     where t.id = any(array(select held.id from held))
     returning t.id
 )
@@ -339,7 +339,7 @@ select o.id::bigint as id,
                           or r.locked_until <= clock_timestamp()))::boolean as lost
 from o
 left join extended e on e.id = o.id
-left join workq_lease_table r on r.id = o.id and r.id = any($1::bigint[])
+left join workq.workq_lease_table r on r.id = o.id and r.id = any($1::bigint[])
 `
 
 type LeaseHeartbeatParams struct {
@@ -379,7 +379,7 @@ func (q *Queries) LeaseHeartbeat(ctx context.Context, arg LeaseHeartbeatParams) 
 }
 
 const leaseHeldBy = `-- name: LeaseHeldBy :many
-select id, lease_version from workq_lease_table
+select id, lease_version from workq.workq_lease_table
 where status = 1 and owner_token = $1::uuid
 order by id
 `
@@ -416,10 +416,10 @@ select d.queue::text as queue, sum(d.ready)::bigint as ready, sum(d.scheduled)::
 from (
     select r.queue, count(*) filter (where r.run_at <= now()) as ready, count(*) filter (where r.run_at > now()) as scheduled,
            0::bigint as in_progress, min(r.run_at) filter (where r.run_at <= now()) as oldest_due
-    from workq_lease_table r where r.status = 0 group by r.queue
+    from workq.workq_lease_table r where r.status = 0 group by r.queue
     union all
     select p.queue, 0::bigint, 0::bigint, count(*), null::timestamptz
-    from workq_lease_table p where p.status = 1 group by p.queue
+    from workq.workq_lease_table p where p.status = 1 group by p.queue
 ) d
 group by d.queue
 order by d.queue
@@ -470,7 +470,7 @@ select queue,
        count(*) filter (where status = 2)::bigint as done,
        count(*) filter (where status = 3)::bigint as failed,
        coalesce(floor(extract(epoch from now() - min(run_at) filter (where status = 0 and run_at <= now())) * 1000), 0)::bigint as oldest_ready_age_ms
-from workq_lease_table
+from workq.workq_lease_table
 group by queue
 order by queue
 `
@@ -520,7 +520,7 @@ func (q *Queries) LeaseQueueStats(ctx context.Context) ([]LeaseQueueStatsRow, er
 
 const leaseReapExpired = `-- name: LeaseReapExpired :many
 with expired as (
-    select x.id, x.owner_token from workq_lease_table x
+    select x.id, x.owner_token from workq.workq_lease_table x
     where x.status = 1 and x.locked_until <= now()
       and ($1::text is null or x.queue = $1::text)
     order by x.id
@@ -531,7 +531,7 @@ expired_tokens as materialized (
     select jsonb_object_agg(x.id, x.owner_token) as by_id from expired x
 ),
 reaped as (
-    update workq_lease_table j set
+    update workq.workq_lease_table j set
         status = case when j.attempts >= j.max_attempts then 3 else 0 end,
         owner_token = null,
         locked_until = null,
@@ -546,14 +546,14 @@ reaped as (
     returning j.id, j.status, j.queue, j.attempts, j.lease_version, j.claimed_at, j.claimed_by, j.last_error
 ),
 archived as (
-    insert into runs (run_id, work_table, item_id, queue, attempt, lease_version, owner_token, worker_id, started_at, finished_at, outcome, error)
-    select workq_run_id('workq_lease_table', r.id, r.lease_version), 'workq_lease_table', r.id, r.queue, r.attempts, r.lease_version,
+    insert into workq.runs (run_id, work_table, item_id, queue, attempt, lease_version, owner_token, worker_id, started_at, finished_at, outcome, error)
+    select workq.workq_run_id('workq_lease_table', r.id, r.lease_version), 'workq_lease_table', r.id, r.queue, r.attempts, r.lease_version,
            (t.by_id ->> r.id::text)::uuid, r.claimed_by, r.claimed_at, now(), 'expired', r.last_error
     from reaped r, expired_tokens t
 ),
 joins as (
     -- The joins of the outbox members it failed, in join id order (see LeaseComplete).
-    select workq_lock_joins('workq_lease_table', array(select r.id from reaped r where r.status >= 2)) as n
+    select workq.workq_lock_joins('workq_lease_table', array(select r.id from reaped r where r.status >= 2)) as n
 )
 select r.id, r.status, r.queue::text as queue from reaped r where (select j.n from joins j) >= 0
 `
@@ -589,7 +589,7 @@ func (q *Queries) LeaseReapExpired(ctx context.Context, queue *string, maxRows i
 
 const leaseRevive = `-- name: LeaseRevive :many
 with revived as (
-    update workq_lease_table j set
+    update workq.workq_lease_table j set
         status = 0,
         attempts = 0,
         run_at = now(),
@@ -600,14 +600,14 @@ with revived as (
     returning j.id, j.queue, j.lease_version, j.last_error
 ),
 archived as (
-    insert into runs (run_id, work_table, item_id, queue, attempt, lease_version, owner_token, worker_id, started_at, finished_at, outcome, error)
-    select workq_run_id('workq_lease_table', r.id, r.lease_version), 'workq_lease_table', r.id, r.queue, 0, r.lease_version,
+    insert into workq.runs (run_id, work_table, item_id, queue, attempt, lease_version, owner_token, worker_id, started_at, finished_at, outcome, error)
+    select workq.workq_run_id('workq_lease_table', r.id, r.lease_version), 'workq_lease_table', r.id, r.queue, 0, r.lease_version,
            '00000000-0000-0000-0000-000000000000'::uuid, $2::text, now(), now(), 'revived', nullif($3::text, '')
     from revived r
 ),
 joins as (
     -- The joins of the outbox members it revived, in join id order (see LeaseComplete).
-    select workq_lock_joins('workq_lease_table', array(select r.id from revived r)) as n
+    select workq.workq_lock_joins('workq_lease_table', array(select r.id from revived r)) as n
 )
 select r.id from revived r where (select j.n from joins j) >= 0
 `
@@ -641,7 +641,7 @@ func (q *Queries) LeaseRevive(ctx context.Context, arg LeaseReviveParams) ([]int
 
 const leaseStuck = `-- name: LeaseStuck :many
 select queue, count(*)::bigint as count, min(claimed_at)::timestamptz as oldest_claim
-from workq_lease_table
+from workq.workq_lease_table
 where status = 1 and claimed_at < now() - ($1::bigint) * interval '1 millisecond'
 group by queue
 order by queue

@@ -11,7 +11,7 @@ import (
 )
 
 const locksAcquire = `-- name: LocksAcquire :one
-insert into workq_locks as l (name, owner, token, expires_at, acquired_at, renewed_at)
+insert into workq.workq_locks as l (name, owner, token, expires_at, acquired_at, renewed_at)
 values ($1, $2, 1, clock_timestamp() + ($3::bigint) * interval '1 millisecond', clock_timestamp(), clock_timestamp())
 on conflict (name) do update
     set owner = excluded.owner, token = l.token + 1, expires_at = excluded.expires_at,
@@ -41,7 +41,7 @@ func (q *Queries) LocksAcquire(ctx context.Context, arg LocksAcquireParams) (Loc
 
 const locksHeld = `-- name: LocksHeld :one
 select exists (
-    select 1 from workq_locks where name = $1 and token = $2 and expires_at > clock_timestamp()
+    select 1 from workq.workq_locks where name = $1 and token = $2 and expires_at > clock_timestamp()
 )::boolean as held
 `
 
@@ -55,7 +55,7 @@ func (q *Queries) LocksHeld(ctx context.Context, name string, token int64) (bool
 
 const locksList = `-- name: LocksList :many
 select name, owner, token, expires_at, acquired_at, renewed_at, (expires_at > clock_timestamp())::boolean as held
-from workq_locks order by name
+from workq.workq_locks order by name
 `
 
 type LocksListRow struct {
@@ -98,7 +98,7 @@ func (q *Queries) LocksList(ctx context.Context) ([]LocksListRow, error) {
 }
 
 const locksRelease = `-- name: LocksRelease :execrows
-update workq_locks set expires_at = clock_timestamp()
+update workq.workq_locks set expires_at = clock_timestamp()
 where name = $1 and token = $2 and expires_at > clock_timestamp()
 `
 
@@ -112,7 +112,7 @@ func (q *Queries) LocksRelease(ctx context.Context, name string, token int64) (i
 }
 
 const locksRenew = `-- name: LocksRenew :one
-update workq_locks
+update workq.workq_locks
 set expires_at = clock_timestamp() + ($1::bigint) * interval '1 millisecond', renewed_at = clock_timestamp()
 where name = $2 and token = $3 and expires_at > clock_timestamp()
 returning expires_at

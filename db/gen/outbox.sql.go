@@ -18,11 +18,11 @@ woke as materialized (
     select count(*) as n from (select pg_notify('workq_outbox', $4::text) where $5::boolean) x
 ),
 budget as materialized (
-    select workq_claim_budget('outbox', $4, $6::integer) as n from woke
+    select workq.workq_claim_budget('outbox', $4, $6::integer) as n from woke
 ),
 reserve as materialized (
     select count(*)::integer as n from (
-        select 1 from outbox u
+        select 1 from workq.outbox u
         where u.queue = $4 and u.status = 0 and u.partition_key is null and u.run_at <= now()
         -- the index's order, so that the planner reads outbox_claim, not the table
         order by u.priority desc, u.id
@@ -31,28 +31,28 @@ reserve as materialized (
 ),
 keys (key, wrapped) as (
     (select s.key, s.wrapped from (
-        (select o.partition_key as key, false as wrapped from outbox o
+        (select o.partition_key as key, false as wrapped from workq.outbox o
          where o.queue = $4 and o.partition_key is not null and o.status <> 2 and o.partition_key > $7::text
          order by o.partition_key limit 1)
         union all
-        (select o.partition_key as key, true as wrapped from outbox o
+        (select o.partition_key as key, true as wrapped from workq.outbox o
          where o.queue = $4 and o.partition_key is not null and o.status <> 2 and o.partition_key <= $7::text
          order by o.partition_key limit 1)
     ) s limit 1)
     union all
     select n.key, n.wrapped from keys k cross join lateral (
         select s.key, s.wrapped from (
-            (select o.partition_key as key, false as wrapped from outbox o
+            (select o.partition_key as key, false as wrapped from workq.outbox o
              where not k.wrapped and o.queue = $4 and o.partition_key is not null and o.status <> 2
                and o.partition_key > k.key
              order by o.partition_key limit 1)
             union all
-            (select o.partition_key as key, true as wrapped from outbox o
+            (select o.partition_key as key, true as wrapped from workq.outbox o
              where not k.wrapped and o.queue = $4 and o.partition_key is not null and o.status <> 2
                and o.partition_key <= $7::text
              order by o.partition_key limit 1)
             union all
-            (select o.partition_key as key, true as wrapped from outbox o
+            (select o.partition_key as key, true as wrapped from workq.outbox o
              where k.wrapped and o.queue = $4 and o.partition_key is not null and o.status <> 2
                and o.partition_key > k.key and o.partition_key <= $7::text
              order by o.partition_key limit 1)
@@ -61,7 +61,7 @@ keys (key, wrapped) as (
 ),
 heads as (
     select h.id from keys k cross join lateral (
-        select o.id, o.status, o.run_at from outbox o
+        select o.id, o.status, o.run_at from workq.outbox o
         where o.queue = $4 and o.partition_key is not null and o.status <> 2 and o.partition_key = k.key
           and not (o.status = 3 and o.topic = any(coalesce($8::text[], '{}')))
           -- keys this claimer hands over to the queue's other claimers
@@ -80,24 +80,24 @@ heads as (
       -- owner_token is not null (= status 1, the lease CHECK), which implies
       -- only this index's predicate, where status = 1 let stale statistics
       -- pick outbox_in_progress and scan every in-flight row per key.
-      and (select 1 from outbox f
+      and (select 1 from workq.outbox f
            where f.queue = $4 and f.partition_key = k.key and f.owner_token is not null
            limit 1) is null
     limit (select b.n - r.n from budget b, reserve r)
 ),
 keyed as materialized (
-    select o.id from outbox o
+    select o.id from workq.outbox o
     where o.id = any(array(select h.id from heads h)) and o.status = 0 and o.run_at <= now()
     for no key update skip locked
 ),
 unkeyed as (
-    select r.id from outbox r
+    select r.id from workq.outbox r
     where r.queue = $4 and r.status = 0 and r.partition_key is null and r.run_at <= now()
     order by r.priority desc, r.id
     limit greatest(0, (select b.n from budget b) - (select count(*) from keyed))
     for no key update skip locked
 )
-update outbox j set
+update workq.outbox j set
     status = 1,
     owner_token = $1::uuid,
     locked_until = now() + ($2::bigint) * interval '1 millisecond',
@@ -206,9 +206,9 @@ func (q *Queries) OutboxClaim(ctx context.Context, arg OutboxClaimParams) ([]Out
 }
 
 const outboxDeleteFinished = `-- name: OutboxDeleteFinished :execrows
-delete from outbox
+delete from workq.outbox
 where id = any(array(
-    select f.id from outbox f
+    select f.id from workq.outbox f
     -- outbox_finished's predicate, written out so that the planner uses it.
     where (f.status = 2 or (f.status = 3 and f.partition_key is null))
       and f.finished_at < now() - ($1::bigint) * interval '1 millisecond'
@@ -228,7 +228,7 @@ func (q *Queries) OutboxDeleteFinished(ctx context.Context, olderThanMs int64, m
 
 const outboxEnqueue = `-- name: OutboxEnqueue :one
 with ins as (
-    insert into outbox (queue, topic, partition_key, message_id, payload, headers, correlation_id, priority, run_at, max_attempts, join_id)
+    insert into workq.outbox (queue, topic, partition_key, message_id, payload, headers, correlation_id, priority, run_at, max_attempts, join_id)
     values (
         $1, $2, $3::text, coalesce($4::uuid, gen_random_uuid()),
         $5, $6, $7::text, $8,
@@ -309,14 +309,14 @@ batch_keys as materialized (
     group by u.queue, u.partition_key
 ),
 seqs as (
-    insert into outbox_key_seqs as c (queue, partition_key, last_seq, updated_at)
+    insert into workq.outbox_key_seqs as c (queue, partition_key, last_seq, updated_at)
     select k.queue, k.partition_key, k.n, now() from batch_keys k
     order by k.queue, k.partition_key
     on conflict (queue, partition_key) do update set last_seq = c.last_seq + excluded.last_seq, updated_at = now()
     returning c.queue, c.partition_key, c.last_seq
 ),
 ins as (
-insert into outbox (queue, topic, partition_key, message_id, payload, headers, correlation_id, priority, run_at, max_attempts, join_id, key_seq)
+insert into workq.outbox (queue, topic, partition_key, message_id, payload, headers, correlation_id, priority, run_at, max_attempts, join_id, key_seq)
 select u.queue, u.topic, u.partition_key, coalesce(nullif(u.message_id, '')::uuid, gen_random_uuid()),
        u.payload::jsonb, u.headers::jsonb, nullif(u.correlation_id, ''), u.priority,
        coalesce(nullif(u.run_at, '')::timestamptz, now() + coalesce(u.delay_ms, 0) * interval '1 millisecond'),
@@ -392,7 +392,7 @@ func (q *Queries) OutboxEnqueueMany(ctx context.Context, arg OutboxEnqueueManyPa
 }
 
 const outboxGet = `-- name: OutboxGet :one
-select id, queue, topic, partition_key, message_id, payload, headers, correlation_id, status, priority, run_at, owner_token, locked_until, lease_version, attempts, max_attempts, claimed_at, claimed_by, last_error, created_at, updated_at, finished_at, join_id, key_seq from outbox where id = $1
+select id, queue, topic, partition_key, message_id, payload, headers, correlation_id, status, priority, run_at, owner_token, locked_until, lease_version, attempts, max_attempts, claimed_at, claimed_by, last_error, created_at, updated_at, finished_at, join_id, key_seq from workq.outbox where id = $1
 `
 
 // OutboxGet reads one outbox message.
@@ -429,7 +429,7 @@ func (q *Queries) OutboxGet(ctx context.Context, id int64) (Outbox, error) {
 }
 
 const outboxGetByMessageID = `-- name: OutboxGetByMessageID :one
-select id, queue, topic, partition_key, message_id, payload, headers, correlation_id, status, priority, run_at, owner_token, locked_until, lease_version, attempts, max_attempts, claimed_at, claimed_by, last_error, created_at, updated_at, finished_at, join_id, key_seq from outbox where message_id = $1
+select id, queue, topic, partition_key, message_id, payload, headers, correlation_id, status, priority, run_at, owner_token, locked_until, lease_version, attempts, max_attempts, claimed_at, claimed_by, last_error, created_at, updated_at, finished_at, join_id, key_seq from workq.outbox where message_id = $1
 `
 
 // OutboxGetByMessageID reads one outbox message by its message id.
@@ -467,12 +467,12 @@ func (q *Queries) OutboxGetByMessageID(ctx context.Context, messageID uuid.UUID)
 
 const outboxKeyHeads = `-- name: OutboxKeyHeads :many
 with recursive keys (key) as (
-    (select o.partition_key as key from outbox o
+    (select o.partition_key as key from workq.outbox o
      where o.queue = $1 and o.partition_key is not null and o.status <> 2 and o.partition_key > $5::text
      order by o.partition_key limit 1)
     union all
     select n.key from keys k cross join lateral (
-        select o.partition_key as key from outbox o
+        select o.partition_key as key from workq.outbox o
         where o.queue = $1 and o.partition_key is not null and o.status <> 2 and o.partition_key > k.key
         order by o.partition_key limit 1
     ) n
@@ -481,7 +481,7 @@ select k.key::text as partition_key, h.id, h.topic, h.status, h.attempts, h.max_
        h.message_id, h.updated_at
 from keys k cross join lateral (
     select o.id, o.topic, o.status, o.attempts, o.max_attempts, o.run_at, o.last_error, o.message_id, o.updated_at
-    from outbox o
+    from workq.outbox o
     where o.queue = $1 and o.partition_key is not null and o.status <> 2 and o.partition_key = k.key
       and not (o.status = 3 and o.topic = any(coalesce($2::text[], '{}')))
     order by o.key_seq
@@ -552,7 +552,7 @@ func (q *Queries) OutboxKeyHeads(ctx context.Context, arg OutboxKeyHeadsParams) 
 }
 
 const outboxList = `-- name: OutboxList :many
-select id, queue, topic, partition_key, message_id, payload, headers, correlation_id, status, priority, run_at, owner_token, locked_until, lease_version, attempts, max_attempts, claimed_at, claimed_by, last_error, created_at, updated_at, finished_at, join_id, key_seq from outbox o
+select id, queue, topic, partition_key, message_id, payload, headers, correlation_id, status, priority, run_at, owner_token, locked_until, lease_version, attempts, max_attempts, claimed_at, claimed_by, last_error, created_at, updated_at, finished_at, join_id, key_seq from workq.outbox o
 where o.id > $1::bigint
   and ($2::text = '' or o.queue = $2::text)
   and ($3::integer < 0 or o.status = $3::integer)
@@ -625,7 +625,7 @@ func (q *Queries) OutboxList(ctx context.Context, arg OutboxListParams) ([]Outbo
 }
 
 const outboxPage = `-- name: OutboxPage :many
-select id, queue, topic, partition_key, message_id, payload, headers, correlation_id, status, priority, run_at, owner_token, locked_until, lease_version, attempts, max_attempts, claimed_at, claimed_by, last_error, created_at, updated_at, finished_at, join_id, key_seq from outbox t
+select id, queue, topic, partition_key, message_id, payload, headers, correlation_id, status, priority, run_at, owner_token, locked_until, lease_version, attempts, max_attempts, claimed_at, claimed_by, last_error, created_at, updated_at, finished_at, join_id, key_seq from workq.outbox t
 where t.id < $1::bigint
   and ($2::text is null or t.queue = $2::text)
   and ($3::smallint is null or t.status = $3::smallint)
@@ -707,7 +707,7 @@ func (q *Queries) OutboxPage(ctx context.Context, arg OutboxPageParams) ([]Outbo
 }
 
 const outboxPruneKeySeqs = `-- name: OutboxPruneKeySeqs :one
-select outbox_prune_key_seqs($1::bigint, $2::integer)::bigint as deleted
+select workq.outbox_prune_key_seqs($1::bigint, $2::integer)::bigint as deleted
 `
 
 // OutboxPruneKeySeqs deletes up to max_rows partition-key counters last used more than older_than_ms ago whose key has no message not done (outbox_prune_key_seqs: the key starts again at 1; never while a writer of it is open), and returns how many.
@@ -724,14 +724,14 @@ select d.queue::text as queue, sum(d.ready)::bigint as ready, sum(d.scheduled)::
 from (
     select u.queue, count(*) filter (where u.run_at <= now()) as ready, count(*) filter (where u.run_at > now()) as scheduled,
            0::bigint as in_progress, min(u.run_at) filter (where u.run_at <= now()) as oldest_due
-    from outbox u where u.status = 0 and u.partition_key is null group by u.queue
+    from workq.outbox u where u.status = 0 and u.partition_key is null group by u.queue
     union all
     select k.queue, count(*) filter (where k.run_at <= now()), count(*) filter (where k.run_at > now()),
            0::bigint, min(k.run_at) filter (where k.run_at <= now())
-    from outbox k where k.partition_key is not null and k.status <> 2 and k.status = 0 group by k.queue
+    from workq.outbox k where k.partition_key is not null and k.status <> 2 and k.status = 0 group by k.queue
     union all
     select p.queue, 0::bigint, 0::bigint, count(*), null::timestamptz
-    from outbox p where p.status = 1 group by p.queue
+    from workq.outbox p where p.status = 1 group by p.queue
 ) d
 group by d.queue
 order by d.queue

@@ -14,13 +14,13 @@ import (
 
 const outboxJoinFailExpired = `-- name: OutboxJoinFailExpired :one
 with due as materialized (
-    select j.id from outbox_joins j
+    select j.id from workq.outbox_joins j
     where j.status = 0 and j.deadline is not null and j.deadline <= now()
     order by j.deadline
     limit $1::integer
     for no key update skip locked
 )
-select count(*) filter (where workq_outbox_join_finish(due.id, 3::smallint, 'deadline'))::integer as failed
+select count(*) filter (where workq.workq_outbox_join_finish(due.id, 3::smallint, 'deadline'))::integer as failed
 from due
 `
 
@@ -35,7 +35,7 @@ func (q *Queries) OutboxJoinFailExpired(ctx context.Context, maxRows int32) (int
 const outboxJoinGet = `-- name: OutboxJoinGet :one
 select id, status, on_member_failure, expected_steps, attached_steps, completed_steps, failed_steps, fail_reason,
        deadline, outcome_message_id, on_complete_topic, on_fail_topic, created_at, updated_at, finished_at
-from outbox_joins
+from workq.outbox_joins
 where id = $1
 `
 
@@ -82,7 +82,7 @@ func (q *Queries) OutboxJoinGet(ctx context.Context, id int64) (OutboxJoinGetRow
 }
 
 const outboxJoinStart = `-- name: OutboxJoinStart :one
-insert into outbox_joins (
+insert into workq.outbox_joins (
     expected_steps, on_member_failure, deadline,
     on_complete_queue, on_complete_topic, on_complete_payload, on_complete_headers, on_complete_partition_key, on_complete_correlation_id,
     on_fail_queue, on_fail_topic, on_fail_payload, on_fail_headers, on_fail_partition_key, on_fail_correlation_id)
@@ -157,7 +157,7 @@ func (q *Queries) OutboxJoinStart(ctx context.Context, arg OutboxJoinStartParams
 const outboxJoinsPage = `-- name: OutboxJoinsPage :many
 select id, status, on_member_failure, expected_steps, attached_steps, completed_steps, failed_steps, fail_reason,
        deadline, outcome_message_id, on_complete_topic, on_fail_topic, created_at, updated_at, finished_at
-from outbox_joins
+from workq.outbox_joins
 where id < $1::bigint and (not $2::boolean or status = 0)
 order by id desc
 limit $3::integer

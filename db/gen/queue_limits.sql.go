@@ -10,7 +10,7 @@ import (
 )
 
 const queueLimitsDelete = `-- name: QueueLimitsDelete :execrows
-delete from queue_limits where work_table = $1 and queue = $2
+delete from workq.queue_limits where work_table = $1 and queue = $2
 `
 
 // QueueLimitsDelete removes the global limit of one (table, queue).
@@ -23,7 +23,7 @@ func (q *Queries) QueueLimitsDelete(ctx context.Context, workTable string, queue
 }
 
 const queueLimitsList = `-- name: QueueLimitsList :many
-select work_table, queue, max_in_progress, updated_at from queue_limits order by work_table, queue
+select work_table, queue, max_in_progress, updated_at from workq.queue_limits order by work_table, queue
 `
 
 // QueueLimitsList lists every configured global limit.
@@ -53,7 +53,7 @@ func (q *Queries) QueueLimitsList(ctx context.Context) ([]QueueLimit, error) {
 }
 
 const queueLimitsSet = `-- name: QueueLimitsSet :exec
-insert into queue_limits (work_table, queue, max_in_progress)
+insert into workq.queue_limits (work_table, queue, max_in_progress)
 values ($1, $2, $3)
 on conflict (work_table, queue) do update set max_in_progress = excluded.max_in_progress, updated_at = now()
 `

@@ -10,7 +10,7 @@ import (
 )
 
 const queuePausesList = `-- name: QueuePausesList :many
-select work_table, queue, paused_at, paused_by, reason from queue_pauses order by work_table, queue
+select work_table, queue, paused_at, paused_by, reason from workq.queue_pauses order by work_table, queue
 `
 
 // QueuePausesList lists every paused queue.
@@ -41,7 +41,7 @@ func (q *Queries) QueuePausesList(ctx context.Context) ([]QueuePause, error) {
 }
 
 const queuePausesPause = `-- name: QueuePausesPause :one
-insert into queue_pauses (work_table, queue, paused_by, reason)
+insert into workq.queue_pauses (work_table, queue, paused_by, reason)
 values ($1, $2, $3, $4::text)
 on conflict (work_table, queue) do nothing
 returning true as paused
@@ -69,7 +69,7 @@ func (q *Queries) QueuePausesPause(ctx context.Context, arg QueuePausesPausePara
 
 const queuePausesResume = `-- name: QueuePausesResume :one
 with resumed as (
-    delete from queue_pauses where work_table = $1 and queue = $2
+    delete from workq.queue_pauses where work_table = $1 and queue = $2
     returning queue
 ),
 woken as (

@@ -13,7 +13,7 @@ import (
 )
 
 const runsByIDs = `-- name: RunsByIDs :many
-select run_id, owner_token, outcome from runs where run_id = any($1::uuid[])
+select run_id, owner_token, outcome from workq.runs where run_id = any($1::uuid[])
 `
 
 type RunsByIDsRow struct {
@@ -56,9 +56,9 @@ func (q *Queries) RunsClock(ctx context.Context) (time.Time, error) {
 }
 
 const runsDeleteFinished = `-- name: RunsDeleteFinished :execrows
-delete from runs
+delete from workq.runs
 where run_id = any(array(
-    select r.run_id from runs r
+    select r.run_id from workq.runs r
     where r.finished_at < now() - ($1::bigint) * interval '1 millisecond'
     order by r.finished_at
     limit $2::integer
@@ -78,7 +78,7 @@ func (q *Queries) RunsDeleteFinished(ctx context.Context, olderThanMs int64, max
 
 const runsEndedBetween = `-- name: RunsEndedBetween :many
 select work_table, queue, outcome, count(*)::bigint as count
-from runs
+from workq.runs
 where finished_at > $1 and finished_at <= $2 and outcome not in ('revived', 'cancelled')
 group by work_table, queue, outcome
 order by work_table, queue, outcome
@@ -118,7 +118,7 @@ func (q *Queries) RunsEndedBetween(ctx context.Context, after time.Time, until t
 }
 
 const runsGet = `-- name: RunsGet :one
-select run_id, work_table, item_id, queue, attempt, lease_version, owner_token, worker_id, started_at, finished_at, outcome, error from runs where run_id = $1
+select run_id, work_table, item_id, queue, attempt, lease_version, owner_token, worker_id, started_at, finished_at, outcome, error from workq.runs where run_id = $1
 `
 
 // RunsGet reads one archived attempt by run id.
@@ -146,7 +146,7 @@ const runsLastMinute = `-- name: RunsLastMinute :many
 select work_table, queue,
        count(*)::bigint as ended,
        count(*) filter (where started_at > now() - interval '1 minute')::bigint as started
-from runs
+from workq.runs
 where finished_at > now() - interval '1 minute' and outcome not in ('revived', 'cancelled')
 group by work_table, queue
 order by work_table, queue
@@ -186,9 +186,9 @@ func (q *Queries) RunsLastMinute(ctx context.Context) ([]RunsLastMinuteRow, erro
 }
 
 const runsListByItem = `-- name: RunsListByItem :many
-select run_id, work_table, item_id, queue, attempt, lease_version, owner_token, worker_id, started_at, finished_at, outcome, error from runs
-where run_id between workq_run_id($1::text, $2::bigint, 0)
-                 and workq_run_id($1::text, $2::bigint, 72057594037927935)
+select run_id, work_table, item_id, queue, attempt, lease_version, owner_token, worker_id, started_at, finished_at, outcome, error from workq.runs
+where run_id between workq.workq_run_id($1::text, $2::bigint, 0)
+                 and workq.workq_run_id($1::text, $2::bigint, 72057594037927935)
 order by run_id
 `
 

@@ -11,7 +11,7 @@ import (
 )
 
 const schedulesAdvance = `-- name: SchedulesAdvance :exec
-update schedules s set
+update workq.schedules s set
     next_run_at = u.next_run_at,
     last_run_id = case when u.has_run then u.last_run_id else s.last_run_id end,
     last_run_at = case when u.has_run then u.last_run_at else s.last_run_at end,
@@ -51,7 +51,7 @@ func (q *Queries) SchedulesAdvance(ctx context.Context, arg SchedulesAdvancePara
 }
 
 const schedulesDelete = `-- name: SchedulesDelete :execrows
-delete from schedules where name = $1
+delete from workq.schedules where name = $1
 `
 
 // SchedulesDelete removes one schedule by name; its job runs stay, with schedule_id set to null by the foreign key.
@@ -67,8 +67,8 @@ const schedulesDue = `-- name: SchedulesDue :many
 select s.id, s.name, s.cron, s.timezone, s.next_run_at::timestamptz as next_run_at, s.overlap, s.misfire, s.misfire_cap,
        -- a scalar subquery, not EXISTS: the planner may hash an EXISTS over
        -- all of job_runs, this one is a primary-key probe per schedule
-       coalesce((select j.status < 2 from job_runs j where j.id = s.last_run_id), false)::boolean as last_run_live
-from schedules s
+       coalesce((select j.status < 2 from workq.job_runs j where j.id = s.last_run_id), false)::boolean as last_run_live
+from workq.schedules s
 where s.enabled and s.next_run_at <= $1::timestamptz
 order by s.next_run_at
 limit $2
@@ -120,7 +120,7 @@ func (q *Queries) SchedulesDue(ctx context.Context, now time.Time, batch int32) 
 
 const schedulesGet = `-- name: SchedulesGet :one
 select s.id, s.name, s.queue, s.kind, s.payload, s.cron, s.timezone, s.priority, s.max_attempts, s.enabled, s.next_run_at, s.last_run_at, s.created_at, s.updated_at, s.overlap, s.misfire, s.misfire_cap, s.last_run_id, s.skipped_runs, s.last_skipped_at, j.status as last_run_status
-from schedules s left join job_runs j on j.id = s.last_run_id
+from workq.schedules s left join workq.job_runs j on j.id = s.last_run_id
 where s.name = $1
 `
 
@@ -179,7 +179,7 @@ func (q *Queries) SchedulesGet(ctx context.Context, name string) (SchedulesGetRo
 }
 
 const schedulesGetForUpdate = `-- name: SchedulesGetForUpdate :one
-select id, name, queue, kind, payload, cron, timezone, priority, max_attempts, enabled, next_run_at, last_run_at, created_at, updated_at, overlap, misfire, misfire_cap, last_run_id, skipped_runs, last_skipped_at from schedules where name = $1 for no key update
+select id, name, queue, kind, payload, cron, timezone, priority, max_attempts, enabled, next_run_at, last_run_at, created_at, updated_at, overlap, misfire, misfire_cap, last_run_id, skipped_runs, last_skipped_at from workq.schedules where name = $1 for no key update
 `
 
 // SchedulesGetForUpdate reads one schedule by name and locks it for a read-modify-write (update, enable, trigger).
@@ -212,7 +212,7 @@ func (q *Queries) SchedulesGetForUpdate(ctx context.Context, name string) (Sched
 }
 
 const schedulesInsert = `-- name: SchedulesInsert :one
-insert into schedules (name, queue, kind, payload, cron, timezone, priority, max_attempts,
+insert into workq.schedules (name, queue, kind, payload, cron, timezone, priority, max_attempts,
                        enabled, next_run_at, overlap, misfire, misfire_cap)
 values ($1, $2, $3, $4, $5, $6, $7, $8,
         $9, $10::timestamptz, $11, $12, $13)
@@ -260,7 +260,7 @@ func (q *Queries) SchedulesInsert(ctx context.Context, arg SchedulesInsertParams
 
 const schedulesList = `-- name: SchedulesList :many
 select s.id, s.name, s.queue, s.kind, s.payload, s.cron, s.timezone, s.priority, s.max_attempts, s.enabled, s.next_run_at, s.last_run_at, s.created_at, s.updated_at, s.overlap, s.misfire, s.misfire_cap, s.last_run_id, s.skipped_runs, s.last_skipped_at, j.status as last_run_status
-from schedules s left join job_runs j on j.id = s.last_run_id
+from workq.schedules s left join workq.job_runs j on j.id = s.last_run_id
 order by s.name
 `
 
@@ -332,7 +332,7 @@ func (q *Queries) SchedulesList(ctx context.Context) ([]SchedulesListRow, error)
 }
 
 const schedulesLiveRun = `-- name: SchedulesLiveRun :one
-select j.id from job_runs j where j.id = $1 and j.status < 2
+select j.id from workq.job_runs j where j.id = $1 and j.status < 2
 `
 
 // SchedulesLiveRun returns the last run of a schedule when it is still live (ready or in progress).
@@ -345,11 +345,11 @@ func (q *Queries) SchedulesLiveRun(ctx context.Context, id int64) (int64, error)
 
 const schedulesMaterialize = `-- name: SchedulesMaterialize :many
 with ins as (
-    insert into job_runs (queue, kind, payload, priority, max_attempts, run_at, schedule_id, scheduled_time)
+    insert into workq.job_runs (queue, kind, payload, priority, max_attempts, run_at, schedule_id, scheduled_time)
     select s.queue, s.kind, s.payload, s.priority, s.max_attempts, sl.scheduled_time, s.id, sl.scheduled_time
     from (select unnest($1::bigint[]) as schedule_id,
                  unnest($2::timestamptz[]) as scheduled_time) sl
-    join schedules s on s.id = sl.schedule_id
+    join workq.schedules s on s.id = sl.schedule_id
     on conflict (schedule_id, scheduled_time) where schedule_id is not null do nothing
     returning id, schedule_id, scheduled_time, queue
 ),
@@ -409,7 +409,7 @@ func (q *Queries) SchedulesNow(ctx context.Context, now *time.Time) (time.Time, 
 }
 
 const schedulesPark = `-- name: SchedulesPark :exec
-update schedules set next_run_at = null where id = $1
+update workq.schedules set next_run_at = null where id = $1
 `
 
 // SchedulesPark takes a schedule whose stored cron no longer parses out of the due set (next_run_at null) so the scheduler stops retrying it; an update with a valid cron brings it back.
@@ -420,13 +420,13 @@ func (q *Queries) SchedulesPark(ctx context.Context, id int64) error {
 
 const schedulesTrigger = `-- name: SchedulesTrigger :one
 with ins as (
-    insert into job_runs (queue, kind, payload, priority, max_attempts, schedule_id)
+    insert into workq.job_runs (queue, kind, payload, priority, max_attempts, schedule_id)
     select s.queue, s.kind, s.payload, s.priority, s.max_attempts, s.id
-    from schedules s where s.id = $1
+    from workq.schedules s where s.id = $1
     returning id, queue
 ),
 upd as (
-    update schedules s set last_run_id = ins.id, last_run_at = $2::timestamptz
+    update workq.schedules s set last_run_id = ins.id, last_run_at = $2::timestamptz
     from ins where s.id = $1
 ),
 notified as (
@@ -444,7 +444,7 @@ func (q *Queries) SchedulesTrigger(ctx context.Context, iD int64, now time.Time)
 }
 
 const schedulesUpdate = `-- name: SchedulesUpdate :exec
-update schedules set
+update workq.schedules set
     queue = $1, kind = $2, payload = $3, cron = $4, timezone = $5,
     priority = $6, max_attempts = $7, enabled = $8,
     next_run_at = $9::timestamptz, overlap = $10, misfire = $11,

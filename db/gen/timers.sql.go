@@ -13,7 +13,7 @@ import (
 )
 
 const timersCancel = `-- name: TimersCancel :many
-update timers set status = 3, last_error = 'cancelled', finished_at = now(), cancelled_at = now(), updated_at = now()
+update workq.timers set status = 3, last_error = 'cancelled', finished_at = now(), cancelled_at = now(), updated_at = now()
 where id = any($1::bigint[]) and status = 0
 returning id
 `
@@ -41,7 +41,7 @@ func (q *Queries) TimersCancel(ctx context.Context, ids []int64) ([]int64, error
 
 const timersCancelAudited = `-- name: TimersCancelAudited :many
 with cancelled as (
-    update timers t set
+    update workq.timers t set
         status = 3,
         lease_version = t.lease_version + 1,
         last_error = 'cancelled by ' || $1::text || coalesce(': ' || nullif($2::text, ''), ''),
@@ -52,8 +52,8 @@ with cancelled as (
     returning t.id, t.queue, t.attempts, t.lease_version
 ),
 archived as (
-    insert into runs (run_id, work_table, item_id, queue, attempt, lease_version, owner_token, worker_id, started_at, finished_at, outcome, error)
-    select workq_run_id('timers', c.id, c.lease_version), 'timers', c.id, c.queue, c.attempts, c.lease_version,
+    insert into workq.runs (run_id, work_table, item_id, queue, attempt, lease_version, owner_token, worker_id, started_at, finished_at, outcome, error)
+    select workq.workq_run_id('timers', c.id, c.lease_version), 'timers', c.id, c.queue, c.attempts, c.lease_version,
            '00000000-0000-0000-0000-000000000000'::uuid, $1::text, now(), now(), 'cancelled', nullif($2::text, '')
     from cancelled c
 )
@@ -89,12 +89,12 @@ func (q *Queries) TimersCancelAudited(ctx context.Context, arg TimersCancelAudit
 
 const timersCancelOne = `-- name: TimersCancelOne :one
 with cur as materialized (
-    select t.id, t.status, t.finished_at, t.cancelled_at from timers t
+    select t.id, t.status, t.finished_at, t.cancelled_at from workq.timers t
     where t.id = $1
     for no key update
 ),
 cancelled as (
-    update timers t set status = 3, last_error = 'cancelled', finished_at = now(), cancelled_at = now(), updated_at = now()
+    update workq.timers t set status = 3, last_error = 'cancelled', finished_at = now(), cancelled_at = now(), updated_at = now()
     from cur
     where t.id = cur.id and cur.status = 0
     returning t.id
@@ -127,15 +127,15 @@ func (q *Queries) TimersCancelOne(ctx context.Context, id int64) (TimersCancelOn
 
 const timersClaim = `-- name: TimersClaim :many
 with candidates as (
-    select r.id from timers r
+    select r.id from workq.timers r
     where r.queue = $4 and r.status = 0 and r.run_at <= now()
       -- the resume point (JobRunsClaim, design.md 4.1a): from run_at on
       and r.run_at >= coalesce($5::timestamptz, '-infinity')
     order by r.run_at, r.id
-    limit workq_claim_budget('timers', $4, $6::integer)
+    limit workq.workq_claim_budget('timers', $4, $6::integer)
     for no key update skip locked
 )
-update timers j set
+update workq.timers j set
     status = 1,
     owner_token = $1::uuid,
     locked_until = now() + ($2::bigint) * interval '1 millisecond',
@@ -215,7 +215,7 @@ func (q *Queries) TimersClaim(ctx context.Context, arg TimersClaimParams) ([]Tim
 }
 
 const timersEnqueue = `-- name: TimersEnqueue :one
-insert into timers (queue, topic, payload, due_time, run_at, priority, max_attempts)
+insert into workq.timers (queue, topic, payload, due_time, run_at, priority, max_attempts)
 select $1, $2, $3, d.due, d.due, $4, $5
 from (select coalesce($6::timestamptz, now() + ($7::bigint) * interval '1 millisecond') as due) d
 returning id, due_time
@@ -253,7 +253,7 @@ func (q *Queries) TimersEnqueue(ctx context.Context, arg TimersEnqueueParams) (T
 }
 
 const timersEnqueueMany = `-- name: TimersEnqueueMany :many
-insert into timers (queue, topic, payload, due_time, run_at, priority, max_attempts)
+insert into workq.timers (queue, topic, payload, due_time, run_at, priority, max_attempts)
 select u.queue, u.topic, u.payload::jsonb, u.due_time, u.due_time, u.priority, u.max_attempts
 from (
     select unnest($1::text[]) as queue, unnest($2::text[]) as topic, unnest($3::text[]) as payload,
@@ -306,7 +306,7 @@ func (q *Queries) TimersEnqueueMany(ctx context.Context, arg TimersEnqueueManyPa
 }
 
 const timersGet = `-- name: TimersGet :one
-select id, queue, topic, payload, due_time, status, priority, run_at, owner_token, locked_until, lease_version, attempts, max_attempts, claimed_at, claimed_by, last_error, created_at, updated_at, finished_at, cancelled_at from timers where id = $1
+select id, queue, topic, payload, due_time, status, priority, run_at, owner_token, locked_until, lease_version, attempts, max_attempts, claimed_at, claimed_by, last_error, created_at, updated_at, finished_at, cancelled_at from workq.timers where id = $1
 `
 
 // TimersGet reads one timer.
@@ -339,7 +339,7 @@ func (q *Queries) TimersGet(ctx context.Context, id int64) (Timer, error) {
 }
 
 const timersList = `-- name: TimersList :many
-select t.id, t.queue, t.topic, t.payload, t.due_time, t.status, t.priority, t.run_at, t.owner_token, t.locked_until, t.lease_version, t.attempts, t.max_attempts, t.claimed_at, t.claimed_by, t.last_error, t.created_at, t.updated_at, t.finished_at, t.cancelled_at from timers t
+select t.id, t.queue, t.topic, t.payload, t.due_time, t.status, t.priority, t.run_at, t.owner_token, t.locked_until, t.lease_version, t.attempts, t.max_attempts, t.claimed_at, t.claimed_by, t.last_error, t.created_at, t.updated_at, t.finished_at, t.cancelled_at from workq.timers t
 where t.id > $1::bigint
   and ($2::text is null or t.queue = $2::text)
   and ($3::text is null or t.topic = $3::text)
@@ -415,7 +415,7 @@ func (q *Queries) TimersList(ctx context.Context, arg TimersListParams) ([]Timer
 
 const timersNextDue = `-- name: TimersNextDue :one
 select ceil(extract(epoch from (r.run_at - now())) * 1000)::bigint as wait_ms
-from timers r
+from workq.timers r
 where r.queue = $1 and r.status = 0
 order by r.run_at
 limit 1
@@ -430,7 +430,7 @@ func (q *Queries) TimersNextDue(ctx context.Context, queue string) (int64, error
 }
 
 const timersPage = `-- name: TimersPage :many
-select id, queue, topic, payload, due_time, status, priority, run_at, owner_token, locked_until, lease_version, attempts, max_attempts, claimed_at, claimed_by, last_error, created_at, updated_at, finished_at, cancelled_at from timers t
+select id, queue, topic, payload, due_time, status, priority, run_at, owner_token, locked_until, lease_version, attempts, max_attempts, claimed_at, claimed_by, last_error, created_at, updated_at, finished_at, cancelled_at from workq.timers t
 where t.id < $1::bigint
   and ($2::text is null or t.queue = $2::text)
   and ($3::smallint is null or t.status = $3::smallint)
@@ -509,7 +509,7 @@ func (q *Queries) TimersPage(ctx context.Context, arg TimersPageParams) ([]Timer
 
 const timersSchedule = `-- name: TimersSchedule :one
 with ins as (
-    insert into timers (queue, topic, payload, due_time, run_at, priority, max_attempts)
+    insert into workq.timers (queue, topic, payload, due_time, run_at, priority, max_attempts)
     select $1, $2, $3, d.due, d.due, $4, $5
     from (select coalesce($6::timestamptz, now() + ($7::bigint) * interval '1 millisecond') as due) d
     returning id, due_time
@@ -573,7 +573,7 @@ d as materialized (
     from u
 ),
 ins as (
-    insert into timers (queue, topic, payload, due_time, run_at, priority, max_attempts)
+    insert into workq.timers (queue, topic, payload, due_time, run_at, priority, max_attempts)
     select d.queue, d.topic, d.payload::jsonb, d.due, d.due, d.priority, d.max_attempts from d
     returning id, due_time
 ),

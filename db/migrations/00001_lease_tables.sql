@@ -18,7 +18,7 @@
 -- of that column). The length is tested apart from the regex: a bounded
 -- repetition ({1,128}) made the regex cost about 8 us per value, an enqueue
 -- of two names 17 us per row; this form costs under 1 us.
-create domain workq_name as text
+create domain workq.workq_name as text
     check (value ~ '^[A-Za-z0-9_.:-]+$' and length(value) <= 128);
 
 -- workq_table_code is a work table's code in run ids. Codes are assigned
@@ -26,7 +26,7 @@ create domain workq_name as text
 -- new work table adds its name here with the next free code (at most 63) in
 -- its own migration. An unknown name is an error, never another table's code.
 -- +goose StatementBegin
-create function workq_unknown_table(p_table text)
+create function workq.workq_unknown_table(p_table text)
 returns bigint
 language plpgsql immutable parallel safe
 as $$
@@ -37,7 +37,7 @@ end
 $$;
 -- +goose StatementEnd
 
-create function workq_table_code(p_table text)
+create function workq.workq_table_code(p_table text)
 returns bigint
 language sql immutable parallel safe
 as $$
@@ -46,7 +46,7 @@ as $$
         when 'outbox' then 1
         when 'inbox' then 2
         when 'timers' then 3
-        else workq_unknown_table(p_table) end
+        else workq.workq_unknown_table(p_table) end
 $$;
 
 -- workq_run_id names one attempt: (work table, item id, lease_version), packed
@@ -65,23 +65,23 @@ $$;
 -- (test/run_id_test.go keeps the two equal). Written as plain expressions
 -- (not STRICT) so the planner inlines both functions and, with the table
 -- name a literal in every statement, folds the table's code to a constant.
-create function workq_run_id(p_table text, p_id bigint, p_lease_version bigint)
+create function workq.workq_run_id(p_table text, p_id bigint, p_lease_version bigint)
 returns uuid
 language sql immutable parallel safe
 as $$
     select encode(
         int8send(((p_id >> 12) << 16) | 32768 | (p_id & 4095))
         || int8send((-9223372036854775808)::bigint
-                    | (workq_table_code(p_table) << 56)
+                    | (workq.workq_table_code(p_table) << 56)
                     | (p_lease_version & 72057594037927935)),
         'hex')::uuid
 $$;
 
-create table schedules (
+create table workq.schedules (
     id            bigint generated always as identity primary key,
-    name          workq_name not null unique,
-    queue         workq_name not null default 'default',
-    kind          workq_name not null,
+    name          workq.workq_name not null unique,
+    queue         workq.workq_name not null default 'default',
+    kind          workq.workq_name not null,
     payload       jsonb not null default '{}',
     cron          text not null,
     timezone      text not null default 'UTC',
@@ -93,15 +93,15 @@ create table schedules (
     created_at    timestamptz not null default now(),
     updated_at    timestamptz not null default now()
 );
-create index schedules_due on schedules (next_run_at) where enabled;
+create index schedules_due on workq.schedules (next_run_at) where enabled;
 
-create table job_runs (
+create table workq.job_runs (
     id             bigint generated always as identity (maxvalue 1152921504606846975) primary key, -- 2^60 - 1: workq_run_id
-    queue          workq_name not null default 'default',
-    kind           workq_name not null,
+    queue          workq.workq_name not null default 'default',
+    kind           workq.workq_name not null,
     payload        jsonb not null default '{}',
     dedup_key      text check (length(dedup_key) between 1 and 512),
-    schedule_id    bigint references schedules (id) on delete set null,
+    schedule_id    bigint references workq.schedules (id) on delete set null,
     scheduled_time timestamptz,
     -- lease columns (identical on every work table)
     status         smallint not null default 0 check (status between 0 and 3),
@@ -124,22 +124,22 @@ create table job_runs (
     constraint job_runs_lease_pair_ck check ((owner_token is null) = (locked_until is null))
 ) with (fillfactor = 75);
 -- claim: queue, priority desc, run_at, id over ready rows only
-create index job_runs_claim on job_runs (queue, priority desc, run_at, id) where status = 0;
+create index job_runs_claim on workq.job_runs (queue, priority desc, run_at, id) where status = 0;
 -- the in-progress set, keyed by id (Complete and Heartbeat look ids up; the
 -- reaper and the W count scan it, and it is bounded by worker concurrency);
 -- it leaves out locked_until so heartbeats stay HOT
-create index job_runs_in_progress on job_runs (id) where status = 1;
+create index job_runs_in_progress on workq.job_runs (id) where status = 1;
 -- retention of finished rows
-create index job_runs_finished on job_runs (finished_at) where status >= 2;
+create index job_runs_finished on workq.job_runs (finished_at) where status >= 2;
 -- a schedule materialises each slot once; partial, so rows without a
 -- schedule add no entry on each claim and completion
-create unique index job_runs_schedule_slot on job_runs (schedule_id, scheduled_time) where schedule_id is not null;
+create unique index job_runs_schedule_slot on workq.job_runs (schedule_id, scheduled_time) where schedule_id is not null;
 -- a dedup key names at most one live (ready or in-progress) job run
-create unique index job_runs_dedup on job_runs (dedup_key) where dedup_key is not null and status < 2;
+create unique index job_runs_dedup on workq.job_runs (dedup_key) where dedup_key is not null and status < 2;
 
-create table outbox (
+create table workq.outbox (
     id             bigint generated always as identity (maxvalue 1152921504606846975) primary key, -- 2^60 - 1: workq_run_id
-    queue          workq_name not null default 'default',
+    queue          workq.workq_name not null default 'default',
     topic          text not null check (length(topic) between 1 and 256),
     partition_key  text check (length(partition_key) between 1 and 256),
     message_id     uuid not null default gen_random_uuid() unique,
@@ -166,11 +166,11 @@ create table outbox (
     constraint outbox_lease_pair_ck check ((owner_token is null) = (locked_until is null))
 ) with (fillfactor = 75);
 -- claim: creation order (id) within priority
-create index outbox_claim on outbox (queue, priority desc, id) where status = 0;
-create index outbox_in_progress on outbox (id) where status = 1;
-create index outbox_finished on outbox (finished_at) where status >= 2;
+create index outbox_claim on workq.outbox (queue, priority desc, id) where status = 0;
+create index outbox_in_progress on workq.outbox (id) where status = 1;
+create index outbox_finished on workq.outbox (finished_at) where status >= 2;
 
-create table outbox_joins (
+create table workq.outbox_joins (
     id             bigint generated always as identity primary key,
     expected_steps integer not null check (expected_steps > 0),
     completed_steps integer not null default 0,
@@ -182,18 +182,18 @@ create table outbox_joins (
     finished_at    timestamptz
 );
 
-create table outbox_join_members (
-    join_id     bigint not null references outbox_joins (id) on delete cascade,
-    outbox_id   bigint not null references outbox (id) on delete cascade,
+create table workq.outbox_join_members (
+    join_id     bigint not null references workq.outbox_joins (id) on delete cascade,
+    outbox_id   bigint not null references workq.outbox (id) on delete cascade,
     status      smallint not null default 0 check (status between 0 and 3),
     finished_at timestamptz,
     primary key (join_id, outbox_id)
 );
-create index outbox_join_members_outbox on outbox_join_members (outbox_id);
+create index outbox_join_members_outbox on workq.outbox_join_members (outbox_id);
 
-create table inbox (
+create table workq.inbox (
     id             bigint generated always as identity (maxvalue 1152921504606846975) primary key, -- 2^60 - 1: workq_run_id
-    queue          workq_name not null default 'default',
+    queue          workq.workq_name not null default 'default',
     source         text not null check (length(source) between 1 and 256),
     message_id     text not null check (length(message_id) between 1 and 512),
     topic          text,
@@ -223,13 +223,13 @@ create table inbox (
     constraint inbox_source_message unique (source, message_id)
 ) with (fillfactor = 75);
 -- claim: arrival order (run_at, id)
-create index inbox_claim on inbox (queue, run_at, id) where status = 0;
-create index inbox_in_progress on inbox (id) where status = 1;
-create index inbox_finished on inbox (finished_at) where status >= 2;
+create index inbox_claim on workq.inbox (queue, run_at, id) where status = 0;
+create index inbox_in_progress on workq.inbox (id) where status = 1;
+create index inbox_finished on workq.inbox (finished_at) where status >= 2;
 
-create table timers (
+create table workq.timers (
     id             bigint generated always as identity (maxvalue 1152921504606846975) primary key, -- 2^60 - 1: workq_run_id
-    queue          workq_name not null default 'default',
+    queue          workq.workq_name not null default 'default',
     topic          text not null check (length(topic) between 1 and 256),
     payload        jsonb not null default '{}',
     due_time       timestamptz not null,
@@ -253,9 +253,9 @@ create table timers (
     constraint timers_lease_pair_ck check ((owner_token is null) = (locked_until is null))
 ) with (fillfactor = 75);
 -- claim: due order (run_at starts as due_time), id
-create index timers_claim on timers (queue, run_at, id) where status = 0;
-create index timers_in_progress on timers (id) where status = 1;
-create index timers_finished on timers (finished_at) where status >= 2;
+create index timers_claim on workq.timers (queue, run_at, id) where status = 0;
+create index timers_in_progress on workq.timers (id) where status = 1;
+create index timers_finished on workq.timers (finished_at) where status >= 2;
 
 -- One row per attempt, written when the attempt ends (ack, retry, fail,
 -- release, snooze, or lease expiry found by the reaper). The attempt that is
@@ -263,9 +263,9 @@ create index timers_finished on timers (finished_at) where status >= 2;
 -- claimed_by); its run id is workq_run_id(table, id, lease_version).
 -- The primary key also serves "the attempts of one item": they are one range
 -- of run ids (see workq_run_id), so there is no separate item index to write.
-create table runs (
+create table workq.runs (
     run_id        uuid primary key,
-    work_table    text not null check (workq_table_code(work_table) >= 0), -- unknown names raise
+    work_table    text not null check (workq.workq_table_code(work_table) >= 0), -- unknown names raise
     item_id       bigint not null,
     queue         text not null,
     attempt       integer not null,
@@ -277,13 +277,13 @@ create table runs (
     outcome       text not null check (outcome in ('done', 'retry', 'failed', 'released', 'snoozed', 'expired')),
     error         text
 );
-create index runs_finished on runs (finished_at);
+create index runs_finished on workq.runs (finished_at);
 
 -- Global limit W per (table, queue): at most max_in_progress non-expired
 -- in-progress rows. Absent row = no limit.
-create table queue_limits (
-    work_table      text not null check (workq_table_code(work_table) >= 0), -- unknown names raise
-    queue           workq_name not null,
+create table workq.queue_limits (
+    work_table      text not null check (workq.workq_table_code(work_table) >= 0), -- unknown names raise
+    queue           workq.workq_name not null,
     max_in_progress integer not null check (max_in_progress >= 0),
     updated_at      timestamptz not null default now(),
     primary key (work_table, queue)
@@ -297,7 +297,7 @@ create table queue_limits (
 -- (A plain subquery would count on the outer statement's older snapshot and
 -- could let two claimers both see the same free slots.)
 -- +goose StatementBegin
-create function workq_claim_budget(p_table text, p_queue text, p_want integer)
+create function workq.workq_claim_budget(p_table text, p_queue text, p_want integer)
 returns integer
 language plpgsql volatile
 as $$
@@ -306,14 +306,14 @@ declare
     v_active integer;
 begin
     select max_in_progress into v_limit
-    from queue_limits
+    from workq.queue_limits
     where work_table = p_table and queue = p_queue
     for update;
     if not found then
         return greatest(p_want, 0);
     end if;
     execute format(
-        'select count(*) from %I where queue = $1 and status = 1 and locked_until > now()',
+        'select count(*) from workq.%I where queue = $1 and status = 1 and locked_until > now()',
         p_table)
     into v_active
     using p_queue;
@@ -323,17 +323,17 @@ $$;
 -- +goose StatementEnd
 
 -- +goose Down
-drop function workq_claim_budget(text, text, integer);
-drop table queue_limits;
-drop table runs;
-drop table timers;
-drop table inbox;
-drop table outbox_join_members;
-drop table outbox_joins;
-drop table outbox;
-drop table job_runs;
-drop table schedules;
-drop function workq_run_id(text, bigint, bigint);
-drop function workq_table_code(text);
-drop function workq_unknown_table(text);
-drop domain workq_name;
+drop function workq.workq_claim_budget(text, text, integer);
+drop table workq.queue_limits;
+drop table workq.runs;
+drop table workq.timers;
+drop table workq.inbox;
+drop table workq.outbox_join_members;
+drop table workq.outbox_joins;
+drop table workq.outbox;
+drop table workq.job_runs;
+drop table workq.schedules;
+drop function workq.workq_run_id(text, bigint, bigint);
+drop function workq.workq_table_code(text);
+drop function workq.workq_unknown_table(text);
+drop domain workq.workq_name;

@@ -6,12 +6,12 @@
 -- next claim's run id follows it.
 
 -- +goose Up
-alter table runs drop constraint runs_outcome_check;
-alter table runs add constraint runs_outcome_check
+alter table workq.runs drop constraint runs_outcome_check;
+alter table workq.runs add constraint runs_outcome_check
     check (outcome in ('done', 'retry', 'failed', 'released', 'snoozed', 'expired', 'revived'));
 
 -- +goose Down
-delete from runs where outcome = 'revived';
-alter table runs drop constraint runs_outcome_check;
-alter table runs add constraint runs_outcome_check
+delete from workq.runs where outcome = 'revived';
+alter table workq.runs drop constraint runs_outcome_check;
+alter table workq.runs add constraint runs_outcome_check
     check (outcome in ('done', 'retry', 'failed', 'released', 'snoozed', 'expired'));

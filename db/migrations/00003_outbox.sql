@@ -16,22 +16,22 @@
 -- +goose Up
 -- Partition keys compare bytewise ("C"): the claim walks keys in index order
 -- and the relay remembers where it stopped, in Go, which compares bytes too.
-alter table outbox alter column partition_key type text collate "C";
-alter table outbox add column write_xid xid8 not null default pg_current_xact_id();
-alter table outbox add column join_id bigint;
+alter table workq.outbox alter column partition_key type text collate "C";
+alter table workq.outbox add column write_xid xid8 not null default pg_current_xact_id();
+alter table workq.outbox add column join_id bigint;
 
 -- The unkeyed claim keeps its order (priority desc, id) over unkeyed rows only.
-drop index outbox_claim;
-create index outbox_claim on outbox (queue, priority desc, id) where status = 0 and partition_key is null;
+drop index workq.outbox_claim;
+create index outbox_claim on workq.outbox (queue, priority desc, id) where status = 0 and partition_key is null;
 -- The ordered claim: the keys of a queue (skip scan) and each key's first
 -- message in write order, over rows not done (ready, in progress, failed).
-create index outbox_ordered on outbox (queue, partition_key, write_xid, id)
+create index outbox_ordered on workq.outbox (queue, partition_key, write_xid, id)
     where partition_key is not null and status <> 2;
 
 -- +goose Down
-drop index outbox_ordered;
-drop index outbox_claim;
-create index outbox_claim on outbox (queue, priority desc, id) where status = 0;
-alter table outbox drop column join_id;
-alter table outbox drop column write_xid;
-alter table outbox alter column partition_key type text collate "default";
+drop index workq.outbox_ordered;
+drop index workq.outbox_claim;
+create index outbox_claim on workq.outbox (queue, priority desc, id) where status = 0;
+alter table workq.outbox drop column join_id;
+alter table workq.outbox drop column write_xid;
+alter table workq.outbox alter column partition_key type text collate "default";

@@ -20,7 +20,7 @@
 
 -- +goose Up
 -- Defensive: the outbox write API's migration adds the column too.
-alter table outbox add column if not exists join_id bigint;
+alter table workq.outbox add column if not exists join_id bigint;
 
 -- +goose StatementBegin
 do $$
@@ -30,25 +30,25 @@ begin
     -- deletes finished members first).
     if not exists (
         select 1 from pg_constraint
-        where conrelid = 'outbox'::regclass and contype = 'f' and confrelid = 'outbox_joins'::regclass
+        where conrelid = 'workq.outbox'::regclass and contype = 'f' and confrelid = 'workq.outbox_joins'::regclass
     ) then
-        alter table outbox add constraint outbox_join_fk foreign key (join_id) references outbox_joins (id);
+        alter table workq.outbox add constraint outbox_join_fk foreign key (join_id) references workq.outbox_joins (id);
     end if;
     -- Members of a join, for the foreign key's check when a join is deleted and
     -- for listing a join's members. Partial: messages outside joins add no entry.
     if not exists (
         select 1 from pg_index i join pg_attribute a on a.attrelid = i.indrelid and a.attnum = i.indkey[0]
-        where i.indrelid = 'outbox'::regclass and a.attname = 'join_id'
+        where i.indrelid = 'workq.outbox'::regclass and a.attname = 'join_id'
     ) then
-        create index outbox_join on outbox (join_id) where join_id is not null;
+        create index outbox_join on workq.outbox (join_id) where join_id is not null;
     end if;
 end
 $$;
 -- +goose StatementEnd
 
-drop table if exists outbox_join_members;
+drop table if exists workq.outbox_join_members;
 
-alter table outbox_joins
+alter table workq.outbox_joins
     drop column payload,
     add column attached_steps integer not null default 0,
     add column on_member_failure smallint not null default 0 check (on_member_failure between 0 and 2),
@@ -56,14 +56,14 @@ alter table outbox_joins
     add column fail_reason text check (fail_reason in ('member_failed', 'deadline')),
     -- message_id of the outcome message the join wrote (null: none written)
     add column outcome_message_id uuid,
-    add column on_complete_queue workq_name not null default 'default',
+    add column on_complete_queue workq.workq_name not null default 'default',
     add column on_complete_topic text not null check (length(on_complete_topic) between 1 and 256),
     add column on_complete_payload jsonb not null default '{}' check (jsonb_typeof(on_complete_payload) = 'object'),
     add column on_complete_headers jsonb not null default '{}' check (jsonb_typeof(on_complete_headers) = 'object'),
     add column on_complete_partition_key text check (length(on_complete_partition_key) between 1 and 256),
     add column on_complete_correlation_id text,
     -- on_fail_topic null: a failed join writes no message
-    add column on_fail_queue workq_name not null default 'default',
+    add column on_fail_queue workq.workq_name not null default 'default',
     add column on_fail_topic text check (length(on_fail_topic) between 1 and 256),
     add column on_fail_payload jsonb not null default '{}' check (jsonb_typeof(on_fail_payload) = 'object'),
     add column on_fail_headers jsonb not null default '{}' check (jsonb_typeof(on_fail_headers) = 'object'),
@@ -76,7 +76,7 @@ alter table outbox_joins
     add constraint outbox_joins_reason_ck check ((status = 3) = (fail_reason is not null));
 
 -- FailExpiredJoins: open joins by deadline; joins without one add no entry.
-create index outbox_joins_deadline on outbox_joins (deadline) where status = 0 and deadline is not null;
+create index outbox_joins_deadline on workq.outbox_joins (deadline) where status = 0 and deadline is not null;
 
 -- workq_outbox_join_finish ends open join p_id with p_status (2 completed, 3
 -- failed, with p_reason) and writes its outcome message: the on-complete
@@ -86,15 +86,15 @@ create index outbox_joins_deadline on outbox_joins (deadline) where status = 0 a
 -- FailExpiredJoins' FOR NO KEY UPDATE), so status = 0 is read on the latest
 -- version and no other statement can end the join between the two.
 -- +goose StatementBegin
-create function workq_outbox_join_finish(p_id bigint, p_status smallint, p_reason text)
+create function workq.workq_outbox_join_finish(p_id bigint, p_status smallint, p_reason text)
 returns boolean
 language plpgsql volatile
 as $$
 declare
-    j outbox_joins%rowtype;
+    j workq.outbox_joins%rowtype;
     v_ok boolean;
 begin
-    update outbox_joins set
+    update workq.outbox_joins set
         status = p_status,
         fail_reason = p_reason,
         finished_at = now(),
@@ -109,7 +109,7 @@ begin
         return true;
     end if;
     v_ok := p_status = 2;
-    insert into outbox (queue, topic, partition_key, message_id, payload, headers, correlation_id)
+    insert into workq.outbox (queue, topic, partition_key, message_id, payload, headers, correlation_id)
     values (
         case when v_ok then j.on_complete_queue else j.on_fail_queue end,
         case when v_ok then j.on_complete_topic else j.on_fail_topic end,
@@ -137,16 +137,16 @@ $$;
 -- join is over and it is still open, this statement ends it. A member that
 -- ends after its join ended is counted and nothing more.
 -- +goose StatementBegin
-create function workq_outbox_join_count()
+create function workq.workq_outbox_join_count()
 returns trigger
 language plpgsql volatile
 as $$
 declare
     v_sign integer := case when new.status >= 2 then 1 else -1 end;
     v_status smallint := case when new.status >= 2 then new.status else old.status end;
-    j outbox_joins%rowtype;
+    j workq.outbox_joins%rowtype;
 begin
-    update outbox_joins set
+    update workq.outbox_joins set
         completed_steps = completed_steps + case when v_status = 2 then v_sign else 0 end,
         failed_steps = failed_steps + case when v_status = 3 then v_sign else 0 end,
         updated_at = now()
@@ -156,12 +156,12 @@ begin
         return null;
     end if;
     if j.failed_steps > 0 and j.on_member_failure = 2 then
-        perform workq_outbox_join_finish(j.id, 3::smallint, 'member_failed');
+        perform workq.workq_outbox_join_finish(j.id, 3::smallint, 'member_failed');
     elsif j.completed_steps + j.failed_steps >= j.expected_steps then
         if j.failed_steps > 0 and j.on_member_failure > 0 then
-            perform workq_outbox_join_finish(j.id, 3::smallint, 'member_failed');
+            perform workq.workq_outbox_join_finish(j.id, 3::smallint, 'member_failed');
         else
-            perform workq_outbox_join_finish(j.id, 2::smallint, null);
+            perform workq.workq_outbox_join_finish(j.id, 2::smallint, null);
         end if;
     end if;
     return null;
@@ -173,10 +173,10 @@ $$;
 -- without calling the function, rows outside joins pay nothing, and a
 -- heartbeat (which does not set status) does not even consider it.
 create trigger outbox_join_count
-    after update of status on outbox
+    after update of status on workq.outbox
     for each row
     when (new.join_id is not null and (new.status >= 2) <> (old.status >= 2))
-    execute function workq_outbox_join_count();
+    execute function workq.workq_outbox_join_count();
 
 -- workq_outbox_join_attach checks a member when it is written: the join must
 -- be open and have room (attached_steps < expected_steps), and the message
@@ -184,23 +184,23 @@ create trigger outbox_join_count
 -- (workq_outbox_join_fixed). Errors carry SQLSTATE WQJ01..WQJ05, which
 -- package outbox maps to its sentinel errors.
 -- +goose StatementBegin
-create function workq_outbox_join_attach()
+create function workq.workq_outbox_join_attach()
 returns trigger
 language plpgsql volatile
 as $$
 declare
-    j outbox_joins%rowtype;
+    j workq.outbox_joins%rowtype;
 begin
     if new.status >= 2 then
         raise exception 'workq: outbox message joins join % already finished', new.join_id
             using errcode = 'WQJ04';
     end if;
-    update outbox_joins set attached_steps = attached_steps + 1, updated_at = now()
+    update workq.outbox_joins set attached_steps = attached_steps + 1, updated_at = now()
     where id = new.join_id and status = 0 and attached_steps < expected_steps;
     if found then
         return null;
     end if;
-    select * into j from outbox_joins where id = new.join_id;
+    select * into j from workq.outbox_joins where id = new.join_id;
     if not found then
         raise exception 'workq: join % does not exist', new.join_id using errcode = 'WQJ01';
     elsif j.status <> 0 then
@@ -217,13 +217,13 @@ $$;
 -- AFTER, not BEFORE: an insert skipped by ON CONFLICT DO NOTHING (a resent
 -- message id) must not take a member's place.
 create trigger outbox_join_attach
-    after insert on outbox
+    after insert on workq.outbox
     for each row
     when (new.join_id is not null)
-    execute function workq_outbox_join_attach();
+    execute function workq.workq_outbox_join_attach();
 
 -- +goose StatementBegin
-create function workq_outbox_join_fixed()
+create function workq.workq_outbox_join_fixed()
 returns trigger
 language plpgsql
 as $$
@@ -236,22 +236,22 @@ $$;
 
 -- Fires only for statements that set join_id, which no workq statement does.
 create trigger outbox_join_fixed
-    before update of join_id on outbox
+    before update of join_id on workq.outbox
     for each row
     when (old.join_id is distinct from new.join_id)
-    execute function workq_outbox_join_fixed();
+    execute function workq.workq_outbox_join_fixed();
 
 -- A member deleted before it ended (a cancelled message) will never end: it
 -- counts as failed. Retention deletes only finished rows, which skip this.
 -- +goose StatementBegin
-create function workq_outbox_join_deleted()
+create function workq.workq_outbox_join_deleted()
 returns trigger
 language plpgsql volatile
 as $$
 declare
-    j outbox_joins%rowtype;
+    j workq.outbox_joins%rowtype;
 begin
-    update outbox_joins set failed_steps = failed_steps + 1, updated_at = now()
+    update workq.outbox_joins set failed_steps = failed_steps + 1, updated_at = now()
     where id = old.join_id
     returning * into j;
     if not found or j.status <> 0 then
@@ -259,9 +259,9 @@ begin
     end if;
     if j.on_member_failure = 2
        or (j.completed_steps + j.failed_steps >= j.expected_steps and j.on_member_failure = 1) then
-        perform workq_outbox_join_finish(j.id, 3::smallint, 'member_failed');
+        perform workq.workq_outbox_join_finish(j.id, 3::smallint, 'member_failed');
     elsif j.completed_steps + j.failed_steps >= j.expected_steps then
-        perform workq_outbox_join_finish(j.id, 2::smallint, null);
+        perform workq.workq_outbox_join_finish(j.id, 2::smallint, null);
     end if;
     return null;
 end
@@ -269,28 +269,28 @@ $$;
 -- +goose StatementEnd
 
 create trigger outbox_join_deleted
-    after delete on outbox
+    after delete on workq.outbox
     for each row
     when (old.join_id is not null and old.status < 2)
-    execute function workq_outbox_join_deleted();
+    execute function workq.workq_outbox_join_deleted();
 
 -- +goose Down
-drop trigger outbox_join_deleted on outbox;
-drop function workq_outbox_join_deleted();
-drop trigger outbox_join_fixed on outbox;
-drop function workq_outbox_join_fixed();
-drop trigger outbox_join_attach on outbox;
-drop function workq_outbox_join_attach();
-drop trigger outbox_join_count on outbox;
-drop function workq_outbox_join_count();
-drop function workq_outbox_join_finish(bigint, smallint, text);
-drop index outbox_joins_deadline;
-alter table outbox drop constraint if exists outbox_join_fk;
-drop index if exists outbox_join;
+drop trigger outbox_join_deleted on workq.outbox;
+drop function workq.workq_outbox_join_deleted();
+drop trigger outbox_join_fixed on workq.outbox;
+drop function workq.workq_outbox_join_fixed();
+drop trigger outbox_join_attach on workq.outbox;
+drop function workq.workq_outbox_join_attach();
+drop trigger outbox_join_count on workq.outbox;
+drop function workq.workq_outbox_join_count();
+drop function workq.workq_outbox_join_finish(bigint, smallint, text);
+drop index workq.outbox_joins_deadline;
+alter table workq.outbox drop constraint if exists outbox_join_fk;
+drop index if exists workq.outbox_join;
 -- The column stays when the outbox write API's migration (00003) owns it;
 -- its own Down drops it.
-delete from outbox_joins;
-alter table outbox_joins
+delete from workq.outbox_joins;
+alter table workq.outbox_joins
     drop constraint outbox_joins_reason_ck,
     drop constraint outbox_joins_status_ck,
     drop constraint outbox_joins_final_ck,
@@ -313,11 +313,11 @@ alter table outbox_joins
     drop column on_member_failure,
     drop column attached_steps,
     add column payload jsonb not null default '{}';
-create table outbox_join_members (
-    join_id     bigint not null references outbox_joins (id) on delete cascade,
-    outbox_id   bigint not null references outbox (id) on delete cascade,
+create table workq.outbox_join_members (
+    join_id     bigint not null references workq.outbox_joins (id) on delete cascade,
+    outbox_id   bigint not null references workq.outbox (id) on delete cascade,
     status      smallint not null default 0 check (status between 0 and 3),
     finished_at timestamptz,
     primary key (join_id, outbox_id)
 );
-create index outbox_join_members_outbox on outbox_join_members (outbox_id);
+create index outbox_join_members_outbox on workq.outbox_join_members (outbox_id);

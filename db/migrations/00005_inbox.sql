@@ -6,9 +6,9 @@
 -- counters that only such a write could keep (last_seen_at, seen_count) go.
 
 -- +goose Up
-alter table inbox drop column last_seen_at, drop column seen_count;
+alter table workq.inbox drop column last_seen_at, drop column seen_count;
 
 -- +goose Down
-alter table inbox
+alter table workq.inbox
     add column last_seen_at timestamptz not null default now(),
     add column seen_count integer not null default 1;

@@ -13,7 +13,7 @@
 -- HOT-eligible as before.
 
 -- +goose Up
-alter table timers add column cancelled_at timestamptz;
+alter table workq.timers add column cancelled_at timestamptz;
 
 -- +goose Down
-alter table timers drop column cancelled_at;
+alter table workq.timers drop column cancelled_at;

@@ -15,7 +15,7 @@
 -- skipped_runs, last_skipped_at: slots skipped by the overlap policy.
 
 -- +goose Up
-alter table schedules
+alter table workq.schedules
     add column overlap         text not null default 'allow' check (overlap in ('allow', 'skip')),
     add column misfire         text not null default 'run_once' check (misfire in ('run_once', 'skip', 'run_all')),
     add column misfire_cap     integer not null default 100 check (misfire_cap between 1 and 10000),
@@ -27,7 +27,7 @@ alter table schedules
     add constraint schedules_timezone_length check (length(timezone) between 1 and 64);
 
 -- +goose Down
-alter table schedules
+alter table workq.schedules
     drop constraint schedules_timezone_length,
     drop constraint schedules_cron_length,
     drop constraint schedules_payload_object,

@@ -8,8 +8,8 @@
 -- holder exists or the lock expired.
 
 -- +goose Up
-create table workq_locks (
-    name        workq_name primary key,
+create table workq.workq_locks (
+    name        workq.workq_name primary key,
     owner       text not null check (length(owner) between 1 and 256),
     token       bigint not null check (token > 0),
     expires_at  timestamptz not null,
@@ -18,4 +18,4 @@ create table workq_locks (
 );
 
 -- +goose Down
-drop table workq_locks;
+drop table workq.workq_locks;

@@ -18,15 +18,15 @@
 -- every batch.
 
 -- +goose Up
-create unique index outbox_key_in_flight on outbox (queue, partition_key)
+create unique index outbox_key_in_flight on workq.outbox (queue, partition_key)
     where status = 1 and partition_key is not null;
-alter table outbox drop constraint if exists outbox_join_fk;
-drop index outbox_finished;
-create index outbox_finished on outbox (finished_at)
+alter table workq.outbox drop constraint if exists outbox_join_fk;
+drop index workq.outbox_finished;
+create index outbox_finished on workq.outbox (finished_at)
     where status = 2 or (status = 3 and partition_key is null);
 
 -- +goose Down
-drop index outbox_finished;
-create index outbox_finished on outbox (finished_at) where status >= 2;
-alter table outbox add constraint outbox_join_fk foreign key (join_id) references outbox_joins (id);
-drop index outbox_key_in_flight;
+drop index workq.outbox_finished;
+create index outbox_finished on workq.outbox (finished_at) where status >= 2;
+alter table workq.outbox add constraint outbox_join_fk foreign key (join_id) references workq.outbox_joins (id);
+drop index workq.outbox_key_in_flight;

@@ -5,9 +5,9 @@
 -- claim) returns 0 for a paused queue: one primary-key probe per claim.
 
 -- +goose Up
-create table queue_pauses (
-    work_table text not null check (workq_table_code(work_table) >= 0), -- unknown names raise
-    queue      workq_name not null,
+create table workq.queue_pauses (
+    work_table text not null check (workq.workq_table_code(work_table) >= 0), -- unknown names raise
+    queue      workq.workq_name not null,
     paused_at  timestamptz not null default now(),
     paused_by  text not null check (length(paused_by) between 1 and 256),
     reason     text check (length(reason) <= 1024),
@@ -15,7 +15,7 @@ create table queue_pauses (
 );
 
 -- +goose StatementBegin
-create or replace function workq_claim_budget(p_table text, p_queue text, p_want integer)
+create or replace function workq.workq_claim_budget(p_table text, p_queue text, p_want integer)
 returns integer
 language plpgsql volatile
 as $$
@@ -23,18 +23,18 @@ declare
     v_limit  integer;
     v_active integer;
 begin
-    if exists (select 1 from queue_pauses where work_table = p_table and queue = p_queue) then
+    if exists (select 1 from workq.queue_pauses where work_table = p_table and queue = p_queue) then
         return 0;
     end if;
     select max_in_progress into v_limit
-    from queue_limits
+    from workq.queue_limits
     where work_table = p_table and queue = p_queue
     for update;
     if not found then
         return greatest(p_want, 0);
     end if;
     execute format(
-        'select count(*) from %I where queue = $1 and status = 1 and locked_until > now()',
+        'select count(*) from workq.%I where queue = $1 and status = 1 and locked_until > now()',
         p_table)
     into v_active
     using p_queue;
@@ -45,7 +45,7 @@ $$;
 
 -- +goose Down
 -- +goose StatementBegin
-create or replace function workq_claim_budget(p_table text, p_queue text, p_want integer)
+create or replace function workq.workq_claim_budget(p_table text, p_queue text, p_want integer)
 returns integer
 language plpgsql volatile
 as $$
@@ -54,14 +54,14 @@ declare
     v_active integer;
 begin
     select max_in_progress into v_limit
-    from queue_limits
+    from workq.queue_limits
     where work_table = p_table and queue = p_queue
     for update;
     if not found then
         return greatest(p_want, 0);
     end if;
     execute format(
-        'select count(*) from %I where queue = $1 and status = 1 and locked_until > now()',
+        'select count(*) from workq.%I where queue = $1 and status = 1 and locked_until > now()',
         p_table)
     into v_active
     using p_queue;
@@ -69,4 +69,4 @@ begin
 end
 $$;
 -- +goose StatementEnd
-drop table queue_pauses;
+drop table workq.queue_pauses;

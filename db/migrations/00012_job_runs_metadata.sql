@@ -7,7 +7,7 @@
 -- has). The client writes JSON objects only.
 
 -- +goose Up
-alter table job_runs add column metadata jsonb;
+alter table workq.job_runs add column metadata jsonb;
 
 -- +goose Down
-alter table job_runs drop column metadata;
+alter table workq.job_runs drop column metadata;

@@ -14,21 +14,21 @@
 -- but the predicate check.
 
 -- +goose Up
-alter table runs drop constraint runs_outcome_check;
-alter table runs add constraint runs_outcome_check
+alter table workq.runs drop constraint runs_outcome_check;
+alter table workq.runs add constraint runs_outcome_check
     check (outcome in ('done', 'retry', 'failed', 'released', 'snoozed', 'expired', 'revived', 'cancelled'));
 
-create index job_runs_failed on job_runs (id) where status = 3;
-create index outbox_failed on outbox (id) where status = 3;
-create index inbox_failed on inbox (id) where status = 3;
-create index timers_failed on timers (id) where status = 3;
+create index job_runs_failed on workq.job_runs (id) where status = 3;
+create index outbox_failed on workq.outbox (id) where status = 3;
+create index inbox_failed on workq.inbox (id) where status = 3;
+create index timers_failed on workq.timers (id) where status = 3;
 
 -- +goose Down
-drop index timers_failed;
-drop index inbox_failed;
-drop index outbox_failed;
-drop index job_runs_failed;
-delete from runs where outcome = 'cancelled';
-alter table runs drop constraint runs_outcome_check;
-alter table runs add constraint runs_outcome_check
+drop index workq.timers_failed;
+drop index workq.inbox_failed;
+drop index workq.outbox_failed;
+drop index workq.job_runs_failed;
+delete from workq.runs where outcome = 'cancelled';
+alter table workq.runs drop constraint runs_outcome_check;
+alter table workq.runs add constraint runs_outcome_check
     check (outcome in ('done', 'retry', 'failed', 'released', 'snoozed', 'expired', 'revived'));

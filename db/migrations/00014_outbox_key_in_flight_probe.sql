@@ -24,27 +24,27 @@
 
 -- +goose NO TRANSACTION
 -- +goose Up
-drop index concurrently if exists outbox_key_in_flight_next;
-create unique index concurrently outbox_key_in_flight_next on outbox (queue, partition_key)
+drop index concurrently if exists workq.outbox_key_in_flight_next;
+create unique index concurrently outbox_key_in_flight_next on workq.outbox (queue, partition_key)
     where owner_token is not null and partition_key is not null;
 -- +goose StatementBegin
 do $$
 begin
-    drop index if exists outbox_key_in_flight;
-    alter index outbox_key_in_flight_next rename to outbox_key_in_flight;
+    drop index if exists workq.outbox_key_in_flight;
+    alter index workq.outbox_key_in_flight_next rename to outbox_key_in_flight;
 end
 $$;
 -- +goose StatementEnd
 
 -- +goose Down
-drop index concurrently if exists outbox_key_in_flight_next;
-create unique index concurrently outbox_key_in_flight_next on outbox (queue, partition_key)
+drop index concurrently if exists workq.outbox_key_in_flight_next;
+create unique index concurrently outbox_key_in_flight_next on workq.outbox (queue, partition_key)
     where status = 1 and partition_key is not null;
 -- +goose StatementBegin
 do $$
 begin
-    drop index if exists outbox_key_in_flight;
-    alter index outbox_key_in_flight_next rename to outbox_key_in_flight;
+    drop index if exists workq.outbox_key_in_flight;
+    alter index workq.outbox_key_in_flight_next rename to outbox_key_in_flight;
 end
 $$;
 -- +goose StatementEnd

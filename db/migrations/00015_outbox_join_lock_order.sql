@@ -26,7 +26,7 @@
 
 -- +goose Up
 -- +goose StatementBegin
-create function workq_lock_joins(p_table text, p_ids bigint[])
+create function workq.workq_lock_joins(p_table text, p_ids bigint[])
 returns integer
 language plpgsql volatile
 as $$
@@ -43,8 +43,8 @@ begin
     -- outbox_join and read every member in flight. The lock rows node above
     -- the sort locks in join id order.
     select count(*) into v_n from (
-        select j.id from outbox_joins j
-        where j.id = any(array(select m.join_id from outbox m where m.id = any(p_ids)))
+        select j.id from workq.outbox_joins j
+        where j.id = any(array(select m.join_id from workq.outbox m where m.id = any(p_ids)))
         order by j.id
         for no key update of j
     ) l;
@@ -54,4 +54,4 @@ $$;
 -- +goose StatementEnd
 
 -- +goose Down
-drop function workq_lock_joins(text, bigint[]);
+drop function workq.workq_lock_joins(text, bigint[]);

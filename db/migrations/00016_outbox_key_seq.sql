@@ -34,21 +34,21 @@
 
 -- +goose NO TRANSACTION
 -- +goose Up
-create table if not exists outbox_key_seqs (
+create table if not exists workq.outbox_key_seqs (
     queue         text not null,
     partition_key text collate "C" not null,
     last_seq      bigint not null,
     updated_at    timestamptz not null default now(),
     primary key (queue, partition_key)
 ) with (fillfactor = 70); -- room for HOT updates: every keyed write updates its counter
-alter table outbox add column if not exists key_seq bigint;
+alter table workq.outbox add column if not exists key_seq bigint;
 
 -- outbox_key_seq numbers a keyed message: the next value of its key's
 -- counter, whose row lock the writer then holds until it ends.
 -- +goose StatementBegin
-create or replace function outbox_key_seq() returns trigger language plpgsql as $$
+create or replace function workq.outbox_key_seq() returns trigger language plpgsql as $$
 begin
-    insert into outbox_key_seqs as c (queue, partition_key, last_seq, updated_at)
+    insert into workq.outbox_key_seqs as c (queue, partition_key, last_seq, updated_at)
     values (new.queue, new.partition_key, 1, now())
     on conflict (queue, partition_key) do update set last_seq = c.last_seq + 1, updated_at = now()
     returning c.last_seq into new.key_seq;
@@ -75,7 +75,7 @@ $$;
 -- (the counter's updated_at is the writer's transaction start, which can be
 -- long before its commit).
 -- +goose StatementBegin
-create or replace function outbox_prune_key_seqs(older_than_ms bigint, max_rows integer) returns bigint
+create or replace function workq.outbox_prune_key_seqs(older_than_ms bigint, max_rows integer) returns bigint
 language plpgsql as $$
 declare
     qs text[];
@@ -84,17 +84,17 @@ declare
 begin
     select coalesce(array_agg(c.queue), '{}'), coalesce(array_agg(c.partition_key), '{}') into qs, ks
     from (
-        select s.queue, s.partition_key from outbox_key_seqs s
+        select s.queue, s.partition_key from workq.outbox_key_seqs s
         where s.updated_at < now() - older_than_ms * interval '1 millisecond'
-          and not exists (select 1 from outbox o
+          and not exists (select 1 from workq.outbox o
                           where o.queue = s.queue and o.partition_key = s.partition_key and o.status <> 2)
         limit max_rows
         for update skip locked
     ) c;
-    delete from outbox_key_seqs s
+    delete from workq.outbox_key_seqs s
     using unnest(qs, ks) as l(queue, partition_key)
     where s.queue = l.queue and s.partition_key = l.partition_key
-      and not exists (select 1 from outbox o
+      and not exists (select 1 from workq.outbox o
                       where o.queue = s.queue and o.partition_key = s.partition_key and o.status <> 2);
     get diagnostics n = row_count;
     return n;
@@ -105,46 +105,46 @@ $$;
 -- +goose StatementBegin
 do $$
 begin
-    lock table outbox in share row exclusive mode;
+    lock table workq.outbox in share row exclusive mode;
     -- Number the pending keyed messages in the order the old claim used,
     -- after whatever a previous run of this migration numbered (the counter).
-    if exists (select 1 from information_schema.columns
-               where table_schema = current_schema() and table_name = 'outbox' and column_name = 'write_xid') then
-        update outbox o set key_seq = r.n + coalesce(c.last_seq, 0)
+    if exists (select 1 from pg_attribute
+               where attrelid = 'workq.outbox'::regclass and attname = 'write_xid' and not attisdropped) then
+        update workq.outbox o set key_seq = r.n + coalesce(c.last_seq, 0)
         from (select p.id, p.queue, p.partition_key,
                      row_number() over (partition by p.queue, p.partition_key order by p.write_xid, p.id) as n
-              from outbox p
+              from workq.outbox p
               where p.partition_key is not null and p.status <> 2 and p.key_seq is null) r
-        left join outbox_key_seqs c on c.queue = r.queue and c.partition_key = r.partition_key
+        left join workq.outbox_key_seqs c on c.queue = r.queue and c.partition_key = r.partition_key
         where o.id = r.id;
     end if;
-    insert into outbox_key_seqs as c (queue, partition_key, last_seq, updated_at)
-    select o.queue, o.partition_key, max(o.key_seq), now() from outbox o
+    insert into workq.outbox_key_seqs as c (queue, partition_key, last_seq, updated_at)
+    select o.queue, o.partition_key, max(o.key_seq), now() from workq.outbox o
     where o.partition_key is not null and o.status <> 2 and o.key_seq is not null
     group by o.queue, o.partition_key
     on conflict (queue, partition_key) do update set last_seq = greatest(c.last_seq, excluded.last_seq);
-    drop trigger if exists outbox_key_seq on outbox;
+    drop trigger if exists outbox_key_seq on workq.outbox;
     -- Rows that come with a key_seq (OutboxEnqueueMany numbers a batch per
     -- key itself, one counter update per key) are left as they are.
-    create trigger outbox_key_seq before insert on outbox
+    create trigger outbox_key_seq before insert on workq.outbox
         for each row when (new.partition_key is not null and new.key_seq is null)
-        execute function outbox_key_seq();
+        execute function workq.outbox_key_seq();
 end
 $$;
 -- +goose StatementEnd
 
-drop index concurrently if exists outbox_ordered_next;
-create unique index concurrently outbox_ordered_next on outbox (queue, partition_key, key_seq)
+drop index concurrently if exists workq.outbox_ordered_next;
+create unique index concurrently outbox_ordered_next on workq.outbox (queue, partition_key, key_seq)
     where partition_key is not null and status <> 2;
 -- +goose StatementBegin
 do $$
 begin
-    drop index if exists outbox_ordered;
-    alter index outbox_ordered_next rename to outbox_ordered;
+    drop index if exists workq.outbox_ordered;
+    alter index workq.outbox_ordered_next rename to outbox_ordered;
 end
 $$;
 -- +goose StatementEnd
-alter table outbox drop column if exists write_xid;
+alter table workq.outbox drop column if exists write_xid;
 
 -- +goose Down
 -- write_xid again, with each key's pending messages in key_seq order: values
@@ -152,32 +152,32 @@ alter table outbox drop column if exists write_xid;
 -- which the old claim treats as long committed. Everything else gets the
 -- current id. Fails (cast of a negative number) if one key has more pending
 -- messages than the cluster has used transaction ids.
-alter table outbox add column if not exists write_xid xid8 not null default pg_current_xact_id();
+alter table workq.outbox add column if not exists write_xid xid8 not null default pg_current_xact_id();
 -- +goose StatementBegin
 do $$
 begin
-    lock table outbox in share row exclusive mode;
-    update outbox o set write_xid = (pg_current_xact_id()::text::bigint - r.cnt + r.n - 1)::text::xid8
+    lock table workq.outbox in share row exclusive mode;
+    update workq.outbox o set write_xid = (pg_current_xact_id()::text::bigint - r.cnt + r.n - 1)::text::xid8
     from (select p.id, row_number() over (partition by p.queue, p.partition_key order by p.key_seq, p.id) as n,
                  count(*) over (partition by p.queue, p.partition_key) as cnt
-          from outbox p where p.partition_key is not null and p.status <> 2) r
+          from workq.outbox p where p.partition_key is not null and p.status <> 2) r
     where o.id = r.id;
-    drop trigger if exists outbox_key_seq on outbox;
+    drop trigger if exists outbox_key_seq on workq.outbox;
 end
 $$;
 -- +goose StatementEnd
-drop index concurrently if exists outbox_ordered_next;
-create index concurrently outbox_ordered_next on outbox (queue, partition_key, write_xid, id)
+drop index concurrently if exists workq.outbox_ordered_next;
+create index concurrently outbox_ordered_next on workq.outbox (queue, partition_key, write_xid, id)
     where partition_key is not null and status <> 2;
 -- +goose StatementBegin
 do $$
 begin
-    drop index if exists outbox_ordered;
-    alter index outbox_ordered_next rename to outbox_ordered;
+    drop index if exists workq.outbox_ordered;
+    alter index workq.outbox_ordered_next rename to outbox_ordered;
 end
 $$;
 -- +goose StatementEnd
-alter table outbox drop column if exists key_seq;
-drop function if exists outbox_prune_key_seqs(bigint, integer);
-drop function if exists outbox_key_seq();
-drop table if exists outbox_key_seqs;
+alter table workq.outbox drop column if exists key_seq;
+drop function if exists workq.outbox_prune_key_seqs(bigint, integer);
+drop function if exists workq.outbox_key_seq();
+drop table if exists workq.outbox_key_seqs;

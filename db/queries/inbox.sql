@@ -21,7 +21,7 @@ firsts as (
     order by i.source, i.message_id, i.ord
 ),
 ins as (
-    insert into inbox (queue, source, message_id, topic, payload, payload_hash, priority, max_attempts)
+    insert into workq.inbox (queue, source, message_id, topic, payload, payload_hash, priority, max_attempts)
     -- In key order, not input order: two batches that share keys then wait
     -- for each other's uncommitted inserts in the same order and cannot
     -- deadlock. Ids within one batch follow the key order.
@@ -51,7 +51,7 @@ left join new_rows n on n.source = i.source and n.message_id = i.message_id
 -- The stored row of a key this statement did not insert, by the unique
 -- index, one probe per such input row (lateral: never a scan of the table).
 left join lateral (
-    select x.id, x.status, x.payload_hash from inbox x
+    select x.id, x.status, x.payload_hash from workq.inbox x
     where n.id is null and x.source = i.source and x.message_id = i.message_id
 ) s on true
 -- A cross join, not a left join: see JobRunsEnqueueMany (a CTE that
@@ -62,21 +62,21 @@ order by i.ord;
 -- name: InboxLookup :many
 -- InboxLookup reads the stored rows of the given (source, message_id) keys (rare path: a receive whose key was stored by a transaction that committed after its statement began).
 select x.id, x.source, x.message_id, x.status, x.payload_hash
-from inbox x
+from workq.inbox x
 where (x.source, x.message_id) in (select unnest(@sources::text[]), unnest(@message_ids::text[]));
 
 -- name: InboxClaim :many
 -- InboxClaim leases up to max_rows due inbox messages of one queue (run_at, id) under owner_token, a fresh token the caller mints for this claim alone, within the global limit of the queue; with a resume point (resume_run_at) it reads from there instead of from the queue's start, past the claim-index entries earlier claims left dead. Expired leases are reaped by LeaseReapExpired (the claimer runs it for its queue about once a second).
 with candidates as (
-    select r.id from inbox r
+    select r.id from workq.inbox r
     where r.queue = @queue and r.status = 0 and r.run_at <= now()
       -- the resume point (JobRunsClaim, design.md 4.1a): from run_at on
       and r.run_at >= coalesce(sqlc.narg('resume_run_at')::timestamptz, '-infinity')
     order by r.run_at, r.id
-    limit workq_claim_budget('inbox', @queue, @max_rows::integer)
+    limit workq.workq_claim_budget('inbox', @queue, @max_rows::integer)
     for no key update skip locked
 )
-update inbox j set
+update workq.inbox j set
     status = 1,
     owner_token = @owner_token::uuid,
     locked_until = now() + (@lease_ms::bigint) * interval '1 millisecond',
@@ -93,13 +93,13 @@ returning j.id, j.source, j.message_id, j.topic, j.payload, j.priority, j.run_at
 
 -- name: InboxGet :one
 -- InboxGet reads one inbox message.
-select * from inbox where id = @id;
+select * from workq.inbox where id = @id;
 
 -- name: InboxList :many
 -- InboxList pages through inbox messages in id order after after_id (keyset), optionally filtered by queue, status, source and topic; it leaves out the payload.
 select id, queue, source, message_id, topic, status, priority, attempts, max_attempts,
        first_seen_at, run_at, finished_at, last_error
-from inbox
+from workq.inbox
 where id > @after_id::bigint
   and (sqlc.narg('queue')::text is null or queue = sqlc.narg('queue')::text)
   and (sqlc.narg('status')::smallint is null or status = sqlc.narg('status')::smallint)
@@ -113,9 +113,9 @@ limit @max_rows::integer;
 -- By primary key (= any(array(...))), not "in (select ...)": see
 -- LeaseDeleteFinished. status >= 2 as well as = 2 names the predicate of
 -- inbox_finished, whose finished_at order the batch follows.
-delete from inbox
+delete from workq.inbox
 where id = any(array(
-    select f.id from inbox f
+    select f.id from workq.inbox f
     where f.status >= 2 and f.status = 2
       and f.finished_at < now() - (@older_than_ms::bigint) * interval '1 millisecond'
     order by f.finished_at
@@ -124,7 +124,7 @@ where id = any(array(
 
 -- name: InboxPage :many
 -- InboxPage lists items newest first below before_id (keyset pagination over the primary key: rows inserted meanwhile have higher ids and never shift a later page), filtered by queue, status, topic, creation time and a text in last_error, case-insensitive (null: any), and at or above min_id (admin bounds the ids a text search reads with it).
-select * from inbox t
+select * from workq.inbox t
 where t.id < @before_id::bigint
   and (sqlc.narg('queue')::text is null or t.queue = sqlc.narg('queue')::text)
   and (sqlc.narg('status')::smallint is null or t.status = sqlc.narg('status')::smallint)

@@ -1,7 +1,7 @@
 -- name: JobRunsEnqueue :one
 -- JobRunsEnqueue inserts one job run, or returns the id of the live run that already holds its dedup key (inserted = false); with notify it also wakes the workers of the queue (NOTIFY workq_job_runs, delivered at commit). metadata (the enqueuing span's trace context) is null without tracing.
 with ins as (
-    insert into job_runs (queue, kind, payload, priority, run_at, max_attempts, dedup_key, schedule_id, scheduled_time, metadata)
+    insert into workq.job_runs (queue, kind, payload, priority, run_at, max_attempts, dedup_key, schedule_id, scheduled_time, metadata)
     values (
         @queue, @kind, @payload, @priority,
         coalesce(sqlc.narg('run_at')::timestamptz, now() + (@delay_ms::bigint) * interval '1 millisecond'),
@@ -16,7 +16,7 @@ notified as (
 )
 select ins.id, true as inserted from ins left join notified on true
 union all
-select j.id, false as inserted from job_runs j
+select j.id, false as inserted from workq.job_runs j
 where j.dedup_key = sqlc.narg('dedup_key')::text and j.status < 2 and not exists (select 1 from ins)
 limit 1;
 
@@ -28,7 +28,7 @@ with notified as (
     where @notify::boolean
 ),
 ins as (
-insert into job_runs (queue, kind, payload, priority, run_at, max_attempts, dedup_key, metadata)
+insert into workq.job_runs (queue, kind, payload, priority, run_at, max_attempts, dedup_key, metadata)
 select unnest(@queues::text[]), unnest(@kinds::text[]), unnest(@payloads::text[])::jsonb,
        unnest(@priorities::smallint[]), now() + unnest(@delays_ms::bigint[]) * interval '1 millisecond',
        unnest(@max_attempts::integer[]), nullif(unnest(@dedup_keys::text[]), ''), sqlc.narg('metadata')::jsonb
@@ -48,7 +48,7 @@ with notified as (
     where @notify::boolean
 ),
 ins as (
-insert into job_runs (queue, kind, payload, priority, run_at, max_attempts, metadata)
+insert into workq.job_runs (queue, kind, payload, priority, run_at, max_attempts, metadata)
 select unnest(@queues::text[]), unnest(@kinds::text[]), unnest(@payloads::text[])::jsonb,
        unnest(@priorities::smallint[]), now() + unnest(@delays_ms::bigint[]) * interval '1 millisecond',
        unnest(@max_attempts::integer[]), sqlc.narg('metadata')::jsonb
@@ -64,13 +64,13 @@ from unnest(@queues::text[]) q;
 
 -- name: JobRunsLatestByDedupKeys :many
 -- JobRunsLatestByDedupKeys finds the newest run holding each dedup key whatever its status (rare path: a duplicate whose live run finished before it was looked up; no index covers finished keys).
-select distinct on (dedup_key) id, dedup_key from job_runs
+select distinct on (dedup_key) id, dedup_key from workq.job_runs
 where dedup_key = any(@dedup_keys::text[])
 order by dedup_key, id desc;
 
 -- name: JobRunsLiveByDedupKeys :many
 -- JobRunsLiveByDedupKeys finds the live (ready or in-progress) runs holding the given dedup keys.
-select id, dedup_key from job_runs
+select id, dedup_key from workq.job_runs
 where dedup_key = any(@dedup_keys::text[]) and status < 2;
 
 -- name: JobRunsClaim :many
@@ -84,12 +84,12 @@ where dedup_key = any(@dedup_keys::text[]) and status < 2;
 -- claim started (lease.ClaimParams.Resume), and a full claim (no point) at
 -- least once a second and whenever a claim was not full.
 with budget as materialized (
-    select workq_claim_budget('job_runs', @queue, @max_rows::integer) as n
+    select workq.workq_claim_budget('job_runs', @queue, @max_rows::integer) as n
 ),
 -- Priorities above the resume point's, from their start (without a point:
 -- none, as no smallint is above 32767).
 above as (
-    select r.id from job_runs r
+    select r.id from workq.job_runs r
     where r.queue = @queue and r.status = 0 and r.run_at <= now()
       and r.priority > coalesce(sqlc.narg('resume_priority')::smallint, 32767)
     order by r.priority desc, r.run_at, r.id
@@ -99,7 +99,7 @@ above as (
 -- The resume point's priority from its run_at on (without a point: 32767
 -- from the start).
 resumed as (
-    select r.id from job_runs r
+    select r.id from workq.job_runs r
     where r.queue = @queue and r.status = 0 and r.run_at <= now()
       and r.priority = coalesce(sqlc.narg('resume_priority')::smallint, 32767)
       and r.run_at >= coalesce(sqlc.narg('resume_run_at')::timestamptz, '-infinity')
@@ -109,14 +109,14 @@ resumed as (
 ),
 -- Lower priorities, from their start.
 below as (
-    select r.id from job_runs r
+    select r.id from workq.job_runs r
     where r.queue = @queue and r.status = 0 and r.run_at <= now()
       and r.priority < coalesce(sqlc.narg('resume_priority')::smallint, 32767)
     order by r.priority desc, r.run_at, r.id
     limit greatest(0, (select b.n from budget b) - (select count(*) from above) - (select count(*) from resumed))
     for no key update skip locked
 )
-update job_runs j set
+update workq.job_runs j set
     status = 1,
     owner_token = @owner_token::uuid,
     locked_until = now() + (@lease_ms::bigint) * interval '1 millisecond',
@@ -134,11 +134,11 @@ returning j.id, j.kind, j.payload, j.priority, j.run_at, j.attempts, j.max_attem
 
 -- name: JobRunsGet :one
 -- JobRunsGet reads one job run.
-select * from job_runs where id = @id;
+select * from workq.job_runs where id = @id;
 
 -- name: JobRunsPage :many
 -- JobRunsPage lists items newest first below before_id (keyset pagination over the primary key: rows inserted meanwhile have higher ids and never shift a later page), filtered by queue, status, kind, creation time and a text in last_error, case-insensitive (null: any), and at or above min_id (admin bounds the ids a text search reads with it).
-select * from job_runs t
+select * from workq.job_runs t
 where t.id < @before_id::bigint
   and (sqlc.narg('queue')::text is null or t.queue = sqlc.narg('queue')::text)
   and (sqlc.narg('status')::smallint is null or t.status = sqlc.narg('status')::smallint)

@@ -21,13 +21,13 @@ held as (
     -- id = any(@ids) besides the join: with statistics taken while the table
     -- was small the planner hash-joined o to a sequential scan of the whole
     -- table; this bounds the table side to the input's ids whatever the join.
-    select h.id from workq_lease_table h, o
+    select h.id from workq.workq_lease_table h, o
     where h.id = any(@ids::bigint[]) and h.id = o.id and h.owner_token = o.owner_token
       and h.locked_until > clock_timestamp()
     for no key update of h skip locked
 ),
 extended as (
-    update workq_lease_table t set locked_until = now() + (@lease_ms::bigint) * interval '1 millisecond'
+    update workq.workq_lease_table t set locked_until = now() + (@lease_ms::bigint) * interval '1 millisecond'
     where t.id = any(array(select held.id from held))
     returning t.id
 )
@@ -42,7 +42,7 @@ left join extended e on e.id = o.id
 -- r.id = any(@ids) for the same reason as in held: without it, statistics
 -- taken while the table was small made this a hash join over a sequential
 -- scan of the whole table (job_runs tipped over when it gained a column).
-left join workq_lease_table r on r.id = o.id and r.id = any(@ids::bigint[]);
+left join workq.workq_lease_table r on r.id = o.id and r.id = any(@ids::bigint[]);
 
 -- name: LeaseComplete :many
 -- LeaseComplete ends many attempts in one statement, each guarded by its own owner token (done, retry with a delay or failed when exhausted, failed, snoozed or released without using an attempt), archives each attempt in runs, and returns the rows it applied to.
@@ -53,7 +53,7 @@ with o as materialized (
     from generate_series(1, least(cardinality(@ids::bigint[]), 1))
 ),
 u as (
-    update workq_lease_table j set
+    update workq.workq_lease_table j set
         status = case
             when o.outcome = 'done' then 2
             when o.outcome = 'failed' or (o.outcome = 'retry' and j.attempts >= j.max_attempts) then 3
@@ -79,8 +79,8 @@ u as (
     returning j.id, j.status, j.queue, j.attempts, j.lease_version, j.claimed_at, j.claimed_by, o.owner_token, o.outcome, o.error
 ),
 archived as (
-    insert into runs (run_id, work_table, item_id, queue, attempt, lease_version, owner_token, worker_id, started_at, finished_at, outcome, error)
-    select workq_run_id('workq_lease_table', u.id, u.lease_version), 'workq_lease_table', u.id, u.queue,
+    insert into workq.runs (run_id, work_table, item_id, queue, attempt, lease_version, owner_token, worker_id, started_at, finished_at, outcome, error)
+    select workq.workq_run_id('workq_lease_table', u.id, u.lease_version), 'workq_lease_table', u.id, u.queue,
            case when u.outcome in ('snoozed', 'released') then u.attempts + 1 else u.attempts end,
            u.lease_version, u.owner_token, u.claimed_by, u.claimed_at, now(),
            case when u.status = 3 then 'failed' else u.outcome end, nullif(u.error, '')
@@ -92,14 +92,14 @@ joins as (
     -- counts them at the statement's end in the update's row order: two
     -- completions never deadlock on joins (migration 00015; for the other
     -- tables it does nothing). The final select's one-time filter runs it.
-    select workq_lock_joins('workq_lease_table', array(select u.id from u where u.status >= 2)) as n
+    select workq.workq_lock_joins('workq_lease_table', array(select u.id from u where u.status >= 2)) as n
 )
 select u.id, u.status from u where (select j.n from joins j) >= 0;
 
 -- name: LeaseReapExpired :many
 -- LeaseReapExpired requeues up to max_rows items whose lease expired, of one queue or (queue null) of all, failing those with no attempts left; it archives the lost attempts and is safe to run from many reapers and claimers at once.
 with expired as (
-    select x.id, x.owner_token from workq_lease_table x
+    select x.id, x.owner_token from workq.workq_lease_table x
     where x.status = 1 and x.locked_until <= now()
       and (sqlc.narg('queue')::text is null or x.queue = sqlc.narg('queue')::text)
     order by x.id
@@ -112,7 +112,7 @@ expired_tokens as materialized (
     select jsonb_object_agg(x.id, x.owner_token) as by_id from expired x
 ),
 reaped as (
-    update workq_lease_table j set
+    update workq.workq_lease_table j set
         status = case when j.attempts >= j.max_attempts then 3 else 0 end,
         owner_token = null,
         locked_until = null,
@@ -127,27 +127,27 @@ reaped as (
     returning j.id, j.status, j.queue, j.attempts, j.lease_version, j.claimed_at, j.claimed_by, j.last_error
 ),
 archived as (
-    insert into runs (run_id, work_table, item_id, queue, attempt, lease_version, owner_token, worker_id, started_at, finished_at, outcome, error)
-    select workq_run_id('workq_lease_table', r.id, r.lease_version), 'workq_lease_table', r.id, r.queue, r.attempts, r.lease_version,
+    insert into workq.runs (run_id, work_table, item_id, queue, attempt, lease_version, owner_token, worker_id, started_at, finished_at, outcome, error)
+    select workq.workq_run_id('workq_lease_table', r.id, r.lease_version), 'workq_lease_table', r.id, r.queue, r.attempts, r.lease_version,
            (t.by_id ->> r.id::text)::uuid, r.claimed_by, r.claimed_at, now(), 'expired', r.last_error
     from reaped r, expired_tokens t
 ),
 joins as (
     -- The joins of the outbox members it failed, in join id order (see LeaseComplete).
-    select workq_lock_joins('workq_lease_table', array(select r.id from reaped r where r.status >= 2)) as n
+    select workq.workq_lock_joins('workq_lease_table', array(select r.id from reaped r where r.status >= 2)) as n
 )
 select r.id, r.status, r.queue::text as queue from reaped r where (select j.n from joins j) >= 0;
 
 -- name: LeaseHeldBy :many
 -- LeaseHeldBy lists the in-progress items one claim's owner token still holds, with their lease versions (rare path: a claim whose result the caller never saw, released by token; it reads the in-progress set, which worker concurrency bounds).
-select id, lease_version from workq_lease_table
+select id, lease_version from workq.workq_lease_table
 where status = 1 and owner_token = @owner_token::uuid
 order by id;
 
 -- name: LeaseCountByState :many
 -- LeaseCountByState counts items per queue and status, with in-progress rows split by whether their lease has expired.
 select queue, status, (status = 1 and locked_until <= now())::boolean as expired, count(*)::bigint as count
-from workq_lease_table
+from workq.workq_lease_table
 group by queue, status, expired
 order by queue, status, expired;
 
@@ -155,9 +155,9 @@ order by queue, status, expired;
 -- LeaseDeleteFinished deletes up to max_rows done or failed items that finished more than older_than_ms ago (retention).
 -- By primary key (= any(array(...))), not "in (select ...)", which the
 -- planner may turn into a hash join over the whole table.
-delete from workq_lease_table
+delete from workq.workq_lease_table
 where id = any(array(
-    select f.id from workq_lease_table f
+    select f.id from workq.workq_lease_table f
     where f.status >= 2 and f.finished_at < now() - (@older_than_ms::bigint) * interval '1 millisecond'
     order by f.finished_at
     limit @max_rows::integer
@@ -166,7 +166,7 @@ where id = any(array(
 -- name: LeaseRevive :many
 -- LeaseRevive puts failed items back to ready (attempts reset, due now), bumps each one's lease_version and archives the action in runs (outcome revived, by actor, with the reason), and returns the ids it revived; items that are not failed are left alone.
 with revived as (
-    update workq_lease_table j set
+    update workq.workq_lease_table j set
         status = 0,
         attempts = 0,
         run_at = now(),
@@ -177,21 +177,21 @@ with revived as (
     returning j.id, j.queue, j.lease_version, j.last_error
 ),
 archived as (
-    insert into runs (run_id, work_table, item_id, queue, attempt, lease_version, owner_token, worker_id, started_at, finished_at, outcome, error)
-    select workq_run_id('workq_lease_table', r.id, r.lease_version), 'workq_lease_table', r.id, r.queue, 0, r.lease_version,
+    insert into workq.runs (run_id, work_table, item_id, queue, attempt, lease_version, owner_token, worker_id, started_at, finished_at, outcome, error)
+    select workq.workq_run_id('workq_lease_table', r.id, r.lease_version), 'workq_lease_table', r.id, r.queue, 0, r.lease_version,
            '00000000-0000-0000-0000-000000000000'::uuid, @actor::text, now(), now(), 'revived', nullif(@reason::text, '')
     from revived r
 ),
 joins as (
     -- The joins of the outbox members it revived, in join id order (see LeaseComplete).
-    select workq_lock_joins('workq_lease_table', array(select r.id from revived r)) as n
+    select workq.workq_lock_joins('workq_lease_table', array(select r.id from revived r)) as n
 )
 select r.id from revived r where (select j.n from joins j) >= 0;
 
 -- name: LeaseStuck :many
 -- LeaseStuck counts, per queue, the items in progress that were claimed more than older_than_ms ago (a worker holding an item far past its lease: a hung handler that still heartbeats, or a lease no reaper expires), with the oldest claim time; it reads the in-progress set, which worker concurrency bounds.
 select queue, count(*)::bigint as count, min(claimed_at)::timestamptz as oldest_claim
-from workq_lease_table
+from workq.workq_lease_table
 where status = 1 and claimed_at < now() - (@older_than_ms::bigint) * interval '1 millisecond'
 group by queue
 order by queue;
@@ -203,10 +203,10 @@ select d.queue::text as queue, sum(d.ready)::bigint as ready, sum(d.scheduled)::
 from (
     select r.queue, count(*) filter (where r.run_at <= now()) as ready, count(*) filter (where r.run_at > now()) as scheduled,
            0::bigint as in_progress, min(r.run_at) filter (where r.run_at <= now()) as oldest_due
-    from workq_lease_table r where r.status = 0 group by r.queue
+    from workq.workq_lease_table r where r.status = 0 group by r.queue
     union all
     select p.queue, 0::bigint, 0::bigint, count(*), null::timestamptz
-    from workq_lease_table p where p.status = 1 group by p.queue
+    from workq.workq_lease_table p where p.status = 1 group by p.queue
 ) d
 group by d.queue
 order by d.queue;
@@ -214,7 +214,7 @@ order by d.queue;
 -- name: LeaseCancel :many
 -- LeaseCancel ends the ready items among ids as failed with last_error "cancelled by <actor>[: reason]", bumps each one's lease_version, archives the action in runs (outcome cancelled, by actor, with the reason), and returns the ids it cancelled; items that are not ready are left alone.
 with cancelled as (
-    update workq_lease_table j set
+    update workq.workq_lease_table j set
         status = 3,
         lease_version = j.lease_version + 1,
         last_error = 'cancelled by ' || @actor::text || coalesce(': ' || nullif(@reason::text, ''), ''),
@@ -224,20 +224,20 @@ with cancelled as (
     returning j.id, j.queue, j.attempts, j.lease_version
 ),
 archived as (
-    insert into runs (run_id, work_table, item_id, queue, attempt, lease_version, owner_token, worker_id, started_at, finished_at, outcome, error)
-    select workq_run_id('workq_lease_table', c.id, c.lease_version), 'workq_lease_table', c.id, c.queue, c.attempts, c.lease_version,
+    insert into workq.runs (run_id, work_table, item_id, queue, attempt, lease_version, owner_token, worker_id, started_at, finished_at, outcome, error)
+    select workq.workq_run_id('workq_lease_table', c.id, c.lease_version), 'workq_lease_table', c.id, c.queue, c.attempts, c.lease_version,
            '00000000-0000-0000-0000-000000000000'::uuid, @actor::text, now(), now(), 'cancelled', nullif(@reason::text, '')
     from cancelled c
 ),
 joins as (
     -- The joins of the outbox members it failed, in join id order (see LeaseComplete).
-    select workq_lock_joins('workq_lease_table', array(select c.id from cancelled c)) as n
+    select workq.workq_lock_joins('workq_lease_table', array(select c.id from cancelled c)) as n
 )
 select c.id from cancelled c where (select j.n from joins j) >= 0;
 
 -- name: LeaseDelete :many
 -- LeaseDelete deletes the finished (done or failed) items among ids and returns the ids it deleted; ready and in-progress items are left alone. Their archived attempts stay in runs until the archive's own retention.
-delete from workq_lease_table j
+delete from workq.workq_lease_table j
 where j.id = any(@ids::bigint[]) and j.status >= 2
 returning j.id;
 
@@ -252,13 +252,13 @@ select queue,
        count(*) filter (where status = 2)::bigint as done,
        count(*) filter (where status = 3)::bigint as failed,
        coalesce(floor(extract(epoch from now() - min(run_at) filter (where status = 0 and run_at <= now())) * 1000), 0)::bigint as oldest_ready_age_ms
-from workq_lease_table
+from workq.workq_lease_table
 group by queue
 order by queue;
 
 -- name: LeaseClaimByID :one
 -- LeaseClaimByID leases one ready item by id under owner_token, setting the lease columns exactly as a claim does. The runtime never uses it (it claims by queue, in order, within the queue's limit): package workqtest does, to run one handler on an item the caller's transaction has just written.
-update workq_lease_table t set
+update workq.workq_lease_table t set
     status = 1,
     owner_token = @owner_token::uuid,
     locked_until = now() + (@lease_ms::bigint) * interval '1 millisecond',

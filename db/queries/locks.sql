@@ -1,6 +1,6 @@
 -- name: LocksAcquire :one
 -- LocksAcquire takes the named lock for owner when it is free or expired (on the database clock at the moment the row is examined), with a fencing token one greater than the last holder's; no row means another owner holds it.
-insert into workq_locks as l (name, owner, token, expires_at, acquired_at, renewed_at)
+insert into workq.workq_locks as l (name, owner, token, expires_at, acquired_at, renewed_at)
 values (@name, @owner, 1, clock_timestamp() + (@ttl_ms::bigint) * interval '1 millisecond', clock_timestamp(), clock_timestamp())
 on conflict (name) do update
     set owner = excluded.owner, token = l.token + 1, expires_at = excluded.expires_at,
@@ -10,23 +10,23 @@ returning token, expires_at;
 
 -- name: LocksRenew :one
 -- LocksRenew extends the lock held under token; no row means the lock is lost (expired, or taken by a newer token): an expired lock is never revived.
-update workq_locks
+update workq.workq_locks
 set expires_at = clock_timestamp() + (@ttl_ms::bigint) * interval '1 millisecond', renewed_at = clock_timestamp()
 where name = @name and token = @token and expires_at > clock_timestamp()
 returning expires_at;
 
 -- name: LocksRelease :execrows
 -- LocksRelease ends the lock held under token at once (the row and its token stay, so the next token is greater).
-update workq_locks set expires_at = clock_timestamp()
+update workq.workq_locks set expires_at = clock_timestamp()
 where name = @name and token = @token and expires_at > clock_timestamp();
 
 -- name: LocksHeld :one
 -- LocksHeld reports whether token still holds the named lock; a fenced write puts the same condition in its own statement.
 select exists (
-    select 1 from workq_locks where name = @name and token = @token and expires_at > clock_timestamp()
+    select 1 from workq.workq_locks where name = @name and token = @token and expires_at > clock_timestamp()
 )::boolean as held;
 
 -- name: LocksList :many
 -- LocksList lists every lock with its holder, token and whether it is held now.
 select name, owner, token, expires_at, acquired_at, renewed_at, (expires_at > clock_timestamp())::boolean as held
-from workq_locks order by name;
+from workq.workq_locks order by name;

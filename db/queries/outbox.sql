@@ -1,7 +1,7 @@
 -- name: OutboxEnqueue :one
 -- OutboxEnqueue writes one message (usually in the transaction of the caller) and returns its id and message id; with notify it also wakes the relays of the queue (NOTIFY workq_outbox, delivered at commit).
 with ins as (
-    insert into outbox (queue, topic, partition_key, message_id, payload, headers, correlation_id, priority, run_at, max_attempts, join_id)
+    insert into workq.outbox (queue, topic, partition_key, message_id, payload, headers, correlation_id, priority, run_at, max_attempts, join_id)
     values (
         @queue, @topic, sqlc.narg('partition_key')::text, coalesce(sqlc.narg('message_id')::uuid, gen_random_uuid()),
         @payload, @headers, sqlc.narg('correlation_id')::text, @priority,
@@ -43,14 +43,14 @@ batch_keys as materialized (
 -- Each key's counter advanced by its number of messages in the batch; the
 -- batch's messages of the key take the numbers up to the new value.
 seqs as (
-    insert into outbox_key_seqs as c (queue, partition_key, last_seq, updated_at)
+    insert into workq.outbox_key_seqs as c (queue, partition_key, last_seq, updated_at)
     select k.queue, k.partition_key, k.n, now() from batch_keys k
     order by k.queue, k.partition_key
     on conflict (queue, partition_key) do update set last_seq = c.last_seq + excluded.last_seq, updated_at = now()
     returning c.queue, c.partition_key, c.last_seq
 ),
 ins as (
-insert into outbox (queue, topic, partition_key, message_id, payload, headers, correlation_id, priority, run_at, max_attempts, join_id, key_seq)
+insert into workq.outbox (queue, topic, partition_key, message_id, payload, headers, correlation_id, priority, run_at, max_attempts, join_id, key_seq)
 select u.queue, u.topic, u.partition_key, coalesce(nullif(u.message_id, '')::uuid, gen_random_uuid()),
        u.payload::jsonb, u.headers::jsonb, nullif(u.correlation_id, ''), u.priority,
        coalesce(nullif(u.run_at, '')::timestamptz, now() + coalesce(u.delay_ms, 0) * interval '1 millisecond'),
@@ -73,13 +73,13 @@ woke as materialized (
     select count(*) as n from (select pg_notify('workq_outbox', @queue::text) where @wake::boolean) x
 ),
 budget as materialized (
-    select workq_claim_budget('outbox', @queue, @max_rows::integer) as n from woke
+    select workq.workq_claim_budget('outbox', @queue, @max_rows::integer) as n from woke
 ),
 -- Keep up to half the budget (rounded at random, so a budget of one is
 -- shared too) for unkeyed messages when some wait, so neither kind starves.
 reserve as materialized (
     select count(*)::integer as n from (
-        select 1 from outbox u
+        select 1 from workq.outbox u
         where u.queue = @queue and u.status = 0 and u.partition_key is null and u.run_at <= now()
         -- the index's order, so that the planner reads outbox_claim, not the table
         order by u.priority desc, u.id
@@ -92,28 +92,28 @@ reserve as materialized (
 -- the heads' LIMIT stops the walk.
 keys (key, wrapped) as (
     (select s.key, s.wrapped from (
-        (select o.partition_key as key, false as wrapped from outbox o
+        (select o.partition_key as key, false as wrapped from workq.outbox o
          where o.queue = @queue and o.partition_key is not null and o.status <> 2 and o.partition_key > @after_key::text
          order by o.partition_key limit 1)
         union all
-        (select o.partition_key as key, true as wrapped from outbox o
+        (select o.partition_key as key, true as wrapped from workq.outbox o
          where o.queue = @queue and o.partition_key is not null and o.status <> 2 and o.partition_key <= @after_key::text
          order by o.partition_key limit 1)
     ) s limit 1)
     union all
     select n.key, n.wrapped from keys k cross join lateral (
         select s.key, s.wrapped from (
-            (select o.partition_key as key, false as wrapped from outbox o
+            (select o.partition_key as key, false as wrapped from workq.outbox o
              where not k.wrapped and o.queue = @queue and o.partition_key is not null and o.status <> 2
                and o.partition_key > k.key
              order by o.partition_key limit 1)
             union all
-            (select o.partition_key as key, true as wrapped from outbox o
+            (select o.partition_key as key, true as wrapped from workq.outbox o
              where not k.wrapped and o.queue = @queue and o.partition_key is not null and o.status <> 2
                and o.partition_key <= @after_key::text
              order by o.partition_key limit 1)
             union all
-            (select o.partition_key as key, true as wrapped from outbox o
+            (select o.partition_key as key, true as wrapped from workq.outbox o
              where k.wrapped and o.queue = @queue and o.partition_key is not null and o.status <> 2
                and o.partition_key > k.key and o.partition_key <= @after_key::text
              order by o.partition_key limit 1)
@@ -125,7 +125,7 @@ keys (key, wrapped) as (
 -- writer committed before the head's writer took its number.
 heads as (
     select h.id from keys k cross join lateral (
-        select o.id, o.status, o.run_at from outbox o
+        select o.id, o.status, o.run_at from workq.outbox o
         where o.queue = @queue and o.partition_key is not null and o.status <> 2 and o.partition_key = k.key
           and not (o.status = 3 and o.topic = any(coalesce(@skip_topics::text[], '{}')))
           -- keys this claimer hands over to the queue's other claimers
@@ -144,7 +144,7 @@ heads as (
       -- owner_token is not null (= status 1, the lease CHECK), which implies
       -- only this index's predicate, where status = 1 let stale statistics
       -- pick outbox_in_progress and scan every in-flight row per key.
-      and (select 1 from outbox f
+      and (select 1 from workq.outbox f
            where f.queue = @queue and f.partition_key = k.key and f.owner_token is not null
            limit 1) is null
     limit (select b.n - r.n from budget b, reserve r)
@@ -152,18 +152,18 @@ heads as (
 -- Locked and rechecked on the newest row version: a head another claimer
 -- took or finished since this statement's snapshot is left alone.
 keyed as materialized (
-    select o.id from outbox o
+    select o.id from workq.outbox o
     where o.id = any(array(select h.id from heads h)) and o.status = 0 and o.run_at <= now()
     for no key update skip locked
 ),
 unkeyed as (
-    select r.id from outbox r
+    select r.id from workq.outbox r
     where r.queue = @queue and r.status = 0 and r.partition_key is null and r.run_at <= now()
     order by r.priority desc, r.id
     limit greatest(0, (select b.n from budget b) - (select count(*) from keyed))
     for no key update skip locked
 )
-update outbox j set
+update workq.outbox j set
     status = 1,
     owner_token = @owner_token::uuid,
     locked_until = now() + (@lease_ms::bigint) * interval '1 millisecond',
@@ -184,9 +184,9 @@ returning j.id, j.topic, j.partition_key, j.message_id, j.payload, j.headers, j.
 
 -- name: OutboxDeleteFinished :execrows
 -- OutboxDeleteFinished deletes up to max_rows done or failed outbox messages that finished more than older_than_ms ago (retention), except failed messages with a partition key: such a message may be blocking its key (OnFinalFailure Block), and deleting it would let the next message of the key go as if it had been delivered; an operator retries or deletes it.
-delete from outbox
+delete from workq.outbox
 where id = any(array(
-    select f.id from outbox f
+    select f.id from workq.outbox f
     -- outbox_finished's predicate, written out so that the planner uses it.
     where (f.status = 2 or (f.status = 3 and f.partition_key is null))
       and f.finished_at < now() - (@older_than_ms::bigint) * interval '1 millisecond'
@@ -196,7 +196,7 @@ where id = any(array(
 
 -- name: OutboxPruneKeySeqs :one
 -- OutboxPruneKeySeqs deletes up to max_rows partition-key counters last used more than older_than_ms ago whose key has no message not done (outbox_prune_key_seqs: the key starts again at 1; never while a writer of it is open), and returns how many.
-select outbox_prune_key_seqs(@older_than_ms::bigint, @max_rows::integer)::bigint as deleted;
+select workq.outbox_prune_key_seqs(@older_than_ms::bigint, @max_rows::integer)::bigint as deleted;
 
 -- name: OutboxQueueDepth :many
 -- OutboxQueueDepth is LeaseQueueDepth for the outbox, whose ready rows are in two partial indexes: unkeyed ones in outbox_claim, keyed ones in outbox_ordered (with the key's in-progress and failed rows).
@@ -205,29 +205,29 @@ select d.queue::text as queue, sum(d.ready)::bigint as ready, sum(d.scheduled)::
 from (
     select u.queue, count(*) filter (where u.run_at <= now()) as ready, count(*) filter (where u.run_at > now()) as scheduled,
            0::bigint as in_progress, min(u.run_at) filter (where u.run_at <= now()) as oldest_due
-    from outbox u where u.status = 0 and u.partition_key is null group by u.queue
+    from workq.outbox u where u.status = 0 and u.partition_key is null group by u.queue
     union all
     select k.queue, count(*) filter (where k.run_at <= now()), count(*) filter (where k.run_at > now()),
            0::bigint, min(k.run_at) filter (where k.run_at <= now())
-    from outbox k where k.partition_key is not null and k.status <> 2 and k.status = 0 group by k.queue
+    from workq.outbox k where k.partition_key is not null and k.status <> 2 and k.status = 0 group by k.queue
     union all
     select p.queue, 0::bigint, 0::bigint, count(*), null::timestamptz
-    from outbox p where p.status = 1 group by p.queue
+    from workq.outbox p where p.status = 1 group by p.queue
 ) d
 group by d.queue
 order by d.queue;
 
 -- name: OutboxGet :one
 -- OutboxGet reads one outbox message.
-select * from outbox where id = @id;
+select * from workq.outbox where id = @id;
 
 -- name: OutboxGetByMessageID :one
 -- OutboxGetByMessageID reads one outbox message by its message id.
-select * from outbox where message_id = @message_id;
+select * from workq.outbox where message_id = @message_id;
 
 -- name: OutboxList :many
 -- OutboxList lists messages by id after after_id (keyset pagination over the primary key), filtered by queue, status (-1: any), topic and partition key (empty: any).
-select * from outbox o
+select * from workq.outbox o
 where o.id > @after_id::bigint
   and (@queue::text = '' or o.queue = @queue::text)
   and (@status::integer < 0 or o.status = @status::integer)
@@ -239,12 +239,12 @@ limit @max_rows::integer;
 -- name: OutboxKeyHeads :many
 -- OutboxKeyHeads lists the partition keys of one queue that have messages not done, from after_key on in key order, each with its head (first message in write order; failed messages of skip_topics passed over); with only_blocked, only keys whose head is failing (waiting for a retry, or in a retry attempt) or failed.
 with recursive keys (key) as (
-    (select o.partition_key as key from outbox o
+    (select o.partition_key as key from workq.outbox o
      where o.queue = @queue and o.partition_key is not null and o.status <> 2 and o.partition_key > @after_key::text
      order by o.partition_key limit 1)
     union all
     select n.key from keys k cross join lateral (
-        select o.partition_key as key from outbox o
+        select o.partition_key as key from workq.outbox o
         where o.queue = @queue and o.partition_key is not null and o.status <> 2 and o.partition_key > k.key
         order by o.partition_key limit 1
     ) n
@@ -253,7 +253,7 @@ select k.key::text as partition_key, h.id, h.topic, h.status, h.attempts, h.max_
        h.message_id, h.updated_at
 from keys k cross join lateral (
     select o.id, o.topic, o.status, o.attempts, o.max_attempts, o.run_at, o.last_error, o.message_id, o.updated_at
-    from outbox o
+    from workq.outbox o
     where o.queue = @queue and o.partition_key is not null and o.status <> 2 and o.partition_key = k.key
       and not (o.status = 3 and o.topic = any(coalesce(@skip_topics::text[], '{}')))
     order by o.key_seq
@@ -265,7 +265,7 @@ limit @max_rows::integer;
 
 -- name: OutboxPage :many
 -- OutboxPage lists items newest first below before_id (keyset pagination over the primary key: rows inserted meanwhile have higher ids and never shift a later page), filtered by queue, status, topic, creation time and a text in last_error, case-insensitive (null: any), and at or above min_id (admin bounds the ids a text search reads with it).
-select * from outbox t
+select * from workq.outbox t
 where t.id < @before_id::bigint
   and (sqlc.narg('queue')::text is null or t.queue = sqlc.narg('queue')::text)
   and (sqlc.narg('status')::smallint is null or t.status = sqlc.narg('status')::smallint)

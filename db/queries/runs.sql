@@ -1,21 +1,21 @@
 -- name: RunsListByItem :many
 -- RunsListByItem lists the archived attempts of one work item in claim order: one range of the primary key (workq_run_id).
-select * from runs
-where run_id between workq_run_id(@work_table::text, @item_id::bigint, 0)
-                 and workq_run_id(@work_table::text, @item_id::bigint, 72057594037927935)
+select * from workq.runs
+where run_id between workq.workq_run_id(@work_table::text, @item_id::bigint, 0)
+                 and workq.workq_run_id(@work_table::text, @item_id::bigint, 72057594037927935)
 order by run_id;
 
 -- name: RunsGet :one
 -- RunsGet reads one archived attempt by run id.
-select * from runs where run_id = @run_id;
+select * from workq.runs where run_id = @run_id;
 
 -- name: RunsDeleteFinished :execrows
 -- RunsDeleteFinished deletes up to max_rows archived attempts that finished more than older_than_ms ago (retention).
 -- By primary key (= any(array(...))), not "in (select ...)": the planner
 -- cannot see the LIMIT through the IN and hash-joins a scan of the whole archive.
-delete from runs
+delete from workq.runs
 where run_id = any(array(
-    select r.run_id from runs r
+    select r.run_id from workq.runs r
     where r.finished_at < now() - (@older_than_ms::bigint) * interval '1 millisecond'
     order by r.finished_at
     limit @max_rows::integer
@@ -23,14 +23,14 @@ where run_id = any(array(
 
 -- name: RunsByIDs :many
 -- RunsByIDs reads the archived attempts with the given run ids: a completion flush that is retried after an error learns from them which of its attempts an unseen commit already ended.
-select run_id, owner_token, outcome from runs where run_id = any(@run_ids::uuid[]);
+select run_id, owner_token, outcome from workq.runs where run_id = any(@run_ids::uuid[]);
 
 -- name: RunsLastMinute :many
 -- RunsLastMinute counts, per work table and queue, the attempts that ended in the last minute by the database clock (completions, including leases the reaper expired) and how many of those also started in it (claims that already ended); operator actions (revived, cancelled) are not attempts. One range of runs_finished.
 select work_table, queue,
        count(*)::bigint as ended,
        count(*) filter (where started_at > now() - interval '1 minute')::bigint as started
-from runs
+from workq.runs
 where finished_at > now() - interval '1 minute' and outcome not in ('revived', 'cancelled')
 group by work_table, queue
 order by work_table, queue;
@@ -38,7 +38,7 @@ order by work_table, queue;
 -- name: RunsEndedBetween :many
 -- RunsEndedBetween counts, per work table, queue and outcome, the attempts that ended in (after, until] (operator actions, revived and cancelled, are not attempts): the dashboard's sampler reads each interval once, so its cost is the attempts of one interval. One range of runs_finished.
 select work_table, queue, outcome, count(*)::bigint as count
-from runs
+from workq.runs
 where finished_at > @after and finished_at <= @until and outcome not in ('revived', 'cancelled')
 group by work_table, queue, outcome
 order by work_table, queue, outcome;

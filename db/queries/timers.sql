@@ -1,13 +1,13 @@
 -- name: TimersEnqueue :one
 -- TimersEnqueue schedules one timer, due at due_time (or after delay_ms when due_time is null).
-insert into timers (queue, topic, payload, due_time, run_at, priority, max_attempts)
+insert into workq.timers (queue, topic, payload, due_time, run_at, priority, max_attempts)
 select @queue, @topic, @payload, d.due, d.due, @priority, @max_attempts
 from (select coalesce(sqlc.narg('due_time')::timestamptz, now() + (@delay_ms::bigint) * interval '1 millisecond') as due) d
 returning id, due_time;
 
 -- name: TimersEnqueueMany :many
 -- TimersEnqueueMany schedules many timers in one statement, in input order.
-insert into timers (queue, topic, payload, due_time, run_at, priority, max_attempts)
+insert into workq.timers (queue, topic, payload, due_time, run_at, priority, max_attempts)
 select u.queue, u.topic, u.payload::jsonb, u.due_time, u.due_time, u.priority, u.max_attempts
 from (
     select unnest(@queues::text[]) as queue, unnest(@topics::text[]) as topic, unnest(@payloads::text[]) as payload,
@@ -18,22 +18,22 @@ returning id, due_time;
 
 -- name: TimersCancel :many
 -- TimersCancel cancels the ready timers among ids (status failed, last_error cancelled, cancelled_at = finished_at; see migration 00006), and returns the ids it cancelled.
-update timers set status = 3, last_error = 'cancelled', finished_at = now(), cancelled_at = now(), updated_at = now()
+update workq.timers set status = 3, last_error = 'cancelled', finished_at = now(), cancelled_at = now(), updated_at = now()
 where id = any(@ids::bigint[]) and status = 0
 returning id;
 
 -- name: TimersClaim :many
 -- TimersClaim leases up to max_rows due timers of one queue (run_at, id) under owner_token, a fresh token the caller mints for this claim alone, within the global limit of the queue; with a resume point (resume_run_at) it reads from there instead of from the queue's start, past the claim-index entries earlier claims left dead. Expired leases are reaped by LeaseReapExpired (the claimer runs it for its queue about once a second).
 with candidates as (
-    select r.id from timers r
+    select r.id from workq.timers r
     where r.queue = @queue and r.status = 0 and r.run_at <= now()
       -- the resume point (JobRunsClaim, design.md 4.1a): from run_at on
       and r.run_at >= coalesce(sqlc.narg('resume_run_at')::timestamptz, '-infinity')
     order by r.run_at, r.id
-    limit workq_claim_budget('timers', @queue, @max_rows::integer)
+    limit workq.workq_claim_budget('timers', @queue, @max_rows::integer)
     for no key update skip locked
 )
-update timers j set
+update workq.timers j set
     status = 1,
     owner_token = @owner_token::uuid,
     locked_until = now() + (@lease_ms::bigint) * interval '1 millisecond',
@@ -50,12 +50,12 @@ returning j.id, j.topic, j.payload, j.due_time, j.priority, j.run_at, j.attempts
 
 -- name: TimersGet :one
 -- TimersGet reads one timer.
-select * from timers where id = @id;
+select * from workq.timers where id = @id;
 
 -- name: TimersSchedule :one
 -- TimersSchedule schedules one timer due at due_time (or now() + delay_ms when due_time is null, on the database clock); with notify it wakes the queue's workers (NOTIFY workq_timers, at commit) when the timer is due within notify_within_ms.
 with ins as (
-    insert into timers (queue, topic, payload, due_time, run_at, priority, max_attempts)
+    insert into workq.timers (queue, topic, payload, due_time, run_at, priority, max_attempts)
     select @queue, @topic, @payload, d.due, d.due, @priority, @max_attempts
     from (select coalesce(sqlc.narg('due_time')::timestamptz, now() + (@delay_ms::bigint) * interval '1 millisecond') as due) d
     returning id, due_time
@@ -83,7 +83,7 @@ d as materialized (
     from u
 ),
 ins as (
-    insert into timers (queue, topic, payload, due_time, run_at, priority, max_attempts)
+    insert into workq.timers (queue, topic, payload, due_time, run_at, priority, max_attempts)
     select d.queue, d.topic, d.payload::jsonb, d.due, d.due, d.priority, d.max_attempts from d
     returning id, due_time
 ),
@@ -100,12 +100,12 @@ from ins cross join (select count(*) as n from notified) x;
 -- name: TimersCancelOne :one
 -- TimersCancelOne cancels one timer if it is ready and reports the status it found, in one statement: the row is locked first (waiting for a claim or completion in flight), so the status read is the current one and nothing can change it before the cancel applies. No row: no such timer.
 with cur as materialized (
-    select t.id, t.status, t.finished_at, t.cancelled_at from timers t
+    select t.id, t.status, t.finished_at, t.cancelled_at from workq.timers t
     where t.id = @id
     for no key update
 ),
 cancelled as (
-    update timers t set status = 3, last_error = 'cancelled', finished_at = now(), cancelled_at = now(), updated_at = now()
+    update workq.timers t set status = 3, last_error = 'cancelled', finished_at = now(), cancelled_at = now(), updated_at = now()
     from cur
     where t.id = cur.id and cur.status = 0
     returning t.id
@@ -118,14 +118,14 @@ from cur;
 -- name: TimersNextDue :one
 -- TimersNextDue returns how many milliseconds (rounded up), on the database clock, until the earliest ready timer of a queue is due (negative: due already); no row when the queue has none. One row of the claim index.
 select ceil(extract(epoch from (r.run_at - now())) * 1000)::bigint as wait_ms
-from timers r
+from workq.timers r
 where r.queue = @queue and r.status = 0
 order by r.run_at
 limit 1;
 
 -- name: TimersList :many
 -- TimersList lists timers in id order after after_id (keyset pagination), filtered by queue, topic, state (ready, in_progress, done, failed, cancelled) and due time; an operator path that walks the primary key.
-select t.* from timers t
+select t.* from workq.timers t
 where t.id > @after_id::bigint
   and (sqlc.narg('queue')::text is null or t.queue = sqlc.narg('queue')::text)
   and (sqlc.narg('topic')::text is null or t.topic = sqlc.narg('topic')::text)
@@ -141,7 +141,7 @@ limit @max_rows::integer;
 -- name: TimersCancelAudited :many
 -- TimersCancelAudited is LeaseCancel for timers: it also sets cancelled_at = finished_at, so the timer reads as cancelled (timers.StateCancelled), as timers.Client.Cancel leaves it.
 with cancelled as (
-    update timers t set
+    update workq.timers t set
         status = 3,
         lease_version = t.lease_version + 1,
         last_error = 'cancelled by ' || @actor::text || coalesce(': ' || nullif(@reason::text, ''), ''),
@@ -152,8 +152,8 @@ with cancelled as (
     returning t.id, t.queue, t.attempts, t.lease_version
 ),
 archived as (
-    insert into runs (run_id, work_table, item_id, queue, attempt, lease_version, owner_token, worker_id, started_at, finished_at, outcome, error)
-    select workq_run_id('timers', c.id, c.lease_version), 'timers', c.id, c.queue, c.attempts, c.lease_version,
+    insert into workq.runs (run_id, work_table, item_id, queue, attempt, lease_version, owner_token, worker_id, started_at, finished_at, outcome, error)
+    select workq.workq_run_id('timers', c.id, c.lease_version), 'timers', c.id, c.queue, c.attempts, c.lease_version,
            '00000000-0000-0000-0000-000000000000'::uuid, @actor::text, now(), now(), 'cancelled', nullif(@reason::text, '')
     from cancelled c
 )
@@ -161,7 +161,7 @@ select c.id from cancelled c;
 
 -- name: TimersPage :many
 -- TimersPage lists items newest first below before_id (keyset pagination over the primary key: rows inserted meanwhile have higher ids and never shift a later page), filtered by queue, status, topic, creation time and a text in last_error, case-insensitive (null: any), and at or above min_id (admin bounds the ids a text search reads with it).
-select * from timers t
+select * from workq.timers t
 where t.id < @before_id::bigint
   and (sqlc.narg('queue')::text is null or t.queue = sqlc.narg('queue')::text)
   and (sqlc.narg('status')::smallint is null or t.status = sqlc.narg('status')::smallint)

@@ -8,9 +8,9 @@
 -- same type, so a statement that type-checks here runs there. What differs
 -- between tables (how rows arrive, claim order, the columns a claim returns)
 -- stays in each table's own query file.
-create table workq_lease_table (
+create table workq.workq_lease_table (
     id             bigint generated always as identity primary key,
-    queue          workq_name not null,
+    queue          workq.workq_name not null,
     status         smallint not null,
     priority       smallint not null,
     run_at         timestamptz not null,

@@ -247,7 +247,7 @@ func TestOrderFlow(t *testing.T) {
 	}
 	waitFor(t, "the paid order's payment processed", 20*time.Second, func() (bool, error) {
 		var processed bool
-		err := pool.QueryRow(ctx, "select status = 2 from inbox where source = 'psp' and message_id = 'evt_1'").Scan(&processed)
+		err := pool.QueryRow(ctx, "select status = 2 from workq.inbox where source = 'psp' and message_id = 'evt_1'").Scan(&processed)
 		return processed, err
 	})
 	o := getOrder(t, pool, paid)
@@ -258,8 +258,8 @@ func TestOrderFlow(t *testing.T) {
 		t.Errorf("paid order's reminder timer is %s, want cancelled", st)
 	}
 	var received, attempts int
-	if err := pool.QueryRow(ctx, `select count(*), (select count(*) from runs where work_table = 'inbox')
-		from inbox where source = 'psp'`).Scan(&received, &attempts); err != nil {
+	if err := pool.QueryRow(ctx, `select count(*), (select count(*) from workq.runs where work_table = 'inbox')
+		from workq.inbox where source = 'psp'`).Scan(&received, &attempts); err != nil {
 		t.Fatal(err)
 	}
 	if received != 1 || attempts != 1 {
@@ -309,7 +309,7 @@ func TestOrderFlow(t *testing.T) {
 	// yet: no order is an hour old).
 	waitFor(t, "an orders.expire job run done", 20*time.Second, func() (bool, error) {
 		var done int
-		err := pool.QueryRow(ctx, "select count(*) from job_runs where kind = 'orders.expire' and status = 2").Scan(&done)
+		err := pool.QueryRow(ctx, "select count(*) from workq.job_runs where kind = 'orders.expire' and status = 2").Scan(&done)
 		return done >= 1, err
 	})
 	if err := pool.QueryRow(ctx, "select count(*) from shop_orders where status = 'expired'").Scan(&n); err != nil || n != 0 {
@@ -393,7 +393,7 @@ func TestOrderFlow(t *testing.T) {
 
 func inboxStatus(ctx context.Context, pool *pgxpool.Pool, id string) (string, error) {
 	var inboxID int64
-	if err := pool.QueryRow(ctx, "select id from inbox where source = 'psp' and message_id = $1", id).Scan(&inboxID); err != nil {
+	if err := pool.QueryRow(ctx, "select id from workq.inbox where source = 'psp' and message_id = $1", id).Scan(&inboxID); err != nil {
 		return "", err
 	}
 	m, err := inbox.Get(ctx, pool, inboxID)

@@ -210,7 +210,7 @@ func copyJobRuns(ctx context.Context, tx CopyDB, rows []prepared, notify []strin
 		}
 		return vals, nil
 	})
-	copied, err := tx.CopyFrom(ctx, pgx.Identifier{"job_runs"}, cols, src)
+	copied, err := tx.CopyFrom(ctx, pgx.Identifier{"workq", "job_runs"}, cols, src)
 	if err != nil {
 		return 0, fmt.Errorf("enqueue %d jobs: %w", n, err)
 	}

@@ -45,7 +45,7 @@ func FuzzEnqueue(f *testing.F) {
 	ctx := context.Background()
 	count := func(t *testing.T) int64 {
 		var n int64
-		if err := pool.QueryRow(ctx, "select count(*) from job_runs").Scan(&n); err != nil {
+		if err := pool.QueryRow(ctx, "select count(*) from workq.job_runs").Scan(&n); err != nil {
 			t.Fatal(err)
 		}
 		return n
@@ -71,7 +71,7 @@ func FuzzEnqueue(f *testing.F) {
 		var gotQueue, gotKind string
 		var gotPriority int16
 		var gotDedup *string
-		if err := pool.QueryRow(ctx, "select queue, kind, priority, dedup_key from job_runs where id = $1", got.ID).
+		if err := pool.QueryRow(ctx, "select queue, kind, priority, dedup_key from workq.job_runs where id = $1", got.ID).
 			Scan(&gotQueue, &gotKind, &gotPriority, &gotDedup); err != nil {
 			t.Fatal(err)
 		}
@@ -83,7 +83,7 @@ func FuzzEnqueue(f *testing.F) {
 			t.Fatalf("stored (%q, %q, %d, %v), enqueued %+v", gotQueue, gotKind, gotPriority, gotDedup, j)
 		}
 		// Leave no live dedup key behind for the next input.
-		if _, err := pool.Exec(ctx, "delete from job_runs where id = $1", got.ID); err != nil {
+		if _, err := pool.Exec(ctx, "delete from workq.job_runs where id = $1", got.ID); err != nil {
 			t.Fatal(err)
 		}
 	})

@@ -432,13 +432,13 @@ func ExamplePool() (*pgxpool.Pool, func()) {
 	return pool, func() { pool.Close(); _ = drop() }
 }
 
-// Snapshot is a digest of every table of the database: equal snapshots
-// mean nothing was written.
+// Snapshot is a digest of every table of workq's schema and of public: equal
+// snapshots mean nothing was written.
 func Snapshot(t testing.TB, pool *pgxpool.Pool) string {
 	t.Helper()
 	ctx := context.Background()
-	rows, err := pool.Query(ctx, `select table_name from information_schema.tables
-		where table_schema = 'public' and table_type = 'BASE TABLE' order by table_name`)
+	rows, err := pool.Query(ctx, `select quote_ident(table_schema) || '.' || quote_ident(table_name) from information_schema.tables
+		where table_schema in ('workq', 'public') and table_type = 'BASE TABLE' order by 1`)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -457,7 +457,7 @@ func Snapshot(t testing.TB, pool *pgxpool.Pool) string {
 	for _, tb := range tables {
 		var n int64
 		var sum string
-		q := fmt.Sprintf(`select count(*), coalesce(md5(string_agg(x::text, '|' order by x::text)), '') from %q x`, tb)
+		q := fmt.Sprintf(`select count(*), coalesce(md5(string_agg(x::text, '|' order by x::text)), '') from %s x`, tb)
 		if err := pool.QueryRow(ctx, q).Scan(&n, &sum); err != nil {
 			t.Fatal(err)
 		}

@@ -20,7 +20,7 @@ func CheckValidateAgrees(t *testing.T, pool *pgxpool.Pool, table string, input a
 	ctx := context.Background()
 	count := func() int64 {
 		var n int64
-		if err := pool.QueryRow(ctx, "select count(*) from "+table).Scan(&n); err != nil {
+		if err := pool.QueryRow(ctx, "select count(*) from workq."+table).Scan(&n); err != nil {
 			t.Fatal(err)
 		}
 		return n
@@ -39,7 +39,7 @@ func CheckValidateAgrees(t *testing.T, pool *pgxpool.Pool, table string, input a
 	if err != nil {
 		t.Fatalf("Validate accepted %+v but the write failed: %v", input, err)
 	}
-	if _, err := pool.Exec(ctx, "delete from "+table+" where id = $1", id); err != nil {
+	if _, err := pool.Exec(ctx, "delete from workq."+table+" where id = $1", id); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -1,0 +1,88 @@
+package dbschema
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+)
+
+func TestValidate(t *testing.T) {
+	long := strings.Repeat("a", MaxLen)
+	for _, tc := range []struct {
+		name string
+		ok   bool
+	}{
+		{"workq", true},
+		{"_x", true},
+		{"app_jobs2", true},
+		{long, true},
+		{long + "a", false},
+		{"", false},
+		{"2x", false},
+		{"Workq", false},
+		{"my-schema", false},
+		{"a.b", false},
+		{`a"b`, false},
+		{"pg_workq", false},
+		{"wörk", false},
+	} {
+		err := Validate(tc.name)
+		if (err == nil) != tc.ok {
+			t.Errorf("Validate(%q) = %v, want ok %v", tc.name, err, tc.ok)
+		}
+		if err != nil && !errors.Is(err, ErrInvalidName) {
+			t.Errorf("Validate(%q) = %v, not ErrInvalidName", tc.name, err)
+		}
+	}
+	if len(Channel(long, "job_runs")) > 63 {
+		t.Errorf("channel of a %d-character schema is %d bytes", MaxLen, len(Channel(long, "job_runs")))
+	}
+}
+
+func TestRewrite(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{"select * from workq.job_runs", `select * from "app".job_runs`},
+		{"workq.workq_run_id('job_runs', 1, 2)", `"app".workq_run_id('job_runs', 1, 2)`},
+		{"x::workq.workq_name", `x::"app".workq_name`},
+		{"'workq.outbox'::regclass", `'"app".outbox'::regclass`},
+		{"format('select 1 from workq.%I', t)", `format('select 1 from "app".%I', t)`},
+		{"pg_notify('workq_job_runs', q)", "pg_notify('app_job_runs', q)"},
+		{"pg_notify('workq_' || t, q)", "pg_notify('app_' || t, q)"},
+		// not qualifiers: part of a longer identifier, or already qualified
+		{"select myworkq.x, a.workq.y, \"workq\".z", "select myworkq.x, a.workq.y, \"workq\".z"},
+		{"select workq_x from t", "select workq_x from t"},
+	} {
+		if got := Rewrite(tc.in, "app"); got != tc.want {
+			t.Errorf("Rewrite(%q)\n got %q\nwant %q", tc.in, got, tc.want)
+		}
+		if got := Rewrite(tc.in, Default); got != tc.in {
+			t.Errorf("Rewrite(%q, default) changed it to %q", tc.in, got)
+		}
+	}
+}
+
+func TestRewriterCaches(t *testing.T) {
+	r, err := NewRewriter("app")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const q = "select 1 from workq.job_runs"
+	if got := r.Rewrite(q); got != `select 1 from "app".job_runs` {
+		t.Fatalf("Rewrite = %q", got)
+	}
+	if _, ok := r.cache.Load(q); !ok {
+		t.Fatal("statement not cached")
+	}
+	def, err := NewRewriter("")
+	if err != nil || def.Schema() != Default || def.Rewrite(q) != q {
+		t.Fatalf("default Rewriter: %v %q %q", err, def.Schema(), def.Rewrite(q))
+	}
+	if _, err := NewRewriter("Bad"); !errors.Is(err, ErrInvalidName) {
+		t.Fatalf("NewRewriter(Bad) = %v", err)
+	}
+	if id := r.Identifier(pgx.Identifier{"workq", "job_runs"}); id[0] != "app" || id[1] != "job_runs" {
+		t.Fatalf("Identifier = %v", id)
+	}
+}

@@ -1,6 +1,6 @@
 module github.com/workq/workq
 
-go 1.26.8
+go 1.26.0
 
 require (
 	github.com/chromedp/cdproto v0.0.0-20250724212937-08a3db8b4327

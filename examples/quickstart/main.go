@@ -70,11 +70,11 @@ func main() {
 	}))
 	// Recorded once per (source, message id): a redelivery is a no-op.
 	must(client.Receive(ctx, inbox.Message{Source: "psp", MessageID: "evt-1", Topic: "payment.settled", Payload: Order{1}}))
-	must(client.ScheduleTimer(ctx, timers.Timer{Topic: "order.expired", Delay: time.Second, Payload: Order{1}}))
 	_, err := client.CreateSchedule(ctx, schedule.Spec{Name: "digest", Cron: "@every 1m", Kind: "email.send"})
 	if err != nil && !errors.Is(err, schedule.ErrExists) {
 		log.Fatal(err)
 	}
+	must(client.ScheduleTimer(ctx, timers.Timer{Topic: "order.expired", Delay: time.Second, Payload: Order{1}}))
 
 	<-ctx.Done() // Ctrl-C: stop claiming, let running work finish (bounded), flush the results
 	check(client.Stop(context.Background()))

@@ -96,6 +96,21 @@ func TestQuickstart(t *testing.T) {
 	if !strings.Contains(out.String(), "attempt 1: sending to ann@example.com") {
 		t.Errorf("the handler's log line is missing:\n%s", out.String())
 	}
+	// The timer is the example's last write: once it fired, every kind of
+	// work was written and handled, and SIGTERM finds the service idle.
+	for _, line := range []string{"order.placed: order 1", "payment.settled: order 1", "order.expired: order 1"} {
+		for !strings.Contains(out.String(), line) {
+			select {
+			case err := <-exited:
+				t.Fatalf("the example exited before logging %q (%v):\n%s", line, err, out.String())
+			default:
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("no %q after 60s:\n%s", line, out.String())
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
 
 	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)

@@ -33,6 +33,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/workq/workq/inbox"
+	"github.com/workq/workq/internal/dbschema"
 	"github.com/workq/workq/internal/jobq"
 	"github.com/workq/workq/maintain"
 	"github.com/workq/workq/metrics"
@@ -72,8 +73,15 @@ var ErrLeaseLost = worker.ErrLeaseLost
 // Config configures a Client. The zero Config is a working one: it
 // enqueues, and runs maintenance; add Workers to work.
 type Config struct {
-	Logger  *slog.Logger // default: discard
-	Workers *Workers     // what this Client works; nil or empty: it only enqueues
+	Logger *slog.Logger // default: discard
+	// Schema is the PostgreSQL schema of workq's tables (default "workq";
+	// migrate it with migrate.Options.Schema or `workq migrate up
+	// --schema`): every statement of the Client runs there, and its
+	// wake-ups use that schema's NOTIFY channels, so Clients on two
+	// schemas of one database never see each other's work. 1 to 54 of
+	// a-z, 0-9 and _, not starting with a digit or pg_.
+	Schema  string
+	Workers *Workers // what this Client works; nil or empty: it only enqueues
 	// Worker is the runtime's settings (concurrency, batch, lease, poll,
 	// drain...); Worker.Queues are the job-run queues worked. Zero fields
 	// take worker.DefaultConfig's values.
@@ -108,6 +116,8 @@ type Config struct {
 // per process so NOTIFY debouncing works across goroutines.
 type Client struct {
 	pool   *pgxpool.Pool
+	rw     dbschema.Rewriter // the schema's
+	db     workqtype.TxDB    // pool in the schema
 	log    *slog.Logger
 	jobs   *jobq.Client
 	outbox *outbox.Client
@@ -126,14 +136,18 @@ func NewClient(pool *pgxpool.Pool, cfg Config) (*Client, error) {
 	if pool == nil {
 		return nil, errors.New("workq: NewClient needs a pool")
 	}
-	if err := errors.Join(cfg.Worker.Validate(), cfg.Maintenance.Validate()); err != nil {
+	rw, schemaErr := dbschema.NewRewriter(cfg.Schema)
+	if schemaErr != nil {
+		schemaErr = workqtype.InvalidErr("Schema", schemaErr)
+	}
+	if err := errors.Join(schemaErr, cfg.Worker.Validate(), cfg.Maintenance.Validate()); err != nil {
 		return nil, fmt.Errorf("workq config: %w", err)
 	}
 	log := cfg.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	c := &Client{pool: pool, log: log}
+	c := &Client{pool: pool, rw: rw, db: rw.WrapTx(pool), log: log}
 	c.jobs = jobq.New(jobq.Options{MaxAttempts: cfg.MaxAttempts, NotifyDebounce: cfg.NotifyDebounce,
 		MaxPayloadBytes: cfg.MaxPayloadBytes, TracerProvider: cfg.TracerProvider})
 	c.outbox = outbox.NewClient(outbox.ClientOptions{MaxAttempts: cfg.MaxAttempts, NotifyDebounce: cfg.NotifyDebounce,
@@ -142,7 +156,7 @@ func NewClient(pool *pgxpool.Pool, cfg Config) (*Client, error) {
 		MaxPayloadBytes: cfg.MaxPayloadBytes})
 	c.timers = timers.NewClient(timers.ClientOptions{MaxAttempts: cfg.MaxAttempts, NotifyDebounce: cfg.NotifyDebounce,
 		MaxPayloadBytes: cfg.MaxPayloadBytes})
-	c.sched = schedule.NewStore(schedule.StoreOptions{MaxPayloadBytes: cfg.MaxPayloadBytes})
+	c.sched = schedule.NewStore(schedule.StoreOptions{MaxPayloadBytes: cfg.MaxPayloadBytes, Schema: cfg.Schema})
 
 	var observers []worker.Observer
 	if cfg.Metrics != nil {
@@ -157,7 +171,8 @@ func NewClient(pool *pgxpool.Pool, cfg Config) (*Client, error) {
 	observers = append(observers, cfg.Observer)
 	wcfg := cfg.Worker
 	if cfg.Workers != nil && !cfg.Workers.empty() {
-		w, err := newWorker(pool, cfg, worker.Options{Logger: log, Observer: worker.Observers(observers...), OnResult: cfg.OnResult})
+		w, err := newWorker(pool, cfg, worker.Options{Logger: log, Observer: worker.Observers(observers...), OnResult: cfg.OnResult,
+			Schema: rw.Schema()})
 		if err != nil {
 			return nil, err
 		}
@@ -175,7 +190,7 @@ func NewClient(pool *pgxpool.Pool, cfg Config) (*Client, error) {
 		if owner == "" {
 			owner = workqtype.DefaultOwner()
 		}
-		m, err := newMaintenance(pool, cfg.Maintenance.withDefaults(), owner, lease, log)
+		m, err := newMaintenance(c.db, cfg.Maintenance.withDefaults(), owner, lease, log)
 		if err != nil {
 			return nil, err
 		}
@@ -337,5 +352,17 @@ func (c *Client) Maintenance() *maintain.Service { return c.maint }
 
 // Pool returns the Client's pool.
 func (c *Client) Pool() *pgxpool.Pool { return c.pool }
+
+// Schema returns the Client's schema (Config.Schema, or "workq").
+func (c *Client) Schema() string { return c.rw.Schema() }
+
+// InSchema returns db (a pool, connection or transaction) with every
+// workq statement sent through it put into the Client's schema, for the
+// operator functions that take a DB (admin, inbox, outbox, timers,
+// lock...). In the default schema it is db itself; a pgx.Tx stays one.
+func (c *Client) InSchema(db workqtype.TxDB) workqtype.TxDB { return c.rw.WrapTx(db) }
+
+// in returns db in the Client's schema (db itself in the default one).
+func (c *Client) in(db DB) DB { return c.rw.Wrap(db) }
 
 var _ DB = pgx.Tx(nil)

@@ -50,7 +50,7 @@ func job(args Args, opts *EnqueueOpts) (jobq.Job, error) {
 
 // Enqueue adds one job run on the Client's pool.
 func (c *Client) Enqueue(ctx context.Context, args Args, opts *EnqueueOpts) (Enqueued, error) {
-	return c.enqueue(ctx, c.pool, args, opts)
+	return c.enqueue(ctx, c.db, args, opts)
 }
 
 // EnqueueTx adds one job run in the caller's transaction: the job exists
@@ -64,7 +64,7 @@ func (c *Client) enqueue(ctx context.Context, db DB, args Args, opts *EnqueueOpt
 	if err != nil {
 		return Enqueued{}, err
 	}
-	r, err := c.jobs.Enqueue(ctx, db, j)
+	r, err := c.jobs.Enqueue(ctx, c.in(db), j)
 	return Enqueued(r), err
 }
 
@@ -72,7 +72,7 @@ func (c *Client) enqueue(ctx context.Context, db DB, args Args, opts *EnqueueOpt
 // has one entry per job, in order. A job with RunAt cannot be in a batch
 // (use Delay).
 func (c *Client) EnqueueMany(ctx context.Context, params []EnqueueParams) ([]Enqueued, error) {
-	return c.enqueueMany(ctx, c.pool, params)
+	return c.enqueueMany(ctx, c.db, params)
 }
 
 // EnqueueManyTx is EnqueueMany in the caller's transaction.
@@ -85,7 +85,7 @@ func (c *Client) enqueueMany(ctx context.Context, db DB, params []EnqueueParams)
 	if err != nil {
 		return nil, err
 	}
-	rs, err := c.jobs.EnqueueMany(ctx, db, jobs)
+	rs, err := c.jobs.EnqueueMany(ctx, c.in(db), jobs)
 	if err != nil {
 		return nil, err
 	}
@@ -103,7 +103,7 @@ func (c *Client) enqueueMany(ctx context.Context, db DB, params []EnqueueParams)
 // EnqueueMany) and, unlike EnqueueMany, accepts RunAt. docs/enqueue-fast.md
 // compares the bulk paths.
 func (c *Client) EnqueueManyFast(ctx context.Context, params []EnqueueParams) (int64, error) {
-	return c.enqueueManyFast(ctx, c.pool, params)
+	return c.enqueueManyFast(ctx, c.db.(jobq.CopyDB), params)
 }
 
 // EnqueueManyFastTx is EnqueueManyFast in the caller's transaction.
@@ -116,7 +116,7 @@ func (c *Client) enqueueManyFast(ctx context.Context, db jobq.CopyDB, params []E
 	if err != nil {
 		return 0, err
 	}
-	return c.jobs.EnqueueManyFast(ctx, db, jobs)
+	return c.jobs.EnqueueManyFast(ctx, c.in(db).(jobq.CopyDB), jobs)
 }
 
 // jobsOf turns a batch of typed args into enqueue requests.
@@ -145,91 +145,91 @@ func (c *Client) ValidateArgs(args Args, opts *EnqueueOpts) error {
 // Send writes an outbox message on the pool. The outbox's point is the
 // caller's transaction: use SendTx beside the business write.
 func (c *Client) Send(ctx context.Context, m outbox.Message) (outbox.Sent, error) {
-	return c.outbox.Send(ctx, c.pool, m)
+	return c.outbox.Send(ctx, c.db, m)
 }
 
 // SendTx writes an outbox message in the caller's transaction: it is
 // relayed if and only if tx commits.
 func (c *Client) SendTx(ctx context.Context, tx pgx.Tx, m outbox.Message) (outbox.Sent, error) {
-	return c.outbox.Send(ctx, tx, m)
+	return c.outbox.Send(ctx, c.in(tx), m)
 }
 
 // SendMany writes many outbox messages in one statement on the pool; the
 // result has one entry per message, in order.
 func (c *Client) SendMany(ctx context.Context, msgs []outbox.Message) ([]outbox.Sent, error) {
-	return c.outbox.SendMany(ctx, c.pool, msgs)
+	return c.outbox.SendMany(ctx, c.db, msgs)
 }
 
 // SendManyTx writes many outbox messages in the caller's transaction.
 func (c *Client) SendManyTx(ctx context.Context, tx pgx.Tx, msgs []outbox.Message) ([]outbox.Sent, error) {
-	return c.outbox.SendMany(ctx, tx, msgs)
+	return c.outbox.SendMany(ctx, c.in(tx), msgs)
 }
 
 // Receive records an inbox message once per (source, message id): a
 // duplicate changes nothing and reports the stored one.
 func (c *Client) Receive(ctx context.Context, m inbox.Message) (inbox.Received, error) {
-	return c.inbox.Receive(ctx, c.pool, m)
+	return c.inbox.Receive(ctx, c.db, m)
 }
 
 // ReceiveTx is Receive in the caller's transaction.
 func (c *Client) ReceiveTx(ctx context.Context, tx pgx.Tx, m inbox.Message) (inbox.Received, error) {
-	return c.inbox.Receive(ctx, tx, m)
+	return c.inbox.Receive(ctx, c.in(tx), m)
 }
 
 // ReceiveMany records many inbox messages in one statement on the pool;
 // the result has one entry per message, in order (a message given twice
 // is recorded once).
 func (c *Client) ReceiveMany(ctx context.Context, msgs []inbox.Message) ([]inbox.Received, error) {
-	return c.inbox.ReceiveMany(ctx, c.pool, msgs)
+	return c.inbox.ReceiveMany(ctx, c.db, msgs)
 }
 
 // ReceiveManyTx is ReceiveMany in the caller's transaction.
 func (c *Client) ReceiveManyTx(ctx context.Context, tx pgx.Tx, msgs []inbox.Message) ([]inbox.Received, error) {
-	return c.inbox.ReceiveMany(ctx, tx, msgs)
+	return c.inbox.ReceiveMany(ctx, c.in(tx), msgs)
 }
 
 // ScheduleTimer schedules a one-shot timer on the pool.
 func (c *Client) ScheduleTimer(ctx context.Context, t timers.Timer) (timers.Scheduled, error) {
-	return c.timers.Schedule(ctx, c.pool, t)
+	return c.timers.Schedule(ctx, c.db, t)
 }
 
 // ScheduleTimerTx schedules a timer in the caller's transaction.
 func (c *Client) ScheduleTimerTx(ctx context.Context, tx pgx.Tx, t timers.Timer) (timers.Scheduled, error) {
-	return c.timers.Schedule(ctx, tx, t)
+	return c.timers.Schedule(ctx, c.in(tx), t)
 }
 
 // ScheduleTimers schedules many timers in one statement on the pool; the
 // result has one entry per timer, in order.
 func (c *Client) ScheduleTimers(ctx context.Context, ts []timers.Timer) ([]timers.Scheduled, error) {
-	return c.timers.ScheduleMany(ctx, c.pool, ts)
+	return c.timers.ScheduleMany(ctx, c.db, ts)
 }
 
 // ScheduleTimersTx is ScheduleTimers in the caller's transaction.
 func (c *Client) ScheduleTimersTx(ctx context.Context, tx pgx.Tx, ts []timers.Timer) ([]timers.Scheduled, error) {
-	return c.timers.ScheduleMany(ctx, tx, ts)
+	return c.timers.ScheduleMany(ctx, c.in(tx), ts)
 }
 
 // CancelTimer cancels a timer that has not fired; it is idempotent. It
 // fails with timers.ErrNotFound, ErrClaimed or ErrFinished otherwise.
 func (c *Client) CancelTimer(ctx context.Context, id int64) error {
-	return c.timers.Cancel(ctx, c.pool, id)
+	return c.timers.Cancel(ctx, c.db, id)
 }
 
 // CancelTimerTx is CancelTimer in the caller's transaction.
 func (c *Client) CancelTimerTx(ctx context.Context, tx pgx.Tx, id int64) error {
-	return c.timers.Cancel(ctx, tx, id)
+	return c.timers.Cancel(ctx, c.in(tx), id)
 }
 
 // CreateSchedule creates a cron schedule whose slots become job runs (the
 // maintenance leader materialises them).
 func (c *Client) CreateSchedule(ctx context.Context, sp schedule.Spec) (schedule.Schedule, error) {
-	return c.sched.Create(ctx, c.pool, sp)
+	return c.sched.Create(ctx, c.db, sp)
 }
 
 // DeleteSchedule deletes a schedule (schedule.ErrNotFound when there is
 // none of that name).
 func (c *Client) DeleteSchedule(ctx context.Context, name string) error {
-	return c.sched.Delete(ctx, c.pool, name)
+	return c.sched.Delete(ctx, c.db, name)
 }
 
 // Schedules returns the schedule store, for updating, enabling, listing and

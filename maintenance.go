@@ -7,8 +7,6 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
-
 	"github.com/workq/workq/inbox"
 	"github.com/workq/workq/lease"
 	"github.com/workq/workq/maintain"
@@ -123,24 +121,24 @@ var MaintenanceTasks = []string{"reap", "retention", "stuck", "inbox-window", "s
 // (in progress past twice the lease), the inbox de-duplication window,
 // schedules and join deadlines. A new built-in task is added here (and to
 // MaintenanceTasks).
-func newMaintenance(pool *pgxpool.Pool, m MaintenanceConfig, owner string, leaseTTL time.Duration, log *slog.Logger) (*maintain.Service, error) {
-	svc := maintain.New(pool, maintain.Options{Logger: log, LockTTL: m.LeaderTTL, Owner: owner, Observer: m.Observer})
-	reap, err := maintain.ReapTask(pool, m.ReapInterval, m.ReapBatch, log)
+func newMaintenance(db workqtype.TxDB, m MaintenanceConfig, owner string, leaseTTL time.Duration, log *slog.Logger) (*maintain.Service, error) {
+	svc := maintain.New(db, maintain.Options{Logger: log, LockTTL: m.LeaderTTL, Owner: owner, Observer: m.Observer})
+	reap, err := maintain.ReapTask(db, m.ReapInterval, m.ReapBatch, log)
 	if err != nil {
 		return nil, err
 	}
-	retention, err := maintain.RetentionTask(pool, m.RetentionInterval, maintain.Retention{
+	retention, err := maintain.RetentionTask(db, m.RetentionInterval, maintain.Retention{
 		Finished: m.RetainFinished, Runs: m.RetainRuns,
 		Tables: []lease.Table{lease.JobRuns, lease.Outbox, lease.Timers},
 	})
 	if err != nil {
 		return nil, err
 	}
-	sched, err := schedule.NewScheduler(pool, schedule.SchedulerOptions{Interval: m.ScheduleInterval, Logger: log})
+	sched, err := schedule.NewScheduler(db, schedule.SchedulerOptions{Interval: m.ScheduleInterval, Logger: log})
 	if err != nil {
 		return nil, err
 	}
-	stuck, err := maintain.StuckTask(pool, m.RetentionInterval, leaseTTL, log)
+	stuck, err := maintain.StuckTask(db, m.RetentionInterval, leaseTTL, log)
 	if err != nil {
 		return nil, err
 	}
@@ -151,7 +149,7 @@ func newMaintenance(pool *pgxpool.Pool, m MaintenanceConfig, owner string, lease
 		{Name: "inbox-window", Every: m.RetentionInterval, Run: func(ctx context.Context, _ int64) (int64, error) {
 			var total int64
 			for range 100 {
-				n, err := inbox.DeleteProcessed(ctx, pool, m.InboxWindow, maintenanceBatch)
+				n, err := inbox.DeleteProcessed(ctx, db, m.InboxWindow, maintenanceBatch)
 				total += n
 				if err != nil || n < maintenanceBatch {
 					return total, err
@@ -164,7 +162,7 @@ func newMaintenance(pool *pgxpool.Pool, m MaintenanceConfig, owner string, lease
 			return int64(n), err
 		}},
 		{Name: "join-deadlines", Every: m.ScheduleInterval, Run: func(ctx context.Context, _ int64) (int64, error) {
-			n, err := outbox.FailExpiredJoins(ctx, pool, maintenanceBatch)
+			n, err := outbox.FailExpiredJoins(ctx, db, maintenanceBatch)
 			return int64(n), err
 		}},
 	}

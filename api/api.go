@@ -33,6 +33,7 @@ import (
 	"github.com/workq/workq/config"
 	"github.com/workq/workq/inbox"
 	"github.com/workq/workq/internal/authlimit"
+	"github.com/workq/workq/internal/dbschema"
 	"github.com/workq/workq/internal/jobq"
 	"github.com/workq/workq/outbox"
 	"github.com/workq/workq/schedule"
@@ -54,6 +55,9 @@ const (
 type Options struct {
 	DB     workqtype.TxDB // required
 	Logger *slog.Logger   // nil: slog.Default()
+	// Schema is the workq schema the API and the dashboard read and write
+	// (default "workq"): New puts every statement on DB there.
+	Schema string
 
 	// Tokens are the accepted bearer tokens (ParseTokens reads them from
 	// the api-tokens setting). With none, New fails unless Insecure is set;
@@ -146,6 +150,11 @@ func New(o Options) (*Server, error) {
 	if o.DB == nil {
 		return nil, errors.New("api: Options.DB is required")
 	}
+	rw, err := dbschema.NewRewriter(o.Schema)
+	if err != nil {
+		return nil, fmt.Errorf("api: %w", workqtype.InvalidErr("Schema", err))
+	}
+	o.DB = rw.WrapTx(o.DB)
 	if len(o.Tokens) == 0 && !o.Insecure {
 		return nil, fmt.Errorf("%w: configure api-tokens (workq api token NAME makes one), or set Insecure to serve without", ErrNoTokens)
 	}

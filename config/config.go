@@ -373,7 +373,7 @@ func (c *Config) options() []option {
 	}
 	return []option{
 		o("database-url", "DATABASE_URL", &c.DatabaseURL, "PostgreSQL URL or keyword/value string"),
-		o("schema", "WORKQ_SCHEMA", &c.Schema, "PostgreSQL schema of workq's tables, functions and version table"),
+		o("schema", "WORKQ_SCHEMA", &c.Schema, "PostgreSQL schema of workq's tables, functions, version table and NOTIFY channels (every process of one installation uses the same)"),
 		o("max-conns", "WORKQ_MAX_CONNS", &c.MaxConns, "connection pool size"),
 		o("worker-id", "WORKQ_WORKER_ID", &c.WorkerID, "worker identity recorded on claims and runs"),
 		o("queues", "WORKQ_QUEUES", &c.Queues, "job queues to work, comma-separated"),

@@ -58,8 +58,9 @@ func (e *ConflictError) Error() string {
 func (e *ConflictError) Is(target error) bool { return target == ErrConflict }
 
 // NotifyChannel is the LISTEN/NOTIFY channel the inbox wakes its workers
-// on; the payload is the queue.
-var NotifyChannel = workqtype.NotifyChannel(string(lease.Inbox))
+// on in the default schema (workqtype.NotifyChannel for another); the
+// payload is the queue.
+var NotifyChannel = workqtype.NotifyChannel("", string(lease.Inbox))
 
 // Message is one incoming message.
 type Message struct {

@@ -8,8 +8,6 @@ import (
 	"math"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
-
 	"github.com/workq/workq/db/gen"
 	"github.com/workq/workq/lease"
 	"github.com/workq/workq/reaper"
@@ -19,8 +17,8 @@ import (
 // ReapTask requeues expired leases (failing items with no attempts left) on
 // every work table, batch rows per statement; one failing table does not
 // stop the others (package reaper).
-func ReapTask(pool *pgxpool.Pool, every time.Duration, batch int, log *slog.Logger) (Task, error) {
-	r, err := reaper.New(pool, every, batch, log)
+func ReapTask(db workqtype.DB, every time.Duration, batch int, log *slog.Logger) (Task, error) {
+	r, err := reaper.New(db, every, batch, log)
 	if err != nil {
 		return Task{}, err
 	}

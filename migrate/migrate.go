@@ -213,6 +213,9 @@ func (m *Migrator) Up(ctx context.Context) (int64, error) {
 // UpTo applies the pending migrations up to and including version and
 // returns the version reached.
 func (m *Migrator) UpTo(ctx context.Context, version int64) (int64, error) {
+	if v, ok := m.upToDate(ctx, version); ok {
+		return v, nil
+	}
 	var reached int64
 	err := m.session(ctx, func(c conn) error {
 		if err := m.prepare(ctx, c); err != nil {
@@ -234,6 +237,30 @@ func (m *Migrator) UpTo(ctx context.Context, version int64) (int64, error) {
 		return err
 	})
 	return reached, err
+}
+
+// upToDate reports, without the lock, whether every migration up to
+// version is applied already (ok), and the version then. Every process
+// start migrates (`workq run`, embedded services), and most find nothing to
+// do: they take no session lock then, which also keeps them right behind
+// PgBouncer's transaction pooling, where a session lock would stay on a
+// server connection other clients get. Any doubt (no version table yet, a
+// legacy layout, an error) takes the locked path.
+func (m *Migrator) upToDate(ctx context.Context, version int64) (int64, bool) {
+	if m.db == nil || m.tx {
+		return 0, false
+	}
+	applied, err := m.applied(ctx, m.db)
+	if err != nil {
+		return 0, false
+	}
+	for _, mig := range m.migs {
+		if mig.version <= version && !applied[mig.version] {
+			return 0, false
+		}
+	}
+	v, err := m.version(ctx, m.db)
+	return v, err == nil
 }
 
 // DownTo reverts applied migrations, newest first, until the schema is at

@@ -20,6 +20,7 @@ import (
 	"github.com/workq/workq/internal/testdb"
 	"github.com/workq/workq/lease"
 	"github.com/workq/workq/migrate"
+	"github.com/workq/workq/workqtype"
 )
 
 func TestMain(m *testing.M) { testdb.Main(m) }
@@ -326,7 +327,7 @@ func TestTwoSchemasDoNotSeeEachOther(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { c.Close(ctx) })
-		if _, err := c.Exec(ctx, "listen "+pgx.Identifier{dbschema.Channel(schema, "job_runs")}.Sanitize()); err != nil {
+		if _, err := c.Exec(ctx, "listen "+pgx.Identifier{workqtype.NotifyChannel(schema, "job_runs")}.Sanitize()); err != nil {
 			t.Fatal(err)
 		}
 		return c

@@ -12,14 +12,13 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
-
 	"github.com/workq/workq/lease"
+	"github.com/workq/workq/workqtype"
 )
 
 // Reaper periodically reaps expired leases.
 type Reaper struct {
-	pool     *pgxpool.Pool
+	db       workqtype.DB
 	interval time.Duration
 	batch    int
 	log      *slog.Logger
@@ -27,9 +26,10 @@ type Reaper struct {
 	errors   atomic.Int64
 }
 
-// New returns a reaper that runs every interval and handles at most batch
-// rows per statement. A nil logger discards.
-func New(pool *pgxpool.Pool, interval time.Duration, batch int, log *slog.Logger) (*Reaper, error) {
+// New returns a reaper on db (a pool; for another workq schema than the
+// default, one wrapped for it) that runs every interval and handles at
+// most batch rows per statement. A nil logger discards.
+func New(db workqtype.DB, interval time.Duration, batch int, log *slog.Logger) (*Reaper, error) {
 	if interval <= 0 {
 		return nil, fmt.Errorf("reaper: interval must be positive, got %s", interval)
 	}
@@ -39,7 +39,7 @@ func New(pool *pgxpool.Pool, interval time.Duration, batch int, log *slog.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Reaper{pool: pool, interval: interval, batch: batch, log: log, tables: lease.Tables}, nil
+	return &Reaper{db: db, interval: interval, batch: batch, log: log, tables: lease.Tables}, nil
 }
 
 // Errors counts the tables whose reap failed, over the reaper's life.
@@ -70,7 +70,7 @@ func (r *Reaper) RunOnce(ctx context.Context) (map[lease.Table]lease.Reaped, err
 }
 
 func (r *Reaper) reapTable(ctx context.Context, t lease.Table) (lease.Reaped, error) {
-	e := lease.New(r.pool, t)
+	e := lease.New(r.db, t)
 	var total lease.Reaped
 	for {
 		got, err := e.ReapExpired(ctx, "", r.batch)

@@ -17,6 +17,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/workq/workq/db/gen"
+	"github.com/workq/workq/internal/dbschema"
 	"github.com/workq/workq/workqtype"
 )
 
@@ -126,6 +127,11 @@ type StoreOptions struct {
 	Clock func() time.Time
 	// MaxPayloadBytes limits a schedule's payload (0: workqtype.DefaultMaxPayload).
 	MaxPayloadBytes int
+	// Schema is the workq schema the schedules are in (default "workq");
+	// the Store puts every statement there, whatever db it is given. An
+	// invalid name makes every call fail with an error wrapping
+	// workqtype.ErrInvalid.
+	Schema string
 }
 
 // Store creates, changes, lists and triggers schedules. It holds no
@@ -133,6 +139,8 @@ type StoreOptions struct {
 type Store struct {
 	clock      func() time.Time
 	maxPayload int
+	rw         dbschema.Rewriter
+	schemaErr  error // an invalid StoreOptions.Schema
 }
 
 // NewStore returns a Store.
@@ -140,7 +148,19 @@ func NewStore(o StoreOptions) *Store {
 	if o.MaxPayloadBytes == 0 {
 		o.MaxPayloadBytes = workqtype.DefaultMaxPayload
 	}
-	return &Store{clock: o.Clock, maxPayload: o.MaxPayloadBytes}
+	rw, err := dbschema.NewRewriter(o.Schema)
+	if err != nil {
+		err = workqtype.InvalidErr("Schema", err)
+	}
+	return &Store{clock: o.Clock, maxPayload: o.MaxPayloadBytes, rw: rw, schemaErr: err}
+}
+
+// on returns db in the Store's schema.
+func (s *Store) on(db workqtype.TxDB) (workqtype.TxDB, error) {
+	if s.schemaErr != nil {
+		return nil, s.schemaErr
+	}
+	return s.rw.WrapTx(db), nil
 }
 
 // normalized is a validated spec, as stored.
@@ -228,6 +248,9 @@ func (s *Store) Create(ctx context.Context, db workqtype.TxDB, sp Spec) (Schedul
 	if err != nil {
 		return Schedule{}, err
 	}
+	if db, err = s.on(db); err != nil {
+		return Schedule{}, err
+	}
 	q := gen.New(db)
 	now, err := s.now(ctx, q)
 	if err != nil {
@@ -248,6 +271,10 @@ func (s *Store) Create(ctx context.Context, db workqtype.TxDB, sp Spec) (Schedul
 
 // Get reads one schedule by name.
 func (s *Store) Get(ctx context.Context, db workqtype.TxDB, name string) (Schedule, error) {
+	db, err := s.on(db)
+	if err != nil {
+		return Schedule{}, err
+	}
 	r, err := gen.New(db).SchedulesGet(ctx, name)
 	if err != nil {
 		if errors.Is(err, pgx.ErrNoRows) {
@@ -260,6 +287,10 @@ func (s *Store) Get(ctx context.Context, db workqtype.TxDB, name string) (Schedu
 
 // List reads every schedule, in name order.
 func (s *Store) List(ctx context.Context, db workqtype.TxDB) ([]Schedule, error) {
+	db, err := s.on(db)
+	if err != nil {
+		return nil, err
+	}
 	rows, err := gen.New(db).SchedulesList(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("list schedules: %w", err)
@@ -296,6 +327,10 @@ func fromRow(r gen.SchedulesListRow) Schedule {
 // modify runs f on the schedule name, read and locked in a transaction (a
 // savepoint when db is one), and writes what f leaves in it.
 func (s *Store) modify(ctx context.Context, db workqtype.TxDB, name string, f func(now time.Time, cur *gen.Schedule) error) error {
+	db, err := s.on(db)
+	if err != nil {
+		return err
+	}
 	tx, err := db.Begin(ctx)
 	if err != nil {
 		return err
@@ -431,6 +466,10 @@ func (s *Store) setEnabled(ctx context.Context, db workqtype.TxDB, name string, 
 // Delete removes schedule name. Its job runs stay (their schedule_id
 // becomes null); a live one still runs.
 func (s *Store) Delete(ctx context.Context, db workqtype.TxDB, name string) error {
+	db, err := s.on(db)
+	if err != nil {
+		return err
+	}
 	n, err := gen.New(db).SchedulesDelete(ctx, name)
 	if err != nil {
 		return fmt.Errorf("delete schedule %q: %w", name, err)
@@ -447,6 +486,10 @@ func (s *Store) Delete(ctx context.Context, db workqtype.TxDB, name string) erro
 // schedule too. With overlap policy skip and the previous run still live
 // it returns ErrOverlap and enqueues nothing, unless force is set.
 func (s *Store) TriggerNow(ctx context.Context, db workqtype.TxDB, name string, force bool) (Triggered, error) {
+	db, err := s.on(db)
+	if err != nil {
+		return Triggered{}, err
+	}
 	tx, err := db.Begin(ctx)
 	if err != nil {
 		return Triggered{}, fmt.Errorf("trigger schedule %q: %w", name, err)

@@ -301,7 +301,7 @@ func TestEnqueueManyFastValidationWritesNothing(t *testing.T) {
 			if rows != 0 {
 				t.Fatalf("%d rows written", rows)
 			}
-			if _, err := pool.Exec(ctx, `select pg_notify($1, 'marker')`, workqtype.NotifyChannel("job_runs")); err != nil {
+			if _, err := pool.Exec(ctx, `select pg_notify($1, 'marker')`, workqtype.NotifyChannel("", "job_runs")); err != nil {
 				t.Fatal(err)
 			}
 			if got := nextNotification(t, ctx, listener); got != "marker" {
@@ -322,7 +322,7 @@ func TestEnqueueManyFastNotifiesOnlyWithTheRows(t *testing.T) {
 	listener := listen(t, ctx, pool)
 	marker := func() {
 		t.Helper()
-		if _, err := pool.Exec(ctx, `select pg_notify($1, 'marker')`, workqtype.NotifyChannel("job_runs")); err != nil {
+		if _, err := pool.Exec(ctx, `select pg_notify($1, 'marker')`, workqtype.NotifyChannel("", "job_runs")); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -387,7 +387,7 @@ func TestEnqueueManyFastNotifiesOnlyWithTheRows(t *testing.T) {
 func listen(t *testing.T, ctx context.Context, pool *pgxpool.Pool) *pgx.Conn {
 	t.Helper()
 	conn := mustConnect(t, pool.Config().ConnString())
-	if _, err := conn.Exec(ctx, "listen "+workqtype.NotifyChannel("job_runs")); err != nil {
+	if _, err := conn.Exec(ctx, "listen "+workqtype.NotifyChannel("", "job_runs")); err != nil {
 		t.Fatal(err)
 	}
 	return conn

@@ -60,7 +60,7 @@ func TestEnqueueManyNotifies(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { _ = conn.Conn().Close(ctx); conn.Release() }()
-	if _, err := conn.Exec(ctx, "listen "+workqtype.NotifyChannel("job_runs")); err != nil {
+	if _, err := conn.Exec(ctx, "listen "+workqtype.NotifyChannel("", "job_runs")); err != nil {
 		t.Fatal(err)
 	}
 	for _, withKey := range []bool{false, true} {

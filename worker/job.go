@@ -12,12 +12,16 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/workq/workq/internal/dbschema"
 	"github.com/workq/workq/lease"
 )
 
 // Job is one claimed attempt handed to a handler.
 type Job struct {
 	lease.Item
+	// Schema is the workq schema the item is in ("" is the default,
+	// workq); CompleteTx writes there.
+	Schema string
 
 	base *slog.Logger
 	file *slog.Logger // attempt.log (with the base handler) when a runs dir is set
@@ -42,7 +46,11 @@ func (j *Job) CompletedInTx() bool { return j.completedInTx.Load() }
 // archive to learn so). If tx rolls back instead, the handler's result is
 // applied as usual: return an error to retry the job.
 func CompleteTx(ctx context.Context, tx pgx.Tx, job *Job) error {
-	a, err := lease.New(tx, job.Table).Complete(ctx, []lease.Completion{
+	rw, err := dbschema.NewRewriter(job.Schema)
+	if err != nil {
+		return fmt.Errorf("complete %s %d in the transaction: %w", job.Table, job.ID, err)
+	}
+	a, err := lease.New(rw.Wrap(tx), job.Table).Complete(ctx, []lease.Completion{
 		{ID: job.ID, Token: job.OwnerToken, RunID: job.RunID, Outcome: lease.Done}})
 	if err != nil {
 		return fmt.Errorf("complete %s %d in the transaction: %w", job.Table, job.ID, err)

@@ -18,7 +18,7 @@ import (
 func (w *Worker) listen(ctx context.Context, producers []*producer) {
 	routes := map[string]map[string]*producer{} // channel -> queue -> producer
 	for _, p := range producers {
-		ch := workqtype.NotifyChannel(string(p.src.Table))
+		ch := workqtype.NotifyChannel(w.rw.Schema(), string(p.src.Table))
 		if routes[ch] == nil {
 			routes[ch] = map[string]*producer{}
 		}

@@ -435,7 +435,7 @@ func (p *producer) armNextDue(ctx context.Context, t *time.Timer, pastDue bool) 
 	}
 	qctx, cancel := context.WithTimeout(ctx, p.w.cfg.Lease/2)
 	defer cancel()
-	wait, ok, err := p.src.NextDue(qctx, p.w.pool, p.queue)
+	wait, ok, err := p.src.NextDue(qctx, p.w.db, p.queue)
 	switch {
 	case err != nil:
 		if ctx.Err() == nil && !p.w.schemaMissing(err) {
@@ -514,7 +514,7 @@ func (p *producer) claim(ctx context.Context, n int) (int, error) {
 	if p.w.obs != nil {
 		started = time.Now()
 	}
-	c, err := p.w.claimFn(lease.New(conn, p.src.Table), cctx, params)
+	c, err := p.w.claimFn(lease.New(p.w.rw.Wrap(conn), p.src.Table), cctx, params)
 	p.prev = c.Items
 	p.resume = nil
 	if err == nil && len(c.Items) == n {
@@ -628,7 +628,7 @@ func (p *producer) execute(a *attempt) {
 	cfg := p.w.cfg
 	rec := p.w.runs.begin(&a.item, cfg.ID, p.w.log)
 	a.setRecord(rec.end)
-	job := &Job{Item: a.item, base: p.w.log, file: rec.file}
+	job := &Job{Item: a.item, Schema: p.w.rw.Schema(), base: p.w.log, file: rec.file}
 	ctx := a.ctx
 	if p.w.obs != nil {
 		ctx = p.w.obs.HandlerStart(ctx, job)

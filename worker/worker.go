@@ -19,6 +19,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/workq/workq/internal/dbschema"
 	"github.com/workq/workq/lease"
 	"github.com/workq/workq/workqtype"
 )
@@ -30,6 +31,10 @@ type Options struct {
 	// Observer is told about claims, handler runs, completions and lost
 	// leases (metrics, tracing); nil costs nothing. See Observer.
 	Observer Observer
+	// Schema is the workq schema the worker works in (default "workq"):
+	// its claims, completions and wake-ups (the channels
+	// <schema>_<table>) are that schema's.
+	Schema string
 }
 
 // Source is one kind of work on the runtime: a work table, the queues of it
@@ -83,7 +88,9 @@ type ClaimContext struct {
 // Worker runs the sources registered on it.
 type Worker struct {
 	pool     *pgxpool.Pool
-	cfg      Config // with defaults applied
+	rw       dbschema.Rewriter // the schema's
+	db       workqtype.DB      // pool in the schema
+	cfg      Config            // with defaults applied
 	log      *slog.Logger
 	onResult func(Result)
 	obs      Observer // nil: none
@@ -138,12 +145,16 @@ func New(pool *pgxpool.Pool, cfg Config, o Options) (*Worker, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("worker config: %w", err)
 	}
+	rw, err := dbschema.NewRewriter(o.Schema)
+	if err != nil {
+		return nil, fmt.Errorf("worker options: %w", workqtype.InvalidErr("Schema", err))
+	}
 	cfg = cfg.withDefaults()
 	log := o.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	w := &Worker{pool: pool, cfg: cfg, log: log, onResult: o.OnResult, obs: o.Observer, kinds: newKindRouter(), clock0: time.Now(),
+	w := &Worker{pool: pool, rw: rw, db: rw.Wrap(pool), cfg: cfg, log: log, onResult: o.OnResult, obs: o.Observer, kinds: newKindRouter(), clock0: time.Now(),
 		claimFn: (*lease.Engine).Claim, completeFn: (*lease.Engine).Complete,
 		failBurst: failureLogBurst, failWindow: failureLogWindow}
 	if cfg.RunsDir != "" {
@@ -287,7 +298,7 @@ func (w *Worker) Start(ctx context.Context) error {
 	for _, s := range sources {
 		c, ok := r.completers[s.Table]
 		if !ok {
-			c = newCompleter(w, lease.New(w.pool, s.Table), r.hardCtx)
+			c = newCompleter(w, lease.New(w.db, s.Table), r.hardCtx)
 			r.completers[s.Table] = c
 			c.start()
 		}

@@ -9,6 +9,10 @@
 // messages, timers) and fail the test with a readable list of what is
 // there when it is not what was expected. Roll the transaction back at
 // the end of the test: nothing is left behind.
+//
+// Work uses the Client's schema (workq.Config.Schema). The Require
+// functions take no Client: for a Client on another schema than the
+// default, pass them client.InSchema(tx).
 package workqtest
 
 import (
@@ -22,6 +26,7 @@ import (
 
 	"github.com/workq/workq"
 	"github.com/workq/workq/admin"
+	"github.com/workq/workq/internal/dbschema"
 	"github.com/workq/workq/lease"
 	"github.com/workq/workq/worker"
 )
@@ -88,7 +93,11 @@ func Work[T workq.Args](ctx context.Context, tb testing.TB, client *workq.Client
 	if e.Duplicate {
 		tb.Fatalf("workqtest: enqueue %s: a live job %d holds its dedup key", args.Kind(), e.ID)
 	}
-	tx := db
+	rw, err := dbschema.NewRewriter(client.Schema())
+	if err != nil {
+		tb.Fatalf("workqtest: %v", err)
+	}
+	tx := rw.Wrap(db)
 	item, ok, err := lease.New(tx, lease.JobRuns).ClaimByID(ctx, e.ID, worker.DefaultConfig().Lease, "workqtest")
 	if err != nil {
 		tb.Fatalf("workqtest: claim job %d: %v", e.ID, err)
@@ -101,7 +110,7 @@ func Work[T workq.Args](ctx context.Context, tb testing.TB, client *workq.Client
 		tb.Fatalf("workqtest: read job %d: %v", e.ID, err)
 	}
 	item.Kind, item.Payload = row.Kind, row.Payload
-	raw := &worker.Job{Item: item}
+	raw := &worker.Job{Item: item, Schema: client.Schema()}
 	job, err := workq.JobOf[T](raw)
 	if err != nil {
 		tb.Fatalf("workqtest: %v", err)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/workq/workq"
 	"github.com/workq/workq/internal/testdb"
+	"github.com/workq/workq/migrate"
 	"github.com/workq/workq/workqtest"
 )
 
@@ -127,5 +128,45 @@ func TestRequireFailuresAreReadable(t *testing.T) {
 	msg = failure(func(tb testing.TB) { workqtest.RequireNotEnqueued[resultArgs](ctx, tb, pool, nil) })
 	if !strings.Contains(msg, `of kind "result" was enqueued; want none`) {
 		t.Fatalf("RequireNotEnqueued: %q", msg)
+	}
+}
+
+// Work uses the Client's schema, and so does a handler's CompleteTx; the
+// Require functions read another schema through client.InSchema.
+func TestWorkOnAnotherSchema(t *testing.T) {
+	pool := testdb.Pool(t)
+	ctx := context.Background()
+	m, err := migrate.New(pool, migrate.Options{Schema: "wqt_two"})
+	if err == nil {
+		_, err = m.Up(ctx)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	client, err := workq.NewClient(pool, workq.Config{Schema: "wqt_two", Maintenance: workq.MaintenanceConfig{Disabled: true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	w := workq.WorkFunc(func(ctx context.Context, job *workq.Job[resultArgs]) error {
+		if _, err := client.EnqueueTx(ctx, tx, resultArgs{Err: "follow-up"}, nil); err != nil {
+			return err
+		}
+		return job.CompleteTx(ctx, tx)
+	})
+	res := workqtest.Work(ctx, t, client, tx, w, resultArgs{}, nil)
+	if res.Err != nil || !res.CompletedInTx || res.Status != "done" {
+		t.Fatalf("Work on wqt_two: err %v, completed in tx %v, status %s", res.Err, res.CompletedInTx, res.Status)
+	}
+	if j := workqtest.RequireEnqueued[resultArgs](ctx, t, client.InSchema(tx), &workqtest.Opts{Status: "ready"}); j.Args.Err != "follow-up" {
+		t.Fatalf("enqueued %+v", j.Args)
+	}
+	var n int
+	if err := tx.QueryRow(ctx, `select count(*) from workq.job_runs`).Scan(&n); err != nil || n != 0 {
+		t.Fatalf("the default schema holds %d jobs (%v), want none", n, err)
 	}
 }

@@ -79,9 +79,15 @@ func FieldOf(err error) string {
 	return ""
 }
 
-// NotifyChannel is the LISTEN/NOTIFY channel of a work table; the payload is
-// the queue name.
-func NotifyChannel(table string) string { return "workq_" + table }
+// NotifyChannel is the LISTEN/NOTIFY channel of a work table in a workq
+// schema ("" is the default, workq): <schema>_<table>, such as
+// workq_job_runs. The payload is the queue name.
+func NotifyChannel(schema, table string) string {
+	if schema == "" {
+		schema = "workq"
+	}
+	return schema + "_" + table
+}
 
 // The defaults every enqueue path shares (jobs, outbox, inbox, timers).
 const (

@@ -61,7 +61,7 @@ func newAPICmd() *cobra.Command {
 			return err
 		}
 		defer done()
-		if err := db.CheckSchema(ctx, pool); err != nil {
+		if err := db.CheckSchema(ctx, inSchema(cfg, pool)); err != nil {
 			log.Warn("the API serves, but /readyz answers 503 until the schema is current", "err", err)
 		}
 		// With --metrics-addr the API serves the metrics at its /metrics
@@ -71,7 +71,7 @@ func newAPICmd() *cobra.Command {
 			return err
 		}
 		defer obs.close()
-		opts.DB, opts.Metrics = pool, obs.metricsHandler()
+		opts.DB, opts.Metrics, opts.Schema = pool, obs.metricsHandler(), cfg.Schema
 		srv, err := api.New(opts)
 		if err != nil {
 			return err

@@ -17,12 +17,12 @@ import (
 	"github.com/workq/workq"
 	"github.com/workq/workq/internal/jobq"
 	"github.com/workq/workq/worker/builtin"
+	"github.com/workq/workq/workqtype"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/spf13/cobra"
 
 	"github.com/workq/workq/config"
-	"github.com/workq/workq/db"
 	"github.com/workq/workq/lease"
 	"github.com/workq/workq/worker"
 )
@@ -156,22 +156,23 @@ the handler sleep, so slots stay busy as with real work.`,
 			return err
 		}
 		defer done()
-		if _, err := db.MigrateUp(ctx, cfg.DatabaseURL); err != nil {
+		if _, err := migrateUp(ctx, cfg, pool); err != nil {
 			return err
 		}
+		db := inSchema(cfg, pool).(jobq.CopyDB) // a pool, or the schema's wrapper of one: both COPY
 		if inboxBench.on {
-			return inboxBench.run(ctx, pool, *n, cmd.OutOrStdout(), *asJSON)
+			return inboxBench.run(ctx, db, pool.Config().MaxConns, *n, cmd.OutOrStdout(), *asJSON)
 		}
-		if err := benchReset(ctx, pool); err != nil {
+		if err := benchReset(ctx, db); err != nil {
 			return err
 		}
 		// The producer's Client only enqueues; the worker's (b.run) is another,
 		// as a producer and a worker are in production.
-		producer, err := workq.NewClient(pool, workq.Config{Maintenance: workq.MaintenanceConfig{Disabled: true}})
+		producer, err := workq.NewClient(pool, workq.Config{Schema: cfg.Schema, Maintenance: workq.MaintenanceConfig{Disabled: true}})
 		if err != nil {
 			return err
 		}
-		b := &bench{pool: pool, client: producer, copier: jobq.New(jobq.Options{}), out: cmd.ErrOrStderr(),
+		b := &bench{pool: pool, db: db, schema: cfg.Schema, client: producer, copier: jobq.New(jobq.Options{}), out: cmd.ErrOrStderr(),
 			enqueueBatch: *enqueueBatch, handlerTime: *handlerTime, enqueueMode: *enqueueMode}
 		var res benchResult
 		if *table != "job_runs" || *orderedKeys != 0 {
@@ -235,14 +236,14 @@ the handler sleep, so slots stay busy as with real work.`,
 
 // benchReset removes earlier bench rows and vacuums, so every run starts
 // from a table in the same shape.
-func benchReset(ctx context.Context, pool *pgxpool.Pool) error {
+func benchReset(ctx context.Context, db workqtype.DB) error {
 	for _, sql := range []string{
 		"delete from workq.job_runs where queue in ('" + benchQueue + "', '" + benchFloorQueue + "')",
 		"delete from workq.runs where work_table = 'job_runs' and queue in ('" + benchQueue + "', '" + benchFloorQueue + "')",
 		"vacuum analyze workq.job_runs",
 		"vacuum analyze workq.runs",
 	} {
-		if _, err := pool.Exec(ctx, sql); err != nil {
+		if _, err := db.Exec(ctx, sql); err != nil {
 			return fmt.Errorf("bench reset: %w", err)
 		}
 	}
@@ -251,6 +252,8 @@ func benchReset(ctx context.Context, pool *pgxpool.Pool) error {
 
 type bench struct {
 	pool         *pgxpool.Pool
+	db           jobq.CopyDB // pool in --schema
+	schema       string
 	client       *workq.Client // enqueues, as an application does
 	copier       *jobq.Client  // EnqueueManyFast (COPY): the bulk path the Client does not offer
 	out          io.Writer
@@ -324,7 +327,7 @@ func (b *bench) insert(ctx context.Context, n int) error {
 	for i := range jobs {
 		jobs[i] = jobq.Job{Queue: benchQueue, Kind: builtin.NoopKind}
 	}
-	_, err := b.copier.EnqueueManyFast(ctx, b.pool, jobs)
+	_, err := b.copier.EnqueueManyFast(ctx, b.db, jobs)
 	return err
 }
 
@@ -337,7 +340,7 @@ func (b *bench) burnDown(ctx context.Context, cfg config.Config, n int) (benchRe
 	}
 	insertRate := float64(n) / time.Since(start).Seconds()
 	fmt.Fprintf(b.out, "inserted %d jobs (%.0f/s); working them\n", n, insertRate)
-	if _, err := b.pool.Exec(ctx, "vacuum analyze workq.job_runs"); err != nil {
+	if _, err := b.db.Exec(ctx, "vacuum analyze workq.job_runs"); err != nil {
 		return benchResult{}, err
 	}
 	b.lat = make([]time.Duration, 0, n)
@@ -482,7 +485,7 @@ func (b *bench) sampleBacklog(ctx context.Context, interval time.Duration) []int
 		case <-t.C:
 		}
 		var n int64
-		err := b.pool.QueryRow(ctx, `select count(*) from workq.job_runs where queue = $1 and status = 0 and run_at <= now()`, benchQueue).Scan(&n)
+		err := b.db.QueryRow(ctx, `select count(*) from workq.job_runs where queue = $1 and status = 0 and run_at <= now()`, benchQueue).Scan(&n)
 		if err == nil {
 			out = append(out, n)
 		}
@@ -536,7 +539,7 @@ func (b *bench) keepBacklog(ctx context.Context, d time.Duration, backlog int64)
 	for time.Now().Before(end) && ctx.Err() == nil {
 		// Ready rows only: the partial claim index answers this; counting done
 		// rows scans the whole history, so that waits for the report.
-		err := b.pool.QueryRow(ctx, `select count(*) from workq.job_runs where queue = $1 and status = 0`, benchQueue).Scan(&ready)
+		err := b.db.QueryRow(ctx, `select count(*) from workq.job_runs where queue = $1 and status = 0`, benchQueue).Scan(&ready)
 		if err != nil {
 			return err
 		}
@@ -547,7 +550,7 @@ func (b *bench) keepBacklog(ctx context.Context, d time.Duration, backlog int64)
 			continue
 		}
 		if since := time.Since(lastReport); since >= 10*time.Second {
-			err := b.pool.QueryRow(ctx, `select count(*) from workq.job_runs where queue = $1 and status = 2`, benchQueue).Scan(&done)
+			err := b.db.QueryRow(ctx, `select count(*) from workq.job_runs where queue = $1 and status = 2`, benchQueue).Scan(&done)
 			if err != nil {
 				return err
 			}

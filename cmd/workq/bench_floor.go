@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/workq/workq/internal/jobq"
+	"github.com/workq/workq/workqtype"
 
 	"github.com/jackc/pgx/v5"
 
@@ -43,10 +44,10 @@ func (b *bench) latencyFloor(ctx context.Context, n int, interval, ttl time.Dura
 	// worker's listener): notifications it buffered would stay with it.
 	conn := pooled.Hijack()
 	defer conn.Close(context.WithoutCancel(ctx)) //nolint:errcheck // closing a connection nobody else holds
-	if _, err := conn.Exec(ctx, "listen workq_job_runs"); err != nil {
+	if _, err := conn.Exec(ctx, "listen "+pgx.Identifier{workqtype.NotifyChannel(b.schema, "job_runs")}.Sanitize()); err != nil {
 		return nil, fmt.Errorf("latency floor: %w", err)
 	}
-	eng := lease.New(b.pool, lease.JobRuns)
+	eng := lease.New(b.db, lease.JobRuns)
 	// Every enqueue notifies: one that follows the last within the default
 	// debounce (after a slow round) would otherwise wait for no notification.
 	client := jobq.New(jobq.Options{NotifyDebounce: time.Nanosecond})
@@ -54,7 +55,7 @@ func (b *bench) latencyFloor(ctx context.Context, n int, interval, ttl time.Dura
 	out := make([]time.Duration, 0, n)
 	next := time.Now()
 	for len(out) < n {
-		if _, err := client.Enqueue(ctx, b.pool, job); err != nil {
+		if _, err := client.Enqueue(ctx, b.db, job); err != nil {
 			return nil, fmt.Errorf("latency floor: %w", err)
 		}
 		if err := awaitNotification(ctx, conn, benchFloorQueue); err != nil {

@@ -8,10 +8,10 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/spf13/pflag"
 
 	"github.com/workq/workq/inbox"
+	"github.com/workq/workq/workqtype"
 )
 
 // inboxBench is `workq bench --receive`: the inbox receive benchmark. It
@@ -57,7 +57,7 @@ type inboxBenchResult struct {
 
 const inboxBenchSource = "workq-bench"
 
-func (ib *inboxBench) run(ctx context.Context, pool *pgxpool.Pool, n int, out io.Writer, asJSON bool) error {
+func (ib *inboxBench) run(ctx context.Context, pool workqtype.DB, maxConns int32, n int, out io.Writer, asJSON bool) error {
 	if ib.batch < 1 || ib.dupRatio < 0 || ib.dupRatio > 10 || ib.single < 0 {
 		return fmt.Errorf("--receive-batch must be at least 1, --dup-ratio between 0 and 10, --receive-single not negative")
 	}
@@ -87,7 +87,7 @@ func (ib *inboxBench) run(ctx context.Context, pool *pgxpool.Pool, n int, out io
 		}
 		return nil
 	}
-	res := inboxBenchResult{Mode: "inbox-receive", New: n, Duplicates: int(float64(n) * ib.dupRatio), Batch: ib.batch, MaxConns: pool.Config().MaxConns}
+	res := inboxBenchResult{Mode: "inbox-receive", New: n, Duplicates: int(float64(n) * ib.dupRatio), Batch: ib.batch, MaxConns: maxConns}
 	batch := make([]inbox.Message, 0, ib.batch)
 	start := time.Now()
 	for i := 0; i < n; i++ {

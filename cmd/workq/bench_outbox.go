@@ -19,7 +19,7 @@ func (b *bench) burnDownOutbox(ctx context.Context, cfg config.Config, n, keys i
 		"delete from workq.outbox where queue = '" + benchQueue + "'",
 		"delete from workq.runs where work_table = 'outbox' and queue = '" + benchQueue + "'",
 	} {
-		if _, err := b.pool.Exec(ctx, sql); err != nil {
+		if _, err := b.db.Exec(ctx, sql); err != nil {
 			return benchResult{}, fmt.Errorf("bench reset: %w", err)
 		}
 	}
@@ -38,7 +38,7 @@ func (b *bench) burnDownOutbox(ctx context.Context, cfg config.Config, n, keys i
 	}
 	insertRate := float64(n) / time.Since(start).Seconds()
 	fmt.Fprintf(b.out, "inserted %d outbox messages (%.0f/s); relaying them\n", n, insertRate)
-	if _, err := b.pool.Exec(ctx, "vacuum analyze workq.outbox"); err != nil {
+	if _, err := b.db.Exec(ctx, "vacuum analyze workq.outbox"); err != nil {
 		return benchResult{}, err
 	}
 	b.lat = make([]time.Duration, 0, n)

@@ -31,6 +31,7 @@ func noneIfZero(d time.Duration) time.Duration {
 // and timer queues are cfg.Queues, as the job-run queues.
 func clientConfig(cfg config.Config, log *slog.Logger, ws *workq.Workers, obs *observability) workq.Config {
 	c := workq.Config{
+		Schema:          cfg.Schema,
 		Logger:          log,
 		Workers:         ws,
 		Worker:          cfg.Worker(),

@@ -135,7 +135,7 @@ func enqueueDemo(ctx context.Context, client *workq.Client, queue string, n int)
 	// The outbox messages and the join are written in one transaction: all
 	// of them exist, or none.
 	err = pgx.BeginFunc(ctx, client.Pool(), func(tx pgx.Tx) error {
-		join, err := outbox.StartJoin(ctx, tx, outbox.JoinSpec{Expected: 5, Timeout: time.Minute,
+		join, err := outbox.StartJoin(ctx, client.InSchema(tx), outbox.JoinSpec{Expected: 5, Timeout: time.Minute,
 			OnComplete: outbox.JoinMessage{Topic: "demo.order.shipped", Queue: queue, Payload: map[string]string{"order": "order-0"}}})
 		if err != nil {
 			return err
@@ -196,7 +196,7 @@ func progress(ctx context.Context, out io.Writer, client *workq.Client) {
 			return
 		case <-t.C:
 		}
-		st, err := admin.Queues(ctx, client.Pool())
+		st, err := admin.Queues(ctx, client.InSchema(client.Pool()))
 		if err != nil {
 			continue
 		}

@@ -70,7 +70,7 @@ func newEnqueueCmd() *cobra.Command {
 			return err
 		}
 		ctx := cmd.Context()
-		pool, done, err := connect(ctx, cfg, newLogger(cfg, cmd.ErrOrStderr()), needSchema)
+		pool, done, err := connectDB(ctx, cfg, newLogger(cfg, cmd.ErrOrStderr()))
 		if err != nil {
 			return err
 		}

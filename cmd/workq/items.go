@@ -73,7 +73,7 @@ func newActionCmd(table lease.Table, what, use, short string, a action) *cobra.C
 			by = admin.Actor{Name: *actor, Reason: *reason}
 		}
 		ctx := cmd.Context()
-		pool, done, err := connect(ctx, cfg, newLogger(cfg, cmd.ErrOrStderr()), needSchema)
+		pool, done, err := connectDB(ctx, cfg, newLogger(cfg, cmd.ErrOrStderr()))
 		if err != nil {
 			return err
 		}
@@ -149,7 +149,7 @@ func newItemsListCmd(table lease.Table, kindFlag, use, short string) *cobra.Comm
 			return err
 		}
 		ctx := cmd.Context()
-		pool, done, err := connect(ctx, cfg, newLogger(cfg, cmd.ErrOrStderr()), needSchema)
+		pool, done, err := connectDB(ctx, cfg, newLogger(cfg, cmd.ErrOrStderr()))
 		if err != nil {
 			return err
 		}
@@ -189,7 +189,7 @@ func newItemShowCmd(table lease.Table, what, use, short string) *cobra.Command {
 			return err
 		}
 		ctx := cmd.Context()
-		pool, done, err := connect(ctx, cfg, newLogger(cfg, cmd.ErrOrStderr()), needSchema)
+		pool, done, err := connectDB(ctx, cfg, newLogger(cfg, cmd.ErrOrStderr()))
 		if err != nil {
 			return err
 		}

@@ -61,7 +61,7 @@ func newLimitCmd() *cobra.Command {
 			return fmt.Errorf("usage: workq %s", cmd.Use)
 		}
 		ctx := cmd.Context()
-		pool, done, err := connect(ctx, cfg, newLogger(cfg, cmd.ErrOrStderr()), needSchema)
+		pool, done, err := connectDB(ctx, cfg, newLogger(cfg, cmd.ErrOrStderr()))
 		if err != nil {
 			return err
 		}

@@ -17,7 +17,7 @@ func newLockCmd() *cobra.Command {
 	asJSON := list.Flags().Bool("json", false, "print JSON")
 	list.RunE = func(cmd *cobra.Command, _ []string) error {
 		ctx := cmd.Context()
-		pool, done, err := connect(ctx, cfg, newLogger(cfg, cmd.ErrOrStderr()), needSchema)
+		pool, done, err := connectDB(ctx, cfg, newLogger(cfg, cmd.ErrOrStderr()))
 		if err != nil {
 			return err
 		}

@@ -44,7 +44,7 @@ func startObservability(ctx context.Context, cfg config.Config, pool *pgxpool.Po
 	if cfg.MetricsAddr != "" {
 		opts := metrics.Options{Logger: log, DepthInterval: cfg.MetricsDepthInterval}
 		if cfg.MetricsDepthInterval > 0 {
-			opts.Depth = metrics.DefaultDepth(pool)
+			opts.Depth = metrics.DefaultDepth(inSchema(&cfg, pool))
 		}
 		m, err := metrics.New(opts)
 		if err != nil {

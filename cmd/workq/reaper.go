@@ -26,7 +26,7 @@ func newReaperCmd() *cobra.Command {
 			return err
 		}
 		defer done()
-		r, err := reaper.New(pool, cfg.ReapInterval, cfg.ReapBatch, log)
+		r, err := reaper.New(inSchema(cfg, pool), cfg.ReapInterval, cfg.ReapBatch, log)
 		if err != nil {
 			return err
 		}

@@ -6,13 +6,17 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"slices"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/spf13/cobra"
 
 	"github.com/workq/workq/config"
 	"github.com/workq/workq/db"
+	"github.com/workq/workq/internal/dbschema"
 	"github.com/workq/workq/internal/pgembed"
+	"github.com/workq/workq/migrate"
+	"github.com/workq/workq/workqtype"
 )
 
 func newRoot(stdout, stderr io.Writer) *cobra.Command {
@@ -43,8 +47,12 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 }
 
 // bindConfig registers the named settings on cmd and returns the config
-// they fill; the caller validates after flags are parsed.
+// they fill; the caller validates after flags are parsed. A command that
+// connects (database-url) also gets --schema.
 func bindConfig(cmd *cobra.Command, names ...string) *config.Config {
+	if slices.Contains(names, "database-url") && !slices.Contains(names, "schema") {
+		names = append(slices.Clip(names), "schema")
+	}
 	cfg := config.Default()
 	if err := cfg.Bind(cmd.Flags(), names...); err != nil {
 		// Bad environment: fail when the command runs, naming the variable.
@@ -86,6 +94,10 @@ const (
 // does so. For a command that migrates, with no URL it starts a throwaway
 // PostgreSQL first; the returned cleanup stops it.
 func connect(ctx context.Context, cfg *config.Config, log *slog.Logger, use schemaUse) (*pgxpool.Pool, func(), error) {
+	rw, err := dbschema.NewRewriter(cfg.Schema)
+	if err != nil {
+		return nil, nil, fmt.Errorf("--schema: %w", err)
+	}
 	cleanup := func() {}
 	if cfg.DatabaseURL == "" {
 		if use != migrates {
@@ -119,13 +131,39 @@ func connect(ctx context.Context, cfg *config.Config, log *slog.Logger, use sche
 		return nil, nil, fmt.Errorf("connect to database: %w", err)
 	}
 	if use == needSchema {
-		if err := db.CheckSchema(ctx, pool); err != nil {
+		if err := db.CheckSchema(ctx, rw.Wrap(pool)); err != nil {
 			pool.Close()
 			cleanup()
 			return nil, nil, err
 		}
 	}
 	return pool, func() { pool.Close(); cleanup() }, nil
+}
+
+// connectDB is connect for the commands that only run statements: the
+// pool comes back with every statement put into --schema.
+func connectDB(ctx context.Context, cfg *config.Config, log *slog.Logger) (workqtype.TxDB, func(), error) {
+	pool, done, err := connect(ctx, cfg, log, needSchema)
+	if err != nil {
+		return nil, nil, err
+	}
+	return inSchema(cfg, pool), done, nil
+}
+
+// migrateUp migrates --schema on pool to the latest version and returns it.
+func migrateUp(ctx context.Context, cfg *config.Config, pool *pgxpool.Pool) (int64, error) {
+	m, err := migrate.New(pool, migrate.Options{Schema: cfg.Schema})
+	if err != nil {
+		return 0, err
+	}
+	return m.Up(ctx)
+}
+
+// inSchema returns pool with every statement put into cfg.Schema (which
+// connect validated).
+func inSchema(cfg *config.Config, pool *pgxpool.Pool) workqtype.TxDB {
+	rw, _ := dbschema.NewRewriter(cfg.Schema)
+	return rw.WrapTx(pool)
 }
 
 func printJSON(w io.Writer, v any) error {

@@ -18,7 +18,6 @@ import (
 
 	"github.com/workq/workq/api"
 	"github.com/workq/workq/config"
-	"github.com/workq/workq/db"
 )
 
 func newRunCmd() *cobra.Command {
@@ -49,7 +48,7 @@ func newRunCmd() *cobra.Command {
 			return err
 		}
 		defer done()
-		v, err := db.MigrateUp(ctx, cfg.DatabaseURL)
+		v, err := migrateUp(ctx, cfg, pool)
 		if err != nil {
 			return err
 		}
@@ -159,6 +158,7 @@ func startDemoAPI(ctx context.Context, pool *pgxpool.Pool, cfg config.Config, lo
 		return nil, fmt.Errorf("HTTP API for the demo: %w", err)
 	}
 	opts.DB, opts.Logger, opts.Metrics, opts.RunsDir = pool, log, metrics, cfg.RunsDir
+	opts.Schema = cfg.Schema
 	start := func() (*api.Server, error) {
 		srv, err := api.New(opts)
 		if err == nil {

@@ -7,7 +7,6 @@ import (
 	"time"
 	_ "time/tzdata" // schedules name IANA zones: the binary carries the zone database
 
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
@@ -49,12 +48,12 @@ func (s *scheduleFlags) register(f *pflag.FlagSet) {
 }
 
 // withPool connects, runs f and closes.
-func withPool(cmd *cobra.Command, cfg *config.Config, f func(ctx context.Context, pool *pgxpool.Pool) error) error {
+func withPool(cmd *cobra.Command, cfg *config.Config, f func(ctx context.Context, pool workqtype.TxDB) error) error {
 	if cfg.MaxPayload < 1 || cfg.MaxPayload > config.MaxPayloadCeiling {
 		return fmt.Errorf("--max-payload must be between 1 and %d bytes, got %d", config.MaxPayloadCeiling, cfg.MaxPayload)
 	}
 	ctx := cmd.Context()
-	pool, done, err := connect(ctx, cfg, newLogger(cfg, cmd.ErrOrStderr()), needSchema)
+	pool, done, err := connectDB(ctx, cfg, newLogger(cfg, cmd.ErrOrStderr()))
 	if err != nil {
 		return err
 	}
@@ -121,7 +120,7 @@ func newSchedulesAddCmd() *cobra.Command {
 		if err := st.Validate(sp); err != nil {
 			return err
 		}
-		return withPool(cmd, cfg, func(ctx context.Context, pool *pgxpool.Pool) error {
+		return withPool(cmd, cfg, func(ctx context.Context, pool workqtype.TxDB) error {
 			sc, err := st.Create(ctx, pool, sp)
 			if err != nil {
 				return err
@@ -185,7 +184,7 @@ func newSchedulesUpdateCmd() *cobra.Command {
 			return fmt.Errorf("nothing to update: give at least one of --cron --timezone --kind --queue --payload --priority --max-attempts --overlap --misfire --misfire-cap")
 		}
 		st := schedule.NewStore(schedule.StoreOptions{MaxPayloadBytes: cfg.MaxPayload})
-		return withPool(cmd, cfg, func(ctx context.Context, pool *pgxpool.Pool) error {
+		return withPool(cmd, cfg, func(ctx context.Context, pool workqtype.TxDB) error {
 			sc, err := st.Update(ctx, pool, args[0], c)
 			if err != nil {
 				return err
@@ -210,7 +209,7 @@ func newSchedulesToggleCmd(verb string) *cobra.Command {
 			return err
 		}
 		st := schedule.NewStore(schedule.StoreOptions{})
-		return withPool(cmd, cfg, func(ctx context.Context, pool *pgxpool.Pool) error {
+		return withPool(cmd, cfg, func(ctx context.Context, pool workqtype.TxDB) error {
 			f := st.Enable
 			if verb == "disable" {
 				f = st.Disable
@@ -234,7 +233,7 @@ func newSchedulesRemoveCmd() *cobra.Command {
 		if err := oneName(cmd, args); err != nil {
 			return err
 		}
-		return withPool(cmd, cfg, func(ctx context.Context, pool *pgxpool.Pool) error {
+		return withPool(cmd, cfg, func(ctx context.Context, pool workqtype.TxDB) error {
 			if err := schedule.NewStore(schedule.StoreOptions{}).Delete(ctx, pool, args[0]); err != nil {
 				return err
 			}
@@ -254,7 +253,7 @@ func newSchedulesListCmd() *cobra.Command {
 	var asJSON bool
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
-		return withPool(cmd, cfg, func(ctx context.Context, pool *pgxpool.Pool) error {
+		return withPool(cmd, cfg, func(ctx context.Context, pool workqtype.TxDB) error {
 			list, err := schedule.NewStore(schedule.StoreOptions{}).List(ctx, pool)
 			if err != nil {
 				return err
@@ -300,7 +299,7 @@ func newSchedulesTriggerCmd() *cobra.Command {
 		if err := oneName(cmd, args); err != nil {
 			return err
 		}
-		return withPool(cmd, cfg, func(ctx context.Context, pool *pgxpool.Pool) error {
+		return withPool(cmd, cfg, func(ctx context.Context, pool workqtype.TxDB) error {
 			tr, err := schedule.NewStore(schedule.StoreOptions{}).TriggerNow(ctx, pool, args[0], force)
 			if err != nil {
 				return err

@@ -3,9 +3,11 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	neturl "net/url"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/spf13/cobra"
@@ -137,5 +139,74 @@ func TestCommandsOnAnEmptyDatabaseSayToMigrate(t *testing.T) {
 	if err := conn.QueryRow(context.Background(), `select count(*) from pg_class c join pg_namespace s on s.oid = c.relnamespace
 		where s.nspname = 'public'`).Scan(&n); err != nil || n != 0 {
 		t.Errorf("%d relations in the empty database afterwards (%v), want 0", n, err)
+	}
+}
+
+// TestCLIOnAnotherSchema: `migrate up --schema S`, then `enqueue`, `jobs
+// list` and `worker` with --schema (or WORKQ_SCHEMA) work S only: the
+// worker runs S's job and leaves the default schema's alone.
+func TestCLIOnAnotherSchema(t *testing.T) {
+	isolateEnv(t)
+	url := testdb.URL(t)
+	t.Setenv("DATABASE_URL", url)
+	ctx := context.Background()
+	run := func(args ...string) string {
+		t.Helper()
+		out, err := runCLI(t, args...)
+		if err != nil {
+			t.Fatalf("workq %s: %v", strings.Join(args, " "), err)
+		}
+		return strings.TrimSpace(out)
+	}
+	run("migrate", "up", "--schema", "cli_two")
+	two := run("enqueue", "--schema", "cli_two", "--kind", "noop")
+	run("enqueue", "--kind", "noop")
+	def := run("enqueue", "--kind", "noop") // ids count per schema: this one is 2, cli_two's 1
+	t.Setenv("WORKQ_SCHEMA", "cli_two")
+	if out := run("jobs", "list", "--json"); strings.Count(out, `"id": `) != 1 || !strings.Contains(out, `"id": `+two+",") {
+		t.Fatalf("jobs list in cli_two (WORKQ_SCHEMA) shows:\n%s\nwant job %s only", out, two)
+	}
+	t.Setenv("WORKQ_SCHEMA", "")
+
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	status := func(schema, id string) (s int16) {
+		if err := conn.QueryRow(ctx, "select status from "+schema+".job_runs where id = $1", id).Scan(&s); err != nil {
+			t.Fatalf("job %s in %s: %v", id, schema, err)
+		}
+		return s
+	}
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		root := newRoot(io.Discard, io.Discard)
+		root.SetArgs([]string{"worker", "--schema", "cli_two", "--jobs", "--poll", "50ms"})
+		done <- root.ExecuteContext(wctx)
+	}()
+	deadline := time.Now().Add(30 * time.Second)
+	for status("cli_two", two) != 2 { // done
+		if time.Now().After(deadline) {
+			t.Fatalf("workq worker --schema cli_two did not run job %s within 30s", two)
+		}
+		select {
+		case err := <-done:
+			t.Fatalf("workq worker stopped early: %v", err)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	time.Sleep(200 * time.Millisecond) // four polls: time to take the default schema's job too, were it seen
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("workq worker: %v", err)
+	}
+	if s := status("workq", def); s != 0 {
+		t.Fatalf("the default schema's job %s has status %d: the worker on cli_two touched it", def, s)
+	}
+	if _, err := runCLI(t, "stats", "--schema", "Bad"); err == nil || !strings.Contains(err.Error(), "invalid schema name") {
+		t.Fatalf("stats --schema Bad: %v", err)
 	}
 }

@@ -20,7 +20,7 @@ func newStatsCmd() *cobra.Command {
 	asJSON := cmd.Flags().Bool("json", false, "print JSON")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		ctx := cmd.Context()
-		pool, done, err := connect(ctx, cfg, newLogger(cfg, cmd.ErrOrStderr()), needSchema)
+		pool, done, err := connectDB(ctx, cfg, newLogger(cfg, cmd.ErrOrStderr()))
 		if err != nil {
 			return err
 		}

@@ -87,7 +87,7 @@ func newTimersScheduleCmd() *cobra.Command {
 			return err
 		}
 		ctx := cmd.Context()
-		pool, done, err := connect(ctx, cfg, newLogger(cfg, cmd.ErrOrStderr()), needSchema)
+		pool, done, err := connectDB(ctx, cfg, newLogger(cfg, cmd.ErrOrStderr()))
 		if err != nil {
 			return err
 		}
@@ -129,7 +129,7 @@ func newTimersCancelCmd() *cobra.Command {
 			return err
 		}
 		ctx := cmd.Context()
-		pool, done, err := connect(ctx, cfg, newLogger(cfg, cmd.ErrOrStderr()), needSchema)
+		pool, done, err := connectDB(ctx, cfg, newLogger(cfg, cmd.ErrOrStderr()))
 		if err != nil {
 			return err
 		}
@@ -194,7 +194,7 @@ func newTimersListCmd() *cobra.Command {
 			return fmt.Errorf("--queue %q is not a valid name (1-128 of A-Z a-z 0-9 _ . : -)", filter.Queue)
 		}
 		ctx := cmd.Context()
-		pool, done, err := connect(ctx, cfg, newLogger(cfg, cmd.ErrOrStderr()), needSchema)
+		pool, done, err := connectDB(ctx, cfg, newLogger(cfg, cmd.ErrOrStderr()))
 		if err != nil {
 			return err
 		}
@@ -251,7 +251,7 @@ func newTimersShowCmd() *cobra.Command {
 			return err
 		}
 		ctx := cmd.Context()
-		pool, done, err := connect(ctx, cfg, newLogger(cfg, cmd.ErrOrStderr()), needSchema)
+		pool, done, err := connectDB(ctx, cfg, newLogger(cfg, cmd.ErrOrStderr()))
 		if err != nil {
 			return err
 		}

@@ -65,15 +65,6 @@ func Name(name string) (string, error) {
 	return name, nil
 }
 
-// Channel is the NOTIFY channel of a work table in a schema: <schema>_<table>
-// (workq_job_runs in the default schema).
-func Channel(schema, table string) string {
-	if schema == "" {
-		schema = Default
-	}
-	return schema + "_" + table
-}
-
 // The markers Rewrite replaces.
 const (
 	qualifier     = Default + "."
@@ -87,7 +78,12 @@ type Rewriter struct {
 	cache  *sync.Map // statement text -> rewritten text
 }
 
-// NewRewriter returns the Rewriter of a schema ("" = Default).
+// rewriters holds one Rewriter per schema, so that every component of a
+// process on that schema shares one cache of rewritten statements.
+var rewriters sync.Map // schema -> Rewriter
+
+// NewRewriter returns the Rewriter of a schema ("" = Default); it is the
+// same (and shares its cache) for every call with one name.
 func NewRewriter(schema string) (Rewriter, error) {
 	s, err := Name(schema)
 	if err != nil {
@@ -96,7 +92,11 @@ func NewRewriter(schema string) (Rewriter, error) {
 	if s == Default {
 		return Rewriter{}, nil
 	}
-	return Rewriter{schema: s, cache: new(sync.Map)}, nil
+	if r, ok := rewriters.Load(s); ok {
+		return r.(Rewriter), nil
+	}
+	r, _ := rewriters.LoadOrStore(s, Rewriter{schema: s, cache: new(sync.Map)})
+	return r.(Rewriter), nil
 }
 
 // Schema returns the schema's name.
@@ -160,14 +160,38 @@ type DBTX interface {
 }
 
 // Wrap returns db with every statement rewritten for the Rewriter's
-// schema: db itself for the default schema (zero cost), else a DB.
-// When db can begin transactions or COPY, so can the result.
+// schema: db itself for the default schema (zero cost) or when it is
+// already wrapped for this schema, a *Tx for a pgx.Tx (so it stays one),
+// else a *DB. When db can begin transactions or COPY, so can the result.
 func (r Rewriter) Wrap(db DBTX) DBTX {
 	if r.schema == "" {
 		return db
 	}
+	switch d := db.(type) {
+	case *DB:
+		if d.r.schema == r.schema {
+			return d
+		}
+	case *Tx:
+		if d.r.schema == r.schema {
+			return d
+		}
+	}
+	if tx, ok := db.(pgx.Tx); ok {
+		return &Tx{Tx: tx, r: r}
+	}
 	return &DB{db: db, r: r}
 }
+
+// TxDB is a DBTX that can begin a transaction (workqtype.TxDB).
+type TxDB interface {
+	DBTX
+	Begin(ctx context.Context) (pgx.Tx, error)
+}
+
+// WrapTx is Wrap for a value that can begin a transaction (a pool, a
+// connection or a transaction); so can the result.
+func (r Rewriter) WrapTx(db TxDB) TxDB { return r.Wrap(db).(TxDB) }
 
 // DB is a DBTX whose statements are rewritten for one schema. Begin and
 // CopyFrom are passed on when the wrapped value has them (a pool, a

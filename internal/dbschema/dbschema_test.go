@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/workq/workq/workqtype"
 )
 
 func TestValidate(t *testing.T) {
@@ -36,8 +37,8 @@ func TestValidate(t *testing.T) {
 			t.Errorf("Validate(%q) = %v, not ErrInvalidName", tc.name, err)
 		}
 	}
-	if len(Channel(long, "job_runs")) > 63 {
-		t.Errorf("channel of a %d-character schema is %d bytes", MaxLen, len(Channel(long, "job_runs")))
+	if len(workqtype.NotifyChannel(long, "job_runs")) > 63 {
+		t.Errorf("channel of a %d-character schema is %d bytes", MaxLen, len(workqtype.NotifyChannel(long, "job_runs")))
 	}
 }
 
@@ -84,5 +85,32 @@ func TestRewriterCaches(t *testing.T) {
 	}
 	if id := r.Identifier(pgx.Identifier{"workq", "job_runs"}); id[0] != "app" || id[1] != "job_runs" {
 		t.Fatalf("Identifier = %v", id)
+	}
+}
+
+func TestWrap(t *testing.T) {
+	r, err := NewRewriter("app")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r2, _ := NewRewriter("app")
+	if r.cache != r2.cache {
+		t.Fatal("two Rewriters of one schema do not share their cache")
+	}
+	var tx pgx.Tx = &Tx{} // any pgx.Tx
+	w := r.Wrap(tx)
+	if _, ok := w.(pgx.Tx); !ok {
+		t.Fatalf("Wrap(pgx.Tx) = %T, not a pgx.Tx", w)
+	}
+	if r.Wrap(w) != w {
+		t.Fatal("Wrap of a value wrapped for the same schema wrapped it again")
+	}
+	other, _ := NewRewriter("other")
+	if other.Wrap(w) == w {
+		t.Fatal("Wrap for another schema returned the value as is")
+	}
+	def, _ := NewRewriter("")
+	if def.Wrap(tx) != tx {
+		t.Fatal("the default schema's Wrap did not return its argument")
 	}
 }

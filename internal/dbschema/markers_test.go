@@ -6,6 +6,8 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/workq/workq/workqtype"
 )
 
 // TestSQLMarkers keeps Rewrite's two markers meaning one thing each in all
@@ -51,7 +53,7 @@ func TestSQLMarkers(t *testing.T) {
 	}
 	channels := map[string]bool{"'workq_'": true, "'workq_lease_table'": true}
 	for _, table := range []string{"job_runs", "outbox", "inbox", "timers"} {
-		channels["'"+Channel(Default, table)+"'"] = true
+		channels["'"+workqtype.NotifyChannel(Default, table)+"'"] = true
 	}
 	next := regexp.MustCompile(`^(%I|[a-z0-9_]+)`)
 	literal := regexp.MustCompile(`^'workq_[^']*'`)

@@ -30,7 +30,7 @@ func (retryArgs) Kind() string { return "retry.chosen" }
 type retryWorker struct{}
 
 func (retryWorker) Work(context.Context, *workq.Job[retryArgs]) error { return errors.New("boom") }
-func (retryWorker) NextRetry(*workq.Job[retryArgs]) time.Time       { return time.Now().Add(time.Hour) }
+func (retryWorker) NextRetry(*workq.Job[retryArgs]) time.Time         { return time.Now().Add(time.Hour) }
 
 type plainFailArgs struct{}
 

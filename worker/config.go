@@ -171,9 +171,9 @@ func (c Config) Validate() error {
 	return errors.Join(errs...)
 }
 
-// ConcurrencyOf returns how many handlers queue runs at once, per table:
+// concurrencyOf returns how many handlers queue runs at once, per table:
 // its QueueConcurrency, else Concurrency (after defaults).
-func (c Config) ConcurrencyOf(queue string) int {
+func (c Config) concurrencyOf(queue string) int {
 	if n, ok := c.QueueConcurrency[queue]; ok {
 		return n
 	}

@@ -31,7 +31,7 @@ type producer struct {
 	w      *Worker
 	src    Source
 	queue  string
-	conc   int // handlers at once (Config.ConcurrencyOf the queue)
+	conc   int // handlers at once (Config.concurrencyOf the queue)
 	engine *lease.Engine
 	comp   *completer
 	life   *lifecycle
@@ -176,7 +176,7 @@ func (a *attempt) endRecord(res Result) {
 }
 
 func newProducer(w *Worker, src Source, queue string, comp *completer, life *lifecycle) *producer {
-	conc := w.cfg.ConcurrencyOf(queue)
+	conc := w.cfg.concurrencyOf(queue)
 	return &producer{
 		w: w, src: src, queue: queue, conc: conc, engine: comp.engine, comp: comp, life: life,
 		notified: make(chan struct{}, 1), wake: make(chan struct{}, 1), applied: make(chan struct{}, 1),

@@ -106,7 +106,10 @@ func (j *Job[T]) Logger() *slog.Logger {
 //
 // A Worker may also implement Timeout(*Job[T]) time.Duration to bound
 // each attempt (zero or negative: the Client's default), instead of the
-// Client's one timeout for every kind.
+// Client's one timeout for every kind, and NextRetry(*Job[T]) time.Time to
+// choose when a failed attempt runs again (River's shape; the zero time:
+// Config.RetryPolicy or the default backoff). A retry chosen so still uses
+// an attempt, and the last attempt still fails.
 type Worker[T Args] interface {
 	Work(ctx context.Context, job *Job[T]) error
 }
@@ -125,6 +128,11 @@ type timeouter[T Args] interface {
 	Timeout(job *Job[T]) time.Duration
 }
 
+// nextRetrier is the optional per-kind retry policy of a Worker.
+type nextRetrier[T Args] interface {
+	NextRetry(job *Job[T]) time.Time
+}
+
 // AddWorker registers w for the kind of T's Args on ws. It panics if the
 // kind is not a valid name or already has a worker: both are programming
 // errors found at start-up. AddWorkerSafely returns them instead.
@@ -139,6 +147,7 @@ func AddWorkerSafely[T Args](ws *Workers, w Worker[T]) error {
 	var zero T
 	kind := zero.Kind()
 	tw, hasTimeout := w.(timeouter[T])
+	nr, hasNextRetry := w.(nextRetrier[T])
 	return ws.addJob(kind, func(ctx context.Context, raw *worker.Job) error {
 		job, err := JobOf[T](raw)
 		if err != nil {
@@ -151,7 +160,13 @@ func AddWorkerSafely[T Args](ws *Workers, w Worker[T]) error {
 				defer cancel()
 			}
 		}
-		return w.Work(ctx, job)
+		err = w.Work(ctx, job)
+		if hasNextRetry && retryable(err) {
+			if t := nr.NextRetry(job); !t.IsZero() {
+				err = worker.RetryAt(t, err)
+			}
+		}
+		return err
 	})
 }
 

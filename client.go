@@ -25,6 +25,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -110,6 +111,20 @@ type Config struct {
 	// Metrics and tracing; OnResult is called once per finished attempt.
 	Observer worker.Observer
 	OnResult func(worker.Result)
+	// Queues, when set, are the job-run queues this Client works (instead
+	// of Worker.Queues), each with its settings, as River's Config.Queues:
+	// a queue's MaxWorkers limits its handlers on every table it is worked
+	// on (Worker.QueueConcurrency).
+	Queues map[string]QueueConfig
+	// RetryPolicy is the retry delay of every failed attempt (every kind
+	// of work) whose handler did not choose one (a Worker's NextRetry,
+	// RetryAt); nil: the full-jitter backoff of Worker.BackoffBase and
+	// Worker.BackoffCap.
+	RetryPolicy RetryPolicy
+	// EnqueueMiddleware runs around every job enqueue, WorkMiddleware
+	// around every handler run; the first of each is the outermost.
+	EnqueueMiddleware []EnqueueMiddleware
+	WorkMiddleware    []WorkMiddleware
 }
 
 // Client is workq's front door. It is safe for concurrent use; share one
@@ -129,6 +144,9 @@ type Client struct {
 
 	mu      sync.Mutex
 	started bool
+
+	// enqueueMW is Config.EnqueueMiddleware (copied at NewClient).
+	enqueueMW []EnqueueMiddleware
 }
 
 // NewClient validates cfg and returns a Client on pool.
@@ -136,6 +154,11 @@ func NewClient(pool *pgxpool.Pool, cfg Config) (*Client, error) {
 	if pool == nil {
 		return nil, errors.New("workq: NewClient needs a pool")
 	}
+	wc, err := cfg.workerConfig()
+	if err != nil {
+		return nil, fmt.Errorf("workq config: %w", err)
+	}
+	cfg.Worker = wc
 	rw, schemaErr := dbschema.NewRewriter(cfg.Schema)
 	if schemaErr != nil {
 		schemaErr = workqtype.InvalidErr("Schema", schemaErr)
@@ -147,7 +170,7 @@ func NewClient(pool *pgxpool.Pool, cfg Config) (*Client, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	c := &Client{pool: pool, rw: rw, db: rw.WrapTx(pool), log: log}
+	c := &Client{pool: pool, rw: rw, db: rw.WrapTx(pool), log: log, enqueueMW: slices.Clone(cfg.EnqueueMiddleware)}
 	c.jobs = jobq.New(jobq.Options{MaxAttempts: cfg.MaxAttempts, NotifyDebounce: cfg.NotifyDebounce,
 		MaxPayloadBytes: cfg.MaxPayloadBytes, TracerProvider: cfg.TracerProvider})
 	c.outbox = outbox.NewClient(outbox.ClientOptions{MaxAttempts: cfg.MaxAttempts, NotifyDebounce: cfg.NotifyDebounce,
@@ -207,8 +230,15 @@ func newWorker(pool *pgxpool.Pool, cfg Config, o worker.Options) (*worker.Worker
 	if err != nil {
 		return nil, err
 	}
+	mws := slices.Clone(cfg.WorkMiddleware)
+	wrap := func(h worker.HandlerFunc) worker.HandlerFunc {
+		if h == nil {
+			return nil
+		}
+		return wrapHandler(h, mws, cfg.RetryPolicy)
+	}
 	for kind, h := range ws.jobs {
-		if err := w.Register(kind, h); err != nil {
+		if err := w.Register(kind, wrap(h)); err != nil {
 			return nil, err
 		}
 	}
@@ -221,12 +251,12 @@ func newWorker(pool *pgxpool.Pool, cfg Config, o worker.Options) (*worker.Worker
 	if ws.hasOutbox() {
 		relay := outbox.NewRelay(cfg.Relay)
 		for topic, h := range ws.outbox {
-			if err := relay.Handle(topic, h.h, h.opts...); err != nil {
+			if err := relay.Handle(topic, wrap(h.h), h.opts...); err != nil {
 				return nil, err
 			}
 		}
 		if ws.outboxDefault != nil {
-			relay.HandleDefault(ws.outboxDefault)
+			relay.HandleDefault(wrap(ws.outboxDefault))
 		}
 		if err := w.AddSource(relay.Source(queues(cfg.OutboxQueues)...)); err != nil {
 			return nil, err
@@ -235,12 +265,12 @@ func newWorker(pool *pgxpool.Pool, cfg Config, o worker.Options) (*worker.Worker
 	if ws.hasInbox() {
 		p := inbox.NewProcessor()
 		for topic, h := range ws.inbox {
-			if err := p.Handle(topic, h); err != nil {
+			if err := p.Handle(topic, wrap(h)); err != nil {
 				return nil, err
 			}
 		}
 		if ws.inboxDefault != nil {
-			p.HandleDefault(ws.inboxDefault)
+			p.HandleDefault(wrap(ws.inboxDefault))
 		}
 		if err := w.AddSource(p.Source(queues(cfg.InboxQueues)...)); err != nil {
 			return nil, err
@@ -249,12 +279,12 @@ func newWorker(pool *pgxpool.Pool, cfg Config, o worker.Options) (*worker.Worker
 	if ws.hasTimers() {
 		p := timers.NewProcessor()
 		for topic, h := range ws.timers {
-			if err := p.Handle(topic, h); err != nil {
+			if err := p.Handle(topic, wrap(h)); err != nil {
 				return nil, err
 			}
 		}
 		if ws.timersDefault != nil {
-			p.HandleDefault(ws.timersDefault)
+			p.HandleDefault(wrap(ws.timersDefault))
 		}
 		if err := w.AddSource(p.Source(queues(cfg.TimerQueues)...)); err != nil {
 			return nil, err

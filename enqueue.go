@@ -60,12 +60,21 @@ func (c *Client) EnqueueTx(ctx context.Context, tx pgx.Tx, args Args, opts *Enqu
 }
 
 func (c *Client) enqueue(ctx context.Context, db DB, args Args, opts *EnqueueOpts) (Enqueued, error) {
-	j, err := job(args, opts)
+	rs, err := c.aroundEnqueue(ctx, []EnqueueParams{{Args: args, Opts: opts}}, true,
+		func(ctx context.Context, jobs []jobq.Job) ([]Enqueued, error) {
+			r, err := c.jobs.Enqueue(ctx, c.in(db), jobs[0])
+			if err != nil {
+				return nil, err
+			}
+			return []Enqueued{Enqueued(r)}, nil
+		})
 	if err != nil {
 		return Enqueued{}, err
 	}
-	r, err := c.jobs.Enqueue(ctx, c.in(db), j)
-	return Enqueued(r), err
+	if len(rs) != 1 {
+		return Enqueued{}, fmt.Errorf("workq: enqueue middleware returned %d results for one job", len(rs))
+	}
+	return rs[0], nil
 }
 
 // EnqueueMany adds many job runs in one statement on the pool; the result
@@ -81,19 +90,17 @@ func (c *Client) EnqueueManyTx(ctx context.Context, tx pgx.Tx, params []EnqueueP
 }
 
 func (c *Client) enqueueMany(ctx context.Context, db DB, params []EnqueueParams) ([]Enqueued, error) {
-	jobs, err := jobsOf(params)
-	if err != nil {
-		return nil, err
-	}
-	rs, err := c.jobs.EnqueueMany(ctx, c.in(db), jobs)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]Enqueued, len(rs))
-	for i, r := range rs {
-		out[i] = Enqueued(r)
-	}
-	return out, nil
+	return c.aroundEnqueue(ctx, params, false, func(ctx context.Context, jobs []jobq.Job) ([]Enqueued, error) {
+		rs, err := c.jobs.EnqueueMany(ctx, c.in(db), jobs)
+		if err != nil {
+			return nil, err
+		}
+		out := make([]Enqueued, len(rs))
+		for i, r := range rs {
+			out[i] = Enqueued(r)
+		}
+		return out, nil
+	})
 }
 
 // EnqueueManyFast adds many job runs with the COPY protocol on the pool and
@@ -112,24 +119,35 @@ func (c *Client) EnqueueManyFastTx(ctx context.Context, tx pgx.Tx, params []Enqu
 }
 
 func (c *Client) enqueueManyFast(ctx context.Context, db jobq.CopyDB, params []EnqueueParams) (int64, error) {
-	jobs, err := jobsOf(params)
-	if err != nil {
-		return 0, err
-	}
-	return c.jobs.EnqueueManyFast(ctx, c.in(db).(jobq.CopyDB), jobs)
+	var n int64
+	_, err := c.aroundEnqueue(ctx, params, false, func(ctx context.Context, jobs []jobq.Job) ([]Enqueued, error) {
+		var err error
+		n, err = c.jobs.EnqueueManyFast(ctx, c.in(db).(jobq.CopyDB), jobs)
+		return nil, err
+	})
+	return n, err
 }
 
-// jobsOf turns a batch of typed args into enqueue requests.
-func jobsOf(params []EnqueueParams) ([]jobq.Job, error) {
+// jobsOf turns a batch of typed args into enqueue requests (single:
+// Enqueue's one job, whose errors name no index).
+func jobsOf(params []EnqueueParams, single bool) ([]jobq.Job, error) {
 	jobs := make([]jobq.Job, len(params))
 	for i, p := range params {
 		j, err := job(p.Args, p.Opts)
 		if err != nil {
-			return nil, fmt.Errorf("job %d: %w", i, err)
+			return nil, indexed(err, i, single)
 		}
 		jobs[i] = j
 	}
 	return jobs, nil
+}
+
+// indexed names the batch index i in err, unless single.
+func indexed(err error, i int, single bool) error {
+	if single {
+		return err
+	}
+	return fmt.Errorf("job %d: %w", i, err)
 }
 
 // ValidateArgs reports what is wrong with a job (an error wrapping

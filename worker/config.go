@@ -3,6 +3,8 @@ package worker
 import (
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"time"
 
@@ -38,6 +40,12 @@ type Config struct {
 	RetentionInterval time.Duration
 	BackoffBase       time.Duration // full-jitter retry backoff random(0, min(base*2^attempt, cap)); default 500ms
 	BackoffCap        time.Duration // default 30s
+
+	// QueueConcurrency overrides Concurrency for the queues it names (1 to
+	// 10000 each). A key is a queue name and applies to that queue on every
+	// table the worker serves: each (table, queue) runs at most that many
+	// handlers at once, in this process.
+	QueueConcurrency map[string]int
 }
 
 // DefaultConfig returns the defaults that a zero Config field takes.
@@ -81,6 +89,7 @@ func (c Config) withDefaults() Config {
 	if c.Concurrency == 0 {
 		c.Concurrency = d.Concurrency
 	}
+	c.QueueConcurrency = maps.Clone(c.QueueConcurrency) // the caller may change its map later
 	if c.Batch == 0 {
 		c.Batch = d.Batch
 	}
@@ -127,6 +136,14 @@ func (c Config) Validate() error {
 	if c.Concurrency < 1 || c.Concurrency > 10000 {
 		bad("Concurrency", "concurrency must be between 1 and 10000, got %d", c.Concurrency)
 	}
+	for _, q := range slices.Sorted(maps.Keys(c.QueueConcurrency)) {
+		if !workqtype.ValidName(q) {
+			bad("QueueConcurrency", "queue %q is not a valid name (%s)", q, workqtype.NameRule)
+		}
+		if n := c.QueueConcurrency[q]; n < 1 || n > 10000 {
+			bad("QueueConcurrency", "concurrency of queue %q must be between 1 and 10000, got %d", q, n)
+		}
+	}
 	if c.Batch < 1 || c.Batch > 10000 {
 		bad("Batch", "batch must be between 1 and 10000, got %d", c.Batch)
 	}
@@ -152,4 +169,16 @@ func (c Config) Validate() error {
 		bad("RetentionInterval", "retention interval must be at least 1s, got %s", c.RetentionInterval)
 	}
 	return errors.Join(errs...)
+}
+
+// concurrencyOf returns how many handlers queue runs at once, per table:
+// its QueueConcurrency, else Concurrency (after defaults).
+func (c Config) concurrencyOf(queue string) int {
+	if n, ok := c.QueueConcurrency[queue]; ok {
+		return n
+	}
+	if c.Concurrency == 0 {
+		return DefaultConfig().Concurrency
+	}
+	return c.Concurrency
 }

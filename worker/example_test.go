@@ -2,6 +2,7 @@ package worker_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -141,4 +142,14 @@ func ExampleWorker_Stop() {
 	// Output:
 	// handler cancelled: worker shutting down
 	// job ready again, 0 attempts used
+}
+
+// RetryAt chooses when a failed attempt runs again (a Retry-After header,
+// a per-kind policy) instead of the backoff; it still uses an attempt.
+func ExampleRetryAt() {
+	it := lease.Item{ID: 1, Attempt: 1, MaxAttempts: 5}
+	err := worker.RetryAt(time.Now().Add(2*time.Minute), errors.New("429 too many requests"))
+	c := worker.CompletionOf(it, err, time.Second, time.Minute)
+	fmt.Println(c.Outcome, c.Delay.Round(time.Minute), c.Error)
+	// Output: retry 2m0s 429 too many requests
 }

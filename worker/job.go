@@ -150,6 +150,43 @@ func SnoozeDuration(err error) (d time.Duration, ok bool) {
 	return 0, false
 }
 
+// retryAtError is a handler's error that asks for its retry at a time of
+// the handler's choosing (RetryAt).
+type retryAtError struct {
+	at  time.Time
+	err error
+}
+
+func (e *retryAtError) Error() string { return e.err.Error() }
+func (e *retryAtError) Unwrap() error { return e.err }
+
+// RetryAt makes a handler's err retry the item at t instead of after the
+// full-jitter backoff (a per-kind retry policy; the Client's workers use it
+// for Worker.NextRetry). It is a retry like any other error: it counts an
+// attempt, an item with none left fails, and Permanent or Snooze (inside or
+// around it) win. t is on this process's clock: the delay until t is what
+// the database adds to its own now(). A zero t keeps the default backoff; a
+// t in the past retries at once. The item's last_error is err's text.
+func RetryAt(t time.Time, err error) error {
+	if err == nil {
+		err = errors.New("retry requested")
+	}
+	return &retryAtError{at: t, err: err}
+}
+
+// RetryIn is RetryAt(time.Now().Add(d), err).
+func RetryIn(d time.Duration, err error) error { return RetryAt(time.Now().Add(max(d, 0)), err) }
+
+// RetryTime returns the time an error made by RetryAt or RetryIn asks for
+// (ok false for any other error, or a zero time).
+func RetryTime(err error) (t time.Time, ok bool) {
+	var r *retryAtError
+	if errors.As(err, &r) && !r.at.IsZero() {
+		return r.at, true
+	}
+	return time.Time{}, false
+}
+
 // Backoff is exponential backoff with full jitter:
 // random(0, min(base * 2^attempt, cap)).
 func Backoff(attempt int32, base, cap time.Duration) time.Duration {

@@ -31,6 +31,7 @@ type producer struct {
 	w      *Worker
 	src    Source
 	queue  string
+	conc   int // handlers at once (Config.concurrencyOf the queue)
 	engine *lease.Engine
 	comp   *completer
 	life   *lifecycle
@@ -175,17 +176,18 @@ func (a *attempt) endRecord(res Result) {
 }
 
 func newProducer(w *Worker, src Source, queue string, comp *completer, life *lifecycle) *producer {
+	conc := w.cfg.concurrencyOf(queue)
 	return &producer{
-		w: w, src: src, queue: queue, engine: comp.engine, comp: comp, life: life,
+		w: w, src: src, queue: queue, conc: conc, engine: comp.engine, comp: comp, life: life,
 		notified: make(chan struct{}, 1), wake: make(chan struct{}, 1), applied: make(chan struct{}, 1),
-		inflight: map[int64]*attempt{}, work: make(chan *attempt, w.cfg.Concurrency+w.cfg.Batch), wakeAt: -1,
+		inflight: map[int64]*attempt{}, work: make(chan *attempt, conc+w.cfg.Batch), wakeAt: -1,
 	}
 }
 
 // startHandlers starts the handler pool; stopHandlers ends the idle part of
 // it (a handler still running returns on its own).
 func (p *producer) startHandlers() {
-	for range p.w.cfg.Concurrency {
+	for range p.conc {
 		go func() {
 			for a := range p.work {
 				p.execute(a)
@@ -236,7 +238,7 @@ func (p *producer) slots(more, patient bool, refill int) (n int, short bool) {
 	cfg := p.w.cfg
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	free := cfg.Concurrency - p.busy
+	free := p.conc - p.busy
 	room, need := free, 1
 	if more && p.busy > 0 {
 		room += p.prefetch()
@@ -262,7 +264,7 @@ func (p *producer) prefetch() int {
 	if avg == 0 {
 		return 0
 	}
-	return int(min(int64(cfg.Batch), int64(prefetchHorizon)*int64(cfg.Concurrency)/max(avg, int64(time.Microsecond))))
+	return int(min(int64(cfg.Batch), int64(prefetchHorizon)*int64(p.conc)/max(avg, int64(time.Microsecond))))
 }
 
 // slotFreed returns a handler slot and wakes the claimer if it was waiting
@@ -311,7 +313,7 @@ func (p *producer) run(ctx context.Context) {
 	cfg := p.w.cfg
 	poll := time.NewTicker(cfg.Poll)
 	defer poll.Stop()
-	refill := max(1, min(cfg.Batch, cfg.Concurrency)/4)
+	refill := max(1, min(cfg.Batch, p.conc)/4)
 	hint, more := true, false
 	p.woken = true
 	claimErrors := 0      // failed claims in a row
@@ -707,8 +709,8 @@ func (p *producer) outcome(it lease.Item, err error) lease.Completion {
 // CompletionOf is the completion the runtime makes of a handler's result
 // err on attempt it: nil is Done, Snooze(d) is Snoozed after d, Permanent
 // is Failed, any other error is Retry after the full-jitter backoff of
-// base and cap (the completion statement fails an item whose attempts are
-// used up).
+// base and cap, or at the time RetryAt asks for (the completion statement
+// fails an item whose attempts are used up).
 func CompletionOf(it lease.Item, err error, base, cap time.Duration) lease.Completion {
 	c := lease.Completion{ID: it.ID, Token: it.OwnerToken, RunID: it.RunID}
 	var snooze *snoozeError
@@ -721,7 +723,11 @@ func CompletionOf(it lease.Item, err error, base, cap time.Duration) lease.Compl
 		c.Outcome, c.Error = lease.Failed, err.Error()
 	default:
 		c.Outcome, c.Error = lease.Retry, err.Error()
-		c.Delay = Backoff(it.Attempt, base, cap)
+		if at, ok := RetryTime(err); ok {
+			c.Delay = max(0, time.Until(at))
+		} else {
+			c.Delay = Backoff(it.Attempt, base, cap)
+		}
 	}
 	return c
 }

@@ -330,7 +330,7 @@ func (w *Worker) Start(ctx context.Context) error {
 	}
 	w.state, w.run = stateRunning, r
 	w.log.Info("worker started", "worker_id", w.cfg.ID, "sources", describe(sources),
-		"concurrency", w.cfg.Concurrency, "batch", w.cfg.Batch, "lease", w.cfg.Lease, "poll_only", w.cfg.PollOnly)
+		"concurrency", w.cfg.Concurrency, "queue_concurrency", w.cfg.QueueConcurrency, "batch", w.cfg.Batch, "lease", w.cfg.Lease, "poll_only", w.cfg.PollOnly)
 	return nil
 }
 

@@ -1,0 +1,206 @@
+package workq
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"maps"
+	"slices"
+	"time"
+
+	"github.com/workq/workq/internal/jobq"
+	"github.com/workq/workq/lease"
+	"github.com/workq/workq/worker"
+	"github.com/workq/workq/workqtype"
+)
+
+// QueueConfig is the settings of one queue (River's QueueConfig).
+type QueueConfig struct {
+	// MaxWorkers is how many handlers of the queue run at once in this
+	// Client, per table (1 to 10000; 0: Worker.Concurrency).
+	MaxWorkers int
+}
+
+// RetryPolicy returns how long after a failed attempt (attempt, 1 on the
+// first) an item runs again. A result of zero or less takes the default
+// full-jitter backoff (Worker.BackoffBase, Worker.BackoffCap).
+type RetryPolicy func(attempt int, err error) time.Duration
+
+// RetryAt makes a handler's err retry its item at t instead of after the
+// backoff; see worker.RetryAt. It still uses an attempt.
+func RetryAt(t time.Time, err error) error { return worker.RetryAt(t, err) }
+
+// RetryIn makes a handler's err retry its item after d instead of after
+// the backoff; see worker.RetryIn.
+func RetryIn(d time.Duration, err error) error { return worker.RetryIn(d, err) }
+
+// EnqueueMiddleware runs around every job enqueue of the Client (Enqueue,
+// EnqueueMany, EnqueueManyFast and their Tx forms; River's
+// JobInsertMiddleware): jobs are the jobs being enqueued, one for Enqueue,
+// each with Opts set (the options given, merged with the Args' own
+// EnqueueOpts; the Client's defaults fill what is still zero after the
+// middleware). It may read or change them (Args and Opts), refuse the
+// enqueue by returning an error without calling next (nothing is written),
+// or call next and inspect or replace its results. EnqueueManyFast's next
+// returns nil results (COPY reports none). The first middleware of
+// Config.EnqueueMiddleware is the outermost.
+type EnqueueMiddleware func(ctx context.Context, jobs []*EnqueueParams,
+	next func(ctx context.Context) ([]Enqueued, error)) ([]Enqueued, error)
+
+// WorkMiddleware runs around every handler execution of the Client, of
+// every kind of work (jobs, outbox and inbox messages, timers; River's
+// WorkerMiddleware). It may wrap ctx (values, deadlines), time, log or
+// recover the run, and return next's error or another one (Permanent,
+// Snooze, RetryAt...). The first middleware of Config.WorkMiddleware is
+// the outermost. A claimed item without a handler fails before any
+// middleware runs.
+type WorkMiddleware func(ctx context.Context, info WorkInfo, next func(ctx context.Context) error) error
+
+// WorkInfo is the read-only view of one attempt that work middleware gets:
+// what it is, never its lease (no owner token).
+type WorkInfo struct {
+	Table       string // "job_runs", "outbox", "inbox" or "timers"
+	ID          int64
+	Kind        string // job runs: the job's kind ("" for other tables)
+	Topic       string // outbox, inbox and timers: the topic
+	Source      string // inbox: who sent the message
+	Queue       string
+	Attempt     int // 1 on the first attempt
+	MaxAttempts int
+
+	raw *worker.Job
+}
+
+// Logger returns the attempt's logger, as the handler's Logger does.
+func (i WorkInfo) Logger() *slog.Logger {
+	if i.raw == nil {
+		return slog.New(slog.DiscardHandler)
+	}
+	return i.raw.Logger()
+}
+
+func workInfo(j *worker.Job) WorkInfo {
+	i := WorkInfo{Table: string(j.Table), ID: j.ID, Topic: j.Topic, Queue: j.Queue, Attempt: int(j.Attempt),
+		MaxAttempts: int(j.MaxAttempts), raw: j}
+	switch j.Table {
+	case lease.JobRuns:
+		i.Kind = j.Kind
+	case lease.Inbox:
+		i.Source = j.Kind
+	}
+	return i
+}
+
+// workerConfig returns cfg.Worker with cfg.Queues applied: their names
+// are the job-run queues worked, their MaxWorkers per-queue concurrency.
+func (cfg Config) workerConfig() (worker.Config, error) {
+	wc := cfg.Worker
+	if len(cfg.Queues) == 0 {
+		return wc, nil
+	}
+	if len(wc.Queues) > 0 {
+		return wc, workqtype.Invalid("Queues", "set Queues or Worker.Queues, not both")
+	}
+	wc.Queues = slices.Sorted(maps.Keys(cfg.Queues))
+	conc := maps.Clone(wc.QueueConcurrency)
+	for _, q := range wc.Queues {
+		n := cfg.Queues[q].MaxWorkers
+		if n == 0 {
+			continue
+		}
+		if n < 0 || n > 10000 {
+			return wc, workqtype.Invalid("Queues", fmt.Sprintf("MaxWorkers of queue %q must be between 1 and 10000 (0: Worker.Concurrency), got %d", q, n))
+		}
+		if _, dup := conc[q]; dup {
+			return wc, workqtype.Invalid("Queues", fmt.Sprintf("queue %q has MaxWorkers and a Worker.QueueConcurrency: set one", q))
+		}
+		if conc == nil {
+			conc = map[string]int{}
+		}
+		conc[q] = n
+	}
+	wc.QueueConcurrency = conc
+	return wc, nil
+}
+
+// wrapHandler returns h run inside the work middleware, its error then
+// given the retry policy's delay; h itself when there is neither.
+func wrapHandler(h worker.HandlerFunc, mws []WorkMiddleware, policy RetryPolicy) worker.HandlerFunc {
+	if len(mws) == 0 && policy == nil {
+		return h
+	}
+	return func(ctx context.Context, job *worker.Job) error {
+		var err error
+		if len(mws) == 0 {
+			err = h(ctx, job)
+		} else {
+			info := workInfo(job)
+			next := func(ctx context.Context) error { return h(ctx, job) }
+			for i := len(mws) - 1; i >= 0; i-- {
+				m, inner := mws[i], next
+				next = func(ctx context.Context) error { return m(ctx, info, inner) }
+			}
+			err = next(ctx)
+		}
+		if policy != nil && retryable(err) {
+			if d := policy(int(job.Attempt), err); d > 0 {
+				err = worker.RetryIn(d, err)
+			}
+		}
+		return err
+	}
+}
+
+// retryable reports whether err retries with the default backoff: an error
+// that is not a snooze, permanent, or already given its retry time.
+func retryable(err error) bool {
+	if err == nil || worker.IsSnoozed(err) || worker.IsPermanent(err) {
+		return false
+	}
+	_, timed := worker.RetryTime(err)
+	return !timed
+}
+
+// aroundEnqueue runs the enqueue middleware around next, which enqueues
+// the jobs made of params (single: Enqueue's one job, whose errors name no
+// index).
+func (c *Client) aroundEnqueue(ctx context.Context, params []EnqueueParams, single bool,
+	next func(ctx context.Context, jobs []jobq.Job) ([]Enqueued, error)) ([]Enqueued, error) {
+	if len(c.enqueueMW) == 0 {
+		jobs, err := jobsOf(params, single)
+		if err != nil {
+			return nil, err
+		}
+		return next(ctx, jobs)
+	}
+	ps := make([]*EnqueueParams, len(params))
+	for i, p := range params {
+		if _, err := job(p.Args, p.Opts); err != nil {
+			return nil, indexed(err, i, single)
+		}
+		var o EnqueueOpts
+		if p.Opts != nil {
+			o = *p.Opts
+		}
+		if a, ok := p.Args.(ArgsWithOpts); ok {
+			o = o.merge(a.EnqueueOpts())
+		}
+		ps[i] = &EnqueueParams{Args: p.Args, Opts: &o}
+	}
+	call := func(ctx context.Context) ([]Enqueued, error) {
+		final := make([]EnqueueParams, len(ps))
+		for i, p := range ps {
+			final[i] = *p
+		}
+		jobs, err := jobsOf(final, single)
+		if err != nil {
+			return nil, err
+		}
+		return next(ctx, jobs)
+	}
+	for i := len(c.enqueueMW) - 1; i >= 0; i-- {
+		m, inner := c.enqueueMW[i], call
+		call = func(ctx context.Context) ([]Enqueued, error) { return m(ctx, ps, inner) }
+	}
+	return call(ctx)
+}

@@ -86,7 +86,7 @@ func Work[T workq.Args](ctx context.Context, tb testing.TB, client *workq.Client
 		tb.Fatalf("workqtest: enqueue %s: %v", args.Kind(), err)
 	}
 	if e.Duplicate {
-		tb.Fatalf("workqtest: enqueue %s: a live job %d holds its dedup key", args.Kind(), e.ID)
+		tb.Fatalf("workqtest: enqueue %s: job %d holds its dedup or unique key", args.Kind(), e.ID)
 	}
 	tx := db
 	item, ok, err := lease.New(tx, lease.JobRuns).ClaimByID(ctx, e.ID, worker.DefaultConfig().Lease, "workqtest")
@@ -106,6 +106,7 @@ func Work[T workq.Args](ctx context.Context, tb testing.TB, client *workq.Client
 	if err != nil {
 		tb.Fatalf("workqtest: %v", err)
 	}
+	job.Metadata = row.Metadata
 	res := &Result[T]{Job: job}
 	res.Err = w.Work(ctx, job)
 	res.CompletedInTx = raw.CompletedInTx()
@@ -221,6 +222,7 @@ func RequireEnqueued[T workq.Args](ctx context.Context, tb testing.TB, db workq.
 	if err != nil {
 		tb.Fatalf("workqtest: job %d: %v", it.ID, err)
 	}
+	job.Metadata = it.Metadata
 	return job
 }
 

@@ -196,7 +196,7 @@ type JobRunsEnqueueRow struct {
 	Inserted bool
 }
 
-// JobRunsEnqueue inserts one job run, or returns the id of the live run that already holds its dedup key (inserted = false); with notify it also wakes the workers of the queue (NOTIFY workq_job_runs, delivered at commit). metadata (the enqueuing span's trace context) is null without user metadata or tracing.
+// JobRunsEnqueue inserts one job run, or returns the id of the live run that already holds its dedup key (inserted = false); with notify it also wakes the workers of the queue (NOTIFY workq_job_runs, delivered at commit). metadata (one JSON object: the user's metadata and the enqueuing span's trace context) is null without either.
 func (q *Queries) JobRunsEnqueue(ctx context.Context, arg JobRunsEnqueueParams) (JobRunsEnqueueRow, error) {
 	row := q.db.QueryRow(ctx, jobRunsEnqueue,
 		arg.Queue,
@@ -353,7 +353,7 @@ ins as (
 insert into workq.job_runs (queue, kind, payload, priority, run_at, max_attempts, unique_key, unique_states, metadata)
 select unnest($1::text[]), unnest($3::text[]), unnest($4::text[])::jsonb,
        unnest($5::smallint[]), now() + unnest($6::bigint[]) * interval '1 millisecond',
-       unnest($7::integer[]), unnest($8::bytea[]), unnest($9::smallint[]),
+       unnest($7::integer[]), unnest($8::bytea[]), nullif(unnest($9::smallint[]), 0),
        nullif(unnest($10::text[]), '')::jsonb
 on conflict (unique_key) where unique_key is not null and (unique_states >> status) & 1 = 1 do nothing
 returning id, unique_key
@@ -379,7 +379,7 @@ type JobRunsEnqueueManyUniqueRow struct {
 	UniqueKey []byte
 }
 
-// JobRunsEnqueueManyUnique inserts many job runs in one statement, some of them unique (unique_keys and unique_states as in JobRunsEnqueueUnique; a null key for a job that is not): rows whose key a run holds are skipped (not returned); notify and metadatas as in JobRunsEnqueueMany.
+// JobRunsEnqueueManyUnique inserts many job runs in one statement, some of them unique (unique_keys and unique_states as in JobRunsEnqueueUnique; a null key and a 0 mask for a job that is not): rows whose key a run holds are skipped (not returned); notify and metadatas as in JobRunsEnqueueMany.
 // A cross join: see JobRunsEnqueueMany.
 func (q *Queries) JobRunsEnqueueManyUnique(ctx context.Context, arg JobRunsEnqueueManyUniqueParams) ([]JobRunsEnqueueManyUniqueRow, error) {
 	rows, err := q.db.Query(ctx, jobRunsEnqueueManyUnique,

@@ -9,7 +9,10 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/workq/workq/internal/jobq"
 	"github.com/workq/workq/worker"
+	"github.com/workq/workq/workqtype"
 )
 
 // Args are the arguments of a typed job: a struct (or any value that
@@ -53,6 +56,64 @@ type EnqueueOpts struct {
 	// DedupKey: while a run with this key is ready or running, Enqueue
 	// returns it (Enqueued.Duplicate) instead of adding another.
 	DedupKey string
+	// Unique makes the job unique by kind, and as asked by args, queue and
+	// period, in the states given (by default also done: "once per
+	// hour"); not with DedupKey. The zero value: not unique.
+	Unique UniqueOpts
+	// Metadata is stored with the job: its handler reads it (Job.Metadata),
+	// the HTTP API and the dashboard show it. Keys of 1-128 bytes, at most
+	// 64 KiB of JSON in all. The trace context of the enqueuing span, when
+	// tracing, is added to it (traceparent, tracestate), unless it sets
+	// traceparent itself.
+	Metadata map[string]string
+}
+
+// UniqueOpts make a job unique (River's UniqueOpts): while a run with the
+// same unique key is in one of ByStates, Enqueue returns that run
+// (Enqueued.Duplicate) instead of adding another, also under concurrent
+// enqueues (a unique index decides). The key is the kind, plus what the By
+// fields add. See docs/go.md, "Unique jobs".
+type UniqueOpts struct {
+	// ByArgs adds the args (the payload as JSON values: the order of keys
+	// and spacing do not count).
+	ByArgs bool
+	// ByPeriod, at least a second, adds the period that holds the job's run
+	// time (RunAt, or now + Delay on the enqueuing client's clock), counted
+	// in whole periods from the Unix epoch: with an hour, one job per hour
+	// of the clock.
+	ByPeriod time.Duration
+	// ByQueue adds the queue.
+	ByQueue bool
+	// ByStates are the states in which a run holds its key. Empty:
+	// JobStateReady, JobStateInProgress and JobStateDone (every state but
+	// failed and cancelled). They must include ready and in_progress.
+	ByStates []JobState
+}
+
+// IsZero reports whether o asks for nothing: the job is not unique.
+func (o UniqueOpts) IsZero() bool {
+	return !o.ByArgs && o.ByPeriod == 0 && !o.ByQueue && len(o.ByStates) == 0
+}
+
+// JobState is a job run's state, as the HTTP API and the CLI name it.
+type JobState string
+
+// Job states. Ready includes jobs due later (scheduled, or waiting to be
+// retried).
+const (
+	JobStateReady      JobState = jobq.StateReady
+	JobStateInProgress JobState = jobq.StateInProgress
+	JobStateDone       JobState = jobq.StateDone
+	JobStateFailed     JobState = jobq.StateFailed
+	JobStateCancelled  JobState = jobq.StateCancelled
+)
+
+func (o UniqueOpts) jobq() jobq.Unique {
+	u := jobq.Unique{ByArgs: o.ByArgs, ByPeriod: o.ByPeriod, ByQueue: o.ByQueue}
+	for _, s := range o.ByStates {
+		u.States = append(u.States, string(s))
+	}
+	return u
 }
 
 // merge returns o with its zero fields taken from d.
@@ -72,6 +133,12 @@ func (o EnqueueOpts) merge(d EnqueueOpts) EnqueueOpts {
 	if o.DedupKey == "" {
 		o.DedupKey = d.DedupKey
 	}
+	if o.Unique.IsZero() {
+		o.Unique = d.Unique
+	}
+	if o.Metadata == nil {
+		o.Metadata = d.Metadata
+	}
 	return o
 }
 
@@ -86,6 +153,10 @@ type Job[T Args] struct {
 	Priority    int16
 	RunAt       time.Time // when it became due
 	CreatedAt   time.Time
+	// Metadata is what the job was enqueued with (EnqueueOpts.Metadata),
+	// and the enqueuing span's trace context when it was traced; nil when
+	// none.
+	Metadata map[string]string
 
 	raw *worker.Job
 }
@@ -176,7 +247,7 @@ func AddWorkerSafely[T Args](ws *Workers, w Worker[T]) error {
 // (package workqtest) use it.
 func JobOf[T Args](raw *worker.Job) (*Job[T], error) {
 	job := &Job[T]{ID: raw.ID, Kind: raw.Kind, Queue: raw.Queue, Attempt: int(raw.Attempt), MaxAttempts: int(raw.MaxAttempts),
-		Priority: raw.Priority, RunAt: raw.RunAt, CreatedAt: raw.CreatedAt, raw: raw}
+		Priority: raw.Priority, RunAt: raw.RunAt, CreatedAt: raw.CreatedAt, Metadata: workqtype.DecodeMetadata(raw.Metadata), raw: raw}
 	if err := json.Unmarshal(raw.Payload, &job.Args); err != nil {
 		return nil, worker.Permanent(fmt.Errorf("decode args of job %d (%s): %w", raw.ID, raw.Kind, err))
 	}

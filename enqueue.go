@@ -17,7 +17,7 @@ import (
 // Enqueued is the outcome of enqueuing one job.
 type Enqueued struct {
 	ID        int64
-	Duplicate bool // a live run already held the dedup key; ID is that run
+	Duplicate bool // a run already held the dedup key or the unique key; ID is that run
 }
 
 // EnqueueParams is one job of EnqueueMany.
@@ -45,7 +45,7 @@ func job(args Args, opts *EnqueueOpts) (jobq.Job, error) {
 		payload = raw.Payload
 	}
 	return jobq.Job{Queue: o.Queue, Kind: args.Kind(), Payload: payload, Priority: o.Priority, RunAt: o.RunAt, Delay: o.Delay,
-		MaxAttempts: o.MaxAttempts, DedupKey: o.DedupKey}, nil
+		MaxAttempts: o.MaxAttempts, DedupKey: o.DedupKey, Unique: o.Unique.jobq(), Metadata: o.Metadata}, nil
 }
 
 // Enqueue adds one job run on the Client's pool.
@@ -79,7 +79,7 @@ func (c *Client) enqueue(ctx context.Context, db DB, args Args, opts *EnqueueOpt
 
 // EnqueueMany adds many job runs in one statement on the pool; the result
 // has one entry per job, in order. A job with RunAt cannot be in a batch
-// (use Delay).
+// (use Delay), nor can jobs with a DedupKey beside unique jobs.
 func (c *Client) EnqueueMany(ctx context.Context, params []EnqueueParams) ([]Enqueued, error) {
 	return c.enqueueMany(ctx, c.db, params)
 }
@@ -106,7 +106,7 @@ func (c *Client) enqueueMany(ctx context.Context, db DB, params []EnqueueParams)
 // EnqueueManyFast adds many job runs with the COPY protocol on the pool and
 // returns how many it added: the fastest bulk path (PostgreSQL writes the
 // rows without parsing, planning or unnesting arrays, and returns nothing
-// per row). It refuses a DedupKey (COPY cannot skip a duplicate: use
+// per row). It refuses a DedupKey and Unique (COPY cannot skip a duplicate: use
 // EnqueueMany) and, unlike EnqueueMany, accepts RunAt. docs/enqueue-fast.md
 // compares the bulk paths.
 func (c *Client) EnqueueManyFast(ctx context.Context, params []EnqueueParams) (int64, error) {

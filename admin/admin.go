@@ -76,7 +76,12 @@ type Item struct {
 	UpdatedAt    time.Time       `json:"updated_at"`
 	FinishedAt   *time.Time      `json:"finished_at,omitempty"`
 	Payload      json.RawMessage `json:"payload,omitempty"`
-	Details      map[string]any  `json:"details,omitempty"`
+	// Metadata of a job run: what it was enqueued with, and the enqueuing
+	// span's trace context (traceparent, tracestate) when it was traced.
+	// Nil for none and on the other tables (an outbox message's headers
+	// are in Details).
+	Metadata map[string]string `json:"metadata,omitempty"`
+	Details  map[string]any    `json:"details,omitempty"`
 }
 
 // Filter selects a page of items. Zero fields match everything.

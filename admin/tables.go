@@ -2,13 +2,29 @@ package admin
 
 import (
 	"context"
+	"encoding/hex"
 	"encoding/json"
+	"strings"
 
 	"github.com/workq/workq/db/gen"
 	"github.com/workq/workq/inbox"
 	"github.com/workq/workq/lease"
 	"github.com/workq/workq/timers"
+	"github.com/workq/workq/workqtype"
 )
+
+// uniqueStates names the statuses of a job_runs.unique_states mask.
+func uniqueStates(mask *int16) string {
+	var names []string
+	for s := lease.Status(0); s < 16; s++ {
+		if mask != nil && *mask&(1<<s) != 0 {
+			names = append(names, s.String())
+		}
+	}
+	return strings.Join(names, ",")
+}
+
+func ptr[T any](v T) *T { return &v }
 
 // Each table's page and get statements return its own row type; these map
 // them to Items. List pages leave the payload out (Get has it).
@@ -28,9 +44,13 @@ func jobRunItem(r gen.JobRun) Item {
 	it := Item{Table: lease.JobRuns, ID: r.ID, Queue: r.Queue, Kind: r.Kind, Priority: r.Priority, RunAt: r.RunAt,
 		Attempts: r.Attempts, MaxAttempts: r.MaxAttempts, LeaseVersion: r.LeaseVersion, ClaimedAt: r.ClaimedAt,
 		ClaimedBy: deref(r.ClaimedBy), LockedUntil: r.LockedUntil, LastError: deref(r.LastError),
-		CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt, FinishedAt: r.FinishedAt}
+		CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt, FinishedAt: r.FinishedAt, Metadata: workqtype.DecodeMetadata(r.Metadata)}
 	it.setStatus(lease.Status(r.Status), lease.Status(r.Status).String())
 	detail(&it, "dedup_key", r.DedupKey)
+	if r.UniqueKey != nil {
+		detail(&it, "unique_key", ptr(hex.EncodeToString(r.UniqueKey)))
+		detail(&it, "unique_states", ptr(uniqueStates(r.UniqueStates)))
+	}
 	detail(&it, "schedule_id", r.ScheduleID)
 	detail(&it, "scheduled_time", r.ScheduledTime)
 	return it

@@ -821,3 +821,62 @@ func TestBodyLimitWithoutContentLength(t *testing.T) {
 		})
 	}
 }
+
+// Metadata goes in with a job and comes back with its item; unique jobs
+// return the run that holds their key; both are validated strictly.
+func TestEnqueueMetadataAndUnique(t *testing.T) {
+	e := newEnv(t)
+	var one jobResult
+	e.must(201, "POST", "/v1/jobs", e.admin, map[string]any{"kind": "email.send", "metadata": map[string]string{"tenant": "acme", "request_id": "r-1"},
+		"unique": map[string]any{"by_args": true, "by_period": "1h", "by_states": []string{"ready", "in_progress", "done"}}}).decode(t, &one)
+	var got itemWithAttempts
+	e.must(200, "GET", fmt.Sprintf("/v1/tables/job_runs/items/%d", one.ID), e.read, nil).decode(t, &got)
+	if got.Item.Metadata["tenant"] != "acme" || got.Item.Metadata["request_id"] != "r-1" || len(got.Item.Metadata) != 2 {
+		t.Fatalf("metadata: %+v", got.Item.Metadata)
+	}
+	if got.Item.Details["unique_states"] != "ready,in_progress,done" || got.Item.Details["unique_key"] == nil {
+		t.Fatalf("unique details: %+v", got.Item.Details)
+	}
+	var dup jobResult
+	e.must(200, "POST", "/v1/jobs", e.admin, map[string]any{"kind": "email.send", "unique": map[string]any{"by_args": true, "by_period": "1h"}}).decode(t, &dup)
+	if !dup.Duplicate || dup.ID != one.ID {
+		t.Fatalf("unique: %+v vs %+v", dup, one)
+	}
+	var batch items[jobResult]
+	e.must(201, "POST", "/v1/jobs/batch", e.admin, map[string]any{"items": []any{
+		map[string]any{"kind": "email.send", "unique": map[string]any{"by_args": true, "by_period": "1h"}},
+		map[string]any{"kind": "other", "metadata": map[string]string{"k": "v"}},
+	}}).decode(t, &batch)
+	if !batch.Items[0].Duplicate || batch.Items[0].ID != one.ID || batch.Items[1].Duplicate {
+		t.Fatalf("batch: %+v", batch)
+	}
+	for _, c := range []struct {
+		name, path string
+		body       any
+		want       string
+		field      string
+	}{
+		{"metadata not an object", "/v1/jobs", raw(`{"kind":"k","metadata":["a"]}`), "want", "metadata"},
+		{"metadata value not a string", "/v1/jobs", raw(`{"kind":"k","metadata":{"n":1}}`), "want a string", "metadata"},
+		{"metadata empty key", "/v1/jobs", raw(`{"kind":"k","metadata":{"":"v"}}`), "metadata key", "metadata"},
+		{"metadata too large", "/v1/jobs", map[string]any{"kind": "k", "metadata": map[string]string{"k": strings.Repeat("v", 70000)}}, "more than 65536", "metadata"},
+		{"metadata in a batch", "/v1/jobs/batch", map[string]any{"items": []any{map[string]any{"kind": "k"}, map[string]any{"kind": "k", "metadata": map[string]string{strings.Repeat("k", 200): "v"}}}}, "metadata key", "items[1].metadata"},
+		{"unique empty", "/v1/jobs", raw(`{"kind":"k","unique":{}}`), "at least one", "unique"},
+		{"unique short period", "/v1/jobs", raw(`{"kind":"k","unique":{"by_period":"10ms"}}`), "shorter than 1s", "unique.by_period"},
+		{"unique bad period", "/v1/jobs", raw(`{"kind":"k","unique":{"by_period":"hourly"}}`), "not a duration", "unique.by_period"},
+		{"unique unknown state", "/v1/jobs", raw(`{"kind":"k","unique":{"by_states":["ready","in_progress","gone"]}}`), "unknown state", "unique.by_states"},
+		{"unique unknown field", "/v1/jobs", raw(`{"kind":"k","unique":{"by_kind":true}}`), "unknown field", "by_kind"}, // encoding/json names no parent
+		{"unique with a dedup key", "/v1/jobs", raw(`{"kind":"k","dedup_key":"d","unique":{"by_args":true}}`), "not both", "unique"},
+		{"batch mixing", "/v1/jobs/batch", raw(`{"items":[{"kind":"k","dedup_key":"d"},{"kind":"k","unique":{"by_args":true}}]}`), "one or the other", "items[1].unique"},
+	} {
+		r := e.do("POST", c.path, e.admin, c.body)
+		var body struct {
+			Error string `json:"error"`
+			Field string `json:"field"`
+		}
+		_ = json.Unmarshal(r.body, &body)
+		if r.status != 400 || !strings.Contains(body.Error, c.want) || body.Field != c.field {
+			t.Errorf("%s: %d %s; want 400 with %q, field %q", c.name, r.status, r.body, c.want, c.field)
+		}
+	}
+}

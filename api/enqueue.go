@@ -23,19 +23,28 @@ import (
 // transaction, all or nothing.
 
 type jobRequest struct {
-	Queue       *string         `json:"queue"`
-	Kind        string          `json:"kind"`
-	Payload     json.RawMessage `json:"payload"`
-	Priority    int16           `json:"priority"`
-	Delay       *string         `json:"delay"`
-	RunAt       *string         `json:"run_at"`
-	MaxAttempts int             `json:"max_attempts"`
-	DedupKey    string          `json:"dedup_key"`
+	Queue       *string           `json:"queue"`
+	Kind        string            `json:"kind"`
+	Payload     json.RawMessage   `json:"payload"`
+	Priority    int16             `json:"priority"`
+	Delay       *string           `json:"delay"`
+	RunAt       *string           `json:"run_at"`
+	MaxAttempts int               `json:"max_attempts"`
+	DedupKey    string            `json:"dedup_key"`
+	Unique      *uniqueRequest    `json:"unique"`
+	Metadata    map[string]string `json:"metadata"`
+}
+
+type uniqueRequest struct {
+	ByArgs   bool     `json:"by_args"`
+	ByPeriod *string  `json:"by_period"`
+	ByQueue  bool     `json:"by_queue"`
+	ByStates []string `json:"by_states"`
 }
 
 type jobResult struct {
 	ID        int64 `json:"id"`
-	Duplicate bool  `json:"duplicate"` // a live run held the dedup key: ID is that run
+	Duplicate bool  `json:"duplicate"` // a run held the dedup or unique key: ID is that run
 }
 
 type outboxRequest struct {
@@ -147,7 +156,18 @@ func (s *Server) job(i int, in jobRequest) (jobq.Job, error) {
 		return jobq.Job{}, err
 	}
 	j := jobq.Job{Queue: q, Kind: in.Kind, Payload: payloadOf(in.Payload), Priority: in.Priority, RunAt: runAt, Delay: delay,
-		MaxAttempts: in.MaxAttempts, DedupKey: in.DedupKey}
+		MaxAttempts: in.MaxAttempts, DedupKey: in.DedupKey, Metadata: in.Metadata}
+	if u := in.Unique; u != nil {
+		j.Unique = jobq.Unique{ByArgs: u.ByArgs, ByQueue: u.ByQueue, States: u.ByStates}
+		if u.ByPeriod != nil {
+			if j.Unique.ByPeriod, err = parseDuration(join(pre, "unique.by_period"), *u.ByPeriod); err != nil {
+				return jobq.Job{}, err
+			}
+		}
+		if j.Unique.IsZero() {
+			return jobq.Job{}, invalid(join(pre, "unique"), "give at least one of by_args, by_period, by_queue, by_states (or leave unique out)")
+		}
+	}
 	if err := s.jobs.Validate(j); err != nil {
 		return jobq.Job{}, invalidErr(pre, err)
 	}
@@ -214,8 +234,19 @@ func (s *Server) enqueueJobs(w http.ResponseWriter, r *http.Request, _ principal
 		return err
 	}
 	timed := false
-	for _, j := range jobs {
+	dedupAt, uniqueAt := -1, -1
+	for i, j := range jobs {
 		timed = timed || !j.RunAt.IsZero()
+		if j.DedupKey != "" && dedupAt < 0 {
+			dedupAt = i
+		}
+		if !j.Unique.IsZero() && uniqueAt < 0 {
+			uniqueAt = i
+		}
+	}
+	if dedupAt >= 0 && uniqueAt >= 0 && !timed {
+		return invalid(join(prefix(max(dedupAt, uniqueAt)), "unique"),
+			"items[%d] has a dedup_key and items[%d] is unique: one batch takes one or the other", dedupAt, uniqueAt)
 	}
 	ctx := r.Context()
 	var res []jobq.Enqueued

@@ -96,7 +96,7 @@ type Item struct {
 	CreatedAt    time.Time
 
 	// Table-specific fields.
-	Metadata      json.RawMessage // job_runs: a JSON object or nil (the enqueuing span's trace context)
+	Metadata      json.RawMessage // job_runs: a JSON object of strings or nil (EnqueueOpts.Metadata and the enqueuing span's trace context)
 	Headers       json.RawMessage // outbox
 	PartitionKey  string          // outbox
 	MessageID     string          // outbox (uuid) and inbox

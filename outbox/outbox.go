@@ -128,28 +128,6 @@ func (c *Client) startSend(ctx context.Context, queue, topic string, n int) (con
 	return ctx, span, otelx.Inject(ctx, c.propagator)
 }
 
-// withTrace returns h with the trace context fields added, unless h sets
-// traceparent itself (any case) or they would not fit: a copy, the
-// caller's map is left alone.
-func withTrace(h, trace map[string]string) map[string]string {
-	if len(trace) == 0 || len(h)+len(trace) > MaxHeaders {
-		return h
-	}
-	for name := range h {
-		if strings.EqualFold(name, "traceparent") {
-			return h
-		}
-	}
-	out := make(map[string]string, len(h)+len(trace))
-	for k, v := range h {
-		out[k] = v
-	}
-	for k, v := range trace {
-		out[k] = v
-	}
-	return out
-}
-
 type prepared struct {
 	queue, topic, key, corr string
 	messageID               uuid.UUID
@@ -284,7 +262,7 @@ func (c *Client) Send(ctx context.Context, db workqtype.DB, m Message) (_ Sent, 
 	}
 	ctx, span, tc := c.startSend(ctx, queue, m.Topic, 1)
 	defer func() { otelx.End(span, err) }()
-	m.Headers = withTrace(m.Headers, tc)
+	m.Headers = otelx.WithTrace(m.Headers, tc, MaxHeaders)
 	p, err := c.prepare(m)
 	if err != nil {
 		return Sent{}, err
@@ -330,7 +308,7 @@ func (c *Client) SendMany(ctx context.Context, db workqtype.DB, msgs []Message) 
 	queues := map[string]bool{}
 	ids := map[uuid.UUID]int{}
 	for i, m := range msgs {
-		m.Headers = withTrace(m.Headers, tc)
+		m.Headers = otelx.WithTrace(m.Headers, tc, MaxHeaders)
 		p, err := c.prepare(m)
 		if err != nil {
 			return nil, fmt.Errorf("message %d: %w", i, err)

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/workq/workq/internal/jobq"
+	"github.com/workq/workq/workqtype"
 
 	"go.opentelemetry.io/otel/attribute"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
@@ -63,13 +64,15 @@ func TestTraceFromProducerToHandler(t *testing.T) {
 	// The producer: one request span, four enqueue calls under it.
 	reqCtx, req := tp.Tracer("test").Start(ctx, "request")
 	client := jobq.New(jobq.Options{TracerProvider: tp})
-	if _, err := client.Enqueue(reqCtx, pool, jobq.Job{Queue: "tq", Kind: "one"}); err != nil {
+	// User metadata travels beside the trace context.
+	meta := map[string]string{"tenant": "acme"}
+	if _, err := client.Enqueue(reqCtx, pool, jobq.Job{Queue: "tq", Kind: "one", Metadata: meta}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := client.EnqueueMany(reqCtx, pool, []jobq.Job{{Queue: "tq", Kind: "many"}, {Queue: "tq", Kind: "many"}}); err != nil {
+	if _, err := client.EnqueueMany(reqCtx, pool, []jobq.Job{{Queue: "tq", Kind: "many", Metadata: meta}, {Queue: "tq", Kind: "many"}}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := client.EnqueueManyFast(reqCtx, pool, []jobq.Job{{Queue: "tq", Kind: "fast"}}); err != nil {
+	if _, err := client.EnqueueManyFast(reqCtx, pool, []jobq.Job{{Queue: "tq", Kind: "fast", Metadata: meta}}); err != nil {
 		t.Fatal(err)
 	}
 	ob := outbox.NewClient(outbox.ClientOptions{TracerProvider: tp})
@@ -89,6 +92,7 @@ func TestTraceFromProducerToHandler(t *testing.T) {
 		table, kind string
 		sc          trace.SpanContext
 		headers     map[string]string
+		metadata    map[string]string
 	}
 	got := make(chan handled, 10)
 	h := func(ctx context.Context, j *worker.Job) error {
@@ -98,7 +102,7 @@ func TestTraceFromProducerToHandler(t *testing.T) {
 				return err
 			}
 		}
-		got <- handled{string(j.Table), j.Kind, trace.SpanContextFromContext(ctx), hdr}
+		got <- handled{string(j.Table), j.Kind, trace.SpanContextFromContext(ctx), hdr, workqtype.DecodeMetadata(j.Metadata)}
 		return nil
 	}
 	for _, kind := range []string{"one", "many", "fast"} {
@@ -176,6 +180,9 @@ func TestTraceFromProducerToHandler(t *testing.T) {
 		}
 		if !found || r.sc.TraceID() != traceID {
 			t.Errorf("%s %s: the handler's context has span %v of trace %v, not its handler span in the request's trace", r.table, r.kind, r.sc.SpanID(), r.sc.TraceID())
+		}
+		if r.table == "job_runs" && (r.metadata["traceparent"] == "" || (r.kind != "many" && r.metadata["tenant"] != "acme")) {
+			t.Errorf("%s metadata %v: want traceparent added and tenant kept", r.kind, r.metadata)
 		}
 		if r.table == "outbox" && (r.headers["traceparent"] == "" || r.headers["X-Other"] != "kept") {
 			t.Errorf("outbox headers %v: want traceparent added and X-Other kept", r.headers)

@@ -91,7 +91,7 @@ func Work[T workq.Args](ctx context.Context, tb testing.TB, client *workq.Client
 		tb.Fatalf("workqtest: enqueue %s: %v", args.Kind(), err)
 	}
 	if e.Duplicate {
-		tb.Fatalf("workqtest: enqueue %s: a live job %d holds its dedup key", args.Kind(), e.ID)
+		tb.Fatalf("workqtest: enqueue %s: job %d holds its dedup or unique key", args.Kind(), e.ID)
 	}
 	rw, err := dbschema.NewRewriter(client.Schema())
 	if err != nil {
@@ -115,6 +115,7 @@ func Work[T workq.Args](ctx context.Context, tb testing.TB, client *workq.Client
 	if err != nil {
 		tb.Fatalf("workqtest: %v", err)
 	}
+	job.Metadata = row.Metadata
 	res := &Result[T]{Job: job}
 	res.Err = w.Work(ctx, job)
 	res.CompletedInTx = raw.CompletedInTx()
@@ -230,6 +231,7 @@ func RequireEnqueued[T workq.Args](ctx context.Context, tb testing.TB, db workq.
 	if err != nil {
 		tb.Fatalf("workqtest: job %d: %v", it.ID, err)
 	}
+	job.Metadata = it.Metadata
 	return job
 }
 

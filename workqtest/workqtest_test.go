@@ -170,3 +170,35 @@ func TestWorkOnAnotherSchema(t *testing.T) {
 		t.Fatalf("the default schema holds %d jobs (%v), want none", n, err)
 	}
 }
+
+// The handler run by Work, and the job RequireEnqueued returns, see the
+// metadata the job was enqueued with.
+func TestWorkAndRequireSeeMetadata(t *testing.T) {
+	pool := testdb.Pool(t)
+	ctx := context.Background()
+	client, err := workq.NewClient(pool, workq.Config{Maintenance: workq.MaintenanceConfig{Disabled: true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	opts := &workq.EnqueueOpts{Metadata: map[string]string{"tenant": "acme"}}
+	var seen string
+	w := workq.WorkFunc(func(_ context.Context, job *workq.Job[resultArgs]) error {
+		seen = job.Metadata["tenant"]
+		return nil
+	})
+	workqtest.Work(ctx, t, client, tx, w, resultArgs{}, opts)
+	if seen != "acme" {
+		t.Fatalf("the handler saw tenant %q", seen)
+	}
+	if _, err := client.EnqueueTx(ctx, tx, resultArgs{Err: "x"}, opts); err != nil {
+		t.Fatal(err)
+	}
+	if job := workqtest.RequireEnqueued[resultArgs](ctx, t, tx, nil); job.Metadata["tenant"] != "acme" {
+		t.Fatalf("RequireEnqueued metadata %v", job.Metadata)
+	}
+}

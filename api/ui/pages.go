@@ -8,9 +8,11 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"net/http"
 	"net/url"
 	"os"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -396,6 +398,7 @@ type itemData struct {
 	PayloadSize    int
 	PayloadShown   int
 	Details        []detailRow
+	Metadata       []detailRow // a job run's metadata, by key
 	Attempts       []attemptView
 	RunsDir        bool // a runs dir is configured
 	CanRetry       bool
@@ -434,6 +437,9 @@ func (h *Handler) item(w http.ResponseWriter, r *http.Request, x *session) error
 	for _, k := range sortedKeys(it.Details) {
 		d.Details = append(d.Details, detailRow{k, detailString(it.Details[k])})
 	}
+	for _, k := range sortedKeys(it.Metadata) {
+		d.Metadata = append(d.Metadata, detailRow{k, it.Metadata[k]})
+	}
 	for i := len(att) - 1; i >= 0; i-- { // newest first
 		av := attemptView{Run: att[i]}
 		if h.o.RunsDir != "" && att[i].Outcome != "revived" && att[i].Outcome != "cancelled" {
@@ -466,13 +472,8 @@ func pretty(raw []byte, max int) (string, int, int) {
 	return s, len(raw), len(s)
 }
 
-func sortedKeys(m map[string]any) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
+func sortedKeys[V any](m map[string]V) []string {
+	return slices.Sorted(maps.Keys(m))
 }
 
 func detailString(v any) string {

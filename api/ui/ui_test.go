@@ -409,3 +409,17 @@ func TestActionsConfirmAndApply(t *testing.T) {
 	must(t, b.get("/ui/schedules"), 200, "Schedule nightly triggered: job run")
 	must(t, b.post("/ui/schedules/nope/trigger", url.Values{}), 404)
 }
+
+// A job's metadata is on its page, escaped, sorted by key.
+func TestItemPageShowsMetadata(t *testing.T) {
+	s := newSite(t)
+	b := s.browser()
+	b.login(s.read)
+	ids := enqueue(t, s.pool, jobq.Job{Kind: "email.send", Metadata: map[string]string{"tenant": "acme", "note": "<b>hi</b>"}},
+		jobq.Job{Kind: "email.send"})
+	p := b.get("/ui/items/job_runs/" + itoa(ids[0]))
+	must(t, p, 200, `<h3 id="metadata-h">Metadata</h3>`, `<dt>note</dt><dd><pre class="inline">&lt;b&gt;hi&lt;/b&gt;</pre></dd><dt>tenant</dt><dd><pre class="inline">acme</pre></dd>`)
+	if p := b.get("/ui/items/job_runs/" + itoa(ids[1])); strings.Contains(p.body, "metadata-h") {
+		t.Error("a job without metadata has a Metadata section")
+	}
+}

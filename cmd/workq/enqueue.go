@@ -19,16 +19,18 @@ import (
 
 func newEnqueueCmd() *cobra.Command {
 	cmd := &cobra.Command{
-		Use:   "enqueue --kind K [--queue Q] [--payload JSON|@FILE|-] [--priority N] [--delay D | --run-at T] [--max-attempts N] [--dedup-key K] [--json]",
+		Use:   "enqueue --kind K [--queue Q] [--payload JSON|@FILE|-] [--priority N] [--delay D | --run-at T] [--max-attempts N] [--dedup-key K | --unique-by-args --unique-by-queue --unique-period D --unique-states S,...] [--metadata K=V]... [--json]",
 		Short: "Enqueue one job run and print its id",
 		Args:  cobra.NoArgs,
 	}
 	cfg := bindConfig(cmd, "database-url", "max-attempts", "max-payload", "notify-debounce")
 	var (
-		job     jobq.Job
-		payload string
-		runAt   string
-		asJSON  bool
+		job      jobq.Job
+		payload  string
+		runAt    string
+		asJSON   bool
+		metadata []string
+		states   []string
 	)
 	f := cmd.Flags()
 	f.StringVar(&job.Queue, "queue", "default", "queue name")
@@ -38,6 +40,11 @@ func newEnqueueCmd() *cobra.Command {
 	f.DurationVar(&job.Delay, "delay", 0, "run no earlier than now + delay (e.g. 30s)")
 	f.StringVar(&runAt, "run-at", "", "run no earlier than this RFC 3339 time")
 	f.StringVar(&job.DedupKey, "dedup-key", "", "return the live job with this key instead of adding one")
+	f.BoolVar(&job.Unique.ByArgs, "unique-by-args", false, "unique job: the payload is part of its key (docs/go.md, Unique jobs)")
+	f.BoolVar(&job.Unique.ByQueue, "unique-by-queue", false, "unique job: the queue is part of its key")
+	f.DurationVar(&job.Unique.ByPeriod, "unique-period", 0, "unique job: once per period of this length (at least 1s), e.g. 1h")
+	f.StringSliceVar(&states, "unique-states", nil, "unique job: the states in which a job holds its key (default ready,in_progress,done)")
+	f.StringArrayVar(&metadata, "metadata", nil, "metadata KEY=VALUE stored with the job (repeat for more)")
 	f.BoolVar(&asJSON, "json", false, "print JSON")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		if job.Kind == "" {
@@ -58,6 +65,11 @@ func newEnqueueCmd() *cobra.Command {
 				return fmt.Errorf("--run-at %q is the zero time (0001-01-01T00:00:00Z); omit --run-at to run the job now", runAt)
 			}
 			job.RunAt = t
+		}
+		job.Unique.States = states
+		var err error
+		if job.Metadata, err = metadataFlag(metadata); err != nil {
+			return err
 		}
 		raw, err := attemptsAndPayload(cmd, cfg, payload)
 		if err != nil {
@@ -86,6 +98,25 @@ func newEnqueueCmd() *cobra.Command {
 		return nil
 	}
 	return cmd
+}
+
+// metadataFlag reads --metadata KEY=VALUE flags into a map.
+func metadataFlag(pairs []string) (map[string]string, error) {
+	if len(pairs) == 0 {
+		return nil, nil
+	}
+	m := make(map[string]string, len(pairs))
+	for _, p := range pairs {
+		k, v, ok := strings.Cut(p, "=")
+		if !ok || k == "" {
+			return nil, fmt.Errorf("--metadata %q: want KEY=VALUE", p)
+		}
+		if _, dup := m[k]; dup {
+			return nil, fmt.Errorf("--metadata %q: key %q given twice", p, k)
+		}
+		m[k] = v
+	}
+	return m, nil
 }
 
 // readPayload returns the payload that the --payload value arg names: the

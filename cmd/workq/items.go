@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -218,6 +220,9 @@ func newItemShowCmd(table lease.Table, what, use, short string) *cobra.Command {
 		}
 		for k, v := range it.Details {
 			fmt.Fprintf(tw, "%s\t%v\n", strings.ReplaceAll(k, "_", " "), v)
+		}
+		for _, k := range slices.Sorted(maps.Keys(it.Metadata)) {
+			fmt.Fprintf(tw, "metadata %s\t%s\n", k, it.Metadata[k])
 		}
 		fmt.Fprintf(tw, "payload\t%s\n", it.Payload)
 		if err := tw.Flush(); err != nil {

@@ -119,3 +119,38 @@ func TestItemVerbs(t *testing.T) {
 		t.Fatalf("%d ready jobs (%v), want 2", n, err)
 	}
 }
+
+// Metadata given to enqueue is shown by show; a unique enqueue returns the
+// job that holds its key.
+func TestCLIEnqueueMetadataAndUnique(t *testing.T) {
+	isolateEnv(t)
+	t.Setenv("DATABASE_URL", testdb.URL(t))
+	run := func(args ...string) string {
+		t.Helper()
+		out, err := runCLI(t, args...)
+		if err != nil {
+			t.Fatalf("workq %s: %v", strings.Join(args, " "), err)
+		}
+		return out
+	}
+	var first, again struct {
+		ID        int64
+		Duplicate bool
+	}
+	args := []string{"enqueue", "--kind", "report", "--unique-by-args", "--unique-states", "ready,in_progress,done", "--json"}
+	if err := json.Unmarshal([]byte(run(append(args, "--metadata", "tenant=acme", "--metadata", "note=a=b")...)), &first); err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal([]byte(run(args...)), &again); err != nil {
+		t.Fatal(err)
+	}
+	if first.Duplicate || !again.Duplicate || again.ID != first.ID {
+		t.Fatalf("unique enqueue: %+v then %+v", first, again)
+	}
+	show := run("jobs", "show", fmt.Sprint(first.ID))
+	for _, want := range []string{"metadata note    a=b", "metadata tenant  acme", "unique states"} {
+		if !strings.Contains(show, want) {
+			t.Fatalf("show lacks %q:\n%s", want, show)
+		}
+	}
+}

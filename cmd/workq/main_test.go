@@ -101,6 +101,10 @@ func TestCLIRejectsInvalidInput(t *testing.T) {
 		{name: "maintain negative retention", db: true, args: []string{"maintain", "--retain-finished", "-1h"}, want: []string{"retain-finished must not be negative"}},
 		{name: "maintain short leader ttl", db: true, args: []string{"maintain", "--leader-ttl", "100ms"}, want: []string{"leader-ttl must be at least 1s"}},
 		// enqueue
+		{name: "metadata without =", db: true, args: []string{"enqueue", "--kind", "k", "--metadata", "tenant"}, want: []string{`--metadata "tenant": want KEY=VALUE`}},
+		{name: "metadata key twice", db: true, args: []string{"enqueue", "--kind", "k", "--metadata", "a=1", "--metadata", "a=2"}, want: []string{`key "a" given twice`}},
+		{name: "unique period too short", db: true, args: []string{"enqueue", "--kind", "k", "--unique-period", "10ms"}, want: []string{"unique period 10ms is shorter than 1s"}},
+		{name: "unique states unknown", db: true, args: []string{"enqueue", "--kind", "k", "--unique-states", "ready,in_progress,gone"}, want: []string{`unknown state "gone"`}},
 		{name: "payload not JSON", db: true, args: []string{"enqueue", "--kind", "k", "--payload", "{bad"}, want: []string{"--payload: invalid request: payload is not valid JSON"}},
 		{name: "payload empty", db: true, args: []string{"enqueue", "--kind", "k", "--payload", ""}, want: []string{"--payload: invalid request: payload is not valid JSON"}},
 		{name: "payload with NUL", db: true, args: []string{"enqueue", "--kind", "k", "--payload", `{"a":"x\u0000"}`}, want: []string{`--payload: invalid request: payload contains \u0000 (NUL), which PostgreSQL's jsonb cannot store`}},

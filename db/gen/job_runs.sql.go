@@ -196,7 +196,7 @@ type JobRunsEnqueueRow struct {
 	Inserted bool
 }
 
-// JobRunsEnqueue inserts one job run, or returns the id of the live run that already holds its dedup key (inserted = false); with notify it also wakes the workers of the queue (NOTIFY workq_job_runs, delivered at commit). metadata (the enqueuing span's trace context) is null without tracing.
+// JobRunsEnqueue inserts one job run, or returns the id of the live run that already holds its dedup key (inserted = false); with notify it also wakes the workers of the queue (NOTIFY workq_job_runs, delivered at commit). metadata (one JSON object: the user's metadata and the enqueuing span's trace context) is null without either.
 func (q *Queries) JobRunsEnqueue(ctx context.Context, arg JobRunsEnqueueParams) (JobRunsEnqueueRow, error) {
 	row := q.db.QueryRow(ctx, jobRunsEnqueue,
 		arg.Queue,
@@ -227,7 +227,7 @@ ins as (
 insert into workq.job_runs (queue, kind, payload, priority, run_at, max_attempts, dedup_key, metadata)
 select unnest($1::text[]), unnest($3::text[]), unnest($4::text[])::jsonb,
        unnest($5::smallint[]), now() + unnest($6::bigint[]) * interval '1 millisecond',
-       unnest($7::integer[]), nullif(unnest($8::text[]), ''), $9::jsonb
+       unnest($7::integer[]), nullif(unnest($8::text[]), ''), nullif(unnest($9::text[]), '')::jsonb
 on conflict (dedup_key) where dedup_key is not null and status < 2 do nothing
 returning id, dedup_key
 )
@@ -243,7 +243,7 @@ type JobRunsEnqueueManyParams struct {
 	DelaysMs    []int64
 	MaxAttempts []int32
 	DedupKeys   []string
-	Metadata    []byte
+	Metadatas   []string
 }
 
 type JobRunsEnqueueManyRow struct {
@@ -251,7 +251,7 @@ type JobRunsEnqueueManyRow struct {
 	DedupKey *string
 }
 
-// JobRunsEnqueueMany inserts many job runs in one statement; rows whose dedup key a live run holds are skipped (not returned); with notify it wakes the workers of every queue in the batch; metadata (one value for the batch: the enqueuing span's trace context) is null without tracing.
+// JobRunsEnqueueMany inserts many job runs in one statement; rows whose dedup key a live run holds are skipped (not returned); with notify it wakes the workers of every queue in the batch; metadatas holds each row's metadata (a JSON object: the user's metadata and the enqueuing span's trace context; ” for none), or is empty when no row has any (unnest pads a shorter array with nulls).
 // A cross join, not a left join: the planner drops a left join to a one-row
 // subquery whose columns are unused, and a SELECT CTE that nothing reads
 // never runs, so pg_notify was never called (issue 7 item 10).
@@ -265,7 +265,7 @@ func (q *Queries) JobRunsEnqueueMany(ctx context.Context, arg JobRunsEnqueueMany
 		arg.DelaysMs,
 		arg.MaxAttempts,
 		arg.DedupKeys,
-		arg.Metadata,
+		arg.Metadatas,
 	)
 	if err != nil {
 		return nil, err
@@ -295,7 +295,7 @@ ins as (
 insert into workq.job_runs (queue, kind, payload, priority, run_at, max_attempts, metadata)
 select unnest($1::text[]), unnest($3::text[]), unnest($4::text[])::jsonb,
        unnest($5::smallint[]), now() + unnest($6::bigint[]) * interval '1 millisecond',
-       unnest($7::integer[]), $8::jsonb
+       unnest($7::integer[]), nullif(unnest($8::text[]), '')::jsonb
 returning id
 )
 select ins.id from ins cross join (select count(*) as n from notified) x
@@ -309,10 +309,10 @@ type JobRunsEnqueueManyPlainParams struct {
 	Priorities  []int16
 	DelaysMs    []int64
 	MaxAttempts []int32
-	Metadata    []byte
+	Metadatas   []string
 }
 
-// JobRunsEnqueueManyPlain inserts many job runs that have no dedup key, in input order, without ON CONFLICT (which makes every row a speculative insertion, 10-20% of the insert); with notify it wakes the workers of every queue in the batch; metadata as in JobRunsEnqueueMany.
+// JobRunsEnqueueManyPlain inserts many job runs that have no dedup key, in input order, without ON CONFLICT (which makes every row a speculative insertion, 10-20% of the insert); with notify it wakes the workers of every queue in the batch; metadatas as in JobRunsEnqueueMany.
 // A cross join, not a left join: see JobRunsEnqueueMany.
 func (q *Queries) JobRunsEnqueueManyPlain(ctx context.Context, arg JobRunsEnqueueManyPlainParams) ([]int64, error) {
 	rows, err := q.db.Query(ctx, jobRunsEnqueueManyPlain,
@@ -323,7 +323,7 @@ func (q *Queries) JobRunsEnqueueManyPlain(ctx context.Context, arg JobRunsEnqueu
 		arg.Priorities,
 		arg.DelaysMs,
 		arg.MaxAttempts,
-		arg.Metadata,
+		arg.Metadatas,
 	)
 	if err != nil {
 		return nil, err
@@ -343,8 +343,137 @@ func (q *Queries) JobRunsEnqueueManyPlain(ctx context.Context, arg JobRunsEnqueu
 	return items, nil
 }
 
+const jobRunsEnqueueManyUnique = `-- name: JobRunsEnqueueManyUnique :many
+with notified as (
+    select pg_notify('workq_job_runs', q.queue) as sent
+    from (select distinct unnest($1::text[]) as queue) q
+    where $2::boolean
+),
+ins as (
+insert into workq.job_runs (queue, kind, payload, priority, run_at, max_attempts, unique_key, unique_states, metadata)
+select unnest($1::text[]), unnest($3::text[]), unnest($4::text[])::jsonb,
+       unnest($5::smallint[]), now() + unnest($6::bigint[]) * interval '1 millisecond',
+       unnest($7::integer[]), unnest($8::bytea[]), nullif(unnest($9::smallint[]), 0),
+       nullif(unnest($10::text[]), '')::jsonb
+on conflict (unique_key) where unique_key is not null and (unique_states >> status) & 1 = 1 do nothing
+returning id, unique_key
+)
+select ins.id, ins.unique_key from ins cross join (select count(*) as n from notified) x
+`
+
+type JobRunsEnqueueManyUniqueParams struct {
+	Queues       []string
+	Notify       bool
+	Kinds        []string
+	Payloads     []string
+	Priorities   []int16
+	DelaysMs     []int64
+	MaxAttempts  []int32
+	UniqueKeys   [][]byte
+	UniqueStates []int16
+	Metadatas    []string
+}
+
+type JobRunsEnqueueManyUniqueRow struct {
+	ID        int64
+	UniqueKey []byte
+}
+
+// JobRunsEnqueueManyUnique inserts many job runs in one statement, some of them unique (unique_keys and unique_states as in JobRunsEnqueueUnique; a null key and a 0 mask for a job that is not): rows whose key a run holds are skipped (not returned); notify and metadatas as in JobRunsEnqueueMany.
+// A cross join: see JobRunsEnqueueMany.
+func (q *Queries) JobRunsEnqueueManyUnique(ctx context.Context, arg JobRunsEnqueueManyUniqueParams) ([]JobRunsEnqueueManyUniqueRow, error) {
+	rows, err := q.db.Query(ctx, jobRunsEnqueueManyUnique,
+		arg.Queues,
+		arg.Notify,
+		arg.Kinds,
+		arg.Payloads,
+		arg.Priorities,
+		arg.DelaysMs,
+		arg.MaxAttempts,
+		arg.UniqueKeys,
+		arg.UniqueStates,
+		arg.Metadatas,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []JobRunsEnqueueManyUniqueRow
+	for rows.Next() {
+		var i JobRunsEnqueueManyUniqueRow
+		if err := rows.Scan(&i.ID, &i.UniqueKey); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const jobRunsEnqueueUnique = `-- name: JobRunsEnqueueUnique :one
+with ins as (
+    insert into workq.job_runs (queue, kind, payload, priority, run_at, max_attempts, unique_key, unique_states, metadata)
+    values (
+        $1, $2, $3, $4,
+        coalesce($5::timestamptz, now() + ($6::bigint) * interval '1 millisecond'),
+        $7, $8::bytea, $9::smallint, $10::jsonb)
+    on conflict (unique_key) where unique_key is not null and (unique_states >> status) & 1 = 1 do nothing
+    returning id
+),
+notified as (
+    select pg_notify('workq_job_runs', $1::text) as sent
+    where $11::boolean and exists (select 1 from ins)
+)
+select ins.id, true as inserted from ins left join notified on true
+union all
+select j.id, false as inserted from workq.job_runs j
+where j.unique_key = $8::bytea and (j.unique_states >> j.status) & 1 = 1 and not exists (select 1 from ins)
+limit 1
+`
+
+type JobRunsEnqueueUniqueParams struct {
+	Queue        string
+	Kind         string
+	Payload      []byte
+	Priority     int16
+	RunAt        *time.Time
+	DelayMs      int64
+	MaxAttempts  int32
+	UniqueKey    []byte
+	UniqueStates int16
+	Metadata     []byte
+	Notify       bool
+}
+
+type JobRunsEnqueueUniqueRow struct {
+	ID       int64
+	Inserted bool
+}
+
+// JobRunsEnqueueUnique inserts one unique job run (unique_key, a digest the client computes, and unique_states, the bitmask of the statuses in which a run holds its key: bit n is status n), or returns the id of the run that holds its key (inserted = false); notify and metadata as in JobRunsEnqueue. The conflict target is job_runs_unique (migration 00018), whose predicate it repeats.
+func (q *Queries) JobRunsEnqueueUnique(ctx context.Context, arg JobRunsEnqueueUniqueParams) (JobRunsEnqueueUniqueRow, error) {
+	row := q.db.QueryRow(ctx, jobRunsEnqueueUnique,
+		arg.Queue,
+		arg.Kind,
+		arg.Payload,
+		arg.Priority,
+		arg.RunAt,
+		arg.DelayMs,
+		arg.MaxAttempts,
+		arg.UniqueKey,
+		arg.UniqueStates,
+		arg.Metadata,
+		arg.Notify,
+	)
+	var i JobRunsEnqueueUniqueRow
+	err := row.Scan(&i.ID, &i.Inserted)
+	return i, err
+}
+
 const jobRunsGet = `-- name: JobRunsGet :one
-select id, queue, kind, payload, dedup_key, schedule_id, scheduled_time, status, priority, run_at, owner_token, locked_until, lease_version, attempts, max_attempts, claimed_at, claimed_by, last_error, created_at, updated_at, finished_at, metadata from workq.job_runs where id = $1
+select id, queue, kind, payload, dedup_key, schedule_id, scheduled_time, status, priority, run_at, owner_token, locked_until, lease_version, attempts, max_attempts, claimed_at, claimed_by, last_error, created_at, updated_at, finished_at, metadata, unique_key, unique_states from workq.job_runs where id = $1
 `
 
 // JobRunsGet reads one job run.
@@ -374,8 +503,41 @@ func (q *Queries) JobRunsGet(ctx context.Context, id int64) (JobRun, error) {
 		&i.UpdatedAt,
 		&i.FinishedAt,
 		&i.Metadata,
+		&i.UniqueKey,
+		&i.UniqueStates,
 	)
 	return i, err
+}
+
+const jobRunsHoldingUniqueKeys = `-- name: JobRunsHoldingUniqueKeys :many
+select id, unique_key from workq.job_runs
+where unique_key = any($1::bytea[]) and (unique_states >> status) & 1 = 1
+`
+
+type JobRunsHoldingUniqueKeysRow struct {
+	ID        int64
+	UniqueKey []byte
+}
+
+// JobRunsHoldingUniqueKeys finds the runs that hold the given unique keys (their status is in their unique_states), from job_runs_unique.
+func (q *Queries) JobRunsHoldingUniqueKeys(ctx context.Context, uniqueKeys [][]byte) ([]JobRunsHoldingUniqueKeysRow, error) {
+	rows, err := q.db.Query(ctx, jobRunsHoldingUniqueKeys, uniqueKeys)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []JobRunsHoldingUniqueKeysRow
+	for rows.Next() {
+		var i JobRunsHoldingUniqueKeysRow
+		if err := rows.Scan(&i.ID, &i.UniqueKey); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }
 
 const jobRunsLatestByDedupKeys = `-- name: JobRunsLatestByDedupKeys :many
@@ -400,6 +562,38 @@ func (q *Queries) JobRunsLatestByDedupKeys(ctx context.Context, dedupKeys []stri
 	for rows.Next() {
 		var i JobRunsLatestByDedupKeysRow
 		if err := rows.Scan(&i.ID, &i.DedupKey); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const jobRunsLatestByUniqueKeys = `-- name: JobRunsLatestByUniqueKeys :many
+select distinct on (unique_key) id, unique_key from workq.job_runs
+where unique_key = any($1::bytea[])
+order by unique_key, id desc
+`
+
+type JobRunsLatestByUniqueKeysRow struct {
+	ID        int64
+	UniqueKey []byte
+}
+
+// JobRunsLatestByUniqueKeys finds the newest run with each unique key whatever its status (rare path, as JobRunsLatestByDedupKeys: a duplicate whose run left its key's states before it was looked up; no index covers those rows).
+func (q *Queries) JobRunsLatestByUniqueKeys(ctx context.Context, uniqueKeys [][]byte) ([]JobRunsLatestByUniqueKeysRow, error) {
+	rows, err := q.db.Query(ctx, jobRunsLatestByUniqueKeys, uniqueKeys)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []JobRunsLatestByUniqueKeysRow
+	for rows.Next() {
+		var i JobRunsLatestByUniqueKeysRow
+		if err := rows.Scan(&i.ID, &i.UniqueKey); err != nil {
 			return nil, err
 		}
 		items = append(items, i)
@@ -442,7 +636,7 @@ func (q *Queries) JobRunsLiveByDedupKeys(ctx context.Context, dedupKeys []string
 }
 
 const jobRunsPage = `-- name: JobRunsPage :many
-select id, queue, kind, payload, dedup_key, schedule_id, scheduled_time, status, priority, run_at, owner_token, locked_until, lease_version, attempts, max_attempts, claimed_at, claimed_by, last_error, created_at, updated_at, finished_at, metadata from workq.job_runs t
+select id, queue, kind, payload, dedup_key, schedule_id, scheduled_time, status, priority, run_at, owner_token, locked_until, lease_version, attempts, max_attempts, claimed_at, claimed_by, last_error, created_at, updated_at, finished_at, metadata, unique_key, unique_states from workq.job_runs t
 where t.id < $1::bigint
   and ($2::text is null or t.queue = $2::text)
   and ($3::smallint is null or t.status = $3::smallint)
@@ -510,6 +704,8 @@ func (q *Queries) JobRunsPage(ctx context.Context, arg JobRunsPageParams) ([]Job
 			&i.UpdatedAt,
 			&i.FinishedAt,
 			&i.Metadata,
+			&i.UniqueKey,
+			&i.UniqueStates,
 		); err != nil {
 			return nil, err
 		}

@@ -58,6 +58,8 @@ type JobRun struct {
 	UpdatedAt     time.Time
 	FinishedAt    *time.Time
 	Metadata      []byte
+	UniqueKey     []byte
+	UniqueStates  *int16
 }
 
 type Outbox struct {

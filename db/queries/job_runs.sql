@@ -1,5 +1,5 @@
 -- name: JobRunsEnqueue :one
--- JobRunsEnqueue inserts one job run, or returns the id of the live run that already holds its dedup key (inserted = false); with notify it also wakes the workers of the queue (NOTIFY workq_job_runs, delivered at commit). metadata (the enqueuing span's trace context) is null without tracing.
+-- JobRunsEnqueue inserts one job run, or returns the id of the live run that already holds its dedup key (inserted = false); with notify it also wakes the workers of the queue (NOTIFY workq_job_runs, delivered at commit). metadata (one JSON object: the user's metadata and the enqueuing span's trace context) is null without either.
 with ins as (
     insert into workq.job_runs (queue, kind, payload, priority, run_at, max_attempts, dedup_key, schedule_id, scheduled_time, metadata)
     values (
@@ -21,7 +21,7 @@ where j.dedup_key = sqlc.narg('dedup_key')::text and j.status < 2 and not exists
 limit 1;
 
 -- name: JobRunsEnqueueMany :many
--- JobRunsEnqueueMany inserts many job runs in one statement; rows whose dedup key a live run holds are skipped (not returned); with notify it wakes the workers of every queue in the batch; metadata (one value for the batch: the enqueuing span's trace context) is null without tracing.
+-- JobRunsEnqueueMany inserts many job runs in one statement; rows whose dedup key a live run holds are skipped (not returned); with notify it wakes the workers of every queue in the batch; metadatas holds each row's metadata (a JSON object: the user's metadata and the enqueuing span's trace context; '' for none), or is empty when no row has any (unnest pads a shorter array with nulls).
 with notified as (
     select pg_notify('workq_job_runs', q.queue) as sent
     from (select distinct unnest(@queues::text[]) as queue) q
@@ -31,7 +31,7 @@ ins as (
 insert into workq.job_runs (queue, kind, payload, priority, run_at, max_attempts, dedup_key, metadata)
 select unnest(@queues::text[]), unnest(@kinds::text[]), unnest(@payloads::text[])::jsonb,
        unnest(@priorities::smallint[]), now() + unnest(@delays_ms::bigint[]) * interval '1 millisecond',
-       unnest(@max_attempts::integer[]), nullif(unnest(@dedup_keys::text[]), ''), sqlc.narg('metadata')::jsonb
+       unnest(@max_attempts::integer[]), nullif(unnest(@dedup_keys::text[]), ''), nullif(unnest(@metadatas::text[]), '')::jsonb
 on conflict (dedup_key) where dedup_key is not null and status < 2 do nothing
 returning id, dedup_key
 )
@@ -41,7 +41,7 @@ returning id, dedup_key
 select ins.id, ins.dedup_key from ins cross join (select count(*) as n from notified) x;
 
 -- name: JobRunsEnqueueManyPlain :many
--- JobRunsEnqueueManyPlain inserts many job runs that have no dedup key, in input order, without ON CONFLICT (which makes every row a speculative insertion, 10-20% of the insert); with notify it wakes the workers of every queue in the batch; metadata as in JobRunsEnqueueMany.
+-- JobRunsEnqueueManyPlain inserts many job runs that have no dedup key, in input order, without ON CONFLICT (which makes every row a speculative insertion, 10-20% of the insert); with notify it wakes the workers of every queue in the batch; metadatas as in JobRunsEnqueueMany.
 with notified as (
     select pg_notify('workq_job_runs', q.queue) as sent
     from (select distinct unnest(@queues::text[]) as queue) q
@@ -51,11 +51,62 @@ ins as (
 insert into workq.job_runs (queue, kind, payload, priority, run_at, max_attempts, metadata)
 select unnest(@queues::text[]), unnest(@kinds::text[]), unnest(@payloads::text[])::jsonb,
        unnest(@priorities::smallint[]), now() + unnest(@delays_ms::bigint[]) * interval '1 millisecond',
-       unnest(@max_attempts::integer[]), sqlc.narg('metadata')::jsonb
+       unnest(@max_attempts::integer[]), nullif(unnest(@metadatas::text[]), '')::jsonb
 returning id
 )
 -- A cross join, not a left join: see JobRunsEnqueueMany.
 select ins.id from ins cross join (select count(*) as n from notified) x;
+
+-- name: JobRunsEnqueueUnique :one
+-- JobRunsEnqueueUnique inserts one unique job run (unique_key, a digest the client computes, and unique_states, the bitmask of the statuses in which a run holds its key: bit n is status n), or returns the id of the run that holds its key (inserted = false); notify and metadata as in JobRunsEnqueue. The conflict target is job_runs_unique (migration 00018), whose predicate it repeats.
+with ins as (
+    insert into workq.job_runs (queue, kind, payload, priority, run_at, max_attempts, unique_key, unique_states, metadata)
+    values (
+        @queue, @kind, @payload, @priority,
+        coalesce(sqlc.narg('run_at')::timestamptz, now() + (@delay_ms::bigint) * interval '1 millisecond'),
+        @max_attempts, @unique_key::bytea, @unique_states::smallint, sqlc.narg('metadata')::jsonb)
+    on conflict (unique_key) where unique_key is not null and (unique_states >> status) & 1 = 1 do nothing
+    returning id
+),
+notified as (
+    select pg_notify('workq_job_runs', @queue::text) as sent
+    where @notify::boolean and exists (select 1 from ins)
+)
+select ins.id, true as inserted from ins left join notified on true
+union all
+select j.id, false as inserted from workq.job_runs j
+where j.unique_key = @unique_key::bytea and (j.unique_states >> j.status) & 1 = 1 and not exists (select 1 from ins)
+limit 1;
+
+-- name: JobRunsEnqueueManyUnique :many
+-- JobRunsEnqueueManyUnique inserts many job runs in one statement, some of them unique (unique_keys and unique_states as in JobRunsEnqueueUnique; a null key and a 0 mask for a job that is not): rows whose key a run holds are skipped (not returned); notify and metadatas as in JobRunsEnqueueMany.
+with notified as (
+    select pg_notify('workq_job_runs', q.queue) as sent
+    from (select distinct unnest(@queues::text[]) as queue) q
+    where @notify::boolean
+),
+ins as (
+insert into workq.job_runs (queue, kind, payload, priority, run_at, max_attempts, unique_key, unique_states, metadata)
+select unnest(@queues::text[]), unnest(@kinds::text[]), unnest(@payloads::text[])::jsonb,
+       unnest(@priorities::smallint[]), now() + unnest(@delays_ms::bigint[]) * interval '1 millisecond',
+       unnest(@max_attempts::integer[]), unnest(@unique_keys::bytea[]), nullif(unnest(@unique_states::smallint[]), 0),
+       nullif(unnest(@metadatas::text[]), '')::jsonb
+on conflict (unique_key) where unique_key is not null and (unique_states >> status) & 1 = 1 do nothing
+returning id, unique_key
+)
+-- A cross join: see JobRunsEnqueueMany.
+select ins.id, ins.unique_key from ins cross join (select count(*) as n from notified) x;
+
+-- name: JobRunsHoldingUniqueKeys :many
+-- JobRunsHoldingUniqueKeys finds the runs that hold the given unique keys (their status is in their unique_states), from job_runs_unique.
+select id, unique_key from workq.job_runs
+where unique_key = any(@unique_keys::bytea[]) and (unique_states >> status) & 1 = 1;
+
+-- name: JobRunsLatestByUniqueKeys :many
+-- JobRunsLatestByUniqueKeys finds the newest run with each unique key whatever its status (rare path, as JobRunsLatestByDedupKeys: a duplicate whose run left its key's states before it was looked up; no index covers those rows).
+select distinct on (unique_key) id, unique_key from workq.job_runs
+where unique_key = any(@unique_keys::bytea[])
+order by unique_key, id desc;
 
 -- name: JobRunsCopyStart :one
 -- JobRunsCopyStart opens the transaction of a COPY enqueue (EnqueueManyFast): it returns the transaction's clock, now(), the same value the copied rows' column defaults take, from which the client computes run_at = now() + delay (COPY cannot evaluate an expression per row), and queues NOTIFY workq_job_runs for each given queue, delivered at commit and only if the copied rows commit.

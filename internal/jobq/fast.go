@@ -31,10 +31,10 @@ type CopyDB interface {
 //
 // Validation is EnqueueMany's (an error wrapping ErrInvalid, naming the job,
 // and nothing is written), with two differences:
-//   - a DedupKey is rejected: COPY has no ON CONFLICT, so a key that a live
-//     run holds would abort the whole batch instead of skipping that job, and
-//     no RETURNING to say which jobs were duplicates. Use EnqueueMany for jobs
-//     with keys.
+//   - a DedupKey or Unique is rejected: COPY has no ON CONFLICT, so a key
+//     that a run holds would abort the whole batch instead of skipping that
+//     job, and no RETURNING to say which jobs were duplicates. Use
+//     EnqueueMany for jobs with keys.
 //   - RunAt is accepted (EnqueueMany takes only Delay): COPY writes the value
 //     as given, as Enqueue does.
 //
@@ -68,6 +68,10 @@ func (c *Client) EnqueueManyFast(ctx context.Context, db CopyDB, jobs []Job) (_ 
 			return 0, fmt.Errorf("job %d: %w", i, workqtype.Invalid("dedup_key",
 				"EnqueueManyFast takes no dedup key (COPY cannot skip a duplicate; use EnqueueMany)"))
 		}
+		if p.uniqueKey != nil {
+			return 0, fmt.Errorf("job %d: %w", i, workqtype.Invalid("unique",
+				"EnqueueManyFast takes no unique job (COPY cannot skip a duplicate; use EnqueueMany)"))
+		}
 		rows[i] = p
 		if p.runAt != nil || p.delayMs != 0 {
 			explicitRunAt = true
@@ -77,7 +81,7 @@ func (c *Client) EnqueueManyFast(ctx context.Context, db CopyDB, jobs []Job) (_ 
 		}
 	}
 	needClock = needClock && explicitRunAt
-	ctx, span, metadata := c.startEnqueue(ctx, sameQueue(jobs), "", len(jobs))
+	ctx, span, tc := c.startEnqueue(ctx, sameQueue(jobs), "", len(jobs))
 	defer func() { otelx.End(span, err) }()
 	// Debounced per queue, as the other enqueue paths; decided before any
 	// statement, like theirs.
@@ -92,7 +96,7 @@ func (c *Client) EnqueueManyFast(ctx context.Context, db CopyDB, jobs []Job) (_ 
 		}
 	}
 	run := func(tx CopyDB) (int64, error) {
-		return copyJobRuns(ctx, tx, rows, notify, explicitRunAt, needClock, metadata)
+		return copyJobRuns(ctx, tx, rows, notify, explicitRunAt, needClock, tc)
 	}
 	switch d := db.(type) {
 	case pgx.Tx:
@@ -151,7 +155,7 @@ func connInTx(conn *pgx.Conn) (bool, error) {
 // when every row has that value, which spares PostgreSQL a jsonb parse per
 // row for jobs without a payload, and run_at (now(), what EnqueueMany writes
 // as now() + 0 ms) unless some job has a Delay or RunAt.
-func copyJobRuns(ctx context.Context, tx CopyDB, rows []prepared, notify []string, explicitRunAt, needClock bool, metadata []byte) (int64, error) {
+func copyJobRuns(ctx context.Context, tx CopyDB, rows []prepared, notify []string, explicitRunAt, needClock bool, tc traceContext) (int64, error) {
 	n := len(rows)
 	var now time.Time
 	if len(notify) > 0 || needClock {
@@ -164,10 +168,11 @@ func copyJobRuns(ctx context.Context, tx CopyDB, rows []prepared, notify []strin
 		}
 		now = start.Now
 	}
-	withPayload, withPriority := false, false
+	withPayload, withPriority, withMeta := false, false, tc.json != nil
 	for i := range rows {
 		withPayload = withPayload || string(rows[i].payload) != "{}"
 		withPriority = withPriority || rows[i].priority != 0
+		withMeta = withMeta || rows[i].meta != nil
 	}
 	cols := []string{"queue", "kind", "max_attempts"}
 	if withPayload {
@@ -179,8 +184,8 @@ func copyJobRuns(ctx context.Context, tx CopyDB, rows []prepared, notify []strin
 	if explicitRunAt {
 		cols = append(cols, "run_at")
 	}
-	if metadata != nil {
-		cols = append(cols, "metadata") // one value for the batch: the enqueue span's trace context
+	if withMeta {
+		cols = append(cols, "metadata") // the job's metadata and the enqueue span's trace context
 	}
 	// CopyFrom encodes each row's values before it asks for the next, so one
 	// slice serves every row.
@@ -205,8 +210,8 @@ func copyJobRuns(ctx context.Context, tx CopyDB, rows []prepared, notify []strin
 			}
 			k++
 		}
-		if metadata != nil {
-			vals[k] = metadata
+		if withMeta {
+			vals[k] = p.metadata(tc)
 		}
 		return vals, nil
 	})

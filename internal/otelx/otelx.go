@@ -14,6 +14,8 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/workq/workq/workqtype"
 )
 
 // Scope is the instrumentation scope of workq's spans.
@@ -120,20 +122,39 @@ func Metadata(ctx context.Context, p propagation.TextMapPropagator) []byte {
 // are case-insensitive; propagators look up lower-case ones). Nil when
 // there is none.
 func Carrier(obj []byte) propagation.MapCarrier {
-	if len(obj) < 2 || obj[0] != '{' {
-		return nil
-	}
-	var m map[string]any
-	if err := json.Unmarshal(obj, &m); err != nil || len(m) == 0 {
+	m := workqtype.DecodeMetadata(obj)
+	if m == nil {
 		return nil
 	}
 	c := make(propagation.MapCarrier, len(m))
 	for k, v := range m {
-		if s, ok := v.(string); ok {
-			c[strings.ToLower(k)] = s
-		}
+		c[strings.ToLower(k)] = v
 	}
 	return c
+}
+
+// WithTrace returns fields (an item's metadata or headers) with the trace
+// context fields added, unless fields sets traceparent itself (any case:
+// the caller's own trace context wins) or the sum would have more than
+// maxFields fields (0: no limit). It returns a copy when it adds them; the
+// caller's map is left alone.
+func WithTrace(fields, trace map[string]string, maxFields int) map[string]string {
+	if len(trace) == 0 || (maxFields > 0 && len(fields)+len(trace) > maxFields) {
+		return fields
+	}
+	for name := range fields {
+		if strings.EqualFold(name, "traceparent") {
+			return fields
+		}
+	}
+	out := make(map[string]string, len(fields)+len(trace))
+	for k, v := range fields {
+		out[k] = v
+	}
+	for k, v := range trace {
+		out[k] = v
+	}
+	return out
 }
 
 // Fail marks span failed with err.

@@ -344,7 +344,7 @@ func (q *Queries) JobRunsEnqueueManyPlain(ctx context.Context, arg JobRunsEnqueu
 }
 
 const jobRunsGet = `-- name: JobRunsGet :one
-select id, queue, kind, payload, dedup_key, schedule_id, scheduled_time, status, priority, run_at, owner_token, locked_until, lease_version, attempts, max_attempts, claimed_at, claimed_by, last_error, created_at, updated_at, finished_at, metadata from workq.job_runs where id = $1
+select id, queue, kind, payload, dedup_key, schedule_id, scheduled_time, status, priority, run_at, owner_token, locked_until, lease_version, attempts, max_attempts, claimed_at, claimed_by, last_error, created_at, updated_at, finished_at, metadata, cancel_requested_at from workq.job_runs where id = $1
 `
 
 // JobRunsGet reads one job run.
@@ -374,6 +374,7 @@ func (q *Queries) JobRunsGet(ctx context.Context, id int64) (JobRun, error) {
 		&i.UpdatedAt,
 		&i.FinishedAt,
 		&i.Metadata,
+		&i.CancelRequestedAt,
 	)
 	return i, err
 }
@@ -442,7 +443,7 @@ func (q *Queries) JobRunsLiveByDedupKeys(ctx context.Context, dedupKeys []string
 }
 
 const jobRunsPage = `-- name: JobRunsPage :many
-select id, queue, kind, payload, dedup_key, schedule_id, scheduled_time, status, priority, run_at, owner_token, locked_until, lease_version, attempts, max_attempts, claimed_at, claimed_by, last_error, created_at, updated_at, finished_at, metadata from workq.job_runs t
+select id, queue, kind, payload, dedup_key, schedule_id, scheduled_time, status, priority, run_at, owner_token, locked_until, lease_version, attempts, max_attempts, claimed_at, claimed_by, last_error, created_at, updated_at, finished_at, metadata, cancel_requested_at from workq.job_runs t
 where t.id < $1::bigint
   and ($2::text is null or t.queue = $2::text)
   and ($3::smallint is null or t.status = $3::smallint)
@@ -510,6 +511,7 @@ func (q *Queries) JobRunsPage(ctx context.Context, arg JobRunsPageParams) ([]Job
 			&i.UpdatedAt,
 			&i.FinishedAt,
 			&i.Metadata,
+			&i.CancelRequestedAt,
 		); err != nil {
 			return nil, err
 		}

@@ -11,80 +11,83 @@ import (
 )
 
 type Inbox struct {
-	ID           int64
-	Queue        string
-	Source       string
-	MessageID    string
-	Topic        *string
-	Payload      []byte
-	PayloadHash  []byte
-	FirstSeenAt  time.Time
-	Status       int16
-	Priority     int16
-	RunAt        time.Time
-	OwnerToken   *uuid.UUID
-	LockedUntil  *time.Time
-	LeaseVersion int64
-	Attempts     int32
-	MaxAttempts  int32
-	ClaimedAt    *time.Time
-	ClaimedBy    *string
-	LastError    *string
-	CreatedAt    time.Time
-	UpdatedAt    time.Time
-	FinishedAt   *time.Time
+	ID                int64
+	Queue             string
+	Source            string
+	MessageID         string
+	Topic             *string
+	Payload           []byte
+	PayloadHash       []byte
+	FirstSeenAt       time.Time
+	Status            int16
+	Priority          int16
+	RunAt             time.Time
+	OwnerToken        *uuid.UUID
+	LockedUntil       *time.Time
+	LeaseVersion      int64
+	Attempts          int32
+	MaxAttempts       int32
+	ClaimedAt         *time.Time
+	ClaimedBy         *string
+	LastError         *string
+	CreatedAt         time.Time
+	UpdatedAt         time.Time
+	FinishedAt        *time.Time
+	CancelRequestedAt *time.Time
 }
 
 type JobRun struct {
-	ID            int64
-	Queue         string
-	Kind          string
-	Payload       []byte
-	DedupKey      *string
-	ScheduleID    *int64
-	ScheduledTime *time.Time
-	Status        int16
-	Priority      int16
-	RunAt         time.Time
-	OwnerToken    *uuid.UUID
-	LockedUntil   *time.Time
-	LeaseVersion  int64
-	Attempts      int32
-	MaxAttempts   int32
-	ClaimedAt     *time.Time
-	ClaimedBy     *string
-	LastError     *string
-	CreatedAt     time.Time
-	UpdatedAt     time.Time
-	FinishedAt    *time.Time
-	Metadata      []byte
+	ID                int64
+	Queue             string
+	Kind              string
+	Payload           []byte
+	DedupKey          *string
+	ScheduleID        *int64
+	ScheduledTime     *time.Time
+	Status            int16
+	Priority          int16
+	RunAt             time.Time
+	OwnerToken        *uuid.UUID
+	LockedUntil       *time.Time
+	LeaseVersion      int64
+	Attempts          int32
+	MaxAttempts       int32
+	ClaimedAt         *time.Time
+	ClaimedBy         *string
+	LastError         *string
+	CreatedAt         time.Time
+	UpdatedAt         time.Time
+	FinishedAt        *time.Time
+	Metadata          []byte
+	CancelRequestedAt *time.Time
 }
 
 type Outbox struct {
-	ID            int64
-	Queue         string
-	Topic         string
-	PartitionKey  *string
-	MessageID     uuid.UUID
-	Payload       []byte
-	Headers       []byte
-	CorrelationID *string
-	Status        int16
-	Priority      int16
-	RunAt         time.Time
-	OwnerToken    *uuid.UUID
-	LockedUntil   *time.Time
-	LeaseVersion  int64
-	Attempts      int32
-	MaxAttempts   int32
-	ClaimedAt     *time.Time
-	ClaimedBy     *string
-	LastError     *string
-	CreatedAt     time.Time
-	UpdatedAt     time.Time
-	FinishedAt    *time.Time
-	JoinID        *int64
-	KeySeq        *int64
+	ID                int64
+	Queue             string
+	Topic             string
+	PartitionKey      *string
+	MessageID         uuid.UUID
+	Payload           []byte
+	Headers           []byte
+	CorrelationID     *string
+	Status            int16
+	Priority          int16
+	RunAt             time.Time
+	OwnerToken        *uuid.UUID
+	LockedUntil       *time.Time
+	LeaseVersion      int64
+	Attempts          int32
+	MaxAttempts       int32
+	ClaimedAt         *time.Time
+	ClaimedBy         *string
+	LastError         *string
+	CreatedAt         time.Time
+	UpdatedAt         time.Time
+	FinishedAt        *time.Time
+	JoinID            *int64
+	KeySeq            *int64
+	CancelRequestedAt *time.Time
 }
 
 type OutboxJoin struct {
@@ -176,45 +179,47 @@ type Schedule struct {
 }
 
 type Timer struct {
-	ID           int64
-	Queue        string
-	Topic        string
-	Payload      []byte
-	DueTime      time.Time
-	Status       int16
-	Priority     int16
-	RunAt        time.Time
-	OwnerToken   *uuid.UUID
-	LockedUntil  *time.Time
-	LeaseVersion int64
-	Attempts     int32
-	MaxAttempts  int32
-	ClaimedAt    *time.Time
-	ClaimedBy    *string
-	LastError    *string
-	CreatedAt    time.Time
-	UpdatedAt    time.Time
-	FinishedAt   *time.Time
-	CancelledAt  *time.Time
+	ID                int64
+	Queue             string
+	Topic             string
+	Payload           []byte
+	DueTime           time.Time
+	Status            int16
+	Priority          int16
+	RunAt             time.Time
+	OwnerToken        *uuid.UUID
+	LockedUntil       *time.Time
+	LeaseVersion      int64
+	Attempts          int32
+	MaxAttempts       int32
+	ClaimedAt         *time.Time
+	ClaimedBy         *string
+	LastError         *string
+	CreatedAt         time.Time
+	UpdatedAt         time.Time
+	FinishedAt        *time.Time
+	CancelledAt       *time.Time
+	CancelRequestedAt *time.Time
 }
 
 type WorkqLeaseTable struct {
-	ID           int64
-	Queue        string
-	Status       int16
-	Priority     int16
-	RunAt        time.Time
-	OwnerToken   *uuid.UUID
-	LockedUntil  *time.Time
-	LeaseVersion int64
-	Attempts     int32
-	MaxAttempts  int32
-	ClaimedAt    *time.Time
-	ClaimedBy    *string
-	LastError    *string
-	CreatedAt    time.Time
-	UpdatedAt    time.Time
-	FinishedAt   *time.Time
+	ID                int64
+	Queue             string
+	Status            int16
+	Priority          int16
+	RunAt             time.Time
+	OwnerToken        *uuid.UUID
+	LockedUntil       *time.Time
+	LeaseVersion      int64
+	Attempts          int32
+	MaxAttempts       int32
+	ClaimedAt         *time.Time
+	ClaimedBy         *string
+	LastError         *string
+	CreatedAt         time.Time
+	UpdatedAt         time.Time
+	FinishedAt        *time.Time
+	CancelRequestedAt *time.Time
 }
 
 type WorkqLock struct {

@@ -127,7 +127,10 @@ type attempt struct {
 	claimed int64        // Worker.mono when the claim was sent
 	expiry  atomic.Int64 // Worker.mono after which the lease can no longer be vouched for
 	state   atomic.Int32 // attemptQueued, then see the constants
-	started atomic.Int64 // unix nanos when the handler started (0 before)
+	// cancelled is set once the job's cancel was requested and its
+	// handler's context cancelled with ErrCancelled.
+	cancelled atomic.Bool
+	started   atomic.Int64 // unix nanos when the handler started (0 before)
 
 	// The attempt's run archive record, which the handler's goroutine opens
 	// and the drain may have to close: whichever of the two comes second
@@ -654,6 +657,15 @@ func (p *producer) execute(a *attempt) {
 		return
 	}
 	c := p.outcome(a.item, err)
+	if a.cancelled.Load() || errors.Is(err, ErrCancelled) {
+		// The completion statement ends a cancel-requested attempt
+		// cancelled whatever it carries; saying so keeps the failure log
+		// and the observers from reporting a retry.
+		c.Outcome, c.Delay = lease.Cancelled, 0
+		if err != nil {
+			c.Error = err.Error()
+		}
+	}
 	if c.Outcome == lease.Retry || c.Outcome == lease.Failed {
 		p.failures.report(p, &a.item, c, finished)
 	}
@@ -768,7 +780,7 @@ func (p *producer) beat(ctx context.Context) {
 	// Bounded, so one hung statement cannot hold up the next heartbeat; the
 	// watchdog cancels handlers meanwhile if the leases run out.
 	hctx, cancel := context.WithTimeout(ctx, ttl/3)
-	extended, lost, err := p.engine.Heartbeat(hctx, held, ttl)
+	beats, err := p.engine.Beat(hctx, held, ttl)
 	cancel()
 	if err != nil {
 		if ctx.Err() == nil {
@@ -780,14 +792,41 @@ func (p *producer) beat(ctx context.Context) {
 		return
 	}
 	expiry := sent + int64(lease.LocalTTL(ttl))
-	for _, id := range extended {
+	for _, id := range beats.Extended {
 		byID[id].expiry.Store(expiry)
 	}
-	for _, id := range lost {
+	for _, id := range beats.Lost {
 		if a := byID[id]; a.live() {
 			p.lose(a, "heartbeat did not extend the lease (expired, reaped or taken over)")
 		}
 	}
+	for _, id := range beats.CancelRequested {
+		p.cancelAttempt(byID[id], "heartbeat")
+	}
+}
+
+// cancelRequested cancels the handler of item id if this producer runs it
+// (a notification on the cancel channel named it).
+func (p *producer) cancelRequested(id int64) {
+	p.mu.Lock()
+	a := p.inflight[id]
+	p.mu.Unlock()
+	if a != nil {
+		p.cancelAttempt(a, "notification")
+	}
+}
+
+// cancelAttempt cancels a live attempt's handler with ErrCancelled, once.
+// The attempt goes on to its completion as usual, which ends it cancelled
+// (and ends a still queued one before its handler starts).
+func (p *producer) cancelAttempt(a *attempt, via string) {
+	if !a.live() || !a.cancelled.CompareAndSwap(false, true) {
+		return
+	}
+	p.w.stats.cancelRequests.Add(1)
+	p.w.log.Info("job cancelled; cancelling the handler", "table", a.item.Table, "id", a.item.ID,
+		"run_id", a.item.RunID, "attempt", a.item.Attempt, "via", via)
+	a.cancel(ErrCancelled)
 }
 
 // watchdog cancels a running attempt once no claim or heartbeat has

@@ -657,10 +657,10 @@ func (p *producer) execute(a *attempt) {
 		return
 	}
 	c := p.outcome(a.item, err)
-	if a.cancelled.Load() || errors.Is(err, ErrCancelled) {
+	if a.cancelled.Load() && c.Outcome != lease.Cancelled {
 		// The completion statement ends a cancel-requested attempt
 		// cancelled whatever it carries; saying so keeps the failure log
-		// and the observers from reporting a retry.
+		// from reporting a retry.
 		c.Outcome, c.Delay = lease.Cancelled, 0
 		if err != nil {
 			c.Error = err.Error()
@@ -718,9 +718,9 @@ func (p *producer) outcome(it lease.Item, err error) lease.Completion {
 
 // CompletionOf is the completion the runtime makes of a handler's result
 // err on attempt it: nil is Done, Snooze(d) is Snoozed after d, Permanent
-// is Failed, any other error is Retry after the full-jitter backoff of
-// base and cap (the completion statement fails an item whose attempts are
-// used up).
+// is Failed, an error wrapping ErrCancelled is Cancelled, any other error
+// is Retry after the full-jitter backoff of base and cap (the completion
+// statement fails an item whose attempts are used up).
 func CompletionOf(it lease.Item, err error, base, cap time.Duration) lease.Completion {
 	c := lease.Completion{ID: it.ID, Token: it.OwnerToken, RunID: it.RunID}
 	var snooze *snoozeError
@@ -731,6 +731,8 @@ func CompletionOf(it lease.Item, err error, base, cap time.Duration) lease.Compl
 		c.Outcome, c.Delay = lease.Snoozed, snooze.d
 	case IsPermanent(err):
 		c.Outcome, c.Error = lease.Failed, err.Error()
+	case errors.Is(err, ErrCancelled):
+		c.Outcome, c.Error = lease.Cancelled, err.Error()
 	default:
 		c.Outcome, c.Error = lease.Retry, err.Error()
 		c.Delay = Backoff(it.Attempt, base, cap)

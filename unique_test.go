@@ -58,7 +58,7 @@ func TestClientMetadataAndUnique(t *testing.T) {
 	case <-time.After(20 * time.Second):
 		t.Fatal("the job did not run")
 	}
-	it := waitStatus(t, pool, first.ID, "done")
+	it := waitItemStatus(t, pool, first.ID, "done")
 	if it.Metadata["tenant"] != "acme" {
 		t.Fatalf("admin item metadata %v", it.Metadata)
 	}
@@ -92,7 +92,7 @@ func TestClientMetadataAndUnique(t *testing.T) {
 	}
 }
 
-func waitStatus(t *testing.T, pool workq.DB, id int64, status string) admin.Item {
+func waitItemStatus(t *testing.T, pool workq.DB, id int64, status string) admin.Item {
 	t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
 	for {

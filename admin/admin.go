@@ -1,11 +1,12 @@
 // Package admin is the operator's view of the four work tables, one API for
 // all of them: read one item with its attempts from the run archive, page
-// through items with filters, retry failed items, cancel ready ones, delete
-// finished ones, and count every queue by state. The HTTP API (package api)
+// through items with filters, retry failed and cancelled items, cancel ready
+// and running ones, delete finished ones, and count every queue by state. The HTTP API (package api)
 // and the CLI are thin layers over it.
 //
 // Every action is one guarded statement that acts only on the items in the
-// state it expects (retry: failed; cancel: ready; delete: done or failed) and
+// state it expects (retry: failed or cancelled; cancel: ready or in progress;
+// delete: done, failed or cancelled) and
 // reports which ids it acted on; the others are left untouched. Retry and
 // cancel are archived in runs with the actor and reason.
 package admin
@@ -61,8 +62,8 @@ type Item struct {
 	ID           int64           `json:"id"`
 	Queue        string          `json:"queue"`
 	Kind         string          `json:"kind"`   // job kind, or topic
-	Status       string          `json:"status"` // ready, in_progress, done, failed
-	State        string          `json:"state"`  // the table's own word: inbox processing/processed/dead, timers cancelled
+	Status       string          `json:"status"` // ready, in_progress, done, failed, cancelled
+	State        string          `json:"state"`  // the table's own word: inbox processing/processed/dead
 	Priority     int16           `json:"priority"`
 	RunAt        time.Time       `json:"run_at"`
 	Attempts     int32           `json:"attempts"`
@@ -87,7 +88,7 @@ type Item struct {
 // Filter selects a page of items. Zero fields match everything.
 type Filter struct {
 	Queue         string    // a queue name
-	Status        string    // ready, in_progress, done, failed, or the table's own word (processing, processed, dead)
+	Status        string    // ready, in_progress, done, failed, cancelled, or the table's own word (processing, processed, dead)
 	Kind          string    // the job kind, or the topic
 	CreatedAfter  time.Time // created at or after
 	CreatedBefore time.Time // created before
@@ -145,6 +146,9 @@ func view(table lease.Table) (tableView, error) {
 	return v, nil
 }
 
+// Statuses are the state names of every work table, in order.
+var Statuses = []string{"ready", "in_progress", "done", "failed", "cancelled"}
+
 // ParseStatus reads a status filter: a lease state name or a table's own
 // word for it (inbox: processing, processed, dead).
 func ParseStatus(s string) (lease.Status, error) {
@@ -157,8 +161,10 @@ func ParseStatus(s string) (lease.Status, error) {
 		return lease.StatusDone, nil
 	case "failed", "dead":
 		return lease.StatusFailed, nil
+	case "cancelled":
+		return lease.StatusCancelled, nil
 	}
-	return 0, invalid("status", "status %q is not one of ready, in_progress, done, failed (or processing, processed, dead)", s)
+	return 0, invalid("status", "status %q is not one of %s (or processing, processed, dead)", s, strings.Join(Statuses, ", "))
 }
 
 // Validate checks f and says what is wrong with it.
@@ -331,6 +337,10 @@ func Attempts(ctx context.Context, db workqtype.DB, table lease.Table, id int64)
 type Result struct {
 	Applied []int64 `json:"applied"`
 	Skipped []int64 `json:"skipped"`
+	// Requested (Cancel only) are the ids of Applied that were running:
+	// their handler is being stopped, and each ends cancelled when its
+	// attempt ends. The others of Applied are cancelled already.
+	Requested []int64 `json:"requested,omitempty"`
 }
 
 // Actor says who acts and why; both are archived with a retry or a cancel.
@@ -355,9 +365,9 @@ func (a Actor) validate() error {
 	return nil
 }
 
-// Retry puts failed items back to ready with their attempts reset, due now
-// (lease.Engine.Revive): for a dead inbox message a revive, for a cancelled
-// item an undo.
+// Retry puts failed and cancelled items back to ready with their attempts
+// reset, due now (lease.Engine.Revive): for a dead inbox message a revive,
+// for a cancelled item an undo.
 func Retry(ctx context.Context, db workqtype.DB, table lease.Table, by Actor, ids ...int64) (Result, error) {
 	if err := by.validate(); err != nil {
 		return Result{}, err
@@ -367,18 +377,37 @@ func Retry(ctx context.Context, db workqtype.DB, table lease.Table, by Actor, id
 	})
 }
 
-// Cancel ends ready items as failed, with last_error "cancelled by <actor>"
-// (lease.Engine.Cancel); items already claimed are not stopped.
+// Cancel cancels ready and running items, with last_error "cancelled by
+// <actor>" (lease.Engine.Cancel): a ready item is cancelled at once; a
+// running one's handler is stopped by the worker holding it, and the item
+// ends cancelled when the attempt ends (Result.Requested). Finished items
+// are skipped.
 func Cancel(ctx context.Context, db workqtype.DB, table lease.Table, by Actor, ids ...int64) (Result, error) {
 	if err := by.validate(); err != nil {
 		return Result{}, err
 	}
-	return act(db, table, "cancel", ids, func(e *lease.Engine) ([]int64, error) {
-		return e.Cancel(ctx, by.Name, by.Reason, ids...)
+	var requested []int64
+	r, err := act(db, table, "cancel", ids, func(e *lease.Engine) ([]int64, error) {
+		c, err := e.Cancel(ctx, by.Name, by.Reason, ids...)
+		requested = c.Requested
+		return c.IDs(), err
 	})
+	if err != nil || len(requested) == 0 {
+		return r, err
+	}
+	running := make(map[int64]bool, len(requested))
+	for _, id := range requested {
+		running[id] = true
+	}
+	for _, id := range r.Applied { // in the order given
+		if running[id] {
+			r.Requested = append(r.Requested, id)
+		}
+	}
+	return r, nil
 }
 
-// Delete deletes finished (done or failed) items; their archived attempts
+// Delete deletes finished (done, failed or cancelled) items; their archived attempts
 // stay until the archive's retention.
 func Delete(ctx context.Context, db workqtype.DB, table lease.Table, ids ...int64) (Result, error) {
 	return act(db, table, "delete", ids, func(e *lease.Engine) ([]int64, error) {

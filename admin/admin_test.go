@@ -72,31 +72,28 @@ func TestActionsOnEveryTable(t *testing.T) {
 			setStatus(t, pool, table, done, lease.StatusDone)
 			by := admin.Actor{Name: "test:ops", Reason: "customer asked"}
 
-			// Cancel acts on ready items only.
+			// Cancel acts on ready (and running, below) items only.
 			r, err := admin.Cancel(ctx, pool, table, by, ready, failed, done)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if !slices.Equal(r.Applied, []int64{ready}) || !slices.Equal(r.Skipped, []int64{failed, done}) {
+			if !slices.Equal(r.Applied, []int64{ready}) || !slices.Equal(r.Skipped, []int64{failed, done}) || len(r.Requested) != 0 {
 				t.Fatalf("cancel: %+v", r)
 			}
 			st, lastErr := status(t, pool, table, ready)
-			if st != lease.StatusFailed || lastErr != "cancelled by test:ops: customer asked" {
+			if st != lease.StatusCancelled || lastErr != "cancelled by test:ops: customer asked" {
 				t.Fatalf("cancelled item: status %v, last_error %q", st, lastErr)
 			}
 			it, err := admin.Get(ctx, pool, table, ready)
 			if err != nil {
 				t.Fatal(err)
 			}
-			wantState := "failed"
-			switch table {
-			case lease.Timers:
-				wantState = "cancelled"
-			case lease.Inbox:
-				wantState = "dead"
+			if it.Status != "cancelled" || it.State != "cancelled" {
+				t.Fatalf("cancelled item reads status %q state %q, want cancelled/cancelled", it.Status, it.State)
 			}
-			if it.Status != "failed" || it.State != wantState {
-				t.Fatalf("cancelled item reads status %q state %q, want failed/%s", it.Status, it.State, wantState)
+			page, err := admin.List(ctx, pool, table, admin.Filter{Status: "cancelled"})
+			if err != nil || len(page.Items) != 1 || page.Items[0].ID != ready {
+				t.Fatalf("list --status cancelled: %+v, %v", page, err)
 			}
 			atts, err := admin.Attempts(ctx, pool, table, ready)
 			if err != nil {
@@ -106,7 +103,7 @@ func TestActionsOnEveryTable(t *testing.T) {
 				t.Fatalf("archive after cancel: %+v", atts)
 			}
 
-			// Retry acts on failed items only (and undoes the cancel).
+			// Retry acts on failed and cancelled items only (and undoes the cancel).
 			r, err = admin.Retry(ctx, pool, table, by, ready, failed, done, ready2)
 			if err != nil {
 				t.Fatal(err)
@@ -286,5 +283,85 @@ func TestQueues(t *testing.T) {
 	s := qs[1]
 	if s.Table != lease.Timers || s.Queue != "slow" || s.Limit == nil || *s.Limit != 2 || s.Ready != 0 {
 		t.Fatalf("timers/slow: %+v", s)
+	}
+}
+
+// Cancelling a running item on any table requests it: the row stays in
+// progress with cancel_requested_at, the holder's heartbeat reports it, a
+// NOTIFY on workq_cancel names it, and the holder's completion ends it
+// cancelled whatever its outcome (a retry here), archived as cancelled. A
+// second holder-less request is idempotent; counts and retention see it.
+func TestCancelRunningOnEveryTable(t *testing.T) {
+	for _, table := range lease.Tables {
+		t.Run(string(table), func(t *testing.T) {
+			ctx := context.Background()
+			pool := testdb.Pool(t)
+			id := insert(t, pool, table, "q1", "k.one")
+			e := lease.New(pool, table)
+			it, ok, err := e.ClaimByID(ctx, id, time.Minute, "w1")
+			if err != nil || !ok {
+				t.Fatalf("claim: %v %v", ok, err)
+			}
+			conn, err := pool.Acquire(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Release()
+			if _, err := conn.Exec(ctx, "listen workq_cancel"); err != nil {
+				t.Fatal(err)
+			}
+			by := admin.Actor{Name: "test:ops", Reason: "stop it"}
+			for range 2 {
+				r, err := admin.Cancel(ctx, pool, table, by, id)
+				if err != nil || !slices.Equal(r.Applied, []int64{id}) || !slices.Equal(r.Requested, []int64{id}) {
+					t.Fatalf("cancel of a running item: %+v, %v", r, err)
+				}
+			}
+			nctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			n, err := conn.Conn().WaitForNotification(nctx)
+			cancel()
+			if err != nil || n.Payload != fmt.Sprintf("%s:%d", table, id) {
+				t.Fatalf("notification: %+v, %v", n, err)
+			}
+			if st, _ := status(t, pool, table, id); st != lease.StatusInProgress {
+				t.Fatalf("a running item's cancel changed its status to %v", st)
+			}
+			beats, err := e.Beat(ctx, []lease.Held{{ID: id, Token: it.OwnerToken}}, time.Minute)
+			if err != nil || !slices.Equal(beats.Extended, []int64{id}) || !slices.Equal(beats.CancelRequested, []int64{id}) {
+				t.Fatalf("heartbeat: %+v, %v", beats, err)
+			}
+			a, err := e.Complete(ctx, []lease.Completion{{ID: id, Token: it.OwnerToken, Outcome: lease.Retry, Error: "context canceled"}})
+			if err != nil || a.Status[id] != lease.StatusCancelled {
+				t.Fatalf("completion: %+v, %v", a, err)
+			}
+			st, lastErr := status(t, pool, table, id)
+			if st != lease.StatusCancelled || lastErr != "cancelled by test:ops: stop it" {
+				t.Fatalf("after completion: %v %q", st, lastErr)
+			}
+			atts, err := admin.Attempts(ctx, pool, table, id)
+			if err != nil || len(atts) != 1 || atts[0].Outcome != "cancelled" || atts[0].Attempt != 1 || atts[0].Worker != "w1" {
+				t.Fatalf("archive: %+v, %v", atts, err)
+			}
+			qs, err := admin.Queues(ctx, pool)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, q := range qs {
+				if q.Table == table && q.Queue == "q1" && q.Cancelled != 1 {
+					t.Fatalf("queue counts: %+v", q)
+				}
+			}
+			// Finished: cancel skips it; retention deletes it.
+			if r, err := admin.Cancel(ctx, pool, table, by, id); err != nil || !slices.Equal(r.Skipped, []int64{id}) {
+				t.Fatalf("cancel of a cancelled item: %+v, %v", r, err)
+			}
+			if _, err := pool.Exec(ctx, fmt.Sprintf("update workq.%s set finished_at = now() - interval '1 day' where id = $1", table), id); err != nil {
+				t.Fatal(err)
+			}
+			deleted, err := e.DeleteFinished(ctx, time.Hour, 100)
+			if err != nil || deleted != 1 {
+				t.Fatalf("retention: %d, %v", deleted, err)
+			}
+		})
 	}
 }

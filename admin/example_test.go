@@ -59,7 +59,7 @@ func Example() {
 	// Output:
 	// ready email.send jobs: 2
 	// cancelled: 1 skipped: 0
-	// failed - cancelled by ops:alice: duplicate - cancelled by ops:alice
+	// cancelled - cancelled by ops:alice: duplicate - cancelled by ops:alice
 }
 
 // Every failed job run of a queue whose error mentions a text is retried

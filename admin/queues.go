@@ -26,6 +26,7 @@ type Queue struct {
 	Expired    int64       `json:"expired"`     // in progress with an expired lease, not yet reaped
 	Done       int64       `json:"done"`
 	Failed     int64       `json:"failed"`
+	Cancelled  int64       `json:"cancelled"`
 	// OldestReadyAge is how long the oldest due ready item has waited, on
 	// the database clock (0: none is waiting).
 	OldestReadyAge Duration `json:"oldest_ready_age"`
@@ -87,7 +88,7 @@ func Queues(ctx context.Context, db workqtype.DB) ([]Queue, error) {
 		for _, s := range st {
 			r := row(t, s.Queue)
 			r.Ready, r.Scheduled, r.InProgress, r.Expired = s.Ready, s.Scheduled, s.InProgress, s.Expired
-			r.Done, r.Failed, r.OldestReadyAge = s.Done, s.Failed, Duration(s.OldestReadyAge)
+			r.Done, r.Failed, r.Cancelled, r.OldestReadyAge = s.Done, s.Failed, s.Cancelled, Duration(s.OldestReadyAge)
 			r.ClaimsPerSecond = float64(s.ClaimedRecently) / 60
 		}
 	}

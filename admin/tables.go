@@ -53,6 +53,7 @@ func jobRunItem(r gen.JobRun) Item {
 	}
 	detail(&it, "schedule_id", r.ScheduleID)
 	detail(&it, "scheduled_time", r.ScheduledTime)
+	detail(&it, "cancel_requested_at", r.CancelRequestedAt)
 	return it
 }
 
@@ -80,6 +81,7 @@ func outboxItem(r gen.Outbox) Item {
 	if len(r.Headers) > 0 && string(r.Headers) != "{}" {
 		detail(&it, "headers", &r.Headers)
 	}
+	detail(&it, "cancel_requested_at", r.CancelRequestedAt)
 	return it
 }
 
@@ -103,6 +105,7 @@ func inboxItem(r gen.Inbox) Item {
 	detail(&it, "source", &r.Source)
 	detail(&it, "message_id", &r.MessageID)
 	detail(&it, "first_seen_at", &r.FirstSeenAt)
+	detail(&it, "cancel_requested_at", r.CancelRequestedAt)
 	return it
 }
 
@@ -125,6 +128,7 @@ func timerItem(r gen.Timer) Item {
 	it.setStatus(lease.Status(r.Status), timers.StateOf(lease.Status(r.Status), r.FinishedAt, r.CancelledAt))
 	detail(&it, "due_time", &r.DueTime)
 	detail(&it, "cancelled_at", r.CancelledAt)
+	detail(&it, "cancel_requested_at", r.CancelRequestedAt)
 	return it
 }
 

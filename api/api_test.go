@@ -442,7 +442,7 @@ func TestItemActions(t *testing.T) {
 	}
 	var got itemWithAttempts
 	e.must(200, "GET", fmt.Sprintf("/v1/tables/job_runs/items/%d", ids[0]), e.read, nil).decode(t, &got)
-	if got.Item.Status != "failed" || !strings.Contains(got.Item.LastError, "cancelled by api:ops") || len(got.Attempts) != 1 ||
+	if got.Item.Status != "cancelled" || !strings.Contains(got.Item.LastError, "cancelled by api:ops") || len(got.Attempts) != 1 ||
 		got.Attempts[0].Worker != "api:ops" {
 		t.Fatalf("cancelled item: %+v attempts %+v", got.Item, got.Attempts)
 	}
@@ -878,5 +878,40 @@ func TestEnqueueMetadataAndUnique(t *testing.T) {
 		if r.status != 400 || !strings.Contains(body.Error, c.want) || body.Field != c.field {
 			t.Errorf("%s: %d %s; want 400 with %q, field %q", c.name, r.status, r.body, c.want, c.field)
 		}
+	}
+}
+
+// Cancelling a running item requests it (requested in the answer, which the
+// OpenAPI document describes); its status filter and counts say cancelled
+// once its attempt ends.
+func TestCancelRunningItem(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	r, err := jobq.New(jobq.Options{}).Enqueue(ctx, e.pool, jobq.Job{Queue: "mail", Kind: "email.send"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	eng := lease.New(e.pool, lease.JobRuns)
+	it, ok, err := eng.ClaimByID(ctx, r.ID, time.Minute, "w1")
+	if err != nil || !ok {
+		t.Fatalf("claim: %v %v", ok, err)
+	}
+	var res struct{ Applied, Skipped, Requested []int64 }
+	e.must(200, "POST", "/v1/tables/job_runs/items/cancel", e.admin, map[string]any{"ids": []int64{r.ID}}).decode(t, &res)
+	if fmt.Sprint(res.Applied) != fmt.Sprint([]int64{r.ID}) || fmt.Sprint(res.Requested) != fmt.Sprint([]int64{r.ID}) {
+		t.Fatalf("cancel of a running item: %+v", res)
+	}
+	if _, err := eng.Complete(ctx, []lease.Completion{{ID: r.ID, Token: it.OwnerToken, Outcome: lease.Done}}); err != nil {
+		t.Fatal(err)
+	}
+	var page struct {
+		Items []struct {
+			ID     int64
+			Status string
+		}
+	}
+	e.must(200, "GET", "/v1/tables/job_runs/items?status=cancelled", e.read, nil).decode(t, &page)
+	if len(page.Items) != 1 || page.Items[0].ID != r.ID || page.Items[0].Status != "cancelled" {
+		t.Fatalf("cancelled items: %+v", page)
 	}
 }

@@ -85,7 +85,7 @@ type Stored struct {
 }
 
 // StatusName names an inbox status the way the inbox reads it: ready,
-// processing, processed or dead.
+// processing, processed, dead or cancelled.
 func StatusName(s lease.Status) string {
 	switch s {
 	case lease.StatusReady:
@@ -101,7 +101,7 @@ func StatusName(s lease.Status) string {
 }
 
 // ParseStatus reads a status by its inbox name (ready, processing,
-// processed, dead) or its lease name (in_progress, done, failed).
+// processed, dead, cancelled) or its lease name (in_progress, done, failed).
 func ParseStatus(s string) (lease.Status, error) {
 	switch s {
 	case "ready":
@@ -112,8 +112,10 @@ func ParseStatus(s string) (lease.Status, error) {
 		return lease.StatusDone, nil
 	case "dead", "failed":
 		return lease.StatusFailed, nil
+	case "cancelled":
+		return lease.StatusCancelled, nil
 	}
-	return 0, fmt.Errorf("%w: status %q is not one of ready, processing, processed, dead", workqtype.ErrInvalid, s)
+	return 0, fmt.Errorf("%w: status %q is not one of ready, processing, processed, dead, cancelled", workqtype.ErrInvalid, s)
 }
 
 // Get reads one stored message; ErrNotFound when there is none.

@@ -106,9 +106,3 @@ func depthOutbox(ctx context.Context, q *gen.Queries) ([]gen.LeaseQueueDepthRow,
 	}
 	return out, err
 }
-
-// cancelTimers is the timers' cancel (TimersCancelAudited): the shared
-// statement's, and the timer's cancelled_at is set too.
-func cancelTimers(ctx context.Context, q *gen.Queries, ids []int64, actor, reason string) ([]int64, error) {
-	return q.TimersCancelAudited(ctx, gen.TimersCancelAuditedParams{Ids: ids, Actor: actor, Reason: reason})
-}

@@ -33,7 +33,11 @@ const (
 	StatusInProgress Status = 1
 	StatusDone       Status = 2
 	StatusFailed     Status = 3
+	StatusCancelled  Status = 4 // ended by a cancel (Engine.Cancel), whatever the handler did
 )
+
+// Finished reports whether s is a terminal state (done, failed, cancelled).
+func (s Status) Finished() bool { return s >= StatusDone }
 
 func (s Status) String() string {
 	switch s {
@@ -45,6 +49,8 @@ func (s Status) String() string {
 		return "done"
 	case StatusFailed:
 		return "failed"
+	case StatusCancelled:
+		return "cancelled"
 	}
 	return fmt.Sprintf("status(%d)", int16(s))
 }
@@ -59,6 +65,10 @@ const (
 	Failed   Outcome = "failed"   // permanent failure
 	Snoozed  Outcome = "snoozed"  // back to ready after a delay, attempt given back
 	Released Outcome = "released" // back to ready now, attempt given back (shutdown)
+	// Cancelled ends the attempt and the item as cancelled. An attempt
+	// whose cancel was requested (Engine.Cancel on a running item) ends
+	// cancelled whatever outcome its completion carries.
+	Cancelled Outcome = "cancelled"
 )
 
 // ErrLeaseLost means the caller no longer holds the lease on an item: it
@@ -209,22 +219,25 @@ type Applied struct {
 
 // Reaped counts what ReapExpired did.
 type Reaped struct {
-	Requeued int `json:"requeued"`
-	Failed   int `json:"failed"`
+	Requeued  int `json:"requeued"`
+	Failed    int `json:"failed"`
+	Cancelled int `json:"cancelled"` // their cancel had been requested
 	// ByQueue splits the counts per queue (nil when nothing was reaped).
 	ByQueue map[string]QueueReaped `json:"-"`
 }
 
 // QueueReaped counts the reaped items of one queue.
 type QueueReaped struct {
-	Requeued int
-	Failed   int
+	Requeued  int
+	Failed    int
+	Cancelled int
 }
 
 // Add adds o's counts to r.
 func (r *Reaped) Add(o Reaped) {
 	r.Requeued += o.Requeued
 	r.Failed += o.Failed
+	r.Cancelled += o.Cancelled
 	for q, c := range o.ByQueue {
 		if r.ByQueue == nil {
 			r.ByQueue = map[string]QueueReaped{}
@@ -232,6 +245,7 @@ func (r *Reaped) Add(o Reaped) {
 		t := r.ByQueue[q]
 		t.Requeued += c.Requeued
 		t.Failed += c.Failed
+		t.Cancelled += c.Cancelled
 		r.ByQueue[q] = t
 	}
 }
@@ -342,13 +356,33 @@ func (e *Engine) Claim(ctx context.Context, p ClaimParams) (Claim, error) {
 // certain (another token holds the row, or the lease expired by the database
 // clock). An id in neither list was locked by a concurrent statement (a
 // completion, a reap, or an earlier heartbeat still running on the server)
-// and was skipped: its fate is that statement's.
+// and was skipped: its fate is that statement's. Beat reports cancel
+// requests as well.
 func (e *Engine) Heartbeat(ctx context.Context, held []Held, ttl time.Duration) (extended, lost []int64, err error) {
+	b, err := e.Beat(ctx, held, ttl)
+	return b.Extended, b.Lost, err
+}
+
+// Beats is what one heartbeat found (Engine.Beat).
+type Beats struct {
+	Extended []int64 // leases extended
+	Lost     []int64 // leases lost for certain
+	// CancelRequested are the held items (extended or not) whose cancel
+	// was requested (Engine.Cancel on a running item): the holder should
+	// stop the handler; whatever it completes with, the attempt ends
+	// cancelled.
+	CancelRequested []int64
+}
+
+// Beat is Heartbeat that also reports the held items whose cancel was
+// requested: the fallback for a cancel notification the holder missed.
+func (e *Engine) Beat(ctx context.Context, held []Held, ttl time.Duration) (Beats, error) {
+	var b Beats
 	if e.err != nil {
-		return nil, nil, fmt.Errorf("heartbeat: %w", e.err)
+		return b, fmt.Errorf("heartbeat: %w", e.err)
 	}
 	if len(held) == 0 {
-		return nil, nil, nil
+		return b, nil
 	}
 	ids := make([]int64, len(held))
 	tokens := make([]string, len(held)) // text: pgx encodes []uuid.UUID through driver.Valuer, far slower
@@ -357,17 +391,20 @@ func (e *Engine) Heartbeat(ctx context.Context, held []Held, ttl time.Duration) 
 	}
 	rows, err := e.q.LeaseHeartbeat(ctx, gen.LeaseHeartbeatParams{LeaseMs: ms(ttl), Ids: ids, OwnerTokens: tokens})
 	if err != nil {
-		return nil, nil, fmt.Errorf("heartbeat %s: %w", e.table, err)
+		return b, fmt.Errorf("heartbeat %s: %w", e.table, err)
 	}
 	for _, r := range rows {
 		switch {
 		case r.Extended:
-			extended = append(extended, r.ID)
+			b.Extended = append(b.Extended, r.ID)
 		case r.Lost:
-			lost = append(lost, r.ID)
+			b.Lost = append(b.Lost, r.ID)
+		}
+		if r.CancelRequested {
+			b.CancelRequested = append(b.CancelRequested, r.ID)
 		}
 	}
-	return extended, lost, nil
+	return b, nil
 }
 
 // Complete ends many attempts in one statement; each completion is guarded by
@@ -385,7 +422,7 @@ func (e *Engine) Complete(ctx context.Context, cs []Completion) (Applied, error)
 	}
 	for i, c := range cs {
 		switch c.Outcome {
-		case Done, Retry, Failed, Snoozed, Released:
+		case Done, Retry, Failed, Snoozed, Released, Cancelled:
 		default:
 			return Applied{}, fmt.Errorf("complete %s: unknown outcome %q for id %d", e.table, c.Outcome, c.ID)
 		}
@@ -443,6 +480,8 @@ func (e *Engine) Resolve(ctx context.Context, cs []Completion) (map[int64]Status
 			out[c.ID] = StatusDone
 		case Failed:
 			out[c.ID] = StatusFailed
+		case Cancelled:
+			out[c.ID] = StatusCancelled
 		case Retry, Snoozed, Released:
 			out[c.ID] = StatusReady
 		}
@@ -560,10 +599,14 @@ func (e *Engine) ReapExpired(ctx context.Context, queue string, max int) (Reaped
 	}
 	for _, row := range rows {
 		c := r.ByQueue[row.Queue]
-		if Status(row.Status) == StatusFailed {
+		switch Status(row.Status) {
+		case StatusFailed:
 			r.Failed++
 			c.Failed++
-		} else {
+		case StatusCancelled:
+			r.Cancelled++
+			c.Cancelled++
+		default:
 			r.Requeued++
 			c.Requeued++
 		}
@@ -596,7 +639,7 @@ func (e *Engine) CountByState(ctx context.Context) ([]StateCount, error) {
 	return out, nil
 }
 
-// DeleteFinished deletes up to max done or failed items that finished more
+// DeleteFinished deletes up to max done, failed or cancelled items that finished more
 // than olderThan ago, and returns how many it deleted (retention). On the
 // outbox, failed messages with a partition key are kept: they may be
 // blocking their key; and the partition-key counters of keys idle for as
@@ -618,11 +661,11 @@ func (e *Engine) DeleteFinished(ctx context.Context, olderThan time.Duration, ma
 	return n, nil
 }
 
-// Revive puts failed items back to ready with their attempts reset, due
-// now, and archives the action in the run archive (outcome "revived", with
-// actor as the worker and reason as the error). It returns the ids it
-// revived; ids that are not failed (ready, in progress, done, or gone) are
-// left alone and not returned.
+// Revive puts failed and cancelled items back to ready with their attempts
+// reset, due now, and archives the action in the run archive (outcome
+// "revived", with actor as the worker and reason as the error). It returns
+// the ids it revived; ids in another state (ready, in progress, done, or
+// gone) are left alone and not returned.
 func (e *Engine) Revive(ctx context.Context, actor, reason string, ids ...int64) ([]int64, error) {
 	if e.err != nil {
 		return nil, fmt.Errorf("revive: %w", e.err)
@@ -759,36 +802,79 @@ func (e *Engine) Stuck(ctx context.Context, olderThan time.Duration) ([]StuckCou
 	return out, nil
 }
 
-// Cancel ends the ready items among ids as failed, with last_error
-// "cancelled by <actor>[: reason]", and archives the action in the run
-// archive (outcome "cancelled", actor as the worker, reason as the error).
-// A cancelled timer also reads as cancelled (its cancelled_at is set). It
-// returns the ids it cancelled; ids that are not ready (claimed, finished or
-// gone) are left alone and not returned. Revive undoes a cancel.
-func (e *Engine) Cancel(ctx context.Context, actor, reason string, ids ...int64) ([]int64, error) {
-	if e.err != nil {
-		return nil, fmt.Errorf("cancel: %w", e.err)
-	}
-	if strings.TrimSpace(actor) == "" {
-		return nil, fmt.Errorf("cancel %s: %w", e.table, workqtype.Invalid("actor", "actor must not be empty"))
-	}
-	if len(ids) == 0 {
-		return nil, nil
-	}
-	cancel := func(ctx context.Context, q *gen.Queries, ids []int64, actor, reason string) ([]int64, error) {
-		return q.LeaseCancel(ctx, gen.LeaseCancelParams{Ids: ids, Actor: actor, Reason: reason})
-	}
-	if e.def.cancel != nil {
-		cancel = e.def.cancel
-	}
-	got, err := cancel(ctx, e.q, ids, actor, reason)
-	if err != nil {
-		return nil, fmt.Errorf("cancel %s: %w", e.table, err)
-	}
-	return got, nil
+// CancelResult says what Engine.Cancel did.
+type CancelResult struct {
+	// Now are the ready items it cancelled at once (status cancelled, the
+	// action archived with outcome "cancelled").
+	Now []int64
+	// Requested are the running items whose cancel it requested: their
+	// holder was notified (NOTIFY on the schema's cancel channel, CancelChannel)
+	// and its heartbeat reports it too; the statement that ends the attempt
+	// ends it cancelled, whatever the handler returns.
+	Requested []int64
 }
 
-// Delete deletes the finished (done or failed) items among ids and returns
+// IDs are every id it acted on, in no particular order.
+func (c CancelResult) IDs() []int64 { return append(append([]int64{}, c.Now...), c.Requested...) }
+
+// CancelChannel is the notification channel's table part for cancel
+// requests: the payload is "<table>:<id>" on workqtype.NotifyChannel(CancelChannel).
+const CancelChannel = "cancel"
+
+// Cancel cancels the ready and in-progress items among ids. A ready item
+// ends cancelled at once, with last_error "cancelled by <actor>[: reason]",
+// and the action is archived in the run archive (outcome "cancelled", actor
+// as the worker, reason as the error). A running item gets its cancel
+// requested (that last_error, and a notification to its holder): it ends
+// cancelled when its attempt ends (the holder's completion, whatever the
+// handler returned, or the reap of its lease), and that attempt is archived
+// as cancelled. Finished and missing ids are left alone and not returned.
+// Revive undoes a cancel.
+func (e *Engine) Cancel(ctx context.Context, actor, reason string, ids ...int64) (CancelResult, error) {
+	var c CancelResult
+	if e.err != nil {
+		return c, fmt.Errorf("cancel: %w", e.err)
+	}
+	if strings.TrimSpace(actor) == "" {
+		return c, fmt.Errorf("cancel %s: %w", e.table, workqtype.Invalid("actor", "actor must not be empty"))
+	}
+	if len(ids) == 0 {
+		return c, nil
+	}
+	rows, err := e.q.LeaseCancel(ctx, gen.LeaseCancelParams{Ids: ids, Actor: actor, Reason: reason})
+	if err != nil {
+		return c, fmt.Errorf("cancel %s: %w", e.table, err)
+	}
+	for _, r := range rows {
+		if r.Requested {
+			c.Requested = append(c.Requested, r.ID)
+		} else {
+			c.Now = append(c.Now, r.ID)
+		}
+	}
+	return c, nil
+}
+
+// ErrNotFound is returned by Engine.Status for an item that does not exist.
+var ErrNotFound = errors.New("item not found")
+
+// Status reads one item's state, and whether a cancel was requested while
+// it runs; ErrNotFound when there is no such item.
+func (e *Engine) Status(ctx context.Context, id int64) (st Status, cancelRequested bool, err error) {
+	if e.err != nil {
+		return 0, false, fmt.Errorf("status: %w", e.err)
+	}
+	r, err := e.q.LeaseStatus(ctx, id)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return 0, false, fmt.Errorf("%w: %s %d", ErrNotFound, e.table, id)
+	}
+	if err != nil {
+		return 0, false, fmt.Errorf("status %s %d: %w", e.table, id, err)
+	}
+	return Status(r.Status), r.CancelRequested, nil
+}
+
+// Delete deletes the finished (done, failed or cancelled) items among ids and returns
 // the ids it deleted; ready and in-progress items are left alone. Their
 // archived attempts stay in the run archive until its own retention. On the
 // outbox, deleting a failed message that blocks its partition key lets the
@@ -817,6 +903,7 @@ type QueueStats struct {
 	ClaimedRecently int64         // in progress, claimed in the last minute
 	Done            int64         //
 	Failed          int64         //
+	Cancelled       int64         //
 	OldestReadyAge  time.Duration // how long the oldest due ready item has waited (database clock); 0 when none
 }
 
@@ -833,7 +920,7 @@ func (e *Engine) QueueStats(ctx context.Context) ([]QueueStats, error) {
 	out := make([]QueueStats, len(rows))
 	for i, r := range rows {
 		out[i] = QueueStats{Queue: r.Queue, Ready: r.Ready, Scheduled: r.Scheduled, InProgress: r.InProgress,
-			Expired: r.Expired, ClaimedRecently: r.ClaimedRecently, Done: r.Done, Failed: r.Failed,
+			Expired: r.Expired, ClaimedRecently: r.ClaimedRecently, Done: r.Done, Failed: r.Failed, Cancelled: r.Cancelled,
 			OldestReadyAge: time.Duration(r.OldestReadyAgeMs) * time.Millisecond}
 	}
 	return out, nil

@@ -49,10 +49,6 @@ type tableDef struct {
 	// depth, when set, replaces the shared LeaseQueueDepth for a table
 	// whose ready rows are in indexes of its own (the outbox).
 	depth func(ctx context.Context, q *gen.Queries) ([]gen.LeaseQueueDepthRow, error)
-	// cancel, when set, replaces the shared LeaseCancel for a table that
-	// records a cancel in columns of its own (timers: cancelled_at).
-	cancel func(ctx context.Context, q *gen.Queries, ids []int64, actor, reason string) ([]int64, error)
-
 	// resume says how the table's claim takes a resume point
 	// (ClaimParams.Resume), following its claim order.
 	resume resumeOrder
@@ -93,7 +89,7 @@ var registry = []*tableDef{
 	{table: JobRuns, code: 0, claim: claimJobRuns, resume: resumeByPriority},
 	{table: Outbox, code: 1, claim: claimOutbox, deleteFinished: deleteFinishedOutbox, depth: depthOutbox},
 	{table: Inbox, code: 2, claim: claimInbox, resume: resumeByRunAt},
-	{table: Timers, code: 3, claim: claimTimers, cancel: cancelTimers, resume: resumeByRunAt},
+	{table: Timers, code: 3, claim: claimTimers, resume: resumeByRunAt},
 }
 
 // Tables lists every work table, in registry order.

@@ -85,7 +85,7 @@ type queueKey struct {
 
 // outcomes are the label values of workq_worker_completed_total, in the
 // order of queueMetrics.completed.
-var outcomes = [...]lease.Outcome{lease.Done, lease.Retry, lease.Failed, lease.Snoozed, lease.Released}
+var outcomes = [...]lease.Outcome{lease.Done, lease.Retry, lease.Failed, lease.Snoozed, lease.Released, lease.Cancelled}
 
 // queueMetrics are the children of one (table, queue).
 type queueMetrics struct {
@@ -133,14 +133,14 @@ func New(o Options) (*Metrics, error) {
 		leaseLost: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "workq_worker_lease_lost_total",
 			Help: "Attempts whose lease this process lost (not extended by a heartbeat, not confirmed in time, or gone at completion); their results are discarded."}, tq),
 		completed: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "workq_worker_completed_total",
-			Help: "Attempts whose completion was applied, by how they ended: done, retry, failed (at once or no attempts left), snoozed, released."},
+			Help: "Attempts whose completion was applied, by how they ended: done, retry, failed (at once or no attempts left), snoozed, released, cancelled."},
 			[]string{"table", "queue", "outcome"}),
 		handlerDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "workq_worker_handler_duration_seconds",
 			Help: "How long handlers ran.", Buckets: handlerBuckets}, tq),
 		pickupLatency: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "workq_worker_pickup_latency_seconds",
 			Help: "From the moment an item was due (its run_at) until a claim took it, on the database clock.", Buckets: pickupBuckets}, tq),
 		reaped: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "workq_reaped_total",
-			Help: "Expired leases reaped by this process (the maintenance reap task and the workers' reclaim), by outcome: requeued, or failed with no attempts left."},
+			Help: "Expired leases reaped by this process (the maintenance reap task and the workers' reclaim), by outcome: requeued, failed with no attempts left, or cancelled (their cancel had been requested)."},
 			[]string{"table", "queue", "outcome"}),
 		leader: prometheus.NewGauge(prometheus.GaugeOpts{Name: "workq_maintenance_leader",
 			Help: "1 while this process is the maintenance leader, else 0."}),
@@ -270,7 +270,7 @@ func (o workerObserver) Completed(r worker.Result) {
 func (o workerObserver) LeaseLost(it *lease.Item) { o.m.of(it.Table, it.Queue).leaseLost.Inc() }
 
 func (o workerObserver) Reclaimed(table lease.Table, queue string, r lease.Reaped) {
-	o.m.addReaped(table, queue, lease.QueueReaped{Requeued: r.Requeued, Failed: r.Failed})
+	o.m.addReaped(table, queue, lease.QueueReaped{Requeued: r.Requeued, Failed: r.Failed, Cancelled: r.Cancelled})
 }
 
 func (m *Metrics) addReaped(table lease.Table, queue string, r lease.QueueReaped) {
@@ -279,6 +279,9 @@ func (m *Metrics) addReaped(table lease.Table, queue string, r lease.QueueReaped
 	}
 	if r.Failed > 0 {
 		m.reaped.WithLabelValues(string(table), queue, "failed").Add(float64(r.Failed))
+	}
+	if r.Cancelled > 0 {
+		m.reaped.WithLabelValues(string(table), queue, "cancelled").Add(float64(r.Cancelled))
 	}
 }
 

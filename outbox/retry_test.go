@@ -151,3 +151,41 @@ func TestSendRefusesTopicsWithOuterSpaces(t *testing.T) {
 		t.Fatalf("%d messages written by refused sends", n)
 	}
 }
+
+// A cancelled keyed message blocks nothing: cancelling the key's ready head
+// lets the next message go, so does cancelling the running head once its
+// attempt ends, and retention deletes cancelled keyed messages.
+func TestCancelledKeyedMessageDoesNotBlockItsKey(t *testing.T) {
+	pool := testdb.Pool(t)
+	ctx := context.Background()
+	sent, err := outbox.NewClient(outbox.ClientOptions{}).SendMany(ctx, pool, []outbox.Message{
+		{Topic: "t", PartitionKey: "k"}, {Topic: "t", PartitionKey: "k"}, {Topic: "t", PartitionKey: "k"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m1, m2, m3 := sent[0].ID, sent[1].ID, sent[2].ID
+	eng := lease.New(pool, lease.Outbox)
+	if c, err := eng.Cancel(ctx, "op", "", m1); err != nil || !slices.Equal(c.Now, []int64{m1}) {
+		t.Fatalf("cancel the ready head: %+v, %v", c, err)
+	}
+	c2 := claimUntil(t, pool, "default", m2)
+	if c, err := eng.Cancel(ctx, "op", "", m2); err != nil || !slices.Equal(c.Requested, []int64{m2}) {
+		t.Fatalf("cancel the running head: %+v, %v", c, err)
+	}
+	if c := claim(t, pool, "default", 10, lease.ClaimOptions{}); len(c.Items) != 0 {
+		t.Fatalf("claimed %v while the key's head is still running", ids(c.Items))
+	}
+	a, err := eng.Complete(ctx, []lease.Completion{{ID: m2, Token: c2.Token, Outcome: lease.Retry, Error: "stopped"}})
+	if err != nil || a.Status[m2] != lease.StatusCancelled {
+		t.Fatalf("completion of the cancelled head: %+v, %v", a, err)
+	}
+	c3 := claimUntil(t, pool, "default", m3)
+	ack(t, pool, c3, m3)
+	if _, err := pool.Exec(ctx, `update workq.outbox set finished_at = now() - interval '1 day'`); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := eng.DeleteFinished(ctx, time.Hour, 100); err != nil || n != 3 {
+		t.Fatalf("retention deleted %d (%v), want the two cancelled and the delivered message", n, err)
+	}
+}

@@ -107,7 +107,7 @@ type Schedule struct {
 	LastRunID   *int64          `json:"last_run_id"`
 	// LastOutcome: "" (never ran), "skipped" (the newest slot was skipped by
 	// the overlap policy), or the last run's state: "ready", "running",
-	// "done", "failed", or "removed" (retention deleted it).
+	// "done", "failed", "cancelled", or "removed" (retention deleted it).
 	LastOutcome   string     `json:"last_outcome"`
 	SkippedRuns   int64      `json:"skipped_runs"`
 	LastSkippedAt *time.Time `json:"last_skipped_at"`
@@ -302,7 +302,7 @@ func (s *Store) List(ctx context.Context, db workqtype.TxDB) ([]Schedule, error)
 	return out, nil
 }
 
-var statusNames = map[int16]string{0: "ready", 1: "running", 2: "done", 3: "failed"}
+var statusNames = map[int16]string{0: "ready", 1: "running", 2: "done", 3: "failed", 4: "cancelled"}
 
 func fromRow(r gen.SchedulesListRow) Schedule {
 	sc := Schedule{

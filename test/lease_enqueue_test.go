@@ -247,8 +247,8 @@ func TestLeaseEnqueueTimersCancel(t *testing.T) {
 	}
 	for _, id := range want {
 		r := e.get(id)
-		if r.Status != stFailed || deref(r.LastError) != "cancelled" || r.FinishedAt == nil {
-			t.Errorf("cancelled timer %d: status %d last_error %q, want failed, %q, finished", id, r.Status, deref(r.LastError), "cancelled")
+		if r.Status != stCancelled || deref(r.LastError) != "cancelled" || r.FinishedAt == nil {
+			t.Errorf("cancelled timer %d: status %d last_error %q, want cancelled, %q, finished", id, r.Status, deref(r.LastError), "cancelled")
 		}
 	}
 	if r := e.get(ids[0]); r.Status != stInProgress || r.LastError != nil {

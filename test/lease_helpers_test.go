@@ -24,6 +24,7 @@ const (
 	stInProgress int16 = 1
 	stDone       int16 = 2
 	stFailed     int16 = 3
+	stCancelled  int16 = 4
 )
 
 // leaseTable adapts one work table's generated queries to common shapes, so

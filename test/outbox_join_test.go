@@ -906,3 +906,40 @@ func databaseDeadlocks(t *testing.T, ctx context.Context, conn *pgx.Conn) int64 
 	}
 	return n
 }
+
+// A cancelled member (ready: at once; running: when its attempt ends)
+// counts as failed; a revive of it takes it out of the count again.
+func TestJoinCancelledMemberCountsAsFailed(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	pool := testdb.PoolWith(t, 4)
+	j := startJoin(t, ctx, pool, joinSpec(3, outbox.FailWhenDone))
+	a := addJoinMembers(t, ctx, pool, j.ID, "a", 1, 4)
+	addJoinMembers(t, ctx, pool, j.ID, "b", 1, 4)
+	addJoinMembers(t, ctx, pool, j.ID, "c", 1, 4)
+	e := lease.New(pool, lease.Outbox)
+	if c, err := e.Cancel(ctx, "op", "", a[0]); err != nil || len(c.Now) != 1 {
+		t.Fatalf("cancel a ready member: %+v, %v", c, err)
+	}
+	if got := getJoin(t, ctx, pool, j.ID); got.Failed != 1 || got.Status != outbox.JoinOpen {
+		t.Fatalf("after cancelling a ready member: %+v", got)
+	}
+	claim, err := e.Claim(ctx, lease.ClaimParams{Queue: "b", Max: 1, Lease: time.Minute, WorkerID: "w"})
+	if err != nil || len(claim.Items) != 1 {
+		t.Fatalf("claim: %v", err)
+	}
+	if c, err := e.Cancel(ctx, "op", "", claim.Items[0].ID); err != nil || len(c.Requested) != 1 {
+		t.Fatalf("cancel a running member: %+v, %v", c, err)
+	}
+	if got := getJoin(t, ctx, pool, j.ID); got.Failed != 1 {
+		t.Fatalf("a running member's cancel request counted before its attempt ended: %+v", got)
+	}
+	if _, err := e.Complete(ctx, []lease.Completion{{ID: claim.Items[0].ID, Token: claim.Token, Outcome: lease.Done}}); err != nil {
+		t.Fatal(err)
+	}
+	endMember(t, ctx, pool, "c", lease.Done)
+	got := getJoin(t, ctx, pool, j.ID)
+	if got.Status != outbox.JoinFailed || got.Completed != 1 || got.Failed != 2 || got.FailReason != outbox.JoinReasonMemberFailed {
+		t.Fatalf("join %+v; want failed with two cancelled members counted as failed", got)
+	}
+}

@@ -14,8 +14,8 @@ import (
 	"github.com/workq/workq/workqtype"
 )
 
-// States a timer is listed in: the four lease states, with a cancelled
-// timer (failed by Cancel) told apart from one that failed.
+// States a timer is listed in: the lease states (cancelled is a state of
+// its own on every work table since migration 00017).
 const (
 	StateReady      = "ready"
 	StateInProgress = "in_progress"
@@ -50,21 +50,26 @@ type Info struct {
 	CancelledAt *time.Time      `json:"cancelled_at,omitempty"`
 }
 
-// stateOf names a row's state; cancelled is failed with cancelled_at equal
-// to finished_at (migration 00006 says why).
-func stateOf(status int16, finished, cancelled *time.Time) string {
-	switch lease.Status(status) {
-	case lease.StatusReady:
-		return StateReady
-	case lease.StatusInProgress:
-		return StateInProgress
-	case lease.StatusDone:
-		return StateDone
-	}
-	if finished != nil && cancelled != nil && finished.Equal(*cancelled) {
+// stateOf names a row's state: the lease state's name (status 4 is
+// cancelled since migration 00017).
+func stateOf(status int16, _, _ *time.Time) string {
+	if lease.Status(status) == lease.StatusCancelled {
 		return StateCancelled
 	}
-	return StateFailed
+	return lease.Status(status).String()
+}
+
+// cancelledAt is when a cancelled timer was cancelled: cancelled_at when
+// Cancel set it, else (an operator's cancel, or a running timer's that took
+// effect when its attempt ended) finished_at.
+func cancelledAt(t gen.Timer) *time.Time {
+	if lease.Status(t.Status) != lease.StatusCancelled {
+		return t.CancelledAt
+	}
+	if t.CancelledAt != nil {
+		return t.CancelledAt
+	}
+	return t.FinishedAt
 }
 
 func infoOf(t gen.Timer) Info {
@@ -73,7 +78,7 @@ func infoOf(t gen.Timer) Info {
 		State: stateOf(t.Status, t.FinishedAt, t.CancelledAt), Status: lease.Status(t.Status), Priority: t.Priority,
 		RunAt: t.RunAt, Attempts: t.Attempts, MaxAttempts: t.MaxAttempts, LastError: deref(t.LastError),
 		ClaimedAt: t.ClaimedAt, ClaimedBy: deref(t.ClaimedBy), LockedUntil: t.LockedUntil,
-		CreatedAt: t.CreatedAt, UpdatedAt: t.UpdatedAt, FinishedAt: t.FinishedAt, CancelledAt: t.CancelledAt,
+		CreatedAt: t.CreatedAt, UpdatedAt: t.UpdatedAt, FinishedAt: t.FinishedAt, CancelledAt: cancelledAt(t),
 	}
 }
 
@@ -167,9 +172,9 @@ func deref[T any](p *T) T {
 	return *p
 }
 
-// StateOf names the state of a timer row from its lease status and its
-// finished_at and cancelled_at columns: the lease state's name, or
-// StateCancelled for a timer failed by a cancel.
+// StateOf names the state of a timer row: the lease state's name
+// (StateCancelled for status cancelled). finishedAt and cancelledAt are
+// no longer needed and ignored.
 func StateOf(status lease.Status, finishedAt, cancelledAt *time.Time) string {
 	return stateOf(int16(status), finishedAt, cancelledAt)
 }

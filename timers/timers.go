@@ -248,8 +248,11 @@ func (c *Client) ScheduleMany(ctx context.Context, db workqtype.DB, ts []Timer) 
 // returns nil (Cancel is idempotent, so a retried Cancel whose first reply
 // was lost succeeds). An unknown id returns ErrNotFound.
 //
-// A cancelled timer is failed (status 3) with last_error "cancelled" and
-// cancelled_at set; List and Get report its State as "cancelled". A timer
+// A cancelled timer is cancelled (lease.StatusCancelled) with last_error
+// "cancelled" and cancelled_at set; List and Get report its State as
+// "cancelled". Cancel never stops a running timer (ErrClaimed); an
+// operator's cancel (admin.Cancel: the HTTP API, the dashboard) does,
+// through the worker that runs it. A timer
 // that is ready again after a failed attempt (waiting for its retry) can be
 // cancelled: its next attempt never runs.
 func (c *Client) Cancel(ctx context.Context, db workqtype.DB, id int64) error {

@@ -400,5 +400,7 @@ func (c *completer) count(r Result, flushed bool) {
 		c.stats.snoozed.Add(1)
 	case lease.Released:
 		c.stats.released.Add(1)
+	case lease.Cancelled:
+		c.stats.cancelled.Add(1)
 	}
 }

@@ -89,14 +89,24 @@ func (j *Job) Decode(v any) error {
 
 // HandlerFunc works one job. Returning nil acks it; an error retries it with
 // backoff (failed once its attempts are used up); Permanent(err) fails it at
-// once; Snooze(d) runs it again after d without using an attempt. When ctx is
-// cancelled because the lease was lost (context.Cause is ErrLeaseLost), the
-// result is discarded.
+// once; Snooze(d) runs it again after d without using an attempt; an error
+// wrapping ErrCancelled ends it cancelled. When ctx is cancelled because the
+// lease was lost (context.Cause is ErrLeaseLost), the result is discarded;
+// when it is cancelled because someone cancelled the job (context.Cause is
+// ErrCancelled), the attempt ends cancelled whatever the handler returns.
 type HandlerFunc func(ctx context.Context, job *Job) error
 
 // ErrLeaseLost is the cause of a handler context cancelled because this worker
 // no longer holds the job's lease.
 var ErrLeaseLost = lease.ErrLeaseLost
+
+// ErrCancelled is the cause of a handler context cancelled because the job
+// was cancelled while it ran (admin.Cancel, workq.Client.Cancel, the API,
+// the CLI or the dashboard): the worker holding it learns it from a
+// notification, or at the latest from its next heartbeat (lease/3). The
+// attempt ends cancelled whatever the handler returns. A handler may also
+// return an error wrapping ErrCancelled to cancel its own job (no retry).
+var ErrCancelled = errors.New("job cancelled")
 
 // ErrShutdown is the cause of a handler context cancelled because the worker
 // is shutting down and the drain timeout passed; the job is released.

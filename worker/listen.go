@@ -2,9 +2,13 @@ package worker
 
 import (
 	"context"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/workq/workq/lease"
 	"github.com/workq/workq/workqtype"
 )
 
@@ -15,17 +19,35 @@ import (
 // (listenRetryBase doubling to listenRetryCap, full jitter); polling covers
 // the gap. Once it listens again it wakes every producer: that also ends a
 // claim loop's backoff after a database restart at once.
+//
+// It also listens on the cancel channel (lease.CancelChannel), whose
+// payload "<table>:<id>" names a running item whose cancel was requested:
+// the producer holding it cancels its handler. A missed one is caught by
+// the next heartbeat (lease.Engine.Beat).
 func (w *Worker) listen(ctx context.Context, producers []*producer) {
 	routes := map[string]map[string]*producer{} // channel -> queue -> producer
+	byTable := map[string][]*producer{}         // table -> its producers, for cancel requests
 	for _, p := range producers {
 		ch := workqtype.NotifyChannel(w.rw.Schema(), string(p.src.Table))
 		if routes[ch] == nil {
 			routes[ch] = map[string]*producer{}
 		}
 		routes[ch][p.queue] = p
+		byTable[string(p.src.Table)] = append(byTable[string(p.src.Table)], p)
+	}
+	cancelCh := workqtype.NotifyChannel(w.rw.Schema(), lease.CancelChannel)
+	routes[cancelCh] = nil
+	onCancel := func(payload string) {
+		table, id, ok := parseCancel(payload)
+		if !ok {
+			return
+		}
+		for _, p := range byTable[table] {
+			p.cancelRequested(id)
+		}
 	}
 	for attempt := int32(0); ctx.Err() == nil; attempt++ {
-		listened, err := w.listenOnce(ctx, routes, producers, attempt > 0)
+		listened, err := w.listenOnce(ctx, routes, cancelCh, onCancel, producers, attempt > 0)
 		if ctx.Err() != nil {
 			return
 		}
@@ -57,7 +79,9 @@ const (
 
 // listenOnce listens until the connection fails; listened reports whether it
 // got as far as LISTEN. again says a connection was lost or failed before.
-func (w *Worker) listenOnce(ctx context.Context, routes map[string]map[string]*producer, producers []*producer, again bool) (listened bool, err error) {
+// Notifications on cancelCh go to onCancel.
+func (w *Worker) listenOnce(ctx context.Context, routes map[string]map[string]*producer, cancelCh string, onCancel func(string),
+	producers []*producer, again bool) (listened bool, err error) {
 	conn, err := w.pool.Acquire(ctx)
 	if err != nil {
 		return false, err
@@ -83,8 +107,22 @@ func (w *Worker) listenOnce(ctx context.Context, routes map[string]map[string]*p
 		if err != nil {
 			return true, err
 		}
+		if n.Channel == cancelCh {
+			onCancel(n.Payload)
+			continue
+		}
 		if p, ok := routes[n.Channel][n.Payload]; ok {
 			p.notify()
 		}
 	}
+}
+
+// parseCancel reads a cancel notification's payload, "<table>:<id>".
+func parseCancel(payload string) (table string, id int64, ok bool) {
+	table, num, ok := strings.Cut(payload, ":")
+	if !ok {
+		return "", 0, false
+	}
+	id, err := strconv.ParseInt(num, 10, 64)
+	return table, id, err == nil && id > 0
 }

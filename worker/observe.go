@@ -78,14 +78,17 @@ type FlushEvent struct {
 }
 
 // Final is how an applied attempt ended: done, retry (back to ready after
-// a backoff), failed (at once, or a retry with no attempts left), snoozed
-// or released.
+// a backoff), failed (at once, or a retry with no attempts left), snoozed,
+// released or cancelled (whatever the handler returned, once its cancel
+// was requested).
 func (r Result) Final() lease.Outcome {
 	switch {
 	case r.Status == lease.StatusDone:
 		return lease.Done
 	case r.Status == lease.StatusFailed:
 		return lease.Failed
+	case r.Status == lease.StatusCancelled:
+		return lease.Cancelled
 	}
 	return r.Outcome
 }

@@ -128,7 +128,10 @@ type attempt struct {
 	claimed int64        // Worker.mono when the claim was sent
 	expiry  atomic.Int64 // Worker.mono after which the lease can no longer be vouched for
 	state   atomic.Int32 // attemptQueued, then see the constants
-	started atomic.Int64 // unix nanos when the handler started (0 before)
+	// cancelled is set once the job's cancel was requested and its
+	// handler's context cancelled with ErrCancelled.
+	cancelled atomic.Bool
+	started   atomic.Int64 // unix nanos when the handler started (0 before)
 
 	// The attempt's run archive record, which the handler's goroutine opens
 	// and the drain may have to close: whichever of the two comes second
@@ -656,6 +659,15 @@ func (p *producer) execute(a *attempt) {
 		return
 	}
 	c := p.outcome(a.item, err)
+	if a.cancelled.Load() && c.Outcome != lease.Cancelled {
+		// The completion statement ends a cancel-requested attempt
+		// cancelled whatever it carries; saying so keeps the failure log
+		// from reporting a retry.
+		c.Outcome, c.Delay = lease.Cancelled, 0
+		if err != nil {
+			c.Error = err.Error()
+		}
+	}
 	if c.Outcome == lease.Retry || c.Outcome == lease.Failed {
 		p.failures.report(p, &a.item, c, finished)
 	}
@@ -708,9 +720,10 @@ func (p *producer) outcome(it lease.Item, err error) lease.Completion {
 
 // CompletionOf is the completion the runtime makes of a handler's result
 // err on attempt it: nil is Done, Snooze(d) is Snoozed after d, Permanent
-// is Failed, any other error is Retry after the full-jitter backoff of
-// base and cap, or at the time RetryAt asks for (the completion statement
-// fails an item whose attempts are used up).
+// is Failed, an error wrapping ErrCancelled is Cancelled, any other error
+// is Retry after the full-jitter backoff of base and cap, or at the time
+// RetryAt asks for (the completion statement fails an item whose attempts
+// are used up).
 func CompletionOf(it lease.Item, err error, base, cap time.Duration) lease.Completion {
 	c := lease.Completion{ID: it.ID, Token: it.OwnerToken, RunID: it.RunID}
 	var snooze *snoozeError
@@ -721,6 +734,8 @@ func CompletionOf(it lease.Item, err error, base, cap time.Duration) lease.Compl
 		c.Outcome, c.Delay = lease.Snoozed, snooze.d
 	case IsPermanent(err):
 		c.Outcome, c.Error = lease.Failed, err.Error()
+	case errors.Is(err, ErrCancelled):
+		c.Outcome, c.Error = lease.Cancelled, err.Error()
 	default:
 		c.Outcome, c.Error = lease.Retry, err.Error()
 		if at, ok := RetryTime(err); ok {
@@ -774,7 +789,7 @@ func (p *producer) beat(ctx context.Context) {
 	// Bounded, so one hung statement cannot hold up the next heartbeat; the
 	// watchdog cancels handlers meanwhile if the leases run out.
 	hctx, cancel := context.WithTimeout(ctx, ttl/3)
-	extended, lost, err := p.engine.Heartbeat(hctx, held, ttl)
+	beats, err := p.engine.Beat(hctx, held, ttl)
 	cancel()
 	if err != nil {
 		if ctx.Err() == nil {
@@ -786,14 +801,41 @@ func (p *producer) beat(ctx context.Context) {
 		return
 	}
 	expiry := sent + int64(lease.LocalTTL(ttl))
-	for _, id := range extended {
+	for _, id := range beats.Extended {
 		byID[id].expiry.Store(expiry)
 	}
-	for _, id := range lost {
+	for _, id := range beats.Lost {
 		if a := byID[id]; a.live() {
 			p.lose(a, "heartbeat did not extend the lease (expired, reaped or taken over)")
 		}
 	}
+	for _, id := range beats.CancelRequested {
+		p.cancelAttempt(byID[id], "heartbeat")
+	}
+}
+
+// cancelRequested cancels the handler of item id if this producer runs it
+// (a notification on the cancel channel named it).
+func (p *producer) cancelRequested(id int64) {
+	p.mu.Lock()
+	a := p.inflight[id]
+	p.mu.Unlock()
+	if a != nil {
+		p.cancelAttempt(a, "notification")
+	}
+}
+
+// cancelAttempt cancels a live attempt's handler with ErrCancelled, once.
+// The attempt goes on to its completion as usual, which ends it cancelled
+// (and ends a still queued one before its handler starts).
+func (p *producer) cancelAttempt(a *attempt, via string) {
+	if !a.live() || !a.cancelled.CompareAndSwap(false, true) {
+		return
+	}
+	p.w.stats.cancelRequests.Add(1)
+	p.w.log.Info("job cancelled; cancelling the handler", "table", a.item.Table, "id", a.item.ID,
+		"run_id", a.item.RunID, "attempt", a.item.Attempt, "via", via)
+	a.cancel(ErrCancelled)
 }
 
 // watchdog cancels a running attempt once no claim or heartbeat has

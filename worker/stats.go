@@ -10,6 +10,8 @@ type Stats struct {
 	Failed          int64 `json:"failed"`
 	Snoozed         int64 `json:"snoozed"`
 	Released        int64 `json:"released"`
+	Cancelled       int64 `json:"cancelled"`       // attempts that ended cancelled
+	CancelRequests  int64 `json:"cancel_requests"` // running handlers cancelled because their job was cancelled
 	LeaseLost       int64 `json:"lease_lost"`
 	Panics          int64 `json:"panics"`
 	ClaimErrors     int64 `json:"claim_errors"`
@@ -23,6 +25,7 @@ type Stats struct {
 
 type counters struct {
 	claimed, done, retried, failed, snoozed, released atomic.Int64
+	cancelled, cancelRequests                         atomic.Int64
 	leaseLost, panics, claimErrors, claimsReleased    atomic.Int64
 	heartbeatErrors, flushErrors, unflushed           atomic.Int64
 	inFlight, pending                                 atomic.Int64
@@ -31,7 +34,8 @@ type counters struct {
 func (c *counters) snapshot() Stats {
 	return Stats{
 		Claimed: c.claimed.Load(), Done: c.done.Load(), Retried: c.retried.Load(), Failed: c.failed.Load(),
-		Snoozed: c.snoozed.Load(), Released: c.released.Load(), LeaseLost: c.leaseLost.Load(),
+		Snoozed: c.snoozed.Load(), Released: c.released.Load(), Cancelled: c.cancelled.Load(),
+		CancelRequests: c.cancelRequests.Load(), LeaseLost: c.leaseLost.Load(),
 		Panics: c.panics.Load(), ClaimErrors: c.claimErrors.Load(), ClaimsReleased: c.claimsReleased.Load(),
 		HeartbeatErrors: c.heartbeatErrors.Load(), FlushErrors: c.flushErrors.Load(), Unflushed: c.unflushed.Load(),
 		InFlight: c.inFlight.Load(), Pending: c.pending.Load(),

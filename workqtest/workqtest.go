@@ -40,6 +40,9 @@ const (
 	Retry   Outcome = "retry"   // an error: the job runs again after a backoff (Failed when its attempts are used up)
 	Failed  Outcome = "failed"  // Permanent(err), or an error on the last attempt
 	Snoozed Outcome = "snoozed" // Snooze(d): again after d, no attempt used
+	// Cancelled: an error wrapping workq.ErrCancelled; the job ends
+	// cancelled and is not retried.
+	Cancelled Outcome = "cancelled"
 )
 
 // Result is what one Work did.
@@ -127,6 +130,8 @@ func Work[T workq.Args](ctx context.Context, tb testing.TB, client *workq.Client
 		res.Outcome, res.Snooze = Snoozed, c.Delay
 	case lease.Failed:
 		res.Outcome = Failed
+	case lease.Cancelled:
+		res.Outcome = Cancelled
 	default:
 		res.Outcome = Retry
 	}

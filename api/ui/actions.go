@@ -151,6 +151,9 @@ func (h *Handler) actItems(w http.ResponseWriter, r *http.Request, x *session) e
 	}
 	h.log.InfoContext(r.Context(), "dashboard "+verb, "table", t, "actor", by.Name, "applied", len(res.Applied), "skipped", len(res.Skipped))
 	msg := fmt.Sprintf("%s: %d applied", capitalize(word), len(res.Applied))
+	if len(res.Requested) > 0 {
+		msg += fmt.Sprintf(" (%d running: their workers stop them, and they end cancelled: %s)", len(res.Requested), idList(res.Requested))
+	}
 	if len(res.Skipped) > 0 {
 		msg += fmt.Sprintf(", %d skipped (not in the state %s needs, or gone: %s)", len(res.Skipped), word, idList(res.Skipped))
 	}

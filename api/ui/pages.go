@@ -328,7 +328,7 @@ func (h *Handler) items(w http.ResponseWriter, r *http.Request, x *session) erro
 		return err
 	}
 	q := r.URL.Query()
-	d := itemsData{Table: t, Tables: lease.Tables, Statuses: []string{"ready", "in_progress", "done", "failed"}}
+	d := itemsData{Table: t, Tables: lease.Tables, Statuses: admin.Statuses}
 	f, ff, err := parseFilter(q)
 	d.Filter = ff
 	status := http.StatusOK
@@ -429,7 +429,8 @@ func (h *Handler) item(w http.ResponseWriter, r *http.Request, x *session) error
 		return err
 	}
 	d := itemData{Item: it, RunsDir: h.o.RunsDir != "", Self: fmt.Sprintf("items/%s/%d", t, id), RetryLabel: "Retry",
-		CanRetry: it.Status == "failed", CanCancel: it.Status == "ready", CanDelete: it.Status == "done" || it.Status == "failed"}
+		CanRetry: it.Status == "failed" || it.Status == "cancelled", CanCancel: it.Status == "ready" || it.Status == "in_progress",
+		CanDelete: it.Status == "done" || it.Status == "failed" || it.Status == "cancelled"}
 	if t == lease.Inbox {
 		d.RetryLabel = "Revive"
 	}

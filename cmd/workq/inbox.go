@@ -22,7 +22,7 @@ func newInboxCmd() *cobra.Command {
 	}
 	cmd.AddCommand(newInboxReceiveCmd(), newInboxListCmd(), newInboxShowCmd(), newInboxReviveCmd(),
 		newActionCmd(lease.Inbox, "inbox message", "cancel ID... [--reason R] [--actor A] [--json]",
-			"Cancel ready inbox messages: dead with 'cancelled by <actor>', recorded in the run archive", cancelAction),
+			"Cancel inbox messages: ready ones at once, running ones through their worker (cancelled, 'cancelled by <actor>', recorded in the run archive)", cancelAction),
 		newActionCmd(lease.Inbox, "inbox message", "delete ID... [--json]",
 			"Delete processed or dead inbox messages; a deleted message's (source, message id) can be received again", deleteAction))
 	return cmd

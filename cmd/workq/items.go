@@ -25,22 +25,22 @@ import (
 type action struct {
 	verb      string // retry, cancel, delete
 	done      string // text and JSON key of the ids acted on: retried, cancelled, deleted
-	skipKey   string // JSON key of the ids left alone: not_failed, not_ready, not_finished
+	skipKey   string // JSON key of the ids left alone: not_failed, finished, not_finished
 	skipWhy   string // why they were left alone, in the error
 	needActor bool   // archived with an actor and reason (retry, cancel)
 	do        func(ctx context.Context, db gen.DBTX, table lease.Table, by admin.Actor, ids []int64) (admin.Result, error)
 }
 
 var (
-	retryAction = action{verb: "retry", done: "retried", skipKey: "not_failed", skipWhy: "they are not failed", needActor: true,
+	retryAction = action{verb: "retry", done: "retried", skipKey: "not_failed", skipWhy: "they are not failed or cancelled", needActor: true,
 		do: func(ctx context.Context, db gen.DBTX, t lease.Table, by admin.Actor, ids []int64) (admin.Result, error) {
 			return admin.Retry(ctx, db, t, by, ids...)
 		}}
-	cancelAction = action{verb: "cancel", done: "cancelled", skipKey: "not_ready", skipWhy: "they are not ready (claimed, finished)", needActor: true,
+	cancelAction = action{verb: "cancel", done: "cancelled", skipKey: "finished", skipWhy: "they have finished (done, failed or cancelled)", needActor: true,
 		do: func(ctx context.Context, db gen.DBTX, t lease.Table, by admin.Actor, ids []int64) (admin.Result, error) {
 			return admin.Cancel(ctx, db, t, by, ids...)
 		}}
-	deleteAction = action{verb: "delete", done: "deleted", skipKey: "not_finished", skipWhy: "they are not done or failed",
+	deleteAction = action{verb: "delete", done: "deleted", skipKey: "not_finished", skipWhy: "they are not done, failed or cancelled",
 		do: func(ctx context.Context, db gen.DBTX, t lease.Table, _ admin.Actor, ids []int64) (admin.Result, error) {
 			return admin.Delete(ctx, db, t, ids...)
 		}}
@@ -85,12 +85,26 @@ func newActionCmd(table lease.Table, what, use, short string, a action) *cobra.C
 			return err
 		}
 		out := cmd.OutOrStdout()
+		// A running item's cancel is requested: its worker stops the
+		// handler and it ends cancelled when the attempt ends.
+		requested := make(map[int64]bool, len(r.Requested))
+		for _, id := range r.Requested {
+			requested[id] = true
+		}
 		if *asJSON {
-			if err := printJSON(out, map[string]any{a.done: r.Applied, a.skipKey: r.Skipped}); err != nil {
+			m := map[string]any{a.done: r.Applied, a.skipKey: r.Skipped}
+			if a.verb == "cancel" {
+				m["requested"] = append([]int64{}, r.Requested...)
+			}
+			if err := printJSON(out, m); err != nil {
 				return err
 			}
 		} else {
 			for _, id := range r.Applied {
+				if requested[id] {
+					fmt.Fprintf(out, "cancel requested %d (running: its worker stops it)\n", id)
+					continue
+				}
 				fmt.Fprintf(out, "%s %d\n", a.done, id)
 			}
 		}
@@ -113,7 +127,7 @@ func newJobsCmd() *cobra.Command {
 		newActionCmd(lease.JobRuns, what, "retry ID... [--reason R] [--actor A] [--json]",
 			"Put failed (or cancelled) job runs back to ready, attempts reset, recorded in the run archive", retryAction),
 		newActionCmd(lease.JobRuns, what, "cancel ID... [--reason R] [--actor A] [--json]",
-			"Cancel ready job runs: failed with 'cancelled by <actor>', recorded in the run archive", cancelAction),
+			"Cancel job runs: ready ones at once, running ones through their worker (cancelled, 'cancelled by <actor>', recorded in the run archive)", cancelAction),
 		newActionCmd(lease.JobRuns, what, "delete ID... [--json]",
 			"Delete finished (done or failed) job runs; their archived attempts stay", deleteAction),
 	)
@@ -129,7 +143,7 @@ func newItemsListCmd(table lease.Table, kindFlag, use, short string) *cobra.Comm
 	var flt admin.Filter
 	var after, before string
 	f.StringVar(&flt.Queue, "queue", "", "only this queue")
-	f.StringVar(&flt.Status, "status", "", "only this status: ready, in_progress, done, failed")
+	f.StringVar(&flt.Status, "status", "", "only this status: "+strings.Join(admin.Statuses, ", "))
 	f.StringVar(&flt.Kind, kindFlag, "", "only this "+kindFlag)
 	f.StringVar(&after, "created-after", "", "only items created at or after this time (RFC 3339)")
 	f.StringVar(&before, "created-before", "", "only items created before this time (RFC 3339)")

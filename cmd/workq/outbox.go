@@ -22,7 +22,7 @@ func newOutboxCmd() *cobra.Command {
 	}
 	cmd.AddCommand(newOutboxSendCmd(), newOutboxListCmd(), newOutboxShowCmd(), newOutboxRetryCmd(), newOutboxBlockedCmd(),
 		newActionCmd(lease.Outbox, "outbox message", "cancel ID... [--reason R] [--actor A] [--json]",
-			"Cancel ready outbox messages: failed with 'cancelled by <actor>' (a cancelled keyed message blocks its key until retried or deleted)", cancelAction),
+			"Cancel outbox messages: ready ones at once, running ones through their relay (cancelled, 'cancelled by <actor>'; a cancelled keyed message does not block its key)", cancelAction),
 		newActionCmd(lease.Outbox, "outbox message", "delete ID... [--json]",
 			"Delete finished (done or failed) outbox messages; deleting a failed head lets its partition key go on", deleteAction))
 	return cmd
@@ -122,12 +122,12 @@ func parseStatus(s string) (*lease.Status, error) {
 	if s == "" {
 		return nil, nil
 	}
-	for _, st := range []lease.Status{lease.StatusReady, lease.StatusInProgress, lease.StatusDone, lease.StatusFailed} {
+	for _, st := range []lease.Status{lease.StatusReady, lease.StatusInProgress, lease.StatusDone, lease.StatusFailed, lease.StatusCancelled} {
 		if s == st.String() {
 			return &st, nil
 		}
 	}
-	return nil, fmt.Errorf("--status %q: want ready, in_progress, done or failed", s)
+	return nil, fmt.Errorf("--status %q: want ready, in_progress, done, failed or cancelled", s)
 }
 
 func newOutboxListCmd() *cobra.Command {
@@ -144,7 +144,7 @@ func newOutboxListCmd() *cobra.Command {
 	)
 	f := cmd.Flags()
 	f.StringVar(&q.Queue, "queue", "", "only this queue")
-	f.StringVar(&status, "status", "", "only this status: ready, in_progress, done, failed")
+	f.StringVar(&status, "status", "", "only this status: ready, in_progress, done, failed, cancelled")
 	f.StringVar(&q.Topic, "topic", "", "only this topic")
 	f.StringVar(&q.PartitionKey, "key", "", "only this partition key")
 	f.Int64Var(&q.AfterID, "after-id", 0, "only ids after this one (the last id of the previous page)")

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/workq/workq/admin"
 	"github.com/workq/workq/lease"
 	"github.com/workq/workq/timers"
 	"github.com/workq/workq/workqtype"
@@ -115,14 +117,18 @@ func parseTimerID(s string) (int64, error) {
 
 func newTimersCancelCmd() *cobra.Command {
 	cmd := &cobra.Command{
-		Use:   "cancel ID [--json]",
-		Short: "Cancel a timer that no worker has claimed yet",
+		Use:   "cancel ID [--running] [--json]",
+		Short: "Cancel a timer that no worker has claimed yet (--running: or one that runs)",
 		Long: "Cancel a timer that no worker has claimed yet. Cancelling a cancelled timer succeeds again.\n" +
-			"Exits non-zero, saying why, when the timer is claimed (in progress), finished (done or failed) or unknown.",
+			"Exits non-zero, saying why, when the timer is claimed (in progress), finished (done, failed or cancelled) or unknown.\n" +
+			"With --running a claimed timer's cancel is requested instead: the worker running it cancels its handler,\n" +
+			"and the timer ends cancelled when the handler returns (recorded in the run archive with --actor).",
 		Args: cobra.ExactArgs(1),
 	}
 	cfg := bindConfig(cmd, "database-url")
 	asJSON := cmd.Flags().Bool("json", false, "print JSON")
+	running := cmd.Flags().Bool("running", false, "also cancel a running timer (its worker stops the handler)")
+	actor := cmd.Flags().String("actor", defaultActor(), "who (recorded in the run archive; with --running)")
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
 		id, err := parseTimerID(args[0])
 		if err != nil {
@@ -134,7 +140,29 @@ func newTimersCancelCmd() *cobra.Command {
 			return err
 		}
 		defer done()
-		if err := timers.NewClient(timers.ClientOptions{}).Cancel(ctx, pool, id); err != nil {
+		err = timers.NewClient(timers.ClientOptions{}).Cancel(ctx, pool, id)
+		if errors.Is(err, timers.ErrClaimed) && *running {
+			r, err := admin.Cancel(ctx, pool, lease.Timers, admin.Actor{Name: *actor}, id)
+			if err != nil {
+				return err
+			}
+			switch {
+			case len(r.Applied) == 0:
+				return fmt.Errorf("timer %d: finished meanwhile", id)
+			case len(r.Requested) == 0: // back to ready meanwhile: cancelled at once
+				if *asJSON {
+					return printJSON(cmd.OutOrStdout(), map[string]any{"id": id, "state": timers.StateCancelled})
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "timer %d cancelled\n", id)
+				return nil
+			}
+			if *asJSON {
+				return printJSON(cmd.OutOrStdout(), map[string]any{"id": id, "state": timers.StateInProgress, "cancel_requested": true})
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "timer %d: cancel requested (running: its worker stops it)\n", id)
+			return nil
+		}
+		if err != nil {
 			return err
 		}
 		if *asJSON {

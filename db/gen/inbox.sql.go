@@ -109,16 +109,16 @@ const inboxDeleteProcessed = `-- name: InboxDeleteProcessed :execrows
 delete from workq.inbox
 where id = any(array(
     select f.id from workq.inbox f
-    where f.status >= 2 and f.status = 2
+    where f.status >= 2 and f.status in (2, 4)
       and f.finished_at < now() - ($1::bigint) * interval '1 millisecond'
     order by f.finished_at
     limit $2::integer
 ))
 `
 
-// InboxDeleteProcessed deletes up to max_rows processed (done) messages that finished more than older_than_ms ago (the de-duplication window); failed (dead) messages are kept.
+// InboxDeleteProcessed deletes up to max_rows processed (done) or cancelled messages that finished more than older_than_ms ago (the de-duplication window); failed (dead) messages are kept.
 // By primary key (= any(array(...))), not "in (select ...)": see
-// LeaseDeleteFinished. status >= 2 as well as = 2 names the predicate of
+// LeaseDeleteFinished. status >= 2 as well as in (2, 4) names the predicate of
 // inbox_finished, whose finished_at order the batch follows.
 func (q *Queries) InboxDeleteProcessed(ctx context.Context, olderThanMs int64, maxRows int32) (int64, error) {
 	result, err := q.db.Exec(ctx, inboxDeleteProcessed, olderThanMs, maxRows)
@@ -129,7 +129,7 @@ func (q *Queries) InboxDeleteProcessed(ctx context.Context, olderThanMs int64, m
 }
 
 const inboxGet = `-- name: InboxGet :one
-select id, queue, source, message_id, topic, payload, payload_hash, first_seen_at, status, priority, run_at, owner_token, locked_until, lease_version, attempts, max_attempts, claimed_at, claimed_by, last_error, created_at, updated_at, finished_at from workq.inbox where id = $1
+select id, queue, source, message_id, topic, payload, payload_hash, first_seen_at, status, priority, run_at, owner_token, locked_until, lease_version, attempts, max_attempts, claimed_at, claimed_by, last_error, created_at, updated_at, finished_at, cancel_requested_at from workq.inbox where id = $1
 `
 
 // InboxGet reads one inbox message.
@@ -159,6 +159,7 @@ func (q *Queries) InboxGet(ctx context.Context, id int64) (Inbox, error) {
 		&i.CreatedAt,
 		&i.UpdatedAt,
 		&i.FinishedAt,
+		&i.CancelRequestedAt,
 	)
 	return i, err
 }
@@ -285,7 +286,7 @@ func (q *Queries) InboxLookup(ctx context.Context, sources []string, messageIds 
 }
 
 const inboxPage = `-- name: InboxPage :many
-select id, queue, source, message_id, topic, payload, payload_hash, first_seen_at, status, priority, run_at, owner_token, locked_until, lease_version, attempts, max_attempts, claimed_at, claimed_by, last_error, created_at, updated_at, finished_at from workq.inbox t
+select id, queue, source, message_id, topic, payload, payload_hash, first_seen_at, status, priority, run_at, owner_token, locked_until, lease_version, attempts, max_attempts, claimed_at, claimed_by, last_error, created_at, updated_at, finished_at, cancel_requested_at from workq.inbox t
 where t.id < $1::bigint
   and ($2::text is null or t.queue = $2::text)
   and ($3::smallint is null or t.status = $3::smallint)
@@ -353,6 +354,7 @@ func (q *Queries) InboxPage(ctx context.Context, arg InboxPageParams) ([]Inbox, 
 			&i.CreatedAt,
 			&i.UpdatedAt,
 			&i.FinishedAt,
+			&i.CancelRequestedAt,
 		); err != nil {
 			return nil, err
 		}

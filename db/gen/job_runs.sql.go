@@ -473,7 +473,7 @@ func (q *Queries) JobRunsEnqueueUnique(ctx context.Context, arg JobRunsEnqueueUn
 }
 
 const jobRunsGet = `-- name: JobRunsGet :one
-select id, queue, kind, payload, dedup_key, schedule_id, scheduled_time, status, priority, run_at, owner_token, locked_until, lease_version, attempts, max_attempts, claimed_at, claimed_by, last_error, created_at, updated_at, finished_at, metadata, unique_key, unique_states from workq.job_runs where id = $1
+select id, queue, kind, payload, dedup_key, schedule_id, scheduled_time, status, priority, run_at, owner_token, locked_until, lease_version, attempts, max_attempts, claimed_at, claimed_by, last_error, created_at, updated_at, finished_at, metadata, cancel_requested_at, unique_key, unique_states from workq.job_runs where id = $1
 `
 
 // JobRunsGet reads one job run.
@@ -503,6 +503,7 @@ func (q *Queries) JobRunsGet(ctx context.Context, id int64) (JobRun, error) {
 		&i.UpdatedAt,
 		&i.FinishedAt,
 		&i.Metadata,
+		&i.CancelRequestedAt,
 		&i.UniqueKey,
 		&i.UniqueStates,
 	)
@@ -636,7 +637,7 @@ func (q *Queries) JobRunsLiveByDedupKeys(ctx context.Context, dedupKeys []string
 }
 
 const jobRunsPage = `-- name: JobRunsPage :many
-select id, queue, kind, payload, dedup_key, schedule_id, scheduled_time, status, priority, run_at, owner_token, locked_until, lease_version, attempts, max_attempts, claimed_at, claimed_by, last_error, created_at, updated_at, finished_at, metadata, unique_key, unique_states from workq.job_runs t
+select id, queue, kind, payload, dedup_key, schedule_id, scheduled_time, status, priority, run_at, owner_token, locked_until, lease_version, attempts, max_attempts, claimed_at, claimed_by, last_error, created_at, updated_at, finished_at, metadata, cancel_requested_at, unique_key, unique_states from workq.job_runs t
 where t.id < $1::bigint
   and ($2::text is null or t.queue = $2::text)
   and ($3::smallint is null or t.status = $3::smallint)
@@ -704,6 +705,7 @@ func (q *Queries) JobRunsPage(ctx context.Context, arg JobRunsPageParams) ([]Job
 			&i.UpdatedAt,
 			&i.FinishedAt,
 			&i.Metadata,
+			&i.CancelRequestedAt,
 			&i.UniqueKey,
 			&i.UniqueStates,
 		); err != nil {

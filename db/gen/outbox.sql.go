@@ -63,7 +63,8 @@ heads as (
     select h.id from keys k cross join lateral (
         select o.id, o.status, o.run_at from workq.outbox o
         where o.queue = $4 and o.partition_key is not null and o.status <> 2 and o.partition_key = k.key
-          and not (o.status = 3 and o.topic = any(coalesce($8::text[], '{}')))
+          -- a cancelled message (status 4) blocks nothing, like a delivered one
+          and not (o.status = 4 or (o.status = 3 and o.topic = any(coalesce($8::text[], '{}'))))
           -- keys this claimer hands over to the queue's other claimers
           and k.key <> all(coalesce($9::text[], '{}'))
         order by o.key_seq
@@ -210,14 +211,14 @@ delete from workq.outbox
 where id = any(array(
     select f.id from workq.outbox f
     -- outbox_finished's predicate, written out so that the planner uses it.
-    where (f.status = 2 or (f.status = 3 and f.partition_key is null))
+    where (f.status in (2, 4) or (f.status = 3 and f.partition_key is null))
       and f.finished_at < now() - ($1::bigint) * interval '1 millisecond'
     order by f.finished_at
     limit $2::integer
 ))
 `
 
-// OutboxDeleteFinished deletes up to max_rows done or failed outbox messages that finished more than older_than_ms ago (retention), except failed messages with a partition key: such a message may be blocking its key (OnFinalFailure Block), and deleting it would let the next message of the key go as if it had been delivered; an operator retries or deletes it.
+// OutboxDeleteFinished deletes up to max_rows done, cancelled or failed outbox messages that finished more than older_than_ms ago (retention), except failed messages with a partition key: such a message may be blocking its key (OnFinalFailure Block), and deleting it would let the next message of the key go as if it had been delivered; an operator retries or deletes it.
 func (q *Queries) OutboxDeleteFinished(ctx context.Context, olderThanMs int64, maxRows int32) (int64, error) {
 	result, err := q.db.Exec(ctx, outboxDeleteFinished, olderThanMs, maxRows)
 	if err != nil {
@@ -392,7 +393,7 @@ func (q *Queries) OutboxEnqueueMany(ctx context.Context, arg OutboxEnqueueManyPa
 }
 
 const outboxGet = `-- name: OutboxGet :one
-select id, queue, topic, partition_key, message_id, payload, headers, correlation_id, status, priority, run_at, owner_token, locked_until, lease_version, attempts, max_attempts, claimed_at, claimed_by, last_error, created_at, updated_at, finished_at, join_id, key_seq from workq.outbox where id = $1
+select id, queue, topic, partition_key, message_id, payload, headers, correlation_id, status, priority, run_at, owner_token, locked_until, lease_version, attempts, max_attempts, claimed_at, claimed_by, last_error, created_at, updated_at, finished_at, join_id, key_seq, cancel_requested_at from workq.outbox where id = $1
 `
 
 // OutboxGet reads one outbox message.
@@ -424,12 +425,13 @@ func (q *Queries) OutboxGet(ctx context.Context, id int64) (Outbox, error) {
 		&i.FinishedAt,
 		&i.JoinID,
 		&i.KeySeq,
+		&i.CancelRequestedAt,
 	)
 	return i, err
 }
 
 const outboxGetByMessageID = `-- name: OutboxGetByMessageID :one
-select id, queue, topic, partition_key, message_id, payload, headers, correlation_id, status, priority, run_at, owner_token, locked_until, lease_version, attempts, max_attempts, claimed_at, claimed_by, last_error, created_at, updated_at, finished_at, join_id, key_seq from workq.outbox where message_id = $1
+select id, queue, topic, partition_key, message_id, payload, headers, correlation_id, status, priority, run_at, owner_token, locked_until, lease_version, attempts, max_attempts, claimed_at, claimed_by, last_error, created_at, updated_at, finished_at, join_id, key_seq, cancel_requested_at from workq.outbox where message_id = $1
 `
 
 // OutboxGetByMessageID reads one outbox message by its message id.
@@ -461,6 +463,7 @@ func (q *Queries) OutboxGetByMessageID(ctx context.Context, messageID uuid.UUID)
 		&i.FinishedAt,
 		&i.JoinID,
 		&i.KeySeq,
+		&i.CancelRequestedAt,
 	)
 	return i, err
 }
@@ -483,7 +486,7 @@ from keys k cross join lateral (
     select o.id, o.topic, o.status, o.attempts, o.max_attempts, o.run_at, o.last_error, o.message_id, o.updated_at
     from workq.outbox o
     where o.queue = $1 and o.partition_key is not null and o.status <> 2 and o.partition_key = k.key
-      and not (o.status = 3 and o.topic = any(coalesce($2::text[], '{}')))
+      and not (o.status = 4 or (o.status = 3 and o.topic = any(coalesce($2::text[], '{}'))))
     order by o.key_seq
     limit 1
 ) h
@@ -513,7 +516,7 @@ type OutboxKeyHeadsRow struct {
 	UpdatedAt    time.Time
 }
 
-// OutboxKeyHeads lists the partition keys of one queue that have messages not done, from after_key on in key order, each with its head (first message in write order; failed messages of skip_topics passed over); with only_blocked, only keys whose head is failing (waiting for a retry, or in a retry attempt) or failed.
+// OutboxKeyHeads lists the partition keys of one queue that have messages not done, from after_key on in key order, each with its head (first message in write order; cancelled messages and failed messages of skip_topics passed over); with only_blocked, only keys whose head is failing (waiting for a retry, or in a retry attempt) or failed.
 func (q *Queries) OutboxKeyHeads(ctx context.Context, arg OutboxKeyHeadsParams) ([]OutboxKeyHeadsRow, error) {
 	rows, err := q.db.Query(ctx, outboxKeyHeads,
 		arg.Queue,
@@ -552,7 +555,7 @@ func (q *Queries) OutboxKeyHeads(ctx context.Context, arg OutboxKeyHeadsParams) 
 }
 
 const outboxList = `-- name: OutboxList :many
-select id, queue, topic, partition_key, message_id, payload, headers, correlation_id, status, priority, run_at, owner_token, locked_until, lease_version, attempts, max_attempts, claimed_at, claimed_by, last_error, created_at, updated_at, finished_at, join_id, key_seq from workq.outbox o
+select id, queue, topic, partition_key, message_id, payload, headers, correlation_id, status, priority, run_at, owner_token, locked_until, lease_version, attempts, max_attempts, claimed_at, claimed_by, last_error, created_at, updated_at, finished_at, join_id, key_seq, cancel_requested_at from workq.outbox o
 where o.id > $1::bigint
   and ($2::text = '' or o.queue = $2::text)
   and ($3::integer < 0 or o.status = $3::integer)
@@ -613,6 +616,7 @@ func (q *Queries) OutboxList(ctx context.Context, arg OutboxListParams) ([]Outbo
 			&i.FinishedAt,
 			&i.JoinID,
 			&i.KeySeq,
+			&i.CancelRequestedAt,
 		); err != nil {
 			return nil, err
 		}
@@ -625,7 +629,7 @@ func (q *Queries) OutboxList(ctx context.Context, arg OutboxListParams) ([]Outbo
 }
 
 const outboxPage = `-- name: OutboxPage :many
-select id, queue, topic, partition_key, message_id, payload, headers, correlation_id, status, priority, run_at, owner_token, locked_until, lease_version, attempts, max_attempts, claimed_at, claimed_by, last_error, created_at, updated_at, finished_at, join_id, key_seq from workq.outbox t
+select id, queue, topic, partition_key, message_id, payload, headers, correlation_id, status, priority, run_at, owner_token, locked_until, lease_version, attempts, max_attempts, claimed_at, claimed_by, last_error, created_at, updated_at, finished_at, join_id, key_seq, cancel_requested_at from workq.outbox t
 where t.id < $1::bigint
   and ($2::text is null or t.queue = $2::text)
   and ($3::smallint is null or t.status = $3::smallint)
@@ -695,6 +699,7 @@ func (q *Queries) OutboxPage(ctx context.Context, arg OutboxPageParams) ([]Outbo
 			&i.FinishedAt,
 			&i.JoinID,
 			&i.KeySeq,
+			&i.CancelRequestedAt,
 		); err != nil {
 			return nil, err
 		}

@@ -13,62 +13,14 @@ import (
 )
 
 const timersCancel = `-- name: TimersCancel :many
-update workq.timers set status = 3, last_error = 'cancelled', finished_at = now(), cancelled_at = now(), updated_at = now()
+update workq.timers set status = 4, last_error = 'cancelled', finished_at = now(), cancelled_at = now(), updated_at = now()
 where id = any($1::bigint[]) and status = 0
 returning id
 `
 
-// TimersCancel cancels the ready timers among ids (status failed, last_error cancelled, cancelled_at = finished_at; see migration 00006), and returns the ids it cancelled.
+// TimersCancel cancels the ready timers among ids (status cancelled, last_error cancelled, cancelled_at = finished_at), and returns the ids it cancelled.
 func (q *Queries) TimersCancel(ctx context.Context, ids []int64) ([]int64, error) {
 	rows, err := q.db.Query(ctx, timersCancel, ids)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var items []int64
-	for rows.Next() {
-		var id int64
-		if err := rows.Scan(&id); err != nil {
-			return nil, err
-		}
-		items = append(items, id)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	return items, nil
-}
-
-const timersCancelAudited = `-- name: TimersCancelAudited :many
-with cancelled as (
-    update workq.timers t set
-        status = 3,
-        lease_version = t.lease_version + 1,
-        last_error = 'cancelled by ' || $1::text || coalesce(': ' || nullif($2::text, ''), ''),
-        finished_at = now(),
-        cancelled_at = now(),
-        updated_at = now()
-    where t.id = any($3::bigint[]) and t.status = 0
-    returning t.id, t.queue, t.attempts, t.lease_version
-),
-archived as (
-    insert into workq.runs (run_id, work_table, item_id, queue, attempt, lease_version, owner_token, worker_id, started_at, finished_at, outcome, error)
-    select workq.workq_run_id('timers', c.id, c.lease_version), 'timers', c.id, c.queue, c.attempts, c.lease_version,
-           '00000000-0000-0000-0000-000000000000'::uuid, $1::text, now(), now(), 'cancelled', nullif($2::text, '')
-    from cancelled c
-)
-select c.id from cancelled c
-`
-
-type TimersCancelAuditedParams struct {
-	Actor  string
-	Reason string
-	Ids    []int64
-}
-
-// TimersCancelAudited is LeaseCancel for timers: it also sets cancelled_at = finished_at, so the timer reads as cancelled (timers.StateCancelled), as timers.Client.Cancel leaves it.
-func (q *Queries) TimersCancelAudited(ctx context.Context, arg TimersCancelAuditedParams) ([]int64, error) {
-	rows, err := q.db.Query(ctx, timersCancelAudited, arg.Actor, arg.Reason, arg.Ids)
 	if err != nil {
 		return nil, err
 	}
@@ -94,13 +46,13 @@ with cur as materialized (
     for no key update
 ),
 cancelled as (
-    update workq.timers t set status = 3, last_error = 'cancelled', finished_at = now(), cancelled_at = now(), updated_at = now()
+    update workq.timers t set status = 4, last_error = 'cancelled', finished_at = now(), cancelled_at = now(), updated_at = now()
     from cur
     where t.id = cur.id and cur.status = 0
     returning t.id
 )
 select cur.id, cur.status,
-       (cur.status = 3 and cur.cancelled_at is not null and cur.cancelled_at = cur.finished_at)::boolean as was_cancelled,
+       (cur.status = 4)::boolean as was_cancelled,
        (select count(*) from cancelled)::bigint = 1 as cancelled
 from cur
 `
@@ -306,7 +258,7 @@ func (q *Queries) TimersEnqueueMany(ctx context.Context, arg TimersEnqueueManyPa
 }
 
 const timersGet = `-- name: TimersGet :one
-select id, queue, topic, payload, due_time, status, priority, run_at, owner_token, locked_until, lease_version, attempts, max_attempts, claimed_at, claimed_by, last_error, created_at, updated_at, finished_at, cancelled_at from workq.timers where id = $1
+select id, queue, topic, payload, due_time, status, priority, run_at, owner_token, locked_until, lease_version, attempts, max_attempts, claimed_at, claimed_by, last_error, created_at, updated_at, finished_at, cancelled_at, cancel_requested_at from workq.timers where id = $1
 `
 
 // TimersGet reads one timer.
@@ -334,19 +286,19 @@ func (q *Queries) TimersGet(ctx context.Context, id int64) (Timer, error) {
 		&i.UpdatedAt,
 		&i.FinishedAt,
 		&i.CancelledAt,
+		&i.CancelRequestedAt,
 	)
 	return i, err
 }
 
 const timersList = `-- name: TimersList :many
-select t.id, t.queue, t.topic, t.payload, t.due_time, t.status, t.priority, t.run_at, t.owner_token, t.locked_until, t.lease_version, t.attempts, t.max_attempts, t.claimed_at, t.claimed_by, t.last_error, t.created_at, t.updated_at, t.finished_at, t.cancelled_at from workq.timers t
+select t.id, t.queue, t.topic, t.payload, t.due_time, t.status, t.priority, t.run_at, t.owner_token, t.locked_until, t.lease_version, t.attempts, t.max_attempts, t.claimed_at, t.claimed_by, t.last_error, t.created_at, t.updated_at, t.finished_at, t.cancelled_at, t.cancel_requested_at from workq.timers t
 where t.id > $1::bigint
   and ($2::text is null or t.queue = $2::text)
   and ($3::text is null or t.topic = $3::text)
   and ($4::text is null or
-       (case when t.status = 3 and t.cancelled_at is not null and t.cancelled_at = t.finished_at then 'cancelled'
-             when t.status = 0 then 'ready' when t.status = 1 then 'in_progress'
-             when t.status = 2 then 'done' else 'failed' end) = $4::text)
+       (case t.status when 0 then 'ready' when 1 then 'in_progress' when 2 then 'done' when 3 then 'failed'
+             else 'cancelled' end) = $4::text)
   and ($5::timestamptz is null or t.due_time < $5::timestamptz)
   and ($6::timestamptz is null or t.due_time >= $6::timestamptz)
 order by t.id
@@ -402,6 +354,7 @@ func (q *Queries) TimersList(ctx context.Context, arg TimersListParams) ([]Timer
 			&i.UpdatedAt,
 			&i.FinishedAt,
 			&i.CancelledAt,
+			&i.CancelRequestedAt,
 		); err != nil {
 			return nil, err
 		}
@@ -430,7 +383,7 @@ func (q *Queries) TimersNextDue(ctx context.Context, queue string) (int64, error
 }
 
 const timersPage = `-- name: TimersPage :many
-select id, queue, topic, payload, due_time, status, priority, run_at, owner_token, locked_until, lease_version, attempts, max_attempts, claimed_at, claimed_by, last_error, created_at, updated_at, finished_at, cancelled_at from workq.timers t
+select id, queue, topic, payload, due_time, status, priority, run_at, owner_token, locked_until, lease_version, attempts, max_attempts, claimed_at, claimed_by, last_error, created_at, updated_at, finished_at, cancelled_at, cancel_requested_at from workq.timers t
 where t.id < $1::bigint
   and ($2::text is null or t.queue = $2::text)
   and ($3::smallint is null or t.status = $3::smallint)
@@ -496,6 +449,7 @@ func (q *Queries) TimersPage(ctx context.Context, arg TimersPageParams) ([]Timer
 			&i.UpdatedAt,
 			&i.FinishedAt,
 			&i.CancelledAt,
+			&i.CancelRequestedAt,
 		); err != nil {
 			return nil, err
 		}

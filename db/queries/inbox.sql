@@ -109,14 +109,14 @@ order by id
 limit @max_rows::integer;
 
 -- name: InboxDeleteProcessed :execrows
--- InboxDeleteProcessed deletes up to max_rows processed (done) messages that finished more than older_than_ms ago (the de-duplication window); failed (dead) messages are kept.
+-- InboxDeleteProcessed deletes up to max_rows processed (done) or cancelled messages that finished more than older_than_ms ago (the de-duplication window); failed (dead) messages are kept.
 -- By primary key (= any(array(...))), not "in (select ...)": see
--- LeaseDeleteFinished. status >= 2 as well as = 2 names the predicate of
+-- LeaseDeleteFinished. status >= 2 as well as in (2, 4) names the predicate of
 -- inbox_finished, whose finished_at order the batch follows.
 delete from workq.inbox
 where id = any(array(
     select f.id from workq.inbox f
-    where f.status >= 2 and f.status = 2
+    where f.status >= 2 and f.status in (2, 4)
       and f.finished_at < now() - (@older_than_ms::bigint) * interval '1 millisecond'
     order by f.finished_at
     limit @max_rows::integer

@@ -1,5 +1,5 @@
 -- name: LeaseHeartbeat :many
--- LeaseHeartbeat extends the leases of many items, each guarded by its own owner token, in one statement, and says for each input id whether it extended it and whether the lease is lost for certain (another token, or expired by the database clock at the moment the row is examined: clock_timestamp(), not the statement's start). A row locked by a concurrent statement (a completion, a reap, a heartbeat that timed out client-side) is neither: it is skipped rather than waited for, so a heartbeat never deadlocks, and its fate is left to that statement.
+-- LeaseHeartbeat extends the leases of many items, each guarded by its own owner token, in one statement, and says for each input id whether it extended it, whether the lease is lost for certain (another token, or expired by the database clock at the moment the row is examined: clock_timestamp(), not the statement's start), and whether its cancel was requested (cancel_requested_at: the holder cancels the handler; the fallback for a missed NOTIFY). A row locked by a concurrent statement (a completion, a reap, a heartbeat that timed out client-side) is neither: it is skipped rather than waited for, so a heartbeat never deadlocks, and its fate is left to that statement.
 with o as materialized (
     -- unnest (in the select list: one row per element) from a one-row
     -- generate_series whose bound the plan cannot see. A generic plan (what a
@@ -36,7 +36,8 @@ select o.id::bigint as id,
        -- Read on the statement's snapshot: a token that is gone or an expired
        -- lease there is lost whatever any concurrent statement does.
        (e.id is null and (r.id is null or r.owner_token is distinct from o.owner_token
-                          or r.locked_until <= clock_timestamp()))::boolean as lost
+                          or r.locked_until <= clock_timestamp()))::boolean as lost,
+       (r.cancel_requested_at is not null and r.owner_token = o.owner_token)::boolean as cancel_requested
 from o
 left join extended e on e.id = o.id
 -- r.id = any(@ids) for the same reason as in held: without it, statistics
@@ -45,7 +46,7 @@ left join extended e on e.id = o.id
 left join workq.workq_lease_table r on r.id = o.id and r.id = any(@ids::bigint[]);
 
 -- name: LeaseComplete :many
--- LeaseComplete ends many attempts in one statement, each guarded by its own owner token (done, retry with a delay or failed when exhausted, failed, snoozed or released without using an attempt), archives each attempt in runs, and returns the rows it applied to.
+-- LeaseComplete ends many attempts in one statement, each guarded by its own owner token (done, retry with a delay or failed when exhausted, failed, snoozed or released without using an attempt, cancelled), archives each attempt in runs, and returns the rows it applied to. An attempt whose cancel was requested (cancel_requested_at) ends cancelled whatever its outcome, keeping the cancel's last_error.
 with o as materialized (
     -- from a one-row generate_series for the generic plan's sake: see LeaseHeartbeat
     select unnest(@ids::bigint[]) as id, unnest(@owner_tokens::text[])::uuid as owner_token, unnest(@outcomes::text[]) as outcome,
@@ -55,14 +56,18 @@ with o as materialized (
 u as (
     update workq.workq_lease_table j set
         status = case
+            when j.cancel_requested_at is not null or o.outcome = 'cancelled' then 4
             when o.outcome = 'done' then 2
             when o.outcome = 'failed' or (o.outcome = 'retry' and j.attempts >= j.max_attempts) then 3
             else 0 end,
-        attempts = case when o.outcome in ('snoozed', 'released') then j.attempts - 1 else j.attempts end,
-        run_at = case when o.outcome in ('retry', 'snoozed', 'released')
+        attempts = case when o.outcome in ('snoozed', 'released') and j.cancel_requested_at is null
+                        then j.attempts - 1 else j.attempts end,
+        run_at = case when o.outcome in ('retry', 'snoozed', 'released') and j.cancel_requested_at is null
                       then now() + o.delay_ms * interval '1 millisecond' else j.run_at end,
-        last_error = case when o.outcome in ('retry', 'failed') then nullif(o.error, '') else j.last_error end,
-        finished_at = case when o.outcome in ('done', 'failed') or (o.outcome = 'retry' and j.attempts >= j.max_attempts)
+        last_error = case when j.cancel_requested_at is not null then j.last_error
+                          when o.outcome in ('retry', 'failed', 'cancelled') then nullif(o.error, '') else j.last_error end,
+        finished_at = case when o.outcome in ('done', 'failed', 'cancelled') or j.cancel_requested_at is not null
+                                or (o.outcome = 'retry' and j.attempts >= j.max_attempts)
                            then now() end,
         owner_token = null,
         locked_until = null,
@@ -75,15 +80,17 @@ u as (
     -- id = any(@ids) as well: it bounds the table side of the join to the
     -- batch's ids whatever join the planner picks (see LeaseHeartbeat).
     where j.id = any(@ids::bigint[]) and j.id = o.id and j.owner_token = o.owner_token
-      and o.outcome in ('done', 'retry', 'failed', 'snoozed', 'released')
-    returning j.id, j.status, j.queue, j.attempts, j.lease_version, j.claimed_at, j.claimed_by, o.owner_token, o.outcome, o.error
+      and o.outcome in ('done', 'retry', 'failed', 'snoozed', 'released', 'cancelled')
+    returning j.id, j.status, j.queue, j.attempts, j.lease_version, j.claimed_at, j.claimed_by, o.owner_token, o.outcome, o.error,
+              j.last_error
 ),
 archived as (
     insert into workq.runs (run_id, work_table, item_id, queue, attempt, lease_version, owner_token, worker_id, started_at, finished_at, outcome, error)
     select workq.workq_run_id('workq_lease_table', u.id, u.lease_version), 'workq_lease_table', u.id, u.queue,
-           case when u.outcome in ('snoozed', 'released') then u.attempts + 1 else u.attempts end,
+           case when u.outcome in ('snoozed', 'released') and u.status = 0 then u.attempts + 1 else u.attempts end,
            u.lease_version, u.owner_token, u.claimed_by, u.claimed_at, now(),
-           case when u.status = 3 then 'failed' else u.outcome end, nullif(u.error, '')
+           case when u.status = 3 then 'failed' when u.status = 4 then 'cancelled' else u.outcome end,
+           case when u.status = 4 then u.last_error else nullif(u.error, '') end
     from u
 ),
 joins as (
@@ -97,7 +104,7 @@ joins as (
 select u.id, u.status from u where (select j.n from joins j) >= 0;
 
 -- name: LeaseReapExpired :many
--- LeaseReapExpired requeues up to max_rows items whose lease expired, of one queue or (queue null) of all, failing those with no attempts left; it archives the lost attempts and is safe to run from many reapers and claimers at once.
+-- LeaseReapExpired requeues up to max_rows items whose lease expired, of one queue or (queue null) of all, failing those with no attempts left and cancelling those whose cancel was requested; it archives the lost attempts and is safe to run from many reapers and claimers at once.
 with expired as (
     select x.id, x.owner_token from workq.workq_lease_table x
     where x.status = 1 and x.locked_until <= now()
@@ -113,13 +120,14 @@ expired_tokens as materialized (
 ),
 reaped as (
     update workq.workq_lease_table j set
-        status = case when j.attempts >= j.max_attempts then 3 else 0 end,
+        status = case when j.cancel_requested_at is not null then 4 when j.attempts >= j.max_attempts then 3 else 0 end,
         owner_token = null,
         locked_until = null,
         run_at = now(),
         last_error = format('lease expired on attempt %s of %s (worker %s)%s', j.attempts, j.max_attempts, j.claimed_by,
-                            case when j.attempts >= j.max_attempts then '; no attempts left' else '' end),
-        finished_at = case when j.attempts >= j.max_attempts then now() end,
+                            case when j.cancel_requested_at is not null then '; ' || j.last_error
+                                 when j.attempts >= j.max_attempts then '; no attempts left' else '' end),
+        finished_at = case when j.attempts >= j.max_attempts or j.cancel_requested_at is not null then now() end,
         updated_at = now()
     -- Rechecked on the locked row: a heartbeat or completion that committed
     -- after this statement's snapshot leaves the row alone.
@@ -152,7 +160,7 @@ group by queue, status, expired
 order by queue, status, expired;
 
 -- name: LeaseDeleteFinished :execrows
--- LeaseDeleteFinished deletes up to max_rows done or failed items that finished more than older_than_ms ago (retention).
+-- LeaseDeleteFinished deletes up to max_rows done, failed or cancelled items that finished more than older_than_ms ago (retention).
 -- By primary key (= any(array(...))), not "in (select ...)", which the
 -- planner may turn into a hash join over the whole table.
 delete from workq.workq_lease_table
@@ -164,7 +172,7 @@ where id = any(array(
 ));
 
 -- name: LeaseRevive :many
--- LeaseRevive puts failed items back to ready (attempts reset, due now), bumps each one's lease_version and archives the action in runs (outcome revived, by actor, with the reason), and returns the ids it revived; items that are not failed are left alone.
+-- LeaseRevive puts failed and cancelled items back to ready (attempts reset, due now), bumps each one's lease_version and archives the action in runs (outcome revived, by actor, with the reason), and returns the ids it revived; items that are neither are left alone.
 with revived as (
     update workq.workq_lease_table j set
         status = 0,
@@ -172,8 +180,9 @@ with revived as (
         run_at = now(),
         lease_version = j.lease_version + 1,
         finished_at = null,
+        cancel_requested_at = null,
         updated_at = now()
-    where j.id = any(@ids::bigint[]) and j.status = 3
+    where j.id = any(@ids::bigint[]) and j.status in (3, 4)
     returning j.id, j.queue, j.lease_version, j.last_error
 ),
 archived as (
@@ -212,37 +221,45 @@ group by d.queue
 order by d.queue;
 
 -- name: LeaseCancel :many
--- LeaseCancel ends the ready items among ids as failed with last_error "cancelled by <actor>[: reason]", bumps each one's lease_version, archives the action in runs (outcome cancelled, by actor, with the reason), and returns the ids it cancelled; items that are not ready are left alone.
+-- LeaseCancel cancels the ready and in-progress items among ids and returns them, each with requested = false when it ended at once or true when it is running. A ready item ends cancelled (status 4) with last_error "cancelled by <actor>[: reason]", its lease_version bumped and the action archived in runs (outcome cancelled, by actor, with the reason). An in-progress item gets cancel_requested_at and that last_error, and a NOTIFY on '<schema>_cancel' with payload '<table>:<id>': its holder cancels the handler, and the statement that ends the attempt (completion or reap) ends it cancelled and archives it. Finished items are left alone.
 with cancelled as (
     update workq.workq_lease_table j set
-        status = 3,
-        lease_version = j.lease_version + 1,
+        status = case when j.status = 0 then 4 else j.status end,
+        lease_version = case when j.status = 0 then j.lease_version + 1 else j.lease_version end,
         last_error = 'cancelled by ' || @actor::text || coalesce(': ' || nullif(@reason::text, ''), ''),
-        finished_at = now(),
+        finished_at = case when j.status = 0 then now() else j.finished_at end,
+        cancel_requested_at = case when j.status = 1 then coalesce(j.cancel_requested_at, now()) end,
         updated_at = now()
-    where j.id = any(@ids::bigint[]) and j.status = 0
-    returning j.id, j.queue, j.attempts, j.lease_version
+    where j.id = any(@ids::bigint[]) and j.status in (0, 1)
+    returning j.id, j.queue, j.attempts, j.lease_version, (j.status = 1)::boolean as requested
 ),
 archived as (
     insert into workq.runs (run_id, work_table, item_id, queue, attempt, lease_version, owner_token, worker_id, started_at, finished_at, outcome, error)
     select workq.workq_run_id('workq_lease_table', c.id, c.lease_version), 'workq_lease_table', c.id, c.queue, c.attempts, c.lease_version,
            '00000000-0000-0000-0000-000000000000'::uuid, @actor::text, now(), now(), 'cancelled', nullif(@reason::text, '')
-    from cancelled c
+    from cancelled c where not c.requested
+),
+notified as (
+    select count(pg_notify('workq_cancel', 'workq_lease_table' || ':' || c.id)) as n from cancelled c where c.requested
 ),
 joins as (
-    -- The joins of the outbox members it failed, in join id order (see LeaseComplete).
-    select workq.workq_lock_joins('workq_lease_table', array(select c.id from cancelled c)) as n
+    -- The joins of the outbox members it cancelled, in join id order (see LeaseComplete).
+    select workq.workq_lock_joins('workq_lease_table', array(select c.id from cancelled c where not c.requested)) as n
 )
-select c.id from cancelled c where (select j.n from joins j) >= 0;
+select c.id, c.requested from cancelled c where (select j.n from joins j) >= 0 and (select n.n from notified n) >= 0;
+
+-- name: LeaseStatus :one
+-- LeaseStatus reads one item's status and whether its cancel was requested (no row: no such item).
+select status, (cancel_requested_at is not null)::boolean as cancel_requested from workq.workq_lease_table where id = @id::bigint;
 
 -- name: LeaseDelete :many
--- LeaseDelete deletes the finished (done or failed) items among ids and returns the ids it deleted; ready and in-progress items are left alone. Their archived attempts stay in runs until the archive's own retention.
+-- LeaseDelete deletes the finished (done, failed or cancelled) items among ids and returns the ids it deleted; ready and in-progress items are left alone. Their archived attempts stay in runs until the archive's own retention.
 delete from workq.workq_lease_table j
 where j.id = any(@ids::bigint[]) and j.status >= 2
 returning j.id;
 
 -- name: LeaseQueueStats :many
--- LeaseQueueStats counts one table's items per queue: ready (due), scheduled (ready, not due yet), in progress (and how many of those have an expired lease or were claimed in the last minute), done and failed, with the age in milliseconds of the oldest due ready item on the database clock (0: none). It reads the whole table: an operator's command, not a per-scrape query.
+-- LeaseQueueStats counts one table's items per queue: ready (due), scheduled (ready, not due yet), in progress (and how many of those have an expired lease or were claimed in the last minute), done, failed and cancelled, with the age in milliseconds of the oldest due ready item on the database clock (0: none). It reads the whole table: an operator's command, not a per-scrape query.
 select queue,
        count(*) filter (where status = 0 and run_at <= now())::bigint as ready,
        count(*) filter (where status = 0 and run_at > now())::bigint as scheduled,
@@ -251,6 +268,7 @@ select queue,
        count(*) filter (where status = 1 and claimed_at > now() - interval '1 minute')::bigint as claimed_recently,
        count(*) filter (where status = 2)::bigint as done,
        count(*) filter (where status = 3)::bigint as failed,
+       count(*) filter (where status = 4)::bigint as cancelled,
        coalesce(floor(extract(epoch from now() - min(run_at) filter (where status = 0 and run_at <= now())) * 1000), 0)::bigint as oldest_ready_age_ms
 from workq.workq_lease_table
 group by queue

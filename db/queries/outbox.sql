@@ -127,7 +127,8 @@ heads as (
     select h.id from keys k cross join lateral (
         select o.id, o.status, o.run_at from workq.outbox o
         where o.queue = @queue and o.partition_key is not null and o.status <> 2 and o.partition_key = k.key
-          and not (o.status = 3 and o.topic = any(coalesce(@skip_topics::text[], '{}')))
+          -- a cancelled message (status 4) blocks nothing, like a delivered one
+          and not (o.status = 4 or (o.status = 3 and o.topic = any(coalesce(@skip_topics::text[], '{}'))))
           -- keys this claimer hands over to the queue's other claimers
           and k.key <> all(coalesce(@pass_keys::text[], '{}'))
         order by o.key_seq
@@ -183,12 +184,12 @@ returning j.id, j.topic, j.partition_key, j.message_id, j.payload, j.headers, j.
           j.attempts, j.max_attempts, j.lease_version, j.locked_until, j.created_at;
 
 -- name: OutboxDeleteFinished :execrows
--- OutboxDeleteFinished deletes up to max_rows done or failed outbox messages that finished more than older_than_ms ago (retention), except failed messages with a partition key: such a message may be blocking its key (OnFinalFailure Block), and deleting it would let the next message of the key go as if it had been delivered; an operator retries or deletes it.
+-- OutboxDeleteFinished deletes up to max_rows done, cancelled or failed outbox messages that finished more than older_than_ms ago (retention), except failed messages with a partition key: such a message may be blocking its key (OnFinalFailure Block), and deleting it would let the next message of the key go as if it had been delivered; an operator retries or deletes it.
 delete from workq.outbox
 where id = any(array(
     select f.id from workq.outbox f
     -- outbox_finished's predicate, written out so that the planner uses it.
-    where (f.status = 2 or (f.status = 3 and f.partition_key is null))
+    where (f.status in (2, 4) or (f.status = 3 and f.partition_key is null))
       and f.finished_at < now() - (@older_than_ms::bigint) * interval '1 millisecond'
     order by f.finished_at
     limit @max_rows::integer
@@ -237,7 +238,7 @@ order by o.id
 limit @max_rows::integer;
 
 -- name: OutboxKeyHeads :many
--- OutboxKeyHeads lists the partition keys of one queue that have messages not done, from after_key on in key order, each with its head (first message in write order; failed messages of skip_topics passed over); with only_blocked, only keys whose head is failing (waiting for a retry, or in a retry attempt) or failed.
+-- OutboxKeyHeads lists the partition keys of one queue that have messages not done, from after_key on in key order, each with its head (first message in write order; cancelled messages and failed messages of skip_topics passed over); with only_blocked, only keys whose head is failing (waiting for a retry, or in a retry attempt) or failed.
 with recursive keys (key) as (
     (select o.partition_key as key from workq.outbox o
      where o.queue = @queue and o.partition_key is not null and o.status <> 2 and o.partition_key > @after_key::text
@@ -255,7 +256,7 @@ from keys k cross join lateral (
     select o.id, o.topic, o.status, o.attempts, o.max_attempts, o.run_at, o.last_error, o.message_id, o.updated_at
     from workq.outbox o
     where o.queue = @queue and o.partition_key is not null and o.status <> 2 and o.partition_key = k.key
-      and not (o.status = 3 and o.topic = any(coalesce(@skip_topics::text[], '{}')))
+      and not (o.status = 4 or (o.status = 3 and o.topic = any(coalesce(@skip_topics::text[], '{}'))))
     order by o.key_seq
     limit 1
 ) h

@@ -17,8 +17,8 @@ from (
 returning id, due_time;
 
 -- name: TimersCancel :many
--- TimersCancel cancels the ready timers among ids (status failed, last_error cancelled, cancelled_at = finished_at; see migration 00006), and returns the ids it cancelled.
-update workq.timers set status = 3, last_error = 'cancelled', finished_at = now(), cancelled_at = now(), updated_at = now()
+-- TimersCancel cancels the ready timers among ids (status cancelled, last_error cancelled, cancelled_at = finished_at), and returns the ids it cancelled.
+update workq.timers set status = 4, last_error = 'cancelled', finished_at = now(), cancelled_at = now(), updated_at = now()
 where id = any(@ids::bigint[]) and status = 0
 returning id;
 
@@ -105,13 +105,13 @@ with cur as materialized (
     for no key update
 ),
 cancelled as (
-    update workq.timers t set status = 3, last_error = 'cancelled', finished_at = now(), cancelled_at = now(), updated_at = now()
+    update workq.timers t set status = 4, last_error = 'cancelled', finished_at = now(), cancelled_at = now(), updated_at = now()
     from cur
     where t.id = cur.id and cur.status = 0
     returning t.id
 )
 select cur.id, cur.status,
-       (cur.status = 3 and cur.cancelled_at is not null and cur.cancelled_at = cur.finished_at)::boolean as was_cancelled,
+       (cur.status = 4)::boolean as was_cancelled,
        (select count(*) from cancelled)::bigint = 1 as cancelled
 from cur;
 
@@ -130,34 +130,12 @@ where t.id > @after_id::bigint
   and (sqlc.narg('queue')::text is null or t.queue = sqlc.narg('queue')::text)
   and (sqlc.narg('topic')::text is null or t.topic = sqlc.narg('topic')::text)
   and (sqlc.narg('state')::text is null or
-       (case when t.status = 3 and t.cancelled_at is not null and t.cancelled_at = t.finished_at then 'cancelled'
-             when t.status = 0 then 'ready' when t.status = 1 then 'in_progress'
-             when t.status = 2 then 'done' else 'failed' end) = sqlc.narg('state')::text)
+       (case t.status when 0 then 'ready' when 1 then 'in_progress' when 2 then 'done' when 3 then 'failed'
+             else 'cancelled' end) = sqlc.narg('state')::text)
   and (sqlc.narg('due_before')::timestamptz is null or t.due_time < sqlc.narg('due_before')::timestamptz)
   and (sqlc.narg('due_after')::timestamptz is null or t.due_time >= sqlc.narg('due_after')::timestamptz)
 order by t.id
 limit @max_rows::integer;
-
--- name: TimersCancelAudited :many
--- TimersCancelAudited is LeaseCancel for timers: it also sets cancelled_at = finished_at, so the timer reads as cancelled (timers.StateCancelled), as timers.Client.Cancel leaves it.
-with cancelled as (
-    update workq.timers t set
-        status = 3,
-        lease_version = t.lease_version + 1,
-        last_error = 'cancelled by ' || @actor::text || coalesce(': ' || nullif(@reason::text, ''), ''),
-        finished_at = now(),
-        cancelled_at = now(),
-        updated_at = now()
-    where t.id = any(@ids::bigint[]) and t.status = 0
-    returning t.id, t.queue, t.attempts, t.lease_version
-),
-archived as (
-    insert into workq.runs (run_id, work_table, item_id, queue, attempt, lease_version, owner_token, worker_id, started_at, finished_at, outcome, error)
-    select workq.workq_run_id('timers', c.id, c.lease_version), 'timers', c.id, c.queue, c.attempts, c.lease_version,
-           '00000000-0000-0000-0000-000000000000'::uuid, @actor::text, now(), now(), 'cancelled', nullif(@reason::text, '')
-    from cancelled c
-)
-select c.id from cancelled c;
 
 -- name: TimersPage :many
 -- TimersPage lists items newest first below before_id (keyset pagination over the primary key: rows inserted meanwhile have higher ids and never shift a later page), filtered by queue, status, topic, creation time and a text in last_error, case-insensitive (null: any), and at or above min_id (admin bounds the ids a text search reads with it).

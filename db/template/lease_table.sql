@@ -24,5 +24,6 @@ create table workq.workq_lease_table (
     last_error     text,
     created_at     timestamptz not null,
     updated_at     timestamptz not null,
-    finished_at    timestamptz
+    finished_at    timestamptz,
+    cancel_requested_at timestamptz
 );

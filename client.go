@@ -33,6 +33,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/workq/workq/db"
 	"github.com/workq/workq/inbox"
 	"github.com/workq/workq/internal/dbschema"
 	"github.com/workq/workq/internal/jobq"
@@ -193,6 +194,9 @@ func NewClient(pool *pgxpool.Pool, cfg Config) (*Client, error) {
 	}
 	observers = append(observers, cfg.Observer)
 	wcfg := cfg.Worker
+	if cfg.Workers != nil {
+		cfg.Workers.inUse = true
+	}
 	if cfg.Workers != nil && !cfg.Workers.empty() {
 		w, err := newWorker(pool, cfg, worker.Options{Logger: log, Observer: worker.Observers(observers...), OnResult: cfg.OnResult,
 			Schema: rw.Schema()})
@@ -293,17 +297,42 @@ func newWorker(pool *pgxpool.Pool, cfg Config, o worker.Options) (*worker.Worker
 	return w, nil
 }
 
+// ErrSchemaBehind is returned by Start when the Client's schema is not
+// migrated to the version this code needs (never migrated: version 0).
+var ErrSchemaBehind = db.ErrSchemaBehind
+
+// checkSchema fails when the schema is older than this code's migrations,
+// naming the command that fixes it. A newer schema is fine (a rolling
+// deploy runs the new migrations before the last old process stops).
+func (c *Client) checkSchema(ctx context.Context) error {
+	v, err := db.SchemaVersion(ctx, c.db)
+	if err != nil {
+		return fmt.Errorf("workq: read the schema version: %w", err)
+	}
+	if latest := db.LatestVersion(); v < latest {
+		return fmt.Errorf("%w: schema %q is at version %d, this workq needs %d: run `%s` "+
+			"(or Up of package migrate with Options{Schema: %q})", ErrSchemaBehind, c.Schema(), v, latest,
+			worker.MigrateCommand(c.Schema()), c.Schema())
+	}
+	return nil
+}
+
 // ErrNotRunning is returned by Stop when the Client was never started or
 // has already stopped.
 var ErrNotRunning = errors.New("workq: client not running")
 
-// Start starts the worker (when there are handlers) and the maintenance
-// (unless disabled) and returns at once; ctx is used only while starting.
+// Start checks that the schema is migrated (ErrSchemaBehind otherwise),
+// starts the worker (when there are handlers) and the maintenance (unless
+// disabled), and returns at once. Cancelling ctx does not stop the Client
+// (Stop does), but its values reach every handler's context.
 func (c *Client) Start(ctx context.Context) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.started {
 		return errors.New("workq: client already started")
+	}
+	if err := c.checkSchema(ctx); err != nil {
+		return err
 	}
 	if c.worker != nil {
 		if err := c.worker.Start(ctx); err != nil {
@@ -330,7 +359,7 @@ const maintenanceStopBound = 10 * time.Second
 // Stop stops claiming, lets in-flight handlers finish for the worker's
 // drain timeout (or until ctx ends), releases the rest, flushes every
 // completion and ends the maintenance. It returns within the drain timeout
-// plus worker.StopBound plus maintenanceStopBound, whatever the database
+// plus worker.StopBound plus 10 s for the maintenance, whatever the database
 // does.
 func (c *Client) Stop(ctx context.Context) error {
 	c.mu.Lock()

@@ -244,6 +244,20 @@ func (c *Client) CreateSchedule(ctx context.Context, sp schedule.Spec) (schedule
 	return c.sched.Create(ctx, c.db, sp)
 }
 
+// PeriodicJob returns the schedule.Spec of a cron schedule whose runs are
+// jobs of args (River's PeriodicJob): its kind, payload, and the queue,
+// priority and max attempts of opts merged with the Args' own EnqueueOpts.
+// Pass it to CreateSchedule; a typed spec cannot name a kind without a
+// worker's args type, or carry a payload its worker cannot decode.
+func PeriodicJob(name, cron string, args Args, opts *EnqueueOpts) (schedule.Spec, error) {
+	j, err := job(args, opts)
+	if err != nil {
+		return schedule.Spec{}, err
+	}
+	return schedule.Spec{Name: name, Cron: cron, Queue: j.Queue, Kind: j.Kind, Payload: j.Payload,
+		Priority: j.Priority, MaxAttempts: j.MaxAttempts}, nil
+}
+
 // DeleteSchedule deletes a schedule (schedule.ErrNotFound when there is
 // none of that name).
 func (c *Client) DeleteSchedule(ctx context.Context, name string) error {

@@ -25,6 +25,18 @@ type Workers struct {
 	timers map[string]worker.HandlerFunc
 
 	outboxDefault, inboxDefault, timersDefault worker.HandlerFunc
+
+	// inUse: a Client read the set (NewClient); what is added after it
+	// would never run, so it is refused.
+	inUse bool
+}
+
+// errInUse refuses a registration on a set a Client already read.
+func (ws *Workers) errInUse(what string) error {
+	if ws.inUse {
+		return fmt.Errorf("workq: register %s before NewClient: a Client already took these Workers, and would never run it", what)
+	}
+	return nil
 }
 
 type outboxHandler struct {
@@ -39,6 +51,9 @@ func NewWorkers() *Workers {
 }
 
 func (ws *Workers) addJob(kind string, h worker.HandlerFunc) error {
+	if err := ws.errInUse(fmt.Sprintf("kind %q", kind)); err != nil {
+		return err
+	}
 	if !workqtype.ValidName(kind) {
 		return workqtype.Invalid("kind", fmt.Sprintf("kind %q is not a valid name (%s)", kind, workqtype.NameRule))
 	}
@@ -57,6 +72,9 @@ func (ws *Workers) HandleJob(kind string, h worker.HandlerFunc) error { return w
 // HandleOutboxRaw registers an untyped handler (a publisher) for an
 // outbox topic; "" is the default handler of topics without one.
 func (ws *Workers) HandleOutboxRaw(topic string, h worker.HandlerFunc, opts ...outbox.TopicOptions) error {
+	if err := ws.errInUse(fmt.Sprintf("outbox topic %q", topic)); err != nil {
+		return err
+	}
 	if topic == "" {
 		ws.outboxDefault = h
 		return nil
@@ -72,6 +90,9 @@ func (ws *Workers) HandleOutboxRaw(topic string, h worker.HandlerFunc, opts ...o
 }
 
 func (ws *Workers) addTopic(m map[string]worker.HandlerFunc, def *worker.HandlerFunc, what, topic string, h worker.HandlerFunc) error {
+	if err := ws.errInUse(fmt.Sprintf("%s topic %q", what, topic)); err != nil {
+		return err
+	}
 	if topic == "" {
 		*def = h
 		return nil
@@ -103,6 +124,7 @@ type Message[T any] struct {
 	Attempt     int // 1 on the first attempt
 	MaxAttempts int
 	CreatedAt   time.Time
+	RunAt       time.Time // when it became claimable
 
 	MessageID     string          // outbox (a UUID) and inbox (the sender's id)
 	Source        string          // inbox: who sent it
@@ -123,16 +145,12 @@ func (m *Message[T]) Logger() *slog.Logger {
 	return m.raw.Logger()
 }
 
-// Raw returns the claimed item under the message (its lease fields
-// included), for code that needs what the typed view leaves out.
-func (m *Message[T]) Raw() *worker.Job { return m.raw }
-
 // MessageOf returns the typed view of a claimed outbox message, inbox
 // message or timer, its payload decoded into T (an error made with
 // Permanent when it does not decode).
 func MessageOf[T any](raw *worker.Job) (*Message[T], error) {
 	m := &Message[T]{ID: raw.ID, Queue: raw.Queue, Topic: raw.Topic, Attempt: int(raw.Attempt), MaxAttempts: int(raw.MaxAttempts),
-		CreatedAt: raw.CreatedAt, MessageID: raw.MessageID, PartitionKey: raw.PartitionKey, CorrelationID: raw.CorrelationID,
+		CreatedAt: raw.CreatedAt, RunAt: raw.RunAt, MessageID: raw.MessageID, PartitionKey: raw.PartitionKey, CorrelationID: raw.CorrelationID,
 		Headers: raw.Headers, DueTime: raw.DueTime, raw: raw}
 	if raw.Table == "inbox" {
 		m.Source = raw.Kind

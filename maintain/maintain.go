@@ -206,8 +206,8 @@ func (s *Service) schemaMissing(err error) bool {
 		return false
 	}
 	if s.schemaGone.CompareAndSwap(false, true) {
-		s.log.Error("maintenance: the database lacks workq's schema (a table or function does not exist): run 'workq migrate up'; "+
-			"retrying quietly until it is there", "err", err)
+		s.log.Error("maintenance: the database lacks workq's schema (a table or function does not exist): run 'workq migrate up' "+
+			"(with --schema when it is not the default); retrying quietly until it is there", "err", err)
 	}
 	return true
 }

@@ -44,10 +44,10 @@ var (
 // Timer describes a timer to schedule.
 type Timer struct {
 	Queue string // default "default"
-	Topic string // required: selects the handler (worker.ValidTopic)
+	Topic string // required: selects the handler (workqtype.ValidTopic)
 	// Payload is a JSON object: a struct or map to marshal, or raw JSON as
 	// json.RawMessage or []byte; nil means {}. Its size limit is the
-	// client's (ClientOptions.MaxPayloadBytes), as for job payloads.
+	// client's (workq.Config.MaxPayloadBytes), as for job payloads.
 	Payload any
 	// Exactly one of DueTime and Delay. DueTime is absolute; a due time in
 	// the past means due now (it keeps the time given, and sorts before

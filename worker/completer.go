@@ -365,6 +365,11 @@ func (c *completer) report(p pendingCompletion, applied lease.Applied, flushed b
 	st, ok := applied.Status[p.c.ID]
 	r := Result{Item: p.item, Outcome: p.c.Outcome, Error: p.c.Error, Applied: ok && flushed, Status: st,
 		Started: p.started, Finished: p.finished}
+	if p.inTx && ok && st == lease.StatusDone && r.Outcome != lease.Done {
+		// The handler's transaction completed the attempt (CompleteTx) and
+		// committed; what the handler returned afterwards changed nothing.
+		r.Outcome, r.Error = lease.Done, ""
+	}
 	c.count(r, flushed)
 	if p.after != nil {
 		p.after(r)

@@ -31,6 +31,10 @@ type Job struct {
 	completedInTx atomic.Bool // CompleteTx ended the attempt in the handler's transaction
 }
 
+// ErrCompletedInTx is returned by a CompleteTx that finds the attempt
+// ended after an earlier CompleteTx of it (whose transaction committed).
+var ErrCompletedInTx = errors.New("the attempt was already completed in a transaction")
+
 // CompletedInTx reports whether the handler completed the attempt in its
 // own transaction with CompleteTx (which may since have rolled back).
 func (j *Job) CompletedInTx() bool { return j.completedInTx.Load() }
@@ -56,6 +60,9 @@ func CompleteTx(ctx context.Context, tx pgx.Tx, job *Job) error {
 		return fmt.Errorf("complete %s %d in the transaction: %w", job.Table, job.ID, err)
 	}
 	if len(a.Lost) > 0 {
+		if job.completedInTx.Load() { // an earlier CompleteTx's transaction committed, most likely
+			return fmt.Errorf("complete %s %d in the transaction: %w", job.Table, job.ID, ErrCompletedInTx)
+		}
 		return fmt.Errorf("complete %s %d in the transaction: %w", job.Table, job.ID, ErrLeaseLost)
 	}
 	job.completedInTx.Store(true)

@@ -588,7 +588,7 @@ func (p *producer) start(c lease.Claim, sent int64) {
 	// claim start at once, or within prefetchHorizon for those claimed beyond
 	// the free slots, and a timer per job cost ~15% of the worker's CPU. The
 	// batch context is cancelled when its last item finishes.
-	parent := context.Background()
+	parent := p.w.base
 	var done *batchDone
 	if timeout := p.w.cfg.ExecTimeout; timeout > 0 {
 		var cancel context.CancelFunc

@@ -110,6 +110,11 @@ type Worker struct {
 	claimFn    func(*lease.Engine, context.Context, lease.ClaimParams) (lease.Claim, error)
 	completeFn func(*lease.Engine, context.Context, []lease.Completion) (lease.Applied, error)
 
+	// base is the parent of every handler context: Start's context without
+	// its cancellation, so its values (a logger, request-scoped settings)
+	// reach the handlers.
+	base context.Context
+
 	mu      sync.Mutex
 	kinds   *Router // job runs, by kind
 	sources []Source
@@ -154,7 +159,7 @@ func New(pool *pgxpool.Pool, cfg Config, o Options) (*Worker, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	w := &Worker{pool: pool, rw: rw, db: rw.Wrap(pool), cfg: cfg, log: log, onResult: o.OnResult, obs: o.Observer, kinds: newKindRouter(), clock0: time.Now(),
+	w := &Worker{base: context.Background(), pool: pool, rw: rw, db: rw.Wrap(pool), cfg: cfg, log: log, onResult: o.OnResult, obs: o.Observer, kinds: newKindRouter(), clock0: time.Now(),
 		claimFn: (*lease.Engine).Claim, completeFn: (*lease.Engine).Complete,
 		failBurst: failureLogBurst, failWindow: failureLogWindow}
 	if cfg.RunsDir != "" {
@@ -231,10 +236,19 @@ func (w *Worker) schemaMissing(err error) bool {
 		return false
 	}
 	if w.schemaGone.CompareAndSwap(false, true) {
-		w.log.Error("the database lacks workq's schema (a table or function does not exist): run 'workq migrate up'; "+
-			"the worker retries quietly until it is there", "err", err)
+		w.log.Error("the database lacks workq's schema (a table or function does not exist): run '"+MigrateCommand(w.rw.Schema())+"'; "+
+			"the worker retries quietly until it is there", "schema", w.rw.Schema(), "err", err)
 	}
 	return true
+}
+
+// MigrateCommand is the command that migrates schema: `workq migrate up`,
+// with --schema when it is not the default.
+func MigrateCommand(schema string) string {
+	if schema == "" || schema == dbschema.Default {
+		return "workq migrate up"
+	}
+	return "workq migrate up --schema " + schema
 }
 
 // schemaBack ends what schemaMissing reported, once a claim worked.
@@ -265,8 +279,8 @@ type lifecycle struct {
 	stopTimeout time.Duration
 }
 
-// Start begins claiming and returns at once; ctx is used only while
-// starting (the worker runs until Stop). With no source added, the worker
+// Start begins claiming and returns at once; the worker runs until Stop,
+// whatever becomes of ctx, but ctx's values reach every handler's context. With no source added, the worker
 // serves job runs of the configured queues; with sources added, it serves
 // job runs only when a kind is registered.
 func (w *Worker) Start(ctx context.Context) error {
@@ -328,6 +342,7 @@ func (w *Worker) Start(ctx context.Context) error {
 		r.loops.Add(1)
 		go func() { defer r.loops.Done(); p.run(r.claimCtx) }()
 	}
+	w.base = context.WithoutCancel(ctx)
 	w.state, w.run = stateRunning, r
 	w.log.Info("worker started", "worker_id", w.cfg.ID, "sources", describe(sources),
 		"concurrency", w.cfg.Concurrency, "queue_concurrency", w.cfg.QueueConcurrency, "batch", w.cfg.Batch, "lease", w.cfg.Lease, "poll_only", w.cfg.PollOnly)

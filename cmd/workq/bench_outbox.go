@@ -44,7 +44,7 @@ func (b *bench) burnDownOutbox(ctx context.Context, cfg config.Config, n, keys i
 	b.lat = make([]time.Duration, 0, n)
 	ws := workq.NewWorkers()
 	err := workq.HandleOutbox(ws, "", func(_ context.Context, m *workq.Message[json.RawMessage]) error {
-		b.record(m.Raw().RunAt)
+		b.record(m.RunAt)
 		return nil
 	})
 	if err != nil {

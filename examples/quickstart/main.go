@@ -70,7 +70,8 @@ func main() {
 	}))
 	// Recorded once per (source, message id): a redelivery is a no-op.
 	must(client.Receive(ctx, inbox.Message{Source: "psp", MessageID: "evt-1", Topic: "payment.settled", Payload: Order{1}}))
-	_, err := client.CreateSchedule(ctx, schedule.Spec{Name: "digest", Cron: "@every 1m", Kind: "email.send"})
+	digest := must(workq.PeriodicJob("digest", "@every 1m", EmailArgs{To: "ops@example.com"}, nil))
+	_, err := client.CreateSchedule(ctx, digest)
 	if err != nil && !errors.Is(err, schedule.ErrExists) {
 		log.Fatal(err)
 	}

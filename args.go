@@ -195,12 +195,28 @@ type workFunc[T Args] func(ctx context.Context, job *Job[T]) error
 func (f workFunc[T]) Work(ctx context.Context, job *Job[T]) error { return f(ctx, job) }
 
 // timeouter is the optional per-kind timeout of a Worker.
-type timeouter[T Args] interface {
+type timeouter[T Args] = WorkerWithTimeout[T]
+
+// WorkerWithTimeout is a Worker that bounds each attempt of its kind
+// (zero or less: the Client's default). The method is found by type
+// assertion on the value given to AddWorker: assert it at compile time,
+//
+//	var _ workq.WorkerWithTimeout[ReportArgs] = (*reportWorker)(nil)
+//
+// and register the same type (a pointer here), or it is silently unused.
+type WorkerWithTimeout[T Args] interface {
+	Worker[T]
 	Timeout(job *Job[T]) time.Duration
 }
 
 // nextRetrier is the optional per-kind retry policy of a Worker.
-type nextRetrier[T Args] interface {
+type nextRetrier[T Args] = WorkerWithNextRetry[T]
+
+// WorkerWithNextRetry is a Worker that chooses when its kind's failed
+// attempts run again (a zero time: the default backoff); see
+// WorkerWithTimeout for the compile-time check.
+type WorkerWithNextRetry[T Args] interface {
+	Worker[T]
 	NextRetry(job *Job[T]) time.Time
 }
 

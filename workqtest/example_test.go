@@ -98,9 +98,9 @@ func ExampleRequireEnqueued() {
 	res := workqtest.Work(ctx, t, client, pool, &chargeWorker{client: client}, ChargeArgs{Order: 3, Amount: 9}, nil)
 	fmt.Println(res.Outcome, res.CompletedInTx)
 
-	receipt := workqtest.RequireEnqueued[ReceiptArgs](ctx, t, pool, &workqtest.Opts{Queue: "mail"})
+	receipt := workqtest.RequireEnqueued[ReceiptArgs](ctx, t, client, pool, &workqtest.Opts{Queue: "mail"})
 	fmt.Println("receipt for order", receipt.Args.Order)
-	msg := workqtest.RequireSent[ChargeArgs](ctx, t, pool, "orders.charged", nil)
+	msg := workqtest.RequireSent[ChargeArgs](ctx, t, client, pool, "orders.charged", nil)
 	fmt.Println("outbox:", msg.Topic, msg.Payload.Amount)
 	// Output:
 	// done true

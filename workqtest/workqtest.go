@@ -10,9 +10,9 @@
 // there when it is not what was expected. Roll the transaction back at
 // the end of the test: nothing is left behind.
 //
-// Work uses the Client's schema (workq.Config.Schema). The Require
-// functions take no Client: for a Client on another schema than the
-// default, pass them client.InSchema(tx).
+// Every function takes the Client whose work it tests and reads and
+// writes that Client's schema (workq.Config.Schema): pass the plain
+// transaction or pool, never client.InSchema(db).
 package workqtest
 
 import (
@@ -54,7 +54,7 @@ type Result[T workq.Args] struct {
 	// CompletedInTx: the handler completed the job in the transaction
 	// (Job.CompleteTx) before it returned.
 	CompletedInTx bool
-	Status        string // the job's status after the attempt: ready, done or failed
+	Status        workq.JobState // the job's state after the attempt: ready, done, failed or cancelled
 }
 
 // backoff is the runtime's default; a Retry's delay does not matter here.
@@ -96,11 +96,7 @@ func Work[T workq.Args](ctx context.Context, tb testing.TB, client *workq.Client
 	if e.Duplicate {
 		tb.Fatalf("workqtest: enqueue %s: job %d holds its dedup or unique key", args.Kind(), e.ID)
 	}
-	rw, err := dbschema.NewRewriter(client.Schema())
-	if err != nil {
-		tb.Fatalf("workqtest: %v", err)
-	}
-	tx := rw.Wrap(db)
+	tx := inSchema(tb, client, db)
 	item, ok, err := lease.New(tx, lease.JobRuns).ClaimByID(ctx, e.ID, worker.DefaultConfig().Lease, "workqtest")
 	if err != nil {
 		tb.Fatalf("workqtest: claim job %d: %v", e.ID, err)
@@ -150,8 +146,19 @@ func Work[T workq.Args](ctx context.Context, tb testing.TB, client *workq.Client
 	if err != nil {
 		tb.Fatalf("workqtest: read job %d: %v", e.ID, err)
 	}
-	res.Status = after.Status
+	res.Status = workq.JobState(after.Status)
 	return res
+}
+
+// inSchema returns db with its statements put into client's schema (db
+// already in it stays as it is).
+func inSchema(tb testing.TB, client *workq.Client, db workq.DB) workq.DB {
+	tb.Helper()
+	rw, err := dbschema.NewRewriter(client.Schema())
+	if err != nil {
+		tb.Fatalf("workqtest: %v", err)
+	}
+	return rw.Wrap(db)
 }
 
 // Opts narrow what a Require function accepts; zero fields match any.
@@ -160,7 +167,9 @@ type Opts struct {
 	Priority int16 // 0: any
 	// MaxAttempts: 0 any.
 	MaxAttempts int
-	Status      string // ready, in_progress, done, failed
+	// Status: "" any. Outbox messages and timers have the same states as
+	// job runs.
+	Status workq.JobState
 }
 
 func (o *Opts) match(it admin.Item) []string {
@@ -177,7 +186,7 @@ func (o *Opts) match(it admin.Item) []string {
 	if o.MaxAttempts != 0 && int(it.MaxAttempts) != o.MaxAttempts {
 		diffs = append(diffs, fmt.Sprintf("max attempts %d, want %d", it.MaxAttempts, o.MaxAttempts))
 	}
-	if o.Status != "" && it.Status != o.Status {
+	if o.Status != "" && it.Status != string(o.Status) {
 		diffs = append(diffs, fmt.Sprintf("status %s, want %s", it.Status, o.Status))
 	}
 	return diffs
@@ -227,10 +236,10 @@ func require(ctx context.Context, tb testing.TB, db workq.DB, table lease.Table,
 // RequireEnqueued asserts that a job run of T's kind matching opts was
 // enqueued (visible on db: the test's transaction or pool) and returns the
 // newest such job, its args decoded.
-func RequireEnqueued[T workq.Args](ctx context.Context, tb testing.TB, db workq.DB, opts *Opts) *workq.Job[T] {
+func RequireEnqueued[T workq.Args](ctx context.Context, tb testing.TB, client *workq.Client, db workq.DB, opts *Opts) *workq.Job[T] {
 	tb.Helper()
 	var zero T
-	it := require(ctx, tb, db, lease.JobRuns, "job", zero.Kind(), opts)
+	it := require(ctx, tb, inSchema(tb, client, db), lease.JobRuns, "job", zero.Kind(), opts)
 	job, err := workq.JobOf[T](&worker.Job{Item: lease.Item{Table: lease.JobRuns, ID: it.ID, Queue: it.Queue, Kind: it.Kind,
 		Payload: it.Payload, Priority: it.Priority, Attempt: it.Attempts, MaxAttempts: it.MaxAttempts, RunAt: it.RunAt, CreatedAt: it.CreatedAt}})
 	if err != nil {
@@ -242,10 +251,10 @@ func RequireEnqueued[T workq.Args](ctx context.Context, tb testing.TB, db workq.
 
 // RequireNotEnqueued asserts that no job run of T's kind matching opts was
 // enqueued.
-func RequireNotEnqueued[T workq.Args](ctx context.Context, tb testing.TB, db workq.DB, opts *Opts) {
+func RequireNotEnqueued[T workq.Args](ctx context.Context, tb testing.TB, client *workq.Client, db workq.DB, opts *Opts) {
 	tb.Helper()
 	var zero T
-	for _, it := range listed(ctx, tb, db, lease.JobRuns, zero.Kind()) {
+	for _, it := range listed(ctx, tb, inSchema(tb, client, db), lease.JobRuns, zero.Kind()) {
 		if len(opts.match(it)) == 0 {
 			tb.Fatalf("workqtest: job %d of kind %q was enqueued; want none", it.ID, zero.Kind())
 		}
@@ -254,16 +263,16 @@ func RequireNotEnqueued[T workq.Args](ctx context.Context, tb testing.TB, db wor
 
 // RequireSent asserts that an outbox message of topic matching opts was
 // written and returns the newest, its payload decoded into T.
-func RequireSent[T any](ctx context.Context, tb testing.TB, db workq.DB, topic string, opts *Opts) *workq.Message[T] {
+func RequireSent[T any](ctx context.Context, tb testing.TB, client *workq.Client, db workq.DB, topic string, opts *Opts) *workq.Message[T] {
 	tb.Helper()
-	return message[T](tb, require(ctx, tb, db, lease.Outbox, "outbox message", topic, opts), lease.Outbox)
+	return message[T](tb, require(ctx, tb, inSchema(tb, client, db), lease.Outbox, "outbox message", topic, opts), lease.Outbox)
 }
 
 // RequireTimer asserts that a timer of topic matching opts was scheduled
 // and returns the newest, its payload decoded into T.
-func RequireTimer[T any](ctx context.Context, tb testing.TB, db workq.DB, topic string, opts *Opts) *workq.Message[T] {
+func RequireTimer[T any](ctx context.Context, tb testing.TB, client *workq.Client, db workq.DB, topic string, opts *Opts) *workq.Message[T] {
 	tb.Helper()
-	return message[T](tb, require(ctx, tb, db, lease.Timers, "timer", topic, opts), lease.Timers)
+	return message[T](tb, require(ctx, tb, inSchema(tb, client, db), lease.Timers, "timer", topic, opts), lease.Timers)
 }
 
 func message[T any](tb testing.TB, it admin.Item, table lease.Table) *workq.Message[T] {

@@ -34,14 +34,14 @@ func TestWorkOutcomes(t *testing.T) {
 		result      error
 		maxAttempts int
 		outcome     workqtest.Outcome
-		status      string
+		status      workq.JobState
 		snooze      time.Duration
 	}{
-		{"nil is done", nil, 0, workqtest.Done, "done", 0},
-		{"an error retries", errors.New("flaky"), 3, workqtest.Retry, "ready", 0},
-		{"an error on the last attempt fails", errors.New("flaky"), 1, workqtest.Failed, "failed", 0},
-		{"permanent fails", workq.Permanent(errors.New("bad input")), 3, workqtest.Failed, "failed", 0},
-		{"snooze keeps its duration", workq.Snooze(90 * time.Second), 3, workqtest.Snoozed, "ready", 90 * time.Second},
+		{"nil is done", nil, 0, workqtest.Done, workq.JobStateDone, 0},
+		{"an error retries", errors.New("flaky"), 3, workqtest.Retry, workq.JobStateReady, 0},
+		{"an error on the last attempt fails", errors.New("flaky"), 1, workqtest.Failed, workq.JobStateFailed, 0},
+		{"permanent fails", workq.Permanent(errors.New("bad input")), 3, workqtest.Failed, workq.JobStateFailed, 0},
+		{"snooze keeps its duration", workq.Snooze(90 * time.Second), 3, workqtest.Snoozed, workq.JobStateReady, 90 * time.Second},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -100,14 +100,14 @@ func TestRequireFailuresAreReadable(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	msg := failure(func(tb testing.TB) { workqtest.RequireEnqueued[resultArgs](ctx, tb, pool, nil) })
+	msg := failure(func(tb testing.TB) { workqtest.RequireEnqueued[resultArgs](ctx, tb, client, pool, nil) })
 	if !strings.Contains(msg, `no job "result": none at all was written`) {
 		t.Fatalf("empty database: %q", msg)
 	}
 	if _, err := client.Enqueue(ctx, workq.RawArgs{KindName: "other"}, nil); err != nil {
 		t.Fatal(err)
 	}
-	msg = failure(func(tb testing.TB) { workqtest.RequireEnqueued[resultArgs](ctx, tb, pool, nil) })
+	msg = failure(func(tb testing.TB) { workqtest.RequireEnqueued[resultArgs](ctx, tb, client, pool, nil) })
 	if !strings.Contains(msg, `there are: "other"`) {
 		t.Fatalf("another kind: %q", msg)
 	}
@@ -115,24 +115,26 @@ func TestRequireFailuresAreReadable(t *testing.T) {
 		t.Fatal(err)
 	}
 	msg = failure(func(tb testing.TB) {
-		workqtest.RequireEnqueued[resultArgs](ctx, tb, pool, &workqtest.Opts{Queue: "q2"})
+		workqtest.RequireEnqueued[resultArgs](ctx, tb, client, pool, &workqtest.Opts{Queue: "q2"})
 	})
 	if !strings.Contains(msg, `queue "q1", want "q2"`) {
 		t.Fatalf("another queue: %q", msg)
 	}
 	if msg := failure(func(tb testing.TB) {
-		workqtest.RequireEnqueued[resultArgs](ctx, tb, pool, &workqtest.Opts{Queue: "q1"})
+		workqtest.RequireEnqueued[resultArgs](ctx, tb, client, pool, &workqtest.Opts{Queue: "q1"})
 	}); msg != "" {
 		t.Fatalf("a match failed: %q", msg)
 	}
-	msg = failure(func(tb testing.TB) { workqtest.RequireNotEnqueued[resultArgs](ctx, tb, pool, nil) })
+	msg = failure(func(tb testing.TB) { workqtest.RequireNotEnqueued[resultArgs](ctx, tb, client, pool, nil) })
 	if !strings.Contains(msg, `of kind "result" was enqueued; want none`) {
 		t.Fatalf("RequireNotEnqueued: %q", msg)
 	}
 }
 
-// Work uses the Client's schema, and so does a handler's CompleteTx; the
-// Require functions read another schema through client.InSchema.
+// Work and the Require functions use the Client's schema, and so does a
+// handler's CompleteTx: given the plain transaction, a Require function
+// neither fails for want of workq.job_runs nor reads the default schema,
+// which here also exists and holds a job of the same kind.
 func TestWorkOnAnotherSchema(t *testing.T) {
 	pool := testdb.Pool(t)
 	ctx := context.Background()
@@ -147,11 +149,18 @@ func TestWorkOnAnotherSchema(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	other, err := workq.NewClient(pool, workq.Config{Maintenance: workq.MaintenanceConfig{Disabled: true}})
+	if err != nil {
+		t.Fatal(err)
+	}
 	tx, err := pool.Begin(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer tx.Rollback(ctx)
+	if _, err := other.EnqueueTx(ctx, tx, resultArgs{Err: "default schema"}, &workq.EnqueueOpts{Queue: "elsewhere"}); err != nil {
+		t.Fatal(err)
+	}
 	w := workq.WorkFunc(func(ctx context.Context, job *workq.Job[resultArgs]) error {
 		if _, err := client.EnqueueTx(ctx, tx, resultArgs{Err: "follow-up"}, nil); err != nil {
 			return err
@@ -159,15 +168,23 @@ func TestWorkOnAnotherSchema(t *testing.T) {
 		return job.CompleteTx(ctx, tx)
 	})
 	res := workqtest.Work(ctx, t, client, tx, w, resultArgs{}, nil)
-	if res.Err != nil || !res.CompletedInTx || res.Status != "done" {
+	if res.Err != nil || !res.CompletedInTx || res.Status != workq.JobStateDone {
 		t.Fatalf("Work on wqt_two: err %v, completed in tx %v, status %s", res.Err, res.CompletedInTx, res.Status)
 	}
-	if j := workqtest.RequireEnqueued[resultArgs](ctx, t, client.InSchema(tx), &workqtest.Opts{Status: "ready"}); j.Args.Err != "follow-up" {
+	if j := workqtest.RequireEnqueued[resultArgs](ctx, t, client, tx, &workqtest.Opts{Status: workq.JobStateReady}); j.Args.Err != "follow-up" {
 		t.Fatalf("enqueued %+v", j.Args)
 	}
+	// Already in the schema: wrapping again changes nothing.
+	if j := workqtest.RequireEnqueued[resultArgs](ctx, t, client, client.InSchema(tx), &workqtest.Opts{Status: workq.JobStateReady}); j.Args.Err != "follow-up" {
+		t.Fatalf("enqueued through InSchema %+v", j.Args)
+	}
+	workqtest.RequireNotEnqueued[resultArgs](ctx, t, client, tx, &workqtest.Opts{Queue: "elsewhere"})
+	if j := workqtest.RequireEnqueued[resultArgs](ctx, t, other, tx, nil); j.Args.Err != "default schema" {
+		t.Fatalf("the default schema's job %+v", j.Args)
+	}
 	var n int
-	if err := tx.QueryRow(ctx, `select count(*) from workq.job_runs`).Scan(&n); err != nil || n != 0 {
-		t.Fatalf("the default schema holds %d jobs (%v), want none", n, err)
+	if err := tx.QueryRow(ctx, `select count(*) from workq.job_runs where queue <> 'elsewhere'`).Scan(&n); err != nil || n != 0 {
+		t.Fatalf("the default schema holds %d of wqt_two's jobs (%v), want none", n, err)
 	}
 }
 
@@ -198,7 +215,7 @@ func TestWorkAndRequireSeeMetadata(t *testing.T) {
 	if _, err := client.EnqueueTx(ctx, tx, resultArgs{Err: "x"}, opts); err != nil {
 		t.Fatal(err)
 	}
-	if job := workqtest.RequireEnqueued[resultArgs](ctx, t, tx, nil); job.Metadata["tenant"] != "acme" {
+	if job := workqtest.RequireEnqueued[resultArgs](ctx, t, client, tx, nil); job.Metadata["tenant"] != "acme" {
 		t.Fatalf("RequireEnqueued metadata %v", job.Metadata)
 	}
 }

@@ -34,6 +34,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/workq/workq/inbox"
+	"github.com/workq/workq/internal/clienthook"
 	"github.com/workq/workq/internal/dbschema"
 	"github.com/workq/workq/internal/jobq"
 	"github.com/workq/workq/maintain"
@@ -147,6 +148,7 @@ type Client struct {
 
 	// enqueueMW is Config.EnqueueMiddleware (copied at NewClient).
 	enqueueMW []EnqueueMiddleware
+	run       handlerRuntime // for workqtest (handler_hook.go)
 }
 
 // NewClient validates cfg and returns a Client on pool.
@@ -170,7 +172,9 @@ func NewClient(pool *pgxpool.Pool, cfg Config) (*Client, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	c := &Client{pool: pool, rw: rw, db: rw.WrapTx(pool), log: log, enqueueMW: slices.Clone(cfg.EnqueueMiddleware)}
+	c := &Client{pool: pool, rw: rw, db: rw.WrapTx(pool), log: log, enqueueMW: slices.Clone(cfg.EnqueueMiddleware),
+		run: newHandlerRuntime(cfg)}
+	clienthook.Register(clientJob)
 	c.jobs = jobq.New(jobq.Options{MaxAttempts: cfg.MaxAttempts, NotifyDebounce: cfg.NotifyDebounce,
 		MaxPayloadBytes: cfg.MaxPayloadBytes, TracerProvider: cfg.TracerProvider})
 	c.outbox = outbox.NewClient(outbox.ClientOptions{MaxAttempts: cfg.MaxAttempts, NotifyDebounce: cfg.NotifyDebounce,

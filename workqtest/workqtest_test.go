@@ -11,6 +11,7 @@ import (
 	"github.com/workq/workq"
 	"github.com/workq/workq/internal/testdb"
 	"github.com/workq/workq/migrate"
+	"github.com/workq/workq/worker"
 	"github.com/workq/workq/workqtest"
 )
 
@@ -218,4 +219,109 @@ func TestWorkAndRequireSeeMetadata(t *testing.T) {
 	if job := workqtest.RequireEnqueued[resultArgs](ctx, t, client, tx, nil); job.Metadata["tenant"] != "acme" {
 		t.Fatalf("RequireEnqueued metadata %v", job.Metadata)
 	}
+}
+
+// retryWorker fails every attempt; its NextRetry and Timeout, when set,
+// are the Worker's optional methods.
+type retryWorker struct {
+	next    time.Duration // NextRetry: now + next (0: none chosen)
+	timeout time.Duration // Timeout (0: the Client's)
+	wait    bool          // wait for the context to end, and return its error
+}
+
+func (w retryWorker) Work(ctx context.Context, _ *workq.Job[resultArgs]) error {
+	if w.wait {
+		<-ctx.Done()
+		return ctx.Err()
+	}
+	return errors.New("flaky")
+}
+func (w retryWorker) NextRetry(*workq.Job[resultArgs]) time.Time {
+	if w.next == 0 {
+		return time.Time{}
+	}
+	return time.Now().Add(w.next)
+}
+func (w retryWorker) Timeout(*workq.Job[resultArgs]) time.Duration { return w.timeout }
+
+// TestWorkRunsAsTheWorker: Work runs the handler as the Client's worker
+// does: the Worker's NextRetry and Timeout, the Client's RetryPolicy, work
+// middleware and execution timeout all apply.
+func TestWorkRunsAsTheWorker(t *testing.T) {
+	pool := testdb.Pool(t)
+	ctx := context.Background()
+	var seen []string
+	type mwKey struct{}
+	cfg := workq.Config{
+		Maintenance: workq.MaintenanceConfig{Disabled: true},
+		RetryPolicy: func(int, error) time.Duration { return time.Hour },
+		WorkMiddleware: []workq.WorkMiddleware{func(ctx context.Context, info workq.WorkInfo, next func(context.Context) error) error {
+			seen = append(seen, info.Kind)
+			return next(context.WithValue(ctx, mwKey{}, "outer"))
+		}},
+		Worker: worker.Config{ExecTimeout: 100 * time.Millisecond},
+	}
+	client, err := workq.NewClient(pool, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// within reports whether got is d from now, give or take a second.
+	within := func(got time.Time, d time.Duration) bool {
+		return got.Sub(time.Now().Add(d)).Abs() < time.Second
+	}
+	cases := []struct {
+		name  string
+		w     retryWorker
+		check func(res *workqtest.Result[resultArgs]) bool
+	}{
+		{"NextRetry is honoured", retryWorker{next: 2 * time.Second}, func(res *workqtest.Result[resultArgs]) bool {
+			return res.Outcome == workqtest.Retry && within(res.RetryAt, 2*time.Second)
+		}},
+		{"the RetryPolicy times a retry NextRetry leaves", retryWorker{}, func(res *workqtest.Result[resultArgs]) bool {
+			return res.Outcome == workqtest.Retry && within(res.RetryAt, time.Hour)
+		}},
+		{"the Worker's Timeout bounds the attempt", retryWorker{timeout: 10 * time.Millisecond, wait: true}, func(res *workqtest.Result[resultArgs]) bool {
+			return errors.Is(res.Err, context.DeadlineExceeded) && res.Outcome == workqtest.Retry
+		}},
+		{"so does the worker's ExecTimeout", retryWorker{wait: true}, func(res *workqtest.Result[resultArgs]) bool {
+			return errors.Is(res.Err, context.DeadlineExceeded) && res.Outcome == workqtest.Retry
+		}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			tx, err := pool.Begin(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer tx.Rollback(ctx)
+			seen = nil
+			started := time.Now()
+			res := workqtest.Work(ctx, t, client, tx, c.w, resultArgs{}, &workq.EnqueueOpts{MaxAttempts: 3})
+			if !c.check(res) {
+				t.Fatalf("outcome %s, err %v, retry at %s (in %s), status %s", res.Outcome, res.Err, res.RetryAt,
+					time.Until(res.RetryAt).Round(time.Millisecond), res.Status)
+			}
+			if len(seen) != 1 || seen[0] != "result" {
+				t.Fatalf("the work middleware saw %v", seen)
+			}
+			if took := time.Since(started); took > 5*time.Second {
+				t.Fatalf("took %s", took)
+			}
+		})
+	}
+	t.Run("the middleware's context reaches the handler", func(t *testing.T) {
+		tx, err := pool.Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer tx.Rollback(ctx)
+		var got any
+		w := workq.WorkFunc(func(ctx context.Context, _ *workq.Job[resultArgs]) error {
+			got = ctx.Value(mwKey{})
+			return nil
+		})
+		if res := workqtest.Work(ctx, t, client, tx, w, resultArgs{}, nil); res.Outcome != workqtest.Done || got != "outer" {
+			t.Fatalf("outcome %s, the handler saw %v", res.Outcome, got)
+		}
+	})
 }

@@ -2,7 +2,10 @@ package workq_test
 
 import (
 	"fmt"
+	"go/ast"
 	"go/types"
+	"reflect"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -51,7 +54,7 @@ func TestAPISurfaceHasNoGeneratedTypes(t *testing.T) {
 			continue
 		}
 		checked++
-		leaks = append(leaks, genLeaks(p.Types)...)
+		leaks = append(leaks, typeLeaks(p.Types, isGen)...)
 	}
 	if checked < 10 {
 		t.Fatalf("checked only %d public packages: the pattern or the filter is wrong", checked)
@@ -62,9 +65,18 @@ func TestAPISurfaceHasNoGeneratedTypes(t *testing.T) {
 	}
 }
 
-// genLeaks lists the exported declarations of pkg whose types mention a
-// type from db/gen.
-func genLeaks(pkg *types.Package) []string {
+// isGen reports whether pkg is db/gen.
+func isGen(pkg *types.Package) bool { return pkg.Path() == genPath }
+
+// isInternal reports whether pkg is an internal package (of this module or
+// another).
+func isInternal(pkg *types.Package) bool {
+	return slices.Contains(strings.Split(pkg.Path(), "/"), "internal")
+}
+
+// typeLeaks lists the exported declarations of pkg whose types mention a
+// type of a package bad reports.
+func typeLeaks(pkg *types.Package, bad func(*types.Package) bool) []string {
 	var out []string
 	scope := pkg.Scope()
 	for _, name := range scope.Names() {
@@ -76,7 +88,7 @@ func genLeaks(pkg *types.Package) []string {
 		switch o := obj.(type) {
 		case *types.TypeName:
 			if o.IsAlias() {
-				if g := genIn(o.Type(), false); g != "" {
+				if g := typeIn(o.Type(), false, bad); g != "" {
 					out = append(out, fmt.Sprintf("%s (alias of %s)", where, g))
 				}
 				continue
@@ -85,7 +97,7 @@ func genLeaks(pkg *types.Package) []string {
 			if !ok {
 				continue
 			}
-			if g := genIn(named.Underlying(), true); g != "" {
+			if g := typeIn(named.Underlying(), true, bad); g != "" {
 				out = append(out, fmt.Sprintf("%s (%s)", where, g))
 			}
 			for i := 0; i < named.NumMethods(); i++ {
@@ -93,12 +105,12 @@ func genLeaks(pkg *types.Package) []string {
 				if !m.Exported() {
 					continue
 				}
-				if g := genIn(m.Type(), false); g != "" {
+				if g := typeIn(m.Type(), false, bad); g != "" {
 					out = append(out, fmt.Sprintf("%s.%s (%s)", where, m.Name(), g))
 				}
 			}
 		default: // *types.Func, *types.Var, *types.Const
-			if g := genIn(obj.Type(), false); g != "" {
+			if g := typeIn(obj.Type(), false, bad); g != "" {
 				out = append(out, fmt.Sprintf("%s (%s)", where, g))
 			}
 		}
@@ -106,12 +118,13 @@ func genLeaks(pkg *types.Package) []string {
 	return out
 }
 
-// genIn returns the first db/gen type t mentions, or "". In the underlying
+// typeIn returns the first type of a package bad reports that t mentions,
+// or "". In the underlying
 // type of a declared type (exportedOnly) unexported struct fields and
 // interface methods are skipped: they are not API. Other named types are
 // not entered (they are checked where they are declared), except their
 // type arguments.
-func genIn(t types.Type, exportedOnly bool) string {
+func typeIn(t types.Type, exportedOnly bool, bad func(*types.Package) bool) string {
 	seen := map[types.Type]bool{}
 	var walk func(t types.Type, top bool) string
 	walk = func(t types.Type, top bool) string {
@@ -123,8 +136,8 @@ func genIn(t types.Type, exportedOnly bool) string {
 		case *types.Alias:
 			return walk(types.Unalias(t), top)
 		case *types.Named:
-			if obj := t.Obj(); obj.Pkg() != nil && obj.Pkg().Path() == genPath {
-				return "gen." + obj.Name()
+			if obj := t.Obj(); obj.Pkg() != nil && bad(obj.Pkg()) {
+				return obj.Pkg().Path() + "." + obj.Name()
 			}
 			if args := t.TypeArgs(); args != nil {
 				for i := 0; i < args.Len(); i++ {
@@ -196,4 +209,96 @@ func genIn(t types.Type, exportedOnly bool) string {
 		return ""
 	}
 	return walk(t, true)
+}
+
+// TestAPISurfaceHasNoInternal fails naming each exported declaration of a
+// public package that go doc would show referring to an internal package:
+// a type that mentions one of its types, or a declaration whose text
+// names one (ErrX = internalpkg.ErrY, C T = internalpkg.C, type T
+// internalpkg.U). A user can neither name nor import what it refers to.
+func TestAPISurfaceHasNoInternal(t *testing.T) {
+	if testing.Short() {
+		t.Skip("type-checks the module")
+	}
+	cfg := &packages.Config{Mode: packages.NeedName | packages.NeedTypes | packages.NeedSyntax | packages.NeedTypesInfo}
+	pkgs, err := packages.Load(cfg, "github.com/workq/workq/...")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var leaks []string
+	checked := 0
+	for _, p := range pkgs {
+		for _, e := range p.Errors {
+			t.Errorf("loading %s: %v", p.PkgPath, e)
+		}
+		if !publicPackage(p) || p.Types == nil {
+			continue
+		}
+		checked++
+		leaks = append(leaks, typeLeaks(p.Types, isInternal)...)
+		leaks = append(leaks, syntaxLeaks(p)...)
+	}
+	if checked < 10 {
+		t.Fatalf("checked only %d public packages: the pattern or the filter is wrong", checked)
+	}
+	sort.Strings(leaks)
+	for _, l := range slices.Compact(leaks) {
+		t.Errorf("exported API refers to an internal package: %s", l)
+	}
+}
+
+// syntaxLeaks lists the exported package-level constants, variables and
+// types of p whose declaration (type and value, as go doc prints it; a
+// struct's unexported fields left out) names something of an internal
+// package.
+func syntaxLeaks(p *packages.Package) []string {
+	var out []string
+	refers := func(where string, nodes ...ast.Node) {
+		for _, n := range nodes {
+			if n == nil || reflect.ValueOf(n).IsNil() {
+				continue
+			}
+			ast.Inspect(n, func(n ast.Node) bool {
+				if f, ok := n.(*ast.Field); ok && len(f.Names) > 0 && !slices.ContainsFunc(f.Names, (*ast.Ident).IsExported) {
+					return false // an unexported field or method: not shown
+				}
+				id, ok := n.(*ast.Ident)
+				if !ok {
+					return true
+				}
+				if obj := p.TypesInfo.Uses[id]; obj != nil && obj.Pkg() != nil && isInternal(obj.Pkg()) {
+					out = append(out, fmt.Sprintf("%s (%s.%s)", where, obj.Pkg().Path(), obj.Name()))
+				}
+				return true
+			})
+		}
+	}
+	for _, f := range p.Syntax {
+		for _, d := range f.Decls {
+			g, ok := d.(*ast.GenDecl)
+			if !ok {
+				continue
+			}
+			for _, spec := range g.Specs {
+				switch s := spec.(type) {
+				case *ast.ValueSpec:
+					for i, name := range s.Names {
+						if !name.IsExported() {
+							continue
+						}
+						where := p.PkgPath + "." + name.Name
+						refers(where, s.Type)
+						if i < len(s.Values) {
+							refers(where, s.Values[i])
+						}
+					}
+				case *ast.TypeSpec:
+					if s.Name.IsExported() {
+						refers(p.PkgPath+"."+s.Name.Name, s.TypeParams, s.Type)
+					}
+				}
+			}
+		}
+	}
+	return out
 }

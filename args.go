@@ -101,11 +101,11 @@ type JobState string
 // Job states. Ready includes jobs due later (scheduled, or waiting to be
 // retried).
 const (
-	JobStateReady      JobState = jobq.StateReady
-	JobStateInProgress JobState = jobq.StateInProgress
-	JobStateDone       JobState = jobq.StateDone
-	JobStateFailed     JobState = jobq.StateFailed
-	JobStateCancelled  JobState = jobq.StateCancelled
+	JobStateReady      JobState = workqtype.StateReady
+	JobStateInProgress JobState = workqtype.StateInProgress
+	JobStateDone       JobState = workqtype.StateDone
+	JobStateFailed     JobState = workqtype.StateFailed
+	JobStateCancelled  JobState = workqtype.StateCancelled
 )
 
 func (o UniqueOpts) jobq() jobq.Unique {

@@ -35,6 +35,7 @@ import (
 
 	"github.com/workq/workq/db"
 	"github.com/workq/workq/inbox"
+	"github.com/workq/workq/internal/clienthook"
 	"github.com/workq/workq/internal/dbschema"
 	"github.com/workq/workq/internal/jobq"
 	"github.com/workq/workq/maintain"
@@ -148,6 +149,7 @@ type Client struct {
 
 	// enqueueMW is Config.EnqueueMiddleware (copied at NewClient).
 	enqueueMW []EnqueueMiddleware
+	run       handlerRuntime // for workqtest (handler_hook.go)
 }
 
 // NewClient validates cfg and returns a Client on pool.
@@ -171,7 +173,9 @@ func NewClient(pool *pgxpool.Pool, cfg Config) (*Client, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	c := &Client{pool: pool, rw: rw, db: rw.WrapTx(pool), log: log, enqueueMW: slices.Clone(cfg.EnqueueMiddleware)}
+	c := &Client{pool: pool, rw: rw, db: rw.WrapTx(pool), log: log, enqueueMW: slices.Clone(cfg.EnqueueMiddleware),
+		run: newHandlerRuntime(cfg)}
+	clienthook.Register(clientJob)
 	c.jobs = jobq.New(jobq.Options{MaxAttempts: cfg.MaxAttempts, NotifyDebounce: cfg.NotifyDebounce,
 		MaxPayloadBytes: cfg.MaxPayloadBytes, TracerProvider: cfg.TracerProvider})
 	c.outbox = outbox.NewClient(outbox.ClientOptions{MaxAttempts: cfg.MaxAttempts, NotifyDebounce: cfg.NotifyDebounce,

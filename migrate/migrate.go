@@ -27,6 +27,7 @@ import (
 
 	"github.com/workq/workq/db/migrations"
 	"github.com/workq/workq/internal/dbschema"
+	"github.com/workq/workq/workqtype"
 )
 
 // VersionTable is the name of the version table in the schema.
@@ -35,7 +36,7 @@ const VersionTable = "workq_migrations"
 // ErrInvalidSchema is returned (wrapped) for a schema name workq refuses:
 // 1 to 54 characters, a lowercase letter or _ first, then lowercase
 // letters, digits or _, not starting with pg_.
-var ErrInvalidSchema = dbschema.ErrInvalidName
+var ErrInvalidSchema = workqtype.ErrInvalidSchema
 
 // DB is what a Migrator runs on: a *pgxpool.Pool, a *pgx.Conn or a pgx.Tx.
 type DB interface {

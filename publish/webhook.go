@@ -17,6 +17,7 @@ import (
 	"github.com/workq/workq/internal/hookpost"
 	"github.com/workq/workq/internal/whsec"
 	"github.com/workq/workq/worker"
+	"github.com/workq/workq/workqtype"
 )
 
 // The headers every webhook delivery carries besides the message's own
@@ -62,7 +63,7 @@ const DefaultTolerance = 5 * time.Minute
 
 // ErrNotAllowed is wrapped by NewWebhook when the URL's host is not in
 // AllowHosts.
-var ErrNotAllowed = hookpost.ErrNotAllowed
+var ErrNotAllowed = workqtype.ErrHostNotAllowed
 
 // WebhookConfig configures a webhook publisher.
 type WebhookConfig struct {

@@ -98,12 +98,58 @@ func ExampleRequireEnqueued() {
 	res := workqtest.Work(ctx, t, client, pool, &chargeWorker{client: client}, ChargeArgs{Order: 3, Amount: 9}, nil)
 	fmt.Println(res.Outcome, res.CompletedInTx)
 
-	receipt := workqtest.RequireEnqueued[ReceiptArgs](ctx, t, pool, &workqtest.Opts{Queue: "mail"})
+	receipt := workqtest.RequireEnqueued[ReceiptArgs](ctx, t, client, pool, &workqtest.Opts{Queue: "mail"})
 	fmt.Println("receipt for order", receipt.Args.Order)
-	msg := workqtest.RequireSent[ChargeArgs](ctx, t, pool, "orders.charged", nil)
+	msg := workqtest.RequireSent[ChargeArgs](ctx, t, client, pool, "orders.charged", nil)
 	fmt.Println("outbox:", msg.Topic, msg.Payload.Amount)
 	// Output:
 	// done true
 	// receipt for order 3
 	// outbox: orders.charged 9
+}
+
+// refundWorker retries a refund the provider rejected an hour later.
+type refundWorker struct{}
+
+func (refundWorker) Work(context.Context, *workq.Job[RefundArgs]) error {
+	return errors.New("provider busy")
+}
+
+func (refundWorker) NextRetry(*workq.Job[RefundArgs]) time.Time { return time.Now().Add(time.Hour) }
+
+type RefundArgs struct {
+	Order int `json:"order"`
+}
+
+func (RefundArgs) Kind() string { return "order.refund" }
+
+// Work runs the handler as the Client's worker would: its NextRetry (and
+// Timeout), the Client's work middleware and retry policy. RetryAt is when
+// a retried job runs again.
+func ExampleWork_nextRetry() {
+	pool, cleanup := testdb.ExamplePool()
+	defer cleanup()
+	ctx := context.Background()
+	t := workqtest.PanicTB()
+	client, err := workq.NewClient(pool, workq.Config{
+		Maintenance: workq.MaintenanceConfig{Disabled: true},
+		WorkMiddleware: []workq.WorkMiddleware{func(ctx context.Context, info workq.WorkInfo, next func(context.Context) error) error {
+			fmt.Println("middleware runs", info.Kind, "attempt", info.Attempt)
+			return next(ctx)
+		}},
+	})
+	if err != nil {
+		panic(err)
+	}
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		panic(err)
+	}
+	defer tx.Rollback(ctx)
+
+	res := workqtest.Work(ctx, t, client, tx, refundWorker{}, RefundArgs{Order: 4}, nil)
+	fmt.Println(res.Outcome, res.Status, "again in", time.Until(res.RetryAt).Round(time.Minute))
+	// Output:
+	// middleware runs order.refund attempt 1
+	// retry ready again in 1h0m0s
 }

@@ -10,13 +10,14 @@
 // there when it is not what was expected. Roll the transaction back at
 // the end of the test: nothing is left behind.
 //
-// Work uses the Client's schema (workq.Config.Schema). The Require
-// functions take no Client: for a Client on another schema than the
-// default, pass them client.InSchema(tx).
+// Every function takes the Client whose work it tests and reads and
+// writes that Client's schema (workq.Config.Schema): pass the plain
+// transaction or pool, never client.InSchema(db).
 package workqtest
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
@@ -26,6 +27,7 @@ import (
 
 	"github.com/workq/workq"
 	"github.com/workq/workq/admin"
+	"github.com/workq/workq/internal/clienthook"
 	"github.com/workq/workq/internal/dbschema"
 	"github.com/workq/workq/lease"
 	"github.com/workq/workq/worker"
@@ -49,19 +51,23 @@ const (
 type Result[T workq.Args] struct {
 	Job     *workq.Job[T] // the attempt as the handler saw it
 	Outcome Outcome
-	Err     error         // the handler's error (nil when it returned nil)
-	Snooze  time.Duration // with Snoozed: how long until it runs again
+	// Err is the handler's error as the runtime got it: after the work
+	// middleware, and with a retry time when NextRetry or the RetryPolicy
+	// chose one (nil when it returned nil).
+	Err    error
+	Snooze time.Duration // with Snoozed: how long until it runs again
+	// RetryAt, with Retry: when the job runs again (its run_at after the
+	// attempt), as NextRetry, the RetryPolicy or the backoff chose.
+	RetryAt time.Time
 	// CompletedInTx: the handler completed the job in the transaction
 	// (Job.CompleteTx) before it returned.
 	CompletedInTx bool
-	Status        string // the job's status after the attempt: ready, done or failed
+	Status        workq.JobState // the job's state after the attempt: ready, done, failed or cancelled
 }
 
-// backoff is the runtime's default; a Retry's delay does not matter here.
-var backoffBase, backoffCap = worker.DefaultConfig().BackoffBase, worker.DefaultConfig().BackoffCap
-
 // Work enqueues args (with opts) through client, claims that job as the
-// runtime would, runs w on it once and applies the outcome, all on db:
+// runtime would, runs w on it once as client's worker would run it, and
+// applies the outcome, all on db:
 //
 //   - the test's pgx.Tx: nothing is committed, and a rollback at the end
 //     leaves nothing behind; the handler's own writes must then go through
@@ -70,13 +76,32 @@ var backoffBase, backoffCap = worker.DefaultConfig().BackoffBase, worker.Default
 //   - the pool: the job is committed before the handler runs, so the
 //     handler may use transactions of its own (Job.CompleteTx).
 //
+// As the worker does, Work runs w inside client's work middleware
+// (workq.Config.WorkMiddleware), bounds the attempt by the worker's
+// execution timeout (workq.Config.Worker.ExecTimeout) and w's Timeout, and
+// times a retry by w's NextRetry, then the Client's RetryPolicy, then the
+// backoff of Config.Worker. A panic is not recovered: the test fails with
+// its stack.
+//
 // A setup failure (the job not enqueued or not claimable, say for a RunAt
-// in the future) fails tb. w's own error is in the Result, never a test
-// failure: assert it.
+// in the future; args whose Kind is not the one T's Worker registers)
+// fails tb. w's own error is in the Result, never a test failure: assert
+// it.
 func Work[T workq.Args](ctx context.Context, tb testing.TB, client *workq.Client, db workq.DB, w workq.Worker[T], args T, opts *workq.EnqueueOpts) *Result[T] {
 	tb.Helper()
+	var zero T
+	if args.Kind() != zero.Kind() {
+		tb.Fatalf("workqtest: args of kind %q, but a Worker of %T works kind %q", args.Kind(), zero, zero.Kind())
+	}
+	ws := workq.NewWorkers()
+	if err := workq.AddWorkerSafely(ws, w); err != nil {
+		tb.Fatalf("workqtest: %v", err)
+	}
+	run, err := clienthook.JobHandler(client, ws, zero.Kind())
+	if err != nil {
+		tb.Fatalf("workqtest: %v", err)
+	}
 	var e workq.Enqueued
-	var err error
 	switch db := db.(type) {
 	case pgx.Tx:
 		e, err = client.EnqueueTx(ctx, db, args, opts)
@@ -96,12 +121,8 @@ func Work[T workq.Args](ctx context.Context, tb testing.TB, client *workq.Client
 	if e.Duplicate {
 		tb.Fatalf("workqtest: enqueue %s: job %d holds its dedup or unique key", args.Kind(), e.ID)
 	}
-	rw, err := dbschema.NewRewriter(client.Schema())
-	if err != nil {
-		tb.Fatalf("workqtest: %v", err)
-	}
-	tx := rw.Wrap(db)
-	item, ok, err := lease.New(tx, lease.JobRuns).ClaimByID(ctx, e.ID, worker.DefaultConfig().Lease, "workqtest")
+	tx := inSchema(tb, client, db)
+	item, ok, err := lease.New(tx, lease.JobRuns).ClaimByID(ctx, e.ID, run.Worker.Lease, "workqtest")
 	if err != nil {
 		tb.Fatalf("workqtest: claim job %d: %v", e.ID, err)
 	}
@@ -113,16 +134,26 @@ func Work[T workq.Args](ctx context.Context, tb testing.TB, client *workq.Client
 		tb.Fatalf("workqtest: read job %d: %v", e.ID, err)
 	}
 	item.Kind, item.Payload = row.Kind, row.Payload
+	if row.Metadata != nil {
+		if item.Metadata, err = json.Marshal(row.Metadata); err != nil {
+			tb.Fatalf("workqtest: job %d: %v", e.ID, err)
+		}
+	}
 	raw := &worker.Job{Item: item, Schema: client.Schema()}
 	job, err := workq.JobOf[T](raw)
 	if err != nil {
 		tb.Fatalf("workqtest: %v", err)
 	}
-	job.Metadata = row.Metadata
 	res := &Result[T]{Job: job}
-	res.Err = w.Work(ctx, job)
+	hctx := ctx
+	if d := run.Worker.ExecTimeout; d > 0 {
+		var cancel context.CancelFunc
+		hctx, cancel = context.WithTimeout(ctx, d)
+		defer cancel()
+	}
+	res.Err = run.Handler(hctx, raw)
 	res.CompletedInTx = raw.CompletedInTx()
-	c := worker.CompletionOf(item, res.Err, backoffBase, backoffCap)
+	c := worker.CompletionOf(item, res.Err, run.Worker.BackoffBase, run.Worker.BackoffCap)
 	switch c.Outcome {
 	case lease.Done:
 		res.Outcome = Done
@@ -150,8 +181,22 @@ func Work[T workq.Args](ctx context.Context, tb testing.TB, client *workq.Client
 	if err != nil {
 		tb.Fatalf("workqtest: read job %d: %v", e.ID, err)
 	}
-	res.Status = after.Status
+	res.Status = workq.JobState(after.Status)
+	if res.Outcome == Retry {
+		res.RetryAt = after.RunAt
+	}
 	return res
+}
+
+// inSchema returns db with its statements put into client's schema (db
+// already in it stays as it is).
+func inSchema(tb testing.TB, client *workq.Client, db workq.DB) workq.DB {
+	tb.Helper()
+	rw, err := dbschema.NewRewriter(client.Schema())
+	if err != nil {
+		tb.Fatalf("workqtest: %v", err)
+	}
+	return rw.Wrap(db)
 }
 
 // Opts narrow what a Require function accepts; zero fields match any.
@@ -160,7 +205,9 @@ type Opts struct {
 	Priority int16 // 0: any
 	// MaxAttempts: 0 any.
 	MaxAttempts int
-	Status      string // ready, in_progress, done, failed
+	// Status: "" any. Outbox messages and timers have the same states as
+	// job runs.
+	Status workq.JobState
 }
 
 func (o *Opts) match(it admin.Item) []string {
@@ -177,7 +224,7 @@ func (o *Opts) match(it admin.Item) []string {
 	if o.MaxAttempts != 0 && int(it.MaxAttempts) != o.MaxAttempts {
 		diffs = append(diffs, fmt.Sprintf("max attempts %d, want %d", it.MaxAttempts, o.MaxAttempts))
 	}
-	if o.Status != "" && it.Status != o.Status {
+	if o.Status != "" && it.Status != string(o.Status) {
 		diffs = append(diffs, fmt.Sprintf("status %s, want %s", it.Status, o.Status))
 	}
 	return diffs
@@ -227,10 +274,10 @@ func require(ctx context.Context, tb testing.TB, db workq.DB, table lease.Table,
 // RequireEnqueued asserts that a job run of T's kind matching opts was
 // enqueued (visible on db: the test's transaction or pool) and returns the
 // newest such job, its args decoded.
-func RequireEnqueued[T workq.Args](ctx context.Context, tb testing.TB, db workq.DB, opts *Opts) *workq.Job[T] {
+func RequireEnqueued[T workq.Args](ctx context.Context, tb testing.TB, client *workq.Client, db workq.DB, opts *Opts) *workq.Job[T] {
 	tb.Helper()
 	var zero T
-	it := require(ctx, tb, db, lease.JobRuns, "job", zero.Kind(), opts)
+	it := require(ctx, tb, inSchema(tb, client, db), lease.JobRuns, "job", zero.Kind(), opts)
 	job, err := workq.JobOf[T](&worker.Job{Item: lease.Item{Table: lease.JobRuns, ID: it.ID, Queue: it.Queue, Kind: it.Kind,
 		Payload: it.Payload, Priority: it.Priority, Attempt: it.Attempts, MaxAttempts: it.MaxAttempts, RunAt: it.RunAt, CreatedAt: it.CreatedAt}})
 	if err != nil {
@@ -242,10 +289,10 @@ func RequireEnqueued[T workq.Args](ctx context.Context, tb testing.TB, db workq.
 
 // RequireNotEnqueued asserts that no job run of T's kind matching opts was
 // enqueued.
-func RequireNotEnqueued[T workq.Args](ctx context.Context, tb testing.TB, db workq.DB, opts *Opts) {
+func RequireNotEnqueued[T workq.Args](ctx context.Context, tb testing.TB, client *workq.Client, db workq.DB, opts *Opts) {
 	tb.Helper()
 	var zero T
-	for _, it := range listed(ctx, tb, db, lease.JobRuns, zero.Kind()) {
+	for _, it := range listed(ctx, tb, inSchema(tb, client, db), lease.JobRuns, zero.Kind()) {
 		if len(opts.match(it)) == 0 {
 			tb.Fatalf("workqtest: job %d of kind %q was enqueued; want none", it.ID, zero.Kind())
 		}
@@ -254,16 +301,16 @@ func RequireNotEnqueued[T workq.Args](ctx context.Context, tb testing.TB, db wor
 
 // RequireSent asserts that an outbox message of topic matching opts was
 // written and returns the newest, its payload decoded into T.
-func RequireSent[T any](ctx context.Context, tb testing.TB, db workq.DB, topic string, opts *Opts) *workq.Message[T] {
+func RequireSent[T any](ctx context.Context, tb testing.TB, client *workq.Client, db workq.DB, topic string, opts *Opts) *workq.Message[T] {
 	tb.Helper()
-	return message[T](tb, require(ctx, tb, db, lease.Outbox, "outbox message", topic, opts), lease.Outbox)
+	return message[T](tb, require(ctx, tb, inSchema(tb, client, db), lease.Outbox, "outbox message", topic, opts), lease.Outbox)
 }
 
 // RequireTimer asserts that a timer of topic matching opts was scheduled
 // and returns the newest, its payload decoded into T.
-func RequireTimer[T any](ctx context.Context, tb testing.TB, db workq.DB, topic string, opts *Opts) *workq.Message[T] {
+func RequireTimer[T any](ctx context.Context, tb testing.TB, client *workq.Client, db workq.DB, topic string, opts *Opts) *workq.Message[T] {
 	tb.Helper()
-	return message[T](tb, require(ctx, tb, db, lease.Timers, "timer", topic, opts), lease.Timers)
+	return message[T](tb, require(ctx, tb, inSchema(tb, client, db), lease.Timers, "timer", topic, opts), lease.Timers)
 }
 
 func message[T any](tb testing.TB, it admin.Item, table lease.Table) *workq.Message[T] {

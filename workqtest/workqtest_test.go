@@ -11,6 +11,7 @@ import (
 	"github.com/workq/workq"
 	"github.com/workq/workq/internal/testdb"
 	"github.com/workq/workq/migrate"
+	"github.com/workq/workq/worker"
 	"github.com/workq/workq/workqtest"
 )
 
@@ -34,14 +35,14 @@ func TestWorkOutcomes(t *testing.T) {
 		result      error
 		maxAttempts int
 		outcome     workqtest.Outcome
-		status      string
+		status      workq.JobState
 		snooze      time.Duration
 	}{
-		{"nil is done", nil, 0, workqtest.Done, "done", 0},
-		{"an error retries", errors.New("flaky"), 3, workqtest.Retry, "ready", 0},
-		{"an error on the last attempt fails", errors.New("flaky"), 1, workqtest.Failed, "failed", 0},
-		{"permanent fails", workq.Permanent(errors.New("bad input")), 3, workqtest.Failed, "failed", 0},
-		{"snooze keeps its duration", workq.Snooze(90 * time.Second), 3, workqtest.Snoozed, "ready", 90 * time.Second},
+		{"nil is done", nil, 0, workqtest.Done, workq.JobStateDone, 0},
+		{"an error retries", errors.New("flaky"), 3, workqtest.Retry, workq.JobStateReady, 0},
+		{"an error on the last attempt fails", errors.New("flaky"), 1, workqtest.Failed, workq.JobStateFailed, 0},
+		{"permanent fails", workq.Permanent(errors.New("bad input")), 3, workqtest.Failed, workq.JobStateFailed, 0},
+		{"snooze keeps its duration", workq.Snooze(90 * time.Second), 3, workqtest.Snoozed, workq.JobStateReady, 90 * time.Second},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -100,14 +101,14 @@ func TestRequireFailuresAreReadable(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	msg := failure(func(tb testing.TB) { workqtest.RequireEnqueued[resultArgs](ctx, tb, pool, nil) })
+	msg := failure(func(tb testing.TB) { workqtest.RequireEnqueued[resultArgs](ctx, tb, client, pool, nil) })
 	if !strings.Contains(msg, `no job "result": none at all was written`) {
 		t.Fatalf("empty database: %q", msg)
 	}
 	if _, err := client.Enqueue(ctx, workq.RawArgs{KindName: "other"}, nil); err != nil {
 		t.Fatal(err)
 	}
-	msg = failure(func(tb testing.TB) { workqtest.RequireEnqueued[resultArgs](ctx, tb, pool, nil) })
+	msg = failure(func(tb testing.TB) { workqtest.RequireEnqueued[resultArgs](ctx, tb, client, pool, nil) })
 	if !strings.Contains(msg, `there are: "other"`) {
 		t.Fatalf("another kind: %q", msg)
 	}
@@ -115,24 +116,26 @@ func TestRequireFailuresAreReadable(t *testing.T) {
 		t.Fatal(err)
 	}
 	msg = failure(func(tb testing.TB) {
-		workqtest.RequireEnqueued[resultArgs](ctx, tb, pool, &workqtest.Opts{Queue: "q2"})
+		workqtest.RequireEnqueued[resultArgs](ctx, tb, client, pool, &workqtest.Opts{Queue: "q2"})
 	})
 	if !strings.Contains(msg, `queue "q1", want "q2"`) {
 		t.Fatalf("another queue: %q", msg)
 	}
 	if msg := failure(func(tb testing.TB) {
-		workqtest.RequireEnqueued[resultArgs](ctx, tb, pool, &workqtest.Opts{Queue: "q1"})
+		workqtest.RequireEnqueued[resultArgs](ctx, tb, client, pool, &workqtest.Opts{Queue: "q1"})
 	}); msg != "" {
 		t.Fatalf("a match failed: %q", msg)
 	}
-	msg = failure(func(tb testing.TB) { workqtest.RequireNotEnqueued[resultArgs](ctx, tb, pool, nil) })
+	msg = failure(func(tb testing.TB) { workqtest.RequireNotEnqueued[resultArgs](ctx, tb, client, pool, nil) })
 	if !strings.Contains(msg, `of kind "result" was enqueued; want none`) {
 		t.Fatalf("RequireNotEnqueued: %q", msg)
 	}
 }
 
-// Work uses the Client's schema, and so does a handler's CompleteTx; the
-// Require functions read another schema through client.InSchema.
+// Work and the Require functions use the Client's schema, and so does a
+// handler's CompleteTx: given the plain transaction, a Require function
+// neither fails for want of workq.job_runs nor reads the default schema,
+// which here also exists and holds a job of the same kind.
 func TestWorkOnAnotherSchema(t *testing.T) {
 	pool := testdb.Pool(t)
 	ctx := context.Background()
@@ -147,11 +150,18 @@ func TestWorkOnAnotherSchema(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	other, err := workq.NewClient(pool, workq.Config{Maintenance: workq.MaintenanceConfig{Disabled: true}})
+	if err != nil {
+		t.Fatal(err)
+	}
 	tx, err := pool.Begin(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer tx.Rollback(ctx)
+	if _, err := other.EnqueueTx(ctx, tx, resultArgs{Err: "default schema"}, &workq.EnqueueOpts{Queue: "elsewhere"}); err != nil {
+		t.Fatal(err)
+	}
 	w := workq.WorkFunc(func(ctx context.Context, job *workq.Job[resultArgs]) error {
 		if _, err := client.EnqueueTx(ctx, tx, resultArgs{Err: "follow-up"}, nil); err != nil {
 			return err
@@ -159,15 +169,23 @@ func TestWorkOnAnotherSchema(t *testing.T) {
 		return job.CompleteTx(ctx, tx)
 	})
 	res := workqtest.Work(ctx, t, client, tx, w, resultArgs{}, nil)
-	if res.Err != nil || !res.CompletedInTx || res.Status != "done" {
+	if res.Err != nil || !res.CompletedInTx || res.Status != workq.JobStateDone {
 		t.Fatalf("Work on wqt_two: err %v, completed in tx %v, status %s", res.Err, res.CompletedInTx, res.Status)
 	}
-	if j := workqtest.RequireEnqueued[resultArgs](ctx, t, client.InSchema(tx), &workqtest.Opts{Status: "ready"}); j.Args.Err != "follow-up" {
+	if j := workqtest.RequireEnqueued[resultArgs](ctx, t, client, tx, &workqtest.Opts{Status: workq.JobStateReady}); j.Args.Err != "follow-up" {
 		t.Fatalf("enqueued %+v", j.Args)
 	}
+	// Already in the schema: wrapping again changes nothing.
+	if j := workqtest.RequireEnqueued[resultArgs](ctx, t, client, client.InSchema(tx), &workqtest.Opts{Status: workq.JobStateReady}); j.Args.Err != "follow-up" {
+		t.Fatalf("enqueued through InSchema %+v", j.Args)
+	}
+	workqtest.RequireNotEnqueued[resultArgs](ctx, t, client, tx, &workqtest.Opts{Queue: "elsewhere"})
+	if j := workqtest.RequireEnqueued[resultArgs](ctx, t, other, tx, nil); j.Args.Err != "default schema" {
+		t.Fatalf("the default schema's job %+v", j.Args)
+	}
 	var n int
-	if err := tx.QueryRow(ctx, `select count(*) from workq.job_runs`).Scan(&n); err != nil || n != 0 {
-		t.Fatalf("the default schema holds %d jobs (%v), want none", n, err)
+	if err := tx.QueryRow(ctx, `select count(*) from workq.job_runs where queue <> 'elsewhere'`).Scan(&n); err != nil || n != 0 {
+		t.Fatalf("the default schema holds %d of wqt_two's jobs (%v), want none", n, err)
 	}
 }
 
@@ -198,7 +216,112 @@ func TestWorkAndRequireSeeMetadata(t *testing.T) {
 	if _, err := client.EnqueueTx(ctx, tx, resultArgs{Err: "x"}, opts); err != nil {
 		t.Fatal(err)
 	}
-	if job := workqtest.RequireEnqueued[resultArgs](ctx, t, tx, nil); job.Metadata["tenant"] != "acme" {
+	if job := workqtest.RequireEnqueued[resultArgs](ctx, t, client, tx, nil); job.Metadata["tenant"] != "acme" {
 		t.Fatalf("RequireEnqueued metadata %v", job.Metadata)
 	}
+}
+
+// retryWorker fails every attempt; its NextRetry and Timeout, when set,
+// are the Worker's optional methods.
+type retryWorker struct {
+	next    time.Duration // NextRetry: now + next (0: none chosen)
+	timeout time.Duration // Timeout (0: the Client's)
+	wait    bool          // wait for the context to end, and return its error
+}
+
+func (w retryWorker) Work(ctx context.Context, _ *workq.Job[resultArgs]) error {
+	if w.wait {
+		<-ctx.Done()
+		return ctx.Err()
+	}
+	return errors.New("flaky")
+}
+func (w retryWorker) NextRetry(*workq.Job[resultArgs]) time.Time {
+	if w.next == 0 {
+		return time.Time{}
+	}
+	return time.Now().Add(w.next)
+}
+func (w retryWorker) Timeout(*workq.Job[resultArgs]) time.Duration { return w.timeout }
+
+// TestWorkRunsAsTheWorker: Work runs the handler as the Client's worker
+// does: the Worker's NextRetry and Timeout, the Client's RetryPolicy, work
+// middleware and execution timeout all apply.
+func TestWorkRunsAsTheWorker(t *testing.T) {
+	pool := testdb.Pool(t)
+	ctx := context.Background()
+	var seen []string
+	type mwKey struct{}
+	cfg := workq.Config{
+		Maintenance: workq.MaintenanceConfig{Disabled: true},
+		RetryPolicy: func(int, error) time.Duration { return time.Hour },
+		WorkMiddleware: []workq.WorkMiddleware{func(ctx context.Context, info workq.WorkInfo, next func(context.Context) error) error {
+			seen = append(seen, info.Kind)
+			return next(context.WithValue(ctx, mwKey{}, "outer"))
+		}},
+		Worker: worker.Config{ExecTimeout: 100 * time.Millisecond},
+	}
+	client, err := workq.NewClient(pool, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// within reports whether got is d from now, give or take a second.
+	within := func(got time.Time, d time.Duration) bool {
+		return got.Sub(time.Now().Add(d)).Abs() < time.Second
+	}
+	cases := []struct {
+		name  string
+		w     retryWorker
+		check func(res *workqtest.Result[resultArgs]) bool
+	}{
+		{"NextRetry is honoured", retryWorker{next: 2 * time.Second}, func(res *workqtest.Result[resultArgs]) bool {
+			return res.Outcome == workqtest.Retry && within(res.RetryAt, 2*time.Second)
+		}},
+		{"the RetryPolicy times a retry NextRetry leaves", retryWorker{}, func(res *workqtest.Result[resultArgs]) bool {
+			return res.Outcome == workqtest.Retry && within(res.RetryAt, time.Hour)
+		}},
+		{"the Worker's Timeout bounds the attempt", retryWorker{timeout: 10 * time.Millisecond, wait: true}, func(res *workqtest.Result[resultArgs]) bool {
+			return errors.Is(res.Err, context.DeadlineExceeded) && res.Outcome == workqtest.Retry
+		}},
+		{"so does the worker's ExecTimeout", retryWorker{wait: true}, func(res *workqtest.Result[resultArgs]) bool {
+			return errors.Is(res.Err, context.DeadlineExceeded) && res.Outcome == workqtest.Retry
+		}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			tx, err := pool.Begin(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer tx.Rollback(ctx)
+			seen = nil
+			started := time.Now()
+			res := workqtest.Work(ctx, t, client, tx, c.w, resultArgs{}, &workq.EnqueueOpts{MaxAttempts: 3})
+			if !c.check(res) {
+				t.Fatalf("outcome %s, err %v, retry at %s (in %s), status %s", res.Outcome, res.Err, res.RetryAt,
+					time.Until(res.RetryAt).Round(time.Millisecond), res.Status)
+			}
+			if len(seen) != 1 || seen[0] != "result" {
+				t.Fatalf("the work middleware saw %v", seen)
+			}
+			if took := time.Since(started); took > 5*time.Second {
+				t.Fatalf("took %s", took)
+			}
+		})
+	}
+	t.Run("the middleware's context reaches the handler", func(t *testing.T) {
+		tx, err := pool.Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer tx.Rollback(ctx)
+		var got any
+		w := workq.WorkFunc(func(ctx context.Context, _ *workq.Job[resultArgs]) error {
+			got = ctx.Value(mwKey{})
+			return nil
+		})
+		if res := workqtest.Work(ctx, t, client, tx, w, resultArgs{}, nil); res.Outcome != workqtest.Done || got != "outer" {
+			t.Fatalf("outcome %s, the handler saw %v", res.Outcome, got)
+		}
+	})
 }

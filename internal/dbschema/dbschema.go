@@ -13,13 +13,13 @@ package dbschema
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 	"sync"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/workq/workq/workqtype"
 )
 
 // Default is the schema workq uses when none is chosen, and the one its SQL
@@ -32,7 +32,7 @@ const Default = "workq"
 const MaxLen = 63 - len("_job_runs")
 
 // ErrInvalidName is returned (wrapped) for a schema name workq refuses.
-var ErrInvalidName = errors.New("invalid schema name")
+var ErrInvalidName = workqtype.ErrInvalidSchema
 
 // Validate checks a schema name: 1 to MaxLen characters, a lowercase letter
 // or underscore, then lowercase letters, digits and underscores, and not

@@ -21,10 +21,11 @@ import (
 	"strings"
 
 	"github.com/workq/workq/worker"
+	"github.com/workq/workq/workqtype"
 )
 
 // ErrNotAllowed is wrapped by Check when a URL's host is not on the list.
-var ErrNotAllowed = errors.New("host not allowed")
+var ErrNotAllowed = workqtype.ErrHostNotAllowed
 
 // ErrBadURL is wrapped by Check when a URL is not an http(s) URL without
 // credentials.

@@ -29,11 +29,11 @@ type Unique struct {
 
 // Job states, as the admin API, the CLI and Unique.States name them.
 const (
-	StateReady      = "ready"
-	StateInProgress = "in_progress"
-	StateDone       = "done"
-	StateFailed     = "failed"
-	StateCancelled  = "cancelled"
+	StateReady      = workqtype.StateReady
+	StateInProgress = workqtype.StateInProgress
+	StateDone       = workqtype.StateDone
+	StateFailed     = workqtype.StateFailed
+	StateCancelled  = workqtype.StateCancelled
 )
 
 // stateBits are the statuses (job_runs.status) of the states a unique job

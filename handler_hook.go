@@ -18,24 +18,7 @@ type handlerRuntime struct {
 }
 
 func newHandlerRuntime(cfg Config) handlerRuntime {
-	wc, d := cfg.Worker, worker.DefaultConfig()
-	// worker.Config's defaults of the fields one attempt uses, as
-	// worker.New applies them.
-	switch {
-	case wc.ExecTimeout == 0:
-		wc.ExecTimeout = d.ExecTimeout
-	case wc.ExecTimeout < 0:
-		wc.ExecTimeout = 0
-	}
-	if wc.Lease == 0 {
-		wc.Lease = d.Lease
-	}
-	if wc.BackoffBase == 0 {
-		wc.BackoffBase = d.BackoffBase
-	}
-	if wc.BackoffCap == 0 {
-		wc.BackoffCap = max(d.BackoffCap, wc.BackoffBase)
-	}
+	wc := cfg.Worker.WithDefaults() // as worker.New runs it
 	return handlerRuntime{mws: slices.Clone(cfg.WorkMiddleware), policy: cfg.RetryPolicy, worker: wc}
 }
 

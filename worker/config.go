@@ -68,9 +68,10 @@ func DefaultConfig() Config {
 	}
 }
 
-// withDefaults returns c with every zero field set to its default and the
-// negative "none" values of ExecTimeout, DrainTimeout and RetainRuns as 0.
-func (c Config) withDefaults() Config {
+// WithDefaults returns c with every zero field set to its default and the
+// negative "none" values of ExecTimeout, DrainTimeout and RetainRuns as 0:
+// the configuration New runs with.
+func (c Config) WithDefaults() Config {
 	d := DefaultConfig()
 	set := func(v *time.Duration, def time.Duration) {
 		switch {
@@ -123,7 +124,7 @@ func (c Config) withDefaults() Config {
 // Validate returns every problem with c (after defaults), one per line,
 // each wrapping workqtype.ErrInvalid.
 func (c Config) Validate() error {
-	c = c.withDefaults()
+	c = c.WithDefaults()
 	var errs []error
 	bad := func(field, format string, args ...any) {
 		errs = append(errs, workqtype.Invalid(field, fmt.Sprintf(format, args...)))

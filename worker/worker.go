@@ -154,7 +154,7 @@ func New(pool *pgxpool.Pool, cfg Config, o Options) (*Worker, error) {
 	if err != nil {
 		return nil, fmt.Errorf("worker options: %w", workqtype.InvalidErr("Schema", err))
 	}
-	cfg = cfg.withDefaults()
+	cfg = cfg.WithDefaults()
 	log := o.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)

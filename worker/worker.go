@@ -292,6 +292,8 @@ func (w *Worker) Start(ctx context.Context) error {
 	if w.state != stateNew {
 		return fmt.Errorf("worker already started")
 	}
+	// Before any goroutine starts: every handler context derives from it.
+	w.base = context.WithoutCancel(ctx)
 	sources := slices.Clone(w.sources)
 	if len(sources) == 0 || !w.kinds.Empty() {
 		sources = append([]Source{w.jobRuns()}, sources...)
@@ -342,7 +344,6 @@ func (w *Worker) Start(ctx context.Context) error {
 		r.loops.Add(1)
 		go func() { defer r.loops.Done(); p.run(r.claimCtx) }()
 	}
-	w.base = context.WithoutCancel(ctx)
 	w.state, w.run = stateRunning, r
 	w.log.Info("worker started", "worker_id", w.cfg.ID, "sources", describe(sources),
 		"concurrency", w.cfg.Concurrency, "queue_concurrency", w.cfg.QueueConcurrency, "batch", w.cfg.Batch, "lease", w.cfg.Lease, "poll_only", w.cfg.PollOnly)

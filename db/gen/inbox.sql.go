@@ -418,6 +418,7 @@ left join new_rows n on n.source = i.source and n.message_id = i.message_id
 left join lateral (
     select x.id, x.status, x.payload_hash from workq.inbox x
     where n.id is null and x.source = i.source and x.message_id = i.message_id
+    limit 1
 ) s on true
 cross join (select count(*) as n from notified) z
 order by i.ord
@@ -446,6 +447,9 @@ type InboxReceiveRow struct {
 // InboxReceive records a batch of incoming messages in one statement, each (source, message_id) once: the first occurrence of a key in the batch is inserted unless the key is stored already (ON CONFLICT DO NOTHING: a repeat writes and locks nothing); every input row comes back, in input order, with the stored row it maps to (id 0 when that row is not visible to this statement's snapshot: it committed concurrently, and the caller looks it up again), whether this row inserted it, and whether its payload hash equals the stored one. With notify, and only when something was inserted, it wakes the workers of the queues it inserted into (NOTIFY workq_inbox, delivered at commit).
 // The stored row of a key this statement did not insert, by the unique
 // index, one probe per such input row (lateral: never a scan of the table).
+// limit 1 (the key is unique anyway) keeps the planner from pulling the
+// subquery up into a hash join over a scan of inbox, which it chose once a
+// column (cancel_requested_at, 00017) changed its row width estimate.
 // A cross join, not a left join: see JobRunsEnqueueMany (a CTE that
 // nothing reads never runs).
 func (q *Queries) InboxReceive(ctx context.Context, arg InboxReceiveParams) ([]InboxReceiveRow, error) {

@@ -50,9 +50,13 @@ from input i
 left join new_rows n on n.source = i.source and n.message_id = i.message_id
 -- The stored row of a key this statement did not insert, by the unique
 -- index, one probe per such input row (lateral: never a scan of the table).
+-- limit 1 (the key is unique anyway) keeps the planner from pulling the
+-- subquery up into a hash join over a scan of inbox, which it chose once a
+-- column (cancel_requested_at, 00017) changed its row width estimate.
 left join lateral (
     select x.id, x.status, x.payload_hash from workq.inbox x
     where n.id is null and x.source = i.source and x.message_id = i.message_id
+    limit 1
 ) s on true
 -- A cross join, not a left join: see JobRunsEnqueueMany (a CTE that
 -- nothing reads never runs).

@@ -377,6 +377,11 @@ func leaderFailover(t *testing.T, bin, url, procURL string) {
 	// Each process's own account: one leadership each, under the tokens the
 	// database shows; maint-b led only after the kill; each reaped its own
 	// group and nothing else.
+	// maint-b logs its reap after the statement commits, which the test saw
+	// already: wait for the line, or a loaded machine reads the log first.
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline) && !strings.Contains(b.stderr.String(), "reaped expired leases"); {
+		time.Sleep(20 * time.Millisecond)
+	}
 	for _, c := range []struct {
 		p     *proc
 		token int64

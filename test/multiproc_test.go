@@ -379,7 +379,15 @@ func leaderFailover(t *testing.T, bin, url, procURL string) {
 	// group and nothing else.
 	// maint-b logs its reap after the statement commits, which the test saw
 	// already: wait for the line, or a loaded machine reads the log first.
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline) && !strings.Contains(b.stderr.String(), "reaped expired leases"); {
+	loggedRequeued := func(p *proc) (n int64) {
+		for _, l := range jsonLog(t, p.stderr.String()) {
+			if l.Msg == "reaped expired leases" {
+				n += l.num("requeued")
+			}
+		}
+		return n
+	}
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline) && loggedRequeued(b) < perQueue; {
 		time.Sleep(20 * time.Millisecond)
 	}
 	for _, c := range []struct {

@@ -3,7 +3,8 @@
 # ../shared/ceiling in the same run: BEFORE (a commit) and this tree. Each
 # build gets a database of its own (the schema layouts may differ: before
 # issue 19 workq lived in public, now in its own schema), migrated by its own
-# binary. Per run: ceiling, before, after, in turn; RUNS runs; it prints each
+# binary. Per run: ceiling, then the two builds (their order alternating);
+# RUNS runs; it prints each
 # build's median of paired ratios to the ceiling and their quotient.
 #
 #   BEFORE=d65dbf7 RUNS=5 scripts/bench-compare.sh
@@ -40,8 +41,15 @@ args=(-n "$N")
 declare -a c b a rb ra
 for i in $(seq 1 "$RUNS"); do
   c+=("$("$tmp/ceiling" -url "$ceiling_url" -n "$N" -batch 500 -c 2 2>/dev/null | rate_of)")
-  b+=("$(DATABASE_URL=$before_url "$tmp/workq-before" bench "${args[@]}" 2>/dev/null | rate_of)")
-  a+=("$(DATABASE_URL=$after_url "$tmp/workq-after" bench "${args[@]}" 2>/dev/null | rate_of)")
+  # Alternate which build goes first: the second inherits the first's
+  # checkpoint and dirty buffers.
+  if [ $((i % 2)) = 1 ]; then
+    b+=("$(DATABASE_URL=$before_url "$tmp/workq-before" bench "${args[@]}" 2>/dev/null | rate_of)")
+    a+=("$(DATABASE_URL=$after_url "$tmp/workq-after" bench "${args[@]}" 2>/dev/null | rate_of)")
+  else
+    a+=("$(DATABASE_URL=$after_url "$tmp/workq-after" bench "${args[@]}" 2>/dev/null | rate_of)")
+    b+=("$(DATABASE_URL=$before_url "$tmp/workq-before" bench "${args[@]}" 2>/dev/null | rate_of)")
+  fi
   rb+=("$(awk -v x="${b[-1]}" -v y="${c[-1]}" 'BEGIN {print x / y}')")
   ra+=("$(awk -v x="${a[-1]}" -v y="${c[-1]}" 'BEGIN {print x / y}')")
   printf 'run %d: ceiling %s; before %s (%.2f); after %s (%.2f)\n' "$i" "${c[-1]}" "${b[-1]}" "${rb[-1]}" "${a[-1]}" "${ra[-1]}" >&2

@@ -173,10 +173,11 @@ func (o onTable) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row 
 	return o.db.QueryRow(ctx, o.def.sql(sql), args...)
 }
 
-// OnTable returns db with the shared lease statements (the generated
-// Lease* queries of db/gen) bound to table t: gen.New(OnTable(db, t)) runs
-// them on t. For a transaction pass the transaction: the generated WithTx
-// would drop the binding to the table.
+// OnTable returns db with workq's shared lease statements bound to table
+// t: every statement written against the lease template table runs on t
+// instead. It is for workq's own packages, which build their generated
+// queries on it; pass a transaction itself, not a handle derived from it,
+// or the binding to the table is lost.
 func OnTable(db workqtype.DB, t Table) (workqtype.DB, error) {
 	d, err := lookup(t)
 	if err != nil {

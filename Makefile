@@ -114,7 +114,7 @@ bench:
 fuzz:
 	@$(WITH_TEST_ENV) set -e; for t in $(FUZZ_TARGETS); do \
 		pkg=$${t%%:*}; name=$${t##*:}; echo "fuzz $$pkg $$name for $(FUZZTIME)"; \
-		$(GO) test -run '^$$' -fuzz "^$$name\$$" -fuzztime $(FUZZTIME) $$pkg; \
+		GO=$(GO) scripts/fuzz-one.sh $$pkg $$name $(FUZZTIME); \
 	done
 
 ## soak: the soak with autovacuum on for SOAK (default 10m; not in CI)

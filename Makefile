@@ -16,8 +16,12 @@ BENCH_FLAGS ?=
 FUZZTIME    ?= 10s
 # Every fuzz target, as package:FuzzName (docs/reliability.md).
 FUZZ_TARGETS := ./internal/jobq:FuzzEnqueue ./outbox:FuzzSend ./inbox:FuzzReceive ./timers:FuzzSchedule ./schedule:FuzzParseCron ./api:FuzzRequestBody
-# make soak: how long the soak runs.
+# make soak: how long the soak runs, and which: MODE=load (the fault soak at a
+# fixed offered load, test/soak_test.go) or MODE=full (full speed on a
+# throwaway production-like cluster, scripts/bench-sustained.sh; RIVER=path
+# to River's CLI runs River the same way after it).
 SOAK        ?= 10m
+MODE        ?= load
 
 .PHONY: run test test-serial test-lane-1 test-lane-2 test-race test-rest test-faults test-soak faults-long generate check-generated lint fmt build bench clean tools fuzz soak
 
@@ -117,9 +121,16 @@ fuzz:
 		GO=$(GO) scripts/fuzz-one.sh $$pkg $$name $(FUZZTIME); \
 	done
 
-## soak: the soak with autovacuum on for SOAK (default 10m; not in CI)
+## soak: the soak with autovacuum on for SOAK (default 10m; not in CI);
+## MODE=full runs it at full speed (docs/throughput.md "Sustained")
 soak:
+ifeq ($(MODE),full)
+	@DURATION=$(SOAK) RIVER=$(RIVER) scripts/bench-sustained.sh
+else ifeq ($(MODE),load)
 	@$(WITH_TEST_ENV) WORKQ_SOAK=$(SOAK) $(GO) test -count=1 -timeout 30m -run '^TestSoak$$' -v ./test/
+else
+	@echo "make soak: MODE must be load or full, got $(MODE)"; exit 2
+endif
 
 tools: $(SQLC)
 

@@ -54,6 +54,10 @@ type benchResult struct {
 	LeaseLost   int64   `json:"lease_lost"`
 	RSSStartMB  float64 `json:"heap_start_mb,omitempty"`
 	RSSEndMB    float64 `json:"heap_end_mb,omitempty"`
+	// Continuous mode with --report-every: jobs/s of each interval, and
+	// whether the Client ran its maintenance (--maintenance).
+	Intervals   []float64 `json:"interval_jobs_per_sec,omitempty"`
+	Maintenance bool      `json:"maintenance,omitempty"`
 	// Rate mode: rows per EnqueueMany (0: one Enqueue per job), the handler's
 	// sleep, and the ready backlog (due, unclaimed rows) sampled every 50 ms.
 	EnqueueBatch  int     `json:"enqueue_batch,omitempty"`
@@ -65,6 +69,7 @@ type benchResult struct {
 	// measured on the bare statements (latencyFloor), just before.
 	FloorP50 float64 `json:"floor_p50_ms,omitempty"`
 	FloorP95 float64 `json:"floor_p95_ms,omitempty"`
+	FloorP99 float64 `json:"floor_p99_ms,omitempty"`
 	// Config is every setting the run used, and NonDefault names those that
 	// differ from the defaults (the figures of a benchmark are only as good
 	// as the knowledge of what it ran with).
@@ -123,6 +128,8 @@ the handler sleep, so slots stay busy as with real work.`,
 	enqueueMode := f.String("enqueue-mode", enqueueCopy, "bulk inserts (burn-down's, the continuous producer's, --produce-only's backlog): "+
 		enqueueCopy+" (EnqueueManyFast) or "+enqueueUnnest+" (EnqueueMany); rate mode's --enqueue-batch always uses EnqueueMany")
 	inboxBench := addInboxBenchFlags(f)
+	reportEvery := f.Duration("report-every", 0, "continuous mode: print the jobs/s of every interval this long (0: only the total)")
+	maintenance := f.Bool("maintenance", false, "run the Client's maintenance (reaper, retention, ...) beside the worker, as a production Client does")
 	table := f.String("table", "job_runs", "work table: job_runs, or outbox (burn-down only; see bench_outbox.go)")
 	orderedKeys := f.Int("ordered-keys", 0, "--table outbox: spread the messages over this many partition keys (0: unkeyed)")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
@@ -145,6 +152,9 @@ the handler sleep, so slots stay busy as with real work.`,
 		}
 		if *enqueueMode != enqueueCopy && *enqueueMode != enqueueUnnest {
 			return fmt.Errorf("--enqueue-mode must be %s or %s, got %q", enqueueCopy, enqueueUnnest, *enqueueMode)
+		}
+		if *reportEvery < 0 || (*reportEvery > 0 && (*duration == 0 || *rate > 0)) {
+			return fmt.Errorf("--report-every needs continuous mode (--duration D without --rate) and must not be negative")
 		}
 		if *enqueueBatch < 0 || (*enqueueBatch > 0 && *rate == 0) || *handlerTime < 0 {
 			return fmt.Errorf("--enqueue-batch needs --rate and must not be negative; --handler-time must not be negative")
@@ -173,7 +183,8 @@ the handler sleep, so slots stay busy as with real work.`,
 			return err
 		}
 		b := &bench{pool: pool, db: db, schema: cfg.Schema, client: producer, copier: jobq.New(jobq.Options{}), out: cmd.ErrOrStderr(),
-			enqueueBatch: *enqueueBatch, handlerTime: *handlerTime, enqueueMode: *enqueueMode}
+			enqueueBatch: *enqueueBatch, handlerTime: *handlerTime, enqueueMode: *enqueueMode,
+			reportEvery: *reportEvery, maintenance: *maintenance}
 		var res benchResult
 		if *table != "job_runs" || *orderedKeys != 0 {
 			if *table != "outbox" || *duration != 0 || *produceOnly || *orderedKeys < 0 {
@@ -222,8 +233,8 @@ the handler sleep, so slots stay busy as with real work.`,
 			res.Mode, res.Jobs, res.Seconds, res.JobsPerSec, res.LatencyP50, res.LatencyP95, res.LatencyP99,
 			cfg.Batch, cfg.Concurrency, cfg.FlushInterval, cfg.MaxConns, res.LeaseLost)
 		if res.FloorP50 > 0 {
-			fmt.Fprintf(cmd.OutOrStdout(), "  SQL floor (enqueue, NOTIFY, one claim; no runtime), just before: pickup p50 %.2f ms, p95 %.2f ms; workq p50 = %.2fx the floor\n",
-				res.FloorP50, res.FloorP95, res.LatencyP50/res.FloorP50)
+			fmt.Fprintf(cmd.OutOrStdout(), "  SQL floor (enqueue, NOTIFY, one claim; no runtime), just before: pickup p50 %.2f ms, p95 %.2f ms, p99 %.2f ms; workq p50 = %.2fx, p99 = %.2fx the floor\n",
+				res.FloorP50, res.FloorP95, res.FloorP99, res.LatencyP50/res.FloorP50, res.LatencyP99/res.FloorP99)
 		}
 		if res.BacklogSample > 0 {
 			fmt.Fprintf(cmd.OutOrStdout(), "  enqueue batch %d, handler %s, poll %s; ready backlog p50 %d, max %d rows (%d samples)\n",
@@ -260,6 +271,8 @@ type bench struct {
 	enqueueBatch int           // rate mode: jobs per EnqueueMany (0: Enqueue one by one)
 	handlerTime  time.Duration // the handler sleeps this long
 	enqueueMode  string        // bulk inserts: enqueueCopy or enqueueUnnest
+	reportEvery  time.Duration // continuous: per-interval report (0: none)
+	maintenance  bool          // the worker's Client runs maintenance too
 
 	latMu sync.Mutex
 	lat   []time.Duration
@@ -284,11 +297,12 @@ func (b *bench) record(runAt time.Time) {
 	}
 }
 
-// run starts a workq.Client (without maintenance, as the bench always ran)
-// working ws and counting committed completions; it stops when ctx ends.
+// run starts a workq.Client (without maintenance, as the bench always ran,
+// unless --maintenance) working ws and counting committed completions; it
+// stops when ctx ends.
 func (b *bench) run(ctx context.Context, cfg config.Config, ws *workq.Workers) (*workq.Client, chan error, error) {
 	c := clientConfig(cfg, nil, ws, nil)
-	c.Maintenance.Disabled = true
+	c.Maintenance.Disabled = !b.maintenance
 	c.OnResult = func(r worker.Result) {
 		if r.Applied && r.Status == lease.StatusDone {
 			b.done.Add(1)
@@ -403,7 +417,7 @@ func (b *bench) continuous(ctx context.Context, cfg config.Config, d time.Durati
 	b.latMu.Unlock()
 	heapStart := heapMB()
 	start := time.Now()
-	sleepOrDone(ctx, d)
+	intervals := b.reportIntervals(ctx, start, base, d)
 	jobs := b.done.Load() - base
 	elapsed := time.Since(start)
 	heapEnd := heapMB()
@@ -415,21 +429,49 @@ func (b *bench) continuous(ctx context.Context, cfg config.Config, d time.Durati
 	}
 	res := b.result("continuous", jobs, elapsed, client)
 	res.RSSStartMB, res.RSSEndMB = heapStart, heapEnd
+	res.Intervals, res.Maintenance = intervals, b.maintenance
 	return res, nil
 }
 
+// reportIntervals waits until d has passed since start (or ctx ends); with
+// --report-every it prints, and returns, the jobs/s of every interval on
+// the way (the last one may be shorter).
+func (b *bench) reportIntervals(ctx context.Context, start time.Time, base int64, d time.Duration) []float64 {
+	if b.reportEvery <= 0 {
+		sleepOrDone(ctx, d)
+		return nil
+	}
+	var rates []float64
+	prev, prevAt := base, start
+	for i := 1; ctx.Err() == nil; i++ {
+		until := min(time.Duration(i)*b.reportEvery, d)
+		sleepOrDone(ctx, time.Until(start.Add(until)))
+		now, at := b.done.Load(), time.Now()
+		rate := float64(now-prev) / at.Sub(prevAt).Seconds()
+		rates = append(rates, rate)
+		fmt.Fprintf(b.out, "interval %d (to %s): %.0f jobs/s\n", i, until, rate)
+		prev, prevAt = now, at
+		if until >= d {
+			break
+		}
+	}
+	return rates
+}
+
 func (b *bench) rateMode(ctx context.Context, cfg config.Config, d time.Duration, rate int) (benchResult, error) {
-	// One job at a time with nothing else to wait for: pickup latency is the
-	// SQL's plus the runtime's, so measure the SQL's alone first. Only up to
-	// one job per NOTIFY debounce (5 ms): at a higher rate some of the
-	// worker's jobs come without a notification, and the floor, which
-	// notifies every enqueue, would not be the same path.
+	// One job (or one batch) at a time with nothing else to wait for:
+	// pickup latency is the SQL's plus the runtime's, so measure the SQL's
+	// alone first. Only up to one enqueue per NOTIFY debounce (5 ms): at a
+	// higher rate some of the worker's jobs come without a notification,
+	// and the floor, which notifies every enqueue, would not be the same
+	// path.
 	var floor []time.Duration
-	if b.enqueueBatch == 0 && b.handlerTime == 0 && rate <= 200 {
-		n, interval := floorSamples(rate)
-		fmt.Fprintf(b.out, "measuring the SQL floor of pickup latency: %d pickups, one every %s\n", n, interval)
+	batch := max(b.enqueueBatch, 1)
+	if b.handlerTime == 0 && rate/batch <= 200 {
+		n, interval := floorSamples(rate / batch)
+		fmt.Fprintf(b.out, "measuring the SQL floor of pickup latency: %d pickups of %d, one every %s\n", n, batch, interval)
 		var err error
-		if floor, err = b.latencyFloor(ctx, n, interval, cfg.Lease); err != nil {
+		if floor, err = b.latencyFloor(ctx, n, batch, interval, cfg.Lease); err != nil {
 			return benchResult{}, err
 		}
 	}
@@ -463,7 +505,7 @@ func (b *bench) rateMode(ctx context.Context, cfg config.Config, d time.Duration
 	res := b.result(mode, b.done.Load(), elapsed, client)
 	res.EnqueueBatch, res.HandlerMs = b.enqueueBatch, float64(b.handlerTime)/float64(time.Millisecond)
 	if len(floor) > 0 {
-		res.FloorP50, res.FloorP95 = millis(floor[len(floor)/2]), millis(floor[len(floor)*95/100])
+		res.FloorP50, res.FloorP95, res.FloorP99 = millis(floor[len(floor)/2]), millis(floor[len(floor)*95/100]), millis(floor[len(floor)*99/100])
 	}
 	if len(backlog) > 0 {
 		slices.Sort(backlog)

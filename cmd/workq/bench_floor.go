@@ -28,14 +28,15 @@ func floorSamples(rate int) (n int, interval time.Duration) {
 
 // latencyFloor measures what pickup latency cannot go below on this
 // database: the same statements as a worker's pickup with no runtime
-// around them. n times, one every interval, it enqueues one job with
-// NOTIFY (Client.Enqueue), waits for the notification on a listening
-// connection, claims it with one lease.Engine.Claim and records the time
-// from the job's run_at (the database's now() when the enqueue began, as
-// the worker's figure) to the claim's return; then completes it. It runs
+// around them. n times, one every interval, it enqueues batch jobs with
+// NOTIFY (one Enqueue when batch is 1, else one EnqueueMany, as rate mode
+// does), waits for the notification on a listening connection, claims
+// them with one lease.Engine.Claim and records, for each, the time from
+// its run_at (the database's now() when the enqueue began, as the
+// worker's figure) to the claim's return; then completes them. It runs
 // before the worker starts, in the same process, so the two figures share
 // the machine's state of the moment.
-func (b *bench) latencyFloor(ctx context.Context, n int, interval, ttl time.Duration) ([]time.Duration, error) {
+func (b *bench) latencyFloor(ctx context.Context, n, batch int, interval, ttl time.Duration) ([]time.Duration, error) {
 	pooled, err := b.pool.Acquire(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("latency floor: %w", err)
@@ -51,26 +52,37 @@ func (b *bench) latencyFloor(ctx context.Context, n int, interval, ttl time.Dura
 	// Every enqueue notifies: one that follows the last within the default
 	// debounce (after a slow round) would otherwise wait for no notification.
 	client := jobq.New(jobq.Options{NotifyDebounce: time.Nanosecond})
-	job := jobq.Job{Queue: benchFloorQueue, Kind: "noop"}
-	out := make([]time.Duration, 0, n)
+	jobs := make([]jobq.Job, max(batch, 1))
+	for i := range jobs {
+		jobs[i] = jobq.Job{Queue: benchFloorQueue, Kind: "noop"}
+	}
+	out := make([]time.Duration, 0, n*len(jobs))
 	next := time.Now()
-	for len(out) < n {
-		if _, err := client.Enqueue(ctx, b.db, job); err != nil {
+	for range n {
+		if len(jobs) == 1 {
+			_, err = client.Enqueue(ctx, b.db, jobs[0])
+		} else {
+			_, err = client.EnqueueMany(ctx, b.db, jobs)
+		}
+		if err != nil {
 			return nil, fmt.Errorf("latency floor: %w", err)
 		}
 		if err := awaitNotification(ctx, conn, benchFloorQueue); err != nil {
 			return nil, fmt.Errorf("latency floor: %w", err)
 		}
-		c, err := eng.Claim(ctx, lease.ClaimParams{Queue: benchFloorQueue, Max: 1, Lease: ttl, WorkerID: "bench-floor"})
+		c, err := eng.Claim(ctx, lease.ClaimParams{Queue: benchFloorQueue, Max: len(jobs), Lease: ttl, WorkerID: "bench-floor"})
 		if err != nil {
 			return nil, fmt.Errorf("latency floor: %w", err)
 		}
-		if len(c.Items) != 1 {
-			return nil, fmt.Errorf("latency floor: claimed %d rows after the notification, want 1", len(c.Items))
+		if len(c.Items) != len(jobs) {
+			return nil, fmt.Errorf("latency floor: claimed %d rows after the notification, want %d", len(c.Items), len(jobs))
 		}
-		it := c.Items[0]
-		out = append(out, time.Since(it.RunAt))
-		if _, err := eng.Complete(ctx, []lease.Completion{{ID: it.ID, Token: c.Token, RunID: it.RunID, Outcome: lease.Done}}); err != nil {
+		done := make([]lease.Completion, 0, len(c.Items))
+		for _, it := range c.Items {
+			out = append(out, time.Since(it.RunAt))
+			done = append(done, lease.Completion{ID: it.ID, Token: c.Token, RunID: it.RunID, Outcome: lease.Done})
+		}
+		if _, err := eng.Complete(ctx, done); err != nil {
 			return nil, fmt.Errorf("latency floor: %w", err)
 		}
 		next = next.Add(interval)

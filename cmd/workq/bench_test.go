@@ -29,11 +29,21 @@ func TestBenchModes(t *testing.T) {
 				t.Errorf("mode %q, %d jobs; want continuous with jobs done", r.Mode, r.Jobs)
 			}
 		}},
+		{"continuous, per interval, with maintenance", []string{"--duration", "2s", "--report-every", "1s", "--maintenance"}, func(t *testing.T, r benchResult) {
+			if r.Mode != "continuous" || len(r.Intervals) != 2 || !r.Maintenance {
+				t.Errorf("mode %q, intervals %v, maintenance %v; want continuous with 2 intervals and maintenance", r.Mode, r.Intervals, r.Maintenance)
+			}
+			for i, v := range r.Intervals {
+				if v <= 0 {
+					t.Errorf("interval %d: %.0f jobs/s; want jobs done in every interval", i+1, v)
+				}
+			}
+		}},
 		{"rate", []string{"--duration", "1s", "--rate", "50"}, func(t *testing.T, r benchResult) {
 			if r.Mode != "rate" || r.Jobs <= 0 || r.LatencyP50 <= 0 {
 				t.Errorf("mode %q, %d jobs, p50 %.2f ms; want rate with jobs and a latency", r.Mode, r.Jobs, r.LatencyP50)
 			}
-			if r.FloorP50 <= 0 || r.FloorP95 < r.FloorP50 {
+			if r.FloorP50 <= 0 || r.FloorP95 < r.FloorP50 || r.FloorP99 < r.FloorP95 {
 				t.Errorf("SQL floor p50 %.2f ms, p95 %.2f ms; want a floor measured before the run", r.FloorP50, r.FloorP95)
 			}
 		}},
@@ -41,8 +51,8 @@ func TestBenchModes(t *testing.T) {
 			if r.Mode != "rate-batched" || r.Jobs <= 0 || r.EnqueueBatch != 5 {
 				t.Errorf("mode %q, %d jobs, batch %d; want rate-batched with jobs in batches of 5", r.Mode, r.Jobs, r.EnqueueBatch)
 			}
-			if r.FloorP50 != 0 {
-				t.Errorf("SQL floor %.2f ms measured for batched enqueues; it is the one-by-one pickup's", r.FloorP50)
+			if r.FloorP50 <= 0 || r.FloorP99 < r.FloorP50 {
+				t.Errorf("SQL floor p50 %.2f ms, p99 %.2f ms; want a floor of batched pickups measured before the run", r.FloorP50, r.FloorP99)
 			}
 		}},
 	} {

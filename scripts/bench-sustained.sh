@@ -1,0 +1,107 @@
+#!/usr/bin/env bash
+# bench-sustained.sh: workq (and, with RIVER=path/to/river, River) at full
+# speed for DURATION (default 10m) on a throwaway cluster with
+# production-like settings and autovacuum on at its defaults. Every minute
+# it records each system's jobs/s and the sizes and dead tuples of its
+# tables. Each system gets a fresh cluster with the same settings.
+#
+#   scripts/bench-sustained.sh                       # workq only
+#   RIVER=/tmp/river/cmd/river/river scripts/bench-sustained.sh
+#   DURATION=2m EVERY=30s scripts/bench-sustained.sh # a short look
+#
+# Output goes to OUT (default /tmp/sustained-<time>): workq.log, river.log,
+# *-sizes.tsv (one row per table per sample) and a summary on stdout.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+DURATION=${DURATION:-10m}
+EVERY=${EVERY:-1m}
+PORT=${PORT:-5499}
+PGBIN=${PGBIN:-$(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -1)}
+OUT=${OUT:-/tmp/sustained-$(date +%H%M%S)}
+SHARED_BUFFERS=${SHARED_BUFFERS:-4GB}
+mkdir -p "$OUT"
+go build -o bin/workq ./cmd/workq
+
+secs() { # 10m -> 600, 30s -> 30
+  local d=$1
+  case $d in *m) echo $(( ${d%m} * 60 ));; *s) echo "${d%s}";; *h) echo $(( ${d%h} * 3600 ));; *) echo "$d";; esac
+}
+every_s=$(secs "$EVERY")
+dur_s=$(secs "$DURATION")
+
+as_pg() { if [ "$(id -u)" = 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi; }
+
+start_cluster() {
+  DATA=$(mktemp -d /tmp/sustained-pg.XXXXXX)
+  [ "$(id -u)" = 0 ] && chown postgres "$DATA"
+  as_pg "$PGBIN/initdb" -D "$DATA/data" -U postgres -A trust -E UTF8 --no-instructions >/dev/null
+  # Production-like for this machine (2 cores, 24 GiB): durable commits,
+  # autovacuum on at PostgreSQL's defaults, memory sized for the host.
+  cat >>"$DATA/data/postgresql.conf" <<CONF
+listen_addresses = '127.0.0.1'
+port = $PORT
+unix_socket_directories = '$DATA'
+max_connections = 200
+shared_buffers = $SHARED_BUFFERS
+effective_cache_size = 12GB
+work_mem = 16MB
+maintenance_work_mem = 1GB
+max_wal_size = 8GB
+checkpoint_timeout = 15min
+checkpoint_completion_target = 0.9
+wal_compression = on
+random_page_cost = 1.1
+autovacuum = on
+log_autovacuum_min_duration = 0
+CONF
+  as_pg "$PGBIN/pg_ctl" -D "$DATA/data" -l "$DATA/server.log" -w -t 60 start >/dev/null
+}
+stop_cluster() {
+  as_pg "$PGBIN/pg_ctl" -D "$DATA/data" -m fast -w stop >/dev/null || true
+  cp "$DATA/server.log" "$OUT/$1-server.log" 2>/dev/null || true
+  rm -rf "$DATA"
+}
+trap 'stop_cluster aborted 2>/dev/null || true' EXIT
+
+URL="postgres://postgres@127.0.0.1:$PORT/postgres?sslmode=disable"
+psqlc() { psql "$URL" -XAtq -F $'\t' "$@"; }
+
+# sample NAME TABLES... : every EVERY, one row per table: elapsed seconds,
+# table, total size, heap size, live and dead tuples, autovacuum count,
+# inserts so far.
+sample() {
+  local name=$1; shift
+  local list; list=$(printf "'%s'," "$@"); list=${list%,}
+  local t0; t0=$(date +%s)
+  while sleep "$every_s"; do
+    psqlc -c "select $(( $(date +%s) - t0 )), relname, pg_total_relation_size(relid), pg_relation_size(relid), n_live_tup, n_dead_tup, autovacuum_count, n_tup_ins
+              from pg_stat_user_tables where relname in ($list) order by relname" >>"$OUT/$name-sizes.tsv" 2>/dev/null || true
+  done
+}
+
+run_workq() {
+  start_cluster
+  bin/workq migrate up --database-url "$URL" >/dev/null
+  sample workq job_runs runs & local sp=$!
+  bin/workq bench --database-url "$URL" --duration "$DURATION" --report-every "$EVERY" --maintenance --json >"$OUT/workq.json" 2>"$OUT/workq.log" || { kill $sp; cat "$OUT/workq.log"; exit 1; }
+  kill $sp; wait $sp 2>/dev/null || true
+  stop_cluster workq
+}
+
+run_river() {
+  start_cluster
+  "$RIVER" migrate-up --database-url "$URL" >/dev/null
+  sample river river_job & local sp=$!
+  "$RIVER" bench --database-url "$URL" --duration "$DURATION" >"$OUT/river.log" 2>&1 || { kill $sp; cat "$OUT/river.log"; exit 1; }
+  kill $sp; wait $sp 2>/dev/null || true
+  stop_cluster river
+}
+
+run_workq
+echo "workq: per-interval jobs/s:"; grep '^interval' "$OUT/workq.log" || true
+if [ -n "${RIVER:-}" ]; then
+  run_river
+  echo "river: last lines:"; tail -5 "$OUT/river.log"
+fi
+trap - EXIT
+echo "output in $OUT"

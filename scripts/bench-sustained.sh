@@ -9,6 +9,10 @@
 #   RIVER=/tmp/river/cmd/river/river scripts/bench-sustained.sh
 #   DURATION=2m EVERY=30s scripts/bench-sustained.sh # a short look
 #
+# STATEMENTS=1 loads pg_stat_statements and adds each statement's calls and
+# total time to every sample (*-statements.tsv): where time goes as the
+# tables grow.
+#
 # Output goes to OUT (default /tmp/sustained-<time>): workq.log, river.log,
 # *-sizes.tsv (one row per table per sample) and a summary on stdout.
 set -euo pipefail
@@ -53,8 +57,10 @@ wal_compression = on
 random_page_cost = 1.1
 autovacuum = on
 log_autovacuum_min_duration = 0
+${STATEMENTS:+shared_preload_libraries = 'pg_stat_statements'}
 CONF
   as_pg "$PGBIN/pg_ctl" -D "$DATA/data" -l "$DATA/server.log" -w -t 60 start >/dev/null
+  if [ -n "${STATEMENTS:-}" ]; then psqlc -c "create extension pg_stat_statements"; fi
 }
 stop_cluster() {
   as_pg "$PGBIN/pg_ctl" -D "$DATA/data" -m fast -w stop >/dev/null || true
@@ -76,6 +82,10 @@ sample() {
   while sleep "$every_s"; do
     psqlc -c "select $(( $(date +%s) - t0 )), relname, pg_total_relation_size(relid), pg_relation_size(relid), n_live_tup, n_dead_tup, autovacuum_count, n_tup_ins
               from pg_stat_user_tables where relname in ($list) order by relname" >>"$OUT/$name-sizes.tsv" 2>/dev/null || true
+    if [ -n "${STATEMENTS:-}" ]; then
+      psqlc -c "select $(( $(date +%s) - t0 )), calls, round(total_exec_time), rows, left(regexp_replace(query, '\s+', ' ', 'g'), 70)
+                from pg_stat_statements where calls > 10 order by total_exec_time desc limit 25" >>"$OUT/$name-statements.tsv" 2>/dev/null || true
+    fi
   done
 }
 
@@ -97,11 +107,16 @@ run_river() {
   stop_cluster river
 }
 
-run_workq
+[ -z "${SKIP_WORKQ:-}" ] && run_workq
 echo "workq: per-interval jobs/s:"; grep '^interval' "$OUT/workq.log" || true
 if [ -n "${RIVER:-}" ]; then
   run_river
-  echo "river: last lines:"; tail -5 "$OUT/river.log"
+  # River prints the jobs worked in every 2 s iteration; sum them per EVERY.
+  echo "river: per-interval jobs/s:"
+  awk -v every="$every_s" '/\[0s\]$/ {next} /^bench: jobs worked/ {
+      n = $5; sub(/[^0-9].*/, "", n); t += 2; sum += n
+      if (t % every == 0) { i++; printf "interval %d (to %ds): %.0f jobs/s\n", i, t, sum / every; sum = 0 } }' "$OUT/river.log"
+  grep 'overall job/sec' "$OUT/river.log" || true
 fi
 trap - EXIT
 echo "output in $OUT"

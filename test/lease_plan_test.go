@@ -77,7 +77,8 @@ type planNode struct {
 	Relation      string     `json:"Relation Name"`
 	Index         string     `json:"Index Name"`
 	Subplan       string     `json:"Subplan Name"`
-	PlanRows      float64    `json:"Plan Rows"` // the planner's estimate
+	PlanRows      float64    `json:"Plan Rows"`  // the planner's estimate
+	TotalCost     float64    `json:"Total Cost"` // the planner's estimate
 	ActualRows    float64    `json:"Actual Rows"`
 	ActualLoops   float64    `json:"Actual Loops"`
 	RemovedFilter float64    `json:"Rows Removed by Filter"`
@@ -88,6 +89,10 @@ type planNode struct {
 	SharedRead    float64    `json:"Shared Read Blocks"` // with BUFFERS
 	Plans         []planNode `json:"Plans"`
 }
+
+// buffers is how many shared buffers the plan hit or read (with BUFFERS; a
+// node's counts include its children's).
+func (n planNode) buffers() float64 { return n.SharedHit + n.SharedRead }
 
 func (n planNode) walk(f func(planNode)) {
 	f(n)
@@ -137,7 +142,7 @@ func (n planNode) String() string {
 		if x.Index != "" {
 			fmt.Fprintf(&b, " using %s", x.Index)
 		}
-		fmt.Fprintf(&b, " (estimate %.0f)", x.PlanRows)
+		fmt.Fprintf(&b, " (estimate %.0f, cost %.0f)", x.PlanRows, x.TotalCost)
 		if x.ActualLoops > 0 {
 			fmt.Fprintf(&b, " (rows %.0f x %.0f, removed %.0f)", x.ActualRows, x.ActualLoops, x.RemovedFilter+x.RemovedCheck+x.RemovedJoin)
 		}

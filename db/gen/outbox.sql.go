@@ -32,28 +32,28 @@ reserve as materialized (
 keys (key, wrapped) as (
     (select s.key, s.wrapped from (
         (select o.partition_key as key, false as wrapped from workq.outbox o
-         where o.queue = $4 and o.partition_key is not null and o.status <> 2 and o.partition_key > $7::text
+         where o.queue = $4 and o.status <> 2 and o.partition_key > $7::text
          order by o.partition_key limit 1)
         union all
         (select o.partition_key as key, true as wrapped from workq.outbox o
-         where o.queue = $4 and o.partition_key is not null and o.status <> 2 and o.partition_key <= $7::text
+         where o.queue = $4 and o.status <> 2 and o.partition_key <= $7::text
          order by o.partition_key limit 1)
     ) s limit 1)
     union all
     select n.key, n.wrapped from keys k cross join lateral (
         select s.key, s.wrapped from (
             (select o.partition_key as key, false as wrapped from workq.outbox o
-             where not k.wrapped and o.queue = $4 and o.partition_key is not null and o.status <> 2
+             where not k.wrapped and o.queue = $4 and o.status <> 2
                and o.partition_key > k.key
              order by o.partition_key limit 1)
             union all
             (select o.partition_key as key, true as wrapped from workq.outbox o
-             where not k.wrapped and o.queue = $4 and o.partition_key is not null and o.status <> 2
+             where not k.wrapped and o.queue = $4 and o.status <> 2
                and o.partition_key <= $7::text
              order by o.partition_key limit 1)
             union all
             (select o.partition_key as key, true as wrapped from workq.outbox o
-             where k.wrapped and o.queue = $4 and o.partition_key is not null and o.status <> 2
+             where k.wrapped and o.queue = $4 and o.status <> 2
                and o.partition_key > k.key and o.partition_key <= $7::text
              order by o.partition_key limit 1)
         ) s limit 1
@@ -154,6 +154,15 @@ type OutboxClaimRow struct {
 // skip scan of outbox_ordered), from the first key after after_key to the
 // last, then from the first key up to after_key (wrapped). Evaluated lazily:
 // the heads' LIMIT stops the walk.
+//
+// The probes leave out "partition_key is not null": comparing the key
+// implies it, which is enough for outbox_ordered's predicate. Written out, it
+// made the estimates inconsistent when the statistics see few keyed rows (an
+// outbox without keys): it cut a probe's estimated rows to 1 while the index
+// entries it reads stayed a third of the queue's rows, so each LIMIT 1 was
+// charged the whole range, and the walk (which the planner counts as about
+// 100 probes) put the claim's estimate above jit_above_cost at a few hundred
+// thousand rows: PostgreSQL then JIT-compiled every claim (design.md 4.2b).
 // Each key's head (its lowest key_seq not done); claimable when ready and
 // due. Every message of the key before it is visible to this snapshot: its
 // writer committed before the head's writer took its number.
@@ -469,14 +478,15 @@ func (q *Queries) OutboxGetByMessageID(ctx context.Context, messageID uuid.UUID)
 }
 
 const outboxKeyHeads = `-- name: OutboxKeyHeads :many
-with recursive keys (key) as (
+with recursive
+keys (key) as (
     (select o.partition_key as key from workq.outbox o
-     where o.queue = $1 and o.partition_key is not null and o.status <> 2 and o.partition_key > $5::text
+     where o.queue = $1 and o.status <> 2 and o.partition_key > $5::text
      order by o.partition_key limit 1)
     union all
     select n.key from keys k cross join lateral (
         select o.partition_key as key from workq.outbox o
-        where o.queue = $1 and o.partition_key is not null and o.status <> 2 and o.partition_key > k.key
+        where o.queue = $1 and o.status <> 2 and o.partition_key > k.key
         order by o.partition_key limit 1
     ) n
 )
@@ -517,6 +527,7 @@ type OutboxKeyHeadsRow struct {
 }
 
 // OutboxKeyHeads lists the partition keys of one queue that have messages not done, from after_key on in key order, each with its head (first message in write order; cancelled messages and failed messages of skip_topics passed over); with only_blocked, only keys whose head is failing (waiting for a retry, or in a retry attempt) or failed.
+// The walk's probes leave out "partition_key is not null", as in OutboxClaim's.
 func (q *Queries) OutboxKeyHeads(ctx context.Context, arg OutboxKeyHeadsParams) ([]OutboxKeyHeadsRow, error) {
 	rows, err := q.db.Query(ctx, outboxKeyHeads,
 		arg.Queue,

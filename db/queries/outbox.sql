@@ -90,31 +90,40 @@ reserve as materialized (
 -- skip scan of outbox_ordered), from the first key after after_key to the
 -- last, then from the first key up to after_key (wrapped). Evaluated lazily:
 -- the heads' LIMIT stops the walk.
+--
+-- The probes leave out "partition_key is not null": comparing the key
+-- implies it, which is enough for outbox_ordered's predicate. Written out, it
+-- made the estimates inconsistent when the statistics see few keyed rows (an
+-- outbox without keys): it cut a probe's estimated rows to 1 while the index
+-- entries it reads stayed a third of the queue's rows, so each LIMIT 1 was
+-- charged the whole range, and the walk (which the planner counts as about
+-- 100 probes) put the claim's estimate above jit_above_cost at a few hundred
+-- thousand rows: PostgreSQL then JIT-compiled every claim (design.md 4.2b).
 keys (key, wrapped) as (
     (select s.key, s.wrapped from (
         (select o.partition_key as key, false as wrapped from workq.outbox o
-         where o.queue = @queue and o.partition_key is not null and o.status <> 2 and o.partition_key > @after_key::text
+         where o.queue = @queue and o.status <> 2 and o.partition_key > @after_key::text
          order by o.partition_key limit 1)
         union all
         (select o.partition_key as key, true as wrapped from workq.outbox o
-         where o.queue = @queue and o.partition_key is not null and o.status <> 2 and o.partition_key <= @after_key::text
+         where o.queue = @queue and o.status <> 2 and o.partition_key <= @after_key::text
          order by o.partition_key limit 1)
     ) s limit 1)
     union all
     select n.key, n.wrapped from keys k cross join lateral (
         select s.key, s.wrapped from (
             (select o.partition_key as key, false as wrapped from workq.outbox o
-             where not k.wrapped and o.queue = @queue and o.partition_key is not null and o.status <> 2
+             where not k.wrapped and o.queue = @queue and o.status <> 2
                and o.partition_key > k.key
              order by o.partition_key limit 1)
             union all
             (select o.partition_key as key, true as wrapped from workq.outbox o
-             where not k.wrapped and o.queue = @queue and o.partition_key is not null and o.status <> 2
+             where not k.wrapped and o.queue = @queue and o.status <> 2
                and o.partition_key <= @after_key::text
              order by o.partition_key limit 1)
             union all
             (select o.partition_key as key, true as wrapped from workq.outbox o
-             where k.wrapped and o.queue = @queue and o.partition_key is not null and o.status <> 2
+             where k.wrapped and o.queue = @queue and o.status <> 2
                and o.partition_key > k.key and o.partition_key <= @after_key::text
              order by o.partition_key limit 1)
         ) s limit 1
@@ -239,14 +248,16 @@ limit @max_rows::integer;
 
 -- name: OutboxKeyHeads :many
 -- OutboxKeyHeads lists the partition keys of one queue that have messages not done, from after_key on in key order, each with its head (first message in write order; cancelled messages and failed messages of skip_topics passed over); with only_blocked, only keys whose head is failing (waiting for a retry, or in a retry attempt) or failed.
-with recursive keys (key) as (
+with recursive
+-- The walk's probes leave out "partition_key is not null", as in OutboxClaim's.
+keys (key) as (
     (select o.partition_key as key from workq.outbox o
-     where o.queue = @queue and o.partition_key is not null and o.status <> 2 and o.partition_key > @after_key::text
+     where o.queue = @queue and o.status <> 2 and o.partition_key > @after_key::text
      order by o.partition_key limit 1)
     union all
     select n.key from keys k cross join lateral (
         select o.partition_key as key from workq.outbox o
-        where o.queue = @queue and o.partition_key is not null and o.status <> 2 and o.partition_key > k.key
+        where o.queue = @queue and o.status <> 2 and o.partition_key > k.key
         order by o.partition_key limit 1
     ) n
 )

@@ -72,16 +72,16 @@ trap 'stop_cluster aborted 2>/dev/null || true' EXIT
 URL="postgres://postgres@127.0.0.1:$PORT/postgres?sslmode=disable"
 psqlc() { psql "$URL" -XAtq -F $'\t' "$@"; }
 
-# sample NAME TABLES... : every EVERY, one row per table: elapsed seconds,
-# table, total size, heap size, live and dead tuples, autovacuum count,
-# inserts so far.
+# sample NAME TABLES... : every EVERY, one row per table (and per partition
+# of workq.runs, which is partitioned by day): elapsed seconds, table, total
+# size, heap size, live and dead tuples, autovacuum count, inserts so far.
 sample() {
   local name=$1; shift
   local list; list=$(printf "'%s'," "$@"); list=${list%,}
   local t0; t0=$(date +%s)
   while sleep "$every_s"; do
     psqlc -c "select $(( $(date +%s) - t0 )), relname, pg_total_relation_size(relid), pg_relation_size(relid), n_live_tup, n_dead_tup, autovacuum_count, n_tup_ins
-              from pg_stat_user_tables where relname in ($list) order by relname" >>"$OUT/$name-sizes.tsv" 2>/dev/null || true
+              from pg_stat_user_tables where relname in ($list) or relname ~ '^runs_(p[0-9]+|default|legacy)$' order by relname" >>"$OUT/$name-sizes.tsv" 2>/dev/null || true
     if [ -n "${STATEMENTS:-}" ]; then
       psqlc -c "select $(( $(date +%s) - t0 )), calls, round(total_exec_time), rows, left(regexp_replace(query, '\s+', ' ', 'g'), 70)
                 from pg_stat_statements where calls > 10 order by total_exec_time desc limit 25" >>"$OUT/$name-statements.tsv" 2>/dev/null || true

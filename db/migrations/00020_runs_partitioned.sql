@@ -23,7 +23,8 @@
 -- completions go on (VALIDATE takes a lock that inserts do not wait for);
 -- its (run_id, finished_at) index was built concurrently by 00019. The
 -- conversion itself is one short transaction under an ACCESS EXCLUSIVE lock
--- (renames, the new parent, ATTACH, the first partitions). Retention deletes
+-- (renames, the new parent, ATTACH, the DEFAULT partition); the first day
+-- partitions come after it. Retention deletes
 -- runs_legacy's old rows in batches as before, and drops it whole once its
 -- range is older than the retention age. An empty archive (a new install) is
 -- simply replaced, with no legacy partition.
@@ -200,7 +201,8 @@ $$;
 -- added NOT VALID (no scan; a brief ACCESS EXCLUSIVE lock). Its bound is the
 -- end of the migration's UTC day, or of the next day after 18:00 UTC, so
 -- that completions keep satisfying it until the conversion a few statements
--- on. A rerun replaces it with a fresh bound.
+-- on (or the end of the day of the newest row, should a row have ended in
+-- the future). A rerun replaces it with a fresh bound.
 -- +goose StatementBegin
 do $$
 begin
@@ -209,7 +211,9 @@ begin
     end if;
     alter table workq.runs drop constraint if exists runs_legacy_range;
     execute format('alter table workq.runs add constraint runs_legacy_range check (finished_at < %L) not valid',
-                   date_trunc('day', now() + interval '6 hours', 'UTC') + interval '24 hours');
+                   greatest(date_trunc('day', now() + interval '6 hours', 'UTC'),
+                            date_trunc('day', (select max(r.finished_at) from workq.runs r where r.finished_at < 'infinity'), 'UTC'))
+                   + interval '24 hours');
 end
 $$;
 -- +goose StatementEnd
@@ -233,8 +237,8 @@ $$;
 -- becomes its primary key, which the new primary key adopts on ATTACH, as
 -- runs_finished adopts its finished_at index), the new partitioned runs is
 -- created with the same columns and constraints, runs_legacy is attached
--- up to the bound (implied by the validated CHECK: no scan), then the
--- DEFAULT partition and the day partitions from the bound on.
+-- up to the bound (implied by the validated CHECK: no scan), and the
+-- DEFAULT partition is made. An empty archive is dropped and made anew.
 -- +goose StatementBegin
 do $$
 declare
@@ -246,8 +250,11 @@ begin
     end if;
     lock table workq.runs in access exclusive mode;
     v_keep := exists (select 1 from workq.runs);
-    -- At or after the CHECK's bound (time only moves on), so implied by it.
-    v_bound := date_trunc('day', now() + interval '6 hours', 'UTC') + interval '24 hours';
+    -- At or after the CHECK's bound (time only moves on, and so does the
+    -- newest row), so implied by it.
+    v_bound := greatest(date_trunc('day', now() + interval '6 hours', 'UTC'),
+                        date_trunc('day', (select max(r.finished_at) from workq.runs r where r.finished_at < 'infinity'), 'UTC'))
+               + interval '24 hours';
     if v_keep then
         -- 00019's index, unless a migration down removed it (then built
         -- here, under the lock).
@@ -283,10 +290,15 @@ begin
         alter table workq.runs_legacy drop constraint if exists runs_legacy_range;
     end if;
     create table workq.runs_default partition of workq.runs default;
-    perform workq.workq_runs_add_partitions(now(), 3, null);
 end
 $$;
 -- +goose StatementEnd
+
+-- 4. The day partitions from today (or the legacy bound) to three days on,
+-- as the retention task makes them (maintain.RunsDaysAhead), after the
+-- conversion: ATTACH does not need its lock, and each partition's index
+-- builds (a file sync each) would lengthen it.
+select workq.workq_runs_add_partitions(now(), 3, null);
 
 -- +goose Down
 -- Back to one plain table, every row copied into it (a migration down is

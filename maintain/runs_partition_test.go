@@ -249,3 +249,40 @@ func TestRetentionRunPartitionDropWaitsAtMostLockTimeout(t *testing.T) {
 		}
 	}
 }
+
+// Two processes making the same partitions at once (two leaders for a
+// moment, or a migration and the retention task) take turns on the
+// function's advisory lock: both succeed, and each partition is made once.
+func TestRunsAddPartitionsConcurrently(t *testing.T) {
+	ctx := context.Background()
+	pool := testdb.Pool(t)
+	insertRuns(t, pool, 1, 4, fmt.Sprintf("timestamptz '%s+00' + interval '1 hour'", day(45)))
+	const callers = 4
+	made := make(chan int, callers)
+	errs := make(chan error, callers)
+	for range callers {
+		go func() {
+			var n int
+			err := pool.QueryRow(ctx, `select workq.workq_runs_add_partitions(now() + interval '40 days', 6, null)`).Scan(&n)
+			made <- n
+			errs <- err
+		}()
+	}
+	total := 0
+	for range callers {
+		total += <-made
+		if err := <-errs; err != nil {
+			t.Fatalf("concurrent add: %v", err)
+		}
+	}
+	if total != 7 {
+		t.Errorf("the callers made %d partitions in all; want the 7 days from day 40 to 46 once", total)
+	}
+	var where string
+	if err := pool.QueryRow(ctx, `select string_agg(distinct tableoid::regclass::text, ',') from workq.runs`).Scan(&where); err != nil {
+		t.Fatal(err)
+	}
+	if want := "workq." + partitionName(45); where != want {
+		t.Errorf("the DEFAULT partition's runs of day 45 are in %s; want %s", where, want)
+	}
+}

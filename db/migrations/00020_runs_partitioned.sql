@@ -118,6 +118,10 @@ begin
         v_name := 'runs_p' || to_char(v_day, 'YYYYMMDD');
         execute format('create table workq.%I (like workq.runs including defaults including constraints)', v_name);
         if v_default is not null then
+            -- SHARE: no insert lands in the DEFAULT partition between the
+            -- move and the ATTACH (which would then refuse the partition);
+            -- readers go on.
+            execute format('lock table workq.%I in share mode', v_default);
             execute format('with moved as (delete from workq.%I where finished_at >= $1 and finished_at < $2 returning *) '
                            'insert into workq.%I select * from moved', v_default, v_name)
                 using v_day, v_day + interval '1 day';

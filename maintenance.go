@@ -28,7 +28,10 @@ type MaintenanceConfig struct {
 	ReapBatch    int           // rows per reap statement; default 200
 	// RetainFinished and RetainRuns: done and failed items, and archived
 	// attempts, are deleted this long after they ended; default 7 days,
-	// negative keeps them.
+	// negative keeps them. The run archive is partitioned by UTC day and
+	// goes a whole day at a time (its partition is dropped once the day is
+	// older than RetainRuns), so an attempt stays up to a day longer.
+	// Either way the retention task makes the archive's partitions ahead.
 	RetainFinished    time.Duration
 	RetainRuns        time.Duration
 	RetentionInterval time.Duration // how often retention, stuck-item flagging and the inbox window run; default 1m
@@ -117,7 +120,8 @@ const maintenanceBatch = 1000
 var MaintenanceTasks = []string{"reap", "retention", "stuck", "inbox-window", "schedules", "join-deadlines"}
 
 // newMaintenance returns the maintenance service with every built-in task:
-// reap, retention (job runs, outbox, timers, the run archive), stuck items
+// reap, retention (job runs, outbox, timers, the run archive and its
+// partitions), stuck items
 // (in progress past twice the lease), the inbox de-duplication window,
 // schedules and join deadlines. A new built-in task is added here (and to
 // MaintenanceTasks).

@@ -397,7 +397,7 @@ func (c *Config) options() []option {
 		o("reap-batch", "WORKQ_REAP_BATCH", &c.ReapBatch, "most rows one reap statement handles"),
 		o("leader-ttl", "WORKQ_LEADER_TTL", &c.LeaderTTL, "maintenance leader lock TTL: a dead leader is replaced within it"),
 		o("retain-finished", "WORKQ_RETAIN_FINISHED", &c.RetainFinished, "delete done and failed items this long after they finished (0 keeps them)"),
-		o("retain-runs", "WORKQ_RETAIN_RUNS", &c.RetainRuns, "delete archived attempts, and the worker its --runs-dir attempt directories, this long after they ended (0 keeps them)"),
+		o("retain-runs", "WORKQ_RETAIN_RUNS", &c.RetainRuns, "delete archived attempts (a whole UTC day at a time, so up to a day later) and the worker its --runs-dir attempt directories this long after they ended (0 keeps them)"),
 		o("retention-interval", "WORKQ_RETENTION_INTERVAL", &c.RetentionInterval, "how often the retention task runs"),
 		o("inbox-window", "WORKQ_INBOX_WINDOW", &c.InboxWindow, "inbox de-duplication window: processed messages are deleted this long after processing, and a repeat after it counts as new"),
 		o("schedule-interval", "WORKQ_SCHEDULE_INTERVAL", &c.ScheduleInterval, "how often due schedule slots are materialised into job runs"),

@@ -196,7 +196,11 @@ func TestFailingTaskIsolated(t *testing.T) {
 }
 
 // Retention deletes finished items and archived runs older than their ages,
-// in batches, and keeps everything younger and everything unfinished.
+// in batches, and keeps everything younger and everything unfinished. The
+// old runs here ended three days ago, on a day no partition of the archive
+// covers (a new database has partitions from its migration's day on), so
+// they are in the DEFAULT partition, which retention deletes from in
+// batches; dropping whole day partitions is TestRetentionRunPartitions.
 func TestRetention(t *testing.T) {
 	ctx := context.Background()
 	pool := testdb.Pool(t)
@@ -220,19 +224,22 @@ func TestRetention(t *testing.T) {
 	if _, err := eng.Complete(ctx, cs); err != nil {
 		t.Fatal(err)
 	}
-	// 15 of the 20 finished (and their runs) an hour ago; 5 just now.
+	// 15 of the 20 finished an hour ago and their runs three days ago; 5
+	// just now.
 	if _, err := pool.Exec(ctx, `update workq.job_runs set finished_at = now() - interval '1 hour' where id in (select id from workq.job_runs where status = 2 order by id limit 15)`); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := pool.Exec(ctx, `update workq.runs set finished_at = now() - interval '1 hour' where item_id in (select id from workq.job_runs where finished_at < now() - interval '30 minutes')`); err != nil {
+	if _, err := pool.Exec(ctx, `update workq.runs set finished_at = now() - interval '3 days' where item_id in (select id from workq.job_runs where finished_at < now() - interval '30 minutes')`); err != nil {
 		t.Fatal(err)
 	}
-	task, err := maintain.RetentionTask(pool, time.Second, maintain.Retention{Finished: 30 * time.Minute, Runs: 30 * time.Minute, Batch: 4})
+	task, err := maintain.RetentionTask(pool, time.Second, maintain.Retention{Finished: 30 * time.Minute, Runs: 2 * 24 * time.Hour, Batch: 4})
 	if err != nil {
 		t.Fatal(err)
 	}
 	n, err := task.Run(ctx, 0)
-	if err != nil || n != 30 {
+	// 15 runs deleted from the DEFAULT partition, counted exactly; had a
+	// partition of the test template held them, its estimate.
+	if err != nil || n < 15 {
 		t.Fatalf("retention round deleted %d rows (%v); want 15 items + 15 runs", n, err)
 	}
 	var items, runs, ready int

@@ -43,17 +43,33 @@ type Retention struct {
 	// work table). The inbox usually has its own window (its processed rows
 	// are its de-duplication memory) and is left out.
 	Tables []lease.Table
-	Runs   time.Duration // the run archive (0 = keep forever)
-	Batch  int           // rows per delete statement (default 1000)
+	// Runs is how long the run archive keeps an attempt (0 = keep
+	// forever). The archive is partitioned by UTC day and retention drops a
+	// day's partition once the whole day is older than Runs, so an attempt
+	// is deleted between Runs and Runs plus one day after it ended.
+	Runs  time.Duration
+	Batch int // rows per delete statement (default 1000)
 	// MaxBatches bounds one round per table (default 100): a large backlog
 	// is worked off over several rounds, never in one long transaction.
 	MaxBatches int
 }
 
-// RetentionTask deletes finished items and archived attempts older than
-// the retention ages, in batches of short single-statement transactions by
-// primary key. A table whose delete fails is skipped for this round; the
-// others go on.
+// RunsDaysAhead is how many days after today (UTC) the retention task keeps
+// partitions of the run archive ready, so that inserts land in their day's
+// partition even when maintenance stops for that long (after that they
+// land in the DEFAULT partition, and the next round moves them out).
+const RunsDaysAhead = 3
+
+// RetentionTask deletes finished items older than the retention age, in
+// batches of short single-statement transactions by primary key, and looks
+// after the run archive: each round it makes the archive's day partitions
+// for today and the next RunsDaysAhead days (moving any rows the DEFAULT
+// partition took into them), drops every partition whose whole day is
+// older than Runs (one short transaction each), and deletes the old rows of
+// the partitions that are not one day wide (the DEFAULT partition and the
+// archive from before partitioning) in batches. A table whose delete fails
+// is skipped for this round; the others go on. A round's rows count the
+// dropped partitions by PostgreSQL's estimate of their rows.
 func RetentionTask(db workqtype.DB, every time.Duration, r Retention) (Task, error) {
 	if r.Finished < 0 || r.Runs < 0 {
 		return Task{}, fmt.Errorf("%w: retention ages must not be negative", ErrInvalid)
@@ -92,22 +108,52 @@ func RetentionTask(db workqtype.DB, every time.Duration, r Retention) (Task, err
 				}
 			}
 		}
-		if r.Runs > 0 {
-			q := gen.New(db)
-			for range r.MaxBatches {
-				n, err := q.RunsDeleteFinished(ctx, r.Runs.Milliseconds(), batch)
-				total += n
-				if err != nil {
-					errs = append(errs, fmt.Errorf("delete archived runs: %w", err))
-					break
-				}
-				if n < int64(batch) {
-					break
-				}
-			}
+		n, err := runsRetention(ctx, gen.New(db), r.Runs.Milliseconds(), batch, r.MaxBatches)
+		total += n
+		if err != nil {
+			errs = append(errs, err)
 		}
 		return total, errors.Join(errs...)
 	}}, nil
+}
+
+// runsRetention is the run archive's part of a retention round: partitions
+// made ahead, then (with an age) old partitions dropped and old rows of the
+// DEFAULT and legacy partitions deleted. The steps go on after an error in
+// another (a drop that timed out waiting for its lock does not stop the
+// partitions of the coming days).
+func runsRetention(ctx context.Context, q *gen.Queries, olderThanMS int64, batch int32, maxBatches int) (int64, error) {
+	var errs []error
+	if _, err := q.RunsAddPartitions(ctx, RunsDaysAhead, olderThanMS); err != nil {
+		errs = append(errs, fmt.Errorf("make run archive partitions: %w", err))
+	}
+	if olderThanMS <= 0 {
+		return 0, errors.Join(errs...)
+	}
+	var total int64
+	for range maxBatches {
+		dropped, err := q.RunsDropPartition(ctx, olderThanMS)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("drop run archive partition: %w", err))
+			break
+		}
+		if len(dropped) == 0 {
+			break
+		}
+		total += dropped[0].RowsEstimate
+	}
+	for range maxBatches {
+		n, err := q.RunsDeleteOld(ctx, olderThanMS, batch)
+		total += n
+		if err != nil {
+			errs = append(errs, fmt.Errorf("delete archived runs: %w", err))
+			break
+		}
+		if n < int64(batch) {
+			break
+		}
+	}
+	return total, errors.Join(errs...)
 }
 
 // StuckTask counts, on every work table, the items in progress that were

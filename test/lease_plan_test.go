@@ -624,40 +624,116 @@ func TestLeaseHeartbeatIsHOT(t *testing.T) {
 	}
 }
 
-// The run archive's queries use its two indexes on a large archive: the
-// attempts of one item are one range of the primary key (there is no item
-// index), and retention reads the oldest runs from runs_finished.
+// The run archive's queries on a partitioned archive the size of the
+// default retention's: eight days of runs in their day partitions, three
+// empty ones ahead and the DEFAULT partition, twelve partitions in all. A
+// query by run id (RunsGet, RunsByIDs, and RunsListByItem's one key range)
+// cannot be pruned, since a run id does not say its day: it probes the
+// primary key of every partition that holds rows, a few buffers each, and
+// never scans one (an empty partition may be "scanned": it has no page).
+// The dashboard's finished_at ranges (RunsLastMinute, RunsEndedBetween)
+// read only the partitions from their start on: today's, and the empty
+// ones.
 func TestRunsPlans(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	conn := mustConnect(t, testdb.URL(t))
 	if _, err := conn.Exec(ctx, `
+select workq.workq_runs_add_partitions(now() - interval '7 days', 10, null);
 insert into workq.runs (run_id, work_table, item_id, queue, attempt, lease_version, owner_token, worker_id, started_at, finished_at, outcome)
-select workq.workq_run_id(tb, i, v), tb, i, 'q', v, v, md5(i::text)::uuid, 'w', now() - interval '1 hour', now() - (200000 - i) * interval '1 second', 'done'
+select workq.workq_run_id(tb, i, v), tb, i, 'q', v, v, md5(i::text)::uuid, 'w', now() - interval '1 hour', now() - (25000 - i) * interval '24 seconds', 'done'
 from generate_series(1, 25000) i, generate_series(1, 2) v, unnest(array['job_runs', 'outbox']) tb;
 analyze workq.runs`); err != nil {
 		t.Fatal(err)
 	}
-	for _, c := range []struct {
-		query, index string
-		args         map[string]any
-	}{
-		{"RunsListByItem", "runs_pkey", map[string]any{"work_table": "outbox", "item_id": int64(777)}},
-		{"RunsGet", "runs_pkey", map[string]any{"run_id": uuid.New()}},
-		{"RunsDeleteFinished", "runs_finished", map[string]any{"older_than_ms": int64(3_600_000), "max_rows": int32(500)}},
-	} {
-		sql, params := namedQuery(t, "runs", c.query)
-		plan := explainCustom(t, ctx, conn, sql, argsFor(t, params, c.args)...)
-		if plan.seqScans("runs") || !plan.usesIndex(c.index) {
-			t.Errorf("%s does not use %s:\n%s", c.query, c.index, plan)
-		}
+	var partitions int
+	if err := conn.QueryRow(ctx, `select count(*) from workq.workq_runs_partition_list()`).Scan(&partitions); err != nil || partitions < 12 {
+		t.Fatalf("%d partitions (%v); want at least 12", partitions, err)
 	}
-	// And the range holds exactly that item's runs, in claim order.
-	rows, err := gen.New(conn).RunsListByItem(ctx, "outbox", 777)
+	populated := map[string]bool{}
+	rows, err := conn.Query(ctx, `select distinct tableoid::regclass::text from workq.runs`)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(rows) != 2 || rows[0].LeaseVersion != 1 || rows[1].LeaseVersion != 2 || rows[0].ItemID != 777 || rows[1].WorkTable != "outbox" {
-		t.Errorf("runs of outbox 777: %+v; want its lease versions 1 and 2", rows)
+	for rows.Next() {
+		var name string
+		if err := rows.Scan(&name); err != nil {
+			t.Fatal(err)
+		}
+		populated[strings.TrimPrefix(name, "workq.")] = true
+	}
+	if err := rows.Err(); err != nil || len(populated) < 8 {
+		t.Fatalf("runs in %d partitions (%v); want 8 days of them", len(populated), err)
+	}
+	// read lists the partitions with rows that a plan reads, and whether
+	// it reads each by an index scan of its primary key.
+	read := func(plan planNode) (parts map[string]bool, byKey bool) {
+		parts, byKey = map[string]bool{}, true
+		plan.walk(func(x planNode) {
+			if populated[x.Relation] {
+				parts[x.Relation] = true
+				byKey = byKey && strings.HasPrefix(x.NodeType, "Index") && x.Index == x.Relation+"_pkey"
+			}
+		})
+		return parts, byKey
+	}
+	runID := func(tb lease.Table, id, version int64) uuid.UUID {
+		t.Helper()
+		u, err := lease.RunID(tb, id, version)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return u
+	}
+	anID := runID(lease.Outbox, 777, 2)
+	for _, c := range []struct {
+		query  string
+		args   map[string]any
+		probes int // index descents per partition
+	}{
+		{"RunsListByItem", map[string]any{"work_table": "outbox", "item_id": int64(777)}, 1},
+		{"RunsGet", map[string]any{"run_id": anID}, 1},
+		{"RunsByIDs", map[string]any{"run_ids": []uuid.UUID{anID, uuid.New(), runID(lease.JobRuns, 5, 1)}}, 3},
+	} {
+		sql, params := namedQuery(t, "runs", c.query)
+		args := argsFor(t, params, c.args)
+		plan := explainCustom(t, ctx, conn, sql, args...)
+		if parts, byKey := read(plan); len(parts) != len(populated) || !byKey {
+			t.Errorf("%s reads %d of the %d partitions with rows, all by their primary keys: %v:\n%s", c.query, len(parts), len(populated), byKey, plan)
+		}
+		var raw []byte
+		if err := conn.QueryRow(ctx, "explain (analyze, buffers, format json) "+sql, args...).Scan(&raw); err != nil {
+			t.Fatal(err)
+		}
+		analyzed := parsePlan(t, raw)
+		// A key descent is two or three pages (the archive's keys are two
+		// levels deep here), plus the heap page of a match.
+		if buffers, limit := analyzed.SharedHit+analyzed.SharedRead, 3*c.probes*len(populated)+4; buffers > float64(limit) {
+			t.Errorf("%s read %.0f buffers over %d partitions with rows; want at most %d:\n%s", c.query, buffers, len(populated), limit, analyzed)
+		}
+		t.Logf("%s: %.0f buffers over %d partitions (%d with rows)", c.query, analyzed.SharedHit+analyzed.SharedRead, partitions, len(populated))
+	}
+	for _, c := range []struct {
+		query string
+		args  map[string]any
+	}{
+		{"RunsLastMinute", nil},
+		{"RunsEndedBetween", map[string]any{"after": time.Now().Add(-10 * time.Minute), "until": time.Now()}},
+	} {
+		sql, params := namedQuery(t, "runs", c.query)
+		plan := explainCustom(t, ctx, conn, sql, argsFor(t, params, c.args)...)
+		// Today's partition; yesterday's too just after midnight UTC.
+		parts, _ := read(plan)
+		if len(parts) == 0 || len(parts) > 2 || plan.has(func(x planNode) bool { return x.NodeType == "Seq Scan" && populated[x.Relation] }) {
+			t.Errorf("%s reads the partitions with rows %v; want only those of its minutes, by runs_finished:\n%s", c.query, parts, plan)
+		}
+	}
+	// And the range holds exactly that item's runs, in claim order.
+	got, err := gen.New(conn).RunsListByItem(ctx, "outbox", 777)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 2 || got[0].LeaseVersion != 1 || got[1].LeaseVersion != 2 || got[0].ItemID != 777 || got[1].WorkTable != "outbox" {
+		t.Errorf("runs of outbox 777: %+v; want its lease versions 1 and 2", got)
 	}
 }

@@ -536,7 +536,12 @@ func testMultiPause(t *testing.T, bin string) {
 // rows (the documented batch, docs/operations.md), and nothing else:
 // finished rows just inside the age, ready and in-progress rows, and what
 // the worker finishes meanwhile stay. A trigger records every delete
-// statement (rows, transaction, statuses, newest finished_at).
+// statement (rows, transaction, statuses, newest finished_at). The old
+// archived runs ended 40 days ago, on a day no partition of the archive
+// covers (a test database's start at its template's migration), so they are
+// in the DEFAULT partition, whose old rows retention deletes in batches like
+// the work rows (day partitions are dropped whole:
+// maintain.TestRetentionRunPartitions).
 func testMultiRetention(t *testing.T, bin string) {
 	const batch = 1000 // maintain.Retention's default, used by workq maintain
 	ctx := context.Background()
@@ -559,15 +564,15 @@ func testMultiRetention(t *testing.T, bin string) {
 		end $$`,
 		`create trigger job_runs_deletions after delete on workq.job_runs referencing old table as gone
 			for each statement execute function log_job_runs_deletes()`,
-		`create trigger runs_deletions after delete on workq.runs referencing old table as gone
+		`create trigger runs_deletions after delete on workq.runs_default referencing old table as gone
 			for each statement execute function log_runs_deletes()`,
 	} {
 		if _, err := db.Exec(ctx, sql); err != nil {
 			t.Fatalf("%s: %v", sql, err)
 		}
 	}
-	// seedOld adds n finished job runs (a fifth failed) and n/2 archived
-	// runs that ended about two hours ago.
+	// seedOld adds n finished job runs (a fifth failed) that ended about
+	// two hours ago and n/2 archived runs that ended 40 days ago.
 	seedOld := func(n int) {
 		t.Helper()
 		if _, err := db.Exec(ctx, `insert into workq.job_runs (queue, kind, status, attempts, finished_at, created_at)
@@ -579,9 +584,12 @@ func testMultiRetention(t *testing.T, bin string) {
 		if _, err := db.Exec(ctx, `insert into workq.runs (run_id, work_table, item_id, queue, attempt, lease_version, owner_token,
 				worker_id, started_at, finished_at, outcome)
 			select gen_random_uuid(), 'job_runs', i, 'old', 1, 1, gen_random_uuid(), 'w',
-			       now() - interval '2 hours', now() - interval '2 hours' + i * interval '1 millisecond', 'done'
+			       now() - interval '40 days', now() - interval '40 days' + i * interval '1 millisecond', 'done'
 			from generate_series(1, $1) i`, n/2); err != nil {
 			t.Fatal(err)
+		}
+		if n := queryScalar[int](t, db, `select count(*) from workq.runs where queue = 'old' and tableoid <> 'workq.runs_default'::regclass`); n != 0 {
+			t.Fatalf("%d old runs outside the DEFAULT partition: a partition covers their day", n)
 		}
 	}
 	const old1, old2 = 2500, 1100

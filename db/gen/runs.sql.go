@@ -12,6 +12,18 @@ import (
 	"github.com/google/uuid"
 )
 
+const runsAddPartitions = `-- name: RunsAddPartitions :one
+select workq.workq_runs_add_partitions(now(), $1::integer, now() - nullif($2::bigint, 0) * interval '1 millisecond')::integer as added
+`
+
+// RunsAddPartitions makes the run archive's day partitions from today (UTC) to days_ahead days on, and one for every day with rows in the DEFAULT partition (moving them in), leaving out days that ended more than older_than_ms ago (0: none); it returns how many it made (workq_runs_add_partitions, migration 00020).
+func (q *Queries) RunsAddPartitions(ctx context.Context, daysAhead int32, olderThanMs int64) (int32, error) {
+	row := q.db.QueryRow(ctx, runsAddPartitions, daysAhead, olderThanMs)
+	var added int32
+	err := row.Scan(&added)
+	return added, err
+}
+
 const runsByIDs = `-- name: RunsByIDs :many
 select run_id, owner_token, outcome from workq.runs where run_id = any($1::uuid[])
 `
@@ -55,25 +67,47 @@ func (q *Queries) RunsClock(ctx context.Context) (time.Time, error) {
 	return now, err
 }
 
-const runsDeleteFinished = `-- name: RunsDeleteFinished :execrows
-delete from workq.runs
-where run_id = any(array(
-    select r.run_id from workq.runs r
-    where r.finished_at < now() - ($1::bigint) * interval '1 millisecond'
-    order by r.finished_at
-    limit $2::integer
-))
+const runsDeleteOld = `-- name: RunsDeleteOld :one
+select workq.workq_runs_delete_old(now() - ($1::bigint) * interval '1 millisecond', $2::integer)::bigint as deleted
 `
 
-// RunsDeleteFinished deletes up to max_rows archived attempts that finished more than older_than_ms ago (retention).
-// By primary key (= any(array(...))), not "in (select ...)": the planner
-// cannot see the LIMIT through the IN and hash-joins a scan of the whole archive.
-func (q *Queries) RunsDeleteFinished(ctx context.Context, olderThanMs int64, maxRows int32) (int64, error) {
-	result, err := q.db.Exec(ctx, runsDeleteFinished, olderThanMs, maxRows)
+// RunsDeleteOld deletes up to max_rows archived attempts that finished more than older_than_ms ago from the partitions that are not one day wide (the DEFAULT partition and runs_legacy, the archive from before partitioning), and returns how many (retention; workq_runs_delete_old).
+func (q *Queries) RunsDeleteOld(ctx context.Context, olderThanMs int64, maxRows int32) (int64, error) {
+	row := q.db.QueryRow(ctx, runsDeleteOld, olderThanMs, maxRows)
+	var deleted int64
+	err := row.Scan(&deleted)
+	return deleted, err
+}
+
+const runsDropPartition = `-- name: RunsDropPartition :many
+select d.dropped::text as dropped, d.rows_estimate::bigint as rows_estimate
+from workq.workq_runs_drop_partition(now() - ($1::bigint) * interval '1 millisecond') as d (dropped, rows_estimate)
+`
+
+type RunsDropPartitionRow struct {
+	Dropped      string
+	RowsEstimate int64
+}
+
+// RunsDropPartition drops the oldest partition of the run archive whose whole day ended more than older_than_ms ago (retention), and returns its name and estimated rows; no row when there is none (workq_runs_drop_partition: one partition per call, each a short transaction).
+func (q *Queries) RunsDropPartition(ctx context.Context, olderThanMs int64) ([]RunsDropPartitionRow, error) {
+	rows, err := q.db.Query(ctx, runsDropPartition, olderThanMs)
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
-	return result.RowsAffected(), nil
+	defer rows.Close()
+	var items []RunsDropPartitionRow
+	for rows.Next() {
+		var i RunsDropPartitionRow
+		if err := rows.Scan(&i.Dropped, &i.RowsEstimate); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }
 
 const runsEndedBetween = `-- name: RunsEndedBetween :many

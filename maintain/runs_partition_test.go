@@ -252,7 +252,7 @@ func TestRetentionRunPartitionDropWaitsAtMostLockTimeout(t *testing.T) {
 
 // Two processes making the same partitions at once (two leaders for a
 // moment, or a migration and the retention task) take turns on the
-// function's advisory lock: both succeed, and each partition is made once.
+// function's lock on runs: both succeed, and each partition is made once.
 func TestRunsAddPartitionsConcurrently(t *testing.T) {
 	ctx := context.Background()
 	pool := testdb.Pool(t)

@@ -81,8 +81,11 @@ $$;
 -- where CREATE TABLE ... PARTITION OF would take ACCESS EXCLUSIVE. The
 -- DEFAULT partition is locked while it is checked (it is normally empty).
 -- lock_timeout bounds every wait: a round that cannot get a lock fails and
--- the next one tries again, days ahead of need. Callers are serialised by a
--- transaction advisory lock per schema.
+-- the next one tries again, days ahead of need. Callers are serialised by
+-- SHARE UPDATE EXCLUSIVE on runs itself (ONLY: not its partitions), which
+-- conflicts with itself and not with inserts; an advisory lock would do
+-- the same, but workq takes none, so that a pooler's operators can check
+-- pg_locks for stray ones (TestPgBouncer).
 -- +goose StatementBegin
 create or replace function workq.workq_runs_add_partitions(p_now timestamptz, p_days_ahead integer, p_oldest timestamptz)
 returns integer
@@ -102,7 +105,7 @@ begin
     if p_now is null or p_days_ahead is null or p_days_ahead not between 0 and 366 then
         raise exception 'workq: run archive partitions: want a time and 0 to 366 days ahead, got % and %', p_now, p_days_ahead;
     end if;
-    perform pg_advisory_xact_lock(hashtextextended('partitions of workq.runs', 0));
+    lock table only workq.runs in share update exclusive mode;
     select p.partition_name into v_default from workq.workq_runs_partition_list() p where p.is_default;
     v_days := array(select date_trunc('day', p_now) + g * interval '1 day' from generate_series(0, p_days_ahead) g);
     if v_default is not null then

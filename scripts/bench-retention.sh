@@ -45,36 +45,13 @@ SHARED_BUFFERS=${SHARED_BUFFERS:-4GB}
 mkdir -p "$OUT"
 go build -o bin/workq ./cmd/workq
 
-as_pg() { if [ "$(id -u)" = 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi; }
-DATA=$(mktemp -d /tmp/retention-pg.XXXXXX)
-[ "$(id -u)" = 0 ] && chown postgres "$DATA"
-as_pg "$PGBIN/initdb" -D "$DATA/data" -U postgres -A trust -E UTF8 --no-instructions >/dev/null
-cat >>"$DATA/data/postgresql.conf" <<CONF
-listen_addresses = '127.0.0.1'
-port = $PORT
-unix_socket_directories = '$DATA'
-max_connections = 200
-shared_buffers = $SHARED_BUFFERS
-effective_cache_size = 12GB
-work_mem = 16MB
-maintenance_work_mem = 1GB
-max_wal_size = 8GB
-checkpoint_timeout = 15min
-checkpoint_completion_target = 0.9
-wal_compression = on
-random_page_cost = 1.1
-autovacuum = on
-log_autovacuum_min_duration = 0
+. scripts/prodlike-cluster.sh
+prodlike_start retention-pg <<CONF
 log_lock_waits = on
 deadlock_timeout = 1ms
 log_line_prefix = '%m [%p] %a '
 CONF
-as_pg "$PGBIN/pg_ctl" -D "$DATA/data" -l "$DATA/server.log" -w -t 60 start >/dev/null
-stop_cluster() {
-  as_pg "$PGBIN/pg_ctl" -D "$DATA/data" -m fast -w stop >/dev/null || true
-  cp "$DATA/server.log" "$OUT/server.log" 2>/dev/null || true
-  rm -rf "$DATA"
-}
+stop_cluster() { prodlike_stop "$OUT/server.log"; }
 trap stop_cluster EXIT
 
 url() { echo "postgres://postgres@127.0.0.1:$PORT/$1?sslmode=disable"; }

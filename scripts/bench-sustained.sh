@@ -33,40 +33,12 @@ secs() { # 10m -> 600, 30s -> 30
 every_s=$(secs "$EVERY")
 dur_s=$(secs "$DURATION")
 
-as_pg() { if [ "$(id -u)" = 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi; }
-
+. scripts/prodlike-cluster.sh
 start_cluster() {
-  DATA=$(mktemp -d /tmp/sustained-pg.XXXXXX)
-  [ "$(id -u)" = 0 ] && chown postgres "$DATA"
-  as_pg "$PGBIN/initdb" -D "$DATA/data" -U postgres -A trust -E UTF8 --no-instructions >/dev/null
-  # Production-like for this machine (2 cores, 24 GiB): durable commits,
-  # autovacuum on at PostgreSQL's defaults, memory sized for the host.
-  cat >>"$DATA/data/postgresql.conf" <<CONF
-listen_addresses = '127.0.0.1'
-port = $PORT
-unix_socket_directories = '$DATA'
-max_connections = 200
-shared_buffers = $SHARED_BUFFERS
-effective_cache_size = 12GB
-work_mem = 16MB
-maintenance_work_mem = 1GB
-max_wal_size = 8GB
-checkpoint_timeout = 15min
-checkpoint_completion_target = 0.9
-wal_compression = on
-random_page_cost = 1.1
-autovacuum = on
-log_autovacuum_min_duration = 0
-${STATEMENTS:+shared_preload_libraries = 'pg_stat_statements'}
-CONF
-  as_pg "$PGBIN/pg_ctl" -D "$DATA/data" -l "$DATA/server.log" -w -t 60 start >/dev/null
+  prodlike_start sustained-pg <<<"${STATEMENTS:+shared_preload_libraries = 'pg_stat_statements'}"
   if [ -n "${STATEMENTS:-}" ]; then psqlc -c "create extension pg_stat_statements"; fi
 }
-stop_cluster() {
-  as_pg "$PGBIN/pg_ctl" -D "$DATA/data" -m fast -w stop >/dev/null || true
-  cp "$DATA/server.log" "$OUT/$1-server.log" 2>/dev/null || true
-  rm -rf "$DATA"
-}
+stop_cluster() { prodlike_stop "$OUT/$1-server.log"; }
 trap 'stop_cluster aborted 2>/dev/null || true' EXIT
 
 URL="postgres://postgres@127.0.0.1:$PORT/postgres?sslmode=disable"

@@ -12,6 +12,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -200,9 +201,18 @@ func (s *Server) StopWhenGone(pid int) error {
 }
 
 func (s *Server) run(ctx context.Context, name string, args ...string) error {
+	return s.runOut(ctx, nil, name, args...)
+}
+
+// runOut is run, writing the command's standard output to stdout as well
+// (when not nil).
+func (s *Server) runOut(ctx context.Context, stdout io.Writer, name string, args ...string) error {
 	cmd := exec.CommandContext(ctx, filepath.Join(s.binDir, name), args...)
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
+	if stdout != nil {
+		cmd.Stdout = io.MultiWriter(&out, stdout)
+	}
 	cmd.Dir = s.baseDir
 	if s.cred != nil {
 		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: s.cred}

@@ -16,7 +16,7 @@ const leaseCancel = `-- name: LeaseCancel :many
 with cancelled as (
     update workq.workq_lease_table j set
         status = case when j.status = 0 then 4 else j.status end,
-        lease_version = case when j.status = 0 then j.lease_version + 1 else j.lease_version end,
+        lease_version = case when j.status = 0 then greatest(j.lease_version + 1, (select workq.workq_epoch())) else j.lease_version end,
         last_error = 'cancelled by ' || $1::text || coalesce(': ' || nullif($2::text, ''), ''),
         finished_at = case when j.status = 0 then now() else j.finished_at end,
         cancel_requested_at = case when j.status = 1 then coalesce(j.cancel_requested_at, now()) end,
@@ -77,7 +77,7 @@ update workq.workq_lease_table t set
     status = 1,
     owner_token = $1::uuid,
     locked_until = now() + ($2::bigint) * interval '1 millisecond',
-    lease_version = t.lease_version + 1,
+    lease_version = greatest(t.lease_version + 1, (select workq.workq_epoch())),
     attempts = t.attempts + 1,
     claimed_at = now(),
     claimed_by = $3::text,
@@ -619,7 +619,7 @@ with revived as (
         status = 0,
         attempts = 0,
         run_at = now(),
-        lease_version = j.lease_version + 1,
+        lease_version = greatest(j.lease_version + 1, (select workq.workq_epoch())),
         finished_at = null,
         cancel_requested_at = null,
         updated_at = now()

@@ -12,9 +12,9 @@ import (
 
 const locksAcquire = `-- name: LocksAcquire :one
 insert into workq.workq_locks as l (name, owner, token, expires_at, acquired_at, renewed_at)
-values ($1, $2, 1, clock_timestamp() + ($3::bigint) * interval '1 millisecond', clock_timestamp(), clock_timestamp())
+values ($1, $2, greatest(1, (select workq.workq_epoch())), clock_timestamp() + ($3::bigint) * interval '1 millisecond', clock_timestamp(), clock_timestamp())
 on conflict (name) do update
-    set owner = excluded.owner, token = l.token + 1, expires_at = excluded.expires_at,
+    set owner = excluded.owner, token = greatest(l.token + 1, (select workq.workq_epoch())), expires_at = excluded.expires_at,
         acquired_at = excluded.acquired_at, renewed_at = excluded.renewed_at
     where l.expires_at <= clock_timestamp()
 returning token, expires_at

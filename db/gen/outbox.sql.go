@@ -102,7 +102,7 @@ update workq.outbox j set
     status = 1,
     owner_token = $1::uuid,
     locked_until = now() + ($2::bigint) * interval '1 millisecond',
-    lease_version = j.lease_version + 1,
+    lease_version = greatest(j.lease_version + 1, (select workq.workq_epoch())),
     attempts = j.attempts + 1,
     -- The clock when the row is claimed, not now() (the transaction's start,
     -- which can precede the commit of the completion this claim's snapshot

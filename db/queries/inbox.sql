@@ -84,7 +84,7 @@ update workq.inbox j set
     status = 1,
     owner_token = @owner_token::uuid,
     locked_until = now() + (@lease_ms::bigint) * interval '1 millisecond',
-    lease_version = j.lease_version + 1,
+    lease_version = greatest(j.lease_version + 1, (select workq.workq_epoch())),
     attempts = j.attempts + 1,
     claimed_at = now(),
     claimed_by = @worker_id::text,

@@ -1,9 +1,9 @@
 -- name: LocksAcquire :one
 -- LocksAcquire takes the named lock for owner when it is free or expired (on the database clock at the moment the row is examined), with a fencing token one greater than the last holder's; no row means another owner holds it.
 insert into workq.workq_locks as l (name, owner, token, expires_at, acquired_at, renewed_at)
-values (@name, @owner, 1, clock_timestamp() + (@ttl_ms::bigint) * interval '1 millisecond', clock_timestamp(), clock_timestamp())
+values (@name, @owner, greatest(1, (select workq.workq_epoch())), clock_timestamp() + (@ttl_ms::bigint) * interval '1 millisecond', clock_timestamp(), clock_timestamp())
 on conflict (name) do update
-    set owner = excluded.owner, token = l.token + 1, expires_at = excluded.expires_at,
+    set owner = excluded.owner, token = greatest(l.token + 1, (select workq.workq_epoch())), expires_at = excluded.expires_at,
         acquired_at = excluded.acquired_at, renewed_at = excluded.renewed_at
     where l.expires_at <= clock_timestamp()
 returning token, expires_at;

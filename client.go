@@ -37,6 +37,7 @@ import (
 	"github.com/workq/workq/inbox"
 	"github.com/workq/workq/internal/clienthook"
 	"github.com/workq/workq/internal/dbschema"
+	"github.com/workq/workq/internal/ha"
 	"github.com/workq/workq/internal/jobq"
 	"github.com/workq/workq/maintain"
 	"github.com/workq/workq/metrics"
@@ -338,6 +339,7 @@ func (c *Client) Start(ctx context.Context) error {
 	if err := c.checkSchema(ctx); err != nil {
 		return err
 	}
+	c.checkSyncCommit(ctx)
 	if c.worker != nil {
 		if err := c.worker.Start(ctx); err != nil {
 			return err
@@ -353,6 +355,23 @@ func (c *Client) Start(ctx context.Context) error {
 	}
 	c.started = true
 	return nil
+}
+
+// checkSyncCommit logs a warning when the pool's sessions do not wait for
+// synchronous standbys (synchronous_commit neither on nor remote_apply):
+// an enqueue or completion acknowledged then may be lost by a failover.
+// ConfigurePool pins it; the Client cannot change a pool it was given. A
+// failed check is logged and ignored: the schema check just succeeded,
+// and a Start does not fail for want of a warning.
+func (c *Client) checkSyncCommit(ctx context.Context) {
+	v, err := ha.SessionSyncCommit(ctx, c.pool)
+	switch {
+	case err != nil:
+		c.log.Warn("workq: could not read the session's synchronous_commit", "err", err)
+	case !ha.SyncCommitSafe(v):
+		c.log.Warn("workq: the pool's sessions run with synchronous_commit="+v+": a failover may lose acknowledged enqueues and completions; "+
+			"configure the pool with workq.ConfigurePool (docs/operations.md, High availability)", "synchronous_commit", v)
+	}
 }
 
 // maintenanceStopBound bounds the end of the maintenance in Stop (as

@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/spf13/cobra"
 
+	"github.com/workq/workq"
 	"github.com/workq/workq/config"
 	"github.com/workq/workq/db"
 	"github.com/workq/workq/internal/dbschema"
@@ -122,6 +123,9 @@ func connect(ctx context.Context, cfg *config.Config, log *slog.Logger, use sche
 		return nil, nil, fmt.Errorf("DATABASE_URL: %w", err)
 	}
 	pcfg.MaxConns = cfg.MaxConns
+	// Synchronous commits, and no connection left on a demoted primary
+	// (docs/operations.md, High availability).
+	workq.ConfigurePool(pcfg)
 	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
 	if err == nil {
 		err = pool.Ping(ctx)

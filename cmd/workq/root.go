@@ -39,6 +39,7 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 		newQueueCmd(),
 		newJobsCmd(),
 		newAPICmd(),
+		newDoctorCmd(),
 		newVersionCmd(),
 	)
 	root.Version = buildVersion().String()

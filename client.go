@@ -358,8 +358,9 @@ func (c *Client) Start(ctx context.Context) error {
 }
 
 // checkSyncCommit logs a warning when the pool's sessions do not wait for
-// synchronous standbys (synchronous_commit neither on nor remote_apply):
-// an enqueue or completion acknowledged then may be lost by a failover.
+// synchronous standbys (synchronous_commit neither on nor remote_apply),
+// and when standbys stream and none is synchronous: an enqueue or
+// completion acknowledged then may be lost by a failover (design §26).
 // ConfigurePool pins it; the Client cannot change a pool it was given. A
 // failed check is logged and ignored: the schema check just succeeded,
 // and a Start does not fail for want of a warning.
@@ -371,6 +372,12 @@ func (c *Client) checkSyncCommit(ctx context.Context) {
 	case !ha.SyncCommitSafe(v):
 		c.log.Warn("workq: the pool's sessions run with synchronous_commit="+v+": a failover may lose acknowledged enqueues and completions; "+
 			"configure the pool with workq.ConfigurePool (docs/operations.md, High availability)", "synchronous_commit", v)
+	}
+	// The maintenance task "replication" checks the standbys again every
+	// minute on the leader; this is the process's own warning at start.
+	if r, err := ha.CheckReplication(ctx, c.pool); err == nil && r.State() == ha.Unsafe {
+		c.log.Warn("workq: standbys stream from the database and none is synchronous: a failover may lose acknowledged enqueues and completions "+
+			"(docs/operations.md, High availability)", "standbys", r.Standbys, "synchronous_standby_names", r.SynchronousStandbyNames)
 	}
 }
 

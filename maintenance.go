@@ -117,13 +117,13 @@ const maintenanceBatch = 1000
 
 // MaintenanceTasks are the names of the built-in tasks, in the order they
 // are added; every one runs by default.
-var MaintenanceTasks = []string{"reap", "retention", "stuck", "inbox-window", "schedules", "join-deadlines"}
+var MaintenanceTasks = []string{"reap", "retention", "stuck", "inbox-window", "schedules", "join-deadlines", "replication"}
 
 // newMaintenance returns the maintenance service with every built-in task:
 // reap, retention (job runs, outbox, timers, the run archive and its
 // partitions), stuck items
 // (in progress past twice the lease), the inbox de-duplication window,
-// schedules and join deadlines. A new built-in task is added here (and to
+// schedules, join deadlines and the replication check. A new built-in task is added here (and to
 // MaintenanceTasks).
 func newMaintenance(db workqtype.TxDB, m MaintenanceConfig, owner string, leaseTTL time.Duration, log *slog.Logger) (*maintain.Service, error) {
 	svc := maintain.New(db, maintain.Options{Logger: log, LockTTL: m.LeaderTTL, Owner: owner, Observer: m.Observer})
@@ -143,6 +143,10 @@ func newMaintenance(db workqtype.TxDB, m MaintenanceConfig, owner string, leaseT
 		return nil, err
 	}
 	stuck, err := maintain.StuckTask(db, m.RetentionInterval, leaseTTL, log)
+	if err != nil {
+		return nil, err
+	}
+	replication, err := maintain.ReplicationTask(db, maintain.DefaultReplicationInterval, log)
 	if err != nil {
 		return nil, err
 	}
@@ -169,6 +173,7 @@ func newMaintenance(db workqtype.TxDB, m MaintenanceConfig, owner string, leaseT
 			n, err := outbox.FailExpiredJoins(ctx, db, maintenanceBatch)
 			return int64(n), err
 		}},
+		replication,
 	}
 	for _, t := range tasks {
 		if err := svc.Add(t); err != nil {

@@ -18,6 +18,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/workq/workq/internal/ha"
 	"github.com/workq/workq/lease"
 	"github.com/workq/workq/lock"
 	"github.com/workq/workq/workqtype"
@@ -84,6 +85,7 @@ type Service struct {
 	token      atomic.Int64 // the current leadership's token; 0 when following
 	elections  atomic.Int64 // times this service became the leader
 	schemaGone atomic.Bool  // a statement found workq's schema missing (logged once)
+	epoch      atomic.Int64 // the fencing epoch of the last leadership's token, +1 (0: none yet)
 }
 
 // ErrInvalid (workqtype.ErrInvalid, shared by every package) wraps the errors of a bad task or option.
@@ -212,6 +214,16 @@ func (s *Service) schemaMissing(err error) bool {
 	return true
 }
 
+// noteEpoch logs, at warn level, a leadership whose token carries another
+// fencing epoch (its high bits: the database's timeline, design §26) than
+// the previous one's: the database was promoted (a failover) in between.
+func (s *Service) noteEpoch(token int64) {
+	now := ha.Epoch(token) + 1
+	if prev := s.epoch.Swap(now); prev != 0 && prev != now {
+		s.log.Warn("maintenance: database timeline changed (failover?)", "old_timeline", prev, "new_timeline", now, "token", token)
+	}
+}
+
 // lead competes for the lock until ctx ends; while it holds it, it runs
 // every task on its own ticker under the lock's context.
 func (s *Service) lead(ctx context.Context) {
@@ -240,6 +252,7 @@ func (s *Service) lead(ctx context.Context) {
 		}
 		s.token.Store(l.Token())
 		s.elections.Add(1)
+		s.noteEpoch(l.Token())
 		s.log.Info("maintenance: leading", "token", l.Token(), "tasks", len(tasks))
 		if s.opts.Observer != nil {
 			s.opts.Observer.Leading(true)

@@ -6,9 +6,11 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"sync"
 	"time"
 
 	"github.com/workq/workq/db/gen"
+	"github.com/workq/workq/internal/ha"
 	"github.com/workq/workq/lease"
 	"github.com/workq/workq/reaper"
 	"github.com/workq/workq/workqtype"
@@ -188,5 +190,65 @@ func StuckTask(db workqtype.DB, every, leaseTTL time.Duration, log *slog.Logger)
 			}
 		}
 		return total, errors.Join(errs...)
+	}}, nil
+}
+
+// ReplicationObserver is implemented by an Observer (package metrics'
+// does) that wants the rounds of ReplicationTask: how many standbys stream
+// from the server and how many of them are synchronous (-1: this role may
+// not see it).
+type ReplicationObserver interface {
+	Replication(standbys, synchronous int)
+}
+
+// DefaultReplicationInterval is how often the built-in replication task
+// runs.
+const DefaultReplicationInterval = time.Minute
+
+// ReplicationTask returns the task "replication": it reads the server's
+// standbys (pg_stat_replication, synchronous_standby_names) and logs at
+// warn level, on its first round and whenever the state changes to it,
+// that standbys stream and none is synchronous (a failover may then lose
+// acknowledged commits; docs/operations.md, High availability), at info
+// level when this role may not see whether any is (it needs pg_monitor)
+// and when the state is safe again. It reports each round to the
+// service's Observer when that implements ReplicationObserver. Its rows
+// are the number of standbys.
+func ReplicationTask(db workqtype.DB, every time.Duration, log *slog.Logger) (Task, error) {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	var mu sync.Mutex
+	var last ha.State
+	return Task{Name: "replication", Every: every, Run: func(ctx context.Context, _ int64) (int64, error) {
+		r, err := ha.CheckReplication(ctx, db)
+		if err != nil {
+			return 0, err
+		}
+		state := r.State()
+		if o, ok := observerFrom(ctx).(ReplicationObserver); ok {
+			sync := r.Synchronous
+			if state == ha.Unknown {
+				sync = -1
+			}
+			o.Replication(r.Standbys, sync)
+		}
+		mu.Lock()
+		changed := state != last
+		last = state
+		mu.Unlock()
+		if changed {
+			attrs := []any{"standbys", r.Standbys, "synchronous", r.Synchronous, "synchronous_standby_names", r.SynchronousStandbyNames}
+			switch state {
+			case ha.Unsafe:
+				log.Warn("replication: standbys stream from the database and none is synchronous: a failover may lose acknowledged enqueues and completions "+
+					"(docs/operations.md, High availability)", attrs...)
+			case ha.Unknown:
+				log.Info("replication: standbys stream from the database; whether any is synchronous is hidden from this role (grant pg_monitor)", attrs...)
+			default:
+				log.Info("replication: "+string(state), attrs...)
+			}
+		}
+		return int64(r.Standbys), nil
 	}}, nil
 }

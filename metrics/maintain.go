@@ -8,13 +8,19 @@ import (
 )
 
 // Maintenance returns the observer to set as maintain.Options.Observer:
-// the leader gauge, task rounds, the reap task's counts per queue and the
-// stuck task's gauge.
+// the leader gauge, task rounds, the reap task's counts per queue, the
+// stuck task's gauge and the replication task's gauges.
 func (m *Metrics) Maintenance() maintain.Observer { return maintainObserver{m: m} }
 
 type maintainObserver struct {
 	maintain.NopObserver
 	m *Metrics
+}
+
+// Replication sets the replication gauges (maintain.ReplicationObserver).
+func (o maintainObserver) Replication(standbys, synchronous int) {
+	o.m.standbys.Set(float64(standbys))
+	o.m.syncStandbys.Set(float64(synchronous))
 }
 
 func (o maintainObserver) Leading(leading bool) {

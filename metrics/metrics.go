@@ -66,6 +66,7 @@ type Metrics struct {
 	leader                        prometheus.Gauge
 	taskRuns, taskErrors, taskRow *prometheus.CounterVec // task
 	stuck                         *prometheus.GaugeVec   // table, queue
+	standbys, syncStandbys        prometheus.Gauge
 
 	load *loadCollector
 
@@ -152,13 +153,19 @@ func New(o Options) (*Metrics, error) {
 			Help: "Rows a maintenance task handled (reaped, deleted, materialised, ...)."}, []string{"task"}),
 		stuck: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "workq_stuck_items",
 			Help: "Items in progress claimed more than twice the lease ago, at the last round of the stuck task."}, tq),
+		standbys: prometheus.NewGauge(prometheus.GaugeOpts{Name: "workq_replication_standbys",
+			Help: "Standbys streaming from the database at the maintenance leader's last replication check (pg_stat_replication); -1 before the first check."}),
+		syncStandbys: prometheus.NewGauge(prometheus.GaugeOpts{Name: "workq_replication_synchronous_standbys",
+			Help: "Of those, the synchronous ones (sync_state sync or quorum); -1 when unknown (the role lacks pg_monitor) or before the first check. Alert on workq_replication_standbys > 0 and this == 0: a failover may lose acknowledged commits."}),
 		load:      newLoadCollector(),
 		stuckSeen: map[lease.Table]map[string]bool{},
 	}
+	m.standbys.Set(-1)
+	m.syncStandbys.Set(-1)
 	empty := map[queueKey]*queueMetrics{}
 	m.queues.Store(&empty)
 	cs := []prometheus.Collector{m.claimed, m.claimErrors, m.leaseLost, m.completed, m.handlerDuration, m.pickupLatency,
-		m.reaped, m.leader, m.taskRuns, m.taskErrors, m.taskRow, m.stuck, m.load}
+		m.reaped, m.leader, m.taskRuns, m.taskErrors, m.taskRow, m.stuck, m.standbys, m.syncStandbys, m.load}
 	if o.Depth != nil {
 		cs = append(cs, newDepthCollector(o.Depth, o.DepthInterval, o.DepthTimeout, o.Logger))
 	}

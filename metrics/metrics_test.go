@@ -285,13 +285,20 @@ func TestMaintenanceMetricsScraped(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, task := range []maintain.Task{reap, stuck} {
+	replication, err := maintain.ReplicationTask(pool, 20*time.Millisecond, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, task := range []maintain.Task{reap, stuck, replication} {
 		if err := svc.Add(task); err != nil {
 			t.Fatal(err)
 		}
 	}
 	if v, _ := sample(scrape(t, url), "workq_maintenance_leader"); v != 0 {
 		t.Fatalf("leader gauge %v before the service started, want 0", v)
+	}
+	if v, _ := sample(scrape(t, url), "workq_replication_standbys"); v != -1 {
+		t.Fatalf("standbys gauge %v before the first replication round, want -1", v)
 	}
 	if err := svc.Start(ctx); err != nil {
 		t.Fatal(err)
@@ -309,6 +316,9 @@ func TestMaintenanceMetricsScraped(t *testing.T) {
 			"workq_reaped_total table job_runs queue rq outcome requeued": 1,
 			"workq_reaped_total table job_runs queue rq outcome failed":   1,
 			"workq_stuck_items table job_runs queue sq":                   1,
+			// The test server has no standbys.
+			"workq_replication_standbys":             0,
+			"workq_replication_synchronous_standbys": 0,
 		})
 		if runs, _ := sample(fams, "workq_maintenance_task_runs_total", "task", "reap"); runs < 1 {
 			d += "\nno reap round counted"

@@ -75,7 +75,7 @@ func ConfigurePool(cfg *pgxpool.Config) {
 		// pgconn's default: a FATAL error ends the connection.
 		return !strings.EqualFold(e.Severity, "FATAL") && e.Code != ReadOnlySQLTransaction
 	}
-	if len(cc.Fallbacks) > 0 && cc.ValidateConnect == nil {
+	if severalHosts(&cc.Config) && cc.ValidateConnect == nil {
 		cc.ValidateConnect = pgconn.ValidateConnectTargetSessionAttrsReadWrite
 	}
 	if cc.ConnectTimeout == 0 {
@@ -92,6 +92,18 @@ func ConfigurePool(cfg *pgxpool.Config) {
 	if cfg.MaxConnIdleTime == 0 || cfg.MaxConnIdleTime > MaxConnIdleTime {
 		cfg.MaxConnIdleTime = MaxConnIdleTime
 	}
+}
+
+// severalHosts reports whether the config lists more than one host (its
+// fallbacks also hold the TLS and plain variants of one host, for
+// sslmode=prefer).
+func severalHosts(cc *pgconn.Config) bool {
+	for _, fb := range cc.Fallbacks {
+		if fb.Host != cc.Host || fb.Port != cc.Port {
+			return true
+		}
+	}
+	return false
 }
 
 // Querier runs one query; a pool, connection or transaction.

@@ -542,6 +542,7 @@ func (p *producer) claim(ctx context.Context, n int) (int, error) {
 		return 0, err
 	}
 	conn.Release()
+	p.w.noteTimeline(c.Items)
 	p.start(c, sent)
 	return len(c.Items), nil
 }

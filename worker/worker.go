@@ -20,6 +20,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/workq/workq/internal/dbschema"
+	"github.com/workq/workq/internal/ha"
 	"github.com/workq/workq/lease"
 	"github.com/workq/workq/workqtype"
 )
@@ -101,6 +102,9 @@ type Worker struct {
 	failWindow time.Duration
 	stats      counters
 	schemaGone atomic.Bool // a statement found workq's schema missing; cleared by the next claim that works
+	// timeline is the highest database timeline seen in a claimed item's
+	// lease_version (its high bits, migration 00021); 0 before the first.
+	timeline atomic.Int64
 	runs       *runArchive
 	clock0     time.Time // base of the worker's monotonic clock (mono)
 
@@ -440,4 +444,26 @@ func (w *Worker) Run(ctx context.Context) error {
 	}
 	<-ctx.Done()
 	return w.Stop(context.Background())
+}
+
+// noteTimeline records the database timeline the lease versions of a claim
+// carry (design §26) and logs, at warn level, when it grew since an
+// earlier claim: the database was promoted (a failover) in between.
+func (w *Worker) noteTimeline(items []lease.Item) {
+	var tl int64
+	for _, it := range items {
+		tl = max(tl, ha.Timeline(it.LeaseVersion))
+	}
+	for {
+		cur := w.timeline.Load()
+		if tl <= cur {
+			return
+		}
+		if w.timeline.CompareAndSwap(cur, tl) {
+			if cur != 0 {
+				w.log.Warn("worker: database timeline changed (failover?)", "old_timeline", cur, "new_timeline", tl)
+			}
+			return
+		}
+	}
 }

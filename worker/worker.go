@@ -105,8 +105,8 @@ type Worker struct {
 	// timeline is the highest database timeline seen in a claimed item's
 	// lease_version (its high bits, migration 00021); 0 before the first.
 	timeline atomic.Int64
-	runs       *runArchive
-	clock0     time.Time // base of the worker's monotonic clock (mono)
+	runs     *runArchive
+	clock0   time.Time // base of the worker's monotonic clock (mono)
 
 	// The worker's two statements whose outcome can be unknown to it: a
 	// claim or a completion that committed without the answer arriving.

@@ -117,6 +117,17 @@ func enqueue(t *testing.T, pool *pgxpool.Pool, kind string, payload any, maxAtte
 type sqlPayload string
 
 // finalRow is a job_runs row that has reached done or failed.
+// wantIdempotencyKey is the Idempotency-Key of job run id: job_runs-<id>-<its
+// created_at in Unix microseconds>, read back from its row.
+func wantIdempotencyKey(t *testing.T, pool *pgxpool.Pool, id int64) string {
+	t.Helper()
+	var created time.Time
+	if err := pool.QueryRow(context.Background(), "select created_at from workq.job_runs where id = $1", id).Scan(&created); err != nil {
+		t.Fatal(err)
+	}
+	return "job_runs-" + strconv.FormatInt(id, 10) + "-" + strconv.FormatInt(created.UnixMicro(), 10)
+}
+
 type finalRow struct {
 	Status    lease.Status
 	Attempts  int32
@@ -362,7 +373,7 @@ func TestWebhook(t *testing.T) {
 				}
 				wantHeaders := map[string]string{
 					"Content-Type":          "application/json",
-					"Idempotency-Key":       "job_runs-" + strconv.FormatInt(id, 10),
+					"Idempotency-Key":       wantIdempotencyKey(t, pool, id),
 					"X-Custom":              "custom-value",
 					"X-Workq-Attempt":       "1",
 					builtin.SignatureHeader: hmacSHA256(webhookSecret, []byte(stored)),
@@ -402,14 +413,15 @@ func TestWebhook(t *testing.T) {
 			status:      lease.StatusFailed, attempts: 3, requests: 3,
 			errHas: []string{"500 Internal Server Error", "answer 500 of the test server"},
 			check: func(t *testing.T, _ hookEnv, id int64, _ finalRow, reqs []request) {
+				key := wantIdempotencyKey(t, pool, id)
 				for i, r := range reqs {
 					if got := r.Header.Get("X-Workq-Attempt"); got != strconv.Itoa(i+1) {
 						t.Errorf("request %d: X-Workq-Attempt %q, want %d", i+1, got, i+1)
 					}
 					// Every retry carries the same key, so the receiver can
 					// drop a delivery it already processed.
-					if got := r.Header.Get("Idempotency-Key"); got != "job_runs-"+strconv.FormatInt(id, 10) {
-						t.Errorf("request %d: Idempotency-Key %q", i+1, got)
+					if got := r.Header.Get("Idempotency-Key"); got != key {
+						t.Errorf("request %d: Idempotency-Key %q, want %q", i+1, got, key)
 					}
 				}
 			},

@@ -77,7 +77,7 @@ func (h *Webhook) Handle(ctx context.Context, job *worker.Job) error {
 		return worker.Permanent(fmt.Errorf("webhook: %w", err))
 	}
 	header.Set("Content-Type", "application/json")
-	header.Set("Idempotency-Key", fmt.Sprintf("%s-%d", job.Table, job.ID))
+	header.Set("Idempotency-Key", IdempotencyKey(job))
 	header.Set("X-Workq-Attempt", strconv.Itoa(int(job.Attempt)))
 	if len(h.secret) > 0 {
 		header.Set(SignatureHeader, Sign(h.secret, body))
@@ -90,6 +90,19 @@ func (h *Webhook) Handle(ctx context.Context, job *worker.Job) error {
 		return fmt.Errorf("webhook: %w", err)
 	}
 	return nil
+}
+
+// IdempotencyKey is the Idempotency-Key the webhook handler sends for job:
+// <table>-<id>-<created_at in Unix microseconds>, e.g.
+// job_runs-42-1764316800123456. It is the same on every attempt of the
+// item, so a receiver can drop a delivery it already processed. The
+// creation time is there because the id alone can be handed out twice:
+// after a failover to a standby that had not received the last commits
+// (asynchronous replication), the new primary's identity sequence gives
+// the lost items' ids to new, different items (design §26); their
+// creation times differ.
+func IdempotencyKey(job *worker.Job) string {
+	return fmt.Sprintf("%s-%d-%d", job.Table, job.ID, job.CreatedAt.UnixMicro())
 }
 
 // Sign returns the signature header value of body under secret.

@@ -276,9 +276,11 @@ func (r *receiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	switch req.URL.Path {
 	case "/jobs":
 		d.Table = "job_runs"
+		// job_runs-<id>-<created_at µs> (builtin.IdempotencyKey)
 		key := req.Header.Get("Idempotency-Key")
-		id, ok := strings.CutPrefix(key, "job_runs-")
-		if d.ItemID, err = strconv.ParseInt(id, 10, 64); !ok || err != nil {
+		rest, ok := strings.CutPrefix(key, "job_runs-")
+		id, _, ok2 := strings.Cut(rest, "-")
+		if d.ItemID, err = strconv.ParseInt(id, 10, 64); !ok || !ok2 || err != nil {
 			bad("Idempotency-Key " + key)
 			return
 		}

@@ -235,8 +235,10 @@ func (s *emailSender) Work(ctx context.Context, job *workq.Job[EmailArgs]) error
 	err = s.provider.Send(ctx, message{
 		To: addr.Address, Template: p.Template,
 		// Delivery is at least once: the same key on every attempt lets the
-		// provider drop a second send after a lost acknowledgement.
-		IdempotencyKey: fmt.Sprintf("job_runs-%d", job.ID),
+		// provider drop a second send after a lost acknowledgement. The
+		// creation time keeps it unique even if a failover to a standby
+		// that missed the last commits reuses the id (docs/design.md §26).
+		IdempotencyKey: fmt.Sprintf("job_runs-%d-%d", job.ID, job.CreatedAt.UnixMicro()),
 	})
 	var limited *rateLimitedError
 	if errors.As(err, &limited) {

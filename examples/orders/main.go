@@ -149,7 +149,7 @@ func run(ctx context.Context, s settings, log *slog.Logger, ln net.Listener) err
 	if err != nil {
 		return fmt.Errorf("database url: %w", err)
 	}
-	pcfg.MaxConns = 20 // the worker's claims and handlers plus HTTP requests
+	pcfg.MaxConns = 20        // the worker's claims and handlers plus HTTP requests
 	workq.ConfigurePool(pcfg) // synchronous commits; no connection left on a demoted primary
 	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
 	if err != nil {

@@ -94,8 +94,9 @@ func run(ctx context.Context, log *slog.Logger, dsn, runFor string) error {
 	if err != nil {
 		return fmt.Errorf("DATABASE_URL: %w", err)
 	}
-	pcfg.MaxConns = 10        // the worker's claims, completions and listener, the handlers' updates, the orders
-	workq.ConfigurePool(pcfg) // synchronous commits; no connection left on a demoted primary
+	pcfg.MaxConns = 10 // the worker's claims, completions and listener, the handlers' updates, the orders
+	// Synchronous commits; no connection left on a demoted primary.
+	workq.ConfigurePool(pcfg)
 	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
 	if err != nil {
 		return err

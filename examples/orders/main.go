@@ -149,8 +149,9 @@ func run(ctx context.Context, s settings, log *slog.Logger, ln net.Listener) err
 	if err != nil {
 		return fmt.Errorf("database url: %w", err)
 	}
-	pcfg.MaxConns = 20        // the worker's claims and handlers plus HTTP requests
-	workq.ConfigurePool(pcfg) // synchronous commits; no connection left on a demoted primary
+	pcfg.MaxConns = 20 // the worker's claims and handlers plus HTTP requests
+	// Synchronous commits; no connection left on a demoted primary.
+	workq.ConfigurePool(pcfg)
 	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
 	if err != nil {
 		return err

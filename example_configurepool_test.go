@@ -17,12 +17,13 @@ func ExampleConfigurePool() {
 		log.Fatal(err)
 	}
 	workq.ConfigurePool(cfg)
-	fmt.Println("synchronous_commit:", cfg.ConnConfig.RuntimeParams["synchronous_commit"])
+	fmt.Println("sets synchronous_commit on each new connection:", cfg.AfterConnect != nil)
 	fmt.Println("checks the primary:", cfg.ConnConfig.ValidateConnect != nil)
 	fmt.Println("max lifetime:", cfg.MaxConnLifetime)
-	// pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	// Then: pool, err := pgxpool.NewWithConfig(ctx, cfg)
+
 	// Output:
-	// synchronous_commit: on
+	// sets synchronous_commit on each new connection: true
 	// checks the primary: true
 	// max lifetime: 30m0s
 }

@@ -11,11 +11,15 @@ import (
 // config from pgxpool.ParseConfig, before pgxpool.NewWithConfig; every
 // `workq` command's pool is configured this way. It:
 //
-//   - pins synchronous_commit=on for every session, as a startup parameter
-//     (no extra round trip), unless the URL or RuntimeParams already ask
-//     for on or remote_apply: a role's or database's default (ALTER ROLE
-//     ... SET synchronous_commit = off) cannot then weaken it, and an
-//     acknowledged enqueue or completion is on the synchronous standby;
+//   - pins synchronous_commit=on for every session (SET once per new
+//     connection, in AfterConnect, after any AfterConnect already set),
+//     unless the URL or RuntimeParams already ask for on or remote_apply:
+//     a role's or database's default (ALTER ROLE ... SET
+//     synchronous_commit = off) cannot then weaken it, and an
+//     acknowledged enqueue or completion is on the synchronous standby.
+//     Not a startup parameter, which PgBouncer refuses; behind PgBouncer
+//     in transaction mode the SET reaches only the server connection it
+//     ran on, so set synchronous_commit on the role PgBouncer connects as;
 //   - closes a connection whose statement failed with SQLSTATE 25006
 //     (read_only_sql_transaction: the node is, or became, a standby), so
 //     the pool never hands it out again, as well as (pgx's default) one

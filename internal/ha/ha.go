@@ -61,11 +61,25 @@ func SyncCommitSafe(v string) bool { return safeSyncCommit[strings.ToLower(strin
 // ConfigurePool is workq.ConfigurePool; see its documentation.
 func ConfigurePool(cfg *pgxpool.Config) {
 	cc := cfg.ConnConfig
-	if cc.RuntimeParams == nil {
-		cc.RuntimeParams = map[string]string{}
-	}
-	if !SyncCommitSafe(cc.RuntimeParams["synchronous_commit"]) {
-		cc.RuntimeParams["synchronous_commit"] = "on"
+	// Not a startup parameter (RuntimeParams), which would save the round
+	// trip: PgBouncer refuses a connection whose startup packet carries a
+	// parameter it does not know ("unsupported startup parameter"), in
+	// every pool mode. One SET per new connection costs a round trip every
+	// MaxConnLifetime or so. A URL that asks for a safe value keeps it.
+	if v, ok := cc.RuntimeParams["synchronous_commit"]; !ok || !SyncCommitSafe(v) {
+		delete(cc.RuntimeParams, "synchronous_commit")
+		prevAfter := cfg.AfterConnect
+		cfg.AfterConnect = func(ctx context.Context, c *pgx.Conn) error {
+			if prevAfter != nil {
+				if err := prevAfter(ctx, c); err != nil {
+					return err
+				}
+			}
+			if _, err := c.Exec(ctx, "set synchronous_commit = on"); err != nil {
+				return fmt.Errorf("workq: set synchronous_commit = on: %w", err)
+			}
+			return nil
+		}
 	}
 	prev := cc.OnPgError
 	cc.OnPgError = func(c *pgconn.PgConn, e *pgconn.PgError) bool {

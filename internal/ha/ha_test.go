@@ -63,8 +63,11 @@ func TestConfigurePoolSettings(t *testing.T) {
 			t.Fatal(err)
 		}
 		ConfigurePool(cfg)
-		if got := cfg.ConnConfig.RuntimeParams["synchronous_commit"]; got != c.want {
-			t.Errorf("%s: synchronous_commit %q, want %q", c.url, got, c.want)
+		// A safe value from the URL stays a startup parameter; otherwise
+		// none is sent (PgBouncer refuses it) and AfterConnect sets on.
+		got, ok := cfg.ConnConfig.RuntimeParams["synchronous_commit"]
+		if c.want == "on" && (ok || cfg.AfterConnect == nil) || c.want != "on" && (got != c.want || cfg.AfterConnect != nil) {
+			t.Errorf("%s: startup synchronous_commit %q (%v), AfterConnect set %v; want %q", c.url, got, ok, cfg.AfterConnect != nil, c.want)
 		}
 		if cfg.MaxConnLifetime != MaxConnLifetime || cfg.MaxConnIdleTime != MaxConnIdleTime || cfg.ConnConfig.ConnectTimeout != ConnectTimeout {
 			t.Errorf("%s: lifetime %s idle %s connect %s", c.url, cfg.MaxConnLifetime, cfg.MaxConnIdleTime, cfg.ConnConfig.ConnectTimeout)

@@ -204,14 +204,15 @@ func (s *Server) run(ctx context.Context, name string, args ...string) error {
 	return s.runOut(ctx, nil, name, args...)
 }
 
-// runOut is run, writing the command's standard output to stdout as well
-// (when not nil).
+// runOut is run, writing the command's standard output to stdout instead
+// (when not nil; an error then quotes only its standard error).
 func (s *Server) runOut(ctx context.Context, stdout io.Writer, name string, args ...string) error {
 	cmd := exec.CommandContext(ctx, filepath.Join(s.binDir, name), args...)
 	var out bytes.Buffer
+	// One writer for both: exec then copies them on one goroutine.
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if stdout != nil {
-		cmd.Stdout = io.MultiWriter(&out, stdout)
+		cmd.Stdout = stdout
 	}
 	cmd.Dir = s.baseDir
 	if s.cred != nil {

@@ -166,6 +166,9 @@ func (r *Rebalancer) round(ctx context.Context, l *lock.Lock) error {
 	parallel(len(r.shards), func(i int) {
 		got[i].rows, got[i].err = r.observe(ctx, r.shards[i], token)
 	})
+	if err := ctx.Err(); err != nil {
+		return err
+	}
 	reach := make([]bool, len(r.shards))
 	for i, g := range got {
 		if errors.Is(g.err, ErrFenced) {

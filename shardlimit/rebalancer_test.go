@@ -1,0 +1,316 @@
+package shardlimit_test
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	neturl "net/url"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/workq/workq/internal/testdb"
+	"github.com/workq/workq/internal/testutil"
+	"github.com/workq/workq/lease"
+	"github.com/workq/workq/shardlimit"
+)
+
+const queue = "lim"
+
+func openPool(t *testing.T, url string) *pgxpool.Pool {
+	t.Helper()
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.MaxConns = 12
+	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	return pool
+}
+
+// viaProxy returns url through a TCP proxy that the test can cut.
+func viaProxy(t *testing.T, raw string) (*testutil.Proxy, string) {
+	t.Helper()
+	u, err := neturl.Parse(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if u.Port() == "" || strings.HasPrefix(u.Hostname(), "/") {
+		t.Fatalf("the partition test cuts a TCP connection; the test server must be at host:port, not %q (set TEST_DATABASE_URL)", u.Host)
+	}
+	px := testutil.NewProxy(t, u.Host)
+	u.Host = px.Addr()
+	t.Cleanup(px.Restore)
+	return px, u.String()
+}
+
+func enqueue(t *testing.T, db *pgxpool.Pool, n int) {
+	t.Helper()
+	if _, err := db.Exec(context.Background(),
+		`insert into workq.job_runs (queue, kind) select $1, 'sleep' from generate_series(1, $2)`, queue, n); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func backlog(t *testing.T, db *pgxpool.Pool) int {
+	t.Helper()
+	var n int
+	if err := db.QueryRow(context.Background(), `select count(*) from workq.job_runs where queue = $1 and status < 2`, queue).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+func budgetOf(ctx context.Context, db *pgxpool.Pool) (int, error) {
+	var b int
+	err := db.QueryRow(ctx, `select coalesce((select max_in_progress from workq.queue_limits where work_table = 'job_runs' and queue = $1), -1)`, queue).Scan(&b)
+	return b, err
+}
+
+// work runs n workers on db until ctx ends: each claims one item, works it
+// for 30 to 90 ms and acks it.
+func work(ctx context.Context, wg *sync.WaitGroup, db *pgxpool.Pool, name string, n int) {
+	e := lease.New(db, lease.JobRuns)
+	for w := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			id := fmt.Sprintf("%s-%d", name, w)
+			for ctx.Err() == nil {
+				c, err := e.Claim(ctx, lease.ClaimParams{Queue: queue, Max: 1, Lease: 5 * time.Second, WorkerID: id})
+				if err != nil || len(c.Items) == 0 {
+					sleep(ctx, 20*time.Millisecond)
+					continue
+				}
+				sleep(ctx, time.Duration(30+rand.IntN(60))*time.Millisecond)
+				_ = e.Ack(context.WithoutCancel(ctx), c.Token, c.Items[0].ID)
+			}
+		}()
+	}
+}
+
+func sleep(ctx context.Context, d time.Duration) {
+	select {
+	case <-ctx.Done():
+	case <-time.After(d):
+	}
+}
+
+// sampler reads the in-progress rows of both shards over and over and
+// keeps the largest sum it could prove held at one instant. Both databases
+// are on one server, so they share a clock: it counts shard x's unexpired
+// in-progress rows at the instant t its statement began, then shard y's
+// rows that are in progress now and were claimed before t. A lease that is
+// valid now and began before t was valid at t (an expired lease is never
+// revived), so the sum is a lower bound of the count at t: a sum above W
+// is a real breach. The order of the two shards alternates.
+type sampler struct {
+	max, samples, errs atomic.Int64
+}
+
+func (s *sampler) run(ctx context.Context, dbs [2]*pgxpool.Pool) {
+	for i := 0; ctx.Err() == nil; i++ {
+		x, y := dbs[i%2], dbs[(i+1)%2]
+		var at time.Time
+		var a, b int64
+		err := x.QueryRow(ctx, `select statement_timestamp(), count(*) from workq.job_runs
+			where queue = $1 and status = 1 and locked_until > statement_timestamp()`, queue).Scan(&at, &a)
+		if err == nil {
+			err = y.QueryRow(ctx, `select count(*) from workq.job_runs
+				where queue = $1 and status = 1 and locked_until > statement_timestamp() and claimed_at <= $2`, queue, at).Scan(&b)
+		}
+		if err != nil {
+			if ctx.Err() == nil {
+				s.errs.Add(1)
+			}
+			continue
+		}
+		s.samples.Add(1)
+		for {
+			m := s.max.Load()
+			if a+b <= m || s.max.CompareAndSwap(m, a+b) {
+				break
+			}
+		}
+	}
+}
+
+func logger(t *testing.T) *slog.Logger {
+	if testing.Verbose() {
+		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	}
+	return slog.New(slog.DiscardHandler)
+}
+
+func await(t *testing.T, d time.Duration, what string, cond func() (bool, string)) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for {
+		ok, state := cond()
+		if ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after %s: still not %s (%s)", d, what, state)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// TestRebalancerTwoShards runs a Rebalancer with W=4 over two shard
+// databases, shard b reached by the leader through a proxy, and four
+// workers on each shard (each shard alone could take all of W). The
+// backlog is 80/20. A sampler that sums both shards' in-progress rows never
+// sees more than W; both backlogs drain. Then, with a new backlog on both,
+// the leader's link to b is cut: b's budget stays in force and its workers
+// go on under it, and a's budget never rises above W - b's budget; after
+// the link is restored, b (drained) gives its budget back to a.
+func TestRebalancerTwoShards(t *testing.T) {
+	const w = 4
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	urlA, urlB := testdb.URL(t), testdb.URL(t)
+	a, b := openPool(t, urlA), openPool(t, urlB)
+	px, proxiedB := viaProxy(t, urlB)
+	leaderB := openPool(t, proxiedB)
+	// Budgets start at 0: nothing is claimed before the leader allots.
+	for _, db := range []*pgxpool.Pool{a, b} {
+		if err := lease.SetLimit(ctx, db, lease.JobRuns, queue, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	enqueue(t, a, 80)
+	enqueue(t, b, 20)
+
+	r, err := shardlimit.New([]shardlimit.Shard{{Name: "a", DB: a}, {Name: "b", DB: leaderB}}, shardlimit.Options{
+		Limits:       []shardlimit.Limit{{Table: lease.JobRuns, Queue: queue, W: w}},
+		Interval:     100 * time.Millisecond,
+		ShardTimeout: 500 * time.Millisecond,
+		LockTTL:      3 * time.Second,
+		Logger:       logger(t),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	rctx, stopR := context.WithCancel(ctx)
+	defer stopR()
+	wg.Add(1)
+	go func() { defer wg.Done(); _ = r.Run(rctx) }()
+
+	var s sampler
+	sctx, stopS := context.WithCancel(ctx)
+	defer stopS()
+	wg.Add(1)
+	go func() { defer wg.Done(); s.run(sctx, [2]*pgxpool.Pool{a, b}) }()
+
+	// The budgets' sum, read straight from both shards (the way the
+	// sampler reads: a sample counts only when the second shard's budget
+	// was written before the first was read), and a's largest budget.
+	var maxA, maxSum atomic.Int64
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		dbs := [2]*pgxpool.Pool{a, b}
+		for i := 0; sctx.Err() == nil; i++ {
+			var at time.Time
+			var bx, by int64
+			var before bool
+			err := dbs[i%2].QueryRow(sctx, `select statement_timestamp(), max_in_progress from workq.queue_limits
+				where work_table = 'job_runs' and queue = $1`, queue).Scan(&at, &bx)
+			if err == nil {
+				err = dbs[(i+1)%2].QueryRow(sctx, `select max_in_progress, updated_at <= $2 from workq.queue_limits
+					where work_table = 'job_runs' and queue = $1`, queue, at).Scan(&by, &before)
+			}
+			if err == nil && before {
+				ba := bx
+				if i%2 == 1 {
+					ba = by
+				}
+				maxA.Store(max(maxA.Load(), ba))
+				maxSum.Store(max(maxSum.Load(), bx+by))
+			}
+			time.Sleep(2 * time.Millisecond)
+		}
+	}()
+	wctx, stopW := context.WithCancel(ctx)
+	defer stopW()
+	work(wctx, &wg, a, "a", 4)
+	work(wctx, &wg, b, "b", 4)
+
+	await(t, 60*time.Second, "drained", func() (bool, string) {
+		na, nb := backlog(t, a), backlog(t, b)
+		return na == 0 && nb == 0, fmt.Sprintf("a %d, b %d left", na, nb)
+	})
+	if maxA.Load() < 3 {
+		t.Errorf("a's budget never rose above %d: b's share was not moved to the hot shard", maxA.Load())
+	}
+
+	// The partition: the leader cannot reach b, whose workers go on
+	// under the budget b had; a must stay within W - that budget.
+	enqueue(t, b, 60)
+	var frozen int
+	await(t, 10*time.Second, "b's budget raised for its backlog", func() (bool, string) {
+		ba, _ := budgetOf(ctx, a)
+		bb, _ := budgetOf(ctx, b)
+		frozen = bb
+		return bb >= w-1, fmt.Sprintf("a %d, b %d", ba, bb)
+	})
+	px.Cut()
+	time.Sleep(time.Second) // several rounds: the leader now finds b unreachable
+	if bb, err := budgetOf(ctx, b); err != nil || bb != frozen {
+		t.Fatalf("b's budget moved to %d (err %v) while the leader could not reach it; it was %d", bb, err, frozen)
+	}
+	enqueue(t, a, 60)
+	cutRounds := 0
+	await(t, 60*time.Second, "drained during the cut", func() (bool, string) {
+		ba, errA := budgetOf(ctx, a)
+		bb, errB := budgetOf(ctx, b)
+		if errA != nil || errB != nil {
+			t.Fatal(errA, errB)
+		}
+		if bb != frozen || ba > w-frozen {
+			t.Fatalf("during the cut: a's budget %d, b's %d; b's must stay %d and a's at most %d", ba, bb, frozen, w-frozen)
+		}
+		cutRounds++
+		na, nb := backlog(t, a), backlog(t, b)
+		return na == 0 && nb == 0, fmt.Sprintf("a %d, b %d left", na, nb)
+	})
+	px.Restore()
+	// b is idle again: the leader gives a everything but b's floor of 1.
+	enqueue(t, a, 60)
+	await(t, 20*time.Second, "a raised to W-1 after the link came back", func() (bool, string) {
+		ba, _ := budgetOf(ctx, a)
+		bb, _ := budgetOf(ctx, b)
+		return ba == w-1 && bb == 1, fmt.Sprintf("a %d, b %d", ba, bb)
+	})
+	await(t, 60*time.Second, "drained", func() (bool, string) {
+		n := backlog(t, a)
+		return n == 0, fmt.Sprintf("a %d left", n)
+	})
+	stopW()
+	stopR()
+	stopS()
+	wg.Wait()
+	t.Logf("W=%d over two shards: the sampler read %d times (%d errors), at most %d in progress at one instant; the budgets summed to at most %d; a's budget reached %d; b's stayed %d through %d checks of the cut",
+		w, s.samples.Load(), s.errs.Load(), s.max.Load(), maxSum.Load(), maxA.Load(), frozen, cutRounds)
+	if s.max.Load() > w {
+		t.Errorf("the sampler saw %d items in progress at one instant; W is %d", s.max.Load(), w)
+	}
+	if maxSum.Load() > w {
+		t.Errorf("the budgets summed to %d; W is %d", maxSum.Load(), w)
+	}
+	if s.max.Load() < w-1 {
+		t.Errorf("the sampler never saw more than %d in progress: the budgets were never what held the workers back", s.max.Load())
+	}
+}

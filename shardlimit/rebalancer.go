@@ -351,7 +351,9 @@ func (r *Rebalancer) fence(ctx context.Context, tx pgx.Tx, token int64) error {
 // counts reads the in-progress count of (table, queue) and its ready and
 // due count up to limit.
 func counts(ctx context.Context, tx pgx.Tx, table lease.Table, queue string, limit int) (inProgress, ready int, err error) {
-	t := pgx.Identifier{"workq", string(table)}.Sanitize()
+	// table is one of lease's closed set of names (lease.CheckLimit), and
+	// the workq. qualifier is the one a schema wrapper rewrites.
+	t := "workq." + string(table)
 	q := `select (select count(*) from ` + t + ` where queue = $1 and status = 1 and locked_until > now())::int,
 	 (select count(*) from (select 1 from ` + t + ` where queue = $1 and status = 0 and run_at <= now() limit $2) r)::int`
 	if err := tx.QueryRow(ctx, q, queue, limit).Scan(&inProgress, &ready); err != nil {

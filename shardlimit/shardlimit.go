@@ -47,7 +47,9 @@ import (
 // Shard is one database of the sharded queue.
 type Shard struct {
 	Name string
-	// DB is a pool (*pgxpool.Pool) on the shard's database, migrated.
+	// DB is a pool (*pgxpool.Pool) on the shard's database, migrated; in a
+	// schema other than workq, the pool wrapped for it as for every
+	// component (docs/design.md §22).
 	DB workqtype.TxDB
 }
 

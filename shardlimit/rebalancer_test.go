@@ -314,3 +314,35 @@ func TestRebalancerTwoShards(t *testing.T) {
 		t.Errorf("the sampler never saw more than %d in progress: the budgets were never what held the workers back", s.max.Load())
 	}
 }
+
+// A budget of 0 claims nothing, and a budget lowered below the in-progress count claims nothing until the count is below it: the Rebalancer relies on it
+// for shards without demand when W is smaller than the number of shards.
+func TestZeroBudgetClaimsNothing(t *testing.T) {
+	ctx := context.Background()
+	db := openPool(t, testdb.URL(t))
+	if err := lease.SetLimit(ctx, db, lease.JobRuns, queue, 0); err != nil {
+		t.Fatal(err)
+	}
+	enqueue(t, db, 5)
+	e := lease.New(db, lease.JobRuns)
+	c, err := e.Claim(ctx, lease.ClaimParams{Queue: queue, Max: 5, Lease: time.Minute, WorkerID: "t"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(c.Items) != 0 {
+		t.Fatalf("budget 0: claimed %d items", len(c.Items))
+	}
+	if err := lease.SetLimit(ctx, db, lease.JobRuns, queue, 2); err != nil {
+		t.Fatal(err)
+	}
+	if c, err = e.Claim(ctx, lease.ClaimParams{Queue: queue, Max: 5, Lease: time.Minute, WorkerID: "t"}); err != nil || len(c.Items) != 2 {
+		t.Fatalf("budget 2: claimed %d items, err %v", len(c.Items), err)
+	}
+	// Lowered below the in-progress count: nothing more until it is below.
+	if err := lease.SetLimit(ctx, db, lease.JobRuns, queue, 1); err != nil {
+		t.Fatal(err)
+	}
+	if c2, err := e.Claim(ctx, lease.ClaimParams{Queue: queue, Max: 5, Lease: time.Minute, WorkerID: "t"}); err != nil || len(c2.Items) != 0 {
+		t.Fatalf("budget 1 with 2 in progress: claimed %d items, err %v", len(c2.Items), err)
+	}
+}

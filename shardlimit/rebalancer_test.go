@@ -315,8 +315,10 @@ func TestRebalancerTwoShards(t *testing.T) {
 	}
 }
 
-// A budget of 0 claims nothing, and a budget lowered below the in-progress count claims nothing until the count is below it: the Rebalancer relies on it
-// for shards without demand when W is smaller than the number of shards.
+// A budget of 0 claims nothing (a shard without demand when W is smaller
+// than the number of shards), and a budget lowered below the in-progress
+// count claims nothing until the count is below it: the Rebalancer relies
+// on both.
 func TestZeroBudgetClaimsNothing(t *testing.T) {
 	ctx := context.Background()
 	db := openPool(t, testdb.URL(t))

@@ -2,6 +2,7 @@ package shardlimit_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
@@ -346,5 +347,77 @@ func TestZeroBudgetClaimsNothing(t *testing.T) {
 	}
 	if c2, err := e.Claim(ctx, lease.ClaimParams{Queue: queue, Max: 5, Lease: time.Minute, WorkerID: "t"}); err != nil || len(c2.Items) != 0 {
 		t.Fatalf("budget 1 with 2 in progress: claimed %d items, err %v", len(c2.Items), err)
+	}
+}
+
+// The Rebalancer reads and writes the budgets of every work table: one
+// shard, a limit on each table, every budget becomes W.
+func TestRebalancerEveryTable(t *testing.T) {
+	db := openPool(t, testdb.URL(t))
+	var limits []shardlimit.Limit
+	for _, tb := range []lease.Table{lease.JobRuns, lease.Outbox, lease.Inbox, lease.Timers} {
+		limits = append(limits, shardlimit.Limit{Table: tb, Queue: queue, W: 3})
+	}
+	var logs strings.Builder
+	var mu sync.Mutex
+	r, err := shardlimit.New([]shardlimit.Shard{{Name: "only", DB: db}}, shardlimit.Options{
+		Limits: limits, Interval: 50 * time.Millisecond,
+		Logger: slog.New(slog.NewTextHandler(writerFunc(func(p []byte) (int, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			return logs.Write(p)
+		}), &slog.HandlerOptions{Level: slog.LevelWarn})),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- r.Run(ctx) }()
+	await(t, 20*time.Second, "every budget 3", func() (bool, string) {
+		got := r.Budgets()
+		for _, b := range got {
+			if !b.Known || b.Budget != 3 {
+				return false, fmt.Sprintf("%+v", got)
+			}
+		}
+		return true, ""
+	})
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if logs.Len() > 0 {
+		t.Errorf("warnings:\n%s", logs.String())
+	}
+}
+
+type writerFunc func([]byte) (int, error)
+
+func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
+
+func TestNewRejects(t *testing.T) {
+	db := openPool(t, testdb.URL(t))
+	ok := []shardlimit.Limit{{Table: lease.JobRuns, Queue: queue, W: 1}}
+	for _, tc := range []struct {
+		name   string
+		shards []shardlimit.Shard
+		o      shardlimit.Options
+	}{
+		{"no shards", nil, shardlimit.Options{Limits: ok}},
+		{"no limits", []shardlimit.Shard{{Name: "a", DB: db}}, shardlimit.Options{}},
+		{"no database", []shardlimit.Shard{{Name: "a"}}, shardlimit.Options{Limits: ok}},
+		{"duplicate shard names", []shardlimit.Shard{{Name: "a", DB: db}, {Name: "a", DB: db}}, shardlimit.Options{Limits: ok}},
+		{"negative W", []shardlimit.Shard{{Name: "a", DB: db}}, shardlimit.Options{Limits: []shardlimit.Limit{{Table: lease.JobRuns, Queue: queue, W: -1}}}},
+		{"bad queue", []shardlimit.Shard{{Name: "a", DB: db}}, shardlimit.Options{Limits: []shardlimit.Limit{{Table: lease.JobRuns, Queue: "a b", W: 1}}}},
+		{"bad table", []shardlimit.Shard{{Name: "a", DB: db}}, shardlimit.Options{Limits: []shardlimit.Limit{{Table: "nope", Queue: queue, W: 1}}}},
+		{"limit twice", []shardlimit.Shard{{Name: "a", DB: db}}, shardlimit.Options{Limits: append(ok, ok...)}},
+		{"negative interval", []shardlimit.Shard{{Name: "a", DB: db}}, shardlimit.Options{Limits: ok, Interval: -time.Second}},
+	} {
+		if _, err := shardlimit.New(tc.shards, tc.o); !errors.Is(err, shardlimit.ErrInvalid) {
+			t.Errorf("%s: %v, want ErrInvalid", tc.name, err)
+		}
 	}
 }

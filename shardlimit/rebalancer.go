@@ -117,6 +117,12 @@ func (r *Rebalancer) Run(ctx context.Context) error {
 		relCtx, cancel := context.WithTimeout(context.Background(), r.o.ShardTimeout)
 		_ = l.Release(relCtx)
 		cancel()
+		// Leadership ended (lost, or fenced out by a newer leader): let
+		// another candidate take the lock before competing again.
+		select {
+		case <-ctx.Done():
+		case <-time.After(r.o.Interval):
+		}
 	}
 	return nil
 }

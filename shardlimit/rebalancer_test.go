@@ -421,3 +421,58 @@ func TestNewRejects(t *testing.T) {
 		}
 	}
 }
+
+// A leader whose token is older than one a shard's fence row has seen
+// writes nothing there and steps down: here a newer leader is faked by
+// the fence row's token, and the budget is written only once it is gone.
+func TestRebalancerFenced(t *testing.T) {
+	ctx := context.Background()
+	a, b := openPool(t, testdb.URL(t)), openPool(t, testdb.URL(t))
+	if _, err := b.Exec(ctx, `insert into workq.workq_locks (name, owner, token, expires_at, acquired_at, renewed_at)
+		values ('workq.shardlimit.fence', 'newer', 1000, now(), now(), now())`); err != nil {
+		t.Fatal(err)
+	}
+	r, err := shardlimit.New([]shardlimit.Shard{{Name: "a", DB: a}, {Name: "b", DB: b}}, shardlimit.Options{
+		Limits: []shardlimit.Limit{{Table: lease.JobRuns, Queue: queue, W: 4}}, Interval: 50 * time.Millisecond,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- r.Run(rctx) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	}()
+	// The leader keeps being elected (new tokens on a) and fenced out on b.
+	var token int
+	await(t, 20*time.Second, "a few leaderships", func() (bool, string) {
+		token = queryInt(t, a, `select coalesce((select token from workq.workq_locks where name = 'workq.shardlimit'), 0)`)
+		return token >= 3, fmt.Sprintf("token %d", token)
+	})
+	for _, db := range []*pgxpool.Pool{a, b} {
+		if n := queryInt(t, db, `select count(*) from workq.queue_limits`); n != 0 {
+			t.Fatalf("a fenced-out leader wrote %d budgets", n)
+		}
+	}
+	if _, err := b.Exec(ctx, `delete from workq.workq_locks where name = 'workq.shardlimit.fence'`); err != nil {
+		t.Fatal(err)
+	}
+	await(t, 20*time.Second, "budgets written once the newer token is gone", func() (bool, string) {
+		ba, _ := budgetOf(ctx, a)
+		bb, _ := budgetOf(ctx, b)
+		return ba == 2 && bb == 2, fmt.Sprintf("a %d, b %d", ba, bb)
+	})
+}
+
+func queryInt(t *testing.T, db *pgxpool.Pool, sql string) int {
+	t.Helper()
+	var n int
+	if err := db.QueryRow(context.Background(), sql).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}

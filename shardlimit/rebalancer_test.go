@@ -476,3 +476,62 @@ func queryInt(t *testing.T, db *pgxpool.Pool, sql string) int {
 	}
 	return n
 }
+
+// Two Rebalancers over the same shards: one leads; when it stops, the
+// other takes over and moves the budgets.
+func TestRebalancerFailover(t *testing.T) {
+	ctx := context.Background()
+	a, b := openPool(t, testdb.URL(t)), openPool(t, testdb.URL(t))
+	shards := []shardlimit.Shard{{Name: "a", DB: a}, {Name: "b", DB: b}}
+	var rs [2]*shardlimit.Rebalancer
+	var stops [2]context.CancelFunc
+	var dones [2]chan error
+	for i := range rs {
+		r, err := shardlimit.New(shards, shardlimit.Options{
+			Limits: []shardlimit.Limit{{Table: lease.JobRuns, Queue: queue, W: 4}}, Interval: 50 * time.Millisecond,
+			LockTTL: 2 * time.Second, Owner: fmt.Sprintf("r%d", i),
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rs[i] = r
+		var rctx context.Context
+		rctx, stops[i] = context.WithCancel(ctx)
+		dones[i] = make(chan error, 1)
+		go func() { dones[i] <- r.Run(rctx) }()
+	}
+	leader := -1
+	await(t, 10*time.Second, "a leader", func() (bool, string) {
+		for i, r := range rs {
+			if _, ok := r.Leading(); ok {
+				leader = i
+				return true, ""
+			}
+		}
+		return false, "none"
+	})
+	await(t, 10*time.Second, "idle budgets 2 and 2", func() (bool, string) {
+		ba, _ := budgetOf(ctx, a)
+		bb, _ := budgetOf(ctx, b)
+		return ba == 2 && bb == 2, fmt.Sprintf("a %d, b %d", ba, bb)
+	})
+	stops[leader]()
+	if err := <-dones[leader]; err != nil {
+		t.Fatal(err)
+	}
+	other := rs[1-leader]
+	await(t, 10*time.Second, "the other leading", func() (bool, string) {
+		_, ok := other.Leading()
+		return ok, "not yet"
+	})
+	enqueue(t, b, 10)
+	await(t, 10*time.Second, "b raised for its backlog by the new leader", func() (bool, string) {
+		ba, _ := budgetOf(ctx, a)
+		bb, _ := budgetOf(ctx, b)
+		return ba == 1 && bb == 3, fmt.Sprintf("a %d, b %d", ba, bb)
+	})
+	stops[1-leader]()
+	if err := <-dones[1-leader]; err != nil {
+		t.Fatal(err)
+	}
+}

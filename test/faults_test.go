@@ -47,6 +47,7 @@ func TestFaults(t *testing.T) {
 	t.Run("database restarts", func(t *testing.T) { testFaultRestart(t, bin) })
 	t.Run("network partition and slow link", func(t *testing.T) { testFaultPartition(t, bin) })
 	t.Run("global limit under kills and partitions", func(t *testing.T) { testFaultLimit(t, bin) })
+	t.Run("global limit across two shards under kills and partitions", func(t *testing.T) { testFaultShardLimit(t, bin) })
 	t.Run("clock skew", func(t *testing.T) { testFaultClockSkew(t, bin) })
 }
 

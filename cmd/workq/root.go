@@ -35,6 +35,7 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 		newInboxCmd(),
 		newTimersCmd(),
 		newSchedulesCmd(),
+		newShardLimitCmd(),
 		newQueueCmd(),
 		newJobsCmd(),
 		newAPICmd(),

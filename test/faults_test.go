@@ -50,6 +50,9 @@ func TestFaults(t *testing.T) {
 	t.Run("clock skew", func(t *testing.T) { testFaultClockSkew(t, bin) })
 	t.Run("failover (synchronous)", func(t *testing.T) { testFaultFailover(t, bin) })
 	t.Run("failover caught (asynchronous)", func(t *testing.T) { testFaultFailoverCaught(t, bin) })
+	if failoverPGAF() {
+		t.Run("failover (pg_auto_failover)", func(t *testing.T) { testFaultFailoverPGAF(t, bin) })
+	}
 }
 
 // proxied starts a proxy to the server of url and returns it with url

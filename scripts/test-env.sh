@@ -70,6 +70,21 @@ if [ ${#missing[@]} -gt 0 ]; then
   fi
 fi
 
+# The long failover scenario (make faults-failover, WORKQ_FAILOVER_PGAF=1)
+# needs pg_auto_failover built for the server's major version: installed
+# after the server.
+if [ "${WORKQ_FAILOVER_PGAF:-}" = 1 ] && ! have_cmd pg_autoctl; then
+  major=$(ls /usr/lib/postgresql 2>/dev/null | sort -n | tail -1)
+  pgaf="postgresql-${major:-15}-auto-failover"
+  if [ "$(id -u)" = 0 ] && have_cmd apt-get; then
+    log "installing $pgaf (apt-get)"
+    apt-get -o DPkg::Lock::Timeout=600 update -qq >&2
+    DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 install -y -qq "$pgaf" >/dev/null
+  else
+    die "missing Debian package: $pgaf (pg_autoctl). Install it with: sudo apt-get install -y $pgaf"
+  fi
+fi
+
 # --- services ---------------------------------------------------------------
 
 as_root() { [ "$(id -u)" = 0 ] || die "$1 is not running and only root can start it here: $2"; }

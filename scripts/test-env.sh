@@ -17,6 +17,8 @@
 # scenario), pgbouncer (TestPgBouncer), chromium (the dashboard's browser
 # tests); and, listening on 127.0.0.1: PostgreSQL 5432 (trust auth; the test
 # database is created), NATS with JetStream 4222, Redis 6379, RabbitMQ 5672.
+# With WORKQ_FAILOVER_PGAF=1 (make faults-failover) also pg_auto_failover
+# (pg_autoctl) for the server's major version.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

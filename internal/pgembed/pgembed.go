@@ -1,7 +1,9 @@
 // Package pgembed starts a private, throwaway PostgreSQL cluster from the
 // server binaries installed on this machine (initdb, pg_ctl). workq uses it as
 // the embedded default of `workq run` when DATABASE_URL is unset, and the test
-// harness uses it when neither TEST_DATABASE_URL nor Docker is available.
+// harness uses it when neither TEST_DATABASE_URL nor Docker is available,
+// and for the fault scenarios that restart, crash or fail over their own
+// server (StartStandby, Promote, Follow: a primary and a standby).
 //
 // The cluster trades durability for speed (fsync off): it is for demos and
 // tests, never for data anyone wants to keep.
@@ -200,9 +202,11 @@ func (s *Server) URL(dbname string) string {
 func (s *Server) Stop() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	var err error
-	if !s.stopped {
-		err = s.run(ctx, "pg_ctl", "-D", s.dataDir, "-m", "immediate", "-w", "stop")
+	err := s.run(ctx, "pg_ctl", "-D", s.dataDir, "-m", "immediate", "-w", "stop")
+	if s.stopped {
+		// Stopped by StopMode: pg_ctl finds no server, unless a start that
+		// failed left one running, which it has stopped now.
+		err = nil
 	}
 	s.cleanup()
 	return err

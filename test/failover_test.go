@@ -73,7 +73,10 @@ const failoverBound = 30 * time.Second
 // is replicated with the data, finds nothing done whose handler had not
 // finished and no two holders at once.
 func testFaultFailover(t *testing.T, bin string) {
-	const lease = 10 * time.Second
+	// Long enough that the outage (failoverDetect, the promotion and the
+	// reconnection, on a loaded machine) stays within half of it, so no
+	// answered item needs to run again (issue 22, item 4).
+	const lease = 15 * time.Second
 	ctx := context.Background()
 	a, b, _, url := ownPair(t, true)
 	r := startOutageRig(t, bin, url, "failover", scaled(1000, 4000), lease)
@@ -150,9 +153,23 @@ func testFaultFailover(t *testing.T, bin string) {
 			t.Logf("the old primary rebuilt as the new one's synchronous standby in %s, under load", fo.rebuild.Round(time.Millisecond))
 		}
 	}
-	// Re-runs of answered items are what at-least-once allows when leases
-	// expire during an outage; with outages under half the lease they are
-	// rare, and counted here, not judged.
+	// No answered item runs again: a completion waiting when the primary
+	// stopped is retried until its lease's local deadline (issue 18), and
+	// every outage here, from the stop to the workers' first claim on the
+	// new primary, is within half the lease (as in the restart scenario).
+	var longest time.Duration
+	for _, fo := range fos {
+		for _, d := range fo.resume {
+			longest = max(longest, fo.promoted.Add(d).Sub(fo.stopped))
+		}
+	}
+	switch reruns := h.answeredReruns(); {
+	case longest >= lease/2:
+		t.Errorf("the outage lasted %s, not within half the lease (%s): the scenario cannot judge re-runs", longest, lease)
+	case len(reruns) > 0:
+		t.Errorf("%d items ran again after their handler had been answered, through failovers of at most %s (lease %s):\n%s",
+			len(reruns), longest.Round(10*time.Millisecond), lease, formatItems(reruns, 5))
+	}
 	t.Logf("leader tokens %v; %d job runs, %d outbox messages and %d jobs enqueued during the failovers (%d through the API; %d enqueues failed, %d of those committed anyway) all done; %d answered items ran again; %s",
 		tokens, r.backlog/2, r.backlog/2, len(r.prod.acked), len(r.prod.apiAcked), len(r.prod.failed), committedAnyway,
 		len(h.answeredReruns()), h.summary())

@@ -23,7 +23,7 @@ FUZZ_TARGETS := ./internal/jobq:FuzzEnqueue ./outbox:FuzzSend ./inbox:FuzzReceiv
 SOAK        ?= 10m
 MODE        ?= load
 
-.PHONY: run test test-serial test-lane-1 test-lane-2 test-race test-rest test-faults test-soak faults-long generate check-generated lint fmt build bench clean tools fuzz soak
+.PHONY: run test test-serial test-lane-1 test-lane-2 test-race test-rest test-faults test-soak faults-long faults-failover generate check-generated lint fmt build bench clean tools fuzz soak
 
 ## run: migrate and run workq end to end (throwaway PostgreSQL when DATABASE_URL is unset).
 ## It runs the built binary, not `go run`: go run exits 1 whenever it is
@@ -88,6 +88,11 @@ test-soak:
 ## their short versions run in `make test`
 faults-long:
 	@$(WITH_TEST_ENV) WORKQ_FAULTS_LONG=1 $(GO) test -count=1 -timeout 60m -v -run 'TestFaults|TestHistoryChecker' ./test/
+
+## faults-failover: the failover scenarios (docs/reliability.md), with the long one on a
+## pg_auto_failover formation (scripts/test-env.sh installs it from Debian's packages)
+faults-failover:
+	@export WORKQ_FAILOVER_PGAF=1 && $(WITH_TEST_ENV) $(GO) test -count=1 -timeout 30m -v -run 'TestFaults/failover' ./test/
 
 ## generate: regenerate db/gen from db/migrations and db/queries
 generate: $(SQLC)

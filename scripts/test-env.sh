@@ -17,6 +17,8 @@
 # scenario), pgbouncer (TestPgBouncer), chromium (the dashboard's browser
 # tests); and, listening on 127.0.0.1: PostgreSQL 5432 (trust auth; the test
 # database is created), NATS with JetStream 4222, Redis 6379, RabbitMQ 5672.
+# With WORKQ_FAILOVER_PGAF=1 (make faults-failover) also pg_auto_failover
+# (pg_autoctl) for the server's major version.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -67,6 +69,21 @@ if [ ${#missing[@]} -gt 0 ]; then
     die "missing Debian packages: ${missing[*]}. Install them with: sudo apt-get install -y ${missing[*]}"
   else
     die "missing: ${missing[*]} (Debian package names; no apt-get here: install the equivalents with this system's package manager)"
+  fi
+fi
+
+# The long failover scenario (make faults-failover, WORKQ_FAILOVER_PGAF=1)
+# needs pg_auto_failover built for the server's major version: installed
+# after the server.
+if [ "${WORKQ_FAILOVER_PGAF:-}" = 1 ] && ! have_cmd pg_autoctl; then
+  major=$(ls /usr/lib/postgresql 2>/dev/null | sort -n | tail -1)
+  pgaf="postgresql-${major:-15}-auto-failover"
+  if [ "$(id -u)" = 0 ] && have_cmd apt-get; then
+    log "installing $pgaf (apt-get)"
+    apt-get -o DPkg::Lock::Timeout=600 update -qq >&2
+    DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 install -y -qq "$pgaf" >/dev/null
+  else
+    die "missing Debian package: $pgaf (pg_autoctl). Install it with: sudo apt-get install -y $pgaf"
   fi
 fi
 

@@ -47,7 +47,13 @@ func TestFaults(t *testing.T) {
 	t.Run("database restarts", func(t *testing.T) { testFaultRestart(t, bin) })
 	t.Run("network partition and slow link", func(t *testing.T) { testFaultPartition(t, bin) })
 	t.Run("global limit under kills and partitions", func(t *testing.T) { testFaultLimit(t, bin) })
+	t.Run("global limit across two shards under kills and partitions", func(t *testing.T) { testFaultShardLimit(t, bin) })
 	t.Run("clock skew", func(t *testing.T) { testFaultClockSkew(t, bin) })
+	t.Run("failover (synchronous)", func(t *testing.T) { testFaultFailover(t, bin) })
+	t.Run("failover caught (asynchronous)", func(t *testing.T) { testFaultFailoverCaught(t, bin) })
+	if failoverPGAF() {
+		t.Run("failover (pg_auto_failover)", func(t *testing.T) { testFaultFailoverPGAF(t, bin) })
+	}
 }
 
 // proxied starts a proxy to the server of url and returns it with url
@@ -841,168 +847,44 @@ func ownServer(t *testing.T, o pgembed.Options) (*pgembed.Server, string) {
 // deadline (issue 18) instead of giving up after 1.6 s and leaving the
 // leases to expire.
 func testFaultRestart(t *testing.T, bin string) {
-	const queue, topic = "restart", "restart.msg"
 	// Long enough that a restart on a loaded machine (2.7-3.4 s seen with
 	// other test suites running) stays well inside it.
 	const lease = 10 * time.Second
 	ctx := context.Background()
 	srv, url := ownServer(t, pgembed.Options{Settings: map[string]string{"synchronous_commit": "on"}})
-	db := openTestPool(t, url)
-	installHistory(t, db)
-	rc := startReceiver(t, func(delivery) reaction { return reaction{Delay: time.Duration(10+rand.IntN(15)) * time.Millisecond} })
-	off := measureClockOffset(t, db)
-	nJobs, nMsgs := scaled(1000, 5000), scaled(1000, 5000)
-	sendMessages(t, db, queue, topic, nMsgs, 20)
-	enqueueWebhooks(t, db, rc, queue, nJobs, map[string]any{"scenario": "restart"})
-
-	env := procEnv(url)
-	f := newFleet(t, bin)
-	maint := f.start("maint", env, "maintain", "--leader-ttl", "3s", "--reap-interval", "500ms", "--log-format", "json")
-	args := append([]string{"worker", "--jobs", "--outbox", "--queues", queue, "--lease", lease.String(), "--concurrency", "4",
-		"--poll", "250ms", "--log-format", "json"}, rc.workerArgs(topic)...)
-	workers := []*member{f.start("w1", env, args...), f.start("w2", env, args...)}
-	api := startAPI(t, bin, env)
-
-	// The enqueuer: one job every 10ms, every other one through the API; a
-	// failed enqueue is not retried (it may have committed), an
-	// acknowledged one must not be lost.
-	ectx, stopEnqueuer := context.WithCancel(ctx)
-	var acked, failed []int
-	var apiAcked []time.Time
-	enqueued := make(chan struct{})
-	go func() {
-		defer close(enqueued)
-		c := jobq.New(jobq.Options{})
-		for seq := 0; ectx.Err() == nil; seq++ {
-			payload := map[string]any{"url": rc.jobsURL(), "body": map[string]any{"seq": seq}}
-			qctx, cancel := context.WithTimeout(ectx, 2*time.Second)
-			var err error
-			if seq%2 == 1 {
-				err = api.enqueue(qctx, queue, payload)
-				if err == nil {
-					apiAcked = append(apiAcked, time.Now())
-				}
-			} else {
-				_, err = c.Enqueue(qctx, db, jobq.Job{Queue: queue, Kind: "webhook", Payload: payload})
-			}
-			cancel()
-			if err == nil {
-				acked = append(acked, seq)
-			} else if ectx.Err() == nil {
-				failed = append(failed, seq)
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
-	}()
-	defer stopEnqueuer()
-
-	// tolerant runs a query while the server may be down, retrying.
-	tolerant := func(what string, sql string, args ...any) int {
-		t.Helper()
-		var n int
-		awaitCond(t, time.Minute, what, func() (bool, string) {
-			qctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-			defer cancel()
-			err := db.QueryRow(qctx, sql, args...).Scan(&n)
-			return err == nil, fmt.Sprint(err)
-		})
-		return n
-	}
+	r := startOutageRig(t, bin, url, "restart", scaled(1000, 5000), lease)
 	type restart struct {
-		mode            string
-		from, to        time.Time // on this process's clock
-		resume          []time.Duration
-		apiReady        time.Duration
-		doneBefore      int
-		claimedAfterEnd int
+		mode     string
+		from, to time.Time // on this process's clock
+		resume   []time.Duration
+		apiReady time.Duration
 	}
 	var restarts []restart
 	for _, mode := range scaled([]string{pgembed.ShutdownFast, pgembed.ShutdownImmediate},
 		[]string{pgembed.ShutdownFast, pgembed.ShutdownImmediate, pgembed.ShutdownFast, pgembed.ShutdownImmediate}) {
 		time.Sleep(1500 * time.Millisecond) // under load
-		r := restart{mode: mode, doneBefore: tolerant("done count", `select count(*) from workq.job_runs where status = 2`)}
-		r.from = time.Now()
+		rs := restart{mode: mode, from: time.Now()}
 		if err := srv.Restart(ctx, mode); err != nil {
 			t.Fatalf("restart (%s): %v", mode, err)
 		}
-		r.to = time.Now()
-		back := off.toDB(r.to)
-		for _, w := range workers {
-			var first time.Time
-			awaitCond(t, time.Minute, w.id+" claims again after the "+mode+" restart", func() (bool, string) {
-				qctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-				defer cancel()
-				err := db.QueryRow(qctx, `select coalesce(min(at), 'infinity') from fault_history
-					where event = 'claim' and claimed_by = $1 and at > $2`, w.id, back).Scan(&first)
-				return err == nil && first.Year() < 9999, fmt.Sprint(err)
-			})
-			r.resume = append(r.resume, first.Sub(back))
-		}
-		awaitCond(t, time.Minute, "the API ready again after the "+mode+" restart", func() (bool, string) {
-			err := api.ready(ctx)
-			return err == nil, fmt.Sprint(err)
-		})
-		r.apiReady = time.Since(r.to)
-		restarts = append(restarts, r)
+		rs.to = time.Now()
+		rs.resume = r.awaitClaims(rs.to, "the "+mode+" restart")
+		rs.apiReady = r.awaitAPI(rs.to, "the "+mode+" restart")
+		restarts = append(restarts, rs)
 	}
+	last := restarts[len(restarts)-1].to
 	time.Sleep(time.Second)
-	stopEnqueuer()
-	<-enqueued
-	total := nMsgs + nJobs + len(acked)
-	awaitCond(t, 3*time.Minute, "every item done", func() (bool, string) {
-		n := tolerant("done count", `select (select count(*) from workq.job_runs where status = 2) + (select count(*) from workq.outbox where status = 2)`)
-		all := tolerant("item count", `select (select count(*) from workq.job_runs) + (select count(*) from workq.outbox)`)
-		return n == all && all >= total, fmt.Sprintf("%d of %d done (%d acknowledged)", n, all, total)
-	})
-	for _, p := range []*proc{maint.p, workers[0].p, workers[1].p, api.p} {
-		select {
-		case <-p.done:
-			t.Errorf("%s exited (code %d) during the restarts; want it to reconnect and go on", p.name, p.state.ExitCode())
-		default:
-		}
+	r.drain(last)
+	r.checkLeader(last, 0)
+	lost, committedAnyway := r.lostEnqueues()
+	for _, l := range lost {
+		t.Error(l)
 	}
-	if last := restarts[len(restarts)-1].to; len(apiAcked) == 0 || !apiAcked[len(apiAcked)-1].After(last) {
-		t.Errorf("the API acknowledged %d enqueues, none after the last restart", len(apiAcked))
-	}
-	// The leader renewed its lock after the last restart.
-	last := off.toDB(restarts[len(restarts)-1].to)
-	var owner string
-	var renewedAfter bool
-	if err := db.QueryRow(ctx, `select owner, expires_at - interval '3 seconds' > $1 and expires_at > clock_timestamp()
-		from workq.workq_locks where name = 'workq.maintenance'`, last).Scan(&owner, &renewedAfter); err != nil || owner != maint.id || !renewedAfter {
-		t.Errorf("maintenance lock: owner %q, renewed after the last restart %t (%v); want held by %s", owner, renewedAfter, err, maint.id)
-	}
-	// Every acknowledged enqueue is there and done; of the failed ones, the
-	// database has those that committed before the connection broke.
-	stored := map[int]int16{}
-	collectRows(t, db, `select (payload->'body'->>'seq')::int, status from workq.job_runs where payload->'body' ? 'seq'`,
-		func(r struct {
-			Seq    int
-			Status int16
-		}) {
-			stored[r.Seq] = r.Status
-		})
-	for _, seq := range acked {
-		if st, ok := stored[seq]; !ok || st != 2 {
-			t.Errorf("acknowledged enqueue %d: stored %t, status %d; want done", seq, ok, st)
-		}
-	}
-	committedAnyway := len(stored) - len(acked)
-	f.stopAll()
-	api.p.signal(t, syscall.SIGTERM)
-	if code := api.p.wait(t, 30*time.Second); code != 0 {
-		t.Errorf("workq api exited %d after SIGTERM, want 0", code)
-	}
-	var stats []map[string]int64
-	for _, w := range workers {
-		stats = append(stats, workerStats(t, w))
-	}
-
-	h := loadHistory(t, db, rc, off)
+	h, stats := r.stop()
 	h.check(t, historyOpts{AllDone: true})
 	var longest time.Duration
-	for _, r := range restarts {
-		longest = max(longest, r.to.Sub(r.from))
+	for _, rs := range restarts {
+		longest = max(longest, rs.to.Sub(rs.from))
 	}
 	// No answered item runs again. The premise is an outage well inside the
 	// lease: a completion waiting when the server went down is retried until
@@ -1016,24 +898,254 @@ func testFaultRestart(t *testing.T, bin string) {
 	case longest >= lease/2:
 		t.Errorf("the server was down for %s, not within half the lease (%s): the scenario cannot judge re-runs", longest, lease)
 	case len(reruns) > 0:
-		var b strings.Builder
-		for i, it := range reruns {
-			if i == 5 {
-				fmt.Fprintf(&b, "... and %d more items\n", len(reruns)-i)
-				break
-			}
-			b.WriteString(it.format())
-		}
 		t.Errorf("%d items ran again after their handler had been answered, through outages of at most %s (lease %s):\n%s",
-			len(reruns), longest.Round(10*time.Millisecond), lease, b.String())
+			len(reruns), longest.Round(10*time.Millisecond), lease, formatItems(reruns, 5))
 	}
-	for _, r := range restarts {
+	for _, rs := range restarts {
 		t.Logf("%s restart: server down for %s; workers claimed again %v after it was back, the API was ready %s after",
-			r.mode, r.to.Sub(r.from).Round(10*time.Millisecond), r.resume, r.apiReady.Round(time.Millisecond))
+			rs.mode, rs.to.Sub(rs.from).Round(10*time.Millisecond), rs.resume, rs.apiReady.Round(time.Millisecond))
 	}
 	t.Logf("%d job runs, %d outbox messages and %d jobs enqueued during the restarts (%d through the API; %d enqueues failed, %d of those committed anyway) all done; %s",
-		nJobs, nMsgs, len(acked), len(apiAcked), len(failed), committedAnyway, h.summary())
+		r.backlog/2, r.backlog/2, len(r.prod.acked), len(r.prod.apiAcked), len(r.prod.failed), committedAnyway, h.summary())
 	t.Logf("worker stats: %v", stats)
+}
+
+// formatItems formats the histories of the first n items.
+func formatItems(items []*itemHistory, n int) string {
+	var b strings.Builder
+	for i, it := range items {
+		if i == n {
+			fmt.Fprintf(&b, "... and %d more items\n", len(items)-i)
+			break
+		}
+		b.WriteString(it.format())
+	}
+	return b.String()
+}
+
+// outageRig is the load that scenario 2 and the failover scenarios run
+// through their outages: a backlog of job runs and keyed outbox messages
+// (half each) worked by two `workq worker` processes, a `workq maintain`
+// leading, a `workq api`, and a producer enqueueing a job every 10ms,
+// every other one through the API. Everything, the test's own pool
+// included, reaches the database by url, which may name several hosts.
+type outageRig struct {
+	t       *testing.T
+	db      *pgxpool.Pool
+	rc      *receiver
+	off     clockOffset
+	queue   string
+	backlog int
+	f       *fleet
+	maint   *member
+	workers []*member
+	api     *apiProc
+	prod    *producer
+}
+
+// startOutageRig installs the history log, writes the backlog and starts
+// the processes and the producer.
+func startOutageRig(t *testing.T, bin, url, queue string, backlog int, lease time.Duration) *outageRig {
+	t.Helper()
+	r := &outageRig{t: t, db: openTestPool(t, url), queue: queue, backlog: backlog}
+	installHistory(t, r.db)
+	r.rc = startReceiver(t, func(delivery) reaction { return reaction{Delay: time.Duration(10+rand.IntN(15)) * time.Millisecond} })
+	r.off = measureClockOffset(t, r.db)
+	topic := queue + ".msg"
+	sendMessages(t, r.db, queue, topic, backlog/2, 20)
+	enqueueWebhooks(t, r.db, r.rc, queue, backlog/2, map[string]any{"scenario": queue})
+	env := procEnv(url)
+	r.f = newFleet(t, bin)
+	r.maint = r.f.start("maint", env, "maintain", "--leader-ttl", "3s", "--reap-interval", "500ms", "--log-format", "json")
+	args := append([]string{"worker", "--jobs", "--outbox", "--queues", queue, "--lease", lease.String(), "--concurrency", "4",
+		"--poll", "250ms", "--log-format", "json"}, r.rc.workerArgs(topic)...)
+	r.workers = []*member{r.f.start("w1", env, args...), r.f.start("w2", env, args...)}
+	r.api = startAPI(t, bin, env)
+	r.prod = startProducer(context.Background(), r.db, r.api, r.rc, queue)
+	t.Cleanup(r.prod.stop)
+	return r
+}
+
+// producer enqueues a webhook job every 10ms, every other one through the
+// API, until stopped; a failed enqueue is not retried (it may have
+// committed), an acknowledged one must not be lost. Its lists are final
+// once stop returned.
+type producer struct {
+	cancel   context.CancelFunc
+	done     chan struct{}
+	acked    []int // seq of every acknowledged enqueue
+	failed   []int
+	apiAcked []time.Time // when the API acknowledged one, on this process's clock
+}
+
+func startProducer(ctx context.Context, db *pgxpool.Pool, api *apiProc, rc *receiver, queue string) *producer {
+	ctx, cancel := context.WithCancel(ctx)
+	p := &producer{cancel: cancel, done: make(chan struct{})}
+	go func() {
+		defer close(p.done)
+		c := jobq.New(jobq.Options{})
+		for seq := 0; ctx.Err() == nil; seq++ {
+			payload := map[string]any{"url": rc.jobsURL(), "body": map[string]any{"seq": seq}}
+			qctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+			var err error
+			if seq%2 == 1 {
+				err = api.enqueue(qctx, queue, payload)
+				if err == nil {
+					p.apiAcked = append(p.apiAcked, time.Now())
+				}
+			} else {
+				_, err = c.Enqueue(qctx, db, jobq.Job{Queue: queue, Kind: "webhook", Payload: payload})
+			}
+			cancel()
+			if err == nil {
+				p.acked = append(p.acked, seq)
+			} else if ctx.Err() == nil {
+				p.failed = append(p.failed, seq)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}()
+	return p
+}
+
+// stop stops the producer and waits for it.
+func (p *producer) stop() {
+	p.cancel()
+	<-p.done
+}
+
+// query runs a one-value query while the server may be down or changing,
+// retrying for a minute.
+func (r *outageRig) query(what string, sql string, args ...any) int64 {
+	r.t.Helper()
+	var n int64
+	awaitCond(r.t, time.Minute, what, func() (bool, string) {
+		qctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		err := r.db.QueryRow(qctx, sql, args...).Scan(&n)
+		return err == nil, fmt.Sprint(err)
+	})
+	return n
+}
+
+// awaitClaims waits until every worker has claimed after since (this
+// process's clock) and returns how long after since each first did.
+func (r *outageRig) awaitClaims(since time.Time, after string) []time.Duration {
+	r.t.Helper()
+	back := r.off.toDB(since)
+	var out []time.Duration
+	for _, w := range r.workers {
+		var first time.Time
+		awaitCond(r.t, time.Minute, w.id+" claims again after "+after, func() (bool, string) {
+			qctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			err := r.db.QueryRow(qctx, `select coalesce(min(at), 'infinity') from fault_history
+				where event = 'claim' and claimed_by = $1 and at > $2`, w.id, back).Scan(&first)
+			return err == nil && first.Year() < 9999, fmt.Sprint(err)
+		})
+		out = append(out, first.Sub(back))
+	}
+	return out
+}
+
+// awaitAPI waits until the API is ready and returns how long after since.
+func (r *outageRig) awaitAPI(since time.Time, after string) time.Duration {
+	r.t.Helper()
+	awaitCond(r.t, time.Minute, "the API ready again after "+after, func() (bool, string) {
+		err := r.api.ready(context.Background())
+		return err == nil, fmt.Sprint(err)
+	})
+	return time.Since(since)
+}
+
+// drain stops the producer, waits until every item is done, and checks that
+// every process still runs and that the API acknowledged enqueues after
+// last, the end of the last outage.
+func (r *outageRig) drain(last time.Time) {
+	r.t.Helper()
+	r.prod.stop()
+	total := int64(r.backlog + len(r.prod.acked))
+	awaitCond(r.t, 3*time.Minute, "every item done", func() (bool, string) {
+		n := r.query("done count", `select (select count(*) from workq.job_runs where status = 2) + (select count(*) from workq.outbox where status = 2)`)
+		all := r.query("item count", `select (select count(*) from workq.job_runs) + (select count(*) from workq.outbox)`)
+		// all < total when acknowledged enqueues were lost: lostEnqueues
+		// names them.
+		return n == all, fmt.Sprintf("%d of %d done (%d acknowledged)", n, all, total)
+	})
+	for _, p := range []*proc{r.maint.p, r.workers[0].p, r.workers[1].p, r.api.p} {
+		select {
+		case <-p.done:
+			r.t.Errorf("%s exited (code %d) during the outages; want it to reconnect and go on", p.name, p.state.ExitCode())
+		default:
+		}
+	}
+	if acks := r.prod.apiAcked; len(acks) == 0 || !acks[len(acks)-1].After(last) {
+		r.t.Errorf("the API acknowledged %d enqueues, none after the last outage", len(acks))
+	}
+}
+
+// leaderToken returns the maintenance lock's token.
+func (r *outageRig) leaderToken() int64 {
+	r.t.Helper()
+	return r.query("the maintenance lock's token", `select token from workq.workq_locks where name = 'workq.maintenance'`)
+}
+
+// checkLeader checks that the leader holds its lock, renewed after last
+// (this process's clock), under a token greater than before (when not 0).
+func (r *outageRig) checkLeader(last time.Time, before int64) int64 {
+	r.t.Helper()
+	var owner string
+	var renewedAfter bool
+	var token int64
+	if err := r.db.QueryRow(context.Background(), `select owner, token, expires_at - interval '3 seconds' > $1 and expires_at > clock_timestamp()
+		from workq.workq_locks where name = 'workq.maintenance'`, r.off.toDB(last)).Scan(&owner, &token, &renewedAfter); err != nil ||
+		owner != r.maint.id || !renewedAfter || token <= before {
+		r.t.Errorf("maintenance lock: owner %q, token %d, renewed after the last outage %t (%v); want held by %s under a token over %d",
+			owner, token, renewedAfter, err, r.maint.id, before)
+	}
+	return token
+}
+
+// lostEnqueues returns a line per acknowledged enqueue that is not stored
+// done, and how many failed enqueues committed anyway (the database has
+// those that committed before the connection broke).
+func (r *outageRig) lostEnqueues() (lost []string, committedAnyway int) {
+	r.t.Helper()
+	stored := map[int]int16{}
+	collectRows(r.t, r.db, `select (payload->'body'->>'seq')::int, status from workq.job_runs where payload->'body' ? 'seq'`,
+		func(row struct {
+			Seq    int
+			Status int16
+		}) {
+			stored[row.Seq] = row.Status
+		})
+	for _, seq := range r.prod.acked {
+		if st, ok := stored[seq]; !ok || st != 2 {
+			lost = append(lost, fmt.Sprintf("acknowledged enqueue %d: stored %t, status %d; want done", seq, ok, st))
+		}
+	}
+	for _, seq := range r.prod.failed {
+		if _, ok := stored[seq]; ok {
+			committedAnyway++
+		}
+	}
+	return lost, committedAnyway
+}
+
+// stop stops every process (each must exit 0 on SIGTERM) and loads the
+// history; it returns the workers' final counters too.
+func (r *outageRig) stop() (*history, []map[string]int64) {
+	r.t.Helper()
+	r.f.stopAll()
+	r.api.p.signal(r.t, syscall.SIGTERM)
+	if code := r.api.p.wait(r.t, 30*time.Second); code != 0 {
+		r.t.Errorf("workq api exited %d after SIGTERM, want 0", code)
+	}
+	var stats []map[string]int64
+	for _, w := range r.workers {
+		stats = append(stats, workerStats(r.t, w))
+	}
+	return loadHistory(r.t, r.db, r.rc, r.off), stats
 }
 
 // libfaketime returns the path of libfaketime.so.1 (Debian package

@@ -197,7 +197,7 @@ func epochWaitReplayed(t *testing.T, ctx context.Context, primary *pgxpool.Pool,
 	epochEventually(t, 30*time.Second, "the standby replayed "+lsn, func() bool {
 		var ok bool
 		return primary.QueryRow(ctx, "select coalesce(bool_and(replay_lsn >= $1::pg_lsn), false) from pg_stat_replication where application_name = $2",
-			lsn, standby.ApplicationName()).Scan(&ok) == nil && ok
+			lsn, standby.Name()).Scan(&ok) == nil && ok
 	})
 }
 

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/workq/workq/internal/pgembed"
 	"github.com/workq/workq/internal/testdb"
 )
@@ -48,14 +50,14 @@ func TestDoctorSchema(t *testing.T) {
 }
 
 // With a standby that is not synchronous the replication check warns (and
-// --strict fails); once the standby is synchronous it passes. The server's
-// default synchronous_commit (off on the throwaway cluster) is reported as a
-// warning, while workq's own sessions run with on.
+// --strict fails); once the standby is synchronous it passes. A role
+// default of synchronous_commit off is reported as a warning, while
+// workq's own sessions (workq.ConfigurePool) still run with on.
 func TestDoctorReplication(t *testing.T) {
 	isolateEnv(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	primary, err := pgembed.Start(ctx)
+	primary, err := pgembed.StartWith(ctx, pgembed.Options{Settings: map[string]string{"synchronous_commit": "on"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -65,8 +67,20 @@ func TestDoctorReplication(t *testing.T) {
 		t.Fatal(err)
 	}
 	st, rep, err := doctorStatuses(t, "--database-url", url)
-	if err != nil || st["replication"] != checkOK || rep.Replication == nil || rep.Replication.Standbys != 0 || st["synchronous_commit"] != checkWarn {
+	if err != nil || st["replication"] != checkOK || rep.Replication == nil || rep.Replication.Standbys != 0 || st["synchronous_commit"] != checkOK {
 		t.Fatalf("no standby: %v %+v, %v", st, rep.Replication, err)
+	}
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, "alter role postgres set synchronous_commit = off"); err != nil {
+		t.Fatal(err)
+	}
+	st, _, err = doctorStatuses(t, "--database-url", url)
+	if err != nil || st["synchronous_commit"] != checkWarn {
+		t.Fatalf("role default off: %v, %v", st, err)
 	}
 	async, err := primary.StartStandby(ctx, pgembed.StandbyOptions{})
 	if err != nil {
@@ -93,10 +107,16 @@ func TestDoctorReplication(t *testing.T) {
 	}
 	defer sync.Stop()
 	st, rep, err = doctorStatuses(t, "--database-url", url, "--strict", "--schema", "workq")
-	if err == nil { // the default synchronous_commit still warns
+	if err == nil { // the role's default synchronous_commit still warns
 		t.Fatalf("--strict passed with synchronous_commit off by default: %v", st)
 	}
 	if st["replication"] != checkOK || rep.Replication.Synchronous != 1 {
 		t.Fatalf("sync standby: %v %+v", st, rep.Replication)
+	}
+	if _, err := conn.Exec(ctx, "alter role postgres reset synchronous_commit"); err != nil {
+		t.Fatal(err)
+	}
+	if st, _, err := doctorStatuses(t, "--database-url", url, "--strict"); err != nil {
+		t.Fatalf("synchronous standby and commits: --strict fails: %v, %v", st, err)
 	}
 }

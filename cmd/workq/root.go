@@ -36,6 +36,7 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 		newInboxCmd(),
 		newTimersCmd(),
 		newSchedulesCmd(),
+		newShardLimitCmd(),
 		newQueueCmd(),
 		newJobsCmd(),
 		newAPICmd(),

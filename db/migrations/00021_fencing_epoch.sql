@@ -24,7 +24,7 @@
 -- promotion changes before the server accepts writes, without waiting for
 -- a checkpoint (pg_control_checkpoint()'s timeline would lag until the
 -- end-of-recovery checkpoint finishes; internal/pgembed's
--- TestStandbyPromote checks this). Both functions are executable by
+-- TestPromotedTimelineInWalfileName checks this). Both functions are executable by
 -- PUBLIC and fail during recovery, where the statements that call this
 -- fail anyway (read-only transaction). Statements call it as a scalar
 -- subquery, (select workq.workq_epoch()), so it runs once per statement

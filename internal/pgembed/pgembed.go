@@ -1,7 +1,9 @@
 // Package pgembed starts a private, throwaway PostgreSQL cluster from the
 // server binaries installed on this machine (initdb, pg_ctl). workq uses it as
 // the embedded default of `workq run` when DATABASE_URL is unset, and the test
-// harness uses it when neither TEST_DATABASE_URL nor Docker is available.
+// harness uses it when neither TEST_DATABASE_URL nor Docker is available,
+// and for the fault scenarios that restart, crash or fail over their own
+// server (StartStandby, Promote, Follow: a primary and a standby).
 //
 // The cluster trades durability for speed (fsync off): it is for demos and
 // tests, never for data anyone wants to keep.
@@ -12,7 +14,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -36,6 +37,7 @@ type Server struct {
 	port    int
 	cred    *syscall.Credential
 	opts    Options
+	stopped bool // by StopMode: Stop has no server to stop
 }
 
 // Options change how the cluster runs; the zero value is what Start uses.
@@ -81,6 +83,22 @@ func StartWith(ctx context.Context, o Options) (*Server, error) {
 }
 
 func (s *Server) start(ctx context.Context) error {
+	if err := s.prepare(); err != nil {
+		return err
+	}
+	if err := s.run(ctx, "initdb", "-D", s.dataDir, "-U", "postgres", "-A", "trust", "-E", "UTF8", "--no-sync", "--no-instructions"); err != nil {
+		return err
+	}
+	port, err := freePort()
+	if err != nil {
+		return err
+	}
+	s.port = port
+	return s.startServer(ctx)
+}
+
+// prepare makes s.baseDir the server user's and starts the watchdog.
+func (s *Server) prepare() error {
 	// PostgreSQL refuses to run as root; on a root shell (CI containers) run
 	// the server as the postgres system user instead.
 	if os.Geteuid() == 0 {
@@ -98,15 +116,7 @@ func (s *Server) start(ctx context.Context) error {
 			return err
 		}
 	}
-	if err := s.run(ctx, "initdb", "-D", s.dataDir, "-U", "postgres", "-A", "trust", "-E", "UTF8", "--no-sync", "--no-instructions"); err != nil {
-		return err
-	}
-	port, err := freePort()
-	if err != nil {
-		return err
-	}
-	s.port = port
-	return s.startServer(ctx)
+	return nil
 }
 
 // startServer starts the initialised cluster on s.port.
@@ -153,10 +163,31 @@ func (s *Server) Restart(ctx context.Context, mode string) error {
 	default:
 		return fmt.Errorf("pgembed: restart: shutdown mode %q is not smart, fast or immediate", mode)
 	}
+	if err := s.StopMode(ctx, mode); err != nil {
+		return err
+	}
+	if err := s.startServer(ctx); err != nil {
+		return err
+	}
+	s.stopped = false
+	return nil
+}
+
+// StopMode stops the server in mode (ShutdownSmart, ShutdownFast or
+// ShutdownImmediate) and leaves it stopped, its directory kept: the primary
+// of a failover that never comes back as it was (Follow can make it a
+// standby of the new primary). Stop still deletes its directory.
+func (s *Server) StopMode(ctx context.Context, mode string) error {
+	switch mode {
+	case ShutdownSmart, ShutdownFast, ShutdownImmediate:
+	default:
+		return fmt.Errorf("pgembed: stop: shutdown mode %q is not smart, fast or immediate", mode)
+	}
 	if err := s.run(ctx, "pg_ctl", "-D", s.dataDir, "-m", mode, "-w", "-t", "60", "stop"); err != nil {
 		return err
 	}
-	return s.startServer(ctx)
+	s.stopped = true
+	return nil
 }
 
 // Port is the server's TCP port on 127.0.0.1.
@@ -172,6 +203,11 @@ func (s *Server) Stop() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	err := s.run(ctx, "pg_ctl", "-D", s.dataDir, "-m", "immediate", "-w", "stop")
+	if s.stopped {
+		// Stopped by StopMode: pg_ctl finds no server, unless a start that
+		// failed left one running, which it has stopped now.
+		err = nil
+	}
 	s.cleanup()
 	return err
 }
@@ -201,19 +237,9 @@ func (s *Server) StopWhenGone(pid int) error {
 }
 
 func (s *Server) run(ctx context.Context, name string, args ...string) error {
-	return s.runOut(ctx, nil, name, args...)
-}
-
-// runOut is run, writing the command's standard output to stdout instead
-// (when not nil; an error then quotes only its standard error).
-func (s *Server) runOut(ctx context.Context, stdout io.Writer, name string, args ...string) error {
 	cmd := exec.CommandContext(ctx, filepath.Join(s.binDir, name), args...)
 	var out bytes.Buffer
-	// One writer for both: exec then copies them on one goroutine.
 	cmd.Stdout, cmd.Stderr = &out, &out
-	if stdout != nil {
-		cmd.Stdout = stdout
-	}
 	cmd.Dir = s.baseDir
 	if s.cred != nil {
 		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: s.cred}

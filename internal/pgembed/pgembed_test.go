@@ -128,3 +128,78 @@ func dirExists(p string) bool {
 	_, err := os.Stat(p)
 	return err == nil
 }
+
+// A synchronous standby has every acknowledged commit when its primary
+// crashes; promoted, it takes writes alone; the old primary, rebuilt by
+// Follow on its own port, becomes its synchronous standby.
+func TestStandbyPromoteFollow(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	a, err := StartWith(ctx, Options{Settings: map[string]string{"synchronous_commit": "on"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Stop()
+	if async, err := a.StartStandby(ctx, StandbyOptions{}); err != nil {
+		t.Fatalf("asynchronous standby: %v", err)
+	} else if err := async.Stop(); err != nil {
+		t.Error(err)
+	}
+	if _, err := (&Server{opts: Options{}}).StartStandby(ctx, StandbyOptions{Sync: true}); err == nil {
+		t.Error("a synchronous standby of a primary with synchronous_commit off: no error")
+	}
+	b, err := a.StartStandby(ctx, StandbyOptions{Sync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Stop()
+	exec := func(s *Server, sql string) string {
+		t.Helper()
+		conn, err := pgx.Connect(ctx, s.URL("postgres"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close(ctx)
+		var out string
+		if err := conn.QueryRow(ctx, sql).Scan(&out); err != nil {
+			t.Fatalf("%s: %v", sql, err)
+		}
+		return out
+	}
+	do := func(s *Server, sql string) {
+		t.Helper()
+		conn, err := pgx.Connect(ctx, s.URL("postgres"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close(ctx)
+		if _, err := conn.Exec(ctx, sql); err != nil {
+			t.Fatalf("%s: %v", sql, err)
+		}
+	}
+	do(a, "create table kept as select 1 as n")
+	if got := exec(b, "select pg_is_in_recovery()::text"); got != "true" {
+		t.Fatalf("standby in recovery: %s", got)
+	}
+	if err := a.StopMode(ctx, ShutdownImmediate); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Promote(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := exec(b, "select count(*)::text from kept"); got != "1" {
+		t.Errorf("rows after promotion: %s, want 1", got)
+	}
+	do(b, "insert into kept values (2)")
+	port := a.Port()
+	if err := a.Follow(ctx, b, StandbyOptions{Sync: true}); err != nil {
+		t.Fatal(err)
+	}
+	if a.Port() != port {
+		t.Errorf("follow moved the server from port %d to %d", port, a.Port())
+	}
+	do(b, "insert into kept values (3)")
+	if got := exec(a, "select count(*)::text from kept"); got != "3" {
+		t.Errorf("rows on the rebuilt standby: %s, want 3", got)
+	}
+}

@@ -2,121 +2,184 @@ package pgembed
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"maps"
+	"net"
 	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 )
 
-// StandbyOptions change how StartStandby makes a standby.
+// StandbyOptions say how a standby follows its primary.
 type StandbyOptions struct {
-	// Sync makes the standby synchronous: the primary's
-	// synchronous_standby_names names it, and StartStandby returns once the
-	// primary reports it as a synchronous standby. A commit then waits for
-	// the standby in every session whose synchronous_commit is on (the
-	// throwaway cluster's default is off: set it per session, as
-	// workq.ConfigurePool does, or in Options.Settings).
+	// Sync makes the standby the primary's synchronous standby: the
+	// primary's synchronous_standby_names names it (ALTER SYSTEM and a
+	// reload on the primary), so a commit is acknowledged only once the
+	// standby has flushed it. The primary must run with synchronous_commit
+	// on (pgembed's default is off): Options.Settings.
 	Sync bool
+	// Via is an optional host:port the standby reaches the primary through
+	// for its WAL stream (the base backup is taken directly), e.g. a
+	// testutil.Proxy the test cuts to pause replication.
+	Via string
+	// Settings are applied over the primary's Options.Settings, which the
+	// standby inherits (with its Env and StopWhenGone).
+	Settings map[string]string
 }
 
-// StartStandby makes a streaming standby of s on a port of its own: a base
-// backup (pg_basebackup -R, so the standby follows s with primary_conninfo
-// naming it by its application_name, "standby_<port>"), started with s's
-// options and hot_standby on. Stop it like any Server; Promote turns it
-// into a primary on a new timeline.
+// StartStandby starts a hot standby of s in a new temporary directory on a
+// free port: a base backup of s (pg_basebackup -X stream -R) streaming from
+// s as application_name Name(), and returns once s's pg_stat_replication
+// shows it streaming (and, with Sync, sync). The primary needs nothing set
+// for it: PostgreSQL's defaults (wal_level replica, 10 WAL senders and
+// slots) and initdb's trust entries for replication from 127.0.0.1 do.
+//
+// The standby runs with synchronous_standby_names empty, whatever the
+// primary had: promoted, it acknowledges commits alone until a new standby
+// follows it with Sync, which is what pg_auto_failover does while the other
+// node is gone.
 func (s *Server) StartStandby(ctx context.Context, o StandbyOptions) (*Server, error) {
-	base, err := os.MkdirTemp("", "workq-pg-standby-")
+	base, err := os.MkdirTemp("", "workq-pg-")
 	if err != nil {
 		return nil, fmt.Errorf("pgembed: temp dir: %w", err)
 	}
-	sb := &Server{binDir: s.binDir, baseDir: base, dataDir: filepath.Join(base, "data"), cred: s.cred, opts: s.opts}
-	fail := func(err error) (*Server, error) {
+	sb := &Server{binDir: s.binDir, baseDir: base, dataDir: filepath.Join(base, "data"), stopped: true,
+		opts: Options{Settings: maps.Clone(s.opts.Settings), Env: s.opts.Env, StopWhenGone: s.opts.StopWhenGone}}
+	err = sb.prepare()
+	if err == nil {
+		sb.port, err = freePort()
+	}
+	if err == nil {
+		err = sb.follow(ctx, s, o)
+	}
+	if err != nil {
 		_ = sb.Stop()
 		return nil, err
 	}
-	if sb.cred != nil {
-		if err := os.Chown(base, int(sb.cred.Uid), int(sb.cred.Gid)); err != nil {
-			return fail(fmt.Errorf("pgembed: chown %s: %w", base, err))
-		}
+	return sb, nil
+}
+
+// Follow makes s, stopped by StopMode, a standby of primary on its own port
+// again: its data is replaced by a base backup of primary's (a failed
+// primary rebuilt as the new primary's standby), as StartStandby does.
+func (s *Server) Follow(ctx context.Context, primary *Server, o StandbyOptions) error {
+	if !s.stopped {
+		return errors.New("pgembed: follow: the server is running; stop it first (StopMode)")
 	}
-	if sb.opts.StopWhenGone != 0 {
-		if err := sb.StopWhenGone(sb.opts.StopWhenGone); err != nil {
-			return fail(err)
-		}
+	if err := os.RemoveAll(s.dataDir); err != nil {
+		return fmt.Errorf("pgembed: follow: remove the old data: %w", err)
 	}
-	if sb.port, err = freePort(); err != nil {
-		return fail(err)
-	}
-	name := sb.ApplicationName()
-	conn := fmt.Sprintf("host=127.0.0.1 port=%d user=postgres application_name=%s", s.port, name)
-	if err := sb.run(ctx, "pg_basebackup", "-d", conn, "-D", sb.dataDir, "-R", "-X", "stream", "--no-sync", "-c", "fast"); err != nil {
-		return fail(err)
-	}
-	if sb.opts.Settings == nil || sb.opts.Settings["hot_standby"] == "" {
-		settings := map[string]string{"hot_standby": "on"}
-		for k, v := range s.opts.Settings {
-			settings[k] = v
-		}
-		sb.opts.Settings = settings
-	}
-	if err := sb.startServer(ctx); err != nil {
-		return fail(err)
-	}
+	return s.follow(ctx, primary, o)
+}
+
+func (s *Server) follow(ctx context.Context, primary *Server, o StandbyOptions) error {
 	if o.Sync {
-		if err := s.psql(ctx, "alter system set synchronous_standby_names = '"+name+"'"); err != nil {
-			return fail(err)
-		}
-		if err := s.psql(ctx, "select pg_reload_conf()"); err != nil {
-			return fail(err)
+		switch primary.opts.Settings["synchronous_commit"] {
+		case "on", "remote_write", "remote_apply":
+		default:
+			return errors.New("pgembed: a synchronous standby needs a primary started with synchronous_commit on (Options.Settings): pgembed's default is off")
 		}
 	}
-	// Wait until the primary sees the standby streaming (and, for Sync, as
-	// synchronous).
-	want := "streaming"
-	query := "select state from pg_stat_replication where application_name = '" + name + "'"
+	if err := s.run(ctx, "pg_basebackup", "-h", "127.0.0.1", "-p", strconv.Itoa(primary.port), "-U", "postgres",
+		"-D", s.dataDir, "-X", "stream", "-R", "-c", "fast", "--no-sync"); err != nil {
+		return err
+	}
+	host, port := "127.0.0.1", strconv.Itoa(primary.port)
+	if o.Via != "" {
+		var err error
+		if host, port, err = net.SplitHostPort(o.Via); err != nil {
+			return fmt.Errorf("pgembed: standby via %q: %w", o.Via, err)
+		}
+	}
+	// Later lines of postgresql.auto.conf win over what -R wrote and what
+	// the primary's ALTER SYSTEM left there.
+	extra := fmt.Sprintf("primary_conninfo = 'host=%s port=%s user=postgres application_name=%s'\nsynchronous_standby_names = ''\n",
+		host, port, s.Name())
+	f, err := os.OpenFile(filepath.Join(s.dataDir, "postgresql.auto.conf"), os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		return fmt.Errorf("pgembed: standby settings: %w", err)
+	}
+	_, err = f.WriteString(extra)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("pgembed: standby settings: %w", err)
+	}
+	s.opts.Settings = mergeSettings(s.opts.Settings, o.Settings)
+	s.opts.Settings["hot_standby"] = "on"
+	if err := s.startServer(ctx); err != nil {
+		return err
+	}
+	s.stopped = false
 	if o.Sync {
-		want = "sync"
-		query = "select sync_state from pg_stat_replication where application_name = '" + name + "' and state = 'streaming'"
+		if err := primary.exec(ctx, fmt.Sprintf(`alter system set synchronous_standby_names = '"%s"'`, s.Name()), "select pg_reload_conf()"); err != nil {
+			return err
+		}
 	}
-	deadline := time.Now().Add(60 * time.Second)
+	return primary.awaitStandby(ctx, s.Name(), o.Sync)
+}
+
+func mergeSettings(base, over map[string]string) map[string]string {
+	out := maps.Clone(base)
+	if out == nil {
+		out = map[string]string{}
+	}
+	maps.Copy(out, over)
+	return out
+}
+
+// Name is the application_name a standby streams under: what
+// synchronous_standby_names and pg_stat_replication call it.
+func (s *Server) Name() string { return "pgembed_" + strconv.Itoa(s.port) }
+
+// Promote ends recovery on a standby (pg_ctl promote) and returns once it
+// accepts writes.
+func (s *Server) Promote(ctx context.Context) error {
+	return s.run(ctx, "pg_ctl", "-D", s.dataDir, "-w", "-t", "60", "promote")
+}
+
+// awaitStandby waits until standby name streams from s (and is its
+// synchronous standby when sync).
+func (s *Server) awaitStandby(ctx context.Context, name string, sync bool) error {
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	var last string
 	for {
-		out, err := s.psqlOutput(ctx, query)
-		if err == nil && out == want {
-			return sb, nil
+		var state, syncState string
+		conn, err := pgx.Connect(ctx, s.URL("postgres"))
+		if err == nil {
+			err = conn.QueryRow(ctx, `select state, sync_state from pg_stat_replication where application_name = $1`, name).Scan(&state, &syncState)
+			conn.Close(ctx)
 		}
-		if time.Now().After(deadline) {
-			return fail(fmt.Errorf("pgembed: standby %s: the primary does not report it %s (got %q, %v)", name, want, out, err))
+		if err == nil && state == "streaming" && (!sync || syncState == "sync") {
+			return nil
 		}
+		last = fmt.Sprintf("state %q, sync_state %q, %v", state, syncState, err)
 		select {
 		case <-ctx.Done():
-			return fail(ctx.Err())
+			return fmt.Errorf("pgembed: standby %s not streaming%s from port %d: %s",
+				name, map[bool]string{true: " synchronously"}[sync], s.port, last)
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
 }
 
-// ApplicationName is the name a standby made by StartStandby connects to
-// its primary with (standby_<port>), the name synchronous_standby_names
-// and pg_stat_replication use.
-func (s *Server) ApplicationName() string { return "standby_" + strconv.Itoa(s.port) }
-
-// Promote ends a standby's recovery (pg_ctl promote, waiting until it
-// accepts writes): it becomes a primary on a new timeline.
-func (s *Server) Promote(ctx context.Context) error {
-	return s.run(ctx, "pg_ctl", "-D", s.dataDir, "-w", "-t", "60", "promote")
-}
-
-// psql runs one SQL command on the server's postgres database.
-func (s *Server) psql(ctx context.Context, sql string) error {
-	_, err := s.psqlOutput(ctx, sql)
-	return err
-}
-
-// psqlOutput runs one SQL command and returns its unaligned output.
-func (s *Server) psqlOutput(ctx context.Context, sql string) (string, error) {
-	var out strings.Builder
-	err := s.runOut(ctx, &out, "psql", "-X", "-q", "-A", "-t", "-h", "127.0.0.1", "-p", strconv.Itoa(s.port), "-U", "postgres", "-d", "postgres", "-c", sql)
-	return strings.TrimSpace(out.String()), err
+// exec runs statements on database postgres of s.
+func (s *Server) exec(ctx context.Context, sqls ...string) error {
+	conn, err := pgx.Connect(ctx, s.URL("postgres"))
+	if err != nil {
+		return fmt.Errorf("pgembed: connect to port %d: %w", s.port, err)
+	}
+	defer conn.Close(ctx)
+	for _, sql := range sqls {
+		if _, err := conn.Exec(ctx, sql); err != nil {
+			return fmt.Errorf("pgembed: %s: %w", sql, err)
+		}
+	}
+	return nil
 }

@@ -1,0 +1,537 @@
+package shardlimit_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	neturl "net/url"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/workq/workq/internal/testdb"
+	"github.com/workq/workq/internal/testutil"
+	"github.com/workq/workq/lease"
+	"github.com/workq/workq/shardlimit"
+)
+
+const queue = "lim"
+
+func openPool(t *testing.T, url string) *pgxpool.Pool {
+	t.Helper()
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.MaxConns = 12
+	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	return pool
+}
+
+// viaProxy returns url through a TCP proxy that the test can cut.
+func viaProxy(t *testing.T, raw string) (*testutil.Proxy, string) {
+	t.Helper()
+	u, err := neturl.Parse(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if u.Port() == "" || strings.HasPrefix(u.Hostname(), "/") {
+		t.Fatalf("the partition test cuts a TCP connection; the test server must be at host:port, not %q (set TEST_DATABASE_URL)", u.Host)
+	}
+	px := testutil.NewProxy(t, u.Host)
+	u.Host = px.Addr()
+	t.Cleanup(px.Restore)
+	return px, u.String()
+}
+
+func enqueue(t *testing.T, db *pgxpool.Pool, n int) {
+	t.Helper()
+	if _, err := db.Exec(context.Background(),
+		`insert into workq.job_runs (queue, kind) select $1, 'sleep' from generate_series(1, $2)`, queue, n); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func backlog(t *testing.T, db *pgxpool.Pool) int {
+	t.Helper()
+	var n int
+	if err := db.QueryRow(context.Background(), `select count(*) from workq.job_runs where queue = $1 and status < 2`, queue).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+func budgetOf(ctx context.Context, db *pgxpool.Pool) (int, error) {
+	var b int
+	err := db.QueryRow(ctx, `select coalesce((select max_in_progress from workq.queue_limits where work_table = 'job_runs' and queue = $1), -1)`, queue).Scan(&b)
+	return b, err
+}
+
+// work runs n workers on db until ctx ends: each claims one item, works it
+// for 30 to 90 ms and acks it.
+func work(ctx context.Context, wg *sync.WaitGroup, db *pgxpool.Pool, name string, n int) {
+	e := lease.New(db, lease.JobRuns)
+	for w := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			id := fmt.Sprintf("%s-%d", name, w)
+			for ctx.Err() == nil {
+				c, err := e.Claim(ctx, lease.ClaimParams{Queue: queue, Max: 1, Lease: 5 * time.Second, WorkerID: id})
+				if err != nil || len(c.Items) == 0 {
+					sleep(ctx, 20*time.Millisecond)
+					continue
+				}
+				sleep(ctx, time.Duration(30+rand.IntN(60))*time.Millisecond)
+				_ = e.Ack(context.WithoutCancel(ctx), c.Token, c.Items[0].ID)
+			}
+		}()
+	}
+}
+
+func sleep(ctx context.Context, d time.Duration) {
+	select {
+	case <-ctx.Done():
+	case <-time.After(d):
+	}
+}
+
+// sampler reads the in-progress rows of both shards over and over and
+// keeps the largest sum it could prove held at one instant. Both databases
+// are on one server, so they share a clock: it counts shard x's unexpired
+// in-progress rows at the instant t its statement began, then shard y's
+// rows that are in progress now and were claimed before t. A lease that is
+// valid now and began before t was valid at t (an expired lease is never
+// revived), so the sum is a lower bound of the count at t: a sum above W
+// is a real breach. The order of the two shards alternates.
+type sampler struct {
+	max, samples, errs atomic.Int64
+}
+
+func (s *sampler) run(ctx context.Context, dbs [2]*pgxpool.Pool) {
+	for i := 0; ctx.Err() == nil; i++ {
+		x, y := dbs[i%2], dbs[(i+1)%2]
+		var at time.Time
+		var a, b int64
+		err := x.QueryRow(ctx, `select statement_timestamp(), count(*) from workq.job_runs
+			where queue = $1 and status = 1 and locked_until > statement_timestamp()`, queue).Scan(&at, &a)
+		if err == nil {
+			err = y.QueryRow(ctx, `select count(*) from workq.job_runs
+				where queue = $1 and status = 1 and locked_until > statement_timestamp() and claimed_at <= $2`, queue, at).Scan(&b)
+		}
+		if err != nil {
+			if ctx.Err() == nil {
+				s.errs.Add(1)
+			}
+			continue
+		}
+		s.samples.Add(1)
+		for {
+			m := s.max.Load()
+			if a+b <= m || s.max.CompareAndSwap(m, a+b) {
+				break
+			}
+		}
+	}
+}
+
+func logger(t *testing.T) *slog.Logger {
+	if testing.Verbose() {
+		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	}
+	return slog.New(slog.DiscardHandler)
+}
+
+func await(t *testing.T, d time.Duration, what string, cond func() (bool, string)) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for {
+		ok, state := cond()
+		if ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after %s: still not %s (%s)", d, what, state)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// TestRebalancerTwoShards runs a Rebalancer with W=4 over two shard
+// databases, shard b reached by the leader through a proxy, and four
+// workers on each shard (each shard alone could take all of W). The
+// backlog is 80/20. A sampler that sums both shards' in-progress rows never
+// sees more than W; both backlogs drain. Then, with a new backlog on both,
+// the leader's link to b is cut: b's budget stays in force and its workers
+// go on under it, and a's budget never rises above W - b's budget; after
+// the link is restored, b (drained) gives its budget back to a.
+func TestRebalancerTwoShards(t *testing.T) {
+	const w = 4
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	urlA, urlB := testdb.URL(t), testdb.URL(t)
+	a, b := openPool(t, urlA), openPool(t, urlB)
+	px, proxiedB := viaProxy(t, urlB)
+	leaderB := openPool(t, proxiedB)
+	// Budgets start at 0: nothing is claimed before the leader allots.
+	for _, db := range []*pgxpool.Pool{a, b} {
+		if err := lease.SetLimit(ctx, db, lease.JobRuns, queue, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	enqueue(t, a, 80)
+	enqueue(t, b, 20)
+
+	r, err := shardlimit.New([]shardlimit.Shard{{Name: "a", DB: a}, {Name: "b", DB: leaderB}}, shardlimit.Options{
+		Limits:       []shardlimit.Limit{{Table: lease.JobRuns, Queue: queue, W: w}},
+		Interval:     100 * time.Millisecond,
+		ShardTimeout: 500 * time.Millisecond,
+		LockTTL:      3 * time.Second,
+		Logger:       logger(t),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	rctx, stopR := context.WithCancel(ctx)
+	defer stopR()
+	wg.Add(1)
+	go func() { defer wg.Done(); _ = r.Run(rctx) }()
+
+	var s sampler
+	sctx, stopS := context.WithCancel(ctx)
+	defer stopS()
+	wg.Add(1)
+	go func() { defer wg.Done(); s.run(sctx, [2]*pgxpool.Pool{a, b}) }()
+
+	// The budgets' sum, read straight from both shards (the way the
+	// sampler reads: a sample counts only when the second shard's budget
+	// was written before the first was read), and a's largest budget.
+	var maxA, maxSum atomic.Int64
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		dbs := [2]*pgxpool.Pool{a, b}
+		for i := 0; sctx.Err() == nil; i++ {
+			var at time.Time
+			var bx, by int64
+			var before bool
+			err := dbs[i%2].QueryRow(sctx, `select statement_timestamp(), max_in_progress from workq.queue_limits
+				where work_table = 'job_runs' and queue = $1`, queue).Scan(&at, &bx)
+			if err == nil {
+				err = dbs[(i+1)%2].QueryRow(sctx, `select max_in_progress, updated_at <= $2 from workq.queue_limits
+					where work_table = 'job_runs' and queue = $1`, queue, at).Scan(&by, &before)
+			}
+			if err == nil && before {
+				ba := bx
+				if i%2 == 1 {
+					ba = by
+				}
+				maxA.Store(max(maxA.Load(), ba))
+				maxSum.Store(max(maxSum.Load(), bx+by))
+			}
+			time.Sleep(2 * time.Millisecond)
+		}
+	}()
+	wctx, stopW := context.WithCancel(ctx)
+	defer stopW()
+	work(wctx, &wg, a, "a", 4)
+	work(wctx, &wg, b, "b", 4)
+
+	await(t, 60*time.Second, "drained", func() (bool, string) {
+		na, nb := backlog(t, a), backlog(t, b)
+		return na == 0 && nb == 0, fmt.Sprintf("a %d, b %d left", na, nb)
+	})
+	if maxA.Load() < 3 {
+		t.Errorf("a's budget never rose above %d: b's share was not moved to the hot shard", maxA.Load())
+	}
+
+	// The partition: the leader cannot reach b, whose workers go on
+	// under the budget b had; a must stay within W - that budget.
+	enqueue(t, b, 60)
+	var frozen int
+	await(t, 10*time.Second, "b's budget raised for its backlog", func() (bool, string) {
+		ba, _ := budgetOf(ctx, a)
+		bb, _ := budgetOf(ctx, b)
+		frozen = bb
+		return bb >= w-1, fmt.Sprintf("a %d, b %d", ba, bb)
+	})
+	px.Cut()
+	time.Sleep(time.Second) // several rounds: the leader now finds b unreachable
+	if bb, err := budgetOf(ctx, b); err != nil || bb != frozen {
+		t.Fatalf("b's budget moved to %d (err %v) while the leader could not reach it; it was %d", bb, err, frozen)
+	}
+	enqueue(t, a, 60)
+	cutRounds := 0
+	await(t, 60*time.Second, "drained during the cut", func() (bool, string) {
+		ba, errA := budgetOf(ctx, a)
+		bb, errB := budgetOf(ctx, b)
+		if errA != nil || errB != nil {
+			t.Fatal(errA, errB)
+		}
+		if bb != frozen || ba > w-frozen {
+			t.Fatalf("during the cut: a's budget %d, b's %d; b's must stay %d and a's at most %d", ba, bb, frozen, w-frozen)
+		}
+		cutRounds++
+		na, nb := backlog(t, a), backlog(t, b)
+		return na == 0 && nb == 0, fmt.Sprintf("a %d, b %d left", na, nb)
+	})
+	px.Restore()
+	// b is idle again: the leader gives a everything but b's floor of 1.
+	enqueue(t, a, 60)
+	await(t, 20*time.Second, "a raised to W-1 after the link came back", func() (bool, string) {
+		ba, _ := budgetOf(ctx, a)
+		bb, _ := budgetOf(ctx, b)
+		return ba == w-1 && bb == 1, fmt.Sprintf("a %d, b %d", ba, bb)
+	})
+	await(t, 60*time.Second, "drained", func() (bool, string) {
+		n := backlog(t, a)
+		return n == 0, fmt.Sprintf("a %d left", n)
+	})
+	stopW()
+	stopR()
+	stopS()
+	wg.Wait()
+	t.Logf("W=%d over two shards: the sampler read %d times (%d errors), at most %d in progress at one instant; the budgets summed to at most %d; a's budget reached %d; b's stayed %d through %d checks of the cut",
+		w, s.samples.Load(), s.errs.Load(), s.max.Load(), maxSum.Load(), maxA.Load(), frozen, cutRounds)
+	if s.max.Load() > w {
+		t.Errorf("the sampler saw %d items in progress at one instant; W is %d", s.max.Load(), w)
+	}
+	if maxSum.Load() > w {
+		t.Errorf("the budgets summed to %d; W is %d", maxSum.Load(), w)
+	}
+	if s.max.Load() < w-1 {
+		t.Errorf("the sampler never saw more than %d in progress: the budgets were never what held the workers back", s.max.Load())
+	}
+}
+
+// A budget of 0 claims nothing (a shard without demand when W is smaller
+// than the number of shards), and a budget lowered below the in-progress
+// count claims nothing until the count is below it: the Rebalancer relies
+// on both.
+func TestZeroBudgetClaimsNothing(t *testing.T) {
+	ctx := context.Background()
+	db := openPool(t, testdb.URL(t))
+	if err := lease.SetLimit(ctx, db, lease.JobRuns, queue, 0); err != nil {
+		t.Fatal(err)
+	}
+	enqueue(t, db, 5)
+	e := lease.New(db, lease.JobRuns)
+	c, err := e.Claim(ctx, lease.ClaimParams{Queue: queue, Max: 5, Lease: time.Minute, WorkerID: "t"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(c.Items) != 0 {
+		t.Fatalf("budget 0: claimed %d items", len(c.Items))
+	}
+	if err := lease.SetLimit(ctx, db, lease.JobRuns, queue, 2); err != nil {
+		t.Fatal(err)
+	}
+	if c, err = e.Claim(ctx, lease.ClaimParams{Queue: queue, Max: 5, Lease: time.Minute, WorkerID: "t"}); err != nil || len(c.Items) != 2 {
+		t.Fatalf("budget 2: claimed %d items, err %v", len(c.Items), err)
+	}
+	// Lowered below the in-progress count: nothing more until it is below.
+	if err := lease.SetLimit(ctx, db, lease.JobRuns, queue, 1); err != nil {
+		t.Fatal(err)
+	}
+	if c2, err := e.Claim(ctx, lease.ClaimParams{Queue: queue, Max: 5, Lease: time.Minute, WorkerID: "t"}); err != nil || len(c2.Items) != 0 {
+		t.Fatalf("budget 1 with 2 in progress: claimed %d items, err %v", len(c2.Items), err)
+	}
+}
+
+// The Rebalancer reads and writes the budgets of every work table: one
+// shard, a limit on each table, every budget becomes W.
+func TestRebalancerEveryTable(t *testing.T) {
+	db := openPool(t, testdb.URL(t))
+	var limits []shardlimit.Limit
+	for _, tb := range []lease.Table{lease.JobRuns, lease.Outbox, lease.Inbox, lease.Timers} {
+		limits = append(limits, shardlimit.Limit{Table: tb, Queue: queue, W: 3})
+	}
+	var logs strings.Builder
+	var mu sync.Mutex
+	r, err := shardlimit.New([]shardlimit.Shard{{Name: "only", DB: db}}, shardlimit.Options{
+		Limits: limits, Interval: 50 * time.Millisecond,
+		Logger: slog.New(slog.NewTextHandler(writerFunc(func(p []byte) (int, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			return logs.Write(p)
+		}), &slog.HandlerOptions{Level: slog.LevelWarn})),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- r.Run(ctx) }()
+	await(t, 20*time.Second, "every budget 3", func() (bool, string) {
+		got := r.Budgets()
+		for _, b := range got {
+			if !b.Known || b.Budget != 3 {
+				return false, fmt.Sprintf("%+v", got)
+			}
+		}
+		return true, ""
+	})
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if logs.Len() > 0 {
+		t.Errorf("warnings:\n%s", logs.String())
+	}
+}
+
+type writerFunc func([]byte) (int, error)
+
+func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
+
+func TestNewRejects(t *testing.T) {
+	db := openPool(t, testdb.URL(t))
+	ok := []shardlimit.Limit{{Table: lease.JobRuns, Queue: queue, W: 1}}
+	for _, tc := range []struct {
+		name   string
+		shards []shardlimit.Shard
+		o      shardlimit.Options
+	}{
+		{"no shards", nil, shardlimit.Options{Limits: ok}},
+		{"no limits", []shardlimit.Shard{{Name: "a", DB: db}}, shardlimit.Options{}},
+		{"no database", []shardlimit.Shard{{Name: "a"}}, shardlimit.Options{Limits: ok}},
+		{"duplicate shard names", []shardlimit.Shard{{Name: "a", DB: db}, {Name: "a", DB: db}}, shardlimit.Options{Limits: ok}},
+		{"negative W", []shardlimit.Shard{{Name: "a", DB: db}}, shardlimit.Options{Limits: []shardlimit.Limit{{Table: lease.JobRuns, Queue: queue, W: -1}}}},
+		{"bad queue", []shardlimit.Shard{{Name: "a", DB: db}}, shardlimit.Options{Limits: []shardlimit.Limit{{Table: lease.JobRuns, Queue: "a b", W: 1}}}},
+		{"bad table", []shardlimit.Shard{{Name: "a", DB: db}}, shardlimit.Options{Limits: []shardlimit.Limit{{Table: "nope", Queue: queue, W: 1}}}},
+		{"limit twice", []shardlimit.Shard{{Name: "a", DB: db}}, shardlimit.Options{Limits: append(ok, ok...)}},
+		{"negative interval", []shardlimit.Shard{{Name: "a", DB: db}}, shardlimit.Options{Limits: ok, Interval: -time.Second}},
+	} {
+		if _, err := shardlimit.New(tc.shards, tc.o); !errors.Is(err, shardlimit.ErrInvalid) {
+			t.Errorf("%s: %v, want ErrInvalid", tc.name, err)
+		}
+	}
+}
+
+// A leader whose token is older than one a shard's fence row has seen
+// writes nothing there and steps down: here a newer leader is faked by
+// the fence row's token, and the budget is written only once it is gone.
+func TestRebalancerFenced(t *testing.T) {
+	ctx := context.Background()
+	a, b := openPool(t, testdb.URL(t)), openPool(t, testdb.URL(t))
+	if _, err := b.Exec(ctx, `insert into workq.workq_locks (name, owner, token, expires_at, acquired_at, renewed_at)
+		values ('workq.shardlimit.fence', 'newer', 1000, now(), now(), now())`); err != nil {
+		t.Fatal(err)
+	}
+	r, err := shardlimit.New([]shardlimit.Shard{{Name: "a", DB: a}, {Name: "b", DB: b}}, shardlimit.Options{
+		Limits: []shardlimit.Limit{{Table: lease.JobRuns, Queue: queue, W: 4}}, Interval: 50 * time.Millisecond,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- r.Run(rctx) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	}()
+	// The leader keeps being elected (new tokens on a) and fenced out on b.
+	var token int
+	await(t, 20*time.Second, "a few leaderships", func() (bool, string) {
+		token = queryInt(t, a, `select coalesce((select token from workq.workq_locks where name = 'workq.shardlimit'), 0)`)
+		return token >= 3, fmt.Sprintf("token %d", token)
+	})
+	for _, db := range []*pgxpool.Pool{a, b} {
+		if n := queryInt(t, db, `select count(*) from workq.queue_limits`); n != 0 {
+			t.Fatalf("a fenced-out leader wrote %d budgets", n)
+		}
+	}
+	if _, err := b.Exec(ctx, `delete from workq.workq_locks where name = 'workq.shardlimit.fence'`); err != nil {
+		t.Fatal(err)
+	}
+	await(t, 20*time.Second, "budgets written once the newer token is gone", func() (bool, string) {
+		ba, _ := budgetOf(ctx, a)
+		bb, _ := budgetOf(ctx, b)
+		return ba == 2 && bb == 2, fmt.Sprintf("a %d, b %d", ba, bb)
+	})
+}
+
+func queryInt(t *testing.T, db *pgxpool.Pool, sql string) int {
+	t.Helper()
+	var n int
+	if err := db.QueryRow(context.Background(), sql).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// Two Rebalancers over the same shards: one leads; when it stops, the
+// other takes over and moves the budgets.
+func TestRebalancerFailover(t *testing.T) {
+	ctx := context.Background()
+	a, b := openPool(t, testdb.URL(t)), openPool(t, testdb.URL(t))
+	shards := []shardlimit.Shard{{Name: "a", DB: a}, {Name: "b", DB: b}}
+	var rs [2]*shardlimit.Rebalancer
+	var stops [2]context.CancelFunc
+	var dones [2]chan error
+	for i := range rs {
+		r, err := shardlimit.New(shards, shardlimit.Options{
+			Limits: []shardlimit.Limit{{Table: lease.JobRuns, Queue: queue, W: 4}}, Interval: 50 * time.Millisecond,
+			LockTTL: 2 * time.Second, Owner: fmt.Sprintf("r%d", i),
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rs[i] = r
+		var rctx context.Context
+		rctx, stops[i] = context.WithCancel(ctx)
+		dones[i] = make(chan error, 1)
+		go func() { dones[i] <- r.Run(rctx) }()
+	}
+	leader := -1
+	await(t, 10*time.Second, "a leader", func() (bool, string) {
+		for i, r := range rs {
+			if _, ok := r.Leading(); ok {
+				leader = i
+				return true, ""
+			}
+		}
+		return false, "none"
+	})
+	await(t, 10*time.Second, "idle budgets 2 and 2", func() (bool, string) {
+		ba, _ := budgetOf(ctx, a)
+		bb, _ := budgetOf(ctx, b)
+		return ba == 2 && bb == 2, fmt.Sprintf("a %d, b %d", ba, bb)
+	})
+	stops[leader]()
+	if err := <-dones[leader]; err != nil {
+		t.Fatal(err)
+	}
+	other := rs[1-leader]
+	await(t, 10*time.Second, "the other leading", func() (bool, string) {
+		_, ok := other.Leading()
+		return ok, "not yet"
+	})
+	enqueue(t, b, 10)
+	await(t, 10*time.Second, "b raised for its backlog by the new leader", func() (bool, string) {
+		ba, _ := budgetOf(ctx, a)
+		bb, _ := budgetOf(ctx, b)
+		return ba == 1 && bb == 3, fmt.Sprintf("a %d, b %d", ba, bb)
+	})
+	stops[1-leader]()
+	if err := <-dones[1-leader]; err != nil {
+		t.Fatal(err)
+	}
+}

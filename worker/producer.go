@@ -51,6 +51,11 @@ type producer struct {
 
 	failures failureLog // rate-limits the warnings about failed handlers
 
+	// seat is the producer's place at the slots it shares with the
+	// producers of the same (table, queue) on other workers
+	// (Options.Shared); nil: only its own.
+	seat *member
+
 	prev  []lease.Item // the last claim's items, for Source.ClaimOptions (claim loop only)
 	woken bool         // something outside this worker's completions asked for a claim since the last one (claim loop only)
 	// completed are the applied completions since the last claim, for
@@ -282,6 +287,9 @@ func (p *producer) slotFreed() {
 // now, so the claimer could not count it free before (busy never exceeds
 // what the channel holds).
 func (p *producer) freeQueued() {
+	if p.seat != nil {
+		p.seat.release(1)
+	}
 	p.mu.Lock()
 	p.busy--
 	wake := p.wakeAt >= 0 && p.busy <= p.wakeAt
@@ -342,6 +350,16 @@ func (p *producer) run(ctx context.Context) {
 				waiting = true
 				impatient.Reset(prefetchHorizon)
 			}
+			if n > 0 && p.seat != nil {
+				// The shared slots (Options.Shared) may hold it back: a
+				// release there wakes it. After a failed claim it asks for
+				// one: a claim that hangs on a database that is down must
+				// not hold the slots the other shards work with.
+				if claimErrors > 0 {
+					n = 1
+				}
+				n = p.seat.acquire(n)
+			}
 			if n > 0 {
 				hint = false
 				if waiting {
@@ -350,6 +368,7 @@ func (p *producer) run(ctx context.Context) {
 				}
 				patient = true
 				got, err := p.claim(ctx, n)
+				p.shareClaim(ctx, n, got, err)
 				if err != nil {
 					if ctx.Err() != nil {
 						return
@@ -427,6 +446,46 @@ func (p *producer) run(ctx context.Context) {
 		}
 	}
 }
+
+// shareClaim gives back to the shared slots what a claim of n did not
+// use, and records the queue's backlog there: none after a short or failed
+// claim (a shard that is down holds up no other), and after a full one the
+// ready items (Engine.QueueDepth, read at most once per backlogProbeEvery;
+// until then at least what the claim got).
+func (p *producer) shareClaim(ctx context.Context, n, got int, err error) {
+	m := p.seat
+	if m == nil {
+		return
+	}
+	m.release(n - got)
+	switch {
+	case err != nil || got < n:
+		m.setBacklog(0)
+	case time.Since(m.probed) >= backlogProbeEvery:
+		m.probed = time.Now()
+		backlog := max(int64(got), m.getBacklog())
+		qctx, cancel := context.WithTimeout(ctx, p.w.cfg.Lease/2)
+		ds, derr := p.engine.QueueDepth(qctx)
+		cancel()
+		if derr == nil {
+			backlog = int64(got)
+			for _, d := range ds {
+				if d.Queue == p.queue {
+					backlog = max(backlog, d.Ready)
+				}
+			}
+		}
+		m.setBacklog(backlog)
+	default:
+		if m.getBacklog() <= 0 {
+			m.setBacklog(int64(got))
+		}
+	}
+}
+
+// backlogProbeEvery is how often a claim loop with a backlog and shared
+// slots reads its queue's depth to weigh its share.
+const backlogProbeEvery = time.Second
 
 // armNextDue sets t to fire when the queue's next ready row falls due, if
 // the source can tell (Source.NextDue) and that is before the next poll. A

@@ -12,14 +12,14 @@ import (
 // as one worker on one database would. Give the same Shared to each
 // worker's Options (with its Rank); a worker without one has its own slots.
 //
-// While the slots of a (table, queue) are contended (a claim loop of one
-// shard waits for a slot while another holds them), each shard gets a
-// share of them proportional to its backlog: the ready items of its queue
-// when its last claim came back full (lease.Engine.QueueDepth, read at
-// most once per second by a claim loop that has a backlog), none when its
-// last claim came back short. An idle shard holds no slot: it costs its
-// polls and its LISTEN connection. Uncontended, a shard may use every free
-// slot.
+// While the slots of a (table, queue) are contended (another shard's claim
+// loop waits for a slot, or has ready work left), each shard gets a share
+// of them proportional to its backlog: the ready items of its queue when
+// its last claim came back full (lease.Engine.QueueDepth, read at most
+// once per second by a claim loop that has a backlog), none when its last
+// claim came back short (1 before its first claim). An idle shard holds no
+// slot and restricts no other: it costs its polls and its LISTEN
+// connection. Uncontended, a shard may use every free slot.
 //
 // With DrainFirst the shards are ordered by Options.Rank: a claim loop
 // claims only while no claim loop of the same (table, queue) of a lower
@@ -117,18 +117,19 @@ func (m *member) acquire(want int) int {
 		grant = 0
 	}
 	if grant > 0 {
+		// The others that contend: waiting for a slot, or with ready work
+		// left (or not known yet) that they will ask for.
 		contended := false
-		var sum int64
+		sum := m.weight()
 		for _, o := range g.members {
-			if o == m || o.waiting && !o.blocked() {
-				contended = contended || o != m
-				sum += o.weight()
-			} else if o.used > 0 {
+			if o != m && !o.blocked() && (o.waiting || o.backlog != 0) {
+				contended = true
 				sum += o.weight()
 			}
 		}
 		if contended {
-			share := max(1, int((int64(g.total)*m.weight()+sum-1)/sum)) // rounded up: the shares cover every slot
+			// Rounded up: the shares cover every slot.
+			share := max(1, int((int64(g.total)*m.weight()+sum-1)/sum))
 			grant = min(grant, share-m.used)
 		}
 	}

@@ -358,7 +358,7 @@ func (p *producer) run(ctx context.Context) {
 				if claimErrors > 0 {
 					n = 1
 				}
-				n = p.seat.acquire(n)
+				n = p.seat.acquire(n, p.prefetch())
 			}
 			if n > 0 {
 				hint = false
@@ -696,6 +696,10 @@ func (p *producer) execute(a *attempt) {
 	ctx := a.ctx
 	if p.w.obs != nil {
 		ctx = p.w.obs.HandlerStart(ctx, job)
+	}
+	if p.seat != nil && p.seat.runPermit(ctx.Done()) {
+		// One set of handler slots over the workers sharing them.
+		defer p.seat.runDone()
 	}
 	started := time.Now()
 	a.started.Store(started.UnixNano())

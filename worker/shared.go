@@ -51,6 +51,10 @@ func NewShared(o SharedOptions) *Shared {
 type slotGroup struct {
 	total, used int
 	members     []*member
+	// run holds a token per running handler: the bound on handlers at
+	// once. Claims (used) may run ahead of it by what the claim loops
+	// prefetch (see acquire).
+	run chan struct{}
 }
 
 // backlogUnknown is the backlog of a member that has not claimed yet.
@@ -78,7 +82,7 @@ func (s *Shared) join(key string, total, rank int, wake func()) *member {
 	defer s.mu.Unlock()
 	g := s.groups[key]
 	if g == nil {
-		g = &slotGroup{total: total}
+		g = &slotGroup{total: total, run: make(chan struct{}, total)}
 		s.groups[key] = g
 	}
 	m := &member{s: s, g: g, rank: rank, backlog: backlogUnknown, wake: wake}
@@ -105,14 +109,20 @@ func (m *member) weight() int64 {
 }
 
 // acquire takes up to want slots and returns how many it took (0: wait for
-// the wake). It never takes more than the free slots, and while another
-// member waits it takes no more than m's share (see Shared).
-func (m *member) acquire(want int) int {
+// the wake). Claimed items hold a slot until their handler returns; extra
+// is what the claim loop may claim beyond the free handler slots (its
+// prefetch, which its handlers start within a few milliseconds), so the
+// claims of the group may run ahead of the handlers by it while the
+// handlers at once stay bounded by the total (runPermit). It never takes
+// more than that, and while another member contends no more than m's share
+// of it (see Shared).
+func (m *member) acquire(want, extra int) int {
 	s := m.s
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	g := m.g
-	grant := min(want, g.total-g.used)
+	capacity := g.total + max(0, extra)
+	grant := min(want, capacity-g.used)
 	if grant > 0 && m.blocked() {
 		grant = 0
 	}
@@ -129,7 +139,7 @@ func (m *member) acquire(want int) int {
 		}
 		if contended {
 			// Rounded up: the shares cover every slot.
-			share := max(1, int((int64(g.total)*m.weight()+sum-1)/sum))
+			share := max(1, int((int64(capacity)*m.weight()+sum-1)/sum))
 			grant = min(grant, share-m.used)
 		}
 	}
@@ -142,6 +152,26 @@ func (m *member) acquire(want int) int {
 	g.used += grant
 	return grant
 }
+
+// runPermit waits for a handler slot of the group, or for done (the
+// attempt's context: a handler of a lost or released item starts at once
+// to see it cancelled, without a slot); ok says a slot was taken, to give
+// back with runDone.
+func (m *member) runPermit(done <-chan struct{}) (ok bool) {
+	select {
+	case m.g.run <- struct{}{}:
+		return true
+	default:
+	}
+	select {
+	case m.g.run <- struct{}{}:
+		return true
+	case <-done:
+		return false
+	}
+}
+
+func (m *member) runDone() { <-m.g.run }
 
 // release gives back n slots and wakes the members waiting for one.
 func (m *member) release(n int) {

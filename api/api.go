@@ -53,8 +53,17 @@ const (
 
 // Options configure a Server; zero values take the defaults.
 type Options struct {
-	DB     workqtype.TxDB // required
-	Logger *slog.Logger   // nil: slog.Default()
+	DB workqtype.TxDB // required, unless Shards are given
+	// Shards, when set, are the databases of a sharded workq
+	// (workq.NewShardedClient), DB unset: the item endpoints list the
+	// items of every shard merged, newest first, each with its shard
+	// ("shard"), or of one (?shard=NAME); reading, retrying, cancelling
+	// and deleting items names their shard (?shard= on an item, "shard"
+	// in an action's body). Enqueues, queues, schedules, readiness and
+	// the dashboard use the first shard. Without Shards, items carry no
+	// shard and nothing changes.
+	Shards []Shard
+	Logger *slog.Logger // nil: slog.Default()
 	// Schema is the workq schema the API and the dashboard read and write
 	// (default "workq"): New puts every statement on DB there.
 	Schema string
@@ -132,6 +141,7 @@ type Server struct {
 	inbox     *inbox.Client
 	schedules *schedule.Store
 	sampler   *ui.Sampler // nil without the dashboard
+	shards    []Shard     // Options.Shards in the schema; one unnamed (DB) without
 
 	cop      *http.CrossOriginProtection // refuses cross-site writes
 	failures *authlimit.Limiter          // failed tokens per client address, shared with the dashboard's logins
@@ -147,6 +157,9 @@ type Server struct {
 
 // New returns a Server for o.
 func New(o Options) (*Server, error) {
+	if o.DB == nil && len(o.Shards) > 0 {
+		o.DB = o.Shards[0].DB
+	}
 	if o.DB == nil {
 		return nil, errors.New("api: Options.DB is required")
 	}
@@ -194,6 +207,9 @@ func New(o Options) (*Server, error) {
 		schedules: schedule.NewStore(schedule.StoreOptions{MaxPayloadBytes: o.MaxPayloadBytes}),
 		cop:       http.NewCrossOriginProtection(),
 		failures:  authlimit.New(authlimit.Options{}),
+	}
+	if err := s.setShards(rw); err != nil {
+		return nil, err
 	}
 	s.ready = newReadiness(s.checkReady)
 	for _, rt := range routes() {

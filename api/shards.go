@@ -1,0 +1,247 @@
+package api
+
+import (
+	"cmp"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"slices"
+
+	"github.com/workq/workq/admin"
+	"github.com/workq/workq/internal/dbschema"
+	"github.com/workq/workq/lease"
+	"github.com/workq/workq/workqtype"
+)
+
+// DefaultShard names the one database of an API without Options.Shards
+// (workq.DefaultShard): its items carry no shard, and a shard parameter
+// may name it so.
+const DefaultShard = "default"
+
+// Shard is one database of a sharded workq (workq.NewShardedClient): its
+// name, as the Client's, and a DB on it. See Options.Shards.
+type Shard struct {
+	Name string
+	DB   workqtype.TxDB
+}
+
+// setShards checks o.Shards and wraps each DB in the schema; with none, the
+// one shard is o.DB, unnamed.
+func (s *Server) setShards(rw dbschema.Rewriter) error {
+	if len(s.o.Shards) == 0 {
+		s.shards = []Shard{{DB: s.o.DB}}
+		return nil
+	}
+	seen := map[string]bool{}
+	for _, sh := range s.o.Shards {
+		switch {
+		case !workqtype.ValidName(sh.Name):
+			return fmt.Errorf("api: %w", workqtype.Invalid("Shards", fmt.Sprintf("shard name %q is not a valid name (%s)", sh.Name, workqtype.NameRule)))
+		case seen[sh.Name]:
+			return fmt.Errorf("api: %w", workqtype.Invalid("Shards", fmt.Sprintf("shard %q is given twice", sh.Name)))
+		case sh.DB == nil:
+			return fmt.Errorf("api: %w", workqtype.Invalid("Shards", fmt.Sprintf("shard %q has no DB", sh.Name)))
+		}
+		seen[sh.Name] = true
+		s.shards = append(s.shards, Shard{Name: sh.Name, DB: rw.WrapTx(sh.DB)})
+	}
+	return nil
+}
+
+// sharded reports whether the server serves several shards.
+func (s *Server) sharded() bool { return len(s.shards) > 1 }
+
+// shardNamed returns the shard called name: "" is the only one of an
+// unsharded server, and required on a sharded one (field names where it
+// was given: the shard query parameter or body member).
+func (s *Server) shardNamed(field, name string) (Shard, error) {
+	if name == "" {
+		if s.sharded() {
+			return Shard{}, invalid(field, "required: this API serves several shards (%s); name the item's", s.shardNames())
+		}
+		return s.shards[0], nil
+	}
+	for _, sh := range s.shards {
+		if sh.Name == name {
+			return sh, nil
+		}
+	}
+	if !s.sharded() && (name == s.shards[0].Name || name == DefaultShard) {
+		return s.shards[0], nil
+	}
+	return Shard{}, notFound("no shard %q (the shards are %s)", name, s.shardNames())
+}
+
+func (s *Server) shardNames() string {
+	var names []string
+	for _, sh := range s.shards {
+		names = append(names, sh.Name)
+	}
+	if len(names) == 1 && names[0] == "" {
+		return "one, unnamed"
+	}
+	return fmt.Sprint(names)
+}
+
+// tag sets the shard of each item (nothing for an unnamed one).
+func tag(items []admin.Item, shard string) []admin.Item {
+	for i := range items {
+		items[i].Shard = shard
+	}
+	return items
+}
+
+// shardCursor is the position of a merged list in every shard: the id
+// below which it goes on (0: the shard is done). A shard missing from it
+// starts from its newest item.
+type shardCursor map[string]int64
+
+func (c shardCursor) String() string {
+	b, _ := json.Marshal(map[string]int64(c))
+	return base64.RawURLEncoding.EncodeToString(b)
+}
+
+func parseShardCursor(field, v string) (shardCursor, error) {
+	b, err := base64.RawURLEncoding.DecodeString(v)
+	var c shardCursor
+	if err == nil {
+		err = json.Unmarshal(b, &c)
+	}
+	if err != nil {
+		return nil, invalid(field, "%q is not a cursor of this API (pass next_cursor of the previous page as it is)", v)
+	}
+	for name, id := range c {
+		if id < 0 || id > lease.MaxItemID {
+			return nil, invalid(field, "%q is not a cursor of this API (shard %s at %d)", v, name, id)
+		}
+	}
+	return c, nil
+}
+
+// listMerged is one page of the items of every shard matching f: each
+// shard's page from its position, merged newest first (created_at, then
+// shard and id), each item tagged with its shard. The cursor holds every
+// shard's position, so a page never repeats or skips an item of a shard.
+func (s *Server) listMerged(ctx context.Context, t lease.Table, f admin.Filter, cur shardCursor) (listPage, error) {
+	limit := f.Limit
+	if limit == 0 {
+		limit = admin.DefaultLimit
+	}
+	type part struct {
+		shard string
+		items []admin.Item
+		next  int64 // the shard's own next position after its whole page
+	}
+	var parts []part
+	for _, sh := range s.shards {
+		g := f
+		if before, ok := cur[sh.Name]; ok {
+			if before == 0 {
+				continue // done
+			}
+			g.Before = before
+		}
+		page, err := admin.List(ctx, sh.DB, t, g)
+		if err != nil {
+			return listPage{}, fmt.Errorf("shard %s: %w", sh.Name, err)
+		}
+		parts = append(parts, part{shard: sh.Name, items: tag(page.Items, sh.Name), next: page.Next})
+	}
+	var all []admin.Item
+	for _, p := range parts {
+		all = append(all, p.items...)
+	}
+	slices.SortStableFunc(all, func(a, b admin.Item) int {
+		if c := b.CreatedAt.Compare(a.CreatedAt); c != 0 {
+			return c
+		}
+		if c := cmp.Compare(a.Shard, b.Shard); c != 0 {
+			return c
+		}
+		return cmp.Compare(b.ID, a.ID)
+	})
+	taken := all[:min(limit, len(all))]
+	// Each shard's page is in id order: what the page took of a shard is a
+	// prefix of it, and the shard goes on below the last id taken.
+	next := shardCursor{}
+	more := false
+	for _, p := range parts {
+		n := 0
+		for _, it := range taken {
+			if it.Shard == p.shard {
+				n++
+			}
+		}
+		switch {
+		case n < len(p.items):
+			if n == 0 {
+				next[p.shard] = cur[p.shard]
+				if _, ok := cur[p.shard]; !ok {
+					delete(next, p.shard) // from its newest again
+				}
+			} else {
+				next[p.shard] = p.items[n-1].ID
+			}
+			more = true
+		case p.next != 0:
+			next[p.shard] = p.next
+			more = true
+		default:
+			next[p.shard] = 0
+		}
+	}
+	for _, sh := range s.shards { // those done before this page stay done
+		if cur[sh.Name] == 0 {
+			if _, ok := cur[sh.Name]; ok {
+				next[sh.Name] = 0
+			}
+		}
+	}
+	out := listPage{Items: taken}
+	if out.Items == nil {
+		out.Items = []admin.Item{}
+	}
+	if more {
+		c := next.String()
+		out.NextCursor = &c
+	}
+	return out, nil
+}
+
+// listItemsSharded serves GET /v1/tables/{table}/items on a sharded
+// server: ?shard=NAME lists one shard (its own cursor), else every shard
+// merged.
+func (s *Server) listItemsSharded(w http.ResponseWriter, r *http.Request, t lease.Table, f admin.Filter, shard, cursorText string) error {
+	if shard != "" {
+		sh, err := s.shardNamed("shard", shard)
+		if err != nil {
+			return err
+		}
+		if cursorText != "" {
+			if f.Before, err = parseInt("cursor", cursorText, 1, lease.MaxItemID); err != nil {
+				return invalid("cursor", "%q is not a cursor of this API (pass next_cursor of the previous page as it is)", cursorText)
+			}
+		}
+		page, err := admin.List(r.Context(), sh.DB, t, f)
+		if err != nil {
+			return err
+		}
+		writeJSON(w, http.StatusOK, listPage{Items: tag(page.Items, sh.Name), NextCursor: cursor(page.Next)})
+		return nil
+	}
+	cur := shardCursor{}
+	if cursorText != "" {
+		var err error
+		if cur, err = parseShardCursor("cursor", cursorText); err != nil {
+			return err
+		}
+	}
+	page, err := s.listMerged(r.Context(), t, f, cur)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, page)
+	return nil
+}

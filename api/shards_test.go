@@ -9,8 +9,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/workq/workq/internal/jobq"
-	"github.com/workq/workq/lease"
 	"github.com/workq/workq/internal/testdb"
+	"github.com/workq/workq/lease"
 )
 
 // A sharded API lists the items of every shard, merged newest first and

@@ -13,20 +13,21 @@ import (
 // shardSpec is one --shard: a name and a database URL.
 type shardSpec struct{ name, url string }
 
-// parseShards reads --shard values, NAME=URL or a bare URL (named s1, s2...
-// by position); names are checked by workq.NewShardedClient and here for
-// repeats. A URL's own '=' (in its query) is kept: the name is what comes
-// before the first '=' only when it has no ':' or '/'.
+// parseShards reads --shard values: NAME=URL, or a bare postgres:// URL
+// (named s1, s2... by position). A keyword/value connection string needs
+// its name (eu=host=db1 dbname=app). Names are checked by
+// workq.NewShardedClient (and api.New), repeats here.
 func parseShards(values []string) ([]shardSpec, error) {
 	var out []shardSpec
 	seen := map[string]bool{}
 	for i, v := range values {
 		v = strings.TrimSpace(v)
-		if v == "" {
-			return nil, fmt.Errorf("--shard %d is empty (want NAME=URL or URL)", i+1)
-		}
 		name, url := fmt.Sprintf("s%d", i+1), v
-		if n, u, ok := strings.Cut(v, "="); ok && !strings.ContainsAny(n, ":/") {
+		if !strings.HasPrefix(v, "postgres://") && !strings.HasPrefix(v, "postgresql://") {
+			n, u, ok := strings.Cut(v, "=")
+			if !ok || n == "" || u == "" {
+				return nil, fmt.Errorf("--shard %d: %q is not NAME=URL or a postgres:// URL", i+1, v)
+			}
 			name, url = n, u
 		}
 		if seen[name] {

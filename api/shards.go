@@ -1,13 +1,11 @@
 package api
 
 import (
-	"cmp"
 	"context"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"slices"
 
 	"github.com/workq/workq/admin"
 	"github.com/workq/workq/internal/dbschema"
@@ -149,31 +147,33 @@ func (s *Server) listMerged(ctx context.Context, t lease.Table, f admin.Filter, 
 		}
 		parts = append(parts, part{shard: sh.Name, items: tag(page.Items, sh.Name), next: page.Next})
 	}
-	var all []admin.Item
-	for _, p := range parts {
-		all = append(all, p.items...)
+	// A k-way merge of the shards' pages, newest head first: what the page
+	// takes of a shard is always a prefix of that shard's page (in its id
+	// order), whatever its created_at order.
+	taken := []admin.Item{}
+	heads := make([]int, len(parts))
+	for len(taken) < limit {
+		best := -1
+		for i, p := range parts {
+			if heads[i] == len(p.items) {
+				continue
+			}
+			if best < 0 || newer(p.items[heads[i]], parts[best].items[heads[best]]) {
+				best = i
+			}
+		}
+		if best < 0 {
+			break
+		}
+		taken = append(taken, parts[best].items[heads[best]])
+		heads[best]++
 	}
-	slices.SortStableFunc(all, func(a, b admin.Item) int {
-		if c := b.CreatedAt.Compare(a.CreatedAt); c != 0 {
-			return c
-		}
-		if c := cmp.Compare(a.Shard, b.Shard); c != 0 {
-			return c
-		}
-		return cmp.Compare(b.ID, a.ID)
-	})
-	taken := all[:min(limit, len(all))]
 	// Each shard's page is in id order: what the page took of a shard is a
 	// prefix of it, and the shard goes on below the last id taken.
 	next := shardCursor{}
 	more := false
-	for _, p := range parts {
-		n := 0
-		for _, it := range taken {
-			if it.Shard == p.shard {
-				n++
-			}
-		}
+	for i, p := range parts {
+		n := heads[i]
 		switch {
 		case n < len(p.items):
 			if n == 0 {
@@ -200,9 +200,6 @@ func (s *Server) listMerged(ctx context.Context, t lease.Table, f admin.Filter, 
 		}
 	}
 	out := listPage{Items: taken}
-	if out.Items == nil {
-		out.Items = []admin.Item{}
-	}
 	if more {
 		c := next.String()
 		out.NextCursor = &c
@@ -244,4 +241,16 @@ func (s *Server) listItemsSharded(w http.ResponseWriter, r *http.Request, t leas
 	}
 	writeJSON(w, http.StatusOK, page)
 	return nil
+}
+
+// newer orders a merged list: created later first, then by shard name and
+// id.
+func newer(a, b admin.Item) bool {
+	if c := a.CreatedAt.Compare(b.CreatedAt); c != 0 {
+		return c > 0
+	}
+	if a.Shard != b.Shard {
+		return a.Shard < b.Shard
+	}
+	return a.ID > b.ID
 }

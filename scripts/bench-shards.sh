@@ -10,6 +10,7 @@
 #
 #   ADMIN_URL=postgres://postgres@127.0.0.1:5432/postgres scripts/bench-shards.sh
 #   RUNS=3 N=100000 DURATION=20s MODE=continuous scripts/bench-shards.sh
+#   ONE_SERVER=0 PRODLIKE=1 scripts/bench-shards.sh   # the two clusters only
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ADMIN_URL=${ADMIN_URL:-postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable}
@@ -41,7 +42,8 @@ total_of() { sed -nE 's/.* = ([0-9.]+) jobs\/s \(.*/\1/p'; }
 ratio() { awk -v x="$1" -v y="$2" 'BEGIN {printf "%.2f", x / y}'; }
 
 declare -a r1 r2 r4 plain
-for run in $(seq 1 "$RUNS"); do
+[ "${ONE_SERVER:-1}" = 1 ] || RUNS_ONE=0
+for run in $(seq 1 "${RUNS_ONE:-$RUNS}"); do
   # The plain single-database bench (no sharding code on the path) beside
   # the 1-shard one: the front door's own cost.
   plain+=("$(bin/workq bench $(mode_flags) --database-url "$(url_of bench_s1)" $WORKQ_FLAGS 2>/dev/null | sed -nE 's/.* = ([0-9.]+) jobs\/s.*/\1/p')")
@@ -52,11 +54,13 @@ for run in $(seq 1 "$RUNS"); do
     case $n in 1) r1+=("$v") ;; 2) r2+=("$v") ;; 4) r4+=("$v") ;; esac
   done
 done
+if [ "${ONE_SERVER:-1}" = 1 ]; then
 p=$(printf '%s\n' "${plain[@]}" | median)
 m1=$(printf '%s\n' "${r1[@]}" | median)
 m2=$(printf '%s\n' "${r2[@]}" | median)
 m4=$(printf '%s\n' "${r4[@]}" | median)
 echo "medians of $RUNS ($MODE, one server): plain bench $p jobs/s; --shards 1: $m1 ($(ratio "$m1" "$p") of plain); 2: $m2 ($(ratio "$m2" "$m1") of 1 shard); 4: $m4 ($(ratio "$m4" "$m1") of 1 shard)"
+fi
 
 if [ "${PRODLIKE:-0}" = 1 ]; then
   # Two throwaway clusters, one per shard (scripts/prodlike-cluster.sh),

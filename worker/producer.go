@@ -448,39 +448,34 @@ func (p *producer) run(ctx context.Context) {
 }
 
 // shareClaim gives back to the shared slots what a claim of n did not
-// use, and records the queue's backlog there: none after a short or failed
-// claim (a shard that is down holds up no other), and after a full one the
-// ready items (Engine.QueueDepth, read at most once per backlogProbeEvery;
-// until then at least what the claim got).
+// use, and tells them whether it came back full (short or failed: nothing
+// ready, and a shard that is down holds up no other) and, after a full one,
+// the queue's ready and in-progress items (Engine.QueueDepth, read at most
+// once per backlogProbeEvery, or within a tenth of it after a short claim).
 func (p *producer) shareClaim(ctx context.Context, n, got int, err error) {
 	m := p.seat
 	if m == nil {
 		return
 	}
 	m.release(n - got)
-	switch {
-	case err != nil || got < n:
-		m.setBacklog(0)
-	case time.Since(m.probed) >= backlogProbeEvery:
+	full := err == nil && got == n
+	depth := int64(-1)
+	since := time.Since(m.probed)
+	if full && (since >= backlogProbeEvery || m.isDrained() && since >= backlogProbeEvery/10) {
 		m.probed = time.Now()
-		backlog := max(int64(got), m.getBacklog())
 		qctx, cancel := context.WithTimeout(ctx, p.w.cfg.Lease/2)
 		ds, derr := p.engine.QueueDepth(qctx)
 		cancel()
 		if derr == nil {
-			backlog = int64(got)
+			depth = int64(got)
 			for _, d := range ds {
 				if d.Queue == p.queue {
-					backlog = max(backlog, d.Ready)
+					depth = max(depth, d.Ready+d.InProgress)
 				}
 			}
 		}
-		m.setBacklog(backlog)
-	default:
-		if m.getBacklog() <= 0 {
-			m.setBacklog(int64(got))
-		}
 	}
+	m.noted(full, depth)
 }
 
 // backlogProbeEvery is how often a claim loop with a backlog and shared

@@ -13,18 +13,19 @@ import (
 // worker's Options (with its Rank); a worker without one has its own slots.
 //
 // While the slots of a (table, queue) are contended (another shard's claim
-// loop waits for a slot, or has ready work left), each shard gets a share
-// of them proportional to its backlog: the ready items of its queue when
-// its last claim came back full (lease.Engine.QueueDepth, read at most
-// once per second by a claim loop that has a backlog), none when its last
-// claim came back short (1 before its first claim). An idle shard holds no
-// slot and restricts no other: it costs its polls and its LISTEN
-// connection. Uncontended, a shard may use every free slot.
+// loop waits for a slot, or its last claim came back full: it has ready
+// work left), each shard gets a share of them proportional to its backlog:
+// the ready and in-progress items of its queue (lease.Engine.QueueDepth,
+// read after a full claim at most once a second, or at once after a short
+// one; falling by at most half per read). A shard whose last claim came
+// back short holds no slot beyond its work and restricts no other: an idle
+// shard costs its polls and its LISTEN connection. Uncontended, a shard
+// may use every free slot.
 //
 // With DrainFirst the shards are ordered by Options.Rank: a claim loop
 // claims only while no claim loop of the same (table, queue) of a lower
-// rank has a backlog (its last claim came back full, or it has not claimed
-// yet). A shard whose claims fail counts as having none, so a shard that is
+// rank may have ready work (its last claim came back full, or it has not
+// claimed yet). A shard whose claims fail counts as having none, so a shard that is
 // down holds up no other.
 type Shared struct {
 	drainFirst bool
@@ -51,25 +52,32 @@ func NewShared(o SharedOptions) *Shared {
 type slotGroup struct {
 	total, used int
 	members     []*member
-	// run holds a token per running handler: the bound on handlers at
-	// once. Claims (used) may run ahead of it by what the claim loops
-	// prefetch (see acquire).
-	run chan struct{}
+	// running handlers: at most total (runPermit). Claims (used) may run
+	// ahead of them by what the claim loops prefetch (see acquire).
+	running int
+	// changed is closed (and replaced) when a handler slot frees while
+	// some handler waits for one.
+	changed    chan struct{}
+	runWaiters int // handlers waiting for a slot
 }
-
-// backlogUnknown is the backlog of a member that has not claimed yet.
-const backlogUnknown = -1
 
 // member is one claim loop's seat at a slot group; its fields are under
 // Shared.mu.
 type member struct {
-	s       *Shared
-	g       *slotGroup
-	rank    int
-	used    int   // slots held: claimed items whose handler has not returned, and a claim in flight
-	backlog int64 // ready items at the last claim (0: none; backlogUnknown: not claimed yet)
-	waiting bool  // asked for slots and got none
+	s    *Shared
+	g    *slotGroup
+	rank int
+	used int // slots held: claimed items whose handler has not returned, and a claim in flight
+	// drained: the last claim came back short (or failed): nothing ready
+	// now. A member that has not claimed yet is not drained.
+	drained bool
+	// backlog weighs the member's share: its queue's ready and in-progress
+	// items when last read (see noted); 1 until then.
+	backlog int64
+	waiting bool // asked for slots and got none
 	wake    func()
+	// running handlers of m, and how many of its handlers wait for a slot.
+	running, runWaiting int
 
 	probed time.Time // when the claim loop last read its backlog (claim loop only)
 }
@@ -82,10 +90,10 @@ func (s *Shared) join(key string, total, rank int, wake func()) *member {
 	defer s.mu.Unlock()
 	g := s.groups[key]
 	if g == nil {
-		g = &slotGroup{total: total, run: make(chan struct{}, total)}
+		g = &slotGroup{total: total, changed: make(chan struct{})}
 		s.groups[key] = g
 	}
-	m := &member{s: s, g: g, rank: rank, backlog: backlogUnknown, wake: wake}
+	m := &member{s: s, g: g, rank: rank, backlog: 1, wake: wake}
 	g.members = append(g.members, m)
 	return m
 }
@@ -97,7 +105,7 @@ func (m *member) blocked() bool {
 		return false
 	}
 	for _, o := range m.g.members {
-		if o.rank < m.rank && o.backlog != 0 {
+		if o.rank < m.rank && !o.drained {
 			return true
 		}
 	}
@@ -132,7 +140,7 @@ func (m *member) acquire(want, extra int) int {
 		contended := false
 		sum := m.weight()
 		for _, o := range g.members {
-			if o != m && !o.blocked() && (o.waiting || o.backlog != 0) {
+			if o != m && !o.blocked() && (o.waiting || !o.drained) {
 				contended = true
 				sum += o.weight()
 			}
@@ -156,22 +164,80 @@ func (m *member) acquire(want, extra int) int {
 // runPermit waits for a handler slot of the group, or for done (the
 // attempt's context: a handler of a lost or released item starts at once
 // to see it cancelled, without a slot); ok says a slot was taken, to give
-// back with runDone.
+// back with runDone. While handlers of other members wait too, m gets no
+// more running handlers than its share of the total by backlog: the
+// claims' shares (acquire) would not hold if the slots went to whichever
+// handler asked first, as the members' claims run ahead of their handlers.
 func (m *member) runPermit(done <-chan struct{}) (ok bool) {
-	select {
-	case m.g.run <- struct{}{}:
-		return true
-	default:
-	}
-	select {
-	case m.g.run <- struct{}{}:
-		return true
-	case <-done:
-		return false
+	s, g := m.s, m.g
+	s.mu.Lock()
+	m.runWaiting++
+	g.runWaiters++
+	for {
+		if g.running < g.total && m.mayRun() {
+			m.runWaiting--
+			g.runWaiters--
+			m.running++
+			g.running++
+			s.mu.Unlock()
+			return true
+		}
+		ch := g.changed
+		s.mu.Unlock()
+		select {
+		case <-ch:
+		case <-done:
+			s.mu.Lock()
+			m.runWaiting--
+			g.runWaiters--
+			s.mu.Unlock()
+			return false
+		}
+		s.mu.Lock()
 	}
 }
 
-func (m *member) runDone() { <-m.g.run }
+// mayRun reports whether m may take a free handler slot (under mu): while
+// it runs fewer than its share, or while no other member that waits runs
+// fewer than its own (so no slot idles while a handler waits).
+func (m *member) mayRun() bool {
+	if m.running < m.runShare() {
+		return true
+	}
+	for _, o := range m.g.members {
+		if o != m && o.runWaiting > 0 && o.running < o.runShare() {
+			return false
+		}
+	}
+	return true
+}
+
+// runShare is m's share of the handler slots (under mu): its part by
+// backlog of the slots among the members that run or wait, rounded down
+// (the shares fit in the slots), at least 1.
+func (m *member) runShare() int {
+	g := m.g
+	sum := m.weight()
+	for _, o := range g.members {
+		if o != m && (o.runWaiting > 0 || o.running > 0) {
+			sum += o.weight()
+		}
+	}
+	return max(1, int(int64(g.total)*m.weight()/sum))
+}
+
+// runDone gives back a handler slot, waking the handlers that wait.
+func (m *member) runDone() {
+	s, g := m.s, m.g
+	s.mu.Lock()
+	m.running--
+	g.running--
+	if g.runWaiters > 0 {
+		close(g.changed)
+		g.changed = make(chan struct{})
+	}
+	s.mu.Unlock()
+}
 
 // release gives back n slots and wakes the members waiting for one.
 func (m *member) release(n int) {
@@ -199,14 +265,21 @@ func (g *slotGroup) waiters() []func() {
 	return out
 }
 
-// setBacklog records m's backlog after a claim; a member that drained its
-// backlog wakes the waiting members (DrainFirst may have held them back).
-func (m *member) setBacklog(n int64) {
+// noted records a claim of m: full (it got all it asked) or not (short,
+// or failed); depth >= 0 is its queue's ready and in-progress items, read
+// after it (-1: not read). The weight follows the depth read, falling at
+// most by half per read: a queue kept topped up reads high and low by
+// turns, and its share must not swing with each read. A member that
+// drained wakes the waiting members (DrainFirst may have held them back).
+func (m *member) noted(full bool, depth int64) {
 	m.s.mu.Lock()
-	was := m.backlog
-	m.backlog = n
+	was := m.drained
+	m.drained = !full
+	if depth >= 0 {
+		m.backlog = max(1, depth, m.backlog/2)
+	}
 	var wake []func()
-	if n == 0 && was != 0 {
+	if m.drained && !was {
 		wake = m.g.waiters()
 	}
 	m.s.mu.Unlock()
@@ -215,11 +288,11 @@ func (m *member) setBacklog(n int64) {
 	}
 }
 
-// getBacklog returns m's recorded backlog.
-func (m *member) getBacklog() int64 {
+// isDrained reports whether m's last claim came back short.
+func (m *member) isDrained() bool {
 	m.s.mu.Lock()
 	defer m.s.mu.Unlock()
-	return m.backlog
+	return m.drained
 }
 
 // SharedUse is one (table, queue)'s slots in a Shared, for tests and

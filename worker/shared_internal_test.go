@@ -44,7 +44,14 @@ func TestSharedAcquire(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			s := NewShared(SharedOptions{DrainFirst: tc.drainFirst})
 			set := func(m *member, st seat) {
-				m.used, m.backlog, m.waiting = st.used, st.backlog, st.waiting
+				m.used, m.waiting = st.used, st.waiting
+				switch {
+				case st.backlog == backlogUnknown: // not claimed yet
+				case st.backlog == 0:
+					m.drained = true
+				default:
+					m.backlog = st.backlog
+				}
 				m.g.used += st.used
 			}
 			for _, o := range tc.others {
@@ -62,6 +69,9 @@ func TestSharedAcquire(t *testing.T) {
 	}
 }
 
+// backlogUnknown stands for a seat that has not claimed yet.
+const backlogUnknown = -1
+
 // A release wakes the waiting seats; a drained backlog wakes those that
 // DrainFirst held back; the run permits bound the handlers at once.
 func TestSharedWakesAndPermits(t *testing.T) {
@@ -69,11 +79,11 @@ func TestSharedWakesAndPermits(t *testing.T) {
 	var woken atomic.Int32
 	first := s.join("outbox/q", 2, 0, func() {})
 	second := s.join("outbox/q", 2, 1, func() { woken.Add(1) })
-	first.setBacklog(5)
+	first.noted(true, 5)
 	if got := second.acquire(2, 0); got != 0 {
 		t.Fatalf("held back by the first: got %d", got)
 	}
-	first.setBacklog(0)
+	first.noted(false, -1)
 	if woken.Load() != 1 {
 		t.Fatalf("the drained first woke the second %d times", woken.Load())
 	}
@@ -100,8 +110,44 @@ func TestSharedWakesAndPermits(t *testing.T) {
 	if !second.runPermit(never) {
 		t.Fatal("a permit after one was given back")
 	}
+	// The weight follows what is read, falling by at most half a read.
+	first.noted(true, 1000)
+	first.noted(true, 10)
+	if first.backlog != 500 {
+		t.Errorf("after reads of 1000 and 10 the weight is %d, want 500", first.backlog)
+	}
+	first.noted(true, 4000)
+	if first.backlog != 4000 {
+		t.Errorf("a higher read sets the weight at once: %d", first.backlog)
+	}
 	u := s.Use()
 	if len(u) != 1 || u[0].Total != 2 || u[0].Used[0] != 1 || u[0].Used[1] != 1 {
 		t.Errorf("use: %+v", u)
+	}
+}
+
+// While both wait, the handler slots go by backlog: 9 and 1 of 10.
+func TestSharedRunShares(t *testing.T) {
+	s := NewShared(SharedOptions{})
+	big := s.join("job_runs/q", 10, 0, func() {})
+	small := s.join("job_runs/q", 10, 1, func() {})
+	big.noted(true, 900)
+	small.noted(true, 100)
+	if got := big.runShare(); got != 10 {
+		t.Errorf("nobody else runs or waits: share %d, want 10", got)
+	}
+	big.runWaiting, small.runWaiting = 1, 1
+	if b, sm := big.runShare(), small.runShare(); b != 9 || sm != 1 {
+		t.Errorf("shares %d and %d, want 9 and 1", b, sm)
+	}
+	// At its share, big waits while small is under its own; not once small
+	// has its share.
+	big.running, small.running = 9, 0
+	if big.mayRun() || !small.mayRun() {
+		t.Errorf("big at its share, small at none: big may %v, small may %v", big.mayRun(), small.mayRun())
+	}
+	small.running = 1
+	if !big.mayRun() {
+		t.Error("both at their shares: a free slot must not idle")
 	}
 }

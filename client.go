@@ -459,11 +459,21 @@ func (c *Client) Stats() worker.Stats {
 // Worker returns the runtime under the Client (nil when it has no
 // handlers), for metrics and tests; a sharded Client's is its first
 // shard's (Shard(name).Worker for the others).
-func (c *Client) Worker() *worker.Worker { return c.worker }
+func (c *Client) Worker() *worker.Worker {
+	if c.set != nil {
+		return c.set.shards[0].worker
+	}
+	return c.worker
+}
 
 // Maintenance returns the maintenance service (nil when disabled); a
 // sharded Client's is its first shard's (each shard has its own leader).
-func (c *Client) Maintenance() *maintain.Service { return c.maint }
+func (c *Client) Maintenance() *maintain.Service {
+	if c.set != nil {
+		return c.set.shards[0].maint
+	}
+	return c.maint
+}
 
 // Pool returns the Client's pool; a sharded Client's is its first
 // shard's (Shard(name).Pool for the others).

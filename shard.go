@@ -173,23 +173,22 @@ func (c *Client) ShardFor(key string) string {
 	return ShardOf(c.set.names, key)
 }
 
-// Route keys of the kinds of work: what ShardFor takes.
-func routeDedup(key string) string        { return "dedup\x00" + key }
-func routePartition(key string) string    { return "partition\x00" + key }
-func routeSchedule(name string) string    { return "schedule\x00" + name }
-func routeInbox(source, id string) string { return "inbox\x00" + source + "\x00" + id }
+// Route keys of the kinds of work (workqtype.ShardKey...).
+func routePartition(key string) string    { return workqtype.ShardKeyPartition(key) }
+func routeSchedule(name string) string    { return workqtype.ShardKeySchedule(name) }
+func routeInbox(source, id string) string { return workqtype.ShardKeyInbox(source, id) }
 
 // InboxKey is the key ShardFor takes for an inbox message.
-func InboxKey(source, messageID string) string { return routeInbox(source, messageID) }
+func InboxKey(source, messageID string) string { return workqtype.ShardKeyInbox(source, messageID) }
 
 // PartitionKey is the key ShardFor takes for an outbox partition key.
-func PartitionKey(key string) string { return routePartition(key) }
+func PartitionKey(key string) string { return workqtype.ShardKeyPartition(key) }
 
 // DedupKey is the key ShardFor takes for a job's DedupKey.
-func DedupKey(key string) string { return routeDedup(key) }
+func DedupKey(key string) string { return workqtype.ShardKeyDedup(key) }
 
 // ScheduleKey is the key ShardFor takes for a schedule's name.
-func ScheduleKey(name string) string { return routeSchedule(name) }
+func ScheduleKey(name string) string { return workqtype.ShardKeySchedule(name) }
 
 // pick returns the shard of route key k ("": the next round-robin shard).
 func (s *shardSet) pick(k string) *Client {

@@ -26,6 +26,7 @@ import (
 	"net/netip"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/workq/workq/admin"
@@ -140,8 +141,9 @@ type Server struct {
 	timers    *timers.Client
 	inbox     *inbox.Client
 	schedules *schedule.Store
-	sampler   *ui.Sampler // nil without the dashboard
-	shards    []Shard     // Options.Shards in the schema; one unnamed (DB) without
+	sampler   *ui.Sampler   // nil without the dashboard
+	shards    []Shard       // Options.Shards in the schema; one unnamed (DB) without
+	rr        atomic.Uint64 // the next shard of items without a key
 
 	cop      *http.CrossOriginProtection // refuses cross-site writes
 	failures *authlimit.Limiter          // failed tokens per client address, shared with the dashboard's logins

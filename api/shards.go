@@ -254,3 +254,34 @@ func newer(a, b admin.Item) bool {
 	}
 	return a.ID > b.ID
 }
+
+// placed returns the shard that new items with these route keys go to
+// ("" keys go anywhere): the shard of their keys, the same as
+// workq.NewShardedClient's (workqtype.ShardIndex), or for items without
+// one the next shard in turn. A request whose keys go to several shards is
+// refused: send a request per shard.
+func (s *Server) placed(keys []string) (Shard, error) {
+	if !s.sharded() {
+		return s.shards[0], nil
+	}
+	names := make([]string, len(s.shards))
+	for i, sh := range s.shards {
+		names[i] = sh.Name
+	}
+	at := -1
+	for i, k := range keys {
+		if k == "" {
+			continue
+		}
+		j := workqtype.ShardIndex(names, k)
+		if at >= 0 && j != at {
+			return Shard{}, invalid(join(prefix(i), "key"), "this item's key goes to shard %s, an earlier item's to %s: "+
+				"a batch goes to one shard, send one per shard", names[j], names[at])
+		}
+		at = j
+	}
+	if at < 0 {
+		at = int((s.rr.Add(1) - 1) % uint64(len(s.shards)))
+	}
+	return s.shards[at], nil
+}

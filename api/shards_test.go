@@ -11,6 +11,7 @@ import (
 	"github.com/workq/workq/internal/jobq"
 	"github.com/workq/workq/internal/testdb"
 	"github.com/workq/workq/lease"
+	"github.com/workq/workq/workqtype"
 )
 
 // A sharded API lists the items of every shard, merged newest first and
@@ -91,5 +92,57 @@ func TestAPIListsItemsOfTwoShards(t *testing.T) {
 	var st int16
 	if err := second.QueryRow(ctx, "select status from workq.job_runs where id = $1", id).Scan(&st); err != nil || lease.Status(st) != lease.StatusCancelled {
 		t.Fatalf("status on us: %d %v", st, err)
+	}
+}
+
+// A sharded API places new items as a sharded Client does: by key, the
+// same key on the same shard; a batch whose keys go to two shards is
+// refused; every result names its shard.
+func TestAPIEnqueuesOnTheKeysShard(t *testing.T) {
+	second := testdb.Pool(t)
+	e := newEnv(t, func(o *Options) {
+		o.Shards = []Shard{{Name: "eu", DB: o.DB}, {Name: "us", DB: second}}
+		o.DB = nil
+	})
+	names := []string{"eu", "us"}
+	var first, again jobResult
+	e.must(201, "POST", "/v1/jobs", e.admin, map[string]any{"kind": "k", "dedup_key": "invoice:1"}).decode(t, &first)
+	e.must(200, "POST", "/v1/jobs", e.admin, map[string]any{"kind": "k", "dedup_key": "invoice:1"}).decode(t, &again)
+	if want := workqtype.ShardOf(names, workqtype.ShardKeyDedup("invoice:1")); first.Shard != want || again.Shard != want ||
+		!again.Duplicate || again.ID != first.ID {
+		t.Fatalf("dedup key: %+v then %+v, want both on %s", first, again, want)
+	}
+	var sent struct {
+		ID    int64  `json:"id"`
+		Shard string `json:"shard"`
+	}
+	e.must(201, "POST", "/v1/outbox", e.admin, map[string]any{"topic": "t", "partition_key": "order-7"}).decode(t, &sent)
+	if want := workqtype.ShardOf(names, workqtype.ShardKeyPartition("order-7")); sent.Shard != want {
+		t.Fatalf("partition key on %s, want %s", sent.Shard, want)
+	}
+	// Keys of two shards in one batch.
+	var k1, k2 string
+	for i := 0; k1 == "" || k2 == ""; i++ {
+		k := fmt.Sprintf("k%d", i)
+		if workqtype.ShardOf(names, workqtype.ShardKeyDedup(k)) == "eu" {
+			k1 = k
+		} else {
+			k2 = k
+		}
+	}
+	r := e.must(400, "POST", "/v1/jobs/batch", e.admin, map[string]any{"items": []map[string]any{
+		{"kind": "k", "dedup_key": k1}, {"kind": "k", "dedup_key": k2}}}).err(t)
+	if r.Field != "items[1].key" {
+		t.Fatalf("batch over two shards: %+v", r)
+	}
+	// Unkeyed items go round-robin.
+	got := map[string]int{}
+	for range 4 {
+		var res timerResult
+		e.must(201, "POST", "/v1/timers", e.admin, map[string]any{"topic": "t", "delay": "1h"}).decode(t, &res)
+		got[res.Shard]++
+	}
+	if got["eu"] != 2 || got["us"] != 2 {
+		t.Fatalf("4 timers went %v", got)
 	}
 }

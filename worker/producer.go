@@ -689,12 +689,12 @@ func (p *producer) execute(a *attempt) {
 	a.setRecord(rec.end)
 	job := &Job{Item: a.item, Schema: p.w.rw.Schema(), base: p.w.log, file: rec.file}
 	ctx := a.ctx
-	if p.w.obs != nil {
-		ctx = p.w.obs.HandlerStart(ctx, job)
-	}
 	if p.seat != nil && p.seat.runPermit(ctx.Done()) {
 		// One set of handler slots over the workers sharing them.
 		defer p.seat.runDone()
+	}
+	if p.w.obs != nil {
+		ctx = p.w.obs.HandlerStart(ctx, job)
 	}
 	started := time.Now()
 	a.started.Store(started.UnixNano())

@@ -143,7 +143,7 @@ func (c *Client) RouteKey(j Job) (string, error) {
 	}
 	switch {
 	case p.dedup != "":
-		return "dedup\x00" + p.dedup, nil
+		return workqtype.ShardKeyDedup(p.dedup), nil
 	case p.uniqueKey != nil:
 		u := j.Unique
 		u.ByPeriod = 0

@@ -254,6 +254,11 @@ func (s *Server) mountUI() error {
 			t, ok := match(s.o.Tokens, secret)
 			return ui.Principal{Name: t.Name, Admin: t.Scope == ScopeAdmin}, ok
 		}}
+	if s.sharded() {
+		for _, sh := range s.shards {
+			uo.Shards = append(uo.Shards, admin.Shard{Name: sh.Name, DB: sh.DB})
+		}
+	}
 	if s.insecure() {
 		uo.Anonymous = &ui.Principal{Name: "anonymous", Admin: true}
 	}

@@ -26,6 +26,7 @@ import (
 	"net/netip"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/workq/workq/admin"
@@ -53,8 +54,17 @@ const (
 
 // Options configure a Server; zero values take the defaults.
 type Options struct {
-	DB     workqtype.TxDB // required
-	Logger *slog.Logger   // nil: slog.Default()
+	DB workqtype.TxDB // required, unless Shards are given
+	// Shards, when set, are the databases of a sharded workq
+	// (workq.NewShardedClient), DB unset: the item endpoints list the
+	// items of every shard merged, newest first, each with its shard
+	// ("shard"), or of one (?shard=NAME); reading, retrying, cancelling
+	// and deleting items names their shard (?shard= on an item, "shard"
+	// in an action's body). Enqueues, queues, schedules, readiness and
+	// the dashboard use the first shard. Without Shards, items carry no
+	// shard and nothing changes.
+	Shards []Shard
+	Logger *slog.Logger // nil: slog.Default()
 	// Schema is the workq schema the API and the dashboard read and write
 	// (default "workq"): New puts every statement on DB there.
 	Schema string
@@ -131,7 +141,9 @@ type Server struct {
 	timers    *timers.Client
 	inbox     *inbox.Client
 	schedules *schedule.Store
-	sampler   *ui.Sampler // nil without the dashboard
+	sampler   *ui.Sampler   // nil without the dashboard
+	shards    []Shard       // Options.Shards in the schema; one unnamed (DB) without
+	rr        atomic.Uint64 // the next shard of items without a key
 
 	cop      *http.CrossOriginProtection // refuses cross-site writes
 	failures *authlimit.Limiter          // failed tokens per client address, shared with the dashboard's logins
@@ -147,6 +159,9 @@ type Server struct {
 
 // New returns a Server for o.
 func New(o Options) (*Server, error) {
+	if o.DB == nil && len(o.Shards) > 0 {
+		o.DB = o.Shards[0].DB
+	}
 	if o.DB == nil {
 		return nil, errors.New("api: Options.DB is required")
 	}
@@ -195,6 +210,9 @@ func New(o Options) (*Server, error) {
 		cop:       http.NewCrossOriginProtection(),
 		failures:  authlimit.New(authlimit.Options{}),
 	}
+	if err := s.setShards(rw); err != nil {
+		return nil, err
+	}
 	s.ready = newReadiness(s.checkReady)
 	for _, rt := range routes() {
 		if rt.path == metricsPath && o.Metrics == nil {
@@ -236,6 +254,11 @@ func (s *Server) mountUI() error {
 			t, ok := match(s.o.Tokens, secret)
 			return ui.Principal{Name: t.Name, Admin: t.Scope == ScopeAdmin}, ok
 		}}
+	if s.sharded() {
+		for _, sh := range s.shards {
+			uo.Shards = append(uo.Shards, admin.Shard{Name: sh.Name, DB: sh.DB})
+		}
+	}
 	if s.insecure() {
 		uo.Anonymous = &ui.Principal{Name: "anonymous", Admin: true}
 	}

@@ -69,6 +69,13 @@ func (h *Handler) actItems(w http.ResponseWriter, r *http.Request, x *session) e
 	}
 	reason := f.Get("reason")
 	by := admin.Actor{Name: actor(x), Reason: reason}
+	if h.sharded() && f.Get("shard") == "" {
+		return bad("Act on the items of one shard: choose it in the filter (items of %v).", h.ShardNames())
+	}
+	db, err := h.dbOf(f.Get("shard"))
+	if err != nil {
+		return err
+	}
 	word := verb
 	if verb == "retry" && t == lease.Inbox {
 		word = "revive"
@@ -91,11 +98,11 @@ func (h *Handler) actItems(w http.ResponseWriter, r *http.Request, x *session) e
 		var res admin.BulkResult
 		switch verb {
 		case "retry":
-			res, err = admin.RetryMatching(r.Context(), h.o.DB, t, by, filter, 0)
+			res, err = admin.RetryMatching(r.Context(), db, t, by, filter, 0)
 		case "cancel":
-			res, err = admin.CancelMatching(r.Context(), h.o.DB, t, by, filter, 0)
+			res, err = admin.CancelMatching(r.Context(), db, t, by, filter, 0)
 		case "delete":
-			res, err = admin.DeleteMatching(r.Context(), h.o.DB, t, filter, 0)
+			res, err = admin.DeleteMatching(r.Context(), db, t, filter, 0)
 		}
 		h.log.InfoContext(r.Context(), "dashboard "+verb+" matching", "table", t, "actor", by.Name, "applied", res.Applied,
 			"skipped", res.Skipped, "batches", res.Batches, "next", res.Next, "err", err)
@@ -140,11 +147,11 @@ func (h *Handler) actItems(w http.ResponseWriter, r *http.Request, x *session) e
 	var res admin.Result
 	switch verb {
 	case "retry":
-		res, err = admin.Retry(r.Context(), h.o.DB, t, by, ids...)
+		res, err = admin.Retry(r.Context(), db, t, by, ids...)
 	case "cancel":
-		res, err = admin.Cancel(r.Context(), h.o.DB, t, by, ids...)
+		res, err = admin.Cancel(r.Context(), db, t, by, ids...)
 	case "delete":
-		res, err = admin.Delete(r.Context(), h.o.DB, t, ids...)
+		res, err = admin.Delete(r.Context(), db, t, ids...)
 	}
 	if err != nil {
 		return err

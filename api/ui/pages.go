@@ -244,6 +244,7 @@ func (h *Handler) counts(w http.ResponseWriter, r *http.Request, x *session) err
 // filterForm is the items page's filter as its form fields.
 type filterForm struct {
 	Queue, Status, Kind, CreatedAfter, CreatedBefore, Error string
+	Shard                                                   string // a sharded dashboard's one shard ("": every shard)
 }
 
 var filterNames = []string{"queue", "status", "kind", "created_after", "created_before", "error"}
@@ -255,7 +256,7 @@ const timeForm = "2006-01-02T15:04"
 // admin.Filter; times are datetime-local fields in UTC (RFC 3339 too).
 func parseFilter(v url.Values) (admin.Filter, filterForm, error) {
 	ff := filterForm{Queue: strings.TrimSpace(v.Get("queue")), Status: v.Get("status"), Kind: strings.TrimSpace(v.Get("kind")),
-		CreatedAfter: v.Get("created_after"), CreatedBefore: v.Get("created_before"), Error: v.Get("error")}
+		CreatedAfter: v.Get("created_after"), CreatedBefore: v.Get("created_before"), Error: v.Get("error"), Shard: v.Get("shard")}
 	f := admin.Filter{Queue: ff.Queue, Status: ff.Status, Kind: ff.Kind, ErrorText: ff.Error}
 	var err error
 	if f.CreatedAfter, err = parseFormTime("created after", ff.CreatedAfter); err != nil {
@@ -286,7 +287,7 @@ func parseFormTime(what, s string) (time.Time, error) {
 func (ff filterForm) query() url.Values {
 	v := url.Values{}
 	for name, val := range map[string]string{"queue": ff.Queue, "status": ff.Status, "kind": ff.Kind,
-		"created_after": ff.CreatedAfter, "created_before": ff.CreatedBefore, "error": ff.Error} {
+		"created_after": ff.CreatedAfter, "created_before": ff.CreatedBefore, "error": ff.Error, "shard": ff.Shard} {
 		if val != "" {
 			v.Set(name, val)
 		}
@@ -315,11 +316,13 @@ type itemsData struct {
 	Filter   filterForm
 	Statuses []string
 	Items    []admin.Item
-	Next     string // query string of the next page ("" on the last)
-	First    bool   // this is the first page
-	Self     string // this page, relative to the root (the actions' way back)
-	Error    string // a bad filter
-	Text     bool   // the page searched last_error (bounded)
+	Next     string   // query string of the next page ("" on the last)
+	First    bool     // this is the first page
+	Self     string   // this page, relative to the root (the actions' way back)
+	Error    string   // a bad filter
+	Text     bool     // the page searched last_error (bounded)
+	Shards   []string // a sharded dashboard's shards (nil: one database)
+	Merged   bool     // the items of every shard: no selection (act on one shard's list)
 }
 
 func (h *Handler) items(w http.ResponseWriter, r *http.Request, x *session) error {
@@ -328,11 +331,31 @@ func (h *Handler) items(w http.ResponseWriter, r *http.Request, x *session) erro
 		return err
 	}
 	q := r.URL.Query()
-	d := itemsData{Table: t, Tables: lease.Tables, Statuses: admin.Statuses}
+	d := itemsData{Table: t, Tables: lease.Tables, Statuses: admin.Statuses, Shards: h.ShardNames()}
 	f, ff, err := parseFilter(q)
 	d.Filter = ff
 	status := http.StatusOK
-	if err != nil {
+	db, dbErr := h.dbOf(ff.Shard)
+	if dbErr != nil {
+		return dbErr
+	}
+	if err == nil && h.sharded() && ff.Shard == "" {
+		// Every shard's items, merged; the cursor holds each one's position.
+		d.Merged = true
+		d.First = q.Get("cursor") == ""
+		f.Limit = pageSize
+		d.Text = f.ErrorText != ""
+		page, err := admin.ListShards(r.Context(), h.o.Shards, t, f, q.Get("cursor"))
+		if err != nil {
+			return err
+		}
+		d.Items = page.Items
+		if page.Next != "" {
+			nq := ff.query()
+			nq.Set("cursor", page.Next)
+			d.Next = nq.Encode()
+		}
+	} else if err != nil {
 		d.Error, status = messageOf(err), http.StatusBadRequest
 		d.Items = []admin.Item{}
 	} else {
@@ -346,11 +369,16 @@ func (h *Handler) items(w http.ResponseWriter, r *http.Request, x *session) erro
 		d.First = f.Before == 0
 		f.Limit = pageSize
 		d.Text = f.ErrorText != ""
-		page, err := admin.List(r.Context(), h.o.DB, t, f)
+		page, err := admin.List(r.Context(), db, t, f)
 		if err != nil {
 			return err
 		}
 		d.Items = page.Items
+		for i := range d.Items {
+			if h.sharded() {
+				d.Items[i].Shard = ff.Shard
+			}
+		}
 		if page.Next != 0 {
 			nq := ff.query()
 			nq.Set("cursor", strconv.FormatInt(page.Next, 10))
@@ -420,15 +448,30 @@ func (h *Handler) item(w http.ResponseWriter, r *http.Request, x *session) error
 	if err != nil || id < 1 || id > lease.MaxItemID {
 		return notFound("%q is not an item id.", r.PathValue("id"))
 	}
-	it, err := admin.Get(r.Context(), h.o.DB, t, id)
+	shard := r.URL.Query().Get("shard")
+	if h.sharded() && shard == "" {
+		return bad("An id names an item of one shard: add ?shard=NAME (one of %v).", h.ShardNames())
+	}
+	db, err := h.dbOf(shard)
 	if err != nil {
 		return err
 	}
-	att, err := admin.Attempts(r.Context(), h.o.DB, t, id)
+	it, err := admin.Get(r.Context(), db, t, id)
 	if err != nil {
 		return err
 	}
-	d := itemData{Item: it, RunsDir: h.o.RunsDir != "", Self: fmt.Sprintf("items/%s/%d", t, id), RetryLabel: "Retry",
+	if h.sharded() {
+		it.Shard = shard
+	}
+	att, err := admin.Attempts(r.Context(), db, t, id)
+	if err != nil {
+		return err
+	}
+	self := fmt.Sprintf("items/%s/%d", t, id)
+	if it.Shard != "" {
+		self += "?shard=" + url.QueryEscape(it.Shard)
+	}
+	d := itemData{Item: it, RunsDir: h.o.RunsDir != "", Self: self, RetryLabel: "Retry",
 		CanRetry: it.Status == "failed" || it.Status == "cancelled", CanCancel: it.Status == "ready" || it.Status == "in_progress",
 		CanDelete: it.Status == "done" || it.Status == "failed" || it.Status == "cancelled"}
 	if t == lease.Inbox {

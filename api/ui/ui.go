@@ -27,6 +27,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/workq/workq/admin"
 	"github.com/workq/workq/internal/authlimit"
 	"github.com/workq/workq/schedule"
 	"github.com/workq/workq/workqtype"
@@ -52,6 +53,11 @@ type Options struct {
 	// shows no history.
 	Sampler   *Sampler
 	Schedules *schedule.Store // nil: schedule.NewStore with defaults
+	// Shards, when more than one, are the databases of a sharded workq
+	// (in the schema): the items pages list every shard's items merged,
+	// or one shard's (?shard=NAME), and an item and its actions name their
+	// shard. The overview, queues and schedules are DB's.
+	Shards []admin.Shard
 	// RunsDir is the workers' --runs-dir, when this process can read it:
 	// the item page shows each attempt's attempt.log.
 	RunsDir    string
@@ -509,3 +515,31 @@ func (h *Handler) serveStatic(w http.ResponseWriter, r *http.Request) {
 
 // Sessions is the number of sessions held (for tests and logs).
 func (h *Handler) Sessions() int { return h.sessions.count() }
+
+// sharded reports whether the dashboard serves several shards.
+func (h *Handler) sharded() bool { return len(h.o.Shards) > 1 }
+
+// dbOf returns the DB of the shard called name ("" or unsharded: DB).
+func (h *Handler) dbOf(name string) (workqtype.DB, error) {
+	if name == "" || !h.sharded() {
+		return h.o.DB, nil
+	}
+	for _, sh := range h.o.Shards {
+		if sh.Name == name {
+			return sh.DB, nil
+		}
+	}
+	return nil, notFound("No shard %q.", name)
+}
+
+// ShardNames are the shards' names (none unsharded), for the templates.
+func (h *Handler) ShardNames() []string {
+	if !h.sharded() {
+		return nil
+	}
+	names := make([]string, len(h.o.Shards))
+	for i, sh := range h.o.Shards {
+		names[i] = sh.Name
+	}
+	return names
+}

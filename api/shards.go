@@ -2,13 +2,13 @@ package api
 
 import (
 	"context"
-	"encoding/base64"
-	"encoding/json"
 	"fmt"
 	"net/http"
+	"strings"
 
 	"github.com/workq/workq/admin"
 	"github.com/workq/workq/internal/dbschema"
+	"github.com/workq/workq/internal/shardlist"
 	"github.com/workq/workq/lease"
 	"github.com/workq/workq/workqtype"
 )
@@ -91,117 +91,36 @@ func tag(items []admin.Item, shard string) []admin.Item {
 	return items
 }
 
-// shardCursor is the position of a merged list in every shard: the id
-// below which it goes on (0: the shard is done). A shard missing from it
-// starts from its newest item.
-type shardCursor map[string]int64
-
-func (c shardCursor) String() string {
-	b, _ := json.Marshal(map[string]int64(c))
-	return base64.RawURLEncoding.EncodeToString(b)
+// listShards are the shards for internal/shardlist.
+func (s *Server) listShards() []shardlist.Shard {
+	out := make([]shardlist.Shard, len(s.shards))
+	for i, sh := range s.shards {
+		out[i] = shardlist.Shard{Name: sh.Name, DB: sh.DB}
+	}
+	return out
 }
 
-func parseShardCursor(field, v string) (shardCursor, error) {
-	b, err := base64.RawURLEncoding.DecodeString(v)
-	var c shardCursor
-	if err == nil {
-		err = json.Unmarshal(b, &c)
-	}
+func parseShardCursor(field, v string) (shardlist.Cursor, error) {
+	c, err := shardlist.ParseCursor(v)
 	if err != nil {
-		return nil, invalid(field, "%q is not a cursor of this API (pass next_cursor of the previous page as it is)", v)
-	}
-	for name, id := range c {
-		if id < 0 || id > lease.MaxItemID {
-			return nil, invalid(field, "%q is not a cursor of this API (shard %s at %d)", v, name, id)
-		}
+		return nil, invalid(field, "%q is not a cursor of this API (%s)", v, strings.TrimPrefix(err.Error(), shardlist.ErrBadCursor.Error()+": "))
 	}
 	return c, nil
 }
 
-// listMerged is one page of the items of every shard matching f: each
-// shard's page from its position, merged newest first (created_at, then
-// shard and id), each item tagged with its shard. The cursor holds every
-// shard's position, so a page never repeats or skips an item of a shard.
-func (s *Server) listMerged(ctx context.Context, t lease.Table, f admin.Filter, cur shardCursor) (listPage, error) {
-	limit := f.Limit
-	if limit == 0 {
-		limit = admin.DefaultLimit
+// listMerged is one page of the items of every shard matching f
+// (internal/shardlist.List, which the dashboard shares): each shard's page
+// from its position, merged newest first (created_at, then shard and id),
+// each item tagged with its shard. The cursor holds every shard's
+// position, so a page never repeats or skips an item of a shard.
+func (s *Server) listMerged(ctx context.Context, t lease.Table, f admin.Filter, cur shardlist.Cursor) (listPage, error) {
+	page, err := shardlist.List(ctx, s.listShards(), t, f, cur, shardlist.Options{})
+	if err != nil {
+		return listPage{}, err
 	}
-	type part struct {
-		shard string
-		items []admin.Item
-		next  int64 // the shard's own next position after its whole page
-	}
-	var parts []part
-	for _, sh := range s.shards {
-		g := f
-		if before, ok := cur[sh.Name]; ok {
-			if before == 0 {
-				continue // done
-			}
-			g.Before = before
-		}
-		page, err := admin.List(ctx, sh.DB, t, g)
-		if err != nil {
-			return listPage{}, fmt.Errorf("shard %s: %w", sh.Name, err)
-		}
-		parts = append(parts, part{shard: sh.Name, items: tag(page.Items, sh.Name), next: page.Next})
-	}
-	// A k-way merge of the shards' pages, newest head first: what the page
-	// takes of a shard is always a prefix of that shard's page (in its id
-	// order), whatever its created_at order.
-	taken := []admin.Item{}
-	heads := make([]int, len(parts))
-	for len(taken) < limit {
-		best := -1
-		for i, p := range parts {
-			if heads[i] == len(p.items) {
-				continue
-			}
-			if best < 0 || newer(p.items[heads[i]], parts[best].items[heads[best]]) {
-				best = i
-			}
-		}
-		if best < 0 {
-			break
-		}
-		taken = append(taken, parts[best].items[heads[best]])
-		heads[best]++
-	}
-	// Each shard's page is in id order: what the page took of a shard is a
-	// prefix of it, and the shard goes on below the last id taken.
-	next := shardCursor{}
-	more := false
-	for i, p := range parts {
-		n := heads[i]
-		switch {
-		case n < len(p.items):
-			if n == 0 {
-				next[p.shard] = cur[p.shard]
-				if _, ok := cur[p.shard]; !ok {
-					delete(next, p.shard) // from its newest again
-				}
-			} else {
-				next[p.shard] = p.items[n-1].ID
-			}
-			more = true
-		case p.next != 0:
-			next[p.shard] = p.next
-			more = true
-		default:
-			next[p.shard] = 0
-		}
-	}
-	for _, sh := range s.shards { // those done before this page stay done
-		if cur[sh.Name] == 0 {
-			if _, ok := cur[sh.Name]; ok {
-				next[sh.Name] = 0
-			}
-		}
-	}
-	out := listPage{Items: taken}
-	if more {
-		c := next.String()
+	out := listPage{Items: page.Items}
+	if page.Next != nil {
+		c := page.Next.String()
 		out.NextCursor = &c
 	}
 	return out, nil
@@ -228,7 +147,7 @@ func (s *Server) listItemsSharded(w http.ResponseWriter, r *http.Request, t leas
 		writeJSON(w, http.StatusOK, listPage{Items: tag(page.Items, sh.Name), NextCursor: cursor(page.Next)})
 		return nil
 	}
-	cur := shardCursor{}
+	cur := shardlist.Cursor{}
 	if cursorText != "" {
 		var err error
 		if cur, err = parseShardCursor("cursor", cursorText); err != nil {
@@ -241,16 +160,4 @@ func (s *Server) listItemsSharded(w http.ResponseWriter, r *http.Request, t leas
 	}
 	writeJSON(w, http.StatusOK, page)
 	return nil
-}
-
-// newer orders a merged list: created later first, then by shard name and
-// id.
-func newer(a, b admin.Item) bool {
-	if c := a.CreatedAt.Compare(b.CreatedAt); c != 0 {
-		return c > 0
-	}
-	if a.Shard != b.Shard {
-		return a.Shard < b.Shard
-	}
-	return a.ID > b.ID
 }

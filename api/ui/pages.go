@@ -378,11 +378,11 @@ type itemsData struct {
 	Filter   filterForm
 	Statuses []string
 	Items    []admin.Item
-	Next     string // query string of the next page ("" on the last)
-	First    bool   // this is the first page
-	Self     string // this page, relative to the root (the actions' way back)
-	Error    string // a bad filter
-	Text     bool   // the page searched last_error (bounded)
+	Next     string        // query string of the next page ("" on the last)
+	First    bool          // this is the first page
+	Self     string        // this page, relative to the root (the actions' way back)
+	Error    string        // a bad filter
+	Text     bool          // the page searched last_error (bounded)
 	Shards   []string      // the shards of a sharded dashboard (none: unsharded)
 	Down     []shardNotice // shards left out of this page
 }

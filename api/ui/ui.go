@@ -37,7 +37,7 @@ const Prefix = "/ui/"
 
 // Options configure a Handler.
 type Options struct {
-	DB     workqtype.TxDB // required (a sharded dashboard's first shard)
+	DB workqtype.TxDB // required (a sharded dashboard's first shard)
 	// Shards, when set, are the databases of a sharded workq (the API's
 	// Options.Shards; DB is the first's): the item pages list the items of
 	// every shard, each with its shard, an item and its actions name their
@@ -48,7 +48,7 @@ type Options struct {
 	// keys and joins use DB. Without Shards nothing changes.
 	Shards       []Shard
 	ShardTimeout time.Duration
-	Logger *slog.Logger   // nil: slog.Default()
+	Logger       *slog.Logger // nil: slog.Default()
 	// Authenticate says who holds an API token (the API's own check);
 	// required unless Anonymous is set.
 	Authenticate func(token string) (Principal, bool)

@@ -101,6 +101,11 @@ type Options struct {
 	RunsDir        string
 	SampleInterval time.Duration
 	Depth          func(ctx context.Context) ([]admin.Depth, error)
+	// ShardTimeout bounds the dashboard's read of one shard (a page's, a
+	// sample's) with Shards: a shard that does not answer in time is shown
+	// as unreachable and the others are served (0: ui.DefaultShardTimeout,
+	// 3s).
+	ShardTimeout time.Duration
 
 	// The listener of Start and Run.
 	Addr              string        // "": config's default, 127.0.0.1:8080
@@ -236,8 +241,8 @@ func (s *Server) mountUI() error {
 	if depth == nil {
 		depth = func(ctx context.Context) ([]admin.Depth, error) { return admin.Depths(ctx, s.o.DB) }
 	}
-	so := ui.SamplerOptions{Logger: s.log, Interval: s.o.SampleInterval}
-	uo := ui.Options{DB: s.o.DB, Logger: s.log, Schedules: s.schedules, RunsDir: s.o.RunsDir, Failures: s.failures,
+	so := ui.SamplerOptions{Logger: s.log, Interval: s.o.SampleInterval, ShardTimeout: s.o.ShardTimeout}
+	uo := ui.Options{DB: s.o.DB, Logger: s.log, Schedules: s.schedules, RunsDir: s.o.RunsDir, Failures: s.failures, ShardTimeout: s.o.ShardTimeout,
 		Authenticate: func(secret string) (ui.Principal, bool) {
 			t, ok := match(s.o.Tokens, secret)
 			return ui.Principal{Name: t.Name, Admin: t.Scope == ScopeAdmin}, ok

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"html/template"
 	"io"
 	"io/fs"
 	"maps"
@@ -366,8 +367,9 @@ func (ff filterForm) Fields() map[string]string {
 	return out
 }
 
-// QueryString is the filter as a query string.
-func (ff filterForm) QueryString() string { return ff.query().Encode() }
+// QueryString is the filter as a query string, as a template.URL: an
+// href's query would otherwise escape its = and & again.
+func (ff filterForm) QueryString() template.URL { return template.URL(ff.query().Encode()) }
 
 // Any reports whether a filter field is set.
 func (ff filterForm) Any() bool { return len(ff.query()) > 0 }
@@ -378,13 +380,14 @@ type itemsData struct {
 	Filter   filterForm
 	Statuses []string
 	Items    []admin.Item
-	Next     string        // query string of the next page ("" on the last)
-	First    bool          // this is the first page
-	Self     string        // this page, relative to the root (the actions' way back)
-	Error    string        // a bad filter
-	Text     bool          // the page searched last_error (bounded)
-	Shards   []string      // the shards of a sharded dashboard (none: unsharded)
-	Down     []shardNotice // shards left out of this page
+	Next     template.URL // query string of the next page ("" on the last), encoded by url.Values
+
+	First  bool          // this is the first page
+	Self   string        // this page, relative to the root (the actions' way back)
+	Error  string        // a bad filter
+	Text   bool          // the page searched last_error (bounded)
+	Shards []string      // the shards of a sharded dashboard (none: unsharded)
+	Down   []shardNotice // shards left out of this page
 }
 
 func (h *Handler) items(w http.ResponseWriter, r *http.Request, x *session) error {
@@ -432,7 +435,7 @@ func (h *Handler) items(w http.ResponseWriter, r *http.Request, x *session) erro
 		if page.Next != 0 {
 			nq := ff.query()
 			nq.Set("cursor", strconv.FormatInt(page.Next, 10))
-			d.Next = nq.Encode()
+			d.Next = template.URL(nq.Encode())
 		}
 	}
 	d.Self = "items/" + string(t)
@@ -469,7 +472,7 @@ func (h *Handler) listMerged(ctx context.Context, t lease.Table, f admin.Filter,
 	if page.Next != nil {
 		nq := ff.query()
 		nq.Set("cursor", page.Next.String())
-		d.Next = nq.Encode()
+		d.Next = template.URL(nq.Encode())
 	}
 	return nil
 }

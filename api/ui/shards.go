@@ -46,7 +46,7 @@ func (h *Handler) shardNames() string {
 	return strings.Join(names, ", ")
 }
 
-// ShardNames are the shards' names (none when unsharded), for the pages.
+// shardList is the shards' names (none when unsharded), for the pages.
 func (h *Handler) shardList() []string {
 	if !h.sharded() {
 		return nil

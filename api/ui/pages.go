@@ -280,10 +280,14 @@ func (h *Handler) counts(w http.ResponseWriter, r *http.Request, x *session) err
 			d.Queues = append(d.Queues, row{Q: q})
 		}
 	} else {
-		// Every shard at once, each bounded; one that does not answer is a
-		// notice, not a failed page.
+		// Every shard at once; one that does not answer its clock within
+		// the shard timeout is a notice, not a failed page. The counts
+		// themselves read whole tables: only the request bounds them.
 		all, down := eachShard(r.Context(), h, func(ctx context.Context, sh Shard) ([]admin.Queue, error) {
-			return admin.Queues(ctx, sh.DB)
+			if _, err := admin.Clock(ctx, sh.DB); err != nil {
+				return nil, err
+			}
+			return admin.Queues(r.Context(), sh.DB)
 		})
 		for i, qs := range all {
 			for _, q := range qs {

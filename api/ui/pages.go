@@ -133,6 +133,9 @@ type overviewData struct {
 	// Shards is the per-shard breakdown of a sharded dashboard's latest
 	// sample: each shard's totals, or why it was left out.
 	Shards []shardRow `json:"shards,omitempty"`
+	// NoQueueState says why the pauses and limits are missing (the first
+	// shard of a sharded dashboard is down).
+	NoQueueState string `json:"no_queue_state,omitempty"`
 }
 
 // shardRow is one shard in the overview's breakdown.
@@ -192,17 +195,18 @@ func (h *Handler) overviewOf(ctx context.Context) (overviewData, error) {
 			out.Shards = append(out.Shards, sr)
 		}
 	}
-	paused, err := lease.Paused(ctx, h.o.DB)
+	paused, limits, err := h.pausesAndLimits(ctx)
 	if err != nil {
-		return out, err
+		if !h.sharded() {
+			return out, err
+		}
+		// The first shard holds them: down, it leaves the sums shown.
+		n := h.unreachable(ctx, h.shards[0].Name, err)
+		out.NoQueueState = fmt.Sprintf("The pauses and limits are not shown: shard %s, which holds them, %s.", n.Shard, n.Error)
 	}
 	for _, p := range paused {
 		r := row(QueueKey{p.Table, p.Queue})
 		r.Paused, r.PausedBy = true, p.PausedBy
-	}
-	limits, err := gen.New(h.o.DB).QueueLimitsList(ctx)
-	if err != nil {
-		return out, fmt.Errorf("list limits: %w", err)
 	}
 	for _, l := range limits {
 		w := l.MaxInProgress
@@ -216,6 +220,25 @@ func (h *Handler) overviewOf(ctx context.Context) (overviewData, error) {
 		return keyLess(QueueKey{out.Queues[i].Table, out.Queues[i].Queue}, QueueKey{out.Queues[j].Table, out.Queues[j].Queue})
 	})
 	return out, nil
+}
+
+// pausesAndLimits reads the queues' pauses and limits (of the first shard
+// when sharded, bounded by the shard timeout).
+func (h *Handler) pausesAndLimits(ctx context.Context) ([]lease.PausedQueue, []gen.QueueLimit, error) {
+	if h.sharded() {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, h.o.ShardTimeout)
+		defer cancel()
+	}
+	paused, err := lease.Paused(ctx, h.o.DB)
+	if err != nil {
+		return nil, nil, err
+	}
+	limits, err := gen.New(h.o.DB).QueueLimitsList(ctx)
+	if err != nil {
+		return nil, nil, fmt.Errorf("list limits: %w", err)
+	}
+	return paused, limits, nil
 }
 
 func (h *Handler) overview(w http.ResponseWriter, r *http.Request, x *session) error {

@@ -275,3 +275,20 @@ func proxiedPool(t *testing.T, u string) (*pgxpool.Pool, *testutil.Proxy) {
 	t.Cleanup(func() { px.Restore(); pool.Close() })
 	return pool, px
 }
+
+// The first shard holds the queues' pauses and limits: down, the overview
+// still shows the others' counts, saying what it cannot show.
+func TestDashboardWithTheFirstShardDown(t *testing.T) {
+	eu, px := proxiedPool(t, testdb.URL(t))
+	s := newSite(t, func(o *api.Options) {
+		o.Shards = []api.Shard{{Name: "eu", DB: eu}, {Name: "us", DB: o.DB}}
+		o.DB, o.ShardTimeout = nil, 300*time.Millisecond
+	})
+	jobs(t, s.pool, "us", 2)
+	b := s.browser()
+	b.login(s.admin)
+	b.awaitQueue("job_runs/q")
+	px.Cut()
+	must(t, b.get("/ui/"), 200, "The pauses and limits are not shown: shard eu, which holds them, did not answer within 300ms.")
+	must(t, b.get("/ui/items/job_runs"), 200, "k.us", "Shard eu is unreachable and left out of this page")
+}

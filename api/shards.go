@@ -1,12 +1,14 @@
 package api
 
 import (
-	"errors"
+	"context"
 	"fmt"
 	"net/http"
+	"strings"
 
 	"github.com/workq/workq/admin"
 	"github.com/workq/workq/internal/dbschema"
+	"github.com/workq/workq/internal/shardlist"
 	"github.com/workq/workq/lease"
 	"github.com/workq/workq/workqtype"
 )
@@ -89,6 +91,41 @@ func tag(items []admin.Item, shard string) []admin.Item {
 	return items
 }
 
+// listShards are the shards for internal/shardlist.
+func (s *Server) listShards() []shardlist.Shard {
+	out := make([]shardlist.Shard, len(s.shards))
+	for i, sh := range s.shards {
+		out[i] = shardlist.Shard{Name: sh.Name, DB: sh.DB}
+	}
+	return out
+}
+
+func parseShardCursor(field, v string) (shardlist.Cursor, error) {
+	c, err := shardlist.ParseCursor(v)
+	if err != nil {
+		return nil, invalid(field, "%q is not a cursor of this API (%s)", v, strings.TrimPrefix(err.Error(), shardlist.ErrBadCursor.Error()+": "))
+	}
+	return c, nil
+}
+
+// listMerged is one page of the items of every shard matching f
+// (internal/shardlist.List, which the dashboard shares): each shard's page
+// from its position, merged newest first (created_at, then shard and id),
+// each item tagged with its shard. The cursor holds every shard's
+// position, so a page never repeats or skips an item of a shard.
+func (s *Server) listMerged(ctx context.Context, t lease.Table, f admin.Filter, cur shardlist.Cursor) (listPage, error) {
+	page, err := shardlist.List(ctx, s.listShards(), t, f, cur, shardlist.Options{})
+	if err != nil {
+		return listPage{}, err
+	}
+	out := listPage{Items: page.Items}
+	if page.Next != nil {
+		c := page.Next.String()
+		out.NextCursor = &c
+	}
+	return out, nil
+}
+
 // listItemsSharded serves GET /v1/tables/{table}/items on a sharded
 // server: ?shard=NAME lists one shard (its own cursor), else every shard
 // merged.
@@ -110,22 +147,18 @@ func (s *Server) listItemsSharded(w http.ResponseWriter, r *http.Request, t leas
 		writeJSON(w, http.StatusOK, listPage{Items: tag(page.Items, sh.Name), NextCursor: cursor(page.Next)})
 		return nil
 	}
-	shards := make([]admin.Shard, len(s.shards))
-	for i, sh := range s.shards {
-		shards[i] = admin.Shard{Name: sh.Name, DB: sh.DB}
-	}
-	page, err := admin.ListShards(r.Context(), shards, t, f, cursorText)
-	if err != nil {
-		if errors.Is(err, workqtype.ErrInvalid) {
-			return invalidErr("", err)
+	cur := shardlist.Cursor{}
+	if cursorText != "" {
+		var err error
+		if cur, err = parseShardCursor("cursor", cursorText); err != nil {
+			return err
 		}
+	}
+	page, err := s.listMerged(r.Context(), t, f, cur)
+	if err != nil {
 		return err
 	}
-	out := listPage{Items: page.Items}
-	if page.Next != "" {
-		out.NextCursor = &page.Next
-	}
-	writeJSON(w, http.StatusOK, out)
+	writeJSON(w, http.StatusOK, page)
 	return nil
 }
 

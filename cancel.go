@@ -77,13 +77,22 @@ var cancelActor = "client:" + workqtype.DefaultOwner()
 // matches ErrFinished (a *FinishedError names its state); a missing one
 // ErrNotFound. The cancel is archived in the run archive (actor
 // "client:<host>-<pid>"), and admin.Retry undoes it.
+//
+// On a sharded Client, cancel through the job's shard:
+// client.Shard(res.Shard).Cancel(ctx, res.ID).
 func (c *Client) Cancel(ctx context.Context, id int64) (CancelResult, error) {
+	if c.set != nil {
+		return 0, c.errShardID("Cancel")
+	}
 	return cancelJob(ctx, c.db, id)
 }
 
 // CancelTx is Cancel in the caller's transaction: a ready job is cancelled,
 // and a running one's worker notified, when tx commits.
 func (c *Client) CancelTx(ctx context.Context, tx pgx.Tx, id int64) (CancelResult, error) {
+	if c.set != nil {
+		return 0, c.errShardTx("CancelTx")
+	}
 	return cancelJob(ctx, c.in(tx), id)
 }
 

@@ -128,6 +128,8 @@ type Config struct {
 	// around every handler run; the first of each is the outermost.
 	EnqueueMiddleware []EnqueueMiddleware
 	WorkMiddleware    []WorkMiddleware
+	// Sharding is how a Client of NewShardedClient drains its shards.
+	Sharding ShardingConfig
 }
 
 // Client is workq's front door. It is safe for concurrent use; share one
@@ -151,13 +153,27 @@ type Client struct {
 	// enqueueMW is Config.EnqueueMiddleware (copied at NewClient).
 	enqueueMW []EnqueueMiddleware
 	run       handlerRuntime // for workqtest (handler_hook.go)
+
+	// name is the Client's shard (DefaultShard for NewClient); a sharded
+	// Client's front has set, its shards' Clients view (they are not
+	// started on their own).
+	name string
+	set  *shardSet
+	view bool
 }
 
-// NewClient validates cfg and returns a Client on pool.
+// NewClient validates cfg and returns a Client on pool: a Client of one
+// shard, named DefaultShard.
 func NewClient(pool *pgxpool.Pool, cfg Config) (*Client, error) {
 	if pool == nil {
 		return nil, errors.New("workq: NewClient needs a pool")
 	}
+	return newClient(pool, cfg, DefaultShard, nil, 0)
+}
+
+// newClient returns the Client of one shard; shared and rank are the
+// handler slots it shares with the other shards' (nil: its own).
+func newClient(pool *pgxpool.Pool, cfg Config, name string, shared *worker.Shared, rank int) (*Client, error) {
 	wc, err := cfg.workerConfig()
 	if err != nil {
 		return nil, fmt.Errorf("workq config: %w", err)
@@ -175,7 +191,7 @@ func NewClient(pool *pgxpool.Pool, cfg Config) (*Client, error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	c := &Client{pool: pool, rw: rw, db: rw.WrapTx(pool), log: log, enqueueMW: slices.Clone(cfg.EnqueueMiddleware),
-		run: newHandlerRuntime(cfg)}
+		run: newHandlerRuntime(cfg), name: name}
 	clienthook.Register(clientJob)
 	c.jobs = jobq.New(jobq.Options{MaxAttempts: cfg.MaxAttempts, NotifyDebounce: cfg.NotifyDebounce,
 		MaxPayloadBytes: cfg.MaxPayloadBytes, TracerProvider: cfg.TracerProvider})
@@ -204,7 +220,7 @@ func NewClient(pool *pgxpool.Pool, cfg Config) (*Client, error) {
 	}
 	if cfg.Workers != nil && !cfg.Workers.empty() {
 		w, err := newWorker(pool, cfg, worker.Options{Logger: log, Observer: worker.Observers(observers...), OnResult: cfg.OnResult,
-			Schema: rw.Schema()})
+			Schema: rw.Schema(), Shared: shared, Rank: rank})
 		if err != nil {
 			return nil, err
 		}
@@ -333,13 +349,32 @@ var ErrNotRunning = errors.New("workq: client not running")
 func (c *Client) Start(ctx context.Context) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if c.view {
+		return fmt.Errorf("workq: shard %s is part of a sharded Client: start that one", c.name)
+	}
 	if c.started {
 		return errors.New("workq: client already started")
+	}
+	if c.set != nil {
+		if err := c.startSharded(ctx); err != nil {
+			return err
+		}
+		c.started = true
+		return nil
 	}
 	if err := c.checkSchema(ctx); err != nil {
 		return err
 	}
 	c.checkSyncCommit(ctx)
+	if err := c.startParts(ctx); err != nil {
+		return err
+	}
+	c.started = true
+	return nil
+}
+
+// startParts starts the worker and the maintenance.
+func (c *Client) startParts(ctx context.Context) error {
 	if c.worker != nil {
 		if err := c.worker.Start(ctx); err != nil {
 			return err
@@ -353,7 +388,6 @@ func (c *Client) Start(ctx context.Context) error {
 			return err
 		}
 	}
-	c.started = true
 	return nil
 }
 
@@ -399,6 +433,14 @@ func (c *Client) Stop(ctx context.Context) error {
 	if !started {
 		return ErrNotRunning
 	}
+	if c.set != nil {
+		return c.stopSharded(ctx)
+	}
+	return c.stopParts(ctx)
+}
+
+// stopParts stops the worker and the maintenance.
+func (c *Client) stopParts(ctx context.Context) error {
 	var errs []error
 	if c.worker != nil {
 		if err := c.worker.Stop(ctx); err != nil {
@@ -424,8 +466,16 @@ func (c *Client) Run(ctx context.Context) error {
 	return c.Stop(context.Background())
 }
 
-// Stats returns the worker's counters (zero without handlers).
+// Stats returns the worker's counters (zero without handlers); a sharded
+// Client's are the sum over its shards (each shard's: Shard(name).Stats).
 func (c *Client) Stats() worker.Stats {
+	if c.set != nil {
+		var sum worker.Stats
+		for _, sc := range c.set.shards {
+			sum = sum.Add(sc.Stats())
+		}
+		return sum
+	}
 	if c.worker == nil {
 		return worker.Stats{}
 	}
@@ -433,13 +483,26 @@ func (c *Client) Stats() worker.Stats {
 }
 
 // Worker returns the runtime under the Client (nil when it has no
-// handlers), for metrics and tests.
-func (c *Client) Worker() *worker.Worker { return c.worker }
+// handlers), for metrics and tests; a sharded Client's is its first
+// shard's (Shard(name).Worker for the others).
+func (c *Client) Worker() *worker.Worker {
+	if c.set != nil {
+		return c.set.shards[0].worker
+	}
+	return c.worker
+}
 
-// Maintenance returns the maintenance service (nil when disabled).
-func (c *Client) Maintenance() *maintain.Service { return c.maint }
+// Maintenance returns the maintenance service (nil when disabled); a
+// sharded Client's is its first shard's (each shard has its own leader).
+func (c *Client) Maintenance() *maintain.Service {
+	if c.set != nil {
+		return c.set.shards[0].maint
+	}
+	return c.maint
+}
 
-// Pool returns the Client's pool.
+// Pool returns the Client's pool; a sharded Client's is its first
+// shard's (Shard(name).Pool for the others).
 func (c *Client) Pool() *pgxpool.Pool { return c.pool }
 
 // Schema returns the Client's schema (Config.Schema, or "workq").

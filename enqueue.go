@@ -18,6 +18,9 @@ import (
 type Enqueued struct {
 	ID        int64
 	Duplicate bool // a run already held the dedup key or the unique key; ID is that run
+	// Shard is the database the run is on (DefaultShard for NewClient's);
+	// an id names a run of one shard.
+	Shard string
 }
 
 // EnqueueParams is one job of EnqueueMany.
@@ -50,12 +53,25 @@ func job(args Args, opts *EnqueueOpts) (jobq.Job, error) {
 
 // Enqueue adds one job run on the Client's pool.
 func (c *Client) Enqueue(ctx context.Context, args Args, opts *EnqueueOpts) (Enqueued, error) {
+	if c.set != nil {
+		rs, err := c.aroundEnqueue(ctx, []EnqueueParams{{Args: args, Opts: opts}}, true, c.shardedEnqueue)
+		if err != nil {
+			return Enqueued{}, err
+		}
+		if len(rs) != 1 {
+			return Enqueued{}, fmt.Errorf("workq: enqueue middleware returned %d results for one job", len(rs))
+		}
+		return rs[0], nil
+	}
 	return c.enqueue(ctx, c.db, args, opts)
 }
 
 // EnqueueTx adds one job run in the caller's transaction: the job exists
 // if and only if tx commits.
 func (c *Client) EnqueueTx(ctx context.Context, tx pgx.Tx, args Args, opts *EnqueueOpts) (Enqueued, error) {
+	if c.set != nil {
+		return Enqueued{}, c.errShardTx("EnqueueTx")
+	}
 	return c.enqueue(ctx, tx, args, opts)
 }
 
@@ -66,7 +82,7 @@ func (c *Client) enqueue(ctx context.Context, db DB, args Args, opts *EnqueueOpt
 			if err != nil {
 				return nil, err
 			}
-			return []Enqueued{Enqueued(r)}, nil
+			return []Enqueued{{ID: r.ID, Duplicate: r.Duplicate, Shard: c.name}}, nil
 		})
 	if err != nil {
 		return Enqueued{}, err
@@ -80,12 +96,23 @@ func (c *Client) enqueue(ctx context.Context, db DB, args Args, opts *EnqueueOpt
 // EnqueueMany adds many job runs in one statement on the pool; the result
 // has one entry per job, in order. A job with RunAt cannot be in a batch
 // (use Delay), nor can jobs with a DedupKey beside unique jobs.
+//
+// On a sharded Client each keyed job goes to its key's shard and the jobs
+// without a key to one shard (round-robin per call): one statement per
+// shard, in shard order. If one fails, the batches of the shards before it
+// stay written (the error names the shard).
 func (c *Client) EnqueueMany(ctx context.Context, params []EnqueueParams) ([]Enqueued, error) {
+	if c.set != nil {
+		return c.aroundEnqueue(ctx, params, false, c.shardedEnqueue)
+	}
 	return c.enqueueMany(ctx, c.db, params)
 }
 
 // EnqueueManyTx is EnqueueMany in the caller's transaction.
 func (c *Client) EnqueueManyTx(ctx context.Context, tx pgx.Tx, params []EnqueueParams) ([]Enqueued, error) {
+	if c.set != nil {
+		return nil, c.errShardTx("EnqueueManyTx")
+	}
 	return c.enqueueMany(ctx, tx, params)
 }
 
@@ -97,7 +124,7 @@ func (c *Client) enqueueMany(ctx context.Context, db DB, params []EnqueueParams)
 		}
 		out := make([]Enqueued, len(rs))
 		for i, r := range rs {
-			out[i] = Enqueued(r)
+			out[i] = Enqueued{ID: r.ID, Duplicate: r.Duplicate, Shard: c.name}
 		}
 		return out, nil
 	})
@@ -109,12 +136,26 @@ func (c *Client) enqueueMany(ctx context.Context, db DB, params []EnqueueParams)
 // per row). It refuses a DedupKey and Unique (COPY cannot skip a duplicate: use
 // EnqueueMany) and, unlike EnqueueMany, accepts RunAt. docs/enqueue-fast.md
 // compares the bulk paths.
+//
+// On a sharded Client the whole batch goes to one shard, round-robin per
+// call (its jobs have no key).
 func (c *Client) EnqueueManyFast(ctx context.Context, params []EnqueueParams) (int64, error) {
+	if c.set != nil {
+		sc := c.set.pick("")
+		n, err := sc.EnqueueManyFast(ctx, params)
+		if err != nil {
+			return n, fmt.Errorf("shard %s: %w", sc.name, err)
+		}
+		return n, nil
+	}
 	return c.enqueueManyFast(ctx, c.db.(jobq.CopyDB), params)
 }
 
 // EnqueueManyFastTx is EnqueueManyFast in the caller's transaction.
 func (c *Client) EnqueueManyFastTx(ctx context.Context, tx pgx.Tx, params []EnqueueParams) (int64, error) {
+	if c.set != nil {
+		return 0, c.errShardTx("EnqueueManyFastTx")
+	}
 	return c.enqueueManyFast(ctx, tx, params)
 }
 
@@ -163,84 +204,186 @@ func (c *Client) ValidateArgs(args Args, opts *EnqueueOpts) error {
 // Send writes an outbox message on the pool. The outbox's point is the
 // caller's transaction: use SendTx beside the business write.
 func (c *Client) Send(ctx context.Context, m outbox.Message) (outbox.Sent, error) {
-	return c.outbox.Send(ctx, c.db, m)
+	if c.set != nil {
+		rs, err := c.shardedSend(ctx, []outbox.Message{m})
+		if err != nil {
+			return outbox.Sent{}, err
+		}
+		return rs[0], nil
+	}
+	return c.shardSent(c.outbox.Send(ctx, c.db, m))
+}
+
+// shardSent sets the Client's shard on a result.
+func (c *Client) shardSent(r outbox.Sent, err error) (outbox.Sent, error) {
+	if err == nil {
+		r.Shard = c.name
+	}
+	return r, err
 }
 
 // SendTx writes an outbox message in the caller's transaction: it is
 // relayed if and only if tx commits.
 func (c *Client) SendTx(ctx context.Context, tx pgx.Tx, m outbox.Message) (outbox.Sent, error) {
-	return c.outbox.Send(ctx, c.in(tx), m)
+	if c.set != nil {
+		return outbox.Sent{}, c.errShardTx("SendTx")
+	}
+	return c.shardSent(c.outbox.Send(ctx, c.in(tx), m))
 }
 
 // SendMany writes many outbox messages in one statement on the pool; the
 // result has one entry per message, in order.
 func (c *Client) SendMany(ctx context.Context, msgs []outbox.Message) ([]outbox.Sent, error) {
-	return c.outbox.SendMany(ctx, c.db, msgs)
+	if c.set != nil {
+		return c.shardedSend(ctx, msgs)
+	}
+	rs, err := c.outbox.SendMany(ctx, c.db, msgs)
+	for i := range rs {
+		rs[i].Shard = c.name
+	}
+	return rs, err
 }
 
 // SendManyTx writes many outbox messages in the caller's transaction.
 func (c *Client) SendManyTx(ctx context.Context, tx pgx.Tx, msgs []outbox.Message) ([]outbox.Sent, error) {
-	return c.outbox.SendMany(ctx, c.in(tx), msgs)
+	if c.set != nil {
+		return nil, c.errShardTx("SendManyTx")
+	}
+	rs, err := c.outbox.SendMany(ctx, c.in(tx), msgs)
+	for i := range rs {
+		rs[i].Shard = c.name
+	}
+	return rs, err
 }
 
 // Receive records an inbox message once per (source, message id): a
 // duplicate changes nothing and reports the stored one.
 func (c *Client) Receive(ctx context.Context, m inbox.Message) (inbox.Received, error) {
-	return c.inbox.Receive(ctx, c.db, m)
+	if c.set != nil {
+		rs, err := c.shardedReceive(ctx, []inbox.Message{m})
+		if err != nil {
+			return inbox.Received{}, err
+		}
+		return rs[0], nil
+	}
+	return c.shardReceived(c.inbox.Receive(ctx, c.db, m))
+}
+
+// shardReceived sets the Client's shard on a result.
+func (c *Client) shardReceived(r inbox.Received, err error) (inbox.Received, error) {
+	r.Shard = c.name // a conflict's result carries it too
+	return r, err
 }
 
 // ReceiveTx is Receive in the caller's transaction.
 func (c *Client) ReceiveTx(ctx context.Context, tx pgx.Tx, m inbox.Message) (inbox.Received, error) {
-	return c.inbox.Receive(ctx, c.in(tx), m)
+	if c.set != nil {
+		return inbox.Received{}, c.errShardTx("ReceiveTx")
+	}
+	return c.shardReceived(c.inbox.Receive(ctx, c.in(tx), m))
 }
 
 // ReceiveMany records many inbox messages in one statement on the pool;
 // the result has one entry per message, in order (a message given twice
 // is recorded once).
 func (c *Client) ReceiveMany(ctx context.Context, msgs []inbox.Message) ([]inbox.Received, error) {
-	return c.inbox.ReceiveMany(ctx, c.db, msgs)
+	if c.set != nil {
+		return c.shardedReceive(ctx, msgs)
+	}
+	rs, err := c.inbox.ReceiveMany(ctx, c.db, msgs)
+	for i := range rs {
+		rs[i].Shard = c.name
+	}
+	return rs, err
 }
 
 // ReceiveManyTx is ReceiveMany in the caller's transaction.
 func (c *Client) ReceiveManyTx(ctx context.Context, tx pgx.Tx, msgs []inbox.Message) ([]inbox.Received, error) {
-	return c.inbox.ReceiveMany(ctx, c.in(tx), msgs)
+	if c.set != nil {
+		return nil, c.errShardTx("ReceiveManyTx")
+	}
+	rs, err := c.inbox.ReceiveMany(ctx, c.in(tx), msgs)
+	for i := range rs {
+		rs[i].Shard = c.name
+	}
+	return rs, err
 }
 
 // ScheduleTimer schedules a one-shot timer on the pool.
 func (c *Client) ScheduleTimer(ctx context.Context, t timers.Timer) (timers.Scheduled, error) {
-	return c.timers.Schedule(ctx, c.db, t)
+	if c.set != nil {
+		rs, err := c.shardedSchedule(ctx, []timers.Timer{t})
+		if err != nil {
+			return timers.Scheduled{}, err
+		}
+		return rs[0], nil
+	}
+	r, err := c.timers.Schedule(ctx, c.db, t)
+	r.Shard = c.name
+	return r, err
 }
 
 // ScheduleTimerTx schedules a timer in the caller's transaction.
 func (c *Client) ScheduleTimerTx(ctx context.Context, tx pgx.Tx, t timers.Timer) (timers.Scheduled, error) {
-	return c.timers.Schedule(ctx, c.in(tx), t)
+	if c.set != nil {
+		return timers.Scheduled{}, c.errShardTx("ScheduleTimerTx")
+	}
+	r, err := c.timers.Schedule(ctx, c.in(tx), t)
+	r.Shard = c.name
+	return r, err
 }
 
 // ScheduleTimers schedules many timers in one statement on the pool; the
 // result has one entry per timer, in order.
 func (c *Client) ScheduleTimers(ctx context.Context, ts []timers.Timer) ([]timers.Scheduled, error) {
-	return c.timers.ScheduleMany(ctx, c.db, ts)
+	if c.set != nil {
+		return c.shardedSchedule(ctx, ts)
+	}
+	rs, err := c.timers.ScheduleMany(ctx, c.db, ts)
+	for i := range rs {
+		rs[i].Shard = c.name
+	}
+	return rs, err
 }
 
 // ScheduleTimersTx is ScheduleTimers in the caller's transaction.
 func (c *Client) ScheduleTimersTx(ctx context.Context, tx pgx.Tx, ts []timers.Timer) ([]timers.Scheduled, error) {
-	return c.timers.ScheduleMany(ctx, c.in(tx), ts)
+	if c.set != nil {
+		return nil, c.errShardTx("ScheduleTimersTx")
+	}
+	rs, err := c.timers.ScheduleMany(ctx, c.in(tx), ts)
+	for i := range rs {
+		rs[i].Shard = c.name
+	}
+	return rs, err
 }
 
 // CancelTimer cancels a timer that has not fired; it is idempotent. It
 // fails with timers.ErrNotFound, ErrClaimed or ErrFinished otherwise.
 func (c *Client) CancelTimer(ctx context.Context, id int64) error {
+	if c.set != nil {
+		return c.errShardID("CancelTimer")
+	}
 	return c.timers.Cancel(ctx, c.db, id)
 }
 
 // CancelTimerTx is CancelTimer in the caller's transaction.
 func (c *Client) CancelTimerTx(ctx context.Context, tx pgx.Tx, id int64) error {
+	if c.set != nil {
+		return c.errShardTx("CancelTimerTx")
+	}
 	return c.timers.Cancel(ctx, c.in(tx), id)
 }
 
 // CreateSchedule creates a cron schedule whose slots become job runs (the
 // maintenance leader materialises them).
+//
+// On a sharded Client a schedule lives on the shard of its name
+// (ScheduleKey), whose maintenance leader makes its runs there.
 func (c *Client) CreateSchedule(ctx context.Context, sp schedule.Spec) (schedule.Schedule, error) {
+	if c.set != nil {
+		return c.set.pick(routeSchedule(sp.Name)).CreateSchedule(ctx, sp)
+	}
 	return c.sched.Create(ctx, c.db, sp)
 }
 
@@ -261,6 +404,9 @@ func PeriodicJob(name, cron string, args Args, opts *EnqueueOpts) (schedule.Spec
 // DeleteSchedule deletes a schedule (schedule.ErrNotFound when there is
 // none of that name).
 func (c *Client) DeleteSchedule(ctx context.Context, name string) error {
+	if c.set != nil {
+		return c.set.pick(routeSchedule(name)).DeleteSchedule(ctx, name)
+	}
 	return c.sched.Delete(ctx, c.db, name)
 }
 

@@ -58,6 +58,9 @@ const (
 // shares plus its kind (the topic on outbox, inbox and timers) and the
 // columns of its own table in Details.
 type Item struct {
+	// Shard is the item's database when it was read from one of several
+	// (the API of a sharded workq sets it); "" otherwise.
+	Shard        string          `json:"shard,omitempty"`
 	Table        lease.Table     `json:"table"`
 	ID           int64           `json:"id"`
 	Queue        string          `json:"queue"`

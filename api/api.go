@@ -26,6 +26,7 @@ import (
 	"net/netip"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/workq/workq/admin"
@@ -53,8 +54,18 @@ const (
 
 // Options configure a Server; zero values take the defaults.
 type Options struct {
-	DB     workqtype.TxDB // required
-	Logger *slog.Logger   // nil: slog.Default()
+	DB workqtype.TxDB // required, unless Shards are given
+	// Shards, when set, are the databases of a sharded workq
+	// (workq.NewShardedClient), DB unset: the item endpoints list the
+	// items of every shard merged, newest first, each with its shard
+	// ("shard"), or of one (?shard=NAME); reading, retrying, cancelling
+	// and deleting items names their shard (?shard= on an item, "shard"
+	// in an action's body). Enqueues, queues, schedules and readiness
+	// use the first shard; the dashboard lists and acts on every shard's
+	// items and sums every shard's counts (docs/dashboard.md#shards).
+	// Without Shards, items carry no shard and nothing changes.
+	Shards []Shard
+	Logger *slog.Logger // nil: slog.Default()
 	// Schema is the workq schema the API and the dashboard read and write
 	// (default "workq"): New puts every statement on DB there.
 	Schema string
@@ -86,11 +97,16 @@ type Options struct {
 	// RunsDir is the workers' --runs-dir when this process can read it (the
 	// item page shows attempt logs). SampleInterval is how often the
 	// overview's history is sampled (0: 10s); Depth replaces its depth
-	// source (nil: admin.Depths on DB).
+	// source (nil: admin.Depths on DB; with Shards, the first shard's).
 	DisableUI      bool
 	RunsDir        string
 	SampleInterval time.Duration
 	Depth          func(ctx context.Context) ([]admin.Depth, error)
+	// ShardTimeout bounds the dashboard's read of one shard (a page's, a
+	// sample's) with Shards: a shard that does not answer in time is shown
+	// as unreachable and the others are served (0: ui.DefaultShardTimeout,
+	// 3s).
+	ShardTimeout time.Duration
 
 	// The listener of Start and Run.
 	Addr              string        // "": config's default, 127.0.0.1:8080
@@ -131,7 +147,9 @@ type Server struct {
 	timers    *timers.Client
 	inbox     *inbox.Client
 	schedules *schedule.Store
-	sampler   *ui.Sampler // nil without the dashboard
+	sampler   *ui.Sampler   // nil without the dashboard
+	shards    []Shard       // Options.Shards in the schema; one unnamed (DB) without
+	rr        atomic.Uint64 // the next shard of items without a key
 
 	cop      *http.CrossOriginProtection // refuses cross-site writes
 	failures *authlimit.Limiter          // failed tokens per client address, shared with the dashboard's logins
@@ -147,6 +165,9 @@ type Server struct {
 
 // New returns a Server for o.
 func New(o Options) (*Server, error) {
+	if o.DB == nil && len(o.Shards) > 0 {
+		o.DB = o.Shards[0].DB
+	}
 	if o.DB == nil {
 		return nil, errors.New("api: Options.DB is required")
 	}
@@ -195,6 +216,9 @@ func New(o Options) (*Server, error) {
 		cop:       http.NewCrossOriginProtection(),
 		failures:  authlimit.New(authlimit.Options{}),
 	}
+	if err := s.setShards(rw); err != nil {
+		return nil, err
+	}
 	s.ready = newReadiness(s.checkReady)
 	for _, rt := range routes() {
 		if rt.path == metricsPath && o.Metrics == nil {
@@ -219,23 +243,40 @@ func (s *Server) mountUI() error {
 	if depth == nil {
 		depth = func(ctx context.Context) ([]admin.Depth, error) { return admin.Depths(ctx, s.o.DB) }
 	}
-	smp, err := ui.NewSampler(ui.SamplerOptions{
-		Depth: depth,
-		Ended: func(ctx context.Context, after, until time.Time) ([]admin.Ended, error) {
-			return admin.EndedBetween(ctx, s.o.DB, after, until)
-		},
-		Clock:    func(ctx context.Context) (time.Time, error) { return admin.Clock(ctx, s.o.DB) },
-		Logger:   s.log,
-		Interval: s.o.SampleInterval,
-	})
-	if err != nil {
-		return fmt.Errorf("api: %w", err)
-	}
-	uo := ui.Options{DB: s.o.DB, Logger: s.log, Sampler: smp, Schedules: s.schedules, RunsDir: s.o.RunsDir, Failures: s.failures,
+	so := ui.SamplerOptions{Logger: s.log, Interval: s.o.SampleInterval, ShardTimeout: s.o.ShardTimeout}
+	uo := ui.Options{DB: s.o.DB, Logger: s.log, Schedules: s.schedules, RunsDir: s.o.RunsDir, Failures: s.failures, ShardTimeout: s.o.ShardTimeout,
 		Authenticate: func(secret string) (ui.Principal, bool) {
 			t, ok := match(s.o.Tokens, secret)
 			return ui.Principal{Name: t.Name, Admin: t.Scope == ScopeAdmin}, ok
 		}}
+	if s.sharded() {
+		// Every shard's items, and samples summed over the shards (Depth
+		// replaces the first shard's depth source).
+		for i, sh := range s.shards {
+			d := func(ctx context.Context) ([]admin.Depth, error) { return admin.Depths(ctx, sh.DB) }
+			if i == 0 {
+				d = depth
+			}
+			so.Shards = append(so.Shards, ui.SampleSource{Name: sh.Name, Depth: d,
+				Ended: func(ctx context.Context, after, until time.Time) ([]admin.Ended, error) {
+					return admin.EndedBetween(ctx, sh.DB, after, until)
+				},
+				Clock: func(ctx context.Context) (time.Time, error) { return admin.Clock(ctx, sh.DB) }})
+			uo.Shards = append(uo.Shards, ui.Shard{Name: sh.Name, DB: sh.DB})
+		}
+		uo.DB = s.shards[0].DB
+	} else {
+		so.Depth = depth
+		so.Ended = func(ctx context.Context, after, until time.Time) ([]admin.Ended, error) {
+			return admin.EndedBetween(ctx, s.o.DB, after, until)
+		}
+		so.Clock = func(ctx context.Context) (time.Time, error) { return admin.Clock(ctx, s.o.DB) }
+	}
+	smp, err := ui.NewSampler(so)
+	if err != nil {
+		return fmt.Errorf("api: %w", err)
+	}
+	uo.Sampler = smp
 	if s.insecure() {
 		uo.Anonymous = &ui.Principal{Name: "anonymous", Admin: true}
 	}

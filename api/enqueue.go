@@ -14,6 +14,7 @@ import (
 	"github.com/workq/workq/internal/jobq"
 	"github.com/workq/workq/outbox"
 	"github.com/workq/workq/timers"
+	"github.com/workq/workq/workqtype"
 )
 
 // Requests that write items. Durations are Go duration strings ("30s",
@@ -43,8 +44,9 @@ type uniqueRequest struct {
 }
 
 type jobResult struct {
-	ID        int64 `json:"id"`
-	Duplicate bool  `json:"duplicate"` // a run held the dedup or unique key: ID is that run
+	ID        int64  `json:"id"`
+	Duplicate bool   `json:"duplicate"`       // a run held the dedup or unique key: ID is that run
+	Shard     string `json:"shard,omitempty"` // with Options.Shards: the run's database
 }
 
 type outboxRequest struct {
@@ -75,6 +77,7 @@ type timerResult struct {
 	ID      int64     `json:"id"`
 	DueTime time.Time `json:"due_time"`
 	DueNow  bool      `json:"due_now"`
+	Shard   string    `json:"shard,omitempty"` // with Options.Shards
 }
 
 type inboxRequest struct {
@@ -89,9 +92,10 @@ type inboxRequest struct {
 
 type inboxResult struct {
 	ID        int64  `json:"id"`
-	Result    string `json:"result"`    // new or duplicate
-	Processed bool   `json:"processed"` // a duplicate whose stored message is done
-	Status    string `json:"status"`    // the stored message's status: ready, processing, processed, dead
+	Result    string `json:"result"`          // new or duplicate
+	Processed bool   `json:"processed"`       // a duplicate whose stored message is done
+	Status    string `json:"status"`          // the stored message's status: ready, processing, processed, dead
+	Shard     string `json:"shard,omitempty"` // with Options.Shards
 }
 
 // batch is the body of every batch request.
@@ -186,11 +190,15 @@ func (s *Server) enqueueJob(w http.ResponseWriter, r *http.Request, _ principal)
 	if err != nil {
 		return err
 	}
-	res, err := s.jobs.Enqueue(r.Context(), s.o.DB, j)
+	sh, err := s.placedJobs([]jobq.Job{j})
 	if err != nil {
 		return err
 	}
-	writeJSON(w, created(!res.Duplicate), jobResult{ID: res.ID, Duplicate: res.Duplicate})
+	res, err := s.jobs.Enqueue(r.Context(), sh.DB, j)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, created(!res.Duplicate), jobResult{ID: res.ID, Duplicate: res.Duplicate, Shard: sh.Name})
 	return nil
 }
 
@@ -249,13 +257,17 @@ func (s *Server) enqueueJobs(w http.ResponseWriter, r *http.Request, _ principal
 			"items[%d] has a dedup_key and items[%d] is unique: one batch takes one or the other", dedupAt, uniqueAt)
 	}
 	ctx := r.Context()
+	sh, err := s.placedJobs(jobs)
+	if err != nil {
+		return err
+	}
 	var res []jobq.Enqueued
 	if !timed {
-		res, err = s.jobs.EnqueueMany(ctx, s.o.DB, jobs)
+		res, err = s.jobs.EnqueueMany(ctx, sh.DB, jobs)
 	} else {
 		// EnqueueMany takes delays only: jobs with a run_at go one by one,
 		// in one transaction.
-		err = pgx.BeginFunc(ctx, s.o.DB, func(tx pgx.Tx) error {
+		err = pgx.BeginFunc(ctx, sh.DB, func(tx pgx.Tx) error {
 			res = make([]jobq.Enqueued, len(jobs))
 			for i, j := range jobs {
 				if res[i], err = s.jobs.Enqueue(ctx, tx, j); err != nil {
@@ -271,7 +283,7 @@ func (s *Server) enqueueJobs(w http.ResponseWriter, r *http.Request, _ principal
 	out := make([]jobResult, len(res))
 	anyNew := false
 	for i, e := range res {
-		out[i] = jobResult{ID: e.ID, Duplicate: e.Duplicate}
+		out[i] = jobResult{ID: e.ID, Duplicate: e.Duplicate, Shard: sh.Name}
 		anyNew = anyNew || !e.Duplicate
 	}
 	writeJSON(w, created(anyNew), items[jobResult]{out})
@@ -314,7 +326,12 @@ func (s *Server) sendMessage(w http.ResponseWriter, r *http.Request, _ principal
 	if err != nil {
 		return err
 	}
-	sent, err := s.outbox.Send(r.Context(), s.o.DB, m)
+	sh, err := s.placed([]string{partitionRoute(m)})
+	if err != nil {
+		return err
+	}
+	sent, err := s.outbox.Send(r.Context(), sh.DB, m)
+	sent.Shard = sh.Name
 	if err != nil {
 		return err
 	}
@@ -336,7 +353,18 @@ func (s *Server) sendMessages(w http.ResponseWriter, r *http.Request, _ principa
 			ids[id] = i
 		}
 	}
-	sent, err := s.outbox.SendMany(r.Context(), s.o.DB, msgs)
+	keys := make([]string, len(msgs))
+	for i, m := range msgs {
+		keys[i] = partitionRoute(m)
+	}
+	sh, err := s.placed(keys)
+	if err != nil {
+		return err
+	}
+	sent, err := s.outbox.SendMany(r.Context(), sh.DB, msgs)
+	for i := range sent {
+		sent[i].Shard = sh.Name
+	}
 	if err != nil {
 		return err
 	}
@@ -373,11 +401,15 @@ func (s *Server) scheduleTimer(w http.ResponseWriter, r *http.Request, _ princip
 	if err != nil {
 		return err
 	}
-	res, err := s.timers.Schedule(r.Context(), s.o.DB, t)
+	sh, err := s.placed(nil)
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusCreated, timerResult{ID: res.ID, DueTime: res.DueTime, DueNow: res.DueNow})
+	res, err := s.timers.Schedule(r.Context(), sh.DB, t)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusCreated, timerResult{ID: res.ID, DueTime: res.DueTime, DueNow: res.DueNow, Shard: sh.Name})
 	return nil
 }
 
@@ -386,13 +418,17 @@ func (s *Server) scheduleTimers(w http.ResponseWriter, r *http.Request, _ princi
 	if err != nil {
 		return err
 	}
-	res, err := s.timers.ScheduleMany(r.Context(), s.o.DB, ts)
+	sh, err := s.placed(nil)
+	if err != nil {
+		return err
+	}
+	res, err := s.timers.ScheduleMany(r.Context(), sh.DB, ts)
 	if err != nil {
 		return err
 	}
 	out := make([]timerResult, len(res))
 	for i, x := range res {
-		out[i] = timerResult{ID: x.ID, DueTime: x.DueTime, DueNow: x.DueNow}
+		out[i] = timerResult{ID: x.ID, DueTime: x.DueTime, DueNow: x.DueNow, Shard: sh.Name}
 	}
 	writeJSON(w, http.StatusCreated, items[timerResult]{out})
 	return nil
@@ -413,7 +449,7 @@ func (s *Server) inboxMessage(i int, in inboxRequest) (inbox.Message, error) {
 }
 
 func received(res inbox.Received) inboxResult {
-	out := inboxResult{ID: res.ID, Result: "new", Processed: res.Processed, Status: inbox.StatusName(res.Status)}
+	out := inboxResult{ID: res.ID, Result: "new", Processed: res.Processed, Status: inbox.StatusName(res.Status), Shard: res.Shard}
 	if res.Duplicate {
 		out.Result = "duplicate"
 	}
@@ -425,7 +461,12 @@ func (s *Server) receiveMessage(w http.ResponseWriter, r *http.Request, _ princi
 	if err != nil {
 		return err
 	}
-	res, err := s.inbox.Receive(r.Context(), s.o.DB, m)
+	sh, err := s.placed([]string{workqtype.ShardKeyInbox(m.Source, m.MessageID)})
+	if err != nil {
+		return err
+	}
+	res, err := s.inbox.Receive(r.Context(), sh.DB, m)
+	res.Shard = sh.Name
 	if res.Conflict {
 		e := conflict("message %q of source %q was received before with another payload (stored as %d); nothing changed",
 			m.MessageID, m.Source, res.ID)
@@ -452,7 +493,15 @@ func (s *Server) receiveMessages(w http.ResponseWriter, r *http.Request, _ princ
 	// nothing.
 	ctx := r.Context()
 	var res []inbox.Received
-	err = pgx.BeginFunc(ctx, s.o.DB, func(tx pgx.Tx) error {
+	keys := make([]string, len(msgs))
+	for i, m := range msgs {
+		keys[i] = workqtype.ShardKeyInbox(m.Source, m.MessageID)
+	}
+	sh, err := s.placed(keys)
+	if err != nil {
+		return err
+	}
+	err = pgx.BeginFunc(ctx, sh.DB, func(tx pgx.Tx) error {
 		var rerr error
 		res, rerr = s.inbox.ReceiveMany(ctx, tx, msgs)
 		if errors.Is(rerr, inbox.ErrConflict) {
@@ -476,6 +525,7 @@ func (s *Server) receiveMessages(w http.ResponseWriter, r *http.Request, _ princ
 	anyNew := false
 	for i, x := range res {
 		out[i] = received(x)
+		out[i].Shard = sh.Name
 		anyNew = anyNew || x.New()
 	}
 	writeJSON(w, created(anyNew), items[inboxResult]{out})
@@ -490,4 +540,29 @@ func conflictSummary(res []inbox.Received) string {
 		}
 	}
 	return fmt.Sprintf("%d message(s) were received before with another payload (see conflicts)", n)
+}
+
+// placedJobs is placed for jobs, by their dedup or unique key.
+func (s *Server) placedJobs(jobs []jobq.Job) (Shard, error) {
+	if !s.sharded() {
+		return s.shards[0], nil
+	}
+	keys := make([]string, len(jobs))
+	for i, j := range jobs {
+		k, err := s.jobs.RouteKey(j)
+		if err != nil {
+			return Shard{}, invalidErr(prefix(i), err)
+		}
+		keys[i] = k
+	}
+	return s.placed(keys)
+}
+
+// partitionRoute is an outbox message's route key ("" without a
+// partition key).
+func partitionRoute(m outbox.Message) string {
+	if m.PartitionKey == "" {
+		return ""
+	}
+	return workqtype.ShardKeyPartition(m.PartitionKey)
 }

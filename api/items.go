@@ -33,7 +33,7 @@ func (s *Server) listItems(w http.ResponseWriter, r *http.Request, _ principal) 
 	if err != nil {
 		return err
 	}
-	q, err := query(r, append(filterFields, "limit")...)
+	q, err := query(r, append(filterFields, "limit", "shard")...)
 	if err != nil {
 		return err
 	}
@@ -42,6 +42,20 @@ func (s *Server) listItems(w http.ResponseWriter, r *http.Request, _ principal) 
 		if q.Has(name) {
 			v := q.Get(name)
 			given[name] = &v
+		}
+	}
+	shard := q.Get("shard")
+	if q.Has("shard") && shard == "" {
+		return invalid("shard", "must not be empty (omit it to list every shard)")
+	}
+	var cursorText string
+	if s.sharded() {
+		// A merged list's cursor holds every shard's position.
+		cursorText = q.Get("cursor")
+		delete(given, "cursor")
+	} else if shard != "" {
+		if _, err := s.shardNamed("shard", shard); err != nil {
+			return err
 		}
 	}
 	f, err := filterOf("", given)
@@ -54,6 +68,9 @@ func (s *Server) listItems(w http.ResponseWriter, r *http.Request, _ principal) 
 			return err
 		}
 		f.Limit = int(n)
+	}
+	if s.sharded() {
+		return s.listItemsSharded(w, r, t, f, shard, cursorText)
 	}
 	page, err := admin.List(r.Context(), s.o.DB, t, f)
 	if err != nil {
@@ -129,18 +146,24 @@ func (s *Server) getItem(w http.ResponseWriter, r *http.Request, _ principal) er
 	if err != nil {
 		return err
 	}
-	if _, err := query(r); err != nil {
+	q, err := query(r, "shard")
+	if err != nil {
+		return err
+	}
+	sh, err := s.shardNamed("shard", q.Get("shard"))
+	if err != nil {
 		return err
 	}
 	id, err := parseInt("id", r.PathValue("id"), 1, lease.MaxItemID)
 	if err != nil {
 		return err
 	}
-	it, err := admin.Get(r.Context(), s.o.DB, t, id)
+	it, err := admin.Get(r.Context(), sh.DB, t, id)
 	if err != nil {
 		return err
 	}
-	att, err := admin.Attempts(r.Context(), s.o.DB, t, id)
+	it.Shard = sh.Name
+	att, err := admin.Attempts(r.Context(), sh.DB, t, id)
 	if err != nil {
 		return err
 	}
@@ -155,6 +178,7 @@ func (s *Server) getItem(w http.ResponseWriter, r *http.Request, _ principal) er
 type actionRequest struct {
 	IDs    []int64 `json:"ids"`
 	Reason string  `json:"reason"`
+	Shard  string  `json:"shard"` // the items' shard: required when the API serves several
 }
 
 func (s *Server) act(w http.ResponseWriter, r *http.Request, p principal, verb string) error {
@@ -169,15 +193,19 @@ func (s *Server) act(w http.ResponseWriter, r *http.Request, p principal, verb s
 	if err := admin.CheckIDs(in.IDs); err != nil {
 		return invalidErr("", err)
 	}
+	sh, err := s.shardNamed("shard", in.Shard)
+	if err != nil {
+		return err
+	}
 	by := admin.Actor{Name: p.actor(), Reason: in.Reason}
 	var res admin.Result
 	switch verb {
 	case "retry":
-		res, err = admin.Retry(r.Context(), s.o.DB, t, by, in.IDs...)
+		res, err = admin.Retry(r.Context(), sh.DB, t, by, in.IDs...)
 	case "cancel":
-		res, err = admin.Cancel(r.Context(), s.o.DB, t, by, in.IDs...)
+		res, err = admin.Cancel(r.Context(), sh.DB, t, by, in.IDs...)
 	case "delete":
-		res, err = admin.Delete(r.Context(), s.o.DB, t, in.IDs...)
+		res, err = admin.Delete(r.Context(), sh.DB, t, in.IDs...)
 	}
 	if err != nil {
 		return err
@@ -215,6 +243,7 @@ type matchingRequest struct {
 	} `json:"filter"`
 	Reason string `json:"reason"`
 	Max    *int   `json:"max"`
+	Shard  string `json:"shard"` // the items' shard: required when the API serves several
 }
 
 // matchingResult is the answer of an action on a filter.
@@ -250,15 +279,19 @@ func (s *Server) actMatching(w http.ResponseWriter, r *http.Request, p principal
 		}
 		max = *in.Max
 	}
+	sh, err := s.shardNamed("shard", in.Shard)
+	if err != nil {
+		return err
+	}
 	by := admin.Actor{Name: p.actor(), Reason: in.Reason}
 	var res admin.BulkResult
 	switch verb {
 	case "retry":
-		res, err = admin.RetryMatching(r.Context(), s.o.DB, t, by, f, max)
+		res, err = admin.RetryMatching(r.Context(), sh.DB, t, by, f, max)
 	case "cancel":
-		res, err = admin.CancelMatching(r.Context(), s.o.DB, t, by, f, max)
+		res, err = admin.CancelMatching(r.Context(), sh.DB, t, by, f, max)
 	case "delete":
-		res, err = admin.DeleteMatching(r.Context(), s.o.DB, t, f, max)
+		res, err = admin.DeleteMatching(r.Context(), sh.DB, t, f, max)
 	}
 	s.log.InfoContext(r.Context(), "api "+verb+" matching", "table", t, "actor", by.Name, "reason", in.Reason,
 		"applied", res.Applied, "skipped", res.Skipped, "batches", res.Batches, "next", res.Next, "err", err)

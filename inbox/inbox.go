@@ -80,6 +80,10 @@ type Received struct {
 	Processed bool         `json:"processed"` // a duplicate whose stored message is done already
 	Conflict  bool         `json:"conflict"`  // received before with another payload; nothing changed
 	Status    lease.Status `json:"status"`    // the stored message's status when received
+	// Shard is the database it was recorded in, set by a workq.Client
+	// (workq.DefaultShard for a Client of one database; "" from this
+	// package's own Client).
+	Shard string `json:"shard,omitempty"`
 }
 
 // New reports whether this call inserted the message.

@@ -74,6 +74,10 @@ type Message struct {
 type Sent struct {
 	ID        int64     `json:"id"`
 	MessageID uuid.UUID `json:"message_id"`
+	// Shard is the database it was written to, set by a workq.Client
+	// (workq.DefaultShard for a Client of one database; "" from this
+	// package's own Client).
+	Shard string `json:"shard,omitempty"`
 }
 
 // ClientOptions configure a Client; zero values take the defaults.

@@ -64,6 +64,10 @@ type Scheduled struct {
 	ID      int64
 	DueTime time.Time // as stored (database clock for a Delay)
 	DueNow  bool      // due at or before the moment it was written
+	// Shard is the database it was written to, set by a workq.Client
+	// (workq.DefaultShard for a Client of one database; "" from this
+	// package's own Client).
+	Shard string
 }
 
 // Client schedules and cancels timers. It is safe for concurrent use; share

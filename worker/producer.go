@@ -51,6 +51,11 @@ type producer struct {
 
 	failures failureLog // rate-limits the warnings about failed handlers
 
+	// seat is the producer's place at the slots it shares with the
+	// producers of the same (table, queue) on other workers
+	// (Options.Shared); nil: only its own.
+	seat *member
+
 	prev  []lease.Item // the last claim's items, for Source.ClaimOptions (claim loop only)
 	woken bool         // something outside this worker's completions asked for a claim since the last one (claim loop only)
 	// completed are the applied completions since the last claim, for
@@ -282,6 +287,9 @@ func (p *producer) slotFreed() {
 // now, so the claimer could not count it free before (busy never exceeds
 // what the channel holds).
 func (p *producer) freeQueued() {
+	if p.seat != nil {
+		p.seat.release(1)
+	}
 	p.mu.Lock()
 	p.busy--
 	wake := p.wakeAt >= 0 && p.busy <= p.wakeAt
@@ -342,6 +350,16 @@ func (p *producer) run(ctx context.Context) {
 				waiting = true
 				impatient.Reset(prefetchHorizon)
 			}
+			if n > 0 && p.seat != nil {
+				// The shared slots (Options.Shared) may hold it back: a
+				// release there wakes it. After a failed claim it asks for
+				// one: a claim that hangs on a database that is down must
+				// not hold the slots the other shards work with.
+				if claimErrors > 0 {
+					n = 1
+				}
+				n = p.seat.acquire(n, p.prefetch())
+			}
 			if n > 0 {
 				hint = false
 				if waiting {
@@ -350,6 +368,7 @@ func (p *producer) run(ctx context.Context) {
 				}
 				patient = true
 				got, err := p.claim(ctx, n)
+				p.shareClaim(ctx, n, got, err)
 				if err != nil {
 					if ctx.Err() != nil {
 						return
@@ -427,6 +446,41 @@ func (p *producer) run(ctx context.Context) {
 		}
 	}
 }
+
+// shareClaim gives back to the shared slots what a claim of n did not
+// use, and tells them whether it came back full (short or failed: nothing
+// ready, and a shard that is down holds up no other) and, after a full one,
+// the queue's ready and in-progress items (Engine.QueueDepth, read at most
+// once per backlogProbeEvery, or within a tenth of it after a short claim).
+func (p *producer) shareClaim(ctx context.Context, n, got int, err error) {
+	m := p.seat
+	if m == nil {
+		return
+	}
+	m.release(n - got)
+	full := err == nil && got == n
+	depth := int64(-1)
+	since := time.Since(m.probed)
+	if full && (since >= backlogProbeEvery || m.isDrained() && since >= backlogProbeEvery/10) {
+		m.probed = time.Now()
+		qctx, cancel := context.WithTimeout(ctx, p.w.cfg.Lease/2)
+		ds, derr := p.engine.QueueDepth(qctx)
+		cancel()
+		if derr == nil {
+			depth = int64(got)
+			for _, d := range ds {
+				if d.Queue == p.queue {
+					depth = max(depth, d.Ready+d.InProgress)
+				}
+			}
+		}
+	}
+	m.noted(full, depth)
+}
+
+// backlogProbeEvery is how often a claim loop with a backlog and shared
+// slots reads its queue's depth to weigh its share.
+const backlogProbeEvery = time.Second
 
 // armNextDue sets t to fire when the queue's next ready row falls due, if
 // the source can tell (Source.NextDue) and that is before the next poll. A
@@ -636,6 +690,10 @@ func (p *producer) execute(a *attempt) {
 	a.setRecord(rec.end)
 	job := &Job{Item: a.item, Schema: p.w.rw.Schema(), base: p.w.log, file: rec.file}
 	ctx := a.ctx
+	if p.seat != nil && p.seat.runPermit(ctx.Done()) {
+		// One set of handler slots over the workers sharing them.
+		defer p.seat.runDone()
+	}
 	if p.w.obs != nil {
 		ctx = p.w.obs.HandlerStart(ctx, job)
 	}

@@ -41,3 +41,16 @@ func (c *counters) snapshot() Stats {
 		InFlight: c.inFlight.Load(), Pending: c.pending.Load(),
 	}
 }
+
+// Add returns the field-by-field sum of s and o (the counters of several
+// workers, such as the shards of a sharded Client).
+func (s Stats) Add(o Stats) Stats {
+	return Stats{
+		Claimed: s.Claimed + o.Claimed, Done: s.Done + o.Done, Retried: s.Retried + o.Retried, Failed: s.Failed + o.Failed,
+		Snoozed: s.Snoozed + o.Snoozed, Released: s.Released + o.Released, Cancelled: s.Cancelled + o.Cancelled,
+		CancelRequests: s.CancelRequests + o.CancelRequests, LeaseLost: s.LeaseLost + o.LeaseLost,
+		Panics: s.Panics + o.Panics, ClaimErrors: s.ClaimErrors + o.ClaimErrors, ClaimsReleased: s.ClaimsReleased + o.ClaimsReleased,
+		HeartbeatErrors: s.HeartbeatErrors + o.HeartbeatErrors, FlushErrors: s.FlushErrors + o.FlushErrors,
+		Unflushed: s.Unflushed + o.Unflushed, InFlight: s.InFlight + o.InFlight, Pending: s.Pending + o.Pending,
+	}
+}

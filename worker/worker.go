@@ -36,6 +36,12 @@ type Options struct {
 	// its claims, completions and wake-ups (the channels
 	// <schema>_<table>) are that schema's.
 	Schema string
+	// Shared, when set, is the handler slots this worker shares with
+	// other workers (the shards of a sharded workq.Client): see Shared.
+	// Rank orders the workers for SharedOptions.DrainFirst (lowest
+	// first).
+	Shared *Shared
+	Rank   int
 }
 
 // Source is one kind of work on the runtime: a work table, the queues of it
@@ -95,6 +101,8 @@ type Worker struct {
 	log      *slog.Logger
 	onResult func(Result)
 	obs      Observer // nil: none
+	shared   *Shared  // nil: own slots only
+	rank     int
 
 	// The rate limit of failed-handler warnings per (table, queue)
 	// (failureLogBurst per failureLogWindow; tests shorten the window).
@@ -163,7 +171,7 @@ func New(pool *pgxpool.Pool, cfg Config, o Options) (*Worker, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	w := &Worker{base: context.Background(), pool: pool, rw: rw, db: rw.Wrap(pool), cfg: cfg, log: log, onResult: o.OnResult, obs: o.Observer, kinds: newKindRouter(), clock0: time.Now(),
+	w := &Worker{base: context.Background(), pool: pool, rw: rw, db: rw.Wrap(pool), cfg: cfg, log: log, onResult: o.OnResult, obs: o.Observer, shared: o.Shared, rank: o.Rank, kinds: newKindRouter(), clock0: time.Now(),
 		claimFn: (*lease.Engine).Claim, completeFn: (*lease.Engine).Complete,
 		failBurst: failureLogBurst, failWindow: failureLogWindow}
 	if cfg.RunsDir != "" {
@@ -324,6 +332,9 @@ func (w *Worker) Start(ctx context.Context) error {
 		}
 		for _, q := range s.Queues {
 			p := newProducer(w, s, q, c, r)
+			if w.shared != nil {
+				p.seat = w.shared.join(string(s.Table)+"/"+q, p.conc, w.rank, func() { poke(p.wake) })
+			}
 			c.producers = append(c.producers, p)
 			r.producers = append(r.producers, p)
 		}

@@ -3,6 +3,7 @@ package ui
 import (
 	"fmt"
 	"net/http"
+	"net/url"
 	"sort"
 	"strconv"
 	"strings"
@@ -75,31 +76,114 @@ func (h *Handler) actItems(w http.ResponseWriter, r *http.Request, x *session) e
 	}
 	ret := back(r, "items/"+string(t))
 	if f.Get("scope") == "matching" {
-		filter, ff, err := parseFilter(f)
+		return h.actMatching(w, r, x, t, verb, word, by, ret)
+	}
+
+	sel, err := h.selected(f)
+	if err != nil {
+		return err
+	}
+	if verb != "retry" && f.Get("confirm") != "yes" {
+		h.confirm(w, r, x, "items/"+string(t)+"/act", fmt.Sprintf("%s %d item(s) of %s (%s)?", capitalize(word), sel.n, t, sel.list()), true)
+		return nil
+	}
+	var res struct{ Applied, Requested, Skipped []string }
+	for _, g := range sel.groups {
+		var one admin.Result
+		switch verb {
+		case "retry":
+			one, err = admin.Retry(r.Context(), g.shard.DB, t, by, g.ids...)
+		case "cancel":
+			one, err = admin.Cancel(r.Context(), g.shard.DB, t, by, g.ids...)
+		case "delete":
+			one, err = admin.Delete(r.Context(), g.shard.DB, t, g.ids...)
+		}
+		if err != nil {
+			if h.sharded() {
+				err = fmt.Errorf("shard %s: %w", g.shard.Name, err)
+			}
+			if len(res.Applied)+len(res.Skipped) > 0 { // an earlier shard's part is done
+				h.sessions.setFlash(x, fmt.Sprintf("%s: %d applied, then shard %s failed: %s", capitalize(word), len(res.Applied), g.shard.Name, messageOf(err)))
+				h.poke()
+				redirect(w, r, ret)
+				return nil
+			}
+			return err
+		}
+		res.Applied = append(res.Applied, sel.names(g.shard, one.Applied)...)
+		res.Requested = append(res.Requested, sel.names(g.shard, one.Requested)...)
+		res.Skipped = append(res.Skipped, sel.names(g.shard, one.Skipped)...)
+		h.log.InfoContext(r.Context(), "dashboard "+verb, "table", t, "shard", g.shard.Name, "actor", by.Name, "applied", len(one.Applied),
+			"skipped", len(one.Skipped))
+	}
+	msg := fmt.Sprintf("%s: %d applied", capitalize(word), len(res.Applied))
+	if len(res.Requested) > 0 {
+		msg += fmt.Sprintf(" (%d running: their workers stop them, and they end cancelled: %s)", len(res.Requested), strList(res.Requested))
+	}
+	if len(res.Skipped) > 0 {
+		msg += fmt.Sprintf(", %d skipped (not in the state %s needs, or gone: %s)", len(res.Skipped), word, strList(res.Skipped))
+	}
+	h.sessions.setFlash(x, msg+".")
+	h.poke()
+	if verb == "delete" && len(res.Applied) == 1 && sel.n == 1 && strings.HasPrefix(ret, fmt.Sprintf("items/%s/%d", t, sel.groups[0].ids[0])) {
+		ret = "items/" + string(t) // the item is gone
+	}
+	redirect(w, r, ret)
+	return nil
+}
+
+// actMatching is an action on every item matching the form's filter: of
+// its shard, or of every shard in turn on a sharded dashboard (the cap
+// admin.DefaultBulk is per shard).
+func (h *Handler) actMatching(w http.ResponseWriter, r *http.Request, x *session, t lease.Table, verb, word string, by admin.Actor, ret string) error {
+	f := r.PostForm
+	filter, ff, err := parseFilter(f)
+	if err != nil {
+		return err
+	}
+	targets := h.shards
+	if ff.Shard != "" || !h.sharded() {
+		sh, err := h.shardNamed(ff.Shard)
 		if err != nil {
 			return err
 		}
-		if f.Get("confirm") != "yes" {
-			desc := "every item"
-			if ff.Any() {
-				desc = "every item matching " + describe(ff)
-			}
-			h.confirm(w, r, x, "items/"+string(t)+"/act", fmt.Sprintf("%s %s of %s, newest first, in batches of %d, at most %d items?",
-				capitalize(word), desc, t, admin.BulkBatch, admin.DefaultBulk), verb != "retry")
-			return nil
+		targets = []Shard{sh}
+	}
+	if f.Get("confirm") != "yes" {
+		desc := "every item"
+		if ff.Any() {
+			desc = "every item matching " + describe(ff)
 		}
-		var res admin.BulkResult
+		where := ""
+		if len(targets) > 1 {
+			where = fmt.Sprintf(" on each of the %d shards in turn", len(targets))
+		}
+		h.confirm(w, r, x, "items/"+string(t)+"/act", fmt.Sprintf("%s %s of %s%s, newest first, in batches of %d, at most %d items?",
+			capitalize(word), desc, t, where, admin.BulkBatch, admin.DefaultBulk), verb != "retry")
+		return nil
+	}
+	var res admin.BulkResult
+	capped := false
+	for _, sh := range targets {
+		var one admin.BulkResult
 		switch verb {
 		case "retry":
-			res, err = admin.RetryMatching(r.Context(), h.o.DB, t, by, filter, 0)
+			one, err = admin.RetryMatching(r.Context(), sh.DB, t, by, filter, 0)
 		case "cancel":
-			res, err = admin.CancelMatching(r.Context(), h.o.DB, t, by, filter, 0)
+			one, err = admin.CancelMatching(r.Context(), sh.DB, t, by, filter, 0)
 		case "delete":
-			res, err = admin.DeleteMatching(r.Context(), h.o.DB, t, filter, 0)
+			one, err = admin.DeleteMatching(r.Context(), sh.DB, t, filter, 0)
 		}
-		h.log.InfoContext(r.Context(), "dashboard "+verb+" matching", "table", t, "actor", by.Name, "applied", res.Applied,
-			"skipped", res.Skipped, "batches", res.Batches, "next", res.Next, "err", err)
+		h.log.InfoContext(r.Context(), "dashboard "+verb+" matching", "table", t, "shard", sh.Name, "actor", by.Name, "applied", one.Applied,
+			"skipped", one.Skipped, "batches", one.Batches, "next", one.Next, "err", err)
+		res.Applied += one.Applied
+		res.Skipped += one.Skipped
+		res.Batches += one.Batches
+		capped = capped || one.Next != 0
 		if err != nil {
+			if h.sharded() {
+				err = fmt.Errorf("shard %s: %w", sh.Name, err)
+			}
 			if res.Batches > 0 {
 				h.sessions.setFlash(x, fmt.Sprintf("Stopped by an error after %d batches (%d applied): %s", res.Batches, res.Applied, messageOf(err)))
 				h.poke()
@@ -108,62 +192,89 @@ func (h *Handler) actItems(w http.ResponseWriter, r *http.Request, x *session) e
 			}
 			return err
 		}
-		msg := fmt.Sprintf("%s: %d applied, %d skipped (not in the state %s needs), in %d batches.", capitalize(word), res.Applied,
-			res.Skipped, word, res.Batches)
-		if res.Next != 0 {
-			msg += fmt.Sprintf(" Stopped at the cap of %d items: run it again to go on.", admin.DefaultBulk)
-		}
-		h.sessions.setFlash(x, msg)
-		h.poke()
-		redirect(w, r, ret)
-		return nil
 	}
-
-	var ids []int64
-	for _, s := range f["id"] {
-		id, err := strconv.ParseInt(s, 10, 64)
-		if err != nil {
-			return bad("id %q is not an item id", s)
-		}
-		ids = append(ids, id)
+	msg := fmt.Sprintf("%s: %d applied, %d skipped (not in the state %s needs), in %d batches.", capitalize(word), res.Applied,
+		res.Skipped, word, res.Batches)
+	if capped {
+		msg += fmt.Sprintf(" Stopped at the cap of %d items: run it again to go on.", admin.DefaultBulk)
 	}
-	if len(ids) == 0 {
-		return bad("Select at least one item.")
-	}
-	if err := admin.CheckIDs(ids); err != nil {
-		return err
-	}
-	if verb != "retry" && f.Get("confirm") != "yes" {
-		h.confirm(w, r, x, "items/"+string(t)+"/act", fmt.Sprintf("%s %d item(s) of %s (%s)?", capitalize(word), len(ids), t, idList(ids)), true)
-		return nil
-	}
-	var res admin.Result
-	switch verb {
-	case "retry":
-		res, err = admin.Retry(r.Context(), h.o.DB, t, by, ids...)
-	case "cancel":
-		res, err = admin.Cancel(r.Context(), h.o.DB, t, by, ids...)
-	case "delete":
-		res, err = admin.Delete(r.Context(), h.o.DB, t, ids...)
-	}
-	if err != nil {
-		return err
-	}
-	h.log.InfoContext(r.Context(), "dashboard "+verb, "table", t, "actor", by.Name, "applied", len(res.Applied), "skipped", len(res.Skipped))
-	msg := fmt.Sprintf("%s: %d applied", capitalize(word), len(res.Applied))
-	if len(res.Requested) > 0 {
-		msg += fmt.Sprintf(" (%d running: their workers stop them, and they end cancelled: %s)", len(res.Requested), idList(res.Requested))
-	}
-	if len(res.Skipped) > 0 {
-		msg += fmt.Sprintf(", %d skipped (not in the state %s needs, or gone: %s)", len(res.Skipped), word, idList(res.Skipped))
-	}
-	h.sessions.setFlash(x, msg+".")
+	h.sessions.setFlash(x, msg)
 	h.poke()
-	if verb == "delete" && len(res.Applied) == 1 && strings.HasPrefix(ret, fmt.Sprintf("items/%s/%d", t, ids[0])) {
-		ret = "items/" + string(t) // the item is gone
-	}
 	redirect(w, r, ret)
 	return nil
+}
+
+// selection is the items a form selected, by shard.
+type selection struct {
+	groups  []shardIDs
+	n       int
+	sharded bool
+}
+
+type shardIDs struct {
+	shard Shard
+	ids   []int64
+}
+
+// selected reads the form's id fields: ID (of the form's shard field, or
+// the one database) or SHARD:ID. Every shard is checked before anything is
+// done: a missing shard on a sharded dashboard is a 400, an unknown one a
+// 404.
+func (h *Handler) selected(f url.Values) (selection, error) {
+	sel := selection{sharded: h.sharded()}
+	at := map[string]int{}
+	for _, s := range f["id"] {
+		name, num := f.Get("shard"), s
+		if i := strings.LastIndexByte(s, ':'); i >= 0 {
+			name, num = s[:i], s[i+1:]
+		}
+		id, err := strconv.ParseInt(num, 10, 64)
+		if err != nil {
+			return sel, bad("id %q is not an item id", s)
+		}
+		sh, err := h.shardNamed(name)
+		if err != nil {
+			return sel, err
+		}
+		i, ok := at[sh.Name]
+		if !ok {
+			i = len(sel.groups)
+			at[sh.Name] = i
+			sel.groups = append(sel.groups, shardIDs{shard: sh})
+		}
+		sel.groups[i].ids = append(sel.groups[i].ids, id)
+		sel.n++
+	}
+	if sel.n == 0 {
+		return sel, bad("Select at least one item.")
+	}
+	for _, g := range sel.groups {
+		if err := admin.CheckIDs(g.ids); err != nil {
+			return sel, err
+		}
+	}
+	return sel, nil
+}
+
+// names are ids as the messages say them: SHARD:ID when sharded.
+func (sel selection) names(sh Shard, ids []int64) []string {
+	out := make([]string, len(ids))
+	for i, id := range ids {
+		out[i] = strconv.FormatInt(id, 10)
+		if sel.sharded {
+			out[i] = sh.Name + ":" + out[i]
+		}
+	}
+	return out
+}
+
+// list is the selection in words.
+func (sel selection) list() string {
+	var all []string
+	for _, g := range sel.groups {
+		all = append(all, sel.names(g.shard, g.ids)...)
+	}
+	return strList(all)
 }
 
 // actQueue is pause, resume or limit of one (table, queue).
@@ -248,7 +359,7 @@ func capitalize(s string) string {
 	return strings.ToUpper(s[:1]) + s[1:]
 }
 
-func idList(ids []int64) string {
+func strList(ids []string) string {
 	var b strings.Builder
 	for i, id := range ids {
 		if i == 10 {
@@ -258,7 +369,7 @@ func idList(ids []int64) string {
 		if i > 0 {
 			b.WriteString(", ")
 		}
-		b.WriteString(strconv.FormatInt(id, 10))
+		b.WriteString(id)
 	}
 	return b.String()
 }

@@ -23,17 +23,52 @@ const (
 	// so one that commits a little later still lands in a later interval.
 	DefaultSettle = 2 * time.Second
 	maxQueues     = 500 // most (table, queue)s the history keeps
+	// DefaultShardTimeout bounds one shard's sampling round (and the
+	// dashboard's reads of one shard): a shard that is down costs a page
+	// at most this long.
+	DefaultShardTimeout = 3 * time.Second
 )
+
+// SampleSource is where one shard's samples come from: its depth, its
+// ended attempts and its clock (as SamplerOptions' of one database).
+type SampleSource struct {
+	Name  string
+	Depth func(ctx context.Context) ([]admin.Depth, error)
+	Ended func(ctx context.Context, after, until time.Time) ([]admin.Ended, error)
+	Clock func(ctx context.Context) (time.Time, error)
+}
+
+// ShardState is one shard's part in the latest sampling round.
+type ShardState struct {
+	Name string
+	// Err is why the shard was left out of the latest round (nil: it was
+	// sampled).
+	Err error
+	// SampledAt is the shard's clock at its last successful round (zero:
+	// none yet); the counts are of that round.
+	SampledAt                            time.Time
+	Queues                               int // (table, queue)s with items
+	Ready, Scheduled, InProgress, Failed int64
+}
 
 // SamplerOptions configure a Sampler. Depth, Ended and Clock are the
 // sampling sources, injected so that another one (a metrics cache) can
 // stand in; api.New passes admin.Depths, admin.EndedBetween and
-// admin.Clock over its pool.
+// admin.Clock over its pool. Shards, instead, are the sources of every
+// shard of a sharded workq: each sample is their sum.
 type SamplerOptions struct {
 	Depth  func(ctx context.Context) ([]admin.Depth, error)
 	Ended  func(ctx context.Context, after, until time.Time) ([]admin.Ended, error)
 	Clock  func(ctx context.Context) (time.Time, error)
 	Logger *slog.Logger
+
+	// Shards, when set (Depth, Ended and Clock unset), are read at once,
+	// each bounded by ShardTimeout (0: DefaultShardTimeout), and summed: a
+	// shard that fails or does not answer in time is left out of the
+	// sample (ShardStates says so), and the others are sampled. Only when
+	// every shard fails does the round fail.
+	Shards       []SampleSource
+	ShardTimeout time.Duration
 
 	Interval time.Duration // between samples (0: 10s)
 	History  time.Duration // how much the ring buffer keeps (0: 1h)
@@ -73,18 +108,39 @@ type Sampler struct {
 	log  *slog.Logger
 	poke chan struct{}
 
+	sources []SampleSource // Shards, or the one of Depth, Ended and Clock
+	sharded bool
+
 	mu      sync.Mutex
 	ring    []Sample // oldest first once full; len <= cap
 	next    int      // where the next sample goes when the ring is full
 	full    bool
-	last    time.Time // upper bound of the last ended-attempt count
+	last    []time.Time // per source: upper bound of its last ended-attempt count
 	lastErr error
+	states  []ShardState // per source, of the latest round (sharded only)
 }
 
 // NewSampler returns a Sampler; Run samples.
 func NewSampler(o SamplerOptions) (*Sampler, error) {
-	if o.Depth == nil || o.Ended == nil || o.Clock == nil {
-		return nil, errors.New("ui: SamplerOptions needs Depth, Ended and Clock")
+	sources := o.Shards
+	if len(sources) == 0 {
+		if o.Depth == nil || o.Ended == nil || o.Clock == nil {
+			return nil, errors.New("ui: SamplerOptions needs Depth, Ended and Clock")
+		}
+		sources = []SampleSource{{Depth: o.Depth, Ended: o.Ended, Clock: o.Clock}}
+	} else if o.Depth != nil || o.Ended != nil || o.Clock != nil {
+		return nil, errors.New("ui: SamplerOptions takes Shards or Depth, Ended and Clock, not both")
+	}
+	for _, src := range o.Shards {
+		if src.Depth == nil || src.Ended == nil || src.Clock == nil {
+			return nil, fmt.Errorf("ui: SamplerOptions: shard %q needs Depth, Ended and Clock", src.Name)
+		}
+	}
+	if o.ShardTimeout == 0 {
+		o.ShardTimeout = DefaultShardTimeout
+	}
+	if o.ShardTimeout < 0 {
+		return nil, fmt.Errorf("ui: shard timeout %s must not be negative", o.ShardTimeout)
 	}
 	if o.Interval == 0 {
 		o.Interval = DefaultSampleInterval
@@ -105,7 +161,14 @@ func NewSampler(o SamplerOptions) (*Sampler, error) {
 		o.Logger = slog.Default()
 	}
 	n := int(o.History / o.Interval)
-	return &Sampler{o: o, log: o.Logger, poke: make(chan struct{}, 1), ring: make([]Sample, 0, n)}, nil
+	s := &Sampler{o: o, log: o.Logger, poke: make(chan struct{}, 1), ring: make([]Sample, 0, n), sources: sources,
+		sharded: len(o.Shards) > 0, last: make([]time.Time, len(sources))}
+	if s.sharded {
+		for _, src := range sources {
+			s.states = append(s.states, ShardState{Name: src.Name})
+		}
+	}
+	return s, nil
 }
 
 // Interval is the time between samples.
@@ -154,34 +217,88 @@ func (s *Sampler) Poke() {
 	}
 }
 
-// SampleOnce takes one sample.
-func (s *Sampler) SampleOnce(ctx context.Context) error {
-	now, err := s.o.Clock(ctx)
-	if err != nil {
-		return s.fail(err)
+// sourceRound is what one source's part of a round read.
+type sourceRound struct {
+	now   time.Time
+	depth []admin.Depth
+	ended []admin.Ended
+	until time.Time // the new upper bound of its ended-attempt count
+	span  time.Duration
+	err   error
+}
+
+// sampleSource reads one source: its clock, its depth and the attempts
+// that ended since its previous round.
+func (s *Sampler) sampleSource(ctx context.Context, i int) (r sourceRound) {
+	src := s.sources[i]
+	if r.now, r.err = src.Clock(ctx); r.err != nil {
+		return r
 	}
-	depth, err := s.o.Depth(ctx)
-	if err != nil {
-		return s.fail(err)
+	if r.depth, r.err = src.Depth(ctx); r.err != nil {
+		return r
 	}
-	smp := Sample{At: now, Queues: map[QueueKey]QueueSample{}}
-	for _, d := range depth {
-		if len(smp.Queues) >= maxQueues {
-			break
-		}
-		smp.Queues[QueueKey{d.Table, d.Queue}] = QueueSample{Ready: d.Ready, Scheduled: d.Scheduled, InProgress: d.InProgress,
-			Failed: d.Failed, OldestDue: d.OldestDue}
-	}
-	until := now.Add(-s.o.Settle)
+	r.until = r.now.Add(-s.o.Settle)
 	s.mu.Lock()
-	after := s.last
+	after := s.last[i]
 	s.mu.Unlock()
-	if !after.IsZero() && until.After(after) {
-		ended, err := s.o.Ended(ctx, after, until)
-		if err != nil {
-			return s.fail(err)
+	if !after.IsZero() && r.until.After(after) {
+		if r.ended, r.err = src.Ended(ctx, after, r.until); r.err != nil {
+			return r
 		}
-		for _, e := range ended {
+		r.span = r.until.Sub(after)
+	}
+	return r
+}
+
+// SampleOnce takes one sample: of every shard, at once and each bounded
+// by ShardTimeout, when sharded.
+func (s *Sampler) SampleOnce(ctx context.Context) error {
+	rounds := make([]sourceRound, len(s.sources))
+	if !s.sharded {
+		rounds[0] = s.sampleSource(ctx, 0)
+	} else {
+		var wg sync.WaitGroup
+		for i := range s.sources {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				sctx, cancel := context.WithTimeout(ctx, s.o.ShardTimeout)
+				defer cancel()
+				rounds[i] = s.sampleSource(sctx, i)
+			}()
+		}
+		wg.Wait()
+	}
+	var errs []error
+	smp := Sample{Queues: map[QueueKey]QueueSample{}}
+	sampled := false
+	for i, r := range rounds {
+		if r.err != nil {
+			if s.sharded {
+				r.err = fmt.Errorf("shard %s: %w", s.sources[i].Name, r.err)
+			}
+			errs = append(errs, r.err)
+			continue
+		}
+		if !sampled {
+			smp.At = r.now // the first shard that answered tells the time
+			sampled = true
+		}
+		smp.Span = max(smp.Span, r.span)
+		for _, d := range r.depth {
+			k := QueueKey{d.Table, d.Queue}
+			q, ok := smp.Queues[k]
+			if !ok && len(smp.Queues) >= maxQueues {
+				continue
+			}
+			q.Ready += d.Ready
+			q.Scheduled += d.Scheduled
+			q.InProgress += d.InProgress
+			q.Failed += d.Failed
+			q.OldestDue = max(q.OldestDue, d.OldestDue)
+			smp.Queues[k] = q
+		}
+		for _, e := range r.ended {
 			k := QueueKey{e.Table, e.Queue}
 			q, ok := smp.Queues[k]
 			if !ok && len(smp.Queues) >= maxQueues {
@@ -193,12 +310,37 @@ func (s *Sampler) SampleOnce(ctx context.Context) error {
 			q.Ended[e.Outcome] += e.Count
 			smp.Queues[k] = q
 		}
-		smp.Span = until.Sub(after)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if after.IsZero() || until.After(after) {
-		s.last = until
+	if s.sharded {
+		for i, r := range rounds {
+			st := &s.states[i]
+			st.Err = r.err
+			if r.err != nil {
+				continue
+			}
+			st.SampledAt, st.Queues = r.now, len(r.depth)
+			st.Ready, st.Scheduled, st.InProgress, st.Failed = 0, 0, 0, 0
+			for _, d := range r.depth {
+				st.Ready += d.Ready
+				st.Scheduled += d.Scheduled
+				st.InProgress += d.InProgress
+				st.Failed += d.Failed
+			}
+		}
+	}
+	if !sampled {
+		s.lastErr = errs[0]
+		if len(errs) > 1 {
+			s.lastErr = errors.Join(errs...)
+		}
+		return s.lastErr
+	}
+	for i, r := range rounds {
+		if r.err == nil && (s.last[i].IsZero() || r.until.After(s.last[i])) {
+			s.last[i] = r.until
+		}
 	}
 	s.lastErr = nil
 	if len(s.ring) < cap(s.ring) {
@@ -207,7 +349,18 @@ func (s *Sampler) SampleOnce(ctx context.Context) error {
 		s.ring[s.next] = smp
 		s.next = (s.next + 1) % len(s.ring)
 	}
+	if len(errs) > 0 {
+		s.log.Warn("dashboard sampler: shards left out of this sample", "err", errors.Join(errs...))
+	}
 	return nil
+}
+
+// ShardStates is every shard's part in the latest round (nil unless the
+// Sampler has Shards).
+func (s *Sampler) ShardStates() []ShardState {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.states)
 }
 
 func (s *Sampler) fail(err error) error {

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"html/template"
 	"io"
 	"io/fs"
 	"maps"
@@ -23,6 +24,7 @@ import (
 	"github.com/workq/workq/db"
 	"github.com/workq/workq/db/gen"
 	"github.com/workq/workq/internal/rundir"
+	"github.com/workq/workq/internal/shardlist"
 	"github.com/workq/workq/lease"
 	"github.com/workq/workq/outbox"
 	"github.com/workq/workq/schedule"
@@ -128,6 +130,24 @@ type overviewData struct {
 	Error     string     `json:"error,omitempty"` // of the last sampling round
 	Queues    []queueRow `json:"queues"`
 	NoSampler bool       `json:"-"`
+	// Shards is the per-shard breakdown of a sharded dashboard's latest
+	// sample: each shard's totals, or why it was left out.
+	Shards []shardRow `json:"shards,omitempty"`
+	// NoQueueState says why the pauses and limits are missing (the first
+	// shard of a sharded dashboard is down).
+	NoQueueState string `json:"no_queue_state,omitempty"`
+}
+
+// shardRow is one shard in the overview's breakdown.
+type shardRow struct {
+	Shard       string     `json:"shard"`
+	Unreachable string     `json:"unreachable,omitempty"` // why the latest sample left it out
+	SampledAt   *time.Time `json:"sampled_at"`            // its last successful sample
+	Queues      int        `json:"queues"`
+	Ready       int64      `json:"ready"`
+	Scheduled   int64      `json:"scheduled"`
+	InProgress  int64      `json:"in_progress"`
+	Failed      int64      `json:"failed"`
 }
 
 func (h *Handler) overviewOf(ctx context.Context) (overviewData, error) {
@@ -160,18 +180,33 @@ func (h *Handler) overviewOf(ctx context.Context) (overviewData, error) {
 				r.Done1h, r.Failed1h, r.Retried1h = byOutcome["done"], byOutcome["failed"], byOutcome["retry"]
 			}
 		}
+		for _, st := range h.o.Sampler.ShardStates() {
+			sr := shardRow{Shard: st.Name, Queues: st.Queues, Ready: st.Ready, Scheduled: st.Scheduled, InProgress: st.InProgress, Failed: st.Failed}
+			if !st.SampledAt.IsZero() {
+				at := st.SampledAt
+				sr.SampledAt = &at
+			}
+			if st.Err != nil {
+				sr.Unreachable = "did not answer"
+				if !errors.Is(st.Err, context.DeadlineExceeded) {
+					sr.Unreachable = "could not be read (the server log has the error)"
+				}
+			}
+			out.Shards = append(out.Shards, sr)
+		}
 	}
-	paused, err := lease.Paused(ctx, h.o.DB)
+	paused, limits, err := h.pausesAndLimits(ctx)
 	if err != nil {
-		return out, err
+		if !h.sharded() {
+			return out, err
+		}
+		// The first shard holds them: down, it leaves the sums shown.
+		n := h.unreachable(ctx, h.shards[0].Name, err)
+		out.NoQueueState = fmt.Sprintf("The pauses and limits are not shown: shard %s, which holds them, %s.", n.Shard, n.Error)
 	}
 	for _, p := range paused {
 		r := row(QueueKey{p.Table, p.Queue})
 		r.Paused, r.PausedBy = true, p.PausedBy
-	}
-	limits, err := gen.New(h.o.DB).QueueLimitsList(ctx)
-	if err != nil {
-		return out, fmt.Errorf("list limits: %w", err)
 	}
 	for _, l := range limits {
 		w := l.MaxInProgress
@@ -185,6 +220,25 @@ func (h *Handler) overviewOf(ctx context.Context) (overviewData, error) {
 		return keyLess(QueueKey{out.Queues[i].Table, out.Queues[i].Queue}, QueueKey{out.Queues[j].Table, out.Queues[j].Queue})
 	})
 	return out, nil
+}
+
+// pausesAndLimits reads the queues' pauses and limits (of the first shard
+// when sharded, bounded by the shard timeout).
+func (h *Handler) pausesAndLimits(ctx context.Context) ([]lease.PausedQueue, []gen.QueueLimit, error) {
+	if h.sharded() {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, h.o.ShardTimeout)
+		defer cancel()
+	}
+	paused, err := lease.Paused(ctx, h.o.DB)
+	if err != nil {
+		return nil, nil, err
+	}
+	limits, err := gen.New(h.o.DB).QueueLimitsList(ctx)
+	if err != nil {
+		return nil, nil, fmt.Errorf("list limits: %w", err)
+	}
+	return paused, limits, nil
 }
 
 func (h *Handler) overview(w http.ResponseWriter, r *http.Request, x *session) error {
@@ -230,23 +284,60 @@ func (h *Handler) historyJSON(w http.ResponseWriter, r *http.Request, _ *session
 // counts is the page of exact counts: admin.Queues reads every row.
 func (h *Handler) counts(w http.ResponseWriter, r *http.Request, x *session) error {
 	start := time.Now()
-	qs, err := admin.Queues(r.Context(), h.o.DB)
-	if err != nil {
-		return err
+	type row struct {
+		Shard string
+		Q     admin.Queue
 	}
-	h.render(w, r, x, http.StatusOK, "counts", "Exact counts", "overview", struct {
-		Queues []admin.Queue
-		Took   time.Duration
-	}{qs, time.Since(start)})
+	d := struct {
+		Queues  []row
+		Took    time.Duration
+		Sharded bool
+		Down    []shardNotice
+	}{Sharded: h.sharded()}
+	if !h.sharded() {
+		qs, err := admin.Queues(r.Context(), h.o.DB)
+		if err != nil {
+			return err
+		}
+		for _, q := range qs {
+			d.Queues = append(d.Queues, row{Q: q})
+		}
+	} else {
+		// Every shard at once; one that does not answer its clock within
+		// the shard timeout is a notice, not a failed page. The counts
+		// themselves read whole tables: only the request bounds them.
+		all, down := eachShard(r.Context(), h, func(ctx context.Context, sh Shard) ([]admin.Queue, error) {
+			if _, err := admin.Clock(ctx, sh.DB); err != nil {
+				return nil, err
+			}
+			return admin.Queues(r.Context(), sh.DB)
+		})
+		for i, qs := range all {
+			for _, q := range qs {
+				d.Queues = append(d.Queues, row{Shard: h.shards[i].Name, Q: q})
+			}
+		}
+		sort.SliceStable(d.Queues, func(i, j int) bool {
+			a, b := d.Queues[i], d.Queues[j]
+			if a.Q.Table != b.Q.Table || a.Q.Queue != b.Q.Queue {
+				return keyLess(QueueKey{a.Q.Table, a.Q.Queue}, QueueKey{b.Q.Table, b.Q.Queue})
+			}
+			return a.Shard < b.Shard
+		})
+		d.Down = down
+	}
+	d.Took = time.Since(start)
+	h.render(w, r, x, http.StatusOK, "counts", "Exact counts", "overview", d)
 	return nil
 }
 
 // filterForm is the items page's filter as its form fields.
 type filterForm struct {
 	Queue, Status, Kind, CreatedAfter, CreatedBefore, Error string
+	Shard                                                   string // one shard of a sharded dashboard ("": every one)
 }
 
-var filterNames = []string{"queue", "status", "kind", "created_after", "created_before", "error"}
+var filterNames = []string{"shard", "queue", "status", "kind", "created_after", "created_before", "error"}
 
 // timeForm is the layout of a datetime-local field (UTC).
 const timeForm = "2006-01-02T15:04"
@@ -255,7 +346,7 @@ const timeForm = "2006-01-02T15:04"
 // admin.Filter; times are datetime-local fields in UTC (RFC 3339 too).
 func parseFilter(v url.Values) (admin.Filter, filterForm, error) {
 	ff := filterForm{Queue: strings.TrimSpace(v.Get("queue")), Status: v.Get("status"), Kind: strings.TrimSpace(v.Get("kind")),
-		CreatedAfter: v.Get("created_after"), CreatedBefore: v.Get("created_before"), Error: v.Get("error")}
+		CreatedAfter: v.Get("created_after"), CreatedBefore: v.Get("created_before"), Error: v.Get("error"), Shard: v.Get("shard")}
 	f := admin.Filter{Queue: ff.Queue, Status: ff.Status, Kind: ff.Kind, ErrorText: ff.Error}
 	var err error
 	if f.CreatedAfter, err = parseFormTime("created after", ff.CreatedAfter); err != nil {
@@ -286,7 +377,7 @@ func parseFormTime(what, s string) (time.Time, error) {
 func (ff filterForm) query() url.Values {
 	v := url.Values{}
 	for name, val := range map[string]string{"queue": ff.Queue, "status": ff.Status, "kind": ff.Kind,
-		"created_after": ff.CreatedAfter, "created_before": ff.CreatedBefore, "error": ff.Error} {
+		"created_after": ff.CreatedAfter, "created_before": ff.CreatedBefore, "error": ff.Error, "shard": ff.Shard} {
 		if val != "" {
 			v.Set(name, val)
 		}
@@ -303,8 +394,9 @@ func (ff filterForm) Fields() map[string]string {
 	return out
 }
 
-// QueryString is the filter as a query string.
-func (ff filterForm) QueryString() string { return ff.query().Encode() }
+// QueryString is the filter as a query string, as a template.URL: an
+// href's query would otherwise escape its = and & again.
+func (ff filterForm) QueryString() template.URL { return template.URL(ff.query().Encode()) }
 
 // Any reports whether a filter field is set.
 func (ff filterForm) Any() bool { return len(ff.query()) > 0 }
@@ -315,11 +407,14 @@ type itemsData struct {
 	Filter   filterForm
 	Statuses []string
 	Items    []admin.Item
-	Next     string // query string of the next page ("" on the last)
-	First    bool   // this is the first page
-	Self     string // this page, relative to the root (the actions' way back)
-	Error    string // a bad filter
-	Text     bool   // the page searched last_error (bounded)
+	Next     template.URL // query string of the next page ("" on the last), encoded by url.Values
+
+	First  bool          // this is the first page
+	Self   string        // this page, relative to the root (the actions' way back)
+	Error  string        // a bad filter
+	Text   bool          // the page searched last_error (bounded)
+	Shards []string      // the shards of a sharded dashboard (none: unsharded)
+	Down   []shardNotice // shards left out of this page
 }
 
 func (h *Handler) items(w http.ResponseWriter, r *http.Request, x *session) error {
@@ -328,14 +423,22 @@ func (h *Handler) items(w http.ResponseWriter, r *http.Request, x *session) erro
 		return err
 	}
 	q := r.URL.Query()
-	d := itemsData{Table: t, Tables: lease.Tables, Statuses: admin.Statuses}
+	d := itemsData{Table: t, Tables: lease.Tables, Statuses: admin.Statuses, Shards: h.shardList()}
 	f, ff, err := parseFilter(q)
 	d.Filter = ff
 	status := http.StatusOK
 	if err != nil {
 		d.Error, status = messageOf(err), http.StatusBadRequest
 		d.Items = []admin.Item{}
+	} else if h.sharded() && ff.Shard == "" {
+		if err := h.listMerged(r.Context(), t, f, ff, q.Get("cursor"), &d); err != nil {
+			return err
+		}
 	} else {
+		sh, err := h.shardNamed(ff.Shard)
+		if err != nil {
+			return err
+		}
 		if c := q.Get("cursor"); c != "" {
 			n, err := strconv.ParseInt(c, 10, 64)
 			if err != nil || n < 1 || n > lease.MaxItemID {
@@ -346,15 +449,20 @@ func (h *Handler) items(w http.ResponseWriter, r *http.Request, x *session) erro
 		d.First = f.Before == 0
 		f.Limit = pageSize
 		d.Text = f.ErrorText != ""
-		page, err := admin.List(r.Context(), h.o.DB, t, f)
+		page, err := admin.List(r.Context(), sh.DB, t, f)
 		if err != nil {
 			return err
 		}
 		d.Items = page.Items
+		if h.sharded() {
+			for i := range d.Items {
+				d.Items[i].Shard = sh.Name
+			}
+		}
 		if page.Next != 0 {
 			nq := ff.query()
 			nq.Set("cursor", strconv.FormatInt(page.Next, 10))
-			d.Next = nq.Encode()
+			d.Next = template.URL(nq.Encode())
 		}
 	}
 	d.Self = "items/" + string(t)
@@ -362,6 +470,37 @@ func (h *Handler) items(w http.ResponseWriter, r *http.Request, x *session) erro
 		d.Self += "?" + r.URL.RawQuery
 	}
 	h.render(w, r, x, status, "items", tableTitle(t), string(t), d)
+	return nil
+}
+
+// listMerged fills d with a page of every shard's items
+// (internal/shardlist, as the API's), its cursor holding every shard's
+// position; a shard that does not answer within ShardTimeout is left out,
+// with a notice.
+func (h *Handler) listMerged(ctx context.Context, t lease.Table, f admin.Filter, ff filterForm, cursor string, d *itemsData) error {
+	cur := shardlist.Cursor{}
+	if cursor != "" {
+		var err error
+		if cur, err = shardlist.ParseCursor(cursor); err != nil {
+			return bad("cursor %q is not a position of this list: start from the newest", cursor)
+		}
+	}
+	d.First = cursor == ""
+	f.Limit = pageSize
+	d.Text = f.ErrorText != ""
+	page, err := shardlist.List(ctx, h.listShards(""), t, f, cur, shardlist.Options{Timeout: h.o.ShardTimeout, Tolerate: true})
+	if err != nil {
+		return err
+	}
+	d.Items = page.Items
+	for _, down := range page.Down {
+		d.Down = append(d.Down, h.unreachable(ctx, down.Shard, down.Err))
+	}
+	if page.Next != nil {
+		nq := ff.query()
+		nq.Set("cursor", page.Next.String())
+		d.Next = template.URL(nq.Encode())
+	}
 	return nil
 }
 
@@ -407,6 +546,7 @@ type itemData struct {
 	Self           string
 	RetryLabel     string
 	ErrorTruncated bool
+	Shard          string // of a sharded dashboard ("": unsharded)
 }
 
 type detailRow struct{ Name, Value string }
@@ -420,15 +560,26 @@ func (h *Handler) item(w http.ResponseWriter, r *http.Request, x *session) error
 	if err != nil || id < 1 || id > lease.MaxItemID {
 		return notFound("%q is not an item id.", r.PathValue("id"))
 	}
-	it, err := admin.Get(r.Context(), h.o.DB, t, id)
+	sh, err := h.shardNamed(r.URL.Query().Get("shard"))
 	if err != nil {
 		return err
 	}
-	att, err := admin.Attempts(r.Context(), h.o.DB, t, id)
+	it, err := admin.Get(r.Context(), sh.DB, t, id)
 	if err != nil {
 		return err
 	}
-	d := itemData{Item: it, RunsDir: h.o.RunsDir != "", Self: fmt.Sprintf("items/%s/%d", t, id), RetryLabel: "Retry",
+	att, err := admin.Attempts(r.Context(), sh.DB, t, id)
+	if err != nil {
+		return err
+	}
+	self := fmt.Sprintf("items/%s/%d", t, id)
+	title := fmt.Sprintf("%s %d", tableTitle(t), id)
+	if h.sharded() {
+		it.Shard = sh.Name
+		self += "?shard=" + url.QueryEscape(sh.Name)
+		title = fmt.Sprintf("%s %s:%d", tableTitle(t), sh.Name, id)
+	}
+	d := itemData{Item: it, RunsDir: h.o.RunsDir != "", Self: self, Shard: it.Shard, RetryLabel: "Retry",
 		CanRetry: it.Status == "failed" || it.Status == "cancelled", CanCancel: it.Status == "ready" || it.Status == "in_progress",
 		CanDelete: it.Status == "done" || it.Status == "failed" || it.Status == "cancelled"}
 	if t == lease.Inbox {
@@ -449,7 +600,7 @@ func (h *Handler) item(w http.ResponseWriter, r *http.Request, x *session) error
 		d.Attempts = append(d.Attempts, av)
 	}
 	// The attempt running now has no archive row yet: its log may exist.
-	h.render(w, r, x, http.StatusOK, "item", fmt.Sprintf("%s %d", tableTitle(t), id), string(t), d)
+	h.render(w, r, x, http.StatusOK, "item", title, string(t), d)
 	return nil
 }
 

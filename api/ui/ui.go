@@ -37,8 +37,18 @@ const Prefix = "/ui/"
 
 // Options configure a Handler.
 type Options struct {
-	DB     workqtype.TxDB // required
-	Logger *slog.Logger   // nil: slog.Default()
+	DB workqtype.TxDB // required (a sharded dashboard's first shard)
+	// Shards, when set, are the databases of a sharded workq (the API's
+	// Options.Shards; DB is the first's): the item pages list the items of
+	// every shard, each with its shard, an item and its actions name their
+	// shard (?shard=, a form's shard field, or SHARD:ID ids), and the
+	// exact counts are per shard. A shard that does not answer within
+	// ShardTimeout (0: DefaultShardTimeout) is shown as unreachable and
+	// the others are served. Queue actions, schedules and the outbox's
+	// keys and joins use DB. Without Shards nothing changes.
+	Shards       []Shard
+	ShardTimeout time.Duration
+	Logger       *slog.Logger // nil: slog.Default()
 	// Authenticate says who holds an API token (the API's own check);
 	// required unless Anonymous is set.
 	Authenticate func(token string) (Principal, bool)
@@ -69,6 +79,12 @@ type Options struct {
 	Failures FailureLimiter
 }
 
+// Shard is one database of a sharded workq: its name and a DB on it.
+type Shard struct {
+	Name string
+	DB   workqtype.TxDB
+}
+
 // FailureLimiter limits failed credentials per client address
 // (internal/authlimit.Limiter is one).
 type FailureLimiter interface {
@@ -90,6 +106,7 @@ type Handler struct {
 	version  string // of the static assets, for their URLs
 	sessions *sessions
 	cop      *http.CrossOriginProtection
+	shards   []Shard // Options.Shards; one unnamed (DB) without
 }
 
 //go:embed templates/*.html
@@ -128,12 +145,30 @@ func New(o Options) (*Handler, error) {
 	if o.Failures == nil {
 		o.Failures = authlimit.New(authlimit.Options{})
 	}
+	if o.ShardTimeout == 0 {
+		o.ShardTimeout = DefaultShardTimeout
+	}
+	if o.ShardTimeout < 0 {
+		return nil, fmt.Errorf("ui: ShardTimeout %s must not be negative", o.ShardTimeout)
+	}
+	shards := []Shard{{DB: o.DB}}
+	if len(o.Shards) > 0 {
+		shards = nil
+		seen := map[string]bool{}
+		for _, sh := range o.Shards {
+			if sh.Name == "" || sh.DB == nil || seen[sh.Name] {
+				return nil, fmt.Errorf("ui: shard %q: every shard needs a name of its own and a DB", sh.Name)
+			}
+			seen[sh.Name] = true
+			shards = append(shards, sh)
+		}
+	}
 	static, err := fs.Sub(staticFS, "static")
 	if err != nil {
 		return nil, err
 	}
 	h := &Handler{o: o, log: o.Logger, mux: http.NewServeMux(), static: static,
-		sessions: newSessions(o.SessionTTL, o.MaxSessions, o.MaxSessionsPerToken), cop: http.NewCrossOriginProtection()}
+		sessions: newSessions(o.SessionTTL, o.MaxSessions, o.MaxSessionsPerToken), cop: http.NewCrossOriginProtection(), shards: shards}
 	if h.version, err = assetVersion(static); err != nil {
 		return nil, err
 	}

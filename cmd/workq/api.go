@@ -35,6 +35,8 @@ func newAPICmd() *cobra.Command {
 		"and only to requests addressed to localhost, 127.0.0.0/8 or [::1]")
 	dashboard := cmd.Flags().Bool("ui", true, "serve the web dashboard at /ui/ (log in with a token of --api-tokens)")
 	sample := cmd.Flags().Duration("ui-sample-interval", 10*time.Second, "how often the dashboard samples queue depth and ended attempts (an hour of history at most, in memory)")
+	shardFlags := cmd.Flags().StringArray("shard", nil, "a shard of a sharded workq, NAME=URL (repeat for each; instead of --database-url): "+
+		"item lists merge every shard's items, each tagged with its shard; item endpoints take ?shard=NAME (docs/scale-out.md)")
 	cmd.AddCommand(newAPITokenCmd())
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		if err := cfg.Validate(); err != nil {
@@ -56,6 +58,24 @@ func newAPICmd() *cobra.Command {
 		log := newLogger(cfg, cmd.ErrOrStderr())
 		opts.Logger = log
 		ctx := cmd.Context()
+		if len(*shardFlags) > 0 {
+			specs, err := parseShards(*shardFlags)
+			if err != nil {
+				return err
+			}
+			shards, done, err := connectShards(ctx, *cfg, log, specs, checksLater)
+			if err != nil {
+				return err
+			}
+			defer done()
+			for _, sh := range shards {
+				opts.Shards = append(opts.Shards, api.Shard{Name: sh.Name, DB: sh.Pool})
+				if err := db.CheckSchema(ctx, inSchema(cfg, sh.Pool)); err != nil {
+					log.Warn("shard schema is not current", "shard", sh.Name, "err", err)
+				}
+			}
+			cfg.DatabaseURL = specs[0].url // the first shard serves enqueues, queues and schedules (the dashboard reads every shard)
+		}
 		pool, done, err := connect(ctx, cfg, log, checksLater)
 		if err != nil {
 			return err

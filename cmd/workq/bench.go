@@ -132,6 +132,8 @@ the handler sleep, so slots stay busy as with real work.`,
 	maintenance := f.Bool("maintenance", false, "run the Client's maintenance (reaper, retention, ...) beside the worker, as a production Client does")
 	table := f.String("table", "job_runs", "work table: job_runs, or outbox (burn-down only; see bench_outbox.go)")
 	orderedKeys := f.Int("ordered-keys", 0, "--table outbox: spread the messages over this many partition keys (0: unkeyed)")
+	shardURLs := f.StringSlice("shards", nil, "job runs over a sharded Client: the shards' database URLs (comma-separated or repeated; NAME=URL names one), "+
+		"burn-down or continuous; reports each shard's and the total jobs/s (--concurrency is shared by the shards)")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		cfg.Queues = []string{benchQueue}
 		if *cpuProfile != "" {
@@ -161,6 +163,16 @@ the handler sleep, so slots stay busy as with real work.`,
 		}
 		ctx := cmd.Context()
 		log := newLogger(cfg, cmd.ErrOrStderr())
+		if len(*shardURLs) > 0 {
+			if *rate > 0 || *produceOnly || *table != "job_runs" || *orderedKeys != 0 || inboxBench.on || *enqueueMode != enqueueCopy || *reportEvery > 0 {
+				return fmt.Errorf("--shards runs the job-run burn-down (-n N) or continuous mode (--duration D) only")
+			}
+			specs, err := parseShards(*shardURLs)
+			if err != nil {
+				return err
+			}
+			return benchShards(ctx, *cfg, log, specs, *n, *duration, *maintenance, cmd.OutOrStdout(), *asJSON)
+		}
 		pool, done, err := connect(ctx, cfg, log, migrates)
 		if err != nil {
 			return err

@@ -130,3 +130,31 @@ func canonicalJSON(raw []byte) ([]byte, error) {
 	}
 	return json.Marshal(v)
 }
+
+// RouteKey returns the key that places j on a shard of a sharded client
+// ("" for a job without a key, placed anywhere): its dedup key, or for a
+// unique job its unique key without the period (every period of a key goes
+// to one shard, so a period's edge between routing and insert cannot split
+// a key). Two jobs that can collide on a key have the same route key.
+func (c *Client) RouteKey(j Job) (string, error) {
+	p, err := c.prepare(j)
+	if err != nil {
+		return "", err
+	}
+	switch {
+	case p.dedup != "":
+		return workqtype.ShardKeyDedup(p.dedup), nil
+	case p.uniqueKey != nil:
+		u := j.Unique
+		u.ByPeriod = 0
+		if u.IsZero() {
+			u.States = DefaultUniqueStates
+		}
+		k, _, err := u.key(&p, time.Time{})
+		if err != nil {
+			return "", err
+		}
+		return "unique\x00" + string(k), nil
+	}
+	return "", nil
+}

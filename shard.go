@@ -1,0 +1,456 @@
+package workq
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/workq/workq/inbox"
+	"github.com/workq/workq/internal/jobq"
+	"github.com/workq/workq/outbox"
+	"github.com/workq/workq/timers"
+	"github.com/workq/workq/worker"
+	"github.com/workq/workq/workqtype"
+)
+
+// DefaultShard is the shard name of a Client made by NewClient, and of
+// items whose shard nobody named (the single-database API and CLI).
+const DefaultShard = "default"
+
+// Shard is one PostgreSQL database of a sharded Client: its name, stable
+// for as long as the database holds work (keys are placed by it), and a
+// pool on it. Every shard must be migrated to the Client's schema.
+type Shard struct {
+	Name string
+	Pool *pgxpool.Pool
+}
+
+// ShardingConfig configures how a sharded Client's workers drain its
+// shards (Config.Sharding). A Client of one shard ignores it.
+type ShardingConfig struct {
+	// DrainFirst orders the shards as NewShardedClient got them: the
+	// workers claim a (table, queue) of a shard only while every earlier
+	// shard has nothing ready in it. Put a shard you move work off first,
+	// and it is emptied before the others are served (new keys keep going
+	// to it until it leaves the list). Default: every shard is served at
+	// once, its share of the handler slots weighted by its backlog.
+	DrainFirst bool
+}
+
+// shardSet is the shards of a sharded Client's front.
+type shardSet struct {
+	shards []*Client // in the order given (DrainFirst's)
+	names  []string
+	byName map[string]*Client
+	rr     atomic.Uint64 // round-robin of unkeyed work
+	shared *worker.Shared
+}
+
+// NewShardedClient returns a Client over several PostgreSQL databases
+// (shards) that serve one logical queue. Each shard has its own workers'
+// claim loops, one LISTEN connection and its own maintenance leader; the
+// workers of every shard draw from one set of handler slots
+// (Config.Worker's concurrency per queue is the total over the shards,
+// shared by backlog, or DrainFirst).
+//
+// Work is placed on a shard by rendezvous hashing of its key (ShardOf):
+// the dedup key or unique key of a job, the partition key of an outbox
+// message, the (source, message id) of an inbox message, the name of a
+// schedule. So every guarantee about a key (per-key order, de-duplication,
+// uniqueness) holds: a key never leaves its shard. Work without a key (and
+// timers) goes round-robin. What runs in the caller's transaction runs on
+// the database of that transaction: name it with Shard (client.Shard(name)
+// returns the Client of one shard, whose ...Tx methods, Cancel and
+// CancelTimer work as a single-database Client's). Results carry the shard
+// (Enqueued.Shard, outbox.Sent.Shard...): an item is (shard, id).
+//
+// Names are 1-128 of A-Z a-z 0-9 _ . : -, unique; pools distinct. With one
+// shard it is NewClient with that shard's name. Bad input is an error
+// wrapping ErrInvalid.
+func NewShardedClient(shards []Shard, cfg Config) (*Client, error) {
+	if err := checkShards(shards); err != nil {
+		return nil, err
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	if len(shards) == 1 {
+		return newClient(shards[0].Pool, cfg, shards[0].Name, nil, 0)
+	}
+	set := &shardSet{byName: map[string]*Client{},
+		shared: worker.NewShared(worker.SharedOptions{DrainFirst: cfg.Sharding.DrainFirst})}
+	for i, sh := range shards {
+		scfg := cfg
+		scfg.Logger = log.With("shard", sh.Name)
+		c, err := newClient(sh.Pool, scfg, sh.Name, set.shared, i)
+		if err != nil {
+			return nil, fmt.Errorf("shard %s: %w", sh.Name, err)
+		}
+		c.view = true
+		set.shards = append(set.shards, c)
+		set.names = append(set.names, sh.Name)
+		set.byName[sh.Name] = c
+	}
+	first := set.shards[0]
+	return &Client{pool: first.pool, rw: first.rw, db: first.db, log: log, jobs: first.jobs, outbox: first.outbox, inbox: first.inbox,
+		timers: first.timers, sched: first.sched, enqueueMW: first.enqueueMW, run: first.run, set: set}, nil
+}
+
+func checkShards(shards []Shard) error {
+	if len(shards) == 0 {
+		return workqtype.Invalid("shards", "a sharded Client needs at least one shard")
+	}
+	var errs []error
+	names := map[string]bool{}
+	pools := map[*pgxpool.Pool]string{}
+	for i, sh := range shards {
+		switch {
+		case !workqtype.ValidName(sh.Name):
+			errs = append(errs, workqtype.Invalid("shards", fmt.Sprintf("shard %d: name %q is not a valid name (%s)", i, sh.Name, workqtype.NameRule)))
+		case names[sh.Name]:
+			errs = append(errs, workqtype.Invalid("shards", fmt.Sprintf("shard %d: name %q is given twice", i, sh.Name)))
+		}
+		names[sh.Name] = true
+		switch {
+		case sh.Pool == nil:
+			errs = append(errs, workqtype.Invalid("shards", fmt.Sprintf("shard %q has no pool", sh.Name)))
+		case pools[sh.Pool] != "":
+			errs = append(errs, workqtype.Invalid("shards", fmt.Sprintf("shards %q and %q have the same pool", pools[sh.Pool], sh.Name)))
+		default:
+			pools[sh.Pool] = sh.Name
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// ShardName returns the Client's shard: DefaultShard for NewClient, the
+// shard's name for a Client of one shard, "" for a sharded Client.
+func (c *Client) ShardName() string { return c.name }
+
+// Shards returns the names of the Client's shards, in order.
+func (c *Client) Shards() []string {
+	if c.set == nil {
+		return []string{c.name}
+	}
+	return slices.Clone(c.set.names)
+}
+
+// Shard returns the Client of the shard called name: its ...Tx methods
+// run in a transaction on that shard's database, its Cancel, CancelTimer
+// and Pool are that shard's. A Client of one shard returns itself for its
+// own name (and for ""). It is part of the sharded Client: start and stop
+// that one. An unknown name is an error wrapping ErrInvalid.
+func (c *Client) Shard(name string) (*Client, error) {
+	if c.set == nil {
+		if name == c.name || name == "" {
+			return c, nil
+		}
+		return nil, workqtype.Invalid("shard", fmt.Sprintf("no shard %q (the Client's one shard is %q)", name, c.name))
+	}
+	if s, ok := c.set.byName[name]; ok {
+		return s, nil
+	}
+	return nil, workqtype.Invalid("shard", fmt.Sprintf("no shard %q (the shards are %q)", name, c.set.names))
+}
+
+// ShardFor returns the shard a key goes to (see NewShardedClient): to open
+// the transaction of keyed work on its shard. The keys are those a Client
+// routes by: a job's DedupKey, an outbox PartitionKey, InboxKey(source,
+// id), ScheduleKey(name); other strings (a tenant, an account) are placed
+// the same way, for an application that keys its own data so.
+func (c *Client) ShardFor(key string) string {
+	if c.set == nil {
+		return c.name
+	}
+	return ShardOf(c.set.names, key)
+}
+
+// Route keys of the kinds of work (workqtype.ShardKey...).
+func routePartition(key string) string    { return workqtype.ShardKeyPartition(key) }
+func routeSchedule(name string) string    { return workqtype.ShardKeySchedule(name) }
+func routeInbox(source, id string) string { return workqtype.ShardKeyInbox(source, id) }
+
+// InboxKey is the key ShardFor takes for an inbox message.
+func InboxKey(source, messageID string) string { return workqtype.ShardKeyInbox(source, messageID) }
+
+// PartitionKey is the key ShardFor takes for an outbox partition key.
+func PartitionKey(key string) string { return workqtype.ShardKeyPartition(key) }
+
+// DedupKey is the key ShardFor takes for a job's DedupKey.
+func DedupKey(key string) string { return workqtype.ShardKeyDedup(key) }
+
+// ScheduleKey is the key ShardFor takes for a schedule's name.
+func ScheduleKey(name string) string { return workqtype.ShardKeySchedule(name) }
+
+// pick returns the shard of route key k ("": the next round-robin shard).
+func (s *shardSet) pick(k string) *Client {
+	if k == "" {
+		return s.shards[int((s.rr.Add(1)-1)%uint64(len(s.shards)))]
+	}
+	return s.shards[rendezvous(s.names, k)]
+}
+
+// errShardTx refuses a transaction on a sharded Client, which cannot tell
+// which database the transaction is on.
+func (c *Client) errShardTx(what string) error {
+	return workqtype.Invalid("shard", fmt.Sprintf("%s on a sharded Client: name the transaction's database with client.Shard(name).%s", what, what))
+}
+
+// errShardID refuses an operation by id on a sharded Client: an id is
+// unique per shard only.
+func (c *Client) errShardID(what string) error {
+	return workqtype.Invalid("shard", fmt.Sprintf("%s on a sharded Client: an id names an item of one shard; use client.Shard(name).%s with the shard the enqueue reported", what, what))
+}
+
+// group splits n items into per-shard batches by their route keys (""
+// keys all go to one round-robin shard per call): the index lists per
+// shard, in shard order.
+func (s *shardSet) group(keys []string) map[*Client][]int {
+	out := map[*Client][]int{}
+	var rr *Client
+	for i, k := range keys {
+		var sc *Client
+		if k == "" {
+			if rr == nil {
+				rr = s.pick("")
+			}
+			sc = rr
+		} else {
+			sc = s.pick(k)
+		}
+		out[sc] = append(out[sc], i)
+	}
+	return out
+}
+
+// each runs f for each shard's batch, in shard order, and stops at the
+// first error (naming the shard): the batches of earlier shards stay
+// written.
+func (s *shardSet) each(groups map[*Client][]int, f func(sc *Client, idx []int) error) error {
+	for _, sc := range s.shards {
+		idx, ok := groups[sc]
+		if !ok {
+			continue
+		}
+		if err := f(sc, idx); err != nil {
+			return fmt.Errorf("shard %s: %w", sc.name, err)
+		}
+	}
+	return nil
+}
+
+// --- jobs
+
+func (c *Client) shardedEnqueue(ctx context.Context, jobs []jobq.Job) ([]Enqueued, error) {
+	keys := make([]string, len(jobs))
+	for i, j := range jobs {
+		k, err := c.jobs.RouteKey(j)
+		if err != nil {
+			return nil, indexed(err, i, len(jobs) == 1)
+		}
+		keys[i] = k
+	}
+	out := make([]Enqueued, len(jobs))
+	err := c.set.each(c.set.group(keys), func(sc *Client, idx []int) error {
+		if len(jobs) == 1 {
+			r, err := sc.jobs.Enqueue(ctx, sc.db, jobs[0])
+			out[0] = Enqueued{ID: r.ID, Duplicate: r.Duplicate, Shard: sc.name}
+			return err
+		}
+		part := make([]jobq.Job, len(idx))
+		for i, x := range idx {
+			part[i] = jobs[x]
+		}
+		rs, err := sc.jobs.EnqueueMany(ctx, sc.db, part)
+		if err != nil {
+			return err
+		}
+		for i, x := range idx {
+			out[x] = Enqueued{ID: rs[i].ID, Duplicate: rs[i].Duplicate, Shard: sc.name}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// --- outbox
+
+func (c *Client) shardedSend(ctx context.Context, msgs []outbox.Message) ([]outbox.Sent, error) {
+	keys := make([]string, len(msgs))
+	for i, m := range msgs {
+		if m.JoinID != 0 {
+			return nil, indexed(workqtype.Invalid("join_id", "a join lives on one shard: send its members with client.Shard(name).Send on the join's shard"), i, len(msgs) == 1)
+		}
+		if m.PartitionKey != "" {
+			keys[i] = routePartition(m.PartitionKey)
+		}
+	}
+	out := make([]outbox.Sent, len(msgs))
+	err := c.set.each(c.set.group(keys), func(sc *Client, idx []int) error {
+		part := make([]outbox.Message, len(idx))
+		for i, x := range idx {
+			part[i] = msgs[x]
+		}
+		var rs []outbox.Sent
+		var err error
+		if len(msgs) == 1 {
+			var r outbox.Sent
+			r, err = sc.outbox.Send(ctx, sc.db, part[0])
+			rs = []outbox.Sent{r}
+		} else {
+			rs, err = sc.outbox.SendMany(ctx, sc.db, part)
+		}
+		if err != nil {
+			return err
+		}
+		for i, x := range idx {
+			out[x] = rs[i]
+			out[x].Shard = sc.name
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// --- inbox
+
+func (c *Client) shardedReceive(ctx context.Context, msgs []inbox.Message) ([]inbox.Received, error) {
+	keys := make([]string, len(msgs))
+	for i, m := range msgs {
+		keys[i] = routeInbox(m.Source, m.MessageID)
+	}
+	out := make([]inbox.Received, len(msgs))
+	err := c.set.each(c.set.group(keys), func(sc *Client, idx []int) error {
+		part := make([]inbox.Message, len(idx))
+		for i, x := range idx {
+			part[i] = msgs[x]
+		}
+		var rs []inbox.Received
+		var err error
+		if len(msgs) == 1 {
+			var r inbox.Received
+			r, err = sc.inbox.Receive(ctx, sc.db, part[0])
+			rs = []inbox.Received{r}
+		} else {
+			rs, err = sc.inbox.ReceiveMany(ctx, sc.db, part)
+		}
+		if err != nil {
+			return err
+		}
+		for i, x := range idx {
+			out[x] = rs[i]
+			out[x].Shard = sc.name
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// --- timers
+
+func (c *Client) shardedSchedule(ctx context.Context, ts []timers.Timer) ([]timers.Scheduled, error) {
+	sc := c.set.pick("")
+	var rs []timers.Scheduled
+	var err error
+	if len(ts) == 1 {
+		var r timers.Scheduled
+		r, err = sc.timers.Schedule(ctx, sc.db, ts[0])
+		rs = []timers.Scheduled{r}
+	} else {
+		rs, err = sc.timers.ScheduleMany(ctx, sc.db, ts)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("shard %s: %w", sc.name, err)
+	}
+	for i := range rs {
+		rs[i].Shard = sc.name
+	}
+	return rs, nil
+}
+
+// --- lifecycle
+
+// startSharded starts every shard. A shard whose schema cannot be read
+// within shardCheckBound (down, unreachable) is started anyway and logged:
+// its workers and maintenance retry until it answers, and the other shards
+// work meanwhile. A shard whose schema is behind fails Start (a deploy
+// error, not an outage), as does every shard being unreachable.
+func (c *Client) startSharded(ctx context.Context) error {
+	errs := make([]error, len(c.set.shards))
+	var wg sync.WaitGroup
+	for i, sc := range c.set.shards {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			cctx, cancel := context.WithTimeout(ctx, shardCheckBound)
+			defer cancel()
+			if errs[i] = sc.checkSchema(cctx); errs[i] == nil {
+				sc.checkSyncCommit(cctx) // each shard's own warnings (design §26)
+			}
+		}()
+	}
+	wg.Wait()
+	down := 0
+	for i, err := range errs {
+		sc := c.set.shards[i]
+		switch {
+		case err == nil:
+		case errors.Is(err, ErrSchemaBehind):
+			return fmt.Errorf("shard %s: %w", sc.name, err)
+		default:
+			down++
+			c.log.Warn("shard unreachable at start: its workers and maintenance retry until it answers", "shard", sc.name, "err", err)
+		}
+	}
+	if down == len(errs) {
+		return fmt.Errorf("workq: no shard answers: %w", errors.Join(errs...))
+	}
+	var started []*Client
+	for _, sc := range c.set.shards {
+		if err := sc.startParts(ctx); err != nil {
+			for _, s := range started {
+				_ = s.stopParts(context.WithoutCancel(ctx))
+			}
+			return fmt.Errorf("shard %s: %w", sc.name, err)
+		}
+		started = append(started, sc)
+	}
+	return nil
+}
+
+// shardCheckBound bounds the schema check of each shard at Start.
+const shardCheckBound = 5 * time.Second
+
+// stopSharded stops every shard at once (each within Stop's bound).
+func (c *Client) stopSharded(ctx context.Context) error {
+	errs := make([]error, len(c.set.shards))
+	var wg sync.WaitGroup
+	for i, sc := range c.set.shards {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := sc.stopParts(ctx); err != nil {
+				errs[i] = fmt.Errorf("shard %s: %w", sc.name, err)
+			}
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}

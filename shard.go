@@ -15,6 +15,7 @@ import (
 	"github.com/workq/workq/inbox"
 	"github.com/workq/workq/internal/jobq"
 	"github.com/workq/workq/outbox"
+	"github.com/workq/workq/shardlimit"
 	"github.com/workq/workq/timers"
 	"github.com/workq/workq/worker"
 	"github.com/workq/workq/workqtype"
@@ -42,6 +43,19 @@ type ShardingConfig struct {
 	// to it until it leaves the list). Default: every shard is served at
 	// once, its share of the handler slots weighted by its backlog.
 	DrainFirst bool
+	// GlobalLimits are global limits W over every shard: at most W items
+	// of a (table, queue) in progress across all of them. Each shard's
+	// queue limit holds a budget, and a leader elected on the first shard
+	// moves the budgets towards each shard's backlog every LimitInterval,
+	// lowering before raising so that the budgets in force never sum above
+	// W (package shardlimit; docs/scale-out.md). The leader runs with the
+	// Client's maintenance (not when Maintenance.Disabled; `workq
+	// shard-limit` runs it on its own). A limit set with `workq limit set`
+	// on one shard is that shard's budget and is overwritten by the leader.
+	GlobalLimits []shardlimit.Limit
+	// LimitInterval is how often the leader moves the budgets (default
+	// shardlimit.DefaultInterval, 1s).
+	LimitInterval time.Duration
 }
 
 // shardSet is the shards of a sharded Client's front.
@@ -51,6 +65,12 @@ type shardSet struct {
 	byName map[string]*Client
 	rr     atomic.Uint64 // round-robin of unkeyed work
 	shared *worker.Shared
+	// limits keeps GlobalLimits (nil without them); stopLimits ends its
+	// Run, whose end limitsDone reports.
+	limits     *shardlimit.Rebalancer
+	limitsOf   []shardlimit.Limit
+	stopLimits context.CancelFunc
+	limitsDone chan struct{}
 }
 
 // NewShardedClient returns a Client over several PostgreSQL databases
@@ -98,6 +118,18 @@ func NewShardedClient(shards []Shard, cfg Config) (*Client, error) {
 		set.shards = append(set.shards, c)
 		set.names = append(set.names, sh.Name)
 		set.byName[sh.Name] = c
+	}
+	if len(cfg.Sharding.GlobalLimits) > 0 && !cfg.Maintenance.Disabled {
+		ls := make([]shardlimit.Shard, len(set.shards))
+		for i, sc := range set.shards {
+			ls[i] = shardlimit.Shard{Name: sc.name, DB: sc.db}
+		}
+		r, err := shardlimit.New(ls, shardlimit.Options{Limits: cfg.Sharding.GlobalLimits, Interval: cfg.Sharding.LimitInterval,
+			Owner: cfg.Worker.ID, Logger: log.With("component", "shardlimit")})
+		if err != nil {
+			return nil, fmt.Errorf("workq: Sharding.GlobalLimits: %w", err)
+		}
+		set.limits, set.limitsOf = r, cfg.Sharding.GlobalLimits
 	}
 	first := set.shards[0]
 	return &Client{pool: first.pool, rw: first.rw, db: first.db, log: log, jobs: first.jobs, outbox: first.outbox, inbox: first.inbox,
@@ -422,6 +454,24 @@ func (c *Client) startSharded(ctx context.Context) error {
 	if down == len(errs) {
 		return fmt.Errorf("workq: no shard answers: %w", errors.Join(errs...))
 	}
+	// Before any worker claims, a shard without a budget for a global
+	// limit gets 0 (claims nothing) for the leader to raise: a shard
+	// without one would claim without limit until the leader's first
+	// round. A shard unreachable now is written by the leader when it
+	// answers (docs/scale-out.md).
+	if c.set.limits != nil {
+		for i, sc := range c.set.shards {
+			if errs[i] != nil {
+				continue
+			}
+			cctx, cancel := context.WithTimeout(ctx, shardCheckBound)
+			err := shardlimit.ZeroUnset(cctx, sc.db, c.set.limitsOf)
+			cancel()
+			if err != nil {
+				c.log.Warn("shard: setting the missing budgets of the global limits to 0 failed", "shard", sc.name, "err", err)
+			}
+		}
+	}
 	var started []*Client
 	for _, sc := range c.set.shards {
 		if err := sc.startParts(ctx); err != nil {
@@ -432,6 +482,14 @@ func (c *Client) startSharded(ctx context.Context) error {
 		}
 		started = append(started, sc)
 	}
+	if c.set.limits != nil {
+		lctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+		c.set.stopLimits, c.set.limitsDone = cancel, make(chan struct{})
+		go func() {
+			defer close(c.set.limitsDone)
+			_ = c.set.limits.Run(lctx) // returns nil when lctx ends
+		}()
+	}
 	return nil
 }
 
@@ -440,6 +498,16 @@ const shardCheckBound = 5 * time.Second
 
 // stopSharded stops every shard at once (each within Stop's bound).
 func (c *Client) stopSharded(ctx context.Context) error {
+	if c.set.stopLimits != nil {
+		// The leader releases its lock within its shard timeout; a budget
+		// it wrote stays in force for the next leader.
+		c.set.stopLimits()
+		select {
+		case <-c.set.limitsDone:
+		case <-ctx.Done():
+		}
+		c.set.stopLimits = nil
+	}
 	errs := make([]error, len(c.set.shards))
 	var wg sync.WaitGroup
 	for i, sc := range c.set.shards {

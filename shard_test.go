@@ -18,7 +18,9 @@ import (
 	"github.com/workq/workq/inbox"
 	"github.com/workq/workq/internal/testdb"
 	"github.com/workq/workq/internal/testutil"
+	"github.com/workq/workq/lease"
 	"github.com/workq/workq/outbox"
+	"github.com/workq/workq/shardlimit"
 	"github.com/workq/workq/worker"
 )
 
@@ -570,4 +572,61 @@ func TestShardedDownShardDoesNotStopTheOthers(t *testing.T) {
 	if err := client.Stop(sctx); err != nil {
 		t.Errorf("stop: %v", err)
 	}
+}
+
+// Sharding.GlobalLimits: the Client runs the shardlimit leader, so never
+// more than W handlers of the queue run at once over both shards (a
+// handler runs only while its row is in progress, and the budgets in force
+// never sum above W), and the backlog of both shards drains, the busier
+// shard getting the larger budget.
+func TestShardedGlobalLimit(t *testing.T) {
+	ctx := context.Background()
+	const w, bigN, smallN = 3, 60, 20
+	var running, maxRunning atomic.Int64
+	var mu sync.Mutex
+	done := map[string]int{}
+	workers := workq.NewWorkers()
+	workq.AddWorker(workers, workq.WorkFunc(func(ctx context.Context, job *workq.Job[ShardArgs]) error {
+		n := running.Add(1)
+		defer running.Add(-1)
+		for m := maxRunning.Load(); n > m && !maxRunning.CompareAndSwap(m, n); m = maxRunning.Load() {
+		}
+		time.Sleep(20 * time.Millisecond)
+		mu.Lock()
+		defer mu.Unlock()
+		done[job.Args.Shard]++
+		return nil
+	}))
+	big, small := testdb.Pool(t), testdb.Pool(t)
+	client, err := workq.NewShardedClient([]workq.Shard{{Name: "big", Pool: big}, {Name: "small", Pool: small}},
+		workq.Config{Workers: workers, Worker: worker.Config{Poll: 50 * time.Millisecond},
+			Sharding: workq.ShardingConfig{LimitInterval: 100 * time.Millisecond,
+				GlobalLimits: []shardlimit.Limit{{Table: lease.JobRuns, Queue: "default", W: w}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	shardWork(t, client, "big", bigN)
+	shardWork(t, client, "small", smallN)
+	if err := client.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer client.Stop(ctx)
+	waitDone(t, &mu, done, bigN+smallN, 60*time.Second)
+	if m := maxRunning.Load(); m > w {
+		t.Errorf("%d handlers ran at once over two shards, want at most W = %d", m, w)
+	}
+	if m := maxRunning.Load(); m < 2 {
+		t.Errorf("at most %d handler ran at once: the leader never raised the budgets above 1", m)
+	}
+	budget := func(pool *pgxpool.Pool) int {
+		var b int
+		if err := pool.QueryRow(ctx, `select max_in_progress from workq.queue_limits where work_table = 'job_runs' and queue = 'default'`).Scan(&b); err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	if b, s := budget(big), budget(small); b+s > w {
+		t.Errorf("budgets %d + %d, above W = %d", b, s, w)
+	}
+	t.Logf("at most %d handlers at once (W = %d); done %v", maxRunning.Load(), w, done)
 }

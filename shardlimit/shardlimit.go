@@ -35,6 +35,7 @@
 package shardlimit
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -153,3 +154,18 @@ func (o Options) withDefaults(shards []Shard) (Options, error) {
 // ErrFenced is returned for a shard write refused because a leader with a
 // newer token has written there: this leader has lost the lock.
 var ErrFenced = errors.New("fenced out by a newer leader")
+
+// ZeroUnset gives every limit without a budget on the shard of db a budget
+// of 0 (claim nothing), and leaves the others alone. A sharded Client calls
+// it before its workers start, so a shard never claims without a limit
+// until the leader's first round; the leader then raises it. db is the
+// shard's pool (in the schema, as Shard.DB).
+func ZeroUnset(ctx context.Context, db workqtype.TxDB, limits []Limit) error {
+	for _, lim := range limits {
+		if _, err := db.Exec(ctx, `insert into workq.queue_limits (work_table, queue, max_in_progress)
+			values ($1, $2, 0) on conflict (work_table, queue) do nothing`, string(lim.Table), lim.Queue); err != nil {
+			return fmt.Errorf("shardlimit: budget 0 for %s/%s: %w", lim.Table, lim.Queue, err)
+		}
+	}
+	return nil
+}

@@ -1092,19 +1092,36 @@ func (r *outageRig) leaderToken() int64 {
 
 // checkLeader checks that the leader holds its lock, renewed after last
 // (this process's clock), under a token greater than before (when not 0).
+//
+// It waits for that, up to leaderBound: a leader whose renewals failed
+// through the outage for longer than its TTL has lost the lock and takes
+// it again on its next try, which may come after the work is drained (seen
+// once under load, when the check read the lock at that instant).
 func (r *outageRig) checkLeader(last time.Time, before int64) int64 {
 	r.t.Helper()
-	var owner string
+	var owner, problem string
 	var renewedAfter bool
 	var token int64
-	if err := r.db.QueryRow(context.Background(), `select owner, token, expires_at - interval '3 seconds' > $1 and expires_at > clock_timestamp()
-		from workq.workq_locks where name = 'workq.maintenance'`, r.off.toDB(last)).Scan(&owner, &token, &renewedAfter); err != nil ||
-		owner != r.maint.id || !renewedAfter || token <= before {
-		r.t.Errorf("maintenance lock: owner %q, token %d, renewed after the last outage %t (%v); want held by %s under a token over %d",
-			owner, token, renewedAfter, err, r.maint.id, before)
+	deadline := time.Now().Add(leaderBound)
+	for {
+		err := r.db.QueryRow(context.Background(), `select owner, token, expires_at - interval '3 seconds' > $1 and expires_at > clock_timestamp()
+			from workq.workq_locks where name = 'workq.maintenance'`, r.off.toDB(last)).Scan(&owner, &token, &renewedAfter)
+		if err == nil && owner == r.maint.id && renewedAfter && token > before {
+			return token
+		}
+		problem = fmt.Sprintf("owner %q, token %d, renewed after the last outage %t (%v)", owner, token, renewedAfter, err)
+		if time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
+	r.t.Errorf("maintenance lock after %s: %s; want held by %s under a token over %d", leaderBound, problem, r.maint.id, before)
 	return token
 }
+
+// leaderBound is how long after the work is drained the leader may take to
+// hold its lock again: a few of its 3 s TTLs.
+const leaderBound = 15 * time.Second
 
 // lostEnqueues returns a line per acknowledged enqueue that is not stored
 // done, and how many failed enqueues committed anyway (the database has

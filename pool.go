@@ -24,8 +24,10 @@ import (
 //     (read_only_sql_transaction: the node is, or became, a standby), so
 //     the pool never hands it out again, as well as (pgx's default) one
 //     that got a FATAL error;
-//   - with several hosts in the URL and no target_session_attrs, connects
-//     only to the one that accepts writes (target_session_attrs=read-write);
+//   - with several hosts in the URL and no target_session_attrs (or
+//     target_session_attrs=any, which pgx does not tell apart), connects
+//     only to the one that accepts writes (target_session_attrs=read-write;
+//     another value, such as primary, is kept);
 //   - bounds a connection's life to 30 minutes (plus up to 5 of jitter)
 //     and its idle time to 5 minutes (shortening, never lengthening, what
 //     the URL set), and a connection attempt to one host to 10 s when the

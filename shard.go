@@ -110,6 +110,10 @@ func NewShardedClient(shards []Shard, cfg Config) (*Client, error) {
 	for i, sh := range shards {
 		scfg := cfg
 		scfg.Logger = log.With("shard", sh.Name)
+		if cfg.Metrics != nil && cfg.Maintenance.Observer == nil {
+			// Each shard's leader has gauges of its own (shard=name).
+			scfg.Maintenance.Observer = cfg.Metrics.MaintenanceOf(sh.Name)
+		}
 		c, err := newClient(sh.Pool, scfg, sh.Name, set.shared, i)
 		if err != nil {
 			return nil, fmt.Errorf("shard %s: %w", sh.Name, err)

@@ -63,10 +63,14 @@ type Metrics struct {
 	handlerDuration, pickupLatency  *prometheus.HistogramVec
 	reaped                          *prometheus.CounterVec // table, queue, outcome
 
-	leader                        prometheus.Gauge
+	// The maintenance leader's gauges carry the shard of its database
+	// ("" on a single database): each shard of a sharded Client has a
+	// leader of its own, and one value per process would be the last
+	// writer's.
+	leader                        *prometheus.GaugeVec   // shard
 	taskRuns, taskErrors, taskRow *prometheus.CounterVec // task
-	stuck                         *prometheus.GaugeVec   // table, queue
-	standbys, syncStandbys        prometheus.Gauge
+	stuck                         *prometheus.GaugeVec   // shard, table, queue
+	standbys, syncStandbys        *prometheus.GaugeVec   // shard
 
 	load *loadCollector
 
@@ -74,9 +78,9 @@ type Metrics struct {
 	// lock: a copy-on-write map, replaced under mu when a queue is new.
 	queues atomic.Pointer[map[queueKey]*queueMetrics]
 	mu     sync.Mutex
-	// stuckSeen: the queues with a stuck gauge per table, set to 0 when a
-	// later round no longer finds them (guarded by mu).
-	stuckSeen map[lease.Table]map[string]bool
+	// stuckSeen: the queues with a stuck gauge per (shard, table), set to
+	// 0 when a later round no longer finds them (guarded by mu).
+	stuckSeen map[stuckKey]map[string]bool
 }
 
 type queueKey struct {
@@ -143,8 +147,8 @@ func New(o Options) (*Metrics, error) {
 		reaped: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "workq_reaped_total",
 			Help: "Expired leases reaped by this process (the maintenance reap task and the workers' reclaim), by outcome: requeued, failed with no attempts left, or cancelled (their cancel had been requested)."},
 			[]string{"table", "queue", "outcome"}),
-		leader: prometheus.NewGauge(prometheus.GaugeOpts{Name: "workq_maintenance_leader",
-			Help: "1 while this process is the maintenance leader, else 0."}),
+		leader: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "workq_maintenance_leader",
+			Help: "1 while this process is the maintenance leader of the shard's database (shard \"\" on a single database), else 0."}, []string{"shard"}),
 		taskRuns: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "workq_maintenance_task_runs_total",
 			Help: "Rounds of a maintenance task run by this process."}, []string{"task"}),
 		taskErrors: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "workq_maintenance_task_errors_total",
@@ -152,16 +156,14 @@ func New(o Options) (*Metrics, error) {
 		taskRow: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "workq_maintenance_task_rows_total",
 			Help: "Rows a maintenance task handled (reaped, deleted, materialised, ...)."}, []string{"task"}),
 		stuck: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "workq_stuck_items",
-			Help: "Items in progress claimed more than twice the lease ago, at the last round of the stuck task."}, tq),
-		standbys: prometheus.NewGauge(prometheus.GaugeOpts{Name: "workq_replication_standbys",
-			Help: "Standbys streaming from the database at the maintenance leader's last replication check (pg_stat_replication); -1 before the first check."}),
-		syncStandbys: prometheus.NewGauge(prometheus.GaugeOpts{Name: "workq_replication_synchronous_standbys",
-			Help: "Of those, the synchronous ones (sync_state sync or quorum); -1 when unknown (the role lacks pg_monitor) or before the first check. Alert on workq_replication_standbys > 0 and this == 0: a failover may lose acknowledged commits."}),
+			Help: "Items in progress claimed more than twice the lease ago, at the last round of the stuck task."}, []string{"shard", "table", "queue"}),
+		standbys: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "workq_replication_standbys",
+			Help: "Standbys streaming from the shard's database at the maintenance leader's last replication check (pg_stat_replication); -1 before the first check."}, []string{"shard"}),
+		syncStandbys: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "workq_replication_synchronous_standbys",
+			Help: "Of those, the synchronous ones (sync_state sync or quorum); -1 when unknown (the role lacks pg_monitor) or before the first check. Alert on workq_replication_standbys > 0 and this == 0 (per shard): a failover may lose acknowledged commits."}, []string{"shard"}),
 		load:      newLoadCollector(),
-		stuckSeen: map[lease.Table]map[string]bool{},
+		stuckSeen: map[stuckKey]map[string]bool{},
 	}
-	m.standbys.Set(-1)
-	m.syncStandbys.Set(-1)
 	empty := map[queueKey]*queueMetrics{}
 	m.queues.Store(&empty)
 	cs := []prometheus.Collector{m.claimed, m.claimErrors, m.leaseLost, m.completed, m.handlerDuration, m.pickupLatency,

@@ -59,10 +59,18 @@ func sample(fams map[string]*dto.MetricFamily, name string, labels ...string) (f
 	}
 next:
 	for _, m := range f.GetMetric() {
-		if len(m.GetLabel()) != len(want) {
+		// A label with an empty value is no label (as Prometheus stores
+		// it): the maintenance gauges of one database carry shard="".
+		var labels []*dto.LabelPair
+		for _, l := range m.GetLabel() {
+			if l.GetValue() != "" {
+				labels = append(labels, l)
+			}
+		}
+		if len(labels) != len(want) {
 			continue
 		}
-		for _, l := range m.GetLabel() {
+		for _, l := range labels {
 			if want[l.GetName()] != l.GetValue() {
 				continue next
 			}

@@ -79,7 +79,7 @@ func TestCLIServesMetrics(t *testing.T) {
 		also string // another /metrics URL that serves it (the API's)
 	}{
 		{args: []string{"worker", "--jobs", "--poll", "50ms"}, want: `workq_worker_completed_total{outcome="done",queue="default",table="job_runs"} 1`},
-		{args: []string{"maintain", "--leader-ttl", "1s"}, want: `workq_maintenance_leader 1`},
+		{args: []string{"maintain", "--leader-ttl", "1s"}, want: `workq_maintenance_leader{shard=""} 1`},
 		// The API process serves them on its own listener too (read scope;
 		// --insecure: every request may).
 		{args: []string{"api", "--insecure", "--api-addr", apiAddr}, want: `workq_queue_depth_errors_total 0`,

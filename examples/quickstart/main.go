@@ -42,7 +42,9 @@ type Order struct {
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	pool := must(pgxpool.New(ctx, os.Getenv("DATABASE_URL")))
+	cfg := must(pgxpool.ParseConfig(os.Getenv("DATABASE_URL")))
+	workq.ConfigurePool(cfg) // synchronous commits; no connection left on a demoted primary
+	pool := must(pgxpool.NewWithConfig(ctx, cfg))
 	must(must(migrate.New(pool, migrate.Options{})).Up(ctx)) // or: workq migrate up
 
 	workers := workq.NewWorkers()

@@ -149,10 +149,12 @@ func (g *globalLimits) stopAndWait(ctx context.Context) {
 //
 // Work is placed on a shard by rendezvous hashing of its key (ShardOf):
 // the dedup key or unique key of a job, the partition key of an outbox
-// message, the (source, message id) of an inbox message, the name of a
-// schedule. So every guarantee about a key (per-key order, de-duplication,
-// uniqueness) holds: a key never leaves its shard. Work without a key (and
-// timers) goes round-robin. What runs in the caller's transaction runs on
+// message (else its MessageID when the caller set one: OutboxKey), the
+// (source, message id) of an inbox message, the name of a schedule. So
+// every guarantee about a key (per-key order, de-duplication, uniqueness)
+// holds: a key never leaves its shard. Work without a key (and timers)
+// goes round-robin. A handler's Job.Shard (Message.Shard) names its
+// item's shard. What runs in the caller's transaction runs on
 // the database of that transaction: name it with Shard (client.Shard(name)
 // returns the Client of one shard, whose ...Tx methods, Cancel and
 // CancelTimer work as a single-database Client's). Results carry the shard
@@ -263,8 +265,9 @@ func (c *Client) Shard(name string) (*Client, error) {
 
 // ShardFor returns the shard a key goes to (see NewShardedClient): to open
 // the transaction of keyed work on its shard. The keys are those a Client
-// routes by: a job's DedupKey, an outbox PartitionKey, InboxKey(source,
-// id), ScheduleKey(name); other strings (a tenant, an account) are placed
+// routes by: a job's DedupKey, an outbox PartitionKey, OutboxKey(partition
+// key, message id), InboxKey(source, id), ScheduleKey(name) (a job's:
+// ShardForArgs); other strings (a tenant, an account) are placed
 // the same way, for an application that keys its own data so.
 func (c *Client) ShardFor(key string) string {
 	if c.set == nil {

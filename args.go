@@ -157,6 +157,10 @@ type Job[T Args] struct {
 	// and the enqueuing span's trace context when it was traced; nil when
 	// none.
 	Metadata map[string]string
+	// Shard is the database the job is on (DefaultShard for a Client of
+	// NewClient): a handler's own transaction, for CompleteTx and the
+	// ...Tx methods, is opened on client.Shard(job.Shard)'s pool.
+	Shard string
 
 	raw *worker.Job
 }
@@ -263,7 +267,7 @@ func AddWorkerSafely[T Args](ws *Workers, w Worker[T]) error {
 // (package workqtest) use it.
 func JobOf[T Args](raw *worker.Job) (*Job[T], error) {
 	job := &Job[T]{ID: raw.ID, Kind: raw.Kind, Queue: raw.Queue, Attempt: int(raw.Attempt), MaxAttempts: int(raw.MaxAttempts),
-		Priority: raw.Priority, RunAt: raw.RunAt, CreatedAt: raw.CreatedAt, Metadata: workqtype.DecodeMetadata(raw.Metadata), raw: raw}
+		Priority: raw.Priority, RunAt: raw.RunAt, CreatedAt: raw.CreatedAt, Metadata: workqtype.DecodeMetadata(raw.Metadata), Shard: raw.Shard, raw: raw}
 	if err := json.Unmarshal(raw.Payload, &job.Args); err != nil {
 		return nil, worker.Permanent(fmt.Errorf("decode args of job %d (%s): %w", raw.ID, raw.Kind, err))
 	}

@@ -160,6 +160,10 @@ type Client struct {
 	name string
 	set  *shardSet
 	view bool
+	// limits is the leader of Sharding.GlobalLimits the Client runs (a
+	// sharded Client's front, or a Client of NewShardedClient's one
+	// shard); nil: none.
+	limits *globalLimits
 }
 
 // NewClient validates cfg and returns a Client on pool: a Client of one
@@ -220,7 +224,7 @@ func newClient(pool *pgxpool.Pool, cfg Config, name string, shared *worker.Share
 	}
 	if cfg.Workers != nil && !cfg.Workers.empty() {
 		w, err := newWorker(pool, cfg, worker.Options{Logger: log, Observer: worker.Observers(observers...), OnResult: cfg.OnResult,
-			Schema: rw.Schema(), Shared: shared, Rank: rank})
+			Schema: rw.Schema(), Shared: shared, Rank: rank, Shard: name})
 		if err != nil {
 			return nil, err
 		}
@@ -366,8 +370,14 @@ func (c *Client) Start(ctx context.Context) error {
 		return err
 	}
 	c.checkSyncCommit(ctx)
+	if c.limits != nil {
+		c.limits.zeroUnset(ctx, []*Client{c}, []bool{true}, c.log)
+	}
 	if err := c.startParts(ctx); err != nil {
 		return err
+	}
+	if c.limits != nil {
+		c.limits.start(ctx)
 	}
 	c.started = true
 	return nil
@@ -436,6 +446,7 @@ func (c *Client) Stop(ctx context.Context) error {
 	if c.set != nil {
 		return c.stopSharded(ctx)
 	}
+	c.limits.stopAndWait(ctx)
 	return c.stopParts(ctx)
 }
 
@@ -483,8 +494,11 @@ func (c *Client) Stats() worker.Stats {
 }
 
 // Worker returns the runtime under the Client (nil when it has no
-// handlers), for metrics and tests; a sharded Client's is its first
-// shard's (Shard(name).Worker for the others).
+// handlers), for metrics and tests.
+//
+// On a sharded Client it is the FIRST SHARD'S ONLY: each shard has its own
+// runtime (its own claims, counters and Stop), so use Shard(name).Worker()
+// for each, and Stats for the sum.
 func (c *Client) Worker() *worker.Worker {
 	if c.set != nil {
 		return c.set.shards[0].worker
@@ -492,8 +506,10 @@ func (c *Client) Worker() *worker.Worker {
 	return c.worker
 }
 
-// Maintenance returns the maintenance service (nil when disabled); a
-// sharded Client's is its first shard's (each shard has its own leader).
+// Maintenance returns the maintenance service (nil when disabled).
+//
+// On a sharded Client it is the FIRST SHARD'S ONLY: each shard has its own
+// service and leader, so use Shard(name).Maintenance() for each.
 func (c *Client) Maintenance() *maintain.Service {
 	if c.set != nil {
 		return c.set.shards[0].maint
@@ -501,8 +517,12 @@ func (c *Client) Maintenance() *maintain.Service {
 	return c.maint
 }
 
-// Pool returns the Client's pool; a sharded Client's is its first
-// shard's (Shard(name).Pool for the others).
+// Pool returns the Client's pool.
+//
+// On a sharded Client it is the FIRST SHARD'S ONLY: an id, a key or a
+// transaction opened on it is that database's, not the queue's. Use
+// Shard(name).Pool() with the shard of the item (Enqueued.Shard,
+// Job.Shard) or of the key (ShardFor, ShardForArgs) instead.
 func (c *Client) Pool() *pgxpool.Pool { return c.pool }
 
 // Schema returns the Client's schema (Config.Schema, or "workq").

@@ -3,6 +3,8 @@ package workq
 import (
 	"context"
 	"fmt"
+	"slices"
+	"strings"
 
 	"github.com/jackc/pgx/v5"
 
@@ -261,10 +263,10 @@ func (c *Client) SendManyTx(ctx context.Context, tx pgx.Tx, msgs []outbox.Messag
 func (c *Client) Receive(ctx context.Context, m inbox.Message) (inbox.Received, error) {
 	if c.set != nil {
 		rs, err := c.shardedReceive(ctx, []inbox.Message{m})
-		if err != nil {
+		if len(rs) != 1 {
 			return inbox.Received{}, err
 		}
-		return rs[0], nil
+		return rs[0], err // a conflict's result is the stored message's, as Receive's
 	}
 	return c.shardReceived(c.inbox.Receive(ctx, c.db, m))
 }
@@ -286,6 +288,14 @@ func (c *Client) ReceiveTx(ctx context.Context, tx pgx.Tx, m inbox.Message) (inb
 // ReceiveMany records many inbox messages in one statement on the pool;
 // the result has one entry per message, in order (a message given twice
 // is recorded once).
+//
+// On a sharded Client each message goes to the shard of its (source,
+// message id) (InboxKey): one statement per shard. As on one database, a
+// conflict does not stop the batch: every shard receives its messages,
+// every result is returned (in order, each with its Shard), and the error
+// joins one *inbox.ConflictError per conflicting message, its Index the
+// message's in msgs. Any other error stops at its shard, naming it: the
+// shards before it stay written.
 func (c *Client) ReceiveMany(ctx context.Context, msgs []inbox.Message) ([]inbox.Received, error) {
 	if c.set != nil {
 		return c.shardedReceive(ctx, msgs)
@@ -412,4 +422,68 @@ func (c *Client) DeleteSchedule(ctx context.Context, name string) error {
 
 // Schedules returns the schedule store, for updating, enabling, listing and
 // triggering schedules on a DB of the caller's choice.
+//
+// On a sharded Client a schedule lives on the shard of its name: pass the
+// store that shard's database (client.Shard(client.ShardFor(ScheduleKey(name))).Pool(),
+// never the front's Pool), or use the Client's GetSchedule,
+// ListSchedules, UpdateSchedule, EnableSchedule, DisableSchedule and
+// TriggerSchedule, which route by name.
 func (c *Client) Schedules() *schedule.Store { return c.sched }
+
+// scheduleShard returns the Client of the shard of schedule name (c itself
+// when not sharded).
+func (c *Client) scheduleShard(name string) *Client {
+	if c.set == nil {
+		return c
+	}
+	return c.set.pick(routeSchedule(name))
+}
+
+// GetSchedule reads the schedule called name on its shard
+// (schedule.ErrNotFound when there is none).
+func (c *Client) GetSchedule(ctx context.Context, name string) (schedule.Schedule, error) {
+	sc := c.scheduleShard(name)
+	return sc.sched.Get(ctx, sc.db, name)
+}
+
+// ListSchedules lists the schedules of every shard, by name.
+func (c *Client) ListSchedules(ctx context.Context) ([]schedule.Schedule, error) {
+	if c.set == nil {
+		return c.sched.List(ctx, c.db)
+	}
+	var out []schedule.Schedule
+	for _, sc := range c.set.shards {
+		ss, err := sc.sched.List(ctx, sc.db)
+		if err != nil {
+			return nil, fmt.Errorf("shard %s: %w", sc.name, err)
+		}
+		out = append(out, ss...)
+	}
+	slices.SortFunc(out, func(a, b schedule.Schedule) int { return strings.Compare(a.Name, b.Name) })
+	return out, nil
+}
+
+// UpdateSchedule changes the schedule called name on its shard.
+func (c *Client) UpdateSchedule(ctx context.Context, name string, ch schedule.Changes) (schedule.Schedule, error) {
+	sc := c.scheduleShard(name)
+	return sc.sched.Update(ctx, sc.db, name, ch)
+}
+
+// EnableSchedule enables the schedule called name on its shard.
+func (c *Client) EnableSchedule(ctx context.Context, name string) (schedule.Schedule, error) {
+	sc := c.scheduleShard(name)
+	return sc.sched.Enable(ctx, sc.db, name)
+}
+
+// DisableSchedule disables the schedule called name on its shard.
+func (c *Client) DisableSchedule(ctx context.Context, name string) (schedule.Schedule, error) {
+	sc := c.scheduleShard(name)
+	return sc.sched.Disable(ctx, sc.db, name)
+}
+
+// TriggerSchedule makes a run of the schedule called name now, on its
+// shard (schedule.Store.TriggerNow).
+func (c *Client) TriggerSchedule(ctx context.Context, name string, force bool) (schedule.Triggered, error) {
+	sc := c.scheduleShard(name)
+	return sc.sched.TriggerNow(ctx, sc.db, name, force)
+}

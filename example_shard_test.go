@@ -90,3 +90,49 @@ func ExampleNewShardedClient() {
 	// worked: true true
 	// cancelled
 }
+
+// A unique job enqueued in the caller's transaction keeps its uniqueness
+// across the shards when the transaction is opened on the shard the front
+// would choose: ShardForArgs.
+func ExampleClient_ShardForArgs() {
+	ctx := context.Background()
+	eu, dropEU := testdb.ExamplePool()
+	defer dropEU()
+	us, dropUS := testdb.ExamplePool()
+	defer dropUS()
+	client, err := workq.NewShardedClient([]workq.Shard{{Name: "eu", Pool: eu}, {Name: "us", Pool: us}},
+		workq.Config{Maintenance: workq.MaintenanceConfig{Disabled: true}})
+	if err != nil {
+		panic(err)
+	}
+	args, opts := EmailArgs{To: "ada@example.com"}, &workq.EnqueueOpts{Unique: workq.UniqueOpts{ByArgs: true}}
+	name, err := client.ShardForArgs(args, opts)
+	if err != nil {
+		panic(err)
+	}
+	shard, err := client.Shard(name)
+	if err != nil {
+		panic(err)
+	}
+	tx, err := shard.Pool().Begin(ctx)
+	if err != nil {
+		panic(err)
+	}
+	first, err := shard.EnqueueTx(ctx, tx, args, opts)
+	if err != nil {
+		panic(err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		panic(err)
+	}
+	again, err := client.Enqueue(ctx, args, opts) // the front finds it
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println("same run:", again.Shard == first.Shard && again.ID == first.ID, "duplicate:", again.Duplicate)
+	unkeyed, _ := client.ShardForArgs(EmailArgs{To: "bob@example.com"}, nil)
+	fmt.Printf("a job without a key: %q\n", unkeyed)
+	// Output:
+	// same run: true duplicate: true
+	// a job without a key: ""
+}

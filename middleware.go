@@ -67,6 +67,7 @@ type WorkInfo struct {
 	Queue       string
 	Attempt     int // 1 on the first attempt
 	MaxAttempts int
+	Shard       string // the database the item is on (Job.Shard)
 
 	raw *worker.Job
 }
@@ -81,7 +82,7 @@ func (i WorkInfo) Logger() *slog.Logger {
 
 func workInfo(j *worker.Job) WorkInfo {
 	i := WorkInfo{Table: string(j.Table), ID: j.ID, Topic: j.Topic, Queue: j.Queue, Attempt: int(j.Attempt),
-		MaxAttempts: int(j.MaxAttempts), raw: j}
+		MaxAttempts: int(j.MaxAttempts), Shard: j.Shard, raw: j}
 	switch j.Table {
 	case lease.JobRuns:
 		i.Kind = j.Kind

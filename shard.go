@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/workq/workq/inbox"
@@ -34,7 +35,9 @@ type Shard struct {
 }
 
 // ShardingConfig configures how a sharded Client's workers drain its
-// shards (Config.Sharding). A Client of one shard ignores it.
+// shards (Config.Sharding). A Client of NewShardedClient's one shard
+// ignores DrainFirst and runs the GlobalLimits leader over its one shard
+// (whose budget is then the limit); NewClient ignores it.
 type ShardingConfig struct {
 	// DrainFirst orders the shards as NewShardedClient got them: the
 	// workers claim a (table, queue) of a shard only while every earlier
@@ -65,12 +68,76 @@ type shardSet struct {
 	byName map[string]*Client
 	rr     atomic.Uint64 // round-robin of unkeyed work
 	shared *worker.Shared
-	// limits keeps GlobalLimits (nil without them); stopLimits ends its
-	// Run, whose end limitsDone reports.
-	limits     *shardlimit.Rebalancer
-	limitsOf   []shardlimit.Limit
-	stopLimits context.CancelFunc
-	limitsDone chan struct{}
+}
+
+// globalLimits is the leader of ShardingConfig.GlobalLimits a Client
+// runs: stop ends its Run, whose end done reports.
+type globalLimits struct {
+	r    *shardlimit.Rebalancer
+	of   []shardlimit.Limit
+	stop context.CancelFunc
+	done chan struct{}
+}
+
+// newGlobalLimits returns the leader of cfg's GlobalLimits over shards
+// (nil without them, or when the maintenance is disabled).
+func newGlobalLimits(shards []*Client, cfg Config, log *slog.Logger) (*globalLimits, error) {
+	if len(cfg.Sharding.GlobalLimits) == 0 || cfg.Maintenance.Disabled {
+		return nil, nil
+	}
+	ls := make([]shardlimit.Shard, len(shards))
+	for i, sc := range shards {
+		ls[i] = shardlimit.Shard{Name: sc.name, DB: sc.db}
+	}
+	r, err := shardlimit.New(ls, shardlimit.Options{Limits: cfg.Sharding.GlobalLimits, Interval: cfg.Sharding.LimitInterval,
+		Owner: cfg.Worker.ID, Logger: log.With("component", "shardlimit")})
+	if err != nil {
+		return nil, fmt.Errorf("workq: Sharding.GlobalLimits: %w", err)
+	}
+	return &globalLimits{r: r, of: cfg.Sharding.GlobalLimits}, nil
+}
+
+// zeroUnset gives every shard that answers (ok[i]) without a budget for a
+// global limit the budget 0, before any worker claims: a shard without one
+// would claim without limit until the leader's first round. A shard
+// unreachable now is written by the leader when it answers.
+func (g *globalLimits) zeroUnset(ctx context.Context, shards []*Client, ok []bool, log *slog.Logger) {
+	for i, sc := range shards {
+		if !ok[i] {
+			continue
+		}
+		cctx, cancel := context.WithTimeout(ctx, shardCheckBound)
+		err := shardlimit.ZeroUnset(cctx, sc.db, g.of)
+		cancel()
+		if err != nil {
+			log.Warn("shard: setting the missing budgets of the global limits to 0 failed", "shard", sc.name, "err", err)
+		}
+	}
+}
+
+// start runs the leader until stopAndWait.
+func (g *globalLimits) start(ctx context.Context) {
+	lctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	g.stop, g.done = cancel, make(chan struct{})
+	go func() {
+		defer close(g.done)
+		_ = g.r.Run(lctx) // returns nil when lctx ends
+	}()
+}
+
+// stopAndWait ends the leader's Run, waiting for it until ctx ends. The
+// leader releases its lock within its shard timeout; a budget it wrote
+// stays in force for the next leader.
+func (g *globalLimits) stopAndWait(ctx context.Context) {
+	if g == nil || g.stop == nil {
+		return
+	}
+	g.stop()
+	select {
+	case <-g.done:
+	case <-ctx.Done():
+	}
+	g.stop = nil
 }
 
 // NewShardedClient returns a Client over several PostgreSQL databases
@@ -82,10 +149,12 @@ type shardSet struct {
 //
 // Work is placed on a shard by rendezvous hashing of its key (ShardOf):
 // the dedup key or unique key of a job, the partition key of an outbox
-// message, the (source, message id) of an inbox message, the name of a
-// schedule. So every guarantee about a key (per-key order, de-duplication,
-// uniqueness) holds: a key never leaves its shard. Work without a key (and
-// timers) goes round-robin. What runs in the caller's transaction runs on
+// message (else its MessageID when the caller set one: OutboxKey), the
+// (source, message id) of an inbox message, the name of a schedule. So
+// every guarantee about a key (per-key order, de-duplication, uniqueness)
+// holds: a key never leaves its shard. Work without a key (and timers)
+// goes round-robin. A handler's Job.Shard (Message.Shard) names its
+// item's shard. What runs in the caller's transaction runs on
 // the database of that transaction: name it with Shard (client.Shard(name)
 // returns the Client of one shard, whose ...Tx methods, Cancel and
 // CancelTimer work as a single-database Client's). Results carry the shard
@@ -103,7 +172,16 @@ func NewShardedClient(shards []Shard, cfg Config) (*Client, error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	if len(shards) == 1 {
-		return newClient(shards[0].Pool, cfg, shards[0].Name, nil, 0)
+		// NewClient with the shard's name, which runs the leader of
+		// GlobalLimits over its one shard (its budget is the limit).
+		c, err := newClient(shards[0].Pool, cfg, shards[0].Name, nil, 0)
+		if err != nil {
+			return nil, err
+		}
+		if c.limits, err = newGlobalLimits([]*Client{c}, cfg, log); err != nil {
+			return nil, err
+		}
+		return c, nil
 	}
 	set := &shardSet{byName: map[string]*Client{},
 		shared: worker.NewShared(worker.SharedOptions{DrainFirst: cfg.Sharding.DrainFirst})}
@@ -123,21 +201,13 @@ func NewShardedClient(shards []Shard, cfg Config) (*Client, error) {
 		set.names = append(set.names, sh.Name)
 		set.byName[sh.Name] = c
 	}
-	if len(cfg.Sharding.GlobalLimits) > 0 && !cfg.Maintenance.Disabled {
-		ls := make([]shardlimit.Shard, len(set.shards))
-		for i, sc := range set.shards {
-			ls[i] = shardlimit.Shard{Name: sc.name, DB: sc.db}
-		}
-		r, err := shardlimit.New(ls, shardlimit.Options{Limits: cfg.Sharding.GlobalLimits, Interval: cfg.Sharding.LimitInterval,
-			Owner: cfg.Worker.ID, Logger: log.With("component", "shardlimit")})
-		if err != nil {
-			return nil, fmt.Errorf("workq: Sharding.GlobalLimits: %w", err)
-		}
-		set.limits, set.limitsOf = r, cfg.Sharding.GlobalLimits
+	limits, err := newGlobalLimits(set.shards, cfg, log)
+	if err != nil {
+		return nil, err
 	}
 	first := set.shards[0]
 	return &Client{pool: first.pool, rw: first.rw, db: first.db, log: log, jobs: first.jobs, outbox: first.outbox, inbox: first.inbox,
-		timers: first.timers, sched: first.sched, enqueueMW: first.enqueueMW, run: first.run, set: set}, nil
+		timers: first.timers, sched: first.sched, enqueueMW: first.enqueueMW, run: first.run, set: set, limits: limits}, nil
 }
 
 func checkShards(shards []Shard) error {
@@ -199,8 +269,9 @@ func (c *Client) Shard(name string) (*Client, error) {
 
 // ShardFor returns the shard a key goes to (see NewShardedClient): to open
 // the transaction of keyed work on its shard. The keys are those a Client
-// routes by: a job's DedupKey, an outbox PartitionKey, InboxKey(source,
-// id), ScheduleKey(name); other strings (a tenant, an account) are placed
+// routes by: a job's DedupKey, an outbox PartitionKey, OutboxKey(partition
+// key, message id), InboxKey(source, id), ScheduleKey(name) (a job's:
+// ShardForArgs); other strings (a tenant, an account) are placed
 // the same way, for an application that keys its own data so.
 func (c *Client) ShardFor(key string) string {
 	if c.set == nil {
@@ -209,8 +280,35 @@ func (c *Client) ShardFor(key string) string {
 	return ShardOf(c.set.names, key)
 }
 
+// ShardForArgs returns the shard Enqueue puts a job of args and opts on:
+// the shard of its route key, its DedupKey, else for a unique job its
+// unique key without the period (the key internal to Unique). Open the
+// transaction of EnqueueTx on it (client.Shard(name)) so that the job's
+// key is checked where the front's Enqueue checks it. A job without a key
+// has no shard of its own: it returns "" and nil (Enqueue spreads such
+// jobs round-robin; any shard's EnqueueTx may take one). A Client that is
+// not sharded returns its ShardName. Enqueue middleware is not run: a
+// middleware that changes a job's key changes its shard. An invalid job
+// is an error wrapping ErrInvalid, as Enqueue's.
+func (c *Client) ShardForArgs(args Args, opts *EnqueueOpts) (string, error) {
+	j, err := job(args, opts)
+	if err != nil {
+		return "", err
+	}
+	k, err := c.jobs.RouteKey(j)
+	if err != nil {
+		return "", err
+	}
+	switch {
+	case c.set == nil:
+		return c.name, nil
+	case k == "":
+		return "", nil
+	}
+	return ShardOf(c.set.names, k), nil
+}
+
 // Route keys of the kinds of work (workqtype.ShardKey...).
-func routePartition(key string) string    { return workqtype.ShardKeyPartition(key) }
 func routeSchedule(name string) string    { return workqtype.ShardKeySchedule(name) }
 func routeInbox(source, id string) string { return workqtype.ShardKeyInbox(source, id) }
 
@@ -219,6 +317,13 @@ func InboxKey(source, messageID string) string { return workqtype.ShardKeyInbox(
 
 // PartitionKey is the key ShardFor takes for an outbox partition key.
 func PartitionKey(key string) string { return workqtype.ShardKeyPartition(key) }
+
+// OutboxKey is the key ShardFor takes for an outbox message: its
+// partition key's, else (no partition key) its MessageID's when set, else
+// "" (round-robin; see workqtype.ShardKeyOutbox).
+func OutboxKey(partitionKey string, messageID uuid.UUID) string {
+	return workqtype.ShardKeyOutbox(partitionKey, messageID)
+}
 
 // DedupKey is the key ShardFor takes for a job's DedupKey.
 func DedupKey(key string) string { return workqtype.ShardKeyDedup(key) }
@@ -328,9 +433,7 @@ func (c *Client) shardedSend(ctx context.Context, msgs []outbox.Message) ([]outb
 		if m.JoinID != 0 {
 			return nil, indexed(workqtype.Invalid("join_id", "a join lives on one shard: send its members with client.Shard(name).Send on the join's shard"), i, len(msgs) == 1)
 		}
-		if m.PartitionKey != "" {
-			keys[i] = routePartition(m.PartitionKey)
-		}
+		keys[i] = workqtype.ShardKeyOutbox(m.PartitionKey, m.MessageID)
 	}
 	out := make([]outbox.Sent, len(msgs))
 	err := c.set.each(c.set.group(keys), func(sc *Client, idx []int) error {
@@ -364,12 +467,20 @@ func (c *Client) shardedSend(ctx context.Context, msgs []outbox.Message) ([]outb
 
 // --- inbox
 
+// shardedReceive receives msgs on their shards. As inbox.ReceiveMany
+// does, a conflict does not stop the batch: every shard receives its
+// messages, every result is returned, and the error joins one
+// *inbox.ConflictError per conflicting message, its Index the message's
+// in msgs (one message: that *inbox.ConflictError itself, as Receive
+// returns it). Any other error stops at its shard (the shards before it
+// stay written) and returns no results.
 func (c *Client) shardedReceive(ctx context.Context, msgs []inbox.Message) ([]inbox.Received, error) {
 	keys := make([]string, len(msgs))
 	for i, m := range msgs {
 		keys[i] = routeInbox(m.Source, m.MessageID)
 	}
 	out := make([]inbox.Received, len(msgs))
+	var conflicts []error
 	err := c.set.each(c.set.group(keys), func(sc *Client, idx []int) error {
 		part := make([]inbox.Message, len(idx))
 		for i, x := range idx {
@@ -384,19 +495,52 @@ func (c *Client) shardedReceive(ctx context.Context, msgs []inbox.Message) ([]in
 		} else {
 			rs, err = sc.inbox.ReceiveMany(ctx, sc.db, part)
 		}
-		if err != nil {
+		if err != nil && (!errors.Is(err, inbox.ErrConflict) || len(rs) != len(idx)) {
 			return err
 		}
 		for i, x := range idx {
 			out[x] = rs[i]
 			out[x].Shard = sc.name
 		}
+		for _, ce := range conflictErrors(err) {
+			g := *ce
+			g.Index = idx[ce.Index]
+			conflicts = append(conflicts, &g)
+		}
 		return nil
 	})
 	if err != nil {
-		return nil, err
+		return nil, errors.Join(append([]error{err}, conflicts...)...)
 	}
-	return out, nil
+	switch {
+	case len(conflicts) == 0:
+		return out, nil
+	case len(msgs) == 1:
+		return out, conflicts[0]
+	}
+	slices.SortFunc(conflicts, func(a, b error) int { return a.(*inbox.ConflictError).Index - b.(*inbox.ConflictError).Index })
+	return out, fmt.Errorf("receive %d messages: %d conflict(s): %w", len(msgs), len(conflicts), errors.Join(conflicts...))
+}
+
+// conflictErrors returns the *inbox.ConflictError in err's tree, in order.
+func conflictErrors(err error) []*inbox.ConflictError {
+	if err == nil {
+		return nil
+	}
+	if ce, ok := err.(*inbox.ConflictError); ok {
+		return []*inbox.ConflictError{ce}
+	}
+	switch u := err.(type) {
+	case interface{ Unwrap() error }:
+		return conflictErrors(u.Unwrap())
+	case interface{ Unwrap() []error }:
+		var out []*inbox.ConflictError
+		for _, e := range u.Unwrap() {
+			out = append(out, conflictErrors(e)...)
+		}
+		return out
+	}
+	return nil
 }
 
 // --- timers
@@ -459,22 +603,14 @@ func (c *Client) startSharded(ctx context.Context) error {
 		return fmt.Errorf("workq: no shard answers: %w", errors.Join(errs...))
 	}
 	// Before any worker claims, a shard without a budget for a global
-	// limit gets 0 (claims nothing) for the leader to raise: a shard
-	// without one would claim without limit until the leader's first
-	// round. A shard unreachable now is written by the leader when it
-	// answers (docs/scale-out.md).
-	if c.set.limits != nil {
-		for i, sc := range c.set.shards {
-			if errs[i] != nil {
-				continue
-			}
-			cctx, cancel := context.WithTimeout(ctx, shardCheckBound)
-			err := shardlimit.ZeroUnset(cctx, sc.db, c.set.limitsOf)
-			cancel()
-			if err != nil {
-				c.log.Warn("shard: setting the missing budgets of the global limits to 0 failed", "shard", sc.name, "err", err)
-			}
+	// limit gets 0 (claims nothing) for the leader to raise
+	// (docs/scale-out.md).
+	if c.limits != nil {
+		ok := make([]bool, len(errs))
+		for i, err := range errs {
+			ok[i] = err == nil
 		}
+		c.limits.zeroUnset(ctx, c.set.shards, ok, c.log)
 	}
 	var started []*Client
 	for _, sc := range c.set.shards {
@@ -486,13 +622,8 @@ func (c *Client) startSharded(ctx context.Context) error {
 		}
 		started = append(started, sc)
 	}
-	if c.set.limits != nil {
-		lctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-		c.set.stopLimits, c.set.limitsDone = cancel, make(chan struct{})
-		go func() {
-			defer close(c.set.limitsDone)
-			_ = c.set.limits.Run(lctx) // returns nil when lctx ends
-		}()
+	if c.limits != nil {
+		c.limits.start(ctx)
 	}
 	return nil
 }
@@ -502,16 +633,7 @@ const shardCheckBound = 5 * time.Second
 
 // stopSharded stops every shard at once (each within Stop's bound).
 func (c *Client) stopSharded(ctx context.Context) error {
-	if c.set.stopLimits != nil {
-		// The leader releases its lock within its shard timeout; a budget
-		// it wrote stays in force for the next leader.
-		c.set.stopLimits()
-		select {
-		case <-c.set.limitsDone:
-		case <-ctx.Done():
-		}
-		c.set.stopLimits = nil
-	}
+	c.limits.stopAndWait(ctx)
 	errs := make([]error, len(c.set.shards))
 	var wg sync.WaitGroup
 	for i, sc := range c.set.shards {

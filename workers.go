@@ -132,6 +132,10 @@ type Message[T any] struct {
 	CorrelationID string          // outbox
 	Headers       json.RawMessage // outbox: a JSON object of strings
 	DueTime       time.Time       // timers: when it was due
+	// Shard is the database the item is on (DefaultShard for a Client of
+	// NewClient): open a handler's own transaction, for CompleteTx and the
+	// ...Tx methods, on client.Shard(m.Shard)'s pool.
+	Shard string
 
 	raw *worker.Job
 }
@@ -151,7 +155,7 @@ func (m *Message[T]) Logger() *slog.Logger {
 func MessageOf[T any](raw *worker.Job) (*Message[T], error) {
 	m := &Message[T]{ID: raw.ID, Queue: raw.Queue, Topic: raw.Topic, Attempt: int(raw.Attempt), MaxAttempts: int(raw.MaxAttempts),
 		CreatedAt: raw.CreatedAt, RunAt: raw.RunAt, MessageID: raw.MessageID, PartitionKey: raw.PartitionKey, CorrelationID: raw.CorrelationID,
-		Headers: raw.Headers, DueTime: raw.DueTime, raw: raw}
+		Headers: raw.Headers, DueTime: raw.DueTime, Shard: raw.Shard, raw: raw}
 	if raw.Table == "inbox" {
 		m.Source = raw.Kind
 	}

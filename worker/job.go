@@ -22,6 +22,12 @@ type Job struct {
 	// Schema is the workq schema the item is in ("" is the default,
 	// workq); CompleteTx writes there.
 	Schema string
+	// Shard is the database the item is on, as the worker's Options.Shard
+	// names it: for a workq.Client the shard's name (workq.DefaultShard,
+	// "default", for a Client of NewClient), so a handler opens its own
+	// transaction on the item's database with client.Shard(job.Shard).
+	// "" for a worker given no shard.
+	Shard string
 
 	base *slog.Logger
 	file *slog.Logger // attempt.log (with the base handler) when a runs dir is set

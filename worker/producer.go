@@ -688,7 +688,7 @@ func (p *producer) execute(a *attempt) {
 	cfg := p.w.cfg
 	rec := p.w.runs.begin(&a.item, cfg.ID, p.w.log)
 	a.setRecord(rec.end)
-	job := &Job{Item: a.item, Schema: p.w.rw.Schema(), base: p.w.log, file: rec.file}
+	job := &Job{Item: a.item, Schema: p.w.rw.Schema(), Shard: p.w.shard, base: p.w.log, file: rec.file}
 	ctx := a.ctx
 	if p.seat != nil && p.seat.runPermit(ctx.Done()) {
 		// One set of handler slots over the workers sharing them.

@@ -42,6 +42,10 @@ type Options struct {
 	// first).
 	Shared *Shared
 	Rank   int
+	// Shard is the name of the database the worker works, set on every
+	// Job it hands to a handler (Job.Shard): a workq.Client sets its shard
+	// ("default" for NewClient's). "" when unset.
+	Shard string
 }
 
 // Source is one kind of work on the runtime: a work table, the queues of it
@@ -103,6 +107,7 @@ type Worker struct {
 	obs      Observer // nil: none
 	shared   *Shared  // nil: own slots only
 	rank     int
+	shard    string // Options.Shard
 
 	// The rate limit of failed-handler warnings per (table, queue)
 	// (failureLogBurst per failureLogWindow; tests shorten the window).
@@ -171,7 +176,7 @@ func New(pool *pgxpool.Pool, cfg Config, o Options) (*Worker, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	w := &Worker{base: context.Background(), pool: pool, rw: rw, db: rw.Wrap(pool), cfg: cfg, log: log, onResult: o.OnResult, obs: o.Observer, shared: o.Shared, rank: o.Rank, kinds: newKindRouter(), clock0: time.Now(),
+	w := &Worker{base: context.Background(), pool: pool, rw: rw, db: rw.Wrap(pool), cfg: cfg, log: log, onResult: o.OnResult, obs: o.Observer, shared: o.Shared, rank: o.Rank, shard: o.Shard, kinds: newKindRouter(), clock0: time.Now(),
 		claimFn: (*lease.Engine).Claim, completeFn: (*lease.Engine).Complete,
 		failBurst: failureLogBurst, failWindow: failureLogWindow}
 	if cfg.RunsDir != "" {

@@ -139,7 +139,7 @@ func Work[T workq.Args](ctx context.Context, tb testing.TB, client *workq.Client
 			tb.Fatalf("workqtest: job %d: %v", e.ID, err)
 		}
 	}
-	raw := &worker.Job{Item: item, Schema: client.Schema()}
+	raw := &worker.Job{Item: item, Schema: client.Schema(), Shard: client.ShardName()}
 	job, err := workq.JobOf[T](raw)
 	if err != nil {
 		tb.Fatalf("workqtest: %v", err)

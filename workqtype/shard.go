@@ -1,5 +1,7 @@
 package workqtype
 
+import "github.com/google/uuid"
+
 // Rendezvous (highest-random-weight) hashing places a key on the shard
 // whose name scores highest with it (workq.NewShardedClient, the API over
 // shards). Adding a shard moves only the keys the new shard now wins
@@ -62,8 +64,27 @@ func ShardOf(names []string, key string) string {
 
 // The keys that place work on a shard, one per kind of key: a job's dedup
 // key, an outbox partition key, an inbox (source, message id), a schedule's
-// name. (A unique job's key is its unique key without the period.)
+// name. (A unique job's key is its unique key without the period; an
+// outbox message's is ShardKeyOutbox.)
 func ShardKeyDedup(key string) string               { return "dedup\x00" + key }
 func ShardKeyPartition(key string) string           { return "partition\x00" + key }
 func ShardKeyInbox(source, messageID string) string { return "inbox\x00" + source + "\x00" + messageID }
 func ShardKeySchedule(name string) string           { return "schedule\x00" + name }
+
+// ShardKeyOutbox is the route key of an outbox message: its partition key
+// (ShardKeyPartition) when it has one; else, when the caller set its
+// MessageID, a key of that id, so a retry of the same MessageID lands on
+// the shard that holds the first and fails there with the outbox's
+// duplicate-id error (outbox.ErrDuplicateMessageID); else "" (no key: the
+// message goes round-robin). A message id is unique per shard only when
+// its messages are routed by it: the same id under two partition keys may
+// be stored on two shards.
+func ShardKeyOutbox(partitionKey string, messageID uuid.UUID) string {
+	switch {
+	case partitionKey != "":
+		return ShardKeyPartition(partitionKey)
+	case messageID != uuid.Nil:
+		return "msgid\x00" + messageID.String()
+	}
+	return ""
+}

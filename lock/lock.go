@@ -32,6 +32,7 @@ import (
 	"math"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -93,10 +94,20 @@ func (o Options) withDefaults() (Options, error) {
 // Lock is a held lock. Its renewal runs in the background until Release or
 // until the lock is lost.
 type Lock struct {
-	db    workqtype.DB
-	name  string
-	token int64
-	opts  Options
+	db   workqtype.DB
+	name string
+	opts Options
+
+	// token is this holding's token; Advance moves it up. stmt orders
+	// the statements that use it: renewals, Held and Release take it
+	// shared, Advance exclusively, so none of them runs with a token that
+	// Advance is replacing.
+	token atomic.Int64
+	stmt  sync.RWMutex
+	// deadline is the local deadline (unix nanoseconds): lastSent +
+	// LocalTTL of the last successful renewal. Advance stops by it, so it
+	// never holds stmt past the moment the renewal goroutine must give up.
+	deadline atomic.Int64
 
 	ctx    context.Context // cancelled with ErrLost on loss, context.Canceled on release
 	cancel context.CancelCauseFunc
@@ -125,7 +136,9 @@ func TryAcquire(ctx context.Context, db workqtype.DB, name string, o Options) (*
 	if err != nil {
 		return nil, fmt.Errorf("acquire lock %q: %w", name, err)
 	}
-	l := &Lock{db: db, name: name, token: row.Token, opts: o, done: make(chan struct{})}
+	l := &Lock{db: db, name: name, opts: o, done: make(chan struct{})}
+	l.token.Store(row.Token)
+	l.deadline.Store(sent.Add(lease.LocalTTL(o.TTL)).UnixNano())
 	l.ctx, l.cancel = context.WithCancelCause(context.Background())
 	go l.renew(sent)
 	o.Logger.Info("lock acquired", "lock", name, "owner", o.Owner, "token", row.Token, "ttl", o.TTL)
@@ -156,8 +169,52 @@ func Acquire(ctx context.Context, db workqtype.DB, name string, o Options) (*Loc
 func (l *Lock) Name() string { return l.name }
 
 // Token returns the fencing token of this holding: greater than every
-// earlier holder's.
-func (l *Lock) Token() int64 { return l.token }
+// earlier holder's. Advance may raise it while the lock is held.
+func (l *Lock) Token() int64 { return l.token.Load() }
+
+// Advance raises this holding's token to at least minToken while the lock is
+// still held, so that writes fenced elsewhere by a token greater than the
+// lock row has reached (fence rows written under another lock row, e.g.
+// one on another database) accept this holder's. It changes the lock
+// row in one statement fenced by the current token and an unexpired lock:
+// a holder that has lost the lock (expired, or taken by a newer token)
+// cannot advance, and gets an error wrapping ErrLost. Tokens stay
+// monotonic: the next acquisition gets one greater than the advanced
+// token. Renewals, Held and Release use the new token from then on.
+//
+// Advance does nothing when the token is already at least minToken. An
+// Advance whose outcome is unknown (the connection failed after the
+// statement was sent) leaves the token as it was: if the statement did
+// commit, the next renewal finds the old token gone and the lock is lost,
+// which is the safe side.
+func (l *Lock) Advance(ctx context.Context, minToken int64) error {
+	l.stmt.Lock()
+	defer l.stmt.Unlock()
+	old := l.token.Load()
+	if minToken <= old {
+		return nil
+	}
+	if l.ctx.Err() != nil {
+		return fmt.Errorf("advance lock %q: %w", l.name, context.Cause(l.ctx))
+	}
+	// Bounded by the local deadline, past which the holder gives up (and
+	// the renewal goroutine, waiting for stmt, must be free to notice).
+	ctx, cancel := context.WithDeadline(ctx, time.Unix(0, l.deadline.Load()))
+	defer cancel()
+	stop := context.AfterFunc(l.ctx, cancel)
+	defer stop()
+	got, err := gen.New(l.db).LocksAdvance(ctx, gen.LocksAdvanceParams{Name: l.name, Token: old, MinToken: minToken})
+	if errors.Is(err, pgx.ErrNoRows) {
+		l.lose("advancing the token found the lock expired or taken by a newer token")
+		return fmt.Errorf("advance lock %q from token %d: %w", l.name, old, ErrLost)
+	}
+	if err != nil {
+		return fmt.Errorf("advance lock %q from token %d: %w", l.name, old, err)
+	}
+	l.token.Store(got)
+	l.opts.Logger.Info("lock token advanced", "lock", l.name, "owner", l.opts.Owner, "from", old, "to", got)
+	return nil
+}
 
 // Lost is closed when the lock is lost or released.
 func (l *Lock) Lost() <-chan struct{} { return l.ctx.Done() }
@@ -170,7 +227,9 @@ func (l *Lock) Context() context.Context { return l.ctx }
 // that must not happen after a takeover should check the same condition in
 // its own statement (see LocksHeld in db/queries/locks.sql).
 func (l *Lock) Held(ctx context.Context) (bool, error) {
-	held, err := gen.New(l.db).LocksHeld(ctx, l.name, l.token)
+	l.stmt.RLock()
+	defer l.stmt.RUnlock()
+	held, err := gen.New(l.db).LocksHeld(ctx, l.name, l.token.Load())
 	if err != nil {
 		return false, fmt.Errorf("check lock %q: %w", l.name, err)
 	}
@@ -188,11 +247,14 @@ func (l *Lock) Release(ctx context.Context) error {
 		if lost {
 			return
 		}
-		if _, err := gen.New(l.db).LocksRelease(ctx, l.name, l.token); err != nil {
+		l.stmt.RLock()
+		defer l.stmt.RUnlock()
+		token := l.token.Load()
+		if _, err := gen.New(l.db).LocksRelease(ctx, l.name, token); err != nil {
 			l.releaseErr = fmt.Errorf("release lock %q: %w", l.name, err)
 			return
 		}
-		l.opts.Logger.Info("lock released", "lock", l.name, "token", l.token)
+		l.opts.Logger.Info("lock released", "lock", l.name, "token", token)
 	})
 	return l.releaseErr
 }
@@ -217,13 +279,16 @@ func (l *Lock) renew(lastSent time.Time) {
 			return
 		case <-tick.C:
 		}
+		l.stmt.RLock()
 		sent := time.Now()
 		ctx, cancel := context.WithDeadline(l.ctx, lastSent.Add(lease.LocalTTL(l.opts.TTL)))
-		_, err := gen.New(l.db).LocksRenew(ctx, gen.LocksRenewParams{Name: l.name, Token: l.token, TtlMs: ms(l.opts.TTL)})
+		_, err := gen.New(l.db).LocksRenew(ctx, gen.LocksRenewParams{Name: l.name, Token: l.token.Load(), TtlMs: ms(l.opts.TTL)})
 		cancel()
+		l.stmt.RUnlock()
 		switch {
 		case err == nil:
 			lastSent = sent
+			l.deadline.Store(lastSent.Add(lease.LocalTTL(l.opts.TTL)).UnixNano())
 			deadline.Reset(time.Until(lastSent.Add(lease.LocalTTL(l.opts.TTL))))
 		case errors.Is(err, pgx.ErrNoRows):
 			l.lose("the lock expired or a newer token took it")
@@ -231,13 +296,13 @@ func (l *Lock) renew(lastSent time.Time) {
 		case l.ctx.Err() != nil:
 			return
 		default:
-			l.opts.Logger.Warn("lock renewal failed; retrying until the local deadline", "lock", l.name, "token", l.token, "err", err)
+			l.opts.Logger.Warn("lock renewal failed; retrying until the local deadline", "lock", l.name, "token", l.token.Load(), "err", err)
 		}
 	}
 }
 
 func (l *Lock) lose(why string) {
-	l.opts.Logger.Warn("lock lost", "lock", l.name, "token", l.token, "why", why)
+	l.opts.Logger.Warn("lock lost", "lock", l.name, "token", l.token.Load(), "why", why)
 	l.cancel(fmt.Errorf("%w: %s", ErrLost, why))
 }
 

@@ -283,3 +283,62 @@ func TestFencedWritesNeverInterleave(t *testing.T) {
 		t.Fatalf("only %d holders wrote; want every one of the %d expired holders", distinct, takeovers)
 	}
 }
+
+// Advance raises the holding's token while it holds: renewals, Held and
+// Release go on under the new token, and the next holder's token is
+// greater still. A holder that lost the lock cannot advance.
+func TestAdvance(t *testing.T) {
+	ctx := context.Background()
+	pool := testdb.Pool(t)
+	a, err := lock.TryAcquire(ctx, pool, "adv", lock.Options{Owner: "a", TTL: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := a.Token()
+	if err := a.Advance(ctx, first); err != nil || a.Token() != first {
+		t.Fatalf("Advance to the current token: token %d, err %v; want %d, nil", a.Token(), err, first)
+	}
+	const big = int64(5) << 32 // a token with an epoch in its high bits
+	if err := a.Advance(ctx, big); err != nil {
+		t.Fatal(err)
+	}
+	if a.Token() != big {
+		t.Fatalf("token after Advance %d; want %d", a.Token(), big)
+	}
+	if err := a.Advance(ctx, big-1); err != nil || a.Token() != big {
+		t.Fatalf("Advance down: token %d, err %v; want %d, nil", a.Token(), err, big)
+	}
+	// Several renewals (every TTL/3) under the new token.
+	select {
+	case <-a.Lost():
+		t.Fatalf("lost after Advance: %v", context.Cause(a.Context()))
+	case <-time.After(1500 * time.Millisecond):
+	}
+	if held, err := a.Held(ctx); err != nil || !held {
+		t.Fatalf("Held after Advance = %v, %v; want true", held, err)
+	}
+	if err := a.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	b, err := lock.TryAcquire(ctx, pool, "adv", lock.Options{Owner: "b", TTL: time.Second})
+	if err != nil {
+		t.Fatalf("acquire after the advanced holder released: %v", err)
+	}
+	if b.Token() != big+1 {
+		t.Fatalf("next token %d; want %d", b.Token(), big+1)
+	}
+	// b is taken over behind its back (as after a pause past its TTL): it
+	// can no longer advance, and the row keeps the newer holder's token.
+	if _, err := pool.Exec(ctx, `update workq.workq_locks set token = token + 1, owner = 'c' where name = 'adv'`); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Advance(ctx, big+100); !errors.Is(err, lock.ErrLost) {
+		t.Fatalf("Advance after a takeover: %v; want ErrLost", err)
+	}
+	waitClosed(t, b.Lost(), time.Second, "Lost after a refused Advance")
+	var tok int64
+	if err := pool.QueryRow(ctx, `select token from workq.workq_locks where name = 'adv'`).Scan(&tok); err != nil || tok != big+2 {
+		t.Fatalf("lock row token %d (err %v); want %d", tok, err, big+2)
+	}
+	_ = b.Release(ctx)
+}

@@ -129,25 +129,53 @@ func (r *Rebalancer) Run(ctx context.Context) error {
 
 // lead rebalances every Interval until ctx ends or the lock is lost.
 func (r *Rebalancer) lead(ctx context.Context, l *lock.Lock) {
-	r.reset(l.Token())
 	defer r.reset(0)
-	r.o.Logger.Info("shardlimit: leading", "token", l.Token(), "shards", len(r.shards), "limits", len(r.o.Limits))
 	lctx, cancel := context.WithCancelCause(l.Context())
 	defer cancel(nil)
 	stop := context.AfterFunc(ctx, func() { cancel(context.Cause(ctx)) })
 	defer stop()
+	if err := r.catchUp(lctx, l); err != nil {
+		if ctx.Err() == nil {
+			r.o.Logger.Warn("shardlimit: lost the leader lock while catching up with the shards' tokens; stepping down", "token", l.Token(), "err", err)
+		}
+		return
+	}
+	r.reset(l.Token())
+	r.o.Logger.Info("shardlimit: leading", "token", l.Token(), "shards", len(r.shards), "limits", len(r.o.Limits))
+	ls := &leadership{passed: make([]bool, len(r.shards))}
 	tick := time.NewTicker(r.o.Interval)
 	defer tick.Stop()
 	for {
-		err := r.round(lctx, l)
+		err := r.round(lctx, l, ls)
 		if lctx.Err() != nil {
 			if ctx.Err() == nil {
 				r.o.Logger.Warn("shardlimit: leadership lost; budgets stay as they are until a leader is back", "token", l.Token(), "cause", context.Cause(lctx))
 			}
 			return
 		}
+		var stale *staleFenceError
+		if errors.As(err, &stale) {
+			// A shard not read yet in this leadership remembers a token
+			// from before the coordinator changed: advance past it (only
+			// while still holding the lock) and run the round again now.
+			if err := r.advance(lctx, l, ls, stale); err != nil {
+				r.o.Logger.Warn("shardlimit: stepping down", "token", l.Token(), "err", err)
+				return
+			}
+			continue
+		}
 		if errors.Is(err, ErrFenced) || errors.Is(err, lock.ErrLost) {
 			r.o.Logger.Warn("shardlimit: a newer leader exists; stepping down", "token", l.Token(), "err", err)
+			if errors.Is(err, ErrFenced) {
+				if held, herr := l.Held(lctx); herr == nil && held {
+					// Fenced on a shard that had accepted this leadership's
+					// token, while this lock still holds: the newer token
+					// comes from a leader holding the lock on another
+					// coordinator, a Rebalancer run with another first shard.
+					r.o.Logger.Error("shardlimit: another leader writes these shards with a different coordinator (first shard); run every Rebalancer with the same shard list",
+						"coordinator", r.shards[0].Name, "token", l.Token())
+				}
+			}
 			return
 		}
 		if err != nil {
@@ -160,9 +188,116 @@ func (r *Rebalancer) lead(ctx context.Context, l *lock.Lock) {
 	}
 }
 
+// leadership is what one leadership tracks beyond the shards' budgets.
+type leadership struct {
+	passed   []bool // the shard accepted this leadership's token (a fenced read succeeded)
+	advances int    // token advances made after the start, for stale fences
+}
+
+// staleFenceError is a round's refusal on shards that had not accepted
+// this leadership's token yet, with the greatest token their fence rows
+// hold: fences left by a leader of an earlier coordinator.
+type staleFenceError struct {
+	shards []string
+	seen   int64
+}
+
+func (e *staleFenceError) Error() string {
+	return fmt.Sprintf("shards %v remember token %d, written before this leadership read them", e.shards, e.seen)
+}
+
+func (e *staleFenceError) Unwrap() error { return ErrFenced }
+
+// fencedError is the fence's refusal of token on one shard, with the
+// greater token its fence row holds.
+type fencedError struct {
+	token, seen int64
+}
+
+func (e *fencedError) Error() string {
+	return fmt.Sprintf("token %d, fence at %d: %s", e.token, e.seen, ErrFenced)
+}
+
+func (e *fencedError) Unwrap() error { return ErrFenced }
+
+// catchUp runs when a leadership begins, before its first round. The
+// leader's token comes from the lock row on the coordinator, but the
+// fence rows on the shards may remember greater tokens: those of leaders
+// that held the lock on another coordinator (the shard list was
+// reordered, a shard put first to drain it, a new coordinator database),
+// whose tokens grew on another lock row (with the timeline epoch in their
+// high bits after a failover there). Left alone, every fenced statement
+// would be refused, and budgets would freeze. So catchUp reads, on every
+// shard it reaches, the greatest of the fence row and (on the other
+// shards) the row of the lock itself, which an earlier coordinator's
+// leader may have acquired but not yet written anywhere, and advances the
+// lock's token past it (lock.Advance). The advance is one statement on
+// the coordinator fenced by the lock's current token, so only the holder
+// of the coordinator lock, the single source of leadership, can advance:
+// a leader that lost the lock (stalled past its TTL) cannot, and is still
+// fenced out by its successor, whose token is then greater than every
+// token any shard had seen when it started. A shard it cannot reach now
+// is caught up with in the round that first reaches it (advance).
+func (r *Rebalancer) catchUp(ctx context.Context, l *lock.Lock) error {
+	seen := make([]int64, len(r.shards))
+	errs := make([]error, len(r.shards))
+	parallel(len(r.shards), func(i int) {
+		sctx, cancel := context.WithTimeout(ctx, r.o.ShardTimeout)
+		defer cancel()
+		errs[i] = r.shards[i].DB.QueryRow(sctx, `select coalesce(max(token), 0) from workq.workq_locks
+			where name = $1 or (name = $2 and $3)`, r.o.LockName+".fence", r.o.LockName, i != 0).Scan(&seen[i])
+	})
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	var top int64
+	for i, err := range errs {
+		if err != nil {
+			r.o.Logger.Warn("shardlimit: could not read a shard's fence when starting to lead; it is caught up with once reached", "shard", r.shards[i].Name, "err", err)
+			continue
+		}
+		top = max(top, seen[i])
+	}
+	if top < l.Token() {
+		return nil
+	}
+	from := l.Token()
+	if err := l.Advance(ctx, top+1); err != nil {
+		if errors.Is(err, lock.ErrLost) || ctx.Err() != nil {
+			return err
+		}
+		// The coordinator did not answer: lead with the token as it is;
+		// the rounds are refused by the fences and advance again.
+		r.o.Logger.Warn("shardlimit: advancing the leader token failed; retrying in the rounds", "token", from, "err", err)
+		return nil
+	}
+	r.o.Logger.Info("shardlimit: leader token advanced past the shards' fences (the coordinator changed)", "from", from, "to", l.Token())
+	return nil
+}
+
+// advance moves the leader's token past a stale fence found in a round,
+// at most once per shard in a leadership: a shard that was unreachable
+// when the leadership began is caught up with once, and a fence that
+// rises again is another live leader's (see the step-down in lead).
+func (r *Rebalancer) advance(ctx context.Context, l *lock.Lock, ls *leadership, e *staleFenceError) error {
+	if ls.advances >= len(r.shards) {
+		return fmt.Errorf("fences refused this leader %d times after advancing its token; another leader must be writing them: %w", ls.advances, e)
+	}
+	ls.advances++
+	from := l.Token()
+	if err := l.Advance(ctx, e.seen+1); err != nil {
+		return err
+	}
+	r.mu.Lock()
+	r.token = l.Token()
+	r.mu.Unlock()
+	r.o.Logger.Info("shardlimit: leader token advanced past a shard's fence", "shards", e.shards, "fence", e.seen, "from", from, "to", l.Token())
+	return nil
+}
+
 // round reads every shard, then moves each limit's budgets: lowerings
 // first, raises once they all committed.
-func (r *Rebalancer) round(ctx context.Context, l *lock.Lock) error {
+func (r *Rebalancer) round(ctx context.Context, l *lock.Lock, ls *leadership) error {
 	token := l.Token()
 	type obs struct {
 		rows []observation
@@ -176,7 +311,17 @@ func (r *Rebalancer) round(ctx context.Context, l *lock.Lock) error {
 		return err
 	}
 	reach := make([]bool, len(r.shards))
+	var stale *staleFenceError
 	for i, g := range got {
+		var fe *fencedError
+		if errors.As(g.err, &fe) && !ls.passed[i] {
+			if stale == nil {
+				stale = &staleFenceError{}
+			}
+			stale.shards = append(stale.shards, r.shards[i].Name)
+			stale.seen = max(stale.seen, fe.seen)
+			continue
+		}
 		if errors.Is(g.err, ErrFenced) {
 			return fmt.Errorf("read shard %s: %w", r.shards[i].Name, g.err)
 		}
@@ -185,6 +330,12 @@ func (r *Rebalancer) round(ctx context.Context, l *lock.Lock) error {
 			continue
 		}
 		reach[i] = true
+		ls.passed[i] = true
+	}
+	if stale != nil {
+		// Nothing is written this round: the caller advances the token
+		// and runs the round again.
+		return stale
 	}
 	var errs []error
 	for li, lim := range r.o.Limits {
@@ -333,20 +484,28 @@ type observation struct {
 	budget, inProgress, ready int
 }
 
+// fenceSQL raises the fence row to the token, or refuses a smaller one.
+// An equal token passes only for the same owner: tokens are unique on one
+// coordinator, but two coordinators' lock rows can hand out the same one.
 const fenceSQL = `insert into workq.workq_locks as l (name, owner, token, expires_at, acquired_at, renewed_at)
 values ($1, $2, $3, clock_timestamp(), clock_timestamp(), clock_timestamp())
 on conflict (name) do update set owner = excluded.owner, token = excluded.token, renewed_at = excluded.renewed_at
-where l.token <= excluded.token
+where l.token < excluded.token or (l.token = excluded.token and l.owner = excluded.owner)
 returning token`
 
 // fence takes the shard's fence row for token in tx, and refuses with
-// ErrFenced when a newer leader has been there. The row stays locked until
-// tx ends, so leaders' transactions on one shard take turns.
+// ErrFenced (a *fencedError) when a newer leader has been there. The row
+// stays locked until tx ends, so leaders' transactions on one shard take
+// turns.
 func (r *Rebalancer) fence(ctx context.Context, tx pgx.Tx, token int64) error {
 	var got int64
 	err := tx.QueryRow(ctx, fenceSQL, r.o.LockName+".fence", r.o.Owner, token).Scan(&got)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return fmt.Errorf("token %d: %w", token, ErrFenced)
+		var seen int64
+		if err := tx.QueryRow(ctx, `select token from workq.workq_locks where name = $1`, r.o.LockName+".fence").Scan(&seen); err != nil {
+			return fmt.Errorf("token %d: read the fence that refused it: %w (%w)", token, err, ErrFenced)
+		}
+		return &fencedError{token: token, seen: seen}
 	}
 	if err != nil {
 		return fmt.Errorf("fence: %w", err)

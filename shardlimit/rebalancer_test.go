@@ -422,50 +422,63 @@ func TestNewRejects(t *testing.T) {
 	}
 }
 
-// A leader whose token is older than one a shard's fence row has seen
-// writes nothing there and steps down: here a newer leader is faked by
-// the fence row's token, and the budget is written only once it is gone.
+// A genuinely newer leader still fences out an older one. The leader's
+// lock is taken over behind its back (as when it stalls past its TTL and
+// another process acquires), and the newer leader has read both shards,
+// raising their fences to its token. The old leader writes nothing more
+// and cannot advance past the fences, since it no longer holds the lock:
+// it steps down and waits for the lock. Once the newer leader is gone, it
+// leads again with a greater token and moves the budgets.
 func TestRebalancerFenced(t *testing.T) {
 	ctx := context.Background()
 	a, b := openPool(t, testdb.URL(t)), openPool(t, testdb.URL(t))
-	if _, err := b.Exec(ctx, `insert into workq.workq_locks (name, owner, token, expires_at, acquired_at, renewed_at)
-		values ('workq.shardlimit.fence', 'newer', 1000, now(), now(), now())`); err != nil {
-		t.Fatal(err)
-	}
-	r, err := shardlimit.New([]shardlimit.Shard{{Name: "a", DB: a}, {Name: "b", DB: b}}, shardlimit.Options{
-		Limits: []shardlimit.Limit{{Table: lease.JobRuns, Queue: queue, W: 4}}, Interval: 50 * time.Millisecond,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	rctx, cancel := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- r.Run(rctx) }()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Error(err)
-		}
-	}()
-	// The leader keeps being elected (new tokens on a) and fenced out on b.
-	var token int
-	await(t, 20*time.Second, "a few leaderships", func() (bool, string) {
-		token = queryInt(t, a, `select coalesce((select token from workq.workq_locks where name = 'workq.shardlimit'), 0)`)
-		return token >= 3, fmt.Sprintf("token %d", token)
-	})
-	for _, db := range []*pgxpool.Pool{a, b} {
-		if n := queryInt(t, db, `select count(*) from workq.queue_limits`); n != 0 {
-			t.Fatalf("a fenced-out leader wrote %d budgets", n)
-		}
-	}
-	if _, err := b.Exec(ctx, `delete from workq.workq_locks where name = 'workq.shardlimit.fence'`); err != nil {
-		t.Fatal(err)
-	}
-	await(t, 20*time.Second, "budgets written once the newer token is gone", func() (bool, string) {
+	r, _ := runRebalancer(t, []shardlimit.Shard{{Name: "a", DB: a}, {Name: "b", DB: b}}, 4, "old")
+	await(t, 20*time.Second, "idle budgets 2 and 2", func() (bool, string) {
 		ba, _ := budgetOf(ctx, a)
 		bb, _ := budgetOf(ctx, b)
 		return ba == 2 && bb == 2, fmt.Sprintf("a %d, b %d", ba, bb)
 	})
+	oldToken, _ := r.Leading()
+	var newer int64
+	if err := a.QueryRow(ctx, `update workq.workq_locks set token = token + 1, owner = 'newer', expires_at = now() + interval '1 hour'
+		where name = 'workq.shardlimit' returning token`).Scan(&newer); err != nil {
+		t.Fatal(err)
+	}
+	for _, db := range []*pgxpool.Pool{a, b} {
+		if _, err := db.Exec(ctx, `update workq.workq_locks set token = $1, owner = 'newer' where name = 'workq.shardlimit.fence'`, newer); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Demand the old leader would act on: b's backlog.
+	enqueue(t, b, 10)
+	await(t, 10*time.Second, "the old leader stepping down", func() (bool, string) {
+		tok, ok := r.Leading()
+		return !ok, fmt.Sprintf("still leading with token %d", tok)
+	})
+	// It cannot lead again while the newer leader holds the lock, so what
+	// is on the shards now is final until then.
+	for name, db := range map[string]*pgxpool.Pool{"a": a, "b": b} {
+		if got := queryInt(t, db, `select max_in_progress from workq.queue_limits`); got != 2 {
+			t.Errorf("the fenced-out leader (token %d) set %s's budget to %d", oldToken, name, got)
+		}
+		if f := tokenOf(t, db, "workq.shardlimit.fence"); f != newer {
+			t.Errorf("%s's fence is %d; the fenced-out leader must not move it from the newer leader's %d", name, f, newer)
+		}
+	}
+	if lt := tokenOf(t, a, "workq.shardlimit"); lt != newer {
+		t.Fatalf("the lock token is %d: the fenced-out leader advanced it from the newer leader's %d", lt, newer)
+	}
+	if _, err := a.Exec(ctx, `update workq.workq_locks set expires_at = now() where name = 'workq.shardlimit'`); err != nil {
+		t.Fatal(err)
+	}
+	await(t, 20*time.Second, "budgets moved once the newer leader is gone", func() (bool, string) {
+		ba, _ := budgetOf(ctx, a)
+		bb, _ := budgetOf(ctx, b)
+		return ba == 1 && bb == 3, fmt.Sprintf("a %d, b %d", ba, bb)
+	})
+	if tok, ok := r.Leading(); !ok || tok <= newer {
+		t.Fatalf("leading %v with token %d; want a token above the newer leader's %d", ok, tok, newer)
+	}
 }
 
 func queryInt(t *testing.T, db *pgxpool.Pool, sql string) int {
@@ -533,5 +546,152 @@ func TestRebalancerFailover(t *testing.T) {
 	stops[1-leader]()
 	if err := <-dones[1-leader]; err != nil {
 		t.Fatal(err)
+	}
+}
+
+// runRebalancer runs a Rebalancer of one limit W on queue over shards
+// until the returned stop is called (stop waits for Run to return).
+func runRebalancer(t *testing.T, shards []shardlimit.Shard, w int, owner string) (*shardlimit.Rebalancer, func()) {
+	t.Helper()
+	r, err := shardlimit.New(shards, shardlimit.Options{
+		Limits:   []shardlimit.Limit{{Table: lease.JobRuns, Queue: queue, W: w}},
+		Interval: 50 * time.Millisecond, ShardTimeout: 500 * time.Millisecond, LockTTL: 2 * time.Second,
+		Owner: owner, Logger: logger(t),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- r.Run(ctx) }()
+	var once sync.Once
+	stop := func() {
+		once.Do(func() {
+			cancel()
+			if err := <-done; err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	t.Cleanup(stop)
+	return r, stop
+}
+
+func tokenOf(t *testing.T, db *pgxpool.Pool, name string) int64 {
+	t.Helper()
+	var n int64
+	if err := db.QueryRow(context.Background(), `select coalesce((select token from workq.workq_locks where name = $1), 0)`, name).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// The coordinator changes: a Rebalancer led over [a, b], then one runs
+// over [b, a, c] (b first, as when DrainFirst puts the shard being emptied
+// first; c a new shard whose budget ZeroUnset set to 0). b's workq_locks
+// has no leader lock, so the new leader's lock token starts at 1 while
+// the fences on a and b remember the old leader's tokens, in the
+// thousands or, after a failover of the old coordinator, above 2^32. The
+// new leader advances its token past them and moves the budgets within a
+// few rounds; without that it was refused on every shard and stepped down
+// once per interval, a token higher each time, for about the old token
+// times two intervals (for ever above 2^32).
+func TestRebalancerCoordinatorChange(t *testing.T) {
+	const w = 6
+	const big = int64(3)<<32 + 6 // an old coordinator's token after a failover: the epoch in the high bits
+	for _, tc := range []struct {
+		name string
+		// oldLock is the old coordinator's lock token before the first
+		// Rebalancer acquires (0: no row); fence, when not 0, is then set
+		// by SQL on a's fence row.
+		oldLock, fence int64
+		// cut: a is unreachable while the new leader starts (it catches
+		// up with b's fence only), and a's higher fence is caught up with
+		// in the round that reaches a again.
+		cut bool
+	}{
+		{name: "after many leaderships", oldLock: 999},
+		{name: "old coordinator failed over", oldLock: big},
+		{name: "fence above 2^32 set by SQL", fence: int64(5) << 32},
+		{name: "old coordinator unreachable at the start", oldLock: big, fence: int64(5) << 32, cut: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			urlA := testdb.URL(t)
+			a, b, c := openPool(t, urlA), openPool(t, testdb.URL(t)), openPool(t, testdb.URL(t))
+			if tc.oldLock > 0 {
+				if _, err := a.Exec(ctx, `insert into workq.workq_locks (name, owner, token, expires_at, acquired_at, renewed_at)
+					values ('workq.shardlimit', 'old', $1, now(), now(), now())`, tc.oldLock); err != nil {
+					t.Fatal(err)
+				}
+			}
+			// The old list, [a, b]: a is the coordinator.
+			r1, stop1 := runRebalancer(t, []shardlimit.Shard{{Name: "a", DB: a}, {Name: "b", DB: b}}, w, "r1")
+			await(t, 20*time.Second, "budgets 3 and 3 under the old coordinator", func() (bool, string) {
+				ba, _ := budgetOf(ctx, a)
+				bb, _ := budgetOf(ctx, b)
+				return ba == 3 && bb == 3, fmt.Sprintf("a %d, b %d", ba, bb)
+			})
+			old, _ := r1.Leading()
+			stop1()
+			if tc.oldLock > 0 && old != tc.oldLock+1 {
+				t.Fatalf("the old leader's token is %d; want %d", old, tc.oldLock+1)
+			}
+			if tc.fence > 0 {
+				if _, err := a.Exec(ctx, `update workq.workq_locks set token = $1 where name = 'workq.shardlimit.fence'`, tc.fence); err != nil {
+					t.Fatal(err)
+				}
+			}
+			highest := max(tokenOf(t, a, "workq.shardlimit.fence"), tokenOf(t, b, "workq.shardlimit.fence"), tokenOf(t, a, "workq.shardlimit"))
+			if err := shardlimit.ZeroUnset(ctx, c, []shardlimit.Limit{{Table: lease.JobRuns, Queue: queue, W: w}}); err != nil {
+				t.Fatal(err)
+			}
+			enqueue(t, b, 10)
+
+			// The new list, [b, a, c]: b is the coordinator.
+			dbA := a
+			var px *testutil.Proxy
+			if tc.cut {
+				var proxied string
+				px, proxied = viaProxy(t, urlA)
+				dbA = openPool(t, proxied)
+				px.Cut()
+			}
+			start := time.Now()
+			r2, _ := runRebalancer(t, []shardlimit.Shard{{Name: "b", DB: b}, {Name: "a", DB: dbA}, {Name: "c", DB: c}}, w, "r2")
+			if tc.cut {
+				await(t, 10*time.Second, "the new leader leading while a is unreachable", func() (bool, string) {
+					tok, ok := r2.Leading()
+					return ok, fmt.Sprintf("token %d", tok)
+				})
+				time.Sleep(300 * time.Millisecond) // a few rounds without a: a's budget is unknown, nothing moves
+				if ba, bb := queryInt(t, a, `select max_in_progress from workq.queue_limits`), queryInt(t, b, `select max_in_progress from workq.queue_limits`); ba != 3 || bb != 3 {
+					t.Fatalf("budgets moved while a's was unknown: a %d, b %d", ba, bb)
+				}
+				px.Restore()
+				start = time.Now()
+			}
+			await(t, 10*time.Second, "the new leader moving the budgets to a 1, b 4, c 1", func() (bool, string) {
+				ba, _ := budgetOf(ctx, a)
+				bb, _ := budgetOf(ctx, b)
+				bc, _ := budgetOf(ctx, c)
+				tok, ok := r2.Leading()
+				return ba == 1 && bb == 4 && bc == 1, fmt.Sprintf("a %d, b %d, c %d; leading %v with token %d", ba, bb, bc, ok, tok)
+			})
+			took := time.Since(start)
+			tok, ok := r2.Leading()
+			if !ok || tok <= highest {
+				t.Fatalf("new leader: leading %v with token %d; want a token above %d", ok, tok, highest)
+			}
+			if lt := tokenOf(t, b, "workq.shardlimit"); lt != tok {
+				t.Fatalf("b's lock row has token %d; the leader's is %d", lt, tok)
+			}
+			for name, db := range map[string]*pgxpool.Pool{"a": a, "b": b, "c": c} {
+				if f := tokenOf(t, db, "workq.shardlimit.fence"); f != tok {
+					t.Errorf("%s's fence is %d; want the new leader's token %d", name, f, tok)
+				}
+			}
+			t.Logf("old token %d, highest token seen %d: the new leader's token is %d; budgets moved %s after it could reach every shard", old, highest, tok, took.Round(time.Millisecond))
+		})
 	}
 }

@@ -32,6 +32,16 @@
 // there, and a write under a smaller token is refused, so a leader that
 // lost the lock without noticing yet (a pause longer than the lock's TTL)
 // cannot raise a shard after a newer leader has read it.
+//
+// Tokens grow on the coordinator's lock row, so when the coordinator
+// changes (the list reordered, a new first database) a new leader's token
+// can be below what the fences remember. A leader therefore begins by
+// reading every shard's fence (and, on the other shards, the lock row an
+// earlier coordinator's leader holds there) and advances its own token
+// past them (lock.Advance); a shard it cannot reach then is caught up with
+// in the round that first reaches it. Only the holder of the coordinator
+// lock can advance: the advance is fenced by its current token on the
+// lock row, so a leader that lost the lock is still fenced out.
 package shardlimit
 
 import (

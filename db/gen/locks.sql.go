@@ -39,6 +39,27 @@ func (q *Queries) LocksAcquire(ctx context.Context, arg LocksAcquireParams) (Loc
 	return i, err
 }
 
+const locksAdvance = `-- name: LocksAdvance :one
+update workq.workq_locks
+set token = $1::bigint
+where name = $2 and token = $3 and expires_at > clock_timestamp() and $1::bigint > token
+returning token
+`
+
+type LocksAdvanceParams struct {
+	MinToken int64
+	Name     string
+	Token    int64
+}
+
+// LocksAdvance moves the token of the lock held under token up to min_token (greater than token), fenced by the old token: no row means the lock is no longer held under it (expired, or taken by a newer token), and nothing changed. Only the holder advances; the next acquisition still gets a greater token.
+func (q *Queries) LocksAdvance(ctx context.Context, arg LocksAdvanceParams) (int64, error) {
+	row := q.db.QueryRow(ctx, locksAdvance, arg.MinToken, arg.Name, arg.Token)
+	var token int64
+	err := row.Scan(&token)
+	return token, err
+}
+
 const locksHeld = `-- name: LocksHeld :one
 select exists (
     select 1 from workq.workq_locks where name = $1 and token = $2 and expires_at > clock_timestamp()

@@ -15,6 +15,13 @@ set expires_at = clock_timestamp() + (@ttl_ms::bigint) * interval '1 millisecond
 where name = @name and token = @token and expires_at > clock_timestamp()
 returning expires_at;
 
+-- name: LocksAdvance :one
+-- LocksAdvance moves the token of the lock held under token up to min_token (greater than token), fenced by the old token: no row means the lock is no longer held under it (expired, or taken by a newer token), and nothing changed. Only the holder advances; the next acquisition still gets a greater token.
+update workq.workq_locks
+set token = @min_token::bigint
+where name = @name and token = @token and expires_at > clock_timestamp() and @min_token::bigint > token
+returning token;
+
 -- name: LocksRelease :execrows
 -- LocksRelease ends the lock held under token at once (the row and its token stay, so the next token is greater).
 update workq.workq_locks set expires_at = clock_timestamp()

@@ -42,7 +42,7 @@ type ShardResult struct {
 // onEveryShard runs f on every shard at once, each bounded by
 // Options.ShardTimeout on a sharded server, and returns each shard's error
 // (nil: done), in the shards' order.
-func (s *Server) onEveryShard(ctx context.Context, f func(ctx context.Context, sh Shard) error) []error {
+func (s *Server) onEveryShard(ctx context.Context, f func(ctx context.Context, i int, sh Shard) error) []error {
 	errs := make([]error, len(s.shards))
 	timeout := s.o.ShardTimeout
 	if timeout <= 0 {
@@ -59,7 +59,7 @@ func (s *Server) onEveryShard(ctx context.Context, f func(ctx context.Context, s
 				sctx, cancel = context.WithTimeout(ctx, timeout)
 				defer cancel()
 			}
-			errs[i] = f(sctx, sh)
+			errs[i] = f(sctx, i, sh)
 		}()
 	}
 	wg.Wait()
@@ -134,9 +134,9 @@ func (s *Server) listQueues(w http.ResponseWriter, r *http.Request, _ principal)
 		return nil
 	}
 	per := make([][]admin.Queue, len(s.shards))
-	errs := s.onEveryShard(r.Context(), func(ctx context.Context, sh Shard) error {
+	errs := s.onEveryShard(r.Context(), func(ctx context.Context, i int, sh Shard) error {
 		var err error
-		per[sh.index(s)], err = admin.Queues(ctx, sh.DB)
+		per[i], err = admin.Queues(ctx, sh.DB)
 		return err
 	})
 	if err := s.shardFailure(r.Context(), "listing the queues", make([]ShardResult, len(s.shards)), errs); err != nil {
@@ -146,16 +146,6 @@ func (s *Server) listQueues(w http.ResponseWriter, r *http.Request, _ principal)
 		Queues []shardedQueue `json:"queues"`
 	}{s.sumQueues(per)})
 	return nil
-}
-
-// index is sh's position in s.shards.
-func (sh Shard) index(s *Server) int {
-	for i, o := range s.shards {
-		if o.Name == sh.Name {
-			return i
-		}
-	}
-	return -1
 }
 
 // sumQueues merges each shard's queues (per, in the shards' order): counts
@@ -266,10 +256,9 @@ func (s *Server) setPaused(w http.ResponseWriter, r *http.Request, p principal, 
 		verb = "pause"
 	}
 	results := make([]ShardResult, len(s.shards))
-	errs := s.onEveryShard(r.Context(), func(ctx context.Context, sh Shard) error {
+	errs := s.onEveryShard(r.Context(), func(ctx context.Context, i int, sh Shard) error {
 		changed, err := f(ctx, sh)
 		if err == nil {
-			i := sh.index(s)
 			results[i] = ShardResult{Shard: sh.Name, Paused: &pause, Changed: &changed}
 			s.log.InfoContext(ctx, "api "+verb, append([]any{"table", t, "queue", queue, "shard", sh.Name, "actor", p.actor(),
 				"changed", changed}, logArgs...)...)

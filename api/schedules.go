@@ -99,9 +99,9 @@ func (s *Server) listSchedules(w http.ResponseWriter, r *http.Request, _ princip
 		return err
 	}
 	per := make([][]schedule.Schedule, len(s.shards))
-	errs := s.onEveryShard(r.Context(), func(ctx context.Context, sh Shard) error {
+	errs := s.onEveryShard(r.Context(), func(ctx context.Context, i int, sh Shard) error {
 		var err error
-		per[sh.index(s)], err = s.schedules.List(ctx, sh.DB)
+		per[i], err = s.schedules.List(ctx, sh.DB)
 		return err
 	})
 	if !s.sharded() && errs[0] != nil {

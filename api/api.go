@@ -60,9 +60,12 @@ type Options struct {
 	// items of every shard merged, newest first, each with its shard
 	// ("shard"), or of one (?shard=NAME); reading, retrying, cancelling
 	// and deleting items names their shard (?shard= on an item, "shard"
-	// in an action's body). Enqueues, queues, schedules and readiness
-	// use the first shard; the dashboard lists and acts on every shard's
-	// items and sums every shard's counts (docs/dashboard.md#shards).
+	// in an action's body). Enqueues go to the shard of their key, as the
+	// Client's (keyless ones to each shard in turn); schedules live on the shard of their name (listed from
+	// every shard); pause and resume apply to every shard; a queue's limit
+	// names its shard (?shard=: a W over the shards is workq
+	// shard-limit's). Readiness uses the first shard. The dashboard does
+	// the same and sums every shard's counts (docs/dashboard.md#shards).
 	// Without Shards, items carry no shard and nothing changes.
 	Shards []Shard
 	Logger *slog.Logger // nil: slog.Default()
@@ -105,7 +108,8 @@ type Options struct {
 	// ShardTimeout bounds the dashboard's read of one shard (a page's, a
 	// sample's) with Shards: a shard that does not answer in time is shown
 	// as unreachable and the others are served (0: ui.DefaultShardTimeout,
-	// 3s).
+	// 3s). It also bounds each shard's part of an API request that goes to
+	// every shard (the queue list, pause, resume, the schedule list).
 	ShardTimeout time.Duration
 
 	// The listener of Start and Run.

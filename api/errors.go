@@ -46,6 +46,9 @@ type Error struct {
 	ID int64 `json:"id,omitempty"`
 	// Conflicts lists the messages of an inbox batch that conflict.
 	Conflicts []Conflict `json:"conflicts,omitempty"`
+	// Shards is every shard's outcome of an operation a sharded server
+	// applies to every shard (pause, resume) that failed on some.
+	Shards []ShardResult `json:"shards,omitempty"`
 
 	status int
 }

@@ -1,8 +1,10 @@
 package api
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
+	"sort"
 
 	"github.com/workq/workq/schedule"
 	"github.com/workq/workq/workqtype"
@@ -67,24 +69,69 @@ func nonZero(field string, p *int) (int, error) {
 	return *p, nil
 }
 
+// scheduleOut is a schedule as the API answers it: with its shard on a
+// sharded server.
+type scheduleOut struct {
+	Shard string `json:"shard,omitempty"`
+	schedule.Schedule
+}
+
+// scheduleShard is the shard of the schedule called name: on a sharded
+// server the shard of its name, as workq.Client places it
+// (workqtype.ShardKeySchedule), unless the shard query parameter (of the
+// endpoints that take it) names one, to reach a schedule stored
+// elsewhere.
+func (s *Server) scheduleShard(name, shard string) (Shard, error) {
+	if shard != "" || !s.sharded() {
+		return s.shardNamed("shard", shard)
+	}
+	names := make([]string, len(s.shards))
+	for i, sh := range s.shards {
+		names[i] = sh.Name
+	}
+	return s.shards[workqtype.ShardIndex(names, workqtype.ShardKeySchedule(name))], nil
+}
+
+// listSchedules lists the schedules of every shard, by name (then shard),
+// each tagged with its shard.
 func (s *Server) listSchedules(w http.ResponseWriter, r *http.Request, _ principal) error {
 	if _, err := query(r); err != nil {
 		return err
 	}
-	list, err := s.schedules.List(r.Context(), s.o.DB)
-	if err != nil {
+	per := make([][]schedule.Schedule, len(s.shards))
+	errs := s.onEveryShard(r.Context(), func(ctx context.Context, i int, sh Shard) error {
+		var err error
+		per[i], err = s.schedules.List(ctx, sh.DB)
+		return err
+	})
+	if !s.sharded() && errs[0] != nil {
+		return errs[0]
+	}
+	if err := s.shardFailure(r.Context(), "listing the schedules", make([]ShardResult, len(s.shards)), errs); err != nil {
 		return err
 	}
-	if list == nil {
-		list = []schedule.Schedule{}
+	list := []scheduleOut{}
+	for i, scs := range per {
+		for _, sc := range scs {
+			list = append(list, scheduleOut{Shard: s.shards[i].Name, Schedule: sc})
+		}
 	}
+	sort.SliceStable(list, func(i, j int) bool {
+		if list[i].Name != list[j].Name {
+			return list[i].Name < list[j].Name
+		}
+		return list[i].Shard < list[j].Shard
+	})
 	writeJSON(w, http.StatusOK, struct {
-		Schedules []schedule.Schedule `json:"schedules"`
+		Schedules []scheduleOut `json:"schedules"`
 	}{list})
 	return nil
 }
 
 func (s *Server) createSchedule(w http.ResponseWriter, r *http.Request, p principal) error {
+	if _, err := query(r); err != nil {
+		return err
+	}
 	var in scheduleRequest
 	if err := s.decodeBody(w, r, &in, false); err != nil {
 		return err
@@ -111,12 +158,16 @@ func (s *Server) createSchedule(w http.ResponseWriter, r *http.Request, p princi
 	if err := s.schedules.Validate(sp); err != nil {
 		return invalidErr("", err)
 	}
-	sc, err := s.schedules.Create(r.Context(), s.o.DB, sp)
+	sh, err := s.scheduleShard(sp.Name, "")
 	if err != nil {
 		return err
 	}
-	s.log.InfoContext(r.Context(), "api schedule created", "name", sc.Name, "actor", p.actor())
-	writeJSON(w, http.StatusCreated, sc)
+	sc, err := s.schedules.Create(r.Context(), sh.DB, sp)
+	if err != nil {
+		return err
+	}
+	s.log.InfoContext(r.Context(), "api schedule created", "name", sc.Name, "shard", sh.Name, "actor", p.actor())
+	writeJSON(w, http.StatusCreated, scheduleOut{Shard: sh.Name, Schedule: sc})
 	return nil
 }
 
@@ -125,20 +176,28 @@ func (s *Server) getSchedule(w http.ResponseWriter, r *http.Request, _ principal
 	if err != nil {
 		return err
 	}
-	if _, err := query(r); err != nil {
-		return err
-	}
-	sc, err := s.schedules.Get(r.Context(), s.o.DB, name)
+	q, err := query(r, "shard")
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, sc)
+	sh, err := s.scheduleShard(name, q.Get("shard"))
+	if err != nil {
+		return err
+	}
+	sc, err := s.schedules.Get(r.Context(), sh.DB, name)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, scheduleOut{Shard: sh.Name, Schedule: sc})
 	return nil
 }
 
 func (s *Server) updateSchedule(w http.ResponseWriter, r *http.Request, p principal) error {
 	name, err := scheduleName(r)
 	if err != nil {
+		return err
+	}
+	if _, err := query(r); err != nil {
 		return err
 	}
 	var in scheduleChanges
@@ -169,12 +228,16 @@ func (s *Server) updateSchedule(w http.ResponseWriter, r *http.Request, p princi
 		return invalid("", "nothing to update: give at least one of cron, timezone, queue, kind, payload, priority, "+
 			"max_attempts, overlap, misfire, misfire_cap")
 	}
-	sc, err := s.schedules.Update(r.Context(), s.o.DB, name, c)
+	sh, err := s.scheduleShard(name, "")
 	if err != nil {
 		return err
 	}
-	s.log.InfoContext(r.Context(), "api schedule updated", "name", name, "actor", p.actor())
-	writeJSON(w, http.StatusOK, sc)
+	sc, err := s.schedules.Update(r.Context(), sh.DB, name, c)
+	if err != nil {
+		return err
+	}
+	s.log.InfoContext(r.Context(), "api schedule updated", "name", name, "shard", sh.Name, "actor", p.actor())
+	writeJSON(w, http.StatusOK, scheduleOut{Shard: sh.Name, Schedule: sc})
 	return nil
 }
 
@@ -183,13 +246,22 @@ func (s *Server) deleteSchedule(w http.ResponseWriter, r *http.Request, p princi
 	if err != nil {
 		return err
 	}
-	if err := s.schedules.Delete(r.Context(), s.o.DB, name); err != nil {
+	q, err := query(r, "shard")
+	if err != nil {
 		return err
 	}
-	s.log.InfoContext(r.Context(), "api schedule deleted", "name", name, "actor", p.actor())
+	sh, err := s.scheduleShard(name, q.Get("shard"))
+	if err != nil {
+		return err
+	}
+	if err := s.schedules.Delete(r.Context(), sh.DB, name); err != nil {
+		return err
+	}
+	s.log.InfoContext(r.Context(), "api schedule deleted", "name", name, "shard", sh.Name, "actor", p.actor())
 	writeJSON(w, http.StatusOK, struct {
 		Deleted string `json:"deleted"`
-	}{name})
+		Shard   string `json:"shard,omitempty"`
+	}{name, sh.Name})
 	return nil
 }
 
@@ -198,16 +270,26 @@ func (s *Server) triggerSchedule(w http.ResponseWriter, r *http.Request, p princ
 	if err != nil {
 		return err
 	}
+	if _, err := query(r); err != nil {
+		return err
+	}
 	var in triggerRequest
 	if err := s.decodeBody(w, r, &in, true); err != nil {
 		return err
 	}
-	tr, err := s.schedules.TriggerNow(r.Context(), s.o.DB, name, in.Force)
+	sh, err := s.scheduleShard(name, "")
 	if err != nil {
 		return err
 	}
-	s.log.InfoContext(r.Context(), "api schedule triggered", "name", name, "actor", p.actor(), "run_id", tr.RunID, "force", in.Force)
-	writeJSON(w, http.StatusCreated, tr)
+	tr, err := s.schedules.TriggerNow(r.Context(), sh.DB, name, in.Force)
+	if err != nil {
+		return err
+	}
+	s.log.InfoContext(r.Context(), "api schedule triggered", "name", name, "shard", sh.Name, "actor", p.actor(), "run_id", tr.RunID, "force", in.Force)
+	writeJSON(w, http.StatusCreated, struct {
+		schedule.Triggered
+		Shard string `json:"shard,omitempty"` // the shard of the run
+	}{tr, sh.Name})
 	return nil
 }
 
@@ -216,19 +298,26 @@ func (s *Server) toggleSchedule(w http.ResponseWriter, r *http.Request, p princi
 	if err != nil {
 		return err
 	}
+	if _, err := query(r); err != nil {
+		return err
+	}
 	if err := s.decodeBody(w, r, &struct{}{}, true); err != nil {
+		return err
+	}
+	sh, err := s.scheduleShard(name, "")
+	if err != nil {
 		return err
 	}
 	f := s.schedules.Disable
 	if enable {
 		f = s.schedules.Enable
 	}
-	sc, err := f(r.Context(), s.o.DB, name)
+	sc, err := f(r.Context(), sh.DB, name)
 	if err != nil {
 		return err
 	}
-	s.log.InfoContext(r.Context(), "api schedule toggled", "name", name, "enabled", sc.Enabled, "actor", p.actor())
-	writeJSON(w, http.StatusOK, sc)
+	s.log.InfoContext(r.Context(), "api schedule toggled", "name", name, "shard", sh.Name, "enabled", sc.Enabled, "actor", p.actor())
+	writeJSON(w, http.StatusOK, scheduleOut{Shard: sh.Name, Schedule: sc})
 	return nil
 }
 

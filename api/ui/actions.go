@@ -1,15 +1,19 @@
 package ui
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/workq/workq/admin"
 	"github.com/workq/workq/lease"
+	"github.com/workq/workq/workqtype"
 )
 
 // actor is how the run archive and pauses record a dashboard action: the
@@ -277,7 +281,11 @@ func (sel selection) list() string {
 	return strList(all)
 }
 
-// actQueue is pause, resume or limit of one (table, queue).
+// actQueue is pause, resume or limit of one (table, queue). On a sharded
+// dashboard pause and resume apply to every shard (a sharded logical queue
+// is one queue) and the message says each shard's outcome; the limit
+// names one shard's budget (the form's shard field): a W over all of them
+// is kept by workq shard-limit.
 func (h *Handler) actQueue(w http.ResponseWriter, r *http.Request, x *session) error {
 	t, err := tableOf(r)
 	if err != nil {
@@ -286,25 +294,15 @@ func (h *Handler) actQueue(w http.ResponseWriter, r *http.Request, x *session) e
 	queue := r.PathValue("queue")
 	var msg string
 	switch op := r.PathValue("op"); op {
-	case "pause":
-		changed, err := lease.Pause(r.Context(), h.o.DB, t, queue, actor(x), r.PostForm.Get("reason"))
-		if err != nil {
+	case "pause", "resume":
+		if msg, err = h.setPaused(r, x, t, queue, op == "pause"); err != nil {
 			return err
-		}
-		msg = fmt.Sprintf("%s/%s paused: no worker claims from it; items in flight finish.", t, queue)
-		if !changed {
-			msg = fmt.Sprintf("%s/%s was already paused.", t, queue)
-		}
-	case "resume":
-		changed, err := lease.Resume(r.Context(), h.o.DB, t, queue)
-		if err != nil {
-			return err
-		}
-		msg = fmt.Sprintf("%s/%s resumed.", t, queue)
-		if !changed {
-			msg = fmt.Sprintf("%s/%s was not paused.", t, queue)
 		}
 	case "limit":
+		sh, err := h.limitShard(r.PostForm.Get("shard"))
+		if err != nil {
+			return err
+		}
 		v := strings.TrimSpace(r.PostForm.Get("limit"))
 		if r.PostForm.Get("remove") != "" {
 			v = ""
@@ -317,12 +315,16 @@ func (h *Handler) actQueue(w http.ResponseWriter, r *http.Request, x *session) e
 			}
 			w = n
 		}
-		if err := lease.SetLimit(r.Context(), h.o.DB, t, queue, w); err != nil {
+		if err := lease.SetLimit(r.Context(), sh.DB, t, queue, w); err != nil {
 			return err
 		}
-		msg = fmt.Sprintf("%s/%s: limit W set to %d.", t, queue, w)
+		where := ""
+		if h.sharded() {
+			where = " on shard " + sh.Name
+		}
+		msg = fmt.Sprintf("%s/%s: limit W set to %d%s.", t, queue, w, where)
 		if w < 0 {
-			msg = fmt.Sprintf("%s/%s: limit removed.", t, queue)
+			msg = fmt.Sprintf("%s/%s: limit removed%s.", t, queue, where)
 		}
 	default:
 		return notFound("There is no queue action %q.", op)
@@ -334,14 +336,103 @@ func (h *Handler) actQueue(w http.ResponseWriter, r *http.Request, x *session) e
 	return nil
 }
 
+// setPaused pauses or resumes the queue on every shard at once and says
+// how it went; a shard that failed is named (the others stay changed:
+// doing it again is harmless).
+func (h *Handler) setPaused(r *http.Request, x *session, t lease.Table, queue string, pause bool) (string, error) {
+	reason := r.PostForm.Get("reason")
+	f := func(ctx context.Context, sh Shard) (bool, error) {
+		if pause {
+			return lease.Pause(ctx, sh.DB, t, queue, actor(x), reason)
+		}
+		return lease.Resume(ctx, sh.DB, t, queue)
+	}
+	word, already, verb := "resumed", "was not paused", "Resume"
+	if pause {
+		word, already, verb = "paused: no worker claims from it; items in flight finish", "was already paused", "Pause"
+	}
+	if !h.sharded() {
+		changed, err := f(r.Context(), h.shards[0])
+		if err != nil {
+			return "", err
+		}
+		if !changed {
+			return fmt.Sprintf("%s/%s %s.", t, queue, already), nil
+		}
+		return fmt.Sprintf("%s/%s %s.", t, queue, word), nil
+	}
+	changed := make([]bool, len(h.shards))
+	errs := make([]error, len(h.shards))
+	var wg sync.WaitGroup
+	for i, sh := range h.shards {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ctx, cancel := context.WithTimeout(r.Context(), h.o.ShardTimeout)
+			defer cancel()
+			changed[i], errs[i] = f(ctx, sh)
+		}()
+	}
+	wg.Wait()
+	var done, same, failed []string
+	for i, sh := range h.shards {
+		switch err := errs[i]; {
+		case err != nil && errors.Is(err, workqtype.ErrInvalid):
+			return "", err // refused alike by every shard: nothing changed
+		case err != nil:
+			n := h.unreachable(r.Context(), sh.Name, err)
+			failed = append(failed, fmt.Sprintf("%s (%s)", sh.Name, n.Error))
+		case changed[i]:
+			done = append(done, sh.Name)
+		default:
+			same = append(same, sh.Name)
+		}
+	}
+	switch {
+	case len(failed) == len(h.shards):
+		return fmt.Sprintf("%s of %s/%s failed on every shard: %s. Nothing changed.", verb, t, queue, strings.Join(failed, "; ")), nil
+	case len(failed) > 0:
+		return fmt.Sprintf("%s of %s/%s failed on shard %s; done on %s: do it again when the shard is back.", verb, t, queue,
+			strings.Join(failed, "; "), strings.Join(append(done, same...), ", ")), nil
+	case len(done) == 0:
+		return fmt.Sprintf("%s/%s %s on every shard.", t, queue, already), nil
+	}
+	msg := fmt.Sprintf("%s/%s %s, on every shard", t, queue, word)
+	if len(same) > 0 {
+		msg += fmt.Sprintf(" (shard %s %s)", strings.Join(same, ", "), already)
+	}
+	return msg + ".", nil
+}
+
+// limitShard is the shard whose budget a limit action sets: the one
+// database, or the shard the form names on a sharded dashboard (a W over
+// every shard is workq shard-limit's, whose leader would overwrite a
+// budget set here).
+func (h *Handler) limitShard(name string) (Shard, error) {
+	if h.sharded() && name == "" {
+		return Shard{}, bad("This dashboard serves several shards (%s): a limit W over all of them is kept by workq shard-limit "+
+			"(or ShardingConfig.GlobalLimits), which sets each shard's budget. Set one shard's budget with workq limit on that shard, "+
+			"or PUT /v1/queues/TABLE/QUEUE/limit?shard=NAME.", h.shardNames())
+	}
+	return h.shardNamed(name)
+}
+
 func (h *Handler) actTrigger(w http.ResponseWriter, r *http.Request, x *session) error {
 	name := r.PathValue("name")
-	res, err := h.o.Schedules.TriggerNow(r.Context(), h.o.DB, name, r.PostForm.Get("force") == "yes")
+	sh, err := h.scheduleShard(name, r.PostForm.Get("shard"))
 	if err != nil {
 		return err
 	}
-	h.log.InfoContext(r.Context(), "dashboard trigger", "schedule", name, "actor", actor(x), "run", res.RunID)
-	h.sessions.setFlash(x, fmt.Sprintf("Schedule %s triggered: job run %d.", name, res.RunID))
+	res, err := h.o.Schedules.TriggerNow(r.Context(), sh.DB, name, r.PostForm.Get("force") == "yes")
+	if err != nil {
+		return err
+	}
+	h.log.InfoContext(r.Context(), "dashboard trigger", "schedule", name, "shard", sh.Name, "actor", actor(x), "run", res.RunID)
+	run := strconv.FormatInt(res.RunID, 10)
+	if h.sharded() {
+		run = sh.Name + ":" + run
+	}
+	h.sessions.setFlash(x, fmt.Sprintf("Schedule %s triggered: job run %s.", name, run))
 	redirect(w, r, back(r, "schedules"))
 	return nil
 }

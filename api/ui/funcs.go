@@ -19,6 +19,7 @@ var funcs = template.FuncMap{
 	"num":     number,
 	"pct":     percent,
 	"add":     func(a, b int) int { return a + b },
+	"join":    func(s []string) string { return strings.Join(s, ", ") },
 	"i32":     func(p *int32) string { return deref32(p) },
 	"isoTime": func(t time.Time) string { return t.UTC().Format(time.RFC3339) },
 	"deref": func(t *time.Time) time.Time {

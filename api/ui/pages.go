@@ -120,6 +120,11 @@ type queueRow struct {
 	Paused      bool        `json:"paused"`
 	PausedBy    string      `json:"paused_by,omitempty"`
 	Limit       *int32      `json:"limit"`
+	// PausedShards are the shards where a queue of a sharded dashboard is
+	// paused, when it is not paused on all; ShardLimits is each shard's
+	// budget ("eu 5, us 5": a sharded queue has no single W).
+	PausedShards []string `json:"paused_shards,omitempty"`
+	ShardLimits  string   `json:"shard_limits,omitempty"`
 }
 
 // overviewData is the overview's content (also its JSON, polled).
@@ -130,11 +135,12 @@ type overviewData struct {
 	Error     string     `json:"error,omitempty"` // of the last sampling round
 	Queues    []queueRow `json:"queues"`
 	NoSampler bool       `json:"-"`
+	Sharded   bool       `json:"-"`
 	// Shards is the per-shard breakdown of a sharded dashboard's latest
 	// sample: each shard's totals, or why it was left out.
 	Shards []shardRow `json:"shards,omitempty"`
-	// NoQueueState says why the pauses and limits are missing (the first
-	// shard of a sharded dashboard is down).
+	// NoQueueState says which shards' pauses and limits are missing (a
+	// sharded dashboard's shards that did not answer).
 	NoQueueState string `json:"no_queue_state,omitempty"`
 }
 
@@ -158,7 +164,7 @@ func (h *Handler) overviewOf(ctx context.Context) (overviewData, error) {
 		}
 		return rows[k]
 	}
-	var out overviewData
+	out := overviewData{Sharded: h.sharded()}
 	if h.o.Sampler == nil {
 		out.NoSampler = true
 	} else {
@@ -195,22 +201,21 @@ func (h *Handler) overviewOf(ctx context.Context) (overviewData, error) {
 			out.Shards = append(out.Shards, sr)
 		}
 	}
-	paused, limits, err := h.pausesAndLimits(ctx)
-	if err != nil {
-		if !h.sharded() {
+	if !h.sharded() {
+		paused, limits, err := h.pausesAndLimits(ctx, h.o.DB)
+		if err != nil {
 			return out, err
 		}
-		// The first shard holds them: down, it leaves the sums shown.
-		n := h.unreachable(ctx, h.shards[0].Name, err)
-		out.NoQueueState = fmt.Sprintf("The pauses and limits are not shown: shard %s, which holds them, %s.", n.Shard, n.Error)
-	}
-	for _, p := range paused {
-		r := row(QueueKey{p.Table, p.Queue})
-		r.Paused, r.PausedBy = true, p.PausedBy
-	}
-	for _, l := range limits {
-		w := l.MaxInProgress
-		row(QueueKey{lease.Table(l.WorkTable), l.Queue}).Limit = &w
+		for _, p := range paused {
+			r := row(QueueKey{p.Table, p.Queue})
+			r.Paused, r.PausedBy = true, p.PausedBy
+		}
+		for _, l := range limits {
+			w := l.MaxInProgress
+			row(QueueKey{lease.Table(l.WorkTable), l.Queue}).Limit = &w
+		}
+	} else {
+		h.shardQueueState(ctx, row, &out)
 	}
 	out.Queues = make([]queueRow, 0, len(rows))
 	for _, r := range rows {
@@ -222,23 +227,65 @@ func (h *Handler) overviewOf(ctx context.Context) (overviewData, error) {
 	return out, nil
 }
 
-// pausesAndLimits reads the queues' pauses and limits (of the first shard
-// when sharded, bounded by the shard timeout).
-func (h *Handler) pausesAndLimits(ctx context.Context) ([]lease.PausedQueue, []gen.QueueLimit, error) {
-	if h.sharded() {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, h.o.ShardTimeout)
-		defer cancel()
-	}
-	paused, err := lease.Paused(ctx, h.o.DB)
+// pausesAndLimits reads the queues' pauses and limits on db.
+func (h *Handler) pausesAndLimits(ctx context.Context, db workqtype.TxDB) ([]lease.PausedQueue, []gen.QueueLimit, error) {
+	paused, err := lease.Paused(ctx, db)
 	if err != nil {
 		return nil, nil, err
 	}
-	limits, err := gen.New(h.o.DB).QueueLimitsList(ctx)
+	limits, err := gen.New(db).QueueLimitsList(ctx)
 	if err != nil {
 		return nil, nil, fmt.Errorf("list limits: %w", err)
 	}
 	return paused, limits, nil
+}
+
+// shardQueueState sets the pauses and limits of a sharded dashboard's
+// rows from every shard (each bounded by the shard timeout): a queue is
+// paused when it is paused on some shard (PausedShards says where, when
+// not on all), and its limit is each shard's budget (ShardLimits). The
+// shards that did not answer are named in NoQueueState.
+func (h *Handler) shardQueueState(ctx context.Context, row func(QueueKey) *queueRow, out *overviewData) {
+	type state struct {
+		paused []lease.PausedQueue
+		limits []gen.QueueLimit
+	}
+	per, down := eachShard(ctx, h, func(ctx context.Context, sh Shard) (state, error) {
+		p, l, err := h.pausesAndLimits(ctx, sh.DB)
+		return state{p, l}, err
+	})
+	limits := map[QueueKey][]string{}
+	pausedAt := map[QueueKey]bool{}
+	for i, st := range per {
+		name := h.shards[i].Name
+		for _, p := range st.paused {
+			r := row(QueueKey{p.Table, p.Queue})
+			pausedAt[QueueKey{p.Table, p.Queue}] = true
+			r.Paused = true
+			r.PausedShards = append(r.PausedShards, name)
+			if r.PausedBy == "" {
+				r.PausedBy = p.PausedBy
+			}
+		}
+		for _, l := range st.limits {
+			k := QueueKey{lease.Table(l.WorkTable), l.Queue}
+			row(k)
+			limits[k] = append(limits[k], fmt.Sprintf("%s %d", name, l.MaxInProgress))
+		}
+	}
+	for k, ls := range limits {
+		row(k).ShardLimits = strings.Join(ls, ", ")
+	}
+	for k := range pausedAt {
+		if r := row(k); len(r.PausedShards) == len(h.shards) {
+			r.PausedShards = nil // everywhere
+		}
+	}
+	var notes []string
+	for _, n := range down {
+		notes = append(notes, fmt.Sprintf("The pauses and limits of shard %s are not shown: it %s.", n.Shard, n.Error))
+	}
+	out.NoQueueState = strings.Join(notes, " ")
 }
 
 func (h *Handler) overview(w http.ResponseWriter, r *http.Request, x *session) error {
@@ -761,11 +808,47 @@ func (h *Handler) outboxPage(w http.ResponseWriter, r *http.Request, x *session)
 	return nil
 }
 
+// scheduleRow is a schedule of the schedules page, with its shard.
+type scheduleRow struct {
+	Shard string
+	schedule.Schedule
+}
+
+// schedulesData is the schedules page: every shard's schedules, by name,
+// and the shards that did not answer.
+type schedulesData struct {
+	Schedules []scheduleRow
+	Sharded   bool
+	Down      []shardNotice
+}
+
 func (h *Handler) schedulesPage(w http.ResponseWriter, r *http.Request, x *session) error {
-	list, err := h.o.Schedules.List(r.Context(), h.o.DB)
-	if err != nil {
-		return err
+	var d schedulesData
+	if !h.sharded() {
+		list, err := h.o.Schedules.List(r.Context(), h.o.DB)
+		if err != nil {
+			return err
+		}
+		for _, sc := range list {
+			d.Schedules = append(d.Schedules, scheduleRow{Schedule: sc})
+		}
+	} else {
+		per, down := eachShard(r.Context(), h, func(ctx context.Context, sh Shard) ([]schedule.Schedule, error) {
+			return h.o.Schedules.List(ctx, sh.DB)
+		})
+		d.Sharded, d.Down = true, down
+		for i, list := range per {
+			for _, sc := range list {
+				d.Schedules = append(d.Schedules, scheduleRow{Shard: h.shards[i].Name, Schedule: sc})
+			}
+		}
+		sort.SliceStable(d.Schedules, func(i, j int) bool {
+			if d.Schedules[i].Name != d.Schedules[j].Name {
+				return d.Schedules[i].Name < d.Schedules[j].Name
+			}
+			return d.Schedules[i].Shard < d.Schedules[j].Shard
+		})
 	}
-	h.render(w, r, x, http.StatusOK, "schedules", "Schedules", "schedules", list)
+	h.render(w, r, x, http.StatusOK, "schedules", "Schedules", "schedules", d)
 	return nil
 }

@@ -8,6 +8,7 @@ import (
 	"sync"
 
 	"github.com/workq/workq/internal/shardlist"
+	"github.com/workq/workq/workqtype"
 )
 
 // DefaultShard is the name an unsharded dashboard accepts for its one
@@ -105,4 +106,18 @@ func (h *Handler) unreachable(ctx context.Context, shard string, err error) shar
 		return shardNotice{Shard: shard, Error: fmt.Sprintf("did not answer within %s", h.o.ShardTimeout)}
 	}
 	return shardNotice{Shard: shard, Error: "could not be read (the server log has the error)"}
+}
+
+// scheduleShard is the shard of the schedule called name: the one named
+// (a form's shard field), else the shard of its name as workq.Client
+// places it (workqtype.ShardKeySchedule), the same as the API's.
+func (h *Handler) scheduleShard(name, shard string) (Shard, error) {
+	if shard != "" || !h.sharded() {
+		return h.shardNamed(shard)
+	}
+	names := make([]string, len(h.shards))
+	for i, sh := range h.shards {
+		names[i] = sh.Name
+	}
+	return h.shards[workqtype.ShardIndex(names, workqtype.ShardKeySchedule(name))], nil
 }

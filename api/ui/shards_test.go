@@ -276,8 +276,10 @@ func proxiedPool(t *testing.T, u string) (*pgxpool.Pool, *testutil.Proxy) {
 	return pool, px
 }
 
-// The first shard holds the queues' pauses and limits: down, the overview
-// still shows the others' counts, saying what it cannot show.
+// With the first shard down the overview still shows the others' counts
+// and pauses, saying which shard's pauses and limits it cannot show; a
+// pause is done on the others and the message names the shard that
+// failed.
 func TestDashboardWithTheFirstShardDown(t *testing.T) {
 	eu, px := proxiedPool(t, testdb.URL(t))
 	s := newSite(t, func(o *api.Options) {
@@ -289,6 +291,9 @@ func TestDashboardWithTheFirstShardDown(t *testing.T) {
 	b.login(s.admin)
 	b.awaitQueue("job_runs/q")
 	px.Cut()
-	must(t, b.get("/ui/"), 200, "The pauses and limits are not shown: shard eu, which holds them, did not answer within 300ms.")
+	must(t, b.get("/ui/"), 200, "The pauses and limits of shard eu are not shown: it did not answer within 300ms.")
 	must(t, b.get("/ui/items/job_runs"), 200, "k.us", "Shard eu is unreachable and left out of this page")
+	must(t, b.post("/ui/queues/job_runs/q/pause", url.Values{}), http.StatusSeeOther)
+	must(t, b.get("/ui/"), 200, "Pause of job_runs/q failed on shard eu (did not answer within 300ms); done on us: do it again when the shard is back.",
+		`<strong class="paused">paused</strong> on us`)
 }

@@ -44,7 +44,9 @@ type Options struct {
 	// shard (?shard=, a form's shard field, or SHARD:ID ids), and the
 	// exact counts are per shard. A shard that does not answer within
 	// ShardTimeout (0: DefaultShardTimeout) is shown as unreachable and
-	// the others are served. Queue actions, schedules and the outbox's
+	// the others are served. Pause and resume apply to every shard; the
+	// limit names one shard's budget (a form's shard field); schedules are
+	// listed from every shard and triggered on their own. The outbox's
 	// keys and joins use DB. Without Shards nothing changes.
 	Shards       []Shard
 	ShardTimeout time.Duration

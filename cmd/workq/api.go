@@ -74,7 +74,7 @@ func newAPICmd() *cobra.Command {
 					log.Warn("shard schema is not current", "shard", sh.Name, "err", err)
 				}
 			}
-			cfg.DatabaseURL = specs[0].url // the first shard serves enqueues, queues and schedules (the dashboard reads every shard)
+			cfg.DatabaseURL = specs[0].url // the first shard serves /readyz and the metrics; items, queues and schedules go to every shard (opts.Shards)
 		}
 		pool, done, err := connect(ctx, cfg, log, checksLater)
 		if err != nil {

@@ -85,11 +85,14 @@
       setText(tr.querySelector('[data-f=done_window]'), fmtNum(q.done_window));
       setText(tr.querySelector('[data-f=failed_window]'), fmtNum(q.failed_window));
       setText(tr.querySelector('[data-f=retried_window]'), fmtNum(q.retried_window));
-      setText(tr.querySelector('[data-f=limit]'), q.limit === null ? '–' : String(q.limit));
+      setText(tr.querySelector('[data-f=limit]'), q.shard_limits ? q.shard_limits : q.limit === null ? '–' : String(q.limit));
       var st = tr.querySelector('[data-f=state]');
       if (st) {
         st.textContent = '';
-        if (q.paused) { var s = document.createElement('strong'); s.className = 'paused'; s.textContent = 'paused'; st.appendChild(s); }
+        if (q.paused) {
+          var s = document.createElement('strong'); s.className = 'paused'; s.textContent = 'paused'; st.appendChild(s);
+          if (q.paused_shards) st.appendChild(document.createTextNode(' on ' + q.paused_shards.join(', ')));
+        }
         else st.textContent = 'running';
       }
     });

@@ -558,11 +558,10 @@ func (s *Server) placedJobs(jobs []jobq.Job) (Shard, error) {
 	return s.placed(keys)
 }
 
-// partitionRoute is an outbox message's route key ("" without a
-// partition key).
+// partitionRoute is an outbox message's route key, as the sharded
+// Client's: its partition key's, else its caller-given message id's (so a
+// resend lands where the first one did and is refused as a duplicate),
+// else "" (round-robin).
 func partitionRoute(m outbox.Message) string {
-	if m.PartitionKey == "" {
-		return ""
-	}
-	return workqtype.ShardKeyPartition(m.PartitionKey)
+	return workqtype.ShardKeyOutbox(m.PartitionKey, m.MessageID)
 }

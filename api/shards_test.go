@@ -6,6 +6,7 @@ import (
 	"net/url"
 	"testing"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/workq/workq/internal/jobq"
@@ -119,6 +120,20 @@ func TestAPIEnqueuesOnTheKeysShard(t *testing.T) {
 	e.must(201, "POST", "/v1/outbox", e.admin, map[string]any{"topic": "t", "partition_key": "order-7"}).decode(t, &sent)
 	if want := workqtype.ShardOf(names, workqtype.ShardKeyPartition("order-7")); sent.Shard != want {
 		t.Fatalf("partition key on %s, want %s", sent.Shard, want)
+	}
+	// An unkeyed message with a caller-given id goes to that id's shard,
+	// so a resend lands where the first one did and is refused there,
+	// whatever the round-robin would have chosen.
+	for i := range 4 {
+		id := fmt.Sprintf("7d0c5a2e-0000-4000-8000-00000000000%d", i)
+		var m struct {
+			Shard string `json:"shard"`
+		}
+		e.must(201, "POST", "/v1/outbox", e.admin, map[string]any{"topic": "t", "message_id": id}).decode(t, &m)
+		if want := workqtype.ShardOf(names, workqtype.ShardKeyOutbox("", uuid.MustParse(id))); m.Shard != want {
+			t.Fatalf("message id %s on %s, want %s", id, m.Shard, want)
+		}
+		e.must(409, "POST", "/v1/outbox", e.admin, map[string]any{"topic": "t", "message_id": id})
 	}
 	// Keys of two shards in one batch.
 	var k1, k2 string

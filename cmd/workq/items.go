@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"maps"
 	"slices"
 	"strconv"
@@ -15,6 +16,7 @@ import (
 	"github.com/workq/workq/admin"
 	"github.com/workq/workq/db/gen"
 	"github.com/workq/workq/lease"
+	"github.com/workq/workq/workqtype"
 )
 
 // The operator's verbs on items, one implementation for every table (package
@@ -59,13 +61,26 @@ func newActionCmd(table lease.Table, what, use, short string, a action) *cobra.C
 		reason = f.String("reason", "", "why (recorded in the run archive)")
 	}
 	asJSON := f.Bool("json", false, "print JSON")
+	shards := bindItemShards(cmd, "ids are SHARD:ID, acted on per shard",
+		"connecting to one shard; a shard slower than it is down, its ids not acted on")
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
-		ids, err := parseIDs(args, what)
+		specs, err := shards.parse(cmd)
 		if err != nil {
 			return err
 		}
-		if err := admin.CheckIDs(ids); err != nil {
-			return err
+		var ids []int64
+		var groups []shardIDs
+		if specs != nil {
+			if groups, err = parseShardIDs(args, what, specs); err != nil {
+				return err
+			}
+		} else {
+			if ids, err = parseIDs(args, what); err != nil {
+				return err
+			}
+			if err := admin.CheckIDs(ids); err != nil {
+				return err
+			}
 		}
 		var by admin.Actor
 		if a.needActor {
@@ -73,6 +88,9 @@ func newActionCmd(table lease.Table, what, use, short string, a action) *cobra.C
 				return fmt.Errorf("--actor must not be empty")
 			}
 			by = admin.Actor{Name: *actor, Reason: *reason}
+		}
+		if specs != nil {
+			return a.runSharded(cmd, cfg, *shards.timeout, table, what, by, groups, *asJSON)
 		}
 		ctx := cmd.Context()
 		pool, done, err := connectDB(ctx, cfg, newLogger(cfg, cmd.ErrOrStderr()))
@@ -149,9 +167,20 @@ func newItemsListCmd(table lease.Table, kindFlag, use, short string) *cobra.Comm
 	f.StringVar(&before, "created-before", "", "only items created before this time (RFC 3339)")
 	f.Int64Var(&flt.Before, "before", 0, "page cursor: items with smaller ids (the NEXT id of the previous page)")
 	f.IntVar(&flt.Limit, "limit", admin.DefaultLimit, fmt.Sprintf("items per page (1-%d)", admin.MaxLimit))
-	asJSON := f.Bool("json", false, "print JSON ({\"items\": [...], \"next\": ID})")
+	asJSON := f.Bool("json", false, "print JSON ({\"items\": [...], \"next\": ID}; with --shard {\"items\": [...], \"next_cursor\": C, \"down\": [...]})")
+	shards := bindItemShards(cmd, "lists every shard's items merged newest first, each with its shard",
+		"connecting to one shard and reading its page; a shard slower than it is down, left out with a warning (exit code 3)")
+	var only, cursorText string
+	f.StringVar(&only, "shard-only", "", "with --shard: list only this shard's items")
+	f.StringVar(&cursorText, "cursor", "", "with --shard: page cursor (the NEXT cursor of the previous page)")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
-		var err error
+		specs, err := shards.parse(cmd)
+		if err != nil {
+			return err
+		}
+		if specs == nil && (only != "" || cursorText != "") {
+			return fmt.Errorf("--shard-only and --cursor are for a list over --shard: without it, page with --before")
+		}
 		if flt.CreatedAfter, err = parseTimeFlag("--created-after", after); err != nil {
 			return err
 		}
@@ -163,6 +192,9 @@ func newItemsListCmd(table lease.Table, kindFlag, use, short string) *cobra.Comm
 		}
 		if err := flt.Validate(); err != nil {
 			return err
+		}
+		if specs != nil {
+			return listSharded(cmd, cfg, *shards.timeout, table, kindFlag, specs, only, cursorText, flt, *asJSON)
 		}
 		ctx := cmd.Context()
 		pool, done, err := connectDB(ctx, cfg, newLogger(cfg, cmd.ErrOrStderr()))
@@ -199,7 +231,15 @@ func newItemShowCmd(table lease.Table, what, use, short string) *cobra.Command {
 	cmd := &cobra.Command{Use: use, Short: short, Args: cobra.ExactArgs(1)}
 	cfg := bindConfig(cmd, "database-url")
 	asJSON := cmd.Flags().Bool("json", false, "print JSON ({\"item\": ..., \"attempts\": [...]})")
+	shards := bindItemShards(cmd, "the id is SHARD:ID", "connecting to the shard")
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		specs, err := shards.parse(cmd)
+		if err != nil {
+			return err
+		}
+		if specs != nil {
+			return showSharded(cmd, cfg, *shards.timeout, table, what, args[0], specs, *asJSON)
+		}
 		ids, err := parseIDs(args, what)
 		if err != nil {
 			return err
@@ -218,40 +258,48 @@ func newItemShowCmd(table lease.Table, what, use, short string) *cobra.Command {
 		if err != nil {
 			return err
 		}
-		out := cmd.OutOrStdout()
-		if *asJSON {
-			return printJSON(out, map[string]any{"item": it, "attempts": atts})
-		}
-		tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-		fmt.Fprintf(tw, "id\t%d\nqueue\t%s\nkind\t%s\nstate\t%s\npriority\t%d\nattempts\t%d of %d\nrun at\t%s\ncreated at\t%s\n",
-			it.ID, it.Queue, it.Kind, it.State, it.Priority, it.Attempts, it.MaxAttempts,
-			it.RunAt.Format(time.RFC3339Nano), it.CreatedAt.Format(time.RFC3339Nano))
-		if it.FinishedAt != nil {
-			fmt.Fprintf(tw, "finished at\t%s\n", it.FinishedAt.Format(time.RFC3339Nano))
-		}
-		if it.LastError != "" {
-			fmt.Fprintf(tw, "last error\t%s\n", it.LastError)
-		}
-		for k, v := range it.Details {
-			fmt.Fprintf(tw, "%s\t%v\n", strings.ReplaceAll(k, "_", " "), v)
-		}
-		for _, k := range slices.Sorted(maps.Keys(it.Metadata)) {
-			fmt.Fprintf(tw, "metadata %s\t%s\n", k, it.Metadata[k])
-		}
-		fmt.Fprintf(tw, "payload\t%s\n", it.Payload)
-		if err := tw.Flush(); err != nil {
-			return err
-		}
-		fmt.Fprintln(out, "\nATTEMPTS")
-		tw = tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "#\tLEASE\tWORKER\tSTARTED\tDURATION\tOUTCOME\tERROR")
-		for _, a := range atts {
-			fmt.Fprintf(tw, "%d\t%d\t%s\t%s\t%s\t%s\t%s\n", a.Attempt, a.LeaseVersion, a.Worker, a.StartedAt.Format(time.RFC3339Nano),
-				a.FinishedAt.Sub(a.StartedAt).Round(time.Millisecond), a.Outcome, cell(a.Error, 80))
-		}
-		return tw.Flush()
+		return printItem(cmd.OutOrStdout(), it, atts, *asJSON)
 	}
 	return cmd
+}
+
+// printItem prints one item and its attempts (show); an item of a shard
+// leads with its shard.
+func printItem(out io.Writer, it admin.Item, atts []workqtype.Attempt, asJSON bool) error {
+	if asJSON {
+		return printJSON(out, map[string]any{"item": it, "attempts": atts})
+	}
+	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	if it.Shard != "" {
+		fmt.Fprintf(tw, "shard\t%s\n", it.Shard)
+	}
+	fmt.Fprintf(tw, "id\t%d\nqueue\t%s\nkind\t%s\nstate\t%s\npriority\t%d\nattempts\t%d of %d\nrun at\t%s\ncreated at\t%s\n",
+		it.ID, it.Queue, it.Kind, it.State, it.Priority, it.Attempts, it.MaxAttempts,
+		it.RunAt.Format(time.RFC3339Nano), it.CreatedAt.Format(time.RFC3339Nano))
+	if it.FinishedAt != nil {
+		fmt.Fprintf(tw, "finished at\t%s\n", it.FinishedAt.Format(time.RFC3339Nano))
+	}
+	if it.LastError != "" {
+		fmt.Fprintf(tw, "last error\t%s\n", it.LastError)
+	}
+	for k, v := range it.Details {
+		fmt.Fprintf(tw, "%s\t%v\n", strings.ReplaceAll(k, "_", " "), v)
+	}
+	for _, k := range slices.Sorted(maps.Keys(it.Metadata)) {
+		fmt.Fprintf(tw, "metadata %s\t%s\n", k, it.Metadata[k])
+	}
+	fmt.Fprintf(tw, "payload\t%s\n", it.Payload)
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintln(out, "\nATTEMPTS")
+	tw = tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "#\tLEASE\tWORKER\tSTARTED\tDURATION\tOUTCOME\tERROR")
+	for _, a := range atts {
+		fmt.Fprintf(tw, "%d\t%d\t%s\t%s\t%s\t%s\t%s\n", a.Attempt, a.LeaseVersion, a.Worker, a.StartedAt.Format(time.RFC3339Nano),
+			a.FinishedAt.Sub(a.StartedAt).Round(time.Millisecond), a.Outcome, cell(a.Error, 80))
+	}
+	return tw.Flush()
 }
 
 // parseTimeFlag reads an RFC 3339 time flag ("" is the zero time).

@@ -4,6 +4,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/signal"
@@ -30,7 +31,12 @@ func main() {
 	stop()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, errorLine(cmd, err))
-		os.Exit(1)
+		code := 1
+		var ec interface{ ExitCode() int }
+		if errors.As(err, &ec) {
+			code = ec.ExitCode() // a partial list of shards: 3
+		}
+		os.Exit(code)
 	}
 }
 

@@ -5,6 +5,10 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/workq/workq"
 	"github.com/workq/workq/config"
@@ -40,25 +44,62 @@ func parseShards(values []string) ([]shardSpec, error) {
 }
 
 // connectShards opens a pool on each shard with cfg's settings (its
-// database URL replaced by the shard's); done closes them all.
+// database URL replaced by the shard's); done closes them all. The first
+// shard that fails fails it, naming the shard.
 func connectShards(ctx context.Context, cfg config.Config, log *slog.Logger, specs []shardSpec, use schemaUse) ([]workq.Shard, func(), error) {
-	var shards []workq.Shard
-	var dones []func()
-	done := func() {
-		for _, d := range dones {
-			d()
-		}
-	}
-	for _, s := range specs {
-		c := cfg
-		c.DatabaseURL = s.url
-		pool, d, err := connect(ctx, &c, log, use)
-		if err != nil {
+	dialed, done := dialShards(ctx, cfg, log, specs, use, 0)
+	shards := make([]workq.Shard, len(dialed))
+	for i, d := range dialed {
+		if d.err != nil {
 			done()
-			return nil, nil, fmt.Errorf("shard %s: %w", s.name, err)
+			return nil, nil, fmt.Errorf("shard %s: %w", d.name, d.err)
 		}
-		dones = append(dones, d)
-		shards = append(shards, workq.Shard{Name: s.name, Pool: pool})
+		shards[i] = workq.Shard{Name: d.name, Pool: d.pool}
 	}
 	return shards, done, nil
+}
+
+// dialedShard is one shard's pool, or why it could not be opened.
+type dialedShard struct {
+	name string
+	pool *pgxpool.Pool // nil when err is set
+	err  error
+}
+
+// dialShards opens a pool on every shard at once with cfg's settings (its
+// database URL replaced by the shard's), each bounded by timeout (0: by ctx
+// only). A shard that fails keeps its error, the others are open: the
+// caller decides whether one shard down fails it. done closes them all.
+func dialShards(ctx context.Context, cfg config.Config, log *slog.Logger, specs []shardSpec, use schemaUse, timeout time.Duration) ([]dialedShard, func()) {
+	out := make([]dialedShard, len(specs))
+	dones := make([]func(), len(specs))
+	var wg sync.WaitGroup
+	for i, s := range specs {
+		out[i].name = s.name
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			dctx, cancel := ctx, context.CancelFunc(func() {})
+			if timeout > 0 {
+				dctx, cancel = context.WithTimeout(ctx, timeout)
+			}
+			defer cancel()
+			c := cfg
+			c.DatabaseURL = s.url
+			pool, d, err := connect(dctx, &c, log, use)
+			if err != nil {
+				out[i].err = err
+				return
+			}
+			out[i].pool, dones[i] = pool, d
+		}()
+	}
+	wg.Wait()
+	return out, func() {
+		for _, d := range dones {
+			if d != nil {
+				d()
+			}
+		}
+	}
 }

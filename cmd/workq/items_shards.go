@@ -1,0 +1,397 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/spf13/cobra"
+
+	"github.com/workq/workq/admin"
+	"github.com/workq/workq/config"
+	"github.com/workq/workq/internal/shardlist"
+	"github.com/workq/workq/lease"
+	"github.com/workq/workq/workqtype"
+)
+
+// The item commands over several shard databases (--shard NAME=URL,
+// repeated): list merges every shard's items newest first
+// (internal/shardlist, as the API and the dashboard do), and the ids of
+// show, retry, cancel and delete are SHARD:ID. Without --shard the
+// commands act on --database-url, ids plain numbers.
+
+// defaultShardTimeout bounds connecting to one shard, and one shard's page
+// of a list.
+const defaultShardTimeout = 5 * time.Second
+
+// exitPartial is the exit code of a list that printed the items of the
+// shards that answered while others did not.
+const exitPartial = 3
+
+// itemShards are the --shard flags of one item command.
+type itemShards struct {
+	values  *[]string
+	timeout *time.Duration
+}
+
+// bindItemShards binds --shard and --shard-timeout; use says what --shard
+// does to the command, bound what --shard-timeout bounds.
+func bindItemShards(cmd *cobra.Command, use, bound string) itemShards {
+	f := cmd.Flags()
+	return itemShards{
+		values:  f.StringArray("shard", nil, "a shard of a sharded workq, NAME=URL (repeat for each; instead of --database-url): "+use+" (docs/cli.md, Shards)"),
+		timeout: f.Duration("shard-timeout", defaultShardTimeout, "with --shard: bound of "+bound),
+	}
+}
+
+// parse returns the shards given; none: the command is unsharded.
+func (s itemShards) parse(cmd *cobra.Command) ([]shardSpec, error) {
+	if len(*s.values) == 0 {
+		return nil, nil
+	}
+	if cmd.Flags().Changed("database-url") {
+		return nil, fmt.Errorf("give --shard (several databases) or --database-url (one), not both")
+	}
+	specs, err := parseShards(*s.values)
+	if err != nil {
+		return nil, err
+	}
+	for _, sp := range specs {
+		if !workqtype.ValidName(sp.name) {
+			return nil, fmt.Errorf("--shard: name %q is not a valid name (%s)", sp.name, workqtype.NameRule)
+		}
+	}
+	return specs, nil
+}
+
+// shardNames lists the shards' names for messages: "eu, us".
+func shardNames(specs []shardSpec) string {
+	names := make([]string, len(specs))
+	for i, sp := range specs {
+		names[i] = sp.name
+	}
+	return strings.Join(names, ", ")
+}
+
+// shardIDs are the ids given of one shard.
+type shardIDs struct {
+	spec shardSpec
+	ids  []int64
+}
+
+// parseShardIDs reads SHARD:ID arguments (the id after the last colon, so
+// a shard name may hold one) and groups them by shard, in the order of the
+// shards. Every argument is checked before any shard is touched: a plain
+// id, an unknown shard, a bad id or a repeated one is refused.
+func parseShardIDs(args []string, what string, specs []shardSpec) ([]shardIDs, error) {
+	at := make(map[string]int, len(specs))
+	groups := make([]shardIDs, len(specs))
+	for i, sp := range specs {
+		at[sp.name] = i
+		groups[i].spec = sp
+	}
+	for _, a := range args {
+		i := strings.LastIndexByte(a, ':')
+		if i < 0 {
+			return nil, fmt.Errorf("%q names no shard: with --shard, give each %s as SHARD:ID, such as %s:%s (the shards are %s)",
+				a, what, specs[0].name, a, shardNames(specs))
+		}
+		name, num := a[:i], a[i+1:]
+		g, ok := at[name]
+		if !ok {
+			return nil, fmt.Errorf("%q: no shard %q (the shards are %s)", a, name, shardNames(specs))
+		}
+		id, err := strconv.ParseInt(num, 10, 64)
+		if err != nil || id < 1 {
+			return nil, fmt.Errorf("%q is not a valid %s id: want SHARD:ID, the id a positive whole number", a, what)
+		}
+		groups[g].ids = append(groups[g].ids, id)
+	}
+	out := groups[:0]
+	for _, g := range groups {
+		if len(g.ids) == 0 {
+			continue
+		}
+		if err := admin.CheckIDs(g.ids); err != nil {
+			return nil, fmt.Errorf("shard %s: %w", g.spec.name, err)
+		}
+		out = append(out, g)
+	}
+	return out, nil
+}
+
+// label is an item's id as the commands print it: SHARD:ID, or the plain
+// id of an unsharded command.
+func label(shard string, id int64) string {
+	if shard == "" {
+		return strconv.FormatInt(id, 10)
+	}
+	return shard + ":" + strconv.FormatInt(id, 10)
+}
+
+func labels(shard string, ids []int64) string {
+	out := make([]string, len(ids))
+	for i, id := range ids {
+		out[i] = label(shard, id)
+	}
+	return strings.Join(out, " ")
+}
+
+// runSharded acts on the ids of each shard, shard after shard. A shard
+// that cannot be opened, or whose statement fails, is reported with its
+// ids (nothing was done to them, or its outcome is unknown when the
+// connection broke mid-statement) and the others go on; the command then
+// exits non-zero.
+func (a action) runSharded(cmd *cobra.Command, cfg *config.Config, timeout time.Duration, table lease.Table, what string,
+	by admin.Actor, groups []shardIDs, asJSON bool) error {
+	ctx := cmd.Context()
+	specs := make([]shardSpec, len(groups))
+	for i, g := range groups {
+		specs[i] = g.spec
+	}
+	dialed, done := dialShards(ctx, *cfg, newLogger(cfg, cmd.ErrOrStderr()), specs, needSchema, timeout)
+	defer done()
+	out := cmd.OutOrStdout()
+	var results []map[string]any
+	var failed, skipped []string
+	for i, g := range groups {
+		name := g.spec.name
+		err := dialed[i].err
+		var r admin.Result
+		if err == nil {
+			r, err = a.do(ctx, inSchema(cfg, dialed[i].pool), table, by, g.ids)
+		}
+		if err != nil {
+			failed = append(failed, fmt.Sprintf("shard %s: %v (not %s: %s)", name, err, a.done, labels(name, g.ids)))
+			results = append(results, map[string]any{"shard": name, "error": err.Error(), "ids": g.ids})
+			continue
+		}
+		m := map[string]any{"shard": name, a.done: nonNil(r.Applied), a.skipKey: nonNil(r.Skipped)}
+		if a.verb == "cancel" {
+			m["requested"] = nonNil(r.Requested)
+		}
+		results = append(results, m)
+		for _, id := range r.Skipped {
+			skipped = append(skipped, label(name, id))
+		}
+		if asJSON {
+			continue
+		}
+		requested := make(map[int64]bool, len(r.Requested))
+		for _, id := range r.Requested {
+			requested[id] = true
+		}
+		for _, id := range r.Applied {
+			if requested[id] {
+				fmt.Fprintf(out, "cancel requested %s (running: its worker stops it)\n", label(name, id))
+				continue
+			}
+			fmt.Fprintf(out, "%s %s\n", a.done, label(name, id))
+		}
+	}
+	if asJSON {
+		if err := printJSON(out, map[string]any{"shards": results}); err != nil {
+			return err
+		}
+	}
+	var problems []string
+	problems = append(problems, failed...)
+	if len(skipped) > 0 {
+		problems = append(problems, fmt.Sprintf("%d %s(s) left alone because %s (or do not exist): %v", len(skipped), what, a.skipWhy, skipped))
+	}
+	if len(problems) > 0 {
+		return errors.New(strings.Join(problems, "; "))
+	}
+	return nil
+}
+
+func nonNil(ids []int64) []int64 {
+	if ids == nil {
+		return []int64{}
+	}
+	return ids
+}
+
+// showSharded is show of one SHARD:ID.
+func showSharded(cmd *cobra.Command, cfg *config.Config, timeout time.Duration, table lease.Table, what, arg string,
+	specs []shardSpec, asJSON bool) error {
+	groups, err := parseShardIDs([]string{arg}, what, specs)
+	if err != nil {
+		return err
+	}
+	g := groups[0]
+	ctx := cmd.Context()
+	dialed, done := dialShards(ctx, *cfg, newLogger(cfg, cmd.ErrOrStderr()), []shardSpec{g.spec}, needSchema, timeout)
+	defer done()
+	if err := dialed[0].err; err != nil {
+		return fmt.Errorf("shard %s: %w", g.spec.name, err)
+	}
+	db := inSchema(cfg, dialed[0].pool)
+	it, err := admin.Get(ctx, db, table, g.ids[0])
+	if err != nil {
+		return fmt.Errorf("shard %s: %w", g.spec.name, err)
+	}
+	atts, err := admin.Attempts(ctx, db, table, g.ids[0])
+	if err != nil {
+		return fmt.Errorf("shard %s: %w", g.spec.name, err)
+	}
+	it.Shard = g.spec.name
+	return printItem(cmd.OutOrStdout(), it, atts, asJSON)
+}
+
+// shardedPage is a merged list's JSON: items tagged with their shard, the
+// cursor of the next page, the shards that did not answer.
+type shardedPage struct {
+	Items      []admin.Item `json:"items"`
+	NextCursor *string      `json:"next_cursor,omitempty"`
+	Down       []downShard  `json:"down,omitempty"`
+}
+
+type downShard struct {
+	Shard string `json:"shard"`
+	Error string `json:"error"`
+}
+
+// listSharded is list over several shards: one page of every shard's items
+// (only shard only's, if given) merged newest first, paged with the merged
+// cursor. A shard that cannot be opened or does not answer in timeout is
+// left out with a warning; the command prints what the others gave and
+// exits with exitPartial (the next cursor tries the shard again from where
+// it was). With every shard down it fails.
+func listSharded(cmd *cobra.Command, cfg *config.Config, timeout time.Duration, table lease.Table, kindFlag string,
+	specs []shardSpec, only, cursorText string, f admin.Filter, asJSON bool) error {
+	if cmd.Flags().Changed("before") {
+		return fmt.Errorf("--before pages one database: with --shard, page with --cursor (the NEXT cursor printed)")
+	}
+	cur := shardlist.Cursor{}
+	if cursorText != "" {
+		var err error
+		if cur, err = shardlist.ParseCursor(cursorText); err != nil {
+			return fmt.Errorf("--cursor %q is not a cursor of this list (%s)", cursorText,
+				strings.TrimPrefix(err.Error(), shardlist.ErrBadCursor.Error()+": "))
+		}
+		for name := range cur {
+			if !hasShard(specs, name) {
+				return fmt.Errorf("--cursor names shard %q, not one of --shard (the shards are %s): pass the same --shard flags as the previous page", name, shardNames(specs))
+			}
+		}
+	}
+	if only != "" {
+		if !hasShard(specs, only) {
+			return fmt.Errorf("--shard-only %q: no shard %q (the shards are %s)", only, only, shardNames(specs))
+		}
+		for _, sp := range specs {
+			if sp.name == only {
+				specs = []shardSpec{sp}
+			}
+		}
+	}
+	ctx := cmd.Context()
+	dialed, done := dialShards(ctx, *cfg, newLogger(cfg, cmd.ErrOrStderr()), specs, needSchema, timeout)
+	defer done()
+	shards := make([]shardlist.Shard, len(dialed))
+	for i, d := range dialed {
+		var db workqtype.DB = downDB{d.err}
+		if d.err == nil {
+			db = inSchema(cfg, d.pool)
+		}
+		shards[i] = shardlist.Shard{Name: d.name, DB: db}
+	}
+	page, err := shardlist.List(ctx, shards, table, f, cur, shardlist.Options{Timeout: timeout, Tolerate: true})
+	if err != nil {
+		return err
+	}
+	var down []string
+	for _, d := range page.Down {
+		down = append(down, fmt.Sprintf("shard %s: %v", d.Shard, d.Err))
+	}
+	if len(page.Down) == len(shards) {
+		return fmt.Errorf("no shard answered: %s", strings.Join(down, "; "))
+	}
+	out := cmd.OutOrStdout()
+	if asJSON {
+		p := shardedPage{Items: page.Items}
+		if page.Next != nil {
+			c := page.Next.String()
+			p.NextCursor = &c
+		}
+		for _, d := range page.Down {
+			p.Down = append(p.Down, downShard{Shard: d.Shard, Error: d.Err.Error()})
+		}
+		if err := printJSON(out, p); err != nil {
+			return err
+		}
+	} else if err := printShardedPage(out, kindFlag, page); err != nil {
+		return err
+	}
+	if len(page.Down) == 0 {
+		return nil
+	}
+	for _, d := range page.Down {
+		fmt.Fprintf(cmd.ErrOrStderr(), "warning: shard %s did not answer, its items are missing from this page: %v\n", d.Shard, d.Err)
+	}
+	names := make([]string, len(page.Down))
+	for i, d := range page.Down {
+		names[i] = d.Shard
+	}
+	return exitError{code: exitPartial, err: fmt.Errorf("partial list: shard(s) %s did not answer (the NEXT cursor tries them again from where they were)",
+		strings.Join(names, ", "))}
+}
+
+func printShardedPage(w io.Writer, kindFlag string, page shardlist.Page) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintf(tw, "SHARD\tID\tQUEUE\t%s\tSTATE\tATTEMPTS\tRUN AT\tLAST ERROR\n", strings.ToUpper(kindFlag))
+	for _, it := range page.Items {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d/%d\t%s\t%s\n", it.Shard, label(it.Shard, it.ID), it.Queue, it.Kind, it.State,
+			it.Attempts, it.MaxAttempts, it.RunAt.Format(time.RFC3339), cell(it.LastError, 60))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if page.Next != nil {
+		c := page.Next.String()
+		fmt.Fprintf(w, "NEXT %s (--cursor %s)\n", c, c)
+	}
+	return nil
+}
+
+func hasShard(specs []shardSpec, name string) bool {
+	for _, sp := range specs {
+		if sp.name == name {
+			return true
+		}
+	}
+	return false
+}
+
+// downDB stands for a shard that could not be opened: every statement
+// fails with its error, so that shardlist.List reports it down and keeps
+// its position in the cursor like a shard that stopped answering.
+type downDB struct{ err error }
+
+func (d downDB) Exec(context.Context, string, ...any) (pgconn.CommandTag, error) {
+	return pgconn.CommandTag{}, d.err
+}
+func (d downDB) Query(context.Context, string, ...any) (pgx.Rows, error) { return nil, d.err }
+func (d downDB) QueryRow(context.Context, string, ...any) pgx.Row        { return errRow{d.err} }
+
+type errRow struct{ err error }
+
+func (r errRow) Scan(...any) error { return r.err }
+
+// exitError is an error that ends the process with code instead of 1.
+type exitError struct {
+	code int
+	err  error
+}
+
+func (e exitError) Error() string { return e.err.Error() }
+func (e exitError) Unwrap() error { return e.err }
+func (e exitError) ExitCode() int { return e.code }

@@ -46,20 +46,18 @@ func newShardLimitCmd() *cobra.Command {
 		}
 		log := newLogger(cfg, cmd.ErrOrStderr())
 		ctx := cmd.Context()
-		var shards []shardlimit.Shard
-		for _, a := range *shardArgs {
-			name, url, ok := strings.Cut(a, "=")
-			if !ok || name == "" || url == "" {
-				return fmt.Errorf("--shard %q: want NAME=DATABASE_URL", a)
-			}
-			c := *cfg
-			c.DatabaseURL = url
-			pool, done, err := connect(ctx, &c, log, needSchema)
-			if err != nil {
-				return fmt.Errorf("shard %s: %w", name, err)
-			}
-			defer done()
-			shards = append(shards, shardlimit.Shard{Name: name, DB: inSchema(cfg, pool)})
+		specs, err := parseShards(*shardArgs)
+		if err != nil {
+			return err
+		}
+		pools, done, err := connectShards(ctx, *cfg, log, specs, needSchema)
+		if err != nil {
+			return err
+		}
+		defer done()
+		shards := make([]shardlimit.Shard, len(pools))
+		for i, p := range pools {
+			shards[i] = shardlimit.Shard{Name: p.Name, DB: inSchema(cfg, p.Pool)}
 		}
 		r, err := shardlimit.New(shards, shardlimit.Options{
 			Limits: limits, Interval: *interval, ShardTimeout: *shardTimeout, LockTTL: *lockTTL,

@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -479,36 +477,12 @@ func TestShardedDrainFirst(t *testing.T) {
 	}
 }
 
-// proxiedPool opens a pool on url through a proxy the test can cut.
-func proxiedPool(t *testing.T, url string) (*pgxpool.Pool, *testutil.Proxy) {
-	t.Helper()
-	cfg, err := pgxpool.ParseConfig(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if strings.HasPrefix(cfg.ConnConfig.Host, "/") {
-		t.Fatalf("this test cuts a TCP connection; the test server is on a Unix socket (%s): set TEST_DATABASE_URL to a TCP address", cfg.ConnConfig.Host)
-	}
-	px := testutil.NewProxy(t, net.JoinHostPort(cfg.ConnConfig.Host, strconv.Itoa(int(cfg.ConnConfig.Port))))
-	host, port, _ := net.SplitHostPort(px.Addr())
-	p, _ := strconv.Atoi(port)
-	cfg.ConnConfig.Host, cfg.ConnConfig.Port, cfg.ConnConfig.Fallbacks = host, uint16(p), nil
-	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	// Restore before closing: closing a connection the proxy holds silent
-	// waits for pgxpool's terminate timeout.
-	t.Cleanup(func() { px.Restore(); pool.Close() })
-	return pool, px
-}
-
 // A shard that is down stops no other: Start does not fail, the other
 // shard's work runs, an enqueue routed to the down shard fails naming it,
 // and once it is back its work runs too.
 func TestShardedDownShardDoesNotStopTheOthers(t *testing.T) {
 	ctx := context.Background()
-	downPool, px := proxiedPool(t, testdb.URL(t))
+	downPool, px := testutil.ProxiedPool(t, testdb.URL(t))
 	var mu sync.Mutex
 	done := map[string]int{}
 	workers := workq.NewWorkers()

@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"net"
-	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -34,30 +32,6 @@ func eventually(t *testing.T, within time.Duration, what string, cond func() boo
 	}
 }
 
-// proxied opens a pool on url through a proxy the test can cut.
-func proxied(t *testing.T, url string) (*pgxpool.Pool, *testutil.Proxy) {
-	t.Helper()
-	cfg, err := pgxpool.ParseConfig(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if strings.HasPrefix(cfg.ConnConfig.Host, "/") {
-		t.Fatalf("this test cuts a TCP connection; the test server is on a Unix socket (%s): set TEST_DATABASE_URL to a TCP address", cfg.ConnConfig.Host)
-	}
-	px := testutil.NewProxy(t, net.JoinHostPort(cfg.ConnConfig.Host, strconv.Itoa(int(cfg.ConnConfig.Port))))
-	host, port, _ := net.SplitHostPort(px.Addr())
-	p, _ := strconv.Atoi(port)
-	cfg.ConnConfig.Host, cfg.ConnConfig.Port, cfg.ConnConfig.Fallbacks = host, uint16(p), nil
-	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	// Restore before closing: closing a connection the proxy holds silent
-	// waits for pgxpool's 15s terminate timeout.
-	t.Cleanup(func() { px.Restore(); pool.Close() })
-	return pool, px
-}
-
 // Two maintenance services: one leads; when it is cut off from the
 // database the other takes over, and the fenced writes of leader-only
 // tasks never go back to an older leader's token. A stop hands the
@@ -83,7 +57,7 @@ func TestLeaderFailover(t *testing.T) {
 		}}
 	}
 	const ttl = 3 * time.Second
-	throughA, px := proxied(t, url)
+	throughA, px := testutil.ProxiedPool(t, url)
 	a := maintain.New(throughA, maintain.Options{Owner: "a", LockTTL: ttl, RetryInterval: 50 * time.Millisecond})
 	b := maintain.New(direct, maintain.Options{Owner: "b", LockTTL: ttl, RetryInterval: 50 * time.Millisecond})
 	c := maintain.New(direct, maintain.Options{Owner: "c", LockTTL: ttl, RetryInterval: 50 * time.Millisecond})

@@ -3,11 +3,9 @@ package ui_test
 import (
 	"context"
 	"fmt"
-	"net"
 	"net/http"
 	"net/url"
 	"regexp"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -195,7 +193,7 @@ func TestDashboardOverTwoShards(t *testing.T) {
 // list, the exact counts and the overview show its items and counts, with
 // a notice that names the shard, within the shard timeout.
 func TestDashboardWithAShardDown(t *testing.T) {
-	us, px := proxiedPool(t, testdb.URL(t))
+	us, px := testutil.ProxiedPool(t, testdb.URL(t))
 	s := newShardedSite(t, us, func(o *api.Options) { o.ShardTimeout = 300 * time.Millisecond })
 	jobs(t, s.pool, "eu", 2)
 	jobs(t, us, "us", 2)
@@ -252,36 +250,12 @@ func TestDashboardUnshardedShowsNoShard(t *testing.T) {
 	must(t, b.get("/ui/items/job_runs/"+itoa(ids[0])+"?shard=eu"), 404, "serves one database")
 }
 
-// proxiedPool opens a pool on url through a proxy the test can cut.
-func proxiedPool(t *testing.T, u string) (*pgxpool.Pool, *testutil.Proxy) {
-	t.Helper()
-	cfg, err := pgxpool.ParseConfig(u)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if strings.HasPrefix(cfg.ConnConfig.Host, "/") {
-		t.Fatalf("this test cuts a TCP connection; the test server is on a Unix socket (%s): set TEST_DATABASE_URL to a TCP address", cfg.ConnConfig.Host)
-	}
-	px := testutil.NewProxy(t, net.JoinHostPort(cfg.ConnConfig.Host, strconv.Itoa(int(cfg.ConnConfig.Port))))
-	host, port, _ := net.SplitHostPort(px.Addr())
-	p, _ := strconv.Atoi(port)
-	cfg.ConnConfig.Host, cfg.ConnConfig.Port, cfg.ConnConfig.Fallbacks = host, uint16(p), nil
-	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	// Restore before closing: closing a connection the proxy holds silent
-	// waits for pgxpool's terminate timeout.
-	t.Cleanup(func() { px.Restore(); pool.Close() })
-	return pool, px
-}
-
 // With the first shard down the overview still shows the others' counts
 // and pauses, saying which shard's pauses and limits it cannot show; a
 // pause is done on the others and the message names the shard that
 // failed.
 func TestDashboardWithTheFirstShardDown(t *testing.T) {
-	eu, px := proxiedPool(t, testdb.URL(t))
+	eu, px := testutil.ProxiedPool(t, testdb.URL(t))
 	s := newSite(t, func(o *api.Options) {
 		o.Shards = []api.Shard{{Name: "eu", DB: eu}, {Name: "us", DB: o.DB}}
 		o.DB, o.ShardTimeout = nil, 300*time.Millisecond

@@ -388,6 +388,16 @@ func (s *shardSet) each(groups map[*Client][]int, f func(sc *Client, idx []int) 
 	return nil
 }
 
+// subset returns the elements of in at idx, in that order: one shard's
+// part of a batch.
+func subset[T any](in []T, idx []int) []T {
+	out := make([]T, len(idx))
+	for i, x := range idx {
+		out[i] = in[x]
+	}
+	return out
+}
+
 // --- jobs
 
 func (c *Client) shardedEnqueue(ctx context.Context, jobs []jobq.Job) ([]Enqueued, error) {
@@ -406,10 +416,7 @@ func (c *Client) shardedEnqueue(ctx context.Context, jobs []jobq.Job) ([]Enqueue
 			out[0] = Enqueued{ID: r.ID, Duplicate: r.Duplicate, Shard: sc.name}
 			return err
 		}
-		part := make([]jobq.Job, len(idx))
-		for i, x := range idx {
-			part[i] = jobs[x]
-		}
+		part := subset(jobs, idx)
 		rs, err := sc.jobs.EnqueueMany(ctx, sc.db, part)
 		if err != nil {
 			return err
@@ -437,10 +444,7 @@ func (c *Client) shardedSend(ctx context.Context, msgs []outbox.Message) ([]outb
 	}
 	out := make([]outbox.Sent, len(msgs))
 	err := c.set.each(c.set.group(keys), func(sc *Client, idx []int) error {
-		part := make([]outbox.Message, len(idx))
-		for i, x := range idx {
-			part[i] = msgs[x]
-		}
+		part := subset(msgs, idx)
 		var rs []outbox.Sent
 		var err error
 		if len(msgs) == 1 {
@@ -482,10 +486,7 @@ func (c *Client) shardedReceive(ctx context.Context, msgs []inbox.Message) ([]in
 	out := make([]inbox.Received, len(msgs))
 	var conflicts []error
 	err := c.set.each(c.set.group(keys), func(sc *Client, idx []int) error {
-		part := make([]inbox.Message, len(idx))
-		for i, x := range idx {
-			part[i] = msgs[x]
-		}
+		part := subset(msgs, idx)
 		var rs []inbox.Received
 		var err error
 		if len(msgs) == 1 {

@@ -6,7 +6,6 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"os"
-	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -147,27 +146,9 @@ func testFaultShardLimit(t *testing.T, bin string) {
 		}
 		var by []string
 		for _, db := range dbs {
-			rows, err := db.Query(ctx, `select claimed_by from workq.job_runs where queue = $1 and status = 1 and locked_until > now()`, queue)
-			if err != nil {
-				t.Fatal(err)
-			}
-			for rows.Next() {
-				var id string
-				if err := rows.Scan(&id); err != nil {
-					t.Fatal(err)
-				}
-				if slices.Contains(ids, id) {
-					by = append(by, id)
-				}
-			}
-			if err := rows.Err(); err != nil {
-				t.Fatal(err)
-			}
+			by = append(by, holders(t, db, queue, ids)...)
 		}
-		if len(by) == 0 {
-			return ""
-		}
-		return by[rand.IntN(len(by))]
+		return anyHolder(by)
 	}
 	budget := func(i int) int {
 		return queryScalar[int](t, dbs[i], `select max_in_progress from workq.queue_limits where work_table = 'job_runs' and queue = $1`, queue)

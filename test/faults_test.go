@@ -687,29 +687,7 @@ func testFaultLimit(t *testing.T, bin string) {
 	deadline := started.Add(scaled(3*time.Minute, 10*time.Minute))
 	// holding returns a worker id holding leases of the queue now, preferring
 	// ids (empty: none does).
-	holding := func(ids ...string) string {
-		rows, err := db.Query(ctx, `select claimed_by from workq.job_runs where queue = $1 and status = 1 and locked_until > now()`, queue)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var by []string
-		for rows.Next() {
-			var id string
-			if err := rows.Scan(&id); err != nil {
-				t.Fatal(err)
-			}
-			if slices.Contains(ids, id) {
-				by = append(by, id)
-			}
-		}
-		if err := rows.Err(); err != nil {
-			t.Fatal(err)
-		}
-		if len(by) == 0 {
-			return ""
-		}
-		return by[rand.IntN(len(by))]
-	}
+	holding := func(ids ...string) string { return anyHolder(holders(t, db, queue, ids)) }
 	type fault struct {
 		victim string
 		at     time.Time // this process's clock
@@ -1503,4 +1481,37 @@ func (a *apiProc) do(ctx context.Context, method, path string, body any) ([]byte
 		err = fmt.Errorf("%s %s: %s: %s", method, path, resp.Status, out)
 	}
 	return out, err
+}
+
+// holders returns the worker ids among ids that hold a valid lease of a
+// job run of queue on db now, one entry per lease.
+func holders(t *testing.T, db *pgxpool.Pool, queue string, ids []string) []string {
+	t.Helper()
+	rows, err := db.Query(context.Background(), `select claimed_by from workq.job_runs where queue = $1 and status = 1 and locked_until > now()`, queue)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var by []string
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			t.Fatal(err)
+		}
+		if slices.Contains(ids, id) {
+			by = append(by, id)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return by
+}
+
+// anyHolder returns one of by at random, weighted by the leases each
+// holds ("" when by is empty).
+func anyHolder(by []string) string {
+	if len(by) == 0 {
+		return ""
+	}
+	return by[rand.IntN(len(by))]
 }

@@ -13,10 +13,11 @@ import (
 	"strings"
 	"time"
 
+	"github.com/spf13/pflag"
+
+	"github.com/workq/workq/internal/redact"
 	"github.com/workq/workq/worker"
 	"github.com/workq/workq/workqtype"
-
-	"github.com/spf13/pflag"
 
 	"github.com/workq/workq/internal/dbschema"
 )
@@ -350,7 +351,32 @@ func (o option) def() string {
 	return "?"
 }
 
+// secretFlags are the settings whose value (from the environment) must not
+// be shown as a flag's default in --help: connection strings lose their
+// password, secrets are hidden whole.
+var secretFlags = map[string]func(string) string{
+	"database-url":          redact.URL,
+	"nats-url":              redact.URL,
+	"otel-endpoint":         redact.URL,
+	"webhook-secret":        hideSecret,
+	"outbox-webhook-secret": hideSecret,
+}
+
+func hideSecret(s string) string {
+	if s == "" {
+		return s
+	}
+	return "(set)"
+}
+
 func (o option) bind(fs *pflag.FlagSet) {
+	defer func() {
+		if show, ok := secretFlags[o.Flag]; ok {
+			if f := fs.Lookup(o.Flag); f != nil && f.DefValue != "" {
+				f.DefValue = show(f.DefValue)
+			}
+		}
+	}()
 	switch p := o.ptr.(type) {
 	case *string:
 		fs.StringVar(p, o.Flag, *p, o.Usage)

@@ -97,8 +97,18 @@ docs/operations.md ("High availability: failover without loss") explains each.`,
 }
 
 // runDoctor runs every check; a check that cannot run for want of an
-// earlier one is skipped.
+// earlier one is skipped. The report is OK when no check failed.
 func runDoctor(ctx context.Context, cfg *config.Config) doctorReport {
+	rep := runChecks(ctx, cfg)
+	rep.OK = true
+	for _, c := range rep.Checks {
+		rep.OK = rep.OK && c.Status != checkFail
+	}
+	return rep
+}
+
+// runChecks runs the checks of runDoctor.
+func runChecks(ctx context.Context, cfg *config.Config) doctorReport {
 	var rep doctorReport
 	add := func(name, status, format string, args ...any) {
 		rep.Checks = append(rep.Checks, doctorCheck{Name: name, Status: status, Detail: fmt.Sprintf(format, args...)})
@@ -108,12 +118,6 @@ func runDoctor(ctx context.Context, cfg *config.Config) doctorReport {
 			add(n, checkSkip, "no connection")
 		}
 	}
-	defer func() {
-		rep.OK = true
-		for _, c := range rep.Checks {
-			rep.OK = rep.OK && c.Status != checkFail
-		}
-	}()
 	rw, err := dbschema.NewRewriter(cfg.Schema)
 	if err != nil {
 		add("connect", checkFail, "--schema: %v", err)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/workq/workq"
 	"github.com/workq/workq/config"
+	"github.com/workq/workq/internal/redact"
 )
 
 // shardSpec is one --shard: a name and a database URL.
@@ -30,7 +31,7 @@ func parseShards(values []string) ([]shardSpec, error) {
 		if !strings.HasPrefix(v, "postgres://") && !strings.HasPrefix(v, "postgresql://") {
 			n, u, ok := strings.Cut(v, "=")
 			if !ok || n == "" || u == "" {
-				return nil, fmt.Errorf("--shard %d: %q is not NAME=URL or a postgres:// URL", i+1, v)
+				return nil, fmt.Errorf("--shard %d: %q is not NAME=URL or a postgres:// URL", i+1, redact.URL(v))
 			}
 			name, url = n, u
 		}

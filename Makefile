@@ -23,7 +23,7 @@ FUZZ_TARGETS := ./internal/jobq:FuzzEnqueue ./outbox:FuzzSend ./inbox:FuzzReceiv
 SOAK        ?= 10m
 MODE        ?= load
 
-.PHONY: run test test-serial test-lane-1 test-lane-2 test-race test-rest test-faults test-soak faults-long faults-failover generate check-generated lint fmt build bench clean tools fuzz soak
+.PHONY: run release test test-serial test-lane-1 test-lane-2 test-race test-rest test-faults test-soak faults-long faults-failover generate check-generated lint fmt build bench clean tools fuzz soak
 
 ## run: migrate and run workq end to end (throwaway PostgreSQL when DATABASE_URL is unset).
 ## It runs the built binary, not `go run`: go run exits 1 whenever it is
@@ -111,8 +111,27 @@ fmt:
 	@unformatted=$$(gofmt -l $$(git ls-files -co --exclude-standard '*.go' 2>/dev/null || find . -name '*.go') | grep -v '^db/gen/' || true); \
 	if [ -n "$$unformatted" ]; then echo "gofmt needed:"; echo "$$unformatted"; exit 1; fi
 
+# The version stamped into the binary (workq version): `git describe` of a
+# tagged checkout, v0.0.0-dev+COMMIT[.dirty] while no version is tagged,
+# v0.0.0-dev outside a git checkout. Override with make VERSION=...
+VERSION ?= $(shell scripts/version.sh)
+LDFLAGS := -X main.stampedVersion=$(VERSION)
+BIN     ?= bin/workq
+
+## build: the workq binary at $(BIN), its version stamped
 build:
-	$(GO) build -o bin/workq ./cmd/workq
+	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/workq
+
+## release: static, trimmed binaries for the release platforms in dist/,
+## version stamped, with their SHA-256 sums
+RELEASE_PLATFORMS ?= linux/amd64 linux/arm64 darwin/amd64 darwin/arm64
+release:
+	@rm -rf dist && mkdir -p dist
+	@set -e; for p in $(RELEASE_PLATFORMS); do \
+		os=$${p%/*}; arch=$${p#*/}; out=dist/workq-$(VERSION)-$$os-$$arch; \
+		echo "release: $$out"; \
+		CGO_ENABLED=0 GOOS=$$os GOARCH=$$arch $(GO) build -trimpath -ldflags '-s -w $(LDFLAGS)' -o $$out ./cmd/workq; \
+	done; cd dist && sha256sum workq-* > SHA256SUMS
 
 ## bench: Go benchmarks of the lease engine (workq bench is the end-to-end one)
 bench:
@@ -148,7 +167,7 @@ $(SQLC):
 	GOBIN=$(dir $(SQLC)) CGO_ENABLED=1 CGO_CFLAGS="-O0 -g" $(GO) install github.com/sqlc-dev/sqlc/cmd/sqlc@$(SQLC_VERSION)
 
 clean:
-	rm -rf bin .workq
+	rm -rf bin dist .workq
 
 ## docs: rewrite the generated parts of docs/cli.md (every command's usage and
 ## flags) and docs/configuration.md (the settings table) from the binary;

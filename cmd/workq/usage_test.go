@@ -7,6 +7,7 @@ import (
 	"errors"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"runtime"
 	"runtime/debug"
 	"strings"
@@ -173,11 +174,15 @@ func runBinary(t *testing.T, bin, dbURL string, args ...string) (stdout, stderr 
 // version, and the commit, its time and whether the checkout was modified
 // when go build stamped them.
 func TestVersionFromBuildInfo(t *testing.T) {
+	checkout := &debug.BuildInfo{Main: debug.Module{Version: "(devel)"}, Settings: []debug.BuildSetting{
+		{Key: "vcs", Value: "git"}, {Key: "vcs.revision", Value: "0123456789abcdef0123456789abcdef01234567"},
+		{Key: "vcs.time", Value: "2030-01-02T15:04:05Z"}}}
 	cases := []struct {
-		name string
-		bi   *debug.BuildInfo
-		line string
-		json string
+		name    string
+		bi      *debug.BuildInfo
+		stamped string
+		line    string
+		json    string
 	}{
 		{name: "no build info", bi: nil, line: "workq unknown",
 			json: `{"version":"unknown","go":"GO","platform":"PLATFORM"}`},
@@ -188,11 +193,17 @@ func TestVersionFromBuildInfo(t *testing.T) {
 			{Key: "vcs.time", Value: "2030-01-02T15:04:05Z"}, {Key: "vcs.modified", Value: "true"}}},
 			line: "workq (devel) (0123456789ab, 2030-01-02T15:04:05Z, modified)",
 			json: `{"version":"(devel)","revision":"0123456789abcdef0123456789abcdef01234567","revision_time":"2030-01-02T15:04:05Z","modified":true,"go":"GO","platform":"PLATFORM"}`},
+		{name: "checkout built by make", bi: checkout, stamped: "v0.0.0-dev+0123456789ab", line: "workq v0.0.0-dev+0123456789ab (0123456789ab, 2030-01-02T15:04:05Z)",
+			json: `{"version":"v0.0.0-dev+0123456789ab","revision":"0123456789abcdef0123456789abcdef01234567","revision_time":"2030-01-02T15:04:05Z","go":"GO","platform":"PLATFORM"}`},
+		{name: "tagged module wins over a stamp", bi: &debug.BuildInfo{Main: debug.Module{Version: "v1.4.0"}}, stamped: "v1.3.0-2-gabc", line: "workq v1.4.0",
+			json: `{"version":"v1.4.0","go":"GO","platform":"PLATFORM"}`},
+		{name: "stamp without build info", stamped: "v1.4.0", line: "workq v1.4.0",
+			json: `{"version":"v1.4.0","go":"GO","platform":"PLATFORM"}`},
 	}
 	platform := runtime.GOOS + "/" + runtime.GOARCH
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			v := versionFrom(tc.bi)
+			v := versionFrom(tc.bi, tc.stamped)
 			if want := tc.line + " " + runtime.Version() + " " + platform; v.String() != want {
 				t.Errorf("line %q, want %q", v.String(), want)
 			}
@@ -205,5 +216,34 @@ func TestVersionFromBuildInfo(t *testing.T) {
 				t.Errorf("JSON %s, want %s", b, want)
 			}
 		})
+	}
+}
+
+// `make build` stamps the version of scripts/version.sh into the binary, so
+// `workq version` never says "(devel)" for what make built (issue 28 item
+// 12).
+func TestMakeBuildStampsVersion(t *testing.T) {
+	root, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := exec.Command(filepath.Join(root, "scripts/version.sh")).Output()
+	if err != nil {
+		t.Fatalf("scripts/version.sh: %v", err)
+	}
+	bin := filepath.Join(t.TempDir(), "workq")
+	if out, err := exec.Command("make", "-s", "-C", root, "build", "BIN="+bin).CombinedOutput(); err != nil {
+		t.Fatalf("make build: %v\n%s", err, out)
+	}
+	out, err := exec.Command(bin, "version", "--json").Output()
+	if err != nil {
+		t.Fatalf("workq version: %v", err)
+	}
+	var v versionInfo
+	if err := json.Unmarshal(out, &v); err != nil {
+		t.Fatalf("workq version --json printed %q: %v", out, err)
+	}
+	if v.Version != strings.TrimSpace(string(want)) || !strings.HasPrefix(v.Version, "v") {
+		t.Fatalf("make build stamped %q, scripts/version.sh says %q", v.Version, want)
 	}
 }

@@ -9,10 +9,17 @@ import (
 	"github.com/spf13/cobra"
 )
 
+// stampedVersion is set at build time by `make build`, `make run` and `make
+// release` (-ldflags "-X main.stampedVersion=..."): the checkout's `git
+// describe`, or v0.0.0-dev+COMMIT while no version is tagged. Empty in a
+// plain `go build`.
+var stampedVersion string
+
 // versionInfo is what the binary knows about its own build
 // (runtime/debug.ReadBuildInfo): the module version (a tag when installed
-// with `go install ...@vX`, "(devel)" when built from a checkout) and, when
-// built from a checkout with VCS stamping, the commit and its time.
+// with `go install ...@vX`, else the version make stamped, else "(devel)"
+// for a plain go build of a checkout) and, when built from a checkout with
+// VCS stamping, the commit and its time.
 type versionInfo struct {
 	Version  string `json:"version"`
 	Revision string `json:"revision,omitempty"`
@@ -27,16 +34,21 @@ func buildVersion() versionInfo {
 	if !ok {
 		bi = nil
 	}
-	return versionFrom(bi)
+	return versionFrom(bi, stampedVersion)
 }
 
-// versionFrom reads bi (nil: the binary carries none).
-func versionFrom(bi *debug.BuildInfo) versionInfo {
+// versionFrom reads bi (nil: the binary carries none) and the version make
+// stamped (empty: none), which is used unless the module has a real version
+// (go install ...@vX).
+func versionFrom(bi *debug.BuildInfo, stamped string) versionInfo {
 	v := versionInfo{Version: "unknown", Go: runtime.Version(), Platform: runtime.GOOS + "/" + runtime.GOARCH}
+	if stamped != "" {
+		v.Version = stamped
+	}
 	if bi == nil {
 		return v
 	}
-	if bi.Main.Version != "" {
+	if bi.Main.Version != "" && (bi.Main.Version != "(devel)" || stamped == "") {
 		v.Version = bi.Main.Version
 	}
 	for _, s := range bi.Settings {

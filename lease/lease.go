@@ -285,11 +285,20 @@ func New(db workqtype.DB, table Table) *Engine {
 // package workqtest does, to run one handler on an item the caller's
 // transaction has just written.
 func (e *Engine) ClaimByID(ctx context.Context, id int64, ttl time.Duration, workerID string) (it Item, ok bool, err error) {
+	return e.ClaimByIDAttempt(ctx, id, ttl, workerID, 0)
+}
+
+// ClaimByIDAttempt is ClaimByID starting attempt number attempt (at
+// least; an item that has used more starts its next one), as though the
+// attempts before it had been used: a test runs a handler on its third
+// attempt without failing it twice. attempt is not checked against the
+// item's max attempts.
+func (e *Engine) ClaimByIDAttempt(ctx context.Context, id int64, ttl time.Duration, workerID string, attempt int32) (it Item, ok bool, err error) {
 	if e.err != nil {
 		return Item{}, false, fmt.Errorf("claim by id: %w", e.err)
 	}
 	token := uuid.New()
-	r, err := e.q.LeaseClaimByID(ctx, gen.LeaseClaimByIDParams{OwnerToken: token, LeaseMs: ms(ttl), WorkerID: workerID, ID: id})
+	r, err := e.q.LeaseClaimByID(ctx, gen.LeaseClaimByIDParams{OwnerToken: token, LeaseMs: ms(ttl), WorkerID: workerID, ID: id, MinAttempt: attempt})
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Item{}, false, nil
 	}

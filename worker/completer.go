@@ -14,7 +14,12 @@ import (
 // Result is the fate of one finished attempt, reported after its completion
 // was flushed (or given up on).
 type Result struct {
-	Item     lease.Item
+	Item lease.Item
+	// Outcome is how the attempt ended, as runs.outcome records it: done,
+	// retry (the item runs again after a backoff), failed (Permanent, or an
+	// error on the item's last attempt), snoozed, released (given back at
+	// shutdown) or cancelled. When Applied is false it is what the handler
+	// asked for, which was not written.
 	Outcome  lease.Outcome
 	Error    string
 	Applied  bool         // false: the lease was lost and the outcome discarded
@@ -369,6 +374,11 @@ func (c *completer) report(p pendingCompletion, applied lease.Applied, flushed b
 		// The handler's transaction completed the attempt (CompleteTx) and
 		// committed; what the handler returned afterwards changed nothing.
 		r.Outcome, r.Error = lease.Done, ""
+	}
+	if r.Applied {
+		// What the completion did: a retry on the last attempt failed the
+		// item, and a cancel requested meanwhile cancelled it.
+		r.Outcome = r.Final()
 	}
 	c.count(r, flushed)
 	if p.after != nil {

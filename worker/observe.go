@@ -80,7 +80,8 @@ type FlushEvent struct {
 // Final is how an applied attempt ended: done, retry (back to ready after
 // a backoff), failed (at once, or a retry with no attempts left), snoozed,
 // released or cancelled (whatever the handler returned, once its cancel
-// was requested).
+// was requested). The Outcome of a Result the worker reports is already
+// its Final; Final is for a Result made otherwise.
 func (r Result) Final() lease.Outcome {
 	switch {
 	case r.Status == lease.StatusDone:

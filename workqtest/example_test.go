@@ -48,7 +48,7 @@ func (w *chargeWorker) Work(ctx context.Context, job *workq.Job[ChargeArgs]) err
 	if _, err := w.client.EnqueueTx(ctx, tx, ReceiptArgs{Order: job.Args.Order}, &workq.EnqueueOpts{Queue: "mail"}); err != nil {
 		return err
 	}
-	if _, err := w.client.SendTx(ctx, tx, outbox.Message{Topic: "orders.charged", Payload: job.Args}); err != nil {
+	if _, err := w.client.SendTx(ctx, tx, outbox.Message{Topic: "orders.charged", PartitionKey: fmt.Sprint("order-", job.Args.Order), Payload: job.Args}); err != nil {
 		return err
 	}
 	if err := job.CompleteTx(ctx, tx); err != nil {
@@ -101,11 +101,11 @@ func ExampleRequireEnqueued() {
 	receipt := workqtest.RequireEnqueued[ReceiptArgs](ctx, t, client, pool, &workqtest.Opts{Queue: "mail"})
 	fmt.Println("receipt for order", receipt.Args.Order)
 	msg := workqtest.RequireSent[ChargeArgs](ctx, t, client, pool, "orders.charged", nil)
-	fmt.Println("outbox:", msg.Topic, msg.Payload.Amount)
+	fmt.Println("outbox:", msg.Topic, msg.PartitionKey, msg.Payload.Amount, msg.MessageID != "")
 	// Output:
 	// done true
 	// receipt for order 3
-	// outbox: orders.charged 9
+	// outbox: orders.charged order-3 9 true
 }
 
 // refundWorker retries a refund the provider rejected an hour later.
@@ -152,4 +152,51 @@ func ExampleWork_nextRetry() {
 	// Output:
 	// middleware runs order.refund attempt 1
 	// retry ready again in 1h0m0s
+}
+
+// syncWorker fails until its third attempt.
+type syncWorker struct{}
+
+type SyncArgs struct {
+	Account int `json:"account"`
+}
+
+func (SyncArgs) Kind() string { return "account.sync" }
+
+func (syncWorker) Work(_ context.Context, job *workq.Job[SyncArgs]) error {
+	if job.Attempt < 3 {
+		return fmt.Errorf("upstream busy (attempt %d)", job.Attempt)
+	}
+	return nil
+}
+
+// WithAttempt runs a later attempt of the job: "fails twice, then
+// succeeds" is three calls, and an error on the last attempt fails the job.
+func ExampleWithAttempt() {
+	pool, cleanup := testdb.ExamplePool()
+	defer cleanup()
+	ctx := context.Background()
+	t := workqtest.PanicTB()
+	client, err := workq.NewClient(pool, workq.Config{Maintenance: workq.MaintenanceConfig{Disabled: true}})
+	if err != nil {
+		panic(err)
+	}
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		panic(err)
+	}
+	defer tx.Rollback(ctx)
+
+	opts := &workq.EnqueueOpts{MaxAttempts: 3}
+	for n := 1; n <= 3; n++ {
+		res := workqtest.Work(ctx, t, client, tx, syncWorker{}, SyncArgs{Account: 1}, opts, workqtest.WithAttempt(n))
+		fmt.Println("attempt", res.Job.Attempt, res.Outcome, res.Status)
+	}
+	res := workqtest.Work(ctx, t, client, tx, syncWorker{}, SyncArgs{Account: 2}, &workq.EnqueueOpts{MaxAttempts: 2}, workqtest.WithAttempt(2))
+	fmt.Println("last attempt", res.Job.Attempt, res.Outcome, res.Status)
+	// Output:
+	// attempt 1 retry ready
+	// attempt 2 retry ready
+	// attempt 3 done done
+	// last attempt 2 failed failed
 }

@@ -83,12 +83,22 @@ type Result[T workq.Args] struct {
 // backoff of Config.Worker. A panic is not recovered: the test fails with
 // its stack.
 //
+// The attempt is the job's first unless an option says otherwise
+// (WithAttempt).
+//
 // A setup failure (the job not enqueued or not claimable, say for a RunAt
-// in the future; args whose Kind is not the one T's Worker registers)
-// fails tb. w's own error is in the Result, never a test failure: assert
-// it.
-func Work[T workq.Args](ctx context.Context, tb testing.TB, client *workq.Client, db workq.DB, w workq.Worker[T], args T, opts *workq.EnqueueOpts) *Result[T] {
+// in the future; args whose Kind is not the one T's Worker registers; an
+// attempt past the job's max attempts) fails tb. w's own error is in the
+// Result, never a test failure: assert it.
+func Work[T workq.Args](ctx context.Context, tb testing.TB, client *workq.Client, db workq.DB, w workq.Worker[T], args T, opts *workq.EnqueueOpts, wopts ...WorkOption) *Result[T] {
 	tb.Helper()
+	var cfg workConfig
+	for _, o := range wopts {
+		o(&cfg)
+	}
+	if cfg.set && (cfg.attempt < 1 || cfg.attempt > maxAttempt) {
+		tb.Fatalf("workqtest: WithAttempt(%d): the attempt is 1 to %d", cfg.attempt, maxAttempt)
+	}
 	var zero T
 	if args.Kind() != zero.Kind() {
 		tb.Fatalf("workqtest: args of kind %q, but a Worker of %T works kind %q", args.Kind(), zero, zero.Kind())
@@ -122,12 +132,15 @@ func Work[T workq.Args](ctx context.Context, tb testing.TB, client *workq.Client
 		tb.Fatalf("workqtest: enqueue %s: job %d holds its dedup or unique key", args.Kind(), e.ID)
 	}
 	tx := inSchema(tb, client, db)
-	item, ok, err := lease.New(tx, lease.JobRuns).ClaimByID(ctx, e.ID, run.Worker.Lease, "workqtest")
+	item, ok, err := lease.New(tx, lease.JobRuns).ClaimByIDAttempt(ctx, e.ID, run.Worker.Lease, "workqtest", int32(cfg.attempt))
 	if err != nil {
 		tb.Fatalf("workqtest: claim job %d: %v", e.ID, err)
 	}
 	if !ok {
 		tb.Fatalf("workqtest: job %d (%s) is not ready to claim (a RunAt or Delay in the future?)", e.ID, args.Kind())
+	}
+	if item.Attempt > item.MaxAttempts {
+		tb.Fatalf("workqtest: WithAttempt(%d): job %d (%s) has only %d attempts (EnqueueOpts.MaxAttempts)", cfg.attempt, e.ID, args.Kind(), item.MaxAttempts)
 	}
 	row, err := admin.Get(ctx, tx, lease.JobRuns, e.ID)
 	if err != nil {
@@ -186,6 +199,28 @@ func Work[T workq.Args](ctx context.Context, tb testing.TB, client *workq.Client
 		res.RetryAt = after.RunAt
 	}
 	return res
+}
+
+// maxAttempt is the largest attempt WithAttempt takes (max_attempts is an
+// integer column).
+const maxAttempt = 1<<31 - 1
+
+// WorkOption changes how Work runs its attempt.
+type WorkOption func(*workConfig)
+
+type workConfig struct {
+	attempt int // the attempt to run, when set
+	set     bool
+}
+
+// WithAttempt makes Work run the job's attempt n (1 is the first) as
+// though attempts 1 to n-1 had been used and failed: the handler sees
+// Job.Attempt == n, the backoff and NextRetry are those of attempt n, and
+// an error on the job's last attempt (n == MaxAttempts) fails it. Test "it
+// fails twice and then succeeds" as three calls, WithAttempt(1), (2) and
+// (3). n above the job's max attempts fails the test.
+func WithAttempt(n int) WorkOption {
+	return func(c *workConfig) { c.attempt, c.set = n, true }
 }
 
 // inSchema returns db with its statements put into client's schema (db
@@ -315,8 +350,27 @@ func RequireTimer[T any](ctx context.Context, tb testing.TB, client *workq.Clien
 
 func message[T any](tb testing.TB, it admin.Item, table lease.Table) *workq.Message[T] {
 	tb.Helper()
-	m, err := workq.MessageOf[T](&worker.Job{Item: lease.Item{Table: table, ID: it.ID, Queue: it.Queue, Kind: it.Kind, Topic: it.Kind,
-		Payload: it.Payload, Priority: it.Priority, Attempt: it.Attempts, MaxAttempts: it.MaxAttempts, RunAt: it.RunAt, CreatedAt: it.CreatedAt}})
+	li := lease.Item{Table: table, ID: it.ID, Queue: it.Queue, Kind: it.Kind, Topic: it.Kind,
+		Payload: it.Payload, Priority: it.Priority, Attempt: it.Attempts, MaxAttempts: it.MaxAttempts, RunAt: it.RunAt, CreatedAt: it.CreatedAt}
+	// The table's own columns, as a claim of the item would read them.
+	for name, v := range it.Details {
+		switch name {
+		case "message_id":
+			li.MessageID = fmt.Sprint(v)
+		case "partition_key":
+			li.PartitionKey, _ = v.(string)
+		case "correlation_id":
+			li.CorrelationID, _ = v.(string)
+		case "headers":
+			li.Headers, _ = v.(json.RawMessage)
+		case "due_time":
+			li.DueTime, _ = v.(time.Time)
+		}
+	}
+	if table == lease.Outbox && li.Headers == nil {
+		li.Headers = json.RawMessage("{}") // as stored when the message has none
+	}
+	m, err := workq.MessageOf[T](&worker.Job{Item: li})
 	if err != nil {
 		tb.Fatalf("workqtest: %s %d: %v", table, it.ID, err)
 	}

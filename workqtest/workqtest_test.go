@@ -2,6 +2,7 @@ package workqtest_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -11,6 +12,8 @@ import (
 	"github.com/workq/workq"
 	"github.com/workq/workq/internal/testdb"
 	"github.com/workq/workq/migrate"
+	"github.com/workq/workq/outbox"
+	"github.com/workq/workq/timers"
 	"github.com/workq/workq/worker"
 	"github.com/workq/workq/workqtest"
 )
@@ -324,4 +327,142 @@ func TestWorkRunsAsTheWorker(t *testing.T) {
 			t.Fatalf("outcome %s, the handler saw %v", res.Outcome, got)
 		}
 	})
+}
+
+// flakyWorker fails its first failures attempts and succeeds after; it
+// records the attempt it saw.
+type flakyWorker struct {
+	failures int
+	saw      *int
+}
+
+func (w flakyWorker) Work(_ context.Context, job *workq.Job[resultArgs]) error {
+	*w.saw = job.Attempt
+	if job.Attempt <= w.failures {
+		return fmt.Errorf("flaky on attempt %d", job.Attempt)
+	}
+	return nil
+}
+
+// TestWorkWithAttempt: WithAttempt(n) runs the job's attempt n, so "fails
+// twice, then succeeds" and "fails on its last attempt" are testable; an
+// attempt outside 1..MaxAttempts fails the test, naming the limit.
+func TestWorkWithAttempt(t *testing.T) {
+	pool := testdb.Pool(t)
+	ctx := context.Background()
+	client, err := workq.NewClient(pool, workq.Config{Maintenance: workq.MaintenanceConfig{Disabled: true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		name    string
+		opts    []workqtest.WorkOption
+		max     int
+		outcome workqtest.Outcome
+		status  workq.JobState
+		attempt int
+	}{
+		{"no option: attempt 1", nil, 3, workqtest.Retry, workq.JobStateReady, 1},
+		{"attempt 2 still fails", []workqtest.WorkOption{workqtest.WithAttempt(2)}, 4, workqtest.Retry, workq.JobStateReady, 2},
+		{"attempt 3 succeeds", []workqtest.WorkOption{workqtest.WithAttempt(3)}, 4, workqtest.Done, workq.JobStateDone, 3},
+		{"the last option wins", []workqtest.WorkOption{workqtest.WithAttempt(1), workqtest.WithAttempt(3)}, 4, workqtest.Done, workq.JobStateDone, 3},
+		{"an error on the last attempt fails the job", []workqtest.WorkOption{workqtest.WithAttempt(2)}, 2, workqtest.Failed, workq.JobStateFailed, 2},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			tx, err := pool.Begin(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer tx.Rollback(ctx)
+			var saw int
+			res := workqtest.Work(ctx, t, client, tx, flakyWorker{failures: 2, saw: &saw}, resultArgs{}, &workq.EnqueueOpts{MaxAttempts: c.max}, c.opts...)
+			if res.Outcome != c.outcome || res.Status != c.status || saw != c.attempt || res.Job.Attempt != c.attempt {
+				t.Fatalf("outcome %s, status %s, the handler saw attempt %d (Job.Attempt %d); want %s, %s, attempt %d",
+					res.Outcome, res.Status, saw, res.Job.Attempt, c.outcome, c.status, c.attempt)
+			}
+			var attempts int
+			if err := tx.QueryRow(ctx, `select attempts from workq.job_runs where id = $1`, res.Job.ID).Scan(&attempts); err != nil || attempts != c.attempt {
+				t.Fatalf("job_runs.attempts %d (%v), want %d", attempts, err, c.attempt)
+			}
+		})
+	}
+	for _, c := range []struct {
+		name string
+		n    int
+		want string
+	}{
+		{"past the max attempts", 4, "WithAttempt(4): job"},
+		{"zero", 0, "WithAttempt(0): the attempt is 1 to"},
+		{"negative", -1, "WithAttempt(-1): the attempt is 1 to"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			tx, err := pool.Begin(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer tx.Rollback(ctx)
+			var saw int
+			msg := failure(func(tb testing.TB) {
+				workqtest.Work(ctx, tb, client, tx, flakyWorker{saw: &saw}, resultArgs{}, &workq.EnqueueOpts{MaxAttempts: 3}, workqtest.WithAttempt(c.n))
+			})
+			if !strings.Contains(msg, c.want) || saw != 0 {
+				t.Fatalf("failure %q (the handler ran attempt %d); want one containing %q and no run", msg, saw, c.want)
+			}
+		})
+	}
+}
+
+// TestRequireSentFields: the message RequireSent returns carries what was
+// sent, as the handler would see it: the partition key, the message id,
+// the correlation id and the headers, not only the topic and payload; a
+// timer from RequireTimer its due time.
+func TestRequireSentFields(t *testing.T) {
+	pool := testdb.Pool(t)
+	ctx := context.Background()
+	client, err := workq.NewClient(pool, workq.Config{Maintenance: workq.MaintenanceConfig{Disabled: true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	sent, err := client.SendTx(ctx, tx, outbox.Message{Topic: "orders.charged", PartitionKey: "order-7", CorrelationID: "req-1",
+		Headers: map[string]string{"Content-Type": "application/json"}, Payload: map[string]int{"order": 7}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := client.SendTx(ctx, tx, outbox.Message{Topic: "orders.plain", Payload: map[string]int{"order": 8}}); err != nil {
+		t.Fatal(err)
+	}
+	due := time.Now().Add(time.Hour).Truncate(time.Microsecond)
+	if _, err := client.ScheduleTimerTx(ctx, tx, timers.Timer{Topic: "order.expired", DueTime: due, Payload: map[string]int{"order": 7}}); err != nil {
+		t.Fatal(err)
+	}
+
+	m := workqtest.RequireSent[map[string]int](ctx, t, client, tx, "orders.charged", nil)
+	var headers map[string]string
+	if err := json.Unmarshal(m.Headers, &headers); err != nil {
+		t.Fatalf("headers %s: %v", m.Headers, err)
+	}
+	for _, c := range []struct{ field, got, want string }{
+		{"ID", fmt.Sprint(m.ID), fmt.Sprint(sent.ID)},
+		{"MessageID", m.MessageID, sent.MessageID.String()},
+		{"PartitionKey", m.PartitionKey, "order-7"},
+		{"CorrelationID", m.CorrelationID, "req-1"},
+		{"Headers", headers["Content-Type"], "application/json"},
+		{"Payload", fmt.Sprint(m.Payload["order"]), "7"},
+	} {
+		if c.got != c.want {
+			t.Errorf("RequireSent: %s %q, want %q", c.field, c.got, c.want)
+		}
+	}
+	if plain := workqtest.RequireSent[map[string]int](ctx, t, client, tx, "orders.plain", nil); plain.PartitionKey != "" || string(plain.Headers) != "{}" || plain.MessageID == "" {
+		t.Errorf("a message without key or headers: key %q, headers %s, message id %q", plain.PartitionKey, plain.Headers, plain.MessageID)
+	}
+	if timer := workqtest.RequireTimer[map[string]int](ctx, t, client, tx, "order.expired", nil); !timer.DueTime.Equal(due) {
+		t.Errorf("RequireTimer: DueTime %s, want %s", timer.DueTime, due)
+	}
 }

@@ -78,17 +78,18 @@ update workq.workq_lease_table t set
     owner_token = $1::uuid,
     locked_until = now() + ($2::bigint) * interval '1 millisecond',
     lease_version = greatest(t.lease_version + 1, (select workq.workq_epoch())),
-    attempts = t.attempts + 1,
+    attempts = greatest(t.attempts + 1, $3::integer),
     claimed_at = now(),
-    claimed_by = $3::text,
+    claimed_by = $4::text,
     updated_at = now()
-where t.id = $4::bigint and t.status = 0
+where t.id = $5::bigint and t.status = 0
 returning t.id, t.queue, t.priority, t.run_at, t.attempts, t.max_attempts, t.lease_version, t.locked_until, t.created_at
 `
 
 type LeaseClaimByIDParams struct {
 	OwnerToken uuid.UUID
 	LeaseMs    int64
+	MinAttempt int32
 	WorkerID   string
 	ID         int64
 }
@@ -105,11 +106,12 @@ type LeaseClaimByIDRow struct {
 	CreatedAt    time.Time
 }
 
-// LeaseClaimByID leases one ready item by id under owner_token, setting the lease columns exactly as a claim does. The runtime never uses it (it claims by queue, in order, within the queue's limit): package workqtest does, to run one handler on an item the caller's transaction has just written.
+// LeaseClaimByID leases one ready item by id under owner_token, setting the lease columns exactly as a claim does, except that the attempt it starts is at least min_attempt (as though the earlier attempts had been used; 0 or 1: the next one). The runtime never uses it (it claims by queue, in order, within the queue's limit): package workqtest does, to run one handler on an item the caller's transaction has just written.
 func (q *Queries) LeaseClaimByID(ctx context.Context, arg LeaseClaimByIDParams) (LeaseClaimByIDRow, error) {
 	row := q.db.QueryRow(ctx, leaseClaimByID,
 		arg.OwnerToken,
 		arg.LeaseMs,
+		arg.MinAttempt,
 		arg.WorkerID,
 		arg.ID,
 	)

@@ -275,13 +275,13 @@ group by queue
 order by queue;
 
 -- name: LeaseClaimByID :one
--- LeaseClaimByID leases one ready item by id under owner_token, setting the lease columns exactly as a claim does. The runtime never uses it (it claims by queue, in order, within the queue's limit): package workqtest does, to run one handler on an item the caller's transaction has just written.
+-- LeaseClaimByID leases one ready item by id under owner_token, setting the lease columns exactly as a claim does, except that the attempt it starts is at least min_attempt (as though the earlier attempts had been used; 0 or 1: the next one). The runtime never uses it (it claims by queue, in order, within the queue's limit): package workqtest does, to run one handler on an item the caller's transaction has just written.
 update workq.workq_lease_table t set
     status = 1,
     owner_token = @owner_token::uuid,
     locked_until = now() + (@lease_ms::bigint) * interval '1 millisecond',
     lease_version = greatest(t.lease_version + 1, (select workq.workq_epoch())),
-    attempts = t.attempts + 1,
+    attempts = greatest(t.attempts + 1, @min_attempt::integer),
     claimed_at = now(),
     claimed_by = @worker_id::text,
     updated_at = now()

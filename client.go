@@ -83,7 +83,8 @@ type Config struct {
 	// --schema`): every statement of the Client runs there, and its
 	// wake-ups use that schema's NOTIFY channels, so Clients on two
 	// schemas of one database never see each other's work. 1 to 54 of
-	// a-z, 0-9 and _, not starting with a digit or pg_.
+	// a-z, 0-9 and _, not starting with a digit or pg_, and not
+	// information_schema or public.
 	Schema  string
 	Workers *Workers // what this Client works; nil or empty: it only enqueues
 	// Worker is the runtime's settings (concurrency, batch, lease, poll,

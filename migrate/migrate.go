@@ -35,7 +35,8 @@ const VersionTable = "workq_migrations"
 
 // ErrInvalidSchema is returned (wrapped) for a schema name workq refuses:
 // 1 to 54 characters, a lowercase letter or _ first, then lowercase
-// letters, digits or _, not starting with pg_.
+// letters, digits or _, not starting with pg_, and not information_schema
+// or public.
 var ErrInvalidSchema = workqtype.ErrInvalidSchema
 
 // DB is what a Migrator runs on: a *pgxpool.Pool, a *pgx.Conn or a pgx.Tx.

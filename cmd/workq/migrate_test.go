@@ -55,8 +55,9 @@ func publicState(t *testing.T, conn *pgx.Conn) string {
 // with sequential versions and tables of workq's names (its tables stay in
 // public, untouched), the old layout (moved into the schema), and the old
 // layout where a later migration fails (nothing changes, and a second run
-// after the fix succeeds).
-func TestMigrateUpCLIBesideAnApp(t *testing.T) {
+// after the fix succeeds); and --schema naming a system schema or public is
+// refused before anything is created.
+func TestMigrateUpCLI(t *testing.T) {
 	isolateEnv(t)
 	bin := testutil.BuildWorkq(t, "../..")
 	legacy, err := os.ReadFile("../../migrate/testdata/legacy_public_v16.sql")
@@ -147,4 +148,29 @@ func TestMigrateUpCLIBesideAnApp(t *testing.T) {
 			}
 		})
 	}
+	t.Run("system schemas and public refused", func(t *testing.T) {
+		ctx := context.Background()
+		url := emptyDatabase(t)
+		conn, err := pgx.Connect(ctx, url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close(ctx)
+		count := func() (n int) {
+			if err := conn.QueryRow(ctx, `select count(*) from pg_class`).Scan(&n); err != nil {
+				t.Fatal(err)
+			}
+			return n
+		}
+		before := count()
+		for _, s := range []string{"information_schema", "public", "pg_catalog", "pg_temp_1"} {
+			stdout, stderr, code := runBinary(t, bin, url, "migrate", "up", "--schema", s)
+			if code != 1 || !strings.Contains(stderr, `invalid schema name "`+s+`"`) {
+				t.Errorf("migrate up --schema %s: exit %d, stdout %q, stderr %q; want exit 1 naming the schema", s, code, stdout, stderr)
+			}
+		}
+		if after := count(); after != before {
+			t.Fatalf("pg_class had %d relations, now %d", before, after)
+		}
+	})
 }

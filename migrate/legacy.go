@@ -79,7 +79,7 @@ func (m *Migrator) legacyVersions(ctx context.Context, tx pgx.Tx) ([]int64, erro
 		return nil, fmt.Errorf("migrate: public holds workq's objects of the layout before schema isolation (the domain workq_name, " +
 			"its functions and public.job_runs with its lease columns), but public.goose_db_version does not record workq's " +
 			"migration 1, so their version is unknown: record the versions that were applied in public.goose_db_version " +
-			"(docs/migration.md, \"Upgrading from the public layout\")")
+			"(docs/operations.md, \"Upgrading\")")
 	}
 	return versions, nil
 }

@@ -83,7 +83,8 @@ type Config struct {
 	// --schema`): every statement of the Client runs there, and its
 	// wake-ups use that schema's NOTIFY channels, so Clients on two
 	// schemas of one database never see each other's work. 1 to 54 of
-	// a-z, 0-9 and _, not starting with a digit or pg_.
+	// a-z, 0-9 and _, not starting with a digit or pg_, and not
+	// information_schema or public.
 	Schema  string
 	Workers *Workers // what this Client works; nil or empty: it only enqueues
 	// Worker is the runtime's settings (concurrency, batch, lease, poll,
@@ -326,15 +327,26 @@ func newWorker(pool *pgxpool.Pool, cfg Config, o worker.Options) (*worker.Worker
 // migrated to the version this code needs (never migrated: version 0).
 var ErrSchemaBehind = db.ErrSchemaBehind
 
+// ErrNotMigrated is matched by the error of Start, and of every enqueue,
+// send, receive, timer and schedule call, on a schema that was never
+// migrated (or whose tables are gone): one message, naming the command
+// that migrates it. Start's error also matches ErrSchemaBehind.
+var ErrNotMigrated = workqtype.ErrNotMigrated
+
 // checkSchema fails when the schema is older than this code's migrations,
-// naming the command that fixes it. A newer schema is fine (a rolling
+// naming the command that fixes it (never migrated: ErrNotMigrated, with the
+// message every other call gives then). A newer schema is fine (a rolling
 // deploy runs the new migrations before the last old process stops).
 func (c *Client) checkSchema(ctx context.Context) error {
 	v, err := db.SchemaVersion(ctx, c.db)
 	if err != nil {
 		return fmt.Errorf("workq: read the schema version: %w", err)
 	}
-	if latest := db.LatestVersion(); v < latest {
+	latest := db.LatestVersion()
+	if v == 0 {
+		return workqtype.NotMigratedErr(c.Schema(), fmt.Errorf("%w: schema %q is at version 0, this workq needs %d", ErrSchemaBehind, c.Schema(), latest))
+	}
+	if v < latest {
 		return fmt.Errorf("%w: schema %q is at version %d, this workq needs %d: run `%s` "+
 			"(or Up of package migrate with Options{Schema: %q})", ErrSchemaBehind, c.Schema(), v, latest,
 			worker.MigrateCommand(c.Schema()), c.Schema())
@@ -342,11 +354,18 @@ func (c *Client) checkSchema(ctx context.Context) error {
 	return nil
 }
 
+// notMigrated turns *err into ErrNotMigrated, with Start's message, when
+// it is the database saying that the Client's schema or one of its tables
+// does not exist (workqtype.NotMigrated): the enqueue, send, receive, timer
+// and schedule calls defer it.
+func (c *Client) notMigrated(err *error) { *err = workqtype.NotMigrated(*err, c.Schema()) }
+
 // ErrNotRunning is returned by Stop when the Client was never started or
 // has already stopped.
 var ErrNotRunning = errors.New("workq: client not running")
 
-// Start checks that the schema is migrated (ErrSchemaBehind otherwise),
+// Start checks that the schema is migrated (ErrSchemaBehind otherwise, and
+// ErrNotMigrated too when it never was),
 // starts the worker (when there are handlers) and the maintenance (unless
 // disabled), and returns at once. Cancelling ctx does not stop the Client
 // (Stop does), but its values reach every handler's context.

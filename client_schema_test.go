@@ -137,8 +137,10 @@ func TestClientsOnTwoSchemas(t *testing.T) {
 			}
 		}
 	}
-	if _, err := workq.NewClient(pool, workq.Config{Schema: "pg_nope"}); !errors.Is(err, workq.ErrInvalid) || workqtype.FieldOf(err) != "Schema" {
-		t.Fatalf("NewClient with schema pg_nope: %v, want ErrInvalid on Schema", err)
+	for _, s := range []string{"pg_nope", "pg_catalog", "information_schema", "public"} {
+		if _, err := workq.NewClient(pool, workq.Config{Schema: s}); !errors.Is(err, workq.ErrInvalid) || workqtype.FieldOf(err) != "Schema" {
+			t.Errorf("NewClient with schema %s: %v, want ErrInvalid on Schema", s, err)
+		}
 	}
 }
 

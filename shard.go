@@ -382,7 +382,7 @@ func (s *shardSet) each(groups map[*Client][]int, f func(sc *Client, idx []int) 
 			continue
 		}
 		if err := f(sc, idx); err != nil {
-			return fmt.Errorf("shard %s: %w", sc.name, err)
+			return fmt.Errorf("shard %s: %w", sc.name, workqtype.NotMigrated(err, sc.Schema()))
 		}
 	}
 	return nil
@@ -558,7 +558,7 @@ func (c *Client) shardedSchedule(ctx context.Context, ts []timers.Timer) ([]time
 		rs, err = sc.timers.ScheduleMany(ctx, sc.db, ts)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("shard %s: %w", sc.name, err)
+		return nil, fmt.Errorf("shard %s: %w", sc.name, workqtype.NotMigrated(err, sc.Schema()))
 	}
 	for i := range rs {
 		rs[i].Shard = sc.name

@@ -35,7 +35,8 @@ const VersionTable = "workq_migrations"
 
 // ErrInvalidSchema is returned (wrapped) for a schema name workq refuses:
 // 1 to 54 characters, a lowercase letter or _ first, then lowercase
-// letters, digits or _, not starting with pg_.
+// letters, digits or _, not starting with pg_, and not information_schema
+// or public.
 var ErrInvalidSchema = workqtype.ErrInvalidSchema
 
 // DB is what a Migrator runs on: a *pgxpool.Pool, a *pgx.Conn or a pgx.Tx.
@@ -213,31 +214,59 @@ func (m *Migrator) Up(ctx context.Context) (int64, error) {
 
 // UpTo applies the pending migrations up to and including version and
 // returns the version reached.
+//
+// The first UpTo in a schema (no version table yet) runs in one
+// transaction: it creates the schema and its version table, moves a
+// database of the old layout into the schema (adopt), and applies every
+// migration, building the indexes of NO TRANSACTION migrations without
+// CONCURRENTLY. If any step fails nothing is left of it: no schema, no
+// version table, nothing moved out of public.
 func (m *Migrator) UpTo(ctx context.Context, version int64) (int64, error) {
 	if v, ok := m.upToDate(ctx, version); ok {
 		return v, nil
 	}
 	var reached int64
 	err := m.session(ctx, func(c conn) error {
-		if err := m.prepare(ctx, c); err != nil {
-			return err
-		}
-		applied, err := m.applied(ctx, c)
+		exists, err := m.tableExists(ctx, c)
 		if err != nil {
 			return err
 		}
-		for _, mig := range m.migs {
-			if mig.version > version || applied[mig.version] {
-				continue
-			}
-			if err := m.apply(ctx, c, mig, mig.up, true); err != nil {
+		if exists {
+			reached, err = m.upTo(ctx, c, version, m.tx)
+			return err
+		}
+		err = transact(ctx, c, func(tx pgx.Tx) error {
+			if err := m.prepare(ctx, tx); err != nil {
 				return err
 			}
+			reached, err = m.upTo(ctx, tx, version, true)
+			return err
+		})
+		if err != nil {
+			return fmt.Errorf("migrate: the first Up of schema %s was rolled back, nothing was changed: %w", m.r.Schema(), err)
 		}
-		reached, err = m.version(ctx, c)
-		return err
+		return nil
 	})
 	return reached, err
+}
+
+// upTo applies the pending migrations up to version on c (inTx: c is a
+// transaction, in which NO TRANSACTION migrations build their indexes
+// without CONCURRENTLY) and returns the version reached.
+func (m *Migrator) upTo(ctx context.Context, c conn, version int64, inTx bool) (int64, error) {
+	applied, err := m.applied(ctx, c)
+	if err != nil {
+		return 0, err
+	}
+	for _, mig := range m.migs {
+		if mig.version > version || applied[mig.version] {
+			continue
+		}
+		if err := m.apply(ctx, c, mig, mig.up, true, inTx); err != nil {
+			return 0, err
+		}
+	}
+	return m.version(ctx, c)
 }
 
 // upToDate reports, without the lock, whether every migration up to
@@ -279,7 +308,7 @@ func (m *Migrator) DownTo(ctx context.Context, version int64) (int64, error) {
 			if mig.version <= version || !applied[mig.version] {
 				continue
 			}
-			if err := m.apply(ctx, c, mig, mig.down, false); err != nil {
+			if err := m.apply(ctx, c, mig, mig.down, false, m.tx); err != nil {
 				return err
 			}
 		}
@@ -306,8 +335,8 @@ func (m *Migrator) Down(ctx context.Context) (int64, error) {
 }
 
 // apply runs one migration's statements and records it (up) or removes its
-// record (down).
-func (m *Migrator) apply(ctx context.Context, c conn, mig migration, stmts []string, up bool) error {
+// record (down); inTx says that c is a transaction.
+func (m *Migrator) apply(ctx context.Context, c conn, mig migration, stmts []string, up, inTx bool) error {
 	start := time.Now()
 	record := func(ctx context.Context, q DB) error {
 		var err error
@@ -328,7 +357,7 @@ func (m *Migrator) apply(ctx context.Context, c conn, mig migration, stmts []str
 	}
 	var err error
 	switch {
-	case mig.noTx && !m.tx:
+	case mig.noTx && !inTx:
 		// Statement by statement outside a transaction (CONCURRENTLY).
 		err = run(ctx, c, stmts)
 	case mig.noTx:
@@ -353,22 +382,16 @@ func (m *Migrator) apply(ctx context.Context, c conn, mig migration, stmts []str
 	return nil
 }
 
-// prepare creates the schema and the version table when missing, adopting
-// a database of the old layout (adopt) in the same transaction.
-func (m *Migrator) prepare(ctx context.Context, c conn) error {
-	exists, err := m.tableExists(ctx, c)
-	if err != nil || exists {
-		return err
+// prepare creates the schema and the version table in tx, adopting a
+// database of the old layout (adopt).
+func (m *Migrator) prepare(ctx context.Context, tx pgx.Tx) error {
+	if _, err := tx.Exec(ctx, `create schema if not exists `+m.schemaIdent()); err != nil {
+		return fmt.Errorf("migrate: create schema %s: %w", m.r.Schema(), err)
 	}
-	return transact(ctx, c, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, `create schema if not exists `+m.schemaIdent()); err != nil {
-			return fmt.Errorf("migrate: create schema %s: %w", m.r.Schema(), err)
-		}
-		if _, err := tx.Exec(ctx, m.createVersionTable()); err != nil {
-			return fmt.Errorf("migrate: create %s: %w", m.versionTable(), err)
-		}
-		return m.adopt(ctx, tx)
-	})
+	if _, err := tx.Exec(ctx, m.createVersionTable()); err != nil {
+		return fmt.Errorf("migrate: create %s: %w", m.versionTable(), err)
+	}
+	return m.adopt(ctx, tx)
 }
 
 // createVersionTable is goose's version table layout (so goose's own tools

@@ -253,18 +253,29 @@ func TestBesideAGooseApplication(t *testing.T) {
 
 func TestInvalidSchemaChangesNothing(t *testing.T) {
 	pool, _ := emptyDB(t)
-	for _, s := range []string{"Jobs", "my-jobs", "pg_jobs", strings.Repeat("a", 60), "x;drop"} {
-		_, err := migrate.New(pool, migrate.Options{Schema: s})
+	before := snapshot(t, pool)
+	for _, s := range []string{"Jobs", "my-jobs", "pg_jobs", strings.Repeat("a", 60), "x;drop",
+		"information_schema", "pg_catalog", "pg_toast", "pg_temp", "pg_temp_1", "public"} {
+		m, err := migrate.New(pool, migrate.Options{Schema: s})
 		if !errors.Is(err, migrate.ErrInvalidSchema) {
 			t.Errorf("New(schema %q) = %v, want ErrInvalidSchema", s, err)
 		}
 		if err != nil && !strings.Contains(err.Error(), s) {
 			t.Errorf("error %q does not name the schema", err)
 		}
+		if err == nil {
+			if _, err := m.Up(context.Background()); err != nil {
+				t.Errorf("Up in schema %q: %v", s, err)
+			}
+		}
+	}
+	if after := snapshot(t, pool); after != before {
+		t.Fatalf("the database changed:\nbefore:\n%s\nafter:\n%s", before, after)
 	}
 	var n int
-	if err := pool.QueryRow(context.Background(), `select count(*) from pg_namespace where nspname not like 'pg\_%' and nspname not in ('public', 'information_schema')`).Scan(&n); err != nil || n != 0 {
-		t.Fatalf("%d schemas created, %v", n, err)
+	if err := pool.QueryRow(context.Background(), `select count(*) from pg_class where relnamespace = 'information_schema'::regnamespace
+		and relname ~ '^(job_runs|outbox|inbox|timers|schedules|runs|workq_migrations)$'`).Scan(&n); err != nil || n != 0 {
+		t.Fatalf("%d workq tables in information_schema, %v", n, err)
 	}
 }
 

@@ -261,12 +261,7 @@ func (w *Worker) schemaMissing(err error) bool {
 
 // MigrateCommand is the command that migrates schema: `workq migrate up`,
 // with --schema when it is not the default.
-func MigrateCommand(schema string) string {
-	if schema == "" || schema == dbschema.Default {
-		return "workq migrate up"
-	}
-	return "workq migrate up --schema " + schema
-}
+func MigrateCommand(schema string) string { return workqtype.MigrateCommand(schema) }
 
 // schemaBack ends what schemaMissing reported, once a claim worked.
 func (w *Worker) schemaBack() {

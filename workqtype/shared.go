@@ -17,7 +17,8 @@ const (
 // ErrInvalidSchema is wrapped by every error that refuses a schema name
 // (migrate.ErrInvalidSchema; a Client's Config.Schema also wraps
 // ErrInvalid): 1 to 54 characters, a lowercase letter or _ first, then
-// lowercase letters, digits or _, not starting with pg_.
+// lowercase letters, digits or _, not starting with pg_, and not
+// information_schema or public.
 var ErrInvalidSchema = errors.New("invalid schema name")
 
 // ErrHostNotAllowed is wrapped by the webhook publisher's and the built-in

@@ -20,8 +20,10 @@ func newMigrateCmd() *cobra.Command {
 		Long: `Apply, revert, inspect or print workq's schema in the PostgreSQL schema
 --schema (default workq). Applied versions are kept in <schema>.workq_migrations.
 
-  up       apply every pending migration (the first run also moves a database
-           of the old layout, workq in public, into the schema)
+  up       apply every pending migration; the first run is one transaction,
+           all or nothing, that also moves a database of the old layout
+           (workq's own objects in public, never an application's tables)
+           into the schema
   down     revert the newest applied migration
   status   list the migrations and whether each is applied
   version  print the newest applied version

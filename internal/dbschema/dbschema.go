@@ -35,9 +35,14 @@ const MaxLen = 63 - len("_job_runs")
 var ErrInvalidName = workqtype.ErrInvalidSchema
 
 // Validate checks a schema name: 1 to MaxLen characters, a lowercase letter
-// or underscore, then lowercase letters, digits and underscores, and not
-// starting with pg_ (reserved by PostgreSQL). Only such names are accepted so
-// that the name is the same quoted and unquoted, in SQL and in channel names.
+// or underscore, then lowercase letters, digits and underscores. Only such
+// names are accepted so that the name is the same quoted and unquoted, in
+// SQL and in channel names. It refuses PostgreSQL's own schemas
+// (information_schema, and every name starting with pg_: pg_catalog,
+// pg_toast, pg_temp_N...), and public: workq keeps to a schema of its own,
+// beside the application's tables in public (docs/design.md, "Schema
+// isolation"). Every place that takes a schema name (Config.Schema,
+// migrate.Options.Schema, --schema) validates it here.
 func Validate(name string) error {
 	if name == "" || len(name) > MaxLen {
 		return fmt.Errorf("%w %q: want 1 to %d characters", ErrInvalidName, name, MaxLen)
@@ -48,8 +53,13 @@ func Validate(name string) error {
 		}
 		return fmt.Errorf("%w %q: want a lowercase letter or _ first, then lowercase letters, digits or _", ErrInvalidName, name)
 	}
-	if strings.HasPrefix(name, "pg_") {
+	switch {
+	case strings.HasPrefix(name, "pg_"):
 		return fmt.Errorf("%w %q: names starting with pg_ are reserved by PostgreSQL", ErrInvalidName, name)
+	case name == "information_schema":
+		return fmt.Errorf("%w %q: a schema of PostgreSQL's own", ErrInvalidName, name)
+	case name == "public":
+		return fmt.Errorf("%w %q: workq keeps to a schema of its own, beside the application's public (default %s)", ErrInvalidName, name, Default)
 	}
 	return nil
 }

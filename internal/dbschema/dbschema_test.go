@@ -2,6 +2,7 @@ package dbschema
 
 import (
 	"errors"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -27,6 +28,16 @@ func TestValidate(t *testing.T) {
 		{"a.b", false},
 		{`a"b`, false},
 		{"pg_workq", false},
+		// PostgreSQL's own schemas, and public (the application's)
+		{"information_schema", false},
+		{"pg_catalog", false},
+		{"pg_toast", false},
+		{"pg_temp", false},
+		{"pg_temp_3", false},
+		{"pg_toast_temp_3", false},
+		{"public", false},
+		{"information_schema2", true},
+		{"publications", true},
 		{"wörk", false},
 	} {
 		err := Validate(tc.name)
@@ -35,6 +46,9 @@ func TestValidate(t *testing.T) {
 		}
 		if err != nil && !errors.Is(err, ErrInvalidName) {
 			t.Errorf("Validate(%q) = %v, not ErrInvalidName", tc.name, err)
+		}
+		if err != nil && !strings.Contains(err.Error(), strconv.Quote(tc.name)) {
+			t.Errorf("Validate(%q) = %v: does not name it", tc.name, err)
 		}
 	}
 	if len(workqtype.NotifyChannel(long, "job_runs")) > 63 {

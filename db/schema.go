@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/workq/workq/migrate"
+	"github.com/workq/workq/workqtype"
 )
 
 // ErrSchemaBehind is returned by CheckSchema when the database's schema is
@@ -43,12 +44,24 @@ func SchemaVersion(ctx context.Context, q Querier) (int64, error) {
 // `workq migrate up`, when the database's schema is older than this
 // binary's migrations.
 func CheckSchema(ctx context.Context, q Querier) error {
+	return CheckSchemaOf(ctx, q, "workq")
+}
+
+// CheckSchemaOf is CheckSchema for q wrapped into schema, naming it: a
+// schema never migrated gives the error of workqtype.NotMigratedErr (the
+// one message the Client's calls give too), which also matches
+// ErrSchemaBehind; one behind gives ErrSchemaBehind with both versions.
+func CheckSchemaOf(ctx context.Context, q Querier, schema string) error {
 	v, err := SchemaVersion(ctx, q)
 	if err != nil {
 		return err
 	}
-	if latest := LatestVersion(); v < latest {
-		return fmt.Errorf("%w: the database is at version %d, this workq needs %d: run `workq migrate up`", ErrSchemaBehind, v, latest)
+	latest := LatestVersion()
+	switch {
+	case v == 0:
+		return workqtype.NotMigratedErr(schema, fmt.Errorf("%w: schema %q is at version 0, this workq needs %d", ErrSchemaBehind, schema, latest))
+	case v < latest:
+		return fmt.Errorf("%w: the database is at version %d, this workq needs %d: run `%s`", ErrSchemaBehind, v, latest, workqtype.MigrateCommand(schema))
 	}
 	return nil
 }

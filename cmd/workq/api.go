@@ -70,7 +70,7 @@ func newAPICmd() *cobra.Command {
 			defer done()
 			for _, sh := range shards {
 				opts.Shards = append(opts.Shards, api.Shard{Name: sh.Name, DB: sh.Pool})
-				if err := db.CheckSchema(ctx, inSchema(cfg, sh.Pool)); err != nil {
+				if err := db.CheckSchemaOf(ctx, inSchema(cfg, sh.Pool), cfg.Schema); err != nil {
 					log.Warn("shard schema is not current", "shard", sh.Name, "err", err)
 				}
 			}
@@ -81,7 +81,7 @@ func newAPICmd() *cobra.Command {
 			return err
 		}
 		defer done()
-		if err := db.CheckSchema(ctx, inSchema(cfg, pool)); err != nil {
+		if err := db.CheckSchemaOf(ctx, inSchema(cfg, pool), cfg.Schema); err != nil {
 			log.Warn("the API serves, but /readyz answers 503 until the schema is current", "err", err)
 		}
 		// With --metrics-addr the API serves the metrics at its /metrics

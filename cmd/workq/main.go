@@ -49,6 +49,9 @@ func errorLine(cmd *cobra.Command, err error) string {
 	}
 	msg := strings.Join(strings.Fields(strings.ReplaceAll(err.Error(), "\n", " ; ")), " ")
 	msg = strings.ReplaceAll(msg, " ; ", "; ")
+	if path != "workq" {
+		msg = strings.TrimPrefix(msg, "workq: ") // the library's own prefix, under the command's
+	}
 	if strings.HasPrefix(msg, path+": ") || strings.HasPrefix(msg, path+" ") {
 		return msg
 	}

@@ -137,7 +137,7 @@ func connect(ctx context.Context, cfg *config.Config, log *slog.Logger, use sche
 		return nil, nil, fmt.Errorf("connect to database: %w", err)
 	}
 	if use == needSchema {
-		if err := db.CheckSchema(ctx, rw.Wrap(pool)); err != nil {
+		if err := db.CheckSchemaOf(ctx, rw.Wrap(pool), rw.Schema()); err != nil {
 			pool.Close()
 			cleanup()
 			return nil, nil, err

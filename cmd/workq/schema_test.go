@@ -2,7 +2,7 @@ package main
 
 import (
 	"context"
-	"fmt"
+	"errors"
 	"io"
 	neturl "net/url"
 	"strings"
@@ -12,8 +12,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/spf13/cobra"
 
-	"github.com/workq/workq/db"
 	"github.com/workq/workq/internal/testdb"
+	"github.com/workq/workq/workqtype"
 )
 
 // emptyDatabase creates a database without workq's schema on the test
@@ -119,11 +119,12 @@ func TestCommandsOnAnEmptyDatabaseSayToMigrate(t *testing.T) {
 	}
 	walk(newRoot(nil, nil))
 
-	want := fmt.Sprintf("the database is at version 0, this workq needs %d: run `workq migrate up`", db.LatestVersion())
+	// The Client's calls and its Start give the same message (ErrNotMigrated).
+	want := workqtype.NotMigratedErr("workq", nil).Error()
 	for name, args := range cases {
 		t.Run(name, func(t *testing.T) {
 			out, err := runCLI(t, args...)
-			if err == nil || !strings.Contains(err.Error(), want) {
+			if err == nil || !strings.Contains(err.Error(), want) || !errors.Is(err, workqtype.ErrNotMigrated) {
 				t.Fatalf("workq %q on an empty database: %v (stdout %q); want an error saying %q", args, err, out, want)
 			}
 			if strings.Contains(err.Error(), "does not exist") {

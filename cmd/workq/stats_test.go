@@ -35,7 +35,7 @@ func TestStatsBeforeMigrateSaysToMigrate(t *testing.T) {
 	if _, err := conn.Exec(ctx, `drop table workq.workq_migrations`); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := runCLI(t, "stats"); err == nil || !strings.Contains(err.Error(), "at version 0") {
+	if _, err := runCLI(t, "stats"); err == nil || !strings.Contains(err.Error(), "is not migrated: run `workq migrate up`") {
 		t.Errorf("stats on a database never migrated: %v", err)
 	}
 }

@@ -75,7 +75,7 @@ func TestCLIExitCodesAndMessages(t *testing.T) {
 		{name: "prefix not doubled", args: []string{"worker", "--inbox"}, code: 1,
 			has: []string{"workq worker: --inbox and --timers need handlers"}, hasNot: []string{"workq: workq", "worker: workq worker"}},
 		{name: "worker on an empty database", args: []string{"worker"}, dbURL: empty, code: 1,
-			has: []string{"workq worker: database schema is not current: the database is at version 0", "run `workq migrate up`"}},
+			has: []string{"workq worker: schema \"workq\" is not migrated: run `workq migrate up`"}, hasNot: []string{"workq worker: workq:"}},
 		{name: "limit set says what it set", args: []string{"limit", "set", "job_runs", "q", "3"}, dbURL: migrated, code: 0,
 			stdout: []string{"job_runs/q: limit W = 3 (at most 3 items in progress at once, across every worker)"}},
 		{name: "limit set 0", args: []string{"limit", "set", "job_runs", "q", "0"}, dbURL: migrated, code: 0,

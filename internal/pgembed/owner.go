@@ -41,6 +41,14 @@ type owner struct {
 	start uint64
 }
 
+// hasProc reports whether this system has Linux's /proc, which the
+// watchdog and the reaping read; without it a cluster is deleted only by
+// Stop.
+func hasProc() bool {
+	_, err := os.Stat("/proc/self/stat")
+	return err == nil
+}
+
 // errNotRunning means a process has exited (or is a zombie).
 var errNotRunning = errors.New("not running")
 

@@ -121,20 +121,25 @@ func newServer(binDir string, o Options) (*Server, error) {
 	if pid == 0 {
 		pid = os.Getpid()
 	}
-	own, err := processOf(pid)
-	if err != nil {
-		return nil, fmt.Errorf("pgembed: the cluster's owner: %w", err)
+	var own owner // none without /proc (not Linux): no watchdog, no reaping
+	if hasProc() {
+		var err error
+		if own, err = processOf(pid); err != nil {
+			return nil, fmt.Errorf("pgembed: the cluster's owner: %w", err)
+		}
+		// Best effort: a directory that cannot be reaped now is tried
+		// again by the next start, and does not stop this one.
+		_, _ = reapStale(serverUID)
 	}
-	// Best effort: a directory that cannot be reaped now is tried again by
-	// the next start, and does not stop this one.
-	_, _ = reapStale(serverUID)
 	base, err := os.MkdirTemp("", dirPrefix)
 	if err != nil {
 		return nil, fmt.Errorf("pgembed: temp dir: %w", err)
 	}
-	if err := writeOwner(base, own); err != nil {
-		_ = os.RemoveAll(base)
-		return nil, err
+	if own.pid != 0 {
+		if err := writeOwner(base, own); err != nil {
+			_ = os.RemoveAll(base)
+			return nil, err
+		}
 	}
 	return &Server{binDir: binDir, baseDir: base, dataDir: filepath.Join(base, "data"), cred: cred, owner: own, opts: o}, nil
 }
@@ -145,6 +150,9 @@ func (s *Server) prepare() error {
 		if err := os.Chown(s.baseDir, int(s.cred.Uid), int(s.cred.Gid)); err != nil {
 			return fmt.Errorf("pgembed: chown %s: %w", s.baseDir, err)
 		}
+	}
+	if s.owner.pid == 0 {
+		return nil
 	}
 	return s.watch(s.owner)
 }

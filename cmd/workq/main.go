@@ -26,7 +26,10 @@ func main() {
 	if _, set := os.LookupEnv("GOGC"); !set {
 		debug.SetGCPercent(defaultGCPercent)
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	// SIGHUP too: the terminal of `make run` closed. Left at its default it
+	// ended the process at once, so no command stopped cleanly, and `workq
+	// run` left its throwaway PostgreSQL running (docs/design.md 7.1).
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
 	cmd, err := newRoot(os.Stdout, os.Stderr).ExecuteContextC(ctx)
 	stop()
 	if err != nil {

@@ -36,6 +36,7 @@ type Server struct {
 	dataDir string
 	port    int
 	cred    *syscall.Credential
+	owner   owner // the process the cluster does not outlive
 	opts    Options
 	stopped bool // by StopMode: Stop has no server to stop
 }
@@ -51,15 +52,20 @@ type Options struct {
 	// LD_PRELOAD and FAKETIME to run it under libfaketime with a clock
 	// other than the machine's.
 	Env []string
-	// StopWhenGone, when not 0, is the pid of a process whose exit stops
-	// the cluster and deletes its directory (see Server.StopWhenGone),
-	// watched from before initdb: a process killed while the cluster
-	// starts leaves nothing behind either.
+	// StopWhenGone is the pid of the cluster's owner, the process whose
+	// exit stops the cluster and deletes its directory (see
+	// Server.StopWhenGone), watched from before initdb: a process killed
+	// while the cluster starts leaves nothing behind either. 0 (the
+	// default) is the process that starts the cluster.
 	StopWhenGone int
 }
 
 // Start creates a cluster in a new temporary directory and starts it on a
-// free loopback port. Stop it to remove every trace.
+// free loopback port. Stop it to remove every trace. The cluster does not
+// outlive the process that started it: once that process has exited,
+// however (SIGKILL included), a watchdog stops the server and deletes the
+// directory, and should the watchdog have been killed too, the next Start
+// on the machine does (docs/design.md 7.1).
 func Start(ctx context.Context) (*Server, error) { return StartWith(ctx, Options{}) }
 
 // StartWith is Start with options.
@@ -68,11 +74,10 @@ func StartWith(ctx context.Context, o Options) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	base, err := os.MkdirTemp("", "workq-pg-")
+	s, err := newServer(binDir, o)
 	if err != nil {
-		return nil, fmt.Errorf("pgembed: temp dir: %w", err)
+		return nil, err
 	}
-	s := &Server{binDir: binDir, baseDir: base, dataDir: filepath.Join(base, "data"), opts: o}
 	if err := s.start(ctx); err != nil {
 		// pg_ctl may have started a server before failing or being cancelled:
 		// stop it before deleting its directory.
@@ -97,26 +102,59 @@ func (s *Server) start(ctx context.Context) error {
 	return s.startServer(ctx)
 }
 
-// prepare makes s.baseDir the server user's and starts the watchdog.
-func (s *Server) prepare() error {
+// newServer reaps the cluster directories whose owner has exited, then
+// makes the new cluster's directory, marked with its owner
+// (o.StopWhenGone, or this process) before anything else goes into it.
+func newServer(binDir string, o Options) (*Server, error) {
 	// PostgreSQL refuses to run as root; on a root shell (CI containers) run
 	// the server as the postgres system user instead.
+	var cred *syscall.Credential
+	serverUID := os.Geteuid()
 	if os.Geteuid() == 0 {
-		cred, err := unprivileged()
-		if err != nil {
-			return err
+		var err error
+		if cred, err = unprivileged(); err != nil {
+			return nil, err
 		}
-		s.cred = cred
-		if err := os.Chown(s.baseDir, int(cred.Uid), int(cred.Gid)); err != nil {
+		serverUID = int(cred.Uid)
+	}
+	pid := o.StopWhenGone
+	if pid == 0 {
+		pid = os.Getpid()
+	}
+	var own owner // none without /proc (not Linux): no watchdog, no reaping
+	if hasProc() {
+		var err error
+		if own, err = processOf(pid); err != nil {
+			return nil, fmt.Errorf("pgembed: the cluster's owner: %w", err)
+		}
+		// Best effort: a directory that cannot be reaped now is tried
+		// again by the next start, and does not stop this one.
+		_, _ = reapStale(serverUID)
+	}
+	base, err := os.MkdirTemp("", dirPrefix)
+	if err != nil {
+		return nil, fmt.Errorf("pgembed: temp dir: %w", err)
+	}
+	if own.pid != 0 {
+		if err := writeOwner(base, own); err != nil {
+			_ = os.RemoveAll(base)
+			return nil, err
+		}
+	}
+	return &Server{binDir: binDir, baseDir: base, dataDir: filepath.Join(base, "data"), cred: cred, owner: own, opts: o}, nil
+}
+
+// prepare makes s.baseDir the server user's and starts the watchdog.
+func (s *Server) prepare() error {
+	if s.cred != nil {
+		if err := os.Chown(s.baseDir, int(s.cred.Uid), int(s.cred.Gid)); err != nil {
 			return fmt.Errorf("pgembed: chown %s: %w", s.baseDir, err)
 		}
 	}
-	if s.opts.StopWhenGone != 0 {
-		if err := s.StopWhenGone(s.opts.StopWhenGone); err != nil {
-			return err
-		}
+	if s.owner.pid == 0 {
+		return nil
 	}
-	return nil
+	return s.watch(s.owner)
 }
 
 // startServer starts the initialised cluster on s.port.
@@ -217,12 +255,23 @@ func (s *Server) cleanup() { _ = os.RemoveAll(s.baseDir) }
 // StopWhenGone starts a detached watchdog that stops the server and deletes
 // its directory once process pid has exited, however it exits: a test
 // binary killed by its timeout never runs its cleanup, and its cluster
-// would otherwise run on. After a Stop the watchdog finds nothing to do.
+// would otherwise run on. After a Stop the watchdog finds nothing to do and
+// ends. Every cluster already has one watching its owner
+// (Options.StopWhenGone); this adds one for another process.
 func (s *Server) StopWhenGone(pid int) error {
-	// /proc/PID rather than kill -0: the watchdog may run as the postgres
-	// user, which may not signal pid. It checks twice a second.
-	script := `while [ -d /proc/"$1" ]; do sleep 0.5; done; "$2"/pg_ctl -D "$3" -m immediate -w stop >/dev/null 2>&1; rm -rf "$4"`
-	cmd := exec.Command("/bin/sh", "-c", script, "pgembed-watchdog", strconv.Itoa(pid), s.binDir, s.dataDir, s.baseDir)
+	p, err := processOf(pid)
+	if err != nil {
+		return fmt.Errorf("pgembed: stop when gone: %w", err)
+	}
+	return s.watch(p)
+}
+
+// watch starts a watchdog (watchdogScript) for owner o.
+func (s *Server) watch(o owner) error {
+	cmd := exec.Command("/bin/sh", "-c", watchdogScript, "pgembed-watchdog",
+		strconv.Itoa(o.pid), strconv.FormatUint(o.start, 10), filepath.Join(s.binDir, "pg_ctl"), s.dataDir, s.baseDir)
+	// A session of its own: the signals of the owner's terminal (Ctrl-C,
+	// a hang-up) do not reach it.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Credential: s.cred}
 	if s.cred != nil {
 		cmd.Env = append(os.Environ(), "HOME="+s.baseDir)

@@ -3,8 +3,12 @@ package pgembed
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"slices"
+	"syscall"
 	"testing"
 	"time"
 
@@ -72,17 +76,27 @@ func TestRestartKeepsSettingsAndData(t *testing.T) {
 
 // A server watched with StopWhenGone (the method, or the option, which
 // watches from before initdb) runs while the watched process does, and is
-// stopped and deleted once that process is killed, without Stop.
+// stopped and deleted once that process is killed, without Stop: also when
+// the killed process's parent has not waited for it yet (a zombie).
 func TestStopWhenGone(t *testing.T) {
-	for _, byOption := range []bool{false, true} {
-		t.Run(map[bool]string{false: "method", true: "option"}[byOption], func(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		byOption bool
+		zombie   bool // the watched process is not waited for until the end
+	}{
+		{"method", false, false},
+		{"option", true, false},
+		{"option, a zombie", true, true},
+	} {
+		byOption := tc.byOption
+		t.Run(tc.name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 			defer cancel()
 			watched := exec.Command("sleep", "60")
 			if err := watched.Start(); err != nil {
 				t.Fatal(err)
 			}
-			defer watched.Process.Kill()
+			defer func() { _ = watched.Process.Kill(); _ = watched.Wait() }()
 			var o Options
 			if byOption {
 				o.StopWhenGone = watched.Process.Pid
@@ -112,7 +126,9 @@ func TestStopWhenGone(t *testing.T) {
 			if err := watched.Process.Kill(); err != nil {
 				t.Fatal(err)
 			}
-			_ = watched.Wait()
+			if !tc.zombie {
+				_ = watched.Wait()
+			}
 			deadline := time.Now().Add(30 * time.Second)
 			for answers() || dirExists(s.baseDir) {
 				if time.Now().After(deadline) {
@@ -201,5 +217,171 @@ func TestStandbyPromoteFollow(t *testing.T) {
 	do(b, "insert into kept values (3)")
 	if got := exec(a, "select count(*)::text from kept"); got != "3" {
 		t.Errorf("rows on the rebuilt standby: %s, want 3", got)
+	}
+}
+
+// privateTempDir points TMPDIR, where clusters are made and reaped, at a
+// new directory for the test: like /tmp, writable by all and sticky (run as
+// root, the servers and their watchdogs run as the postgres user), and short
+// (a server's socket path must fit in 107 bytes).
+func privateTempDir(t *testing.T) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "wq-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(dir, 0o777|os.ModeSticky); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("TMPDIR", dir)
+	t.Cleanup(func() {
+		for _, pid := range ProcessesIn(dir) {
+			_ = syscall.Kill(pid, syscall.SIGQUIT)
+		}
+		_ = os.RemoveAll(dir)
+	})
+	return dir
+}
+
+// exitedProcess returns a process that ran and has exited (and been
+// waited for), as an owner.
+func exitedProcess(t *testing.T) owner {
+	t.Helper()
+	cmd := exec.Command("sleep", "60")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	o, err := processOf(cmd.Process.Pid)
+	_ = cmd.Process.Kill()
+	_ = cmd.Wait()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return o
+}
+
+// A start reaps exactly the cluster directories whose owner has exited: the
+// directory goes, and a server still running in it is stopped; a process
+// that took the pid of the postmaster recorded there is left alone.
+// Directories whose owner runs, and directories that are not marked as
+// pgembed's (no owner file, another format, a symbolic link), are kept.
+func TestReapStale(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	tmp := privateTempDir(t)
+	serverUID := os.Geteuid()
+	if serverUID == 0 {
+		cred, err := unprivileged()
+		if err != nil {
+			t.Fatal(err)
+		}
+		serverUID = int(cred.Uid)
+	}
+	self, err := processOf(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead := exitedProcess(t)
+
+	// A zombie: killed, not yet waited for by its parent (this test).
+	zombie := exec.Command("sleep", "60")
+	if err := zombie.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer zombie.Wait()
+	zombieOwner, err := processOf(zombie.Process.Pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := zombie.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(20 * time.Millisecond) {
+		if _, state, _ := procStat(zombie.Process.Pid); state == "Z" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the killed process did not become a zombie within a minute")
+		}
+	}
+
+	// Someone else's process, named by a postmaster.pid.
+	bystander := exec.Command("sleep", "600")
+	if err := bystander.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = bystander.Process.Kill(); _ = bystander.Wait() }()
+
+	// A running server whose owner has exited and whose watchdog will not
+	// act (it watches this process): what a SIGKILL of both leaves.
+	orphan, err := Start(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer orphan.Stop()
+	if err := writeOwner(orphan.baseDir, dead); err != nil {
+		t.Fatal(err)
+	}
+	if len(ProcessesIn(orphan.dataDir)) == 0 {
+		t.Fatal("no server runs in the orphan's directory")
+	}
+
+	mkdir := func(name string, files map[string]string) string {
+		t.Helper()
+		dir := filepath.Join(tmp, name)
+		if err := os.MkdirAll(filepath.Join(dir, "data"), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		for f, text := range files {
+			if err := os.WriteFile(filepath.Join(dir, f), []byte(text), 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return dir
+	}
+	ownerText := func(o owner) string { return fmt.Sprintf("%s\npid %d\nstart %d\n", ownerMagic, o.pid, o.start) }
+	target := mkdir("elsewhere", map[string]string{ownerFile: ownerText(dead)})
+	link := filepath.Join(tmp, dirPrefix+"link")
+	if err := os.Symlink(target, link); err != nil {
+		t.Fatal(err)
+	}
+
+	cases := []struct {
+		name   string
+		dir    string
+		reaped bool
+	}{
+		{"owner exited, server running", orphan.baseDir, true},
+		{"owner exited, no server", mkdir(dirPrefix+"exited", map[string]string{ownerFile: ownerText(dead)}), true},
+		{"owner a zombie", mkdir(dirPrefix+"zombie", map[string]string{ownerFile: ownerText(zombieOwner)}), true},
+		{"owner's pid now another process's", mkdir(dirPrefix+"reused", map[string]string{ownerFile: ownerText(owner{pid: self.pid, start: self.start + 1})}), true},
+		{"owner exited, postmaster.pid names another process", mkdir(dirPrefix+"bystander", map[string]string{
+			ownerFile: ownerText(dead), "data/postmaster.pid": fmt.Sprintf("%d\n%s\n", bystander.Process.Pid, tmp)}), true},
+		{"owner running", mkdir(dirPrefix+"running", map[string]string{ownerFile: ownerText(self)}), false},
+		{"no owner file", mkdir(dirPrefix+"unmarked", nil), false},
+		{"owner file in another format", mkdir(dirPrefix+"other", map[string]string{ownerFile: fmt.Sprintf("pid %d\n", dead.pid)}), false},
+		{"a symbolic link", link, false},
+		{"owner exited, not named workq-pg-*", target, false},
+	}
+	reaped, err := reapStale(serverUID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := os.Lstat(tc.dir)
+			switch {
+			case tc.reaped && (err == nil || !slices.Contains(reaped, tc.dir)):
+				t.Errorf("%s kept (reaped: %v)", tc.dir, reaped)
+			case !tc.reaped && err != nil:
+				t.Errorf("%s reaped: %v", tc.dir, err)
+			}
+		})
+	}
+	if procs := ProcessesIn(orphan.dataDir); len(procs) != 0 {
+		t.Errorf("processes %v still run in the reaped %s", procs, orphan.dataDir)
+	}
+	if p, err := processOf(bystander.Process.Pid); err != nil || !p.alive() {
+		t.Errorf("the process a stale postmaster.pid named was signalled: %v", err)
 	}
 }

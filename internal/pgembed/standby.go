@@ -43,12 +43,11 @@ type StandbyOptions struct {
 // follows it with Sync, which is what pg_auto_failover does while the other
 // node is gone.
 func (s *Server) StartStandby(ctx context.Context, o StandbyOptions) (*Server, error) {
-	base, err := os.MkdirTemp("", "workq-pg-")
+	sb, err := newServer(s.binDir, Options{Settings: maps.Clone(s.opts.Settings), Env: s.opts.Env, StopWhenGone: s.opts.StopWhenGone})
 	if err != nil {
-		return nil, fmt.Errorf("pgembed: temp dir: %w", err)
+		return nil, err
 	}
-	sb := &Server{binDir: s.binDir, baseDir: base, dataDir: filepath.Join(base, "data"), stopped: true,
-		opts: Options{Settings: maps.Clone(s.opts.Settings), Env: s.opts.Env, StopWhenGone: s.opts.StopWhenGone}}
+	sb.stopped = true
 	err = sb.prepare()
 	if err == nil {
 		sb.port, err = freePort()

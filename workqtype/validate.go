@@ -1,8 +1,11 @@
 package workqtype
 
 import (
+	"context"
 	"fmt"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 )
 
 // The checks every kind of work shares (jobs, outbox and inbox messages,
@@ -65,6 +68,26 @@ func Delay(delay time.Duration, runAt time.Time) (int64, *time.Time, error) {
 		return 0, &runAt, nil
 	}
 	return DelayMs(delay), nil, nil
+}
+
+// CheckCtx refuses a nil context, which pgx would panic on.
+func CheckCtx(ctx context.Context) error {
+	if ctx == nil {
+		return Invalid("ctx", "nil context (use context.Background())")
+	}
+	return nil
+}
+
+// CheckTx refuses a nil context or a nil transaction, given to a call that
+// works in the caller's transaction.
+func CheckTx(ctx context.Context, tx pgx.Tx) error {
+	if err := CheckCtx(ctx); err != nil {
+		return err
+	}
+	if tx == nil {
+		return Invalid("tx", "nil transaction")
+	}
+	return nil
 }
 
 // DelayMs is d in whole milliseconds, rounded up (a delay of 1ns is 1ms,

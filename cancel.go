@@ -81,6 +81,9 @@ var cancelActor = "client:" + workqtype.DefaultOwner()
 // On a sharded Client, cancel through the job's shard:
 // client.Shard(res.Shard).Cancel(ctx, res.ID).
 func (c *Client) Cancel(ctx context.Context, id int64) (CancelResult, error) {
+	if err := checkCtx(ctx); err != nil {
+		return 0, err
+	}
 	if c.set != nil {
 		return 0, c.errShardID("Cancel")
 	}
@@ -90,6 +93,9 @@ func (c *Client) Cancel(ctx context.Context, id int64) (CancelResult, error) {
 // CancelTx is Cancel in the caller's transaction: a ready job is cancelled,
 // and a running one's worker notified, when tx commits.
 func (c *Client) CancelTx(ctx context.Context, tx pgx.Tx, id int64) (CancelResult, error) {
+	if err := checkTx(ctx, tx); err != nil {
+		return 0, err
+	}
 	if c.set != nil {
 		return 0, c.errShardTx("CancelTx")
 	}

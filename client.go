@@ -351,6 +351,9 @@ var ErrNotRunning = errors.New("workq: client not running")
 // disabled), and returns at once. Cancelling ctx does not stop the Client
 // (Stop does), but its values reach every handler's context.
 func (c *Client) Start(ctx context.Context) error {
+	if err := checkCtx(ctx); err != nil {
+		return err
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.view {
@@ -491,6 +494,9 @@ var (
 
 // Run starts the Client, runs until ctx ends, then stops it (see Stop).
 func (c *Client) Run(ctx context.Context) error {
+	if err := checkCtx(ctx); err != nil {
+		return err
+	}
 	if err := c.Start(context.WithoutCancel(ctx)); err != nil {
 		return err
 	}

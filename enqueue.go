@@ -55,6 +55,9 @@ func job(args Args, opts *EnqueueOpts) (jobq.Job, error) {
 
 // Enqueue adds one job run on the Client's pool.
 func (c *Client) Enqueue(ctx context.Context, args Args, opts *EnqueueOpts) (Enqueued, error) {
+	if err := checkCtx(ctx); err != nil {
+		return Enqueued{}, err
+	}
 	if c.set != nil {
 		rs, err := c.aroundEnqueue(ctx, []EnqueueParams{{Args: args, Opts: opts}}, true, c.shardedEnqueue)
 		if err != nil {
@@ -71,6 +74,9 @@ func (c *Client) Enqueue(ctx context.Context, args Args, opts *EnqueueOpts) (Enq
 // EnqueueTx adds one job run in the caller's transaction: the job exists
 // if and only if tx commits.
 func (c *Client) EnqueueTx(ctx context.Context, tx pgx.Tx, args Args, opts *EnqueueOpts) (Enqueued, error) {
+	if err := checkTx(ctx, tx); err != nil {
+		return Enqueued{}, err
+	}
 	if c.set != nil {
 		return Enqueued{}, c.errShardTx("EnqueueTx")
 	}
@@ -104,6 +110,9 @@ func (c *Client) enqueue(ctx context.Context, db DB, args Args, opts *EnqueueOpt
 // shard, in shard order. If one fails, the batches of the shards before it
 // stay written (the error names the shard).
 func (c *Client) EnqueueMany(ctx context.Context, params []EnqueueParams) ([]Enqueued, error) {
+	if err := checkCtx(ctx); err != nil {
+		return nil, err
+	}
 	if c.set != nil {
 		return c.aroundEnqueue(ctx, params, false, c.shardedEnqueue)
 	}
@@ -112,6 +121,9 @@ func (c *Client) EnqueueMany(ctx context.Context, params []EnqueueParams) ([]Enq
 
 // EnqueueManyTx is EnqueueMany in the caller's transaction.
 func (c *Client) EnqueueManyTx(ctx context.Context, tx pgx.Tx, params []EnqueueParams) ([]Enqueued, error) {
+	if err := checkTx(ctx, tx); err != nil {
+		return nil, err
+	}
 	if c.set != nil {
 		return nil, c.errShardTx("EnqueueManyTx")
 	}
@@ -142,6 +154,9 @@ func (c *Client) enqueueMany(ctx context.Context, db DB, params []EnqueueParams)
 // On a sharded Client the whole batch goes to one shard, round-robin per
 // call (its jobs have no key).
 func (c *Client) EnqueueManyFast(ctx context.Context, params []EnqueueParams) (int64, error) {
+	if err := checkCtx(ctx); err != nil {
+		return 0, err
+	}
 	if c.set != nil {
 		sc := c.set.pick("")
 		n, err := sc.EnqueueManyFast(ctx, params)
@@ -155,6 +170,9 @@ func (c *Client) EnqueueManyFast(ctx context.Context, params []EnqueueParams) (i
 
 // EnqueueManyFastTx is EnqueueManyFast in the caller's transaction.
 func (c *Client) EnqueueManyFastTx(ctx context.Context, tx pgx.Tx, params []EnqueueParams) (int64, error) {
+	if err := checkTx(ctx, tx); err != nil {
+		return 0, err
+	}
 	if c.set != nil {
 		return 0, c.errShardTx("EnqueueManyFastTx")
 	}
@@ -206,6 +224,9 @@ func (c *Client) ValidateArgs(args Args, opts *EnqueueOpts) error {
 // Send writes an outbox message on the pool. The outbox's point is the
 // caller's transaction: use SendTx beside the business write.
 func (c *Client) Send(ctx context.Context, m outbox.Message) (outbox.Sent, error) {
+	if err := checkCtx(ctx); err != nil {
+		return outbox.Sent{}, err
+	}
 	if c.set != nil {
 		rs, err := c.shardedSend(ctx, []outbox.Message{m})
 		if err != nil {
@@ -227,6 +248,9 @@ func (c *Client) shardSent(r outbox.Sent, err error) (outbox.Sent, error) {
 // SendTx writes an outbox message in the caller's transaction: it is
 // relayed if and only if tx commits.
 func (c *Client) SendTx(ctx context.Context, tx pgx.Tx, m outbox.Message) (outbox.Sent, error) {
+	if err := checkTx(ctx, tx); err != nil {
+		return outbox.Sent{}, err
+	}
 	if c.set != nil {
 		return outbox.Sent{}, c.errShardTx("SendTx")
 	}
@@ -236,6 +260,9 @@ func (c *Client) SendTx(ctx context.Context, tx pgx.Tx, m outbox.Message) (outbo
 // SendMany writes many outbox messages in one statement on the pool; the
 // result has one entry per message, in order.
 func (c *Client) SendMany(ctx context.Context, msgs []outbox.Message) ([]outbox.Sent, error) {
+	if err := checkCtx(ctx); err != nil {
+		return nil, err
+	}
 	if c.set != nil {
 		return c.shardedSend(ctx, msgs)
 	}
@@ -248,6 +275,9 @@ func (c *Client) SendMany(ctx context.Context, msgs []outbox.Message) ([]outbox.
 
 // SendManyTx writes many outbox messages in the caller's transaction.
 func (c *Client) SendManyTx(ctx context.Context, tx pgx.Tx, msgs []outbox.Message) ([]outbox.Sent, error) {
+	if err := checkTx(ctx, tx); err != nil {
+		return nil, err
+	}
 	if c.set != nil {
 		return nil, c.errShardTx("SendManyTx")
 	}
@@ -261,6 +291,9 @@ func (c *Client) SendManyTx(ctx context.Context, tx pgx.Tx, msgs []outbox.Messag
 // Receive records an inbox message once per (source, message id): a
 // duplicate changes nothing and reports the stored one.
 func (c *Client) Receive(ctx context.Context, m inbox.Message) (inbox.Received, error) {
+	if err := checkCtx(ctx); err != nil {
+		return inbox.Received{}, err
+	}
 	if c.set != nil {
 		rs, err := c.shardedReceive(ctx, []inbox.Message{m})
 		if len(rs) != 1 {
@@ -279,6 +312,9 @@ func (c *Client) shardReceived(r inbox.Received, err error) (inbox.Received, err
 
 // ReceiveTx is Receive in the caller's transaction.
 func (c *Client) ReceiveTx(ctx context.Context, tx pgx.Tx, m inbox.Message) (inbox.Received, error) {
+	if err := checkTx(ctx, tx); err != nil {
+		return inbox.Received{}, err
+	}
 	if c.set != nil {
 		return inbox.Received{}, c.errShardTx("ReceiveTx")
 	}
@@ -297,6 +333,9 @@ func (c *Client) ReceiveTx(ctx context.Context, tx pgx.Tx, m inbox.Message) (inb
 // message's in msgs. Any other error stops at its shard, naming it: the
 // shards before it stay written.
 func (c *Client) ReceiveMany(ctx context.Context, msgs []inbox.Message) ([]inbox.Received, error) {
+	if err := checkCtx(ctx); err != nil {
+		return nil, err
+	}
 	if c.set != nil {
 		return c.shardedReceive(ctx, msgs)
 	}
@@ -309,6 +348,9 @@ func (c *Client) ReceiveMany(ctx context.Context, msgs []inbox.Message) ([]inbox
 
 // ReceiveManyTx is ReceiveMany in the caller's transaction.
 func (c *Client) ReceiveManyTx(ctx context.Context, tx pgx.Tx, msgs []inbox.Message) ([]inbox.Received, error) {
+	if err := checkTx(ctx, tx); err != nil {
+		return nil, err
+	}
 	if c.set != nil {
 		return nil, c.errShardTx("ReceiveManyTx")
 	}
@@ -321,6 +363,9 @@ func (c *Client) ReceiveManyTx(ctx context.Context, tx pgx.Tx, msgs []inbox.Mess
 
 // ScheduleTimer schedules a one-shot timer on the pool.
 func (c *Client) ScheduleTimer(ctx context.Context, t timers.Timer) (timers.Scheduled, error) {
+	if err := checkCtx(ctx); err != nil {
+		return timers.Scheduled{}, err
+	}
 	if c.set != nil {
 		rs, err := c.shardedSchedule(ctx, []timers.Timer{t})
 		if err != nil {
@@ -335,6 +380,9 @@ func (c *Client) ScheduleTimer(ctx context.Context, t timers.Timer) (timers.Sche
 
 // ScheduleTimerTx schedules a timer in the caller's transaction.
 func (c *Client) ScheduleTimerTx(ctx context.Context, tx pgx.Tx, t timers.Timer) (timers.Scheduled, error) {
+	if err := checkTx(ctx, tx); err != nil {
+		return timers.Scheduled{}, err
+	}
 	if c.set != nil {
 		return timers.Scheduled{}, c.errShardTx("ScheduleTimerTx")
 	}
@@ -346,6 +394,9 @@ func (c *Client) ScheduleTimerTx(ctx context.Context, tx pgx.Tx, t timers.Timer)
 // ScheduleTimers schedules many timers in one statement on the pool; the
 // result has one entry per timer, in order.
 func (c *Client) ScheduleTimers(ctx context.Context, ts []timers.Timer) ([]timers.Scheduled, error) {
+	if err := checkCtx(ctx); err != nil {
+		return nil, err
+	}
 	if c.set != nil {
 		return c.shardedSchedule(ctx, ts)
 	}
@@ -358,6 +409,9 @@ func (c *Client) ScheduleTimers(ctx context.Context, ts []timers.Timer) ([]timer
 
 // ScheduleTimersTx is ScheduleTimers in the caller's transaction.
 func (c *Client) ScheduleTimersTx(ctx context.Context, tx pgx.Tx, ts []timers.Timer) ([]timers.Scheduled, error) {
+	if err := checkTx(ctx, tx); err != nil {
+		return nil, err
+	}
 	if c.set != nil {
 		return nil, c.errShardTx("ScheduleTimersTx")
 	}
@@ -371,6 +425,9 @@ func (c *Client) ScheduleTimersTx(ctx context.Context, tx pgx.Tx, ts []timers.Ti
 // CancelTimer cancels a timer that has not fired; it is idempotent. It
 // fails with timers.ErrNotFound, ErrClaimed or ErrFinished otherwise.
 func (c *Client) CancelTimer(ctx context.Context, id int64) error {
+	if err := checkCtx(ctx); err != nil {
+		return err
+	}
 	if c.set != nil {
 		return c.errShardID("CancelTimer")
 	}
@@ -379,6 +436,9 @@ func (c *Client) CancelTimer(ctx context.Context, id int64) error {
 
 // CancelTimerTx is CancelTimer in the caller's transaction.
 func (c *Client) CancelTimerTx(ctx context.Context, tx pgx.Tx, id int64) error {
+	if err := checkTx(ctx, tx); err != nil {
+		return err
+	}
 	if c.set != nil {
 		return c.errShardTx("CancelTimerTx")
 	}
@@ -391,6 +451,9 @@ func (c *Client) CancelTimerTx(ctx context.Context, tx pgx.Tx, id int64) error {
 // On a sharded Client a schedule lives on the shard of its name
 // (ScheduleKey), whose maintenance leader makes its runs there.
 func (c *Client) CreateSchedule(ctx context.Context, sp schedule.Spec) (schedule.Schedule, error) {
+	if err := checkCtx(ctx); err != nil {
+		return schedule.Schedule{}, err
+	}
 	if c.set != nil {
 		return c.set.pick(routeSchedule(sp.Name)).CreateSchedule(ctx, sp)
 	}
@@ -414,6 +477,9 @@ func PeriodicJob(name, cron string, args Args, opts *EnqueueOpts) (schedule.Spec
 // DeleteSchedule deletes a schedule (schedule.ErrNotFound when there is
 // none of that name).
 func (c *Client) DeleteSchedule(ctx context.Context, name string) error {
+	if err := checkCtx(ctx); err != nil {
+		return err
+	}
 	if c.set != nil {
 		return c.set.pick(routeSchedule(name)).DeleteSchedule(ctx, name)
 	}
@@ -442,12 +508,18 @@ func (c *Client) scheduleShard(name string) *Client {
 // GetSchedule reads the schedule called name on its shard
 // (schedule.ErrNotFound when there is none).
 func (c *Client) GetSchedule(ctx context.Context, name string) (schedule.Schedule, error) {
+	if err := checkCtx(ctx); err != nil {
+		return schedule.Schedule{}, err
+	}
 	sc := c.scheduleShard(name)
 	return sc.sched.Get(ctx, sc.db, name)
 }
 
 // ListSchedules lists the schedules of every shard, by name.
 func (c *Client) ListSchedules(ctx context.Context) ([]schedule.Schedule, error) {
+	if err := checkCtx(ctx); err != nil {
+		return nil, err
+	}
 	if c.set == nil {
 		return c.sched.List(ctx, c.db)
 	}
@@ -465,18 +537,27 @@ func (c *Client) ListSchedules(ctx context.Context) ([]schedule.Schedule, error)
 
 // UpdateSchedule changes the schedule called name on its shard.
 func (c *Client) UpdateSchedule(ctx context.Context, name string, ch schedule.Changes) (schedule.Schedule, error) {
+	if err := checkCtx(ctx); err != nil {
+		return schedule.Schedule{}, err
+	}
 	sc := c.scheduleShard(name)
 	return sc.sched.Update(ctx, sc.db, name, ch)
 }
 
 // EnableSchedule enables the schedule called name on its shard.
 func (c *Client) EnableSchedule(ctx context.Context, name string) (schedule.Schedule, error) {
+	if err := checkCtx(ctx); err != nil {
+		return schedule.Schedule{}, err
+	}
 	sc := c.scheduleShard(name)
 	return sc.sched.Enable(ctx, sc.db, name)
 }
 
 // DisableSchedule disables the schedule called name on its shard.
 func (c *Client) DisableSchedule(ctx context.Context, name string) (schedule.Schedule, error) {
+	if err := checkCtx(ctx); err != nil {
+		return schedule.Schedule{}, err
+	}
 	sc := c.scheduleShard(name)
 	return sc.sched.Disable(ctx, sc.db, name)
 }
@@ -484,6 +565,9 @@ func (c *Client) DisableSchedule(ctx context.Context, name string) (schedule.Sch
 // TriggerSchedule makes a run of the schedule called name now, on its
 // shard (schedule.Store.TriggerNow).
 func (c *Client) TriggerSchedule(ctx context.Context, name string, force bool) (schedule.Triggered, error) {
+	if err := checkCtx(ctx); err != nil {
+		return schedule.Triggered{}, err
+	}
 	sc := c.scheduleShard(name)
 	return sc.sched.TriggerNow(ctx, sc.db, name, force)
 }

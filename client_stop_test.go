@@ -49,10 +49,12 @@ func TestClientStopWithEndedContextReleasesLeases(t *testing.T) {
 		name          string
 		ignoresCtx    bool
 		cancelledWhen string // "before" Stop is called, or "during" it
+		sharded       bool   // a Client of NewShardedClient over two databases
 	}{
 		{name: "handler returns on cancel", cancelledWhen: "before"},
 		{name: "handler ignores its context", ignoresCtx: true, cancelledWhen: "before"},
 		{name: "context ends during the drain", cancelledWhen: "during"},
+		{name: "sharded Client", cancelledWhen: "before", sharded: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -74,8 +76,15 @@ func TestClientStopWithEndedContextReleasesLeases(t *testing.T) {
 			}))
 			// A lease and a drain timeout far longer than the test: only
 			// Stop can have released the job.
-			client, err := workq.NewClient(pool, workq.Config{Workers: workers,
-				Worker: worker.Config{Lease: 5 * time.Minute, DrainTimeout: 5 * time.Minute, Poll: 50 * time.Millisecond}})
+			cfg := workq.Config{Workers: workers,
+				Worker: worker.Config{Lease: 5 * time.Minute, DrainTimeout: 5 * time.Minute, Poll: 50 * time.Millisecond}}
+			var client *workq.Client
+			var err error
+			if tc.sharded {
+				client, err = workq.NewShardedClient([]workq.Shard{{Name: "a", Pool: pool}, {Name: "b", Pool: testdb.Pool(t)}}, cfg)
+			} else {
+				client, err = workq.NewClient(pool, cfg)
+			}
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -92,6 +101,13 @@ func TestClientStopWithEndedContextReleasesLeases(t *testing.T) {
 			res, err := client.Enqueue(context.Background(), StopArgs{}, nil)
 			if err != nil {
 				t.Fatal(err)
+			}
+			if tc.sharded {
+				sc, err := client.Shard(res.Shard)
+				if err != nil {
+					t.Fatal(err)
+				}
+				pool = sc.Pool()
 			}
 			select {
 			case <-started:

@@ -82,6 +82,9 @@ var cancelActor = "client:" + workqtype.DefaultOwner()
 // client.Shard(res.Shard).Cancel(ctx, res.ID).
 func (c *Client) Cancel(ctx context.Context, id int64) (_ CancelResult, err error) {
 	defer c.notMigrated(&err)
+	if err := checkCtx(ctx); err != nil {
+		return 0, err
+	}
 	if c.set != nil {
 		return 0, c.errShardID("Cancel")
 	}
@@ -92,6 +95,9 @@ func (c *Client) Cancel(ctx context.Context, id int64) (_ CancelResult, err erro
 // and a running one's worker notified, when tx commits.
 func (c *Client) CancelTx(ctx context.Context, tx pgx.Tx, id int64) (_ CancelResult, err error) {
 	defer c.notMigrated(&err)
+	if err := checkTx(ctx, tx); err != nil {
+		return 0, err
+	}
 	if c.set != nil {
 		return 0, c.errShardTx("CancelTx")
 	}

@@ -370,6 +370,9 @@ var ErrNotRunning = errors.New("workq: client not running")
 // disabled), and returns at once. Cancelling ctx does not stop the Client
 // (Stop does), but its values reach every handler's context.
 func (c *Client) Start(ctx context.Context) error {
+	if err := checkCtx(ctx); err != nil {
+		return err
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.view {
@@ -446,7 +449,7 @@ func (c *Client) checkSyncCommit(ctx context.Context) {
 
 // maintenanceStopBound bounds the end of the maintenance in Stop (as
 // `workq maintain` always did): a task round in flight is cancelled and
-// the leadership released within it.
+// the leadership released within it, whatever becomes of Stop's ctx.
 const maintenanceStopBound = 10 * time.Second
 
 // Stop stops claiming, lets in-flight handlers finish for the worker's
@@ -454,7 +457,18 @@ const maintenanceStopBound = 10 * time.Second
 // completion and ends the maintenance. It returns within the drain timeout
 // plus worker.StopBound plus 10 s for the maintenance, whatever the database
 // does.
+//
+// A ctx that has ended (even before Stop is called, as the context of
+// signal.NotifyContext after Ctrl-C) only cuts the drain short: handlers
+// are cancelled at once (worker.ErrShutdown), and every lease the Client
+// holds (items, the maintenance leadership) is still released or completed
+// before Stop returns, within worker.StopBound plus 10 s. Stop returns nil
+// then, unless a lease could not be released in that bound (the database
+// unreachable): the error wraps ctx.Err(), and those leases expire.
 func (c *Client) Stop(ctx context.Context) error {
+	if err := checkCtx(ctx); err != nil {
+		return err
+	}
 	c.mu.Lock()
 	started := c.started
 	c.started = false
@@ -465,7 +479,7 @@ func (c *Client) Stop(ctx context.Context) error {
 	if c.set != nil {
 		return c.stopSharded(ctx)
 	}
-	c.limits.stopAndWait(ctx)
+	defer c.limits.stopAndWait()() // beside the worker and the maintenance
 	return c.stopParts(ctx)
 }
 
@@ -478,7 +492,9 @@ func (c *Client) stopParts(ctx context.Context) error {
 		}
 	}
 	if c.maint != nil {
-		mctx, cancel := context.WithTimeout(ctx, maintenanceStopBound)
+		// Not ctx: its end cancels the tasks anyway, and the leadership is
+		// released within the bound.
+		mctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), maintenanceStopBound)
 		if err := c.maint.Stop(mctx); err != nil {
 			errs = append(errs, fmt.Errorf("stop maintenance: %w", err))
 		}
@@ -487,8 +503,19 @@ func (c *Client) stopParts(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
+// checkCtx and checkTx are the guard of every Client method that takes a
+// context (and a transaction): a nil one is refused with ErrInvalid
+// instead of a panic deep in pgx.
+var (
+	checkCtx = workqtype.CheckCtx
+	checkTx  = workqtype.CheckTx
+)
+
 // Run starts the Client, runs until ctx ends, then stops it (see Stop).
 func (c *Client) Run(ctx context.Context) error {
+	if err := checkCtx(ctx); err != nil {
+		return err
+	}
 	if err := c.Start(context.WithoutCancel(ctx)); err != nil {
 		return err
 	}

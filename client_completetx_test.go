@@ -12,6 +12,7 @@ import (
 	"github.com/workq/workq/internal/testdb"
 	"github.com/workq/workq/lease"
 	"github.com/workq/workq/worker"
+	"github.com/workq/workq/workqtype"
 )
 
 type payArgs struct {
@@ -193,5 +194,40 @@ func TestCompleteTxRefusesALostLease(t *testing.T) {
 	var status lease.Status
 	if err := pool.QueryRow(ctx, `select status from workq.job_runs`).Scan(&status); err != nil || status != lease.StatusInProgress {
 		t.Fatalf("status %q (err %v): the other holder's attempt must be untouched", status, err)
+	}
+}
+
+// Issue 28, item 4: CompleteTx with a nil transaction or a nil context
+// returns ErrInvalid naming it instead of panicking in the handler; the
+// attempt then goes on to its own result (done here).
+func TestClientCompleteTxRefusesNilArguments(t *testing.T) {
+	pool := testdb.Pool(t)
+	errs := make(chan [2]error, 1)
+	client, results := startPayClient(t, pool, func(ctx context.Context, job *workq.Job[payArgs]) error {
+		var nilCtx context.Context
+		tx, err := pool.Begin(ctx)
+		if err != nil {
+			return err
+		}
+		defer tx.Rollback(ctx)
+		errs <- [2]error{job.CompleteTx(ctx, nil), job.CompleteTx(nilCtx, tx)}
+		return nil
+	})
+	if _, err := client.Enqueue(context.Background(), payArgs{Order: 1}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if r := nextResult(t, results); r.Outcome != lease.Done || !r.Applied {
+		t.Errorf("result %+v, want done and applied", r)
+	}
+	var got [2]error
+	select {
+	case got = <-errs:
+	default:
+		t.Fatal("the handler did not get past CompleteTx (it panicked?)")
+	}
+	for i, field := range []string{"tx", "ctx"} {
+		if !errors.Is(got[i], workq.ErrInvalid) || workqtype.FieldOf(got[i]) != field {
+			t.Errorf("CompleteTx with a nil %s: %v, want ErrInvalid naming %s", field, got[i], field)
+		}
 	}
 }

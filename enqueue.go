@@ -56,6 +56,9 @@ func job(args Args, opts *EnqueueOpts) (jobq.Job, error) {
 // Enqueue adds one job run on the Client's pool.
 func (c *Client) Enqueue(ctx context.Context, args Args, opts *EnqueueOpts) (_ Enqueued, err error) {
 	defer c.notMigrated(&err)
+	if err := checkCtx(ctx); err != nil {
+		return Enqueued{}, err
+	}
 	if c.set != nil {
 		rs, err := c.aroundEnqueue(ctx, []EnqueueParams{{Args: args, Opts: opts}}, true, c.shardedEnqueue)
 		if err != nil {
@@ -73,6 +76,9 @@ func (c *Client) Enqueue(ctx context.Context, args Args, opts *EnqueueOpts) (_ E
 // if and only if tx commits.
 func (c *Client) EnqueueTx(ctx context.Context, tx pgx.Tx, args Args, opts *EnqueueOpts) (_ Enqueued, err error) {
 	defer c.notMigrated(&err)
+	if err := checkTx(ctx, tx); err != nil {
+		return Enqueued{}, err
+	}
 	if c.set != nil {
 		return Enqueued{}, c.errShardTx("EnqueueTx")
 	}
@@ -107,6 +113,9 @@ func (c *Client) enqueue(ctx context.Context, db DB, args Args, opts *EnqueueOpt
 // stay written (the error names the shard).
 func (c *Client) EnqueueMany(ctx context.Context, params []EnqueueParams) (_ []Enqueued, err error) {
 	defer c.notMigrated(&err)
+	if err := checkCtx(ctx); err != nil {
+		return nil, err
+	}
 	if c.set != nil {
 		return c.aroundEnqueue(ctx, params, false, c.shardedEnqueue)
 	}
@@ -116,6 +125,9 @@ func (c *Client) EnqueueMany(ctx context.Context, params []EnqueueParams) (_ []E
 // EnqueueManyTx is EnqueueMany in the caller's transaction.
 func (c *Client) EnqueueManyTx(ctx context.Context, tx pgx.Tx, params []EnqueueParams) (_ []Enqueued, err error) {
 	defer c.notMigrated(&err)
+	if err := checkTx(ctx, tx); err != nil {
+		return nil, err
+	}
 	if c.set != nil {
 		return nil, c.errShardTx("EnqueueManyTx")
 	}
@@ -147,6 +159,9 @@ func (c *Client) enqueueMany(ctx context.Context, db DB, params []EnqueueParams)
 // call (its jobs have no key).
 func (c *Client) EnqueueManyFast(ctx context.Context, params []EnqueueParams) (_ int64, err error) {
 	defer c.notMigrated(&err)
+	if err := checkCtx(ctx); err != nil {
+		return 0, err
+	}
 	if c.set != nil {
 		sc := c.set.pick("")
 		n, err := sc.EnqueueManyFast(ctx, params)
@@ -161,6 +176,9 @@ func (c *Client) EnqueueManyFast(ctx context.Context, params []EnqueueParams) (_
 // EnqueueManyFastTx is EnqueueManyFast in the caller's transaction.
 func (c *Client) EnqueueManyFastTx(ctx context.Context, tx pgx.Tx, params []EnqueueParams) (_ int64, err error) {
 	defer c.notMigrated(&err)
+	if err := checkTx(ctx, tx); err != nil {
+		return 0, err
+	}
 	if c.set != nil {
 		return 0, c.errShardTx("EnqueueManyFastTx")
 	}
@@ -213,6 +231,9 @@ func (c *Client) ValidateArgs(args Args, opts *EnqueueOpts) error {
 // caller's transaction: use SendTx beside the business write.
 func (c *Client) Send(ctx context.Context, m outbox.Message) (_ outbox.Sent, err error) {
 	defer c.notMigrated(&err)
+	if err := checkCtx(ctx); err != nil {
+		return outbox.Sent{}, err
+	}
 	if c.set != nil {
 		rs, err := c.shardedSend(ctx, []outbox.Message{m})
 		if err != nil {
@@ -235,6 +256,9 @@ func (c *Client) shardSent(r outbox.Sent, err error) (outbox.Sent, error) {
 // relayed if and only if tx commits.
 func (c *Client) SendTx(ctx context.Context, tx pgx.Tx, m outbox.Message) (_ outbox.Sent, err error) {
 	defer c.notMigrated(&err)
+	if err := checkTx(ctx, tx); err != nil {
+		return outbox.Sent{}, err
+	}
 	if c.set != nil {
 		return outbox.Sent{}, c.errShardTx("SendTx")
 	}
@@ -245,6 +269,9 @@ func (c *Client) SendTx(ctx context.Context, tx pgx.Tx, m outbox.Message) (_ out
 // result has one entry per message, in order.
 func (c *Client) SendMany(ctx context.Context, msgs []outbox.Message) (_ []outbox.Sent, err error) {
 	defer c.notMigrated(&err)
+	if err := checkCtx(ctx); err != nil {
+		return nil, err
+	}
 	if c.set != nil {
 		return c.shardedSend(ctx, msgs)
 	}
@@ -258,6 +285,9 @@ func (c *Client) SendMany(ctx context.Context, msgs []outbox.Message) (_ []outbo
 // SendManyTx writes many outbox messages in the caller's transaction.
 func (c *Client) SendManyTx(ctx context.Context, tx pgx.Tx, msgs []outbox.Message) (_ []outbox.Sent, err error) {
 	defer c.notMigrated(&err)
+	if err := checkTx(ctx, tx); err != nil {
+		return nil, err
+	}
 	if c.set != nil {
 		return nil, c.errShardTx("SendManyTx")
 	}
@@ -272,6 +302,9 @@ func (c *Client) SendManyTx(ctx context.Context, tx pgx.Tx, msgs []outbox.Messag
 // duplicate changes nothing and reports the stored one.
 func (c *Client) Receive(ctx context.Context, m inbox.Message) (_ inbox.Received, err error) {
 	defer c.notMigrated(&err)
+	if err := checkCtx(ctx); err != nil {
+		return inbox.Received{}, err
+	}
 	if c.set != nil {
 		rs, err := c.shardedReceive(ctx, []inbox.Message{m})
 		if len(rs) != 1 {
@@ -291,6 +324,9 @@ func (c *Client) shardReceived(r inbox.Received, err error) (inbox.Received, err
 // ReceiveTx is Receive in the caller's transaction.
 func (c *Client) ReceiveTx(ctx context.Context, tx pgx.Tx, m inbox.Message) (_ inbox.Received, err error) {
 	defer c.notMigrated(&err)
+	if err := checkTx(ctx, tx); err != nil {
+		return inbox.Received{}, err
+	}
 	if c.set != nil {
 		return inbox.Received{}, c.errShardTx("ReceiveTx")
 	}
@@ -310,6 +346,9 @@ func (c *Client) ReceiveTx(ctx context.Context, tx pgx.Tx, m inbox.Message) (_ i
 // shards before it stay written.
 func (c *Client) ReceiveMany(ctx context.Context, msgs []inbox.Message) (_ []inbox.Received, err error) {
 	defer c.notMigrated(&err)
+	if err := checkCtx(ctx); err != nil {
+		return nil, err
+	}
 	if c.set != nil {
 		return c.shardedReceive(ctx, msgs)
 	}
@@ -323,6 +362,9 @@ func (c *Client) ReceiveMany(ctx context.Context, msgs []inbox.Message) (_ []inb
 // ReceiveManyTx is ReceiveMany in the caller's transaction.
 func (c *Client) ReceiveManyTx(ctx context.Context, tx pgx.Tx, msgs []inbox.Message) (_ []inbox.Received, err error) {
 	defer c.notMigrated(&err)
+	if err := checkTx(ctx, tx); err != nil {
+		return nil, err
+	}
 	if c.set != nil {
 		return nil, c.errShardTx("ReceiveManyTx")
 	}
@@ -336,6 +378,9 @@ func (c *Client) ReceiveManyTx(ctx context.Context, tx pgx.Tx, msgs []inbox.Mess
 // ScheduleTimer schedules a one-shot timer on the pool.
 func (c *Client) ScheduleTimer(ctx context.Context, t timers.Timer) (_ timers.Scheduled, err error) {
 	defer c.notMigrated(&err)
+	if err := checkCtx(ctx); err != nil {
+		return timers.Scheduled{}, err
+	}
 	if c.set != nil {
 		rs, err := c.shardedSchedule(ctx, []timers.Timer{t})
 		if err != nil {
@@ -351,6 +396,9 @@ func (c *Client) ScheduleTimer(ctx context.Context, t timers.Timer) (_ timers.Sc
 // ScheduleTimerTx schedules a timer in the caller's transaction.
 func (c *Client) ScheduleTimerTx(ctx context.Context, tx pgx.Tx, t timers.Timer) (_ timers.Scheduled, err error) {
 	defer c.notMigrated(&err)
+	if err := checkTx(ctx, tx); err != nil {
+		return timers.Scheduled{}, err
+	}
 	if c.set != nil {
 		return timers.Scheduled{}, c.errShardTx("ScheduleTimerTx")
 	}
@@ -363,6 +411,9 @@ func (c *Client) ScheduleTimerTx(ctx context.Context, tx pgx.Tx, t timers.Timer)
 // result has one entry per timer, in order.
 func (c *Client) ScheduleTimers(ctx context.Context, ts []timers.Timer) (_ []timers.Scheduled, err error) {
 	defer c.notMigrated(&err)
+	if err := checkCtx(ctx); err != nil {
+		return nil, err
+	}
 	if c.set != nil {
 		return c.shardedSchedule(ctx, ts)
 	}
@@ -376,6 +427,9 @@ func (c *Client) ScheduleTimers(ctx context.Context, ts []timers.Timer) (_ []tim
 // ScheduleTimersTx is ScheduleTimers in the caller's transaction.
 func (c *Client) ScheduleTimersTx(ctx context.Context, tx pgx.Tx, ts []timers.Timer) (_ []timers.Scheduled, err error) {
 	defer c.notMigrated(&err)
+	if err := checkTx(ctx, tx); err != nil {
+		return nil, err
+	}
 	if c.set != nil {
 		return nil, c.errShardTx("ScheduleTimersTx")
 	}
@@ -390,6 +444,9 @@ func (c *Client) ScheduleTimersTx(ctx context.Context, tx pgx.Tx, ts []timers.Ti
 // fails with timers.ErrNotFound, ErrClaimed or ErrFinished otherwise.
 func (c *Client) CancelTimer(ctx context.Context, id int64) (err error) {
 	defer c.notMigrated(&err)
+	if err := checkCtx(ctx); err != nil {
+		return err
+	}
 	if c.set != nil {
 		return c.errShardID("CancelTimer")
 	}
@@ -399,6 +456,9 @@ func (c *Client) CancelTimer(ctx context.Context, id int64) (err error) {
 // CancelTimerTx is CancelTimer in the caller's transaction.
 func (c *Client) CancelTimerTx(ctx context.Context, tx pgx.Tx, id int64) (err error) {
 	defer c.notMigrated(&err)
+	if err := checkTx(ctx, tx); err != nil {
+		return err
+	}
 	if c.set != nil {
 		return c.errShardTx("CancelTimerTx")
 	}
@@ -412,6 +472,9 @@ func (c *Client) CancelTimerTx(ctx context.Context, tx pgx.Tx, id int64) (err er
 // (ScheduleKey), whose maintenance leader makes its runs there.
 func (c *Client) CreateSchedule(ctx context.Context, sp schedule.Spec) (_ schedule.Schedule, err error) {
 	defer c.notMigrated(&err)
+	if err := checkCtx(ctx); err != nil {
+		return schedule.Schedule{}, err
+	}
 	if c.set != nil {
 		return c.set.pick(routeSchedule(sp.Name)).CreateSchedule(ctx, sp)
 	}
@@ -436,6 +499,9 @@ func PeriodicJob(name, cron string, args Args, opts *EnqueueOpts) (schedule.Spec
 // none of that name).
 func (c *Client) DeleteSchedule(ctx context.Context, name string) (err error) {
 	defer c.notMigrated(&err)
+	if err := checkCtx(ctx); err != nil {
+		return err
+	}
 	if c.set != nil {
 		return c.set.pick(routeSchedule(name)).DeleteSchedule(ctx, name)
 	}
@@ -465,6 +531,9 @@ func (c *Client) scheduleShard(name string) *Client {
 // (schedule.ErrNotFound when there is none).
 func (c *Client) GetSchedule(ctx context.Context, name string) (_ schedule.Schedule, err error) {
 	defer c.notMigrated(&err)
+	if err := checkCtx(ctx); err != nil {
+		return schedule.Schedule{}, err
+	}
 	sc := c.scheduleShard(name)
 	return sc.sched.Get(ctx, sc.db, name)
 }
@@ -472,6 +541,9 @@ func (c *Client) GetSchedule(ctx context.Context, name string) (_ schedule.Sched
 // ListSchedules lists the schedules of every shard, by name.
 func (c *Client) ListSchedules(ctx context.Context) (_ []schedule.Schedule, err error) {
 	defer c.notMigrated(&err)
+	if err := checkCtx(ctx); err != nil {
+		return nil, err
+	}
 	if c.set == nil {
 		return c.sched.List(ctx, c.db)
 	}
@@ -490,6 +562,9 @@ func (c *Client) ListSchedules(ctx context.Context) (_ []schedule.Schedule, err 
 // UpdateSchedule changes the schedule called name on its shard.
 func (c *Client) UpdateSchedule(ctx context.Context, name string, ch schedule.Changes) (_ schedule.Schedule, err error) {
 	defer c.notMigrated(&err)
+	if err := checkCtx(ctx); err != nil {
+		return schedule.Schedule{}, err
+	}
 	sc := c.scheduleShard(name)
 	return sc.sched.Update(ctx, sc.db, name, ch)
 }
@@ -497,6 +572,9 @@ func (c *Client) UpdateSchedule(ctx context.Context, name string, ch schedule.Ch
 // EnableSchedule enables the schedule called name on its shard.
 func (c *Client) EnableSchedule(ctx context.Context, name string) (_ schedule.Schedule, err error) {
 	defer c.notMigrated(&err)
+	if err := checkCtx(ctx); err != nil {
+		return schedule.Schedule{}, err
+	}
 	sc := c.scheduleShard(name)
 	return sc.sched.Enable(ctx, sc.db, name)
 }
@@ -504,6 +582,9 @@ func (c *Client) EnableSchedule(ctx context.Context, name string) (_ schedule.Sc
 // DisableSchedule disables the schedule called name on its shard.
 func (c *Client) DisableSchedule(ctx context.Context, name string) (_ schedule.Schedule, err error) {
 	defer c.notMigrated(&err)
+	if err := checkCtx(ctx); err != nil {
+		return schedule.Schedule{}, err
+	}
 	sc := c.scheduleShard(name)
 	return sc.sched.Disable(ctx, sc.db, name)
 }
@@ -512,6 +593,9 @@ func (c *Client) DisableSchedule(ctx context.Context, name string) (_ schedule.S
 // shard (schedule.Store.TriggerNow).
 func (c *Client) TriggerSchedule(ctx context.Context, name string, force bool) (_ schedule.Triggered, err error) {
 	defer c.notMigrated(&err)
+	if err := checkCtx(ctx); err != nil {
+		return schedule.Triggered{}, err
+	}
 	sc := c.scheduleShard(name)
 	return sc.sched.TriggerNow(ctx, sc.db, name, force)
 }

@@ -125,19 +125,25 @@ func (g *globalLimits) start(ctx context.Context) {
 	}()
 }
 
-// stopAndWait ends the leader's Run, waiting for it until ctx ends. The
-// leader releases its lock within its shard timeout; a budget it wrote
-// stays in force for the next leader.
-func (g *globalLimits) stopAndWait(ctx context.Context) {
+// stopAndWait ends the leader's Run and returns the wait for it, at most
+// maintenanceStopBound, for the caller to call once it has stopped the
+// rest: the leader releases its lock within its shard timeout; a budget it
+// wrote stays in force for the next leader. Stop's ctx does not cut it
+// short, so the lock is released before Stop returns.
+func (g *globalLimits) stopAndWait() (wait func()) {
 	if g == nil || g.stop == nil {
-		return
+		return func() {}
 	}
 	g.stop()
-	select {
-	case <-g.done:
-	case <-ctx.Done():
-	}
 	g.stop = nil
+	return func() {
+		t := time.NewTimer(maintenanceStopBound)
+		defer t.Stop()
+		select {
+		case <-g.done:
+		case <-t.C:
+		}
+	}
 }
 
 // NewShardedClient returns a Client over several PostgreSQL databases
@@ -634,7 +640,7 @@ const shardCheckBound = 5 * time.Second
 
 // stopSharded stops every shard at once (each within Stop's bound).
 func (c *Client) stopSharded(ctx context.Context) error {
-	c.limits.stopAndWait(ctx)
+	defer c.limits.stopAndWait()()
 	errs := make([]error, len(c.set.shards))
 	var wg sync.WaitGroup
 	for i, sc := range c.set.shards {

@@ -305,6 +305,15 @@ func TestValidation(t *testing.T) {
 		{"bad time", "POST", "/v1/jobs", map[string]any{"kind": "k", "run_at": "tomorrow"}, "", 400, "RFC 3339", "run_at"},
 		{"zero time", "POST", "/v1/jobs", map[string]any{"kind": "k", "run_at": "0001-01-01T00:00:00Z"}, "", 400, "zero time", "run_at"},
 		{"payload over the limit", "POST", "/v1/jobs", raw(big), "", 400, "more than the limit of 1000 bytes", "payload"},
+		// Issue 28, item 4: times outside UTC years 1 to 9999 (PostgreSQL
+		// stored them, JSON could not write them back).
+		{"run_at in year 0", "POST", "/v1/jobs", map[string]any{"kind": "k", "run_at": "0000-06-01T00:00:00Z"}, "", 400, "out of range", "run_at"},
+		{"run_at in year 10000 in UTC", "POST", "/v1/jobs", map[string]any{"kind": "k", "run_at": "9999-12-31T23:00:00-10:00"}, "", 400, "out of range", "run_at"},
+		{"run_at out of range, batch", "POST", "/v1/jobs/batch", map[string]any{"items": []any{map[string]any{"kind": "k"}, map[string]any{"kind": "k", "run_at": "0000-01-01T00:00:00Z"}}}, "", 400, "out of range", "items[1].run_at"},
+		{"outbox run_at out of range", "POST", "/v1/outbox", map[string]any{"topic": "t", "run_at": "9999-12-31T23:59:59-01:00"}, "", 400, "out of range", "run_at"},
+		{"outbox run_at out of range, batch", "POST", "/v1/outbox/batch", map[string]any{"items": []any{map[string]any{"topic": "t"}, map[string]any{"topic": "t", "run_at": "0000-12-31T23:59:59Z"}}}, "", 400, "out of range", "items[1].run_at"},
+		{"timer due_time out of range", "POST", "/v1/timers", map[string]any{"topic": "t", "due_time": "0000-01-01T00:00:00Z"}, "", 400, "out of range", "due_time"},
+		{"timer due_time out of range, batch", "POST", "/v1/timers/batch", map[string]any{"items": []any{map[string]any{"topic": "t", "delay": "1s"}, map[string]any{"topic": "t", "due_time": "9999-12-31T23:59:59-00:01"}}}, "", 400, "out of range", "items[1].due_time"},
 		{"payload not an object", "POST", "/v1/jobs", map[string]any{"kind": "k", "payload": []int{1}}, "", 400, "must be a JSON object", "payload"},
 		{"payload null", "POST", "/v1/jobs", raw(`{"kind":"k","payload":null}`), "", 400, "must be a JSON object", "payload"},
 		{"max attempts", "POST", "/v1/jobs", map[string]any{"kind": "k", "max_attempts": 5000}, "", 400, "max attempts must be between 1 and 1000", "max_attempts"},

@@ -145,6 +145,9 @@ func (c *Client) prepare(t Timer) (prepared, error) {
 	case t.Delay < 0:
 		return p, workqtype.Invalid("delay", fmt.Sprintf("delay %s is negative (a due time in the past is DueTime)", t.Delay))
 	case !t.DueTime.IsZero():
+		if err := workqtype.CheckTime("due_time", "due time", t.DueTime); err != nil {
+			return p, err
+		}
 		d := t.DueTime
 		p.dueTime = &d
 	default:

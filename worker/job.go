@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/workq/workq/internal/dbschema"
 	"github.com/workq/workq/lease"
+	"github.com/workq/workq/workqtype"
 )
 
 // Job is one claimed attempt handed to a handler.
@@ -56,6 +57,9 @@ func (j *Job) CompletedInTx() bool { return j.completedInTx.Load() }
 // archive to learn so). If tx rolls back instead, the handler's result is
 // applied as usual: return an error to retry the job.
 func CompleteTx(ctx context.Context, tx pgx.Tx, job *Job) error {
+	if err := workqtype.CheckTx(ctx, tx); err != nil {
+		return fmt.Errorf("complete %s %d in the transaction: %w", job.Table, job.ID, err)
+	}
 	rw, err := dbschema.NewRewriter(job.Schema)
 	if err != nil {
 		return fmt.Errorf("complete %s %d in the transaction: %w", job.Table, job.ID, err)

@@ -9,6 +9,7 @@ package worker_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -249,5 +250,84 @@ func TestRuntimeSchemaThatDisappearsIsReportedOnce(t *testing.T) {
 	waitFor(t, 10*time.Second, "the 'schema is there again' line", func() bool { return back() > 0 })
 	if n := back(); n != 1 {
 		t.Errorf("%d 'schema is there again' lines, want 1; the log:\n%s", n, logs.String())
+	}
+}
+
+// Issue 28, item 3: Stop with a context already cancelled (Ctrl-C's) cuts
+// the drain short but still releases the running job's lease before it
+// returns, within StopBound: nil when the release was applied; when the
+// database refuses connections, an error wrapping the context's, returned
+// once the stop has given up on the release (counted unflushed), not at
+// once with the release still to come.
+func TestRuntimeStopWithCancelledContextReleasesBeforeReturning(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name   string
+		outage bool
+	}{
+		{name: "database up"},
+		{name: "database refusing connections", outage: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			pool, outage := newOutagePool(t)
+			cfg := rtConfig("stop-cancelled")
+			cfg.Lease = 5 * time.Minute
+			cfg.DrainTimeout = 5 * time.Minute
+			w, err := worker.New(pool, cfg.Worker(), worker.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			running := newSignal[int64]()
+			if err := w.Register("block", func(ctx context.Context, j *worker.Job) error {
+				running.fire(j.ID)
+				<-ctx.Done()
+				return ctx.Err()
+			}); err != nil {
+				t.Fatal(err)
+			}
+			id := enqueue(t, pool, jobq.Job{Kind: "block"})
+			if err := w.Start(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			running.wait(t, 30*time.Second, "the handler to start")
+			if tc.outage {
+				outage.Down()
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			cancel()
+			began := time.Now()
+			err = w.Stop(ctx)
+			took := time.Since(began)
+			if bound := worker.StopBound + time.Second; took > bound {
+				t.Errorf("Stop took %s, want at most %s once its context has ended", took, bound)
+			}
+			st := w.Stats()
+			if !tc.outage {
+				if err != nil {
+					t.Errorf("Stop: %v, want nil: the lease was released", err)
+				}
+				if st.Released != 1 || st.Unflushed != 0 {
+					t.Errorf("stats %+v, want the job released", st)
+				}
+				var status lease.Status
+				var attempts int
+				var owned bool
+				if err := pool.QueryRow(context.Background(), `select status, attempts, owner_token is not null from workq.job_runs where id = $1`, id).
+					Scan(&status, &attempts, &owned); err != nil {
+					t.Fatal(err)
+				}
+				if status != lease.StatusReady || attempts != 0 || owned {
+					t.Errorf("job after Stop: status %s, attempts %d, owned %t; want ready, 0 (given back), not owned", status, attempts, owned)
+				}
+				return
+			}
+			if !errors.Is(err, context.Canceled) || !strings.Contains(fmt.Sprint(err), "could not be flushed") {
+				t.Errorf("Stop: %v, want an error wrapping context.Canceled saying the release could not be flushed", err)
+			}
+			if st.Unflushed != 1 {
+				t.Errorf("stats %+v, want the release that could not be flushed counted as unflushed when Stop returned", st)
+			}
+		})
 	}
 }

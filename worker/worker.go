@@ -289,6 +289,14 @@ type lifecycle struct {
 	stopOnce    sync.Once
 	stopped     chan struct{}
 	stopTimeout time.Duration
+	// drainCtx ends the drain window: at the drain timeout, when the ctx
+	// of a Stop call ends (cutDrain), or when every handler is done. Set
+	// by the first Stop.
+	drainCtx context.Context
+	cutDrain context.CancelFunc
+	// left is how many completions and releases the stop could not flush
+	// (set before stopped is closed).
+	left int64
 }
 
 // Start begins claiming and returns at once; the worker runs until Stop,
@@ -380,35 +388,64 @@ func describe(sources []Source) []string {
 // cancels the rest with ErrShutdown and releases them (back to ready, the
 // attempt given back), flushes every completion and returns. It returns
 // within the drain timeout plus StopBound, whatever the database does.
-// Calling it again waits for the first call to finish.
+//
+// A ctx that ends, even one already cancelled when Stop is called (the
+// context of signal.NotifyContext after Ctrl-C), only cuts the drain short:
+// the handlers are cancelled at once, and Stop still releases (or
+// completes) every lease it holds before it returns, within StopBound of
+// ctx ending. It returns nil then when it left no lease behind, and an error
+// wrapping ctx.Err() when some could not be released in that bound (the
+// database unreachable; Stats.Unflushed counts them): their leases expire
+// and the items run again. Calling it again waits for the first call to
+// finish; the ctx of every call cuts the drain short.
 func (w *Worker) Stop(ctx context.Context) error {
+	if err := workqtype.CheckCtx(ctx); err != nil {
+		return err
+	}
 	w.mu.Lock()
 	r, state := w.run, w.state
 	w.mu.Unlock()
 	if state != stateRunning && state != stateStopped || r == nil {
 		return ErrNotRunning
 	}
-	r.stopOnce.Do(func() { go w.stop(ctx, r) })
+	r.stopOnce.Do(func() {
+		r.drainCtx, r.cutDrain = context.WithTimeout(context.Background(), w.cfg.DrainTimeout)
+		go w.stop(r)
+	})
+	defer context.AfterFunc(ctx, r.cutDrain)()
 	select {
 	case <-r.stopped:
 		return nil
 	case <-ctx.Done():
-		// The stop goes on in the background, still bounded.
-		return ctx.Err()
+	}
+	// The drain is cut short; the releases and the last flushes end within
+	// StopBound (stopSlack covers the goroutines noticing it).
+	t := time.NewTimer(StopBound + stopSlack)
+	defer t.Stop()
+	select {
+	case <-r.stopped:
+		if r.left > 0 {
+			return fmt.Errorf("worker stop: %w, and %d completions or releases could not be flushed: their leases expire and the items run again", ctx.Err(), r.left)
+		}
+		return nil
+	case <-t.C:
+		return fmt.Errorf("worker stop: %w, and the stop did not end within %s: the leases still held expire and their items run again", ctx.Err(), StopBound+stopSlack)
 	}
 }
 
-func (w *Worker) stop(ctx context.Context, r *lifecycle) {
+// stopSlack is what Stop waits beyond StopBound, once its ctx has ended,
+// for the stop's goroutines to notice the bound and return.
+const stopSlack = time.Second
+
+func (w *Worker) stop(r *lifecycle) {
 	defer close(r.stopped)
-	deadline := time.Now().Add(w.cfg.DrainTimeout)
-	r.stopClaims()
-	r.loops.Wait()
-	w.log.Info("worker stopping: draining in-flight work", "in_flight", w.stats.inFlight.Load(), "drain_timeout", w.cfg.DrainTimeout)
-	drainCtx, cancel := context.WithDeadline(ctx, deadline)
-	defer cancel()
-	// StopBound counts from the end of the drain window (its deadline, ctx
-	// ending, or every handler done): everything after it, cancelled
-	// handlers returning and the last releases and flushes, fits in it.
+	unflushed := w.stats.unflushed.Load()
+	drainCtx := r.drainCtx
+	// StopBound counts from the end of the drain window (its deadline, a
+	// Stop's ctx ending, or every handler done): everything after it,
+	// cancelled handlers returning and the last releases and flushes, fits
+	// in it. It is armed before the claim loops are waited for, so a ctx
+	// that has ended bounds the whole stop.
 	var hard *time.Timer
 	var hardMu sync.Mutex
 	stopArming := context.AfterFunc(drainCtx, func() {
@@ -424,13 +461,17 @@ func (w *Worker) stop(ctx context.Context, r *lifecycle) {
 		}
 		hardMu.Unlock()
 	}()
+	r.stopClaims()
+	r.loops.Wait()
+	w.log.Info("worker stopping: draining in-flight work", "in_flight", w.stats.inFlight.Load(), "drain_timeout", w.cfg.DrainTimeout,
+		"cut_short", drainCtx.Err() != nil)
 	var drains sync.WaitGroup
 	for _, p := range r.producers {
 		drains.Add(1)
 		go func() { defer drains.Done(); p.drain(drainCtx) }()
 	}
 	drains.Wait()
-	cancel()
+	r.cutDrain()
 	for _, p := range r.producers {
 		p.stopHandlers()
 		p.failures.flush(p, true, time.Now())
@@ -441,6 +482,7 @@ func (w *Worker) stop(ctx context.Context, r *lifecycle) {
 	r.stopBg()
 	r.bg.Wait()
 	r.stopHard()
+	r.left = w.stats.unflushed.Load() - unflushed
 	w.mu.Lock()
 	w.state = stateStopped
 	w.mu.Unlock()

@@ -1,8 +1,11 @@
 package workqtype
 
 import (
+	"context"
 	"fmt"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 )
 
 // The checks every kind of work shares (jobs, outbox and inbox messages,
@@ -51,6 +54,26 @@ func MaxAttempts(field string, n, def int) (int32, error) {
 	return int32(n), nil
 }
 
+// MinTime and MaxTime bound every time an item is given (a run-at time, a
+// timer's due time): years 1 to 9999 in UTC, the times RFC 3339 and JSON
+// can write (the HTTP API, the CLI's --json and the outbox's batch
+// statement write them so), well inside PostgreSQL's timestamptz range
+// (4713 BC to 294276 AD), whose bounds a Go time.Time overshoots easily.
+var (
+	MinTime = time.Date(1, time.January, 1, 0, 0, 0, 0, time.UTC)
+	MaxTime = time.Date(9999, time.December, 31, 23, 59, 59, 999999999, time.UTC)
+)
+
+// CheckTime checks a time an item is given (what names it: "run at", "due
+// time"): between MinTime and MaxTime.
+func CheckTime(field, what string, t time.Time) error {
+	if t.Before(MinTime) || t.After(MaxTime) {
+		return Invalid(field, fmt.Sprintf("%s %s is out of range: want a time from %s to %s (UTC years 1 to 9999)",
+			what, t.UTC().Format(time.RFC3339Nano), MinTime.Format(time.RFC3339), MaxTime.Format(time.RFC3339Nano)))
+	}
+	return nil
+}
+
 // Delay checks when an item with either a delay or a run-at time (not
 // both) becomes due, and returns the delay in whole milliseconds, rounded
 // up, and the run-at time (nil for none).
@@ -62,9 +85,32 @@ func Delay(delay time.Duration, runAt time.Time) (int64, *time.Time, error) {
 		if delay != 0 {
 			return 0, nil, Invalid("run_at", "set run at or delay, not both")
 		}
+		if err := CheckTime("run_at", "run at", runAt); err != nil {
+			return 0, nil, err
+		}
 		return 0, &runAt, nil
 	}
 	return DelayMs(delay), nil, nil
+}
+
+// CheckCtx refuses a nil context, which pgx would panic on.
+func CheckCtx(ctx context.Context) error {
+	if ctx == nil {
+		return Invalid("ctx", "nil context (use context.Background())")
+	}
+	return nil
+}
+
+// CheckTx refuses a nil context or a nil transaction, given to a call that
+// works in the caller's transaction.
+func CheckTx(ctx context.Context, tx pgx.Tx) error {
+	if err := CheckCtx(ctx); err != nil {
+		return err
+	}
+	if tx == nil {
+		return Invalid("tx", "nil transaction")
+	}
+	return nil
 }
 
 // DelayMs is d in whole milliseconds, rounded up (a delay of 1ns is 1ms,

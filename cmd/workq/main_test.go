@@ -158,6 +158,10 @@ func TestCLIRejectsInvalidInput(t *testing.T) {
 		{name: "queue too long", db: true, args: []string{"enqueue", "--kind", "k", "--queue", strings.Repeat("q", 129)}, want: []string{"is not a valid name (1-128"}},
 		{name: "delay and run-at", db: true, args: []string{"enqueue", "--kind", "k", "--delay", "5s", "--run-at", "2030-01-02T15:04:05Z"}, want: []string{"not both"}},
 		{name: "run-at not RFC 3339", db: true, args: []string{"enqueue", "--kind", "k", "--run-at", "2030-01-02 15:04"}, want: []string{`--run-at "2030-01-02 15:04" is not an RFC 3339 time`}},
+		// issue 28, item 4: times outside UTC years 1 to 9999
+		{name: "run-at in year 0", db: true, args: []string{"enqueue", "--kind", "k", "--run-at", "0000-06-01T00:00:00Z"}, want: []string{"run at 0000-06-01T00:00:00Z is out of range"}},
+		{name: "run-at in year 10000 in UTC", db: true, args: []string{"enqueue", "--kind", "k", "--run-at", "9999-12-31T23:00:00-10:00"}, want: []string{"run at 10000-01-01T09:00:00Z is out of range"}},
+		{name: "outbox send run-at out of range", db: true, args: []string{"outbox", "send", "--topic", "t", "--run-at", "0000-01-01T00:00:00Z"}, want: []string{"is out of range"}},
 		{name: "delay negative", db: true, args: []string{"enqueue", "--kind", "k", "--delay", "-5s"}, want: []string{"delay -5s is negative"}},
 		{name: "delay not a duration", db: true, args: []string{"enqueue", "--kind", "k", "--delay", "soon"}, want: []string{`"soon"`, "--delay"}},
 		{name: "max-attempts negative", db: true, args: []string{"enqueue", "--kind", "k", "--max-attempts", "-1"}, want: []string{"--max-attempts must be between 1 and 1000, got -1"}},

@@ -42,6 +42,8 @@ func TestCLITimers(t *testing.T) {
 		{[]string{"timers", "schedule", db, "--topic", "t"}, "give --at TIME or --in DURATION"},
 		{[]string{"timers", "schedule", db, "--topic", "t", "--in", "1m", "--at", "2030-01-01T00:00:00Z"}, "not both"},
 		{[]string{"timers", "schedule", db, "--topic", "t", "--at", "tomorrow"}, "not an RFC 3339 time"},
+		{[]string{"timers", "schedule", db, "--topic", "t", "--at", "0000-01-01T00:00:00Z"}, "due time 0000-01-01T00:00:00Z is out of range"},
+		{[]string{"timers", "schedule", db, "--topic", "t", "--at", "9999-12-31T23:59:59-00:01"}, "is out of range"},
 		{[]string{"timers", "schedule", db, "--topic", "t", "--in", "-5s"}, "--in must be positive"},
 		{[]string{"timers", "schedule", db, "--topic", "t", "--in", "1m", "--payload", "[1]"}, "JSON object"},
 		{[]string{"timers", "schedule", db, "--topic", "t", "--in", "1m", "--payload", "@/nonexistent/x.json"}, "no such file"},

@@ -79,8 +79,10 @@ func main() {
 	}
 	must(client.ScheduleTimer(ctx, timers.Timer{Topic: "order.expired", Delay: time.Second, Payload: Order{1}}))
 
-	<-ctx.Done() // Ctrl-C: stop claiming, let running work finish (bounded), flush the results
-	check(client.Stop(context.Background()))
+	<-ctx.Done() // Ctrl-C. ctx is over: Stop(ctx) would cancel the handlers at once (and still release their jobs)
+	stopCtx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	check(client.Stop(stopCtx)) // stop claiming, let running work finish (bounded), release the rest, flush the results
 }
 
 func check(err error) {

@@ -9,7 +9,9 @@ import (
 )
 
 func TestNotMigrated(t *testing.T) {
-	pg := func(code, msg string) error { return fmt.Errorf("enqueue: %w", &pgconn.PgError{Code: code, Message: msg}) }
+	pg := func(code, msg string) error {
+		return fmt.Errorf("enqueue: %w", &pgconn.PgError{Code: code, Message: msg})
+	}
 	cases := []struct {
 		name   string
 		err    error

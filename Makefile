@@ -7,6 +7,9 @@ GO    ?= go
 SQLC_VERSION := v1.31.1
 TOOLS_DIR    ?= $(HOME)/.cache/workq/tools
 SQLC         := $(TOOLS_DIR)/sqlc-$(SQLC_VERSION)/sqlc
+# staticcheck is built the same way (pure Go, under a minute).
+STATICCHECK_VERSION := v0.8.2
+STATICCHECK         := $(TOOLS_DIR)/staticcheck-$(STATICCHECK_VERSION)/staticcheck
 
 TEST_FLAGS  ?= -count=1 -timeout 20m
 # The concurrent packages run under the race detector in every `make test`.
@@ -23,7 +26,7 @@ FUZZ_TARGETS := ./internal/jobq:FuzzEnqueue ./outbox:FuzzSend ./inbox:FuzzReceiv
 SOAK        ?= 10m
 MODE        ?= load
 
-.PHONY: run release test test-serial test-lane-1 test-lane-2 test-race test-rest test-faults test-soak faults-long faults-failover generate check-generated lint fmt build bench clean tools fuzz soak
+.PHONY: run release test test-serial test-lane-1 test-lane-2 test-race test-rest test-faults test-soak faults-long faults-failover generate check-generated staticcheck check-large-files lint fmt build bench clean tools fuzz soak
 
 ## run: migrate and run workq end to end (throwaway PostgreSQL when DATABASE_URL is unset).
 ## It runs the built binary, not `go run`: go run exits 1 whenever it is
@@ -34,12 +37,13 @@ run: build
 ## test: the whole suite (docs/testing.md). scripts/test-env.sh first
 ## installs and starts what the tests need and is missing. Then, at the same
 ## time: the check that db/gen is current (building the pinned sqlc once),
-## gofmt, and two lanes of tests, each running one test binary at a time:
-## the concurrent packages under the race detector then the 60 s soak; the
-## other packages then the short fault scenarios. go vet runs inside the go
+## staticcheck (building the pinned staticcheck once), gofmt, the check for
+## committed large files, and two lanes of tests, each running one test
+## binary at a time: the concurrent packages under the race detector then
+## the 60 s soak; the other packages then the short fault scenarios. go vet runs inside the go
 ## test runs (-vet=all).
 test:
-	@$(WITH_TEST_ENV) $(MAKE) --no-print-directory -k -j4 test-lane-1 test-lane-2 check-generated fmt
+	@$(WITH_TEST_ENV) $(MAKE) --no-print-directory -k -j6 test-lane-1 test-lane-2 check-generated staticcheck fmt check-large-files
 
 # The test command's machine set-up, for targets that need the test services:
 # it exports TEST_DATABASE_URL into the recipe line it starts.
@@ -60,7 +64,7 @@ TEST_P ?=
 ## test-serial: make test's parts one after another, go test at its default
 ## -p (the order make test had before the lanes), to compare
 test-serial:
-	@$(WITH_TEST_ENV) $(MAKE) --no-print-directory -k check-generated fmt test-race test-rest test-faults test-soak
+	@$(WITH_TEST_ENV) $(MAKE) --no-print-directory -k check-generated staticcheck fmt check-large-files test-race test-rest test-faults test-soak
 
 test-lane-1:
 	@+$(call lane,test-race test-soak)
@@ -102,8 +106,17 @@ generate: $(SQLC)
 check-generated: $(SQLC)
 	@$(SQLC) diff || { echo "db/gen is stale: run 'make generate' and commit the result" >&2; exit 1; }
 
-## lint: gofmt and go vet
-lint: fmt
+## staticcheck: staticcheck's default checks on every package and its tests
+staticcheck: $(STATICCHECK)
+	@$(STATICCHECK) ./...
+
+## check-large-files: fail when a committed file over 1 MiB is not on
+## scripts/check-large-files.sh's allow-list of data files
+check-large-files:
+	@scripts/check-large-files.sh
+
+## lint: gofmt, go vet and staticcheck
+lint: fmt staticcheck
 	$(GO) vet ./...
 
 ## fmt: fail when a Go file is not gofmt-formatted
@@ -156,7 +169,7 @@ else
 	@echo "make soak: MODE must be load or full, got $(MODE)"; exit 2
 endif
 
-tools: $(SQLC)
+tools: $(SQLC) $(STATICCHECK)
 
 # libpg_query's C (6 MB, compiled one file after another) is built without
 # optimisation: a third of the compile time, and sqlc diff still takes about
@@ -165,6 +178,11 @@ $(SQLC):
 	@echo "building sqlc $(SQLC_VERSION) (once; takes a few minutes)"
 	@mkdir -p $(dir $(SQLC))
 	GOBIN=$(dir $(SQLC)) CGO_ENABLED=1 CGO_CFLAGS="-O0 -g" $(GO) install github.com/sqlc-dev/sqlc/cmd/sqlc@$(SQLC_VERSION)
+
+$(STATICCHECK):
+	@echo "building staticcheck $(STATICCHECK_VERSION) (once)"
+	@mkdir -p $(dir $(STATICCHECK))
+	GOBIN=$(dir $(STATICCHECK)) $(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
 
 clean:
 	rm -rf bin dist .workq

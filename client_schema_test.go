@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -171,6 +172,14 @@ func TestMaintenanceOnlyInItsSchema(t *testing.T) {
 		cl, err := eng.Claim(ctx, lease.ClaimParams{Queue: "default", Max: 2, Lease: 200 * time.Millisecond, WorkerID: "test"})
 		if err != nil || len(cl.Items) != 2 {
 			t.Fatalf("claim: %d items, %v", len(cl.Items), err)
+		}
+		// The claim took exactly the two jobs just enqueued: the state
+		// the rest of the test checks is theirs.
+		claimed := []int64{cl.Items[0].ID, cl.Items[1].ID}
+		slices.Sort(claimed)
+		slices.Sort(ids)
+		if !slices.Equal(claimed, ids) {
+			t.Fatalf("claimed jobs %v, want the enqueued %v", claimed, ids)
 		}
 		done := cl.Items[0]
 		if _, err := eng.Complete(ctx, []lease.Completion{{ID: done.ID, Token: cl.Token, RunID: done.RunID, Outcome: lease.Done}}); err != nil {

@@ -13,7 +13,7 @@ import (
 // optional leading seconds field (6 fields), and the descriptors @yearly,
 // @annually, @monthly, @weekly, @daily, @midnight, @hourly and
 // @every <duration>. It is immutable and safe for concurrent use.
-var parser = cron.NewParser(cron.SecondOptional | cron.Minute | cron.Hour | cron.Dom | cron.Month | cron.Dow | cron.Descriptor).
+var parser = cron.MustNewParser(cron.SecondOptional | cron.Minute | cron.Hour | cron.Dom | cron.Month | cron.Dow | cron.Descriptor).
 	WithMinEveryInterval(time.Second)
 
 // maxScan bounds how many slots one schedule enumerates forward in one

@@ -155,13 +155,6 @@ func (n planNode) String() string {
 	return b.String()
 }
 
-func mustExec(t *testing.T, ctx context.Context, conn *pgx.Conn, sql string) {
-	t.Helper()
-	if _, err := conn.Exec(ctx, sql); err != nil {
-		t.Fatalf("%s: %v", sql, err)
-	}
-}
-
 func parsePlan(t *testing.T, raw []byte) planNode {
 	t.Helper()
 	var out []struct {

@@ -44,7 +44,7 @@ func attr(s tracetest.SpanStub, key attribute.Key) (attribute.Value, bool) {
 func spansNamed(spans tracetest.SpanStubs, name string, key attribute.Key, value string) []tracetest.SpanStub {
 	var out []tracetest.SpanStub
 	for _, s := range spans {
-		if v, ok := attr(s, key); s.Name == name && ok && v.Emit() == value {
+		if v, ok := attr(s, key); s.Name == name && ok && v.String() == value {
 			out = append(out, s)
 		}
 	}
@@ -139,7 +139,7 @@ func TestTraceFromProducerToHandler(t *testing.T) {
 	for _, s := range spans {
 		if s.Name == "workq.enqueue" {
 			v, _ := attr(s, "workq.table")
-			enqueues[v.Emit()] = append(enqueues[v.Emit()], s)
+			enqueues[v.String()] = append(enqueues[v.String()], s)
 			if s.Parent.SpanID() != req.SpanContext().SpanID() || s.SpanKind != trace.SpanKindProducer {
 				t.Errorf("enqueue span %v: parent %v kind %v, want the request span as parent and kind producer", s.SpanContext.SpanID(), s.Parent.SpanID(), s.SpanKind)
 			}
@@ -163,9 +163,9 @@ func TestTraceFromProducerToHandler(t *testing.T) {
 	parents := map[trace.SpanID]int{}
 	for _, s := range handles {
 		table, _ := attr(s, "workq.table")
-		if s.SpanContext.TraceID() != traceID || !isEnqueue(s.Parent, table.Emit()) || s.SpanKind != trace.SpanKindConsumer {
+		if s.SpanContext.TraceID() != traceID || !isEnqueue(s.Parent, table.String()) || s.SpanKind != trace.SpanKindConsumer {
 			t.Errorf("handler span of %s: trace %v parent %v kind %v; want trace %v, an enqueue span of %s as parent, kind consumer",
-				table.Emit(), s.SpanContext.TraceID(), s.Parent.SpanID(), s.SpanKind, traceID, table.Emit())
+				table.String(), s.SpanContext.TraceID(), s.Parent.SpanID(), s.SpanKind, traceID, table.String())
 		}
 		parents[s.Parent.SpanID()]++
 	}
@@ -194,7 +194,7 @@ func TestTraceFromProducerToHandler(t *testing.T) {
 			ok := false
 			for _, s := range ss {
 				q, _ := attr(s, "workq.queue")
-				ok = ok || q.Emit() == "tq"
+				ok = ok || q.String() == "tq"
 			}
 			if !ok {
 				t.Errorf("no %s span with workq.table=%s and workq.queue=tq among %d", name, table, len(ss))

@@ -60,8 +60,8 @@ type ClaimEvent struct {
 // sets locked_until to its now() plus the lease, so no query is needed.
 func (e ClaimEvent) PickupLatency(it *lease.Item) time.Duration {
 	// The claim adds the lease in whole milliseconds, rounded up.
-	leaseMs := (e.Lease + time.Millisecond - 1) / time.Millisecond * time.Millisecond
-	return max(0, it.LockedUntil.Add(-leaseMs).Sub(it.RunAt))
+	leased := (e.Lease + time.Millisecond - 1) / time.Millisecond * time.Millisecond
+	return max(0, it.LockedUntil.Add(-leased).Sub(it.RunAt))
 }
 
 // FlushEvent is one completion flush: a single statement that ends many

@@ -277,18 +277,17 @@ func (w *Worker) mono() int64 { return int64(time.Since(w.clock0)) }
 
 // lifecycle is what a started worker owns.
 type lifecycle struct {
-	claimCtx    context.Context // ends the claim loops and any claim in flight
-	stopClaims  context.CancelFunc
-	bgCtx       context.Context // heartbeats, watchdogs, listener: end last
-	stopBg      context.CancelFunc
-	hardCtx     context.Context // ends retries that could outlast Stop's bound
-	stopHard    context.CancelFunc
-	producers   []*producer
-	completers  map[lease.Table]*completer
-	loops, bg   sync.WaitGroup
-	stopOnce    sync.Once
-	stopped     chan struct{}
-	stopTimeout time.Duration
+	claimCtx   context.Context // ends the claim loops and any claim in flight
+	stopClaims context.CancelFunc
+	bgCtx      context.Context // heartbeats, watchdogs, listener: end last
+	stopBg     context.CancelFunc
+	hardCtx    context.Context // ends retries that could outlast Stop's bound
+	stopHard   context.CancelFunc
+	producers  []*producer
+	completers map[lease.Table]*completer
+	loops, bg  sync.WaitGroup
+	stopOnce   sync.Once
+	stopped    chan struct{}
 	// drainCtx ends the drain window: at the drain timeout, when the ctx
 	// of a Stop call ends (cutDrain), or when every handler is done. Set
 	// by the first Stop.

@@ -112,9 +112,8 @@ type Sampler struct {
 	sharded bool
 
 	mu      sync.Mutex
-	ring    []Sample // oldest first once full; len <= cap
-	next    int      // where the next sample goes when the ring is full
-	full    bool
+	ring    []Sample    // oldest first once full; len <= cap
+	next    int         // where the next sample goes when the ring is full
 	last    []time.Time // per source: upper bound of its last ended-attempt count
 	lastErr error
 	states  []ShardState // per source, of the latest round (sharded only)
@@ -361,13 +360,6 @@ func (s *Sampler) ShardStates() []ShardState {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return slices.Clone(s.states)
-}
-
-func (s *Sampler) fail(err error) error {
-	s.mu.Lock()
-	s.lastErr = err
-	s.mu.Unlock()
-	return err
 }
 
 // Samples returns the samples held, oldest first, and the error of the

@@ -380,7 +380,7 @@ func (d downDB) Exec(context.Context, string, ...any) (pgconn.CommandTag, error)
 	return pgconn.CommandTag{}, d.err
 }
 func (d downDB) Query(context.Context, string, ...any) (pgx.Rows, error) { return nil, d.err }
-func (d downDB) QueryRow(context.Context, string, ...any) pgx.Row        { return errRow{d.err} }
+func (d downDB) QueryRow(context.Context, string, ...any) pgx.Row        { return errRow(d) }
 
 type errRow struct{ err error }
 

@@ -48,7 +48,7 @@ func newLimitCmd() *cobra.Command {
 			if args[0] == "set" {
 				n, err := strconv.Atoi(args[3])
 				if err != nil || n < 0 {
-					return fmt.Errorf("W must be a whole number from 0 to %d, got %q", lease.MaxLimit, args[3])
+					return fmt.Errorf("set limit of %s/%s: W must be a whole number from 0 to %d, got %q", table, args[2], lease.MaxLimit, args[3])
 				}
 				w = n
 			}

@@ -196,7 +196,7 @@ func TestCLIRejectsInvalidInput(t *testing.T) {
 		// limit
 		{name: "limit queue invalid", db: true, args: []string{"limit", "set", "job_runs", "bad q", "3"}, want: []string{`queue "bad q" is not a valid name`}},
 		{name: "limit table unknown", db: true, args: []string{"limit", "set", "nosuchtable", "q", "3"}, want: []string{`unknown work table "nosuchtable"`}},
-		{name: "limit W negative", db: true, args: []string{"limit", "set", "job_runs", "q", "--", "-1"}, want: []string{`W must be a whole number from 0 to 2147483647, got "-1"`}},
+		{name: "limit W negative", db: true, args: []string{"limit", "set", "job_runs", "q", "--", "-1"}, want: []string{`set limit of job_runs/q: W must be a whole number from 0 to 2147483647, got "-1"`}},
 		// Without "--" the flag parser takes -1 for a flag.
 		{name: "limit W negative unquoted", db: true, args: []string{"limit", "set", "job_runs", "q", "-1"}, want: []string{"-1", "W must be a whole number"}},
 		{name: "limit W not a number", db: true, args: []string{"limit", "set", "job_runs", "q", "three"}, want: []string{`got "three"`}},

@@ -5,7 +5,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"syscall"
 	"testing"
@@ -24,12 +23,8 @@ func TestMain(m *testing.M) { testdb.Main(m) }
 // database without the schema: it must migrate, enqueue its job and run it
 // to done at the first attempt, then stop on SIGTERM with status 0.
 func TestQuickstart(t *testing.T) {
-	goBin, err := exec.LookPath("go")
-	if err != nil {
-		goBin = filepath.Join(runtime.GOROOT(), "bin", "go")
-	}
 	bin := filepath.Join(t.TempDir(), "quickstart")
-	if out, err := exec.Command(goBin, "build", "-o", bin, ".").CombinedOutput(); err != nil {
+	if out, err := exec.Command(testutil.GoBin(t), "build", "-o", bin, ".").CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
 

@@ -76,7 +76,7 @@ func TestBadFlags(t *testing.T) {
 // its address, not a hang.
 func TestUnreachable(t *testing.T) {
 	for _, tc := range []struct{ backend, flag, addr, want string }{
-		{"redis-list", "-redis", "127.0.0.1:1", "Redis must run at 127.0.0.1:1"},
+		{"redis-list", "-redis", "127.0.0.1:1", "redis-server must run at 127.0.0.1:1"},
 		{"jetstream", "-nats", "nats://127.0.0.1:1", "NATS with JetStream must run at nats://127.0.0.1:1"},
 		{"rabbitmq", "-amqp", "amqp://guest:secret@127.0.0.1:1/", "RabbitMQ must run at amqp://guest@127.0.0.1:1/"},
 	} {

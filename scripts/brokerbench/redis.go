@@ -20,7 +20,7 @@ func dialRedis(ctx context.Context, o Options) (*redis.Client, error) {
 	defer cancel()
 	if err := rdb.Ping(pctx).Err(); err != nil {
 		_ = rdb.Close()
-		return nil, fmt.Errorf("Redis must run at %s (redis-server): %w", o.RedisAddr, err)
+		return nil, fmt.Errorf("redis-server must run at %s: %w", o.RedisAddr, err)
 	}
 	return rdb, nil
 }

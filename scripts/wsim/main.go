@@ -118,8 +118,6 @@ func main() {
 	}
 }
 
-func secs(d time.Duration) string { return fmt.Sprintf("%.2f s", d.Seconds()) }
-
 // poisson draws from Poisson(l) (Knuth; l is small per step).
 func poisson(rng *rand.Rand, l float64) int {
 	limit, k, p := math.Exp(-l), 0, 1.0

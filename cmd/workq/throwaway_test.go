@@ -5,7 +5,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -23,7 +22,7 @@ import (
 // and deletes its directory; SIGKILL leaves that to the cluster's watchdog.
 // Either way no process of the cluster is left and its directory is gone.
 func TestRunThrowawayClusterEndsWithIt(t *testing.T) {
-	bin := workqBinary(t)
+	bin := testutil.BuildWorkq(t, "../..")
 	for _, tc := range []struct {
 		name  string
 		sig   syscall.Signal
@@ -60,7 +59,7 @@ func TestRunThrowawayClusterEndsWithIt(t *testing.T) {
 // may do) runs on, until the next start of a throwaway cluster on the
 // machine stops it and deletes its directory.
 func TestRunReapsAnOrphanedThrowawayCluster(t *testing.T) {
-	bin := workqBinary(t)
+	bin := testutil.BuildWorkq(t, "../..")
 	tmp := privateTempDir(t)
 	first := startThrowawayRun(t, bin, tmp)
 	watchdogs := watchdogsOf(first.dir)
@@ -90,20 +89,6 @@ func TestRunReapsAnOrphanedThrowawayCluster(t *testing.T) {
 	if left, _ := filepath.Glob(filepath.Join(tmp, "workq-pg-*")); len(left) != 0 {
 		t.Errorf("cluster directories left after the next run ended: %v", left)
 	}
-}
-
-// workqBinary builds the workq binary for the test.
-func workqBinary(t *testing.T) string {
-	t.Helper()
-	goBin, err := exec.LookPath("go")
-	if err != nil {
-		goBin = filepath.Join(runtime.GOROOT(), "bin", "go")
-	}
-	bin := filepath.Join(t.TempDir(), "workq")
-	if out, err := exec.Command(goBin, "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	return bin
 }
 
 // privateTempDir is a TMPDIR for the clusters of one test, so that it sees

@@ -62,7 +62,10 @@ u as (
             else 0 end,
         attempts = case when o.outcome in ('snoozed', 'released') and j.cancel_requested_at is null
                         then j.attempts - 1 else j.attempts end,
+        -- A retry with no attempt left ends failed: its run_at stays (the backoff
+        -- time is when it would have run again, and it never will).
         run_at = case when o.outcome in ('retry', 'snoozed', 'released') and j.cancel_requested_at is null
+                           and not (o.outcome = 'retry' and j.attempts >= j.max_attempts)
                       then now() + o.delay_ms * interval '1 millisecond' else j.run_at end,
         last_error = case when j.cancel_requested_at is not null then j.last_error
                           when o.outcome in ('retry', 'failed', 'cancelled') then nullif(o.error, '') else j.last_error end,

@@ -686,6 +686,36 @@ func (q *Queries) LeaseStatus(ctx context.Context, id int64) (LeaseStatusRow, er
 	return i, err
 }
 
+const leaseStatuses = `-- name: LeaseStatuses :many
+select id, status from workq.workq_lease_table where id = any($1::bigint[]) order by id
+`
+
+type LeaseStatusesRow struct {
+	ID     int64
+	Status int16
+}
+
+// LeaseStatuses reads the status of each of ids that exists (an id with no row is missing from the result): why an action left them alone.
+func (q *Queries) LeaseStatuses(ctx context.Context, ids []int64) ([]LeaseStatusesRow, error) {
+	rows, err := q.db.Query(ctx, leaseStatuses, ids)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []LeaseStatusesRow
+	for rows.Next() {
+		var i LeaseStatusesRow
+		if err := rows.Scan(&i.ID, &i.Status); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const leaseStuck = `-- name: LeaseStuck :many
 select queue, count(*)::bigint as count, min(claimed_at)::timestamptz as oldest_claim
 from workq.workq_lease_table

@@ -255,6 +255,10 @@ select c.id, c.requested from cancelled c where (select j.n from joins j) >= 0 a
 -- LeaseStatus reads one item's status and whether its cancel was requested (no row: no such item).
 select status, (cancel_requested_at is not null)::boolean as cancel_requested from workq.workq_lease_table where id = @id::bigint;
 
+-- name: LeaseStatuses :many
+-- LeaseStatuses reads the status of each of ids that exists (an id with no row is missing from the result): why an action left them alone.
+select id, status from workq.workq_lease_table where id = any(@ids::bigint[]) order by id;
+
 -- name: LeaseDelete :many
 -- LeaseDelete deletes the finished (done, failed or cancelled) items among ids and returns the ids it deleted; ready and in-progress items are left alone. Their archived attempts stay in runs until the archive's own retention.
 delete from workq.workq_lease_table j

@@ -181,11 +181,11 @@ func New(pool *pgxpool.Pool, cfg Config, o Options) (*Worker, error) {
 	w := &Worker{base: context.Background(), pool: pool, rw: rw, db: rw.Wrap(pool), cfg: cfg, log: log, onResult: o.OnResult, obs: o.Observer, shared: o.Shared, rank: o.Rank, shard: o.Shard, kinds: newKindRouter(), clock0: time.Now(),
 		claimFn: (*lease.Engine).Claim, completeFn: (*lease.Engine).Complete,
 		failBurst: failureLogBurst, failWindow: failureLogWindow}
-	what := "worker"
+	olog := log
 	if o.Shard != "" {
-		what = "worker (shard " + o.Shard + ")"
+		olog = log.With("shard", o.Shard)
 	}
-	w.outage = outage.New(log, what)
+	w.outage = outage.New(olog, "worker")
 	if cfg.RunsDir != "" {
 		w.runs = &runArchive{dir: cfg.RunsDir}
 	}

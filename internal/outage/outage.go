@@ -158,3 +158,20 @@ func Unreachable(err error) bool {
 		errors.Is(err, context.DeadlineExceeded) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
 		errors.Is(err, pgconn.ErrConnClosed) || errors.Is(err, net.ErrClosed)
 }
+
+type ctxKey struct{}
+
+// NewContext returns ctx carrying l, for code a component runs that logs
+// database failures of its own (a maintenance task's reaper): it reports
+// them to the component's Log (FromContext).
+func NewContext(ctx context.Context, l *Log) context.Context {
+	return context.WithValue(ctx, ctxKey{}, l)
+}
+
+// FromContext returns the Log ctx carries, or own when it carries none.
+func FromContext(ctx context.Context, own *Log) *Log {
+	if l, ok := ctx.Value(ctxKey{}).(*Log); ok && l != nil {
+		return l
+	}
+	return own
+}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/workq/workq/internal/outage"
 	"github.com/workq/workq/lease"
 )
 
@@ -600,7 +601,7 @@ func (p *producer) claim(ctx context.Context, n int) (int, error) {
 		// A statement refused for want of the schema never ran: nothing to
 		// release (and releasing would fail the same way, for a lease).
 		if c.Token != uuid.Nil && !lease.IsSchemaMissing(err) {
-			p.releaseClaim(c.Token, backend)
+			p.releaseClaim(c.Token, backend, outage.Unreachable(err))
 		}
 		return 0, err
 	}
@@ -613,8 +614,8 @@ func (p *producer) claim(ctx context.Context, n int) (int, error) {
 // releaseClaim releases, in the background, whatever token holds once its
 // claim's server process is done, retrying for up to a lease and never past
 // Stop's bound. If it cannot, the rows' leases expire and the reaper retries
-// them.
-func (p *producer) releaseClaim(token uuid.UUID, backend uint32) {
+// them. outaged says the claim failed because the database was unreachable.
+func (p *producer) releaseClaim(token uuid.UUID, backend uint32, outaged bool) {
 	p.life.bg.Add(1)
 	go func() {
 		defer p.life.bg.Done()
@@ -625,7 +626,14 @@ func (p *producer) releaseClaim(token uuid.UUID, backend uint32) {
 			if err == nil {
 				if n > 0 {
 					p.w.stats.claimsReleased.Add(int64(n))
-					p.w.log.Warn("released the rows of a claim whose result was lost", "table", p.src.Table, "queue", p.queue, "rows", n)
+					// Expected after the database was unreachable (a
+					// partition delivers the claim late): the outage
+					// lines said so.
+					level := slog.LevelWarn
+					if outaged {
+						level = slog.LevelInfo
+					}
+					p.w.log.Log(ctx, level, "released the rows of a claim whose result was lost", "table", p.src.Table, "queue", p.queue, "rows", n)
 				}
 				return
 			}

@@ -24,6 +24,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/workq/workq/db/gen"
+	"github.com/workq/workq/inbox"
 	"github.com/workq/workq/lease"
 	"github.com/workq/workq/worker"
 	"github.com/workq/workq/workqtype"
@@ -35,6 +36,11 @@ var ErrInvalid = lease.ErrInvalid
 
 // ErrNotFound is returned by Get for an item that does not exist.
 var ErrNotFound = errors.New("item not found")
+
+// ErrWrongState is wrapped by the errors of callers (the CLI) that report
+// the ids an action left alone because of their state (Result.States), as
+// opposed to those that do not exist (Result.NotFound, ErrNotFound).
+var ErrWrongState = errors.New("item not in a state the action takes")
 
 // Limits of one request.
 const (
@@ -60,32 +66,47 @@ const (
 type Item struct {
 	// Shard is the item's database when it was read from one of several
 	// (the API of a sharded workq sets it); "" otherwise.
-	Shard        string          `json:"shard,omitempty"`
-	Table        lease.Table     `json:"table"`
-	ID           int64           `json:"id"`
-	Queue        string          `json:"queue"`
-	Kind         string          `json:"kind"`   // job kind, or topic
-	Status       string          `json:"status"` // ready, in_progress, done, failed, cancelled
-	State        string          `json:"state"`  // the table's own word: inbox processing/processed/dead
-	Priority     int16           `json:"priority"`
-	RunAt        time.Time       `json:"run_at"`
-	Attempts     int32           `json:"attempts"`
-	MaxAttempts  int32           `json:"max_attempts"`
-	LeaseVersion int64           `json:"lease_version"`
-	ClaimedAt    *time.Time      `json:"claimed_at,omitempty"`
-	ClaimedBy    string          `json:"claimed_by,omitempty"`
-	LockedUntil  *time.Time      `json:"locked_until,omitempty"`
-	LastError    string          `json:"last_error,omitempty"`
-	CreatedAt    time.Time       `json:"created_at"`
-	UpdatedAt    time.Time       `json:"updated_at"`
-	FinishedAt   *time.Time      `json:"finished_at,omitempty"`
-	Payload      json.RawMessage `json:"payload,omitempty"`
+	Shard    string      `json:"shard,omitempty"`
+	Table    lease.Table `json:"table"`
+	ID       int64       `json:"id"`
+	Queue    string      `json:"queue"`
+	Kind     string      `json:"kind"`   // job kind, or topic
+	Status   string      `json:"status"` // ready, in_progress, done, failed, cancelled
+	State    string      `json:"state"`  // the table's own word: inbox processing/processed/dead
+	Priority int16       `json:"priority"`
+	// RunAt is when the item is due (ready) or was last due; a finished
+	// item's time is FinishedAt (see WhenAt).
+	RunAt        time.Time  `json:"run_at"`
+	Attempts     int32      `json:"attempts"`
+	MaxAttempts  int32      `json:"max_attempts"`
+	LeaseVersion int64      `json:"lease_version"`
+	ClaimedAt    *time.Time `json:"claimed_at,omitempty"`
+	ClaimedBy    string     `json:"claimed_by,omitempty"`
+	LockedUntil  *time.Time `json:"locked_until,omitempty"`
+	// LastError is the error the item failed, retries or was cancelled
+	// with; never set on a done item (its earlier attempts' errors are in
+	// Attempts).
+	LastError  string          `json:"last_error,omitempty"`
+	CreatedAt  time.Time       `json:"created_at"`
+	UpdatedAt  time.Time       `json:"updated_at"`
+	FinishedAt *time.Time      `json:"finished_at,omitempty"`
+	Payload    json.RawMessage `json:"payload,omitempty"`
 	// Metadata of a job run: what it was enqueued with, and the enqueuing
 	// span's trace context (traceparent, tracestate) when it was traced.
 	// Nil for none and on the other tables (an outbox message's headers
 	// are in Details).
 	Metadata map[string]string `json:"metadata,omitempty"`
 	Details  map[string]any    `json:"details,omitempty"`
+}
+
+// WhenAt is the time to show for the item: when it ended once finished,
+// else when it is due. A finished item's run_at is when it last was due,
+// not when anything happens to it.
+func (it Item) WhenAt() time.Time {
+	if it.FinishedAt != nil {
+		return *it.FinishedAt
+	}
+	return it.RunAt
 }
 
 // Filter selects a page of items. Zero fields match everything.
@@ -340,6 +361,11 @@ func Attempts(ctx context.Context, db workqtype.DB, table lease.Table, id int64)
 type Result struct {
 	Applied []int64 `json:"applied"`
 	Skipped []int64 `json:"skipped"`
+	// NotFound are the ids of Skipped that do not exist, in the order given.
+	NotFound []int64 `json:"not_found"`
+	// States is the status of every other id of Skipped (its table's own
+	// word: done, ready, inbox processed...), the reason it was left alone.
+	States map[int64]string `json:"states,omitempty"`
 	// Requested (Cancel only) are the ids of Applied that were running:
 	// their handler is being stopped, and each ends cancelled when its
 	// attempt ends. The others of Applied are cancelled already.
@@ -375,7 +401,7 @@ func Retry(ctx context.Context, db workqtype.DB, table lease.Table, by Actor, id
 	if err := by.validate(); err != nil {
 		return Result{}, err
 	}
-	return act(db, table, "retry", ids, func(e *lease.Engine) ([]int64, error) {
+	return act(ctx, db, table, "retry", ids, func(e *lease.Engine) ([]int64, error) {
 		return e.Revive(ctx, by.Name, by.Reason, ids...)
 	})
 }
@@ -390,7 +416,7 @@ func Cancel(ctx context.Context, db workqtype.DB, table lease.Table, by Actor, i
 		return Result{}, err
 	}
 	var requested []int64
-	r, err := act(db, table, "cancel", ids, func(e *lease.Engine) ([]int64, error) {
+	r, err := act(ctx, db, table, "cancel", ids, func(e *lease.Engine) ([]int64, error) {
 		c, err := e.Cancel(ctx, by.Name, by.Reason, ids...)
 		requested = c.Requested
 		return c.IDs(), err
@@ -413,20 +439,21 @@ func Cancel(ctx context.Context, db workqtype.DB, table lease.Table, by Actor, i
 // Delete deletes finished (done, failed or cancelled) items; their archived attempts
 // stay until the archive's retention.
 func Delete(ctx context.Context, db workqtype.DB, table lease.Table, ids ...int64) (Result, error) {
-	return act(db, table, "delete", ids, func(e *lease.Engine) ([]int64, error) {
+	return act(ctx, db, table, "delete", ids, func(e *lease.Engine) ([]int64, error) {
 		return e.Delete(ctx, ids...)
 	})
 }
 
 // act validates ids and runs one action on them.
-func act(db workqtype.DB, table lease.Table, verb string, ids []int64, do func(*lease.Engine) ([]int64, error)) (Result, error) {
+func act(ctx context.Context, db workqtype.DB, table lease.Table, verb string, ids []int64, do func(*lease.Engine) ([]int64, error)) (Result, error) {
 	if _, err := view(table); err != nil {
 		return Result{}, err
 	}
 	if err := CheckIDs(ids); err != nil {
 		return Result{}, fmt.Errorf("%s: %w", verb, err)
 	}
-	got, err := do(lease.New(db, table))
+	e := lease.New(db, table)
+	got, err := do(e)
 	if err != nil {
 		return Result{}, err
 	}
@@ -434,7 +461,7 @@ func act(db workqtype.DB, table lease.Table, verb string, ids []int64, do func(*
 	for _, id := range got {
 		done[id] = true
 	}
-	r := Result{Applied: []int64{}, Skipped: []int64{}}
+	r := Result{Applied: []int64{}, Skipped: []int64{}, NotFound: []int64{}}
 	for _, id := range ids {
 		if done[id] {
 			r.Applied = append(r.Applied, id)
@@ -442,7 +469,34 @@ func act(db workqtype.DB, table lease.Table, verb string, ids []int64, do func(*
 			r.Skipped = append(r.Skipped, id)
 		}
 	}
+	if len(r.Skipped) == 0 {
+		return r, nil
+	}
+	// Why each was left alone: gone, or in another state. Read after the
+	// action, so a concurrent change may show (an item retried by another
+	// operator meanwhile shows ready).
+	st, err := e.Statuses(ctx, r.Skipped...)
+	if err != nil {
+		return Result{}, fmt.Errorf("%s: %w", verb, err)
+	}
+	r.States = make(map[int64]string, len(st))
+	for _, id := range r.Skipped {
+		s, ok := st[id]
+		if !ok {
+			r.NotFound = append(r.NotFound, id)
+			continue
+		}
+		r.States[id] = stateWord(table, s)
+	}
 	return r, nil
+}
+
+// stateWord names status the way table's items show it (Item.State).
+func stateWord(table lease.Table, s lease.Status) string {
+	if table == lease.Inbox {
+		return inbox.StatusName(s)
+	}
+	return s.String()
 }
 
 // CheckIDs checks the ids of one action: 1 to MaxIDs of them, each a valid

@@ -132,9 +132,16 @@ func timerItem(r gen.Timer) Item {
 	return it
 }
 
+// setStatus sets the item's status and its table's word for it (State).
+// A done item shows no last error: last_error is the error of an earlier
+// attempt that failed before one succeeded, which is not the item's error
+// (it stays in the row, and every attempt's error is in Attempts).
 func (it *Item) setStatus(s lease.Status, state string) {
 	it.Status = s.String()
 	it.State = state
+	if s == lease.StatusDone {
+		it.LastError = ""
+	}
 }
 
 // detail records a table column that is set (a nil pointer is not).

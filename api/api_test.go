@@ -924,3 +924,43 @@ func TestCancelRunningItem(t *testing.T) {
 		t.Fatalf("cancelled items: %+v", page)
 	}
 }
+
+// A retry's answer tells the ids that do not exist from those in another
+// state, and a done item shows no error of its earlier attempts but in its
+// attempts; a failed one keeps its error and ended when it failed.
+func TestRetryAnswerAndFinishedItems(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	c := jobq.New(jobq.Options{})
+	r, err := c.Enqueue(ctx, e.pool, jobq.Job{Queue: "mail", Kind: "email.send", MaxAttempts: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := r.ID
+	eng := lease.New(e.pool, lease.JobRuns)
+	for _, out := range []lease.Outcome{lease.Retry, lease.Done} {
+		it, ok, err := eng.ClaimByID(ctx, done, time.Minute, "w1")
+		if err != nil || !ok {
+			t.Fatalf("claim: %v %v", ok, err)
+		}
+		if _, err := eng.Complete(ctx, []lease.Completion{{ID: done, Token: it.OwnerToken, Outcome: out, Error: "smtp timeout"}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var res struct {
+		Applied, Skipped []int64
+		NotFound         []int64 `json:"not_found"`
+		States           map[string]string
+	}
+	body := e.must(200, "POST", "/v1/tables/job_runs/items/retry", e.admin, map[string]any{"ids": []int64{done, 999999}})
+	body.decode(t, &res)
+	if len(res.Applied) != 0 || fmt.Sprint(res.Skipped) != fmt.Sprint([]int64{done, 999999}) || fmt.Sprint(res.NotFound) != "[999999]" ||
+		res.States[fmt.Sprint(done)] != "done" || len(res.States) != 1 {
+		t.Fatalf("retry of a done and a missing job: %s", body.body)
+	}
+	var got itemWithAttempts
+	e.must(200, "GET", fmt.Sprintf("/v1/tables/job_runs/items/%d", done), e.read, nil).decode(t, &got)
+	if got.Item.Status != "done" || got.Item.LastError != "" || len(got.Attempts) != 2 || got.Attempts[0].Error != "smtp timeout" {
+		t.Fatalf("done item: %+v attempts %+v; want no last_error, the error in its first attempt", got.Item, got.Attempts)
+	}
+}

@@ -883,6 +883,26 @@ func (e *Engine) Status(ctx context.Context, id int64) (st Status, cancelRequest
 	return Status(r.Status), r.CancelRequested, nil
 }
 
+// Statuses reads the status of each of ids that exists; an id with no
+// item is missing from the map.
+func (e *Engine) Statuses(ctx context.Context, ids ...int64) (map[int64]Status, error) {
+	if e.err != nil {
+		return nil, fmt.Errorf("statuses: %w", e.err)
+	}
+	out := make(map[int64]Status, len(ids))
+	if len(ids) == 0 {
+		return out, nil
+	}
+	rows, err := e.q.LeaseStatuses(ctx, ids)
+	if err != nil {
+		return nil, fmt.Errorf("statuses of %s: %w", e.table, err)
+	}
+	for _, r := range rows {
+		out[r.ID] = Status(r.Status)
+	}
+	return out, nil
+}
+
 // Delete deletes the finished (done, failed or cancelled) items among ids and returns
 // the ids it deleted; ready and in-progress items are left alone. Their
 // archived attempts stay in the run archive until its own retention. On the

@@ -270,6 +270,7 @@ func (l *Lock) renew(lastSent time.Time) {
 	defer deadline.Stop()
 	tick := time.NewTicker(every)
 	defer tick.Stop()
+	failing := false // the last renewal failed
 	for {
 		select {
 		case <-l.ctx.Done():
@@ -287,6 +288,7 @@ func (l *Lock) renew(lastSent time.Time) {
 		l.stmt.RUnlock()
 		switch {
 		case err == nil:
+			failing = false
 			lastSent = sent
 			l.deadline.Store(lastSent.Add(lease.LocalTTL(l.opts.TTL)).UnixNano())
 			deadline.Reset(time.Until(lastSent.Add(lease.LocalTTL(l.opts.TTL))))
@@ -295,7 +297,10 @@ func (l *Lock) renew(lastSent time.Time) {
 			return
 		case l.ctx.Err() != nil:
 			return
+		case failing: // said at the first failure; the loss, if it comes, is said too
+			l.opts.Logger.Debug("lock renewal failed again", "lock", l.name, "token", l.token.Load(), "err", err)
 		default:
+			failing = true
 			l.opts.Logger.Warn("lock renewal failed; retrying until the local deadline", "lock", l.name, "token", l.token.Load(), "err", err)
 		}
 	}

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/workq/workq/internal/ha"
+	"github.com/workq/workq/internal/outage"
 	"github.com/workq/workq/lease"
 	"github.com/workq/workq/lock"
 	"github.com/workq/workq/workqtype"
@@ -72,9 +73,10 @@ type taskState struct {
 
 // Service runs the maintenance tasks while it leads.
 type Service struct {
-	db   workqtype.DB
-	opts Options
-	log  *slog.Logger
+	db     workqtype.DB
+	opts   Options
+	log    *slog.Logger
+	outage *outage.Log // the leader lock's and every task's database failures, as one outage
 
 	mu      sync.Mutex
 	tasks   []*taskState
@@ -102,7 +104,7 @@ func New(db workqtype.DB, o Options) *Service {
 	if o.LockTTL == 0 {
 		o.LockTTL = lock.DefaultTTL
 	}
-	return &Service{db: db, opts: o, log: o.Logger}
+	return &Service{db: db, opts: o, log: o.Logger, outage: outage.New(o.Logger, "maintenance")}
 }
 
 // Add registers a task; call it before Start.
@@ -237,7 +239,7 @@ func (s *Service) lead(ctx context.Context) {
 			if ctx.Err() != nil {
 				return
 			}
-			if !s.schemaMissing(err) {
+			if !s.schemaMissing(err) && !s.outage.Failed(err, "loop", "leader lock") {
 				s.log.Warn("maintenance: acquiring the leader lock failed; retrying", "err", err)
 			}
 			select {
@@ -247,6 +249,7 @@ func (s *Service) lead(ctx context.Context) {
 			}
 			continue
 		}
+		s.outage.OK()
 		if s.schemaGone.CompareAndSwap(true, false) {
 			s.log.Info("maintenance: workq's schema is there again")
 		}
@@ -257,7 +260,7 @@ func (s *Service) lead(ctx context.Context) {
 		if s.opts.Observer != nil {
 			s.opts.Observer.Leading(true)
 		}
-		leadCtx, cancel := context.WithCancel(l.Context())
+		leadCtx, cancel := context.WithCancel(outage.NewContext(l.Context(), s.outage))
 		if s.opts.Observer != nil {
 			leadCtx = context.WithValue(leadCtx, observerKey{}, s.opts.Observer)
 		}
@@ -279,7 +282,12 @@ func (s *Service) lead(ctx context.Context) {
 		_ = l.Release(relCtx)
 		relCancel()
 		if ctx.Err() == nil {
-			s.log.Warn("maintenance: leadership lost; competing again", "token", l.Token(), "cause", context.Cause(l.Context()))
+			// Lost to an outage, the outage log has said why.
+			level := slog.LevelWarn
+			if s.outage.Down() {
+				level = slog.LevelInfo
+			}
+			s.log.Log(ctx, level, "maintenance: leadership lost; competing again", "token", l.Token(), "cause", context.Cause(l.Context()))
 		}
 	}
 }
@@ -307,10 +315,15 @@ func (s *Service) loop(ctx context.Context, t *taskState, token int64) {
 			t.lastError = err.Error()
 		}
 		t.mu.Unlock()
-		if err != nil && !s.schemaMissing(err) {
+		switch {
+		case err == nil:
+			s.outage.OK()
+			if n > 0 {
+				s.log.Debug("maintenance task", "task", t.Name, "rows", n)
+			}
+		case s.schemaMissing(err), s.outage.Failed(err, "task", t.Name):
+		default:
 			s.log.Warn("maintenance task failed; the other tasks go on", "task", t.Name, "err", err)
-		} else if err == nil && n > 0 {
-			s.log.Debug("maintenance task", "task", t.Name, "rows", n)
 		}
 		select {
 		case <-ctx.Done():

@@ -9,6 +9,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/workq/workq/internal/outage"
 	"github.com/workq/workq/lease"
 	"github.com/workq/workq/workqtype"
 )
@@ -61,6 +62,7 @@ type depthCollector struct {
 	interval time.Duration
 	timeout  time.Duration
 	log      *slog.Logger
+	outage   *outage.Log // its reads\' database failures, as one outage
 
 	items, oldest, errs, refreshed *prometheus.Desc
 
@@ -74,7 +76,7 @@ type depthCollector struct {
 
 func newDepthCollector(fn func(ctx context.Context) ([]QueueDepth, error), interval, timeout time.Duration, log *slog.Logger) *depthCollector {
 	return &depthCollector{
-		fn: fn, interval: interval, timeout: timeout, log: log, seen: map[queueKey]bool{},
+		fn: fn, interval: interval, timeout: timeout, log: log, outage: outage.New(log, "metrics"), seen: map[queueKey]bool{},
 		items: prometheus.NewDesc("workq_queue_items",
 			"Items of a queue by status (ready: due; scheduled: ready, due later; in_progress), read at most once per depth interval.",
 			[]string{"table", "queue", "status"}, nil),
@@ -141,8 +143,11 @@ func (c *depthCollector) refresh() {
 	got, err := c.fn(ctx)
 	if err != nil {
 		c.failures++
-		c.log.Warn("metrics: reading the queue depth failed; serving the last result", "err", err)
+		if !c.outage.Failed(err) {
+			c.log.Warn("metrics: reading the queue depth failed; serving the last result", "err", err)
+		}
 		return
 	}
+	c.outage.OK()
 	c.cache, c.ok = got, time.Now()
 }

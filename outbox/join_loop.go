@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/workq/workq/internal/outage"
 	"github.com/workq/workq/workqtype"
 )
 
@@ -30,6 +31,7 @@ type JoinDeadlineLoop struct {
 	interval time.Duration
 	batch    int
 	log      *slog.Logger
+	outage   *outage.Log // its rounds\' database failures, as one outage
 	errors   atomic.Int64
 
 	mu     sync.Mutex
@@ -54,7 +56,7 @@ func NewJoinDeadlineLoop(db workqtype.DB, o JoinDeadlineOptions) (*JoinDeadlineL
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &JoinDeadlineLoop{db: db, interval: o.Interval, batch: o.Batch, log: o.Logger}, nil
+	return &JoinDeadlineLoop{db: db, interval: o.Interval, batch: o.Batch, log: o.Logger, outage: outage.New(o.Logger, "outbox join deadlines")}, nil
 }
 
 // Errors counts the runs that failed, over the loop's life.
@@ -98,7 +100,11 @@ func (l *JoinDeadlineLoop) run(ctx context.Context, done chan struct{}) {
 		}
 		if err != nil && ctx.Err() == nil {
 			l.errors.Add(1)
-			l.log.Warn("failing expired joins; retrying next interval", "err", err)
+			if !l.outage.Failed(err) {
+				l.log.Warn("failing expired joins; retrying next interval", "err", err)
+			}
+		} else if err == nil {
+			l.outage.OK()
 		}
 		select {
 		case <-ctx.Done():

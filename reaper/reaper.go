@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/workq/workq/internal/outage"
 	"github.com/workq/workq/lease"
 	"github.com/workq/workq/workqtype"
 )
@@ -22,6 +23,7 @@ type Reaper struct {
 	interval time.Duration
 	batch    int
 	log      *slog.Logger
+	outage   *outage.Log // unless the caller's context carries one (a maintenance task)
 	tables   []lease.Table
 	errors   atomic.Int64
 }
@@ -39,7 +41,7 @@ func New(db workqtype.DB, interval time.Duration, batch int, log *slog.Logger) (
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Reaper{db: db, interval: interval, batch: batch, log: log, tables: lease.Tables}, nil
+	return &Reaper{db: db, interval: interval, batch: batch, log: log, outage: outage.New(log, "reaper"), tables: lease.Tables}, nil
 }
 
 // Errors counts the tables whose reap failed, over the reaper's life.
@@ -62,9 +64,14 @@ func (r *Reaper) RunOnce(ctx context.Context) (map[lease.Table]lease.Reaped, err
 				return out, ctx.Err()
 			}
 			r.errors.Add(1)
-			r.log.Warn("reap failed; the other tables are reaped all the same", "table", t, "err", err)
+			if !outage.FromContext(ctx, r.outage).Failed(err, "table", t) {
+				r.log.Warn("reap failed; the other tables are reaped all the same", "table", t, "err", err)
+			}
 			errs = append(errs, err)
 		}
+	}
+	if len(errs) == 0 {
+		outage.FromContext(ctx, r.outage).OK()
 	}
 	return out, errors.Join(errs...)
 }

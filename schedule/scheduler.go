@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/workq/workq/db/gen"
+	"github.com/workq/workq/internal/outage"
 	"github.com/workq/workq/workqtype"
 )
 
@@ -38,6 +39,7 @@ type Scheduler struct {
 	batch    int
 	grace    time.Duration
 	log      *slog.Logger
+	outage   *outage.Log // its ticks\' database failures, as one outage
 	clock    func() time.Time
 
 	mu      sync.Mutex
@@ -70,7 +72,7 @@ func NewScheduler(db workqtype.TxDB, o SchedulerOptions) (*Scheduler, error) {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Scheduler{db: db, interval: o.Interval, batch: o.Batch, grace: o.MisfireGrace, log: o.Logger, clock: o.Clock}, nil
+	return &Scheduler{db: db, interval: o.Interval, batch: o.Batch, grace: o.MisfireGrace, log: o.Logger, outage: outage.New(o.Logger, "scheduler"), clock: o.Clock}, nil
 }
 
 // Tick materialises every slot due now, in transactions of up to Batch
@@ -203,7 +205,11 @@ func (s *Scheduler) Run(ctx context.Context) error {
 	t := time.NewTicker(s.interval)
 	defer t.Stop()
 	for {
-		if _, err := s.Tick(ctx); err != nil && ctx.Err() == nil {
+		switch _, err := s.Tick(ctx); {
+		case err == nil:
+			s.outage.OK()
+		case ctx.Err() != nil, s.outage.Failed(err):
+		default:
 			s.log.Warn("scheduler tick failed; retrying at the next tick", "err", err)
 		}
 		select {

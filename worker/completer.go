@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/workq/workq/internal/outage"
 	"github.com/workq/workq/lease"
 )
 
@@ -76,6 +77,7 @@ type completer struct {
 	engine    *lease.Engine
 	complete  func(*lease.Engine, context.Context, []lease.Completion) (lease.Applied, error)
 	log       *slog.Logger
+	outage    *outage.Log      // Worker.outage
 	mono      func() int64     // Worker.mono
 	schema    func(error) bool // Worker.schemaMissing
 	lease     time.Duration    // the lease TTL: the longest a failing flush is retried
@@ -102,7 +104,7 @@ type completer struct {
 
 func newCompleter(w *Worker, e *lease.Engine, hardCtx context.Context) *completer {
 	return &completer{
-		engine: e, complete: w.completeFn, log: w.log, mono: w.mono, schema: w.schemaMissing, lease: w.cfg.Lease,
+		engine: e, complete: w.completeFn, log: w.log, outage: w.outage, mono: w.mono, schema: w.schemaMissing, lease: w.cfg.Lease,
 		interval: w.cfg.FlushInterval, max: w.cfg.FlushBatch,
 		limit: int64(backlogLimit(w.cfg.FlushBatch)), stats: &w.stats, onResult: w.onResult, obs: w.obs, hardCtx: hardCtx,
 		kick: make(chan struct{}, 1), flushes: make(chan []pendingCompletion),
@@ -247,12 +249,14 @@ func (c *completer) flush(batch []pendingCompletion) {
 		started = time.Now()
 	}
 	var firstFailure int64
+	quiet := false // the failures were the database being unreachable: the outage log tells of them and of its end
 	try := 0
 	for ; ; try++ {
 		ctx, cancel := context.WithTimeout(c.hardCtx, 30*time.Second)
 		applied, err = c.complete(c.engine, ctx, cs)
 		cancel()
 		if err == nil {
+			c.outage.OK()
 			break
 		}
 		c.stats.flushErrors.Add(1)
@@ -262,6 +266,8 @@ func (c *completer) flush(batch []pendingCompletion) {
 		}
 		switch {
 		case try == 0 && c.schema(err): // the worker says it once
+		case try == 0 && c.outage.Failed(err, "table", c.engine.Table()): // the outage says it once
+			quiet = true
 		case try == 0:
 			c.log.Warn("completion flush failed; retrying until its leases' deadline", "table", c.engine.Table(), "batch", len(cs),
 				"deadline_in", time.Duration(c.deadline(batch, firstFailure)-now).Round(time.Millisecond), "err", err)
@@ -290,7 +296,11 @@ func (c *completer) flush(batch []pendingCompletion) {
 		if len(applied.Lost) > 0 {
 			c.resolve(cs, &applied)
 		}
-		c.log.Info("completion flush succeeded after retries", "table", c.engine.Table(), "batch", len(cs), "tries", try+1,
+		level := slog.LevelInfo
+		if quiet && len(applied.Lost) == 0 {
+			level = slog.LevelDebug
+		}
+		c.log.Log(context.Background(), level, "completion flush succeeded after retries", "table", c.engine.Table(), "batch", len(cs), "tries", try+1,
 			"lost", len(applied.Lost))
 	}
 	if c.obs != nil {

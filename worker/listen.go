@@ -54,10 +54,13 @@ func (w *Worker) listen(ctx context.Context, producers []*producer) {
 		switch {
 		case listened:
 			attempt = 0 // a fresh loss after a good connection backs off from the start
-			w.log.Warn("listener lost its connection; polling until it is back", "err", err)
+			if !w.outage.Failed(err, "loop", "listener") {
+				w.log.Warn("listener lost its connection; polling until it is back", "err", err)
+			}
 			for _, p := range producers {
 				p.notify()
 			}
+		case w.outage.Failed(err, "loop", "listener"):
 		case attempt == 0:
 			w.log.Warn("listener cannot connect; polling until it can", "err", err)
 		default:
@@ -97,8 +100,13 @@ func (w *Worker) listenOnce(ctx context.Context, routes map[string]map[string]*p
 		}
 	}
 	if again {
-		w.log.Info("listener connected again")
+		if w.outage.Down() {
+			w.log.Debug("listener connected again")
+		} else {
+			w.log.Info("listener connected again")
+		}
 	}
+	w.outage.OK()
 	for _, p := range producers {
 		p.notify()
 	}

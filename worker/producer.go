@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"runtime/debug"
 	"sync"
 	"sync/atomic"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/workq/workq/internal/outage"
 	"github.com/workq/workq/lease"
 )
 
@@ -328,6 +330,7 @@ func (p *producer) run(ctx context.Context) {
 	hint, more := true, false
 	p.woken = true
 	claimErrors := 0      // failed claims in a row
+	outageErrors := 0     // of which the outage log took
 	retryStep := int32(0) // the backoff step of the next failure
 	var lastReclaim time.Time
 	// Waiting for refill free slots must not leave free slots idle for long
@@ -381,6 +384,8 @@ func (p *producer) run(ctx context.Context) {
 					switch {
 					case p.w.schemaMissing(err):
 						backoff = 8 // said once; retry at the slowest pace
+					case p.w.outage.Failed(err, "table", p.src.Table, "queue", p.queue):
+						outageErrors++ // the outage says it once, and when it ends
 					case claimErrors == 1:
 						p.w.log.Warn("claim failed; retrying with backoff", "table", p.src.Table, "queue", p.queue, "err", err)
 					default:
@@ -402,10 +407,15 @@ func (p *producer) run(ctx context.Context) {
 					}
 					continue
 				}
+				p.w.outage.OK()
 				if claimErrors > 0 {
 					p.w.schemaBack()
-					p.w.log.Info("claiming again", "table", p.src.Table, "queue", p.queue, "after_errors", claimErrors)
-					claimErrors, retryStep = 0, 0
+					level := slog.LevelInfo
+					if outageErrors == claimErrors {
+						level = slog.LevelDebug // the outage log said the database is back
+					}
+					p.w.log.Log(ctx, level, "claiming again", "table", p.src.Table, "queue", p.queue, "after_errors", claimErrors)
+					claimErrors, outageErrors, retryStep = 0, 0, 0
 				}
 				if more = got == n; more {
 					// The queue likely has more: claim again at once (reaping
@@ -497,7 +507,7 @@ func (p *producer) armNextDue(ctx context.Context, t *time.Timer, pastDue bool) 
 	wait, ok, err := p.src.NextDue(qctx, p.w.db, p.queue)
 	switch {
 	case err != nil:
-		if ctx.Err() == nil && !p.w.schemaMissing(err) {
+		if ctx.Err() == nil && !p.w.schemaMissing(err) && !p.w.outage.Failed(err, "table", p.src.Table, "queue", p.queue) {
 			p.w.log.Warn("next due time unknown; polling", "table", p.src.Table, "queue", p.queue, "err", err)
 		}
 		return false
@@ -523,7 +533,7 @@ func (p *producer) reclaim(ctx context.Context) int {
 	defer cancel()
 	got, err := p.engine.ReapExpired(rctx, p.queue, p.w.cfg.Batch)
 	if err != nil {
-		if ctx.Err() == nil && !p.w.schemaMissing(err) {
+		if ctx.Err() == nil && !p.w.schemaMissing(err) && !p.w.outage.Failed(err, "table", p.src.Table, "queue", p.queue) {
 			p.w.log.Warn("reclaim of expired leases failed", "table", p.src.Table, "queue", p.queue, "err", err)
 		}
 		return 0
@@ -591,7 +601,7 @@ func (p *producer) claim(ctx context.Context, n int) (int, error) {
 		// A statement refused for want of the schema never ran: nothing to
 		// release (and releasing would fail the same way, for a lease).
 		if c.Token != uuid.Nil && !lease.IsSchemaMissing(err) {
-			p.releaseClaim(c.Token, backend)
+			p.releaseClaim(c.Token, backend, outage.Unreachable(err))
 		}
 		return 0, err
 	}
@@ -604,8 +614,8 @@ func (p *producer) claim(ctx context.Context, n int) (int, error) {
 // releaseClaim releases, in the background, whatever token holds once its
 // claim's server process is done, retrying for up to a lease and never past
 // Stop's bound. If it cannot, the rows' leases expire and the reaper retries
-// them.
-func (p *producer) releaseClaim(token uuid.UUID, backend uint32) {
+// them. outaged says the claim failed because the database was unreachable.
+func (p *producer) releaseClaim(token uuid.UUID, backend uint32, outaged bool) {
 	p.life.bg.Add(1)
 	go func() {
 		defer p.life.bg.Done()
@@ -616,7 +626,14 @@ func (p *producer) releaseClaim(token uuid.UUID, backend uint32) {
 			if err == nil {
 				if n > 0 {
 					p.w.stats.claimsReleased.Add(int64(n))
-					p.w.log.Warn("released the rows of a claim whose result was lost", "table", p.src.Table, "queue", p.queue, "rows", n)
+					// Expected after the database was unreachable (a
+					// partition delivers the claim late): the outage
+					// lines said so.
+					level := slog.LevelWarn
+					if outaged {
+						level = slog.LevelInfo
+					}
+					p.w.log.Log(ctx, level, "released the rows of a claim whose result was lost", "table", p.src.Table, "queue", p.queue, "rows", n)
 				}
 				return
 			}
@@ -625,8 +642,12 @@ func (p *producer) releaseClaim(token uuid.UUID, backend uint32) {
 				pause = 10 * time.Millisecond // cancelled: it ends in a moment
 			}
 			if !sleepCtx(ctx, pause) {
-				p.w.log.Warn("could not release a failed claim's rows; their leases will expire and the reaper retries them",
-					"table", p.src.Table, "queue", p.queue, "token", token, "err", err)
+				// Expected while the database is unreachable: the outage
+				// log tells of it; the reaper retries the rows after.
+				if !p.w.outage.Failed(err, "table", p.src.Table, "queue", p.queue, "unreleased_claim", token) {
+					p.w.log.Warn("could not release a failed claim's rows; their leases will expire and the reaper retries them",
+						"table", p.src.Table, "queue", p.queue, "token", token, "err", err)
+				}
 				return
 			}
 		}
@@ -853,12 +874,13 @@ func (p *producer) beat(ctx context.Context) {
 	if err != nil {
 		if ctx.Err() == nil {
 			p.w.stats.heartbeatErrors.Add(1)
-			if !p.w.schemaMissing(err) {
+			if !p.w.schemaMissing(err) && !p.w.outage.Failed(err, "table", p.src.Table, "queue", p.queue, "heartbeat_items", len(held)) {
 				p.w.log.Warn("heartbeat failed", "table", p.src.Table, "queue", p.queue, "items", len(held), "err", err)
 			}
 		}
 		return
 	}
+	p.w.outage.OK()
 	expiry := sent + int64(lease.LocalTTL(ttl))
 	for _, id := range beats.Extended {
 		byID[id].expiry.Store(expiry)

@@ -21,6 +21,7 @@ import (
 
 	"github.com/workq/workq/internal/dbschema"
 	"github.com/workq/workq/internal/ha"
+	"github.com/workq/workq/internal/outage"
 	"github.com/workq/workq/lease"
 	"github.com/workq/workq/workqtype"
 )
@@ -103,6 +104,7 @@ type Worker struct {
 	db       workqtype.DB      // pool in the schema
 	cfg      Config            // with defaults applied
 	log      *slog.Logger
+	outage   *outage.Log // every loop's database failures, as one outage
 	onResult func(Result)
 	obs      Observer // nil: none
 	shared   *Shared  // nil: own slots only
@@ -179,6 +181,11 @@ func New(pool *pgxpool.Pool, cfg Config, o Options) (*Worker, error) {
 	w := &Worker{base: context.Background(), pool: pool, rw: rw, db: rw.Wrap(pool), cfg: cfg, log: log, onResult: o.OnResult, obs: o.Observer, shared: o.Shared, rank: o.Rank, shard: o.Shard, kinds: newKindRouter(), clock0: time.Now(),
 		claimFn: (*lease.Engine).Claim, completeFn: (*lease.Engine).Complete,
 		failBurst: failureLogBurst, failWindow: failureLogWindow}
+	olog := log
+	if o.Shard != "" {
+		olog = log.With("shard", o.Shard)
+	}
+	w.outage = outage.New(olog, "worker")
 	if cfg.RunsDir != "" {
 		w.runs = &runArchive{dir: cfg.RunsDir}
 	}

@@ -116,7 +116,14 @@ func (h *Handler) actItems(w http.ResponseWriter, r *http.Request, x *session) e
 		}
 		res.Applied = append(res.Applied, sel.names(g.shard, one.Applied)...)
 		res.Requested = append(res.Requested, sel.names(g.shard, one.Requested)...)
-		res.Skipped = append(res.Skipped, sel.names(g.shard, one.Skipped)...)
+		// Each skipped id with why: "7 is done", "9 not found".
+		for i, name := range sel.names(g.shard, one.Skipped) {
+			if st, ok := one.States[one.Skipped[i]]; ok {
+				res.Skipped = append(res.Skipped, name+" is "+st)
+			} else {
+				res.Skipped = append(res.Skipped, name+" not found")
+			}
+		}
 		h.log.InfoContext(r.Context(), "dashboard "+verb, "table", t, "shard", g.shard.Name, "actor", by.Name, "applied", len(one.Applied),
 			"skipped", len(one.Skipped))
 	}
@@ -125,7 +132,7 @@ func (h *Handler) actItems(w http.ResponseWriter, r *http.Request, x *session) e
 		msg += fmt.Sprintf(" (%d running: their workers stop them, and they end cancelled: %s)", len(res.Requested), strList(res.Requested))
 	}
 	if len(res.Skipped) > 0 {
-		msg += fmt.Sprintf(", %d skipped (not in the state %s needs, or gone: %s)", len(res.Skipped), word, strList(res.Skipped))
+		msg += fmt.Sprintf(", %d skipped (%s: not in the state %s needs, or gone)", len(res.Skipped), strList(res.Skipped), word)
 	}
 	h.sessions.setFlash(x, msg+".")
 	h.poke()

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/workq/workq/admin"
+	"github.com/workq/workq/internal/outage"
 	"github.com/workq/workq/lease"
 )
 
@@ -104,9 +105,10 @@ type Sample struct {
 // counted once), in a ring buffer of History/Interval samples. The history
 // lives in memory: it starts empty when the process starts.
 type Sampler struct {
-	o    SamplerOptions
-	log  *slog.Logger
-	poke chan struct{}
+	o      SamplerOptions
+	log    *slog.Logger
+	outage *outage.Log // its rounds' database failures, as one outage
+	poke   chan struct{}
 
 	sources []SampleSource // Shards, or the one of Depth, Ended and Clock
 	sharded bool
@@ -160,7 +162,7 @@ func NewSampler(o SamplerOptions) (*Sampler, error) {
 		o.Logger = slog.Default()
 	}
 	n := int(o.History / o.Interval)
-	s := &Sampler{o: o, log: o.Logger, poke: make(chan struct{}, 1), ring: make([]Sample, 0, n), sources: sources,
+	s := &Sampler{o: o, log: o.Logger, outage: outage.New(o.Logger, "dashboard sampler"), poke: make(chan struct{}, 1), ring: make([]Sample, 0, n), sources: sources,
 		sharded: len(o.Shards) > 0, last: make([]time.Time, len(sources))}
 	if s.sharded {
 		for _, src := range sources {
@@ -190,7 +192,11 @@ func (s *Sampler) Run(ctx context.Context) {
 	fast := min(warmUpEvery, s.o.Interval)
 	warmEnd := time.Now().Add(s.o.Interval)
 	for {
-		if err := s.SampleOnce(ctx); err != nil && ctx.Err() == nil {
+		switch err := s.SampleOnce(ctx); {
+		case err == nil:
+			s.outage.OK()
+		case ctx.Err() != nil, s.outage.Failed(err):
+		default:
 			s.log.Warn("dashboard sampler", "err", err)
 		}
 		var warm <-chan time.Time

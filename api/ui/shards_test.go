@@ -154,7 +154,7 @@ func TestDashboardOverTwoShards(t *testing.T) {
 	must(t, b.get("/ui/items/job_runs/"+itoa(id)+"?shard=us"), 200, "Cancel: 1 applied.", `<span class="state s-cancelled">`)
 	// Retry the selection of the list (SHARD:ID): us's cancelled item, eu's ready one skipped.
 	must(t, b.post("/ui/items/job_runs/act", url.Values{"action": {"retry"}, "id": {"us:" + itoa(id), "eu:" + itoa(id)}}), http.StatusSeeOther)
-	must(t, b.get("/ui/items/job_runs"), 200, "Retry: 1 applied, 1 skipped (not in the state retry needs, or gone: eu:"+itoa(id)+")")
+	must(t, b.get("/ui/items/job_runs"), 200, "Retry: 1 applied, 1 skipped (eu:"+itoa(id)+" is ready: not in the state retry needs, or gone)")
 	if st := statusOf(t, us, id); st != lease.StatusReady {
 		t.Fatalf("us:%d is %s after retry, want ready", id, st)
 	}

@@ -20,6 +20,7 @@ import (
 
 	"github.com/workq/workq/api"
 	"github.com/workq/workq/internal/testdb"
+	"github.com/workq/workq/lease"
 )
 
 func TestMain(m *testing.M) { testdb.Main(m) }
@@ -422,4 +423,53 @@ func TestItemPageShowsMetadata(t *testing.T) {
 	if p := b.get("/ui/items/job_runs/" + itoa(ids[1])); strings.Contains(p.body, "metadata-h") {
 		t.Error("a job without metadata has a Metadata section")
 	}
+}
+
+// A done job's page shows the error of its earlier attempt among the
+// attempts only, not as its last error; a failed job's page shows when it
+// ended and no run_at after that (the list too).
+func TestItemPageOfFinishedJobs(t *testing.T) {
+	s := newSite(t)
+	b := s.browser()
+	b.login(s.read)
+	ctx := context.Background()
+	ids := enqueue(t, s.pool, jobq.Job{Kind: "email.send", MaxAttempts: 3}, jobq.Job{Kind: "email.send", MaxAttempts: 1})
+	done, failed := ids[0], ids[1]
+	e := lease.New(s.pool, lease.JobRuns)
+	for _, a := range []struct {
+		id  int64
+		out lease.Outcome
+	}{{done, lease.Retry}, {done, lease.Done}, {failed, lease.Failed}} {
+		it, ok, err := e.ClaimByID(ctx, a.id, time.Minute, "w1")
+		if err != nil || !ok {
+			t.Fatalf("claim: %v %v", ok, err)
+		}
+		if _, err := e.Complete(ctx, []lease.Completion{{ID: a.id, Token: it.OwnerToken, Outcome: a.out, Error: "smtp timeout"}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A failed row written before LeaseComplete kept run_at has one ahead.
+	if _, err := s.pool.Exec(ctx, `update workq.job_runs set run_at = now() + interval '1 hour' where id = $1`, failed); err != nil {
+		t.Fatal(err)
+	}
+	p := b.get("/ui/items/job_runs/" + itoa(done))
+	must(t, p, 200, `<td class="err">smtp timeout</td>`)
+	if strings.Contains(p.body, "<h3>Last error</h3>") {
+		t.Error("a done job's page shows its earlier attempt's error as its last error")
+	}
+	p = b.get("/ui/items/job_runs/" + itoa(failed))
+	must(t, p, 200, "<h3>Last error</h3>", "<dt>Finished</dt>")
+	if strings.Contains(p.body, "<dt>Run at</dt>") {
+		t.Error("a failed job's page shows a run at")
+	}
+	p = b.get("/ui/items/job_runs?status=failed")
+	must(t, p, 200, ">ended ")
+	if strings.Contains(p.body, ">in ") {
+		t.Error("the list shows a failed job due in the future")
+	}
+	// A retry of the done job and of a missing one says which is which.
+	ad := s.browser()
+	ad.login(s.admin)
+	must(t, ad.post("/ui/items/job_runs/act", url.Values{"action": {"retry"}, "id": {itoa(done), "999999"}}), http.StatusSeeOther)
+	must(t, ad.get("/ui/items/job_runs"), 200, "Retry: 0 applied, 2 skipped ("+itoa(done)+" is done, 999999 not found: not in the state retry needs, or gone).")
 }

@@ -262,7 +262,7 @@ func newInboxShowCmd() *cobra.Command {
 
 func newInboxReviveCmd() *cobra.Command {
 	revive := retryAction
-	revive.done, revive.skipKey, revive.skipWhy = "revived", "not_dead", "they are not dead"
+	revive.done, revive.skipKey, revive.only = "revived", "not_dead", "only dead (or cancelled) %s can be revived"
 	return newActionCmd(lease.Inbox, "inbox message", "revive ID... [--actor A] [--reason R] [--json]",
 		"Put dead (failed) inbox messages back to ready, attempts reset, audited in the run archive", revive)
 }

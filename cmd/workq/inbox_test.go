@@ -11,6 +11,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/workq/workq/admin"
 	"github.com/workq/workq/inbox"
 	"github.com/workq/workq/internal/testdb"
 	"github.com/workq/workq/workqtype"
@@ -101,8 +102,9 @@ func TestInboxCLI(t *testing.T) {
 		Revived []int64
 		NotDead []int64 `json:"not_dead"`
 	}
-	// Message 2 is not dead: it is left alone, listed, and the command fails.
-	if err == nil || !strings.Contains(err.Error(), "left alone because they are not dead") || json.Unmarshal([]byte(out), &rev) != nil ||
+	// There is no message 2 (a repeat used its identity value): it is left
+	// alone, listed as not found, and the command fails saying so.
+	if err == nil || err.Error() != "inbox message 2 not found" || !errors.Is(err, admin.ErrNotFound) || errors.Is(err, admin.ErrWrongState) || json.Unmarshal([]byte(out), &rev) != nil ||
 		len(rev.Revived) != 1 || rev.Revived[0] != 1 || len(rev.NotDead) != 1 || rev.NotDead[0] != 2 {
 		t.Fatalf("revive: %q, %v", out, err)
 	}

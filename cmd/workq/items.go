@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"maps"
@@ -28,25 +29,80 @@ type action struct {
 	verb      string // retry, cancel, delete
 	done      string // text and JSON key of the ids acted on: retried, cancelled, deleted
 	skipKey   string // JSON key of the ids left alone: not_failed, finished, not_finished
-	skipWhy   string // why they were left alone, in the error
+	only      string // which items the verb takes, with %s for the plural of what: "only failed or cancelled %s can be retried"
 	needActor bool   // archived with an actor and reason (retry, cancel)
 	do        func(ctx context.Context, db gen.DBTX, table lease.Table, by admin.Actor, ids []int64) (admin.Result, error)
 }
 
 var (
-	retryAction = action{verb: "retry", done: "retried", skipKey: "not_failed", skipWhy: "they are not failed or cancelled", needActor: true,
+	retryAction = action{verb: "retry", done: "retried", skipKey: "not_failed", only: "only failed or cancelled %s can be retried", needActor: true,
 		do: func(ctx context.Context, db gen.DBTX, t lease.Table, by admin.Actor, ids []int64) (admin.Result, error) {
 			return admin.Retry(ctx, db, t, by, ids...)
 		}}
-	cancelAction = action{verb: "cancel", done: "cancelled", skipKey: "finished", skipWhy: "they have finished (done, failed or cancelled)", needActor: true,
+	cancelAction = action{verb: "cancel", done: "cancelled", skipKey: "finished", only: "only ready or running %s can be cancelled", needActor: true,
 		do: func(ctx context.Context, db gen.DBTX, t lease.Table, by admin.Actor, ids []int64) (admin.Result, error) {
 			return admin.Cancel(ctx, db, t, by, ids...)
 		}}
-	deleteAction = action{verb: "delete", done: "deleted", skipKey: "not_finished", skipWhy: "they are not done, failed or cancelled",
+	deleteAction = action{verb: "delete", done: "deleted", skipKey: "not_finished", only: "only finished (done, failed or cancelled) %s can be deleted",
 		do: func(ctx context.Context, db gen.DBTX, t lease.Table, _ admin.Actor, ids []int64) (admin.Result, error) {
 			return admin.Delete(ctx, db, t, ids...)
 		}}
 )
+
+// skipped is one id an action left alone, as the command names it (42, or
+// eu:42 over shards), and its state ("" when it does not exist).
+type skipped struct{ label, state string }
+
+// skippedOf lists r's skipped ids, labelled by label.
+func skippedOf(r admin.Result, label func(int64) string) []skipped {
+	out := make([]skipped, 0, len(r.Skipped))
+	for _, id := range r.Skipped {
+		out = append(out, skipped{label(id), r.States[id]}) // "" for r.NotFound
+	}
+	return out
+}
+
+// leftAlone is the error of the ids an action left alone, telling those
+// that do not exist (wrapping admin.ErrNotFound) from those in a state the
+// verb does not take (admin.ErrWrongState): "job run 42 not found", "job
+// run 43 is done; only failed or cancelled job runs can be retried".
+func (a action) leftAlone(what string, ids []skipped) error {
+	var missing, wrong []string
+	for _, s := range ids {
+		if s.state == "" {
+			missing = append(missing, s.label)
+		} else {
+			wrong = append(wrong, s.label+" is "+s.state)
+		}
+	}
+	var errs []error
+	switch len(missing) {
+	case 0:
+	case 1:
+		errs = append(errs, reasonError{fmt.Sprintf("%s %s not found", what, missing[0]), admin.ErrNotFound})
+	default:
+		errs = append(errs, reasonError{fmt.Sprintf("%d %ss not found: %s", len(missing), what, strings.Join(missing, ", ")), admin.ErrNotFound})
+	}
+	only := fmt.Sprintf(a.only, what+"s")
+	switch len(wrong) {
+	case 0:
+	case 1:
+		errs = append(errs, reasonError{fmt.Sprintf("%s %s; %s", what, wrong[0], only), admin.ErrWrongState})
+	default:
+		errs = append(errs, reasonError{fmt.Sprintf("%d %ss left alone (%s); %s", len(wrong), what, strings.Join(wrong, ", "), only), admin.ErrWrongState})
+	}
+	return errors.Join(errs...)
+}
+
+// reasonError is an error whose text is its own and that wraps a
+// sentinel a caller can test with errors.Is.
+type reasonError struct {
+	msg string
+	is  error
+}
+
+func (e reasonError) Error() string { return e.msg }
+func (e reasonError) Unwrap() error { return e.is }
 
 // newActionCmd returns the command of one action on table; what names the
 // items in texts ("job run"). Every id is checked before the database is
@@ -110,7 +166,7 @@ func newActionCmd(table lease.Table, what, use, short string, a action) *cobra.C
 			requested[id] = true
 		}
 		if *asJSON {
-			m := map[string]any{a.done: r.Applied, a.skipKey: r.Skipped}
+			m := map[string]any{a.done: r.Applied, a.skipKey: r.Skipped, "not_found": r.NotFound}
 			if a.verb == "cancel" {
 				m["requested"] = append([]int64{}, r.Requested...)
 			}
@@ -127,7 +183,7 @@ func newActionCmd(table lease.Table, what, use, short string, a action) *cobra.C
 			}
 		}
 		if len(r.Skipped) > 0 {
-			return fmt.Errorf("%d %s(s) left alone because %s (or do not exist): %v", len(r.Skipped), what, a.skipWhy, r.Skipped)
+			return a.leftAlone(what, skippedOf(r, func(id int64) string { return strconv.FormatInt(id, 10) }))
 		}
 		return nil
 	}
@@ -210,10 +266,10 @@ func newItemsListCmd(table lease.Table, kindFlag, use, short string) *cobra.Comm
 			return printJSON(cmd.OutOrStdout(), p)
 		}
 		tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
-		fmt.Fprintf(tw, "ID\tQUEUE\t%s\tSTATE\tATTEMPTS\tRUN AT\tLAST ERROR\n", strings.ToUpper(kindFlag))
+		fmt.Fprintf(tw, "ID\tQUEUE\t%s\tSTATE\tATTEMPTS\tRUN/ENDED AT\tLAST ERROR\n", strings.ToUpper(kindFlag))
 		for _, it := range p.Items {
 			fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%d/%d\t%s\t%s\n", it.ID, it.Queue, it.Kind, it.State, it.Attempts, it.MaxAttempts,
-				it.RunAt.Format(time.RFC3339), cell(it.LastError, 60))
+				it.WhenAt().Format(time.RFC3339), cell(it.LastError, 60))
 		}
 		if err := tw.Flush(); err != nil {
 			return err
@@ -273,9 +329,14 @@ func printItem(out io.Writer, it admin.Item, atts []workqtype.Attempt, asJSON bo
 	if it.Shard != "" {
 		fmt.Fprintf(tw, "shard\t%s\n", it.Shard)
 	}
-	fmt.Fprintf(tw, "id\t%d\nqueue\t%s\nkind\t%s\nstate\t%s\npriority\t%d\nattempts\t%d of %d\nrun at\t%s\ncreated at\t%s\n",
-		it.ID, it.Queue, it.Kind, it.State, it.Priority, it.Attempts, it.MaxAttempts,
-		it.RunAt.Format(time.RFC3339Nano), it.CreatedAt.Format(time.RFC3339Nano))
+	fmt.Fprintf(tw, "id\t%d\nqueue\t%s\nkind\t%s\nstate\t%s\npriority\t%d\nattempts\t%d of %d\n",
+		it.ID, it.Queue, it.Kind, it.State, it.Priority, it.Attempts, it.MaxAttempts)
+	// A finished item's run_at is when it was last due: it ended at
+	// finished_at, and will not run again unless retried.
+	if it.FinishedAt == nil {
+		fmt.Fprintf(tw, "run at\t%s\n", it.RunAt.Format(time.RFC3339Nano))
+	}
+	fmt.Fprintf(tw, "created at\t%s\n", it.CreatedAt.Format(time.RFC3339Nano))
 	if it.FinishedAt != nil {
 		fmt.Fprintf(tw, "finished at\t%s\n", it.FinishedAt.Format(time.RFC3339Nano))
 	}

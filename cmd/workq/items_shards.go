@@ -160,7 +160,8 @@ func (a action) runSharded(cmd *cobra.Command, cfg *config.Config, timeout time.
 	defer done()
 	out := cmd.OutOrStdout()
 	var results []map[string]any
-	var failed, skipped []string
+	var failed []string
+	var left []skipped
 	for i, g := range groups {
 		name := g.spec.name
 		err := dialed[i].err
@@ -173,14 +174,12 @@ func (a action) runSharded(cmd *cobra.Command, cfg *config.Config, timeout time.
 			results = append(results, map[string]any{"shard": name, "error": err.Error(), "ids": g.ids})
 			continue
 		}
-		m := map[string]any{"shard": name, a.done: nonNil(r.Applied), a.skipKey: nonNil(r.Skipped)}
+		m := map[string]any{"shard": name, a.done: nonNil(r.Applied), a.skipKey: nonNil(r.Skipped), "not_found": nonNil(r.NotFound)}
 		if a.verb == "cancel" {
 			m["requested"] = nonNil(r.Requested)
 		}
 		results = append(results, m)
-		for _, id := range r.Skipped {
-			skipped = append(skipped, label(name, id))
-		}
+		left = append(left, skippedOf(r, func(id int64) string { return label(name, id) })...)
 		if asJSON {
 			continue
 		}
@@ -201,15 +200,14 @@ func (a action) runSharded(cmd *cobra.Command, cfg *config.Config, timeout time.
 			return err
 		}
 	}
-	var problems []string
-	problems = append(problems, failed...)
-	if len(skipped) > 0 {
-		problems = append(problems, fmt.Sprintf("%d %s(s) left alone because %s (or do not exist): %v", len(skipped), what, a.skipWhy, skipped))
+	var errs []error
+	if len(failed) > 0 {
+		errs = append(errs, errors.New(strings.Join(failed, "; ")))
 	}
-	if len(problems) > 0 {
-		return errors.New(strings.Join(problems, "; "))
+	if len(left) > 0 {
+		errs = append(errs, a.leftAlone(what, left))
 	}
-	return nil
+	return errors.Join(errs...)
 }
 
 func nonNil(ids []int64) []int64 {
@@ -347,10 +345,10 @@ func listSharded(cmd *cobra.Command, cfg *config.Config, timeout time.Duration, 
 
 func printShardedPage(w io.Writer, kindFlag string, page shardlist.Page) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintf(tw, "SHARD\tID\tQUEUE\t%s\tSTATE\tATTEMPTS\tRUN AT\tLAST ERROR\n", strings.ToUpper(kindFlag))
+	fmt.Fprintf(tw, "SHARD\tID\tQUEUE\t%s\tSTATE\tATTEMPTS\tRUN/ENDED AT\tLAST ERROR\n", strings.ToUpper(kindFlag))
 	for _, it := range page.Items {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d/%d\t%s\t%s\n", it.Shard, label(it.Shard, it.ID), it.Queue, it.Kind, it.State,
-			it.Attempts, it.MaxAttempts, it.RunAt.Format(time.RFC3339), cell(it.LastError, 60))
+			it.Attempts, it.MaxAttempts, it.WhenAt().Format(time.RFC3339), cell(it.LastError, 60))
 	}
 	if err := tw.Flush(); err != nil {
 		return err

@@ -194,7 +194,7 @@ func TestItemVerbsSharded(t *testing.T) {
 		t.Fatalf("retry of %s changed a: %q -> %q", b1, beforeA, a)
 	}
 	// A retry of a ready job leaves it alone, named with its shard.
-	if _, err := runCLI(t, sharded("jobs", "retry", b1)...); err == nil || !strings.Contains(err.Error(), "["+b1+"]") {
+	if _, err := runCLI(t, sharded("jobs", "retry", b1)...); err == nil || !strings.Contains(err.Error(), "job run "+b1+" is ready;") {
 		t.Fatalf("retry of a ready job: %v", err)
 	}
 

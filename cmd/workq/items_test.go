@@ -68,7 +68,7 @@ func TestItemVerbs(t *testing.T) {
 	if out := run("jobs", "cancel", id, "--actor", "op:ada", "--reason", "dup"); out != "cancelled "+id+"\n" {
 		t.Fatalf("cancel printed %q", out)
 	}
-	if _, err := runCLI(t, "jobs", "cancel", id); err == nil || !strings.Contains(err.Error(), "have finished") {
+	if _, err := runCLI(t, "jobs", "cancel", id); err == nil || !strings.Contains(err.Error(), "job run "+id+" is cancelled; only ready or running job runs can be cancelled") {
 		t.Fatalf("second cancel: %v", err)
 	}
 	show := run("jobs", "show", id)
@@ -80,7 +80,7 @@ func TestItemVerbs(t *testing.T) {
 	// Delete refuses ready jobs, takes the cancelled one.
 	var del map[string][]int64
 	out, err := runCLI(t, "jobs", "delete", id, fmt.Sprint(ids[1]), "--json")
-	if err == nil || !strings.Contains(err.Error(), "not done, failed or cancelled") {
+	if err == nil || !strings.Contains(err.Error(), fmt.Sprintf("job run %d is ready; only finished", ids[1])) {
 		t.Fatalf("delete of a ready job: %v", err)
 	}
 	if err := json.Unmarshal([]byte(out), &del); err != nil || !slices.Equal(del["deleted"], []int64{ids[0]}) || !slices.Equal(del["not_finished"], []int64{ids[1]}) {

@@ -61,6 +61,9 @@ func newMigrateCmd() *cobra.Command {
 		if cfg.DatabaseURL == "" {
 			return fmt.Errorf("DATABASE_URL is not set (or pass --database-url)")
 		}
+		if err := checkDatabaseURL("DATABASE_URL", cfg.DatabaseURL); err != nil {
+			return err
+		}
 		conn, err := pgx.Connect(ctx, cfg.DatabaseURL)
 		if err != nil {
 			return fmt.Errorf("open database: %w", err)

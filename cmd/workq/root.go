@@ -119,6 +119,10 @@ func connect(ctx context.Context, cfg *config.Config, log *slog.Logger, use sche
 			}
 		}
 	}
+	if err := checkDatabaseURL("DATABASE_URL", cfg.DatabaseURL); err != nil {
+		cleanup()
+		return nil, nil, err
+	}
 	pcfg, err := pgxpool.ParseConfig(cfg.DatabaseURL)
 	if err != nil {
 		cleanup()

@@ -28,12 +28,19 @@ func parseShards(values []string) ([]shardSpec, error) {
 	for i, v := range values {
 		v = strings.TrimSpace(v)
 		name, url := fmt.Sprintf("s%d", i+1), v
-		if !strings.HasPrefix(v, "postgres://") && !strings.HasPrefix(v, "postgresql://") {
+		if s, _, ok := strings.Cut(v, "://"); ok && !strings.ContainsAny(s, " =") { // a bare URL, not NAME=URL
+			if err := checkDatabaseURL(fmt.Sprintf("--shard %d", i+1), v); err != nil {
+				return nil, err
+			}
+		} else {
 			n, u, ok := strings.Cut(v, "=")
 			if !ok || n == "" || u == "" {
 				return nil, fmt.Errorf("--shard %d: %q is not NAME=URL or a postgres:// URL", i+1, redact.URL(v))
 			}
 			name, url = n, u
+			if err := checkDatabaseURL(fmt.Sprintf("--shard %s", n), u); err != nil {
+				return nil, err
+			}
 		}
 		if seen[name] {
 			return nil, fmt.Errorf("--shard: name %q is given twice", name)

@@ -146,7 +146,10 @@ u as (
             else 0 end,
         attempts = case when o.outcome in ('snoozed', 'released') and j.cancel_requested_at is null
                         then j.attempts - 1 else j.attempts end,
+        -- A retry with no attempt left ends failed: its run_at stays (the backoff
+        -- time is when it would have run again, and it never will).
         run_at = case when o.outcome in ('retry', 'snoozed', 'released') and j.cancel_requested_at is null
+                           and not (o.outcome = 'retry' and j.attempts >= j.max_attempts)
                       then now() + o.delay_ms * interval '1 millisecond' else j.run_at end,
         last_error = case when j.cancel_requested_at is not null then j.last_error
                           when o.outcome in ('retry', 'failed', 'cancelled') then nullif(o.error, '') else j.last_error end,
@@ -683,6 +686,36 @@ func (q *Queries) LeaseStatus(ctx context.Context, id int64) (LeaseStatusRow, er
 	var i LeaseStatusRow
 	err := row.Scan(&i.Status, &i.CancelRequested)
 	return i, err
+}
+
+const leaseStatuses = `-- name: LeaseStatuses :many
+select id, status from workq.workq_lease_table where id = any($1::bigint[]) order by id
+`
+
+type LeaseStatusesRow struct {
+	ID     int64
+	Status int16
+}
+
+// LeaseStatuses reads the status of each of ids that exists (an id with no row is missing from the result): why an action left them alone.
+func (q *Queries) LeaseStatuses(ctx context.Context, ids []int64) ([]LeaseStatusesRow, error) {
+	rows, err := q.db.Query(ctx, leaseStatuses, ids)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []LeaseStatusesRow
+	for rows.Next() {
+		var i LeaseStatusesRow
+		if err := rows.Scan(&i.ID, &i.Status); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }
 
 const leaseStuck = `-- name: LeaseStuck :many

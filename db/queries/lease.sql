@@ -62,7 +62,10 @@ u as (
             else 0 end,
         attempts = case when o.outcome in ('snoozed', 'released') and j.cancel_requested_at is null
                         then j.attempts - 1 else j.attempts end,
+        -- A retry with no attempt left ends failed: its run_at stays (the backoff
+        -- time is when it would have run again, and it never will).
         run_at = case when o.outcome in ('retry', 'snoozed', 'released') and j.cancel_requested_at is null
+                           and not (o.outcome = 'retry' and j.attempts >= j.max_attempts)
                       then now() + o.delay_ms * interval '1 millisecond' else j.run_at end,
         last_error = case when j.cancel_requested_at is not null then j.last_error
                           when o.outcome in ('retry', 'failed', 'cancelled') then nullif(o.error, '') else j.last_error end,
@@ -251,6 +254,10 @@ select c.id, c.requested from cancelled c where (select j.n from joins j) >= 0 a
 -- name: LeaseStatus :one
 -- LeaseStatus reads one item's status and whether its cancel was requested (no row: no such item).
 select status, (cancel_requested_at is not null)::boolean as cancel_requested from workq.workq_lease_table where id = @id::bigint;
+
+-- name: LeaseStatuses :many
+-- LeaseStatuses reads the status of each of ids that exists (an id with no row is missing from the result): why an action left them alone.
+select id, status from workq.workq_lease_table where id = any(@ids::bigint[]) order by id;
 
 -- name: LeaseDelete :many
 -- LeaseDelete deletes the finished (done, failed or cancelled) items among ids and returns the ids it deleted; ready and in-progress items are left alone. Their archived attempts stay in runs until the archive's own retention.

@@ -18,6 +18,9 @@ import (
 //     peers see silence, not a closed connection. Restore delivers what was
 //     held back, in order (a statement sent during the cut reaches the
 //     server late, which is what a late write after a partition is).
+//   - Down closes every connection and each new one at once, the way a
+//     stopped server is (the peers see a closed connection, then refused
+//     ones), until Restore.
 //   - SetLatency delays every chunk by a one-way latency in each direction
 //     (a request/response exchange takes two of them more); chunks keep
 //     their order and are not serialised behind each other's delay.
@@ -36,6 +39,7 @@ type Proxy struct {
 	rate    atomic.Int64 // bytes per second per direction; 0: unlimited
 
 	mu    sync.Mutex
+	down  bool          // Down: connections are closed, new ones at once
 	open  chan struct{} // closed while traffic flows
 	conns []net.Conn
 	wg    sync.WaitGroup
@@ -70,10 +74,25 @@ func (p *Proxy) Cut() {
 	}
 }
 
-// Restore lets traffic flow again.
+// Down stops the database the way a stopped server is: every open
+// connection is closed, and new ones are closed as soon as they are
+// accepted, until Restore.
+func (p *Proxy) Down() {
+	p.mu.Lock()
+	p.down = true
+	conns := p.conns
+	p.conns = nil
+	p.mu.Unlock()
+	for _, c := range conns {
+		c.Close()
+	}
+}
+
+// Restore lets traffic flow again (after Cut or Down).
 func (p *Proxy) Restore() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	p.down = false
 	select {
 	case <-p.open:
 	default:
@@ -122,6 +141,13 @@ func (p *Proxy) accept() {
 		c, err := p.ln.Accept()
 		if err != nil {
 			return
+		}
+		p.mu.Lock()
+		down := p.down
+		p.mu.Unlock()
+		if down {
+			c.Close()
+			continue
 		}
 		p.track(c)
 		p.wg.Add(1)

@@ -1,0 +1,120 @@
+package outage_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/workq/workq/internal/outage"
+)
+
+// records is a slog handler that keeps every record.
+type records struct {
+	mu  sync.Mutex
+	got []slog.Record
+}
+
+func (r *records) Enabled(context.Context, slog.Level) bool { return true }
+func (r *records) Handle(_ context.Context, rec slog.Record) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.got = append(r.got, rec)
+	return nil
+}
+func (r *records) WithAttrs([]slog.Attr) slog.Handler { return r }
+func (r *records) WithGroup(string) slog.Handler      { return r }
+
+func (r *records) lines(min slog.Level) []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []string
+	for _, rec := range r.got {
+		if rec.Level >= min {
+			out = append(out, rec.Level.String()+" "+rec.Message)
+		}
+	}
+	return out
+}
+
+// An outage of 16m40s with a failure every second logs one warning,
+// reminders when it has lasted 10 s, 20 s, 40 s... then every 5 minutes,
+// and one line when it is over; a second outage starts over.
+func TestOutageLogSchedule(t *testing.T) {
+	rec := &records{}
+	l := outage.New(slog.New(rec), "worker")
+	now := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	l.SetClock(func() time.Time { return now })
+	down := &net.OpError{Op: "dial", Net: "tcp", Err: errors.New("connection refused")}
+	l.OK() // up: nothing
+	for range 1000 {
+		if !l.Failed(down) {
+			t.Fatal("a refused connection is not taken as the database being unreachable")
+		}
+		now = now.Add(time.Second)
+	}
+	l.OK()
+	l.OK()
+	want := []string{
+		"WARN worker: database unreachable; retrying until it answers",
+		"WARN worker: database still unreachable after 10s",
+		"WARN worker: database still unreachable after 20s",
+		"WARN worker: database still unreachable after 40s",
+		"WARN worker: database still unreachable after 1m20s",
+		"WARN worker: database still unreachable after 2m40s",
+		"WARN worker: database still unreachable after 5m20s",
+		"WARN worker: database still unreachable after 10m20s", // then every 5 minutes
+		"WARN worker: database still unreachable after 15m20s",
+		"INFO worker: database reachable again after 16m40s",
+	}
+	if got := rec.lines(slog.LevelInfo); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("lines:\n%q\nwant\n%q", got, want)
+	}
+	if l.Down() {
+		t.Fatal("down after OK")
+	}
+	l.Failed(down)
+	if got := rec.lines(slog.LevelInfo); got[len(got)-1] != want[0] || !l.Down() {
+		t.Fatalf("a second outage: %q", got[len(got)-1])
+	}
+}
+
+func TestUnreachable(t *testing.T) {
+	cases := []struct {
+		name string
+		err  error
+		want bool
+	}{
+		{"nil", nil, false},
+		{"connect", &pgconn.ConnectError{Config: &pgconn.Config{}}, true},
+		{"net", fmt.Errorf("claim: %w", &net.OpError{Op: "read", Err: errors.New("reset")}), true},
+		{"eof", fmt.Errorf("claim job_runs: %w", io.ErrUnexpectedEOF), true},
+		{"conn closed", fmt.Errorf("x: %w", pgconn.ErrConnClosed), true},
+		{"deadline", fmt.Errorf("heartbeat: %w", context.DeadlineExceeded), true},
+		{"cancelled", context.Canceled, false},
+		{"admin shutdown", &pgconn.PgError{Code: "57P01"}, true},
+		{"connection failure", &pgconn.PgError{Code: "08006"}, true},
+		{"cannot connect now", &pgconn.PgError{Code: "57P03"}, true},
+		{"unique violation", &pgconn.PgError{Code: "23505"}, false},
+		{"undefined table", fmt.Errorf("reap: %w", &pgconn.PgError{Code: "42P01"}), false},
+		{"other", errors.New("boom"), false},
+	}
+	for _, c := range cases {
+		if got := outage.Unreachable(c.err); got != c.want {
+			t.Errorf("%s: %v, want %v", c.name, got, c.want)
+		}
+	}
+	// An error the Log does not take is the caller's to log.
+	rec := &records{}
+	l := outage.New(slog.New(rec), "maintenance")
+	if l.Failed(errors.New("boom")) || l.Down() || len(rec.lines(slog.LevelDebug)) != 0 {
+		t.Fatal("a non-connection error was taken")
+	}
+}

@@ -2,9 +2,9 @@ package main
 
 import (
 	"fmt"
-	"net/url"
-	"regexp"
 	"strings"
+
+	"github.com/workq/workq/internal/redact"
 )
 
 // checkDatabaseURL refuses a URL whose scheme is not PostgreSQL's
@@ -22,18 +22,5 @@ func checkDatabaseURL(name, v string) error {
 	case "postgres", "postgresql":
 		return nil
 	}
-	return fmt.Errorf("%s: expected a PostgreSQL URL (postgres:// or postgresql://), got %s", name, redactURL(v))
-}
-
-// userinfoPassword is the password of a URL's user info, for redactURL
-// when net/url cannot parse the URL.
-var userinfoPassword = regexp.MustCompile(`^([^/]*://[^/@:]*:)[^/@]*@`)
-
-// redactURL returns v with the password of its user info replaced by xxxxx.
-func redactURL(v string) string {
-	v = strings.TrimSpace(v)
-	if u, err := url.Parse(v); err == nil {
-		return u.Redacted()
-	}
-	return userinfoPassword.ReplaceAllString(v, "${1}xxxxx@")
+	return fmt.Errorf("%s: expected a PostgreSQL URL (postgres:// or postgresql://), got %s", name, redact.URL(strings.TrimSpace(v)))
 }

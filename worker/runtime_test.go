@@ -271,13 +271,7 @@ func TestRuntimeHandlerOutcomes(t *testing.T) {
 
 			var o outcomeResult
 			waitFor(t, 10*time.Second, "the job to settle", func() bool {
-				// The runs first: a completion writes its runs row and the
-				// job's in one statement, so the row read after them is at
-				// least as new. Read the other way round, a completion
-				// committing between the two reads settled the case on a
-				// row still in progress (seen at load).
-				o.runs = runRows(t, pool, id)
-				o.row = jobRow(t, pool, id)
+				o.row, o.runs = jobAndRuns(t, pool, id)
 				mu.Lock()
 				nres := len(results)
 				mu.Unlock()

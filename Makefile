@@ -26,7 +26,7 @@ FUZZ_TARGETS := ./internal/jobq:FuzzEnqueue ./outbox:FuzzSend ./inbox:FuzzReceiv
 SOAK        ?= 10m
 MODE        ?= load
 
-.PHONY: run release test test-serial test-lane-1 test-lane-2 test-race test-rest test-faults test-soak faults-long faults-failover generate check-generated staticcheck check-large-files lint fmt build bench clean tools fuzz soak
+.PHONY: run release test-load test test-serial test-lane-1 test-lane-2 test-race test-rest test-faults test-soak faults-long faults-failover generate check-generated staticcheck check-large-files lint fmt build bench clean tools fuzz soak
 
 ## run: migrate and run workq end to end (throwaway PostgreSQL when DATABASE_URL is unset).
 ## It runs the built binary, not `go run`: go run exits 1 whenever it is
@@ -71,6 +71,13 @@ test-lane-1:
 
 test-lane-2:
 	@+$(call lane,test-rest test-faults)
+
+## test-load: go test of PKGS (default . and ./worker; RUN to filter) COUNT
+## times (5) under the race detector with LOAD CPU burners beside it (16;
+## LOAD=0 for none), and each test's passes: the check of tests that depend
+## on timing (docs/testing.md, "Tests that depend on timing")
+test-load:
+	@$(WITH_TEST_ENV) scripts/test-load.sh
 
 ## test-race: the concurrent packages under the race detector
 test-race:

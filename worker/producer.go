@@ -346,6 +346,11 @@ func (p *producer) run(ctx context.Context) {
 	defer due.Stop()
 	pastDue := false
 	waiting, patient := false, true
+	if p.seat != nil {
+		// The weight of the shared slots' shares, read while the first
+		// claims run (the seat keeps its share until then).
+		p.weigh(ctx, 0)
+	}
 	for ctx.Err() == nil {
 		if hint || more {
 			n, short := p.slots(more, patient, refill)
@@ -459,37 +464,60 @@ func (p *producer) run(ctx context.Context) {
 
 // shareClaim gives back to the shared slots what a claim of n did not
 // use, and tells them whether it came back full (short or failed: nothing
-// ready, and a shard that is down holds up no other) and, after a full one,
-// the queue's ready and in-progress items (Engine.QueueDepth, read at most
-// once per backlogProbeEvery, or within a tenth of it after a short claim).
+// ready, and a shard that is down holds up no other); after a full one it
+// reads the queue's ready and in-progress items (weigh) at most once per
+// backlogProbeEvery, or within a tenth of it after a short claim.
 func (p *producer) shareClaim(ctx context.Context, n, got int, err error) {
 	m := p.seat
 	if m == nil {
 		return
 	}
+	wasDrained := m.isDrained()
 	m.release(n - got)
 	full := err == nil && got == n
-	depth := int64(-1)
+	m.noted(full, -1)
 	since := time.Since(m.probed)
-	if full && (since >= backlogProbeEvery || m.isDrained() && since >= backlogProbeEvery/10) {
-		m.probed = time.Now()
-		qctx, cancel := context.WithTimeout(ctx, p.w.cfg.Lease/2)
-		ds, derr := p.engine.QueueDepth(qctx)
+	if full && (since >= backlogProbeEvery || wasDrained && since >= backlogProbeEvery/10) {
+		p.weigh(ctx, got)
+	}
+}
+
+// weigh reads the queue's ready and in-progress items (Engine.QueueDepth,
+// at least floor) in the background and sets the seat's weight with it:
+// off the claim path, so a slow read (a loaded database or host) does not
+// stop the claims, and leave the handlers without work and the shared
+// slots to the other shards. One read at a time, bounded by
+// backlogProbeEvery (and the lease): the seat keeps its share of the
+// handler slots until its first read ends.
+func (p *producer) weigh(ctx context.Context, floor int) {
+	m := p.seat
+	if !m.probing.CompareAndSwap(false, true) {
+		return
+	}
+	m.probed = time.Now()
+	p.life.loops.Add(1) // within the claim loop's own: Stop waits for it
+	go func() {
+		defer p.life.loops.Done()
+		defer m.probing.Store(false)
+		qctx, cancel := context.WithTimeout(ctx, min(backlogProbeEvery, p.w.cfg.Lease/2))
+		ds, err := p.engine.QueueDepth(qctx)
 		cancel()
-		if derr == nil {
-			depth = int64(got)
+		depth := int64(-1)
+		if err == nil {
+			depth = int64(floor)
 			for _, d := range ds {
 				if d.Queue == p.queue {
 					depth = max(depth, d.Ready+d.InProgress)
 				}
 			}
 		}
-	}
-	m.noted(full, depth)
+		m.weigh(depth)
+	}()
 }
 
 // backlogProbeEvery is how often a claim loop with a backlog and shared
-// slots reads its queue's depth to weigh its share.
+// slots reads its queue's depth to weigh its share, and the bound of a
+// read.
 const backlogProbeEvery = time.Second
 
 // armNextDue sets t to fire when the queue's next ready row falls due, if

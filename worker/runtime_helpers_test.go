@@ -105,7 +105,7 @@ func enqueue(t *testing.T, pool *pgxpool.Pool, j jobq.Job) int64 {
 }
 
 // jobRow reads one job_runs row.
-func jobRow(t *testing.T, pool *pgxpool.Pool, id int64) gen.JobRun {
+func jobRow(t *testing.T, pool gen.DBTX, id int64) gen.JobRun {
 	t.Helper()
 	r, err := gen.New(pool).JobRunsGet(context.Background(), id)
 	if err != nil {
@@ -114,8 +114,22 @@ func jobRow(t *testing.T, pool *pgxpool.Pool, id int64) gen.JobRun {
 	return r
 }
 
+// jobAndRuns reads a job run and its archived attempts in one snapshot: a
+// completion writes both in one statement, and two reads apart may see
+// one before it and the other after (seen at load).
+func jobAndRuns(t *testing.T, pool *pgxpool.Pool, id int64) (gen.JobRun, []gen.Run) {
+	t.Helper()
+	ctx := context.Background()
+	tx, err := pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
+	if err != nil {
+		t.Fatalf("begin: %v", err)
+	}
+	defer tx.Rollback(ctx)
+	return jobRow(t, tx, id), runRows(t, tx, id)
+}
+
 // runRows reads the archived attempts of one job run, in the order they ended.
-func runRows(t *testing.T, pool *pgxpool.Pool, id int64) []gen.Run {
+func runRows(t *testing.T, pool gen.DBTX, id int64) []gen.Run {
 	t.Helper()
 	rows, err := pool.Query(context.Background(), `select run_id, work_table, item_id, queue, attempt, lease_version,
 		owner_token, worker_id, started_at, finished_at, outcome, error

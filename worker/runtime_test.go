@@ -271,7 +271,7 @@ func TestRuntimeHandlerOutcomes(t *testing.T) {
 
 			var o outcomeResult
 			waitFor(t, 10*time.Second, "the job to settle", func() bool {
-				o.row, o.runs = jobRow(t, pool, id), runRows(t, pool, id)
+				o.row, o.runs = jobAndRuns(t, pool, id)
 				mu.Lock()
 				nres := len(results)
 				mu.Unlock()

@@ -50,7 +50,7 @@ func TestSharedAcquire(t *testing.T) {
 				case st.backlog == 0:
 					m.drained = true
 				default:
-					m.backlog = st.backlog
+					m.backlog, m.weighed = st.backlog, true
 				}
 				m.g.used += st.used
 			}
@@ -90,15 +90,9 @@ func TestSharedWakesAndPermits(t *testing.T) {
 	if got := second.acquire(2, 0); got != 2 {
 		t.Fatalf("after the first drained: got %d", got)
 	}
-	if got := first.acquire(1, 0); got != 0 || !first.waiting {
-		t.Fatalf("none free: got %d", got)
-	}
-	second.release(1)
-	if got := first.acquire(1, 0); got != 1 {
-		t.Fatalf("after a release: got %d", got)
-	}
+	second.noted(true, 5)
 	never := make(chan struct{})
-	if !first.runPermit(never) || !second.runPermit(never) {
+	if !second.runPermit(never) || !second.runPermit(never) {
 		t.Fatal("two permits of two")
 	}
 	done := make(chan struct{})
@@ -106,8 +100,15 @@ func TestSharedWakesAndPermits(t *testing.T) {
 	if first.runPermit(done) {
 		t.Fatal("a third permit of two")
 	}
-	first.runDone()
-	if !second.runPermit(never) {
+	if got := first.acquire(1, 0); got != 0 || !first.waiting {
+		t.Fatalf("none free: got %d", got)
+	}
+	second.runDone()
+	second.release(1)
+	if got := first.acquire(1, 0); got != 1 {
+		t.Fatalf("after a release: got %d", got)
+	}
+	if !first.runPermit(never) {
 		t.Fatal("a permit after one was given back")
 	}
 	// The weight follows what is read, falling by at most half a read.
@@ -136,18 +137,99 @@ func TestSharedRunShares(t *testing.T) {
 	if got := big.runShare(); got != 10 {
 		t.Errorf("nobody else runs or waits: share %d, want 10", got)
 	}
-	big.runWaiting, small.runWaiting = 1, 1
+	hold(big, 1, 0)
+	hold(small, 1, 0)
 	if b, sm := big.runShare(), small.runShare(); b != 9 || sm != 1 {
 		t.Errorf("shares %d and %d, want 9 and 1", b, sm)
 	}
 	// At its share, big waits while small is under its own; not once small
 	// has its share.
-	big.running, small.running = 9, 0
+	hold(big, 10, 9)
 	if big.mayRun() || !small.mayRun() {
 		t.Errorf("big at its share, small at none: big may %v, small may %v", big.mayRun(), small.mayRun())
 	}
-	small.running = 1
+	hold(big, 10, 8)
+	hold(small, 1, 1)
 	if !big.mayRun() {
 		t.Error("both at their shares: a free slot must not idle")
 	}
+}
+
+// Items claimed ahead of the handlers (the prefetch) must not undo the
+// shares by backlog (issue 28): a shard's claimed items and its claim in
+// flight keep its share of the handler slots for it, another shard's
+// prefetch does not cap its claims, and a shard whose backlog is not read
+// yet counts as much as the others, not as a backlog of 1.
+func TestSharedPrefetchKeepsShares(t *testing.T) {
+	const total = 8
+	cases := []struct {
+		name string
+		// set up big (rank 0) and small (rank 1), then check
+		run func(t *testing.T, big, small *member)
+	}{
+		{"a claim in flight keeps its shard's share of the handler slots", func(t *testing.T, big, small *member) {
+			big.noted(true, 400)
+			small.noted(true, 40)
+			if got := big.acquire(7, 0); got != 7 { // claimed, not started yet
+				t.Fatalf("big acquire(7) = %d", got)
+			}
+			hold(small, 2, 1) // one running, one waiting for a slot
+			if small.mayRun() {
+				t.Error("small, at its share of 1, took a slot of big's claim in flight")
+			}
+		}},
+		{"claimed items waiting for a handler keep their shard's share", func(t *testing.T, big, small *member) {
+			big.noted(true, 400)
+			small.noted(true, 40)
+			hold(big, 12, 3) // 3 running, 9 claimed ahead
+			hold(small, 3, 1)
+			if small.mayRun() {
+				t.Error("small, at its share of 1, took a slot while big has items under its share")
+			}
+			hold(big, 6, 6) // nothing waiting: a free slot must not idle
+			if !small.mayRun() {
+				t.Error("big has nothing waiting: small must take the free slot")
+			}
+		}},
+		{"another shard's prefetch does not cap a shard's share of the claims", func(t *testing.T, big, small *member) {
+			small.noted(true, 40)
+			big.noted(true, 400)
+			hold(small, 20, 0) // claimed ahead while it was alone
+			// Big's share of 8 slots + 16 prefetch is 22.
+			if got := big.acquire(20, 16); got != 20 {
+				t.Errorf("big acquire(20, 16) = %d with small holding 20, want 20", got)
+			}
+		}},
+		{"a shard not weighed yet counts as much as the weighed ones", func(t *testing.T, big, small *member) {
+			small.noted(true, 40)
+			if got := small.acquire(8, 0); got != 4 {
+				t.Errorf("small acquire(8) = %d beside a shard not weighed yet, want its even share 4", got)
+			}
+		}},
+		{"a shard not weighed yet keeps its even share of the handler slots", func(t *testing.T, big, small *member) {
+			small.noted(true, 40)
+			hold(small, 6, 4)
+			if small.mayRun() {
+				t.Error("small took a fifth slot while big, not weighed yet, has not claimed")
+			}
+		}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			s := NewShared(SharedOptions{})
+			big := s.join("job_runs/q", total, 0, func() {})
+			small := s.join("job_runs/q", total, 1, func() {})
+			tc.run(t, big, small)
+		})
+	}
+}
+
+// hold sets m's slots: used claimed (and not finished), running of them
+// running and the rest waiting for a handler slot.
+func hold(m *member, used, running int) {
+	m.s.mu.Lock()
+	defer m.s.mu.Unlock()
+	m.g.used += used - m.used
+	m.g.running += running - m.running
+	m.used, m.running, m.runWaiting = used, running, min(used-running, 8)
 }

@@ -105,19 +105,35 @@ func enqueue(t *testing.T, pool *pgxpool.Pool, j jobq.Job) int64 {
 }
 
 // jobRow reads one job_runs row.
-func jobRow(t *testing.T, pool *pgxpool.Pool, id int64) gen.JobRun {
+func jobRow(t *testing.T, db gen.DBTX, id int64) gen.JobRun {
 	t.Helper()
-	r, err := gen.New(pool).JobRunsGet(context.Background(), id)
+	r, err := gen.New(db).JobRunsGet(context.Background(), id)
 	if err != nil {
 		t.Fatalf("read job_runs %d: %v", id, err)
 	}
 	return r
 }
 
-// runRows reads the archived attempts of one job run, in the order they ended.
-func runRows(t *testing.T, pool *pgxpool.Pool, id int64) []gen.Run {
+// jobState reads one job_runs row and its archived attempts from one
+// snapshot (a repeatable-read transaction). The completion statement updates
+// the row and archives the attempt together; two separate reads can see the
+// attempt archived by a commit that landed after the row was read, i.e. a
+// row still in progress next to the run that ended it.
+func jobState(t *testing.T, pool *pgxpool.Pool, id int64) (gen.JobRun, []gen.Run) {
 	t.Helper()
-	rows, err := pool.Query(context.Background(), `select run_id, work_table, item_id, queue, attempt, lease_version,
+	ctx := context.Background()
+	tx, err := pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
+	if err != nil {
+		t.Fatalf("begin snapshot of job %d: %v", id, err)
+	}
+	defer func() { _ = tx.Rollback(ctx) }()
+	return jobRow(t, tx, id), runRows(t, tx, id)
+}
+
+// runRows reads the archived attempts of one job run, in the order they ended.
+func runRows(t *testing.T, db gen.DBTX, id int64) []gen.Run {
+	t.Helper()
+	rows, err := db.Query(context.Background(), `select run_id, work_table, item_id, queue, attempt, lease_version,
 		owner_token, worker_id, started_at, finished_at, outcome, error
 		from workq.runs where work_table = 'job_runs' and item_id = $1 order by finished_at, started_at`, id)
 	if err != nil {

@@ -271,7 +271,10 @@ func TestRuntimeHandlerOutcomes(t *testing.T) {
 
 			var o outcomeResult
 			waitFor(t, 10*time.Second, "the job to settle", func() bool {
-				o.row, o.runs = jobRow(t, pool, id), runRows(t, pool, id)
+				// One snapshot: the row and the runs of the same commits
+				// (a settled check on the runs alone must not pair them
+				// with a row read before the completion committed).
+				o.row, o.runs = jobState(t, pool, id)
 				mu.Lock()
 				nres := len(results)
 				mu.Unlock()

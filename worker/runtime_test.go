@@ -557,7 +557,8 @@ func TestRuntimeExecTimeout(t *testing.T) {
 	cfg := rtConfig("timeout")
 	cfg.ExecTimeout = 300 * time.Millisecond
 	cause := newSignal[error]()
-	w := startWorker(t, pool, cfg, worker.Options{}, map[string]worker.HandlerFunc{"slow": func(ctx context.Context, j *worker.Job) error {
+	var results atomic.Int32
+	w := startWorker(t, pool, cfg, worker.Options{OnResult: func(worker.Result) { results.Add(1) }}, map[string]worker.HandlerFunc{"slow": func(ctx context.Context, j *worker.Job) error {
 		if j.Attempt > 1 {
 			return nil
 		}
@@ -567,6 +568,10 @@ func TestRuntimeExecTimeout(t *testing.T) {
 	}})
 	id := enqueue(t, pool, jobq.Job{Kind: "slow", MaxAttempts: 3})
 	row := waitStatus(t, pool, id, lease.StatusDone, 10*time.Second)
+	// The done row is visible as soon as the flush commits; the worker
+	// counts it once the statement has returned, then reports it. Stats is
+	// final after the second report.
+	waitFor(t, 10*time.Second, "both attempts to be reported", func() bool { return results.Load() >= 2 })
 	if got := cause.wait(t, time.Second, "the first attempt"); !errors.Is(got, context.DeadlineExceeded) {
 		t.Errorf("context.Cause = %s, want DeadlineExceeded", causeName(got))
 	}
@@ -583,8 +588,8 @@ func TestRuntimeExecTimeout(t *testing.T) {
 	if d := runs[0].FinishedAt.Sub(runs[0].StartedAt); d < 300*time.Millisecond || d > 3*time.Second {
 		t.Errorf("timed-out attempt lasted %s, want about 300ms", d)
 	}
-	if st := w.Stats(); st.Retried != 1 || st.Done != 1 {
-		t.Errorf("stats %+v", st)
+	if st := w.Stats(); st.Retried != 1 || st.Done != 1 || st.Pending != 0 || st.InFlight != 0 || results.Load() != 2 {
+		t.Errorf("stats %+v, %d results; want retried 1, done 1, nothing pending or in flight, 2 results", st, results.Load())
 	}
 }
 

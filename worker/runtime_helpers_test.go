@@ -204,6 +204,30 @@ func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool)
 	}
 }
 
+// settle polls cond every 20ms until it holds or 10s pass, and reports
+// whether it held. It is for a worker's in-process counts, which trail the
+// database commit the test observed (a completion is counted once its
+// statement has returned, a released claim once its release has): the
+// caller then asserts exactly as before, on a fresh read.
+func settle(cond func() bool) bool {
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if cond() {
+			return true
+		}
+		if time.Now().After(deadline) {
+			return false
+		}
+	}
+}
+
+// statsWhen is w's Stats once cond holds of them, or after 10s the last
+// snapshot (for the caller's assertion to report): see settle.
+func statsWhen(w interface{ Stats() worker.Stats }, cond func(worker.Stats) bool) worker.Stats {
+	var st worker.Stats
+	settle(func() bool { st = w.Stats(); return cond(st) })
+	return st
+}
+
 // waitStatus waits until job id has status want and returns the row.
 func waitStatus(t *testing.T, pool *pgxpool.Pool, id int64, want lease.Status, timeout time.Duration) gen.JobRun {
 	t.Helper()

@@ -437,7 +437,8 @@ func TestRuntimeLeaseLostMidHandler(t *testing.T) {
 			if len(runs) != 1 || runs[0].Outcome != "expired" || runs[0].WorkerID != "victim" || runs[0].OwnerToken != job.OwnerToken || runs[0].Attempt != 1 {
 				t.Errorf("runs that ran %+v; want only the victim's attempt 1, expired", runs)
 			}
-			st := w.Stats()
+			// A released claim is counted after its release commits (see settle).
+			st := statsWhen(w, func(st worker.Stats) bool { return st.ClaimsReleased == released })
 			if st.LeaseLost < 1 || st.Done != 0 || results.Load() != 0 {
 				t.Errorf("stats %+v, %d results; want lease_lost >= 1 and nothing applied", st, results.Load())
 			}
@@ -545,8 +546,9 @@ func TestRuntimeHeartbeatKeepsLongHandler(t *testing.T) {
 	if maxLease < sleep {
 		t.Errorf("lease reached at most claimed_at+%s; heartbeats should have carried it past the handler's %s", maxLease, sleep)
 	}
-	if st := w.Stats(); st.LeaseLost != 0 || st.ClaimsReleased != released {
-		t.Errorf("stats %+v; want no lease lost and %d claims released (the released runs archived)", st, released)
+	// Counts trail the commits seen above (see settle).
+	if st := statsWhen(w, func(st worker.Stats) bool { return st.ClaimsReleased == released && st.Done == 1 }); st.LeaseLost != 0 || st.ClaimsReleased != released || st.Done != 1 {
+		t.Errorf("stats %+v; want no lease lost, done 1 and %d claims released (the released runs archived)", st, released)
 	}
 	t.Logf("lease extended to claimed_at+%s over a %s handler with a %s lease", maxLease.Round(time.Millisecond), sleep, cfg.Lease)
 }

@@ -105,33 +105,35 @@ func enqueue(t *testing.T, pool *pgxpool.Pool, j jobq.Job) int64 {
 }
 
 // jobRow reads one job_runs row.
-func jobRow(t *testing.T, pool gen.DBTX, id int64) gen.JobRun {
+func jobRow(t *testing.T, db gen.DBTX, id int64) gen.JobRun {
 	t.Helper()
-	r, err := gen.New(pool).JobRunsGet(context.Background(), id)
+	r, err := gen.New(db).JobRunsGet(context.Background(), id)
 	if err != nil {
 		t.Fatalf("read job_runs %d: %v", id, err)
 	}
 	return r
 }
 
-// jobAndRuns reads a job run and its archived attempts in one snapshot: a
-// completion writes both in one statement, and two reads apart may see
-// one before it and the other after (seen at load).
-func jobAndRuns(t *testing.T, pool *pgxpool.Pool, id int64) (gen.JobRun, []gen.Run) {
+// jobState reads one job_runs row and its archived attempts from one
+// snapshot (a repeatable-read transaction). The completion statement updates
+// the row and archives the attempt together; two separate reads can see the
+// attempt archived by a commit that landed after the row was read, i.e. a
+// row still in progress next to the run that ended it.
+func jobState(t *testing.T, pool *pgxpool.Pool, id int64) (gen.JobRun, []gen.Run) {
 	t.Helper()
 	ctx := context.Background()
 	tx, err := pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
 	if err != nil {
-		t.Fatalf("begin: %v", err)
+		t.Fatalf("begin snapshot of job %d: %v", id, err)
 	}
-	defer tx.Rollback(ctx)
+	defer func() { _ = tx.Rollback(ctx) }()
 	return jobRow(t, tx, id), runRows(t, tx, id)
 }
 
 // runRows reads the archived attempts of one job run, in the order they ended.
-func runRows(t *testing.T, pool gen.DBTX, id int64) []gen.Run {
+func runRows(t *testing.T, db gen.DBTX, id int64) []gen.Run {
 	t.Helper()
-	rows, err := pool.Query(context.Background(), `select run_id, work_table, item_id, queue, attempt, lease_version,
+	rows, err := db.Query(context.Background(), `select run_id, work_table, item_id, queue, attempt, lease_version,
 		owner_token, worker_id, started_at, finished_at, outcome, error
 		from workq.runs where work_table = 'job_runs' and item_id = $1 order by finished_at, started_at`, id)
 	if err != nil {
@@ -200,6 +202,30 @@ func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// settle polls cond every 20ms until it holds or 10s pass, and reports
+// whether it held. It is for a worker's in-process counts, which trail the
+// database commit the test observed (a completion is counted once its
+// statement has returned, a released claim once its release has): the
+// caller then asserts exactly as before, on a fresh read.
+func settle(cond func() bool) bool {
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if cond() {
+			return true
+		}
+		if time.Now().After(deadline) {
+			return false
+		}
+	}
+}
+
+// statsWhen is w's Stats once cond holds of them, or after 10s the last
+// snapshot (for the caller's assertion to report): see settle.
+func statsWhen(w interface{ Stats() worker.Stats }, cond func(worker.Stats) bool) worker.Stats {
+	var st worker.Stats
+	settle(func() bool { st = w.Stats(); return cond(st) })
+	return st
 }
 
 // waitStatus waits until job id has status want and returns the row.

@@ -112,10 +112,15 @@ func TestRuntimeGlobalLimitAcrossWorkers(t *testing.T) {
 	if rows.Err() != nil {
 		t.Fatal(rows.Err())
 	}
+	// The done rows are visible before the workers count them (see settle).
 	var sum int64
-	for _, w := range workers {
-		sum += w.Stats().Done
-	}
+	settle(func() bool {
+		sum = 0
+		for _, w := range workers {
+			sum += w.Stats().Done
+		}
+		return sum == n
+	})
 	if sum != n {
 		t.Errorf("workers report %d done, want %d", sum, n)
 	}

@@ -271,7 +271,10 @@ func TestRuntimeHandlerOutcomes(t *testing.T) {
 
 			var o outcomeResult
 			waitFor(t, 10*time.Second, "the job to settle", func() bool {
-				o.row, o.runs = jobAndRuns(t, pool, id)
+				// One snapshot: the row and the runs of the same commits
+				// (a settled check on the runs alone must not pair them
+				// with a row read before the completion committed).
+				o.row, o.runs = jobState(t, pool, id)
 				mu.Lock()
 				nres := len(results)
 				mu.Unlock()
@@ -434,7 +437,8 @@ func TestRuntimeLeaseLostMidHandler(t *testing.T) {
 			if len(runs) != 1 || runs[0].Outcome != "expired" || runs[0].WorkerID != "victim" || runs[0].OwnerToken != job.OwnerToken || runs[0].Attempt != 1 {
 				t.Errorf("runs that ran %+v; want only the victim's attempt 1, expired", runs)
 			}
-			st := w.Stats()
+			// A released claim is counted after its release commits (see settle).
+			st := statsWhen(w, func(st worker.Stats) bool { return st.ClaimsReleased == released })
 			if st.LeaseLost < 1 || st.Done != 0 || results.Load() != 0 {
 				t.Errorf("stats %+v, %d results; want lease_lost >= 1 and nothing applied", st, results.Load())
 			}
@@ -542,8 +546,9 @@ func TestRuntimeHeartbeatKeepsLongHandler(t *testing.T) {
 	if maxLease < sleep {
 		t.Errorf("lease reached at most claimed_at+%s; heartbeats should have carried it past the handler's %s", maxLease, sleep)
 	}
-	if st := w.Stats(); st.LeaseLost != 0 || st.ClaimsReleased != released {
-		t.Errorf("stats %+v; want no lease lost and %d claims released (the released runs archived)", st, released)
+	// Counts trail the commits seen above (see settle).
+	if st := statsWhen(w, func(st worker.Stats) bool { return st.ClaimsReleased == released && st.Done == 1 }); st.LeaseLost != 0 || st.ClaimsReleased != released || st.Done != 1 {
+		t.Errorf("stats %+v; want no lease lost, done 1 and %d claims released (the released runs archived)", st, released)
 	}
 	t.Logf("lease extended to claimed_at+%s over a %s handler with a %s lease", maxLease.Round(time.Millisecond), sleep, cfg.Lease)
 }
@@ -554,7 +559,8 @@ func TestRuntimeExecTimeout(t *testing.T) {
 	cfg := rtConfig("timeout")
 	cfg.ExecTimeout = 300 * time.Millisecond
 	cause := newSignal[error]()
-	w := startWorker(t, pool, cfg, worker.Options{}, map[string]worker.HandlerFunc{"slow": func(ctx context.Context, j *worker.Job) error {
+	var results atomic.Int32
+	w := startWorker(t, pool, cfg, worker.Options{OnResult: func(worker.Result) { results.Add(1) }}, map[string]worker.HandlerFunc{"slow": func(ctx context.Context, j *worker.Job) error {
 		if j.Attempt > 1 {
 			return nil
 		}
@@ -564,6 +570,10 @@ func TestRuntimeExecTimeout(t *testing.T) {
 	}})
 	id := enqueue(t, pool, jobq.Job{Kind: "slow", MaxAttempts: 3})
 	row := waitStatus(t, pool, id, lease.StatusDone, 10*time.Second)
+	// The done row is visible as soon as the flush commits; the worker
+	// counts it once the statement has returned, then reports it. Stats is
+	// final after the second report.
+	waitFor(t, 10*time.Second, "both attempts to be reported", func() bool { return results.Load() >= 2 })
 	if got := cause.wait(t, time.Second, "the first attempt"); !errors.Is(got, context.DeadlineExceeded) {
 		t.Errorf("context.Cause = %s, want DeadlineExceeded", causeName(got))
 	}
@@ -580,8 +590,8 @@ func TestRuntimeExecTimeout(t *testing.T) {
 	if d := runs[0].FinishedAt.Sub(runs[0].StartedAt); d < 300*time.Millisecond || d > 3*time.Second {
 		t.Errorf("timed-out attempt lasted %s, want about 300ms", d)
 	}
-	if st := w.Stats(); st.Retried != 1 || st.Done != 1 {
-		t.Errorf("stats %+v", st)
+	if st := w.Stats(); st.Retried != 1 || st.Done != 1 || st.Pending != 0 || st.InFlight != 0 || results.Load() != 2 {
+		t.Errorf("stats %+v, %d results; want retried 1, done 1, nothing pending or in flight, 2 results", st, results.Load())
 	}
 }
 

@@ -3,6 +3,11 @@ package worker
 import "sync/atomic"
 
 // Stats counts what a worker did since it started.
+//
+// An attempt's outcome is counted once its completion statement has returned,
+// so the database shows it (the row done, the run archived) a moment before
+// Stats counts it: until then it is Pending. Options.OnResult runs after the
+// count, so Stats read after a Result is reported includes it.
 type Stats struct {
 	Claimed         int64 `json:"claimed"`
 	Done            int64 `json:"done"`

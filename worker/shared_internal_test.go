@@ -92,8 +92,10 @@ func TestSharedWakesAndPermits(t *testing.T) {
 	}
 	second.noted(true, 5)
 	never := make(chan struct{})
-	if !second.runPermit(never) || !second.runPermit(never) {
-		t.Fatal("two permits of two")
+	for i := range 2 {
+		if !second.runPermit(never) {
+			t.Fatalf("permit %d of two refused", i+1)
+		}
 	}
 	done := make(chan struct{})
 	close(done)

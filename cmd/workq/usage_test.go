@@ -195,8 +195,12 @@ func TestVersionFromBuildInfo(t *testing.T) {
 			json: `{"version":"(devel)","revision":"0123456789abcdef0123456789abcdef01234567","revision_time":"2030-01-02T15:04:05Z","modified":true,"go":"GO","platform":"PLATFORM"}`},
 		{name: "checkout built by make", bi: checkout, stamped: "v0.0.0-dev+0123456789ab", line: "workq v0.0.0-dev+0123456789ab (0123456789ab, 2030-01-02T15:04:05Z)",
 			json: `{"version":"v0.0.0-dev+0123456789ab","revision":"0123456789abcdef0123456789abcdef01234567","revision_time":"2030-01-02T15:04:05Z","go":"GO","platform":"PLATFORM"}`},
-		{name: "tagged module wins over a stamp", bi: &debug.BuildInfo{Main: debug.Module{Version: "v1.4.0"}}, stamped: "v1.3.0-2-gabc", line: "workq v1.4.0",
-			json: `{"version":"v1.4.0","go":"GO","platform":"PLATFORM"}`},
+		{name: "go build's pseudo-version of a checkout", bi: &debug.BuildInfo{Main: debug.Module{Version: "v0.0.0-20301231235959-0123456789ab+dirty"}},
+			line: "workq v0.0.0-20301231235959-0123456789ab+dirty",
+			json: `{"version":"v0.0.0-20301231235959-0123456789ab+dirty","go":"GO","platform":"PLATFORM"}`},
+		{name: "make's stamp wins over go build's pseudo-version", bi: &debug.BuildInfo{Main: debug.Module{Version: "v0.0.0-20301231235959-0123456789ab+dirty"}},
+			stamped: "v1.3.0-2-gabc", line: "workq v1.3.0-2-gabc",
+			json: `{"version":"v1.3.0-2-gabc","go":"GO","platform":"PLATFORM"}`},
 		{name: "stamp without build info", stamped: "v1.4.0", line: "workq v1.4.0",
 			json: `{"version":"v1.4.0","go":"GO","platform":"PLATFORM"}`},
 	}
@@ -232,7 +236,11 @@ func TestMakeBuildStampsVersion(t *testing.T) {
 		t.Fatalf("scripts/version.sh: %v", err)
 	}
 	bin := filepath.Join(t.TempDir(), "workq")
-	if out, err := exec.Command("make", "-s", "-C", root, "build", "BIN="+bin).CombinedOutput(); err != nil {
+	// With go build's own VCS stamping on (as on a machine without
+	// GOFLAGS=-buildvcs=false), which writes a pseudo-version of its own.
+	mk := exec.Command("make", "-s", "-C", root, "build", "BIN="+bin)
+	mk.Env = append(os.Environ(), "GOFLAGS=-buildvcs=true")
+	if out, err := mk.CombinedOutput(); err != nil {
 		t.Fatalf("make build: %v\n%s", err, out)
 	}
 	out, err := exec.Command(bin, "version", "--json").Output()

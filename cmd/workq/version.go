@@ -38,8 +38,9 @@ func buildVersion() versionInfo {
 }
 
 // versionFrom reads bi (nil: the binary carries none) and the version make
-// stamped (empty: none), which is used unless the module has a real version
-// (go install ...@vX).
+// stamped (empty: none), which wins when set: only make sets it, and go
+// build's own stamp of a checkout is a pseudo-version of no tag (Go 1.24
+// and later) or "(devel)".
 func versionFrom(bi *debug.BuildInfo, stamped string) versionInfo {
 	v := versionInfo{Version: "unknown", Go: runtime.Version(), Platform: runtime.GOOS + "/" + runtime.GOARCH}
 	if stamped != "" {
@@ -48,7 +49,7 @@ func versionFrom(bi *debug.BuildInfo, stamped string) versionInfo {
 	if bi == nil {
 		return v
 	}
-	if bi.Main.Version != "" && (bi.Main.Version != "(devel)" || stamped == "") {
+	if bi.Main.Version != "" && stamped == "" {
 		v.Version = bi.Main.Version
 	}
 	for _, s := range bi.Settings {

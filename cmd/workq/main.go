@@ -26,10 +26,7 @@ func main() {
 	if _, set := os.LookupEnv("GOGC"); !set {
 		debug.SetGCPercent(defaultGCPercent)
 	}
-	// SIGHUP too: the terminal of `make run` closed. Left at its default it
-	// ended the process at once, so no command stopped cleanly, and `workq
-	// run` left its throwaway PostgreSQL running (docs/design.md 7.1).
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
+	ctx, stop := signal.NotifyContext(context.Background(), stopSignals()...)
 	cmd, err := newRoot(os.Stdout, os.Stderr).ExecuteContextC(ctx)
 	stop()
 	if err != nil {
@@ -59,4 +56,18 @@ func errorLine(cmd *cobra.Command, err error) string {
 		return msg
 	}
 	return path + ": " + msg
+}
+
+// stopSignals are the signals that stop a command cleanly: SIGINT, SIGTERM
+// and SIGHUP (the terminal of `make run` closed: left at its default it
+// ended the process at once, so no command stopped cleanly and `workq run`
+// left its throwaway PostgreSQL running, docs/design.md 7.1). Not SIGHUP
+// when the process started with it ignored (nohup workq worker &): a
+// handler would undo nohup, and the process would stop with its terminal.
+func stopSignals() []os.Signal {
+	sigs := []os.Signal{os.Interrupt, syscall.SIGTERM}
+	if !signal.Ignored(syscall.SIGHUP) {
+		sigs = append(sigs, syscall.SIGHUP)
+	}
+	return sigs
 }

@@ -54,6 +54,30 @@ func TestRunThrowawayClusterEndsWithIt(t *testing.T) {
 	}
 }
 
+// A workq started with SIGHUP ignored (nohup workq worker &) keeps it
+// ignored: the terminal closing does not stop it. SIGTERM still does.
+func TestNohupKeepsSIGHUPIgnored(t *testing.T) {
+	bin := testutil.BuildWorkq(t, "../..")
+	tmp := privateTempDir(t)
+	// sh's trap "" HUP ignores it, and exec keeps it ignored, as nohup does.
+	r := startThrowawayRun(t, bin, tmp, "sh", "-c", `trap "" HUP; exec "$@"`, "sh")
+	if err := r.cmd.Process.Signal(syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-r.done:
+		t.Fatalf("workq run started under nohup ended on SIGHUP (%v):\n%s", err, r.out.String())
+	case <-time.After(3 * time.Second):
+	}
+	if err := r.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.wait(t, 2*time.Minute); err != nil {
+		t.Errorf("workq run after SIGTERM: %v:\n%s", err, r.out.String())
+	}
+	awaitClusterGone(t, r.dir, 2*time.Minute)
+}
+
 // A throwaway cluster whose owner and watchdog were both killed (SIGKILL to
 // every process but the server's, as an OOM killer or a container runtime
 // may do) runs on, until the next start of a throwaway cluster on the
@@ -136,10 +160,11 @@ type throwawayRun struct {
 
 // startThrowawayRun starts `workq run` on a throwaway cluster in tmp and
 // returns once it has migrated the cluster's database.
-func startThrowawayRun(t *testing.T, bin, tmp string) *throwawayRun {
+func startThrowawayRun(t *testing.T, bin, tmp string, wrap ...string) *throwawayRun {
 	t.Helper()
 	r := &throwawayRun{out: &testutil.Buffer{}, done: make(chan error, 1)}
-	r.cmd = exec.Command(bin, "run", "--api=false", "--demo-jobs", "0")
+	args := append(slices.Clone(wrap), bin, "run", "--api=false", "--demo-jobs", "0")
+	r.cmd = exec.Command(args[0], args[1:]...)
 	r.cmd.Env = throwawayEnv(tmp)
 	r.cmd.Stdout, r.cmd.Stderr = r.out, r.out
 	if err := r.cmd.Start(); err != nil {

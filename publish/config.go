@@ -8,6 +8,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/workq/workq/config"
+	"github.com/workq/workq/internal/redact"
 	"github.com/workq/workq/worker"
 )
 
@@ -69,7 +70,7 @@ func FromConfig(cfg config.Config, log *slog.Logger) (*Set, error) {
 					nats.DisconnectErrHandler(func(_ *nats.Conn, err error) { log.Warn("nats disconnected", "err", err) }),
 					nats.ReconnectHandler(func(c *nats.Conn) { log.Info("nats reconnected", "url", c.ConnectedUrlRedacted()) }))
 				if err != nil {
-					return nil, fmt.Errorf("outbox-nats: connect to %s: %w", cfg.NATSURL, err)
+					return nil, fmt.Errorf("outbox-nats: connect to %s: %w", redact.URL(cfg.NATSURL), err)
 				}
 				if js, err = jetstream.New(s.nc); err != nil {
 					s.Close()

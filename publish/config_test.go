@@ -2,9 +2,11 @@ package publish_test
 
 import (
 	"errors"
+	"log/slog"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/workq/workq/config"
 	"github.com/workq/workq/publish"
@@ -104,4 +106,20 @@ func TestFromConfig(t *testing.T) {
 		t.Fatalf("no publishers configured: %v, %d handlers", err, len(empty.Handlers))
 	}
 	empty.Close()
+}
+
+// A NATS URL that cannot be reached is named without its password.
+func TestFromConfigHidesNATSPassword(t *testing.T) {
+	c := config.Default()
+	c.NATSURL = "nats://app:hunter2-s3cret@127.0.0.1:1"
+	c.NATSTimeout = 200 * time.Millisecond
+	c.OutboxNATS = []string{"orders"}
+	set, err := publish.FromConfig(c, slog.New(slog.DiscardHandler))
+	if err == nil {
+		set.Close()
+		t.Fatal("FromConfig connected to a NATS that is not there")
+	}
+	if strings.Contains(err.Error(), "hunter2") || !strings.Contains(err.Error(), "nats://app:xxxxx@127.0.0.1:1") {
+		t.Fatalf("error %q: want the URL without its password", err)
+	}
 }

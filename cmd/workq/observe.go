@@ -19,6 +19,7 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
 	"github.com/workq/workq/config"
+	"github.com/workq/workq/internal/redact"
 	"github.com/workq/workq/metrics"
 )
 
@@ -65,7 +66,7 @@ func startObservability(ctx context.Context, cfg config.Config, pool *pgxpool.Po
 		o.tp = tp
 		otel.SetTracerProvider(tp)
 		otel.SetTextMapPropagator(propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{}))
-		log.Info("tracing: exporting spans over OTLP/HTTP", "endpoint", cmp(cfg.OtelEndpoint, "(OTEL_EXPORTER_OTLP_* or localhost:4318)"))
+		log.Info("tracing: exporting spans over OTLP/HTTP", "endpoint", cmp(redact.URL(cfg.OtelEndpoint), "(OTEL_EXPORTER_OTLP_* or localhost:4318)"))
 	}
 	if o.metrics == nil && o.tp == nil {
 		return nil, nil

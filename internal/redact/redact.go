@@ -27,11 +27,27 @@ func URL(s string) string {
 	if !strings.Contains(s, "://") {
 		return keywordPassword.ReplaceAllString(s, "${1}"+Mask)
 	}
-	parts := strings.Split(s, ",")
+	parts := splitURLs(s)
 	for i, p := range parts {
 		parts[i] = oneURL(p)
 	}
 	return strings.Join(parts, ",")
+}
+
+// anotherURL is a comma that starts another URL of a list (NATS):
+// ",scheme://". A comma anywhere else, a password's say, stays.
+var anotherURL = regexp.MustCompile(`,[A-Za-z][A-Za-z0-9+.-]*://`)
+
+func splitURLs(s string) []string {
+	var parts []string
+	for {
+		loc := anotherURL.FindStringIndex(s)
+		if loc == nil {
+			return append(parts, s)
+		}
+		parts = append(parts, s[:loc[0]])
+		s = s[loc[0]+1:]
+	}
 }
 
 func oneURL(s string) string {
@@ -59,8 +75,10 @@ func byHand(s string) string {
 		return keywordPassword.ReplaceAllString(s, "${1}"+Mask)
 	}
 	userinfo := rest[:at]
-	if user, _, has := strings.Cut(userinfo, ":"); has {
+	if user, _, has := strings.Cut(userinfo, ":"); has && !strings.ContainsAny(user, "/?#") {
 		userinfo = user + ":" + Mask
+	} else if has {
+		userinfo = Mask // cannot tell the user from the password: hide both
 	}
 	return scheme + "://" + userinfo + keywordPassword.ReplaceAllString(rest[at:], "${1}"+Mask)
 }

@@ -17,6 +17,10 @@ func TestURL(t *testing.T) {
 		{"host=db password='s3 \\'cret' dbname=prod", "host=db password=xxxxx dbname=prod"},
 		{"nats://u:s3cret@n1:4222,nats://n2:4222", "nats://u:xxxxx@n1:4222,nats://n2:4222"},
 		{"mysql://root:s3cret@db/app", "mysql://root:xxxxx@db/app"},
+		{"postgres://app:pa,s3cret@db/prod", "postgres://app:xxxxx@db/prod"},
+		{"postgres://app:s3,cret@h1:5432,h2:5432/prod", "postgres://app:xxxxx@h1:5432,h2:5432/prod"},
+		{"postgres://app:s3cr@t@db/prod", "postgres://app:xxxxx@db/prod"},
+		{"nats://u:s3,cret@n1:4222,nats://v:s3cret@n2:4222", "nats://u:xxxxx@n1:4222,nats://v:xxxxx@n2:4222"},
 	} {
 		got := URL(tc.in)
 		if got != tc.want {

@@ -57,6 +57,9 @@ func (j *Job) CompletedInTx() bool { return j.completedInTx.Load() }
 // archive to learn so). If tx rolls back instead, the handler's result is
 // applied as usual: return an error to retry the job.
 func CompleteTx(ctx context.Context, tx pgx.Tx, job *Job) error {
+	if job == nil {
+		return fmt.Errorf("complete in the transaction: %w", workqtype.Invalid("job", "nil job"))
+	}
 	if err := workqtype.CheckTx(ctx, tx); err != nil {
 		return fmt.Errorf("complete %s %d in the transaction: %w", job.Table, job.ID, err)
 	}

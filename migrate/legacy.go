@@ -128,7 +128,10 @@ func (m *Migrator) adopt(ctx context.Context, tx pgx.Tx) error {
 			return err
 		}
 		if have == nil {
-			continue // not there: a later migration will say so
+			// Its versions are recorded as applied, so no later migration
+			// would create it: the workq found there is incomplete.
+			return fmt.Errorf("migrate: public holds workq's old layout at version %d, but its table public.%s is missing. "+
+				"Restore it (or drop the old layout), then run the upgrade again (nothing was changed)", upTo, name)
 		}
 		var wrong []string
 		for col, typ := range cols {

@@ -287,6 +287,12 @@ func TestFirstUpIsAllOrNothing(t *testing.T) {
 				t.Fatal(err)
 			}
 		}, errHas: "public.outbox_key_seqs"},
+		{name: "old layout with a table missing", prepare: func(t *testing.T, pool *pgxpool.Pool, url string) {
+			loadLegacy(t, url)
+			if _, err := pool.Exec(context.Background(), `drop table public.outbox_key_seqs`); err != nil {
+				t.Fatal(err)
+			}
+		}, errHas: "public.outbox_key_seqs is missing"},
 		{name: "old layout without its versions", prepare: func(t *testing.T, pool *pgxpool.Pool, url string) {
 			loadLegacy(t, url)
 			if _, err := pool.Exec(context.Background(), `delete from public.goose_db_version where version_id > 0`); err != nil {

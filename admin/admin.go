@@ -356,6 +356,10 @@ func Attempts(ctx context.Context, db workqtype.DB, table lease.Table, id int64)
 	return lease.Attempts(ctx, db, table, id)
 }
 
+// UnknownState is the state in Result.States of an id left alone whose
+// state could not be read after the action.
+const UnknownState = "in an unknown state (reading it failed)"
+
 // Result of an action on ids: the ids it acted on, and the others (not in
 // the state the action needs, or gone), both in the order given.
 type Result struct {
@@ -364,7 +368,9 @@ type Result struct {
 	// NotFound are the ids of Skipped that do not exist, in the order given.
 	NotFound []int64 `json:"not_found"`
 	// States is the status of every other id of Skipped (its table's own
-	// word: done, ready, inbox processed...), the reason it was left alone.
+	// word: done, ready, inbox processed...), the reason it was left alone;
+	// UnknownState when reading the reasons failed after the action had
+	// committed (Applied and Skipped are still true then).
 	States map[int64]string `json:"states,omitempty"`
 	// Requested (Cancel only) are the ids of Applied that were running:
 	// their handler is being stopped, and each ends cancelled when its
@@ -477,7 +483,13 @@ func act(ctx context.Context, db workqtype.DB, table lease.Table, verb string, i
 	// operator meanwhile shows ready).
 	st, err := e.Statuses(ctx, r.Skipped...)
 	if err != nil {
-		return Result{}, fmt.Errorf("%s: %w", verb, err)
+		// The action has committed: report what it did, whatever the
+		// reasons' read says.
+		r.States = make(map[int64]string, len(r.Skipped))
+		for _, id := range r.Skipped {
+			r.States[id] = UnknownState
+		}
+		return r, nil
 	}
 	r.States = make(map[int64]string, len(st))
 	for _, id := range r.Skipped {

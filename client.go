@@ -455,14 +455,16 @@ const maintenanceStopBound = 10 * time.Second
 // Stop stops claiming, lets in-flight handlers finish for the worker's
 // drain timeout (or until ctx ends), releases the rest, flushes every
 // completion and ends the maintenance. It returns within the drain timeout
-// plus worker.StopBound plus 10 s for the maintenance, whatever the database
-// does.
+// plus the stop bound, whatever the database does: worker.StopBound plus
+// 1 s for the worker, then 10 s for the maintenance, and on a sharded
+// Client with GlobalLimits up to 10 s more for its leader (about 16 s, or
+// 26 s, at worst).
 //
 // A ctx that has ended (even before Stop is called, as the context of
 // signal.NotifyContext after Ctrl-C) only cuts the drain short: handlers
 // are cancelled at once (worker.ErrShutdown), and every lease the Client
 // holds (items, the maintenance leadership) is still released or completed
-// before Stop returns, within worker.StopBound plus 10 s. Stop returns nil
+// before Stop returns, within the stop bound. Stop returns nil
 // then, unless a lease could not be released in that bound (the database
 // unreachable): the error wraps ctx.Err(), and those leases expire.
 func (c *Client) Stop(ctx context.Context) error {

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -13,42 +12,6 @@ import (
 	"github.com/workq/workq/internal/testutil"
 	"github.com/workq/workq/maintain"
 )
-
-// outageRecords is a slog handler keeping every record.
-type outageRecords struct {
-	mu  sync.Mutex
-	got []slog.Record
-}
-
-func (r *outageRecords) Enabled(context.Context, slog.Level) bool { return true }
-func (r *outageRecords) Handle(_ context.Context, rec slog.Record) error {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.got = append(r.got, rec.Clone())
-	return nil
-}
-func (r *outageRecords) WithAttrs([]slog.Attr) slog.Handler { return r }
-func (r *outageRecords) WithGroup(string) slog.Handler      { return r }
-
-// lines lists the records from index i on at level min or above, as
-// "LEVEL message".
-func (r *outageRecords) lines(i int, min slog.Level) []string {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	var out []string
-	for _, rec := range r.got[i:] {
-		if rec.Level >= min {
-			out = append(out, rec.Level.String()+" "+rec.Message)
-		}
-	}
-	return out
-}
-
-func (r *outageRecords) len() int {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return len(r.got)
-}
 
 // A maintenance leader whose database goes away for several seconds says
 // so once, not once per task round (tasks run every 100 ms here), loses
@@ -66,7 +29,7 @@ func TestMaintenanceLogsAnOutageOnce(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			ctx := context.Background()
 			pool, px := testutil.ProxiedPool(t, testdb.URL(t))
-			rec := &outageRecords{}
+			rec := &testutil.LogRecorder{}
 			log := slog.New(rec)
 			const ttl = 3 * time.Second
 			s := maintain.New(pool, maintain.Options{Owner: "a", LockTTL: ttl, RetryInterval: 100 * time.Millisecond, Logger: log})
@@ -92,13 +55,13 @@ func TestMaintenanceLogsAnOutageOnce(t *testing.T) {
 			eventually(t, 10*ttl, "it leads", func() bool { _, ok := s.Leader(); return ok })
 			eventually(t, 10*ttl, "its tasks run", func() bool { return s.Stats()[1].Rounds > 3 })
 
-			from := rec.len()
+			from := rec.Len()
 			c.cut(px)
 			time.Sleep(6 * time.Second) // twice the lock's TTL, below the first reminder (10 s)
 			px.Restore()
 			back := "INFO maintenance: database reachable again after "
 			eventually(t, 60*time.Second, "the line saying the database is back", func() bool {
-				for _, l := range rec.lines(from, slog.LevelInfo) {
+				for _, l := range rec.Since(from, slog.LevelInfo) {
 					if strings.HasPrefix(l, back) {
 						return true
 					}
@@ -106,7 +69,7 @@ func TestMaintenanceLogsAnOutageOnce(t *testing.T) {
 				return false
 			})
 			eventually(t, 10*ttl, "it leads again", func() bool { _, ok := s.Leader(); return ok })
-			all := rec.lines(from, slog.LevelInfo)
+			all := rec.Since(from, slog.LevelInfo)
 			// Until it is back: one warning that the database is
 			// unreachable, and the lock's own lines (the leadership is
 			// lost; through a partition, a leadership acquired by a

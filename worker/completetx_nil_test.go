@@ -15,10 +15,10 @@ import (
 func TestCompleteTxRefusesNil(t *testing.T) {
 	var nilCtx context.Context
 	for _, tc := range []struct {
-		name  string
-		ctx   context.Context
-		job   *worker.Job
-		says  string
+		name string
+		ctx  context.Context
+		job  *worker.Job
+		says string
 	}{
 		{"nil job", context.Background(), nil, "nil job"},
 		{"nil job and context", nilCtx, nil, "nil job"},

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -17,42 +16,6 @@ import (
 	"github.com/workq/workq/internal/testutil"
 	"github.com/workq/workq/worker"
 )
-
-// logRecords is a slog handler keeping every record with its time.
-type logRecords struct {
-	mu  sync.Mutex
-	got []slog.Record
-}
-
-func (r *logRecords) Enabled(context.Context, slog.Level) bool { return true }
-func (r *logRecords) Handle(_ context.Context, rec slog.Record) error {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.got = append(r.got, rec.Clone())
-	return nil
-}
-func (r *logRecords) WithAttrs([]slog.Attr) slog.Handler { return r }
-func (r *logRecords) WithGroup(string) slog.Handler      { return r }
-
-// since lists the records at level min or above from index i on, as
-// "LEVEL message".
-func (r *logRecords) since(i int, min slog.Level) []string {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	var out []string
-	for _, rec := range r.got[i:] {
-		if rec.Level >= min {
-			out = append(out, rec.Level.String()+" "+rec.Message)
-		}
-	}
-	return out
-}
-
-func (r *logRecords) len() int {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return len(r.got)
-}
 
 // A worker whose database goes away for several seconds logs one warning
 // when it goes and one line when it is back, whatever its loops (claims,
@@ -77,7 +40,7 @@ func TestWorkerLogsAnOutageOnce(t *testing.T) {
 			}
 			defer direct.Close()
 			pool, px := testutil.ProxiedPool(t, url)
-			rec := &logRecords{}
+			rec := &testutil.LogRecorder{}
 			cfg := config.Default()
 			cfg.Lease = 2 * time.Second // statements time out within 1 s of the cut
 			cfg.Poll = 100 * time.Millisecond
@@ -112,7 +75,7 @@ func TestWorkerLogsAnOutageOnce(t *testing.T) {
 							return
 						}
 					case <-deadline:
-						t.Fatalf("job %d not done within %s; log:\n%s", id, within, strings.Join(rec.since(0, slog.LevelDebug), "\n"))
+						t.Fatalf("job %d not done within %s; log:\n%s", id, within, strings.Join(rec.Since(0, slog.LevelDebug), "\n"))
 					}
 				}
 			}
@@ -122,10 +85,10 @@ func TestWorkerLogsAnOutageOnce(t *testing.T) {
 			}
 			wait(first.ID, 30*time.Second)
 
-			from := rec.len()
+			from := rec.Len()
 			c.cut(px)
 			time.Sleep(6 * time.Second) // below the first reminder (10 s)
-			during := rec.since(from, slog.LevelWarn)
+			during := rec.Since(from, slog.LevelWarn)
 			later, err := q.Enqueue(ctx, direct, jobq.Job{Kind: "noop"})
 			if err != nil {
 				t.Fatal(err)
@@ -135,10 +98,10 @@ func TestWorkerLogsAnOutageOnce(t *testing.T) {
 			// The line saying it is back follows the first call that worked.
 			back := "INFO worker: database reachable again after "
 			deadline := time.Now().Add(30 * time.Second)
-			for !hasPrefix(rec.since(from, slog.LevelInfo), back) && time.Now().Before(deadline) {
+			for !hasPrefix(rec.Since(from, slog.LevelInfo), back) && time.Now().Before(deadline) {
 				time.Sleep(50 * time.Millisecond)
 			}
-			all := rec.since(from, slog.LevelInfo)
+			all := rec.Since(from, slog.LevelInfo)
 			want := []string{"WARN worker: database unreachable; retrying until it answers"}
 			if fmt.Sprint(during) != fmt.Sprint(want) {
 				t.Errorf("warnings during the cut:\n%s\nwant %q", strings.Join(during, "\n"), want)

@@ -7,48 +7,20 @@ import (
 	"io"
 	"log/slog"
 	"net"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/workq/workq/internal/outage"
+	"github.com/workq/workq/internal/testutil"
 )
-
-// records is a slog handler that keeps every record.
-type records struct {
-	mu  sync.Mutex
-	got []slog.Record
-}
-
-func (r *records) Enabled(context.Context, slog.Level) bool { return true }
-func (r *records) Handle(_ context.Context, rec slog.Record) error {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.got = append(r.got, rec)
-	return nil
-}
-func (r *records) WithAttrs([]slog.Attr) slog.Handler { return r }
-func (r *records) WithGroup(string) slog.Handler      { return r }
-
-func (r *records) lines(min slog.Level) []string {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	var out []string
-	for _, rec := range r.got {
-		if rec.Level >= min {
-			out = append(out, rec.Level.String()+" "+rec.Message)
-		}
-	}
-	return out
-}
 
 // An outage of 16m40s with a failure every second logs one warning,
 // reminders when it has lasted 10 s, 20 s, 40 s... then every 5 minutes,
 // and one line when it is over; a second outage starts over.
 func TestOutageLogSchedule(t *testing.T) {
-	rec := &records{}
+	rec := &testutil.LogRecorder{}
 	l := outage.New(slog.New(rec), "worker")
 	now := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
 	l.SetClock(func() time.Time { return now })
@@ -74,14 +46,14 @@ func TestOutageLogSchedule(t *testing.T) {
 		"WARN worker: database still unreachable after 15m20s",
 		"INFO worker: database reachable again after 16m40s",
 	}
-	if got := rec.lines(slog.LevelInfo); fmt.Sprint(got) != fmt.Sprint(want) {
+	if got := rec.Since(0, slog.LevelInfo); fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("lines:\n%q\nwant\n%q", got, want)
 	}
 	if l.Down() {
 		t.Fatal("down after OK")
 	}
 	l.Failed(down)
-	if got := rec.lines(slog.LevelInfo); got[len(got)-1] != want[0] || !l.Down() {
+	if got := rec.Since(0, slog.LevelInfo); got[len(got)-1] != want[0] || !l.Down() {
 		t.Fatalf("a second outage: %q", got[len(got)-1])
 	}
 }
@@ -112,9 +84,9 @@ func TestUnreachable(t *testing.T) {
 		}
 	}
 	// An error the Log does not take is the caller's to log.
-	rec := &records{}
+	rec := &testutil.LogRecorder{}
 	l := outage.New(slog.New(rec), "maintenance")
-	if l.Failed(errors.New("boom")) || l.Down() || len(rec.lines(slog.LevelDebug)) != 0 {
+	if l.Failed(errors.New("boom")) || l.Down() || len(rec.Since(0, slog.LevelDebug)) != 0 {
 		t.Fatal("a non-connection error was taken")
 	}
 }

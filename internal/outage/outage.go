@@ -26,6 +26,12 @@ const (
 	MaxReminder   = 5 * time.Minute
 )
 
+// Settle is how long after an outage's first failure a call that worked is
+// taken for one that was under way when it began (its answer read, or
+// reported, just after another loop's call failed), not for the database
+// being back: the outage goes on until a call works after it.
+const Settle = time.Second
+
 // Log tracks one component's view of the database. Its zero value is not
 // usable: see New. Safe for concurrent use.
 type Log struct {
@@ -103,13 +109,14 @@ func (l *Log) Failed(err error, args ...any) bool {
 
 // OK records a database call that worked: after an outage it logs, at
 // info level, that the database is reachable again and how long it was
-// not.
+// not. A call that worked within Settle of the outage's first failure does
+// not end it (it was likely under way when the outage began).
 func (l *Log) OK() {
 	if l == nil {
 		return
 	}
 	l.mu.Lock()
-	if l.since.IsZero() {
+	if l.since.IsZero() || l.now().Sub(l.since) < Settle {
 		l.mu.Unlock()
 		return
 	}

@@ -56,6 +56,20 @@ func TestOutageLogSchedule(t *testing.T) {
 	if got := rec.Since(0, slog.LevelInfo); got[len(got)-1] != want[0] || !l.Down() {
 		t.Fatalf("a second outage: %q", got[len(got)-1])
 	}
+	// A call that worked just after the first failure was under way when
+	// the outage began (seen: another loop's answer reported 2 ms after):
+	// the outage goes on until a call works after Settle.
+	n := rec.Len()
+	now = now.Add(2 * time.Millisecond)
+	l.OK()
+	if !l.Down() || len(rec.Since(n, slog.LevelInfo)) != 0 {
+		t.Fatalf("an OK 2ms into the outage ended it: %q", rec.Since(n, slog.LevelInfo))
+	}
+	now = now.Add(outage.Settle)
+	l.OK()
+	if got := rec.Since(n, slog.LevelInfo); l.Down() || len(got) != 1 || got[0] != "INFO worker: database reachable again after 1s" {
+		t.Fatalf("an OK after Settle: down %v, %q", l.Down(), got)
+	}
 }
 
 func TestUnreachable(t *testing.T) {

@@ -34,7 +34,7 @@ func TestRunThrowawayClusterEndsWithIt(t *testing.T) {
 		{"SIGKILL (the watchdog)", syscall.SIGKILL, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			tmp := privateTempDir(t)
+			tmp := pgembed.PrivateTempDir(t)
 			r := startThrowawayRun(t, bin, tmp)
 			if err := r.cmd.Process.Signal(tc.sig); err != nil {
 				t.Fatal(err)
@@ -58,7 +58,7 @@ func TestRunThrowawayClusterEndsWithIt(t *testing.T) {
 // ignored: the terminal closing does not stop it. SIGTERM still does.
 func TestNohupKeepsSIGHUPIgnored(t *testing.T) {
 	bin := testutil.BuildWorkq(t, "../..")
-	tmp := privateTempDir(t)
+	tmp := pgembed.PrivateTempDir(t)
 	// sh's trap "" HUP ignores it, and exec keeps it ignored, as nohup does.
 	r := startThrowawayRun(t, bin, tmp, "sh", "-c", `trap "" HUP; exec "$@"`, "sh")
 	if err := r.cmd.Process.Signal(syscall.SIGHUP); err != nil {
@@ -84,7 +84,7 @@ func TestNohupKeepsSIGHUPIgnored(t *testing.T) {
 // machine stops it and deletes its directory.
 func TestRunReapsAnOrphanedThrowawayCluster(t *testing.T) {
 	bin := testutil.BuildWorkq(t, "../..")
-	tmp := privateTempDir(t)
+	tmp := pgembed.PrivateTempDir(t)
 	first := startThrowawayRun(t, bin, tmp)
 	watchdogs := watchdogsOf(first.dir)
 	if len(watchdogs) == 0 {
@@ -113,29 +113,6 @@ func TestRunReapsAnOrphanedThrowawayCluster(t *testing.T) {
 	if left, _ := filepath.Glob(filepath.Join(tmp, "workq-pg-*")); len(left) != 0 {
 		t.Errorf("cluster directories left after the next run ended: %v", left)
 	}
-}
-
-// privateTempDir is a TMPDIR for the clusters of one test, so that it sees
-// only its own. It is short (the server's socket path must fit in 107 bytes)
-// and, like /tmp, writable by all and sticky: run as root, the server and
-// its watchdog run as the postgres user. Anything left in it is stopped and
-// deleted when the test ends.
-func privateTempDir(t *testing.T) string {
-	t.Helper()
-	dir, err := os.MkdirTemp("", "wq-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Chmod(dir, 0o777|os.ModeSticky); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		for _, pid := range pgembed.ProcessesIn(dir) {
-			_ = syscall.Kill(pid, syscall.SIGQUIT)
-		}
-		_ = os.RemoveAll(dir)
-	})
-	return dir
 }
 
 // throwawayEnv is the environment of a workq run on a throwaway cluster in

@@ -8,7 +8,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
-	"syscall"
 	"testing"
 	"time"
 
@@ -220,26 +219,11 @@ func TestStandbyPromoteFollow(t *testing.T) {
 	}
 }
 
-// privateTempDir points TMPDIR, where clusters are made and reaped, at a
-// new directory for the test: like /tmp, writable by all and sticky (run as
-// root, the servers and their watchdogs run as the postgres user), and short
-// (a server's socket path must fit in 107 bytes).
+// privateTempDir points TMPDIR at a PrivateTempDir for the test.
 func privateTempDir(t *testing.T) string {
 	t.Helper()
-	dir, err := os.MkdirTemp("", "wq-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Chmod(dir, 0o777|os.ModeSticky); err != nil {
-		t.Fatal(err)
-	}
+	dir := PrivateTempDir(t)
 	t.Setenv("TMPDIR", dir)
-	t.Cleanup(func() {
-		for _, pid := range ProcessesIn(dir) {
-			_ = syscall.Kill(pid, syscall.SIGQUIT)
-		}
-		_ = os.RemoveAll(dir)
-	})
 	return dir
 }
 

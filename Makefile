@@ -13,12 +13,12 @@ STATICCHECK         := $(TOOLS_DIR)/staticcheck-$(STATICCHECK_VERSION)/staticche
 
 TEST_FLAGS  ?= -count=1 -timeout 20m
 # The concurrent packages run under the race detector in every `make test`.
-RACE_PKGS   := ./api/... ./worker/... ./lease/... ./reaper/... ./lock/... ./maintain/... ./publish/... ./timers/... ./schedule/... ./inbox/... ./outbox/... ./metrics/... ./tracing/...
+RACE_PKGS   := ./api/... ./internal/ui/... ./internal/worker/... ./internal/lease/... ./internal/reaper/... ./internal/lock/... ./internal/maintain/... ./publish/... ./timers/... ./internal/schedule/... ./inbox/... ./outbox/... ./internal/metrics/... ./internal/tracing/...
 BENCH_FLAGS ?=
 # make fuzz: how long each fuzz target runs.
 FUZZTIME    ?= 10s
 # Every fuzz target, as package:FuzzName (docs/reliability.md).
-FUZZ_TARGETS := ./internal/jobq:FuzzEnqueue ./outbox:FuzzSend ./inbox:FuzzReceive ./timers:FuzzSchedule ./schedule:FuzzParseCron ./api:FuzzRequestBody
+FUZZ_TARGETS := ./internal/jobq:FuzzEnqueue ./outbox:FuzzSend ./inbox:FuzzReceive ./timers:FuzzSchedule ./internal/schedule:FuzzParseCron ./api:FuzzRequestBody
 # make soak: how long the soak runs, and which: MODE=load (the fault soak at a
 # fixed offered load, test/soak_test.go) or MODE=full (full speed on a
 # throwaway production-like cluster, scripts/bench-sustained.sh; RIVER=path
@@ -72,7 +72,7 @@ test-lane-1:
 test-lane-2:
 	@+$(call lane,test-rest test-faults)
 
-## test-load: go test of PKGS (default . and ./worker; RUN to filter) COUNT
+## test-load: go test of PKGS (default . and ./internal/worker; RUN to filter) COUNT
 ## times (5) under the race detector with LOAD CPU burners beside it (16;
 ## LOAD=0 for none), and each test's passes: the check of tests that depend
 ## on timing (docs/testing.md, "Tests that depend on timing")
@@ -85,7 +85,7 @@ test-race:
 
 ## test-rest: every other package, without package test's TestFaults and TestSoak
 test-rest:
-	@$(call timed,other packages,$(GO) test $(TEST_FLAGS) $(TEST_P) -vet=all -skip '$(OWN_PROCESS_TESTS)' $$($(GO) list ./... | grep -v -e '/api' -e '/worker' -e '/lease' -e '/reaper' -e '/lock' -e '/maintain' -e '/publish' -e '/timers' -e '/schedule' -e '/inbox' -e '/outbox' -e '/metrics' -e '/tracing') && $(GO) vet $(NOTEST_PKGS))
+	@$(call timed,other packages,$(GO) test $(TEST_FLAGS) $(TEST_P) -vet=all -skip '$(OWN_PROCESS_TESTS)' $$(comm -23 <($(GO) list ./... | sort) <($(GO) list $(RACE_PKGS) | sort)) && $(GO) vet $(NOTEST_PKGS))
 
 ## test-faults: the short fault-injection scenarios (TestFaults), in a process of their own
 test-faults:
@@ -105,13 +105,13 @@ faults-long:
 faults-failover:
 	@export WORKQ_FAILOVER_PGAF=1 && $(WITH_TEST_ENV) $(GO) test -count=1 -timeout 30m -v -run 'TestFaults/failover' ./test/
 
-## generate: regenerate db/gen from db/migrations and db/queries
+## generate: regenerate internal/db/gen from db/migrations and db/queries
 generate: $(SQLC)
 	$(SQLC) generate
 
-## check-generated: fail when db/gen differs from what the committed SQL generates
+## check-generated: fail when internal/db/gen differs from what the committed SQL generates
 check-generated: $(SQLC)
-	@$(SQLC) diff || { echo "db/gen is stale: run 'make generate' and commit the result" >&2; exit 1; }
+	@$(SQLC) diff || { echo "internal/db/gen is stale: run 'make generate' and commit the result" >&2; exit 1; }
 
 ## staticcheck: staticcheck's default checks on every package and its tests
 staticcheck: $(STATICCHECK)
@@ -128,7 +128,7 @@ lint: fmt staticcheck
 
 ## fmt: fail when a Go file is not gofmt-formatted
 fmt:
-	@unformatted=$$(gofmt -l $$(git ls-files -co --exclude-standard '*.go' 2>/dev/null || find . -name '*.go') | grep -v '^db/gen/' || true); \
+	@unformatted=$$(gofmt -l $$(git ls-files -co --exclude-standard '*.go' 2>/dev/null || find . -name '*.go') | grep -v '^internal/db/gen/' || true); \
 	if [ -n "$$unformatted" ]; then echo "gofmt needed:"; echo "$$unformatted"; exit 1; fi
 
 # The version stamped into the binary (workq version): `git describe` of a

@@ -16,7 +16,7 @@ import (
 // genPath is the sqlc-generated package; none of its types may appear in
 // a public package's exported API (issue 19): a regenerated query would
 // otherwise be a breaking change, and callers would import db/gen.
-const genPath = "github.com/workq/workq/db/gen"
+const genPath = "github.com/workq/workq/internal/db/gen"
 
 // publicPackage reports whether the package at path is public API: not
 // internal, not a command, not db/gen itself, not an example or a test

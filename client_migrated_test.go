@@ -13,7 +13,7 @@ import (
 	"github.com/workq/workq/inbox"
 	"github.com/workq/workq/internal/testdb"
 	"github.com/workq/workq/outbox"
-	"github.com/workq/workq/schedule"
+	"github.com/workq/workq/internal/schedule"
 	"github.com/workq/workq/timers"
 )
 

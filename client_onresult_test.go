@@ -10,10 +10,10 @@ import (
 	"time"
 
 	"github.com/workq/workq"
-	"github.com/workq/workq/admin"
+	"github.com/workq/workq/internal/admin"
 	"github.com/workq/workq/internal/testdb"
-	"github.com/workq/workq/lease"
-	"github.com/workq/workq/worker"
+	"github.com/workq/workq/internal/lease"
+	"github.com/workq/workq/internal/worker"
 )
 
 // outcomeArgs tell outcomeWorker what to return on each run.

@@ -9,8 +9,8 @@ import (
 
 	"github.com/workq/workq"
 	"github.com/workq/workq/internal/testdb"
-	"github.com/workq/workq/lease"
-	"github.com/workq/workq/worker"
+	"github.com/workq/workq/internal/lease"
+	"github.com/workq/workq/internal/worker"
 )
 
 // StopArgs is the job of the Stop tests.

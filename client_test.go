@@ -10,7 +10,7 @@ import (
 
 	"github.com/workq/workq"
 	"github.com/workq/workq/internal/testdb"
-	"github.com/workq/workq/worker"
+	"github.com/workq/workq/internal/worker"
 )
 
 // An embedded Client with the default configuration runs every built-in

@@ -136,12 +136,12 @@ var snippetImports = [][2]string{
 	{"pgx", "github.com/jackc/pgx/v5"}, {"pgxpool", "github.com/jackc/pgx/v5/pgxpool"},
 	{"nats", "github.com/nats-io/nats.go"}, {"jetstream", "github.com/nats-io/nats.go/jetstream"},
 	{"promhttp", "github.com/prometheus/client_golang/prometheus/promhttp"},
-	{"workq", "github.com/workq/workq"}, {"admin", "github.com/workq/workq/admin"},
+	{"workq", "github.com/workq/workq"}, {"admin", "github.com/workq/workq/internal/admin"},
 	{"api", "github.com/workq/workq/api"}, {"inbox", "github.com/workq/workq/inbox"},
-	{"lease", "github.com/workq/workq/lease"}, {"migrate", "github.com/workq/workq/migrate"},
+	{"lease", "github.com/workq/workq/internal/lease"}, {"migrate", "github.com/workq/workq/migrate"},
 	{"outbox", "github.com/workq/workq/outbox"}, {"publish", "github.com/workq/workq/publish"},
-	{"schedule", "github.com/workq/workq/schedule"}, {"shardlimit", "github.com/workq/workq/shardlimit"},
-	{"timers", "github.com/workq/workq/timers"}, {"worker", "github.com/workq/workq/worker"},
+	{"schedule", "github.com/workq/workq/internal/schedule"}, {"shardlimit", "github.com/workq/workq/internal/shardlimit"},
+	{"timers", "github.com/workq/workq/timers"}, {"worker", "github.com/workq/workq/internal/worker"},
 	{"workqtest", "github.com/workq/workq/workqtest"},
 }
 

@@ -17,7 +17,7 @@ import (
 	"github.com/yuin/goldmark/extension"
 	"github.com/yuin/goldmark/text"
 
-	"github.com/workq/workq/db"
+	"github.com/workq/workq/internal/db"
 )
 
 // markdownFiles are the documents whose links are checked.

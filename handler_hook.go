@@ -5,7 +5,7 @@ import (
 	"slices"
 
 	"github.com/workq/workq/internal/clienthook"
-	"github.com/workq/workq/worker"
+	"github.com/workq/workq/internal/worker"
 )
 
 // handlerRuntime is what a Client adds around the handlers it registers

@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/workq/workq/internal/jobq"
-	"github.com/workq/workq/lease"
-	"github.com/workq/workq/worker"
+	"github.com/workq/workq/internal/lease"
+	"github.com/workq/workq/internal/worker"
 	"github.com/workq/workq/workqtype"
 )
 

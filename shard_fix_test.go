@@ -14,11 +14,11 @@ import (
 	"github.com/workq/workq"
 	"github.com/workq/workq/inbox"
 	"github.com/workq/workq/internal/testdb"
-	"github.com/workq/workq/lease"
+	"github.com/workq/workq/internal/lease"
 	"github.com/workq/workq/outbox"
-	"github.com/workq/workq/schedule"
-	"github.com/workq/workq/shardlimit"
-	"github.com/workq/workq/worker"
+	"github.com/workq/workq/internal/schedule"
+	"github.com/workq/workq/internal/shardlimit"
+	"github.com/workq/workq/internal/worker"
 )
 
 // twoShards returns a sharded Client over shards a and b (no maintenance

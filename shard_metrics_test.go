@@ -10,7 +10,7 @@ import (
 
 	"github.com/workq/workq"
 	"github.com/workq/workq/internal/testdb"
-	"github.com/workq/workq/metrics"
+	"github.com/workq/workq/internal/metrics"
 )
 
 // Each shard of a sharded Client has its own maintenance leader, and its

@@ -7,9 +7,9 @@ import (
 	"time"
 
 	"github.com/workq/workq"
-	"github.com/workq/workq/admin"
+	"github.com/workq/workq/internal/admin"
 	"github.com/workq/workq/internal/testdb"
-	"github.com/workq/workq/lease"
+	"github.com/workq/workq/internal/lease"
 )
 
 // UniqueArgs set their own unique options and metadata; options given to

@@ -10,7 +10,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/workq/workq/outbox"
-	"github.com/workq/workq/worker"
+	"github.com/workq/workq/internal/worker"
 	"github.com/workq/workq/workqtype"
 )
 

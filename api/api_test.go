@@ -12,7 +12,7 @@ import (
 
 	"github.com/workq/workq/internal/jobq"
 
-	"github.com/workq/workq/lease"
+	"github.com/workq/workq/internal/lease"
 )
 
 func TestAuth(t *testing.T) {

@@ -10,7 +10,7 @@ import (
 
 	"golang.org/x/sync/singleflight"
 
-	"github.com/workq/workq/db"
+	"github.com/workq/workq/internal/db"
 )
 
 // openAPIDocument is the OpenAPI 3.0 description of every route, served at

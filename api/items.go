@@ -4,8 +4,8 @@ import (
 	"net/http"
 	"strconv"
 
-	"github.com/workq/workq/admin"
-	"github.com/workq/workq/lease"
+	"github.com/workq/workq/internal/admin"
+	"github.com/workq/workq/internal/lease"
 	"github.com/workq/workq/workqtype"
 )
 

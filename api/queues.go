@@ -8,9 +8,9 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/workq/workq/admin"
-	"github.com/workq/workq/api/ui"
-	"github.com/workq/workq/lease"
+	"github.com/workq/workq/internal/admin"
+	"github.com/workq/workq/internal/ui"
+	"github.com/workq/workq/internal/lease"
 )
 
 // queueState is the answer of pause, resume and the limit endpoints.

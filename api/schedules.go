@@ -6,7 +6,7 @@ import (
 	"net/http"
 	"sort"
 
-	"github.com/workq/workq/schedule"
+	"github.com/workq/workq/internal/schedule"
 	"github.com/workq/workq/workqtype"
 )
 

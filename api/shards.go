@@ -6,10 +6,10 @@ import (
 	"net/http"
 	"strings"
 
-	"github.com/workq/workq/admin"
+	"github.com/workq/workq/internal/admin"
 	"github.com/workq/workq/internal/dbschema"
 	"github.com/workq/workq/internal/shardlist"
-	"github.com/workq/workq/lease"
+	"github.com/workq/workq/internal/lease"
 	"github.com/workq/workq/workqtype"
 )
 

@@ -11,7 +11,7 @@ import (
 
 	"github.com/workq/workq/internal/jobq"
 	"github.com/workq/workq/internal/testdb"
-	"github.com/workq/workq/lease"
+	"github.com/workq/workq/internal/lease"
 	"github.com/workq/workq/workqtype"
 )
 

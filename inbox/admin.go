@@ -9,8 +9,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/workq/workq/db/gen"
-	"github.com/workq/workq/lease"
+	"github.com/workq/workq/internal/db/gen"
+	"github.com/workq/workq/internal/lease"
 	"github.com/workq/workq/workqtype"
 )
 

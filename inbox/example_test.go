@@ -6,10 +6,10 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/workq/workq/config"
+	"github.com/workq/workq/internal/config"
 	"github.com/workq/workq/inbox"
 	"github.com/workq/workq/internal/testdb"
-	"github.com/workq/workq/worker"
+	"github.com/workq/workq/internal/worker"
 )
 
 // Receive a message inside the consumer's own transaction: the receipt

@@ -30,9 +30,9 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/workq/workq/db/gen"
+	"github.com/workq/workq/internal/db/gen"
 	"github.com/workq/workq/internal/notify"
-	"github.com/workq/workq/lease"
+	"github.com/workq/workq/internal/lease"
 	"github.com/workq/workq/workqtype"
 )
 

@@ -3,8 +3,8 @@ package inbox
 import (
 	"slices"
 
-	"github.com/workq/workq/lease"
-	"github.com/workq/workq/worker"
+	"github.com/workq/workq/internal/lease"
+	"github.com/workq/workq/internal/worker"
 )
 
 // Processor works received messages on the shared runtime: a claimed

@@ -12,7 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/workq/workq/internal/dbschema"
-	"github.com/workq/workq/lease"
+	"github.com/workq/workq/internal/lease"
 	"github.com/workq/workq/migrate"
 )
 

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/workq/workq/db/gen"
+	"github.com/workq/workq/internal/db/gen"
 	"github.com/workq/workq/internal/dbschema"
 	"github.com/workq/workq/migrate"
 	"github.com/workq/workq/workqtype"

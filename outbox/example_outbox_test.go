@@ -5,10 +5,10 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/workq/workq/config"
+	"github.com/workq/workq/internal/config"
 	"github.com/workq/workq/internal/testdb"
 	"github.com/workq/workq/outbox"
-	"github.com/workq/workq/worker"
+	"github.com/workq/workq/internal/worker"
 )
 
 // Write a message in the same transaction as the change it announces: it

@@ -11,7 +11,7 @@ import (
 
 	"github.com/workq/workq/internal/testdb"
 	"github.com/workq/workq/outbox"
-	"github.com/workq/workq/worker"
+	"github.com/workq/workq/internal/worker"
 )
 
 // Two relay workers on a queue of 10 busy partition keys share them: the

@@ -8,8 +8,8 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/workq/workq/db/gen"
-	"github.com/workq/workq/lease"
+	"github.com/workq/workq/internal/db/gen"
+	"github.com/workq/workq/internal/lease"
 	"github.com/workq/workq/workqtype"
 )
 

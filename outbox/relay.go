@@ -5,8 +5,8 @@ import (
 	"slices"
 	"sync"
 
-	"github.com/workq/workq/lease"
-	"github.com/workq/workq/worker"
+	"github.com/workq/workq/internal/lease"
+	"github.com/workq/workq/internal/worker"
 )
 
 // FinalFailure says what a partition key does when its head message fails

@@ -5,8 +5,8 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/workq/workq/lease"
-	"github.com/workq/workq/worker"
+	"github.com/workq/workq/internal/lease"
+	"github.com/workq/workq/internal/worker"
 )
 
 func done(key string) worker.Result {

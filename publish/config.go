@@ -7,9 +7,9 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/workq/workq/config"
+	"github.com/workq/workq/internal/config"
 	"github.com/workq/workq/internal/redact"
-	"github.com/workq/workq/worker"
+	"github.com/workq/workq/internal/worker"
 )
 
 // Set is the publishers FromConfig built: a handler per topic, and the NATS

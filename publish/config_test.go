@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/workq/workq/config"
+	"github.com/workq/workq/internal/config"
 	"github.com/workq/workq/publish"
 )
 

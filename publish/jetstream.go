@@ -11,7 +11,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/workq/workq/internal/subject"
-	"github.com/workq/workq/worker"
+	"github.com/workq/workq/internal/worker"
 )
 
 // DefaultJetStreamTimeout is how long a publish waits for the stream's ack

@@ -16,9 +16,9 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/workq/workq/internal/testdb"
-	"github.com/workq/workq/lease"
+	"github.com/workq/workq/internal/lease"
 	"github.com/workq/workq/publish"
-	"github.com/workq/workq/worker"
+	"github.com/workq/workq/internal/worker"
 )
 
 // natsURL is the JetStream server the tests use: real, never a mock.

@@ -16,7 +16,7 @@ import (
 
 	"github.com/workq/workq/internal/hookpost"
 	"github.com/workq/workq/internal/whsec"
-	"github.com/workq/workq/worker"
+	"github.com/workq/workq/internal/worker"
 	"github.com/workq/workq/workqtype"
 )
 

@@ -6,9 +6,9 @@
 # that depend on timing"). Run it at LOAD=0 and at LOAD=16.
 #
 #   eval "$(scripts/test-env.sh)"
-#   scripts/test-load.sh                                # . and ./worker, -race, 5 times, load 16
+#   scripts/test-load.sh                                # . and ./internal/worker, -race, 5 times, load 16
 #   PKGS=. RUN=Shard LOAD=0 scripts/test-load.sh
-#   make test-load PKGS=./worker LOAD=16
+#   make test-load PKGS=./internal/worker LOAD=16
 #
 # The test binaries are built before the burners start. The full output
 # goes to LOG (default .workq/test-load-LOAD.log). Exits 1 if any run of
@@ -16,7 +16,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 GO=${GO:-go}
-PKGS=${PKGS:-. ./worker}
+PKGS=${PKGS:-. ./internal/worker}
 RUN=${RUN:-}
 COUNT=${COUNT:-5}
 LOAD=${LOAD:-16}

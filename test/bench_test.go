@@ -8,7 +8,7 @@ import (
 	"github.com/workq/workq/internal/jobq"
 
 	"github.com/workq/workq/internal/testdb"
-	"github.com/workq/workq/lease"
+	"github.com/workq/workq/internal/lease"
 )
 
 // BenchmarkClaimComplete measures the lease engine without a worker: one op

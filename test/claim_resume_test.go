@@ -9,7 +9,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/workq/workq/internal/testdb"
-	"github.com/workq/workq/lease"
+	"github.com/workq/workq/internal/lease"
 )
 
 // A job-run claim with a resume point (lease.ClaimParams.Resume) reads the

@@ -17,7 +17,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	wqdb "github.com/workq/workq/db"
+	wqdb "github.com/workq/workq/internal/db"
 	"github.com/workq/workq/internal/pgembed"
 	"github.com/workq/workq/internal/testutil"
 )

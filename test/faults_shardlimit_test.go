@@ -16,8 +16,8 @@ import (
 
 	"github.com/workq/workq/internal/testdb"
 	"github.com/workq/workq/internal/testutil"
-	"github.com/workq/workq/lease"
-	"github.com/workq/workq/shardlimit"
+	"github.com/workq/workq/internal/lease"
+	"github.com/workq/workq/internal/shardlimit"
 )
 
 // Scenario: the global limit W across two shards (issue 22, item 8; docs/

@@ -14,8 +14,8 @@ import (
 	"github.com/workq/workq/internal/ha"
 	"github.com/workq/workq/internal/jobq"
 	"github.com/workq/workq/internal/pgembed"
-	"github.com/workq/workq/lease"
-	"github.com/workq/workq/lock"
+	"github.com/workq/workq/internal/lease"
+	"github.com/workq/workq/internal/lock"
 	"github.com/workq/workq/migrate"
 )
 

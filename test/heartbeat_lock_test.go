@@ -7,9 +7,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/workq/workq/db/gen"
+	"github.com/workq/workq/internal/db/gen"
 	"github.com/workq/workq/internal/testdb"
-	"github.com/workq/workq/lease"
+	"github.com/workq/workq/internal/lease"
 )
 
 // A heartbeat must never wait for a row another statement holds (a

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/workq/workq/db/gen"
+	"github.com/workq/workq/internal/db/gen"
 )
 
 // Many claimers racing over one queue: every row is leased exactly once.

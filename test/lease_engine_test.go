@@ -7,7 +7,7 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/workq/workq/lease"
+	"github.com/workq/workq/internal/lease"
 )
 
 // One lease.Engine.Complete call ends attempts of several claims: each id is

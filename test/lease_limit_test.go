@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/workq/workq/db/gen"
+	"github.com/workq/workq/internal/db/gen"
 )
 
 // The global limit W holds across many concurrent claimers: the number of

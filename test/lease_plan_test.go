@@ -15,9 +15,9 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
-	"github.com/workq/workq/db/gen"
+	"github.com/workq/workq/internal/db/gen"
 	"github.com/workq/workq/internal/testdb"
-	"github.com/workq/workq/lease"
+	"github.com/workq/workq/internal/lease"
 )
 
 // namedQuery returns the text of query name from db/queries/<file>.sql with

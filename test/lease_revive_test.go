@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/workq/workq/lease"
+	"github.com/workq/workq/internal/lease"
 )
 
 // Revive puts only failed items back to ready with their attempts reset,

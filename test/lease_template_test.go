@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/workq/workq/lease"
+	"github.com/workq/workq/internal/lease"
 )
 
 // The shared lease statements (db/queries/lease.sql) are type-checked by

@@ -4,7 +4,7 @@ import (
 	"context"
 	"testing"
 
-	"github.com/workq/workq/db"
+	"github.com/workq/workq/internal/db"
 	"github.com/workq/workq/internal/testdb"
 )
 

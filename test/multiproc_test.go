@@ -20,8 +20,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/workq/workq/internal/testdb"
-	"github.com/workq/workq/lease"
-	"github.com/workq/workq/maintain"
+	"github.com/workq/workq/internal/lease"
+	"github.com/workq/workq/internal/maintain"
 )
 
 // TestMultiProcess builds cmd/workq once and runs the scenarios one after

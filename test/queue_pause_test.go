@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/workq/workq/lease"
+	"github.com/workq/workq/internal/lease"
 )
 
 // A paused (table, queue) yields nothing to any claim, on every table; an

@@ -7,10 +7,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/workq/workq/db/gen"
+	"github.com/workq/workq/internal/db/gen"
 	"github.com/workq/workq/internal/testdb"
-	"github.com/workq/workq/lease"
-	"github.com/workq/workq/reaper"
+	"github.com/workq/workq/internal/lease"
+	"github.com/workq/workq/internal/reaper"
 )
 
 // The reaper requeues expired leases on every table, fails the exhausted

@@ -26,11 +26,11 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/workq/workq"
-	"github.com/workq/workq/admin"
+	"github.com/workq/workq/internal/admin"
 	"github.com/workq/workq/internal/clienthook"
 	"github.com/workq/workq/internal/dbschema"
-	"github.com/workq/workq/lease"
-	"github.com/workq/workq/worker"
+	"github.com/workq/workq/internal/lease"
+	"github.com/workq/workq/internal/worker"
 )
 
 // Outcome is how an attempt ended, as the runtime would record it.

@@ -14,7 +14,7 @@ import (
 	"github.com/workq/workq/migrate"
 	"github.com/workq/workq/outbox"
 	"github.com/workq/workq/timers"
-	"github.com/workq/workq/worker"
+	"github.com/workq/workq/internal/worker"
 	"github.com/workq/workq/workqtest"
 )
 

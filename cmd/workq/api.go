@@ -8,8 +8,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/workq/workq/api"
-	"github.com/workq/workq/config"
-	"github.com/workq/workq/db"
+	"github.com/workq/workq/internal/config"
+	"github.com/workq/workq/internal/db"
 )
 
 // apiFlags are the settings of the HTTP API server.

@@ -16,15 +16,15 @@ import (
 
 	"github.com/workq/workq"
 	"github.com/workq/workq/internal/jobq"
-	"github.com/workq/workq/worker/builtin"
+	"github.com/workq/workq/internal/worker/builtin"
 	"github.com/workq/workq/workqtype"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/spf13/cobra"
 
-	"github.com/workq/workq/config"
-	"github.com/workq/workq/lease"
-	"github.com/workq/workq/worker"
+	"github.com/workq/workq/internal/config"
+	"github.com/workq/workq/internal/lease"
+	"github.com/workq/workq/internal/worker"
 )
 
 const benchQueue = "workq-bench"

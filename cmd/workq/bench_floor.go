@@ -11,7 +11,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/workq/workq/lease"
+	"github.com/workq/workq/internal/lease"
 )
 
 // benchFloorQueue holds the rows of the latency floor, apart from the

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/workq/workq"
-	"github.com/workq/workq/config"
+	"github.com/workq/workq/internal/config"
 	"github.com/workq/workq/outbox"
 )
 

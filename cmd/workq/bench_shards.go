@@ -10,11 +10,11 @@ import (
 	"time"
 
 	"github.com/workq/workq"
-	"github.com/workq/workq/config"
+	"github.com/workq/workq/internal/config"
 	"github.com/workq/workq/internal/jobq"
-	"github.com/workq/workq/lease"
-	"github.com/workq/workq/worker"
-	"github.com/workq/workq/worker/builtin"
+	"github.com/workq/workq/internal/lease"
+	"github.com/workq/workq/internal/worker"
+	"github.com/workq/workq/internal/worker/builtin"
 )
 
 // shardBenchResult is what `workq bench --shards` reports: the total and

@@ -8,9 +8,9 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/workq/workq"
-	"github.com/workq/workq/config"
+	"github.com/workq/workq/internal/config"
 	"github.com/workq/workq/publish"
-	"github.com/workq/workq/worker/builtin"
+	"github.com/workq/workq/internal/worker/builtin"
 )
 
 // The CLI's processes (worker, maintain, run, bench) are workq.Clients: the

@@ -5,7 +5,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/workq/workq/config"
+	"github.com/workq/workq/internal/config"
 )
 
 func newConfigCmd() *cobra.Command {

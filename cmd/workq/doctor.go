@@ -11,8 +11,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/spf13/cobra"
 
-	"github.com/workq/workq/config"
-	"github.com/workq/workq/db"
+	"github.com/workq/workq/internal/config"
+	"github.com/workq/workq/internal/db"
 	"github.com/workq/workq/internal/dbschema"
 	"github.com/workq/workq/internal/ha"
 )

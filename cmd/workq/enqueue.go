@@ -13,7 +13,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/workq/workq/config"
+	"github.com/workq/workq/internal/config"
 	"github.com/workq/workq/workqtype"
 )
 

@@ -14,9 +14,9 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/workq/workq/admin"
-	"github.com/workq/workq/db/gen"
-	"github.com/workq/workq/lease"
+	"github.com/workq/workq/internal/admin"
+	"github.com/workq/workq/internal/db/gen"
+	"github.com/workq/workq/internal/lease"
 	"github.com/workq/workq/workqtype"
 )
 

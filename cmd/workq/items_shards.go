@@ -14,10 +14,10 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/spf13/cobra"
 
-	"github.com/workq/workq/admin"
-	"github.com/workq/workq/config"
+	"github.com/workq/workq/internal/admin"
+	"github.com/workq/workq/internal/config"
 	"github.com/workq/workq/internal/shardlist"
-	"github.com/workq/workq/lease"
+	"github.com/workq/workq/internal/lease"
 	"github.com/workq/workq/workqtype"
 )
 

@@ -12,7 +12,7 @@ import (
 
 	"github.com/workq/workq/internal/testdb"
 	"github.com/workq/workq/internal/testutil"
-	"github.com/workq/workq/lease"
+	"github.com/workq/workq/internal/lease"
 )
 
 // What the real binary says about finished job runs: a retry of a done one

@@ -10,7 +10,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/workq/workq/admin"
+	"github.com/workq/workq/internal/admin"
 	"github.com/workq/workq/internal/testdb"
 )
 

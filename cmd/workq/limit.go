@@ -10,8 +10,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/workq/workq/db/gen"
-	"github.com/workq/workq/lease"
+	"github.com/workq/workq/internal/db/gen"
+	"github.com/workq/workq/internal/lease"
 )
 
 // negativeNumberFlag matches pflag's error for an argument like -1.

@@ -7,7 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/workq/workq/lock"
+	"github.com/workq/workq/internal/lock"
 )
 
 func newLockCmd() *cobra.Command {

@@ -15,9 +15,9 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/workq/workq/admin"
+	"github.com/workq/workq/internal/admin"
 	"github.com/workq/workq/internal/testdb"
-	"github.com/workq/workq/lock"
+	"github.com/workq/workq/internal/lock"
 )
 
 func TestMain(m *testing.M) { testdb.Main(m) }

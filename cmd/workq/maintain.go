@@ -3,7 +3,7 @@ package main
 import (
 	"github.com/spf13/cobra"
 
-	"github.com/workq/workq/config"
+	"github.com/workq/workq/internal/config"
 )
 
 // maintainFlags are the settings of the maintenance process (also part of

@@ -18,9 +18,9 @@ import (
 	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
-	"github.com/workq/workq/config"
+	"github.com/workq/workq/internal/config"
 	"github.com/workq/workq/internal/redact"
-	"github.com/workq/workq/metrics"
+	"github.com/workq/workq/internal/metrics"
 )
 
 // observability is what --metrics-addr and --otel-exporter set up in one

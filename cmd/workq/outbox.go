@@ -10,7 +10,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/spf13/cobra"
 
-	"github.com/workq/workq/lease"
+	"github.com/workq/workq/internal/lease"
 	"github.com/workq/workq/outbox"
 	"github.com/workq/workq/workqtype"
 )

@@ -6,8 +6,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/workq/workq/admin"
-	"github.com/workq/workq/lease"
+	"github.com/workq/workq/internal/admin"
+	"github.com/workq/workq/internal/lease"
 )
 
 func newQueueCmd() *cobra.Command {

@@ -3,7 +3,7 @@ package main
 import (
 	"github.com/spf13/cobra"
 
-	"github.com/workq/workq/reaper"
+	"github.com/workq/workq/internal/reaper"
 )
 
 func newReaperCmd() *cobra.Command {

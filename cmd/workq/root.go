@@ -12,8 +12,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/workq/workq"
-	"github.com/workq/workq/config"
-	"github.com/workq/workq/db"
+	"github.com/workq/workq/internal/config"
+	"github.com/workq/workq/internal/db"
 	"github.com/workq/workq/internal/dbschema"
 	"github.com/workq/workq/internal/pgembed"
 	"github.com/workq/workq/migrate"

@@ -17,7 +17,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/workq/workq/api"
-	"github.com/workq/workq/config"
+	"github.com/workq/workq/internal/config"
 )
 
 func newRunCmd() *cobra.Command {

@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/workq/workq/config"
+	"github.com/workq/workq/internal/config"
 	"github.com/workq/workq/internal/testdb"
 	"github.com/workq/workq/internal/testutil"
 )

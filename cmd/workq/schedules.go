@@ -10,8 +10,8 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
-	"github.com/workq/workq/config"
-	"github.com/workq/workq/schedule"
+	"github.com/workq/workq/internal/config"
+	"github.com/workq/workq/internal/schedule"
 	"github.com/workq/workq/workqtype"
 )
 

@@ -8,9 +8,9 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/workq/workq/lease"
-	"github.com/workq/workq/lock"
-	"github.com/workq/workq/shardlimit"
+	"github.com/workq/workq/internal/lease"
+	"github.com/workq/workq/internal/lock"
+	"github.com/workq/workq/internal/shardlimit"
 )
 
 func newShardLimitCmd() *cobra.Command {

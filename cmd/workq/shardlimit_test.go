@@ -11,8 +11,8 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/workq/workq/internal/testdb"
-	"github.com/workq/workq/lease"
-	"github.com/workq/workq/shardlimit"
+	"github.com/workq/workq/internal/lease"
+	"github.com/workq/workq/internal/shardlimit"
 )
 
 func TestParseShardLimit(t *testing.T) {

@@ -7,7 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/workq/workq/admin"
+	"github.com/workq/workq/internal/admin"
 )
 
 func newStatsCmd() *cobra.Command {

@@ -10,8 +10,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/workq/workq/admin"
-	"github.com/workq/workq/lease"
+	"github.com/workq/workq/internal/admin"
+	"github.com/workq/workq/internal/lease"
 	"github.com/workq/workq/timers"
 	"github.com/workq/workq/workqtype"
 )

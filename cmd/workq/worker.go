@@ -6,7 +6,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/workq/workq/config"
+	"github.com/workq/workq/internal/config"
 )
 
 // workerFlags are the settings `workq worker` and `workq run` accept.

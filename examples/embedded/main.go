@@ -25,8 +25,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/workq/workq"
-	"github.com/workq/workq/db"
-	"github.com/workq/workq/worker"
+	"github.com/workq/workq/internal/db"
+	"github.com/workq/workq/internal/worker"
 )
 
 const emailQueue = "emails"

@@ -36,10 +36,10 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/workq/workq"
-	"github.com/workq/workq/db"
+	"github.com/workq/workq/internal/db"
 	"github.com/workq/workq/publish"
-	"github.com/workq/workq/schedule"
-	"github.com/workq/workq/worker"
+	"github.com/workq/workq/internal/schedule"
+	"github.com/workq/workq/internal/worker"
 )
 
 // Names of the service's work. Everything runs on one queue of its own so

@@ -24,7 +24,7 @@ import (
 	"github.com/workq/workq/internal/testdb"
 	"github.com/workq/workq/internal/testutil"
 	"github.com/workq/workq/publish"
-	"github.com/workq/workq/schedule"
+	"github.com/workq/workq/internal/schedule"
 	"github.com/workq/workq/timers"
 )
 

@@ -13,7 +13,7 @@ import (
 	"errors"
 	"sync/atomic"
 
-	"github.com/workq/workq/worker"
+	"github.com/workq/workq/internal/worker"
 )
 
 // Job is a job kind's handler as a Client runs it.

@@ -20,7 +20,7 @@ import (
 func TestSQLMarkers(t *testing.T) {
 	root := filepath.Join("..", "..")
 	var files []string
-	for _, pat := range []string{"db/migrations/*.sql", "db/queries/*.sql", "db/template/*.sql", "db/gen/*.go"} {
+	for _, pat := range []string{"db/migrations/*.sql", "db/queries/*.sql", "db/template/*.sql", "internal/db/gen/*.go"} {
 		m, err := filepath.Glob(filepath.Join(root, pat))
 		if err != nil || len(m) == 0 {
 			t.Fatalf("no files match %s: %v", pat, err)

@@ -20,7 +20,7 @@ import (
 	"net/url"
 	"strings"
 
-	"github.com/workq/workq/worker"
+	"github.com/workq/workq/internal/worker"
 	"github.com/workq/workq/workqtype"
 )
 

@@ -8,11 +8,11 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/workq/workq/admin"
+	"github.com/workq/workq/internal/admin"
 	"github.com/workq/workq/internal/jobq"
 	"github.com/workq/workq/internal/shardlist"
 	"github.com/workq/workq/internal/testdb"
-	"github.com/workq/workq/lease"
+	"github.com/workq/workq/internal/lease"
 )
 
 func TestMain(m *testing.M) { testdb.Main(m) }

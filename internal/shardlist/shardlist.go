@@ -14,8 +14,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/workq/workq/admin"
-	"github.com/workq/workq/lease"
+	"github.com/workq/workq/internal/admin"
+	"github.com/workq/workq/internal/lease"
 	"github.com/workq/workq/workqtype"
 )
 

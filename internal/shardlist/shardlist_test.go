@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/workq/workq/admin"
+	"github.com/workq/workq/internal/admin"
 )
 
 func TestParseCursor(t *testing.T) {

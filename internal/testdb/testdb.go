@@ -40,7 +40,7 @@ import (
 	"github.com/testcontainers/testcontainers-go"
 	tcpostgres "github.com/testcontainers/testcontainers-go/modules/postgres"
 
-	"github.com/workq/workq/db"
+	"github.com/workq/workq/internal/db"
 	"github.com/workq/workq/internal/pgembed"
 )
 

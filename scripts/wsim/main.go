@@ -25,7 +25,7 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/workq/workq/shardlimit"
+	"github.com/workq/workq/internal/shardlimit"
 )
 
 type config struct {

@@ -1,0 +1,547 @@
+// Package admin is the operator's view of the four work tables, one API for
+// all of them: read one item with its attempts from the run archive, page
+// through items with filters, retry failed and cancelled items, cancel ready
+// and running ones, delete finished ones, and count every queue by state. The HTTP API (package api)
+// and the CLI are thin layers over it.
+//
+// Every action is one guarded statement that acts only on the items in the
+// state it expects (retry: failed or cancelled; cancel: ready or in progress;
+// delete: done, failed or cancelled) and
+// reports which ids it acted on; the others are left untouched. Retry and
+// cancel are archived in runs with the actor and reason.
+package admin
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/workq/workq/internal/db/gen"
+	"github.com/workq/workq/inbox"
+	"github.com/workq/workq/internal/lease"
+	"github.com/workq/workq/internal/worker"
+	"github.com/workq/workq/workqtype"
+)
+
+// ErrInvalid is wrapped by every error about a bad request (an unknown
+// table, a bad filter, too many ids): nothing was read or written.
+var ErrInvalid = lease.ErrInvalid
+
+// ErrNotFound is returned by Get for an item that does not exist.
+var ErrNotFound = errors.New("item not found")
+
+// ErrWrongState is wrapped by the errors of callers (the CLI) that report
+// the ids an action left alone because of their state (Result.States), as
+// opposed to those that do not exist (Result.NotFound, ErrNotFound).
+var ErrWrongState = errors.New("item not in a state the action takes")
+
+// Limits of one request.
+const (
+	DefaultLimit = 50   // items per page when Filter.Limit is 0
+	MaxLimit     = 1000 // most items per page
+	MaxIDs       = 1000 // most ids one action takes
+	maxActorLen  = 256
+	maxReasonLen = 1024
+
+	// MaxErrorText is the longest Filter.ErrorText.
+	MaxErrorText = 256
+	// TextScanWindow and TextScanWindows bound what one page with an
+	// ErrorText reads: up to TextScanWindows ranges of TextScanWindow ids,
+	// each starting at the newest id below the cursor that the other
+	// filters match (so gaps in the ids cost nothing).
+	TextScanWindow  = 10000
+	TextScanWindows = 5
+)
+
+// Item is one work item of any table, in the lease columns every table
+// shares plus its kind (the topic on outbox, inbox and timers) and the
+// columns of its own table in Details.
+type Item struct {
+	// Shard is the item's database when it was read from one of several
+	// (the API of a sharded workq sets it); "" otherwise.
+	Shard    string      `json:"shard,omitempty"`
+	Table    lease.Table `json:"table"`
+	ID       int64       `json:"id"`
+	Queue    string      `json:"queue"`
+	Kind     string      `json:"kind"`   // job kind, or topic
+	Status   string      `json:"status"` // ready, in_progress, done, failed, cancelled
+	State    string      `json:"state"`  // the table's own word: inbox processing/processed/dead
+	Priority int16       `json:"priority"`
+	// RunAt is when the item is due (ready) or was last due; a finished
+	// item's time is FinishedAt (see WhenAt).
+	RunAt        time.Time  `json:"run_at"`
+	Attempts     int32      `json:"attempts"`
+	MaxAttempts  int32      `json:"max_attempts"`
+	LeaseVersion int64      `json:"lease_version"`
+	ClaimedAt    *time.Time `json:"claimed_at,omitempty"`
+	ClaimedBy    string     `json:"claimed_by,omitempty"`
+	LockedUntil  *time.Time `json:"locked_until,omitempty"`
+	// LastError is the error the item failed, retries or was cancelled
+	// with; never set on a done item (its earlier attempts' errors are in
+	// Attempts).
+	LastError  string          `json:"last_error,omitempty"`
+	CreatedAt  time.Time       `json:"created_at"`
+	UpdatedAt  time.Time       `json:"updated_at"`
+	FinishedAt *time.Time      `json:"finished_at,omitempty"`
+	Payload    json.RawMessage `json:"payload,omitempty"`
+	// Metadata of a job run: what it was enqueued with, and the enqueuing
+	// span's trace context (traceparent, tracestate) when it was traced.
+	// Nil for none and on the other tables (an outbox message's headers
+	// are in Details).
+	Metadata map[string]string `json:"metadata,omitempty"`
+	Details  map[string]any    `json:"details,omitempty"`
+}
+
+// WhenAt is the time to show for the item: when it ended once finished,
+// else when it is due. A finished item's run_at is when it last was due,
+// not when anything happens to it.
+func (it Item) WhenAt() time.Time {
+	if it.FinishedAt != nil {
+		return *it.FinishedAt
+	}
+	return it.RunAt
+}
+
+// Filter selects a page of items. Zero fields match everything.
+type Filter struct {
+	Queue         string    // a queue name
+	Status        string    // ready, in_progress, done, failed, cancelled, or the table's own word (processing, processed, dead)
+	Kind          string    // the job kind, or the topic
+	CreatedAfter  time.Time // created at or after
+	CreatedBefore time.Time // created before
+	// ErrorText matches items whose last_error contains it, ignoring case
+	// (at most MaxErrorText bytes). No index can serve it: a page with it
+	// reads at most TextScanWindows windows of TextScanWindow ids below the
+	// cursor, so it may come back short, or empty, with a Next cursor to
+	// search further (see List).
+	ErrorText string
+	Before    int64 // the cursor: items with smaller ids (Page.Next of the previous page); 0 from the newest
+	Limit     int   // 1 to MaxLimit; 0 means DefaultLimit
+}
+
+// Page is one page of items, newest first. Next is the cursor of the next
+// page (Filter.Before), 0 when this page is the last. Items inserted after
+// the first page have higher ids and never shift a later page.
+type Page struct {
+	Items []Item `json:"items"`
+	Next  int64  `json:"next,omitempty"`
+}
+
+// pageArgs are the parameters every table's <Table>Page statement takes.
+type pageArgs struct {
+	before               int64
+	queue, kind          *string
+	status               *int16
+	after, createdBefore *time.Time
+	minID                int64
+	errorText            *string
+	max                  int32
+}
+
+// tableView is how admin reads one table: its page and get statements,
+// mapped to Items.
+type tableView struct {
+	page func(ctx context.Context, q *gen.Queries, a pageArgs) ([]Item, error)
+	get  func(ctx context.Context, q *gen.Queries, id int64) (Item, error)
+}
+
+var views = map[lease.Table]tableView{
+	lease.JobRuns: {page: pageJobRuns, get: getJobRun},
+	lease.Outbox:  {page: pageOutbox, get: getOutbox},
+	lease.Inbox:   {page: pageInbox, get: getInbox},
+	lease.Timers:  {page: pageTimers, get: getTimer},
+}
+
+func view(table lease.Table) (tableView, error) {
+	if _, err := lease.ParseTable(string(table)); err != nil {
+		return tableView{}, workqtype.InvalidErr("table", err)
+	}
+	v, ok := views[table]
+	if !ok {
+		return tableView{}, invalid("table", "table %s has no admin view", table)
+	}
+	return v, nil
+}
+
+// Statuses are the state names of every work table, in order.
+var Statuses = []string{"ready", "in_progress", "done", "failed", "cancelled"}
+
+// ParseStatus reads a status filter: a lease state name or a table's own
+// word for it (inbox: processing, processed, dead).
+func ParseStatus(s string) (lease.Status, error) {
+	switch s {
+	case "ready":
+		return lease.StatusReady, nil
+	case "in_progress", "processing":
+		return lease.StatusInProgress, nil
+	case "done", "processed":
+		return lease.StatusDone, nil
+	case "failed", "dead":
+		return lease.StatusFailed, nil
+	case "cancelled":
+		return lease.StatusCancelled, nil
+	}
+	return 0, invalid("status", "status %q is not one of %s (or processing, processed, dead)", s, strings.Join(Statuses, ", "))
+}
+
+// Validate checks f and says what is wrong with it.
+func (f Filter) Validate() error {
+	if f.Queue != "" {
+		if err := workqtype.CheckQueue("queue", f.Queue); err != nil {
+			return err
+		}
+	}
+	if f.Status != "" {
+		if _, err := ParseStatus(f.Status); err != nil {
+			return err
+		}
+	}
+	if f.Kind != "" && !worker.ValidTopic(f.Kind) {
+		return invalid("kind", "kind %q: want 1 to 256 bytes of printable UTF-8 without spaces at its ends", f.Kind)
+	}
+	if !f.CreatedAfter.IsZero() && !f.CreatedBefore.IsZero() && !f.CreatedAfter.Before(f.CreatedBefore) {
+		return invalid("created_after", "created_after %s is not before created_before %s",
+			f.CreatedAfter.Format(time.RFC3339Nano), f.CreatedBefore.Format(time.RFC3339Nano))
+	}
+	if len(f.ErrorText) > MaxErrorText {
+		return invalid("error", "error text is %d bytes, want at most %d", len(f.ErrorText), MaxErrorText)
+	}
+	if f.ErrorText != "" && (!utf8.ValidString(f.ErrorText) || strings.ContainsRune(f.ErrorText, 0)) {
+		return invalid("error", "error text must be UTF-8 without NUL")
+	}
+	if f.Before < 0 {
+		return invalid("cursor", "cursor %d is negative", f.Before)
+	}
+	if f.Limit < 0 || f.Limit > MaxLimit {
+		return invalid("limit", "limit %d: want 1 to %d", f.Limit, MaxLimit)
+	}
+	return nil
+}
+
+// List returns one page of table's items matching f, newest first. It walks
+// the primary key down from the cursor (failed items: their own index), so a
+// page costs what it reads, not the size of the table; a filter that matches
+// few rows of a large table reads further.
+//
+// With f.ErrorText the page reads at most TextScanWindows windows of
+// TextScanWindow ids (each one found by a one-row page of the other
+// filters, so gaps cost nothing) and filters them by the text: it may hold
+// fewer than the limit, even none, and still have a Next cursor, which
+// continues the search below the ids already read.
+func List(ctx context.Context, db workqtype.DB, table lease.Table, f Filter) (Page, error) {
+	v, err := view(table)
+	if err != nil {
+		return Page{}, err
+	}
+	if err := f.Validate(); err != nil {
+		return Page{}, err
+	}
+	limit := f.Limit
+	if limit == 0 {
+		limit = DefaultLimit
+	}
+	a := pageArgs{before: math.MaxInt64, max: int32(limit) + 1}
+	if f.Before > 0 {
+		a.before = f.Before
+	}
+	if f.Queue != "" {
+		a.queue = &f.Queue
+	}
+	if f.Kind != "" {
+		a.kind = &f.Kind
+	}
+	if f.Status != "" {
+		s, _ := ParseStatus(f.Status)
+		st := int16(s)
+		a.status = &st
+	}
+	if !f.CreatedAfter.IsZero() {
+		a.after = &f.CreatedAfter
+	}
+	if !f.CreatedBefore.IsZero() {
+		a.createdBefore = &f.CreatedBefore
+	}
+	q := gen.New(customPlans{db})
+	if f.ErrorText != "" {
+		return listText(ctx, q, v, table, a, f.ErrorText, limit)
+	}
+	items, err := v.page(ctx, q, a)
+	if err != nil {
+		return Page{}, fmt.Errorf("list %s: %w", table, err)
+	}
+	return pageOf(items, limit, 0), nil
+}
+
+// listText is List with an error text: window by window down from the
+// cursor, each window starting at the newest id the other filters match.
+func listText(ctx context.Context, q *gen.Queries, v tableView, table lease.Table, a pageArgs, text string, limit int) (Page, error) {
+	var items []Item
+	for w := 0; w < TextScanWindows; w++ {
+		probe := a
+		probe.max = 1
+		top, err := v.page(ctx, q, probe)
+		if err != nil {
+			return Page{}, fmt.Errorf("list %s: %w", table, err)
+		}
+		if len(top) == 0 {
+			return pageOf(items, limit, 0), nil
+		}
+		win := a
+		win.before = top[0].ID + 1
+		win.minID = max(top[0].ID-TextScanWindow+1, 1)
+		win.errorText = &text
+		win.max = int32(limit + 1 - len(items))
+		got, err := v.page(ctx, q, win)
+		if err != nil {
+			return Page{}, fmt.Errorf("list %s: %w", table, err)
+		}
+		items = append(items, got...)
+		if len(items) > limit || win.minID == 1 {
+			return pageOf(items, limit, 0), nil
+		}
+		a.before = win.minID
+	}
+	// The windows are read: go on below them next time.
+	return pageOf(items, limit, a.before), nil
+}
+
+// pageOf makes a page of up to limit items (items may hold one more, which
+// says there is a next page); more is the cursor of a search that stopped
+// before the end of the table (0: none).
+func pageOf(items []Item, limit int, more int64) Page {
+	p := Page{Items: items, Next: more}
+	if len(items) > limit {
+		p.Items = items[:limit]
+		p.Next = p.Items[limit-1].ID
+	}
+	if p.Items == nil {
+		p.Items = []Item{}
+	}
+	return p
+}
+
+// Get reads one item with its payload and its table's own columns;
+// ErrNotFound when there is none.
+func Get(ctx context.Context, db workqtype.DB, table lease.Table, id int64) (Item, error) {
+	v, err := view(table)
+	if err != nil {
+		return Item{}, err
+	}
+	if id <= 0 || id > lease.MaxItemID {
+		return Item{}, invalid("id", "id %d: want 1 to %d", id, int64(lease.MaxItemID))
+	}
+	it, err := v.get(ctx, gen.New(db), id)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Item{}, fmt.Errorf("%w: %s %d", ErrNotFound, table, id)
+	}
+	if err != nil {
+		return Item{}, fmt.Errorf("get %s %d: %w", table, id, err)
+	}
+	return it, nil
+}
+
+// Attempts lists the archived attempts of one item in claim order, with
+// operators' revives and cancels among them.
+func Attempts(ctx context.Context, db workqtype.DB, table lease.Table, id int64) ([]workqtype.Attempt, error) {
+	if _, err := view(table); err != nil {
+		return nil, err
+	}
+	return lease.Attempts(ctx, db, table, id)
+}
+
+// UnknownState is the state in Result.States of an id left alone whose
+// state could not be read after the action.
+const UnknownState = "in an unknown state (reading it failed)"
+
+// Result of an action on ids: the ids it acted on, and the others (not in
+// the state the action needs, or gone), both in the order given.
+type Result struct {
+	Applied []int64 `json:"applied"`
+	Skipped []int64 `json:"skipped"`
+	// NotFound are the ids of Skipped that do not exist, in the order given.
+	NotFound []int64 `json:"not_found"`
+	// States is the status of every other id of Skipped (its table's own
+	// word: done, ready, inbox processed...), the reason it was left alone;
+	// UnknownState when reading the reasons failed after the action had
+	// committed (Applied and Skipped are still true then).
+	States map[int64]string `json:"states,omitempty"`
+	// Requested (Cancel only) are the ids of Applied that were running:
+	// their handler is being stopped, and each ends cancelled when its
+	// attempt ends. The others of Applied are cancelled already.
+	Requested []int64 `json:"requested,omitempty"`
+}
+
+// Actor says who acts and why; both are archived with a retry or a cancel.
+type Actor struct {
+	Name   string // required: "cli:alice", "api:ops-token", ...
+	Reason string // optional
+}
+
+func (a Actor) validate() error {
+	if strings.TrimSpace(a.Name) == "" {
+		return invalid("actor", "actor must not be empty")
+	}
+	if len(a.Name) > maxActorLen {
+		return invalid("actor", "actor is %d bytes, want at most %d", len(a.Name), maxActorLen)
+	}
+	if len(a.Reason) > maxReasonLen {
+		return invalid("reason", "reason is %d bytes, want at most %d", len(a.Reason), maxReasonLen)
+	}
+	if !workqtype.ValidText(a.Name) || !workqtype.ValidText(a.Reason) {
+		return invalid("actor", "actor and reason must be UTF-8 without NUL bytes")
+	}
+	return nil
+}
+
+// Retry puts failed and cancelled items back to ready with their attempts
+// reset, due now (lease.Engine.Revive): for a dead inbox message a revive,
+// for a cancelled item an undo.
+func Retry(ctx context.Context, db workqtype.DB, table lease.Table, by Actor, ids ...int64) (Result, error) {
+	if err := by.validate(); err != nil {
+		return Result{}, err
+	}
+	return act(ctx, db, table, "retry", ids, func(e *lease.Engine) ([]int64, error) {
+		return e.Revive(ctx, by.Name, by.Reason, ids...)
+	})
+}
+
+// Cancel cancels ready and running items, with last_error "cancelled by
+// <actor>" (lease.Engine.Cancel): a ready item is cancelled at once; a
+// running one's handler is stopped by the worker holding it, and the item
+// ends cancelled when the attempt ends (Result.Requested). Finished items
+// are skipped.
+func Cancel(ctx context.Context, db workqtype.DB, table lease.Table, by Actor, ids ...int64) (Result, error) {
+	if err := by.validate(); err != nil {
+		return Result{}, err
+	}
+	var requested []int64
+	r, err := act(ctx, db, table, "cancel", ids, func(e *lease.Engine) ([]int64, error) {
+		c, err := e.Cancel(ctx, by.Name, by.Reason, ids...)
+		requested = c.Requested
+		return c.IDs(), err
+	})
+	if err != nil || len(requested) == 0 {
+		return r, err
+	}
+	running := make(map[int64]bool, len(requested))
+	for _, id := range requested {
+		running[id] = true
+	}
+	for _, id := range r.Applied { // in the order given
+		if running[id] {
+			r.Requested = append(r.Requested, id)
+		}
+	}
+	return r, nil
+}
+
+// Delete deletes finished (done, failed or cancelled) items; their archived attempts
+// stay until the archive's retention.
+func Delete(ctx context.Context, db workqtype.DB, table lease.Table, ids ...int64) (Result, error) {
+	return act(ctx, db, table, "delete", ids, func(e *lease.Engine) ([]int64, error) {
+		return e.Delete(ctx, ids...)
+	})
+}
+
+// act validates ids and runs one action on them.
+func act(ctx context.Context, db workqtype.DB, table lease.Table, verb string, ids []int64, do func(*lease.Engine) ([]int64, error)) (Result, error) {
+	if _, err := view(table); err != nil {
+		return Result{}, err
+	}
+	if err := CheckIDs(ids); err != nil {
+		return Result{}, fmt.Errorf("%s: %w", verb, err)
+	}
+	e := lease.New(db, table)
+	got, err := do(e)
+	if err != nil {
+		return Result{}, err
+	}
+	done := make(map[int64]bool, len(got))
+	for _, id := range got {
+		done[id] = true
+	}
+	r := Result{Applied: []int64{}, Skipped: []int64{}, NotFound: []int64{}}
+	for _, id := range ids {
+		if done[id] {
+			r.Applied = append(r.Applied, id)
+		} else {
+			r.Skipped = append(r.Skipped, id)
+		}
+	}
+	if len(r.Skipped) == 0 {
+		return r, nil
+	}
+	// Why each was left alone: gone, or in another state. Read after the
+	// action, so a concurrent change may show (an item retried by another
+	// operator meanwhile shows ready).
+	st, err := e.Statuses(ctx, r.Skipped...)
+	if err != nil {
+		// The action has committed: report what it did, whatever the
+		// reasons' read says.
+		r.States = make(map[int64]string, len(r.Skipped))
+		for _, id := range r.Skipped {
+			r.States[id] = UnknownState
+		}
+		return r, nil
+	}
+	r.States = make(map[int64]string, len(st))
+	for _, id := range r.Skipped {
+		s, ok := st[id]
+		if !ok {
+			r.NotFound = append(r.NotFound, id)
+			continue
+		}
+		r.States[id] = stateWord(table, s)
+	}
+	return r, nil
+}
+
+// stateWord names status the way table's items show it (Item.State).
+func stateWord(table lease.Table, s lease.Status) string {
+	if table == lease.Inbox {
+		return inbox.StatusName(s)
+	}
+	return s.String()
+}
+
+// CheckIDs checks the ids of one action: 1 to MaxIDs of them, each a valid
+// item id, none twice.
+func CheckIDs(ids []int64) error {
+	if len(ids) == 0 {
+		return invalid("ids", "no ids given")
+	}
+	if len(ids) > MaxIDs {
+		return invalid("ids", "%d ids, want at most %d per request", len(ids), MaxIDs)
+	}
+	seen := make(map[int64]bool, len(ids))
+	for _, id := range ids {
+		if id <= 0 || id > lease.MaxItemID {
+			return invalid("ids", "id %d: want 1 to %d", id, int64(lease.MaxItemID))
+		}
+		if seen[id] {
+			return invalid("ids", "id %d given twice", id)
+		}
+		seen[id] = true
+	}
+	return nil
+}
+
+func deref[T any](p *T) T {
+	if p == nil {
+		var zero T
+		return zero
+	}
+	return *p
+}
+
+// invalid is a *workqtype.ValidationError about field.
+func invalid(field, format string, args ...any) error {
+	return workqtype.Invalid(field, fmt.Sprintf(format, args...))
+}

@@ -33,19 +33,19 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/workq/workq/internal/db"
 	"github.com/workq/workq/inbox"
 	"github.com/workq/workq/internal/clienthook"
+	"github.com/workq/workq/internal/db"
 	"github.com/workq/workq/internal/dbschema"
 	"github.com/workq/workq/internal/ha"
 	"github.com/workq/workq/internal/jobq"
 	"github.com/workq/workq/internal/maintain"
 	"github.com/workq/workq/internal/metrics"
-	"github.com/workq/workq/outbox"
 	"github.com/workq/workq/internal/schedule"
-	"github.com/workq/workq/timers"
 	"github.com/workq/workq/internal/tracing"
 	"github.com/workq/workq/internal/worker"
+	"github.com/workq/workq/outbox"
+	"github.com/workq/workq/timers"
 	"github.com/workq/workq/workqtype"
 )
 

@@ -11,9 +11,9 @@ import (
 
 	"github.com/workq/workq"
 	"github.com/workq/workq/inbox"
+	"github.com/workq/workq/internal/schedule"
 	"github.com/workq/workq/internal/testdb"
 	"github.com/workq/workq/outbox"
-	"github.com/workq/workq/internal/schedule"
 	"github.com/workq/workq/timers"
 )
 

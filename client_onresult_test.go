@@ -11,8 +11,8 @@ import (
 
 	"github.com/workq/workq"
 	"github.com/workq/workq/internal/admin"
-	"github.com/workq/workq/internal/testdb"
 	"github.com/workq/workq/internal/lease"
+	"github.com/workq/workq/internal/testdb"
 	"github.com/workq/workq/internal/worker"
 )
 

@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/workq/workq"
-	"github.com/workq/workq/internal/testdb"
 	"github.com/workq/workq/internal/lease"
+	"github.com/workq/workq/internal/testdb"
 	"github.com/workq/workq/internal/worker"
 )
 

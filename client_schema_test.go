@@ -10,12 +10,12 @@ import (
 
 	"github.com/workq/workq"
 	"github.com/workq/workq/inbox"
-	"github.com/workq/workq/internal/testdb"
 	"github.com/workq/workq/internal/lease"
+	"github.com/workq/workq/internal/testdb"
+	"github.com/workq/workq/internal/worker"
 	"github.com/workq/workq/migrate"
 	"github.com/workq/workq/outbox"
 	"github.com/workq/workq/timers"
-	"github.com/workq/workq/internal/worker"
 	"github.com/workq/workq/workqtype"
 )
 

@@ -13,13 +13,13 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/workq/workq"
-	"github.com/workq/workq/internal/admin"
 	"github.com/workq/workq/inbox"
-	"github.com/workq/workq/internal/testdb"
+	"github.com/workq/workq/internal/admin"
 	"github.com/workq/workq/internal/lease"
+	"github.com/workq/workq/internal/testdb"
+	"github.com/workq/workq/internal/worker"
 	"github.com/workq/workq/outbox"
 	"github.com/workq/workq/timers"
-	"github.com/workq/workq/internal/worker"
 )
 
 type retryArgs struct{ N int }

@@ -10,8 +10,8 @@ import (
 
 	"github.com/workq/workq/inbox"
 	"github.com/workq/workq/internal/jobq"
-	"github.com/workq/workq/outbox"
 	"github.com/workq/workq/internal/schedule"
+	"github.com/workq/workq/outbox"
 	"github.com/workq/workq/timers"
 	"github.com/workq/workq/workqtype"
 )

@@ -15,10 +15,10 @@ import (
 
 	"github.com/workq/workq/inbox"
 	"github.com/workq/workq/internal/jobq"
-	"github.com/workq/workq/outbox"
 	"github.com/workq/workq/internal/shardlimit"
-	"github.com/workq/workq/timers"
 	"github.com/workq/workq/internal/worker"
+	"github.com/workq/workq/outbox"
+	"github.com/workq/workq/timers"
 	"github.com/workq/workq/workqtype"
 )
 

@@ -13,12 +13,12 @@ import (
 
 	"github.com/workq/workq"
 	"github.com/workq/workq/inbox"
-	"github.com/workq/workq/internal/testdb"
 	"github.com/workq/workq/internal/lease"
-	"github.com/workq/workq/outbox"
 	"github.com/workq/workq/internal/schedule"
 	"github.com/workq/workq/internal/shardlimit"
+	"github.com/workq/workq/internal/testdb"
 	"github.com/workq/workq/internal/worker"
+	"github.com/workq/workq/outbox"
 )
 
 // twoShards returns a sharded Client over shards a and b (no maintenance

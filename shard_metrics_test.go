@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/workq/workq"
-	"github.com/workq/workq/internal/testdb"
 	"github.com/workq/workq/internal/metrics"
+	"github.com/workq/workq/internal/testdb"
 )
 
 // Each shard of a sharded Client has its own maintenance leader, and its

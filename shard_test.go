@@ -14,12 +14,12 @@ import (
 
 	"github.com/workq/workq"
 	"github.com/workq/workq/inbox"
+	"github.com/workq/workq/internal/lease"
+	"github.com/workq/workq/internal/shardlimit"
 	"github.com/workq/workq/internal/testdb"
 	"github.com/workq/workq/internal/testutil"
-	"github.com/workq/workq/internal/lease"
-	"github.com/workq/workq/outbox"
-	"github.com/workq/workq/internal/shardlimit"
 	"github.com/workq/workq/internal/worker"
+	"github.com/workq/workq/outbox"
 )
 
 // ShardArgs is a job that says which shard it was put on, so a handler

@@ -6,15 +6,15 @@ import (
 	"testing"
 	"time"
 
-	"github.com/workq/workq/internal/admin"
 	"github.com/workq/workq/inbox"
+	"github.com/workq/workq/internal/admin"
 	"github.com/workq/workq/internal/jobq"
 	"github.com/workq/workq/internal/lease"
 	"github.com/workq/workq/internal/lock"
 	"github.com/workq/workq/internal/maintain"
+	"github.com/workq/workq/internal/schedule"
 	"github.com/workq/workq/outbox"
 	"github.com/workq/workq/publish"
-	"github.com/workq/workq/internal/schedule"
 	"github.com/workq/workq/timers"
 	"github.com/workq/workq/workqtype"
 )

@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/workq/workq/outbox"
 	"github.com/workq/workq/internal/worker"
+	"github.com/workq/workq/outbox"
 	"github.com/workq/workq/workqtype"
 )
 

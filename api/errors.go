@@ -9,11 +9,11 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/workq/workq/inbox"
 	"github.com/workq/workq/internal/admin"
 	"github.com/workq/workq/internal/db"
-	"github.com/workq/workq/inbox"
-	"github.com/workq/workq/outbox"
 	"github.com/workq/workq/internal/schedule"
+	"github.com/workq/workq/outbox"
 	"github.com/workq/workq/timers"
 	"github.com/workq/workq/workqtype"
 )

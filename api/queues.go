@@ -9,8 +9,8 @@ import (
 	"sync"
 
 	"github.com/workq/workq/internal/admin"
-	"github.com/workq/workq/internal/ui"
 	"github.com/workq/workq/internal/lease"
+	"github.com/workq/workq/internal/ui"
 )
 
 // queueState is the answer of pause, resume and the limit endpoints.

@@ -8,8 +8,8 @@ import (
 
 	"github.com/workq/workq/internal/admin"
 	"github.com/workq/workq/internal/dbschema"
-	"github.com/workq/workq/internal/shardlist"
 	"github.com/workq/workq/internal/lease"
+	"github.com/workq/workq/internal/shardlist"
 	"github.com/workq/workq/workqtype"
 )
 

@@ -6,8 +6,8 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/workq/workq/internal/config"
 	"github.com/workq/workq/inbox"
+	"github.com/workq/workq/internal/config"
 	"github.com/workq/workq/internal/testdb"
 	"github.com/workq/workq/internal/worker"
 )

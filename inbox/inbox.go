@@ -31,8 +31,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/workq/workq/internal/db/gen"
-	"github.com/workq/workq/internal/notify"
 	"github.com/workq/workq/internal/lease"
+	"github.com/workq/workq/internal/notify"
 	"github.com/workq/workq/workqtype"
 )
 

@@ -13,10 +13,10 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/workq/workq/internal/config"
 	"github.com/workq/workq/inbox"
-	"github.com/workq/workq/internal/testdb"
+	"github.com/workq/workq/internal/config"
 	"github.com/workq/workq/internal/lease"
+	"github.com/workq/workq/internal/testdb"
 	"github.com/workq/workq/internal/worker"
 	"github.com/workq/workq/workqtype"
 )

@@ -17,8 +17,8 @@ import (
 	"github.com/workq/workq/internal/db"
 	"github.com/workq/workq/internal/dbschema"
 	"github.com/workq/workq/internal/jobq"
-	"github.com/workq/workq/internal/testdb"
 	"github.com/workq/workq/internal/lease"
+	"github.com/workq/workq/internal/testdb"
 	"github.com/workq/workq/migrate"
 	"github.com/workq/workq/workqtype"
 )

@@ -7,8 +7,8 @@ import (
 
 	"github.com/workq/workq/internal/config"
 	"github.com/workq/workq/internal/testdb"
-	"github.com/workq/workq/outbox"
 	"github.com/workq/workq/internal/worker"
+	"github.com/workq/workq/outbox"
 )
 
 // Write a message in the same transaction as the change it announces: it

@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/workq/workq/internal/testdb"
-	"github.com/workq/workq/outbox"
 	"github.com/workq/workq/internal/worker"
+	"github.com/workq/workq/outbox"
 )
 
 // Two relay workers on a queue of 10 busy partition keys share them: the

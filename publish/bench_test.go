@@ -12,10 +12,10 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/workq/workq/internal/db/gen"
-	"github.com/workq/workq/internal/testdb"
 	"github.com/workq/workq/internal/lease"
-	"github.com/workq/workq/publish"
+	"github.com/workq/workq/internal/testdb"
 	"github.com/workq/workq/internal/worker"
+	"github.com/workq/workq/publish"
 )
 
 // BenchmarkJetStreamRelay relays b.N outbox messages through the real

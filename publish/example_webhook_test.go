@@ -14,9 +14,9 @@ import (
 
 	"github.com/workq/workq"
 	"github.com/workq/workq/internal/testdb"
+	"github.com/workq/workq/internal/worker"
 	"github.com/workq/workq/outbox"
 	"github.com/workq/workq/publish"
-	"github.com/workq/workq/internal/worker"
 )
 
 // relayTo returns a started workq.Client that relays topic's outbox

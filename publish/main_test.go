@@ -11,9 +11,9 @@ import (
 
 	"github.com/workq/workq/internal/config"
 	"github.com/workq/workq/internal/db/gen"
+	"github.com/workq/workq/internal/lease"
 	"github.com/workq/workq/internal/testdb"
 	"github.com/workq/workq/internal/testutil"
-	"github.com/workq/workq/internal/lease"
 	"github.com/workq/workq/internal/worker"
 )
 

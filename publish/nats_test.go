@@ -15,10 +15,10 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/workq/workq/internal/testdb"
 	"github.com/workq/workq/internal/lease"
-	"github.com/workq/workq/publish"
+	"github.com/workq/workq/internal/testdb"
 	"github.com/workq/workq/internal/worker"
+	"github.com/workq/workq/publish"
 )
 
 // natsURL is the JetStream server the tests use: real, never a mock.

@@ -13,10 +13,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/workq/workq/internal/testdb"
 	"github.com/workq/workq/internal/lease"
-	"github.com/workq/workq/publish"
+	"github.com/workq/workq/internal/testdb"
 	"github.com/workq/workq/internal/worker"
+	"github.com/workq/workq/publish"
 )
 
 // standardReceiver checks a delivery as the Standard Webhooks specification

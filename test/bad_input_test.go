@@ -15,12 +15,12 @@ import (
 
 	"github.com/workq/workq/internal/jobq"
 
-	"github.com/workq/workq/internal/admin"
 	"github.com/workq/workq/inbox"
-	"github.com/workq/workq/internal/testdb"
+	"github.com/workq/workq/internal/admin"
 	"github.com/workq/workq/internal/lease"
-	"github.com/workq/workq/outbox"
 	"github.com/workq/workq/internal/schedule"
+	"github.com/workq/workq/internal/testdb"
+	"github.com/workq/workq/outbox"
 	"github.com/workq/workq/timers"
 	"github.com/workq/workq/workqtype"
 )

@@ -7,8 +7,8 @@ import (
 
 	"github.com/workq/workq/internal/jobq"
 
-	"github.com/workq/workq/internal/testdb"
 	"github.com/workq/workq/internal/lease"
+	"github.com/workq/workq/internal/testdb"
 )
 
 // BenchmarkClaimComplete measures the lease engine without a worker: one op

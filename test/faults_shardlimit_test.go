@@ -14,10 +14,10 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/workq/workq/internal/testdb"
-	"github.com/workq/workq/internal/testutil"
 	"github.com/workq/workq/internal/lease"
 	"github.com/workq/workq/internal/shardlimit"
+	"github.com/workq/workq/internal/testdb"
+	"github.com/workq/workq/internal/testutil"
 )
 
 // Scenario: the global limit W across two shards (issue 22, item 8; docs/

@@ -13,9 +13,9 @@ import (
 
 	"github.com/workq/workq/internal/ha"
 	"github.com/workq/workq/internal/jobq"
-	"github.com/workq/workq/internal/pgembed"
 	"github.com/workq/workq/internal/lease"
 	"github.com/workq/workq/internal/lock"
+	"github.com/workq/workq/internal/pgembed"
 	"github.com/workq/workq/migrate"
 )
 

@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/workq/workq/internal/db/gen"
-	"github.com/workq/workq/internal/testdb"
 	"github.com/workq/workq/internal/lease"
+	"github.com/workq/workq/internal/testdb"
 )
 
 // A heartbeat must never wait for a row another statement holds (a

@@ -19,9 +19,9 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/workq/workq/internal/testdb"
 	"github.com/workq/workq/internal/lease"
 	"github.com/workq/workq/internal/maintain"
+	"github.com/workq/workq/internal/testdb"
 )
 
 // TestMultiProcess builds cmd/workq once and runs the scenarios one after

@@ -8,9 +8,9 @@ import (
 	"time"
 
 	"github.com/workq/workq/internal/db/gen"
-	"github.com/workq/workq/internal/testdb"
 	"github.com/workq/workq/internal/lease"
 	"github.com/workq/workq/internal/reaper"
+	"github.com/workq/workq/internal/testdb"
 )
 
 // The reaper requeues expired leases on every table, fails the exhausted

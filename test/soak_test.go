@@ -31,13 +31,13 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"go.uber.org/goleak"
 
+	"github.com/workq/workq/inbox"
 	"github.com/workq/workq/internal/config"
 	"github.com/workq/workq/internal/db"
-	"github.com/workq/workq/inbox"
 	"github.com/workq/workq/internal/pgembed"
+	"github.com/workq/workq/internal/worker"
 	"github.com/workq/workq/outbox"
 	"github.com/workq/workq/timers"
-	"github.com/workq/workq/internal/worker"
 )
 
 // soakTables are the work tables under load and the run archive.

@@ -18,8 +18,8 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/workq/workq/internal/db/gen"
-	"github.com/workq/workq/internal/notify"
 	"github.com/workq/workq/internal/lease"
+	"github.com/workq/workq/internal/notify"
 	"github.com/workq/workq/workqtype"
 )
 

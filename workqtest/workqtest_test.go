@@ -11,10 +11,10 @@ import (
 
 	"github.com/workq/workq"
 	"github.com/workq/workq/internal/testdb"
+	"github.com/workq/workq/internal/worker"
 	"github.com/workq/workq/migrate"
 	"github.com/workq/workq/outbox"
 	"github.com/workq/workq/timers"
-	"github.com/workq/workq/internal/worker"
 	"github.com/workq/workq/workqtest"
 )
 

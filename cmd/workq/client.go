@@ -9,8 +9,8 @@ import (
 
 	"github.com/workq/workq"
 	"github.com/workq/workq/internal/config"
-	"github.com/workq/workq/publish"
 	"github.com/workq/workq/internal/worker/builtin"
+	"github.com/workq/workq/publish"
 )
 
 // The CLI's processes (worker, maintain, run, bench) are workq.Clients: the

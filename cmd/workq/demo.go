@@ -17,14 +17,14 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/workq/workq"
+	"github.com/workq/workq/inbox"
 	"github.com/workq/workq/internal/admin"
 	"github.com/workq/workq/internal/config"
-	"github.com/workq/workq/inbox"
 	"github.com/workq/workq/internal/lease"
-	"github.com/workq/workq/outbox"
 	"github.com/workq/workq/internal/schedule"
-	"github.com/workq/workq/timers"
 	"github.com/workq/workq/internal/worker"
+	"github.com/workq/workq/outbox"
+	"github.com/workq/workq/timers"
 )
 
 // demoShare is how many outbox messages, inbox messages and timers the demo

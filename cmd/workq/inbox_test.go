@@ -11,8 +11,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/workq/workq/internal/admin"
 	"github.com/workq/workq/inbox"
+	"github.com/workq/workq/internal/admin"
 	"github.com/workq/workq/internal/testdb"
 	"github.com/workq/workq/workqtype"
 )

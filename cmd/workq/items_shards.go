@@ -16,8 +16,8 @@ import (
 
 	"github.com/workq/workq/internal/admin"
 	"github.com/workq/workq/internal/config"
-	"github.com/workq/workq/internal/shardlist"
 	"github.com/workq/workq/internal/lease"
+	"github.com/workq/workq/internal/shardlist"
 	"github.com/workq/workq/workqtype"
 )
 

@@ -16,8 +16,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/workq/workq/internal/admin"
-	"github.com/workq/workq/internal/testdb"
 	"github.com/workq/workq/internal/lock"
+	"github.com/workq/workq/internal/testdb"
 )
 
 func TestMain(m *testing.M) { testdb.Main(m) }

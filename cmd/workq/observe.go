@@ -19,8 +19,8 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
 	"github.com/workq/workq/internal/config"
-	"github.com/workq/workq/internal/redact"
 	"github.com/workq/workq/internal/metrics"
+	"github.com/workq/workq/internal/redact"
 )
 
 // observability is what --metrics-addr and --otel-exporter set up in one

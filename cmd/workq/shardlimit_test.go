@@ -10,9 +10,9 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/workq/workq/internal/testdb"
 	"github.com/workq/workq/internal/lease"
 	"github.com/workq/workq/internal/shardlimit"
+	"github.com/workq/workq/internal/testdb"
 )
 
 func TestParseShardLimit(t *testing.T) {

@@ -37,9 +37,9 @@ import (
 
 	"github.com/workq/workq"
 	"github.com/workq/workq/internal/db"
-	"github.com/workq/workq/publish"
 	"github.com/workq/workq/internal/schedule"
 	"github.com/workq/workq/internal/worker"
+	"github.com/workq/workq/publish"
 )
 
 // Names of the service's work. Everything runs on one queue of its own so

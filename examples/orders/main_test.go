@@ -21,10 +21,10 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/workq/workq/inbox"
+	"github.com/workq/workq/internal/schedule"
 	"github.com/workq/workq/internal/testdb"
 	"github.com/workq/workq/internal/testutil"
 	"github.com/workq/workq/publish"
-	"github.com/workq/workq/internal/schedule"
 	"github.com/workq/workq/timers"
 )
 

@@ -21,9 +21,9 @@ import (
 
 	"github.com/workq/workq"
 	"github.com/workq/workq/inbox"
+	"github.com/workq/workq/internal/schedule"
 	"github.com/workq/workq/migrate"
 	"github.com/workq/workq/outbox"
-	"github.com/workq/workq/internal/schedule"
 	"github.com/workq/workq/timers"
 )
 

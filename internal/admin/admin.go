@@ -23,8 +23,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/workq/workq/internal/db/gen"
 	"github.com/workq/workq/inbox"
+	"github.com/workq/workq/internal/db/gen"
 	"github.com/workq/workq/internal/lease"
 	"github.com/workq/workq/internal/worker"
 	"github.com/workq/workq/workqtype"

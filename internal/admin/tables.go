@@ -6,8 +6,8 @@ import (
 	"encoding/json"
 	"strings"
 
-	"github.com/workq/workq/internal/db/gen"
 	"github.com/workq/workq/inbox"
+	"github.com/workq/workq/internal/db/gen"
 	"github.com/workq/workq/internal/lease"
 	"github.com/workq/workq/timers"
 	"github.com/workq/workq/workqtype"

@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/workq/workq/internal/testdb"
 	"github.com/workq/workq/internal/lease"
+	"github.com/workq/workq/internal/testdb"
 )
 
 // A retry that has no attempt left ends the item failed: its run_at must not

@@ -7,8 +7,8 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/workq/workq/internal/testdb"
 	"github.com/workq/workq/internal/lock"
+	"github.com/workq/workq/internal/testdb"
 )
 
 // A singleton task: whoever holds the lock runs it, under the lock's

@@ -12,9 +12,9 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/workq/workq/internal/lock"
 	"github.com/workq/workq/internal/testdb"
 	"github.com/workq/workq/internal/testutil"
-	"github.com/workq/workq/internal/lock"
 )
 
 func TestMain(m *testing.M) { testdb.Main(m) }

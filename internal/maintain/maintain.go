@@ -19,9 +19,9 @@ import (
 	"time"
 
 	"github.com/workq/workq/internal/ha"
-	"github.com/workq/workq/internal/outage"
 	"github.com/workq/workq/internal/lease"
 	"github.com/workq/workq/internal/lock"
+	"github.com/workq/workq/internal/outage"
 	"github.com/workq/workq/workqtype"
 )
 

@@ -13,10 +13,10 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/workq/workq/internal/testdb"
-	"github.com/workq/workq/internal/testutil"
 	"github.com/workq/workq/internal/lease"
 	"github.com/workq/workq/internal/maintain"
+	"github.com/workq/workq/internal/testdb"
+	"github.com/workq/workq/internal/testutil"
 )
 
 func TestMain(m *testing.M) { testdb.Main(m) }

@@ -8,9 +8,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/workq/workq/internal/maintain"
 	"github.com/workq/workq/internal/testdb"
 	"github.com/workq/workq/internal/testutil"
-	"github.com/workq/workq/internal/maintain"
 )
 
 // A maintenance leader whose database goes away for several seconds says

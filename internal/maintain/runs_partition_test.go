@@ -10,8 +10,8 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/workq/workq/internal/dbschema"
-	"github.com/workq/workq/internal/testdb"
 	"github.com/workq/workq/internal/maintain"
+	"github.com/workq/workq/internal/testdb"
 	"github.com/workq/workq/migrate"
 	"github.com/workq/workq/workqtype"
 )

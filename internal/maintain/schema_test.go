@@ -8,9 +8,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/workq/workq/internal/maintain"
 	"github.com/workq/workq/internal/testdb"
 	"github.com/workq/workq/internal/testutil"
-	"github.com/workq/workq/internal/maintain"
 )
 
 // Issue 18, item 13: while the database lacks workq's schema (here its lock

@@ -9,8 +9,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/workq/workq/internal/outage"
 	"github.com/workq/workq/internal/lease"
+	"github.com/workq/workq/internal/outage"
 	"github.com/workq/workq/workqtype"
 )
 

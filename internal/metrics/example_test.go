@@ -8,8 +8,8 @@ import (
 	"strings"
 
 	"github.com/workq/workq"
-	"github.com/workq/workq/internal/testdb"
 	"github.com/workq/workq/internal/metrics"
+	"github.com/workq/workq/internal/testdb"
 	"github.com/workq/workq/internal/worker"
 )
 

@@ -18,10 +18,10 @@ import (
 	"github.com/prometheus/common/model"
 
 	"github.com/workq/workq/internal/config"
-	"github.com/workq/workq/internal/testdb"
 	"github.com/workq/workq/internal/lease"
 	"github.com/workq/workq/internal/maintain"
 	"github.com/workq/workq/internal/metrics"
+	"github.com/workq/workq/internal/testdb"
 	"github.com/workq/workq/internal/worker"
 )
 

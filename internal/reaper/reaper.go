@@ -12,8 +12,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/workq/workq/internal/outage"
 	"github.com/workq/workq/internal/lease"
+	"github.com/workq/workq/internal/outage"
 	"github.com/workq/workq/workqtype"
 )
 

@@ -7,8 +7,8 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/workq/workq/internal/testdb"
 	"github.com/workq/workq/internal/schedule"
+	"github.com/workq/workq/internal/testdb"
 )
 
 // A schedule makes a job run of kind "report.nightly" at 03:00 Berlin time.

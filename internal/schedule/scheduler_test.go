@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/workq/workq/internal/testdb"
 	"github.com/workq/workq/internal/schedule"
+	"github.com/workq/workq/internal/testdb"
 )
 
 // Three schedulers tick concurrently (each on its own goroutine and

@@ -7,9 +7,9 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/workq/workq/internal/testdb"
 	"github.com/workq/workq/internal/lease"
 	"github.com/workq/workq/internal/shardlimit"
+	"github.com/workq/workq/internal/testdb"
 )
 
 // A Rebalancer keeps W=10 job runs of queue "emails" in progress across

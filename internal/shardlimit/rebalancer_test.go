@@ -16,10 +16,10 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/workq/workq/internal/testdb"
-	"github.com/workq/workq/internal/testutil"
 	"github.com/workq/workq/internal/lease"
 	"github.com/workq/workq/internal/shardlimit"
+	"github.com/workq/workq/internal/testdb"
+	"github.com/workq/workq/internal/testutil"
 )
 
 const queue = "lim"

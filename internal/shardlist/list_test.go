@@ -10,9 +10,9 @@ import (
 
 	"github.com/workq/workq/internal/admin"
 	"github.com/workq/workq/internal/jobq"
+	"github.com/workq/workq/internal/lease"
 	"github.com/workq/workq/internal/shardlist"
 	"github.com/workq/workq/internal/testdb"
-	"github.com/workq/workq/internal/lease"
 )
 
 func TestMain(m *testing.M) { testdb.Main(m) }

@@ -20,8 +20,8 @@ import (
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/workq/workq/internal/otelx"
 	"github.com/workq/workq/internal/lease"
+	"github.com/workq/workq/internal/otelx"
 	"github.com/workq/workq/internal/worker"
 )
 

@@ -16,9 +16,9 @@ import (
 
 	"github.com/workq/workq/internal/config"
 	"github.com/workq/workq/internal/testdb"
-	"github.com/workq/workq/outbox"
 	"github.com/workq/workq/internal/tracing"
 	"github.com/workq/workq/internal/worker"
+	"github.com/workq/workq/outbox"
 )
 
 func TestMain(m *testing.M) { testdb.Main(m) }

@@ -14,8 +14,8 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/workq/workq/internal/admin"
 	"github.com/workq/workq/api"
+	"github.com/workq/workq/internal/admin"
 	"github.com/workq/workq/internal/testdb"
 )
 

@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/workq/workq/internal/admin"
-	"github.com/workq/workq/internal/ui"
 	"github.com/workq/workq/internal/lease"
+	"github.com/workq/workq/internal/ui"
 )
 
 // The dashboard's sampler with injected sources (here fixed numbers; the

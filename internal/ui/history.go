@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/workq/workq/internal/admin"
-	"github.com/workq/workq/internal/outage"
 	"github.com/workq/workq/internal/lease"
+	"github.com/workq/workq/internal/outage"
 )
 
 // Defaults of a Sampler.

@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/workq/workq/internal/admin"
-	"github.com/workq/workq/internal/ui"
 	"github.com/workq/workq/internal/lease"
+	"github.com/workq/workq/internal/ui"
 )
 
 // source is a shard's sampling source with fixed numbers; down makes it

@@ -23,11 +23,11 @@ import (
 	"github.com/workq/workq/internal/admin"
 	"github.com/workq/workq/internal/db"
 	"github.com/workq/workq/internal/db/gen"
-	"github.com/workq/workq/internal/rundir"
-	"github.com/workq/workq/internal/shardlist"
 	"github.com/workq/workq/internal/lease"
-	"github.com/workq/workq/outbox"
+	"github.com/workq/workq/internal/rundir"
 	"github.com/workq/workq/internal/schedule"
+	"github.com/workq/workq/internal/shardlist"
+	"github.com/workq/workq/outbox"
 	"github.com/workq/workq/workqtype"
 )
 

@@ -9,8 +9,8 @@ import (
 	"net/url"
 	"testing"
 
-	"github.com/workq/workq/internal/ui"
 	"github.com/workq/workq/internal/testdb"
+	"github.com/workq/workq/internal/ui"
 )
 
 // TestLoginsCannotEvictOtherTokens: with one global cap that evicted the

@@ -14,9 +14,9 @@ import (
 
 	"github.com/workq/workq/api"
 	"github.com/workq/workq/internal/jobq"
+	"github.com/workq/workq/internal/lease"
 	"github.com/workq/workq/internal/testdb"
 	"github.com/workq/workq/internal/testutil"
-	"github.com/workq/workq/internal/lease"
 )
 
 // newShardedSite is a site over two migrated databases, shards eu (s.pool)

@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/workq/workq/internal/admin"
 	"github.com/workq/workq/api"
+	"github.com/workq/workq/internal/admin"
 	"github.com/workq/workq/internal/jobq"
 )
 

@@ -8,8 +8,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/workq/workq/internal/outage"
 	"github.com/workq/workq/internal/lease"
+	"github.com/workq/workq/internal/outage"
 )
 
 // Result is the fate of one finished attempt, reported after its completion

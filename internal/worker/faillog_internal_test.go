@@ -5,8 +5,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/workq/workq/internal/testutil"
 	"github.com/workq/workq/internal/lease"
+	"github.com/workq/workq/internal/testutil"
 )
 
 // The failure log's window, on a clock the test drives: burst lines per

@@ -14,8 +14,8 @@ import (
 	"github.com/workq/workq/internal/ha"
 	"github.com/workq/workq/internal/jobq"
 	"github.com/workq/workq/internal/pgembed"
-	"github.com/workq/workq/migrate"
 	"github.com/workq/workq/internal/worker"
+	"github.com/workq/workq/migrate"
 )
 
 // syncBuffer is a bytes.Buffer safe for the logger's goroutines.

@@ -19,10 +19,10 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/workq/workq/internal/jobq"
-	"github.com/workq/workq/internal/testdb"
-	"github.com/workq/workq/internal/testutil"
 	"github.com/workq/workq/internal/lease"
 	"github.com/workq/workq/internal/reaper"
+	"github.com/workq/workq/internal/testdb"
+	"github.com/workq/workq/internal/testutil"
 	"github.com/workq/workq/internal/worker"
 )
 

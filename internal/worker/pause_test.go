@@ -8,8 +8,8 @@ import (
 
 	"github.com/workq/workq/internal/jobq"
 
-	"github.com/workq/workq/internal/testdb"
 	"github.com/workq/workq/internal/lease"
+	"github.com/workq/workq/internal/testdb"
 	"github.com/workq/workq/internal/worker"
 )
 

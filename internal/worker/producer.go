@@ -12,8 +12,8 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/workq/workq/internal/outage"
 	"github.com/workq/workq/internal/lease"
+	"github.com/workq/workq/internal/outage"
 )
 
 // producer is the one claimer of a (table, queue) in this process. It claims

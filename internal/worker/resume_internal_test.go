@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/workq/workq/internal/testdb"
 	"github.com/workq/workq/internal/lease"
+	"github.com/workq/workq/internal/testdb"
 )
 
 // The claim loop's resume points, as the claims see them while a backlog

@@ -11,8 +11,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/workq/workq/internal/rundir"
 	"github.com/workq/workq/internal/lease"
+	"github.com/workq/workq/internal/rundir"
 )
 
 // runArchive writes, when a runs directory is configured, one directory per

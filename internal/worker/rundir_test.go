@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/workq/workq/internal/jobq"
-	"github.com/workq/workq/internal/testdb"
 	"github.com/workq/workq/internal/lease"
+	"github.com/workq/workq/internal/testdb"
 	"github.com/workq/workq/internal/worker"
 )
 

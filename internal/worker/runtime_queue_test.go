@@ -23,8 +23,8 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/workq/workq/internal/testdb"
 	"github.com/workq/workq/internal/lease"
+	"github.com/workq/workq/internal/testdb"
 	"github.com/workq/workq/internal/worker"
 )
 

@@ -20,9 +20,9 @@ import (
 
 	"github.com/workq/workq/internal/db/gen"
 	"github.com/workq/workq/internal/jobq"
-	"github.com/workq/workq/internal/testdb"
 	"github.com/workq/workq/internal/lease"
 	"github.com/workq/workq/internal/reaper"
+	"github.com/workq/workq/internal/testdb"
 	"github.com/workq/workq/internal/worker"
 )
 

@@ -9,8 +9,8 @@ import (
 	"github.com/workq/workq/internal/jobq"
 
 	"github.com/workq/workq/internal/config"
-	"github.com/workq/workq/internal/testdb"
 	"github.com/workq/workq/internal/lease"
+	"github.com/workq/workq/internal/testdb"
 	"github.com/workq/workq/internal/worker"
 )
 

@@ -21,8 +21,8 @@ import (
 	"github.com/workq/workq/internal/jobq"
 
 	"github.com/workq/workq/internal/db/gen"
-	"github.com/workq/workq/internal/testdb"
 	"github.com/workq/workq/internal/lease"
+	"github.com/workq/workq/internal/testdb"
 )
 
 var errAnswerLost = errors.New("read tcp: connection reset by peer (injected: the statement committed, its answer was lost)")

@@ -21,8 +21,8 @@ import (
 
 	"github.com/workq/workq/internal/dbschema"
 	"github.com/workq/workq/internal/ha"
-	"github.com/workq/workq/internal/outage"
 	"github.com/workq/workq/internal/lease"
+	"github.com/workq/workq/internal/outage"
 	"github.com/workq/workq/workqtype"
 )
 

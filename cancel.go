@@ -21,7 +21,7 @@ var ErrCancelled = worker.ErrCancelled
 
 // ErrNotFound is returned by Client.Cancel for a job that does not exist
 // (never enqueued, or deleted by retention).
-var ErrNotFound = lease.ErrNotFound
+var ErrNotFound = workqtype.ErrNotFound
 
 // ErrFinished is returned by Client.Cancel for a job that has finished
 // (done, failed or cancelled): nothing changed. A FinishedError carries

@@ -15,7 +15,7 @@ import (
 )
 
 // ErrNotFound is returned by Get for an id that names no inbox message.
-var ErrNotFound = errors.New("inbox message not found")
+var ErrNotFound = fmt.Errorf("inbox message %w", workqtype.ErrNotFound)
 
 // Revive puts dead (failed) messages back to ready with their attempts
 // reset, and keeps an audit row in the run archive (outcome "revived", actor

@@ -17,7 +17,7 @@ import (
 )
 
 // ErrNotFound is returned by Get for a message that is not in the outbox.
-var ErrNotFound = errors.New("outbox message not found")
+var ErrNotFound = fmt.Errorf("outbox message %w", workqtype.ErrNotFound)
 
 // Record is a stored outbox message.
 type Record struct {

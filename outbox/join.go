@@ -27,7 +27,7 @@ import (
 // Errors of joins. Writing a member message can fail with the first five
 // (see JoinError); GetJoin returns ErrJoinNotFound for an unknown id.
 var (
-	ErrJoinNotFound       = errors.New("join not found")
+	ErrJoinNotFound       = fmt.Errorf("join %w", workqtype.ErrNotFound)
 	ErrJoinEnded          = errors.New("join has ended")                               // members attach only to open joins
 	ErrJoinFull           = errors.New("join has all its members")                     // more members than the join expects
 	ErrJoinMemberFinished = errors.New("a finished message cannot join")               // members attach when written, before they run

@@ -29,7 +29,7 @@ import (
 var (
 	// ErrNotFound: no timer has the id (never scheduled, rolled back, or
 	// removed by retention).
-	ErrNotFound = errors.New("timer not found")
+	ErrNotFound = fmt.Errorf("timer %w", workqtype.ErrNotFound)
 	// ErrClaimed: the timer is in progress (a worker claimed it); it can no
 	// longer be cancelled. Its handler's result decides what happens next.
 	ErrClaimed = errors.New("timer is claimed (in progress) and can no longer be cancelled")

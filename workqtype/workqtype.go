@@ -38,6 +38,12 @@ type TxDB interface {
 // as invalid, in every workq package: the request changed nothing.
 var ErrInvalid = errors.New("invalid request")
 
+// ErrNotFound is what every not-found error of workq matches with
+// errors.Is: an item, message, timer, schedule or join that does not exist
+// (or not in the schema or shard asked). Packages keep their own, more
+// precise sentinels (outbox.ErrNotFound, ...), each wrapping this one.
+var ErrNotFound = errors.New("not found")
+
 // ValidationError is the error of an invalid request: Field names what is
 // wrong (a Go field, flag or JSON path such as "queue" or "jobs[3].kind";
 // empty when the request as a whole is wrong) and Msg says how. It matches

@@ -35,7 +35,7 @@ import (
 var ErrInvalid = lease.ErrInvalid
 
 // ErrNotFound is returned by Get for an item that does not exist.
-var ErrNotFound = errors.New("item not found")
+var ErrNotFound = lease.ErrNotFound
 
 // ErrWrongState is wrapped by the errors of callers (the CLI) that report
 // the ids an action left alone because of their state (Result.States), as

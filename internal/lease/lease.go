@@ -865,7 +865,7 @@ func (e *Engine) Cancel(ctx context.Context, actor, reason string, ids ...int64)
 }
 
 // ErrNotFound is returned by Engine.Status for an item that does not exist.
-var ErrNotFound = errors.New("item not found")
+var ErrNotFound = fmt.Errorf("item %w", workqtype.ErrNotFound)
 
 // Status reads one item's state, and whether a cancel was requested while
 // it runs; ErrNotFound when there is no such item.

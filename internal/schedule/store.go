@@ -24,7 +24,7 @@ import (
 // Sentinel errors callers branch on. Validation errors wrap
 // workqtype.ErrInvalid; none of these requests changed anything.
 var (
-	ErrNotFound = errors.New("schedule not found")
+	ErrNotFound = fmt.Errorf("schedule %w", workqtype.ErrNotFound)
 	ErrExists   = errors.New("schedule already exists")
 	// ErrOverlap: TriggerNow found the schedule's previous run still live
 	// and the schedule's overlap policy is skip.

@@ -16,19 +16,6 @@ import (
 	"github.com/workq/workq/timers"
 )
 
-// chainArgs is a job whose handler enqueues its follow-up, nextArgs.
-type chainArgs struct {
-	Order int `json:"order"`
-}
-
-func (chainArgs) Kind() string { return "ctx.chain" }
-
-type nextArgs struct {
-	Order int `json:"order"`
-}
-
-func (nextArgs) Kind() string { return "ctx.next" }
-
 // sawClient records, per handler, the Client ClientFromContext returned
 // in it.
 type sawClient struct {
@@ -77,12 +64,13 @@ func (s *sawClient) wait(t *testing.T, who ...string) map[string]*workq.Client {
 	return s.got
 }
 
-// chainWorkers is a job worker of chainArgs that enqueues its nextArgs in
+// chainWorkers is a job worker of ChargeArgs (example_events_test.go) that
+// enqueues its ReceiptArgs in
 // its own transaction through ClientFromContext, beside CompleteTx, and
 // handlers of the other kinds of work that record their Client.
 func chainWorkers(t *testing.T, saw *sawClient) *workq.Workers {
 	workers := workq.NewWorkers()
-	workq.AddWorker(workers, workq.WorkFunc(func(ctx context.Context, job *workq.Job[chainArgs]) error {
+	workq.AddWorker(workers, workq.WorkFunc(func(ctx context.Context, job *workq.Job[ChargeArgs]) error {
 		client := saw.saw(ctx, "job")
 		if client == nil {
 			return workq.Permanent(errors.New("no Client in the handler's context"))
@@ -92,13 +80,13 @@ func chainWorkers(t *testing.T, saw *sawClient) *workq.Workers {
 			return err
 		}
 		return pgx.BeginFunc(ctx, shard.Pool(), func(tx pgx.Tx) error {
-			if _, err := shard.EnqueueTx(ctx, tx, nextArgs{Order: job.Args.Order}, nil); err != nil {
+			if _, err := shard.EnqueueTx(ctx, tx, ReceiptArgs{Order: job.Args.Order}, nil); err != nil {
 				return err
 			}
 			return job.CompleteTx(ctx, tx)
 		})
 	}))
-	workq.AddWorker(workers, workq.WorkFunc(func(ctx context.Context, job *workq.Job[nextArgs]) error {
+	workq.AddWorker(workers, workq.WorkFunc(func(ctx context.Context, job *workq.Job[ReceiptArgs]) error {
 		saw.saw(ctx, "next")
 		return nil
 	}))
@@ -132,7 +120,7 @@ func TestClientFromContextInEveryHandler(t *testing.T) {
 	saw := newSawClient()
 	client, err := workq.NewClient(pool, workq.Config{Workers: chainWorkers(t, saw), Maintenance: workq.MaintenanceConfig{Disabled: true},
 		WorkMiddleware: []workq.WorkMiddleware{func(ctx context.Context, info workq.WorkInfo, next func(context.Context) error) error {
-			if info.Table == "job_runs" && info.Kind == "ctx.chain" {
+			if info.Table == "job_runs" && info.Kind == "order.charge" {
 				saw.saw(ctx, "middleware")
 			}
 			return next(ctx)
@@ -140,7 +128,7 @@ func TestClientFromContextInEveryHandler(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := client.Enqueue(ctx, chainArgs{Order: 1}, nil); err != nil {
+	if _, err := client.Enqueue(ctx, ChargeArgs{Order: 1}, nil); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := client.Send(ctx, outbox.Message{Topic: "ctx.out", PartitionKey: "k", Payload: map[string]int{}}); err != nil {
@@ -162,7 +150,7 @@ func TestClientFromContextInEveryHandler(t *testing.T) {
 		}
 	}
 	var n int
-	if err := pool.QueryRow(ctx, `select count(*) from workq.job_runs where kind = 'ctx.next'`).Scan(&n); err != nil || n != 1 {
+	if err := pool.QueryRow(ctx, `select count(*) from workq.job_runs where kind = 'receipt.send'`).Scan(&n); err != nil || n != 1 {
 		t.Fatalf("%d follow-up jobs (err %v), want 1", n, err)
 	}
 }
@@ -181,7 +169,7 @@ func TestClientFromContextSharded(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := sb.Enqueue(ctx, chainArgs{Order: 2}, nil); err != nil {
+	if _, err := sb.Enqueue(ctx, ChargeArgs{Order: 2}, nil); err != nil {
 		t.Fatal(err)
 	}
 	if err := client.Start(ctx); err != nil {
@@ -194,7 +182,7 @@ func TestClientFromContextSharded(t *testing.T) {
 		}
 	}
 	var n int
-	if err := pools[1].Pool.QueryRow(ctx, `select count(*) from workq.job_runs where kind = 'ctx.next'`).Scan(&n); err != nil || n != 1 {
+	if err := pools[1].Pool.QueryRow(ctx, `select count(*) from workq.job_runs where kind = 'receipt.send'`).Scan(&n); err != nil || n != 1 {
 		t.Fatalf("shard b has %d follow-up jobs (err %v), want 1: the handler's transaction is on its job's shard", n, err)
 	}
 }

@@ -65,9 +65,9 @@ func (s *sawClient) wait(t *testing.T, who ...string) map[string]*workq.Client {
 }
 
 // chainWorkers is a job worker of ChargeArgs (example_events_test.go) that
-// enqueues its ReceiptArgs in
-// its own transaction through ClientFromContext, beside CompleteTx, and
-// handlers of the other kinds of work that record their Client.
+// enqueues its ReceiptArgs in its own transaction through
+// ClientFromContext, beside CompleteTx, and handlers of the other kinds of
+// work that record their Client.
 func chainWorkers(t *testing.T, saw *sawClient) *workq.Workers {
 	workers := workq.NewWorkers()
 	workq.AddWorker(workers, workq.WorkFunc(func(ctx context.Context, job *workq.Job[ChargeArgs]) error {

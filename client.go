@@ -111,10 +111,9 @@ type Config struct {
 	// workq.enqueue and workq.process, linked through the item). Nil: the
 	// global provider for enqueue spans, and no handler spans.
 	TracerProvider trace.TracerProvider
-	// Observer is told what the worker runtime does, in addition to
-	// Metrics and tracing; OnResult is called once per finished attempt.
-	Observer worker.Observer
-	OnResult func(worker.Result)
+	// SkipUnknownKindCheck lets a Client with job workers enqueue job
+	// kinds it has no worker for (ErrUnknownKind otherwise).
+	SkipUnknownKindCheck bool
 	// Queues, when set, are the job-run queues this Client works (instead
 	// of Worker.Queues), each with its settings, as River's Config.Queues:
 	// a queue's MaxWorkers limits its handlers on every table it is worked
@@ -158,9 +157,11 @@ type Client struct {
 	// name is the Client's shard (DefaultShard for NewClient); a sharded
 	// Client's front has set, its shards' Clients view (they are not
 	// started on their own).
-	name string
-	set  *shardSet
-	view bool
+	name  string
+	set   *shardSet
+	view  bool
+	ev    *clientEvents // Subscribe's (events.go)
+	kinds kindSet       // the job kinds it accepts (nil: any; unknown_kind.go)
 	// limits is the leader of Sharding.GlobalLimits the Client runs (a
 	// sharded Client's front, or a Client of NewShardedClient's one
 	// shard); nil: none.
@@ -196,7 +197,7 @@ func newClient(pool *pgxpool.Pool, cfg Config, name string, shared *worker.Share
 		log = slog.New(slog.DiscardHandler)
 	}
 	c := &Client{pool: pool, rw: rw, db: rw.WrapTx(pool), log: log, enqueueMW: slices.Clone(cfg.EnqueueMiddleware),
-		run: newHandlerRuntime(cfg), name: name}
+		run: newHandlerRuntime(cfg), name: name, ev: newClientEvents(log), kinds: newKindSet(cfg)}
 	clienthook.Register(clientJob)
 	c.jobs = jobq.New(jobq.Options{MaxAttempts: cfg.MaxAttempts, NotifyDebounce: cfg.NotifyDebounce,
 		MaxPayloadBytes: cfg.MaxPayloadBytes, TracerProvider: cfg.TracerProvider})
@@ -218,13 +219,13 @@ func newClient(pool *pgxpool.Pool, cfg Config, name string, shared *worker.Share
 	if cfg.TracerProvider != nil {
 		observers = append(observers, tracing.NewObserver(tracing.Options{TracerProvider: cfg.TracerProvider}))
 	}
-	observers = append(observers, cfg.Observer)
+	observers = append(observers, c.ev.observer(name))
 	wcfg := cfg.Worker
 	if cfg.Workers != nil {
 		cfg.Workers.inUse = true
 	}
 	if cfg.Workers != nil && !cfg.Workers.empty() {
-		w, err := newWorker(pool, cfg, worker.Options{Logger: log, Observer: worker.Observers(observers...), OnResult: cfg.OnResult,
+		w, err := newWorker(pool, cfg, worker.Options{Logger: log, Observer: worker.Observers(observers...),
 			Schema: rw.Schema(), Shared: shared, Rank: rank, Shard: name})
 		if err != nil {
 			return nil, err
@@ -373,6 +374,7 @@ func (c *Client) Start(ctx context.Context) error {
 	if err := checkCtx(ctx); err != nil {
 		return err
 	}
+	ctx = withClient(ctx, c) // for ClientFromContext in handlers
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.view {
@@ -478,6 +480,7 @@ func (c *Client) Stop(ctx context.Context) error {
 	if !started {
 		return ErrNotRunning
 	}
+	defer c.closeEvents() // after the last completion is published
 	if c.set != nil {
 		return c.stopSharded(ctx)
 	}

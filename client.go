@@ -33,19 +33,20 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/workq/workq/inbox"
 	"github.com/workq/workq/internal/clienthook"
 	"github.com/workq/workq/internal/db"
 	"github.com/workq/workq/internal/dbschema"
 	"github.com/workq/workq/internal/ha"
+	"github.com/workq/workq/internal/inboxrt"
 	"github.com/workq/workq/internal/jobq"
 	"github.com/workq/workq/internal/maintain"
 	"github.com/workq/workq/internal/metrics"
+	"github.com/workq/workq/internal/outboxrt"
 	"github.com/workq/workq/internal/schedule"
+	"github.com/workq/workq/internal/timersrt"
 	"github.com/workq/workq/internal/tracing"
 	"github.com/workq/workq/internal/worker"
 	"github.com/workq/workq/outbox"
-	"github.com/workq/workq/timers"
 	"github.com/workq/workq/workqtype"
 )
 
@@ -140,9 +141,9 @@ type Client struct {
 	db     workqtype.TxDB    // pool in the schema
 	log    *slog.Logger
 	jobs   *jobq.Client
-	outbox *outbox.Client
-	inbox  *inbox.Client
-	timers *timers.Client
+	outbox *outboxrt.Client
+	inbox  *inboxrt.Client
+	timers *timersrt.Client
 	sched  *schedule.Store
 	worker *worker.Worker    // nil: nothing to work
 	maint  *maintain.Service // nil: Maintenance.Disabled
@@ -201,11 +202,11 @@ func newClient(pool *pgxpool.Pool, cfg Config, name string, shared *worker.Share
 	clienthook.Register(clientJob)
 	c.jobs = jobq.New(jobq.Options{MaxAttempts: cfg.MaxAttempts, NotifyDebounce: cfg.NotifyDebounce,
 		MaxPayloadBytes: cfg.MaxPayloadBytes, TracerProvider: cfg.TracerProvider})
-	c.outbox = outbox.NewClient(outbox.ClientOptions{MaxAttempts: cfg.MaxAttempts, NotifyDebounce: cfg.NotifyDebounce,
+	c.outbox = outboxrt.NewClient(outboxrt.ClientOptions{MaxAttempts: cfg.MaxAttempts, NotifyDebounce: cfg.NotifyDebounce,
 		MaxPayloadBytes: cfg.MaxPayloadBytes, TracerProvider: cfg.TracerProvider})
-	c.inbox = inbox.NewClient(inbox.ClientOptions{MaxAttempts: cfg.MaxAttempts, NotifyDebounce: cfg.NotifyDebounce,
+	c.inbox = inboxrt.NewClient(inboxrt.ClientOptions{MaxAttempts: cfg.MaxAttempts, NotifyDebounce: cfg.NotifyDebounce,
 		MaxPayloadBytes: cfg.MaxPayloadBytes})
-	c.timers = timers.NewClient(timers.ClientOptions{MaxAttempts: cfg.MaxAttempts, NotifyDebounce: cfg.NotifyDebounce,
+	c.timers = timersrt.NewClient(timersrt.ClientOptions{MaxAttempts: cfg.MaxAttempts, NotifyDebounce: cfg.NotifyDebounce,
 		MaxPayloadBytes: cfg.MaxPayloadBytes})
 	c.sched = schedule.NewStore(schedule.StoreOptions{MaxPayloadBytes: cfg.MaxPayloadBytes, Schema: cfg.Schema})
 
@@ -280,7 +281,7 @@ func newWorker(pool *pgxpool.Pool, cfg Config, o worker.Options) (*worker.Worker
 		return q
 	}
 	if ws.hasOutbox() {
-		relay := outbox.NewRelay(cfg.Relay)
+		relay := outboxrt.NewRelay(cfg.Relay)
 		for topic, h := range ws.outbox {
 			if err := relay.Handle(topic, wrap(h.h), h.opts...); err != nil {
 				return nil, err
@@ -294,7 +295,7 @@ func newWorker(pool *pgxpool.Pool, cfg Config, o worker.Options) (*worker.Worker
 		}
 	}
 	if ws.hasInbox() {
-		p := inbox.NewProcessor()
+		p := inboxrt.NewProcessor()
 		for topic, h := range ws.inbox {
 			if err := p.Handle(topic, wrap(h)); err != nil {
 				return nil, err
@@ -308,7 +309,7 @@ func newWorker(pool *pgxpool.Pool, cfg Config, o worker.Options) (*worker.Worker
 		}
 	}
 	if ws.hasTimers() {
-		p := timers.NewProcessor()
+		p := timersrt.NewProcessor()
 		for topic, h := range ws.timers {
 			if err := p.Handle(topic, wrap(h)); err != nil {
 				return nil, err

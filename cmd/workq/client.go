@@ -10,7 +10,6 @@ import (
 	"github.com/workq/workq"
 	"github.com/workq/workq/internal/config"
 	"github.com/workq/workq/internal/worker/builtin"
-	"github.com/workq/workq/publish"
 )
 
 // The CLI's processes (worker, maintain, run, bench) are workq.Clients: the
@@ -80,12 +79,12 @@ func cliWorkers(cfg config.Config, log *slog.Logger, k workKinds) (*workq.Worker
 	if !k.outbox {
 		return ws, func() {}, nil
 	}
-	set, err := publish.FromConfig(cfg, log)
+	set, err := publishersFromConfig(cfg, log)
 	if err != nil {
 		return nil, nil, err
 	}
 	for topic, h := range set.Handlers {
-		if err := ws.HandleOutboxRaw(topic, h); err != nil {
+		if err := workq.HandleOutbox(ws, topic, h); err != nil {
 			set.Close()
 			return nil, nil, fmt.Errorf("outbox relay: %w", err)
 		}

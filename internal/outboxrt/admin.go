@@ -1,4 +1,4 @@
-package outbox
+package outboxrt
 
 import (
 	"context"
@@ -13,11 +13,9 @@ import (
 
 	"github.com/workq/workq/internal/db/gen"
 	"github.com/workq/workq/internal/lease"
+	"github.com/workq/workq/outbox"
 	"github.com/workq/workq/workqtype"
 )
-
-// ErrNotFound is returned by Get for a message that is not in the outbox.
-var ErrNotFound = fmt.Errorf("outbox message %w", workqtype.ErrNotFound)
 
 // Record is a stored outbox message.
 type Record struct {
@@ -56,7 +54,7 @@ func record(r gen.Outbox) Record {
 func Get(ctx context.Context, db workqtype.DB, id int64) (Record, error) {
 	r, err := gen.New(db).OutboxGet(ctx, id)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return Record{}, fmt.Errorf("%w: id %d", ErrNotFound, id)
+		return Record{}, fmt.Errorf("%w: id %d", outbox.ErrNotFound, id)
 	}
 	if err != nil {
 		return Record{}, fmt.Errorf("get outbox message %d: %w", id, err)
@@ -68,7 +66,7 @@ func Get(ctx context.Context, db workqtype.DB, id int64) (Record, error) {
 func GetByMessageID(ctx context.Context, db workqtype.DB, messageID uuid.UUID) (Record, error) {
 	r, err := gen.New(db).OutboxGetByMessageID(ctx, messageID)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return Record{}, fmt.Errorf("%w: message id %s", ErrNotFound, messageID)
+		return Record{}, fmt.Errorf("%w: message id %s", outbox.ErrNotFound, messageID)
 	}
 	if err != nil {
 		return Record{}, fmt.Errorf("get outbox message %s: %w", messageID, err)

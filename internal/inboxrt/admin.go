@@ -1,4 +1,4 @@
-package inbox
+package inboxrt
 
 import (
 	"context"
@@ -9,13 +9,11 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/workq/workq/inbox"
 	"github.com/workq/workq/internal/db/gen"
 	"github.com/workq/workq/internal/lease"
 	"github.com/workq/workq/workqtype"
 )
-
-// ErrNotFound is returned by Get for an id that names no inbox message.
-var ErrNotFound = fmt.Errorf("inbox message %w", workqtype.ErrNotFound)
 
 // Revive puts dead (failed) messages back to ready with their attempts
 // reset, and keeps an audit row in the run archive (outcome "revived", actor
@@ -122,7 +120,7 @@ func ParseStatus(s string) (lease.Status, error) {
 func Get(ctx context.Context, db workqtype.DB, id int64) (Stored, error) {
 	r, err := gen.New(db).InboxGet(ctx, id)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return Stored{}, fmt.Errorf("inbox %d: %w", id, ErrNotFound)
+		return Stored{}, fmt.Errorf("inbox %d: %w", id, inbox.ErrNotFound)
 	}
 	if err != nil {
 		return Stored{}, fmt.Errorf("inbox %d: %w", id, err)

@@ -1,4 +1,4 @@
-package publish_test
+package main
 
 import (
 	"errors"
@@ -8,13 +8,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/workq/workq"
 	"github.com/workq/workq/internal/config"
-	"github.com/workq/workq/publish"
 )
 
-// TestConfigValidate: each bad publisher setting is a Validate error that
-// names it, and FromConfig refuses it with ErrInvalid.
-func TestConfigValidate(t *testing.T) {
+// TestPublishersConfigValidate: each bad publisher setting is a Validate error that
+// names it, and publishersFromConfig refuses it with ErrInvalid.
+func TestPublishersConfigValidate(t *testing.T) {
 	base := func() config.Config {
 		c := config.Default()
 		c.WebhookAllow = []string{"hooks.example.com", "127.0.0.1:8080"}
@@ -61,16 +61,16 @@ func TestConfigValidate(t *testing.T) {
 			if err == nil || !strings.Contains(err.Error(), c.errHas) {
 				t.Fatalf("Validate = %v, want an error mentioning %q", err, c.errHas)
 			}
-			if _, err := publish.FromConfig(cfg, nil); !errors.Is(err, publish.ErrInvalid) {
-				t.Fatalf("FromConfig = %v, want ErrInvalid", err)
+			if _, err := publishersFromConfig(cfg, nil); !errors.Is(err, workq.ErrInvalid) {
+				t.Fatalf("publisherspublishersFromConfig = %v, want ErrInvalid", err)
 			}
 		})
 	}
 }
 
-// TestFromConfig builds one publisher per configured topic, connected to the
+// TestPublishersFromConfig builds one publisher per configured topic, connected to the
 // real NATS server.
-func TestFromConfig(t *testing.T) {
+func TestPublishersFromConfig(t *testing.T) {
 	cfg := config.Default()
 	cfg.WebhookAllow = []string{"hooks.example.com"}
 	cfg.OutboxWebhookSecret = "s"
@@ -81,9 +81,9 @@ func TestFromConfig(t *testing.T) {
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	set, err := publish.FromConfig(cfg, nil)
+	set, err := publishersFromConfig(cfg, nil)
 	if err != nil {
-		t.Fatalf("FromConfig (NATS must run at %s): %v", natsURL, err)
+		t.Fatalf("publisherspublishersFromConfig (NATS must run at %s): %v", natsURL, err)
 	}
 	defer set.Close()
 	if got, want := set.Topics(), []string{"audit", "billing.charged", "orders.created"}; !slices.Equal(got, want) {
@@ -98,10 +98,10 @@ func TestFromConfig(t *testing.T) {
 	if err := std.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	if s, err := publish.FromConfig(std, nil); err != nil || len(s.Handlers) != 1 {
+	if s, err := publishersFromConfig(std, nil); err != nil || len(s.Handlers) != 1 {
 		t.Fatalf("standard signature: %v", err)
 	}
-	empty, err := publish.FromConfig(config.Default(), nil)
+	empty, err := publishersFromConfig(config.Default(), nil)
 	if err != nil || len(empty.Handlers) != 0 {
 		t.Fatalf("no publishers configured: %v, %d handlers", err, len(empty.Handlers))
 	}
@@ -109,17 +109,20 @@ func TestFromConfig(t *testing.T) {
 }
 
 // A NATS URL that cannot be reached is named without its password.
-func TestFromConfigHidesNATSPassword(t *testing.T) {
+func TestPublishersFromConfigHidesNATSPassword(t *testing.T) {
 	c := config.Default()
 	c.NATSURL = "nats://app:hunter2-s3cret@127.0.0.1:1"
 	c.NATSTimeout = 200 * time.Millisecond
 	c.OutboxNATS = []string{"orders"}
-	set, err := publish.FromConfig(c, slog.New(slog.DiscardHandler))
+	set, err := publishersFromConfig(c, slog.New(slog.DiscardHandler))
 	if err == nil {
 		set.Close()
-		t.Fatal("FromConfig connected to a NATS that is not there")
+		t.Fatal("publishersFromConfig connected to a NATS that is not there")
 	}
 	if strings.Contains(err.Error(), "hunter2") || !strings.Contains(err.Error(), "nats://app:xxxxx@127.0.0.1:1") {
 		t.Fatalf("error %q: want the URL without its password", err)
 	}
 }
+
+// natsURL is the NATS server with JetStream that make test runs.
+const natsURL = "nats://127.0.0.1:4222"

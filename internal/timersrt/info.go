@@ -1,4 +1,4 @@
-package timers
+package timersrt
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 
 	"github.com/workq/workq/internal/db/gen"
 	"github.com/workq/workq/internal/lease"
+	"github.com/workq/workq/timers"
 	"github.com/workq/workq/workqtype"
 )
 
@@ -52,7 +53,7 @@ type Info struct {
 
 // stateOf names a row's state: the lease state's name (status 4 is
 // cancelled since migration 00017).
-func stateOf(status int16, _, _ *time.Time) string {
+func stateOf(status int16) string {
 	if lease.Status(status) == lease.StatusCancelled {
 		return StateCancelled
 	}
@@ -75,7 +76,7 @@ func cancelledAt(t gen.Timer) *time.Time {
 func infoOf(t gen.Timer) Info {
 	return Info{
 		ID: t.ID, Queue: t.Queue, Topic: t.Topic, Payload: t.Payload, DueTime: t.DueTime,
-		State: stateOf(t.Status, t.FinishedAt, t.CancelledAt), Status: lease.Status(t.Status), Priority: t.Priority,
+		State: stateOf(t.Status), Status: lease.Status(t.Status), Priority: t.Priority,
 		RunAt: t.RunAt, Attempts: t.Attempts, MaxAttempts: t.MaxAttempts, LastError: deref(t.LastError),
 		ClaimedAt: t.ClaimedAt, ClaimedBy: deref(t.ClaimedBy), LockedUntil: t.LockedUntil,
 		CreatedAt: t.CreatedAt, UpdatedAt: t.UpdatedAt, FinishedAt: t.FinishedAt, CancelledAt: cancelledAt(t),
@@ -86,7 +87,7 @@ func infoOf(t gen.Timer) Info {
 func Get(ctx context.Context, db workqtype.DB, id int64) (Info, error) {
 	t, err := gen.New(db).TimersGet(ctx, id)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return Info{}, fmt.Errorf("timer %d: %w", id, ErrNotFound)
+		return Info{}, fmt.Errorf("timer %d: %w", id, timers.ErrNotFound)
 	}
 	if err != nil {
 		return Info{}, fmt.Errorf("read timer %d: %w", id, err)
@@ -116,7 +117,7 @@ const MaxListLimit = 10000
 
 // List returns timers in id order that match f, at most f.Limit of them;
 // pass the last id as the next page's AfterID. Bad filters return an error
-// wrapping ErrInvalid.
+// wrapping workqtype.ErrInvalid.
 func List(ctx context.Context, db workqtype.DB, f Filter) ([]Info, error) {
 	arg := gen.TimersListParams{AfterID: f.AfterID, MaxRows: int32(f.Limit)}
 	if f.Limit == 0 {
@@ -173,8 +174,5 @@ func deref[T any](p *T) T {
 }
 
 // StateOf names the state of a timer row: the lease state's name
-// (StateCancelled for status cancelled). finishedAt and cancelledAt are
-// no longer needed and ignored.
-func StateOf(status lease.Status, finishedAt, cancelledAt *time.Time) string {
-	return stateOf(int16(status), finishedAt, cancelledAt)
-}
+// (StateCancelled for status cancelled).
+func StateOf(status lease.Status) string { return stateOf(int16(status)) }

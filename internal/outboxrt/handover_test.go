@@ -1,4 +1,4 @@
-package outbox_test
+package outboxrt_test
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/workq/workq/internal/outboxrt"
 	"github.com/workq/workq/internal/testdb"
 	"github.com/workq/workq/internal/worker"
 	"github.com/workq/workq/outbox"
@@ -28,7 +29,7 @@ func TestRelaysShareKeys(t *testing.T) {
 	for i := range keys * perKey {
 		msgs = append(msgs, outbox.Message{Queue: "share", Topic: "t", PartitionKey: fmt.Sprintf("k%02d", i%keys)})
 	}
-	sent, err := outbox.NewClient(outbox.ClientOptions{}).SendMany(ctx, pool, msgs)
+	sent, err := outboxrt.NewClient(outboxrt.ClientOptions{}).SendMany(ctx, pool, msgs)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -54,7 +55,7 @@ func TestRelaysShareKeys(t *testing.T) {
 		}
 	}
 	start := func(name string) {
-		relay := outbox.NewRelay(outbox.RelayOptions{})
+		relay := outboxrt.NewRelay(outbox.RelayOptions{})
 		relay.HandleDefault(handler(name))
 		cfg := testConfig()
 		cfg.Concurrency = 16 // room for every key in one worker

@@ -1,4 +1,4 @@
-package outbox_test
+package outboxrt_test
 
 import (
 	"context"

@@ -1,4 +1,4 @@
-package outbox_test
+package outboxrt_test
 
 import (
 	"context"
@@ -15,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/workq/workq/internal/lease"
+	"github.com/workq/workq/internal/outboxrt"
 	"github.com/workq/workq/internal/testdb"
 	"github.com/workq/workq/outbox"
 	"github.com/workq/workq/workqtype"
@@ -126,7 +127,7 @@ func TestKeysNotHeldBackByUnrelatedTransactions(t *testing.T) {
 				}
 			}
 			msgs = append(msgs, outbox.Message{Queue: "open", Topic: "t"})
-			sent, err := outbox.NewClient(outbox.ClientOptions{}).SendMany(ctx, pool, msgs)
+			sent, err := outboxrt.NewClient(outboxrt.ClientOptions{}).SendMany(ctx, pool, msgs)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -158,7 +159,7 @@ func TestKeysNotHeldBackByUnrelatedTransactions(t *testing.T) {
 func TestOrderLateWriterIsNeverOvertaken(t *testing.T) {
 	pool := testdb.Pool(t)
 	ctx := context.Background()
-	c := outbox.NewClient(outbox.ClientOptions{})
+	c := outboxrt.NewClient(outboxrt.ClientOptions{})
 	const q = "late"
 
 	early, err := c.Send(ctx, pool, outbox.Message{Queue: q, Topic: "t", PartitionKey: "early"})
@@ -241,7 +242,7 @@ func TestOrderLateWriterIsNeverOvertaken(t *testing.T) {
 func TestOrderRolledBackWriterLeavesNoGap(t *testing.T) {
 	pool := testdb.Pool(t)
 	ctx := context.Background()
-	c := outbox.NewClient(outbox.ClientOptions{})
+	c := outboxrt.NewClient(outboxrt.ClientOptions{})
 	first, err := c.Send(ctx, pool, outbox.Message{Topic: "t", PartitionKey: "k"})
 	if err != nil {
 		t.Fatal(err)
@@ -293,7 +294,7 @@ func TestKeySeqSnapshotWritersRetry(t *testing.T) {
 		t.Run(string(iso), func(t *testing.T) {
 			pool := testdb.Pool(t)
 			ctx := context.Background()
-			c := outbox.NewClient(outbox.ClientOptions{})
+			c := outboxrt.NewClient(outboxrt.ClientOptions{})
 			if _, err := c.Send(ctx, pool, outbox.Message{Topic: "t", PartitionKey: "k"}); err != nil {
 				t.Fatal(err)
 			}
@@ -336,7 +337,7 @@ func TestKeySeqSnapshotWritersRetry(t *testing.T) {
 func TestSendManyNumbersEachKeyInInputOrder(t *testing.T) {
 	pool := testdb.Pool(t)
 	ctx := context.Background()
-	c := outbox.NewClient(outbox.ClientOptions{})
+	c := outboxrt.NewClient(outboxrt.ClientOptions{})
 	m := func(q, k string) outbox.Message { return outbox.Message{Queue: q, Topic: "t", PartitionKey: k} }
 	if _, err := c.Send(ctx, pool, m("q1", "b")); err != nil {
 		t.Fatal(err)
@@ -374,7 +375,7 @@ func TestSendManyNumbersEachKeyInInputOrder(t *testing.T) {
 func TestSendManyConcurrentKeysNoDeadlock(t *testing.T) {
 	pool := testdb.PoolWith(t, 10)
 	ctx := context.Background()
-	c := outbox.NewClient(outbox.ClientOptions{})
+	c := outboxrt.NewClient(outboxrt.ClientOptions{})
 	const writers, batches = 8, 25
 	var wg sync.WaitGroup
 	errs := make(chan error, writers)
@@ -415,7 +416,7 @@ func TestSendManyConcurrentKeysNoDeadlock(t *testing.T) {
 func TestRetentionPrunesIdleKeyCounters(t *testing.T) {
 	pool := testdb.Pool(t)
 	ctx := context.Background()
-	c := outbox.NewClient(outbox.ClientOptions{})
+	c := outboxrt.NewClient(outboxrt.ClientOptions{})
 	send := func(db workqtype.DB, k string) outbox.Sent {
 		t.Helper()
 		s, err := c.Send(ctx, db, outbox.Message{Topic: "t", PartitionKey: k})
@@ -454,7 +455,7 @@ func TestRetentionPrunesIdleKeyCounters(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	n, err := outbox.DeleteFinished(ctx, pool, time.Hour, 100)
+	n, err := outboxrt.DeleteFinished(ctx, pool, time.Hour, 100)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -487,7 +488,7 @@ func TestPruneKeyCountersRace(t *testing.T) {
 	pool := testdb.PoolWith(t, 20)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	c := outbox.NewClient(outbox.ClientOptions{})
+	c := outboxrt.NewClient(outboxrt.ClientOptions{})
 	const keys, perKey = 4, 150
 	var pruned sync.WaitGroup
 	pruneErr := make(chan error, 1)

@@ -1,4 +1,4 @@
-package timers_test
+package inboxrt_test
 
 import (
 	"testing"

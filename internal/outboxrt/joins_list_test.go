@@ -1,10 +1,11 @@
-package outbox_test
+package outboxrt_test
 
 import (
 	"context"
 	"errors"
 	"testing"
 
+	"github.com/workq/workq/internal/outboxrt"
 	"github.com/workq/workq/internal/testdb"
 	"github.com/workq/workq/outbox"
 	"github.com/workq/workq/workqtype"
@@ -15,7 +16,7 @@ func TestListJoins(t *testing.T) {
 	ctx := context.Background()
 	var ids []int64
 	for i := range 3 {
-		j, err := outbox.StartJoin(ctx, pool, outbox.JoinSpec{Expected: i + 1, OnComplete: outbox.JoinMessage{Topic: "done"},
+		j, err := outboxrt.StartJoin(ctx, pool, outbox.JoinSpec{Expected: i + 1, OnComplete: outbox.JoinMessage{Topic: "done"},
 			OnFail: &outbox.JoinMessage{Topic: "stuck"}})
 		if err != nil {
 			t.Fatal(err)
@@ -35,7 +36,7 @@ func TestListJoins(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	all, err := outbox.ListJoins(ctx, pool, outbox.JoinQuery{})
+	all, err := outboxrt.ListJoins(ctx, pool, outboxrt.JoinQuery{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -50,11 +51,11 @@ func TestListJoins(t *testing.T) {
 	if all[2].Status != outbox.JoinFailed || all[2].FailReason != outbox.JoinReasonDeadline {
 		t.Errorf("failed join: %+v", all[2])
 	}
-	open, err := outbox.ListJoins(ctx, pool, outbox.JoinQuery{OnlyOpen: true, Before: ids[2], Limit: 5})
+	open, err := outboxrt.ListJoins(ctx, pool, outboxrt.JoinQuery{OnlyOpen: true, Before: ids[2], Limit: 5})
 	if err != nil || len(open) != 1 || open[0].ID != ids[1] {
 		t.Errorf("open joins below %d: %+v %v, want [%d]", ids[2], open, err, ids[1])
 	}
-	if _, err := outbox.ListJoins(ctx, pool, outbox.JoinQuery{Limit: 1001}); !errors.Is(err, workqtype.ErrInvalid) {
+	if _, err := outboxrt.ListJoins(ctx, pool, outboxrt.JoinQuery{Limit: 1001}); !errors.Is(err, workqtype.ErrInvalid) {
 		t.Errorf("limit 1001: %v, want ErrInvalid", err)
 	}
 }

@@ -1,4 +1,4 @@
-package outbox_test
+package outboxrt_test
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/workq/workq/internal/outboxrt"
 	"github.com/workq/workq/internal/testdb"
 	"github.com/workq/workq/outbox"
 	"github.com/workq/workq/workqtype"
@@ -17,7 +18,7 @@ import (
 func TestSendInTransaction(t *testing.T) {
 	pool := testdb.Pool(t)
 	ctx := context.Background()
-	c := outbox.NewClient(outbox.ClientOptions{})
+	c := outboxrt.NewClient(outboxrt.ClientOptions{})
 
 	tx, err := pool.Begin(ctx)
 	if err != nil {
@@ -53,7 +54,7 @@ func TestSendInTransaction(t *testing.T) {
 	if err := tx.Commit(ctx); err != nil {
 		t.Fatal(err)
 	}
-	r, err := outbox.Get(ctx, pool, s.ID)
+	r, err := outboxrt.Get(ctx, pool, s.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -66,7 +67,7 @@ func TestSendInTransaction(t *testing.T) {
 func TestSendManyValidationWritesNothing(t *testing.T) {
 	pool := testdb.Pool(t)
 	ctx := context.Background()
-	c := outbox.NewClient(outbox.ClientOptions{})
+	c := outboxrt.NewClient(outboxrt.ClientOptions{})
 	dup := uuid.New()
 	cases := []struct {
 		name string
@@ -122,7 +123,7 @@ func TestSendManyValidationWritesNothing(t *testing.T) {
 func TestDuplicateMessageID(t *testing.T) {
 	pool := testdb.Pool(t)
 	ctx := context.Background()
-	c := outbox.NewClient(outbox.ClientOptions{})
+	c := outboxrt.NewClient(outboxrt.ClientOptions{})
 	id := uuid.New()
 	if _, err := c.Send(ctx, pool, outbox.Message{Topic: "t", MessageID: id}); err != nil {
 		t.Fatal(err)

@@ -1,4 +1,4 @@
-package timers_test
+package timersrt_test
 
 import (
 	"context"
@@ -9,6 +9,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/workq/workq/internal/timersrt"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -41,7 +43,7 @@ func claim(t *testing.T, pool *pgxpool.Pool, queue string) []lease.Item {
 func TestScheduleRejectsBadInputAndWritesNothing(t *testing.T) {
 	pool := testdb.Pool(t)
 	ctx := context.Background()
-	c := timers.NewClient(timers.ClientOptions{MaxPayloadBytes: 64})
+	c := timersrt.NewClient(timersrt.ClientOptions{MaxPayloadBytes: 64})
 	ok := timers.Timer{Topic: "t", Delay: time.Second}
 	cases := []struct {
 		name string
@@ -66,7 +68,7 @@ func TestScheduleRejectsBadInputAndWritesNothing(t *testing.T) {
 			bad := ok
 			tc.mod(&bad)
 			_, err := c.Schedule(ctx, pool, bad)
-			if !errors.Is(err, timers.ErrInvalid) || !strings.Contains(err.Error(), tc.want) {
+			if !errors.Is(err, workqtype.ErrInvalid) || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("Schedule: %v, want ErrInvalid mentioning %q", err, tc.want)
 			}
 			if err := c.Validate(bad); !errors.Is(err, workqtype.ErrInvalid) {
@@ -74,7 +76,7 @@ func TestScheduleRejectsBadInputAndWritesNothing(t *testing.T) {
 			}
 			// One bad timer among good ones: the batch writes nothing.
 			_, err = c.ScheduleMany(ctx, pool, []timers.Timer{ok, ok, bad, ok})
-			if !errors.Is(err, timers.ErrInvalid) || !strings.Contains(err.Error(), "timer 2") {
+			if !errors.Is(err, workqtype.ErrInvalid) || !strings.Contains(err.Error(), "timer 2") {
 				t.Fatalf("ScheduleMany: %v, want ErrInvalid naming timer 2", err)
 			}
 			if n := countTimers(t, pool); n != 0 {
@@ -87,7 +89,7 @@ func TestScheduleRejectsBadInputAndWritesNothing(t *testing.T) {
 func TestScheduleInRolledBackTransactionLeavesNothing(t *testing.T) {
 	pool := testdb.Pool(t)
 	ctx := context.Background()
-	c := timers.NewClient(timers.ClientOptions{})
+	c := timersrt.NewClient(timersrt.ClientOptions{})
 	tx, err := pool.Begin(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -118,7 +120,7 @@ func TestScheduleInRolledBackTransactionLeavesNothing(t *testing.T) {
 func TestTimerClaimedOnlyWhenDue(t *testing.T) {
 	pool := testdb.Pool(t)
 	ctx := context.Background()
-	c := timers.NewClient(timers.ClientOptions{})
+	c := timersrt.NewClient(timersrt.ClientOptions{})
 	future, err := c.Schedule(ctx, pool, timers.Timer{Topic: "later", Delay: time.Hour, Payload: map[string]int{"n": 1}})
 	if err != nil {
 		t.Fatal(err)
@@ -137,7 +139,7 @@ func TestTimerClaimedOnlyWhenDue(t *testing.T) {
 	if off < 59*time.Minute || off > time.Hour {
 		t.Fatalf("due time is %s from the database's now, want just under 1h", off)
 	}
-	wait, ok, err := timers.NextDue(ctx, pool, "default")
+	wait, ok, err := timersrt.NextDue(ctx, pool, "default")
 	if err != nil || !ok || wait < 59*time.Minute || wait > time.Hour+time.Millisecond {
 		t.Fatalf("NextDue = %s, %v, %v; want about 1h", wait, ok, err)
 	}
@@ -158,7 +160,7 @@ func TestTimerClaimedOnlyWhenDue(t *testing.T) {
 	if items := claim(t, pool, "p"); len(items) != 1 || !items[0].DueTime.Equal(past.DueTime) {
 		t.Fatalf("claimed %+v, want the past-due timer with its own due time %s", items, past.DueTime)
 	}
-	if _, ok, _ := timers.NextDue(ctx, pool, "p"); ok {
+	if _, ok, _ := timersrt.NextDue(ctx, pool, "p"); ok {
 		t.Fatal("NextDue reports a ready timer in a queue with none")
 	}
 }
@@ -166,7 +168,7 @@ func TestTimerClaimedOnlyWhenDue(t *testing.T) {
 func TestScheduleManyKeepsOrder(t *testing.T) {
 	pool := testdb.Pool(t)
 	ctx := context.Background()
-	c := timers.NewClient(timers.ClientOptions{})
+	c := timersrt.NewClient(timersrt.ClientOptions{})
 	at := time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
 	var in []timers.Timer
 	for i := range 50 {
@@ -183,13 +185,13 @@ func TestScheduleManyKeepsOrder(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i, s := range out {
-		info, err := timers.Get(ctx, pool, s.ID)
+		info, err := timersrt.Get(ctx, pool, s.ID)
 		if err != nil {
 			t.Fatal(err)
 		}
 		var p struct{ I int }
 		_ = json.Unmarshal(info.Payload, &p)
-		if info.Topic != in[i].Topic || p.I != i || info.Queue != in[i].Queue || !info.DueTime.Equal(s.DueTime) || info.State != timers.StateReady {
+		if info.Topic != in[i].Topic || p.I != i || info.Queue != in[i].Queue || !info.DueTime.Equal(s.DueTime) || info.State != timersrt.StateReady {
 			t.Fatalf("result %d is timer %+v, want input %d", i, info, i)
 		}
 		if i%2 == 0 && !s.DueTime.Equal(at.Add(time.Duration(i)*time.Second)) {
@@ -201,7 +203,7 @@ func TestScheduleManyKeepsOrder(t *testing.T) {
 func TestCancelOutcomes(t *testing.T) {
 	pool := testdb.Pool(t)
 	ctx := context.Background()
-	c := timers.NewClient(timers.ClientOptions{})
+	c := timersrt.NewClient(timersrt.ClientOptions{})
 	e := lease.New(pool, lease.Timers)
 	sched := func(queue string, due bool) int64 {
 		t.Helper()
@@ -241,11 +243,11 @@ func TestCancelOutcomes(t *testing.T) {
 		want  error
 		state string
 	}{
-		{"ready", ready, nil, timers.StateCancelled},
-		{"cancelled again (idempotent)", ready, nil, timers.StateCancelled},
-		{"claimed", claimed, timers.ErrClaimed, timers.StateInProgress},
-		{"done", done, timers.ErrFinished, timers.StateDone},
-		{"failed", failed, timers.ErrFinished, timers.StateFailed},
+		{"ready", ready, nil, timersrt.StateCancelled},
+		{"cancelled again (idempotent)", ready, nil, timersrt.StateCancelled},
+		{"claimed", claimed, timers.ErrClaimed, timersrt.StateInProgress},
+		{"done", done, timers.ErrFinished, timersrt.StateDone},
+		{"failed", failed, timers.ErrFinished, timersrt.StateFailed},
 		{"unknown", 987654, timers.ErrNotFound, ""},
 	}
 	for _, tc := range cases {
@@ -256,7 +258,7 @@ func TestCancelOutcomes(t *testing.T) {
 		if tc.state == "" {
 			continue
 		}
-		info, err := timers.Get(ctx, pool, tc.id)
+		info, err := timersrt.Get(ctx, pool, tc.id)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -272,8 +274,8 @@ func TestCancelOutcomes(t *testing.T) {
 		t.Fatalf("claimed a cancelled timer: %+v", items)
 	}
 	// Listed as cancelled, and apart from the timer that failed.
-	for state, want := range map[string]int64{timers.StateCancelled: ready, timers.StateFailed: failed, timers.StateInProgress: claimed} {
-		got, err := timers.List(ctx, pool, timers.Filter{State: state})
+	for state, want := range map[string]int64{timersrt.StateCancelled: ready, timersrt.StateFailed: failed, timersrt.StateInProgress: claimed} {
+		got, err := timersrt.List(ctx, pool, timersrt.Filter{State: state})
 		if err != nil || len(got) != 1 || got[0].ID != want {
 			t.Errorf("List(state %s) = %+v, %v; want timer %d", state, got, err, want)
 		}
@@ -282,7 +284,7 @@ func TestCancelOutcomes(t *testing.T) {
 	if got, err := e.Revive(ctx, "test", "changed my mind", ready); err != nil || len(got) != 1 {
 		t.Fatalf("revive: %v %v", got, err)
 	}
-	if info, _ := timers.Get(ctx, pool, ready); info.State != timers.StateReady {
+	if info, _ := timersrt.Get(ctx, pool, ready); info.State != timersrt.StateReady {
 		t.Fatalf("revived cancelled timer is %q, want ready", info.State)
 	}
 	items := claim(t, pool, "ready")
@@ -292,7 +294,7 @@ func TestCancelOutcomes(t *testing.T) {
 	if err := e.Fail(ctx, items[0].OwnerToken, ready, "boom"); err != nil {
 		t.Fatal(err)
 	}
-	if info, _ := timers.Get(ctx, pool, ready); info.State != timers.StateFailed {
+	if info, _ := timersrt.Get(ctx, pool, ready); info.State != timersrt.StateFailed {
 		t.Fatalf("revived timer that failed is %q, want failed", info.State)
 	}
 }
@@ -305,7 +307,7 @@ func TestCancelOutcomes(t *testing.T) {
 func TestCancelVersusClaimRace(t *testing.T) {
 	pool := testdb.PoolWith(t, 20)
 	ctx := context.Background()
-	c := timers.NewClient(timers.ClientOptions{NotifyDebounce: -1})
+	c := timersrt.NewClient(timersrt.ClientOptions{NotifyDebounce: -1})
 	e := lease.New(pool, lease.Timers)
 	const rounds, parallel = 200, 4
 	var (
@@ -345,18 +347,18 @@ func TestCancelVersusClaimRace(t *testing.T) {
 				t.Errorf("round %d: claim: %v", i, claimErr)
 				return
 			}
-			info, err := timers.Get(ctx, pool, s.ID)
+			info, err := timersrt.Get(ctx, pool, s.ID)
 			if err != nil {
 				t.Errorf("round %d: %v", i, err)
 				return
 			}
 			claimed := len(got.Items) == 1
 			switch {
-			case cancelErr == nil && !claimed && info.State == timers.StateCancelled && info.Attempts == 0:
+			case cancelErr == nil && !claimed && info.State == timersrt.StateCancelled && info.Attempts == 0:
 				mu.Lock()
 				cancelWins++
 				mu.Unlock()
-			case claimed && errors.Is(cancelErr, timers.ErrClaimed) && info.State == timers.StateInProgress && info.Attempts == 1:
+			case claimed && errors.Is(cancelErr, timers.ErrClaimed) && info.State == timersrt.StateInProgress && info.Attempts == 1:
 				mu.Lock()
 				claimWins++
 				mu.Unlock()
@@ -413,11 +415,11 @@ func startWorker(t *testing.T, pool *pgxpool.Pool, cfg config.Config, src worker
 	})
 }
 
-func waitState(t *testing.T, pool *pgxpool.Pool, id int64, state string) timers.Info {
+func waitState(t *testing.T, pool *pgxpool.Pool, id int64, state string) timersrt.Info {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		info, err := timers.Get(context.Background(), pool, id)
+		info, err := timersrt.Get(context.Background(), pool, id)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -437,8 +439,8 @@ func waitState(t *testing.T, pool *pgxpool.Pool, id int64, state string) timers.
 func TestTimerRetriesThroughWorker(t *testing.T) {
 	pool := testdb.Pool(t)
 	ctx := context.Background()
-	c := timers.NewClient(timers.ClientOptions{})
-	p := timers.NewProcessor()
+	c := timersrt.NewClient(timersrt.ClientOptions{})
+	p := timersrt.NewProcessor()
 	var mu sync.Mutex
 	seen := map[int64][]time.Time{}
 	record := func(job *worker.Job) int {
@@ -470,17 +472,17 @@ func TestTimerRetriesThroughWorker(t *testing.T) {
 	must(t, err)
 	startWorker(t, pool, testConfig(), p.Source())
 
-	info := waitState(t, pool, flaky.ID, timers.StateDone)
+	info := waitState(t, pool, flaky.ID, timersrt.StateDone)
 	if info.Attempts != 3 {
 		t.Errorf("flaky timer done after %d attempts, want 3", info.Attempts)
 	}
 	if !info.DueTime.Equal(due) {
 		t.Errorf("due time changed by retries: %s, want %s", info.DueTime, due)
 	}
-	if info = waitState(t, pool, broken.ID, timers.StateFailed); info.Attempts != 2 || info.LastError != "always" {
+	if info = waitState(t, pool, broken.ID, timersrt.StateFailed); info.Attempts != 2 || info.LastError != "always" {
 		t.Errorf("broken timer: %d attempts, last error %q; want 2, always", info.Attempts, info.LastError)
 	}
-	if info = waitState(t, pool, other.ID, timers.StateFailed); info.Attempts != 1 {
+	if info = waitState(t, pool, other.ID, timersrt.StateFailed); info.Attempts != 1 {
 		t.Errorf("permanently failed timer took %d attempts, want 1", info.Attempts)
 	}
 	mu.Lock()
@@ -496,7 +498,7 @@ func TestTimerRetriesThroughWorker(t *testing.T) {
 	var outcomes []string
 	deadline := time.Now().Add(30 * time.Second)
 	for len(outcomes) < 3 && time.Now().Before(deadline) {
-		as, err := timers.Attempts(ctx, pool, flaky.ID)
+		as, err := timersrt.Attempts(ctx, pool, flaky.ID)
 		must(t, err)
 		outcomes = outcomes[:0]
 		for _, a := range as {
@@ -518,8 +520,8 @@ func TestTimerRetriesThroughWorker(t *testing.T) {
 func TestFutureTimerStartsAtItsDueTimeNotAtThePoll(t *testing.T) {
 	pool := testdb.Pool(t)
 	ctx := context.Background()
-	c := timers.NewClient(timers.ClientOptions{NotifyWithin: time.Hour})
-	p := timers.NewProcessor()
+	c := timersrt.NewClient(timersrt.ClientOptions{NotifyWithin: time.Hour})
+	p := timersrt.NewProcessor()
 	handled := make(chan int64, 2)
 	p.HandleDefault(func(ctx context.Context, job *worker.Job) error {
 		handled <- job.ID
@@ -543,7 +545,7 @@ func TestFutureTimerStartsAtItsDueTimeNotAtThePoll(t *testing.T) {
 		}
 	}
 	for _, id := range []int64{first.ID, second.ID} {
-		info := waitState(t, pool, id, timers.StateDone)
+		info := waitState(t, pool, id, timersrt.StateDone)
 		if info.ClaimedAt == nil || info.ClaimedAt.Before(info.DueTime) {
 			t.Errorf("timer %d claimed at %v, before its due time %s", id, info.ClaimedAt, info.DueTime)
 		}

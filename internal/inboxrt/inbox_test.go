@@ -1,4 +1,4 @@
-package inbox_test
+package inboxrt_test
 
 import (
 	"context"
@@ -15,8 +15,10 @@ import (
 
 	"github.com/workq/workq/inbox"
 	"github.com/workq/workq/internal/config"
+	"github.com/workq/workq/internal/inboxrt"
 	"github.com/workq/workq/internal/lease"
 	"github.com/workq/workq/internal/testdb"
+	"github.com/workq/workq/internal/topicproc"
 	"github.com/workq/workq/internal/worker"
 	"github.com/workq/workq/workqtype"
 )
@@ -25,12 +27,12 @@ type env struct {
 	t      *testing.T
 	ctx    context.Context
 	pool   *pgxpool.Pool
-	client *inbox.Client
+	client *inboxrt.Client
 }
 
 func newEnv(t *testing.T, maxConns int32) *env {
 	t.Helper()
-	return &env{t: t, ctx: context.Background(), pool: testdb.PoolWith(t, maxConns), client: inbox.NewClient(inbox.ClientOptions{})}
+	return &env{t: t, ctx: context.Background(), pool: testdb.PoolWith(t, maxConns), client: inboxrt.NewClient(inboxrt.ClientOptions{})}
 }
 
 func (e *env) receive(m inbox.Message) inbox.Received {
@@ -84,7 +86,7 @@ func (e *env) process(queue string, outcome lease.Outcome) []int64 {
 
 func (e *env) status(id int64) lease.Status {
 	e.t.Helper()
-	s, err := inbox.Get(e.ctx, e.pool, id)
+	s, err := inboxrt.Get(e.ctx, e.pool, id)
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -111,7 +113,7 @@ func TestReceiveDuplicates(t *testing.T) {
 	e := newEnv(t, 4)
 	msg := inbox.Message{Source: "billing", MessageID: "inv-1", Topic: "invoice.paid", Payload: json.RawMessage(`{"amount": 10, "currency": "EUR"}`), Queue: "dup"}
 	first := e.receive(msg)
-	if !first.New() || first.Duplicate || first.Processed || first.Status != lease.StatusReady || first.ID == 0 {
+	if !first.New() || first.Duplicate || first.Processed || first.Status != "ready" || first.ID == 0 {
 		t.Fatalf("first receive %+v, want new and ready", first)
 	}
 	before := e.row(first.ID)
@@ -138,7 +140,7 @@ func TestReceiveDuplicates(t *testing.T) {
 			s.do()
 			for _, m := range []inbox.Message{msg, same} {
 				got := e.receive(m)
-				want := inbox.Received{ID: first.ID, Duplicate: true, Processed: s.processed, Status: s.status}
+				want := inbox.Received{ID: first.ID, Duplicate: true, Processed: s.processed, Status: inboxrt.StatusName(s.status)}
 				if got != want {
 					t.Fatalf("repeat: %+v, want %+v", got, want)
 				}
@@ -242,7 +244,7 @@ func TestReceiveConcurrent(t *testing.T) {
 		t.Fatalf("%d racers inserted the message, want exactly 1", fresh)
 	}
 	var runs atomic.Int32
-	p := inbox.NewProcessor()
+	p := inboxrt.NewProcessor()
 	if err := p.Handle("t", func(ctx context.Context, j *worker.Job) error { runs.Add(1); return nil }); err != nil {
 		t.Fatal(err)
 	}
@@ -260,7 +262,7 @@ func TestReceiveConcurrent(t *testing.T) {
 	}
 }
 
-func startWorker(t *testing.T, e *env, p *inbox.Processor, queues ...string) *worker.Worker {
+func startWorker(t *testing.T, e *env, p *topicproc.Processor, queues ...string) *worker.Worker {
 	t.Helper()
 	cfg := config.Default()
 	cfg.Poll = 20 * time.Millisecond
@@ -303,7 +305,7 @@ func TestReceiveMany(t *testing.T) {
 	if len(got) != len(batch) {
 		t.Fatalf("%d results for %d messages", len(got), len(batch))
 	}
-	ready := lease.StatusReady
+	ready := "ready"
 	want := []inbox.Received{
 		{ID: got[0].ID, Status: ready},
 		{ID: stored.ID, Duplicate: true, Status: ready},
@@ -437,7 +439,7 @@ func TestReceiveValidation(t *testing.T) {
 			}
 		})
 	}
-	big := inbox.NewClient(inbox.ClientOptions{MaxPayloadBytes: 16})
+	big := inboxrt.NewClient(inboxrt.ClientOptions{MaxPayloadBytes: 16})
 	var tooLarge *workqtype.PayloadTooLargeError
 	if _, err := big.Receive(e.ctx, e.pool, inbox.Message{Source: "s", MessageID: "m", Payload: map[string]string{"k": "a long value"}}); !errors.As(err, &tooLarge) {
 		t.Fatalf("payload over the limit: %v, want *PayloadTooLargeError", err)
@@ -452,7 +454,7 @@ func TestReceiveValidation(t *testing.T) {
 func TestProcessorRoutesByTopic(t *testing.T) {
 	e := newEnv(t, 8)
 	seen := make(chan string, 10)
-	p := inbox.NewProcessor()
+	p := inboxrt.NewProcessor()
 	if err := p.Handle("order.created", func(ctx context.Context, j *worker.Job) error {
 		var v struct{ Order string }
 		if err := j.Decode(&v); err != nil {
@@ -497,7 +499,7 @@ func TestDeadThenRevive(t *testing.T) {
 	var fail atomic.Bool
 	fail.Store(true)
 	var calls atomic.Int32
-	p := inbox.NewProcessor()
+	p := inboxrt.NewProcessor()
 	p.HandleDefault(func(ctx context.Context, j *worker.Job) error {
 		calls.Add(1)
 		if fail.Load() {
@@ -508,27 +510,27 @@ func TestDeadThenRevive(t *testing.T) {
 	r := e.receive(inbox.Message{Source: "s", MessageID: "dead", Queue: "dead", MaxAttempts: 3})
 	startWorker(t, e, p, "dead")
 	e.waitStatus(r.ID, lease.StatusFailed)
-	dead, err := inbox.Get(e.ctx, e.pool, r.ID)
+	dead, err := inboxrt.Get(e.ctx, e.pool, r.ID)
 	if err != nil || dead.Attempts != 3 || dead.LastError != "downstream unavailable (attempt 3)" || calls.Load() != 3 {
 		t.Fatalf("dead message %+v (%v), %d calls; want 3 attempts and the last error", dead, err, calls.Load())
 	}
-	if got := e.receive(inbox.Message{Source: "s", MessageID: "dead", Queue: "dead"}); !got.Duplicate || got.Processed || got.Status != lease.StatusFailed {
+	if got := e.receive(inbox.Message{Source: "s", MessageID: "dead", Queue: "dead"}); !got.Duplicate || got.Processed || got.Status != "dead" {
 		t.Fatalf("repeat of a dead message: %+v, want a duplicate, not processed, failed", got)
 	}
-	if _, err := inbox.Revive(e.ctx, e.pool, "", "no actor", r.ID); err == nil {
+	if _, err := inboxrt.Revive(e.ctx, e.pool, "", "no actor", r.ID); err == nil {
 		t.Fatal("revive without an actor: no error")
 	}
 	fail.Store(false)
-	ids, err := inbox.Revive(e.ctx, e.pool, "op:alice", "downstream is back", r.ID)
+	ids, err := inboxrt.Revive(e.ctx, e.pool, "op:alice", "downstream is back", r.ID)
 	if err != nil || !slices.Equal(ids, []int64{r.ID}) {
 		t.Fatalf("revive: %v, %v", ids, err)
 	}
 	e.waitStatus(r.ID, lease.StatusDone)
-	done, err := inbox.Get(e.ctx, e.pool, r.ID)
+	done, err := inboxrt.Get(e.ctx, e.pool, r.ID)
 	if err != nil || done.Attempts != 1 {
 		t.Fatalf("revived message %+v (%v), want processed on its first attempt after revive", done, err)
 	}
-	runs, err := inbox.Attempts(e.ctx, e.pool, r.ID)
+	runs, err := inboxrt.Attempts(e.ctx, e.pool, r.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -543,7 +545,7 @@ func TestDeadThenRevive(t *testing.T) {
 		t.Fatalf("audit row %+v, want by op:alice with the reason", a)
 	}
 	// Reviving a processed message does nothing.
-	if ids, err := inbox.Revive(e.ctx, e.pool, "op:alice", "again", r.ID); err != nil || len(ids) != 0 {
+	if ids, err := inboxrt.Revive(e.ctx, e.pool, "op:alice", "again", r.ID); err != nil || len(ids) != 0 {
 		t.Fatalf("revive of a processed message: %v, %v; want nothing", ids, err)
 	}
 }
@@ -573,7 +575,7 @@ func TestDeleteProcessed(t *testing.T) {
 		older time.Duration
 		max   int64
 	}{{0, 10}, {-time.Hour, 10}, {time.Hour, 0}} {
-		if _, err := inbox.DeleteProcessed(e.ctx, e.pool, bad.older, bad.max); !errors.Is(err, workqtype.ErrInvalid) {
+		if _, err := inboxrt.DeleteProcessed(e.ctx, e.pool, bad.older, bad.max); !errors.Is(err, workqtype.ErrInvalid) {
 			t.Fatalf("DeleteProcessed(%s, %d): %v, want ErrInvalid", bad.older, bad.max, err)
 		}
 	}
@@ -581,11 +583,11 @@ func TestDeleteProcessed(t *testing.T) {
 		t.Fatalf("%d rows after invalid calls, want 2503", n)
 	}
 	// max bounds the total over several batches.
-	n, err := inbox.DeleteProcessed(e.ctx, e.pool, time.Hour, 2100)
+	n, err := inboxrt.DeleteProcessed(e.ctx, e.pool, time.Hour, 2100)
 	if err != nil || n != 2100 {
 		t.Fatalf("deleted %d, %v; want 2100", n, err)
 	}
-	n, err = inbox.DeleteProcessed(e.ctx, e.pool, time.Hour, 10000)
+	n, err = inboxrt.DeleteProcessed(e.ctx, e.pool, time.Hour, 10000)
 	if err != nil || n != 400 {
 		t.Fatalf("deleted %d, %v; want the remaining 400", n, err)
 	}
@@ -617,26 +619,26 @@ func TestList(t *testing.T) {
 		ids = append(ids, e.receive(inbox.Message{Source: "s", MessageID: fmt.Sprint(i), Topic: topic, Queue: "list"}).ID)
 	}
 	e.receive(inbox.Message{Source: "other", MessageID: "x", Queue: "other"})
-	page1, err := inbox.List(e.ctx, e.pool, inbox.Filter{Queue: "list", Limit: 3})
+	page1, err := inboxrt.List(e.ctx, e.pool, inboxrt.Filter{Queue: "list", Limit: 3})
 	if err != nil || len(page1) != 3 || page1[0].ID != ids[0] || page1[2].ID != ids[2] {
 		t.Fatalf("page 1: %+v, %v", page1, err)
 	}
-	page2, err := inbox.List(e.ctx, e.pool, inbox.Filter{Queue: "list", Limit: 3, AfterID: page1[2].ID})
+	page2, err := inboxrt.List(e.ctx, e.pool, inboxrt.Filter{Queue: "list", Limit: 3, AfterID: page1[2].ID})
 	if err != nil || len(page2) != 2 || page2[0].ID != ids[3] {
 		t.Fatalf("page 2: %+v, %v", page2, err)
 	}
-	b, err := inbox.List(e.ctx, e.pool, inbox.Filter{Topic: "b"})
+	b, err := inboxrt.List(e.ctx, e.pool, inboxrt.Filter{Topic: "b"})
 	if err != nil || len(b) != 2 {
 		t.Fatalf("topic b: %+v, %v", b, err)
 	}
 	ready := lease.StatusReady
-	if all, err := inbox.List(e.ctx, e.pool, inbox.Filter{Status: &ready, Source: "other"}); err != nil || len(all) != 1 || all[0].MessageID != "x" {
+	if all, err := inboxrt.List(e.ctx, e.pool, inboxrt.Filter{Status: &ready, Source: "other"}); err != nil || len(all) != 1 || all[0].MessageID != "x" {
 		t.Fatalf("source other: %+v, %v", all, err)
 	}
-	if _, err := inbox.List(e.ctx, e.pool, inbox.Filter{Limit: 10001}); !errors.Is(err, workqtype.ErrInvalid) {
+	if _, err := inboxrt.List(e.ctx, e.pool, inboxrt.Filter{Limit: 10001}); !errors.Is(err, workqtype.ErrInvalid) {
 		t.Fatalf("limit 10001: %v, want ErrInvalid", err)
 	}
-	if _, err := inbox.Get(e.ctx, e.pool, 999999); !errors.Is(err, inbox.ErrNotFound) {
+	if _, err := inboxrt.Get(e.ctx, e.pool, 999999); !errors.Is(err, inbox.ErrNotFound) {
 		t.Fatalf("get of a missing id: %v, want ErrNotFound", err)
 	}
 }

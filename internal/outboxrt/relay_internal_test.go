@@ -1,4 +1,4 @@
-package outbox
+package outboxrt
 
 import (
 	"fmt"
@@ -7,6 +7,7 @@ import (
 
 	"github.com/workq/workq/internal/lease"
 	"github.com/workq/workq/internal/worker"
+	"github.com/workq/workq/outbox"
 )
 
 func done(key string) worker.Result {
@@ -73,7 +74,7 @@ func TestClaimOptionsHandOver(t *testing.T) {
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			r := NewRelay(RelayOptions{HandOverAfter: tc.handOver})
+			r := NewRelay(outbox.RelayOptions{HandOverAfter: tc.handOver})
 			cs := &claimState{queues: map[string]*queueState{}}
 			for i, s := range tc.steps {
 				got := r.claimOptions(cs, worker.ClaimContext{Queue: "q", Woken: s.woken, Prev: items(s.prev...), Completed: s.completed})
@@ -83,8 +84,8 @@ func TestClaimOptionsHandOver(t *testing.T) {
 			}
 		})
 	}
-	if r := NewRelay(RelayOptions{}); r.handOver != DefaultHandOverAfter {
-		t.Fatalf("default hand-over after %d, want %d", r.handOver, DefaultHandOverAfter)
+	if r := NewRelay(outbox.RelayOptions{}); r.handOver != outbox.DefaultHandOverAfter {
+		t.Fatalf("default hand-over after %d, want %d", r.handOver, outbox.DefaultHandOverAfter)
 	}
 }
 
@@ -101,7 +102,7 @@ func items(keys ...string) []lease.Item {
 // forgotten within twice sweepEvery claims: the relay does not keep every
 // key it ever saw.
 func TestClaimOptionsForgetsIdleKeys(t *testing.T) {
-	r := NewRelay(RelayOptions{HandOverAfter: 5})
+	r := NewRelay(outbox.RelayOptions{HandOverAfter: 5})
 	cs := &claimState{queues: map[string]*queueState{}}
 	r.claimOptions(cs, worker.ClaimContext{Queue: "q", Completed: []worker.Result{done("once"), done("busy")}})
 	for range 2 * sweepEvery {
@@ -142,7 +143,7 @@ func TestNextAfter(t *testing.T) {
 // At most maxPassing keys are handed over at a time; a key due for a
 // hand-over beyond that waits for room and goes at its next delivery.
 func TestClaimOptionsBoundsPassing(t *testing.T) {
-	r := NewRelay(RelayOptions{HandOverAfter: 1})
+	r := NewRelay(outbox.RelayOptions{HandOverAfter: 1})
 	cs := &claimState{queues: map[string]*queueState{}}
 	var completed []worker.Result
 	for i := range maxPassing + 5 {

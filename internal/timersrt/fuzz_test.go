@@ -1,10 +1,12 @@
-package timers_test
+package timersrt_test
 
 import (
 	"context"
 	"encoding/json"
 	"testing"
 	"time"
+
+	"github.com/workq/workq/internal/timersrt"
 
 	"github.com/workq/workq/internal/testdb"
 	"github.com/workq/workq/internal/testutil"
@@ -26,7 +28,7 @@ func FuzzSchedule(f *testing.F) {
 	f.Add("q", "t", `{}`, int64(0), int64(9223372036854), int16(0), 0)
 	f.Add("q", "t", `{}`, int64(5), int64(1700000000000), int16(0), -1)
 	pool := testdb.Pool(f)
-	client := timers.NewClient(timers.ClientOptions{})
+	client := timersrt.NewClient(timersrt.ClientOptions{})
 	f.Fuzz(func(t *testing.T, queue, topic, payload string, delayMs, dueUnixMs int64, priority int16, maxAttempts int) {
 		tm := timers.Timer{Queue: queue, Topic: topic, Payload: json.RawMessage(payload),
 			Delay: time.Duration(delayMs) * time.Millisecond, Priority: priority, MaxAttempts: maxAttempts}

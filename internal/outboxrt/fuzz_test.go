@@ -1,4 +1,4 @@
-package outbox_test
+package outboxrt_test
 
 import (
 	"context"
@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/workq/workq/internal/outboxrt"
 	"github.com/workq/workq/internal/testdb"
 	"github.com/workq/workq/internal/testutil"
 	"github.com/workq/workq/outbox"
@@ -28,7 +29,7 @@ func FuzzSend(f *testing.F) {
 	// each fuzz worker process would otherwise start this package's own
 	// cluster before fuzzing anything.
 	pool := testdb.SharedPool(f)
-	client := outbox.NewClient(outbox.ClientOptions{})
+	client := outboxrt.NewClient(outboxrt.ClientOptions{})
 	f.Fuzz(func(t *testing.T, queue, topic, payload, hname, hvalue, corr, key string, priority int16, maxAttempts int, delayMs int64) {
 		m := outbox.Message{Queue: queue, Topic: topic, Payload: json.RawMessage(payload), CorrelationID: corr,
 			PartitionKey: key, Priority: priority, MaxAttempts: maxAttempts, Delay: time.Duration(delayMs) * time.Millisecond}

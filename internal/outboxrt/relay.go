@@ -1,4 +1,4 @@
-package outbox
+package outboxrt
 
 import (
 	"fmt"
@@ -7,50 +7,8 @@ import (
 
 	"github.com/workq/workq/internal/lease"
 	"github.com/workq/workq/internal/worker"
+	"github.com/workq/workq/outbox"
 )
-
-// FinalFailure says what a partition key does when its head message fails
-// for good (attempts used up, or a permanent error).
-type FinalFailure int
-
-const (
-	// Block keeps the key's later messages waiting until an operator retries
-	// the failed message (`workq outbox retry`): nothing of the key is
-	// delivered out of order. The default.
-	Block FinalFailure = iota
-	// Skip lets the key's next message go; the failed message stays failed
-	// (and can still be retried, then out of order).
-	Skip
-)
-
-func (f FinalFailure) String() string {
-	switch f {
-	case Block:
-		return "block"
-	case Skip:
-		return "skip"
-	}
-	return fmt.Sprintf("FinalFailure(%d)", int(f))
-}
-
-// TopicOptions are a topic's relay options.
-type TopicOptions struct {
-	OnFinalFailure FinalFailure // Block (default) or Skip
-}
-
-// RelayOptions configure a Relay.
-type RelayOptions struct {
-	// HandOverAfter is how many messages of one partition key the relay
-	// delivers in a row, while it finds no other key free, before it
-	// offers the key to the other relays of the queue: its claims pass the
-	// key over and wake the queue's relays, until its second claim that
-	// was woken too (docs/outbox.md). Default DefaultHandOverAfter;
-	// negative: never.
-	HandOverAfter int
-}
-
-// DefaultHandOverAfter is RelayOptions.HandOverAfter's default.
-const DefaultHandOverAfter = 16
 
 // maxPassing bounds the keys a relay hands over at a time (each claim sends
 // them and the claim compares every key it walks with them). With more
@@ -113,11 +71,11 @@ type keyRun struct {
 }
 
 // NewRelay returns a relay without handlers.
-func NewRelay(o RelayOptions) *Relay {
+func NewRelay(o outbox.RelayOptions) *Relay {
 	r := &Relay{router: worker.NewTopicRouter(), handOver: o.HandOverAfter}
 	switch {
 	case r.handOver == 0:
-		r.handOver = DefaultHandOverAfter
+		r.handOver = outbox.DefaultHandOverAfter
 	case r.handOver < 0:
 		r.handOver = 0
 	}
@@ -125,21 +83,21 @@ func NewRelay(o RelayOptions) *Relay {
 }
 
 // Handle sets the handler of topic, with its options (at most one).
-func (r *Relay) Handle(topic string, h worker.HandlerFunc, opts ...TopicOptions) error {
+func (r *Relay) Handle(topic string, h worker.HandlerFunc, opts ...outbox.TopicOptions) error {
 	if len(opts) > 1 {
 		return fmt.Errorf("handle topic %q: at most one TopicOptions, got %d", topic, len(opts))
 	}
-	var o TopicOptions
+	var o outbox.TopicOptions
 	if len(opts) == 1 {
 		o = opts[0]
 	}
-	if o.OnFinalFailure != Block && o.OnFinalFailure != Skip {
+	if o.OnFinalFailure != outbox.Block && o.OnFinalFailure != outbox.Skip {
 		return fmt.Errorf("handle topic %q: unknown OnFinalFailure %d", topic, int(o.OnFinalFailure))
 	}
 	if err := r.router.Handle(topic, h); err != nil {
 		return fmt.Errorf("outbox relay: %w", err)
 	}
-	if o.OnFinalFailure == Skip {
+	if o.OnFinalFailure == outbox.Skip {
 		r.mu.Lock()
 		// Copy on write: claims hold the previous slice without the lock.
 		skip := append(slices.Clone(r.skip), topic)

@@ -1,4 +1,4 @@
-package outbox_test
+package outboxrt_test
 
 import (
 	"context"
@@ -18,7 +18,7 @@ import (
 // numbered in order of first appearance.
 func claimSQL(t *testing.T) (string, []string) {
 	t.Helper()
-	b, err := os.ReadFile("../db/queries/outbox.sql")
+	b, err := os.ReadFile("../../db/queries/outbox.sql")
 	if err != nil {
 		t.Fatal(err)
 	}

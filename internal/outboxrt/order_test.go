@@ -1,4 +1,4 @@
-package outbox_test
+package outboxrt_test
 
 import (
 	"context"
@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/workq/workq/internal/lease"
+	"github.com/workq/workq/internal/outboxrt"
 	"github.com/workq/workq/internal/testdb"
 	"github.com/workq/workq/internal/worker"
 	"github.com/workq/workq/outbox"
@@ -60,7 +61,7 @@ func claimUntil(t *testing.T, pool *pgxpool.Pool, queue string, want int64) leas
 func TestOrderFailingHeadBlocksOnlyItsKey(t *testing.T) {
 	pool := testdb.Pool(t)
 	ctx := context.Background()
-	c := outbox.NewClient(outbox.ClientOptions{})
+	c := outboxrt.NewClient(outboxrt.ClientOptions{})
 	const q = "fail"
 	sent, err := c.SendMany(ctx, pool, []outbox.Message{
 		{Queue: q, Topic: "t", PartitionKey: "a"}, {Queue: q, Topic: "t", PartitionKey: "a"},
@@ -81,14 +82,14 @@ func TestOrderFailingHeadBlocksOnlyItsKey(t *testing.T) {
 	ack(t, pool, cl, sent[2].ID)
 	c2 := claimUntil(t, pool, q, sent[3].ID)
 	ack(t, pool, c2, sent[3].ID)
-	blocked, err := outbox.Keys(ctx, pool, outbox.KeyQuery{Queue: q, OnlyBlocked: true})
+	blocked, err := outboxrt.Keys(ctx, pool, outboxrt.KeyQuery{Queue: q, OnlyBlocked: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(blocked) != 1 || blocked[0].PartitionKey != "a" || blocked[0].HeadID != sent[0].ID || blocked[0].LastError != "boom" {
 		t.Fatalf("blocked keys %+v, want a with head %d", blocked, sent[0].ID)
 	}
-	st, err := outbox.Stats(ctx, pool, q, nil)
+	st, err := outboxrt.Stats(ctx, pool, q, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -105,7 +106,7 @@ func TestOrderFailingHeadBlocksOnlyItsKey(t *testing.T) {
 func TestFinalFailureBlockAndSkip(t *testing.T) {
 	pool := testdb.Pool(t)
 	ctx := context.Background()
-	c := outbox.NewClient(outbox.ClientOptions{})
+	c := outboxrt.NewClient(outboxrt.ClientOptions{})
 	var mu sync.Mutex
 	delivered := map[string][]int64{}
 	var fail sync.Map // message ids that fail for good
@@ -118,7 +119,7 @@ func TestFinalFailureBlockAndSkip(t *testing.T) {
 		mu.Unlock()
 		return nil
 	}
-	relay := outbox.NewRelay(outbox.RelayOptions{})
+	relay := outboxrt.NewRelay(outbox.RelayOptions{})
 	if err := relay.Handle("blk", h); err != nil {
 		t.Fatal(err)
 	}
@@ -165,7 +166,7 @@ func TestFinalFailureBlockAndSkip(t *testing.T) {
 	if got := get("key-blk"); len(got) != 0 {
 		t.Fatalf("block key delivered %v behind its failed head", got)
 	}
-	blocked, err := outbox.Keys(ctx, pool, outbox.KeyQuery{OnlyBlocked: true, SkipTopics: relay.SkipTopics()})
+	blocked, err := outboxrt.Keys(ctx, pool, outboxrt.KeyQuery{OnlyBlocked: true, SkipTopics: relay.SkipTopics()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -175,7 +176,7 @@ func TestFinalFailureBlockAndSkip(t *testing.T) {
 
 	// An operator retries the failed head: the key goes on, in order.
 	fail.Delete(sent[0].ID)
-	got, err := outbox.Retry(ctx, pool, "test", "fixed", sent[0].ID)
+	got, err := outboxrt.Retry(ctx, pool, "test", "fixed", sent[0].ID)
 	if err != nil || !slices.Equal(got, []int64{sent[0].ID}) {
 		t.Fatalf("retry: %v %v", got, err)
 	}
@@ -184,7 +185,7 @@ func TestFinalFailureBlockAndSkip(t *testing.T) {
 	if got, want := get("key-blk"), []int64{sent[0].ID, sent[1].ID, sent[2].ID}; !slices.Equal(got, want) {
 		t.Fatalf("block key delivered %v, want %v", got, want)
 	}
-	att, err := outbox.Attempts(ctx, pool, sent[0].ID)
+	att, err := outboxrt.Attempts(ctx, pool, sent[0].ID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -208,7 +209,7 @@ func TestFinalFailureBlockAndSkip(t *testing.T) {
 func TestOrderConcurrentRelays(t *testing.T) {
 	pool := testdb.PoolWith(t, 30)
 	ctx := context.Background()
-	c := outbox.NewClient(outbox.ClientOptions{MaxAttempts: 1000})
+	c := outboxrt.NewClient(outboxrt.ClientOptions{MaxAttempts: 1000})
 	const (
 		keys    = 12
 		writers = 4
@@ -232,7 +233,7 @@ func TestOrderConcurrentRelays(t *testing.T) {
 		}
 		return nil
 	}
-	relay := outbox.NewRelay(outbox.RelayOptions{})
+	relay := outboxrt.NewRelay(outbox.RelayOptions{})
 	relay.HandleDefault(h)
 	for range 4 {
 		startWorker(t, pool, relay.Source(), worker.Options{})

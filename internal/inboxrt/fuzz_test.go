@@ -1,4 +1,4 @@
-package inbox_test
+package inboxrt_test
 
 import (
 	"context"
@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/workq/workq/inbox"
+	"github.com/workq/workq/internal/inboxrt"
 	"github.com/workq/workq/internal/testdb"
 	"github.com/workq/workq/internal/testutil"
 )
@@ -23,7 +24,7 @@ func FuzzReceive(f *testing.F) {
 	f.Add("s", "m", "", `{}`, "bad queue", int16(-1), -3)
 	f.Add("", "", "", `{"s":"\u0000"}`, "", int16(0), 0)
 	pool := testdb.Pool(f)
-	client := inbox.NewClient(inbox.ClientOptions{})
+	client := inboxrt.NewClient(inboxrt.ClientOptions{})
 	f.Fuzz(func(t *testing.T, source, messageID, topic, payload, queue string, priority int16, maxAttempts int) {
 		m := inbox.Message{Source: source, MessageID: messageID, Topic: topic, Payload: json.RawMessage(payload),
 			Queue: queue, Priority: priority, MaxAttempts: maxAttempts}

@@ -1,4 +1,4 @@
-package outbox_test
+package outboxrt_test
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/workq/workq/internal/lease"
+	"github.com/workq/workq/internal/outboxrt"
 	"github.com/workq/workq/internal/testdb"
 	"github.com/workq/workq/outbox"
 	"github.com/workq/workq/workqtype"
@@ -23,7 +24,7 @@ import (
 func TestRetryOfSkippedMessageWaitsForTheKey(t *testing.T) {
 	pool := testdb.Pool(t)
 	ctx := context.Background()
-	sent, err := outbox.NewClient(outbox.ClientOptions{}).SendMany(ctx, pool, []outbox.Message{
+	sent, err := outboxrt.NewClient(outboxrt.ClientOptions{}).SendMany(ctx, pool, []outbox.Message{
 		{Topic: "audit", PartitionKey: "k"}, {Topic: "audit", PartitionKey: "k"}, {Topic: "audit", PartitionKey: "k"},
 	})
 	if err != nil {
@@ -45,7 +46,7 @@ func TestRetryOfSkippedMessageWaitsForTheKey(t *testing.T) {
 	if got := ids(c2.Items); !slices.Equal(got, []int64{m2}) {
 		t.Fatalf("claim after the skipped failure %v, want [%d]", got, m2)
 	}
-	if got, err := outbox.Retry(ctx, pool, "test", "endpoint fixed", m1); err != nil || !slices.Equal(got, []int64{m1}) {
+	if got, err := outboxrt.Retry(ctx, pool, "test", "endpoint fixed", m1); err != nil || !slices.Equal(got, []int64{m1}) {
 		t.Fatalf("retry: %v %v", got, err)
 	}
 	if c := claim(t, pool, "default", 10, skip); len(c.Items) != 0 {
@@ -71,7 +72,7 @@ func TestRetryOfSkippedMessageWaitsForTheKey(t *testing.T) {
 func TestDeleteFinishedKeepsFailedKeyedMessages(t *testing.T) {
 	pool := testdb.Pool(t)
 	ctx := context.Background()
-	sent, err := outbox.NewClient(outbox.ClientOptions{}).SendMany(ctx, pool, []outbox.Message{
+	sent, err := outboxrt.NewClient(outboxrt.ClientOptions{}).SendMany(ctx, pool, []outbox.Message{
 		{Topic: "t", PartitionKey: "k"}, {Topic: "t", PartitionKey: "k"}, {Topic: "t"}, {Topic: "t"},
 	})
 	if err != nil {
@@ -94,7 +95,7 @@ func TestDeleteFinishedKeepsFailedKeyedMessages(t *testing.T) {
 	if _, err := pool.Exec(ctx, `update workq.outbox set finished_at = now() - interval '8 days' where status >= 2`); err != nil {
 		t.Fatal(err)
 	}
-	n, err := outbox.DeleteFinished(ctx, pool, 7*24*time.Hour, 100)
+	n, err := outboxrt.DeleteFinished(ctx, pool, 7*24*time.Hour, 100)
 	if err != nil || n != 2 {
 		t.Fatalf("deleted %d (%v); want the unkeyed failed and done messages", n, err)
 	}
@@ -106,7 +107,7 @@ func TestDeleteFinishedKeepsFailedKeyedMessages(t *testing.T) {
 	if c := claim(t, pool, "default", 10, lease.ClaimOptions{}); len(c.Items) != 0 {
 		t.Fatalf("claimed %v behind the failed head after retention", ids(c.Items))
 	}
-	if _, err := outbox.DeleteFinished(ctx, pool, 0, 10); err == nil {
+	if _, err := outboxrt.DeleteFinished(ctx, pool, 0, 10); err == nil {
 		t.Fatal("DeleteFinished with a zero age: no error")
 	}
 }
@@ -116,8 +117,8 @@ func TestDeleteFinishedKeepsFailedKeyedMessages(t *testing.T) {
 func TestSendMapsJoinRefusals(t *testing.T) {
 	pool := testdb.Pool(t)
 	ctx := context.Background()
-	c := outbox.NewClient(outbox.ClientOptions{})
-	j, err := outbox.StartJoin(ctx, pool, outbox.JoinSpec{Expected: 1, OnComplete: outbox.JoinMessage{Topic: "done"}})
+	c := outboxrt.NewClient(outboxrt.ClientOptions{})
+	j, err := outboxrt.StartJoin(ctx, pool, outbox.JoinSpec{Expected: 1, OnComplete: outbox.JoinMessage{Topic: "done"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -138,7 +139,7 @@ func TestSendMapsJoinRefusals(t *testing.T) {
 func TestSendRefusesTopicsWithOuterSpaces(t *testing.T) {
 	pool := testdb.Pool(t)
 	ctx := context.Background()
-	c := outbox.NewClient(outbox.ClientOptions{})
+	c := outboxrt.NewClient(outboxrt.ClientOptions{})
 	for _, topic := range []string{"orders ", " orders", "orders\u00a0"} {
 		if _, err := c.Send(ctx, pool, outbox.Message{Topic: topic}); !errors.Is(err, workqtype.ErrInvalid) {
 			t.Errorf("Send with topic %q: %v; want ErrInvalid", topic, err)
@@ -158,7 +159,7 @@ func TestSendRefusesTopicsWithOuterSpaces(t *testing.T) {
 func TestCancelledKeyedMessageDoesNotBlockItsKey(t *testing.T) {
 	pool := testdb.Pool(t)
 	ctx := context.Background()
-	sent, err := outbox.NewClient(outbox.ClientOptions{}).SendMany(ctx, pool, []outbox.Message{
+	sent, err := outboxrt.NewClient(outboxrt.ClientOptions{}).SendMany(ctx, pool, []outbox.Message{
 		{Topic: "t", PartitionKey: "k"}, {Topic: "t", PartitionKey: "k"}, {Topic: "t", PartitionKey: "k"},
 	})
 	if err != nil {

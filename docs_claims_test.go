@@ -98,12 +98,6 @@ func TestGoDocEnqueueClaims(t *testing.T) {
 				return err
 			})
 		}},
-		{"EnqueueMany takes Delay, not RunAt", func(t *testing.T) {
-			refused(t, "EnqueueMany with RunAt", func() error {
-				_, err := client.EnqueueMany(ctx, []workq.EnqueueParams{{Args: claimArgs{}, Opts: &workq.EnqueueOpts{RunAt: time.Now().Add(time.Hour)}}})
-				return err
-			})
-		}},
 		{"a negative MaxPayloadBytes is an error at each enqueue, not unlimited", func(t *testing.T) {
 			neg, err := workq.NewClient(pool, workq.Config{MaxPayloadBytes: -1, Maintenance: workq.MaintenanceConfig{Disabled: true}})
 			if err != nil {

@@ -104,8 +104,10 @@ func (c *Client) enqueue(ctx context.Context, db DB, args Args, opts *EnqueueOpt
 }
 
 // EnqueueMany adds many job runs in one statement on the pool; the result
-// has one entry per job, in order. A job with RunAt cannot be in a batch
-// (use Delay), nor can jobs with a DedupKey beside unique jobs.
+// has one entry per job, in order. Jobs with a DedupKey cannot be beside
+// unique jobs. A batch where some job has RunAt is written one job at a
+// time in one transaction (all or none): slower than one statement, so
+// prefer Delay for large batches.
 //
 // On a sharded Client each keyed job goes to its key's shard and the jobs
 // without a key to one shard (round-robin per call): one statement per
@@ -136,7 +138,7 @@ func (c *Client) EnqueueManyTx(ctx context.Context, tx pgx.Tx, params []EnqueueP
 
 func (c *Client) enqueueMany(ctx context.Context, db DB, params []EnqueueParams) ([]Enqueued, error) {
 	return c.aroundEnqueue(ctx, params, false, func(ctx context.Context, jobs []jobq.Job) ([]Enqueued, error) {
-		rs, err := c.jobs.EnqueueMany(ctx, c.in(db), jobs)
+		rs, err := c.enqueueBatch(ctx, db, jobs)
 		if err != nil {
 			return nil, err
 		}

@@ -424,7 +424,7 @@ func (c *Client) shardedEnqueue(ctx context.Context, jobs []jobq.Job) ([]Enqueue
 			return err
 		}
 		part := subset(jobs, idx)
-		rs, err := sc.jobs.EnqueueMany(ctx, sc.db, part)
+		rs, err := sc.enqueueBatch(ctx, sc.db, part)
 		if err != nil {
 			return err
 		}

@@ -2,10 +2,11 @@
 // outbox messages and timers, receive into the inbox, read and page
 // through the items of every work table, retry, cancel and delete them,
 // pause and resume queues, set their limits and manage schedules. It is a
-// thin layer over the feature packages (workq, outbox, timers, inbox,
-// schedule, lease, admin): every request is validated as the CLI
-// validates it, by the same functions, and a rejected request writes
-// nothing.
+// user of a workq.Client (New takes one): the Client's databases, shards,
+// schema, payload limit and defaults are the API's, every enqueue is the
+// Client's (its enqueue middleware runs, and it places each item on its
+// key's shard), and every request is checked by the Client's checks before
+// anything is written: a rejected request writes nothing.
 //
 // A Server is an http.Handler to embed in a program's own server, or runs
 // its own listener with Start and Stop (Run for a process: `workq api`).
@@ -26,20 +27,17 @@ import (
 	"net/netip"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
-	"github.com/workq/workq/internal/admin"
+	"github.com/workq/workq"
+	"github.com/workq/workq/inbox"
 	"github.com/workq/workq/internal/authlimit"
+	"github.com/workq/workq/internal/clienthook"
 	"github.com/workq/workq/internal/config"
-	"github.com/workq/workq/internal/dbschema"
-	"github.com/workq/workq/internal/inboxrt"
-	"github.com/workq/workq/internal/jobq"
-	"github.com/workq/workq/internal/outboxrt"
 	"github.com/workq/workq/internal/schedule"
-	"github.com/workq/workq/internal/timersrt"
 	"github.com/workq/workq/internal/ui"
-	"github.com/workq/workq/workqtype"
+	"github.com/workq/workq/outbox"
+	"github.com/workq/workq/timers"
 )
 
 // ErrNoTokens is returned by New and Start for a server that would accept
@@ -52,26 +50,11 @@ const (
 	MaxBatch = 1000 // most items of one batch request
 )
 
-// Options configure a Server; zero values take the defaults.
+// Options configure a Server: HTTP settings only (the databases, shards,
+// schema, payload limit and item defaults are the Client's); zero values
+// take the defaults.
 type Options struct {
-	DB workqtype.TxDB // required, unless Shards are given
-	// Shards, when set, are the databases of a sharded workq
-	// (workq.NewShardedClient), DB unset: the item endpoints list the
-	// items of every shard merged, newest first, each with its shard
-	// ("shard"), or of one (?shard=NAME); reading, retrying, cancelling
-	// and deleting items names their shard (?shard= on an item, "shard"
-	// in an action's body). Enqueues go to the shard of their key, as the
-	// Client's (keyless ones to each shard in turn); schedules live on the shard of their name (listed from
-	// every shard); pause and resume apply to every shard; a queue's limit
-	// names its shard (?shard=: a W over the shards is workq
-	// shard-limit's). Readiness uses the first shard. The dashboard does
-	// the same and sums every shard's counts (docs/dashboard.md#shards).
-	// Without Shards, items carry no shard and nothing changes.
-	Shards []Shard
 	Logger *slog.Logger // nil: slog.Default()
-	// Schema is the workq schema the API and the dashboard read and write
-	// (default "workq"): New puts every statement on DB there.
-	Schema string
 
 	// Tokens are the accepted bearer tokens (ParseTokens reads them from
 	// the api-tokens setting). With none, New fails unless Insecure is set;
@@ -81,61 +64,36 @@ type Options struct {
 	Tokens   []Token
 	Insecure bool
 
-	// MaxPayloadBytes limits every payload as the CLI's --max-payload does
-	// (0: config.DefaultMaxPayload, 1 MiB). MaxAttempts is the default max
-	// attempts of new items (0: 4). NotifyDebounce is the clients' NOTIFY
-	// debounce (0: 5ms).
-	MaxPayloadBytes int
-	MaxAttempts     int
-	NotifyDebounce  time.Duration
-	// MaxBodyBytes limits a request body (0: MaxPayloadBytes + 1 MiB); a
-	// larger one gets 413 and is not read.
+	// MaxBodyBytes limits a request body (0: the Client's MaxPayloadBytes
+	// + 1 MiB); a larger one gets 413 and is not read.
 	MaxBodyBytes int64
 
 	// Metrics, when set, is served at GET /metrics (read scope): the
 	// Prometheus handler of the process.
 	Metrics http.Handler
 
-	// The dashboard (package api/ui), served at /ui/ unless DisableUI.
-	// RunsDir is the workers' --runs-dir when this process can read it (the
-	// item page shows attempt logs). SampleInterval is how often the
-	// overview's history is sampled (0: 10s); Depth replaces its depth
-	// source (nil: admin.Depths on DB; with Shards, the first shard's).
+	// The dashboard, served at /ui/ unless DisableUI. RunsDir is the
+	// workers' --runs-dir when this process can read it (the item page
+	// shows attempt logs). SampleInterval is how often the overview's
+	// history is sampled (0: 10s).
 	DisableUI      bool
 	RunsDir        string
 	SampleInterval time.Duration
-	Depth          func(ctx context.Context) ([]admin.Depth, error)
 	// ShardTimeout bounds the dashboard's read of one shard (a page's, a
-	// sample's) with Shards: a shard that does not answer in time is shown
-	// as unreachable and the others are served (0: ui.DefaultShardTimeout,
-	// 3s). It also bounds each shard's part of an API request that goes to
-	// every shard (the queue list, pause, resume, the schedule list).
+	// sample's) of a sharded Client: a shard that does not answer in time
+	// is shown as unreachable and the others are served (0: 3s). It also
+	// bounds each shard's part of an API request that goes to every shard
+	// (the queue list, pause, resume, the schedule list).
 	ShardTimeout time.Duration
 
 	// The listener of Start and Run.
-	Addr              string        // "": config's default, 127.0.0.1:8080
+	Addr              string        // "": 127.0.0.1:8080
 	ReadHeaderTimeout time.Duration // 0: 5s
 	ReadTimeout       time.Duration // 0: 30s
 	WriteTimeout      time.Duration // 0: 60s
 	IdleTimeout       time.Duration // 0: 2m
 	MaxHeaderBytes    int           // 0: 64 KiB
 	ShutdownTimeout   time.Duration // Run's bound on Stop (0: 10s)
-}
-
-// OptionsFromConfig returns the options the api-* settings (and
-// max-payload, max-attempts, notify-debounce) of cfg describe, with the
-// tokens parsed; the caller sets DB, Logger, Insecure and Metrics.
-func OptionsFromConfig(cfg config.Config) (Options, error) {
-	tokens, err := ParseTokens(cfg.APITokens)
-	if err != nil {
-		return Options{}, err
-	}
-	return Options{
-		Tokens: tokens, MaxPayloadBytes: cfg.MaxPayload, MaxAttempts: cfg.MaxAttempts, NotifyDebounce: cfg.NotifyDebounce,
-		MaxBodyBytes: int64(cfg.APIMaxBody), Addr: cfg.APIAddr,
-		ReadHeaderTimeout: cfg.APIReadHeaderTimeout, ReadTimeout: cfg.APIReadTimeout, WriteTimeout: cfg.APIWriteTimeout,
-		IdleTimeout: cfg.APIIdleTimeout, MaxHeaderBytes: cfg.APIMaxHeaderBytes, ShutdownTimeout: cfg.APIShutdownTimeout,
-	}, nil
 }
 
 // Server serves the API. It is an http.Handler; Start, Stop and Run run
@@ -146,14 +104,16 @@ type Server struct {
 	mux     *http.ServeMux
 	maxBody int64
 
-	jobs      *jobq.Client
-	outbox    *outboxrt.Client
-	timers    *timersrt.Client
-	inbox     *inboxrt.Client
-	schedules *schedule.Store
-	sampler   *ui.Sampler   // nil without the dashboard
-	shards    []Shard       // Options.Shards in the schema; one unnamed (DB) without
-	rr        atomic.Uint64 // the next shard of items without a key
+	client *workq.Client // every enqueue; the other operations are in ops.go
+	// From the client (clienthook.API): its shards' databases in its
+	// schema (one unnamed for a NewClient's DefaultShard), its schedule
+	// store and its item checks.
+	shards          []dbShard
+	schedules       *schedule.Store
+	validateMessage func(outbox.Message) error
+	validateTimer   func(timers.Timer) error
+	validateInbox   func(inbox.Message) error
+	sampler         *ui.Sampler // nil without the dashboard
 
 	cop      *http.CrossOriginProtection // refuses cross-site writes
 	failures *authlimit.Limiter          // failed tokens per client address, shared with the dashboard's logins
@@ -167,19 +127,18 @@ type Server struct {
 	stopSmp context.CancelFunc // stops it
 }
 
-// New returns a Server for o.
-func New(o Options) (*Server, error) {
-	if o.DB == nil && len(o.Shards) > 0 {
-		o.DB = o.Shards[0].DB
+// New returns a Server of client (a producer's: it enqueues, and needs
+// neither workers nor maintenance) with the HTTP options o. The Client's
+// databases (every shard of a NewShardedClient's), schema, payload limit
+// and item defaults are the API's.
+func New(client *workq.Client, o Options) (*Server, error) {
+	if client == nil {
+		return nil, errors.New("api: New needs a workq.Client")
 	}
-	if o.DB == nil {
-		return nil, errors.New("api: Options.DB is required")
-	}
-	rw, err := dbschema.NewRewriter(o.Schema)
+	h, err := clienthook.APIOf(client)
 	if err != nil {
-		return nil, fmt.Errorf("api: %w", workqtype.InvalidErr("Schema", err))
+		return nil, fmt.Errorf("api: %w", err)
 	}
-	o.DB = rw.WrapTx(o.DB)
 	if len(o.Tokens) == 0 && !o.Insecure {
 		return nil, fmt.Errorf("%w: configure api-tokens (workq api token NAME makes one), or set Insecure to serve without", ErrNoTokens)
 	}
@@ -187,14 +146,8 @@ func New(o Options) (*Server, error) {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
-	if o.MaxPayloadBytes == 0 {
-		o.MaxPayloadBytes = d.MaxPayload
-	}
-	if o.MaxPayloadBytes < 1 || o.MaxPayloadBytes > config.MaxPayloadCeiling {
-		return nil, fmt.Errorf("api: MaxPayloadBytes must be between 1 and %d, got %d", config.MaxPayloadCeiling, o.MaxPayloadBytes)
-	}
 	if o.MaxBodyBytes == 0 {
-		o.MaxBodyBytes = int64(o.MaxPayloadBytes) + 1<<20
+		o.MaxBodyBytes = int64(h.MaxPayloadBytes) + 1<<20
 	}
 	if o.MaxBodyBytes < 0 {
 		return nil, fmt.Errorf("api: MaxBodyBytes must not be negative, got %d", o.MaxBodyBytes)
@@ -209,19 +162,10 @@ func New(o Options) (*Server, error) {
 
 	s := &Server{
 		o: o, log: o.Logger, mux: http.NewServeMux(), maxBody: o.MaxBodyBytes,
-		jobs: jobq.New(jobq.Options{MaxAttempts: o.MaxAttempts, NotifyDebounce: o.NotifyDebounce, MaxPayloadBytes: o.MaxPayloadBytes}),
-		outbox: outboxrt.NewClient(outboxrt.ClientOptions{MaxAttempts: o.MaxAttempts, NotifyDebounce: o.NotifyDebounce,
-			MaxPayloadBytes: o.MaxPayloadBytes}),
-		timers: timersrt.NewClient(timersrt.ClientOptions{MaxAttempts: o.MaxAttempts, NotifyDebounce: o.NotifyDebounce,
-			MaxPayloadBytes: o.MaxPayloadBytes}),
-		inbox: inboxrt.NewClient(inboxrt.ClientOptions{MaxAttempts: o.MaxAttempts, NotifyDebounce: o.NotifyDebounce,
-			MaxPayloadBytes: o.MaxPayloadBytes}),
-		schedules: schedule.NewStore(schedule.StoreOptions{MaxPayloadBytes: o.MaxPayloadBytes}),
-		cop:       http.NewCrossOriginProtection(),
-		failures:  authlimit.New(authlimit.Options{}),
-	}
-	if err := s.setShards(rw); err != nil {
-		return nil, err
+		client: client, shards: shardsOf(h), schedules: h.Schedules,
+		validateMessage: h.ValidateMessage, validateTimer: h.ValidateTimer, validateInbox: h.ValidateInbox,
+		cop:      http.NewCrossOriginProtection(),
+		failures: authlimit.New(authlimit.Options{}),
 	}
 	s.ready = newReadiness(s.checkReady)
 	for _, rt := range routes() {
@@ -241,40 +185,25 @@ func New(o Options) (*Server, error) {
 	return s, nil
 }
 
-// mountUI serves the dashboard at /ui/ with its sampler, which Start runs.
+// mountUI serves the dashboard at /ui/ with its sampler, which Start runs:
+// on the Client's databases, as the API (ops.go has its sources).
 func (s *Server) mountUI() error {
-	depth := s.o.Depth
-	if depth == nil {
-		depth = func(ctx context.Context) ([]admin.Depth, error) { return admin.Depths(ctx, s.o.DB) }
-	}
 	so := ui.SamplerOptions{Logger: s.log, Interval: s.o.SampleInterval, ShardTimeout: s.o.ShardTimeout}
-	uo := ui.Options{DB: s.o.DB, Logger: s.log, Schedules: s.schedules, RunsDir: s.o.RunsDir, Failures: s.failures, ShardTimeout: s.o.ShardTimeout,
+	uo := ui.Options{DB: s.shards[0].DB, Logger: s.log, Schedules: s.schedules, RunsDir: s.o.RunsDir, Failures: s.failures,
+		ShardTimeout: s.o.ShardTimeout,
 		Authenticate: func(secret string) (ui.Principal, bool) {
 			t, ok := match(s.o.Tokens, secret)
 			return ui.Principal{Name: t.Name, Admin: t.Scope == ScopeAdmin}, ok
 		}}
 	if s.sharded() {
-		// Every shard's items, and samples summed over the shards (Depth
-		// replaces the first shard's depth source).
-		for i, sh := range s.shards {
-			d := func(ctx context.Context) ([]admin.Depth, error) { return admin.Depths(ctx, sh.DB) }
-			if i == 0 {
-				d = depth
-			}
-			so.Shards = append(so.Shards, ui.SampleSource{Name: sh.Name, Depth: d,
-				Ended: func(ctx context.Context, after, until time.Time) ([]admin.Ended, error) {
-					return admin.EndedBetween(ctx, sh.DB, after, until)
-				},
-				Clock: func(ctx context.Context) (time.Time, error) { return admin.Clock(ctx, sh.DB) }})
+		// Every shard's items, and samples summed over the shards.
+		for _, sh := range s.shards {
+			so.Shards = append(so.Shards, s.sampleSource(sh))
 			uo.Shards = append(uo.Shards, ui.Shard{Name: sh.Name, DB: sh.DB})
 		}
-		uo.DB = s.shards[0].DB
 	} else {
-		so.Depth = depth
-		so.Ended = func(ctx context.Context, after, until time.Time) ([]admin.Ended, error) {
-			return admin.EndedBetween(ctx, s.o.DB, after, until)
-		}
-		so.Clock = func(ctx context.Context) (time.Time, error) { return admin.Clock(ctx, s.o.DB) }
+		src := s.sampleSource(s.shards[0])
+		so.Depth, so.Ended, so.Clock = src.Depth, src.Ended, src.Clock
 	}
 	smp, err := ui.NewSampler(so)
 	if err != nil {

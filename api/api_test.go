@@ -255,7 +255,7 @@ func TestEnqueueRoundTrips(t *testing.T) {
 // the limit, 415 for a body that is not JSON) with a message naming what
 // is wrong, and changes nothing in the database.
 func TestValidation(t *testing.T) {
-	e := newEnv(t, func(o *Options) { o.MaxPayloadBytes = 1000; o.MaxBodyBytes = 64 << 10 })
+	e := newEnv(t, func(o *setup) { o.config.MaxPayloadBytes = 1000; o.MaxBodyBytes = 64 << 10 })
 	// Rows for the actions and filters to find.
 	c := jobq.New(jobq.Options{})
 	if _, err := c.Enqueue(context.Background(), e.pool, jobq.Job{Kind: "k"}); err != nil {
@@ -719,7 +719,7 @@ func TestReadyz(t *testing.T) {
 }
 
 func TestMetricsMounted(t *testing.T) {
-	e := newEnv(t, func(o *Options) {
+	e := newEnv(t, func(o *setup) {
 		o.Metrics = http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 			w.Header().Set("Content-Type", "text/plain")
 			fmt.Fprintln(w, "workq_up 1")
@@ -800,7 +800,7 @@ func mustField(t *testing.T, doc []byte, name string) json.RawMessage {
 // cut at the limit while it is read, also when the JSON value fits and
 // what follows it does not.
 func TestBodyLimitWithoutContentLength(t *testing.T) {
-	e := newEnv(t, func(o *Options) { o.MaxBodyBytes = 4096 })
+	e := newEnv(t, func(o *setup) { o.MaxBodyBytes = 4096 })
 	for name, body := range map[string]string{
 		"value over the limit":     `{"kind":"k","payload":{"x":"` + strings.Repeat("a", 8000) + `"}}`,
 		"trailing data over limit": `{"kind":"k"}` + strings.Repeat(" ", 8000),

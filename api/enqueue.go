@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -10,18 +11,21 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
+	"github.com/workq/workq"
 	"github.com/workq/workq/inbox"
-	"github.com/workq/workq/internal/jobq"
 	"github.com/workq/workq/outbox"
 	"github.com/workq/workq/timers"
-	"github.com/workq/workq/workqtype"
 )
 
 // Requests that write items. Durations are Go duration strings ("30s",
 // "1h30m"), times RFC 3339; a queue left out is "default". Each item is
-// checked by its package's client (the checks the CLI runs) before
-// anything is written; a batch is written by one statement or in one
-// transaction, all or nothing.
+// checked by the Client's checks (ValidateArgs, the kinds' Validate)
+// before anything is written, then written by the Client's method
+// (Enqueue, EnqueueMany, Send, SendMany, ScheduleTimer, ScheduleTimers;
+// the inbox's ReceiveManyTx), which runs the enqueue middleware and puts
+// each item on its key's shard. On one database a batch is one statement
+// or one transaction, all or nothing; a sharded Client writes each
+// shard's part in its own, in shard order.
 
 type jobRequest struct {
 	Queue       *string           `json:"queue"`
@@ -46,7 +50,7 @@ type uniqueRequest struct {
 type jobResult struct {
 	ID        int64  `json:"id"`
 	Duplicate bool   `json:"duplicate"`       // a run held the dedup or unique key: ID is that run
-	Shard     string `json:"shard,omitempty"` // with Options.Shards: the run's database
+	Shard     string `json:"shard,omitempty"` // on a sharded Client: the run's database
 }
 
 type outboxRequest struct {
@@ -77,7 +81,7 @@ type timerResult struct {
 	ID      int64     `json:"id"`
 	DueTime time.Time `json:"due_time"`
 	DueNow  bool      `json:"due_now"`
-	Shard   string    `json:"shard,omitempty"` // with Options.Shards
+	Shard   string    `json:"shard,omitempty"` // on a sharded Client
 }
 
 type inboxRequest struct {
@@ -95,7 +99,7 @@ type inboxResult struct {
 	Result    string `json:"result"`          // new or duplicate
 	Processed bool   `json:"processed"`       // a duplicate whose stored message is done
 	Status    string `json:"status"`          // the stored message's status: ready, processing, processed, dead
-	Shard     string `json:"shard,omitempty"` // with Options.Shards
+	Shard     string `json:"shard,omitempty"` // on a sharded Client
 }
 
 // batch is the body of every batch request.
@@ -149,33 +153,39 @@ func when(pre, delayField string, delay *string, atField string, at *string) (ti
 	return 0, time.Time{}, nil
 }
 
-func (s *Server) job(i int, in jobRequest) (jobq.Job, error) {
+// job is one job of a request as the Client enqueues it: its args (a
+// workq.RawArgs of the kind and payload) and options.
+func (s *Server) job(i int, in jobRequest) (workq.EnqueueParams, error) {
 	pre := prefix(i)
 	q, err := queueName(join(pre, "queue"), in.Queue)
 	if err != nil {
-		return jobq.Job{}, err
+		return workq.EnqueueParams{}, err
 	}
 	delay, runAt, err := when(pre, "delay", in.Delay, "run_at", in.RunAt)
 	if err != nil {
-		return jobq.Job{}, err
+		return workq.EnqueueParams{}, err
 	}
-	j := jobq.Job{Queue: q, Kind: in.Kind, Payload: payloadOf(in.Payload), Priority: in.Priority, RunAt: runAt, Delay: delay,
-		MaxAttempts: in.MaxAttempts, DedupKey: in.DedupKey, Metadata: in.Metadata}
+	o := &workq.EnqueueOpts{Queue: q, Priority: in.Priority, RunAt: runAt, Delay: delay, MaxAttempts: in.MaxAttempts,
+		DedupKey: in.DedupKey, Metadata: in.Metadata}
 	if u := in.Unique; u != nil {
-		j.Unique = jobq.Unique{ByArgs: u.ByArgs, ByQueue: u.ByQueue, States: u.ByStates}
+		o.Unique = workq.UniqueOpts{ByArgs: u.ByArgs, ByQueue: u.ByQueue}
+		for _, st := range u.ByStates {
+			o.Unique.ByStates = append(o.Unique.ByStates, workq.JobState(st))
+		}
 		if u.ByPeriod != nil {
-			if j.Unique.ByPeriod, err = parseDuration(join(pre, "unique.by_period"), *u.ByPeriod); err != nil {
-				return jobq.Job{}, err
+			if o.Unique.ByPeriod, err = parseDuration(join(pre, "unique.by_period"), *u.ByPeriod); err != nil {
+				return workq.EnqueueParams{}, err
 			}
 		}
-		if j.Unique.IsZero() {
-			return jobq.Job{}, invalid(join(pre, "unique"), "give at least one of by_args, by_period, by_queue, by_states (or leave unique out)")
+		if o.Unique.IsZero() {
+			return workq.EnqueueParams{}, invalid(join(pre, "unique"), "give at least one of by_args, by_period, by_queue, by_states (or leave unique out)")
 		}
 	}
-	if err := s.jobs.Validate(j); err != nil {
-		return jobq.Job{}, invalidErr(pre, err)
+	p := workq.EnqueueParams{Args: workq.RawArgs{KindName: in.Kind, Payload: payloadOf(in.Payload)}, Opts: o}
+	if err := s.client.ValidateArgs(p.Args, p.Opts); err != nil {
+		return workq.EnqueueParams{}, invalidErr(pre, err)
 	}
-	return j, nil
+	return p, nil
 }
 
 func created(anyNew bool) int {
@@ -190,15 +200,11 @@ func (s *Server) enqueueJob(w http.ResponseWriter, r *http.Request, _ principal)
 	if err != nil {
 		return err
 	}
-	sh, err := s.placedJobs([]jobq.Job{j})
+	res, err := s.client.Enqueue(r.Context(), j.Args, j.Opts)
 	if err != nil {
 		return err
 	}
-	res, err := s.jobs.Enqueue(r.Context(), sh.DB, j)
-	if err != nil {
-		return err
-	}
-	writeJSON(w, created(!res.Duplicate), jobResult{ID: res.ID, Duplicate: res.Duplicate, Shard: sh.Name})
+	writeJSON(w, created(!res.Duplicate), jobResult{ID: res.ID, Duplicate: res.Duplicate, Shard: s.shardLabel(res.Shard)})
 	return nil
 }
 
@@ -244,11 +250,11 @@ func (s *Server) enqueueJobs(w http.ResponseWriter, r *http.Request, _ principal
 	timed := false
 	dedupAt, uniqueAt := -1, -1
 	for i, j := range jobs {
-		timed = timed || !j.RunAt.IsZero()
-		if j.DedupKey != "" && dedupAt < 0 {
+		timed = timed || !j.Opts.RunAt.IsZero()
+		if j.Opts.DedupKey != "" && dedupAt < 0 {
 			dedupAt = i
 		}
-		if !j.Unique.IsZero() && uniqueAt < 0 {
+		if !j.Opts.Unique.IsZero() && uniqueAt < 0 {
 			uniqueAt = i
 		}
 	}
@@ -256,34 +262,15 @@ func (s *Server) enqueueJobs(w http.ResponseWriter, r *http.Request, _ principal
 		return invalid(join(prefix(max(dedupAt, uniqueAt)), "unique"),
 			"items[%d] has a dedup_key and items[%d] is unique: one batch takes one or the other", dedupAt, uniqueAt)
 	}
-	ctx := r.Context()
-	sh, err := s.placedJobs(jobs)
-	if err != nil {
-		return err
-	}
-	var res []jobq.Enqueued
-	if !timed {
-		res, err = s.jobs.EnqueueMany(ctx, sh.DB, jobs)
-	} else {
-		// EnqueueMany takes delays only: jobs with a run_at go one by one,
-		// in one transaction.
-		err = pgx.BeginFunc(ctx, sh.DB, func(tx pgx.Tx) error {
-			res = make([]jobq.Enqueued, len(jobs))
-			for i, j := range jobs {
-				if res[i], err = s.jobs.Enqueue(ctx, tx, j); err != nil {
-					return err
-				}
-			}
-			return nil
-		})
-	}
+	// One statement, or with a run_at one transaction, per shard.
+	res, err := s.client.EnqueueMany(r.Context(), jobs)
 	if err != nil {
 		return err
 	}
 	out := make([]jobResult, len(res))
 	anyNew := false
 	for i, e := range res {
-		out[i] = jobResult{ID: e.ID, Duplicate: e.Duplicate, Shard: sh.Name}
+		out[i] = jobResult{ID: e.ID, Duplicate: e.Duplicate, Shard: s.shardLabel(e.Shard)}
 		anyNew = anyNew || !e.Duplicate
 	}
 	writeJSON(w, created(anyNew), items[jobResult]{out})
@@ -315,7 +302,7 @@ func (s *Server) message(i int, in outboxRequest) (outbox.Message, error) {
 		}
 		m.MessageID = u
 	}
-	if err := s.outbox.Validate(m); err != nil {
+	if err := s.validateMessage(m); err != nil {
 		return outbox.Message{}, invalidErr(pre, err)
 	}
 	return m, nil
@@ -326,15 +313,11 @@ func (s *Server) sendMessage(w http.ResponseWriter, r *http.Request, _ principal
 	if err != nil {
 		return err
 	}
-	sh, err := s.placed([]string{partitionRoute(m)})
+	sent, err := s.client.Send(r.Context(), m)
 	if err != nil {
 		return err
 	}
-	sent, err := s.outbox.Send(r.Context(), sh.DB, m)
-	sent.Shard = sh.Name
-	if err != nil {
-		return err
-	}
+	sent.Shard = s.shardLabel(sent.Shard)
 	writeJSON(w, http.StatusCreated, sent)
 	return nil
 }
@@ -353,20 +336,12 @@ func (s *Server) sendMessages(w http.ResponseWriter, r *http.Request, _ principa
 			ids[id] = i
 		}
 	}
-	keys := make([]string, len(msgs))
-	for i, m := range msgs {
-		keys[i] = partitionRoute(m)
-	}
-	sh, err := s.placed(keys)
+	sent, err := s.client.SendMany(r.Context(), msgs)
 	if err != nil {
 		return err
 	}
-	sent, err := s.outbox.SendMany(r.Context(), sh.DB, msgs)
 	for i := range sent {
-		sent[i].Shard = sh.Name
-	}
-	if err != nil {
-		return err
+		sent[i].Shard = s.shardLabel(sent[i].Shard)
 	}
 	writeJSON(w, http.StatusCreated, items[outbox.Sent]{sent})
 	return nil
@@ -390,7 +365,7 @@ func (s *Server) timer(i int, in timerRequest) (timers.Timer, error) {
 	}
 	t := timers.Timer{Queue: q, Topic: in.Topic, Payload: payloadOf(in.Payload), DueTime: due, Delay: delay,
 		Priority: in.Priority, MaxAttempts: in.MaxAttempts}
-	if err := s.timers.Validate(t); err != nil {
+	if err := s.validateTimer(t); err != nil {
 		return timers.Timer{}, invalidErr(pre, err)
 	}
 	return t, nil
@@ -401,15 +376,11 @@ func (s *Server) scheduleTimer(w http.ResponseWriter, r *http.Request, _ princip
 	if err != nil {
 		return err
 	}
-	sh, err := s.placed(nil)
+	res, err := s.client.ScheduleTimer(r.Context(), t)
 	if err != nil {
 		return err
 	}
-	res, err := s.timers.Schedule(r.Context(), sh.DB, t)
-	if err != nil {
-		return err
-	}
-	writeJSON(w, http.StatusCreated, timerResult{ID: res.ID, DueTime: res.DueTime, DueNow: res.DueNow, Shard: sh.Name})
+	writeJSON(w, http.StatusCreated, timerResult{ID: res.ID, DueTime: res.DueTime, DueNow: res.DueNow, Shard: s.shardLabel(res.Shard)})
 	return nil
 }
 
@@ -418,17 +389,13 @@ func (s *Server) scheduleTimers(w http.ResponseWriter, r *http.Request, _ princi
 	if err != nil {
 		return err
 	}
-	sh, err := s.placed(nil)
-	if err != nil {
-		return err
-	}
-	res, err := s.timers.ScheduleMany(r.Context(), sh.DB, ts)
+	res, err := s.client.ScheduleTimers(r.Context(), ts)
 	if err != nil {
 		return err
 	}
 	out := make([]timerResult, len(res))
 	for i, x := range res {
-		out[i] = timerResult{ID: x.ID, DueTime: x.DueTime, DueNow: x.DueNow, Shard: sh.Name}
+		out[i] = timerResult{ID: x.ID, DueTime: x.DueTime, DueNow: x.DueNow, Shard: s.shardLabel(x.Shard)}
 	}
 	writeJSON(w, http.StatusCreated, items[timerResult]{out})
 	return nil
@@ -442,7 +409,7 @@ func (s *Server) inboxMessage(i int, in inboxRequest) (inbox.Message, error) {
 	}
 	m := inbox.Message{Source: in.Source, MessageID: in.MessageID, Topic: in.Topic, Queue: q, Payload: payloadOf(in.Payload),
 		Priority: in.Priority, MaxAttempts: in.MaxAttempts}
-	if err := s.inbox.Validate(m); err != nil {
+	if err := s.validateInbox(m); err != nil {
 		return inbox.Message{}, invalidErr(pre, err)
 	}
 	return m, nil
@@ -461,12 +428,8 @@ func (s *Server) receiveMessage(w http.ResponseWriter, r *http.Request, _ princi
 	if err != nil {
 		return err
 	}
-	sh, err := s.placed([]string{workqtype.ShardKeyInbox(m.Source, m.MessageID)})
-	if err != nil {
-		return err
-	}
-	res, err := s.inbox.Receive(r.Context(), sh.DB, m)
-	res.Shard = sh.Name
+	res, err := s.client.Receive(r.Context(), m)
+	res.Shard = s.shardLabel(res.Shard)
 	if res.Conflict {
 		e := conflict("message %q of source %q was received before with another payload (stored as %d); nothing changed",
 			m.MessageID, m.Source, res.ID)
@@ -488,27 +451,7 @@ func (s *Server) receiveMessages(w http.ResponseWriter, r *http.Request, _ princ
 	if err != nil {
 		return err
 	}
-	// ReceiveMany receives the other messages of a batch with conflicts:
-	// in a transaction rolled back on a conflict, the request is all or
-	// nothing.
-	ctx := r.Context()
-	var res []inbox.Received
-	keys := make([]string, len(msgs))
-	for i, m := range msgs {
-		keys[i] = workqtype.ShardKeyInbox(m.Source, m.MessageID)
-	}
-	sh, err := s.placed(keys)
-	if err != nil {
-		return err
-	}
-	err = pgx.BeginFunc(ctx, sh.DB, func(tx pgx.Tx) error {
-		var rerr error
-		res, rerr = s.inbox.ReceiveMany(ctx, tx, msgs)
-		if errors.Is(rerr, inbox.ErrConflict) {
-			return errConflicts
-		}
-		return rerr
-	})
+	res, err := s.receiveAll(r.Context(), msgs)
 	if errors.Is(err, errConflicts) {
 		e := conflict("%s: nothing was received", conflictSummary(res))
 		for i, x := range res {
@@ -525,11 +468,74 @@ func (s *Server) receiveMessages(w http.ResponseWriter, r *http.Request, _ princ
 	anyNew := false
 	for i, x := range res {
 		out[i] = received(x)
-		out[i].Shard = sh.Name
+		out[i].Shard = s.shardLabel(x.Shard)
 		anyNew = anyNew || x.New()
 	}
 	writeJSON(w, created(anyNew), items[inboxResult]{out})
 	return nil
+}
+
+// receiveAll receives msgs all or nothing: a batch with a conflict
+// receives none of them (errConflicts, with every result), where the
+// Client's ReceiveMany would receive the others. Each message goes to the
+// shard the Client puts it on (ShardFor its InboxKey), each shard's part
+// in a transaction of the Client's ReceiveManyTx on that shard; they
+// commit, in shard order, only when every shard's part is received. (A
+// commit that fails after an earlier shard's committed leaves that part
+// received: the error says so, and a retry finds those as duplicates.)
+func (s *Server) receiveAll(ctx context.Context, msgs []inbox.Message) ([]inbox.Received, error) {
+	groups := map[string][]int{}
+	for i, m := range msgs {
+		name := s.client.ShardFor(workq.InboxKey(m.Source, m.MessageID))
+		groups[name] = append(groups[name], i)
+	}
+	res := make([]inbox.Received, len(msgs))
+	var txs []pgx.Tx
+	var names []string
+	defer func() {
+		for _, tx := range txs {
+			_ = tx.Rollback(context.WithoutCancel(ctx)) // after Commit: nothing to do
+		}
+	}()
+	conflicts := false
+	for _, name := range s.client.Shards() {
+		idx, ok := groups[name]
+		if !ok {
+			continue
+		}
+		sc, err := s.client.Shard(name)
+		if err != nil {
+			return nil, err
+		}
+		tx, err := sc.Pool().Begin(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("shard %s: %w", name, err)
+		}
+		txs, names = append(txs, tx), append(names, name)
+		part := make([]inbox.Message, len(idx))
+		for i, x := range idx {
+			part[i] = msgs[x]
+		}
+		rs, err := sc.ReceiveManyTx(ctx, tx, part)
+		if errors.Is(err, inbox.ErrConflict) && len(rs) == len(idx) {
+			conflicts, err = true, nil
+		}
+		if err != nil {
+			return nil, fmt.Errorf("shard %s: %w", name, err)
+		}
+		for i, x := range idx {
+			res[x] = rs[i]
+		}
+	}
+	if conflicts {
+		return res, errConflicts
+	}
+	for i, tx := range txs {
+		if err := tx.Commit(ctx); err != nil {
+			return nil, fmt.Errorf("shard %s: commit (the shards before it, %v, committed): %w", names[i], names[:i], err)
+		}
+	}
+	return res, nil
 }
 
 func conflictSummary(res []inbox.Received) string {
@@ -540,28 +546,4 @@ func conflictSummary(res []inbox.Received) string {
 		}
 	}
 	return fmt.Sprintf("%d message(s) were received before with another payload (see conflicts)", n)
-}
-
-// placedJobs is placed for jobs, by their dedup or unique key.
-func (s *Server) placedJobs(jobs []jobq.Job) (Shard, error) {
-	if !s.sharded() {
-		return s.shards[0], nil
-	}
-	keys := make([]string, len(jobs))
-	for i, j := range jobs {
-		k, err := s.jobs.RouteKey(j)
-		if err != nil {
-			return Shard{}, invalidErr(prefix(i), err)
-		}
-		keys[i] = k
-	}
-	return s.placed(keys)
-}
-
-// partitionRoute is an outbox message's route key, as the sharded
-// Client's: its partition key's, else its caller-given message id's (so a
-// resend lands where the first one did and is refused as a duplicate),
-// else "" (round-robin).
-func partitionRoute(m outbox.Message) string {
-	return workqtype.ShardKeyOutbox(m.PartitionKey, m.MessageID)
 }

@@ -10,13 +10,15 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/workq/workq"
 	"github.com/workq/workq/api"
 	"github.com/workq/workq/internal/testdb"
 )
 
-// A program embeds the API in its own HTTP server: it makes a token
-// (normally once, with `workq api token`, keeping only the entry in its
-// configuration), enqueues a job run with it and pages through the queue.
+// A program embeds the API of its workq.Client in its own HTTP server: it
+// makes a token (normally once, with `workq api token`, keeping only the
+// entry in its configuration), enqueues a job run with it (through the
+// Client: its enqueue middleware runs) and pauses the queue.
 func Example() {
 	ctx := context.Background()
 	url, drop, err := testdb.NewDatabase()
@@ -42,7 +44,14 @@ func Example() {
 		fmt.Println(err)
 		return
 	}
-	srv, err := api.New(api.Options{DB: pool, Tokens: tokens})
+	// A producer Client: it enqueues, and leaves the maintenance to the
+	// workers' processes. Its schema, shards and limits are the API's.
+	client, err := workq.NewClient(pool, workq.Config{Maintenance: workq.MaintenanceConfig{Disabled: true}})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	srv, err := api.New(client, api.Options{Tokens: tokens})
 	if err != nil {
 		fmt.Println(err)
 		return

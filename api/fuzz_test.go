@@ -54,7 +54,7 @@ func FuzzRequestBody(f *testing.F) {
 	if err != nil {
 		f.Fatal(err)
 	}
-	s, err := New(Options{DB: pool, Tokens: tokens})
+	s, err := newServer(f, setup{Options: Options{Tokens: tokens}, pool: pool})
 	if err != nil {
 		f.Fatal(err)
 	}

@@ -61,9 +61,9 @@ type readyAnswer struct {
 
 // checkReady runs the checks of /readyz: two statements.
 func (s *Server) checkReady(ctx context.Context) readyAnswer {
-	v, err := db.SchemaVersion(ctx, s.o.DB)
+	v, err := db.SchemaVersion(ctx, s.shards[0].DB)
 	if err == nil {
-		err = db.CheckSchema(ctx, s.o.DB)
+		err = db.CheckSchema(ctx, s.shards[0].DB)
 	}
 	switch {
 	case err == nil:

@@ -19,6 +19,7 @@ import (
 	"github.com/getkin/kin-openapi/routers/legacy"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/workq/workq"
 	"github.com/workq/workq/internal/testdb"
 )
 
@@ -35,7 +36,42 @@ type env struct {
 	skipValidate bool // responses of requests the document does not describe (a 404 path)
 }
 
-func newEnv(t *testing.T, mod ...func(*Options)) *env {
+// setup is what a test may change of its env before the Server is made:
+// the HTTP Options, and the Client the Server serves.
+type setup struct {
+	Options
+	pool   *pgxpool.Pool // the env's database
+	config workq.Config  // the Client's (Maintenance is disabled)
+	// shards, when set, make the Client a sharded one of these
+	// (workq.NewShardedClient); pool is usually the first's.
+	shards []workq.Shard
+}
+
+// testClient is a producer Client (maintenance off) on pool, or on
+// shards when given.
+func testClient(t testing.TB, pool *pgxpool.Pool, cfg workq.Config, shards ...workq.Shard) *workq.Client {
+	t.Helper()
+	cfg.Maintenance.Disabled = true
+	var c *workq.Client
+	var err error
+	if len(shards) > 0 {
+		c, err = workq.NewShardedClient(shards, cfg)
+	} else {
+		c, err = workq.NewClient(pool, cfg)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// newServer is New of a Client on st's databases.
+func newServer(t testing.TB, st setup) (*Server, error) {
+	t.Helper()
+	return New(testClient(t, st.pool, st.config, st.shards...), st.Options)
+}
+
+func newEnv(t *testing.T, mod ...func(*setup)) *env {
 	t.Helper()
 	pool := testdb.Pool(t)
 	adminSecret, adminEntry, err := NewToken("ops", ScopeAdmin)
@@ -50,11 +86,11 @@ func newEnv(t *testing.T, mod ...func(*Options)) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	o := Options{DB: pool, Tokens: tokens, Logger: testLogger(t)}
+	st := setup{Options: Options{Tokens: tokens, Logger: testLogger(t)}, pool: pool}
 	for _, f := range mod {
-		f(&o)
+		f(&st)
 	}
-	s, err := New(o)
+	s, err := newServer(t, st)
 	if err != nil {
 		t.Fatal(err)
 	}

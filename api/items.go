@@ -72,7 +72,7 @@ func (s *Server) listItems(w http.ResponseWriter, r *http.Request, _ principal) 
 	if s.sharded() {
 		return s.listItemsSharded(w, r, t, f, shard, cursorText)
 	}
-	page, err := admin.List(r.Context(), s.o.DB, t, f)
+	page, err := s.opList(r.Context(), s.shards[0], t, f)
 	if err != nil {
 		return err
 	}
@@ -158,12 +158,12 @@ func (s *Server) getItem(w http.ResponseWriter, r *http.Request, _ principal) er
 	if err != nil {
 		return err
 	}
-	it, err := admin.Get(r.Context(), sh.DB, t, id)
+	it, err := s.opGet(r.Context(), sh, t, id)
 	if err != nil {
 		return err
 	}
 	it.Shard = sh.Name
-	att, err := admin.Attempts(r.Context(), sh.DB, t, id)
+	att, err := s.opAttempts(r.Context(), sh, t, id)
 	if err != nil {
 		return err
 	}
@@ -198,15 +198,7 @@ func (s *Server) act(w http.ResponseWriter, r *http.Request, p principal, verb s
 		return err
 	}
 	by := admin.Actor{Name: p.actor(), Reason: in.Reason}
-	var res admin.Result
-	switch verb {
-	case "retry":
-		res, err = admin.Retry(r.Context(), sh.DB, t, by, in.IDs...)
-	case "cancel":
-		res, err = admin.Cancel(r.Context(), sh.DB, t, by, in.IDs...)
-	case "delete":
-		res, err = admin.Delete(r.Context(), sh.DB, t, in.IDs...)
-	}
+	res, err := s.opAct(r.Context(), sh, t, verb, by, in.IDs)
 	if err != nil {
 		return err
 	}
@@ -284,15 +276,7 @@ func (s *Server) actMatching(w http.ResponseWriter, r *http.Request, p principal
 		return err
 	}
 	by := admin.Actor{Name: p.actor(), Reason: in.Reason}
-	var res admin.BulkResult
-	switch verb {
-	case "retry":
-		res, err = admin.RetryMatching(r.Context(), sh.DB, t, by, f, max)
-	case "cancel":
-		res, err = admin.CancelMatching(r.Context(), sh.DB, t, by, f, max)
-	case "delete":
-		res, err = admin.DeleteMatching(r.Context(), sh.DB, t, f, max)
-	}
+	res, err := s.opActMatching(r.Context(), sh, t, verb, by, f, max)
 	s.log.InfoContext(r.Context(), "api "+verb+" matching", "table", t, "actor", by.Name, "reason", in.Reason,
 		"applied", res.Applied, "skipped", res.Skipped, "batches", res.Batches, "next", res.Next, "err", err)
 	if err != nil {

@@ -42,7 +42,7 @@ type ShardResult struct {
 // onEveryShard runs f on every shard at once, each bounded by
 // Options.ShardTimeout on a sharded server, and returns each shard's error
 // (nil: done), in the shards' order.
-func (s *Server) onEveryShard(ctx context.Context, f func(ctx context.Context, i int, sh Shard) error) []error {
+func (s *Server) onEveryShard(ctx context.Context, f func(ctx context.Context, i int, sh dbShard) error) []error {
 	errs := make([]error, len(s.shards))
 	timeout := s.o.ShardTimeout
 	if timeout <= 0 {
@@ -124,7 +124,7 @@ func (s *Server) listQueues(w http.ResponseWriter, r *http.Request, _ principal)
 		return err
 	}
 	if !s.sharded() {
-		qs, err := admin.Queues(r.Context(), s.o.DB)
+		qs, err := s.opQueues(r.Context(), s.shards[0])
 		if err != nil {
 			return err
 		}
@@ -134,9 +134,9 @@ func (s *Server) listQueues(w http.ResponseWriter, r *http.Request, _ principal)
 		return nil
 	}
 	per := make([][]admin.Queue, len(s.shards))
-	errs := s.onEveryShard(r.Context(), func(ctx context.Context, i int, sh Shard) error {
+	errs := s.onEveryShard(r.Context(), func(ctx context.Context, i int, sh dbShard) error {
 		var err error
-		per[i], err = admin.Queues(ctx, sh.DB)
+		per[i], err = s.opQueues(ctx, sh)
 		return err
 	})
 	if err := s.shardFailure(r.Context(), "listing the queues", make([]ShardResult, len(s.shards)), errs); err != nil {
@@ -222,8 +222,8 @@ func (s *Server) pauseQueue(w http.ResponseWriter, r *http.Request, p principal)
 		return err
 	}
 	queue := r.PathValue("queue")
-	return s.setPaused(w, r, p, t, queue, true, func(ctx context.Context, sh Shard) (bool, error) {
-		return lease.Pause(ctx, sh.DB, t, queue, p.actor(), in.Reason)
+	return s.setPaused(w, r, p, t, queue, true, func(ctx context.Context, sh dbShard) (bool, error) {
+		return s.opSetPaused(ctx, sh, t, queue, true, p.actor(), in.Reason)
 	}, "reason", in.Reason)
 }
 
@@ -239,8 +239,8 @@ func (s *Server) resumeQueue(w http.ResponseWriter, r *http.Request, p principal
 		return err
 	}
 	queue := r.PathValue("queue")
-	return s.setPaused(w, r, p, t, queue, false, func(ctx context.Context, sh Shard) (bool, error) {
-		return lease.Resume(ctx, sh.DB, t, queue)
+	return s.setPaused(w, r, p, t, queue, false, func(ctx context.Context, sh dbShard) (bool, error) {
+		return s.opSetPaused(ctx, sh, t, queue, false, "", "")
 	})
 }
 
@@ -250,13 +250,13 @@ func (s *Server) resumeQueue(w http.ResponseWriter, r *http.Request, p principal
 // fails the answer is an error naming it, with every shard's outcome (the
 // others stay changed; the request is idempotent: send it again).
 func (s *Server) setPaused(w http.ResponseWriter, r *http.Request, p principal, t lease.Table, queue string, pause bool,
-	f func(ctx context.Context, sh Shard) (bool, error), logArgs ...any) error {
+	f func(ctx context.Context, sh dbShard) (bool, error), logArgs ...any) error {
 	verb := "resume"
 	if pause {
 		verb = "pause"
 	}
 	results := make([]ShardResult, len(s.shards))
-	errs := s.onEveryShard(r.Context(), func(ctx context.Context, i int, sh Shard) error {
+	errs := s.onEveryShard(r.Context(), func(ctx context.Context, i int, sh dbShard) error {
 		changed, err := f(ctx, sh)
 		if err == nil {
 			results[i] = ShardResult{Shard: sh.Name, Paused: &pause, Changed: &changed}
@@ -288,14 +288,14 @@ func (s *Server) setPaused(w http.ResponseWriter, r *http.Request, p principal, 
 // sharded server refuses: a global W over the shards is kept by workq
 // shard-limit (ShardingConfig.GlobalLimits), whose leader would overwrite
 // a budget written here.
-func (s *Server) limitShard(r *http.Request) (Shard, error) {
+func (s *Server) limitShard(r *http.Request) (dbShard, error) {
 	q, err := query(r, "shard")
 	if err != nil {
-		return Shard{}, err
+		return dbShard{}, err
 	}
 	name := q.Get("shard")
 	if name == "" && s.sharded() {
-		return Shard{}, invalid("shard", "this API serves several shards (%s): a limit W over all of them is kept by "+
+		return dbShard{}, invalid("shard", "this API serves several shards (%s): a limit W over all of them is kept by "+
 			"`workq shard-limit --limit TABLE/QUEUE=W` (or ShardingConfig.GlobalLimits of a sharded Client), which moves "+
 			"each shard's budget; to set one shard's budget yourself name it with ?shard=NAME (the shard-limit leader "+
 			"overwrites it when it keeps a limit on this queue)", s.shardNames())
@@ -325,7 +325,7 @@ func (s *Server) setLimit(w http.ResponseWriter, r *http.Request, p principal) e
 		return invalid("limit", "want W, a whole number from 0 to %d (DELETE removes the limit)", lease.MaxLimit)
 	}
 	queue := r.PathValue("queue")
-	if err := lease.SetLimit(r.Context(), sh.DB, t, queue, int(*in.Limit)); err != nil {
+	if err := s.opSetLimit(r.Context(), sh, t, queue, int(*in.Limit)); err != nil {
 		return err
 	}
 	s.log.InfoContext(r.Context(), "api set limit", "table", t, "queue", queue, "shard", sh.Name, "actor", p.actor(), "limit", *in.Limit)
@@ -344,7 +344,7 @@ func (s *Server) removeLimit(w http.ResponseWriter, r *http.Request, p principal
 		return err
 	}
 	queue := r.PathValue("queue")
-	if err := lease.SetLimit(r.Context(), sh.DB, t, queue, -1); err != nil {
+	if err := s.opSetLimit(r.Context(), sh, t, queue, -1); err != nil {
 		return err
 	}
 	s.log.InfoContext(r.Context(), "api remove limit", "table", t, "queue", queue, "shard", sh.Name, "actor", p.actor())

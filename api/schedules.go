@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"sort"
 
+	"github.com/workq/workq"
 	"github.com/workq/workq/internal/schedule"
 	"github.com/workq/workq/workqtype"
 )
@@ -81,15 +82,11 @@ type scheduleOut struct {
 // (workqtype.ShardKeySchedule), unless the shard query parameter (of the
 // endpoints that take it) names one, to reach a schedule stored
 // elsewhere.
-func (s *Server) scheduleShard(name, shard string) (Shard, error) {
+func (s *Server) scheduleShard(name, shard string) (dbShard, error) {
 	if shard != "" || !s.sharded() {
 		return s.shardNamed("shard", shard)
 	}
-	names := make([]string, len(s.shards))
-	for i, sh := range s.shards {
-		names[i] = sh.Name
-	}
-	return s.shards[workqtype.ShardIndex(names, workqtype.ShardKeySchedule(name))], nil
+	return s.shardNamed("shard", s.client.ShardFor(workq.ScheduleKey(name)))
 }
 
 // listSchedules lists the schedules of every shard, by name (then shard),
@@ -99,9 +96,9 @@ func (s *Server) listSchedules(w http.ResponseWriter, r *http.Request, _ princip
 		return err
 	}
 	per := make([][]schedule.Schedule, len(s.shards))
-	errs := s.onEveryShard(r.Context(), func(ctx context.Context, i int, sh Shard) error {
+	errs := s.onEveryShard(r.Context(), func(ctx context.Context, i int, sh dbShard) error {
 		var err error
-		per[i], err = s.schedules.List(ctx, sh.DB)
+		per[i], err = s.opSchedules(ctx, sh)
 		return err
 	})
 	if !s.sharded() && errs[0] != nil {
@@ -162,7 +159,7 @@ func (s *Server) createSchedule(w http.ResponseWriter, r *http.Request, p princi
 	if err != nil {
 		return err
 	}
-	sc, err := s.schedules.Create(r.Context(), sh.DB, sp)
+	sc, err := s.opCreateSchedule(r.Context(), sh, sp)
 	if err != nil {
 		return err
 	}
@@ -184,7 +181,7 @@ func (s *Server) getSchedule(w http.ResponseWriter, r *http.Request, _ principal
 	if err != nil {
 		return err
 	}
-	sc, err := s.schedules.Get(r.Context(), sh.DB, name)
+	sc, err := s.opGetSchedule(r.Context(), sh, name)
 	if err != nil {
 		return err
 	}
@@ -232,7 +229,7 @@ func (s *Server) updateSchedule(w http.ResponseWriter, r *http.Request, p princi
 	if err != nil {
 		return err
 	}
-	sc, err := s.schedules.Update(r.Context(), sh.DB, name, c)
+	sc, err := s.opUpdateSchedule(r.Context(), sh, name, c)
 	if err != nil {
 		return err
 	}
@@ -254,7 +251,7 @@ func (s *Server) deleteSchedule(w http.ResponseWriter, r *http.Request, p princi
 	if err != nil {
 		return err
 	}
-	if err := s.schedules.Delete(r.Context(), sh.DB, name); err != nil {
+	if err := s.opDeleteSchedule(r.Context(), sh, name); err != nil {
 		return err
 	}
 	s.log.InfoContext(r.Context(), "api schedule deleted", "name", name, "shard", sh.Name, "actor", p.actor())
@@ -281,7 +278,7 @@ func (s *Server) triggerSchedule(w http.ResponseWriter, r *http.Request, p princ
 	if err != nil {
 		return err
 	}
-	tr, err := s.schedules.TriggerNow(r.Context(), sh.DB, name, in.Force)
+	tr, err := s.opTriggerSchedule(r.Context(), sh, name, in.Force)
 	if err != nil {
 		return err
 	}
@@ -308,11 +305,7 @@ func (s *Server) toggleSchedule(w http.ResponseWriter, r *http.Request, p princi
 	if err != nil {
 		return err
 	}
-	f := s.schedules.Disable
-	if enable {
-		f = s.schedules.Enable
-	}
-	sc, err := f(r.Context(), sh.DB, name)
+	sc, err := s.opEnableSchedule(r.Context(), sh, name, enable)
 	if err != nil {
 		return err
 	}

@@ -11,14 +11,13 @@ import (
 	"net/url"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/workq/workq/internal/testdb"
-	"github.com/workq/workq/workqtype"
 )
 
 // attack sends one request to hs as a browser or a script would: Host,
@@ -60,7 +59,7 @@ func attack(t *testing.T, hs *httptest.Server, method, path, host, body string, 
 func newInsecure(t *testing.T) (*httptest.Server, *Server, func() string) {
 	t.Helper()
 	pool := testdb.Pool(t)
-	s, err := New(Options{DB: pool, Insecure: true, Logger: testLogger(t)})
+	s, err := newServer(t, setup{Options: Options{Insecure: true, Logger: testLogger(t)}, pool: pool})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -265,43 +264,26 @@ func TestBadTokensRateLimited(t *testing.T) {
 	}
 }
 
-// countingDB counts the statements run on a pool.
-type countingDB struct {
-	workqtype.TxDB
-	mu sync.Mutex
-	n  int
+// countingTracer counts the statements run on a pool (a pgx tracer of
+// its connections).
+type countingTracer struct{ n atomic.Int64 }
+
+func (c *countingTracer) count() int { return int(c.n.Load()) }
+
+func (c *countingTracer) TraceQueryStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryStartData) context.Context {
+	c.n.Add(1)
+	return ctx
 }
 
-func (c *countingDB) count() int { c.mu.Lock(); defer c.mu.Unlock(); return c.n }
-func (c *countingDB) add()       { c.mu.Lock(); c.n++; c.mu.Unlock() }
-
-func (c *countingDB) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
-	c.add()
-	return c.TxDB.Exec(ctx, sql, args...)
-}
-
-func (c *countingDB) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
-	c.add()
-	return c.TxDB.Query(ctx, sql, args...)
-}
-
-func (c *countingDB) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
-	c.add()
-	return c.TxDB.QueryRow(ctx, sql, args...)
-}
-
-func (c *countingDB) Begin(ctx context.Context) (pgx.Tx, error) {
-	c.add()
-	return c.TxDB.Begin(ctx)
-}
+func (c *countingTracer) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
 
 // TestReadyzSharesOneCheck: /readyz needs no token, so a flood of it must
 // not be a flood of statements (issue 18): concurrent callers share one
 // check, and its answer serves for a second.
 func TestReadyzSharesOneCheck(t *testing.T) {
-	pool := testdb.Pool(t)
-	db := &countingDB{TxDB: pool}
-	s, err := New(Options{DB: db, Insecure: true, Logger: testLogger(t), DisableUI: true})
+	db := &countingTracer{}
+	pool := testdb.PoolTraced(t, db)
+	s, err := newServer(t, setup{Options: Options{Insecure: true, Logger: testLogger(t), DisableUI: true}, pool: pool})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,11 +13,11 @@ import (
 
 func TestNewAndStartRefuseWithoutTokens(t *testing.T) {
 	pool := testdb.Pool(t)
-	if _, err := New(Options{DB: pool}); !errors.Is(err, ErrNoTokens) {
+	if _, err := newServer(t, setup{pool: pool}); !errors.Is(err, ErrNoTokens) {
 		t.Fatalf("New without tokens: %v, want ErrNoTokens", err)
 	}
 	for _, addr := range []string{"0.0.0.0:0", ":0"} {
-		s, err := New(Options{DB: pool, Insecure: true, Addr: addr, Logger: testLogger(t)})
+		s, err := newServer(t, setup{pool: pool, Options: Options{Insecure: true, Addr: addr, Logger: testLogger(t)}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -25,7 +25,7 @@ func TestNewAndStartRefuseWithoutTokens(t *testing.T) {
 			t.Fatalf("Start insecure on %s: %v, want ErrNoTokens", addr, err)
 		}
 	}
-	s, err := New(Options{DB: pool, Insecure: true, Addr: "127.0.0.1:0", Logger: testLogger(t)})
+	s, err := newServer(t, setup{pool: pool, Options: Options{Insecure: true, Addr: "127.0.0.1:0", Logger: testLogger(t)}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -54,12 +54,12 @@ func TestStopWaitsForRequestsInFlight(t *testing.T) {
 	pool := testdb.Pool(t)
 	entered := make(chan struct{}, 1)
 	release := make(chan struct{})
-	s, err := New(Options{DB: pool, Insecure: true, Addr: "127.0.0.1:0", Logger: testLogger(t),
+	s, err := newServer(t, setup{pool: pool, Options: Options{Insecure: true, Addr: "127.0.0.1:0", Logger: testLogger(t),
 		Metrics: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 			entered <- struct{}{}
 			<-release
 			_, _ = io.WriteString(w, "done")
-		})})
+		})}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -94,11 +94,11 @@ func TestStopWaitsForRequestsInFlight(t *testing.T) {
 	}
 
 	// A request that never ends: Stop gives up when its context does.
-	s2, err := New(Options{DB: pool, Insecure: true, Addr: "127.0.0.1:0", Logger: testLogger(t),
+	s2, err := newServer(t, setup{pool: pool, Options: Options{Insecure: true, Addr: "127.0.0.1:0", Logger: testLogger(t),
 		Metrics: http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) {
 			entered <- struct{}{}
 			<-r.Context().Done() // ends when Stop closes the connection
-		})})
+		})}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,46 +6,48 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/workq/workq"
 	"github.com/workq/workq/internal/admin"
-	"github.com/workq/workq/internal/dbschema"
+	"github.com/workq/workq/internal/clienthook"
 	"github.com/workq/workq/internal/lease"
 	"github.com/workq/workq/internal/shardlist"
 	"github.com/workq/workq/workqtype"
 )
 
-// DefaultShard names the one database of an API without Options.Shards
+// DefaultShard names the one database of a Client of workq.NewClient
 // (workq.DefaultShard): its items carry no shard, and a shard parameter
 // may name it so.
-const DefaultShard = "default"
+const DefaultShard = workq.DefaultShard
 
-// Shard is one database of a sharded workq (workq.NewShardedClient): its
-// name, as the Client's, and a DB on it. See Options.Shards.
-type Shard struct {
+// dbShard is one database of the Client: its shard's name ("" for the one
+// of a NewClient) and a DB on it in the Client's schema.
+type dbShard struct {
 	Name string
 	DB   workqtype.TxDB
 }
 
-// setShards checks o.Shards and wraps each DB in the schema; with none, the
-// one shard is o.DB, unnamed.
-func (s *Server) setShards(rw dbschema.Rewriter) error {
-	if len(s.o.Shards) == 0 {
-		s.shards = []Shard{{DB: s.o.DB}}
-		return nil
+// shardsOf returns the Client's databases as the API names them: a
+// Client of NewClient has one, unnamed (its items and results carry no
+// shard); a Client of NewShardedClient has its shards, by name.
+func shardsOf(h clienthook.API) []dbShard {
+	out := make([]dbShard, len(h.Shards))
+	for i, sh := range h.Shards {
+		out[i] = dbShard{Name: sh.Name, DB: sh.DB}
 	}
-	seen := map[string]bool{}
-	for _, sh := range s.o.Shards {
-		switch {
-		case !workqtype.ValidName(sh.Name):
-			return fmt.Errorf("api: %w", workqtype.Invalid("Shards", fmt.Sprintf("shard name %q is not a valid name (%s)", sh.Name, workqtype.NameRule)))
-		case seen[sh.Name]:
-			return fmt.Errorf("api: %w", workqtype.Invalid("Shards", fmt.Sprintf("shard %q is given twice", sh.Name)))
-		case sh.DB == nil:
-			return fmt.Errorf("api: %w", workqtype.Invalid("Shards", fmt.Sprintf("shard %q has no DB", sh.Name)))
-		}
-		seen[sh.Name] = true
-		s.shards = append(s.shards, Shard{Name: sh.Name, DB: rw.WrapTx(sh.DB)})
+	if !h.Sharded && out[0].Name == DefaultShard {
+		out[0].Name = ""
 	}
-	return nil
+	return out
+}
+
+// shardLabel is the shard an enqueue result names: the Client's result's
+// shard on a sharded server, else the one shard's name ("" for a
+// NewClient's).
+func (s *Server) shardLabel(name string) string {
+	if s.sharded() {
+		return name
+	}
+	return s.shards[0].Name
 }
 
 // sharded reports whether the server serves several shards.
@@ -54,10 +56,10 @@ func (s *Server) sharded() bool { return len(s.shards) > 1 }
 // shardNamed returns the shard called name: "" is the only one of an
 // unsharded server, and required on a sharded one (field names where it
 // was given: the shard query parameter or body member).
-func (s *Server) shardNamed(field, name string) (Shard, error) {
+func (s *Server) shardNamed(field, name string) (dbShard, error) {
 	if name == "" {
 		if s.sharded() {
-			return Shard{}, invalid(field, "required: this API serves several shards (%s); name the item's", s.shardNames())
+			return dbShard{}, invalid(field, "required: this API serves several shards (%s); name the item's", s.shardNames())
 		}
 		return s.shards[0], nil
 	}
@@ -69,7 +71,7 @@ func (s *Server) shardNamed(field, name string) (Shard, error) {
 	if !s.sharded() && (name == s.shards[0].Name || name == DefaultShard) {
 		return s.shards[0], nil
 	}
-	return Shard{}, notFound("no shard %q (the shards are %s)", name, s.shardNames())
+	return dbShard{}, notFound("no shard %q (the shards are %s)", name, s.shardNames())
 }
 
 func (s *Server) shardNames() string {
@@ -91,15 +93,6 @@ func tag(items []admin.Item, shard string) []admin.Item {
 	return items
 }
 
-// listShards are the shards for internal/shardlist.
-func (s *Server) listShards() []shardlist.Shard {
-	out := make([]shardlist.Shard, len(s.shards))
-	for i, sh := range s.shards {
-		out[i] = shardlist.Shard{Name: sh.Name, DB: sh.DB}
-	}
-	return out
-}
-
 func parseShardCursor(field, v string) (shardlist.Cursor, error) {
 	c, err := shardlist.ParseCursor(v)
 	if err != nil {
@@ -108,13 +101,12 @@ func parseShardCursor(field, v string) (shardlist.Cursor, error) {
 	return c, nil
 }
 
-// listMerged is one page of the items of every shard matching f
-// (internal/shardlist.List, which the dashboard shares): each shard's page
-// from its position, merged newest first (created_at, then shard and id),
-// each item tagged with its shard. The cursor holds every shard's
-// position, so a page never repeats or skips an item of a shard.
+// listMerged is one page of the items of every shard matching f: each
+// shard's page from its position, merged newest first (created_at, then
+// shard and id), each item tagged with its shard. The cursor holds every
+// shard's position, so a page never repeats or skips an item of a shard.
 func (s *Server) listMerged(ctx context.Context, t lease.Table, f admin.Filter, cur shardlist.Cursor) (listPage, error) {
-	page, err := shardlist.List(ctx, s.listShards(), t, f, cur, shardlist.Options{})
+	page, err := s.opListMerged(ctx, t, f, cur)
 	if err != nil {
 		return listPage{}, err
 	}
@@ -140,7 +132,7 @@ func (s *Server) listItemsSharded(w http.ResponseWriter, r *http.Request, t leas
 				return invalid("cursor", "%q is not a cursor of this API (pass next_cursor of the previous page as it is)", cursorText)
 			}
 		}
-		page, err := admin.List(r.Context(), sh.DB, t, f)
+		page, err := s.opList(r.Context(), sh, t, f)
 		if err != nil {
 			return err
 		}
@@ -160,35 +152,4 @@ func (s *Server) listItemsSharded(w http.ResponseWriter, r *http.Request, t leas
 	}
 	writeJSON(w, http.StatusOK, page)
 	return nil
-}
-
-// placed returns the shard that new items with these route keys go to
-// ("" keys go anywhere): the shard of their keys, the same as
-// workq.NewShardedClient's (workqtype.ShardIndex), or for items without
-// one the next shard in turn. A request whose keys go to several shards is
-// refused: send a request per shard.
-func (s *Server) placed(keys []string) (Shard, error) {
-	if !s.sharded() {
-		return s.shards[0], nil
-	}
-	names := make([]string, len(s.shards))
-	for i, sh := range s.shards {
-		names[i] = sh.Name
-	}
-	at := -1
-	for i, k := range keys {
-		if k == "" {
-			continue
-		}
-		j := workqtype.ShardIndex(names, k)
-		if at >= 0 && j != at {
-			return Shard{}, invalid(join(prefix(i), "key"), "this item's key goes to shard %s, an earlier item's to %s: "+
-				"a batch goes to one shard, send one per shard", names[j], names[at])
-		}
-		at = j
-	}
-	if at < 0 {
-		at = int((s.rr.Add(1) - 1) % uint64(len(s.shards)))
-	}
-	return s.shards[at], nil
 }

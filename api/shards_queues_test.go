@@ -6,6 +6,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/workq/workq"
 	"github.com/workq/workq/internal/lease"
 	"github.com/workq/workq/internal/testdb"
 	"github.com/workq/workq/workqtype"
@@ -32,9 +33,8 @@ func pausedOn(t *testing.T, pool *pgxpool.Pool, table lease.Table, queue string)
 // (?shard=) is refused and nothing changes.
 func TestAPIPausesEveryShard(t *testing.T) {
 	second := testdb.Pool(t)
-	e := newEnv(t, func(o *Options) {
-		o.Shards = []Shard{{Name: "a", DB: o.DB}, {Name: "b", DB: second}}
-		o.DB = nil
+	e := newEnv(t, func(o *setup) {
+		o.shards = []workq.Shard{{Name: "a", Pool: o.pool}, {Name: "b", Pool: second}}
 	})
 	pools := map[string]*pgxpool.Pool{"a": e.pool, "b": second}
 
@@ -116,9 +116,8 @@ func TestAPIPauseWithAShardDown(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(down.Close)
-	e := newEnv(t, func(o *Options) {
-		o.Shards = []Shard{{Name: "a", DB: o.DB}, {Name: "b", DB: down}}
-		o.DB = nil
+	e := newEnv(t, func(o *setup) {
+		o.shards = []workq.Shard{{Name: "a", Pool: o.pool}, {Name: "b", Pool: down}}
 	})
 	for range 2 {
 		r := e.must(503, "POST", "/v1/queues/job_runs/default/pause", e.admin, nil).err(t)
@@ -139,9 +138,8 @@ func TestAPIPauseWithAShardDown(t *testing.T) {
 func TestAPILimitOnShards(t *testing.T) {
 	ctx := context.Background()
 	second := testdb.Pool(t)
-	e := newEnv(t, func(o *Options) {
-		o.Shards = []Shard{{Name: "a", DB: o.DB}, {Name: "b", DB: second}}
-		o.DB = nil
+	e := newEnv(t, func(o *setup) {
+		o.shards = []workq.Shard{{Name: "a", Pool: o.pool}, {Name: "b", Pool: second}}
 	})
 	beforeA := snapshot(t, e.pool)
 	before := beforeA + snapshot(t, second)
@@ -176,9 +174,8 @@ func TestAPILimitOnShards(t *testing.T) {
 // it there.
 func TestAPISchedulesOnShards(t *testing.T) {
 	second := testdb.Pool(t)
-	e := newEnv(t, func(o *Options) {
-		o.Shards = []Shard{{Name: "a", DB: o.DB}, {Name: "b", DB: second}}
-		o.DB = nil
+	e := newEnv(t, func(o *setup) {
+		o.shards = []workq.Shard{{Name: "a", Pool: o.pool}, {Name: "b", Pool: second}}
 	})
 	names := []string{"a", "b"}
 	pools := []*pgxpool.Pool{e.pool, second}

@@ -9,6 +9,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/workq/workq"
 	"github.com/workq/workq/internal/jobq"
 	"github.com/workq/workq/internal/lease"
 	"github.com/workq/workq/internal/testdb"
@@ -21,9 +22,8 @@ import (
 func TestAPIListsItemsOfTwoShards(t *testing.T) {
 	ctx := context.Background()
 	second := testdb.Pool(t)
-	e := newEnv(t, func(o *Options) {
-		o.Shards = []Shard{{Name: "eu", DB: o.DB}, {Name: "us", DB: second}}
-		o.DB = nil
+	e := newEnv(t, func(o *setup) {
+		o.shards = []workq.Shard{{Name: "eu", Pool: o.pool}, {Name: "us", Pool: second}}
 	})
 	jq := jobq.New(jobq.Options{})
 	want := map[string]map[int64]bool{"eu": {}, "us": {}}
@@ -97,13 +97,12 @@ func TestAPIListsItemsOfTwoShards(t *testing.T) {
 }
 
 // A sharded API places new items as a sharded Client does: by key, the
-// same key on the same shard; a batch whose keys go to two shards is
-// refused; every result names its shard.
+// same key on the same shard; every result names its shard
+// (shards_batch_test.go: batches over two shards).
 func TestAPIEnqueuesOnTheKeysShard(t *testing.T) {
 	second := testdb.Pool(t)
-	e := newEnv(t, func(o *Options) {
-		o.Shards = []Shard{{Name: "eu", DB: o.DB}, {Name: "us", DB: second}}
-		o.DB = nil
+	e := newEnv(t, func(o *setup) {
+		o.shards = []workq.Shard{{Name: "eu", Pool: o.pool}, {Name: "us", Pool: second}}
 	})
 	names := []string{"eu", "us"}
 	var first, again jobResult
@@ -134,21 +133,6 @@ func TestAPIEnqueuesOnTheKeysShard(t *testing.T) {
 			t.Fatalf("message id %s on %s, want %s", id, m.Shard, want)
 		}
 		e.must(409, "POST", "/v1/outbox", e.admin, map[string]any{"topic": "t", "message_id": id})
-	}
-	// Keys of two shards in one batch.
-	var k1, k2 string
-	for i := 0; k1 == "" || k2 == ""; i++ {
-		k := fmt.Sprintf("k%d", i)
-		if workqtype.ShardOf(names, workqtype.ShardKeyDedup(k)) == "eu" {
-			k1 = k
-		} else {
-			k2 = k
-		}
-	}
-	r := e.must(400, "POST", "/v1/jobs/batch", e.admin, map[string]any{"items": []map[string]any{
-		{"kind": "k", "dedup_key": k1}, {"kind": "k", "dedup_key": k2}}}).err(t)
-	if r.Field != "items[1].key" {
-		t.Fatalf("batch over two shards: %+v", r)
 	}
 	// Unkeyed items go round-robin.
 	got := map[string]int{}

@@ -2,11 +2,14 @@ package main
 
 import (
 	"fmt"
+	"log/slog"
 	"slices"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/spf13/cobra"
 
+	"github.com/workq/workq"
 	"github.com/workq/workq/api"
 	"github.com/workq/workq/internal/config"
 	"github.com/workq/workq/internal/db"
@@ -42,7 +45,7 @@ func newAPICmd() *cobra.Command {
 		if err := cfg.Validate(); err != nil {
 			return err
 		}
-		opts, err := api.OptionsFromConfig(*cfg)
+		opts, err := apiOptions(*cfg)
 		if err != nil {
 			return err
 		}
@@ -58,23 +61,24 @@ func newAPICmd() *cobra.Command {
 		log := newLogger(cfg, cmd.ErrOrStderr())
 		opts.Logger = log
 		ctx := cmd.Context()
+		var shards []workq.Shard
 		if len(*shardFlags) > 0 {
 			specs, err := parseShards(*shardFlags)
 			if err != nil {
 				return err
 			}
-			shards, done, err := connectShards(ctx, *cfg, log, specs, checksLater)
+			var done func()
+			shards, done, err = connectShards(ctx, *cfg, log, specs, checksLater)
 			if err != nil {
 				return err
 			}
 			defer done()
 			for _, sh := range shards {
-				opts.Shards = append(opts.Shards, api.Shard{Name: sh.Name, DB: sh.Pool})
 				if err := db.CheckSchemaOf(ctx, inSchema(cfg, sh.Pool), cfg.Schema); err != nil {
 					log.Warn("shard schema is not current", "shard", sh.Name, "err", err)
 				}
 			}
-			cfg.DatabaseURL = specs[0].url // the first shard serves /readyz and the metrics; items, queues and schedules go to every shard (opts.Shards)
+			cfg.DatabaseURL = specs[0].url // the first shard serves the metrics; the Client has every shard
 		}
 		pool, done, err := connect(ctx, cfg, log, checksLater)
 		if err != nil {
@@ -91,14 +95,51 @@ func newAPICmd() *cobra.Command {
 			return err
 		}
 		defer obs.close()
-		opts.DB, opts.Metrics, opts.Schema = pool, obs.metricsHandler(), cfg.Schema
-		srv, err := api.New(opts)
+		client, err := apiClient(*cfg, log, obs, pool, shards)
+		if err != nil {
+			return err
+		}
+		opts.Metrics = obs.metricsHandler()
+		srv, err := api.New(client, opts)
 		if err != nil {
 			return err
 		}
 		return srv.Run(ctx)
 	}
 	return cmd
+}
+
+// apiOptions returns the HTTP options the api-* settings of cfg describe,
+// with the tokens parsed; the caller sets Logger, Insecure, Metrics and
+// the dashboard's. (The Client's settings, max-payload, max-attempts and
+// notify-debounce among them, are apiClient's.)
+func apiOptions(cfg config.Config) (api.Options, error) {
+	tokens, err := api.ParseTokens(cfg.APITokens)
+	if err != nil {
+		return api.Options{}, err
+	}
+	return api.Options{
+		Tokens: tokens, MaxBodyBytes: int64(cfg.APIMaxBody), Addr: cfg.APIAddr,
+		ReadHeaderTimeout: cfg.APIReadHeaderTimeout, ReadTimeout: cfg.APIReadTimeout, WriteTimeout: cfg.APIWriteTimeout,
+		IdleTimeout: cfg.APIIdleTimeout, MaxHeaderBytes: cfg.APIMaxHeaderBytes, ShutdownTimeout: cfg.APIShutdownTimeout,
+	}, nil
+}
+
+// apiClient is the Client `workq api` serves: a producer (no workers, so
+// it enqueues any kind) without maintenance (the workers' processes and
+// `workq maintain` run it; an API process is neither) and never started:
+// it only enqueues and reads. On pool, or on shards when given. Its
+// schema, payload limit, max attempts and NOTIFY debounce are cfg's; it
+// traces enqueues as the workers do, and adds no metrics of its own (it
+// has no worker to observe: the process's are obs's).
+func apiClient(cfg config.Config, log *slog.Logger, obs *observability, pool *pgxpool.Pool, shards []workq.Shard) (*workq.Client, error) {
+	c := clientConfig(cfg, log, nil, obs)
+	c.Metrics = nil
+	c.Maintenance.Disabled = true
+	if len(shards) > 0 {
+		return workq.NewShardedClient(shards, c)
+	}
+	return workq.NewClient(pool, c)
 }
 
 func newAPITokenCmd() *cobra.Command {

@@ -13,9 +13,9 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/spf13/cobra"
 
+	"github.com/workq/workq"
 	"github.com/workq/workq/api"
 	"github.com/workq/workq/internal/config"
 )
@@ -72,7 +72,7 @@ func newRunCmd() *cobra.Command {
 		}
 		if *serveAPI {
 			_, fromEnv := os.LookupEnv("WORKQ_API_ADDR")
-			stopAPI, err := startDemoAPI(ctx, pool, *cfg, log, out, obs.metricsHandler(), !cmd.Flags().Changed("api-addr") && !fromEnv)
+			stopAPI, err := startDemoAPI(ctx, client, *cfg, log, out, obs.metricsHandler(), !cmd.Flags().Changed("api-addr") && !fromEnv)
 			if err != nil {
 				return err
 			}
@@ -143,24 +143,24 @@ func (l *lockedWriter) Write(p []byte) (int, error) {
 // default (no --api-addr, no WORKQ_API_ADDR), it serves on a free port of
 // the same host instead and says so; a taken address that was asked for is
 // an error naming it and the flag. The returned func stops the server
-// (before the pool closes).
-func startDemoAPI(ctx context.Context, pool *pgxpool.Pool, cfg config.Config, log *slog.Logger, out io.Writer, metrics http.Handler,
+// (before the pool closes). The API serves client, the run's own (one
+// Client per process): its enqueues are that Client's.
+func startDemoAPI(ctx context.Context, client *workq.Client, cfg config.Config, log *slog.Logger, out io.Writer, metrics http.Handler,
 	defaulted bool) (func(), error) {
 	secret, entry, err := api.NewToken("demo", api.ScopeAdmin)
 	if err != nil {
 		return nil, fmt.Errorf("HTTP API for the demo: %w", err)
 	}
-	opts, err := api.OptionsFromConfig(cfg)
+	opts, err := apiOptions(cfg)
 	if err == nil {
 		opts.Tokens, err = api.ParseTokens([]string{entry})
 	}
 	if err != nil {
 		return nil, fmt.Errorf("HTTP API for the demo: %w", err)
 	}
-	opts.DB, opts.Logger, opts.Metrics, opts.RunsDir = pool, log, metrics, cfg.RunsDir
-	opts.Schema = cfg.Schema
+	opts.Logger, opts.Metrics, opts.RunsDir = log, metrics, cfg.RunsDir
 	start := func() (*api.Server, error) {
-		srv, err := api.New(opts)
+		srv, err := api.New(client, opts)
 		if err == nil {
 			err = srv.Start(ctx)
 		}

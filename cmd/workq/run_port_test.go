@@ -15,6 +15,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/workq/workq"
 	"github.com/workq/workq/internal/config"
 	"github.com/workq/workq/internal/testdb"
 	"github.com/workq/workq/internal/testutil"
@@ -60,7 +63,7 @@ func TestDemoAPIWhenItsAddressIsTaken(t *testing.T) {
 
 	t.Run("defaulted: another port, printed", func(t *testing.T) {
 		var out strings.Builder
-		stop, err := startDemoAPI(context.Background(), pool, cfg, log, &out, nil, true)
+		stop, err := startDemoAPI(context.Background(), demoClient(t, pool), cfg, log, &out, nil, true)
 		if err != nil {
 			t.Fatalf("startDemoAPI on a taken default address: %v", err)
 		}
@@ -83,7 +86,7 @@ func TestDemoAPIWhenItsAddressIsTaken(t *testing.T) {
 	})
 	t.Run("asked for: an error", func(t *testing.T) {
 		var out strings.Builder
-		_, err := startDemoAPI(context.Background(), pool, cfg, log, &out, nil, false)
+		_, err := startDemoAPI(context.Background(), demoClient(t, pool), cfg, log, &out, nil, false)
 		if err == nil || !strings.Contains(err.Error(), "--api-addr "+cfg.APIAddr+" is already in use") || !strings.Contains(err.Error(), "--api=false") {
 			t.Fatalf("startDemoAPI on a taken address that was asked for: %v; want an error naming it and the flags", err)
 		}
@@ -216,4 +219,15 @@ func TestMakeRunStopsCleanlyOnCtrlC(t *testing.T) {
 			}
 		})
 	}
+}
+
+// demoClient is a producer Client on pool for startDemoAPI (the demo
+// passes its own worker's).
+func demoClient(t *testing.T, pool *pgxpool.Pool) *workq.Client {
+	t.Helper()
+	c, err := workq.NewClient(pool, workq.Config{Maintenance: workq.MaintenanceConfig{Disabled: true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
 }

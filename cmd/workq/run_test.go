@@ -149,7 +149,7 @@ func TestDemoAPIPrintsAWorkingDashboardLogin(t *testing.T) {
 	cfg := config.Default()
 	cfg.APIAddr = "127.0.0.1:0"
 	var out strings.Builder
-	stop, err := startDemoAPI(context.Background(), pool, cfg, slog.New(slog.DiscardHandler), &out, nil, false)
+	stop, err := startDemoAPI(context.Background(), demoClient(t, pool), cfg, slog.New(slog.DiscardHandler), &out, nil, false)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -194,6 +194,9 @@ func (c *Client) prepare(j Job) (prepared, error) {
 	return p, nil
 }
 
+// MaxPayloadBytes is the payload limit of c's jobs, with its default.
+func (c *Client) MaxPayloadBytes() int { return c.maxPayload }
+
 // Validate reports what is wrong with j (an error wrapping ErrInvalid), or
 // nil when Enqueue would accept it. It touches no database.
 func (c *Client) Validate(j Job) error {

@@ -205,6 +205,14 @@ func PoolWith(t testing.TB, maxConns int32) *pgxpool.Pool {
 	return poolOn(t, current, maxConns)
 }
 
+// PoolTraced is Pool whose connections report every statement to tr (a
+// pgx tracer): to count, see or fail a component's statements on a real
+// database.
+func PoolTraced(t testing.TB, tr pgx.QueryTracer) *pgxpool.Pool {
+	t.Helper()
+	return poolWith(t, current, 20, tr)
+}
+
 // SharedPool is Pool on the shared server, whichever Main the package uses:
 // for a fuzz target of a MainOwnCluster package, whose worker processes
 // would otherwise each start a cluster before fuzzing anything.
@@ -215,11 +223,19 @@ func SharedPool(t testing.TB) *pgxpool.Pool {
 
 func poolOn(t testing.TB, srv *server, maxConns int32) *pgxpool.Pool {
 	t.Helper()
+	return poolWith(t, srv, maxConns, nil)
+}
+
+func poolWith(t testing.TB, srv *server, maxConns int32, tr pgx.QueryTracer) *pgxpool.Pool {
+	t.Helper()
 	cfg, err := pgxpool.ParseConfig(urlOn(t, srv))
 	if err != nil {
 		t.Fatalf("testdb: parse URL: %v", err)
 	}
 	cfg.MaxConns = maxConns
+	if tr != nil {
+		cfg.ConnConfig.Tracer = tr
+	}
 	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
 	if err != nil {
 		t.Fatalf("testdb: open pool: %v", err)

@@ -44,7 +44,8 @@ func BenchmarkPages(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	srv, err := api.New(api.Options{DB: pool, Tokens: tokens, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), SampleInterval: time.Hour})
+	srv, err := api.New(siteClient(b, siteSetup{pool: pool}), api.Options{Tokens: tokens, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		SampleInterval: time.Hour})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -14,7 +14,6 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/workq/workq/api"
 	"github.com/workq/workq/internal/config"
 	"github.com/workq/workq/internal/jobq"
 	"github.com/workq/workq/internal/worker"
@@ -105,7 +104,7 @@ func TestAttemptLogStaysInRunsDir(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	s := newSite(t, func(o *api.Options) { o.RunsDir = runsDir })
+	s := newSite(t, func(o *siteSetup) { o.RunsDir = runsDir })
 	ids, runIDs := archived(t, s.pool, runsDir, 9)
 	runDir := func(i int) string { return filepath.Join(runsDir, "job_runs", itoa(ids[i]), runIDs[i]) }
 	logOf := func(i int) string { return filepath.Join(runDir(i), "attempt.log") }

@@ -12,7 +12,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/workq/workq/api"
+	"github.com/workq/workq"
 	"github.com/workq/workq/internal/jobq"
 	"github.com/workq/workq/internal/lease"
 	"github.com/workq/workq/internal/testdb"
@@ -21,11 +21,11 @@ import (
 
 // newShardedSite is a site over two migrated databases, shards eu (s.pool)
 // and us (the pool returned).
-func newShardedSite(t *testing.T, us *pgxpool.Pool, mod ...func(*api.Options)) *site {
+func newShardedSite(t *testing.T, us *pgxpool.Pool, mod ...func(*siteSetup)) *site {
 	t.Helper()
-	return newSite(t, append([]func(*api.Options){func(o *api.Options) {
-		o.Shards = []api.Shard{{Name: "eu", DB: o.DB}, {Name: "us", DB: us}}
-		o.DB = nil
+	return newSite(t, append([]func(*siteSetup){func(o *siteSetup) {
+		o.pool = testdb.Pool(t)
+		o.shards = []workq.Shard{{Name: "eu", Pool: o.pool}, {Name: "us", Pool: us}}
 	}}, mod...)...)
 }
 
@@ -194,7 +194,7 @@ func TestDashboardOverTwoShards(t *testing.T) {
 // a notice that names the shard, within the shard timeout.
 func TestDashboardWithAShardDown(t *testing.T) {
 	us, px := testutil.ProxiedPool(t, testdb.URL(t))
-	s := newShardedSite(t, us, func(o *api.Options) { o.ShardTimeout = 300 * time.Millisecond })
+	s := newShardedSite(t, us, func(o *siteSetup) { o.ShardTimeout = 300 * time.Millisecond })
 	jobs(t, s.pool, "eu", 2)
 	jobs(t, us, "us", 2)
 	b := s.browser()
@@ -256,9 +256,10 @@ func TestDashboardUnshardedShowsNoShard(t *testing.T) {
 // failed.
 func TestDashboardWithTheFirstShardDown(t *testing.T) {
 	eu, px := testutil.ProxiedPool(t, testdb.URL(t))
-	s := newSite(t, func(o *api.Options) {
-		o.Shards = []api.Shard{{Name: "eu", DB: eu}, {Name: "us", DB: o.DB}}
-		o.DB, o.ShardTimeout = nil, 300*time.Millisecond
+	s := newSite(t, func(o *siteSetup) {
+		o.pool = testdb.Pool(t)
+		o.shards = []workq.Shard{{Name: "eu", Pool: eu}, {Name: "us", Pool: o.pool}}
+		o.ShardTimeout = 300 * time.Millisecond
 	})
 	jobs(t, s.pool, "us", 2)
 	b := s.browser()

@@ -18,6 +18,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/workq/workq"
 	"github.com/workq/workq/api"
 	"github.com/workq/workq/internal/lease"
 	"github.com/workq/workq/internal/testdb"
@@ -35,19 +36,49 @@ type site struct {
 	admin, read string
 }
 
-func newSite(t *testing.T, mod ...func(*api.Options)) *site {
+// siteSetup is what a test may change of its site before it is made: the
+// API's HTTP options and the databases of the Client the API serves.
+type siteSetup struct {
+	api.Options
+	pool *pgxpool.Pool // the site's database
+	// shards, when set, make the Client a sharded one of these
+	// (workq.NewShardedClient).
+	shards []workq.Shard
+}
+
+// siteClient is the producer Client (maintenance off) of st.
+func siteClient(t testing.TB, st siteSetup) *workq.Client {
 	t.Helper()
-	pool := testdb.Pool(t)
+	cfg := workq.Config{Maintenance: workq.MaintenanceConfig{Disabled: true}}
+	var c *workq.Client
+	var err error
+	if len(st.shards) > 0 {
+		c, err = workq.NewShardedClient(st.shards, cfg)
+	} else {
+		c, err = workq.NewClient(st.pool, cfg)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func newSite(t *testing.T, mod ...func(*siteSetup)) *site {
+	t.Helper()
 	adminSecret, adminEntry, readSecret, readEntry := newTokens(t)
 	tokens, err := api.ParseTokens([]string{adminEntry, readEntry})
 	if err != nil {
 		t.Fatal(err)
 	}
-	o := api.Options{DB: pool, Tokens: tokens, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), SampleInterval: 50 * time.Millisecond}
+	st := siteSetup{Options: api.Options{Tokens: tokens, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		SampleInterval: 50 * time.Millisecond}}
 	for _, f := range mod {
-		f(&o)
+		f(&st)
 	}
-	srv, err := api.New(o)
+	if st.pool == nil {
+		st.pool = testdb.Pool(t)
+	}
+	srv, err := api.New(siteClient(t, st), st.Options)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -57,7 +88,7 @@ func newSite(t *testing.T, mod ...func(*api.Options)) *site {
 	done := make(chan struct{})
 	go func() { defer close(done); srv.RunSampler(ctx) }()
 	t.Cleanup(func() { cancel(); <-done })
-	return &site{t: t, pool: pool, srv: srv, http: hs, admin: adminSecret, read: readSecret}
+	return &site{t: t, pool: st.pool, srv: srv, http: hs, admin: adminSecret, read: readSecret}
 }
 
 // newTokens makes an admin token "ops" and a read token "viewer": their

@@ -10,10 +10,51 @@ import (
 	"testing"
 	"time"
 
-	"github.com/workq/workq/api"
-	"github.com/workq/workq/internal/admin"
+	"github.com/jackc/pgx/v5"
+
 	"github.com/workq/workq/internal/jobq"
+	"github.com/workq/workq/internal/testdb"
 )
+
+// depthTracer sees the dashboard sampler's depth reads on a pool (a pgx
+// tracer): done counts the reads that ended, a good one at its last
+// statement, a failed one at its failure. With failFirst the first read
+// fails (the schema is not there yet, say): its first statement runs with
+// a cancelled context.
+type depthTracer struct {
+	failFirst bool
+	started   atomic.Int32 // LeaseQueueDepth statements
+	done      atomic.Int32
+}
+
+// statementKey is the context key of the statement a query runs: its
+// sqlc name, or "failed" for the read failFirst fails.
+type statementKey struct{}
+
+func (d *depthTracer) TraceQueryStart(ctx context.Context, _ *pgx.Conn, q pgx.TraceQueryStartData) context.Context {
+	switch {
+	case strings.HasPrefix(q.SQL, "-- name: LeaseQueueDepth "):
+		if d.started.Add(1) == 1 && d.failFirst {
+			failed, cancel := context.WithCancelCause(context.WithValue(ctx, statementKey{}, "failed"))
+			cancel(errors.New("the schema is not there yet"))
+			return failed
+		}
+	case strings.HasPrefix(q.SQL, "-- name: AdminFailedCounts "):
+		return context.WithValue(ctx, statementKey{}, "AdminFailedCounts")
+	}
+	return ctx
+}
+
+func (d *depthTracer) TraceQueryEnd(ctx context.Context, _ *pgx.Conn, q pgx.TraceQueryEndData) {
+	switch ctx.Value(statementKey{}) {
+	case "failed":
+		d.done.Add(1)
+	case "AdminFailedCounts":
+		if q.Err == nil {
+			d.done.Add(1)
+		}
+	}
+}
 
 // TestOverviewRightAfterStart: with a sample interval of a minute, work the
 // API already shows is on the overview well before the second tick, both
@@ -33,17 +74,14 @@ func TestOverviewRightAfterStart(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			var depthCalls, depthDone atomic.Int32
-			s := newSite(t, func(o *api.Options) {
+			// The sampler's depth reads (admin.Depths: LeaseQueueDepth per
+			// table, then AdminFailedCounts), seen on the Client's pool.
+			tr := &depthTracer{failFirst: c.failFirst}
+			s := newSite(t, func(o *siteSetup) {
 				o.SampleInterval = interval
-				o.Depth = func(ctx context.Context) ([]admin.Depth, error) {
-					defer depthDone.Add(1)
-					if depthCalls.Add(1) == 1 && c.failFirst {
-						return nil, errors.New("the schema is not there yet")
-					}
-					return admin.Depths(ctx, o.DB)
-				}
+				o.pool = testdb.PoolTraced(t, tr)
 			})
+			depthDone := &tr.done
 			b := s.browser()
 			b.login(s.read)
 			if c.failFirst {

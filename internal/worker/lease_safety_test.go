@@ -294,18 +294,7 @@ func TestRuntimeLockedRowIsNotALostLease(t *testing.T) {
 // tracedPool is a pool on a new database whose queries tr observes.
 func tracedPool(t *testing.T, tr pgx.QueryTracer) *pgxpool.Pool {
 	t.Helper()
-	cfg, err := pgxpool.ParseConfig(testdb.URL(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.MaxConns = 20
-	cfg.ConnConfig.Tracer = tr
-	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
-	return pool
+	return testdb.PoolTraced(t, tr)
 }
 
 // heartbeatTracer records when each heartbeat statement that completed was

@@ -131,6 +131,17 @@ type Config struct {
 	WorkMiddleware    []WorkMiddleware
 	// Sharding is how a Client of NewShardedClient drains its shards.
 	Sharding ShardingConfig
+	// PeriodicJobs are the cron schedules this code declares (River's
+	// Config.PeriodicJobs). At Start the Client makes the stored schedules
+	// what they declare: it creates the missing, updates the changed,
+	// disables (does not delete) the declared ones no longer listed and
+	// enables the re-listed; schedules created through CreateSchedule, the
+	// API or the CLI are never touched. While two deploys run side by
+	// side, the declarations of the newer one win (docs/schedules.md,
+	// "Periodic jobs declared in code"). Nil: this Client declares none
+	// and takes no part; a non-nil empty slice declares that there are
+	// none (every declared schedule is disabled).
+	PeriodicJobs []*PeriodicJob
 }
 
 // Client is workq's front door. It is safe for concurrent use; share one
@@ -147,6 +158,8 @@ type Client struct {
 	sched  *schedule.Store
 	worker *worker.Worker    // nil: nothing to work
 	maint  *maintain.Service // nil: Maintenance.Disabled
+	// periodic reconciles Config.PeriodicJobs (periodic.go); nil: none.
+	periodic *periodicJobs
 
 	mu      sync.Mutex
 	started bool
@@ -210,6 +223,9 @@ func newClient(pool *pgxpool.Pool, cfg Config, name string, shared *worker.Share
 	c.timers = timersrt.NewClient(timersrt.ClientOptions{MaxAttempts: cfg.MaxAttempts, NotifyDebounce: cfg.NotifyDebounce,
 		MaxPayloadBytes: cfg.MaxPayloadBytes})
 	c.sched = schedule.NewStore(schedule.StoreOptions{MaxPayloadBytes: cfg.MaxPayloadBytes, Schema: cfg.Schema})
+	if c.periodic, err = newPeriodicJobs(cfg, c.sched, log); err != nil {
+		return nil, fmt.Errorf("workq config: %w", err)
+	}
 
 	var observers []worker.Observer
 	if cfg.Metrics != nil {
@@ -386,7 +402,11 @@ func (c *Client) Start(ctx context.Context) error {
 		return errors.New("workq: client already started")
 	}
 	if c.set != nil {
+		if err := c.startPeriodic(ctx); err != nil {
+			return err
+		}
 		if err := c.startSharded(ctx); err != nil {
+			c.stopPeriodic()
 			return err
 		}
 		c.started = true
@@ -399,7 +419,11 @@ func (c *Client) Start(ctx context.Context) error {
 	if c.limits != nil {
 		c.limits.zeroUnset(ctx, []*Client{c}, []bool{true}, c.log)
 	}
+	if err := c.startPeriodic(ctx); err != nil {
+		return err
+	}
 	if err := c.startParts(ctx); err != nil {
+		c.stopPeriodic()
 		return err
 	}
 	if c.limits != nil {
@@ -482,6 +506,7 @@ func (c *Client) Stop(ctx context.Context) error {
 	if !started {
 		return ErrNotRunning
 	}
+	c.stopPeriodic()
 	defer c.closeEvents() // after the last completion is published
 	if c.set != nil {
 		return c.stopSharded(ctx)

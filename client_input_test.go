@@ -12,7 +12,6 @@ import (
 
 	"github.com/workq/workq"
 	"github.com/workq/workq/inbox"
-	"github.com/workq/workq/internal/schedule"
 	"github.com/workq/workq/internal/testdb"
 	"github.com/workq/workq/outbox"
 	"github.com/workq/workq/timers"
@@ -157,7 +156,7 @@ func TestClientRefusesNilContextAndTransaction(t *testing.T) {
 		"Cancel":        func(ctx context.Context, _ pgx.Tx) error { return e(client.Cancel(ctx, 1)) },
 		"CancelTx":      func(ctx context.Context, tx pgx.Tx) error { return e(client.CancelTx(ctx, tx, 1)) },
 		"CreateSchedule": func(ctx context.Context, _ pgx.Tx) error {
-			return e(client.CreateSchedule(ctx, schedule.Spec{Name: "s", Kind: "k", Cron: "@hourly"}))
+			return e(client.CreateSchedule(ctx, workq.ScheduleSpec{Name: "s", Kind: "k", Cron: "@hourly"}))
 		},
 		"GetSchedule":     func(ctx context.Context, _ pgx.Tx) error { return e(client.GetSchedule(ctx, "s")) },
 		"ListSchedules":   func(ctx context.Context, _ pgx.Tx) error { return e(client.ListSchedules(ctx)) },
@@ -165,7 +164,7 @@ func TestClientRefusesNilContextAndTransaction(t *testing.T) {
 		"EnableSchedule":  func(ctx context.Context, _ pgx.Tx) error { return e(client.EnableSchedule(ctx, "s")) },
 		"DisableSchedule": func(ctx context.Context, _ pgx.Tx) error { return e(client.DisableSchedule(ctx, "s")) },
 		"UpdateSchedule": func(ctx context.Context, _ pgx.Tx) error {
-			return e(client.UpdateSchedule(ctx, "s", schedule.Changes{}))
+			return e(client.UpdateSchedule(ctx, "s", workq.ScheduleChanges{}))
 		},
 		"TriggerSchedule": func(ctx context.Context, _ pgx.Tx) error { return e(client.TriggerSchedule(ctx, "s", false)) },
 		"Start":           func(ctx context.Context, _ pgx.Tx) error { return client.Start(ctx) },

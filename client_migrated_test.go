@@ -11,7 +11,6 @@ import (
 
 	"github.com/workq/workq"
 	"github.com/workq/workq/inbox"
-	"github.com/workq/workq/internal/schedule"
 	"github.com/workq/workq/internal/testdb"
 	"github.com/workq/workq/outbox"
 	"github.com/workq/workq/timers"
@@ -64,7 +63,7 @@ func TestUnmigratedSchemaSaysToMigrate(t *testing.T) {
 		"CancelTimer":    func(c *workq.Client) error { return c.CancelTimer(ctx, 1) },
 		"Cancel":         func(c *workq.Client) error { _, err := c.Cancel(ctx, 1); return err },
 		"CreateSchedule": func(c *workq.Client) error {
-			_, err := c.CreateSchedule(ctx, schedule.Spec{Name: "n", Cron: "0 3 * * *", Kind: "k"})
+			_, err := c.CreateSchedule(ctx, workq.ScheduleSpec{Name: "n", Cron: "0 3 * * *", Kind: "k"})
 			return err
 		},
 		"GetSchedule":     func(c *workq.Client) error { _, err := c.GetSchedule(ctx, "n"); return err },

@@ -119,10 +119,10 @@ func TestCompleteTxThenAnErrorIsReportedDone(t *testing.T) {
 	}
 }
 
-// PeriodicJob builds a schedule of typed jobs: kind, payload and options
-// come from the args.
+// PeriodicJob.Spec builds a schedule of typed jobs: kind, payload and
+// options come from the args.
 func TestPeriodicJob(t *testing.T) {
-	sp, err := workq.PeriodicJob("digest", "@every 1m", EmailArgs{To: "ops@example.com"}, &workq.EnqueueOpts{Queue: "mail", Priority: 3})
+	sp, err := workq.NewPeriodicJob("digest", "@every 1m", EmailArgs{To: "ops@example.com"}, &workq.PeriodicJobOpts{Queue: "mail", Priority: 3}).Spec()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,7 +10,6 @@ import (
 
 	"github.com/workq/workq/inbox"
 	"github.com/workq/workq/internal/jobq"
-	"github.com/workq/workq/internal/schedule"
 	"github.com/workq/workq/outbox"
 	"github.com/workq/workq/timers"
 	"github.com/workq/workq/workqtype"
@@ -474,14 +473,16 @@ func (c *Client) CancelTimerTx(ctx context.Context, tx pgx.Tx, id int64) (err er
 }
 
 // CreateSchedule creates a cron schedule whose slots become job runs (the
-// maintenance leader materialises them).
+// maintenance leader materialises them): an operator's schedule, which the
+// reconcile of Config.PeriodicJobs never changes. A name taken is
+// ErrScheduleExists.
 //
 // On a sharded Client a schedule lives on the shard of its name
 // (ScheduleKey), whose maintenance leader makes its runs there.
-func (c *Client) CreateSchedule(ctx context.Context, sp schedule.Spec) (_ schedule.Schedule, err error) {
+func (c *Client) CreateSchedule(ctx context.Context, sp ScheduleSpec) (_ Schedule, err error) {
 	defer c.notMigrated(&err)
 	if err := checkCtx(ctx); err != nil {
-		return schedule.Schedule{}, err
+		return Schedule{}, err
 	}
 	if c.set != nil {
 		return c.set.pick(routeSchedule(sp.Name)).CreateSchedule(ctx, sp)
@@ -489,22 +490,8 @@ func (c *Client) CreateSchedule(ctx context.Context, sp schedule.Spec) (_ schedu
 	return c.sched.Create(ctx, c.db, sp)
 }
 
-// PeriodicJob returns the schedule.Spec of a cron schedule whose runs are
-// jobs of args (River's PeriodicJob): its kind, payload, and the queue,
-// priority and max attempts of opts merged with the Args' own EnqueueOpts.
-// Pass it to CreateSchedule; a typed spec cannot name a kind without a
-// worker's args type, or carry a payload its worker cannot decode.
-func PeriodicJob(name, cron string, args Args, opts *EnqueueOpts) (schedule.Spec, error) {
-	j, err := job(args, opts)
-	if err != nil {
-		return schedule.Spec{}, err
-	}
-	return schedule.Spec{Name: name, Cron: cron, Queue: j.Queue, Kind: j.Kind, Payload: j.Payload,
-		Priority: j.Priority, MaxAttempts: j.MaxAttempts}, nil
-}
-
-// DeleteSchedule deletes a schedule (schedule.ErrNotFound when there is
-// none of that name).
+// DeleteSchedule deletes a schedule (ErrNotFound when there is none of
+// that name).
 func (c *Client) DeleteSchedule(ctx context.Context, name string) (err error) {
 	defer c.notMigrated(&err)
 	if err := checkCtx(ctx); err != nil {
@@ -516,16 +503,6 @@ func (c *Client) DeleteSchedule(ctx context.Context, name string) (err error) {
 	return c.sched.Delete(ctx, c.db, name)
 }
 
-// Schedules returns the schedule store, for updating, enabling, listing and
-// triggering schedules on a DB of the caller's choice.
-//
-// On a sharded Client a schedule lives on the shard of its name: pass the
-// store that shard's database (client.Shard(client.ShardFor(ScheduleKey(name))).Pool(),
-// never the front's Pool), or use the Client's GetSchedule,
-// ListSchedules, UpdateSchedule, EnableSchedule, DisableSchedule and
-// TriggerSchedule, which route by name.
-func (c *Client) Schedules() *schedule.Store { return c.sched }
-
 // scheduleShard returns the Client of the shard of schedule name (c itself
 // when not sharded).
 func (c *Client) scheduleShard(name string) *Client {
@@ -536,18 +513,18 @@ func (c *Client) scheduleShard(name string) *Client {
 }
 
 // GetSchedule reads the schedule called name on its shard
-// (schedule.ErrNotFound when there is none).
-func (c *Client) GetSchedule(ctx context.Context, name string) (_ schedule.Schedule, err error) {
+// (ErrNotFound when there is none).
+func (c *Client) GetSchedule(ctx context.Context, name string) (_ Schedule, err error) {
 	defer c.notMigrated(&err)
 	if err := checkCtx(ctx); err != nil {
-		return schedule.Schedule{}, err
+		return Schedule{}, err
 	}
 	sc := c.scheduleShard(name)
 	return sc.sched.Get(ctx, sc.db, name)
 }
 
 // ListSchedules lists the schedules of every shard, by name.
-func (c *Client) ListSchedules(ctx context.Context) (_ []schedule.Schedule, err error) {
+func (c *Client) ListSchedules(ctx context.Context) (_ []Schedule, err error) {
 	defer c.notMigrated(&err)
 	if err := checkCtx(ctx); err != nil {
 		return nil, err
@@ -555,7 +532,7 @@ func (c *Client) ListSchedules(ctx context.Context) (_ []schedule.Schedule, err 
 	if c.set == nil {
 		return c.sched.List(ctx, c.db)
 	}
-	var out []schedule.Schedule
+	var out []Schedule
 	for _, sc := range c.set.shards {
 		ss, err := sc.sched.List(ctx, sc.db)
 		if err != nil {
@@ -563,46 +540,49 @@ func (c *Client) ListSchedules(ctx context.Context) (_ []schedule.Schedule, err 
 		}
 		out = append(out, ss...)
 	}
-	slices.SortFunc(out, func(a, b schedule.Schedule) int { return strings.Compare(a.Name, b.Name) })
+	slices.SortFunc(out, func(a, b Schedule) int { return strings.Compare(a.Name, b.Name) })
 	return out, nil
 }
 
 // UpdateSchedule changes the schedule called name on its shard.
-func (c *Client) UpdateSchedule(ctx context.Context, name string, ch schedule.Changes) (_ schedule.Schedule, err error) {
+func (c *Client) UpdateSchedule(ctx context.Context, name string, ch ScheduleChanges) (_ Schedule, err error) {
 	defer c.notMigrated(&err)
 	if err := checkCtx(ctx); err != nil {
-		return schedule.Schedule{}, err
+		return Schedule{}, err
 	}
 	sc := c.scheduleShard(name)
 	return sc.sched.Update(ctx, sc.db, name, ch)
 }
 
 // EnableSchedule enables the schedule called name on its shard.
-func (c *Client) EnableSchedule(ctx context.Context, name string) (_ schedule.Schedule, err error) {
+func (c *Client) EnableSchedule(ctx context.Context, name string) (_ Schedule, err error) {
 	defer c.notMigrated(&err)
 	if err := checkCtx(ctx); err != nil {
-		return schedule.Schedule{}, err
+		return Schedule{}, err
 	}
 	sc := c.scheduleShard(name)
 	return sc.sched.Enable(ctx, sc.db, name)
 }
 
 // DisableSchedule disables the schedule called name on its shard.
-func (c *Client) DisableSchedule(ctx context.Context, name string) (_ schedule.Schedule, err error) {
+func (c *Client) DisableSchedule(ctx context.Context, name string) (_ Schedule, err error) {
 	defer c.notMigrated(&err)
 	if err := checkCtx(ctx); err != nil {
-		return schedule.Schedule{}, err
+		return Schedule{}, err
 	}
 	sc := c.scheduleShard(name)
 	return sc.sched.Disable(ctx, sc.db, name)
 }
 
 // TriggerSchedule makes a run of the schedule called name now, on its
-// shard (schedule.Store.TriggerNow).
-func (c *Client) TriggerSchedule(ctx context.Context, name string, force bool) (_ schedule.Triggered, err error) {
+// shard, outside its slots: it does not move the next run, and works on
+// a disabled schedule too. With overlap policy skip and the previous run
+// still live it returns ErrScheduleOverlap and enqueues nothing, unless
+// force is set.
+func (c *Client) TriggerSchedule(ctx context.Context, name string, force bool) (_ TriggeredRun, err error) {
 	defer c.notMigrated(&err)
 	if err := checkCtx(ctx); err != nil {
-		return schedule.Triggered{}, err
+		return TriggeredRun{}, err
 	}
 	sc := c.scheduleShard(name)
 	return sc.sched.TriggerNow(ctx, sc.db, name, force)

@@ -54,19 +54,3 @@ func ExampleJob_CompleteTx() {
 	fmt.Println("sent:", sent, "job:", status)
 	// Output: sent: true job: done
 }
-
-// PeriodicJob makes a cron schedule of typed jobs; the maintenance leader
-// turns each slot into one job run.
-func ExamplePeriodicJob() {
-	pool, cleanup := testdb.ExamplePool()
-	defer cleanup()
-	ctx := context.Background()
-	client, err := workq.NewClient(pool, workq.Config{Maintenance: workq.MaintenanceConfig{Disabled: true}})
-	must(err)
-	spec, err := workq.PeriodicJob("nightly-invoices", "0 3 * * *", SendInvoiceArgs{Invoice: 0}, &workq.EnqueueOpts{Queue: "billing"})
-	must(err)
-	s, err := client.CreateSchedule(ctx, spec)
-	must(err)
-	fmt.Println(s.Name, s.Kind, s.Queue, string(s.Payload))
-	// Output: nightly-invoices invoice.mail billing {"invoice": 0}
-}

@@ -214,7 +214,8 @@ func NewShardedClient(shards []Shard, cfg Config) (*Client, error) {
 	first := set.shards[0]
 	return &Client{pool: first.pool, rw: first.rw, db: first.db, log: log, jobs: first.jobs, outbox: first.outbox, inbox: first.inbox,
 		timers: first.timers, sched: first.sched, enqueueMW: first.enqueueMW, run: first.run, set: set, limits: limits,
-		ev: newClientEvents(log), kinds: first.kinds}, nil
+		ev: newClientEvents(log), kinds: first.kinds,
+		periodic: first.periodic}, nil
 }
 
 func checkShards(shards []Shard) error {

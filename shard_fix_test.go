@@ -14,7 +14,6 @@ import (
 	"github.com/workq/workq"
 	"github.com/workq/workq/inbox"
 	"github.com/workq/workq/internal/lease"
-	"github.com/workq/workq/internal/schedule"
 	"github.com/workq/workq/internal/shardlimit"
 	"github.com/workq/workq/internal/testdb"
 	"github.com/workq/workq/internal/worker"
@@ -291,7 +290,7 @@ func TestShardedSchedulesRouteByName(t *testing.T) {
 	names := map[string]bool{}
 	for n := range 8 {
 		name := fmt.Sprint("sched-", n)
-		if _, err := c.CreateSchedule(ctx, schedule.Spec{Name: name, Cron: "0 0 * * *", Kind: "shard.test"}); err != nil {
+		if _, err := c.CreateSchedule(ctx, workq.ScheduleSpec{Name: name, Cron: "0 0 * * *", Kind: "shard.test"}); err != nil {
 			t.Fatal(err)
 		}
 		names[name] = true

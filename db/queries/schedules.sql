@@ -3,11 +3,11 @@
 select coalesce(sqlc.narg('now')::timestamptz, now())::timestamptz as now;
 
 -- name: SchedulesInsert :one
--- SchedulesInsert adds one schedule; the caller has validated every field and computed next_run_at.
+-- SchedulesInsert adds one schedule (declared: by a Client's PeriodicJobs); the caller has validated every field and computed next_run_at.
 insert into workq.schedules (name, queue, kind, payload, cron, timezone, priority, max_attempts,
-                       enabled, next_run_at, overlap, misfire, misfire_cap)
+                       enabled, next_run_at, overlap, misfire, misfire_cap, declared)
 values (@name, @queue, @kind, @payload, @cron, @timezone, @priority, @max_attempts,
-        @enabled, sqlc.narg('next_run_at')::timestamptz, @overlap, @misfire, @misfire_cap)
+        @enabled, sqlc.narg('next_run_at')::timestamptz, @overlap, @misfire, @misfire_cap, @declared)
 on conflict (name) do nothing
 returning id;
 

@@ -37,7 +37,6 @@ import (
 
 	"github.com/workq/workq"
 	"github.com/workq/workq/internal/db"
-	"github.com/workq/workq/internal/schedule"
 	"github.com/workq/workq/internal/worker"
 	"github.com/workq/workq/publish"
 )
@@ -178,11 +177,17 @@ func run(ctx context.Context, s settings, log *slog.Logger, ln net.Listener) err
 		Workers:      workers,
 		Worker:       worker.Config{Queues: []string{queue}, Poll: s.Poll, Concurrency: 16, DrainTimeout: drain},
 		OutboxQueues: []string{queue}, InboxQueues: []string{queue}, TimerQueues: []string{queue},
+		// The expiry schedule is declared here: every replica's Start
+		// makes the stored one what this code says (a changed -expire-every
+		// updates it), and the newest deploy wins while two run side by side.
+		PeriodicJobs: []*workq.PeriodicJob{workq.NewPeriodicJob(scheduleName, "@every "+s.ExpireEvery.String(), ExpireArgs{},
+			&workq.PeriodicJobOpts{
+				Queue:   queue,
+				Overlap: workq.OverlapSkip, // one sweep at a time
+				Misfire: workq.MisfireSkip, // after downtime, one on-time sweep is enough
+			})},
 	})
 	if err != nil {
-		return err
-	}
-	if err := ensureSchedule(ctx, svc.client, s.ExpireEvery); err != nil {
 		return err
 	}
 	if err := svc.client.Start(ctx); err != nil {
@@ -220,31 +225,6 @@ func stopWithin(log *slog.Logger, what string, d time.Duration, stop func(contex
 	if err := stop(ctx); err != nil {
 		log.Warn("stop "+what, "err", err)
 	}
-}
-
-// ensureSchedule creates the expiry schedule, or brings an existing one in
-// line with the flags: every replica may run it at every start. An
-// operator's disable is left alone.
-func ensureSchedule(ctx context.Context, client *workq.Client, every time.Duration) error {
-	cron, q, kind := "@every "+every.String(), queue, ExpireArgs{}.Kind()
-	_, err := client.CreateSchedule(ctx, schedule.Spec{
-		Name: scheduleName, Cron: cron, Queue: q, Kind: kind,
-		Overlap: schedule.OverlapSkip, // one sweep at a time
-		Misfire: schedule.MisfireSkip, // after downtime, one on-time sweep is enough
-	})
-	if !errors.Is(err, schedule.ErrExists) {
-		return err
-	}
-	store, pool := client.Schedules(), client.Pool()
-	sc, err := store.Get(ctx, pool, scheduleName)
-	if err != nil {
-		return err
-	}
-	if sc.Cron == cron && sc.Queue == q && sc.Kind == kind {
-		return nil // unchanged: updating the cron would re-anchor its slots
-	}
-	_, err = store.Update(ctx, pool, scheduleName, schedule.Changes{Cron: &cron, Queue: &q, Kind: &kind})
-	return err
 }
 
 // newPublisher is the relay's handler of every topic: a signed webhook

@@ -9,7 +9,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"log"
 	"os"
 	"os/signal"
@@ -21,7 +20,6 @@ import (
 
 	"github.com/workq/workq"
 	"github.com/workq/workq/inbox"
-	"github.com/workq/workq/internal/schedule"
 	"github.com/workq/workq/migrate"
 	"github.com/workq/workq/outbox"
 	"github.com/workq/workq/timers"
@@ -59,7 +57,10 @@ func main() {
 	check(workq.HandleOutbox(workers, "order.placed", handle)) // or relay it to a webhook or NATS
 	check(workq.HandleInbox(workers, "payment.settled", handle))
 	check(workq.HandleTimer(workers, "order.expired", handle))
-	client := must(workq.NewClient(pool, workq.Config{Workers: workers})) // maintenance included
+	client := must(workq.NewClient(pool, workq.Config{Workers: workers, // maintenance included
+		// Declared in code: Start makes the stored schedule what this says.
+		PeriodicJobs: []*workq.PeriodicJob{workq.NewPeriodicJob("digest", "@every 1m", EmailArgs{To: "ops@example.com"}, nil)},
+	}))
 	check(client.Start(ctx))
 
 	// Your business write, the job and the outbox message commit together, or not at all.
@@ -72,11 +73,6 @@ func main() {
 	}))
 	// Recorded once per (source, message id): a redelivery is a no-op.
 	must(client.Receive(ctx, inbox.Message{Source: "psp", MessageID: "evt-1", Topic: "payment.settled", Payload: Order{1}}))
-	digest := must(workq.PeriodicJob("digest", "@every 1m", EmailArgs{To: "ops@example.com"}, nil))
-	_, err := client.CreateSchedule(ctx, digest)
-	if err != nil && !errors.Is(err, schedule.ErrExists) {
-		log.Fatal(err)
-	}
 	must(client.ScheduleTimer(ctx, timers.Timer{Topic: "order.expired", Delay: time.Second, Payload: Order{1}}))
 
 	<-ctx.Done() // Ctrl-C. ctx is over: Stop(ctx) would cancel the handlers at once (and still release their jobs)

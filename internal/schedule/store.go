@@ -25,29 +25,28 @@ import (
 // workqtype.ErrInvalid; none of these requests changed anything.
 var (
 	ErrNotFound = fmt.Errorf("schedule %w", workqtype.ErrNotFound)
-	ErrExists   = errors.New("schedule already exists")
+	ErrExists   = workqtype.ErrScheduleExists
 	// ErrOverlap: TriggerNow found the schedule's previous run still live
 	// and the schedule's overlap policy is skip.
-	ErrOverlap = errors.New("schedule has a live run")
+	ErrOverlap = workqtype.ErrScheduleOverlap
 )
 
-// OverlapPolicy says whether a slot runs while the previous run of the
-// same schedule is still live (ready or in progress).
-type OverlapPolicy string
-
-const (
-	OverlapAllow OverlapPolicy = "allow" // every slot gets its run (the default)
-	OverlapSkip  OverlapPolicy = "skip"  // a slot is skipped while the previous run is live
+// The user-facing types live in workqtype (the root re-exports them).
+type (
+	OverlapPolicy = workqtype.OverlapPolicy
+	MisfirePolicy = workqtype.MisfirePolicy
+	Spec          = workqtype.ScheduleSpec
+	Changes       = workqtype.ScheduleChanges
+	Schedule      = workqtype.Schedule
+	Triggered     = workqtype.TriggeredRun
 )
 
-// MisfirePolicy says what the scheduler does with slots it finds more than
-// its grace late, after downtime or falling behind.
-type MisfirePolicy string
-
 const (
-	MisfireRunOnce MisfirePolicy = "run_once" // the missed slots collapse into one run (the default)
-	MisfireSkip    MisfirePolicy = "skip"     // missed slots are dropped; the next on-time slot runs
-	MisfireRunAll  MisfirePolicy = "run_all"  // every missed slot runs, the latest MisfireCap of them
+	OverlapAllow   = workqtype.OverlapAllow
+	OverlapSkip    = workqtype.OverlapSkip
+	MisfireRunOnce = workqtype.MisfireRunOnce
+	MisfireSkip    = workqtype.MisfireSkip
+	MisfireRunAll  = workqtype.MisfireRunAll
 )
 
 // Defaults of a Spec's zero values.
@@ -56,69 +55,6 @@ const (
 	DefaultMaxAttempts = 4
 	MaxMisfireCap      = 10000
 )
-
-// Spec describes a schedule to create.
-type Spec struct {
-	Name        string        // required, unique: 1-128 of A-Z a-z 0-9 _ . : -
-	Cron        string        // required: see ParseCron
-	Timezone    string        // IANA zone; "" is UTC
-	Queue       string        // "" is "default"
-	Kind        string        // required: the job kind its runs have
-	Payload     any           // a JSON object: struct, map, json.RawMessage or []byte; nil is {}
-	Priority    int16         // of its runs
-	MaxAttempts int           // of its runs; 0 is 4
-	Overlap     OverlapPolicy // "" is allow
-	Misfire     MisfirePolicy // "" is run_once
-	MisfireCap  int           // run_all's cap; 0 is 100, at most 10000
-	Disabled    bool          // create it disabled
-}
-
-// Changes is a partial update: nil fields stay as they are.
-type Changes struct {
-	Cron        *string
-	Timezone    *string
-	Queue       *string
-	Kind        *string
-	Payload     any // nil: unchanged
-	Priority    *int16
-	MaxAttempts *int
-	Overlap     *OverlapPolicy
-	Misfire     *MisfirePolicy
-	MisfireCap  *int
-}
-
-// Schedule is a stored schedule.
-type Schedule struct {
-	ID          int64           `json:"id"`
-	Name        string          `json:"name"`
-	Cron        string          `json:"cron"`
-	Timezone    string          `json:"timezone"`
-	Queue       string          `json:"queue"`
-	Kind        string          `json:"kind"`
-	Payload     json.RawMessage `json:"payload"`
-	Priority    int16           `json:"priority"`
-	MaxAttempts int             `json:"max_attempts"`
-	Overlap     OverlapPolicy   `json:"overlap"`
-	Misfire     MisfirePolicy   `json:"misfire"`
-	MisfireCap  int             `json:"misfire_cap"`
-	Enabled     bool            `json:"enabled"`
-	NextRunAt   *time.Time      `json:"next_run_at"` // nil while disabled or parked
-	LastRunAt   *time.Time      `json:"last_run_at"` // scheduled time of the last slot run, or when it was triggered
-	LastRunID   *int64          `json:"last_run_id"`
-	// LastOutcome: "" (never ran), "skipped" (the newest slot was skipped by
-	// the overlap policy), or the last run's state: "ready", "running",
-	// "done", "failed", "cancelled", or "removed" (retention deleted it).
-	LastOutcome   string     `json:"last_outcome"`
-	SkippedRuns   int64      `json:"skipped_runs"`
-	LastSkippedAt *time.Time `json:"last_skipped_at"`
-	CreatedAt     time.Time  `json:"created_at"`
-	UpdatedAt     time.Time  `json:"updated_at"`
-}
-
-// Triggered is the run TriggerNow enqueued.
-type Triggered struct {
-	RunID int64 `json:"run_id"`
-}
 
 // StoreOptions configure a Store; zero values take the defaults.
 type StoreOptions struct {
@@ -309,7 +245,7 @@ func fromRow(r gen.SchedulesListRow) Schedule {
 		ID: r.ID, Name: r.Name, Cron: r.Cron, Timezone: r.Timezone, Queue: r.Queue, Kind: r.Kind,
 		Payload: json.RawMessage(r.Payload), Priority: r.Priority, MaxAttempts: int(r.MaxAttempts),
 		Overlap: OverlapPolicy(r.Overlap), Misfire: MisfirePolicy(r.Misfire), MisfireCap: int(r.MisfireCap),
-		Enabled: r.Enabled, NextRunAt: r.NextRunAt, LastRunAt: r.LastRunAt, LastRunID: r.LastRunID,
+		Enabled: r.Enabled, Declared: r.Declared, NextRunAt: r.NextRunAt, LastRunAt: r.LastRunAt, LastRunID: r.LastRunID,
 		SkippedRuns: r.SkippedRuns, LastSkippedAt: r.LastSkippedAt, CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt,
 	}
 	switch {

@@ -127,6 +127,13 @@ type OutboxKeySeq struct {
 	UpdatedAt    time.Time
 }
 
+type PeriodicJobSet struct {
+	Fingerprint []byte
+	FirstSeenAt time.Time
+	AliveUntil  time.Time
+	AppliedAt   *time.Time
+}
+
 type QueueLimit struct {
 	WorkTable     string
 	Queue         string
@@ -178,6 +185,7 @@ type Schedule struct {
 	LastRunID     *int64
 	SkippedRuns   int64
 	LastSkippedAt *time.Time
+	Declared      bool
 }
 
 type Timer struct {

@@ -119,7 +119,7 @@ func (q *Queries) SchedulesDue(ctx context.Context, now time.Time, batch int32) 
 }
 
 const schedulesGet = `-- name: SchedulesGet :one
-select s.id, s.name, s.queue, s.kind, s.payload, s.cron, s.timezone, s.priority, s.max_attempts, s.enabled, s.next_run_at, s.last_run_at, s.created_at, s.updated_at, s.overlap, s.misfire, s.misfire_cap, s.last_run_id, s.skipped_runs, s.last_skipped_at, j.status as last_run_status
+select s.id, s.name, s.queue, s.kind, s.payload, s.cron, s.timezone, s.priority, s.max_attempts, s.enabled, s.next_run_at, s.last_run_at, s.created_at, s.updated_at, s.overlap, s.misfire, s.misfire_cap, s.last_run_id, s.skipped_runs, s.last_skipped_at, s.declared, j.status as last_run_status
 from workq.schedules s left join workq.job_runs j on j.id = s.last_run_id
 where s.name = $1
 `
@@ -145,6 +145,7 @@ type SchedulesGetRow struct {
 	LastRunID     *int64
 	SkippedRuns   int64
 	LastSkippedAt *time.Time
+	Declared      bool
 	LastRunStatus *int16
 }
 
@@ -173,13 +174,14 @@ func (q *Queries) SchedulesGet(ctx context.Context, name string) (SchedulesGetRo
 		&i.LastRunID,
 		&i.SkippedRuns,
 		&i.LastSkippedAt,
+		&i.Declared,
 		&i.LastRunStatus,
 	)
 	return i, err
 }
 
 const schedulesGetForUpdate = `-- name: SchedulesGetForUpdate :one
-select id, name, queue, kind, payload, cron, timezone, priority, max_attempts, enabled, next_run_at, last_run_at, created_at, updated_at, overlap, misfire, misfire_cap, last_run_id, skipped_runs, last_skipped_at from workq.schedules where name = $1 for no key update
+select id, name, queue, kind, payload, cron, timezone, priority, max_attempts, enabled, next_run_at, last_run_at, created_at, updated_at, overlap, misfire, misfire_cap, last_run_id, skipped_runs, last_skipped_at, declared from workq.schedules where name = $1 for no key update
 `
 
 // SchedulesGetForUpdate reads one schedule by name and locks it for a read-modify-write (update, enable, trigger).
@@ -207,15 +209,16 @@ func (q *Queries) SchedulesGetForUpdate(ctx context.Context, name string) (Sched
 		&i.LastRunID,
 		&i.SkippedRuns,
 		&i.LastSkippedAt,
+		&i.Declared,
 	)
 	return i, err
 }
 
 const schedulesInsert = `-- name: SchedulesInsert :one
 insert into workq.schedules (name, queue, kind, payload, cron, timezone, priority, max_attempts,
-                       enabled, next_run_at, overlap, misfire, misfire_cap)
+                       enabled, next_run_at, overlap, misfire, misfire_cap, declared)
 values ($1, $2, $3, $4, $5, $6, $7, $8,
-        $9, $10::timestamptz, $11, $12, $13)
+        $9, $10::timestamptz, $11, $12, $13, $14)
 on conflict (name) do nothing
 returning id
 `
@@ -234,9 +237,10 @@ type SchedulesInsertParams struct {
 	Overlap     string
 	Misfire     string
 	MisfireCap  int32
+	Declared    bool
 }
 
-// SchedulesInsert adds one schedule; the caller has validated every field and computed next_run_at.
+// SchedulesInsert adds one schedule (declared: by a Client's PeriodicJobs); the caller has validated every field and computed next_run_at.
 func (q *Queries) SchedulesInsert(ctx context.Context, arg SchedulesInsertParams) (int64, error) {
 	row := q.db.QueryRow(ctx, schedulesInsert,
 		arg.Name,
@@ -252,6 +256,7 @@ func (q *Queries) SchedulesInsert(ctx context.Context, arg SchedulesInsertParams
 		arg.Overlap,
 		arg.Misfire,
 		arg.MisfireCap,
+		arg.Declared,
 	)
 	var id int64
 	err := row.Scan(&id)
@@ -259,7 +264,7 @@ func (q *Queries) SchedulesInsert(ctx context.Context, arg SchedulesInsertParams
 }
 
 const schedulesList = `-- name: SchedulesList :many
-select s.id, s.name, s.queue, s.kind, s.payload, s.cron, s.timezone, s.priority, s.max_attempts, s.enabled, s.next_run_at, s.last_run_at, s.created_at, s.updated_at, s.overlap, s.misfire, s.misfire_cap, s.last_run_id, s.skipped_runs, s.last_skipped_at, j.status as last_run_status
+select s.id, s.name, s.queue, s.kind, s.payload, s.cron, s.timezone, s.priority, s.max_attempts, s.enabled, s.next_run_at, s.last_run_at, s.created_at, s.updated_at, s.overlap, s.misfire, s.misfire_cap, s.last_run_id, s.skipped_runs, s.last_skipped_at, s.declared, j.status as last_run_status
 from workq.schedules s left join workq.job_runs j on j.id = s.last_run_id
 order by s.name
 `
@@ -285,6 +290,7 @@ type SchedulesListRow struct {
 	LastRunID     *int64
 	SkippedRuns   int64
 	LastSkippedAt *time.Time
+	Declared      bool
 	LastRunStatus *int16
 }
 
@@ -319,6 +325,7 @@ func (q *Queries) SchedulesList(ctx context.Context) ([]SchedulesListRow, error)
 			&i.LastRunID,
 			&i.SkippedRuns,
 			&i.LastSkippedAt,
+			&i.Declared,
 			&i.LastRunStatus,
 		); err != nil {
 			return nil, err

@@ -72,7 +72,7 @@ func Snooze(d time.Duration) error { return worker.Snooze(d) }
 // ErrLeaseLost is the cause (context.Cause) of a handler context cancelled
 // because this worker no longer holds the item's lease; the handler's
 // result is then discarded.
-var ErrLeaseLost = worker.ErrLeaseLost
+var ErrLeaseLost = workqtype.ErrLeaseLost
 
 // Config configures a Client. The zero Config is a working one: it
 // enqueues, and runs maintenance; add Workers to work.
@@ -325,7 +325,7 @@ func newWorker(pool *pgxpool.Pool, cfg Config, o worker.Options) (*worker.Worker
 
 // ErrSchemaBehind is returned by Start when the Client's schema is not
 // migrated to the version this code needs (never migrated: version 0).
-var ErrSchemaBehind = db.ErrSchemaBehind
+var ErrSchemaBehind = workqtype.ErrSchemaBehind
 
 // ErrNotMigrated is matched by the error of Start, and of every enqueue,
 // send, receive, timer and schedule call, on a schema that was never
@@ -525,18 +525,22 @@ func (c *Client) Run(ctx context.Context) error {
 	return c.Stop(context.Background())
 }
 
+// Stats counts what a Client's workers did since it started; see
+// workqtype.Stats.
+type Stats = workqtype.Stats
+
 // Stats returns the worker's counters (zero without handlers); a sharded
 // Client's are the sum over its shards (each shard's: Shard(name).Stats).
-func (c *Client) Stats() worker.Stats {
+func (c *Client) Stats() Stats {
 	if c.set != nil {
-		var sum worker.Stats
+		var sum Stats
 		for _, sc := range c.set.shards {
 			sum = sum.Add(sc.Stats())
 		}
 		return sum
 	}
 	if c.worker == nil {
-		return worker.Stats{}
+		return Stats{}
 	}
 	return c.worker.Stats()
 }

@@ -545,30 +545,6 @@ func (c *Client) Stats() Stats {
 	return c.worker.Stats()
 }
 
-// Worker returns the runtime under the Client (nil when it has no
-// handlers), for metrics and tests.
-//
-// On a sharded Client it is the FIRST SHARD'S ONLY: each shard has its own
-// runtime (its own claims, counters and Stop), so use Shard(name).Worker()
-// for each, and Stats for the sum.
-func (c *Client) Worker() *worker.Worker {
-	if c.set != nil {
-		return c.set.shards[0].worker
-	}
-	return c.worker
-}
-
-// Maintenance returns the maintenance service (nil when disabled).
-//
-// On a sharded Client it is the FIRST SHARD'S ONLY: each shard has its own
-// service and leader, so use Shard(name).Maintenance() for each.
-func (c *Client) Maintenance() *maintain.Service {
-	if c.set != nil {
-		return c.set.shards[0].maint
-	}
-	return c.maint
-}
-
 // Pool returns the Client's pool.
 //
 // On a sharded Client it is the FIRST SHARD'S ONLY: an id, a key or a

@@ -33,7 +33,7 @@ func TestClientDefaultRunsEveryMaintenanceTask(t *testing.T) {
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		var ran []string
-		for _, s := range client.Maintenance().Stats() {
+		for _, s := range workq.MaintenanceOf(client).Stats() {
 			if s.Rounds > 0 && s.Errors == 0 {
 				ran = append(ran, s.Name)
 			}
@@ -43,7 +43,7 @@ func TestClientDefaultRunsEveryMaintenanceTask(t *testing.T) {
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("after 30s these maintenance tasks have not run without error: %v (stats %+v)", missing, client.Maintenance().Stats())
+			t.Fatalf("after 30s these maintenance tasks have not run without error: %v (stats %+v)", missing, workq.MaintenanceOf(client).Stats())
 		}
 		time.Sleep(50 * time.Millisecond)
 	}

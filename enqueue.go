@@ -508,16 +508,6 @@ func (c *Client) DeleteSchedule(ctx context.Context, name string) (err error) {
 	return c.sched.Delete(ctx, c.db, name)
 }
 
-// Schedules returns the schedule store, for updating, enabling, listing and
-// triggering schedules on a DB of the caller's choice.
-//
-// On a sharded Client a schedule lives on the shard of its name: pass the
-// store that shard's database (client.Shard(client.ShardFor(ScheduleKey(name))).Pool(),
-// never the front's Pool), or use the Client's GetSchedule,
-// ListSchedules, UpdateSchedule, EnableSchedule, DisableSchedule and
-// TriggerSchedule, which route by name.
-func (c *Client) Schedules() *schedule.Store { return c.sched }
-
 // scheduleShard returns the Client of the shard of schedule name (c itself
 // when not sharded).
 func (c *Client) scheduleShard(name string) *Client {

@@ -235,15 +235,14 @@ func ensureSchedule(ctx context.Context, client *workq.Client, every time.Durati
 	if !errors.Is(err, schedule.ErrExists) {
 		return err
 	}
-	store, pool := client.Schedules(), client.Pool()
-	sc, err := store.Get(ctx, pool, scheduleName)
+	sc, err := client.GetSchedule(ctx, scheduleName)
 	if err != nil {
 		return err
 	}
 	if sc.Cron == cron && sc.Queue == q && sc.Kind == kind {
 		return nil // unchanged: updating the cron would re-anchor its slots
 	}
-	_, err = store.Update(ctx, pool, scheduleName, schedule.Changes{Cron: &cron, Queue: &q, Kind: &kind})
+	_, err = client.UpdateSchedule(ctx, scheduleName, schedule.Changes{Cron: &cron, Queue: &q, Kind: &kind})
 	return err
 }
 

@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/workq/workq"
+	"github.com/workq/workq/internal/clienthook"
 	"github.com/workq/workq/internal/testdb"
 	"github.com/workq/workq/internal/worker"
 	"github.com/workq/workq/outbox"
@@ -23,7 +24,7 @@ import (
 // messages to publisher: publishers are raw handlers of the relay.
 func relayTo(ctx context.Context, pool *pgxpool.Pool, topic string, publisher worker.HandlerFunc) *workq.Client {
 	workers := workq.NewWorkers()
-	if err := workers.HandleOutboxRaw(topic, publisher); err != nil {
+	if err := clienthook.HandleOutbox(workers, topic, publisher); err != nil {
 		panic(err)
 	}
 	client, err := workq.NewClient(pool, workq.Config{Workers: workers})

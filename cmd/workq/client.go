@@ -8,6 +8,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/workq/workq"
+	"github.com/workq/workq/internal/clienthook"
 	"github.com/workq/workq/internal/config"
 	"github.com/workq/workq/internal/worker/builtin"
 	"github.com/workq/workq/publish"
@@ -85,7 +86,7 @@ func cliWorkers(cfg config.Config, log *slog.Logger, k workKinds) (*workq.Worker
 		return nil, nil, err
 	}
 	for topic, h := range set.Handlers {
-		if err := ws.HandleOutboxRaw(topic, h); err != nil {
+		if err := clienthook.HandleOutbox(ws, topic, h); err != nil {
 			set.Close()
 			return nil, nil, fmt.Errorf("outbox relay: %w", err)
 		}
@@ -100,13 +101,13 @@ func addBuiltins(ws *workq.Workers, cfg config.Config) error {
 		return err
 	}
 	wh := builtin.NewWebhook(cfg.WebhookAllow, cfg.WebhookSecret, cfg.WebhookTimeout)
-	if err := ws.HandleJob(builtin.WebhookKind, wh.Handle); err != nil {
+	if err := clienthook.HandleJob(ws, builtin.WebhookKind, wh.Handle); err != nil {
 		return err
 	}
-	if err := ws.HandleJob(builtin.ExecKind, ex.Handle); err != nil {
+	if err := clienthook.HandleJob(ws, builtin.ExecKind, ex.Handle); err != nil {
 		return err
 	}
-	return ws.HandleJob(builtin.NoopKind, builtin.Noop)
+	return clienthook.HandleJob(ws, builtin.NoopKind, builtin.Noop)
 }
 
 // newClient is workq.NewClient of the adapted cfg; maintenance runs in it

@@ -36,6 +36,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/workq/workq"
+	"github.com/workq/workq/internal/clienthook"
 	"github.com/workq/workq/internal/db"
 	"github.com/workq/workq/internal/schedule"
 	"github.com/workq/workq/internal/worker"
@@ -275,7 +276,7 @@ func (s *service) workers(publisher worker.HandlerFunc) (*workq.Workers, error) 
 	// a message that finally failed until an operator retries it
 	// (`workq outbox retry`), so a consumer never sees them out of order.
 	err := errors.Join(
-		ws.HandleOutboxRaw("", publisher),
+		clienthook.HandleOutbox(ws, "", publisher),
 		workq.HandleInbox(ws, pspSucceeded, s.markPaid),
 		workq.HandleInbox(ws, "", func(_ context.Context, m *workq.Message[json.RawMessage]) error {
 			m.Logger().Info("payment event ignored", "type", m.Topic)

@@ -33,7 +33,7 @@ func startPayClient(t *testing.T, pool *pgxpool.Pool, pay func(context.Context, 
 	workq.AddWorker(workers, workq.WorkFunc(pay))
 	results := make(chan worker.Result, 16)
 	client, err := workq.NewClient(pool, workq.Config{Workers: workers, Maintenance: workq.MaintenanceConfig{Disabled: true},
-		Worker:   worker.Config{BackoffBase: time.Millisecond, BackoffCap: time.Millisecond},
+		BackoffBase: time.Millisecond, BackoffCap: time.Millisecond,
 		OnResult: func(r worker.Result) { results <- r }})
 	if err != nil {
 		t.Fatal(err)

@@ -87,7 +87,10 @@ func (l *resultLog) wait(t *testing.T, id int64, n int) []worker.Result {
 
 // fastRetries is a worker configuration whose retries come within
 // milliseconds, so a test sees a job through all of its attempts.
-var fastRetries = worker.Config{BackoffBase: time.Millisecond, BackoffCap: 5 * time.Millisecond, Poll: 20 * time.Millisecond}
+func fastRetries(cfg workq.Config) workq.Config {
+	cfg.BackoffBase, cfg.BackoffCap, cfg.FetchPollInterval = time.Millisecond, 5*time.Millisecond, 20*time.Millisecond
+	return cfg
+}
 
 // TestOnResultOutcome: the worker.Result that Config.OnResult gets says
 // what the attempt did, as runs.outcome records it: an error on the last
@@ -99,8 +102,8 @@ func TestOnResultOutcome(t *testing.T) {
 	var log resultLog
 	workers := workq.NewWorkers()
 	workq.AddWorker[outcomeArgs](workers, &outcomeWorker{})
-	client, err := workq.NewClient(pool, workq.Config{Workers: workers, Worker: fastRetries,
-		Maintenance: workq.MaintenanceConfig{Disabled: true}, OnResult: log.add})
+	client, err := workq.NewClient(pool, fastRetries(workq.Config{Workers: workers,
+		Maintenance: workq.MaintenanceConfig{Disabled: true}, OnResult: log.add}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -174,14 +177,14 @@ func TestClaimedJobWithoutHandler(t *testing.T) {
 	var seen []string
 	workers := workq.NewWorkers()
 	workq.AddWorker[outcomeArgs](workers, &outcomeWorker{})
-	client, err := workq.NewClient(pool, workq.Config{Workers: workers, Worker: fastRetries,
+	client, err := workq.NewClient(pool, fastRetries(workq.Config{Workers: workers,
 		Maintenance: workq.MaintenanceConfig{Disabled: true}, OnResult: log.add,
 		WorkMiddleware: []workq.WorkMiddleware{func(ctx context.Context, info workq.WorkInfo, next func(context.Context) error) error {
 			mu.Lock()
 			seen = append(seen, info.Kind)
 			mu.Unlock()
 			return next(ctx)
-		}}})
+		}}}))
 	if err != nil {
 		t.Fatal(err)
 	}

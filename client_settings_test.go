@@ -166,10 +166,7 @@ func TestClientQueuesConfig(t *testing.T) {
 		name string
 		cfg  workq.Config
 	}{
-		{"both queue lists", workq.Config{Queues: map[string]workq.QueueConfig{"a": {}}, Worker: worker.Config{Queues: []string{"b"}}}},
 		{"negative max workers", workq.Config{Queues: map[string]workq.QueueConfig{"a": {MaxWorkers: -1}}}},
-		{"max workers twice", workq.Config{Queues: map[string]workq.QueueConfig{"a": {MaxWorkers: 2}},
-			Worker: worker.Config{QueueConcurrency: map[string]int{"a": 3}}}},
 		{"bad queue name", workq.Config{Queues: map[string]workq.QueueConfig{"a b": {}}}},
 	} {
 		if _, err := workq.NewClient(pool, c.cfg); !errors.Is(err, workq.ErrInvalid) {

@@ -160,7 +160,7 @@ func TestClientPerKindTimeout(t *testing.T) {
 func TestClientRefusesBadInput(t *testing.T) {
 	pool := testdb.Pool(t)
 	ctx := context.Background()
-	if _, err := workq.NewClient(pool, workq.Config{Worker: worker.Config{Concurrency: -1}}); !errors.Is(err, workq.ErrInvalid) {
+	if _, err := workq.NewClient(pool, workq.Config{MaxWorkers: -1}); !errors.Is(err, workq.ErrInvalid) {
 		t.Fatalf("Concurrency -1: %v, want ErrInvalid", err)
 	}
 	var ve *workq.ValidationError

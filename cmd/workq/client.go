@@ -18,8 +18,9 @@ import (
 // flat config (flags and environment) is adapted into the Client's, and
 // the CLI adds only its built-in handlers.
 
-// noneIfZero maps the CLI's "0 keeps" to MaintenanceConfig's "negative
-// keeps" (where zero takes the default).
+// noneIfZero maps the CLI's "0 means none" (exec-timeout, drain-timeout,
+// retain-finished, retain-runs) to workq.Config's "negative means none"
+// (where zero takes the default).
 func noneIfZero(d time.Duration) time.Duration {
 	if d == 0 {
 		return -1
@@ -32,16 +33,32 @@ func noneIfZero(d time.Duration) time.Duration {
 // and timer queues are cfg.Queues, as the job-run queues.
 func clientConfig(cfg config.Config, log *slog.Logger, ws *workq.Workers, obs *observability) workq.Config {
 	c := workq.Config{
-		Schema:          cfg.Schema,
-		Logger:          log,
-		Workers:         ws,
-		Worker:          cfg.Worker(),
-		OutboxQueues:    cfg.Queues,
-		InboxQueues:     cfg.Queues,
-		TimerQueues:     cfg.Queues,
-		MaxAttempts:     cfg.MaxAttempts,
-		MaxPayloadBytes: cfg.MaxPayload,
-		NotifyDebounce:  cfg.NotifyDebounce,
+		Schema:                  cfg.Schema,
+		Logger:                  log,
+		Workers:                 ws,
+		Queues:                  queueConfigs(cfg.Queues),
+		ID:                      cfg.WorkerID,
+		MaxWorkers:              cfg.Concurrency,
+		FetchBatch:              cfg.Batch,
+		FetchPollInterval:       cfg.Poll,
+		PollOnly:                cfg.PollOnly,
+		NoReclaim:               !cfg.Reclaim,
+		LeaseTTL:                cfg.Lease,
+		JobTimeout:              noneIfZero(cfg.ExecTimeout),
+		DrainTimeout:            noneIfZero(cfg.DrainTimeout),
+		BackoffBase:             cfg.BackoffBase,
+		BackoffCap:              cfg.BackoffCap,
+		CompletionFlushInterval: cfg.FlushInterval,
+		CompletionFlushBatch:    cfg.FlushBatch,
+		RunsDir:                 cfg.RunsDir,
+		RunsDirRetention:        noneIfZero(cfg.RetainRuns),
+		RunsDirPruneInterval:    cfg.RetentionInterval,
+		OutboxQueues:            cfg.Queues,
+		InboxQueues:             cfg.Queues,
+		TimerQueues:             cfg.Queues,
+		MaxAttempts:             cfg.MaxAttempts,
+		MaxPayloadBytes:         cfg.MaxPayload,
+		NotifyDebounce:          cfg.NotifyDebounce,
 		Maintenance: workq.MaintenanceConfig{
 			LeaderTTL:         cfg.LeaderTTL,
 			ReapInterval:      cfg.ReapInterval,
@@ -54,12 +71,24 @@ func clientConfig(cfg config.Config, log *slog.Logger, ws *workq.Workers, obs *o
 		},
 	}
 	if obs != nil {
-		c.Metrics = obs.metrics
+		if obs.metrics != nil { // a nil *Metrics in the interface would not be nil
+			c.MetricsRegisterer = obs.metrics // the process's one set, used as is
+		}
 		if obs.tp != nil { // a nil *TracerProvider in the interface would not be nil
 			c.TracerProvider = obs.tp
 		}
 	}
 	return c
+}
+
+// queueConfigs returns the job-run queues of --queues, each with the
+// default concurrency (--concurrency).
+func queueConfigs(queues []string) map[string]workq.QueueConfig {
+	m := make(map[string]workq.QueueConfig, len(queues))
+	for _, q := range queues {
+		m[q] = workq.QueueConfig{}
+	}
+	return m
 }
 
 // workKinds says which work tables a worker serves.

@@ -51,14 +51,14 @@ type MaintenanceConfig struct {
 // field takes.
 func DefaultMaintenance() MaintenanceConfig {
 	return MaintenanceConfig{
-		LeaderTTL:         15 * time.Second,
-		ReapInterval:      5 * time.Second,
-		ReapBatch:         200,
-		RetainFinished:    7 * 24 * time.Hour,
-		RetainRuns:        7 * 24 * time.Hour,
-		RetentionInterval: time.Minute,
-		InboxWindow:       7 * 24 * time.Hour,
-		ScheduleInterval:  time.Second,
+		LeaderTTL:         maintain.DefaultLeaderTTL,
+		ReapInterval:      maintain.DefaultReapInterval,
+		ReapBatch:         maintain.DefaultReapBatch,
+		RetainFinished:    maintain.DefaultRetainFinished,
+		RetainRuns:        maintain.DefaultRetainRuns,
+		RetentionInterval: maintain.DefaultRetentionInterval,
+		InboxWindow:       maintain.DefaultInboxWindow,
+		ScheduleInterval:  maintain.DefaultScheduleInterval,
 	}
 }
 

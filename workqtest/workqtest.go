@@ -78,9 +78,9 @@ type Result[T workq.Args] struct {
 //
 // As the worker does, Work runs w inside client's work middleware
 // (workq.Config.WorkMiddleware), bounds the attempt by the worker's
-// execution timeout (workq.Config.Worker.ExecTimeout) and w's Timeout, and
+// execution timeout (workq.Config.JobTimeout) and w's Timeout, and
 // times a retry by w's NextRetry, then the Client's RetryPolicy, then the
-// backoff of Config.Worker. A panic is not recovered: the test fails with
+// backoff of Config.BackoffBase and BackoffCap. A panic is not recovered: the test fails with
 // its stack.
 //
 // The attempt is the job's first unless an option says otherwise

@@ -302,3 +302,45 @@ func syntaxLeaks(p *packages.Package) []string {
 	}
 	return out
 }
+
+// publicPackages is the public API's package list (design.md §28): the
+// root and the packages a user imports beside it. A new public package is a
+// decision, recorded there, not an accident of where code was put.
+var publicPackages = []string{
+	"github.com/workq/workq",
+	"github.com/workq/workq/api",
+	"github.com/workq/workq/db/migrations",
+	"github.com/workq/workq/inbox",
+	"github.com/workq/workq/migrate",
+	"github.com/workq/workq/outbox",
+	"github.com/workq/workq/publish",
+	"github.com/workq/workq/timers",
+	"github.com/workq/workq/workqtest",
+	"github.com/workq/workq/workqtype",
+}
+
+// TestPublicPackages fails when the module's public packages (not
+// internal, not a command, an example or a test harness) are not exactly
+// publicPackages: at most ten, each one chosen.
+func TestPublicPackages(t *testing.T) {
+	if testing.Short() {
+		t.Skip("loads the module")
+	}
+	pkgs, err := packages.Load(&packages.Config{Mode: packages.NeedName}, "github.com/workq/workq/...")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, p := range pkgs {
+		if publicPackage(p) {
+			got = append(got, p.PkgPath)
+		}
+	}
+	sort.Strings(got)
+	if !slices.Equal(got, publicPackages) {
+		t.Errorf("public packages:\n got  %q\n want %q", got, publicPackages)
+	}
+	if len(publicPackages) > 10 {
+		t.Errorf("%d public packages; at most ten (design.md §28)", len(publicPackages))
+	}
+}

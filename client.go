@@ -34,18 +34,19 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/workq/workq/inbox"
 	"github.com/workq/workq/internal/clienthook"
 	"github.com/workq/workq/internal/db"
 	"github.com/workq/workq/internal/dbschema"
 	"github.com/workq/workq/internal/ha"
+	"github.com/workq/workq/internal/inboxrt"
 	"github.com/workq/workq/internal/jobq"
 	"github.com/workq/workq/internal/maintain"
+	"github.com/workq/workq/internal/outboxrt"
 	"github.com/workq/workq/internal/schedule"
+	"github.com/workq/workq/internal/timersrt"
 	"github.com/workq/workq/internal/tracing"
 	"github.com/workq/workq/internal/worker"
 	"github.com/workq/workq/outbox"
-	"github.com/workq/workq/timers"
 	"github.com/workq/workq/workqtype"
 )
 
@@ -171,10 +172,9 @@ type Config struct {
 	// workq.enqueue and workq.process, linked through the item). Nil: the
 	// global provider for enqueue spans, and no handler spans.
 	TracerProvider trace.TracerProvider
-	// Observer is told what the worker runtime does, in addition to
-	// Metrics and tracing; OnResult is called once per finished attempt.
-	Observer worker.Observer
-	OnResult func(worker.Result)
+	// SkipUnknownKindCheck lets a Client with job workers enqueue job
+	// kinds it has no worker for (ErrUnknownKind otherwise).
+	SkipUnknownKindCheck bool
 	// RetryPolicy is the retry delay of every failed attempt (every kind
 	// of work) whose handler did not choose one (a Worker's NextRetry,
 	// RetryAt); nil: the full-jitter backoff of BackoffBase and
@@ -196,9 +196,9 @@ type Client struct {
 	db     workqtype.TxDB    // pool in the schema
 	log    *slog.Logger
 	jobs   *jobq.Client
-	outbox *outbox.Client
-	inbox  *inbox.Client
-	timers *timers.Client
+	outbox *outboxrt.Client
+	inbox  *inboxrt.Client
+	timers *timersrt.Client
 	sched  *schedule.Store
 	worker *worker.Worker    // nil: nothing to work
 	maint  *maintain.Service // nil: Maintenance.Disabled
@@ -213,9 +213,11 @@ type Client struct {
 	// name is the Client's shard (DefaultShard for NewClient); a sharded
 	// Client's front has set, its shards' Clients view (they are not
 	// started on their own).
-	name string
-	set  *shardSet
-	view bool
+	name  string
+	set   *shardSet
+	view  bool
+	ev    *clientEvents // Subscribe's (events.go)
+	kinds kindSet       // the job kinds it accepts (nil: any; unknown_kind.go)
 	// limits is the leader of Sharding.GlobalLimits the Client runs (a
 	// sharded Client's front, or a Client of NewShardedClient's one
 	// shard); nil: none.
@@ -247,16 +249,16 @@ func newClient(pool *pgxpool.Pool, cfg Config, name string, shared *worker.Share
 		log = slog.New(slog.DiscardHandler)
 	}
 	c := &Client{pool: pool, rw: rw, db: rw.WrapTx(pool), log: log, enqueueMW: slices.Clone(cfg.EnqueueMiddleware),
-		run: newHandlerRuntime(cfg, wc), name: name}
+		run: newHandlerRuntime(cfg, wc), name: name, ev: newClientEvents(log), kinds: newKindSet(cfg)}
 	clienthook.Register(clientJob)
 	registerSurface()
 	c.jobs = jobq.New(jobq.Options{MaxAttempts: cfg.MaxAttempts, NotifyDebounce: cfg.NotifyDebounce,
 		MaxPayloadBytes: cfg.MaxPayloadBytes, TracerProvider: cfg.TracerProvider})
-	c.outbox = outbox.NewClient(outbox.ClientOptions{MaxAttempts: cfg.MaxAttempts, NotifyDebounce: cfg.NotifyDebounce,
+	c.outbox = outboxrt.NewClient(outboxrt.ClientOptions{MaxAttempts: cfg.MaxAttempts, NotifyDebounce: cfg.NotifyDebounce,
 		MaxPayloadBytes: cfg.MaxPayloadBytes, TracerProvider: cfg.TracerProvider})
-	c.inbox = inbox.NewClient(inbox.ClientOptions{MaxAttempts: cfg.MaxAttempts, NotifyDebounce: cfg.NotifyDebounce,
+	c.inbox = inboxrt.NewClient(inboxrt.ClientOptions{MaxAttempts: cfg.MaxAttempts, NotifyDebounce: cfg.NotifyDebounce,
 		MaxPayloadBytes: cfg.MaxPayloadBytes})
-	c.timers = timers.NewClient(timers.ClientOptions{MaxAttempts: cfg.MaxAttempts, NotifyDebounce: cfg.NotifyDebounce,
+	c.timers = timersrt.NewClient(timersrt.ClientOptions{MaxAttempts: cfg.MaxAttempts, NotifyDebounce: cfg.NotifyDebounce,
 		MaxPayloadBytes: cfg.MaxPayloadBytes})
 	c.sched = schedule.NewStore(schedule.StoreOptions{MaxPayloadBytes: cfg.MaxPayloadBytes, Schema: cfg.Schema})
 
@@ -274,12 +276,12 @@ func newClient(pool *pgxpool.Pool, cfg Config, name string, shared *worker.Share
 	if cfg.TracerProvider != nil {
 		observers = append(observers, tracing.NewObserver(tracing.Options{TracerProvider: cfg.TracerProvider}))
 	}
-	observers = append(observers, cfg.Observer)
+	observers = append(observers, c.ev.observer(name))
 	if cfg.Workers != nil {
 		cfg.Workers.inUse = true
 	}
 	if cfg.Workers != nil && !cfg.Workers.empty() {
-		w, err := newWorker(pool, cfg, wc, worker.Options{Logger: log, Observer: worker.Observers(observers...), OnResult: cfg.OnResult,
+		w, err := newWorker(pool, cfg, wc, worker.Options{Logger: log, Observer: worker.Observers(observers...),
 			Schema: rw.Schema(), Shared: shared, Rank: rank, Shard: name})
 		if err != nil {
 			return nil, err
@@ -327,7 +329,7 @@ func newWorker(pool *pgxpool.Pool, cfg Config, wc worker.Config, o worker.Option
 		return q
 	}
 	if ws.hasOutbox() {
-		relay := outbox.NewRelay(cfg.Relay)
+		relay := outboxrt.NewRelay(cfg.Relay)
 		for topic, h := range ws.outbox {
 			if err := relay.Handle(topic, wrap(h.h), h.opts...); err != nil {
 				return nil, err
@@ -341,7 +343,7 @@ func newWorker(pool *pgxpool.Pool, cfg Config, wc worker.Config, o worker.Option
 		}
 	}
 	if ws.hasInbox() {
-		p := inbox.NewProcessor()
+		p := inboxrt.NewProcessor()
 		for topic, h := range ws.inbox {
 			if err := p.Handle(topic, wrap(h)); err != nil {
 				return nil, err
@@ -355,7 +357,7 @@ func newWorker(pool *pgxpool.Pool, cfg Config, wc worker.Config, o worker.Option
 		}
 	}
 	if ws.hasTimers() {
-		p := timers.NewProcessor()
+		p := timersrt.NewProcessor()
 		for topic, h := range ws.timers {
 			if err := p.Handle(topic, wrap(h)); err != nil {
 				return nil, err
@@ -421,6 +423,7 @@ func (c *Client) Start(ctx context.Context) error {
 	if err := checkCtx(ctx); err != nil {
 		return err
 	}
+	ctx = withClient(ctx, c) // for ClientFromContext in handlers
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.view {
@@ -526,6 +529,7 @@ func (c *Client) Stop(ctx context.Context) error {
 	if !started {
 		return ErrNotRunning
 	}
+	defer c.closeEvents() // after the last completion is published
 	if c.set != nil {
 		return c.stopSharded(ctx)
 	}

@@ -11,7 +11,6 @@ import (
 	"github.com/workq/workq"
 	"github.com/workq/workq/internal/lease"
 	"github.com/workq/workq/internal/testdb"
-	"github.com/workq/workq/internal/worker"
 	"github.com/workq/workq/workqtype"
 )
 
@@ -23,7 +22,7 @@ func (payArgs) Kind() string { return "order.pay" }
 
 // startPayClient runs a Client whose one worker is pay, and returns a
 // channel of the attempts' results.
-func startPayClient(t *testing.T, pool *pgxpool.Pool, pay func(context.Context, *workq.Job[payArgs]) error) (*workq.Client, <-chan worker.Result) {
+func startPayClient(t *testing.T, pool *pgxpool.Pool, pay func(context.Context, *workq.Job[payArgs]) error) (*workq.Client, <-chan *workq.Event) {
 	t.Helper()
 	ctx := context.Background()
 	if _, err := pool.Exec(ctx, `create table orders (id int primary key, paid_by_attempt int not null)`); err != nil {
@@ -31,13 +30,12 @@ func startPayClient(t *testing.T, pool *pgxpool.Pool, pay func(context.Context, 
 	}
 	workers := workq.NewWorkers()
 	workq.AddWorker(workers, workq.WorkFunc(pay))
-	results := make(chan worker.Result, 16)
 	client, err := workq.NewClient(pool, workq.Config{Workers: workers, Maintenance: workq.MaintenanceConfig{Disabled: true},
-		BackoffBase: time.Millisecond, BackoffCap: time.Millisecond,
-		OnResult: func(r worker.Result) { results <- r }})
+		BackoffBase: time.Millisecond, BackoffCap: time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
+	results, _ := client.Subscribe(outcomeKinds...)
 	if err := client.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -45,14 +43,17 @@ func startPayClient(t *testing.T, pool *pgxpool.Pool, pay func(context.Context, 
 	return client, results
 }
 
-func nextResult(t *testing.T, results <-chan worker.Result) worker.Result {
+func nextResult(t *testing.T, results <-chan *workq.Event) *workq.Event {
 	t.Helper()
 	select {
-	case r := <-results:
+	case r, ok := <-results:
+		if !ok {
+			t.Fatal("the events channel closed")
+		}
 		return r
 	case <-time.After(15 * time.Second):
 		t.Fatal("no attempt ended within 15s")
-		return worker.Result{}
+		return nil
 	}
 }
 
@@ -90,8 +91,8 @@ func TestCompleteTxCommitsWithTheBusinessWrite(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := nextResult(t, results)
-	if !r.Applied || r.Status != lease.StatusDone {
-		t.Fatalf("result %+v, want applied and done", r)
+	if r.Kind != workq.EventCompleted {
+		t.Fatalf("result %+v, want completed", r)
 	}
 	var status lease.Status
 	var runs, attempt int
@@ -128,10 +129,10 @@ func TestCompleteTxRolledBackLeavesTheHandlersResult(t *testing.T) {
 	if _, err := c.Enqueue(ctx, payArgs{Order: 8}, nil); err != nil {
 		t.Fatal(err)
 	}
-	if r := nextResult(t, results); r.Status != lease.StatusReady || r.Item.Attempt != 1 {
+	if r := nextResult(t, results); r.Kind != workq.EventRetried || r.Work.Attempt != 1 {
 		t.Fatalf("first attempt %+v, want a retry", r)
 	}
-	if r := nextResult(t, results); r.Status != lease.StatusDone || r.Item.Attempt != 2 {
+	if r := nextResult(t, results); r.Kind != workq.EventCompleted || r.Work.Attempt != 2 {
 		t.Fatalf("second attempt %+v, want done", r)
 	}
 	var attempt int
@@ -184,7 +185,7 @@ func TestCompleteTxRefusesALostLease(t *testing.T) {
 	case <-time.After(15 * time.Second):
 		t.Fatal("the handler did not run")
 	}
-	if r := nextResult(t, results); r.Applied {
+	if r := nextResult(t, results); r.Kind != workq.EventLeaseLost {
 		t.Fatalf("result %+v: the completion of a lost lease must not apply", r)
 	}
 	var n int
@@ -216,8 +217,8 @@ func TestClientCompleteTxRefusesNilArguments(t *testing.T) {
 	if _, err := client.Enqueue(context.Background(), payArgs{Order: 1}, nil); err != nil {
 		t.Fatal(err)
 	}
-	if r := nextResult(t, results); r.Outcome != lease.Done || !r.Applied {
-		t.Errorf("result %+v, want done and applied", r)
+	if r := nextResult(t, results); r.Kind != workq.EventCompleted {
+		t.Errorf("result %+v, want completed", r)
 	}
 	var got [2]error
 	select {

@@ -13,7 +13,6 @@ import (
 	"github.com/workq/workq/internal/admin"
 	"github.com/workq/workq/internal/lease"
 	"github.com/workq/workq/internal/testdb"
-	"github.com/workq/workq/internal/worker"
 )
 
 // outcomeArgs tell outcomeWorker what to return on each run.
@@ -51,29 +50,42 @@ func (w *outcomeWorker) Work(_ context.Context, job *workq.Job[outcomeArgs]) err
 	return nil
 }
 
-// resultLog collects the Results OnResult reports, per item.
+// resultLog collects the attempt outcomes a Client's events report, per
+// item.
 type resultLog struct {
 	mu  sync.Mutex
-	got map[int64][]worker.Result
+	got map[int64][]*workq.Event
 }
 
-func (l *resultLog) add(r worker.Result) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.got == nil {
-		l.got = map[int64][]worker.Result{}
-	}
-	l.got[r.Item.ID] = append(l.got[r.Item.ID], r)
+// subscribe collects client's outcome events until its Stop closes the
+// channel.
+func (l *resultLog) subscribe(client *workq.Client) {
+	events, _ := client.Subscribe(outcomeKinds...)
+	go func() {
+		for ev := range events {
+			l.mu.Lock()
+			if l.got == nil {
+				l.got = map[int64][]*workq.Event{}
+			}
+			l.got[ev.Work.ID] = append(l.got[ev.Work.ID], ev)
+			l.mu.Unlock()
+		}
+	}()
 }
 
-// wait returns the Results of id once it has n of them (the test fails
+// outcomeOf is the runs.outcome of an attempt outcome's EventKind.
+var outcomeOf = map[workq.EventKind]lease.Outcome{workq.EventCompleted: lease.Done, workq.EventRetried: lease.Retry,
+	workq.EventFailed: lease.Failed, workq.EventSnoozed: lease.Snoozed, workq.EventCancelled: lease.Cancelled,
+	workq.EventReleased: lease.Released}
+
+// wait returns the events of id once it has n of them (the test fails
 // after 30s).
-func (l *resultLog) wait(t *testing.T, id int64, n int) []worker.Result {
+func (l *resultLog) wait(t *testing.T, id int64, n int) []*workq.Event {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		l.mu.Lock()
-		rs := append([]worker.Result(nil), l.got[id]...)
+		rs := append([]*workq.Event(nil), l.got[id]...)
 		l.mu.Unlock()
 		if len(rs) >= n {
 			return rs
@@ -92,21 +104,22 @@ func fastRetries(cfg workq.Config) workq.Config {
 	return cfg
 }
 
-// TestOnResultOutcome: the worker.Result that Config.OnResult gets says
-// what the attempt did, as runs.outcome records it: an error on the last
-// attempt reads "failed" (it ended the job failed), not "retry" (docs/go.md
-// names the outcomes).
-func TestOnResultOutcome(t *testing.T) {
+// TestEventOutcome: the event of an attempt (Subscribe) says what the
+// attempt did, as runs.outcome records it: an error on the last attempt
+// is EventFailed (it ended the job failed), not EventRetried (docs/go.md
+// names the events).
+func TestEventOutcome(t *testing.T) {
 	pool := testdb.Pool(t)
 	ctx := context.Background()
 	var log resultLog
 	workers := workq.NewWorkers()
 	workq.AddWorker[outcomeArgs](workers, &outcomeWorker{})
 	client, err := workq.NewClient(pool, fastRetries(workq.Config{Workers: workers,
-		Maintenance: workq.MaintenanceConfig{Disabled: true}, OnResult: log.add}))
+		Maintenance: workq.MaintenanceConfig{Disabled: true}}))
 	if err != nil {
 		t.Fatal(err)
 	}
+	log.subscribe(client)
 	cases := []struct {
 		name        string
 		results     []string
@@ -139,16 +152,21 @@ func TestOnResultOutcome(t *testing.T) {
 			rs := log.wait(t, ids[i], len(c.want))
 			var got []lease.Outcome
 			for _, r := range rs {
-				got = append(got, r.Outcome)
-				if !r.Applied {
-					t.Errorf("result %+v not applied", r)
+				got = append(got, outcomeOf[r.Kind])
+				if r.Work.Table != "job_runs" || r.Work.Kind != "onresult.outcome" || r.Work.Shard != workq.DefaultShard ||
+					r.Work.MaxAttempts != c.maxAttempts || r.Started.IsZero() || r.Duration < 0 || r.Finished.Before(r.Started) {
+					t.Errorf("event %+v", r)
 				}
 			}
 			if fmt.Sprint(got) != fmt.Sprint(c.want) {
-				t.Fatalf("OnResult outcomes %v, want %v", got, c.want)
+				t.Fatalf("event outcomes %v, want %v", got, c.want)
 			}
-			if last := rs[len(rs)-1]; last.Status != c.status {
-				t.Fatalf("last status %s, want %s", last.Status, c.status)
+			it, err := admin.Get(ctx, pool, lease.JobRuns, ids[i])
+			if err != nil {
+				t.Fatal(err)
+			}
+			if it.Status != c.status.String() {
+				t.Fatalf("status %s, want %s", it.Status, c.status)
 			}
 			atts, err := admin.Attempts(ctx, pool, lease.JobRuns, ids[i])
 			if err != nil {
@@ -159,7 +177,7 @@ func TestOnResultOutcome(t *testing.T) {
 				runs = append(runs, lease.Outcome(a.Outcome))
 			}
 			if fmt.Sprint(runs) != fmt.Sprint(got) {
-				t.Fatalf("runs.outcome %v, OnResult %v: they should agree", runs, got)
+				t.Fatalf("runs.outcome %v, events %v: they should agree", runs, got)
 			}
 		})
 	}
@@ -178,7 +196,7 @@ func TestClaimedJobWithoutHandler(t *testing.T) {
 	workers := workq.NewWorkers()
 	workq.AddWorker[outcomeArgs](workers, &outcomeWorker{})
 	client, err := workq.NewClient(pool, fastRetries(workq.Config{Workers: workers,
-		Maintenance: workq.MaintenanceConfig{Disabled: true}, OnResult: log.add,
+		Maintenance: workq.MaintenanceConfig{Disabled: true}, SkipUnknownKindCheck: true,
 		WorkMiddleware: []workq.WorkMiddleware{func(ctx context.Context, info workq.WorkInfo, next func(context.Context) error) error {
 			mu.Lock()
 			seen = append(seen, info.Kind)
@@ -188,6 +206,7 @@ func TestClaimedJobWithoutHandler(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	log.subscribe(client)
 	res, err := client.Enqueue(ctx, workq.RawArgs{KindName: "nobody.handles.this"}, &workq.EnqueueOpts{MaxAttempts: 3})
 	if err != nil {
 		t.Fatal(err)
@@ -199,7 +218,7 @@ func TestClaimedJobWithoutHandler(t *testing.T) {
 	rs := log.wait(t, res.ID, 3)
 	var got []lease.Outcome
 	for _, r := range rs {
-		got = append(got, r.Outcome)
+		got = append(got, outcomeOf[r.Kind])
 		if !strings.Contains(r.Error, `no handler registered for kind "nobody.handles.this"`) {
 			t.Errorf("attempt error %q does not name the kind", r.Error)
 		}

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/workq/workq"
-	"github.com/workq/workq/internal/lease"
 	"github.com/workq/workq/internal/testdb"
 	"github.com/workq/workq/internal/worker"
 )
@@ -115,8 +114,8 @@ func TestCompleteTxThenAnErrorIsReportedDone(t *testing.T) {
 		t.Fatalf("second CompleteTx: %v, want ErrCompletedInTx", err)
 	}
 	r := nextResult(t, results)
-	if !r.Applied || r.Status != lease.StatusDone || r.Outcome != lease.Done || r.Error != "" {
-		t.Fatalf("result %+v, want applied, done, outcome done, no error", r)
+	if r.Kind != workq.EventCompleted || r.Error != "" {
+		t.Fatalf("result %+v, want completed, no error", r)
 	}
 }
 

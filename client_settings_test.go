@@ -17,7 +17,6 @@ import (
 	"github.com/workq/workq/internal/admin"
 	"github.com/workq/workq/internal/lease"
 	"github.com/workq/workq/internal/testdb"
-	"github.com/workq/workq/internal/worker"
 	"github.com/workq/workq/outbox"
 	"github.com/workq/workq/timers"
 )
@@ -56,18 +55,17 @@ func TestClientNextRetryAndRetryPolicy(t *testing.T) {
 	workers := workq.NewWorkers()
 	workq.AddWorker[retryArgs](workers, retryWorker{})
 	workq.AddWorker(workers, workq.WorkFunc(func(context.Context, *workq.Job[plainFailArgs]) error { return errors.New("bang") }))
-	results := make(chan worker.Result, 8)
 	client, err := workq.NewClient(pool, workq.Config{Workers: workers, Maintenance: workq.MaintenanceConfig{Disabled: true},
 		RetryPolicy: func(attempt int, err error) time.Duration {
 			if attempt != 1 || err.Error() != "bang" && err.Error() != "boom" {
 				t.Errorf("RetryPolicy(%d, %v)", attempt, err)
 			}
 			return 2 * time.Hour
-		},
-		OnResult: func(r worker.Result) { results <- r }})
+		}})
 	if err != nil {
 		t.Fatal(err)
 	}
+	results, _ := client.Subscribe(outcomeKinds...)
 	chosen, err := client.Enqueue(ctx, retryArgs{}, &workq.EnqueueOpts{MaxAttempts: 3})
 	if err != nil {
 		t.Fatal(err)
@@ -263,16 +261,11 @@ func TestClientMiddleware(t *testing.T) {
 			return rs, err
 		}
 	}
-	results := make(chan worker.Result, 1)
 	client, err := workq.NewClient(pool, workq.Config{Workers: workers, Maintenance: workq.MaintenanceConfig{Disabled: true},
 		WorkMiddleware:    []workq.WorkMiddleware{work("outer"), work("inner")},
-		EnqueueMiddleware: []workq.EnqueueMiddleware{enq("outer"), enq("inner")},
-		OnResult: func(r worker.Result) {
-			if r.Item.Table == lease.JobRuns && r.Final() == lease.Failed {
-				results <- r
-			}
-		}})
+		EnqueueMiddleware: []workq.EnqueueMiddleware{enq("outer"), enq("inner")}})
 	must(err)
+	results, _ := client.Subscribe(workq.EventFailed)
 
 	e, err := client.Enqueue(ctx, EmailArgs{To: "mw@example.com"}, nil)
 	must(err)
@@ -320,8 +313,8 @@ func TestClientMiddleware(t *testing.T) {
 	}
 	select {
 	case r := <-results:
-		if !strings.Contains(r.Error, errTurn.Error()) || r.Item.ID != turned[0].ID {
-			t.Errorf("job %d failed with %q", r.Item.ID, r.Error)
+		if !strings.Contains(r.Error, errTurn.Error()) || r.Work.Table != "job_runs" || r.Work.ID != turned[0].ID {
+			t.Errorf("%s %d failed with %q", r.Work.Table, r.Work.ID, r.Error)
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("the middleware did not turn the retry into a failure")

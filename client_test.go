@@ -10,7 +10,6 @@ import (
 
 	"github.com/workq/workq"
 	"github.com/workq/workq/internal/testdb"
-	"github.com/workq/workq/internal/worker"
 )
 
 // An embedded Client with the default configuration runs every built-in
@@ -128,12 +127,11 @@ func TestClientPerKindTimeout(t *testing.T) {
 	w := &slowWorker{}
 	workers := workq.NewWorkers()
 	workq.AddWorker[slowArgs](workers, w)
-	done := make(chan worker.Result, 1)
-	client, err := workq.NewClient(pool, workq.Config{Workers: workers, Maintenance: workq.MaintenanceConfig{Disabled: true},
-		OnResult: func(r worker.Result) { done <- r }})
+	client, err := workq.NewClient(pool, workq.Config{Workers: workers, Maintenance: workq.MaintenanceConfig{Disabled: true}})
 	if err != nil {
 		t.Fatal(err)
 	}
+	done, _ := client.Subscribe(outcomeKinds...)
 	if _, err := client.Enqueue(ctx, slowArgs{}, nil); err != nil {
 		t.Fatal(err)
 	}

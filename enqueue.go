@@ -197,10 +197,13 @@ func (c *Client) enqueueManyFast(ctx context.Context, db jobq.CopyDB, params []E
 
 // jobsOf turns a batch of typed args into enqueue requests (single:
 // Enqueue's one job, whose errors name no index).
-func jobsOf(params []EnqueueParams, single bool) ([]jobq.Job, error) {
+func jobsOf(params []EnqueueParams, single bool, known kindSet) ([]jobq.Job, error) {
 	jobs := make([]jobq.Job, len(params))
 	for i, p := range params {
 		j, err := job(p.Args, p.Opts)
+		if err == nil {
+			err = known.check(j.Kind)
+		}
 		if err != nil {
 			return nil, indexed(err, i, single)
 		}
@@ -222,6 +225,9 @@ func indexed(err error, i int, single bool) error {
 func (c *Client) ValidateArgs(args Args, opts *EnqueueOpts) error {
 	j, err := job(args, opts)
 	if err != nil {
+		return err
+	}
+	if err := c.kinds.check(j.Kind); err != nil {
 		return err
 	}
 	return c.jobs.Validate(j)

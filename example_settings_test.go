@@ -11,7 +11,6 @@ import (
 	"github.com/workq/workq/internal/admin"
 	"github.com/workq/workq/internal/lease"
 	"github.com/workq/workq/internal/testdb"
-	"github.com/workq/workq/internal/worker"
 )
 
 // InvoiceArgs are the args of a job whose worker chooses its own retries.
@@ -43,9 +42,9 @@ func ExampleWorker_nextRetry() {
 
 	workers := workq.NewWorkers()
 	workq.AddWorker[InvoiceArgs](workers, invoiceWorker{})
-	results := make(chan worker.Result, 1)
-	client, err := workq.NewClient(pool, workq.Config{Workers: workers, OnResult: func(r worker.Result) { results <- r }})
+	client, err := workq.NewClient(pool, workq.Config{Workers: workers})
 	must(err)
+	results, _ := client.Subscribe(workq.EventRetried, workq.EventFailed, workq.EventCompleted)
 	e, err := client.Enqueue(ctx, InvoiceArgs{Invoice: 7}, nil)
 	must(err)
 	must(client.Start(ctx))
@@ -54,10 +53,10 @@ func ExampleWorker_nextRetry() {
 
 	it, err := admin.Get(ctx, pool, lease.JobRuns, e.ID)
 	must(err)
-	fmt.Println(r.Outcome, it.Status, "attempts", it.Attempts)
+	fmt.Println(r.Kind, it.Status, "attempts", it.Attempts)
 	fmt.Println("runs again in about", time.Until(it.RunAt).Round(time.Minute))
 	// Output:
-	// retry ready attempts 1
+	// retried ready attempts 1
 	// runs again in about 1h0m0s
 }
 
@@ -72,12 +71,11 @@ func ExampleRetryPolicy() {
 	workq.AddWorker(workers, workq.WorkFunc(func(context.Context, *workq.Job[EmailArgs]) error {
 		return errors.New("smtp: try later")
 	}))
-	results := make(chan worker.Result, 1)
 	client, err := workq.NewClient(pool, workq.Config{Workers: workers,
 		// Linear: 10 minutes per attempt made.
-		RetryPolicy: func(attempt int, _ error) time.Duration { return time.Duration(attempt) * 10 * time.Minute },
-		OnResult:    func(r worker.Result) { results <- r }})
+		RetryPolicy: func(attempt int, _ error) time.Duration { return time.Duration(attempt) * 10 * time.Minute }})
 	must(err)
+	results, _ := client.Subscribe(workq.EventRetried)
 	e, err := client.Enqueue(ctx, EmailArgs{To: "ada@example.com"}, nil)
 	must(err)
 	must(client.Start(ctx))

@@ -1,6 +1,7 @@
 package workq
 
 import (
+	"context"
 	"fmt"
 	"slices"
 
@@ -37,5 +38,7 @@ func clientJob(client, workers any, kind string) (clienthook.Job, error) {
 	if h == nil {
 		return clienthook.Job{}, fmt.Errorf("workq: kind %q has no worker", kind)
 	}
-	return clienthook.Job{Handler: wrapHandler(h, c.run.mws, c.run.policy), Worker: c.run.worker}, nil
+	h = wrapHandler(h, c.run.mws, c.run.policy)
+	run := func(ctx context.Context, job *worker.Job) error { return h(withClient(ctx, c), job) } // as Start gives it
+	return clienthook.Job{Handler: run, Worker: c.run.worker}, nil
 }

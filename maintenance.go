@@ -7,11 +7,11 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/workq/workq/inbox"
+	"github.com/workq/workq/internal/inboxrt"
 	"github.com/workq/workq/internal/lease"
 	"github.com/workq/workq/internal/maintain"
+	"github.com/workq/workq/internal/outboxrt"
 	"github.com/workq/workq/internal/schedule"
-	"github.com/workq/workq/outbox"
 	"github.com/workq/workq/workqtype"
 )
 
@@ -160,7 +160,7 @@ func newMaintenance(db workqtype.TxDB, m MaintenanceConfig, owner string, leaseT
 		{Name: "inbox-window", Every: m.RetentionInterval, Run: func(ctx context.Context, _ int64) (int64, error) {
 			var total int64
 			for range 100 {
-				n, err := inbox.DeleteProcessed(ctx, db, m.InboxWindow, maintenanceBatch)
+				n, err := inboxrt.DeleteProcessed(ctx, db, m.InboxWindow, maintenanceBatch)
 				total += n
 				if err != nil || n < maintenanceBatch {
 					return total, err
@@ -173,7 +173,7 @@ func newMaintenance(db workqtype.TxDB, m MaintenanceConfig, owner string, leaseT
 			return int64(n), err
 		}},
 		{Name: "join-deadlines", Every: m.ScheduleInterval, Run: func(ctx context.Context, _ int64) (int64, error) {
-			n, err := outbox.FailExpiredJoins(ctx, db, maintenanceBatch)
+			n, err := outboxrt.FailExpiredJoins(ctx, db, maintenanceBatch)
 			return int64(n), err
 		}},
 		replication,

@@ -77,13 +77,20 @@ func (i WorkInfo) Logger() *slog.Logger {
 }
 
 func workInfo(j *worker.Job) WorkInfo {
-	i := WorkInfo{Table: string(j.Table), ID: j.ID, Topic: j.Topic, Queue: j.Queue, Attempt: int(j.Attempt),
-		MaxAttempts: int(j.MaxAttempts), Shard: j.Shard, raw: j}
-	switch j.Table {
+	i := itemInfo(&j.Item, j.Shard)
+	i.raw = j
+	return i
+}
+
+// itemInfo is the WorkInfo of item it on shard (its Logger discards).
+func itemInfo(it *lease.Item, shard string) WorkInfo {
+	i := WorkInfo{Table: string(it.Table), ID: it.ID, Topic: it.Topic, Queue: it.Queue, Attempt: int(it.Attempt),
+		MaxAttempts: int(it.MaxAttempts), Shard: shard}
+	switch it.Table {
 	case lease.JobRuns:
-		i.Kind = j.Kind
+		i.Kind = it.Kind
 	case lease.Inbox:
-		i.Source = j.Kind
+		i.Source = it.Kind
 	}
 	return i
 }
@@ -132,7 +139,7 @@ func retryable(err error) bool {
 func (c *Client) aroundEnqueue(ctx context.Context, params []EnqueueParams, single bool,
 	next func(ctx context.Context, jobs []jobq.Job) ([]Enqueued, error)) ([]Enqueued, error) {
 	if len(c.enqueueMW) == 0 {
-		jobs, err := jobsOf(params, single)
+		jobs, err := jobsOf(params, single, c.kinds)
 		if err != nil {
 			return nil, err
 		}
@@ -157,7 +164,7 @@ func (c *Client) aroundEnqueue(ctx context.Context, params []EnqueueParams, sing
 		for i, p := range ps {
 			final[i] = *p
 		}
-		jobs, err := jobsOf(final, single)
+		jobs, err := jobsOf(final, single, c.kinds)
 		if err != nil {
 			return nil, err
 		}

@@ -217,7 +217,8 @@ func NewShardedClient(shards []Shard, cfg Config) (*Client, error) {
 	}
 	first := set.shards[0]
 	return &Client{pool: first.pool, rw: first.rw, db: first.db, log: log, jobs: first.jobs, outbox: first.outbox, inbox: first.inbox,
-		timers: first.timers, sched: first.sched, enqueueMW: first.enqueueMW, run: first.run, set: set, limits: limits}, nil
+		timers: first.timers, sched: first.sched, enqueueMW: first.enqueueMW, run: first.run, set: set, limits: limits,
+		ev: newClientEvents(log), kinds: first.kinds}, nil
 }
 
 func checkShards(shards []Shard) error {

@@ -8,11 +8,14 @@ import (
 
 	"github.com/workq/workq/inbox"
 	"github.com/workq/workq/internal/admin"
+	"github.com/workq/workq/internal/inboxrt"
 	"github.com/workq/workq/internal/jobq"
 	"github.com/workq/workq/internal/lease"
 	"github.com/workq/workq/internal/lock"
 	"github.com/workq/workq/internal/maintain"
+	"github.com/workq/workq/internal/outboxrt"
 	"github.com/workq/workq/internal/schedule"
+	"github.com/workq/workq/internal/timersrt"
 	"github.com/workq/workq/outbox"
 	"github.com/workq/workq/publish"
 	"github.com/workq/workq/timers"
@@ -26,9 +29,9 @@ import (
 func TestOneValidationError(t *testing.T) {
 	ctx := context.Background()
 	jobs := jobq.New(jobq.Options{})
-	msgs := outbox.NewClient(outbox.ClientOptions{})
-	in := inbox.NewClient(inbox.ClientOptions{})
-	tm := timers.NewClient(timers.ClientOptions{})
+	msgs := outboxrt.NewClient(outboxrt.ClientOptions{})
+	in := inboxrt.NewClient(inboxrt.ClientOptions{})
+	tm := timersrt.NewClient(timersrt.ClientOptions{})
 	store := schedule.NewStore(schedule.StoreOptions{})
 	okSpec := schedule.Spec{Name: "s", Kind: "k", Cron: "@hourly"}
 	with := func(f func(*schedule.Spec)) schedule.Spec { sp := okSpec; f(&sp); return sp }
@@ -49,7 +52,7 @@ func TestOneValidationError(t *testing.T) {
 		{"outbox topic", msgs.Validate(outbox.Message{Topic: " t"}), "topic"},
 		{"outbox headers", msgs.Validate(outbox.Message{Topic: "t", Headers: map[string]string{"bad name": "v"}}), "headers"},
 		{"outbox max attempts", msgs.Validate(outbox.Message{Topic: "t", MaxAttempts: -1}), "max_attempts"},
-		{"outbox join", outbox.ValidateJoin(outbox.JoinSpec{Expected: 1, OnComplete: outbox.JoinMessage{}}), "on_complete.topic"},
+		{"outbox join", outboxrt.ValidateJoin(outbox.JoinSpec{Expected: 1, OnComplete: outbox.JoinMessage{}}), "on_complete.topic"},
 		{"inbox source", in.Validate(inbox.Message{MessageID: "m"}), "source"},
 		{"inbox message id", in.Validate(inbox.Message{Source: "s"}), "message_id"},
 		{"inbox topic", in.Validate(inbox.Message{Source: "s", MessageID: "m", Topic: "new\nline"}), "topic"},

@@ -174,8 +174,8 @@ func messageHandler[T any](f func(ctx context.Context, m *Message[T]) error) wor
 }
 
 // HandleOutbox registers a typed handler for an outbox topic ("" for the
-// default handler). Messages relayed to webhooks or NATS use the CLI's
-// publishers (package publish).
+// default handler). A publisher of package publish (webhook, NATS
+// JetStream) is such a handler: HandleOutbox(ws, topic, hook.Handle).
 func HandleOutbox[T any](ws *Workers, topic string, f func(ctx context.Context, m *Message[T]) error, opts ...outbox.TopicOptions) error {
 	return ws.handleOutboxRaw(topic, messageHandler(f), opts...)
 }

@@ -29,16 +29,16 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/workq/workq/inbox"
 	"github.com/workq/workq/internal/admin"
 	"github.com/workq/workq/internal/authlimit"
 	"github.com/workq/workq/internal/config"
 	"github.com/workq/workq/internal/dbschema"
+	"github.com/workq/workq/internal/inboxrt"
 	"github.com/workq/workq/internal/jobq"
+	"github.com/workq/workq/internal/outboxrt"
 	"github.com/workq/workq/internal/schedule"
+	"github.com/workq/workq/internal/timersrt"
 	"github.com/workq/workq/internal/ui"
-	"github.com/workq/workq/outbox"
-	"github.com/workq/workq/timers"
 	"github.com/workq/workq/workqtype"
 )
 
@@ -147,9 +147,9 @@ type Server struct {
 	maxBody int64
 
 	jobs      *jobq.Client
-	outbox    *outbox.Client
-	timers    *timers.Client
-	inbox     *inbox.Client
+	outbox    *outboxrt.Client
+	timers    *timersrt.Client
+	inbox     *inboxrt.Client
 	schedules *schedule.Store
 	sampler   *ui.Sampler   // nil without the dashboard
 	shards    []Shard       // Options.Shards in the schema; one unnamed (DB) without
@@ -210,11 +210,11 @@ func New(o Options) (*Server, error) {
 	s := &Server{
 		o: o, log: o.Logger, mux: http.NewServeMux(), maxBody: o.MaxBodyBytes,
 		jobs: jobq.New(jobq.Options{MaxAttempts: o.MaxAttempts, NotifyDebounce: o.NotifyDebounce, MaxPayloadBytes: o.MaxPayloadBytes}),
-		outbox: outbox.NewClient(outbox.ClientOptions{MaxAttempts: o.MaxAttempts, NotifyDebounce: o.NotifyDebounce,
+		outbox: outboxrt.NewClient(outboxrt.ClientOptions{MaxAttempts: o.MaxAttempts, NotifyDebounce: o.NotifyDebounce,
 			MaxPayloadBytes: o.MaxPayloadBytes}),
-		timers: timers.NewClient(timers.ClientOptions{MaxAttempts: o.MaxAttempts, NotifyDebounce: o.NotifyDebounce,
+		timers: timersrt.NewClient(timersrt.ClientOptions{MaxAttempts: o.MaxAttempts, NotifyDebounce: o.NotifyDebounce,
 			MaxPayloadBytes: o.MaxPayloadBytes}),
-		inbox: inbox.NewClient(inbox.ClientOptions{MaxAttempts: o.MaxAttempts, NotifyDebounce: o.NotifyDebounce,
+		inbox: inboxrt.NewClient(inboxrt.ClientOptions{MaxAttempts: o.MaxAttempts, NotifyDebounce: o.NotifyDebounce,
 			MaxPayloadBytes: o.MaxPayloadBytes}),
 		schedules: schedule.NewStore(schedule.StoreOptions{MaxPayloadBytes: o.MaxPayloadBytes}),
 		cop:       http.NewCrossOriginProtection(),

@@ -449,7 +449,7 @@ func (s *Server) inboxMessage(i int, in inboxRequest) (inbox.Message, error) {
 }
 
 func received(res inbox.Received) inboxResult {
-	out := inboxResult{ID: res.ID, Result: "new", Processed: res.Processed, Status: inbox.StatusName(res.Status), Shard: res.Shard}
+	out := inboxResult{ID: res.ID, Result: "new", Processed: res.Processed, Status: res.Status, Shard: res.Shard}
 	if res.Duplicate {
 		out.Result = "duplicate"
 	}

@@ -4,22 +4,23 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
 
+	"github.com/workq/workq"
 	"github.com/workq/workq/inbox"
-	"github.com/workq/workq/internal/config"
 	"github.com/workq/workq/internal/testdb"
-	"github.com/workq/workq/internal/worker"
 )
 
 // Receive a message inside the consumer's own transaction: the receipt
 // commits with the consumer's writes, and a redelivery is recognised as a
 // duplicate. Acknowledge the broker only after the commit.
-func ExampleClient_Receive() {
+func ExampleReceived() {
 	pool, cleanup := testdb.ExamplePool()
 	defer cleanup()
 	ctx := context.Background()
-	client := inbox.NewClient(inbox.ClientOptions{})
+	client, err := workq.NewClient(pool, workq.Config{}) // receives only
+	if err != nil {
+		panic(err)
+	}
 
 	deliver := func(payload string) {
 		tx, err := pool.Begin(ctx)
@@ -27,7 +28,7 @@ func ExampleClient_Receive() {
 			panic(err)
 		}
 		defer tx.Rollback(ctx)
-		r, err := client.Receive(ctx, tx, inbox.Message{
+		r, err := client.ReceiveTx(ctx, tx, inbox.Message{
 			Source: "payments", MessageID: "evt-42", Topic: "payment.settled", Payload: []byte(payload),
 		})
 		switch {
@@ -39,7 +40,7 @@ func ExampleClient_Receive() {
 		case r.Duplicate:
 			fmt.Println("duplicate, processed already:", r.Processed)
 		default:
-			fmt.Println("new")
+			fmt.Println("new, status", r.Status)
 		}
 		if err := tx.Commit(ctx); err != nil {
 			panic(err)
@@ -49,59 +50,56 @@ func ExampleClient_Receive() {
 	deliver(`{ "amount" : 10 }`) // the same JSON value: a redelivery
 	deliver(`{"amount": 99}`)
 	// Output:
-	// new
+	// new, status ready
 	// duplicate, processed already: false
 	// conflict: same id, another payload; nothing changed
 }
 
-// A Processor routes received messages by topic on the shared runtime; a
-// message without a topic (or with a topic without a handler) goes to the
-// default handler.
-func ExampleProcessor() {
+// Settled is a payment event's payload.
+type Settled struct {
+	Amount int `json:"amount"`
+}
+
+// Received messages are routed by topic to handlers; a message without a
+// topic (or with a topic without a handler) goes to the default handler
+// ("").
+func Example() {
 	pool, cleanup := testdb.ExamplePool()
 	defer cleanup()
 	ctx := context.Background()
 
 	done := make(chan string, 2)
-	p := inbox.NewProcessor()
-	if err := p.Handle("payment.settled", func(ctx context.Context, j *worker.Job) error {
-		var v struct{ Amount int }
-		if err := j.Decode(&v); err != nil {
-			return err
-		}
-		done <- fmt.Sprintf("%s/%s settled %d", j.Kind, j.MessageID, v.Amount)
-		return nil
-	}); err != nil {
-		panic(err)
-	}
-	p.HandleDefault(func(ctx context.Context, j *worker.Job) error {
-		done <- fmt.Sprintf("%s/%s: no handler for topic %q", j.Kind, j.MessageID, j.Topic)
-		return nil
-	})
-	cfg := config.Default()
-	cfg.Poll = 50 * time.Millisecond
-	w, err := worker.New(pool, cfg.Worker(), worker.Options{})
+	workers := workq.NewWorkers()
+	err := errors.Join(
+		workq.HandleInbox(workers, "payment.settled", func(ctx context.Context, m *workq.Message[Settled]) error {
+			done <- fmt.Sprintf("%s/%s settled %d", m.Source, m.MessageID, m.Payload.Amount)
+			return nil // processed; an error retries with backoff, until the message is dead
+		}),
+		workq.HandleInbox(workers, "", func(ctx context.Context, m *workq.Message[map[string]any]) error {
+			done <- fmt.Sprintf("%s/%s: no handler for topic %q", m.Source, m.MessageID, m.Topic)
+			return nil
+		}),
+	)
 	if err != nil {
 		panic(err)
 	}
-	if err := w.AddSource(p.Source("default")); err != nil {
+	client, err := workq.NewClient(pool, workq.Config{Workers: workers})
+	if err != nil {
 		panic(err)
 	}
-	if err := w.Start(ctx); err != nil {
+	if err := client.Start(ctx); err != nil {
 		panic(err)
 	}
-	client := inbox.NewClient(inbox.ClientOptions{})
-	if _, err := client.Receive(ctx, pool, inbox.Message{Source: "payments", MessageID: "evt-1", Topic: "payment.settled", Payload: map[string]int{"amount": 10}}); err != nil {
+	defer client.Stop(ctx)
+
+	if _, err := client.Receive(ctx, inbox.Message{Source: "payments", MessageID: "evt-1", Topic: "payment.settled", Payload: Settled{Amount: 10}}); err != nil {
 		panic(err)
 	}
 	fmt.Println(<-done)
-	if _, err := client.Receive(ctx, pool, inbox.Message{Source: "payments", MessageID: "evt-2"}); err != nil {
+	if _, err := client.Receive(ctx, inbox.Message{Source: "payments", MessageID: "evt-2"}); err != nil {
 		panic(err)
 	}
 	fmt.Println(<-done)
-	if err := w.Stop(ctx); err != nil {
-		panic(err)
-	}
 	// Output:
 	// payments/evt-1 settled 10
 	// payments/evt-2: no handler for topic ""

@@ -1,14 +1,20 @@
-// Package inbox receives messages from other systems idempotently: each
-// (source, message id) is recorded once and processed once by the shared
-// lease runtime (package worker), however often the sender delivers it.
+// Package inbox holds the types of workq's inbox, which receives messages
+// from other systems idempotently: each (source, message id) is recorded
+// once and processed once, however often the sender delivers it.
 //
-// Receive records a message on a pool or inside the caller's pgx.Tx, so the
-// receipt commits (or rolls back) with the caller's own writes. The first
-// receipt of a (source, message id) inserts it for processing; a repeat
-// with the same payload is a duplicate (Received.Duplicate, and Processed
-// once its handler has succeeded) and changes nothing; a repeat with a
-// different payload is a conflict (an error wrapping ErrConflict) and
-// changes nothing either.
+// A workq.Client receives and processes messages:
+//
+//	r, err := client.ReceiveTx(ctx, tx, inbox.Message{Source: "stripe", MessageID: evt.ID, Topic: evt.Type, Payload: evt})
+//
+//	workq.HandleInbox(workers, "charge.succeeded", func(ctx context.Context, m *workq.Message[Charge]) error { ... })
+//
+// Receiving records a message on the Client's pool or inside the caller's
+// pgx.Tx, so the receipt commits (or rolls back) with the caller's own
+// writes. The first receipt of a (source, message id) inserts it for
+// processing; a repeat with the same payload is a duplicate
+// (Received.Duplicate, and Processed once its handler has succeeded) and
+// changes nothing; a repeat with a different payload is a conflict (an
+// error wrapping ErrConflict) and changes nothing either.
 //
 // Payloads are compared by hash: sha256 of the payload's canonical text,
 // which is PostgreSQL's jsonb output of it (keys sorted by length then
@@ -16,23 +22,13 @@
 // escapes decoded, numbers as written: 1 and 1.0 differ). So
 // {"b":1, "a":2} and {"a":2,"b":1} are the same payload.
 //
-// A Processor routes claimed messages to handlers by topic; Revive puts dead
-// (failed) messages back; DeleteProcessed ends the de-duplication window of
-// processed messages. docs/inbox.md describes the semantics and decisions.
+// docs/inbox.md describes the semantics and decisions.
 package inbox
 
 import (
-	"bytes"
-	"context"
 	"errors"
 	"fmt"
-	"strings"
-	"time"
-	"unicode/utf8"
 
-	"github.com/workq/workq/internal/db/gen"
-	"github.com/workq/workq/internal/lease"
-	"github.com/workq/workq/internal/notify"
 	"github.com/workq/workq/workqtype"
 )
 
@@ -40,6 +36,10 @@ import (
 // id) was received before with a different payload. The stored message is
 // left exactly as it was.
 var ErrConflict = errors.New("inbox message conflict: same source and message id, different payload")
+
+// ErrNotFound is wrapped by the error of a read of an id that names no
+// inbox message. It wraps workqtype.ErrNotFound (workq.ErrNotFound).
+var ErrNotFound = fmt.Errorf("inbox message %w", workqtype.ErrNotFound)
 
 // ConflictError describes one conflicting message. It matches ErrConflict.
 type ConflictError struct {
@@ -57,16 +57,11 @@ func (e *ConflictError) Error() string {
 // Is makes errors.Is(err, ErrConflict) true.
 func (e *ConflictError) Is(target error) bool { return target == ErrConflict }
 
-// NotifyChannel is the LISTEN/NOTIFY channel the inbox wakes its workers
-// on in the default schema (workqtype.NotifyChannel for another); the
-// payload is the queue.
-var NotifyChannel = workqtype.NotifyChannel("", string(lease.Inbox))
-
 // Message is one incoming message.
 type Message struct {
 	Source      string // required: the sending system, 1-256 bytes of UTF-8 (no NUL)
 	MessageID   string // required: the sender's id of the message, 1-512 bytes of UTF-8 (no NUL)
-	Topic       string // optional: selects the handler (Processor); "" routes to the default handler
+	Topic       string // optional: selects the handler; "" routes to the default handler
 	Payload     any    // a JSON object: a struct or map to marshal, or raw JSON as json.RawMessage or []byte; nil means {}
 	Queue       string // default "default"
 	Priority    int16  // stored; the inbox claims in arrival order
@@ -75,268 +70,17 @@ type Message struct {
 
 // Received is the outcome of receiving one message.
 type Received struct {
-	ID        int64        `json:"id"`        // the stored message (new or existing)
-	Duplicate bool         `json:"duplicate"` // received before with the same payload (or earlier in the same batch); not processed again
-	Processed bool         `json:"processed"` // a duplicate whose stored message is done already
-	Conflict  bool         `json:"conflict"`  // received before with another payload; nothing changed
-	Status    lease.Status `json:"status"`    // the stored message's status when received
-	// Shard is the database it was recorded in, set by a workq.Client
-	// (workq.DefaultShard for a Client of one database; "" from this
-	// package's own Client).
+	ID        int64 `json:"id"`        // the stored message (new or existing)
+	Duplicate bool  `json:"duplicate"` // received before with the same payload (or earlier in the same batch); not processed again
+	Processed bool  `json:"processed"` // a duplicate whose stored message is done already
+	Conflict  bool  `json:"conflict"`  // received before with another payload; nothing changed
+	// Status is the stored message's state when received, as the inbox
+	// names it: ready, processing, processed, dead or cancelled.
+	Status string `json:"status"`
+	// Shard is the database it was recorded in (workq.DefaultShard for a
+	// Client of one database).
 	Shard string `json:"shard,omitempty"`
 }
 
 // New reports whether this call inserted the message.
 func (r Received) New() bool { return !r.Duplicate && !r.Conflict }
-
-// Client receives messages. It is safe for concurrent use; share one per
-// process so NOTIFY debouncing works across goroutines.
-type Client struct {
-	maxAttempts int
-	maxPayload  int
-	notify      *notify.Debouncer
-}
-
-// ClientOptions configure a Client; zero values take the defaults.
-type ClientOptions struct {
-	MaxAttempts    int           // default max attempts of messages that do not set one (4)
-	NotifyDebounce time.Duration // at most one NOTIFY per queue per this (5ms); negative disables NOTIFY
-	// MaxPayloadBytes limits a message's payload as jobq.Options
-	// limits a job's: 0 means workqtype.DefaultMaxPayload (1 MiB).
-	MaxPayloadBytes int
-}
-
-// NewClient returns a Client.
-func NewClient(o ClientOptions) *Client {
-	if o.MaxAttempts == 0 {
-		o.MaxAttempts = workqtype.DefaultMaxAttempts
-	}
-	if o.NotifyDebounce == 0 {
-		o.NotifyDebounce = workqtype.DefaultNotifyDebounce
-	}
-	if o.MaxPayloadBytes == 0 {
-		o.MaxPayloadBytes = workqtype.DefaultMaxPayload
-	}
-	return &Client{maxAttempts: o.MaxAttempts, maxPayload: o.MaxPayloadBytes, notify: notify.New(o.NotifyDebounce)}
-}
-
-type prepared struct {
-	queue, source, messageID, topic string
-	payload                         []byte
-	priority                        int16
-	maxAttempts                     int32
-}
-
-// checkText validates a required text key (source, message id).
-func checkText(field, what, s string, maxLen int) error {
-	switch {
-	case s == "":
-		return workqtype.Invalid(field, what+" is required")
-	case len(s) > maxLen:
-		return workqtype.Invalid(field, fmt.Sprintf("%s is %d bytes, more than %d", what, len(s), maxLen))
-	case !utf8.ValidString(s):
-		return workqtype.Invalid(field, what+" is not valid UTF-8")
-	case strings.IndexByte(s, 0) >= 0:
-		return workqtype.Invalid(field, what+" contains a NUL byte")
-	}
-	return nil
-}
-
-func (c *Client) prepare(m Message) (prepared, error) {
-	p := prepared{queue: m.Queue, source: m.Source, messageID: m.MessageID, topic: m.Topic, priority: m.Priority}
-	if p.queue == "" {
-		p.queue = workqtype.DefaultQueue
-	}
-	if err := workqtype.CheckQueue("queue", p.queue); err != nil {
-		return p, err
-	}
-	if err := checkText("source", "source", p.source, 256); err != nil {
-		return p, err
-	}
-	if err := checkText("message_id", "message id", p.messageID, 512); err != nil {
-		return p, err
-	}
-	if p.topic != "" && !workqtype.ValidTopic(p.topic) {
-		return p, workqtype.Invalid("topic", fmt.Sprintf("topic %q is not valid (1-256 bytes of UTF-8 without control characters; empty for none)", p.topic))
-	}
-	payload, err := workqtype.EncodePayload(m.Payload, c.maxPayload)
-	if err != nil {
-		return p, err
-	}
-	p.payload = payload
-	p.maxAttempts, err = workqtype.MaxAttempts("max_attempts", m.MaxAttempts, c.maxAttempts)
-	return p, err
-}
-
-// Validate reports what is wrong with m (an error wrapping workqtype.ErrInvalid),
-// or nil when Receive would accept it. It touches no database.
-func (c *Client) Validate(m Message) error {
-	_, err := c.prepare(m)
-	return err
-}
-
-// Receive records one message on db (a pool, or the caller's transaction:
-// then the receipt exists only if that transaction commits). The first
-// receipt of (m.Source, m.MessageID) inserts it for processing; a repeat with
-// the same payload hash returns Duplicate (and Processed when the stored
-// message is done) and changes nothing; a repeat with another payload hash
-// returns the stored id with Conflict set and an error wrapping ErrConflict
-// (a *ConflictError), and changes nothing. A duplicate never writes or
-// locks the stored row. Validation errors wrap workqtype.ErrInvalid.
-func (c *Client) Receive(ctx context.Context, db workqtype.DB, m Message) (Received, error) {
-	out, err := c.ReceiveMany(ctx, db, []Message{m})
-	if len(out) != 1 {
-		return Received{}, err
-	}
-	var ce *ConflictError
-	if errors.As(err, &ce) {
-		return out[0], ce
-	}
-	return out[0], err
-}
-
-// maxLookups bounds how often ReceiveMany looks again for keys whose stored
-// row its statement could not see (stored by a transaction that committed
-// after the statement began, or deleted by the de-duplication window in
-// between). Each round needs a further concurrent commit on the same key.
-const maxLookups = 5
-
-// ReceiveMany records many messages in one statement on db and returns one
-// result per message, in input order. Each message is judged as Receive
-// judges it, against the stored message of its key; a (source, message id)
-// that occurs more than once in the batch is stored once, from its first
-// occurrence: the later occurrences are duplicates of it, or conflicts when
-// their payload hash differs from the stored one. Ids of the new messages
-// of one batch follow the order of their keys, not the input order.
-//
-// A batch with an invalid message is rejected whole (an error wrapping
-// workqtype.ErrInvalid, nothing written). Conflicts do not stop the batch: the
-// other messages are received, every result is returned, and the error
-// joins one *ConflictError per conflicting message (errors.Is(err,
-// ErrConflict)). A caller that wants all or nothing receives inside its
-// transaction and rolls back on that error.
-func (c *Client) ReceiveMany(ctx context.Context, db workqtype.DB, msgs []Message) ([]Received, error) {
-	if len(msgs) == 0 {
-		return nil, nil
-	}
-	n := len(msgs)
-	arg := gen.InboxReceiveParams{
-		Queues: make([]string, n), Sources: make([]string, n), MessageIds: make([]string, n), Topics: make([]string, n),
-		Payloads: make([]string, n), Priorities: make([]int16, n), MaxAttempts: make([]int32, n),
-	}
-	queues := map[string]bool{}
-	for i, m := range msgs {
-		p, err := c.prepare(m)
-		if err != nil {
-			if n == 1 {
-				return nil, fmt.Errorf("receive: %w", err)
-			}
-			return nil, fmt.Errorf("receive: message %d: %w", i, err)
-		}
-		arg.Queues[i], arg.Sources[i], arg.MessageIds[i], arg.Topics[i] = p.queue, p.source, p.messageID, p.topic
-		arg.Payloads[i], arg.Priorities[i], arg.MaxAttempts[i] = string(p.payload), p.priority, p.maxAttempts
-		queues[p.queue] = true
-	}
-	for queue := range queues {
-		if c.notify.Should(queue) {
-			arg.Notify = true
-		}
-	}
-	q := gen.New(db)
-	out := make([]Received, n)
-	hashes := make([][]byte, n)
-	// pending lists the inputs whose stored row is still unknown.
-	pending := make([]int, n)
-	for i := range pending {
-		pending[i] = i
-	}
-	for try := 0; len(pending) > 0; try++ {
-		if try == maxLookups {
-			return nil, fmt.Errorf("receive %d messages: %d still unsettled after %d tries (their keys are being stored and deleted concurrently)", n, len(pending), try)
-		}
-		sub := arg
-		if len(pending) < n {
-			sub = subset(arg, pending)
-		}
-		rows, err := q.InboxReceive(ctx, sub)
-		if err != nil {
-			return nil, fmt.Errorf("receive %d messages: %w", n, err)
-		}
-		if len(rows) != len(pending) {
-			return nil, fmt.Errorf("receive %d messages: %d rows returned", len(pending), len(rows))
-		}
-		var unseen []int
-		for k, r := range rows {
-			i := pending[k]
-			hashes[i] = r.PayloadHash
-			if r.ID == 0 {
-				unseen = append(unseen, i)
-				continue
-			}
-			out[i] = result(r.ID, lease.Status(r.Status), r.Inserted, r.SamePayload)
-		}
-		if len(unseen) == 0 {
-			break
-		}
-		// A new statement sees what committed since the receive began.
-		var sources, ids []string
-		for _, i := range unseen {
-			sources = append(sources, arg.Sources[i])
-			ids = append(ids, arg.MessageIds[i])
-		}
-		found, err := q.InboxLookup(ctx, sources, ids)
-		if err != nil {
-			return nil, fmt.Errorf("receive %d messages: look up concurrently stored keys: %w", n, err)
-		}
-		type key struct{ source, id string }
-		stored := make(map[key]gen.InboxLookupRow, len(found))
-		for _, f := range found {
-			stored[key{f.Source, f.MessageID}] = f
-		}
-		pending = pending[:0]
-		for _, i := range unseen {
-			f, ok := stored[key{arg.Sources[i], arg.MessageIds[i]}]
-			if !ok {
-				pending = append(pending, i) // deleted meanwhile: receive it again
-				continue
-			}
-			out[i] = result(f.ID, lease.Status(f.Status), false, bytes.Equal(f.PayloadHash, hashes[i]))
-		}
-	}
-	var conflicts []error
-	for i, r := range out {
-		if r.Conflict {
-			conflicts = append(conflicts, &ConflictError{Index: i, Source: arg.Sources[i], MessageID: arg.MessageIds[i], ID: r.ID})
-		}
-	}
-	if len(conflicts) > 0 {
-		return out, fmt.Errorf("receive %d messages: %d conflict(s): %w", n, len(conflicts), errors.Join(conflicts...))
-	}
-	return out, nil
-}
-
-func result(id int64, st lease.Status, inserted, same bool) Received {
-	switch {
-	case inserted:
-		return Received{ID: id, Status: st}
-	case same:
-		return Received{ID: id, Status: st, Duplicate: true, Processed: st == lease.StatusDone}
-	default:
-		return Received{ID: id, Status: st, Conflict: true}
-	}
-}
-
-// subset returns the receive parameters of the inputs idx.
-func subset(a gen.InboxReceiveParams, idx []int) gen.InboxReceiveParams {
-	s := gen.InboxReceiveParams{Notify: a.Notify}
-	for _, i := range idx {
-		s.Queues = append(s.Queues, a.Queues[i])
-		s.Sources = append(s.Sources, a.Sources[i])
-		s.MessageIds = append(s.MessageIds, a.MessageIds[i])
-		s.Topics = append(s.Topics, a.Topics[i])
-		s.Payloads = append(s.Payloads, a.Payloads[i])
-		s.Priorities = append(s.Priorities, a.Priorities[i])
-		s.MaxAttempts = append(s.MaxAttempts, a.MaxAttempts[i])
-	}
-	return s
-}

@@ -2,37 +2,55 @@ package outbox_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
-
-	"github.com/workq/workq/internal/lease"
+	"github.com/workq/workq"
 	"github.com/workq/workq/internal/testdb"
 	"github.com/workq/workq/outbox"
 )
 
 // A fan-in join: three member messages written in the transaction that
 // starts the join; when the relay has delivered all three, the join writes
-// its on-complete message into the outbox, exactly once.
-func ExampleStartJoin() {
-	url, drop, err := testdb.NewDatabase()
-	if err != nil {
-		panic(err)
-	}
-	defer func() { _ = drop() }()
+// its on-complete message into the outbox, exactly once, and the relay
+// delivers it too.
+func ExampleJoinSpec() {
+	pool, done := testdb.ExamplePool()
+	defer done()
 	ctx := context.Background()
-	pool, err := pgxpool.New(ctx, url)
+
+	packed := make(chan string, 1)
+	workers := workq.NewWorkers()
+	err := workq.HandleOutbox(workers, "pick.item", func(ctx context.Context, m *workq.Message[map[string]int]) error {
+		return nil // the member's work
+	})
 	if err != nil {
 		panic(err)
 	}
-	defer pool.Close()
+	err = workq.HandleOutbox(workers, "order.packed", func(ctx context.Context, m *workq.Message[map[string]int]) error {
+		// The headers: the spec's, plus the join's id and its outcome.
+		var headers map[string]string
+		if err := json.Unmarshal(m.Headers, &headers); err != nil {
+			return workq.Permanent(err)
+		}
+		packed <- fmt.Sprintf("order %d packed (%s)", m.Payload["order"], headers[outbox.HeaderJoinOutcome])
+		return nil
+	})
+	if err != nil {
+		panic(err)
+	}
+	client, err := workq.NewClient(pool, workq.Config{Workers: workers})
+	if err != nil {
+		panic(err)
+	}
 
 	tx, err := pool.Begin(ctx)
 	if err != nil {
 		panic(err)
 	}
-	j, err := outbox.StartJoin(ctx, tx, outbox.JoinSpec{
+	defer tx.Rollback(ctx)
+	j, err := client.StartJoinTx(ctx, tx, outbox.JoinSpec{
 		Expected:        3,
 		OnComplete:      outbox.JoinMessage{Topic: "order.packed", Payload: map[string]any{"order": 42}},
 		OnFail:          &outbox.JoinMessage{Topic: "order.stuck", Payload: map[string]any{"order": 42}},
@@ -42,41 +60,26 @@ func ExampleStartJoin() {
 	if err != nil {
 		panic(err)
 	}
-	// The members: outbox messages carrying the join's id (the outbox write
-	// API sets it from Message.JoinID; plain SQL here).
-	if _, err := tx.Exec(ctx, `insert into workq.outbox (topic, payload, join_id)
-		select 'pick.item', jsonb_build_object('item', i), $1 from generate_series(1, 3) i`, j.ID); err != nil {
-		panic(err)
+	for i := 1; i <= 3; i++ {
+		if _, err := client.SendTx(ctx, tx, outbox.Message{Topic: "pick.item", JoinID: j.ID, Payload: map[string]int{"item": i}}); err != nil {
+			panic(err)
+		}
 	}
 	if err := tx.Commit(ctx); err != nil {
 		panic(err)
 	}
 
-	// The relay delivers the members (here by hand through the lease engine).
-	e := lease.New(pool, lease.Outbox)
-	c, err := e.Claim(ctx, lease.ClaimParams{Queue: "default", Max: 10, Lease: time.Minute, WorkerID: "example"})
-	if err != nil {
+	if err := client.Start(ctx); err != nil {
 		panic(err)
 	}
-	var done []lease.Completion
-	for _, it := range c.Items {
-		done = append(done, lease.Completion{ID: it.ID, Token: c.Token, Outcome: lease.Done})
-	}
-	if _, err := e.Complete(ctx, done); err != nil {
-		panic(err)
-	}
-
-	j, err = outbox.GetJoin(ctx, pool, j.ID)
+	defer client.Stop(ctx)
+	fmt.Println(<-packed)
+	j, err = client.GetJoin(ctx, j.ID)
 	if err != nil {
 		panic(err)
 	}
 	fmt.Println("join:", j.Status, j.Completed, "of", j.Expected, "members done")
-	var topic string
-	if err := pool.QueryRow(ctx, `select topic from workq.outbox where message_id = $1`, j.OutcomeMessageID).Scan(&topic); err != nil {
-		panic(err)
-	}
-	fmt.Println("outcome message:", topic)
 	// Output:
+	// order 42 packed (completed)
 	// join: completed 3 of 3 members done
-	// outcome message: order.packed
 }

@@ -99,7 +99,7 @@ func BenchmarkJetStreamRelay(b *testing.B) {
 	}
 	b.ResetTimer()
 	began := time.Now()
-	startRelay(b, pool, cfg, map[string]worker.HandlerFunc{"bench.event": pub.Handle}, worker.Options{OnResult: onResult})
+	startRelay(b, pool, cfg, map[string]publisher{"bench.event": pub.Handle}, worker.Options{OnResult: onResult})
 	select {
 	case <-finished:
 	case <-time.After(30 * time.Minute):

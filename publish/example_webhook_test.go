@@ -13,18 +13,16 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/workq/workq"
-	"github.com/workq/workq/internal/clienthook"
 	"github.com/workq/workq/internal/testdb"
-	"github.com/workq/workq/internal/worker"
 	"github.com/workq/workq/outbox"
 	"github.com/workq/workq/publish"
 )
 
 // relayTo returns a started workq.Client that relays topic's outbox
-// messages to publisher: publishers are raw handlers of the relay.
-func relayTo(ctx context.Context, pool *pgxpool.Pool, topic string, publisher worker.HandlerFunc) *workq.Client {
+// messages to publisher: a publisher's Handle is an outbox handler.
+func relayTo(ctx context.Context, pool *pgxpool.Pool, topic string, publisher func(context.Context, *workq.Message[json.RawMessage]) error) *workq.Client {
 	workers := workq.NewWorkers()
-	if err := clienthook.HandleOutbox(workers, topic, publisher); err != nil {
+	if err := workq.HandleOutbox(workers, topic, publisher); err != nil {
 		panic(err)
 	}
 	client, err := workq.NewClient(pool, workq.Config{Workers: workers})

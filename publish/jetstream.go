@@ -2,6 +2,7 @@ package publish
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -10,8 +11,8 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/workq/workq"
 	"github.com/workq/workq/internal/subject"
-	"github.com/workq/workq/internal/worker"
 )
 
 // DefaultJetStreamTimeout is how long a publish waits for the stream's ack
@@ -47,8 +48,8 @@ type JetStream struct {
 	timeout time.Duration
 }
 
-// NewJetStream returns the publisher; its Handle method is the
-// worker.HandlerFunc to register for a topic. The stream that captures the
+// NewJetStream returns the publisher; register its Handle method for a
+// topic with workq.HandleOutbox. Errors wrap workq.ErrInvalid. The stream that captures the
 // subjects must exist (it is the operator's: its duplicate window bounds the
 // de-duplication, see Handle).
 func NewJetStream(js jetstream.JetStream, c JetStreamConfig) (*JetStream, error) {
@@ -90,21 +91,21 @@ const (
 // message over the server's size limit or headers NATS cannot carry fail
 // the message for good. Message headers named Nats-* or Workq-* are not
 // copied: the publisher owns them.
-func (p *JetStream) Handle(ctx context.Context, job *worker.Job) error {
+func (p *JetStream) Handle(ctx context.Context, job *workq.Message[json.RawMessage]) error {
 	subj := p.subject(job.Topic)
 	if !subject.Valid(subj) {
-		return worker.Permanent(fmt.Errorf("jetstream: topic %q maps to %q, not a subject NATS can publish to", job.Topic, subj))
+		return workq.Permanent(fmt.Errorf("jetstream: topic %q maps to %q, not a subject NATS can publish to", job.Topic, subj))
 	}
 	src, err := messageHeaders(job.Headers)
 	if err != nil {
-		return worker.Permanent(fmt.Errorf("jetstream: %w", err))
+		return workq.Permanent(fmt.Errorf("jetstream: %w", err))
 	}
 	msg := nats.NewMsg(subj)
 	msg.Data = job.Payload
 	var dropped []string
 	for k, vs := range src {
 		if err := checkNATSHeader(k, vs); err != nil {
-			return worker.Permanent(fmt.Errorf("jetstream: %w", err))
+			return workq.Permanent(fmt.Errorf("jetstream: %w", err))
 		}
 		if l := strings.ToLower(k); strings.HasPrefix(l, "nats-") || strings.HasPrefix(l, "workq-") {
 			dropped = append(dropped, k)
@@ -133,7 +134,7 @@ func (p *JetStream) Handle(ctx context.Context, job *worker.Job) error {
 	case errors.Is(err, jetstream.ErrNoStreamResponse):
 		return fmt.Errorf("jetstream: publish to %q: no stream captures the subject (or none answered): %w", subj, err)
 	case errors.Is(err, nats.ErrMaxPayload), errors.Is(err, nats.ErrBadSubject), errors.Is(err, nats.ErrHeadersNotSupported):
-		return worker.Permanent(fmt.Errorf("jetstream: publish to %q: %w", subj, err))
+		return workq.Permanent(fmt.Errorf("jetstream: publish to %q: %w", subj, err))
 	default:
 		return fmt.Errorf("jetstream: publish to %q: %w", subj, err)
 	}

@@ -9,6 +9,8 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/workq/workq"
+	"github.com/workq/workq/internal/clienthook"
 	"github.com/workq/workq/internal/config"
 	"github.com/workq/workq/internal/db/gen"
 	"github.com/workq/workq/internal/lease"
@@ -36,7 +38,7 @@ func relayConfig() config.Config {
 // startRelay runs a real worker on pool whose only source is the outbox's
 // default queue, routed by topic to handlers: what the outbox relay does. It
 // stops when the test ends.
-func startRelay(t testing.TB, pool *pgxpool.Pool, cfg config.Config, handlers map[string]worker.HandlerFunc, o worker.Options) {
+func startRelay(t testing.TB, pool *pgxpool.Pool, cfg config.Config, handlers map[string]publisher, o worker.Options) {
 	t.Helper()
 	var logs testutil.Buffer
 	if o.Logger == nil {
@@ -48,7 +50,7 @@ func startRelay(t testing.TB, pool *pgxpool.Pool, cfg config.Config, handlers ma
 	}
 	router := worker.NewTopicRouter()
 	for topic, h := range handlers {
-		if err := router.Handle(topic, h); err != nil {
+		if err := router.Handle(topic, asHandler(h)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -67,6 +69,21 @@ func startRelay(t testing.TB, pool *pgxpool.Pool, cfg config.Config, handlers ma
 			t.Logf("worker log:\n%s", logs.String())
 		}
 	})
+}
+
+// publisher is a publisher's Handle: what workq.HandleOutbox registers.
+type publisher = func(ctx context.Context, m *workq.Message[json.RawMessage]) error
+
+// asHandler runs p as a relay's handler, as workq.HandleOutbox does.
+func asHandler(p publisher) worker.HandlerFunc {
+	workq.NewWorkers() // registers the root's clienthook functions (Fill)
+	return func(ctx context.Context, job *worker.Job) error {
+		m := new(workq.Message[json.RawMessage])
+		if err := clienthook.Fill(m, job); err != nil {
+			return err
+		}
+		return p(ctx, m)
+	}
 }
 
 // message is one outbox row to write.

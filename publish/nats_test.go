@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -15,10 +16,12 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/workq/workq"
 	"github.com/workq/workq/internal/lease"
 	"github.com/workq/workq/internal/testdb"
 	"github.com/workq/workq/internal/worker"
 	"github.com/workq/workq/publish"
+	"github.com/workq/workq/workqtype"
 )
 
 // natsURL is the JetStream server the tests use: real, never a mock.
@@ -93,7 +96,7 @@ func TestJetStreamRelay(t *testing.T) {
 		t.Fatal(err)
 	}
 	topics := []string{"orders.created", "orders cancelled"}
-	startRelay(t, pool, relayConfig(), map[string]worker.HandlerFunc{topics[0]: pub.Handle, topics[1]: pub.Handle}, worker.Options{})
+	startRelay(t, pool, relayConfig(), map[string]publisher{topics[0]: pub.Handle, topics[1]: pub.Handle}, worker.Options{})
 	var msgs []message
 	for i := range 20 {
 		msgs = append(msgs, message{Topic: topics[i%2], Payload: map[string]any{"n": i},
@@ -153,9 +156,9 @@ func TestJetStreamDedup(t *testing.T) {
 	}
 
 	t.Run("the same message published twice", func(t *testing.T) {
-		job := &worker.Job{Item: lease.Item{Table: lease.Outbox, ID: 1, Topic: "twice", MessageID: uuid.NewString(), Payload: []byte(`{"a":1}`), Attempt: 1}}
+		job := &workq.Message[json.RawMessage]{ID: 1, Topic: "twice", MessageID: uuid.NewString(), Payload: json.RawMessage(`{"a":1}`), Attempt: 1}
 		for i := range 2 {
-			job.Attempt = int32(i + 1)
+			job.Attempt = i + 1
 			if err := pub.Handle(context.Background(), job); err != nil {
 				t.Fatalf("publish %d: %v", i+1, err)
 			}
@@ -165,10 +168,10 @@ func TestJetStreamDedup(t *testing.T) {
 
 	pool := testdb.PoolWith(t, 8)
 	var lost atomic.Int32
-	startRelay(t, pool, relayConfig(), map[string]worker.HandlerFunc{
+	startRelay(t, pool, relayConfig(), map[string]publisher{
 		// Attempt 1 publishes and then loses its result, so the runtime
 		// retries: the second publish must be a duplicate.
-		"retried": func(ctx context.Context, job *worker.Job) error {
+		"retried": func(ctx context.Context, job *workq.Message[json.RawMessage]) error {
 			if err := pub.Handle(ctx, job); err != nil {
 				return err
 			}
@@ -240,7 +243,7 @@ func TestJetStreamNoStream(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	startRelay(t, pool, relayConfig(), map[string]worker.HandlerFunc{"lost": pub.Handle, "wild": bad.Handle}, worker.Options{})
+	startRelay(t, pool, relayConfig(), map[string]publisher{"lost": pub.Handle, "wild": bad.Handle}, worker.Options{})
 	ids := enqueue(t, pool, message{Topic: "lost", Payload: map[string]any{}, MaxAttempts: 2},
 		message{Topic: "wild", Payload: map[string]any{}, MaxAttempts: 3})
 	row := waitFinal(t, pool, ids[0].ID)
@@ -277,11 +280,11 @@ func TestNewJetStreamInvalid(t *testing.T) {
 	defer nc.Close()
 	js, _ := jetstream.New(nc)
 	for _, c := range []publish.JetStreamConfig{{Prefix: "a b"}, {Prefix: "a.>"}, {Prefix: "a..b"}, {Prefix: "$JS.API"}, {Prefix: "_INBOX"}, {Timeout: -1}} {
-		if _, err := publish.NewJetStream(js, c); !errors.Is(err, publish.ErrInvalid) {
+		if _, err := publish.NewJetStream(js, c); !errors.Is(err, workqtype.ErrInvalid) {
 			t.Errorf("NewJetStream(%+v) = %v, want ErrInvalid", c, err)
 		}
 	}
-	if _, err := publish.NewJetStream(nil, publish.JetStreamConfig{}); !errors.Is(err, publish.ErrInvalid) {
+	if _, err := publish.NewJetStream(nil, publish.JetStreamConfig{}); !errors.Is(err, workqtype.ErrInvalid) {
 		t.Errorf("nil JetStream: %v, want ErrInvalid", err)
 	}
 }

@@ -1,9 +1,15 @@
-// Package publish holds workq's built-in outbox publishers: each is a
-// worker.HandlerFunc that the outbox relay registers for a topic, so a
-// claimed outbox message is delivered to a webhook (NewWebhook) or a NATS
-// JetStream stream (NewJetStream) and acked, retried or failed by the same
-// runtime that runs every other kind of work. FromConfig builds the
-// publishers `workq worker --outbox` runs from its settings.
+// Package publish holds workq's built-in outbox publishers: a webhook
+// (NewWebhook) and a NATS JetStream stream (NewJetStream). Each one's
+// Handle method is an outbox handler: register it for a topic with
+// workq.HandleOutbox, and a claimed outbox message is delivered and acked,
+// retried or failed by the same runtime that runs every other kind of
+// work.
+//
+//	hook, err := publish.NewWebhook(publish.WebhookConfig{URL: "https://hooks.example.com/orders", Secret: secret, AllowHosts: []string{"hooks.example.com"}})
+//	err = workq.HandleOutbox(workers, "order.created", hook.Handle)
+//
+// A receiver checks a webhook's signature with VerifyWebhook. Configuration
+// errors wrap workq.ErrInvalid. docs/publishers.md has the details.
 package publish
 
 import (
@@ -15,11 +21,10 @@ import (
 	"github.com/workq/workq/workqtype"
 )
 
-// ErrInvalid (workqtype.ErrInvalid, shared by every package) is wrapped by every error about a bad publisher configuration.
-var ErrInvalid = workqtype.ErrInvalid
-
+// invalid is an error about a bad publisher configuration: it wraps
+// workqtype.ErrInvalid (workq.ErrInvalid).
 func invalid(format string, args ...any) error {
-	return fmt.Errorf("%w: %s", ErrInvalid, fmt.Sprintf(format, args...))
+	return fmt.Errorf("%w: %s", workqtype.ErrInvalid, fmt.Sprintf(format, args...))
 }
 
 // messageHeaders decodes an outbox message's headers (a JSON object) into

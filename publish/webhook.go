@@ -5,6 +5,7 @@ import (
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -14,9 +15,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/workq/workq"
 	"github.com/workq/workq/internal/hookpost"
 	"github.com/workq/workq/internal/whsec"
-	"github.com/workq/workq/internal/worker"
 	"github.com/workq/workq/workqtype"
 )
 
@@ -94,9 +95,9 @@ type Webhook struct {
 	now     func() time.Time
 }
 
-// NewWebhook checks c and returns the publisher; its Handle method is the
-// worker.HandlerFunc to register for a topic. Errors wrap ErrInvalid (and
-// ErrNotAllowed for a host off the list).
+// NewWebhook checks c and returns the publisher; register its Handle
+// method for a topic with workq.HandleOutbox. Errors wrap workq.ErrInvalid
+// (and ErrNotAllowed for a host off the list).
 func NewWebhook(c WebhookConfig) (*Webhook, error) {
 	if c.Secret == "" {
 		return nil, invalid("webhook %s: a signing secret is required", c.URL)
@@ -110,7 +111,7 @@ func NewWebhook(c WebhookConfig) (*Webhook, error) {
 	allow := hookpost.NewAllowList(c.AllowHosts)
 	u, err := allow.Check(c.URL, "allowed hosts")
 	if err != nil {
-		return nil, fmt.Errorf("%w: webhook: %w", ErrInvalid, err)
+		return nil, fmt.Errorf("%w: webhook: %w", workqtype.ErrInvalid, err)
 	}
 	w := &Webhook{url: u, allow: allow, scheme: c.Signature, timeout: c.Timeout,
 		client: hookpost.NoRedirects(c.Client), now: c.Now}
@@ -150,16 +151,16 @@ func reservedStandard(k string) bool {
 // timeouts and network errors retry; any other answer (a redirect included:
 // none is followed) fails the message for good, and so does a message whose
 // headers HTTP cannot carry.
-func (w *Webhook) Handle(ctx context.Context, job *worker.Job) error {
+func (w *Webhook) Handle(ctx context.Context, job *workq.Message[json.RawMessage]) error {
 	// Checked again per request: the URL is fixed, but this keeps the rule
 	// in one place should it ever come from elsewhere.
 	u, err := w.allow.Check(w.url.String(), "allowed hosts")
 	if err != nil {
-		return worker.Permanent(fmt.Errorf("webhook: %w", err))
+		return workq.Permanent(fmt.Errorf("webhook: %w", err))
 	}
 	src, err := messageHeaders(job.Headers)
 	if err != nil {
-		return worker.Permanent(fmt.Errorf("webhook: %w", err))
+		return workq.Permanent(fmt.Errorf("webhook: %w", err))
 	}
 	header := http.Header{}
 	reserved := reservedHTTP
@@ -168,7 +169,7 @@ func (w *Webhook) Handle(ctx context.Context, job *worker.Job) error {
 	}
 	dropped, err := hookpost.SetHeaders(header, src, reserved)
 	if err != nil {
-		return worker.Permanent(fmt.Errorf("webhook: %w", err))
+		return workq.Permanent(fmt.Errorf("webhook: %w", err))
 	}
 	if len(dropped) > 0 {
 		job.Logger().Warn("webhook: message headers not sent (reserved or hop-by-hop)", "headers", dropped)
@@ -181,7 +182,7 @@ func (w *Webhook) Handle(ctx context.Context, job *worker.Job) error {
 	header.Set("Content-Type", "application/json")
 	header.Set(HeaderMessageID, job.MessageID)
 	header.Set(HeaderTopic, job.Topic)
-	header.Set(HeaderAttempt, strconv.Itoa(int(job.Attempt)))
+	header.Set(HeaderAttempt, strconv.Itoa(job.Attempt))
 	if w.scheme == SignatureStandard {
 		id := textproto.TrimString(job.MessageID) // as received (see signed)
 		header.Set(HeaderWebhookID, id)

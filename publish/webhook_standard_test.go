@@ -103,7 +103,7 @@ func TestWebhookStandardSignature(t *testing.T) {
 	target.on("/stranger", verified(statuses(200)))
 
 	pool := testdb.PoolWith(t, 8)
-	handlers := map[string]worker.HandlerFunc{}
+	handlers := map[string]publisher{}
 	for topic, c := range map[string]struct{ path, secret string }{
 		"std.rotating": {"/rotating", current + " " + previous},
 		"std.stranger": {"/stranger", unknown},

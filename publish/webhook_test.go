@@ -18,6 +18,7 @@ import (
 	"github.com/workq/workq/internal/testdb"
 	"github.com/workq/workq/internal/worker"
 	"github.com/workq/workq/publish"
+	"github.com/workq/workq/workqtype"
 )
 
 const testSecret = "publish-test-secret"
@@ -223,7 +224,7 @@ func TestWebhookRelay(t *testing.T) {
 		},
 	}
 	pool := testdb.PoolWith(t, 8)
-	handlers := map[string]worker.HandlerFunc{}
+	handlers := map[string]publisher{}
 	for i := range cases {
 		c := &cases[i]
 		c.msg.Topic = fmt.Sprintf("hook.case-%d", i)
@@ -363,7 +364,7 @@ func TestNewWebhookInvalid(t *testing.T) {
 			cfg := ok
 			c.edit(&cfg)
 			_, err := publish.NewWebhook(cfg)
-			if !errors.Is(err, publish.ErrInvalid) || (c.also != nil && !errors.Is(err, c.also)) || !strings.Contains(fmt.Sprint(err), c.errHas) {
+			if !errors.Is(err, workqtype.ErrInvalid) || (c.also != nil && !errors.Is(err, c.also)) || !strings.Contains(fmt.Sprint(err), c.errHas) {
 				t.Fatalf("NewWebhook = %v, want ErrInvalid (and %v) mentioning %q", err, c.also, c.errHas)
 			}
 			if secret := strings.TrimPrefix(cfg.Secret, "whsec_"); (secret != "" && strings.Contains(err.Error(), secret)) || strings.Contains(err.Error(), "hunter2") {

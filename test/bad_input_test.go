@@ -13,7 +13,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/workq/workq/internal/inboxrt"
 	"github.com/workq/workq/internal/jobq"
+	"github.com/workq/workq/internal/outboxrt"
+	"github.com/workq/workq/internal/timersrt"
 
 	"github.com/workq/workq/inbox"
 	"github.com/workq/workq/internal/admin"
@@ -34,9 +37,9 @@ func TestBadInputGoAPI(t *testing.T) {
 		t.Fatal(err)
 	}
 	jobs := jobq.New(jobq.Options{MaxPayloadBytes: 1024})
-	ob := outbox.NewClient(outbox.ClientOptions{MaxPayloadBytes: 1024})
-	in := inbox.NewClient(inbox.ClientOptions{MaxPayloadBytes: 1024})
-	tm := timers.NewClient(timers.ClientOptions{MaxPayloadBytes: 1024})
+	ob := outboxrt.NewClient(outboxrt.ClientOptions{MaxPayloadBytes: 1024})
+	in := inboxrt.NewClient(inboxrt.ClientOptions{MaxPayloadBytes: 1024})
+	tm := timersrt.NewClient(timersrt.ClientOptions{MaxPayloadBytes: 1024})
 	store := schedule.NewStore(schedule.StoreOptions{})
 	big := json.RawMessage(`{"a":"` + strings.Repeat("x", 2000) + `"}`)
 	long := strings.Repeat("q", 300)

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/workq/workq/internal/inboxrt"
 	"github.com/workq/workq/internal/jobq"
 
 	"github.com/jackc/pgx/v5/pgconn"
@@ -159,7 +160,7 @@ func TestMigrationDocSQL(t *testing.T) {
 			enqueue("email", "redis:email:a5")
 			inProgress = enqueue("email", "live-elsewhere")
 			exec("update workq.job_runs set status = 1, owner_token = gen_random_uuid(), locked_until = now() + interval '30 seconds', attempts = 1 where id = $1", inProgress)
-			if _, err := inbox.NewClient(inbox.ClientOptions{}).Receive(ctx, pool, inbox.Message{
+			if _, err := inboxrt.NewClient(inboxrt.ClientOptions{}).Receive(ctx, pool, inbox.Message{
 				Source: "spool:host-1", MessageID: "f1", Topic: "email.send", Payload: map[string]any{"to": "bob@example.com"},
 			}); err != nil {
 				t.Fatal(err)

@@ -28,6 +28,7 @@ import (
 	"time"
 
 	"github.com/workq/workq/internal/jobq"
+	"github.com/workq/workq/internal/outboxrt"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -239,7 +240,7 @@ func statusCounts(t *testing.T, db *pgxpool.Pool, queue string) (done, total int
 // keyed, over keys partition keys (none when keys is 0).
 func sendMessages(t *testing.T, db *pgxpool.Pool, queue, topic string, n, keys int) {
 	t.Helper()
-	c := outbox.NewClient(outbox.ClientOptions{})
+	c := outboxrt.NewClient(outboxrt.ClientOptions{})
 	for from := 0; from < n; from += 1000 {
 		var msgs []outbox.Message
 		for i := from; i < min(n, from+1000); i++ {

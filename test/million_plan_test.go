@@ -271,7 +271,7 @@ func hotStatements(t *testing.T) []hotStatement {
 		"JobRunsEnqueueUnique", "JobRunsEnqueueManyUnique"} {
 		add("job_runs", name)
 	}
-	// OutboxKeyHeads is the operator's list of partition keys (outbox.Keys),
+	// OutboxKeyHeads is the operator's list of partition keys (outboxrt.Keys),
 	// not a hot statement, but it walks the keys as OutboxClaim does.
 	for _, name := range []string{"OutboxClaim", "OutboxEnqueue", "OutboxEnqueueMany", "OutboxKeyHeads"} {
 		add("outbox", name)

@@ -19,6 +19,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/workq/workq/internal/lease"
+	"github.com/workq/workq/internal/outboxrt"
 	"github.com/workq/workq/internal/testdb"
 	"github.com/workq/workq/outbox"
 	"github.com/workq/workq/workqtype"
@@ -44,7 +45,7 @@ returning id`, queue, joinID, n, maxAttempts)
 		return nil, err
 	}
 	ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
-	return ids, outbox.JoinError(err)
+	return ids, outboxrt.JoinError(err)
 }
 
 // joinOutcome is an outcome message a join wrote.
@@ -72,7 +73,7 @@ where headers ->> 'workq-join-id' = $1::bigint::text order by id`, id)
 
 func getJoin(t *testing.T, ctx context.Context, db workqtype.DB, id int64) outbox.Join {
 	t.Helper()
-	j, err := outbox.GetJoin(ctx, db, id)
+	j, err := outboxrt.GetJoin(ctx, db, id)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -90,7 +91,7 @@ func joinSpec(n int, policy outbox.MemberFailure) outbox.JoinSpec {
 
 func startJoin(t *testing.T, ctx context.Context, db workqtype.DB, s outbox.JoinSpec) outbox.Join {
 	t.Helper()
-	j, err := outbox.StartJoin(ctx, db, s)
+	j, err := outboxrt.StartJoin(ctx, db, s)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -333,13 +334,13 @@ func TestJoinDeadline(t *testing.T) {
 	addJoinMembers(t, ctx, pool, ended.ID, "ended", 1, 4)
 	endMember(t, ctx, pool, "ended", lease.Done) // completes before the deadline is enforced
 
-	if n, err := outbox.FailExpiredJoins(ctx, pool, 1); err != nil || n != 1 {
+	if n, err := outboxrt.FailExpiredJoins(ctx, pool, 1); err != nil || n != 1 {
 		t.Fatalf("first batch of one: %d, %v", n, err)
 	}
-	if n, err := outbox.FailExpiredJoins(ctx, pool, 100); err != nil || n != 1 {
+	if n, err := outboxrt.FailExpiredJoins(ctx, pool, 100); err != nil || n != 1 {
 		t.Fatalf("second batch: %d, %v; want the other expired join", n, err)
 	}
-	if n, err := outbox.FailExpiredJoins(ctx, pool, 100); err != nil || n != 0 {
+	if n, err := outboxrt.FailExpiredJoins(ctx, pool, 100); err != nil || n != 0 {
 		t.Fatalf("again: %d, %v; want nothing left", n, err)
 	}
 	for _, c := range []struct {
@@ -385,7 +386,7 @@ func TestJoinDeadlineLoop(t *testing.T) {
 	s := joinSpec(2, outbox.IgnoreFailures)
 	s.Deadline = time.Now().Add(-time.Minute)
 	j := startJoin(t, ctx, pool, s)
-	loop, err := outbox.NewJoinDeadlineLoop(pool, outbox.JoinDeadlineOptions{Interval: 10 * time.Millisecond})
+	loop, err := outboxrt.NewJoinDeadlineLoop(pool, outboxrt.JoinDeadlineOptions{Interval: 10 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -413,7 +414,7 @@ func TestJoinDeadlineLoop(t *testing.T) {
 	if loop.Errors() != 0 {
 		t.Errorf("loop errors: %d", loop.Errors())
 	}
-	if _, err := outbox.NewJoinDeadlineLoop(pool, outbox.JoinDeadlineOptions{Batch: -1}); !errors.Is(err, workqtype.ErrInvalid) {
+	if _, err := outboxrt.NewJoinDeadlineLoop(pool, outboxrt.JoinDeadlineOptions{Batch: -1}); !errors.Is(err, workqtype.ErrInvalid) {
 		t.Errorf("batch -1: %v", err)
 	}
 }
@@ -448,7 +449,7 @@ func TestJoinDeadlineRacesLastMember(t *testing.T) {
 		})
 		wg.Go(func() {
 			<-start
-			_, expireErr = outbox.FailExpiredJoins(ctx, pool, 10)
+			_, expireErr = outboxrt.FailExpiredJoins(ctx, pool, 10)
 		})
 		close(start)
 		wg.Wait()
@@ -456,7 +457,7 @@ func TestJoinDeadlineRacesLastMember(t *testing.T) {
 			t.Fatalf("round %d: complete %v, expire %v", r, completeErr, expireErr)
 		}
 		// A deadline run skipped a join locked by the completion: run it again.
-		if _, err := outbox.FailExpiredJoins(ctx, pool, 10); err != nil {
+		if _, err := outboxrt.FailExpiredJoins(ctx, pool, 10); err != nil {
 			t.Fatal(err)
 		}
 		got := getJoin(t, ctx, pool, j.ID)
@@ -498,7 +499,7 @@ func TestJoinRolledBack(t *testing.T) {
 	if joins != 0 || messages != 0 {
 		t.Fatalf("after rollback: %d joins, %d messages", joins, messages)
 	}
-	if _, err := outbox.GetJoin(ctx, pool, j.ID); !errors.Is(err, outbox.ErrJoinNotFound) {
+	if _, err := outboxrt.GetJoin(ctx, pool, j.ID); !errors.Is(err, outbox.ErrJoinNotFound) {
 		t.Fatalf("get rolled-back join: %v", err)
 	}
 	// Members written in a transaction that rolls back do not count either.
@@ -547,19 +548,19 @@ func TestJoinValidation(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			s := ok
 			c.change(&s)
-			if err := outbox.ValidateJoin(s); !errors.Is(err, workqtype.ErrInvalid) {
+			if err := outboxrt.ValidateJoin(s); !errors.Is(err, workqtype.ErrInvalid) {
 				t.Errorf("ValidateJoin: %v", err)
 			}
-			_, err := outbox.StartJoin(ctx, pool, s)
+			_, err := outboxrt.StartJoin(ctx, pool, s)
 			if !errors.Is(err, workqtype.ErrInvalid) || !strings.Contains(err.Error(), c.want) {
 				t.Fatalf("StartJoin: %v; want ErrInvalid saying %q", err, c.want)
 			}
 		})
 	}
-	if err := outbox.ValidateJoin(ok); err != nil {
+	if err := outboxrt.ValidateJoin(ok); err != nil {
 		t.Fatalf("valid spec: %v", err)
 	}
-	if _, err := outbox.FailExpiredJoins(ctx, pool, 0); !errors.Is(err, workqtype.ErrInvalid) {
+	if _, err := outboxrt.FailExpiredJoins(ctx, pool, 0); !errors.Is(err, workqtype.ErrInvalid) {
 		t.Errorf("FailExpiredJoins max 0: %v", err)
 	}
 	var n int
@@ -579,7 +580,7 @@ func TestJoinAttachRules(t *testing.T) {
 	other := startJoin(t, ctx, pool, joinSpec(2, outbox.IgnoreFailures))
 	exec := func(sql string, args ...any) error {
 		_, err := pool.Exec(ctx, sql, args...)
-		return outbox.JoinError(err)
+		return outboxrt.JoinError(err)
 	}
 	for _, c := range []struct {
 		name string

@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/workq/workq/internal/lease"
+	"github.com/workq/workq/internal/outboxrt"
 	"github.com/workq/workq/internal/testdb"
 	"github.com/workq/workq/outbox"
 )
@@ -31,7 +32,7 @@ func TestOwnClusterIgnoresSharedServer(t *testing.T) {
 	const queue = "own-cluster"
 	send := func(pool *pgxpool.Pool) {
 		t.Helper()
-		if _, err := outbox.NewClient(outbox.ClientOptions{}).Send(ctx, pool,
+		if _, err := outboxrt.NewClient(outboxrt.ClientOptions{}).Send(ctx, pool,
 			outbox.Message{Queue: queue, Topic: "t", PartitionKey: "k"}); err != nil {
 			t.Fatal(err)
 		}

@@ -26,7 +26,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/workq/workq/internal/inboxrt"
 	"github.com/workq/workq/internal/jobq"
+	"github.com/workq/workq/internal/outboxrt"
+	"github.com/workq/workq/internal/timersrt"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"go.uber.org/goleak"
@@ -247,9 +250,9 @@ func TestSoak(t *testing.T) {
 // a second, until ctx ends.
 func soakProduce(ctx context.Context, t *testing.T, pool *pgxpool.Pool, rate int, offered *atomic.Int64) {
 	jobs := jobq.New(jobq.Options{})
-	ob := outbox.NewClient(outbox.ClientOptions{})
-	in := inbox.NewClient(inbox.ClientOptions{})
-	tm := timers.NewClient(timers.ClientOptions{})
+	ob := outboxrt.NewClient(outboxrt.ClientOptions{})
+	in := inboxrt.NewClient(inboxrt.ClientOptions{})
+	tm := timersrt.NewClient(timersrt.ClientOptions{})
 	per := max(rate/10, 1)
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
@@ -326,11 +329,11 @@ func (s *soakWorker) start(t *testing.T) {
 		t.Fatal(err)
 	}
 	noop := func(context.Context, *worker.Job) error { return nil }
-	relay := outbox.NewRelay(outbox.RelayOptions{})
+	relay := outboxrt.NewRelay(outbox.RelayOptions{})
 	relay.HandleDefault(noop)
-	in := inbox.NewProcessor()
+	in := inboxrt.NewProcessor()
 	in.HandleDefault(noop)
-	tp := timers.NewProcessor()
+	tp := timersrt.NewProcessor()
 	tp.HandleDefault(noop)
 	for _, src := range []worker.Source{relay.Source(), in.Source(), tp.Source()} {
 		if err := w.AddSource(src); err != nil {

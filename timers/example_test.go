@@ -58,41 +58,44 @@ func Example() {
 	// Output: trial expired for acme
 }
 
-// Cancel succeeds while no worker has claimed the timer, and says why not
-// otherwise.
-func ExampleClient_Cancel() {
+// A timer can be cancelled while no worker has claimed it; a cancel is
+// idempotent, and says why not otherwise.
+func Example_cancel() {
 	pool, cleanup := testdb.ExamplePool()
 	defer cleanup()
 	ctx := context.Background()
-	client := timers.NewClient(timers.ClientOptions{})
-
-	s, err := client.Schedule(ctx, pool, timers.Timer{Topic: "reminder", Delay: time.Hour})
+	client, err := workq.NewClient(pool, workq.Config{}) // enqueues only
 	if err != nil {
 		panic(err)
 	}
-	fmt.Println(client.Cancel(ctx, pool, s.ID))
-	fmt.Println(client.Cancel(ctx, pool, s.ID)) // idempotent
-	info, _ := timers.Get(ctx, pool, s.ID)
-	fmt.Println(info.State)
-	err = client.Cancel(ctx, pool, 12345)
-	fmt.Println(errors.Is(err, timers.ErrNotFound))
+
+	s, err := client.ScheduleTimer(ctx, timers.Timer{Topic: "reminder", Delay: time.Hour})
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println(client.CancelTimer(ctx, s.ID))
+	fmt.Println(client.CancelTimer(ctx, s.ID)) // idempotent
+	err = client.CancelTimer(ctx, 12345)
+	fmt.Println(errors.Is(err, timers.ErrNotFound), errors.Is(err, workq.ErrNotFound))
 	// Output:
 	// <nil>
 	// <nil>
-	// cancelled
-	// true
+	// true true
 }
 
-// ScheduleMany writes many timers in one statement; a bad one rejects the
-// batch and nothing is written.
-func ExampleClient_ScheduleMany() {
+// Many timers are written in one statement; a bad one rejects the batch
+// and nothing is written.
+func Example_scheduleMany() {
 	pool, cleanup := testdb.ExamplePool()
 	defer cleanup()
 	ctx := context.Background()
-	client := timers.NewClient(timers.ClientOptions{})
+	client, err := workq.NewClient(pool, workq.Config{})
+	if err != nil {
+		panic(err)
+	}
 
 	due := time.Date(2030, 1, 1, 9, 0, 0, 0, time.UTC)
-	out, err := client.ScheduleMany(ctx, pool, []timers.Timer{
+	out, err := client.ScheduleTimers(ctx, []timers.Timer{
 		{Topic: "report", DueTime: due},
 		{Topic: "report", DueTime: due.Add(24 * time.Hour)},
 	})
@@ -101,8 +104,8 @@ func ExampleClient_ScheduleMany() {
 	}
 	fmt.Println(len(out), out[0].DueTime.UTC(), out[1].DueTime.UTC())
 
-	_, err = client.ScheduleMany(ctx, pool, []timers.Timer{{Topic: "report", DueTime: due}, {Topic: ""}})
-	fmt.Println(errors.Is(err, timers.ErrInvalid))
+	_, err = client.ScheduleTimers(ctx, []timers.Timer{{Topic: "report", DueTime: due}, {Topic: ""}})
+	fmt.Println(errors.Is(err, workq.ErrInvalid))
 	// Output:
 	// 2 2030-01-01 09:00:00 +0000 UTC 2030-01-02 09:00:00 +0000 UTC
 	// true

@@ -23,8 +23,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/workq/workq/internal/config"
-	"github.com/workq/workq/internal/lease"
-	"github.com/workq/workq/internal/worker"
 )
 
 const benchQueue = "workq-bench"
@@ -286,10 +284,13 @@ type bench struct {
 	reportEvery  time.Duration // continuous: per-interval report (0: none)
 	maintenance  bool          // the worker's Client runs maintenance too
 
-	latMu sync.Mutex
-	lat   []time.Duration
-	done  atomic.Int64
+	latMu  sync.Mutex
+	lat    []time.Duration
+	worker *workq.Client // the worker's (run)
 }
+
+// done returns the jobs the worker's Client completed (committed).
+func (b *bench) done() int64 { return b.worker.Stats().Done }
 
 // benchArgs are the bench's jobs: of the built-in kind noop, so that a
 // separate 'workq worker --queues workq-bench' works them too.
@@ -315,15 +316,11 @@ func (b *bench) record(runAt time.Time) {
 func (b *bench) run(ctx context.Context, cfg config.Config, ws *workq.Workers) (*workq.Client, chan error, error) {
 	c := clientConfig(cfg, nil, ws, nil)
 	c.Maintenance.Disabled = !b.maintenance
-	c.OnResult = func(r worker.Result) {
-		if r.Applied && r.Status == lease.StatusDone {
-			b.done.Add(1)
-		}
-	}
 	client, err := workq.NewClient(b.pool, c)
 	if err != nil {
 		return nil, nil, err
 	}
+	b.worker = client
 	errc := make(chan error, 1)
 	go func() { errc <- client.Run(ctx) }()
 	return client, errc, nil
@@ -377,7 +374,7 @@ func (b *bench) burnDown(ctx context.Context, cfg config.Config, n int) (benchRe
 	if err != nil {
 		return benchResult{}, err
 	}
-	for b.done.Load() < int64(n) {
+	for b.done() < int64(n) {
 		if ctx.Err() != nil {
 			return benchResult{}, ctx.Err()
 		}
@@ -388,7 +385,7 @@ func (b *bench) burnDown(ctx context.Context, cfg config.Config, n int) (benchRe
 	if err := <-errc; err != nil {
 		return benchResult{}, err
 	}
-	res := b.result("burn-down", b.done.Load(), elapsed, client)
+	res := b.result("burn-down", b.done(), elapsed, client)
 	res.InsertPerS = insertRate
 	return res, nil
 }
@@ -423,14 +420,14 @@ func (b *bench) continuous(ctx context.Context, cfg config.Config, d time.Durati
 	}()
 	// Measure after a one-second warm-up.
 	time.Sleep(time.Second)
-	base := b.done.Load()
+	base := b.done()
 	b.latMu.Lock()
 	b.lat = b.lat[:0]
 	b.latMu.Unlock()
 	heapStart := heapMB()
 	start := time.Now()
 	intervals := b.reportIntervals(ctx, start, base, d)
-	jobs := b.done.Load() - base
+	jobs := b.done() - base
 	elapsed := time.Since(start)
 	heapEnd := heapMB()
 	stopProducer()
@@ -458,7 +455,7 @@ func (b *bench) reportIntervals(ctx context.Context, start time.Time, base int64
 	for i := 1; ctx.Err() == nil; i++ {
 		until := min(time.Duration(i)*b.reportEvery, d)
 		sleepOrDone(ctx, time.Until(start.Add(until)))
-		now, at := b.done.Load(), time.Now()
+		now, at := b.done(), time.Now()
 		rate := float64(now-prev) / at.Sub(prevAt).Seconds()
 		rates = append(rates, rate)
 		fmt.Fprintf(b.out, "interval %d (to %s): %.0f jobs/s\n", i, until, rate)
@@ -514,7 +511,7 @@ func (b *bench) rateMode(ctx context.Context, cfg config.Config, d time.Duration
 	if b.enqueueBatch > 0 {
 		mode = "rate-batched"
 	}
-	res := b.result(mode, b.done.Load(), elapsed, client)
+	res := b.result(mode, b.done(), elapsed, client)
 	res.EnqueueBatch, res.HandlerMs = b.enqueueBatch, float64(b.handlerTime)/float64(time.Millisecond)
 	if len(floor) > 0 {
 		res.FloorP50, res.FloorP95, res.FloorP99 = millis(floor[len(floor)/2]), millis(floor[len(floor)*95/100]), millis(floor[len(floor)*99/100])

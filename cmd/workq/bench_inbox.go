@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/workq/workq/inbox"
+	"github.com/workq/workq/internal/inboxrt"
 	"github.com/workq/workq/workqtype"
 )
 
@@ -70,7 +71,7 @@ func (ib *inboxBench) run(ctx context.Context, pool workqtype.DB, maxConns int32
 			return fmt.Errorf("bench reset: %w", err)
 		}
 	}
-	client := inbox.NewClient(inbox.ClientOptions{})
+	client := inboxrt.NewClient(inboxrt.ClientOptions{})
 	msg := func(i int) inbox.Message {
 		return inbox.Message{Source: inboxBenchSource, MessageID: "m-" + strconv.Itoa(i), Topic: "bench", Queue: benchQueue,
 			Payload: []byte(`{"n": ` + strconv.Itoa(i) + `, "body": "an incoming message of a typical small size, about a hundred bytes"}`)}

@@ -57,7 +57,7 @@ func (b *bench) burnDownOutbox(ctx context.Context, cfg config.Config, n, keys i
 	if err != nil {
 		return benchResult{}, err
 	}
-	for b.done.Load() < int64(n) {
+	for b.done() < int64(n) {
 		if ctx.Err() != nil {
 			return benchResult{}, ctx.Err()
 		}
@@ -72,7 +72,7 @@ func (b *bench) burnDownOutbox(ctx context.Context, cfg config.Config, n, keys i
 	if keys > 0 {
 		mode = fmt.Sprintf("outbox ordered burn-down (%d keys)", keys)
 	}
-	res := b.result(mode, b.done.Load(), elapsed, client)
+	res := b.result(mode, b.done(), elapsed, client)
 	res.InsertPerS = insertRate
 	return res, nil
 }

@@ -13,8 +13,6 @@ import (
 	"github.com/workq/workq/internal/clienthook"
 	"github.com/workq/workq/internal/config"
 	"github.com/workq/workq/internal/jobq"
-	"github.com/workq/workq/internal/lease"
-	"github.com/workq/workq/internal/worker"
 	"github.com/workq/workq/internal/worker/builtin"
 )
 
@@ -91,15 +89,6 @@ func benchShards(ctx context.Context, cfg config.Config, log *slog.Logger, specs
 	}
 	c := clientConfig(cfg, nil, ws, nil)
 	c.Maintenance.Disabled = !maintenance
-	var mu sync.Mutex
-	var total int64
-	c.OnResult = func(r worker.Result) {
-		if r.Applied && r.Status == lease.StatusDone {
-			mu.Lock()
-			total++
-			mu.Unlock()
-		}
-	}
 	client, err := workq.NewShardedClient(shards, c)
 	if err != nil {
 		return err
@@ -130,10 +119,7 @@ func benchShards(ctx context.Context, cfg config.Config, log *slog.Logger, specs
 		res.Mode = "burn-down"
 		base, start = make([]int64, len(shards)), time.Now()
 		for {
-			mu.Lock()
-			got := total
-			mu.Unlock()
-			if got >= int64(n) {
+			if client.Stats().Done >= int64(n) {
 				break
 			}
 			if ctx.Err() != nil {

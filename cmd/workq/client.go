@@ -11,7 +11,6 @@ import (
 	"github.com/workq/workq/internal/clienthook"
 	"github.com/workq/workq/internal/config"
 	"github.com/workq/workq/internal/worker/builtin"
-	"github.com/workq/workq/publish"
 )
 
 // The CLI's processes (worker, maintain, run, bench) are workq.Clients: the
@@ -110,12 +109,12 @@ func cliWorkers(cfg config.Config, log *slog.Logger, k workKinds) (*workq.Worker
 	if !k.outbox {
 		return ws, func() {}, nil
 	}
-	set, err := publish.FromConfig(cfg, log)
+	set, err := publishersFromConfig(cfg, log)
 	if err != nil {
 		return nil, nil, err
 	}
 	for topic, h := range set.Handlers {
-		if err := clienthook.HandleOutbox(ws, topic, h); err != nil {
+		if err := workq.HandleOutbox(ws, topic, h); err != nil {
 			set.Close()
 			return nil, nil, fmt.Errorf("outbox relay: %w", err)
 		}

@@ -136,7 +136,7 @@ func enqueueDemo(ctx context.Context, client *workq.Client, queue string, n int)
 	// The outbox messages and the join are written in one transaction: all
 	// of them exist, or none.
 	err = pgx.BeginFunc(ctx, client.Pool(), func(tx pgx.Tx) error {
-		join, err := outbox.StartJoin(ctx, client.InSchema(tx), outbox.JoinSpec{Expected: 5, Timeout: time.Minute,
+		join, err := client.StartJoinTx(ctx, tx, outbox.JoinSpec{Expected: 5, Timeout: time.Minute,
 			OnComplete: outbox.JoinMessage{Topic: "demo.order.shipped", Queue: queue, Payload: map[string]string{"order": "order-0"}}})
 		if err != nil {
 			return err

@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/workq/workq/inbox"
+	"github.com/workq/workq/internal/inboxrt"
 	"github.com/workq/workq/internal/lease"
 	"github.com/workq/workq/workqtype"
 )
@@ -69,7 +70,7 @@ func newInboxReceiveCmd() *cobra.Command {
 		}
 		msg.Payload = raw
 		msg.MaxAttempts = cfg.MaxAttempts
-		client := inbox.NewClient(inbox.ClientOptions{NotifyDebounce: cfg.NotifyDebounce, MaxPayloadBytes: cfg.MaxPayload})
+		client := inboxrt.NewClient(inboxrt.ClientOptions{NotifyDebounce: cfg.NotifyDebounce, MaxPayloadBytes: cfg.MaxPayload})
 		if err := client.Validate(msg); err != nil {
 			return err
 		}
@@ -83,7 +84,7 @@ func newInboxReceiveCmd() *cobra.Command {
 		if err != nil && !res.Conflict {
 			return err
 		}
-		out := inboxResult{ID: res.ID, Result: "new", Processed: res.Processed, Status: inbox.StatusName(res.Status)}
+		out := inboxResult{ID: res.ID, Result: "new", Processed: res.Processed, Status: res.Status}
 		switch {
 		case res.Conflict:
 			out.Result = "conflict"
@@ -114,7 +115,7 @@ func newInboxListCmd() *cobra.Command {
 	}
 	cfg := bindConfig(cmd, "database-url")
 	var (
-		flt    inbox.Filter
+		flt    inboxrt.Filter
 		status string
 		asJSON bool
 	)
@@ -128,7 +129,7 @@ func newInboxListCmd() *cobra.Command {
 	f.BoolVar(&asJSON, "json", false, "print JSON")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		if status != "" {
-			st, err := inbox.ParseStatus(status)
+			st, err := inboxrt.ParseStatus(status)
 			if err != nil {
 				return fmt.Errorf("--status: %w", err)
 			}
@@ -146,7 +147,7 @@ func newInboxListCmd() *cobra.Command {
 			return err
 		}
 		defer done()
-		rows, err := inbox.List(ctx, pool, flt)
+		rows, err := inboxrt.List(ctx, pool, flt)
 		if err != nil {
 			return err
 		}
@@ -161,7 +162,7 @@ func newInboxListCmd() *cobra.Command {
 		fmt.Fprintln(tw, "ID\tQUEUE\tSOURCE\tMESSAGE ID\tTOPIC\tSTATUS\tATTEMPTS\tRECEIVED")
 		for _, r := range rows {
 			fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%d/%d\t%s\n", r.ID, r.Queue, r.Source, r.MessageID, dash(r.Topic),
-				inbox.StatusName(r.Status), r.Attempts, r.MaxAttempts, r.ReceivedAt.UTC().Format(time.RFC3339))
+				inboxrt.StatusName(r.Status), r.Attempts, r.MaxAttempts, r.ReceivedAt.UTC().Format(time.RFC3339))
 		}
 		if err := tw.Flush(); err != nil {
 			return err
@@ -176,13 +177,13 @@ func newInboxListCmd() *cobra.Command {
 
 // storedJSON is an inbox message as list and show print it.
 type storedJSON struct {
-	inbox.Stored
+	inboxrt.Stored
 	Status  string `json:"status"`
 	Payload any    `json:"payload,omitempty"`
 }
 
-func toStoredJSON(s inbox.Stored) storedJSON {
-	out := storedJSON{Stored: s, Status: inbox.StatusName(s.Status)}
+func toStoredJSON(s inboxrt.Stored) storedJSON {
+	out := storedJSON{Stored: s, Status: inboxrt.StatusName(s.Status)}
 	if s.Payload != nil {
 		out.Payload = rawJSON(s.Payload)
 	}
@@ -220,11 +221,11 @@ func newInboxShowCmd() *cobra.Command {
 			return err
 		}
 		defer done()
-		msg, err := inbox.Get(ctx, pool, id)
+		msg, err := inboxrt.Get(ctx, pool, id)
 		if err != nil {
 			return err
 		}
-		atts, err := inbox.Attempts(ctx, pool, id)
+		atts, err := inboxrt.Attempts(ctx, pool, id)
 		if err != nil {
 			return err
 		}
@@ -238,7 +239,7 @@ func newInboxShowCmd() *cobra.Command {
 		fmt.Fprintf(w, "id:           %d\nqueue:        %s\nsource:       %s\nmessage id:   %s\ntopic:        %s\n",
 			msg.ID, msg.Queue, msg.Source, msg.MessageID, dash(msg.Topic))
 		fmt.Fprintf(w, "status:       %s\nattempts:     %d of %d\nreceived at:  %s\nrun at:       %s\n",
-			inbox.StatusName(msg.Status), msg.Attempts, msg.MaxAttempts, msg.ReceivedAt.UTC().Format(time.RFC3339Nano), msg.RunAt.UTC().Format(time.RFC3339Nano))
+			inboxrt.StatusName(msg.Status), msg.Attempts, msg.MaxAttempts, msg.ReceivedAt.UTC().Format(time.RFC3339Nano), msg.RunAt.UTC().Format(time.RFC3339Nano))
 		if msg.FinishedAt != nil {
 			fmt.Fprintf(w, "finished at:  %s\n", msg.FinishedAt.UTC().Format(time.RFC3339Nano))
 		}

@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/workq/workq/internal/lease"
+	"github.com/workq/workq/internal/outboxrt"
 	"github.com/workq/workq/outbox"
 	"github.com/workq/workq/workqtype"
 )
@@ -95,7 +96,7 @@ func newOutboxSendCmd() *cobra.Command {
 			return err
 		}
 		m.Payload, m.MaxAttempts = raw, cfg.MaxAttempts
-		client := outbox.NewClient(outbox.ClientOptions{NotifyDebounce: cfg.NotifyDebounce, MaxPayloadBytes: cfg.MaxPayload})
+		client := outboxrt.NewClient(outboxrt.ClientOptions{NotifyDebounce: cfg.NotifyDebounce, MaxPayloadBytes: cfg.MaxPayload})
 		if err := client.Validate(m); err != nil {
 			return err
 		}
@@ -138,7 +139,7 @@ func newOutboxListCmd() *cobra.Command {
 	}
 	cfg := bindConfig(cmd, "database-url")
 	var (
-		q      outbox.ListQuery
+		q      outboxrt.ListQuery
 		status string
 		asJSON bool
 	)
@@ -168,13 +169,13 @@ func newOutboxListCmd() *cobra.Command {
 			return err
 		}
 		defer done()
-		recs, err := outbox.List(ctx, pool, q)
+		recs, err := outboxrt.List(ctx, pool, q)
 		if err != nil {
 			return err
 		}
 		if asJSON {
 			if recs == nil {
-				recs = []outbox.Record{}
+				recs = []outboxrt.Record{}
 			}
 			return printJSON(cmd.OutOrStdout(), recs)
 		}
@@ -227,16 +228,16 @@ func newOutboxShowCmd() *cobra.Command {
 			return err
 		}
 		defer done()
-		var r outbox.Record
+		var r outboxrt.Record
 		if id != 0 {
-			r, err = outbox.Get(ctx, pool, id)
+			r, err = outboxrt.Get(ctx, pool, id)
 		} else {
-			r, err = outbox.GetByMessageID(ctx, pool, mid)
+			r, err = outboxrt.GetByMessageID(ctx, pool, mid)
 		}
 		if err != nil {
 			return err
 		}
-		att, err := outbox.Attempts(ctx, pool, r.ID)
+		att, err := outboxrt.Attempts(ctx, pool, r.ID)
 		if err != nil {
 			return err
 		}
@@ -282,7 +283,7 @@ func newOutboxBlockedCmd() *cobra.Command {
 	}
 	cfg := bindConfig(cmd, "database-url")
 	var (
-		q      outbox.KeyQuery
+		q      outboxrt.KeyQuery
 		all    bool
 		asJSON bool
 	)
@@ -307,13 +308,13 @@ func newOutboxBlockedCmd() *cobra.Command {
 			return err
 		}
 		defer done()
-		keys, err := outbox.Keys(ctx, pool, q)
+		keys, err := outboxrt.Keys(ctx, pool, q)
 		if err != nil {
 			return err
 		}
 		if asJSON {
 			if keys == nil {
-				keys = []outbox.KeyHead{}
+				keys = []outboxrt.KeyHead{}
 			}
 			return printJSON(cmd.OutOrStdout(), keys)
 		}

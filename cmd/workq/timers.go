@@ -12,6 +12,7 @@ import (
 
 	"github.com/workq/workq/internal/admin"
 	"github.com/workq/workq/internal/lease"
+	"github.com/workq/workq/internal/timersrt"
 	"github.com/workq/workq/timers"
 	"github.com/workq/workq/workqtype"
 )
@@ -84,7 +85,7 @@ func newTimersScheduleCmd() *cobra.Command {
 		}
 		timer.Payload = raw
 		timer.MaxAttempts = cfg.MaxAttempts
-		client := timers.NewClient(timers.ClientOptions{NotifyDebounce: cfg.NotifyDebounce, MaxPayloadBytes: cfg.MaxPayload})
+		client := timersrt.NewClient(timersrt.ClientOptions{NotifyDebounce: cfg.NotifyDebounce, MaxPayloadBytes: cfg.MaxPayload})
 		if err := client.Validate(timer); err != nil {
 			return err
 		}
@@ -140,7 +141,7 @@ func newTimersCancelCmd() *cobra.Command {
 			return err
 		}
 		defer done()
-		err = timers.NewClient(timers.ClientOptions{}).Cancel(ctx, pool, id)
+		err = timersrt.NewClient(timersrt.ClientOptions{}).Cancel(ctx, pool, id)
 		if errors.Is(err, timers.ErrClaimed) && *running {
 			r, err := admin.Cancel(ctx, pool, lease.Timers, admin.Actor{Name: *actor}, id)
 			if err != nil {
@@ -151,13 +152,13 @@ func newTimersCancelCmd() *cobra.Command {
 				return fmt.Errorf("timer %d: finished meanwhile", id)
 			case len(r.Requested) == 0: // back to ready meanwhile: cancelled at once
 				if *asJSON {
-					return printJSON(cmd.OutOrStdout(), map[string]any{"id": id, "state": timers.StateCancelled})
+					return printJSON(cmd.OutOrStdout(), map[string]any{"id": id, "state": timersrt.StateCancelled})
 				}
 				fmt.Fprintf(cmd.OutOrStdout(), "timer %d cancelled\n", id)
 				return nil
 			}
 			if *asJSON {
-				return printJSON(cmd.OutOrStdout(), map[string]any{"id": id, "state": timers.StateInProgress, "cancel_requested": true})
+				return printJSON(cmd.OutOrStdout(), map[string]any{"id": id, "state": timersrt.StateInProgress, "cancel_requested": true})
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "timer %d: cancel requested (running: its worker stops it)\n", id)
 			return nil
@@ -166,7 +167,7 @@ func newTimersCancelCmd() *cobra.Command {
 			return err
 		}
 		if *asJSON {
-			return printJSON(cmd.OutOrStdout(), map[string]any{"id": id, "state": timers.StateCancelled})
+			return printJSON(cmd.OutOrStdout(), map[string]any{"id": id, "state": timersrt.StateCancelled})
 		}
 		fmt.Fprintf(cmd.OutOrStdout(), "timer %d cancelled\n", id)
 		return nil
@@ -182,18 +183,18 @@ func newTimersListCmd() *cobra.Command {
 	}
 	cfg := bindConfig(cmd, "database-url")
 	var (
-		filter              timers.Filter
+		filter              timersrt.Filter
 		dueBefore, dueAfter string
 		asJSON              bool
 	)
 	f := cmd.Flags()
 	f.StringVar(&filter.Queue, "queue", "", "only this queue")
 	f.StringVar(&filter.Topic, "topic", "", "only this topic")
-	f.StringVar(&filter.State, "state", "", "only this state: "+strings.Join(timers.States, ", "))
+	f.StringVar(&filter.State, "state", "", "only this state: "+strings.Join(timersrt.States, ", "))
 	f.StringVar(&dueBefore, "due-before", "", "only timers due before this RFC 3339 time")
 	f.StringVar(&dueAfter, "due-after", "", "only timers due at or after this RFC 3339 time")
 	f.Int64Var(&filter.AfterID, "after-id", 0, "only ids greater than this (the last id of the previous page)")
-	f.IntVar(&filter.Limit, "limit", 100, fmt.Sprintf("at most this many (1-%d)", timers.MaxListLimit))
+	f.IntVar(&filter.Limit, "limit", 100, fmt.Sprintf("at most this many (1-%d)", timersrt.MaxListLimit))
 	f.BoolVar(&asJSON, "json", false, "print JSON")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		for _, p := range []struct {
@@ -209,14 +210,14 @@ func newTimersListCmd() *cobra.Command {
 			}
 			*p.to = t
 		}
-		if filter.Limit < 1 || filter.Limit > timers.MaxListLimit {
-			return fmt.Errorf("--limit must be between 1 and %d, got %d", timers.MaxListLimit, filter.Limit)
+		if filter.Limit < 1 || filter.Limit > timersrt.MaxListLimit {
+			return fmt.Errorf("--limit must be between 1 and %d, got %d", timersrt.MaxListLimit, filter.Limit)
 		}
 		if filter.AfterID < 0 {
 			return fmt.Errorf("--after-id must not be negative, got %d", filter.AfterID)
 		}
 		if f.Changed("state") && filter.State == "" || filter.State != "" && !validState(filter.State) {
-			return fmt.Errorf("--state %q is not one of %s", filter.State, strings.Join(timers.States, ", "))
+			return fmt.Errorf("--state %q is not one of %s", filter.State, strings.Join(timersrt.States, ", "))
 		}
 		if f.Changed("queue") && !workqtype.ValidName(filter.Queue) {
 			return fmt.Errorf("--queue %q is not a valid name (1-128 of A-Z a-z 0-9 _ . : -)", filter.Queue)
@@ -227,13 +228,13 @@ func newTimersListCmd() *cobra.Command {
 			return err
 		}
 		defer done()
-		list, err := timers.List(ctx, pool, filter)
+		list, err := timersrt.List(ctx, pool, filter)
 		if err != nil {
 			return err
 		}
 		if asJSON {
 			if list == nil {
-				list = []timers.Info{}
+				list = []timersrt.Info{}
 			}
 			return printJSON(cmd.OutOrStdout(), list)
 		}
@@ -249,7 +250,7 @@ func newTimersListCmd() *cobra.Command {
 }
 
 func validState(s string) bool {
-	for _, x := range timers.States {
+	for _, x := range timersrt.States {
 		if x == s {
 			return true
 		}
@@ -284,11 +285,11 @@ func newTimersShowCmd() *cobra.Command {
 			return err
 		}
 		defer done()
-		info, err := timers.Get(ctx, pool, id)
+		info, err := timersrt.Get(ctx, pool, id)
 		if err != nil {
 			return err
 		}
-		attempts, err := timers.Attempts(ctx, pool, id)
+		attempts, err := timersrt.Attempts(ctx, pool, id)
 		if err != nil {
 			return err
 		}
@@ -297,7 +298,7 @@ func newTimersShowCmd() *cobra.Command {
 		}
 		if *asJSON {
 			return printJSON(cmd.OutOrStdout(), struct {
-				timers.Info
+				timersrt.Info
 				History []workqtype.Attempt `json:"history"`
 			}{info, attempts})
 		}
@@ -308,10 +309,10 @@ func newTimersShowCmd() *cobra.Command {
 		if info.LastError != "" {
 			fmt.Fprintf(w, "last error:   %s\n", info.LastError)
 		}
-		if info.ClaimedAt != nil && info.State == timers.StateInProgress {
+		if info.ClaimedAt != nil && info.State == timersrt.StateInProgress {
 			fmt.Fprintf(w, "claimed:      %s by %s\n", info.ClaimedAt.UTC().Format(time.RFC3339Nano), info.ClaimedBy)
 		}
-		if info.CancelledAt != nil && info.State == timers.StateCancelled {
+		if info.CancelledAt != nil && info.State == timersrt.StateCancelled {
 			fmt.Fprintf(w, "cancelled:    %s\n", info.CancelledAt.UTC().Format(time.RFC3339Nano))
 		}
 		fmt.Fprintf(w, "payload:      %s\n", info.Payload)

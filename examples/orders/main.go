@@ -36,7 +36,6 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/workq/workq"
-	"github.com/workq/workq/internal/clienthook"
 	"github.com/workq/workq/internal/db"
 	"github.com/workq/workq/internal/schedule"
 	"github.com/workq/workq/internal/worker"
@@ -250,9 +249,9 @@ func ensureSchedule(ctx context.Context, client *workq.Client, every time.Durati
 
 // newPublisher is the relay's handler of every topic: a signed webhook
 // POST when a URL is configured, else a log line.
-func newPublisher(s settings, log *slog.Logger) (worker.HandlerFunc, error) {
+func newPublisher(s settings, log *slog.Logger) (func(context.Context, *workq.Message[json.RawMessage]) error, error) {
 	if s.WebhookURL == "" {
-		return func(_ context.Context, job *worker.Job) error {
+		return func(_ context.Context, job *workq.Message[json.RawMessage]) error {
 			log.Info("outbox message (no -webhook-url: logged only)", "topic", job.Topic,
 				"key", job.PartitionKey, "message_id", job.MessageID, "payload", string(job.Payload))
 			return nil
@@ -271,13 +270,13 @@ func newPublisher(s settings, log *slog.Logger) (worker.HandlerFunc, error) {
 
 // workers are the service's handlers, all on its one Client: the relay's
 // publisher, the inbox and timer handlers and the expiry job's worker.
-func (s *service) workers(publisher worker.HandlerFunc) (*workq.Workers, error) {
+func (s *service) workers(publisher func(context.Context, *workq.Message[json.RawMessage]) error) (*workq.Workers, error) {
 	ws := workq.NewWorkers()
 	// Default OnFinalFailure (Block): a customer's later events wait behind
 	// a message that finally failed until an operator retries it
 	// (`workq outbox retry`), so a consumer never sees them out of order.
 	err := errors.Join(
-		clienthook.HandleOutbox(ws, "", publisher),
+		workq.HandleOutbox(ws, "", publisher),
 		workq.HandleInbox(ws, pspSucceeded, s.markPaid),
 		workq.HandleInbox(ws, "", func(_ context.Context, m *workq.Message[json.RawMessage]) error {
 			m.Logger().Info("payment event ignored", "type", m.Topic)

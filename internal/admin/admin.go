@@ -23,8 +23,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/workq/workq/inbox"
 	"github.com/workq/workq/internal/db/gen"
+	"github.com/workq/workq/internal/inboxrt"
 	"github.com/workq/workq/internal/lease"
 	"github.com/workq/workq/internal/worker"
 	"github.com/workq/workq/workqtype"
@@ -506,7 +506,7 @@ func act(ctx context.Context, db workqtype.DB, table lease.Table, verb string, i
 // stateWord names status the way table's items show it (Item.State).
 func stateWord(table lease.Table, s lease.Status) string {
 	if table == lease.Inbox {
-		return inbox.StatusName(s)
+		return inboxrt.StatusName(s)
 	}
 	return s.String()
 }

@@ -6,10 +6,10 @@ import (
 	"encoding/json"
 	"strings"
 
-	"github.com/workq/workq/inbox"
 	"github.com/workq/workq/internal/db/gen"
+	"github.com/workq/workq/internal/inboxrt"
 	"github.com/workq/workq/internal/lease"
-	"github.com/workq/workq/timers"
+	"github.com/workq/workq/internal/timersrt"
 	"github.com/workq/workq/workqtype"
 )
 
@@ -101,7 +101,7 @@ func inboxItem(r gen.Inbox) Item {
 		Attempts: r.Attempts, MaxAttempts: r.MaxAttempts, LeaseVersion: r.LeaseVersion, ClaimedAt: r.ClaimedAt,
 		ClaimedBy: deref(r.ClaimedBy), LockedUntil: r.LockedUntil, LastError: deref(r.LastError),
 		CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt, FinishedAt: r.FinishedAt}
-	it.setStatus(lease.Status(r.Status), inbox.StatusName(lease.Status(r.Status)))
+	it.setStatus(lease.Status(r.Status), inboxrt.StatusName(lease.Status(r.Status)))
 	detail(&it, "source", &r.Source)
 	detail(&it, "message_id", &r.MessageID)
 	detail(&it, "first_seen_at", &r.FirstSeenAt)
@@ -125,7 +125,7 @@ func timerItem(r gen.Timer) Item {
 		Attempts: r.Attempts, MaxAttempts: r.MaxAttempts, LeaseVersion: r.LeaseVersion, ClaimedAt: r.ClaimedAt,
 		ClaimedBy: deref(r.ClaimedBy), LockedUntil: r.LockedUntil, LastError: deref(r.LastError),
 		CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt, FinishedAt: r.FinishedAt}
-	it.setStatus(lease.Status(r.Status), timers.StateOf(lease.Status(r.Status), r.FinishedAt, r.CancelledAt))
+	it.setStatus(lease.Status(r.Status), timersrt.StateOf(lease.Status(r.Status)))
 	detail(&it, "due_time", &r.DueTime)
 	detail(&it, "cancelled_at", r.CancelledAt)
 	detail(&it, "cancel_requested_at", r.CancelRequestedAt)

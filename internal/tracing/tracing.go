@@ -6,7 +6,7 @@
 // tracestate headers), so one trace shows producer, queue and handler.
 //
 // The enqueue side needs nothing from this package: jobq.Client and
-// outbox.Client make their enqueue spans with the global TracerProvider
+// outboxrt.Client make their enqueue spans with the global TracerProvider
 // (or the one in their options) and store the trace context while the
 // span is recording. On the worker, set NewObserver's result as
 // worker.Options.Observer (with worker.Observers to combine it with

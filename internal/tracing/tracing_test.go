@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/workq/workq/internal/jobq"
+	"github.com/workq/workq/internal/outboxrt"
 	"github.com/workq/workq/workqtype"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -75,7 +76,7 @@ func TestTraceFromProducerToHandler(t *testing.T) {
 	if _, err := client.EnqueueManyFast(reqCtx, pool, []jobq.Job{{Queue: "tq", Kind: "fast", Metadata: meta}}); err != nil {
 		t.Fatal(err)
 	}
-	ob := outbox.NewClient(outbox.ClientOptions{TracerProvider: tp})
+	ob := outboxrt.NewClient(outboxrt.ClientOptions{TracerProvider: tp})
 	if _, err := ob.Send(reqCtx, pool, outbox.Message{Queue: "tq", Topic: "order.created", Headers: map[string]string{"X-Other": "kept"}}); err != nil {
 		t.Fatal(err)
 	}
@@ -110,7 +111,7 @@ func TestTraceFromProducerToHandler(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	relay := outbox.NewRelay(outbox.RelayOptions{})
+	relay := outboxrt.NewRelay(outbox.RelayOptions{})
 	if err := relay.Handle("order.created", h); err != nil {
 		t.Fatal(err)
 	}
@@ -220,7 +221,7 @@ func TestNoTraceContextWithoutRecordingSpan(t *testing.T) {
 	if !isNull {
 		t.Error("a job enqueued without tracing has metadata, want SQL null")
 	}
-	sent, err := outbox.NewClient(outbox.ClientOptions{}).Send(ctx, pool, outbox.Message{Topic: "t"})
+	sent, err := outboxrt.NewClient(outboxrt.ClientOptions{}).Send(ctx, pool, outbox.Message{Topic: "t"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -236,7 +237,7 @@ func TestNoTraceContextWithoutRecordingSpan(t *testing.T) {
 	spanCtx, span := tp.Tracer("test").Start(ctx, "request")
 	defer span.End()
 	own := "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
-	sent, err = outbox.NewClient(outbox.ClientOptions{TracerProvider: tp}).Send(spanCtx, pool,
+	sent, err = outboxrt.NewClient(outboxrt.ClientOptions{TracerProvider: tp}).Send(spanCtx, pool,
 		outbox.Message{Topic: "t", Headers: map[string]string{"Traceparent": own}})
 	if err != nil {
 		t.Fatal(err)

@@ -24,6 +24,7 @@ import (
 	"github.com/workq/workq/internal/db"
 	"github.com/workq/workq/internal/db/gen"
 	"github.com/workq/workq/internal/lease"
+	"github.com/workq/workq/internal/outboxrt"
 	"github.com/workq/workq/internal/rundir"
 	"github.com/workq/workq/internal/schedule"
 	"github.com/workq/workq/internal/shardlist"
@@ -742,7 +743,7 @@ func openLog(dir string, elems ...string) (*os.File, error) {
 
 type outboxQueue struct {
 	Queue   string
-	Blocked []outbox.KeyHead
+	Blocked []outboxrt.KeyHead
 	More    bool
 }
 
@@ -777,7 +778,7 @@ func (h *Handler) outboxPage(w http.ResponseWriter, r *http.Request, x *session)
 	q := r.URL.Query()
 	d := outboxData{OnlyOpen: q.Get("joins") != "all"}
 	for _, name := range h.outboxQueues() {
-		keys, err := outbox.Keys(r.Context(), h.o.DB, outbox.KeyQuery{Queue: name, OnlyBlocked: true, Limit: blockedKeys + 1})
+		keys, err := outboxrt.Keys(r.Context(), h.o.DB, outboxrt.KeyQuery{Queue: name, OnlyBlocked: true, Limit: blockedKeys + 1})
 		if err != nil {
 			return err
 		}
@@ -787,7 +788,7 @@ func (h *Handler) outboxPage(w http.ResponseWriter, r *http.Request, x *session)
 		}
 		d.Queues = append(d.Queues, oq)
 	}
-	jq := outbox.JoinQuery{OnlyOpen: d.OnlyOpen, Limit: joinsShown + 1}
+	jq := outboxrt.JoinQuery{OnlyOpen: d.OnlyOpen, Limit: joinsShown + 1}
 	if c := q.Get("before"); c != "" {
 		n, err := strconv.ParseInt(c, 10, 64)
 		if err != nil || n < 1 {
@@ -795,7 +796,7 @@ func (h *Handler) outboxPage(w http.ResponseWriter, r *http.Request, x *session)
 		}
 		jq.Before = n
 	}
-	joins, err := outbox.ListJoins(r.Context(), h.o.DB, jq)
+	joins, err := outboxrt.ListJoins(r.Context(), h.o.DB, jq)
 	if err != nil {
 		return err
 	}

@@ -1,9 +1,0 @@
-package timers_test
-
-import (
-	"testing"
-
-	"github.com/workq/workq/internal/testdb"
-)
-
-func TestMain(m *testing.M) { testdb.Main(m) }

@@ -5,16 +5,15 @@ import (
 
 	"github.com/workq/workq/internal/clienthook"
 	"github.com/workq/workq/internal/worker"
-	"github.com/workq/workq/outbox"
 )
 
-// registerSurface registers with internal/clienthook what cmd/workq,
-// workqtest and the publishers need of the root but the root does not
-// export (raw *worker.Job handlers and the typed views made from one):
+// registerSurface registers with internal/clienthook what cmd/workq and
+// workqtest need of the root but the root does not export (raw
+// *worker.Job job handlers, and the typed views made from a *worker.Job):
 // River has no raw handler API, and neither has workq's. NewWorkers and
 // NewClient call it; nothing is registered at init.
 func registerSurface() {
-	clienthook.RegisterSurface(clienthook.Surface{HandleJob: hookHandleJob, HandleOutbox: hookHandleOutbox, Fill: hookFill})
+	clienthook.RegisterSurface(clienthook.Surface{HandleJob: hookHandleJob, Fill: hookFill})
 }
 
 func workersOf(workers any) (*Workers, error) {
@@ -31,14 +30,6 @@ func hookHandleJob(workers any, kind string, h worker.HandlerFunc) error {
 		return err
 	}
 	return ws.addJob(kind, h)
-}
-
-func hookHandleOutbox(workers any, topic string, h worker.HandlerFunc, opts ...outbox.TopicOptions) error {
-	ws, err := workersOf(workers)
-	if err != nil {
-		return err
-	}
-	return ws.handleOutboxRaw(topic, h, opts...)
 }
 
 // filler is a *Job[T] or a *Message[T].

@@ -66,8 +66,7 @@ func (ws *Workers) addJob(kind string, h worker.HandlerFunc) error {
 }
 
 // handleOutboxRaw registers an untyped handler (a publisher) for an
-// outbox topic; "" is the default handler of topics without one. The
-// CLI's publishers reach it through internal/clienthook (surface_hook.go).
+// outbox topic; "" is the default handler of topics without one.
 func (ws *Workers) handleOutboxRaw(topic string, h worker.HandlerFunc, opts ...outbox.TopicOptions) error {
 	if err := ws.errInUse(fmt.Sprintf("outbox topic %q", topic)); err != nil {
 		return err

@@ -5,20 +5,16 @@ import (
 	"sync/atomic"
 
 	"github.com/workq/workq/internal/worker"
-	"github.com/workq/workq/outbox"
 )
 
 // Surface is what the root package keeps out of its exported API but
-// cmd/workq, workqtest and the publishers need: raw handlers of the
+// cmd/workq and workqtest need: raw handlers of the
 // runtime's *worker.Job and the typed views made from one. Every argument
 // typed any is the root's value (a *workq.Workers, a *workq.Job[T] or a
 // *workq.Message[T]).
 type Surface struct {
 	// HandleJob registers an untyped handler for a job kind on workers.
 	HandleJob func(workers any, kind string, h worker.HandlerFunc) error
-	// HandleOutbox registers an untyped handler (a publisher) for an
-	// outbox topic on workers; "" is the default handler.
-	HandleOutbox func(workers any, topic string, h worker.HandlerFunc, opts ...outbox.TopicOptions) error
 	// Fill sets dst (a *workq.Job[T] or *workq.Message[T]) to the typed
 	// view of raw, its payload decoded (an error made with
 	// worker.Permanent when it does not decode).
@@ -49,15 +45,6 @@ func HandleJob(workers any, kind string, h worker.HandlerFunc) error {
 		return err
 	}
 	return s.HandleJob(workers, kind, h)
-}
-
-// HandleOutbox calls the registered Surface.HandleOutbox.
-func HandleOutbox(workers any, topic string, h worker.HandlerFunc, opts ...outbox.TopicOptions) error {
-	s, err := loaded()
-	if err != nil {
-		return err
-	}
-	return s.HandleOutbox(workers, topic, h, opts...)
 }
 
 // Fill calls the registered Surface.Fill.

@@ -240,8 +240,8 @@ func AddWorkerSafely[T Args](ws *Workers, w Worker[T]) error {
 	tw, hasTimeout := w.(timeouter[T])
 	nr, hasNextRetry := w.(nextRetrier[T])
 	return ws.addJob(kind, func(ctx context.Context, raw *worker.Job) error {
-		job, err := JobOf[T](raw)
-		if err != nil {
+		job := new(Job[T])
+		if err := job.fill(raw); err != nil {
 			return err
 		}
 		if hasTimeout {
@@ -251,7 +251,7 @@ func AddWorkerSafely[T Args](ws *Workers, w Worker[T]) error {
 				defer cancel()
 			}
 		}
-		err = w.Work(ctx, job)
+		err := w.Work(ctx, job)
 		if hasNextRetry && retryable(err) {
 			if t := nr.NextRetry(job); !t.IsZero() {
 				err = worker.RetryAt(t, err)
@@ -261,17 +261,16 @@ func AddWorkerSafely[T Args](ws *Workers, w Worker[T]) error {
 	})
 }
 
-// JobOf returns the typed view of a claimed job attempt, its payload
+// fill sets j to the typed view of a claimed job attempt, its payload
 // decoded into T's Args (an error made with Permanent when it does not
-// decode). The Client's workers get it made; custom sources and test kits
-// (package workqtest) use it.
-func JobOf[T Args](raw *worker.Job) (*Job[T], error) {
-	job := &Job[T]{ID: raw.ID, Kind: raw.Kind, Queue: raw.Queue, Attempt: int(raw.Attempt), MaxAttempts: int(raw.MaxAttempts),
+// decode).
+func (j *Job[T]) fill(raw *worker.Job) error {
+	*j = Job[T]{ID: raw.ID, Kind: raw.Kind, Queue: raw.Queue, Attempt: int(raw.Attempt), MaxAttempts: int(raw.MaxAttempts),
 		Priority: raw.Priority, RunAt: raw.RunAt, CreatedAt: raw.CreatedAt, Metadata: workqtype.DecodeMetadata(raw.Metadata), Shard: raw.Shard, raw: raw}
-	if err := json.Unmarshal(raw.Payload, &job.Args); err != nil {
-		return nil, worker.Permanent(fmt.Errorf("decode args of job %d (%s): %w", raw.ID, raw.Kind, err))
+	if err := json.Unmarshal(raw.Payload, &j.Args); err != nil {
+		return worker.Permanent(fmt.Errorf("decode args of job %d (%s): %w", raw.ID, raw.Kind, err))
 	}
-	return job, nil
+	return nil
 }
 
 // CompleteTx completes the job inside tx, the handler's own transaction,

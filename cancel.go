@@ -8,7 +8,6 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/workq/workq/internal/lease"
-	"github.com/workq/workq/internal/worker"
 	"github.com/workq/workq/workqtype"
 )
 
@@ -17,7 +16,7 @@ import (
 // operator's cancel through the API, the CLI or the dashboard). The attempt
 // ends cancelled whatever the handler returns. A handler may also return an
 // error wrapping ErrCancelled to cancel its own job: it is not retried.
-var ErrCancelled = worker.ErrCancelled
+var ErrCancelled = workqtype.ErrCancelled
 
 // ErrNotFound is returned by Client.Cancel for a job that does not exist
 // (never enqueued, or deleted by retention).

@@ -31,6 +31,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/workq/workq/internal/clienthook"
@@ -40,7 +41,6 @@ import (
 	"github.com/workq/workq/internal/inboxrt"
 	"github.com/workq/workq/internal/jobq"
 	"github.com/workq/workq/internal/maintain"
-	"github.com/workq/workq/internal/metrics"
 	"github.com/workq/workq/internal/outboxrt"
 	"github.com/workq/workq/internal/schedule"
 	"github.com/workq/workq/internal/timersrt"
@@ -73,7 +73,7 @@ func Snooze(d time.Duration) error { return worker.Snooze(d) }
 // ErrLeaseLost is the cause (context.Cause) of a handler context cancelled
 // because this worker no longer holds the item's lease; the handler's
 // result is then discarded.
-var ErrLeaseLost = worker.ErrLeaseLost
+var ErrLeaseLost = workqtype.ErrLeaseLost
 
 // Config configures a Client. The zero Config is a working one: it
 // enqueues, and runs maintenance; add Workers to work.
@@ -88,10 +88,65 @@ type Config struct {
 	// information_schema or public.
 	Schema  string
 	Workers *Workers // what this Client works; nil or empty: it only enqueues
-	// Worker is the runtime's settings (concurrency, batch, lease, poll,
-	// drain...); Worker.Queues are the job-run queues worked. Zero fields
-	// take worker.DefaultConfig's values.
-	Worker worker.Config
+	// Queues are the job-run queues this Client works, each with its
+	// settings (River's Config.Queues); default: the queue "default". A
+	// queue's MaxWorkers limits its handlers on every table it is worked
+	// on (the outbox, inbox and timer queues of the same name too).
+	Queues map[string]QueueConfig
+
+	// The worker runtime's settings. A zero field takes its default; the
+	// durations documented with "negative: none" turn the bound off.
+	// Invalid values fail NewClient with an error matching ErrInvalid and
+	// naming the field.
+
+	// ID is recorded on claimed rows, in the run archive and as the
+	// maintenance leader; default "<hostname>-<pid>".
+	ID string
+	// MaxWorkers is how many handlers of one queue run at once in this
+	// Client, per table, for the queues whose QueueConfig sets none: 1 to
+	// 10000, default 100.
+	MaxWorkers int
+	// FetchBatch is the most items one claim takes (beyond the free
+	// handler slots, only what fast handlers start within 20ms): 1 to
+	// 10000, default 1000.
+	FetchBatch int
+	// FetchPollInterval is how often an idle queue is polled when no
+	// notification arrives: at least 10ms, default 1s.
+	FetchPollInterval time.Duration
+	// PollOnly never LISTENs (PgBouncer transaction pooling): idle queues
+	// are only polled.
+	PollOnly bool
+	// NoReclaim turns off the claim loops' own reaping of their queue's
+	// expired leases before a claim (the maintenance's reap task does it
+	// too).
+	NoReclaim bool
+	// LeaseTTL is how long a claim holds an item without a heartbeat
+	// (heartbeats run every LeaseTTL/3): at least 1s, default 30s.
+	LeaseTTL time.Duration
+	// JobTimeout is the hard deadline of one handler run, of every kind of
+	// work (River's JobTimeout; a Worker's Timeout overrides it per kind):
+	// default 5m, negative: none.
+	JobTimeout time.Duration
+	// DrainTimeout is how long in-flight handlers may finish on Stop:
+	// default 10s, negative: none (they are cancelled at once).
+	DrainTimeout time.Duration
+	// BackoffBase and BackoffCap are the default retry delay of a failed
+	// attempt, random(0, min(BackoffBase*2^attempt, BackoffCap)): base
+	// positive, default 500ms; cap at least the base, default 30s.
+	BackoffBase, BackoffCap time.Duration
+	// CompletionFlushInterval and CompletionFlushBatch: finished
+	// attempts are completed in batches, at least this often (0 to 1s,
+	// default 5ms) or as soon as this many wait (default 1000).
+	CompletionFlushInterval time.Duration
+	CompletionFlushBatch    int
+	// RunsDir, when set, gets each attempt's meta.json and attempt.log
+	// (RunsDir/TABLE/ID/RUN_ID); its attempt directories are deleted
+	// RunsDirRetention after they ended (default 7 days, negative: kept),
+	// checked every RunsDirPruneInterval (at least 1s, default 1m).
+	RunsDir              string
+	RunsDirRetention     time.Duration
+	RunsDirPruneInterval time.Duration
+
 	// OutboxQueues, InboxQueues and TimerQueues are the queues whose
 	// outbox messages, inbox messages and timers this Client's handlers
 	// work; default ["default"].
@@ -105,9 +160,14 @@ type Config struct {
 	MaxPayloadBytes int
 	NotifyDebounce  time.Duration
 	Maintenance     MaintenanceConfig
-	// Metrics, when set, is told about the worker and maintenance (and
-	// serves them through its Handler). Nil: no metrics.
-	Metrics *metrics.Metrics
+	// MetricsRegisterer, when set, gets workq's Prometheus collectors
+	// (workq_worker_*, workq_reaped_total, workq_maintenance_*, ...;
+	// docs/operations.md): the worker's and the maintenance's of this
+	// Client, a sharded Client's with its shards'. Serve its registry
+	// yourself (promhttp). Register one Client per registerer: a second
+	// one's collectors are refused as duplicates (NewClient fails). Nil:
+	// no metrics.
+	MetricsRegisterer prometheus.Registerer
 	// TracerProvider, when set, traces enqueues and handler runs (spans
 	// workq.enqueue and workq.process, linked through the item). Nil: the
 	// global provider for enqueue spans, and no handler spans.
@@ -115,15 +175,10 @@ type Config struct {
 	// SkipUnknownKindCheck lets a Client with job workers enqueue job
 	// kinds it has no worker for (ErrUnknownKind otherwise).
 	SkipUnknownKindCheck bool
-	// Queues, when set, are the job-run queues this Client works (instead
-	// of Worker.Queues), each with its settings, as River's Config.Queues:
-	// a queue's MaxWorkers limits its handlers on every table it is worked
-	// on (Worker.QueueConcurrency).
-	Queues map[string]QueueConfig
 	// RetryPolicy is the retry delay of every failed attempt (every kind
 	// of work) whose handler did not choose one (a Worker's NextRetry,
-	// RetryAt); nil: the full-jitter backoff of Worker.BackoffBase and
-	// Worker.BackoffCap.
+	// RetryAt); nil: the full-jitter backoff of BackoffBase and
+	// BackoffCap.
 	RetryPolicy RetryPolicy
 	// EnqueueMiddleware runs around every job enqueue, WorkMiddleware
 	// around every handler run; the first of each is the outermost.
@@ -194,16 +249,12 @@ func NewClient(pool *pgxpool.Pool, cfg Config) (*Client, error) {
 // newClient returns the Client of one shard; shared and rank are the
 // handler slots it shares with the other shards' (nil: its own).
 func newClient(pool *pgxpool.Pool, cfg Config, name string, shared *worker.Shared, rank int) (*Client, error) {
-	wc, err := cfg.workerConfig()
-	if err != nil {
-		return nil, fmt.Errorf("workq config: %w", err)
-	}
-	cfg.Worker = wc
+	wc := cfg.workerConfig()
 	rw, schemaErr := dbschema.NewRewriter(cfg.Schema)
 	if schemaErr != nil {
 		schemaErr = workqtype.InvalidErr("Schema", schemaErr)
 	}
-	if err := errors.Join(schemaErr, cfg.Worker.Validate(), cfg.Maintenance.Validate()); err != nil {
+	if err := errors.Join(schemaErr, validateWorker(wc), cfg.Maintenance.Validate()); err != nil {
 		return nil, fmt.Errorf("workq config: %w", err)
 	}
 	log := cfg.Logger
@@ -211,9 +262,10 @@ func newClient(pool *pgxpool.Pool, cfg Config, name string, shared *worker.Share
 		log = slog.New(slog.DiscardHandler)
 	}
 	c := &Client{pool: pool, rw: rw, db: rw.WrapTx(pool), log: log, enqueueMW: slices.Clone(cfg.EnqueueMiddleware),
-		run: newHandlerRuntime(cfg), name: name, ev: newClientEvents(log), kinds: newKindSet(cfg)}
+		run: newHandlerRuntime(cfg, wc), name: name, ev: newClientEvents(log), kinds: newKindSet(cfg)}
 	clienthook.Register(clientJob)
 	clienthook.RegisterAPI(clientAPI)
+	registerSurface()
 	c.jobs = jobq.New(jobq.Options{MaxAttempts: cfg.MaxAttempts, NotifyDebounce: cfg.NotifyDebounce,
 		MaxPayloadBytes: cfg.MaxPayloadBytes, TracerProvider: cfg.TracerProvider})
 	c.outbox = outboxrt.NewClient(outboxrt.ClientOptions{MaxAttempts: cfg.MaxAttempts, NotifyDebounce: cfg.NotifyDebounce,
@@ -223,59 +275,57 @@ func newClient(pool *pgxpool.Pool, cfg Config, name string, shared *worker.Share
 	c.timers = timersrt.NewClient(timersrt.ClientOptions{MaxAttempts: cfg.MaxAttempts, NotifyDebounce: cfg.NotifyDebounce,
 		MaxPayloadBytes: cfg.MaxPayloadBytes})
 	c.sched = schedule.NewStore(schedule.StoreOptions{MaxPayloadBytes: cfg.MaxPayloadBytes, Schema: cfg.Schema})
-	if c.periodic, err = newPeriodicJobs(cfg, c.sched, log); err != nil {
+	periodic, err := newPeriodicJobs(cfg, c.sched, log)
+	if err != nil {
 		return nil, fmt.Errorf("workq config: %w", err)
 	}
+	c.periodic = periodic
 
+	m, err := clientMetrics(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("workq config: MetricsRegisterer: %w", err)
+	}
 	var observers []worker.Observer
-	if cfg.Metrics != nil {
-		observers = append(observers, cfg.Metrics.Worker())
-		if cfg.Maintenance.Observer == nil {
-			cfg.Maintenance.Observer = cfg.Metrics.Maintenance()
+	if m != nil {
+		observers = append(observers, m.Worker())
+		if cfg.Maintenance.observer == nil {
+			cfg.Maintenance.observer = m.Maintenance()
 		}
 	}
 	if cfg.TracerProvider != nil {
 		observers = append(observers, tracing.NewObserver(tracing.Options{TracerProvider: cfg.TracerProvider}))
 	}
 	observers = append(observers, c.ev.observer(name))
-	wcfg := cfg.Worker
 	if cfg.Workers != nil {
 		cfg.Workers.inUse = true
 	}
 	if cfg.Workers != nil && !cfg.Workers.empty() {
-		w, err := newWorker(pool, cfg, worker.Options{Logger: log, Observer: worker.Observers(observers...),
+		w, err := newWorker(pool, cfg, wc, worker.Options{Logger: log, Observer: worker.Observers(observers...),
 			Schema: rw.Schema(), Shared: shared, Rank: rank, Shard: name})
 		if err != nil {
 			return nil, err
 		}
 		c.worker = w
-		if cfg.Metrics != nil {
-			cfg.Metrics.Watch(w)
+		if m != nil {
+			m.Watch(w)
 		}
 	}
 	if !cfg.Maintenance.Disabled {
-		lease := wcfg.Lease
-		if lease == 0 {
-			lease = worker.DefaultConfig().Lease
-		}
-		owner := wcfg.ID
-		if owner == "" {
-			owner = workqtype.DefaultOwner()
-		}
-		m, err := newMaintenance(c.db, cfg.Maintenance.withDefaults(), owner, lease, log)
+		rt := wc.WithDefaults() // the runtime's lease and owner
+		svc, err := newMaintenance(c.db, cfg.Maintenance.withDefaults(), rt.ID, rt.Lease, log)
 		if err != nil {
 			return nil, err
 		}
-		c.maint = m
+		c.maint = svc
 	}
 	return c, nil
 }
 
 // newWorker returns the runtime with a source for each kind of work that
 // has handlers.
-func newWorker(pool *pgxpool.Pool, cfg Config, o worker.Options) (*worker.Worker, error) {
+func newWorker(pool *pgxpool.Pool, cfg Config, wc worker.Config, o worker.Options) (*worker.Worker, error) {
 	ws := cfg.Workers
-	w, err := worker.New(pool, cfg.Worker, o)
+	w, err := worker.New(pool, wc, o)
 	if err != nil {
 		return nil, err
 	}
@@ -344,7 +394,7 @@ func newWorker(pool *pgxpool.Pool, cfg Config, o worker.Options) (*worker.Worker
 
 // ErrSchemaBehind is returned by Start when the Client's schema is not
 // migrated to the version this code needs (never migrated: version 0).
-var ErrSchemaBehind = db.ErrSchemaBehind
+var ErrSchemaBehind = workqtype.ErrSchemaBehind
 
 // ErrNotMigrated is matched by the error of Start, and of every enqueue,
 // send, receive, timer and schedule call, on a schema that was never
@@ -555,44 +605,24 @@ func (c *Client) Run(ctx context.Context) error {
 	return c.Stop(context.Background())
 }
 
+// Stats counts what a Client's workers did since it started; see
+// workqtype.Stats.
+type Stats = workqtype.Stats
+
 // Stats returns the worker's counters (zero without handlers); a sharded
 // Client's are the sum over its shards (each shard's: Shard(name).Stats).
-func (c *Client) Stats() worker.Stats {
+func (c *Client) Stats() Stats {
 	if c.set != nil {
-		var sum worker.Stats
+		var sum Stats
 		for _, sc := range c.set.shards {
 			sum = sum.Add(sc.Stats())
 		}
 		return sum
 	}
 	if c.worker == nil {
-		return worker.Stats{}
+		return Stats{}
 	}
 	return c.worker.Stats()
-}
-
-// Worker returns the runtime under the Client (nil when it has no
-// handlers), for metrics and tests.
-//
-// On a sharded Client it is the FIRST SHARD'S ONLY: each shard has its own
-// runtime (its own claims, counters and Stop), so use Shard(name).Worker()
-// for each, and Stats for the sum.
-func (c *Client) Worker() *worker.Worker {
-	if c.set != nil {
-		return c.set.shards[0].worker
-	}
-	return c.worker
-}
-
-// Maintenance returns the maintenance service (nil when disabled).
-//
-// On a sharded Client it is the FIRST SHARD'S ONLY: each shard has its own
-// service and leader, so use Shard(name).Maintenance() for each.
-func (c *Client) Maintenance() *maintain.Service {
-	if c.set != nil {
-		return c.set.shards[0].maint
-	}
-	return c.maint
 }
 
 // Pool returns the Client's pool.

@@ -12,7 +12,6 @@ import (
 	"github.com/workq/workq/internal/admin"
 	"github.com/workq/workq/internal/lease"
 	"github.com/workq/workq/internal/testdb"
-	"github.com/workq/workq/internal/worker"
 )
 
 type blockArgs struct{ N int }
@@ -36,12 +35,13 @@ func (w *blockWorker) Work(ctx context.Context, job *workq.Job[blockArgs]) error
 
 // startBlocking starts a Client that works blockArgs with cfg and returns
 // the worker that reports its handler's start and end.
-func startBlocking(t *testing.T, pool *pgxpool.Pool, cfg worker.Config) *blockWorker {
+func startBlocking(t *testing.T, pool *pgxpool.Pool, cfg workq.Config) *blockWorker {
 	t.Helper()
 	w := &blockWorker{started: make(chan int64, 4), ended: make(chan error, 4)}
 	workers := workq.NewWorkers()
 	workq.AddWorker(workers, workq.Worker[blockArgs](w))
-	c, err := workq.NewClient(pool, workq.Config{Workers: workers, Worker: cfg, Maintenance: workq.MaintenanceConfig{Disabled: true}})
+	cfg.Workers, cfg.Maintenance = workers, workq.MaintenanceConfig{Disabled: true}
+	c, err := workq.NewClient(pool, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -89,11 +89,11 @@ func waitStatus(t *testing.T, pool *pgxpool.Pool, id int64, want lease.Status, d
 func TestClientCancelRunningJob(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
-		cfg    worker.Config
+		cfg    workq.Config
 		within time.Duration
 	}{
-		{"notification", worker.Config{Lease: time.Minute}, time.Second},
-		{"heartbeat, no LISTEN", worker.Config{Lease: 3 * time.Second, PollOnly: true, Poll: 50 * time.Millisecond}, time.Second + 500*time.Millisecond},
+		{"notification", workq.Config{LeaseTTL: time.Minute}, time.Second},
+		{"heartbeat, no LISTEN", workq.Config{LeaseTTL: 3 * time.Second, PollOnly: true, FetchPollInterval: 50 * time.Millisecond}, time.Second + 500*time.Millisecond},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			pool := testdb.Pool(t)

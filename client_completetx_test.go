@@ -11,7 +11,6 @@ import (
 	"github.com/workq/workq"
 	"github.com/workq/workq/internal/lease"
 	"github.com/workq/workq/internal/testdb"
-	"github.com/workq/workq/internal/worker"
 	"github.com/workq/workq/workqtype"
 )
 
@@ -32,7 +31,7 @@ func startPayClient(t *testing.T, pool *pgxpool.Pool, pay func(context.Context, 
 	workers := workq.NewWorkers()
 	workq.AddWorker(workers, workq.WorkFunc(pay))
 	client, err := workq.NewClient(pool, workq.Config{Workers: workers, Maintenance: workq.MaintenanceConfig{Disabled: true},
-		Worker: worker.Config{BackoffBase: time.Millisecond, BackoffCap: time.Millisecond}})
+		BackoffBase: time.Millisecond, BackoffCap: time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}

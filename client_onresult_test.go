@@ -13,7 +13,6 @@ import (
 	"github.com/workq/workq/internal/admin"
 	"github.com/workq/workq/internal/lease"
 	"github.com/workq/workq/internal/testdb"
-	"github.com/workq/workq/internal/worker"
 )
 
 // outcomeArgs tell outcomeWorker what to return on each run.
@@ -100,7 +99,10 @@ func (l *resultLog) wait(t *testing.T, id int64, n int) []*workq.Event {
 
 // fastRetries is a worker configuration whose retries come within
 // milliseconds, so a test sees a job through all of its attempts.
-var fastRetries = worker.Config{BackoffBase: time.Millisecond, BackoffCap: 5 * time.Millisecond, Poll: 20 * time.Millisecond}
+func fastRetries(cfg workq.Config) workq.Config {
+	cfg.BackoffBase, cfg.BackoffCap, cfg.FetchPollInterval = time.Millisecond, 5*time.Millisecond, 20*time.Millisecond
+	return cfg
+}
 
 // TestEventOutcome: the event of an attempt (Subscribe) says what the
 // attempt did, as runs.outcome records it: an error on the last attempt
@@ -112,8 +114,8 @@ func TestEventOutcome(t *testing.T) {
 	var log resultLog
 	workers := workq.NewWorkers()
 	workq.AddWorker[outcomeArgs](workers, &outcomeWorker{})
-	client, err := workq.NewClient(pool, workq.Config{Workers: workers, Worker: fastRetries,
-		Maintenance: workq.MaintenanceConfig{Disabled: true}})
+	client, err := workq.NewClient(pool, fastRetries(workq.Config{Workers: workers,
+		Maintenance: workq.MaintenanceConfig{Disabled: true}}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -193,14 +195,14 @@ func TestClaimedJobWithoutHandler(t *testing.T) {
 	var seen []string
 	workers := workq.NewWorkers()
 	workq.AddWorker[outcomeArgs](workers, &outcomeWorker{})
-	client, err := workq.NewClient(pool, workq.Config{Workers: workers, Worker: fastRetries,
+	client, err := workq.NewClient(pool, fastRetries(workq.Config{Workers: workers,
 		Maintenance: workq.MaintenanceConfig{Disabled: true}, SkipUnknownKindCheck: true,
 		WorkMiddleware: []workq.WorkMiddleware{func(ctx context.Context, info workq.WorkInfo, next func(context.Context) error) error {
 			mu.Lock()
 			seen = append(seen, info.Kind)
 			mu.Unlock()
 			return next(ctx)
-		}}})
+		}}}))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,7 +12,6 @@ import (
 	"github.com/workq/workq/inbox"
 	"github.com/workq/workq/internal/lease"
 	"github.com/workq/workq/internal/testdb"
-	"github.com/workq/workq/internal/worker"
 	"github.com/workq/workq/migrate"
 	"github.com/workq/workq/outbox"
 	"github.com/workq/workq/timers"
@@ -69,7 +68,7 @@ func TestClientsOnTwoSchemas(t *testing.T) {
 			workq.HandleOutbox(ws, "schema.out", msg("outbox"))); err != nil {
 			t.Fatal(err)
 		}
-		c, err := workq.NewClient(pool, workq.Config{Schema: s, Workers: ws, Worker: worker.Config{Poll: time.Second},
+		c, err := workq.NewClient(pool, workq.Config{Schema: s, Workers: ws, FetchPollInterval: time.Second,
 			Maintenance: workq.MaintenanceConfig{Disabled: true}})
 		if err != nil {
 			t.Fatal(err)

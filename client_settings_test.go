@@ -17,7 +17,6 @@ import (
 	"github.com/workq/workq/internal/admin"
 	"github.com/workq/workq/internal/lease"
 	"github.com/workq/workq/internal/testdb"
-	"github.com/workq/workq/internal/worker"
 	"github.com/workq/workq/outbox"
 	"github.com/workq/workq/timers"
 )
@@ -165,10 +164,7 @@ func TestClientQueuesConfig(t *testing.T) {
 		name string
 		cfg  workq.Config
 	}{
-		{"both queue lists", workq.Config{Queues: map[string]workq.QueueConfig{"a": {}}, Worker: worker.Config{Queues: []string{"b"}}}},
 		{"negative max workers", workq.Config{Queues: map[string]workq.QueueConfig{"a": {MaxWorkers: -1}}}},
-		{"max workers twice", workq.Config{Queues: map[string]workq.QueueConfig{"a": {MaxWorkers: 2}},
-			Worker: worker.Config{QueueConcurrency: map[string]int{"a": 3}}}},
 		{"bad queue name", workq.Config{Queues: map[string]workq.QueueConfig{"a b": {}}}},
 	} {
 		if _, err := workq.NewClient(pool, c.cfg); !errors.Is(err, workq.ErrInvalid) {

@@ -77,7 +77,7 @@ func TestClientStopWithEndedContextReleasesLeases(t *testing.T) {
 			// A lease and a drain timeout far longer than the test: only
 			// Stop can have released the job.
 			cfg := workq.Config{Workers: workers,
-				Worker: worker.Config{Lease: 5 * time.Minute, DrainTimeout: 5 * time.Minute, Poll: 50 * time.Millisecond}}
+				LeaseTTL: 5 * time.Minute, DrainTimeout: 5 * time.Minute, FetchPollInterval: 50 * time.Millisecond}
 			var client *workq.Client
 			var err error
 			if tc.sharded {

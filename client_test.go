@@ -10,7 +10,6 @@ import (
 
 	"github.com/workq/workq"
 	"github.com/workq/workq/internal/testdb"
-	"github.com/workq/workq/internal/worker"
 )
 
 // An embedded Client with the default configuration runs every built-in
@@ -33,7 +32,7 @@ func TestClientDefaultRunsEveryMaintenanceTask(t *testing.T) {
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		var ran []string
-		for _, s := range client.Maintenance().Stats() {
+		for _, s := range workq.MaintenanceOf(client).Stats() {
 			if s.Rounds > 0 && s.Errors == 0 {
 				ran = append(ran, s.Name)
 			}
@@ -43,7 +42,7 @@ func TestClientDefaultRunsEveryMaintenanceTask(t *testing.T) {
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("after 30s these maintenance tasks have not run without error: %v (stats %+v)", missing, client.Maintenance().Stats())
+			t.Fatalf("after 30s these maintenance tasks have not run without error: %v (stats %+v)", missing, workq.MaintenanceOf(client).Stats())
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
@@ -159,7 +158,7 @@ func TestClientPerKindTimeout(t *testing.T) {
 func TestClientRefusesBadInput(t *testing.T) {
 	pool := testdb.Pool(t)
 	ctx := context.Background()
-	if _, err := workq.NewClient(pool, workq.Config{Worker: worker.Config{Concurrency: -1}}); !errors.Is(err, workq.ErrInvalid) {
+	if _, err := workq.NewClient(pool, workq.Config{MaxWorkers: -1}); !errors.Is(err, workq.ErrInvalid) {
 		t.Fatalf("Concurrency -1: %v, want ErrInvalid", err)
 	}
 	var ve *workq.ValidationError

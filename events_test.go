@@ -11,7 +11,6 @@ import (
 	"github.com/workq/workq"
 	"github.com/workq/workq/inbox"
 	"github.com/workq/workq/internal/testdb"
-	"github.com/workq/workq/internal/worker"
 	"github.com/workq/workq/outbox"
 	"github.com/workq/workq/timers"
 )
@@ -233,7 +232,7 @@ func TestSubscribeSharded(t *testing.T) {
 	workers := workq.NewWorkers()
 	workq.AddWorker(workers, workq.WorkFunc(func(context.Context, *workq.Job[ShardArgs]) error { return nil }))
 	client, err := workq.NewShardedClient([]workq.Shard{{Name: "a", Pool: testdb.Pool(t)}, {Name: "b", Pool: testdb.Pool(t)}},
-		workq.Config{Workers: workers, Worker: worker.Config{Poll: 50 * time.Millisecond}, Maintenance: workq.MaintenanceConfig{Disabled: true}})
+		workq.Config{Workers: workers, FetchPollInterval: 50 * time.Millisecond, Maintenance: workq.MaintenanceConfig{Disabled: true}})
 	if err != nil {
 		t.Fatal(err)
 	}

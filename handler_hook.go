@@ -18,8 +18,8 @@ type handlerRuntime struct {
 	worker worker.Config // with the defaults of the fields an attempt uses
 }
 
-func newHandlerRuntime(cfg Config) handlerRuntime {
-	wc := cfg.Worker.WithDefaults() // as worker.New runs it
+func newHandlerRuntime(cfg Config, wc worker.Config) handlerRuntime {
+	wc = wc.WithDefaults() // as worker.New runs it
 	return handlerRuntime{mws: slices.Clone(cfg.WorkMiddleware), policy: cfg.RetryPolicy, worker: wc}
 }
 

@@ -41,21 +41,24 @@ type MaintenanceConfig struct {
 	// ScheduleInterval is how often due schedule slots become job runs and
 	// overdue joins fail; default 1s.
 	ScheduleInterval time.Duration
-	Observer         maintain.Observer // told about leadership and task rounds (nil: the Client's metrics, if any)
+
+	// observer is told about leadership and task rounds: the Client's
+	// metrics, if any (per shard on a sharded Client).
+	observer maintain.Observer
 }
 
 // DefaultMaintenance returns the defaults that a zero MaintenanceConfig
 // field takes.
 func DefaultMaintenance() MaintenanceConfig {
 	return MaintenanceConfig{
-		LeaderTTL:         15 * time.Second,
-		ReapInterval:      5 * time.Second,
-		ReapBatch:         200,
-		RetainFinished:    7 * 24 * time.Hour,
-		RetainRuns:        7 * 24 * time.Hour,
-		RetentionInterval: time.Minute,
-		InboxWindow:       7 * 24 * time.Hour,
-		ScheduleInterval:  time.Second,
+		LeaderTTL:         maintain.DefaultLeaderTTL,
+		ReapInterval:      maintain.DefaultReapInterval,
+		ReapBatch:         maintain.DefaultReapBatch,
+		RetainFinished:    maintain.DefaultRetainFinished,
+		RetainRuns:        maintain.DefaultRetainRuns,
+		RetentionInterval: maintain.DefaultRetentionInterval,
+		InboxWindow:       maintain.DefaultInboxWindow,
+		ScheduleInterval:  maintain.DefaultScheduleInterval,
 	}
 }
 
@@ -126,7 +129,7 @@ var MaintenanceTasks = []string{"reap", "retention", "stuck", "inbox-window", "s
 // schedules, join deadlines and the replication check. A new built-in task is added here (and to
 // MaintenanceTasks).
 func newMaintenance(db workqtype.TxDB, m MaintenanceConfig, owner string, leaseTTL time.Duration, log *slog.Logger) (*maintain.Service, error) {
-	svc := maintain.New(db, maintain.Options{Logger: log, LockTTL: m.LeaderTTL, Owner: owner, Observer: m.Observer})
+	svc := maintain.New(db, maintain.Options{Logger: log, LockTTL: m.LeaderTTL, Owner: owner, Observer: m.observer})
 	reap, err := maintain.ReapTask(db, m.ReapInterval, m.ReapBatch, log)
 	if err != nil {
 		return nil, err

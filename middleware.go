@@ -2,28 +2,24 @@ package workq
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
-	"maps"
-	"slices"
 	"time"
 
 	"github.com/workq/workq/internal/jobq"
 	"github.com/workq/workq/internal/lease"
 	"github.com/workq/workq/internal/worker"
-	"github.com/workq/workq/workqtype"
 )
 
 // QueueConfig is the settings of one queue (River's QueueConfig).
 type QueueConfig struct {
 	// MaxWorkers is how many handlers of the queue run at once in this
-	// Client, per table (1 to 10000; 0: Worker.Concurrency).
+	// Client, per table (1 to 10000; 0: Config.MaxWorkers).
 	MaxWorkers int
 }
 
 // RetryPolicy returns how long after a failed attempt (attempt, 1 on the
 // first) an item runs again. A result of zero or less takes the default
-// full-jitter backoff (Worker.BackoffBase, Worker.BackoffCap).
+// full-jitter backoff (Config.BackoffBase, Config.BackoffCap).
 type RetryPolicy func(attempt int, err error) time.Duration
 
 // RetryAt makes a handler's err retry its item at t instead of after the
@@ -97,38 +93,6 @@ func itemInfo(it *lease.Item, shard string) WorkInfo {
 		i.Source = it.Kind
 	}
 	return i
-}
-
-// workerConfig returns cfg.Worker with cfg.Queues applied: their names
-// are the job-run queues worked, their MaxWorkers per-queue concurrency.
-func (cfg Config) workerConfig() (worker.Config, error) {
-	wc := cfg.Worker
-	if len(cfg.Queues) == 0 {
-		return wc, nil
-	}
-	if len(wc.Queues) > 0 {
-		return wc, workqtype.Invalid("Queues", "set Queues or Worker.Queues, not both")
-	}
-	wc.Queues = slices.Sorted(maps.Keys(cfg.Queues))
-	conc := maps.Clone(wc.QueueConcurrency)
-	for _, q := range wc.Queues {
-		n := cfg.Queues[q].MaxWorkers
-		if n == 0 {
-			continue
-		}
-		if n < 0 || n > 10000 {
-			return wc, workqtype.Invalid("Queues", fmt.Sprintf("MaxWorkers of queue %q must be between 1 and 10000 (0: Worker.Concurrency), got %d", q, n))
-		}
-		if _, dup := conc[q]; dup {
-			return wc, workqtype.Invalid("Queues", fmt.Sprintf("queue %q has MaxWorkers and a Worker.QueueConcurrency: set one", q))
-		}
-		if conc == nil {
-			conc = map[string]int{}
-		}
-		conc[q] = n
-	}
-	wc.QueueConcurrency = conc
-	return wc, nil
 }
 
 // wrapHandler returns h run inside the work middleware, its error then

@@ -55,7 +55,7 @@ type ShardingConfig struct {
 	// Client's maintenance (not when Maintenance.Disabled; `workq
 	// shard-limit` runs it on its own). A limit set with `workq limit set`
 	// on one shard is that shard's budget and is overwritten by the leader.
-	GlobalLimits []shardlimit.Limit
+	GlobalLimits []GlobalLimit
 	// LimitInterval is how often the leader moves the budgets (default
 	// shardlimit.DefaultInterval, 1s).
 	LimitInterval time.Duration
@@ -89,12 +89,12 @@ func newGlobalLimits(shards []*Client, cfg Config, log *slog.Logger) (*globalLim
 	for i, sc := range shards {
 		ls[i] = shardlimit.Shard{Name: sc.name, DB: sc.db}
 	}
-	r, err := shardlimit.New(ls, shardlimit.Options{Limits: cfg.Sharding.GlobalLimits, Interval: cfg.Sharding.LimitInterval,
-		Owner: cfg.Worker.ID, Logger: log.With("component", "shardlimit")})
+	r, err := shardlimit.New(ls, shardlimit.Options{Limits: limits(cfg.Sharding.GlobalLimits), Interval: cfg.Sharding.LimitInterval,
+		Owner: cfg.ID, Logger: log.With("component", "shardlimit")})
 	if err != nil {
 		return nil, fmt.Errorf("workq: Sharding.GlobalLimits: %w", err)
 	}
-	return &globalLimits{r: r, of: cfg.Sharding.GlobalLimits}, nil
+	return &globalLimits{r: r, of: limits(cfg.Sharding.GlobalLimits)}, nil
 }
 
 // zeroUnset gives every shard that answers (ok[i]) without a budget for a
@@ -150,7 +150,7 @@ func (g *globalLimits) stopAndWait() (wait func()) {
 // (shards) that serve one logical queue. Each shard has its own workers'
 // claim loops, one LISTEN connection and its own maintenance leader; the
 // workers of every shard draw from one set of handler slots
-// (Config.Worker's concurrency per queue is the total over the shards,
+// (Config.MaxWorkers and QueueConfig.MaxWorkers per queue are the total over the shards,
 // shared by backlog, or DrainFirst).
 //
 // Work is placed on a shard by rendezvous hashing of its key (ShardOf):
@@ -189,14 +189,18 @@ func NewShardedClient(shards []Shard, cfg Config) (*Client, error) {
 		}
 		return c, nil
 	}
+	m, err := clientMetrics(cfg) // one set for every shard
+	if err != nil {
+		return nil, fmt.Errorf("workq config: MetricsRegisterer: %w", err)
+	}
 	set := &shardSet{byName: map[string]*Client{},
 		shared: worker.NewShared(worker.SharedOptions{DrainFirst: cfg.Sharding.DrainFirst})}
 	for i, sh := range shards {
 		scfg := cfg
 		scfg.Logger = log.With("shard", sh.Name)
-		if cfg.Metrics != nil && cfg.Maintenance.Observer == nil {
+		if m != nil {
 			// Each shard's leader has gauges of its own (shard=name).
-			scfg.Maintenance.Observer = cfg.Metrics.MaintenanceOf(sh.Name)
+			scfg.MetricsRegisterer, scfg.Maintenance.observer = m, m.MaintenanceOf(sh.Name)
 		}
 		c, err := newClient(sh.Pool, scfg, sh.Name, set.shared, i)
 		if err != nil {

@@ -13,10 +13,7 @@ import (
 
 	"github.com/workq/workq"
 	"github.com/workq/workq/inbox"
-	"github.com/workq/workq/internal/lease"
-	"github.com/workq/workq/internal/shardlimit"
 	"github.com/workq/workq/internal/testdb"
-	"github.com/workq/workq/internal/worker"
 	"github.com/workq/workq/outbox"
 )
 
@@ -160,7 +157,7 @@ func TestShardedHandlerSeesItsShard(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	client, _ = twoShards(t, workq.Config{Workers: workers, Worker: worker.Config{Poll: 50 * time.Millisecond},
+	client, _ = twoShards(t, workq.Config{Workers: workers, FetchPollInterval: 50 * time.Millisecond,
 		Maintenance: workq.MaintenanceConfig{Disabled: true}})
 	want := map[string]string{}
 	for n := range 6 {
@@ -213,7 +210,7 @@ func TestHandlerShardOfNewClient(t *testing.T) {
 		shard <- job.Shard
 		return nil
 	}))
-	c, err := workq.NewClient(testdb.Pool(t), workq.Config{Workers: workers, Worker: worker.Config{Poll: 50 * time.Millisecond},
+	c, err := workq.NewClient(testdb.Pool(t), workq.Config{Workers: workers, FetchPollInterval: 50 * time.Millisecond,
 		Maintenance: workq.MaintenanceConfig{Disabled: true}})
 	if err != nil {
 		t.Fatal(err)
@@ -328,7 +325,7 @@ func TestOneShardGlobalLimit(t *testing.T) {
 	const w = 5
 	c, err := workq.NewShardedClient([]workq.Shard{{Name: "only", Pool: pool}}, workq.Config{
 		Sharding: workq.ShardingConfig{LimitInterval: 50 * time.Millisecond,
-			GlobalLimits: []shardlimit.Limit{{Table: lease.JobRuns, Queue: "default", W: w}}}})
+			GlobalLimits: []workq.GlobalLimit{{Table: "job_runs", Queue: "default", W: w}}}})
 	if err != nil {
 		t.Fatal(err)
 	}

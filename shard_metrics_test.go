@@ -8,8 +8,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
 	"github.com/workq/workq"
-	"github.com/workq/workq/internal/metrics"
 	"github.com/workq/workq/internal/testdb"
 )
 
@@ -18,12 +20,9 @@ import (
 // shards shows two leaders, not one value the last writer set.
 func TestShardedMaintenanceMetricsPerShard(t *testing.T) {
 	ctx := context.Background()
-	m, err := metrics.New(metrics.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	reg := prometheus.NewRegistry() // the public way: the Client's collectors go to the user's registry
 	client, err := workq.NewShardedClient([]workq.Shard{{Name: "a", Pool: testdb.Pool(t)}, {Name: "b", Pool: testdb.Pool(t)}},
-		workq.Config{Metrics: m})
+		workq.Config{MetricsRegisterer: reg})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -31,7 +30,7 @@ func TestShardedMaintenanceMetricsPerShard(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer client.Stop(ctx)
-	srv := httptest.NewServer(m.Handler())
+	srv := httptest.NewServer(promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	defer srv.Close()
 	want := []string{`workq_maintenance_leader{shard="a"} 1`, `workq_maintenance_leader{shard="b"} 1`}
 	var text string

@@ -14,11 +14,8 @@ import (
 
 	"github.com/workq/workq"
 	"github.com/workq/workq/inbox"
-	"github.com/workq/workq/internal/lease"
-	"github.com/workq/workq/internal/shardlimit"
 	"github.com/workq/workq/internal/testdb"
 	"github.com/workq/workq/internal/testutil"
-	"github.com/workq/workq/internal/worker"
 	"github.com/workq/workq/outbox"
 )
 
@@ -79,7 +76,7 @@ func TestShardedClientKeysStayOnOneShard(t *testing.T) {
 	}
 	workq.AddWorker(workers, workq.WorkFunc(func(context.Context, *workq.Job[ShardArgs]) error { jobRuns.Add(1); return nil }))
 	client, err := workq.NewShardedClient([]workq.Shard{{Name: "a", Pool: pools["a"]}, {Name: "b", Pool: pools["b"]}},
-		workq.Config{Workers: workers, Worker: worker.Config{Poll: 50 * time.Millisecond}, Maintenance: workq.MaintenanceConfig{Disabled: true}})
+		workq.Config{Workers: workers, FetchPollInterval: 50 * time.Millisecond, Maintenance: workq.MaintenanceConfig{Disabled: true}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -386,7 +383,7 @@ func TestShardedDrainWeightedByBacklog(t *testing.T) {
 		return nil
 	}))
 	client, err := workq.NewShardedClient([]workq.Shard{{Name: "big", Pool: testdb.Pool(t)}, {Name: "small", Pool: testdb.Pool(t)}},
-		workq.Config{Workers: workers, Worker: worker.Config{Concurrency: slots, Poll: 50 * time.Millisecond},
+		workq.Config{Workers: workers, MaxWorkers: slots, FetchPollInterval: 50 * time.Millisecond,
 			Maintenance: workq.MaintenanceConfig{Disabled: true}})
 	if err != nil {
 		t.Fatal(err)
@@ -458,7 +455,7 @@ func TestShardedDrainFirst(t *testing.T) {
 		return nil
 	}))
 	client, err := workq.NewShardedClient([]workq.Shard{{Name: "old", Pool: testdb.Pool(t)}, {Name: "new", Pool: testdb.Pool(t)}},
-		workq.Config{Workers: workers, Worker: worker.Config{Concurrency: 4, Batch: 10, Poll: 50 * time.Millisecond},
+		workq.Config{Workers: workers, MaxWorkers: 4, FetchBatch: 10, FetchPollInterval: 50 * time.Millisecond,
 			Maintenance: workq.MaintenanceConfig{Disabled: true}, Sharding: workq.ShardingConfig{DrainFirst: true}})
 	if err != nil {
 		t.Fatal(err)
@@ -498,7 +495,7 @@ func TestShardedDownShardDoesNotStopTheOthers(t *testing.T) {
 		return nil
 	}))
 	client, err := workq.NewShardedClient([]workq.Shard{{Name: "up", Pool: testdb.Pool(t)}, {Name: "down", Pool: downPool}},
-		workq.Config{Workers: workers, Worker: worker.Config{Concurrency: 4, Poll: 50 * time.Millisecond, Lease: 2 * time.Second},
+		workq.Config{Workers: workers, MaxWorkers: 4, FetchPollInterval: 50 * time.Millisecond, LeaseTTL: 2 * time.Second,
 			Maintenance: workq.MaintenanceConfig{LeaderTTL: time.Second}})
 	if err != nil {
 		t.Fatal(err)
@@ -578,9 +575,9 @@ func TestShardedGlobalLimit(t *testing.T) {
 	}))
 	big, small := testdb.Pool(t), testdb.Pool(t)
 	client, err := workq.NewShardedClient([]workq.Shard{{Name: "big", Pool: big}, {Name: "small", Pool: small}},
-		workq.Config{Workers: workers, Worker: worker.Config{Poll: 50 * time.Millisecond},
+		workq.Config{Workers: workers, FetchPollInterval: 50 * time.Millisecond,
 			Sharding: workq.ShardingConfig{LimitInterval: 100 * time.Millisecond,
-				GlobalLimits: []shardlimit.Limit{{Table: lease.JobRuns, Queue: "default", W: w}}}})
+				GlobalLimits: []workq.GlobalLimit{{Table: "job_runs", Queue: "default", W: w}}}})
 	if err != nil {
 		t.Fatal(err)
 	}

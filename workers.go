@@ -46,6 +46,7 @@ type outboxHandler struct {
 
 // NewWorkers returns an empty set.
 func NewWorkers() *Workers {
+	registerSurface()
 	return &Workers{jobs: map[string]worker.HandlerFunc{}, outbox: map[string]outboxHandler{},
 		inbox: map[string]worker.HandlerFunc{}, timers: map[string]worker.HandlerFunc{}}
 }
@@ -64,14 +65,9 @@ func (ws *Workers) addJob(kind string, h worker.HandlerFunc) error {
 	return nil
 }
 
-// HandleJob registers an untyped handler for a job kind: it sees the raw
-// payload (worker.Job). The CLI's built-in kinds use it; typed code uses
-// AddWorker.
-func (ws *Workers) HandleJob(kind string, h worker.HandlerFunc) error { return ws.addJob(kind, h) }
-
-// HandleOutboxRaw registers an untyped handler (a publisher) for an
+// handleOutboxRaw registers an untyped handler (a publisher) for an
 // outbox topic; "" is the default handler of topics without one.
-func (ws *Workers) HandleOutboxRaw(topic string, h worker.HandlerFunc, opts ...outbox.TopicOptions) error {
+func (ws *Workers) handleOutboxRaw(topic string, h worker.HandlerFunc, opts ...outbox.TopicOptions) error {
 	if err := ws.errInUse(fmt.Sprintf("outbox topic %q", topic)); err != nil {
 		return err
 	}
@@ -149,27 +145,27 @@ func (m *Message[T]) Logger() *slog.Logger {
 	return m.raw.Logger()
 }
 
-// MessageOf returns the typed view of a claimed outbox message, inbox
+// fill sets m to the typed view of a claimed outbox message, inbox
 // message or timer, its payload decoded into T (an error made with
 // Permanent when it does not decode).
-func MessageOf[T any](raw *worker.Job) (*Message[T], error) {
-	m := &Message[T]{ID: raw.ID, Queue: raw.Queue, Topic: raw.Topic, Attempt: int(raw.Attempt), MaxAttempts: int(raw.MaxAttempts),
+func (m *Message[T]) fill(raw *worker.Job) error {
+	*m = Message[T]{ID: raw.ID, Queue: raw.Queue, Topic: raw.Topic, Attempt: int(raw.Attempt), MaxAttempts: int(raw.MaxAttempts),
 		CreatedAt: raw.CreatedAt, RunAt: raw.RunAt, MessageID: raw.MessageID, PartitionKey: raw.PartitionKey, CorrelationID: raw.CorrelationID,
 		Headers: raw.Headers, DueTime: raw.DueTime, Shard: raw.Shard, raw: raw}
 	if raw.Table == "inbox" {
 		m.Source = raw.Kind
 	}
 	if err := json.Unmarshal(raw.Payload, &m.Payload); err != nil {
-		return nil, worker.Permanent(fmt.Errorf("decode payload of %s %d: %w", raw.Table, raw.ID, err))
+		return worker.Permanent(fmt.Errorf("decode payload of %s %d: %w", raw.Table, raw.ID, err))
 	}
-	return m, nil
+	return nil
 }
 
 // messageHandler decodes the payload into a Message[T] and calls f.
 func messageHandler[T any](f func(ctx context.Context, m *Message[T]) error) worker.HandlerFunc {
 	return func(ctx context.Context, raw *worker.Job) error {
-		m, err := MessageOf[T](raw)
-		if err != nil {
+		m := new(Message[T])
+		if err := m.fill(raw); err != nil {
 			return err
 		}
 		return f(ctx, m)
@@ -180,7 +176,7 @@ func messageHandler[T any](f func(ctx context.Context, m *Message[T]) error) wor
 // default handler). A publisher of package publish (webhook, NATS
 // JetStream) is such a handler: HandleOutbox(ws, topic, hook.Handle).
 func HandleOutbox[T any](ws *Workers, topic string, f func(ctx context.Context, m *Message[T]) error, opts ...outbox.TopicOptions) error {
-	return ws.HandleOutboxRaw(topic, messageHandler(f), opts...)
+	return ws.handleOutboxRaw(topic, messageHandler(f), opts...)
 }
 
 // HandleInbox registers a typed handler for an inbox topic ("" for the

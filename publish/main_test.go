@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/workq/workq"
+	"github.com/workq/workq/internal/clienthook"
 	"github.com/workq/workq/internal/config"
 	"github.com/workq/workq/internal/db/gen"
 	"github.com/workq/workq/internal/lease"
@@ -75,9 +76,10 @@ type publisher = func(ctx context.Context, m *workq.Message[json.RawMessage]) er
 
 // asHandler runs p as a relay's handler, as workq.HandleOutbox does.
 func asHandler(p publisher) worker.HandlerFunc {
+	workq.NewWorkers() // registers the root's clienthook functions (Fill)
 	return func(ctx context.Context, job *worker.Job) error {
-		m, err := workq.MessageOf[json.RawMessage](job)
-		if err != nil {
+		m := new(workq.Message[json.RawMessage])
+		if err := clienthook.Fill(m, job); err != nil {
 			return err
 		}
 		return p(ctx, m)

@@ -78,9 +78,9 @@ type Result[T workq.Args] struct {
 //
 // As the worker does, Work runs w inside client's work middleware
 // (workq.Config.WorkMiddleware), bounds the attempt by the worker's
-// execution timeout (workq.Config.Worker.ExecTimeout) and w's Timeout, and
+// execution timeout (workq.Config.JobTimeout) and w's Timeout, and
 // times a retry by w's NextRetry, then the Client's RetryPolicy, then the
-// backoff of Config.Worker. A panic is not recovered: the test fails with
+// backoff of Config.BackoffBase and BackoffCap. A panic is not recovered: the test fails with
 // its stack.
 //
 // The attempt is the job's first unless an option says otherwise
@@ -153,8 +153,8 @@ func Work[T workq.Args](ctx context.Context, tb testing.TB, client *workq.Client
 		}
 	}
 	raw := &worker.Job{Item: item, Schema: client.Schema(), Shard: client.ShardName()}
-	job, err := workq.JobOf[T](raw)
-	if err != nil {
+	job := new(workq.Job[T])
+	if err := clienthook.Fill(job, raw); err != nil {
 		tb.Fatalf("workqtest: %v", err)
 	}
 	res := &Result[T]{Job: job}
@@ -313,7 +313,8 @@ func RequireEnqueued[T workq.Args](ctx context.Context, tb testing.TB, client *w
 	tb.Helper()
 	var zero T
 	it := require(ctx, tb, inSchema(tb, client, db), lease.JobRuns, "job", zero.Kind(), opts)
-	job, err := workq.JobOf[T](&worker.Job{Item: lease.Item{Table: lease.JobRuns, ID: it.ID, Queue: it.Queue, Kind: it.Kind,
+	job := new(workq.Job[T])
+	err := clienthook.Fill(job, &worker.Job{Item: lease.Item{Table: lease.JobRuns, ID: it.ID, Queue: it.Queue, Kind: it.Kind,
 		Payload: it.Payload, Priority: it.Priority, Attempt: it.Attempts, MaxAttempts: it.MaxAttempts, RunAt: it.RunAt, CreatedAt: it.CreatedAt}})
 	if err != nil {
 		tb.Fatalf("workqtest: job %d: %v", it.ID, err)
@@ -370,8 +371,8 @@ func message[T any](tb testing.TB, it admin.Item, table lease.Table) *workq.Mess
 	if table == lease.Outbox && li.Headers == nil {
 		li.Headers = json.RawMessage("{}") // as stored when the message has none
 	}
-	m, err := workq.MessageOf[T](&worker.Job{Item: li})
-	if err != nil {
+	m := new(workq.Message[T])
+	if err := clienthook.Fill(m, &worker.Job{Item: li}); err != nil {
 		tb.Fatalf("workqtest: %s %d: %v", table, it.ID, err)
 	}
 	return m

@@ -11,7 +11,6 @@ import (
 
 	"github.com/workq/workq"
 	"github.com/workq/workq/internal/testdb"
-	"github.com/workq/workq/internal/worker"
 	"github.com/workq/workq/migrate"
 	"github.com/workq/workq/outbox"
 	"github.com/workq/workq/timers"
@@ -262,7 +261,7 @@ func TestWorkRunsAsTheWorker(t *testing.T) {
 			seen = append(seen, info.Kind)
 			return next(context.WithValue(ctx, mwKey{}, "outer"))
 		}},
-		Worker: worker.Config{ExecTimeout: 100 * time.Millisecond},
+		JobTimeout: 100 * time.Millisecond,
 	}
 	client, err := workq.NewClient(pool, cfg)
 	if err != nil {

@@ -134,7 +134,7 @@ func apiOptions(cfg config.Config) (api.Options, error) {
 // has no worker to observe: the process's are obs's).
 func apiClient(cfg config.Config, log *slog.Logger, obs *observability, pool *pgxpool.Pool, shards []workq.Shard) (*workq.Client, error) {
 	c := clientConfig(cfg, log, nil, obs)
-	c.Metrics = nil
+	c.MetricsRegisterer = nil
 	c.Maintenance.Disabled = true
 	if len(shards) > 0 {
 		return workq.NewShardedClient(shards, c)

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/workq/workq"
+	"github.com/workq/workq/internal/clienthook"
 	"github.com/workq/workq/internal/config"
 	"github.com/workq/workq/internal/jobq"
 	"github.com/workq/workq/internal/worker/builtin"
@@ -83,7 +84,7 @@ func benchShards(ctx context.Context, cfg config.Config, log *slog.Logger, specs
 	}
 
 	ws := workq.NewWorkers()
-	if err := ws.HandleJob(builtin.NoopKind, builtin.Noop); err != nil {
+	if err := clienthook.HandleJob(ws, builtin.NoopKind, builtin.Noop); err != nil {
 		return err
 	}
 	c := clientConfig(cfg, nil, ws, nil)

@@ -8,6 +8,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/workq/workq"
+	"github.com/workq/workq/internal/clienthook"
 	"github.com/workq/workq/internal/config"
 	"github.com/workq/workq/internal/worker/builtin"
 )
@@ -16,8 +17,9 @@ import (
 // flat config (flags and environment) is adapted into the Client's, and
 // the CLI adds only its built-in handlers.
 
-// noneIfZero maps the CLI's "0 keeps" to MaintenanceConfig's "negative
-// keeps" (where zero takes the default).
+// noneIfZero maps the CLI's "0 means none" (exec-timeout, drain-timeout,
+// retain-finished, retain-runs) to workq.Config's "negative means none"
+// (where zero takes the default).
 func noneIfZero(d time.Duration) time.Duration {
 	if d == 0 {
 		return -1
@@ -30,16 +32,32 @@ func noneIfZero(d time.Duration) time.Duration {
 // and timer queues are cfg.Queues, as the job-run queues.
 func clientConfig(cfg config.Config, log *slog.Logger, ws *workq.Workers, obs *observability) workq.Config {
 	c := workq.Config{
-		Schema:          cfg.Schema,
-		Logger:          log,
-		Workers:         ws,
-		Worker:          cfg.Worker(),
-		OutboxQueues:    cfg.Queues,
-		InboxQueues:     cfg.Queues,
-		TimerQueues:     cfg.Queues,
-		MaxAttempts:     cfg.MaxAttempts,
-		MaxPayloadBytes: cfg.MaxPayload,
-		NotifyDebounce:  cfg.NotifyDebounce,
+		Schema:                  cfg.Schema,
+		Logger:                  log,
+		Workers:                 ws,
+		Queues:                  queueConfigs(cfg.Queues),
+		ID:                      cfg.WorkerID,
+		MaxWorkers:              cfg.Concurrency,
+		FetchBatch:              cfg.Batch,
+		FetchPollInterval:       cfg.Poll,
+		PollOnly:                cfg.PollOnly,
+		NoReclaim:               !cfg.Reclaim,
+		LeaseTTL:                cfg.Lease,
+		JobTimeout:              noneIfZero(cfg.ExecTimeout),
+		DrainTimeout:            noneIfZero(cfg.DrainTimeout),
+		BackoffBase:             cfg.BackoffBase,
+		BackoffCap:              cfg.BackoffCap,
+		CompletionFlushInterval: cfg.FlushInterval,
+		CompletionFlushBatch:    cfg.FlushBatch,
+		RunsDir:                 cfg.RunsDir,
+		RunsDirRetention:        noneIfZero(cfg.RetainRuns),
+		RunsDirPruneInterval:    cfg.RetentionInterval,
+		OutboxQueues:            cfg.Queues,
+		InboxQueues:             cfg.Queues,
+		TimerQueues:             cfg.Queues,
+		MaxAttempts:             cfg.MaxAttempts,
+		MaxPayloadBytes:         cfg.MaxPayload,
+		NotifyDebounce:          cfg.NotifyDebounce,
 		Maintenance: workq.MaintenanceConfig{
 			LeaderTTL:         cfg.LeaderTTL,
 			ReapInterval:      cfg.ReapInterval,
@@ -52,12 +70,24 @@ func clientConfig(cfg config.Config, log *slog.Logger, ws *workq.Workers, obs *o
 		},
 	}
 	if obs != nil {
-		c.Metrics = obs.metrics
+		if obs.metrics != nil { // a nil *Metrics in the interface would not be nil
+			c.MetricsRegisterer = obs.metrics // the process's one set, used as is
+		}
 		if obs.tp != nil { // a nil *TracerProvider in the interface would not be nil
 			c.TracerProvider = obs.tp
 		}
 	}
 	return c
+}
+
+// queueConfigs returns the job-run queues of --queues, each with the
+// default concurrency (--concurrency).
+func queueConfigs(queues []string) map[string]workq.QueueConfig {
+	m := make(map[string]workq.QueueConfig, len(queues))
+	for _, q := range queues {
+		m[q] = workq.QueueConfig{}
+	}
+	return m
 }
 
 // workKinds says which work tables a worker serves.
@@ -99,13 +129,13 @@ func addBuiltins(ws *workq.Workers, cfg config.Config) error {
 		return err
 	}
 	wh := builtin.NewWebhook(cfg.WebhookAllow, cfg.WebhookSecret, cfg.WebhookTimeout)
-	if err := ws.HandleJob(builtin.WebhookKind, wh.Handle); err != nil {
+	if err := clienthook.HandleJob(ws, builtin.WebhookKind, wh.Handle); err != nil {
 		return err
 	}
-	if err := ws.HandleJob(builtin.ExecKind, ex.Handle); err != nil {
+	if err := clienthook.HandleJob(ws, builtin.ExecKind, ex.Handle); err != nil {
 		return err
 	}
-	return ws.HandleJob(builtin.NoopKind, builtin.Noop)
+	return clienthook.HandleJob(ws, builtin.NoopKind, builtin.Noop)
 }
 
 // newClient is workq.NewClient of the adapted cfg; maintenance runs in it

@@ -19,6 +19,7 @@ import (
 	"github.com/workq/workq"
 	"github.com/workq/workq/inbox"
 	"github.com/workq/workq/internal/admin"
+	"github.com/workq/workq/internal/clienthook"
 	"github.com/workq/workq/internal/config"
 	"github.com/workq/workq/internal/lease"
 	"github.com/workq/workq/internal/schedule"
@@ -78,7 +79,7 @@ func addDemo(ws *workq.Workers, outboxServed bool) error {
 		return workq.Permanent(fmt.Errorf("demo.fail always fails, permanently"))
 	}
 	for kind, h := range map[string]worker.HandlerFunc{"demo.hello": sleepy, "demo.flaky": flaky, "demo.fail": fail} {
-		if err := ws.HandleJob(kind, h); err != nil {
+		if err := clienthook.HandleJob(ws, kind, h); err != nil {
 			return err
 		}
 	}

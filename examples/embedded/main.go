@@ -26,7 +26,6 @@ import (
 
 	"github.com/workq/workq"
 	"github.com/workq/workq/internal/db"
-	"github.com/workq/workq/internal/worker"
 )
 
 const emailQueue = "emails"
@@ -113,17 +112,15 @@ func run(ctx context.Context, log *slog.Logger, dsn, runFor string) error {
 	// of leases whose worker died, retention...; one leader among every
 	// replica).
 	client, err := workq.NewClient(pool, workq.Config{
-		Logger:  log,
-		Workers: workers,
-		Worker: worker.Config{
-			Queues:      []string{emailQueue},
-			Concurrency: 8,
-			// A snoozed job becomes claimable again when its delay passes, and
-			// no NOTIFY marks that moment: the poll interval bounds how late
-			// it starts.
-			Poll:         250 * time.Millisecond,
-			DrainTimeout: 5 * time.Second,
-		},
+		Logger:     log,
+		Workers:    workers,
+		Queues:     map[string]workq.QueueConfig{emailQueue: {}},
+		MaxWorkers: 8,
+		// A snoozed job becomes claimable again when its delay passes, and
+		// no NOTIFY marks that moment: the poll interval bounds how late it
+		// starts.
+		FetchPollInterval: 250 * time.Millisecond,
+		DrainTimeout:      5 * time.Second,
 	})
 	if err != nil {
 		return err

@@ -173,9 +173,10 @@ func run(ctx context.Context, s settings, log *slog.Logger, ln net.Listener) err
 	// kind of work of the queue, and the maintenance.
 	const drain = 5 * time.Second
 	svc.client, err = workq.NewClient(pool, workq.Config{
-		Logger:       log,
-		Workers:      workers,
-		Worker:       worker.Config{Queues: []string{queue}, Poll: s.Poll, Concurrency: 16, DrainTimeout: drain},
+		Logger:            log,
+		Workers:           workers,
+		Queues:            map[string]workq.QueueConfig{queue: {MaxWorkers: 16}},
+		FetchPollInterval: s.Poll, DrainTimeout: drain,
 		OutboxQueues: []string{queue}, InboxQueues: []string{queue}, TimerQueues: []string{queue},
 		// The expiry schedule is declared here: every replica's Start
 		// makes the stored one what this code says (a changed -expire-every

@@ -15,6 +15,7 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/workq/workq/internal/maintain"
 	"github.com/workq/workq/internal/redact"
 	"github.com/workq/workq/internal/worker"
 	"github.com/workq/workq/workqtype"
@@ -115,14 +116,14 @@ func Default() Config {
 		MaxPayload:           DefaultMaxPayload,
 		BackoffBase:          w.BackoffBase,
 		BackoffCap:           w.BackoffCap,
-		ReapInterval:         5 * time.Second,
-		ReapBatch:            200,
-		LeaderTTL:            15 * time.Second,
-		RetainFinished:       7 * 24 * time.Hour,
-		RetainRuns:           w.RetainRuns,
-		RetentionInterval:    w.RetentionInterval,
-		InboxWindow:          7 * 24 * time.Hour,
-		ScheduleInterval:     time.Second,
+		ReapInterval:         maintain.DefaultReapInterval, // the maintenance's: written once, in package maintain
+		ReapBatch:            maintain.DefaultReapBatch,
+		LeaderTTL:            maintain.DefaultLeaderTTL,
+		RetainFinished:       maintain.DefaultRetainFinished,
+		RetainRuns:           maintain.DefaultRetainRuns, // also the worker's --runs-dir retention (the same default)
+		RetentionInterval:    maintain.DefaultRetentionInterval,
+		InboxWindow:          maintain.DefaultInboxWindow,
+		ScheduleInterval:     maintain.DefaultScheduleInterval,
 		WebhookTimeout:       10 * time.Second,
 		LogLevel:             "info",
 		LogFormat:            "text",

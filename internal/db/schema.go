@@ -14,7 +14,7 @@ import (
 
 // ErrSchemaBehind is returned by CheckSchema when the database's schema is
 // older than the migrations this binary carries.
-var ErrSchemaBehind = errors.New("database schema is not current")
+var ErrSchemaBehind = workqtype.ErrSchemaBehind
 
 // Querier is what CheckSchema needs of a connection, pool or transaction.
 type Querier interface {

@@ -73,7 +73,7 @@ const (
 
 // ErrLeaseLost means the caller no longer holds the lease on an item: it
 // expired and was reaped or reclaimed, or another owner holds it now.
-var ErrLeaseLost = errors.New("lease lost")
+var ErrLeaseLost = workqtype.ErrLeaseLost
 
 // LeaseLostError lists the ids whose lease was lost. It matches ErrLeaseLost.
 type LeaseLostError struct {

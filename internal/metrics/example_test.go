@@ -10,7 +10,6 @@ import (
 	"github.com/workq/workq"
 	"github.com/workq/workq/internal/metrics"
 	"github.com/workq/workq/internal/testdb"
-	"github.com/workq/workq/internal/worker"
 )
 
 // WelcomeArgs are the example's job.
@@ -41,7 +40,7 @@ func Example() {
 	sent := make(chan struct{}, 1)
 	workers := workq.NewWorkers()
 	workq.AddWorker(workers, workq.WorkFunc(func(context.Context, *workq.Job[WelcomeArgs]) error { sent <- struct{}{}; return nil }))
-	client, err := workq.NewClient(pool, workq.Config{Workers: workers, Worker: worker.Config{Queues: []string{"email"}}, Metrics: m})
+	client, err := workq.NewClient(pool, workq.Config{Workers: workers, Queues: map[string]workq.QueueConfig{"email": {}}, MetricsRegisterer: m})
 	if err != nil {
 		panic(err)
 	}

@@ -38,6 +38,10 @@ type Options struct {
 	// new registry with the Go runtime and process collectors. To use the
 	// global one, pass prometheus.DefaultRegisterer.(*prometheus.Registry).
 	Registry *prometheus.Registry
+	// Registerer, when set (and Registry not), receives the collectors
+	// instead: the registry of a workq.Config.MetricsRegisterer, which its
+	// owner serves (Handler then serves an empty registry).
+	Registerer prometheus.Registerer
 	// Depth reads the depth of every queue (DefaultDepth: one statement
 	// per work table). Nil: no queue depth metrics.
 	Depth func(ctx context.Context) ([]QueueDepth, error)
@@ -55,8 +59,9 @@ const DefaultDepthInterval = 15 * time.Second
 
 // Metrics holds every workq collector of one process.
 type Metrics struct {
-	reg *prometheus.Registry
-	log *slog.Logger
+	reg  *prometheus.Registry
+	into prometheus.Registerer // where the collectors are: reg, or Options.Registerer
+	log  *slog.Logger
 
 	claimed, claimErrors, leaseLost *prometheus.CounterVec // table, queue
 	completed                       *prometheus.CounterVec // table, queue, outcome
@@ -122,15 +127,19 @@ func New(o Options) (*Metrics, error) {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
 	reg := o.Registry
-	if reg == nil {
+	var into prometheus.Registerer = reg
+	if reg == nil && o.Registerer != nil {
+		reg, into = prometheus.NewRegistry(), o.Registerer
+	} else if reg == nil {
 		reg = prometheus.NewRegistry()
 		if err := registerAll(reg, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})); err != nil {
 			return nil, err
 		}
+		into = reg
 	}
 	tq := []string{"table", "queue"}
 	m := &Metrics{
-		reg: reg, log: o.Logger,
+		reg: reg, into: into, log: o.Logger,
 		claimed: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "workq_worker_claimed_total",
 			Help: "Items claimed by this process's workers."}, tq),
 		claimErrors: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "workq_worker_claim_errors_total",
@@ -171,7 +180,7 @@ func New(o Options) (*Metrics, error) {
 	if o.Depth != nil {
 		cs = append(cs, newDepthCollector(o.Depth, o.DepthInterval, o.DepthTimeout, o.Logger))
 	}
-	if err := registerAll(reg, cs...); err != nil {
+	if err := registerAll(into, cs...); err != nil {
 		return nil, err
 	}
 	return m, nil

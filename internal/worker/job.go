@@ -126,7 +126,7 @@ var ErrLeaseLost = lease.ErrLeaseLost
 // notification, or at the latest from its next heartbeat (lease/3). The
 // attempt ends cancelled whatever the handler returns. A handler may also
 // return an error wrapping ErrCancelled to cancel its own job (no retry).
-var ErrCancelled = errors.New("job cancelled")
+var ErrCancelled = workqtype.ErrCancelled
 
 // ErrShutdown is the cause of a handler context cancelled because the worker
 // is shutting down and the drain timeout passed; the job is released.

@@ -16,7 +16,7 @@ import (
 // parameters numbered as sqlc numbers them (@now $1, @batch $2).
 func dueQuery(t *testing.T) string {
 	t.Helper()
-	b, err := os.ReadFile("../db/queries/schedules.sql")
+	b, err := os.ReadFile("../../db/queries/schedules.sql")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,17 +3,17 @@ package api
 import (
 	"context"
 	"errors"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/workq/workq/internal/startstop"
+	"github.com/workq/workq/internal/startstop/startstoptest"
 	"github.com/workq/workq/internal/testdb"
 )
 
-// The Server keeps package startstop's lifecycle: Stop before Start, or
-// after a refused Start, is startstop.ErrNotStarted; it starts once; Stops
-// at once from several goroutines all return nil.
+// The Server keeps package startstop's lifecycle (startstoptest.Check):
+// Stop before Start, or after a refused Start, is startstop.ErrNotStarted;
+// it starts once; Stops at once from several goroutines all return nil.
 func TestServerLifecycle(t *testing.T) {
 	pool := testdb.Pool(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -32,28 +32,5 @@ func TestServerLifecycle(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Stop(ctx); !errors.Is(err, startstop.ErrNotStarted) {
-		t.Fatalf("Stop before Start: %v, want startstop.ErrNotStarted", err)
-	}
-	if err := s.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Start(ctx); !errors.Is(err, startstop.ErrStarted) {
-		t.Fatalf("second Start: %v, want startstop.ErrStarted", err)
-	}
-	var wg sync.WaitGroup
-	errs := make([]error, 3)
-	for i := range errs {
-		wg.Add(1)
-		go func() { defer wg.Done(); errs[i] = s.Stop(ctx) }()
-	}
-	wg.Wait()
-	for i, err := range errs {
-		if err != nil {
-			t.Errorf("Stop %d of %d at once: %v", i+1, len(errs), err)
-		}
-	}
-	if err := s.Start(ctx); !errors.Is(err, startstop.ErrStarted) {
-		t.Fatalf("Start after Stop: %v, want startstop.ErrStarted", err)
-	}
+	startstoptest.Check(t, s)
 }

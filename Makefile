@@ -12,8 +12,14 @@ STATICCHECK_VERSION := v0.8.2
 STATICCHECK         := $(TOOLS_DIR)/staticcheck-$(STATICCHECK_VERSION)/staticcheck
 
 TEST_FLAGS  ?= -count=1 -timeout 20m
-# The concurrent packages run under the race detector in every `make test`.
-RACE_PKGS   := ./api/... ./internal/ui/... ./internal/worker/... ./internal/lease/... ./internal/reaper/... ./internal/lock/... ./internal/maintain/... ./publish/... ./timers/... ./internal/schedule/... ./inbox/... ./outbox/... ./internal/metrics/... ./internal/tracing/...
+# The concurrent packages (every package whose code or tests start
+# goroutines, but cmd/workq: docs/testing.md, "Race coverage") run under the
+# race detector in every `make test`, in two sets, one per lane: RACE_PKGS
+# in lane 1, RACE_PKGS_2 (the root package and package test, the two
+# longest, and migrate) in lane 2, which keeps the lanes about even.
+RACE_PKGS   := ./api/... ./internal/ui/... ./internal/worker/... ./internal/lease/... ./internal/reaper/... ./internal/lock/... ./internal/maintain/... ./publish/... ./timers/... ./internal/schedule/... ./inbox/... ./outbox/... ./internal/metrics/... ./internal/tracing/... \
+               ./internal/shardlimit/... ./internal/shardlist/... ./internal/startstop/... ./internal/jobq/... ./internal/rundir/... ./internal/pgembed/... ./internal/testutil/... ./examples/orders/...
+RACE_PKGS_2 := . ./test/ ./migrate/...
 BENCH_FLAGS ?=
 # make fuzz: how long each fuzz target runs.
 FUZZTIME    ?= 10s
@@ -26,7 +32,7 @@ FUZZ_TARGETS := ./internal/jobq:FuzzEnqueue ./outbox:FuzzSend ./inbox:FuzzReceiv
 SOAK        ?= 10m
 MODE        ?= load
 
-.PHONY: run release test-load test test-serial test-lane-1 test-lane-2 test-race test-rest test-faults test-soak faults-long faults-failover generate check-generated staticcheck check-large-files lint fmt build bench clean tools fuzz soak
+.PHONY: run release test-load test test-serial test-lane-1 test-lane-2 test-race test-race-2 test-rest test-faults test-soak faults-long faults-failover generate check-generated staticcheck check-large-files lint fmt build bench clean tools fuzz soak
 
 ## run: migrate and run workq end to end (throwaway PostgreSQL when DATABASE_URL is unset).
 ## It runs the built binary, not `go run`: go run exits 1 whenever it is
@@ -64,13 +70,13 @@ TEST_P ?=
 ## test-serial: make test's parts one after another, go test at its default
 ## -p (the order make test had before the lanes), to compare
 test-serial:
-	@$(WITH_TEST_ENV) $(MAKE) --no-print-directory -k check-generated staticcheck fmt check-large-files test-race test-rest test-faults test-soak
+	@$(WITH_TEST_ENV) $(MAKE) --no-print-directory -k check-generated staticcheck fmt check-large-files test-race test-race-2 test-rest test-faults test-soak
 
 test-lane-1:
 	@+$(call lane,test-race test-soak)
 
 test-lane-2:
-	@+$(call lane,test-rest test-faults)
+	@+$(call lane,test-rest test-race-2 test-faults)
 
 ## test-load: go test of PKGS (default . and ./internal/worker; RUN to filter) COUNT
 ## times (5) under the race detector with LOAD CPU burners beside it (16;
@@ -79,13 +85,17 @@ test-lane-2:
 test-load:
 	@$(WITH_TEST_ENV) scripts/test-load.sh
 
-## test-race: the concurrent packages under the race detector
+## test-race: the concurrent packages of lane 1 under the race detector
 test-race:
 	@$(call timed,race phase,$(GO) test $(TEST_FLAGS) $(TEST_P) -vet=all -race $(RACE_PKGS))
 
-## test-rest: every other package, without package test's TestFaults and TestSoak
+## test-race-2: the root package, package test (without TestFaults and TestSoak) and migrate under the race detector
+test-race-2:
+	@$(call timed,race phase 2,$(GO) test $(TEST_FLAGS) $(TEST_P) -vet=all -race -skip '$(OWN_PROCESS_TESTS)' $(RACE_PKGS_2))
+
+## test-rest: every other package (none of them starts goroutines in the test process but cmd/workq)
 test-rest:
-	@$(call timed,other packages,$(GO) test $(TEST_FLAGS) $(TEST_P) -vet=all -skip '$(OWN_PROCESS_TESTS)' $$(comm -23 <($(GO) list ./... | sort) <($(GO) list $(RACE_PKGS) | sort)) && $(GO) vet $(NOTEST_PKGS))
+	@$(call timed,other packages,$(GO) test $(TEST_FLAGS) $(TEST_P) -vet=all $$(comm -23 <($(GO) list ./... | sort) <($(GO) list $(RACE_PKGS) $(RACE_PKGS_2) | sort)) && $(GO) vet $(NOTEST_PKGS))
 
 ## test-faults: the short fault-injection scenarios (TestFaults), in a process of their own
 test-faults:

@@ -216,8 +216,8 @@ type Client struct {
 	// periodic reconciles Config.PeriodicJobs (periodic.go); nil: none.
 	periodic *periodicJobs
 
-	mu      sync.Mutex
-	started bool
+	mu   sync.Mutex // held by Start
+	life clientLife
 
 	// enqueueMW is Config.EnqueueMiddleware (copied at NewClient).
 	enqueueMW []EnqueueMiddleware
@@ -448,9 +448,21 @@ func (c *Client) Start(ctx context.Context) error {
 	if c.view {
 		return fmt.Errorf("workq: shard %s is part of a sharded Client: start that one", c.name)
 	}
-	if c.started {
-		return errors.New("workq: client already started")
+	run, err := c.life.Begin(ctx)
+	if err != nil {
+		return fmt.Errorf("workq: client: %w", err) // a Client starts once
 	}
+	if err := c.startAll(ctx); err != nil {
+		run.Abort() // not started: Start may be tried again
+		return err
+	}
+	c.life.serve(run, c.stopAll)
+	return nil
+}
+
+// startAll starts what the Client runs: each shard's parts on a sharded
+// Client.
+func (c *Client) startAll(ctx context.Context) error {
 	if c.set != nil {
 		if err := c.startPeriodic(ctx); err != nil {
 			return err
@@ -459,7 +471,6 @@ func (c *Client) Start(ctx context.Context) error {
 			c.stopPeriodic()
 			return err
 		}
-		c.started = true
 		return nil
 	}
 	if err := c.checkSchema(ctx); err != nil {
@@ -479,7 +490,6 @@ func (c *Client) Start(ctx context.Context) error {
 	if c.limits != nil {
 		c.limits.start(ctx)
 	}
-	c.started = true
 	return nil
 }
 
@@ -545,17 +555,19 @@ const maintenanceStopBound = 10 * time.Second
 // before Stop returns, within the stop bound. Stop returns nil
 // then, unless a lease could not be released in that bound (the database
 // unreachable): the error wraps ctx.Err(), and those leases expire.
+//
+// Stop may be called from any goroutine: calls made during the stop wait
+// for it and return its result; a call after it returns ErrNotRunning. A
+// Client starts once.
 func (c *Client) Stop(ctx context.Context) error {
 	if err := checkCtx(ctx); err != nil {
 		return err
 	}
-	c.mu.Lock()
-	started := c.started
-	c.started = false
-	c.mu.Unlock()
-	if !started {
-		return ErrNotRunning
-	}
+	return c.stopLife(ctx)
+}
+
+// stopAll stops what startAll started, the drain cut short when ctx ends.
+func (c *Client) stopAll(ctx context.Context) error {
 	c.stopPeriodic()
 	defer c.closeEvents() // after the last completion is published
 	if c.set != nil {

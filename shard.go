@@ -71,12 +71,10 @@ type shardSet struct {
 }
 
 // globalLimits is the leader of ShardingConfig.GlobalLimits a Client
-// runs: stop ends its Run, whose end done reports.
+// runs (r's Start and Stop).
 type globalLimits struct {
-	r    *shardlimit.Rebalancer
-	of   []shardlimit.Limit
-	stop context.CancelFunc
-	done chan struct{}
+	r  *shardlimit.Rebalancer
+	of []shardlimit.Limit
 }
 
 // newGlobalLimits returns the leader of cfg's GlobalLimits over shards
@@ -115,15 +113,9 @@ func (g *globalLimits) zeroUnset(ctx context.Context, shards []*Client, ok []boo
 	}
 }
 
-// start runs the leader until stopAndWait.
-func (g *globalLimits) start(ctx context.Context) {
-	lctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	g.stop, g.done = cancel, make(chan struct{})
-	go func() {
-		defer close(g.done)
-		_ = g.r.Run(lctx) // returns nil when lctx ends
-	}()
-}
+// start runs the leader until stopAndWait. It cannot fail: the Client
+// starts once, and checked ctx.
+func (g *globalLimits) start(ctx context.Context) { _ = g.r.Start(ctx) }
 
 // stopAndWait ends the leader's Run and returns the wait for it, at most
 // maintenanceStopBound, for the caller to call once it has stopped the
@@ -131,16 +123,18 @@ func (g *globalLimits) start(ctx context.Context) {
 // wrote stays in force for the next leader. Stop's ctx does not cut it
 // short, so the lock is released before Stop returns.
 func (g *globalLimits) stopAndWait() (wait func()) {
-	if g == nil || g.stop == nil {
+	if g == nil {
 		return func() {}
 	}
-	g.stop()
-	g.stop = nil
+	stopped, err := g.r.RequestStop()
+	if err != nil { // never started
+		return func() {}
+	}
 	return func() {
 		t := time.NewTimer(maintenanceStopBound)
 		defer t.Stop()
 		select {
-		case <-g.done:
+		case <-stopped:
 		case <-t.C:
 		}
 	}

@@ -35,6 +35,7 @@ import (
 	"github.com/workq/workq/internal/clienthook"
 	"github.com/workq/workq/internal/config"
 	"github.com/workq/workq/internal/schedule"
+	"github.com/workq/workq/internal/startstop"
 	"github.com/workq/workq/internal/ui"
 	"github.com/workq/workq/outbox"
 	"github.com/workq/workq/timers"
@@ -122,9 +123,8 @@ type Server struct {
 	mu      sync.Mutex
 	srv     *http.Server
 	ln      net.Listener
-	serving chan error         // Serve's result, when it returns
-	sampled chan struct{}      // closed when the sampler of Start returns
-	stopSmp context.CancelFunc // stops it
+	serving chan error          // Serve's result, when it returns
+	life    startstop.Lifecycle // its run is the sampler of Start
 }
 
 // New returns a Server of client (a producer's: it enqueues, and needs
@@ -450,22 +450,22 @@ func (s *Server) failed(r *http.Request) {
 // Without tokens it refuses (ErrNoTokens) unless Insecure is set and the
 // address it bound is a loopback address.
 func (s *Server) Start(ctx context.Context) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.srv != nil {
-		return errors.New("api: server already started")
+	run, err := s.life.Begin(ctx)
+	if err != nil {
+		return fmt.Errorf("api: server: %w", err) // a Server starts once
 	}
 	var lc net.ListenConfig
 	ln, err := lc.Listen(ctx, "tcp", s.o.Addr)
 	if err != nil {
+		run.Abort()
 		return fmt.Errorf("api: listen on %s: %w", s.o.Addr, err)
 	}
 	if len(s.o.Tokens) == 0 {
 		if tcp, ok := ln.Addr().(*net.TCPAddr); !ok || !tcp.IP.IsLoopback() {
 			ln.Close()
+			run.Abort()
 			return fmt.Errorf("%w on %s, which is not a loopback address: configure api-tokens (insecure mode is for 127.0.0.1 or ::1 only)",
 				ErrNoTokens, s.o.Addr)
 		}
@@ -483,9 +483,7 @@ func (s *Server) Start(ctx context.Context) error {
 	s.serving = make(chan error, 1)
 	srv, serving := s.srv, s.serving
 	go func() { serving <- srv.Serve(ln) }()
-	smpCtx, stopSmp := context.WithCancel(context.WithoutCancel(ctx))
-	s.sampled, s.stopSmp = make(chan struct{}), stopSmp
-	go func(done chan struct{}) { defer close(done); s.RunSampler(smpCtx) }(s.sampled)
+	go func() { defer run.Stopped(); run.Started(); s.RunSampler(run.Context()) }()
 	s.log.Info("api listening", "addr", ln.Addr().String(), "tokens", len(s.o.Tokens))
 	return nil
 }
@@ -502,16 +500,19 @@ func (s *Server) Addr() net.Addr {
 
 // Stop stops accepting connections and waits for the requests in flight
 // to finish; when ctx ends first it closes the connections left and
-// returns ctx's error.
+// returns ctx's error. Calling it again waits for the same stop.
 func (s *Server) Stop(ctx context.Context) error {
-	s.mu.Lock()
-	srv, serving, sampled, stopSmp := s.srv, s.serving, s.sampled, s.stopSmp
+	sampled, err := s.life.RequestStop() // ends the sampler
+	if err != nil {
+		return fmt.Errorf("api: server: %w", err)
+	}
+	s.mu.Lock() // a Start in progress has started it, or failed
+	srv, serving := s.srv, s.serving
 	s.mu.Unlock()
 	if srv == nil {
-		return errors.New("api: server not started")
+		return fmt.Errorf("api: server: %w", startstop.ErrNotStarted)
 	}
-	stopSmp()
-	err := srv.Shutdown(ctx)
+	err = srv.Shutdown(ctx)
 	if err != nil {
 		_ = srv.Close()
 	}

@@ -10,7 +10,6 @@ package maintain
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -22,6 +21,7 @@ import (
 	"github.com/workq/workq/internal/lease"
 	"github.com/workq/workq/internal/lock"
 	"github.com/workq/workq/internal/outage"
+	"github.com/workq/workq/internal/startstop"
 	"github.com/workq/workq/workqtype"
 )
 
@@ -78,11 +78,10 @@ type Service struct {
 	log    *slog.Logger
 	outage *outage.Log // the leader lock's and every task's database failures, as one outage
 
-	mu      sync.Mutex
-	tasks   []*taskState
-	started bool
-	stop    context.CancelFunc
-	done    chan struct{}
+	startstop.Lifecycle // Start once; Stop, Started, Stopped
+
+	mu    sync.Mutex
+	tasks []*taskState
 
 	token      atomic.Int64 // the current leadership's token; 0 when following
 	elections  atomic.Int64 // times this service became the leader
@@ -120,7 +119,7 @@ func (s *Service) Add(t Task) error {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.started {
+	if s.Began() {
 		return fmt.Errorf("add task %s: service already started", t.Name)
 	}
 	if slices.ContainsFunc(s.tasks, func(o *taskState) bool { return o.Name == t.Name }) {
@@ -130,39 +129,33 @@ func (s *Service) Add(t Task) error {
 	return nil
 }
 
-// Start begins competing for leadership and returns at once.
+// Start begins competing for leadership and returns at once. A service
+// starts once (startstop.ErrStarted after that).
 func (s *Service) Start(ctx context.Context) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	s.mu.Lock()
+	s.mu.Lock() // Add waits for the start
 	defer s.mu.Unlock()
-	if s.started {
-		return errors.New("maintenance already started")
+	run, err := s.Begin(ctx)
+	if err != nil {
+		return fmt.Errorf("maintenance: start: %w", err)
 	}
-	s.started = true
-	runCtx, stop := context.WithCancel(context.Background())
-	s.stop, s.done = stop, make(chan struct{})
-	go func() { defer close(s.done); s.lead(runCtx) }()
+	tasks := slices.Clone(s.tasks)
+	go func() {
+		defer run.Stopped()
+		run.Started()
+		s.lead(run.Context(), tasks)
+	}()
 	return nil
 }
 
 // Stop ends the tasks, releases the leadership and returns; a task round in
-// flight is cancelled. It returns early with ctx's error when ctx ends.
+// flight is cancelled. It returns early with ctx's error when ctx ends (the
+// service goes on stopping), and startstop.ErrNotStarted when the service
+// was never started. Calling it again waits for the same stop.
 func (s *Service) Stop(ctx context.Context) error {
-	s.mu.Lock()
-	stop, done := s.stop, s.done
-	s.mu.Unlock()
-	if stop == nil {
-		return errors.New("maintenance not running")
+	if err := s.Lifecycle.Stop(ctx); err != nil {
+		return fmt.Errorf("maintenance: stop: %w", err)
 	}
-	stop()
-	select {
-	case <-done:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+	return nil
 }
 
 // Run starts the service, runs until ctx ends and stops it.
@@ -228,10 +221,7 @@ func (s *Service) noteEpoch(token int64) {
 
 // lead competes for the lock until ctx ends; while it holds it, it runs
 // every task on its own ticker under the lock's context.
-func (s *Service) lead(ctx context.Context) {
-	s.mu.Lock()
-	tasks := slices.Clone(s.tasks)
-	s.mu.Unlock()
+func (s *Service) lead(ctx context.Context, tasks []*taskState) {
 	lo := lock.Options{TTL: s.opts.LockTTL, Owner: s.opts.Owner, RetryInterval: s.opts.RetryInterval, Logger: s.log}
 	for ctx.Err() == nil {
 		l, err := lock.Acquire(ctx, s.db, s.opts.LockName, lo)

@@ -5,11 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/workq/workq/internal/outage"
+	"github.com/workq/workq/internal/startstop"
 	"github.com/workq/workq/workqtype"
 )
 
@@ -34,9 +34,7 @@ type JoinDeadlineLoop struct {
 	outage   *outage.Log // its rounds\' database failures, as one outage
 	errors   atomic.Int64
 
-	mu     sync.Mutex
-	cancel context.CancelFunc
-	done   chan struct{}
+	life startstop.Lifecycle
 }
 
 // NewJoinDeadlineLoop returns a stopped loop over db (a pool).
@@ -75,22 +73,25 @@ func (l *JoinDeadlineLoop) RunOnce(ctx context.Context) (int, error) {
 	}
 }
 
-// Start runs the loop in a goroutine until Stop (or ctx ends). Starting a
-// loop that runs already is an error.
+// Start runs the loop in a goroutine until Stop (or ctx ends). A loop
+// starts once: starting it again, even after Stop, is an error.
 func (l *JoinDeadlineLoop) Start(ctx context.Context) error {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.done != nil {
-		return errors.New("join deadline loop: already started")
+	run, err := l.life.Begin(ctx)
+	if err != nil {
+		return fmt.Errorf("join deadline loop: start: %w", err)
 	}
-	ctx, cancel := context.WithCancel(ctx)
-	l.cancel, l.done = cancel, make(chan struct{})
-	go l.run(ctx, l.done)
+	go func() {
+		defer run.Stopped()
+		run.Started()
+		ctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		defer context.AfterFunc(run.Context(), cancel)()
+		l.run(ctx)
+	}()
 	return nil
 }
 
-func (l *JoinDeadlineLoop) run(ctx context.Context, done chan struct{}) {
-	defer close(done)
+func (l *JoinDeadlineLoop) run(ctx context.Context) {
 	t := time.NewTicker(l.interval)
 	defer t.Stop()
 	for {
@@ -118,18 +119,10 @@ func (l *JoinDeadlineLoop) run(ctx context.Context, done chan struct{}) {
 // returns ctx's error; the loop still ends on its own, its statement
 // cancelled). Stopping a loop that is not running does nothing.
 func (l *JoinDeadlineLoop) Stop(ctx context.Context) error {
-	l.mu.Lock()
-	cancel, done := l.cancel, l.done
-	l.cancel, l.done = nil, nil
-	l.mu.Unlock()
-	if done == nil {
+	switch err := l.life.Stop(ctx); {
+	case err == nil, errors.Is(err, startstop.ErrNotStarted):
 		return nil
-	}
-	cancel()
-	select {
-	case <-done:
-		return nil
-	case <-ctx.Done():
-		return fmt.Errorf("join deadline loop: stop: %w", ctx.Err())
+	default:
+		return fmt.Errorf("join deadline loop: stop: %w", err)
 	}
 }

@@ -2,14 +2,13 @@ package schedule
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
-	"sync"
 	"time"
 
 	"github.com/workq/workq/internal/db/gen"
 	"github.com/workq/workq/internal/outage"
+	"github.com/workq/workq/internal/startstop"
 	"github.com/workq/workq/workqtype"
 )
 
@@ -42,10 +41,7 @@ type Scheduler struct {
 	outage   *outage.Log // its ticks\' database failures, as one outage
 	clock    func() time.Time
 
-	mu      sync.Mutex
-	cancel  context.CancelFunc
-	done    chan struct{}
-	started bool
+	startstop.Lifecycle // Start once; Stop, Started, Stopped
 }
 
 // NewScheduler returns a scheduler on db.
@@ -220,45 +216,33 @@ func (s *Scheduler) Run(ctx context.Context) error {
 	}
 }
 
-// ErrNotRunning is Stop's error for a scheduler that was not started.
-var ErrNotRunning = errors.New("scheduler not running")
+// ErrNotRunning is Stop's error for a scheduler that was not started: it
+// is startstop.ErrNotStarted, every service's.
+var ErrNotRunning = startstop.ErrNotStarted
 
 // Start runs the loop (Run) in a goroutine the scheduler owns until Stop.
-// ctx only bounds the start; cancel the loop with Stop.
+// ctx only bounds the start; cancel the loop with Stop. A scheduler starts
+// once (startstop.ErrStarted after that).
 func (s *Scheduler) Start(ctx context.Context) error {
-	if err := ctx.Err(); err != nil {
-		return err
+	run, err := s.Begin(ctx)
+	if err != nil {
+		return fmt.Errorf("scheduler: start: %w", err)
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.started {
-		return fmt.Errorf("scheduler already started")
-	}
-	s.started = true
-	loopCtx, cancel := context.WithCancel(context.Background())
-	s.cancel, s.done = cancel, make(chan struct{})
 	go func() {
-		defer close(s.done)
-		_ = s.Run(loopCtx)
+		defer run.Stopped()
+		run.Started()
+		_ = s.Run(run.Context())
 	}()
 	return nil
 }
 
 // Stop ends the loop and waits for it: a tick in flight is cancelled (its
 // transaction rolls back; the next scheduler redoes it). It returns
-// ctx.Err() if ctx ends first.
+// ctx.Err() if ctx ends first, ErrNotRunning if the scheduler was never
+// started; calling it again waits for the same stop.
 func (s *Scheduler) Stop(ctx context.Context) error {
-	s.mu.Lock()
-	cancel, done := s.cancel, s.done
-	s.mu.Unlock()
-	if cancel == nil {
-		return ErrNotRunning
+	if err := s.Lifecycle.Stop(ctx); err != nil {
+		return fmt.Errorf("scheduler: stop: %w", err)
 	}
-	cancel()
-	select {
-	case <-done:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+	return nil
 }

@@ -11,14 +11,19 @@ import (
 
 	"github.com/workq/workq/internal/lease"
 	"github.com/workq/workq/internal/lock"
+	"github.com/workq/workq/internal/startstop"
 )
 
 // Rebalancer moves the per-shard budgets of its limits towards demand while
 // it leads (see the package documentation for the invariant it keeps).
-// Run it in one or more processes: one of them leads at a time.
+// Run it in one or more processes: one of them leads at a time; Run it in
+// the caller's goroutine, or Start and Stop it (package startstop's
+// lifecycle: it starts once).
 type Rebalancer struct {
 	shards []Shard
 	o      Options
+
+	startstop.Lifecycle // Start once; Stop, Started, Stopped
 
 	mu    sync.Mutex
 	state [][]shardState // [limit][shard], this leadership's knowledge
@@ -123,6 +128,31 @@ func (r *Rebalancer) Run(ctx context.Context) error {
 		case <-ctx.Done():
 		case <-time.After(r.o.Interval):
 		}
+	}
+	return nil
+}
+
+// Start runs Run in a goroutine of its own until Stop; ctx only bounds the
+// start, its values reach the rebalancer.
+func (r *Rebalancer) Start(ctx context.Context) error {
+	run, err := r.Begin(ctx)
+	if err != nil {
+		return fmt.Errorf("shardlimit: start: %w", err)
+	}
+	go func() {
+		defer run.Stopped()
+		run.Started()
+		_ = r.Run(run.Context()) // nil when its context ends
+	}()
+	return nil
+}
+
+// Stop ends the leadership (its lock released within ShardTimeout; a budget
+// written stays in force for the next leader) and waits for it, at most
+// until ctx ends. Calling it again waits for the same stop.
+func (r *Rebalancer) Stop(ctx context.Context) error {
+	if err := r.Lifecycle.Stop(ctx); err != nil {
+		return fmt.Errorf("shardlimit: stop: %w", err)
 	}
 	return nil
 }

@@ -189,9 +189,14 @@ type TableLoad struct {
 // is for gauges read at scrape time; a worker not running returns nil.
 func (w *Worker) Load() ([]QueueLoad, []TableLoad) {
 	w.mu.Lock()
-	r, state := w.run, w.state
+	r := w.run
 	w.mu.Unlock()
-	if r == nil || state != stateRunning {
+	select {
+	case <-w.Stopped():
+		return nil, nil
+	default:
+	}
+	if r == nil {
 		return nil, nil
 	}
 	queues := make([]QueueLoad, 0, len(r.producers))

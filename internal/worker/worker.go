@@ -9,7 +9,6 @@ package worker
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -23,6 +22,7 @@ import (
 	"github.com/workq/workq/internal/ha"
 	"github.com/workq/workq/internal/lease"
 	"github.com/workq/workq/internal/outage"
+	"github.com/workq/workq/internal/startstop"
 	"github.com/workq/workq/workqtype"
 )
 
@@ -134,18 +134,13 @@ type Worker struct {
 	// reach the handlers.
 	base context.Context
 
+	startstop.Lifecycle // Start once; Started, Stopped
+
 	mu      sync.Mutex
 	kinds   *Router // job runs, by kind
 	sources []Source
-	state   int // stateNew, stateRunning, stateStopped
-	run     *lifecycle
+	run     *lifecycle // set by Start
 }
-
-const (
-	stateNew = iota
-	stateRunning
-	stateStopped
-)
 
 // StopBound is how long Stop may take beyond the drain timeout: cancelled
 // handlers get a moment (handlerGrace) to return, then the last completions
@@ -158,9 +153,9 @@ const StopBound = 5 * time.Second
 // return before the final flush.
 const handlerGrace = 2 * time.Second
 
-// ErrNotRunning is returned by Stop when the worker was never started or
-// has already stopped.
-var ErrNotRunning = errors.New("worker not running")
+// ErrNotRunning is returned by Stop when the worker was never started. It
+// wraps startstop.ErrNotStarted, every service's.
+var ErrNotRunning = fmt.Errorf("worker %w", startstop.ErrNotStarted)
 
 // New validates cfg and returns a worker; zero fields of cfg take their
 // defaults (DefaultConfig). Register handlers (and sources), then Start or
@@ -196,7 +191,7 @@ func New(pool *pgxpool.Pool, cfg Config, o Options) (*Worker, error) {
 func (w *Worker) Register(kind string, h HandlerFunc) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if w.state != stateNew {
+	if w.Began() {
 		return fmt.Errorf("register handler %q: worker already started", kind)
 	}
 	if err := w.kinds.Handle(kind, h); err != nil {
@@ -224,7 +219,7 @@ func (w *Worker) AddSource(s Source) error {
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if w.state != stateNew {
+	if w.Began() {
 		return fmt.Errorf("add source %s: worker already started", s.Table)
 	}
 	for _, o := range w.sources {
@@ -293,30 +288,27 @@ type lifecycle struct {
 	producers  []*producer
 	completers map[lease.Table]*completer
 	loops, bg  sync.WaitGroup
-	stopOnce   sync.Once
-	stopped    chan struct{}
-	// drainCtx ends the drain window: at the drain timeout, when the ctx
-	// of a Stop call ends (cutDrain), or when every handler is done. Set
-	// by the first Stop.
-	drainCtx context.Context
+	// cut ends the drain window early: the ctx of a Stop call ended
+	// (cutDrain). The window also ends at the drain timeout, or when
+	// every handler is done.
+	cut      context.Context
 	cutDrain context.CancelFunc
 	// left is how many completions and releases the stop could not flush
-	// (set before stopped is closed).
+	// (set before the worker is Stopped).
 	left int64
 }
 
 // Start begins claiming and returns at once; the worker runs until Stop,
 // whatever becomes of ctx, but ctx's values reach every handler's context. With no source added, the worker
 // serves job runs of the configured queues; with sources added, it serves
-// job runs only when a kind is registered.
+// job runs only when a kind is registered. A worker starts once
+// (startstop.ErrStarted after that).
 func (w *Worker) Start(ctx context.Context) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	w.mu.Lock()
+	w.mu.Lock() // Register and AddSource wait for the start
 	defer w.mu.Unlock()
-	if w.state != stateNew {
-		return fmt.Errorf("worker already started")
+	run, err := w.Begin(ctx)
+	if err != nil {
+		return fmt.Errorf("worker: start: %w", err)
 	}
 	// Before any goroutine starts: every handler context derives from it.
 	w.base = context.WithoutCancel(ctx)
@@ -328,12 +320,14 @@ func (w *Worker) Start(ctx context.Context) error {
 		if s.Table == lease.JobRuns && sources[0].Table == lease.JobRuns {
 			for _, q := range s.Queues {
 				if slices.Contains(sources[0].Queues, q) {
+					run.Abort()
 					return fmt.Errorf("start: job_runs queue %q is served by an added source and by the registered kinds", q)
 				}
 			}
 		}
 	}
-	r := &lifecycle{completers: map[lease.Table]*completer{}, stopped: make(chan struct{})}
+	r := &lifecycle{completers: map[lease.Table]*completer{}}
+	r.cut, r.cutDrain = context.WithCancel(context.Background())
 	r.claimCtx, r.stopClaims = context.WithCancel(context.Background())
 	r.bgCtx, r.stopBg = context.WithCancel(context.Background())
 	r.hardCtx, r.stopHard = context.WithCancel(context.Background())
@@ -373,7 +367,13 @@ func (w *Worker) Start(ctx context.Context) error {
 		r.loops.Add(1)
 		go func() { defer r.loops.Done(); p.run(r.claimCtx) }()
 	}
-	w.state, w.run = stateRunning, r
+	w.run = r
+	go func() { // the stop: when Stop asks for it
+		defer run.Stopped()
+		run.Started()
+		<-run.Context().Done()
+		w.stop(r)
+	}()
 	w.log.Info("worker started", "worker_id", w.cfg.ID, "sources", describe(sources),
 		"concurrency", w.cfg.Concurrency, "queue_concurrency", w.cfg.QueueConcurrency, "batch", w.cfg.Batch, "lease", w.cfg.Lease, "poll_only", w.cfg.PollOnly)
 	return nil
@@ -402,25 +402,26 @@ func describe(sources []Source) []string {
 // ctx ending. It returns nil then when it left no lease behind, and an error
 // wrapping ctx.Err() when some could not be released in that bound (the
 // database unreachable; Stats.Unflushed counts them): their leases expire
-// and the items run again. Calling it again waits for the first call to
-// finish; the ctx of every call cuts the drain short.
+// and the items run again. Calling it again, from any goroutine, waits
+// for the first call's stop; the ctx of every call cuts the drain short.
+// It returns ErrNotRunning when the worker was never started.
 func (w *Worker) Stop(ctx context.Context) error {
 	if err := workqtype.CheckCtx(ctx); err != nil {
 		return err
 	}
-	w.mu.Lock()
-	r, state := w.run, w.state
-	w.mu.Unlock()
-	if state != stateRunning && state != stateStopped || r == nil {
+	stopped, err := w.RequestStop()
+	if err != nil {
 		return ErrNotRunning
 	}
-	r.stopOnce.Do(func() {
-		r.drainCtx, r.cutDrain = context.WithTimeout(context.Background(), w.cfg.DrainTimeout)
-		go w.stop(r)
-	})
+	w.mu.Lock() // a Start in progress has set run, or failed
+	r := w.run
+	w.mu.Unlock()
+	if r == nil {
+		return ErrNotRunning
+	}
 	defer context.AfterFunc(ctx, r.cutDrain)()
 	select {
-	case <-r.stopped:
+	case <-stopped:
 		return nil
 	case <-ctx.Done():
 	}
@@ -429,7 +430,7 @@ func (w *Worker) Stop(ctx context.Context) error {
 	t := time.NewTimer(StopBound + stopSlack)
 	defer t.Stop()
 	select {
-	case <-r.stopped:
+	case <-stopped:
 		if r.left > 0 {
 			return fmt.Errorf("worker stop: %w, and %d completions or releases could not be flushed: their leases expire and the items run again", ctx.Err(), r.left)
 		}
@@ -443,10 +444,12 @@ func (w *Worker) Stop(ctx context.Context) error {
 // for the stop's goroutines to notice the bound and return.
 const stopSlack = time.Second
 
+// stop is the stop of the run r, in the goroutine Start left waiting for
+// it: the worker is Stopped when it returns.
 func (w *Worker) stop(r *lifecycle) {
-	defer close(r.stopped)
 	unflushed := w.stats.unflushed.Load()
-	drainCtx := r.drainCtx
+	drainCtx, endDrain := context.WithTimeout(r.cut, w.cfg.DrainTimeout)
+	defer endDrain()
 	// StopBound counts from the end of the drain window (its deadline, a
 	// Stop's ctx ending, or every handler done): everything after it,
 	// cancelled handlers returning and the last releases and flushes, fits
@@ -477,7 +480,7 @@ func (w *Worker) stop(r *lifecycle) {
 		go func() { defer drains.Done(); p.drain(drainCtx) }()
 	}
 	drains.Wait()
-	r.cutDrain()
+	endDrain()
 	for _, p := range r.producers {
 		p.stopHandlers()
 		p.failures.flush(p, true, time.Now())
@@ -489,9 +492,6 @@ func (w *Worker) stop(r *lifecycle) {
 	r.bg.Wait()
 	r.stopHard()
 	r.left = w.stats.unflushed.Load() - unflushed
-	w.mu.Lock()
-	w.state = stateStopped
-	w.mu.Unlock()
 	w.log.Info("worker stopped", "stats", w.Stats())
 }
 

@@ -1,9 +1,10 @@
-package test
+package lease_test
 
 import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/workq/workq/internal/lease"
 	"sort"
 	"sync"
 	"testing"
@@ -30,7 +31,7 @@ func TestLeaseEnqueueJobRunsDedupKey(t *testing.T) {
 	}
 	liveWithKey := func(key string) int {
 		t.Helper()
-		return e.count("dedup_key = $1 and status < 2", key)
+		return e.count("dedup_key = $1 and status < $2", key, lease.StatusDone) // not finished
 	}
 
 	first := enq("order-1")
@@ -199,7 +200,7 @@ func TestLeaseEnqueueInboxReceive(t *testing.T) {
 		return rows
 	}
 	first := rec([]string{"m-1"}, []string{`{"amount": 10, "currency": "EUR"}`})[0]
-	if !first.Inserted || !first.SamePayload || first.Status != stReady {
+	if !first.Inserted || !first.SamePayload || lease.Status(first.Status) != lease.StatusReady {
 		t.Fatalf("first receive: %+v, want inserted, same payload, ready", first)
 	}
 	var xmin string
@@ -247,14 +248,14 @@ func TestLeaseEnqueueTimersCancel(t *testing.T) {
 	}
 	for _, id := range want {
 		r := e.get(id)
-		if r.Status != stCancelled || deref(r.LastError) != "cancelled" || r.FinishedAt == nil {
+		if r.Status != lease.StatusCancelled || deref(r.LastError) != "cancelled" || r.FinishedAt == nil {
 			t.Errorf("cancelled timer %d: status %d last_error %q, want cancelled, %q, finished", id, r.Status, deref(r.LastError), "cancelled")
 		}
 	}
-	if r := e.get(ids[0]); r.Status != stInProgress || r.LastError != nil {
+	if r := e.get(ids[0]); r.Status != lease.StatusInProgress || r.LastError != nil {
 		t.Errorf("in-progress timer after cancel: status %d last_error %v, want untouched", r.Status, r.LastError)
 	}
-	if r := e.get(ids[1]); r.Status != stDone {
+	if r := e.get(ids[1]); r.Status != lease.StatusDone {
 		t.Errorf("done timer after cancel: status %d, want done", r.Status)
 	}
 	// The in-progress timer's owner can still finish it.

@@ -1,4 +1,4 @@
-package test
+package reaper_test
 
 import (
 	"context"
@@ -65,8 +65,8 @@ func TestReaperRunOnceAllTables(t *testing.T) {
 			t.Errorf("%s: reaped %+v, want 3 requeued and 1 failed, all of queue r", table, g)
 		}
 		var ready, failed, expiredRuns int
-		err := pool.QueryRow(ctx, `select count(*) filter (where status = 0), count(*) filter (where status = 3 and last_error like '%no attempts left%')
-			from workq.`+string(table)).Scan(&ready, &failed)
+		err := pool.QueryRow(ctx, `select count(*) filter (where status = $1), count(*) filter (where status = $2 and last_error like '%no attempts left%')
+			from workq.`+string(table), lease.StatusReady, lease.StatusFailed).Scan(&ready, &failed)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -102,22 +102,33 @@ func TestReaperRejectsBadSettings(t *testing.T) {
 // tables before and after it are reaped all the same, and the failure is
 // returned and counted.
 func TestReaperGoesOnPastAFailingTable(t *testing.T) {
-	e := newLeaseDB(t, 4)
-	var lapsed []int64
-	for _, tbl := range []leaseTable{jobRunsTable, timersTable} {
-		te := e.on(t, tbl)
-		id := te.enqueue(enqueueSpec{queue: "r", n: 1})[0]
-		te.waitExpired(te.claimOne(claimParams{queue: "r", workerID: "w", leaseMs: 1}))
-		lapsed = append(lapsed, id)
-	}
-	if _, err := e.pool.Exec(e.ctx, "alter table workq.outbox rename to outbox_unreachable"); err != nil {
+	ctx := context.Background()
+	pool := testdb.Pool(t)
+	q := gen.New(pool)
+	payload := json.RawMessage(`{}`)
+	if _, err := q.JobRunsEnqueue(ctx, gen.JobRunsEnqueueParams{Queue: "r", Kind: "k", Payload: payload, MaxAttempts: 3}); err != nil {
 		t.Fatal(err)
 	}
-	r, err := reaper.New(e.pool, time.Second, 100, nil)
+	if _, err := q.TimersEnqueue(ctx, gen.TimersEnqueueParams{Queue: "r", Topic: "t", Payload: payload, MaxAttempts: 3}); err != nil {
+		t.Fatal(err)
+	}
+	lapsed := map[lease.Table]int64{}
+	for _, table := range []lease.Table{lease.JobRuns, lease.Timers} {
+		c, err := lease.New(pool, table).Claim(ctx, lease.ClaimParams{Queue: "r", Max: 1, Lease: time.Millisecond, WorkerID: "w"})
+		if err != nil || len(c.Items) != 1 {
+			t.Fatalf("%s: claim: %v, %d rows; want 1", table, err, len(c.Items))
+		}
+		lapsed[table] = c.Items[0].ID
+	}
+	time.Sleep(20 * time.Millisecond) // past the 1 ms leases, by any clock
+	if _, err := pool.Exec(ctx, "alter table workq.outbox rename to outbox_unreachable"); err != nil {
+		t.Fatal(err)
+	}
+	r, err := reaper.New(pool, time.Second, 100, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, err := r.RunOnce(e.ctx)
+	got, err := r.RunOnce(ctx)
 	if err == nil || !strings.Contains(err.Error(), "outbox") {
 		t.Errorf("RunOnce error %v, want the outbox's failure", err)
 	}
@@ -127,9 +138,13 @@ func TestReaperGoesOnPastAFailingTable(t *testing.T) {
 	if r.Errors() != 1 {
 		t.Errorf("reaper counted %d failed tables, want 1", r.Errors())
 	}
-	for i, tbl := range []leaseTable{jobRunsTable, timersTable} {
-		if row := e.on(t, tbl).get(lapsed[i]); row.Status != stReady {
-			t.Errorf("%s %d: status %d after the reap, want ready", tbl.name, lapsed[i], row.Status)
+	for table, id := range lapsed {
+		var st lease.Status
+		if err := pool.QueryRow(ctx, "select status from workq."+string(table)+" where id = $1", id).Scan(&st); err != nil {
+			t.Fatal(err)
+		}
+		if st != lease.StatusReady {
+			t.Errorf("%s %d: status %s after the reap, want %s", table, id, st, lease.StatusReady)
 		}
 	}
 }

@@ -1,8 +1,9 @@
-package test
+package lease_test
 
 import (
 	"context"
 	"fmt"
+	"github.com/workq/workq/internal/lease"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -94,7 +95,7 @@ func TestLeaseGlobalLimitUnderConcurrency(t *testing.T) {
 		for ctx.Err() == nil {
 			var n int64
 			err := e.pool.QueryRow(e.ctx,
-				`select count(*) from workq.job_runs where queue = 'limited' and status = 1 and locked_until > now()`).Scan(&n)
+				`select count(*) from workq.job_runs where queue = 'limited' and status = $1 and locked_until > now()`, lease.StatusInProgress).Scan(&n)
 			if err != nil {
 				fail(fmt.Errorf("sampler: %w", err))
 				return
@@ -126,10 +127,10 @@ func TestLeaseGlobalLimitUnderConcurrency(t *testing.T) {
 	if samples.Load() < 50 {
 		t.Errorf("only %d samples taken", samples.Load())
 	}
-	if n := e.count("queue = 'limited' and status = 2"); int64(n) != done.Load() {
+	if n := e.count("queue = 'limited' and status = $1", lease.StatusDone); int64(n) != done.Load() {
 		t.Errorf("%d rows done in the table, claimers completed %d", n, done.Load())
 	}
-	if n := e.count("queue = 'limited' and status = 1"); n != 0 {
+	if n := e.count("queue = 'limited' and status = $1", lease.StatusInProgress); n != 0 {
 		t.Errorf("%d rows still in progress after every claimer completed its leases", n)
 	}
 	rs := e.claim(claimParams{queue: "free", workerID: "free", leaseMs: 60_000, maxRows: 50})
@@ -177,7 +178,7 @@ func TestLeaseGlobalLimitExpiredLeasesStopCounting(t *testing.T) {
 					}
 				}
 			}
-			if n := e.count("status = 1"); n != 2*limit {
+			if n := e.count("status = $1", lease.StatusInProgress); n != 2*limit {
 				t.Fatalf("%d rows in progress, want %d (5 expired, 5 live)", n, 2*limit)
 			}
 			if rs := claim(30_000); len(rs) != 0 {

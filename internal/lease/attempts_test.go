@@ -1,7 +1,8 @@
-package test
+package lease_test
 
 import (
 	"fmt"
+	"github.com/workq/workq/internal/lease"
 	"strings"
 	"testing"
 	"time"
@@ -29,9 +30,9 @@ func TestLeaseAttempts(t *testing.T) {
 					if c.ID != id || c.Attempts != attempt || c.MaxAttempts != 3 {
 						t.Fatalf("claim %d: row %d attempt %d of %d, want row %d attempt %d of 3", attempt, c.ID, c.Attempts, c.MaxAttempts, id, attempt)
 					}
-					wantStatus := stReady
+					wantStatus := lease.StatusReady
 					if attempt == 3 {
-						wantStatus = stFailed
+						wantStatus = lease.StatusFailed
 					}
 					got := e.complete(attemptEnd{ID: id, Token: c.Token, Outcome: "retry", Error: fmt.Sprintf("boom %d", attempt)})
 					if len(got) != 1 || got[0] != (idStatus{id, wantStatus}) {
@@ -39,7 +40,7 @@ func TestLeaseAttempts(t *testing.T) {
 					}
 				}
 				row := e.get(id)
-				if row.Status != stFailed || row.Attempts != 3 || deref(row.LastError) != "boom 3" || row.FinishedAt == nil || row.Token != nil {
+				if row.Status != lease.StatusFailed || row.Attempts != 3 || deref(row.LastError) != "boom 3" || row.FinishedAt == nil || row.Token != nil {
 					t.Fatalf("after 3 retries: status %d attempts %d last_error %q finished_at %v; want failed, 3, %q, set",
 						row.Status, row.Attempts, deref(row.LastError), row.FinishedAt, "boom 3")
 				}
@@ -60,9 +61,9 @@ func TestLeaseAttempts(t *testing.T) {
 						t.Fatalf("claim %d: attempt %d, want %d", attempt, c.Attempts, attempt)
 					}
 					e.waitExpired(c)
-					wantStatus := stReady
+					wantStatus := lease.StatusReady
 					if attempt == 3 {
-						wantStatus = stFailed
+						wantStatus = lease.StatusFailed
 					}
 					if got := e.reap(10); len(got) != 1 || got[0] != (idStatus{id, wantStatus}) {
 						t.Fatalf("reap after attempt %d: %v, want [{%d %d}]", attempt, got, id, wantStatus)
@@ -70,7 +71,7 @@ func TestLeaseAttempts(t *testing.T) {
 				}
 				row := e.get(id)
 				wantErr := "lease expired on attempt 3 of 3 (worker sleepy); no attempts left"
-				if row.Status != stFailed || row.Attempts != 3 || deref(row.LastError) != wantErr || row.FinishedAt == nil {
+				if row.Status != lease.StatusFailed || row.Attempts != 3 || deref(row.LastError) != wantErr || row.FinishedAt == nil {
 					t.Fatalf("after 3 expiries: status %d attempts %d last_error %q finished_at %v; want failed, 3, %q, set",
 						row.Status, row.Attempts, deref(row.LastError), row.FinishedAt, wantErr)
 				}
@@ -84,8 +85,8 @@ func TestLeaseAttempts(t *testing.T) {
 				id := e.enqueue(enqueueSpec{queue: "backoff", n: 1, maxAttempts: 3})[0]
 				c := e.claimOne(claimParams{queue: "backoff", workerID: "w", leaseMs: 30_000})
 				before := e.dbNow()
-				if got := e.complete(attemptEnd{ID: id, Token: c.Token, Outcome: "retry", Error: "later", DelayMs: 2000}); len(got) != 1 || got[0].Status != stReady {
-					t.Fatalf("retry with a delay: %v, want [{%d %d}]", got, id, stReady)
+				if got := e.complete(attemptEnd{ID: id, Token: c.Token, Outcome: "retry", Error: "later", DelayMs: 2000}); len(got) != 1 || got[0].Status != lease.StatusReady {
+					t.Fatalf("retry with a delay: %v, want [{%d %d}]", got, id, lease.StatusReady)
 				}
 				row := e.get(id)
 				if min := before.Add(1900 * time.Millisecond); row.RunAt.Before(min) {
@@ -104,16 +105,16 @@ func TestLeaseAttempts(t *testing.T) {
 				id := e.enqueue(enqueueSpec{queue: "snooze", n: 1, maxAttempts: 2})[0]
 				steps := []struct {
 					outcome      string
-					wantAttempt  int32 // attempts seen by the claim
-					wantStatus   int16 // after the outcome
-					wantAttempts int32 // attempts after the outcome
+					wantAttempt  int32        // attempts seen by the claim
+					wantStatus   lease.Status // after the outcome
+					wantAttempts int32        // attempts after the outcome
 				}{
-					{"snoozed", 1, stReady, 0},
-					{"released", 1, stReady, 0},
-					{"retry", 1, stReady, 1},
-					{"snoozed", 2, stReady, 1}, // the last attempt, snoozed: not failed
-					{"released", 2, stReady, 1},
-					{"retry", 2, stFailed, 2},
+					{"snoozed", 1, lease.StatusReady, 0},
+					{"released", 1, lease.StatusReady, 0},
+					{"retry", 1, lease.StatusReady, 1},
+					{"snoozed", 2, lease.StatusReady, 1}, // the last attempt, snoozed: not failed
+					{"released", 2, lease.StatusReady, 1},
+					{"retry", 2, lease.StatusFailed, 2},
 				}
 				for i, s := range steps {
 					c := e.claimOne(claimParams{queue: "snooze", workerID: "w", leaseMs: 30_000})

@@ -1,4 +1,4 @@
-package test
+package lease_test
 
 import (
 	"slices"
@@ -44,10 +44,10 @@ func TestEngineRevive(t *testing.T) {
 			if !slices.Equal(got, []int64{failed.ID}) {
 				t.Fatalf("revived %v; want only the failed item %d", got, failed.ID)
 			}
-			if r := e.get(failed.ID); r.Status != 0 || r.Attempts != 0 || r.LeaseVersion != failed.LeaseVersion+1 {
+			if r := e.get(failed.ID); r.Status != lease.StatusReady || r.Attempts != 0 || r.LeaseVersion != failed.LeaseVersion+1 {
 				t.Fatalf("revived row %+v; want ready, 0 attempts, lease version %d", r, failed.LeaseVersion+1)
 			}
-			if r := e.get(done.ID); r.Status != 2 {
+			if r := e.get(done.ID); r.Status != lease.StatusDone {
 				t.Fatalf("done row %+v changed by revive", r)
 			}
 			runs := e.runs(failed.ID)

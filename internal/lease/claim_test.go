@@ -1,8 +1,9 @@
-package test
+package lease_test
 
 import (
 	"encoding/json"
 	"fmt"
+	"github.com/workq/workq/internal/lease"
 	"sync"
 	"testing"
 	"time"
@@ -86,7 +87,7 @@ func TestLeaseConcurrentClaimEachRowOnce(t *testing.T) {
 			if len(seen) != rows {
 				t.Errorf("claimed %d distinct rows, want %d", len(seen), rows)
 			}
-			if n := e.count("status = 1 and attempts = 1 and lease_version = 1"); n != rows {
+			if n := e.count("status = $1 and attempts = 1 and lease_version = 1", lease.StatusInProgress); n != rows {
 				t.Errorf("%d rows in progress on their first attempt and lease, want %d", n, rows)
 			}
 			if busy < 2 {
@@ -160,7 +161,7 @@ func TestLeaseClaimOrder(t *testing.T) {
 			t.Fatalf("claim order %v, want %v (priority desc, run_at, id)", got, want)
 		}
 		for _, id := range []int64{future, futureAt} {
-			if r := e.get(id); r.Status != stReady || r.Attempts != 0 {
+			if r := e.get(id); r.Status != lease.StatusReady || r.Attempts != 0 {
 				t.Errorf("row %d with run_at in the future: status %d attempts %d, want ready and never attempted", id, r.Status, r.Attempts)
 			}
 		}
@@ -192,7 +193,7 @@ func TestLeaseClaimOrder(t *testing.T) {
 		if !equalIDs(got, want) {
 			t.Fatalf("claim order %v, want %v (priority desc, id)", got, want)
 		}
-		if r := e.get(future); r.Status != stReady || r.Attempts != 0 {
+		if r := e.get(future); r.Status != lease.StatusReady || r.Attempts != 0 {
 			t.Errorf("delayed message: status %d attempts %d, want ready and never attempted", r.Status, r.Attempts)
 		}
 	})
@@ -224,7 +225,7 @@ func TestLeaseClaimOrder(t *testing.T) {
 		if !equalIDs(got, want) {
 			t.Fatalf("claim order %v, want %v (due time, id)", got, want)
 		}
-		if r := e.get(notYet); r.Status != stReady || r.Attempts != 0 {
+		if r := e.get(notYet); r.Status != lease.StatusReady || r.Attempts != 0 {
 			t.Errorf("timer due in an hour: status %d attempts %d, want ready and never attempted", r.Status, r.Attempts)
 		}
 	})
@@ -262,7 +263,7 @@ func TestLeaseClaimOrder(t *testing.T) {
 		if !equalIDs(got, want) {
 			t.Fatalf("claim order %v, want arrival order %v", got, want)
 		}
-		if r := e.get(held); r.Status != stReady || r.Attempts != 0 {
+		if r := e.get(held); r.Status != lease.StatusReady || r.Attempts != 0 {
 			t.Errorf("message delayed a minute: status %d attempts %d, want ready and never attempted", r.Status, r.Attempts)
 		}
 	})

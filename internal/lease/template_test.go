@@ -1,4 +1,4 @@
-package test
+package lease_test
 
 import (
 	"os"
@@ -18,7 +18,7 @@ import (
 // migrated database.
 func TestEveryWorkTableHasTheLeaseTemplateColumns(t *testing.T) {
 	e := newLeaseDB(t, 2)
-	b, err := os.ReadFile(filepath.Join("..", "db", "template", "lease_table.sql"))
+	b, err := os.ReadFile(filepath.Join("..", "..", "db", "template", "lease_table.sql"))
 	if err != nil {
 		t.Fatal(err)
 	}

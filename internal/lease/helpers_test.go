@@ -1,4 +1,4 @@
-package test
+package lease_test
 
 import (
 	"context"
@@ -16,15 +16,6 @@ import (
 	"github.com/workq/workq/internal/db/gen"
 	"github.com/workq/workq/internal/lease"
 	"github.com/workq/workq/internal/testdb"
-)
-
-// Row states of every work table.
-const (
-	stReady      int16 = 0
-	stInProgress int16 = 1
-	stDone       int16 = 2
-	stFailed     int16 = 3
-	stCancelled  int16 = 4
 )
 
 // leaseTable adapts one work table's generated queries to common shapes, so
@@ -83,14 +74,14 @@ type attemptEnd struct {
 
 type idStatus struct {
 	ID     int64
-	Status int16
+	Status lease.Status
 }
 
 // leaseRow is the lease part of a work row as Get reads it.
 type leaseRow struct {
 	ID           int64
 	Queue        string
-	Status       int16
+	Status       lease.Status
 	Priority     int16
 	RunAt        time.Time
 	Token        *uuid.UUID
@@ -136,7 +127,7 @@ func completeRows(ctx context.Context, q *gen.Queries, ends []attemptEnd) ([]idS
 	rows, err := q.LeaseComplete(ctx, gen.LeaseCompleteParams{Ids: ids, OwnerTokens: tokens, Outcomes: outcomes, Errors: errs, DelaysMs: delays})
 	out := make([]idStatus, len(rows))
 	for i, r := range rows {
-		out[i] = idStatus{r.ID, r.Status}
+		out[i] = idStatus{r.ID, lease.Status(r.Status)}
 	}
 	return out, err
 }
@@ -146,7 +137,7 @@ func reapRows(ctx context.Context, q *gen.Queries, maxRows int32) ([]idStatus, e
 	rows, err := q.LeaseReapExpired(ctx, nil, maxRows)
 	out := make([]idStatus, len(rows))
 	for i, r := range rows {
-		out[i] = idStatus{r.ID, r.Status}
+		out[i] = idStatus{r.ID, lease.Status(r.Status)}
 	}
 	return out, err
 }
@@ -230,7 +221,7 @@ var jobRunsTable = leaseTable{
 	},
 	get: func(ctx context.Context, q *gen.Queries, id int64) (leaseRow, error) {
 		r, err := q.JobRunsGet(ctx, id)
-		return leaseRow{r.ID, r.Queue, r.Status, r.Priority, r.RunAt, r.OwnerToken, r.LockedUntil, r.LeaseVersion,
+		return leaseRow{r.ID, r.Queue, lease.Status(r.Status), r.Priority, r.RunAt, r.OwnerToken, r.LockedUntil, r.LeaseVersion,
 			r.Attempts, r.MaxAttempts, r.ClaimedBy, r.LastError, r.FinishedAt}, err
 	},
 }
@@ -270,7 +261,7 @@ var outboxTable = leaseTable{
 	},
 	get: func(ctx context.Context, q *gen.Queries, id int64) (leaseRow, error) {
 		r, err := q.OutboxGet(ctx, id)
-		return leaseRow{r.ID, r.Queue, r.Status, r.Priority, r.RunAt, r.OwnerToken, r.LockedUntil, r.LeaseVersion,
+		return leaseRow{r.ID, r.Queue, lease.Status(r.Status), r.Priority, r.RunAt, r.OwnerToken, r.LockedUntil, r.LeaseVersion,
 			r.Attempts, r.MaxAttempts, r.ClaimedBy, r.LastError, r.FinishedAt}, err
 	},
 }
@@ -322,7 +313,7 @@ var inboxTable = leaseTable{
 	},
 	get: func(ctx context.Context, q *gen.Queries, id int64) (leaseRow, error) {
 		r, err := q.InboxGet(ctx, id)
-		return leaseRow{r.ID, r.Queue, r.Status, r.Priority, r.RunAt, r.OwnerToken, r.LockedUntil, r.LeaseVersion,
+		return leaseRow{r.ID, r.Queue, lease.Status(r.Status), r.Priority, r.RunAt, r.OwnerToken, r.LockedUntil, r.LeaseVersion,
 			r.Attempts, r.MaxAttempts, r.ClaimedBy, r.LastError, r.FinishedAt}, err
 	},
 }
@@ -365,7 +356,7 @@ var timersTable = leaseTable{
 	},
 	get: func(ctx context.Context, q *gen.Queries, id int64) (leaseRow, error) {
 		r, err := q.TimersGet(ctx, id)
-		return leaseRow{r.ID, r.Queue, r.Status, r.Priority, r.RunAt, r.OwnerToken, r.LockedUntil, r.LeaseVersion,
+		return leaseRow{r.ID, r.Queue, lease.Status(r.Status), r.Priority, r.RunAt, r.OwnerToken, r.LockedUntil, r.LeaseVersion,
 			r.Attempts, r.MaxAttempts, r.ClaimedBy, r.LastError, r.FinishedAt}, err
 	},
 }

@@ -1,7 +1,8 @@
-package test
+package lease_test
 
 import (
 	"fmt"
+	"github.com/workq/workq/internal/lease"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -44,8 +45,8 @@ func TestLeaseStaleOwnerFencing(t *testing.T) {
 	}{
 		{"reaper", "fence-reap", func(t *testing.T, e *leaseEnv, id int64) {
 			got := e.reap(100)
-			if len(got) != 1 || got[0] != (idStatus{id, stReady}) {
-				t.Fatalf("reap returned %v, want [{%d %d}] (requeued)", got, id, stReady)
+			if len(got) != 1 || got[0] != (idStatus{id, lease.StatusReady}) {
+				t.Fatalf("reap returned %v, want [{%d %d}] (requeued)", got, id, lease.StatusReady)
 			}
 		}},
 		{"reclaim of the queue", "fence-reclaim", func(t *testing.T, e *leaseEnv, id int64) {
@@ -56,10 +57,10 @@ func TestLeaseStaleOwnerFencing(t *testing.T) {
 			e.waitExpired(lapsed)
 			queue := "fence-reclaim"
 			rows, err := e.q.LeaseReapExpired(e.ctx, &queue, 100)
-			if err != nil || len(rows) != 1 || rows[0].ID != id || rows[0].Status != stReady {
-				t.Fatalf("reap of queue %s: %v, %+v; want [{%d %d}] (requeued)", queue, err, rows, id, stReady)
+			if err != nil || len(rows) != 1 || rows[0].ID != id || lease.Status(rows[0].Status) != lease.StatusReady {
+				t.Fatalf("reap of queue %s: %v, %+v; want [{%d %d}] (requeued)", queue, err, rows, id, lease.StatusReady)
 			}
-			if r := e.get(other); r.Status != stInProgress {
+			if r := e.get(other); r.Status != lease.StatusInProgress {
 				t.Fatalf("reap of queue %s changed an expired lease of another queue: %+v", queue, r)
 			}
 		}},
@@ -89,7 +90,7 @@ func TestLeaseStaleOwnerFencing(t *testing.T) {
 
 				row = e.get(id)
 				wantErr := "lease expired on attempt 1 of 4 (worker w1)"
-				if row.Status != stReady || row.Token != nil || row.LockedUntil != nil || row.Attempts != 1 ||
+				if row.Status != lease.StatusReady || row.Token != nil || row.LockedUntil != nil || row.Attempts != 1 ||
 					deref(row.LastError) != wantErr {
 					t.Fatalf("after reclaim: status %d token %v attempts %d last_error %q; want ready, no token, attempts 1, last_error %q",
 						row.Status, row.Token, row.Attempts, deref(row.LastError), wantErr)
@@ -107,10 +108,10 @@ func TestLeaseStaleOwnerFencing(t *testing.T) {
 				if got := e.heartbeat(30_000, []int64{id}, second.Token); len(got) != 1 {
 					t.Fatalf("heartbeat by the current owner extended %v, want [%d]", got, id)
 				}
-				if got := e.complete(attemptEnd{ID: id, Token: second.Token, Outcome: "done"}); len(got) != 1 || got[0] != (idStatus{id, stDone}) {
-					t.Fatalf("complete done by the current owner: %v, want [{%d %d}]", got, id, stDone)
+				if got := e.complete(attemptEnd{ID: id, Token: second.Token, Outcome: "done"}); len(got) != 1 || got[0] != (idStatus{id, lease.StatusDone}) {
+					t.Fatalf("complete done by the current owner: %v, want [{%d %d}]", got, id, lease.StatusDone)
 				}
-				if row := e.get(id); row.Status != stDone || row.Token != nil || row.FinishedAt == nil {
+				if row := e.get(id); row.Status != lease.StatusDone || row.Token != nil || row.FinishedAt == nil {
 					t.Fatalf("after done: %+v, want status done, no token, finished_at set", row)
 				}
 
@@ -198,7 +199,7 @@ func TestLeaseReapRaceFree(t *testing.T) {
 						}
 						var left int
 						if err := e.pool.QueryRow(e.ctx, fmt.Sprintf(
-							"select count(*) from workq.%s where status = 1 and locked_until <= now()", tbl.name)).Scan(&left); err != nil {
+							"select count(*) from workq.%s where status = $1 and locked_until <= now()", tbl.name), lease.StatusInProgress).Scan(&left); err != nil {
 							errs[r] = err
 							return
 						}
@@ -244,8 +245,8 @@ func TestLeaseReapRaceFree(t *testing.T) {
 						t.Errorf("row %d reaped twice (by reapers %d and %d)", x.ID, prev, r)
 					}
 					reapedBy[x.ID] = r
-					if x.Status != stReady {
-						t.Errorf("reap returned row %d with status %d, want %d (attempts left)", x.ID, x.Status, stReady)
+					if x.Status != lease.StatusReady {
+						t.Errorf("reap returned row %d with status %d, want %d (attempts left)", x.ID, x.Status, lease.StatusReady)
 					}
 					if _, ok := lost[x.ID]; !ok {
 						t.Errorf("reap returned row %d that was never claimed", x.ID)
@@ -266,7 +267,7 @@ func TestLeaseReapRaceFree(t *testing.T) {
 			}
 
 			type state struct {
-				status   int16
+				status   lease.Status
 				attempts int32
 				version  int64
 				token    *uuid.UUID
@@ -294,14 +295,14 @@ func TestLeaseReapRaceFree(t *testing.T) {
 			for _, id := range all {
 				s := final[id]
 				if c, ok := second[id]; ok {
-					if s.status != stInProgress || s.attempts != 2 || s.version != 2 || deref(s.token) != c.Token {
+					if s.status != lease.StatusInProgress || s.attempts != 2 || s.version != 2 || deref(s.token) != c.Token {
 						t.Errorf("row %d claimed again: status %d attempts %d version %d token %v; want in progress, 2, 2, token %s",
 							id, s.status, s.attempts, s.version, s.token, c.Token)
 					}
 					continue
 				}
 				ready++
-				if s.status != stReady || s.attempts != 1 || s.version != 1 || s.token != nil {
+				if s.status != lease.StatusReady || s.attempts != 1 || s.version != 1 || s.token != nil {
 					t.Errorf("row %d not claimed again: status %d attempts %d version %d token %v; want ready, 1, 1, no token",
 						id, s.status, s.attempts, s.version, s.token)
 				}

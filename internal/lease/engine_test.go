@@ -1,4 +1,4 @@
-package test
+package lease_test
 
 import (
 	"slices"

@@ -18,7 +18,8 @@ TEST_FLAGS  ?= -count=1 -timeout 20m
 # in lane 1, RACE_PKGS_2 (the root package and package test, the two
 # longest, and migrate) in lane 2, which keeps the lanes about even.
 RACE_PKGS   := ./api/... ./internal/ui/... ./internal/worker/... ./internal/lease/... ./internal/reaper/... ./internal/lock/... ./internal/maintain/... ./publish/... ./timers/... ./internal/schedule/... ./inbox/... ./outbox/... ./internal/metrics/... ./internal/tracing/... \
-               ./internal/shardlimit/... ./internal/shardlist/... ./internal/startstop/... ./internal/jobq/... ./internal/rundir/... ./internal/pgembed/... ./internal/testutil/... ./examples/orders/...
+               ./internal/shardlimit/... ./internal/shardlist/... ./internal/startstop/... ./internal/jobq/... ./internal/rundir/... ./internal/pgembed/... ./internal/testutil/... ./examples/orders/... \
+               ./internal/outboxrt/... ./internal/inboxrt/... ./internal/timersrt/... ./internal/topicproc/...
 RACE_PKGS_2 := . ./test/ ./migrate/...
 BENCH_FLAGS ?=
 # make fuzz: how long each fuzz target runs.

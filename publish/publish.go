@@ -15,7 +15,6 @@ package publish
 import (
 	"encoding/json"
 	"fmt"
-	"sort"
 	"strconv"
 
 	"github.com/workq/workq/workqtype"
@@ -91,13 +90,4 @@ func compact(v json.RawMessage) []byte {
 		return v
 	}
 	return b
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
 }

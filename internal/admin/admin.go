@@ -13,7 +13,6 @@ package admin
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -40,7 +39,7 @@ var ErrNotFound = lease.ErrNotFound
 // ErrWrongState is wrapped by the errors of callers (the CLI) that report
 // the ids an action left alone because of their state (Result.States), as
 // opposed to those that do not exist (Result.NotFound, ErrNotFound).
-var ErrWrongState = errors.New("item not in a state the action takes")
+var ErrWrongState = workqtype.ErrWrongState
 
 // Limits of one request.
 const (
@@ -60,59 +59,17 @@ const (
 	TextScanWindows = 5
 )
 
-// Item is one work item of any table, in the lease columns every table
-// shares plus its kind (the topic on outbox, inbox and timers) and the
-// columns of its own table in Details.
-type Item struct {
-	// Shard is the item's database when it was read from one of several
-	// (the API of a sharded workq sets it); "" otherwise.
-	Shard    string      `json:"shard,omitempty"`
-	Table    lease.Table `json:"table"`
-	ID       int64       `json:"id"`
-	Queue    string      `json:"queue"`
-	Kind     string      `json:"kind"`   // job kind, or topic
-	Status   string      `json:"status"` // ready, in_progress, done, failed, cancelled
-	State    string      `json:"state"`  // the table's own word: inbox processing/processed/dead
-	Priority int16       `json:"priority"`
-	// RunAt is when the item is due (ready) or was last due; a finished
-	// item's time is FinishedAt (see WhenAt).
-	RunAt        time.Time  `json:"run_at"`
-	Attempts     int32      `json:"attempts"`
-	MaxAttempts  int32      `json:"max_attempts"`
-	LeaseVersion int64      `json:"lease_version"`
-	ClaimedAt    *time.Time `json:"claimed_at,omitempty"`
-	ClaimedBy    string     `json:"claimed_by,omitempty"`
-	LockedUntil  *time.Time `json:"locked_until,omitempty"`
-	// LastError is the error the item failed, retries or was cancelled
-	// with; never set on a done item (its earlier attempts' errors are in
-	// Attempts).
-	LastError  string          `json:"last_error,omitempty"`
-	CreatedAt  time.Time       `json:"created_at"`
-	UpdatedAt  time.Time       `json:"updated_at"`
-	FinishedAt *time.Time      `json:"finished_at,omitempty"`
-	Payload    json.RawMessage `json:"payload,omitempty"`
-	// Metadata of a job run: what it was enqueued with, and the enqueuing
-	// span's trace context (traceparent, tracestate) when it was traced.
-	// Nil for none and on the other tables (an outbox message's headers
-	// are in Details).
-	Metadata map[string]string `json:"metadata,omitempty"`
-	Details  map[string]any    `json:"details,omitempty"`
-}
-
-// WhenAt is the time to show for the item: when it ended once finished,
-// else when it is due. A finished item's run_at is when it last was due,
-// not when anything happens to it.
-func (it Item) WhenAt() time.Time {
-	if it.FinishedAt != nil {
-		return *it.FinishedAt
-	}
-	return it.RunAt
-}
+// Item is one work item of any table (workqtype.Item, the Client's
+// result type).
+type Item = workqtype.Item
 
 // Filter selects a page of items. Zero fields match everything.
 type Filter struct {
-	Queue         string    // a queue name
-	Status        string    // ready, in_progress, done, failed, cancelled, or the table's own word (processing, processed, dead)
+	Queue  string // a queue name
+	Status string // ready, in_progress, done, failed, cancelled, or the table's own word (processing, processed, dead)
+	// Statuses are more statuses (Status's words): an item in any of them
+	// (with Status) matches.
+	Statuses      []string
 	Kind          string    // the job kind, or the topic
 	CreatedAfter  time.Time // created at or after
 	CreatedBefore time.Time // created before
@@ -203,6 +160,11 @@ func (f Filter) Validate() error {
 			return err
 		}
 	}
+	for _, s := range f.Statuses {
+		if _, err := ParseStatus(s); err != nil {
+			return err
+		}
+	}
 	if f.Kind != "" && !worker.ValidTopic(f.Kind) {
 		return invalid("kind", "kind %q: want 1 to 256 bytes of printable UTF-8 without spaces at its ends", f.Kind)
 	}
@@ -242,6 +204,13 @@ func List(ctx context.Context, db workqtype.DB, table lease.Table, f Filter) (Pa
 	}
 	if err := f.Validate(); err != nil {
 		return Page{}, err
+	}
+	switch st := f.statuses(); len(st) {
+	case 0:
+	case 1:
+		f.Status, f.Statuses = st[0], nil
+	default:
+		return listStatuses(f, st, func(g Filter) (Page, error) { return List(ctx, db, table, g) })
 	}
 	limit := f.Limit
 	if limit == 0 {

@@ -26,3 +26,8 @@ func Limit(ctx context.Context, db workqtype.DB, table lease.Table, queue string
 	}
 	return 0, false, nil
 }
+
+// CheckActor reports what Retry, Cancel and their matching forms would
+// reject about by (an error wrapping ErrInvalid), without touching a
+// database.
+func CheckActor(by Actor) error { return by.validate() }

@@ -138,6 +138,11 @@ type ListParams struct {
 	Queue  string
 	// Kind is the job kind (job runs) or the topic (the other tables).
 	Kind string
+	// Metadata matches the job runs whose metadata (EnqueueOpts.Metadata)
+	// holds every one of its keys with its value; only job runs have
+	// metadata. No index serves it: a page reads a bounded window of items
+	// (as with ErrorText).
+	Metadata map[string]string
 	// CreatedAfter and CreatedBefore bound the creation time: at or after,
 	// and before.
 	CreatedAfter, CreatedBefore time.Time
@@ -172,9 +177,12 @@ type ListResult struct {
 // filter is the admin.Filter of p.
 func (p ListParams) filter() (admin.Filter, error) {
 	f := admin.Filter{Queue: p.Queue, Statuses: p.States, Kind: p.Kind, CreatedAfter: p.CreatedAfter,
-		CreatedBefore: p.CreatedBefore, ErrorText: p.ErrorText, Limit: p.Limit}
+		CreatedBefore: p.CreatedBefore, ErrorText: p.ErrorText, Metadata: p.Metadata, Limit: p.Limit}
 	if slices.Contains(p.States, "") {
 		return f, workqtype.Invalid("states", "a state must not be empty")
+	}
+	if len(p.Metadata) > 0 && p.Table != TableJobRuns {
+		return f, workqtype.Invalid("metadata", fmt.Sprintf("only job runs have metadata, not %s", p.Table))
 	}
 	return f, f.Validate()
 }

@@ -278,7 +278,10 @@ func TestClientOperatorInvalid(t *testing.T) {
 				"Get unknown table": func() error { _, err := c.Get(ctx, workq.ItemRef{Table: "jobs", ID: 1}); return err },
 				"Get id 0":          func() error { _, err := c.Get(ctx, workq.ItemRef{Table: workq.TableJobRuns}); return err },
 				"Get nil ctx":       func() error { _, err := c.Get(nil, ref); return err }, //nolint:staticcheck // the guard under test
-				"Get unknown shard": func() error { _, err := c.Get(ctx, workq.ItemRef{Table: workq.TableJobRuns, ID: 1, Shard: "zz"}); return err },
+				"Get unknown shard": func() error {
+					_, err := c.Get(ctx, workq.ItemRef{Table: workq.TableJobRuns, ID: 1, Shard: "zz"})
+					return err
+				},
 				"List bad state":    func() error { _, err := c.List(ctx, workq.ListParams{States: []string{"waiting"}}); return err },
 				"List empty state":  func() error { _, err := c.List(ctx, workq.ListParams{States: []string{""}}); return err },
 				"List bad table":    func() error { _, err := c.List(ctx, workq.ListParams{Table: "jobs"}); return err },
@@ -291,7 +294,10 @@ func TestClientOperatorInvalid(t *testing.T) {
 				"Cancel bad actor":  func() error { _, err := c.Cancel(ctx, ref, &workq.ActionOpts{Actor: "a\x00b"}); return err },
 				"Delete id -1":      func() error { return c.Delete(ctx, workq.ItemRef{Table: workq.TableJobRuns, ID: -1}) },
 				"Pause no queue":    func() error { _, err := c.PauseQueue(ctx, workq.QueueRef{}, nil); return err },
-				"Pause bad table":   func() error { _, err := c.PauseQueue(ctx, workq.QueueRef{Table: "x", Queue: "default"}, nil); return err },
+				"Pause bad table": func() error {
+					_, err := c.PauseQueue(ctx, workq.QueueRef{Table: "x", Queue: "default"}, nil)
+					return err
+				},
 				"Pause long actor": func() error {
 					_, err := c.PauseQueue(ctx, workq.QueueRef{Queue: "default"}, &workq.ActionOpts{Actor: long})
 					return err
@@ -483,5 +489,20 @@ func TestClientOperatorShards(t *testing.T) {
 	other := refs[1]
 	if it, err := c.Get(ctx, other); err != nil || it.Status != workq.StateReady {
 		t.Fatalf("the other shard's item of the same id: %+v %v", it, err)
+	}
+	// Metadata: the job runs whose metadata holds the pairs asked.
+	tagged, err := c.Enqueue(ctx, OpsArgs{N: 7}, &workq.EnqueueOpts{Metadata: map[string]string{"tenant": "t1", "plan": "pro"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err = c.List(ctx, workq.ListParams{Metadata: map[string]string{"tenant": "t1"}})
+	if err != nil || len(res.Items) != 1 || workq.RefOf(res.Items[0]) != tagged.Ref() || res.Items[0].Metadata["plan"] != "pro" {
+		t.Fatalf("by metadata: %+v %v", res.Items, err)
+	}
+	if res, err := c.List(ctx, workq.ListParams{Metadata: map[string]string{"tenant": "t2"}}); err != nil || len(res.Items) != 0 {
+		t.Fatalf("by other metadata: %+v %v", res.Items, err)
+	}
+	if _, err := c.List(ctx, workq.ListParams{Table: workq.TableOutbox, Metadata: map[string]string{"tenant": "t1"}}); !errors.Is(err, workq.ErrInvalid) {
+		t.Fatalf("metadata of the outbox: %v", err)
 	}
 }

@@ -79,8 +79,13 @@ type Filter struct {
 	// cursor, so it may come back short, or empty, with a Next cursor to
 	// search further (see List).
 	ErrorText string
-	Before    int64 // the cursor: items with smaller ids (Page.Next of the previous page); 0 from the newest
-	Limit     int   // 1 to MaxLimit; 0 means DefaultLimit
+	// Metadata matches the job runs whose metadata contains every one of
+	// its keys with its value (the other tables have none: an error). No
+	// index serves it either: a page with it reads windows as one with an
+	// ErrorText does.
+	Metadata map[string]string
+	Before   int64 // the cursor: items with smaller ids (Page.Next of the previous page); 0 from the newest
+	Limit    int   // 1 to MaxLimit; 0 means DefaultLimit
 }
 
 // Page is one page of items, newest first. Next is the cursor of the next
@@ -99,6 +104,7 @@ type pageArgs struct {
 	after, createdBefore *time.Time
 	minID                int64
 	errorText            *string
+	metadata             *string
 	max                  int32
 }
 
@@ -178,6 +184,11 @@ func (f Filter) Validate() error {
 	if f.ErrorText != "" && (!utf8.ValidString(f.ErrorText) || strings.ContainsRune(f.ErrorText, 0)) {
 		return invalid("error", "error text must be UTF-8 without NUL")
 	}
+	if f.Metadata != nil {
+		if _, err := workqtype.EncodeMetadata("metadata", f.Metadata); err != nil {
+			return err
+		}
+	}
 	if f.Before < 0 {
 		return invalid("cursor", "cursor %d is negative", f.Before)
 	}
@@ -192,7 +203,7 @@ func (f Filter) Validate() error {
 // page costs what it reads, not the size of the table; a filter that matches
 // few rows of a large table reads further.
 //
-// With f.ErrorText the page reads at most TextScanWindows windows of
+// With f.ErrorText or f.Metadata the page reads at most TextScanWindows windows of
 // TextScanWindow ids (each one found by a one-row page of the other
 // filters, so gaps cost nothing) and filters them by the text: it may hold
 // fewer than the limit, even none, and still have a Next cursor, which
@@ -238,7 +249,14 @@ func List(ctx context.Context, db workqtype.DB, table lease.Table, f Filter) (Pa
 		a.createdBefore = &f.CreatedBefore
 	}
 	q := gen.New(customPlans{db})
-	if f.ErrorText != "" {
+	if len(f.Metadata) > 0 {
+		if table != lease.JobRuns {
+			return Page{}, invalid("metadata", "only job runs have metadata, not %s", table)
+		}
+		b, _ := workqtype.EncodeMetadata("metadata", f.Metadata)
+		a.metadata = ptr(string(b))
+	}
+	if f.ErrorText != "" || a.metadata != nil {
 		return listText(ctx, q, v, table, a, f.ErrorText, limit)
 	}
 	items, err := v.page(ctx, q, a)
@@ -248,13 +266,14 @@ func List(ctx context.Context, db workqtype.DB, table lease.Table, f Filter) (Pa
 	return pageOf(items, limit, 0), nil
 }
 
-// listText is List with an error text: window by window down from the
-// cursor, each window starting at the newest id the other filters match.
+// listText is List with an error text or metadata (the filters no index
+// serves): window by window down from the cursor, each window starting at
+// the newest id the other filters match.
 func listText(ctx context.Context, q *gen.Queries, v tableView, table lease.Table, a pageArgs, text string, limit int) (Page, error) {
 	var items []Item
 	for w := 0; w < TextScanWindows; w++ {
 		probe := a
-		probe.max = 1
+		probe.max, probe.metadata = 1, nil
 		top, err := v.page(ctx, q, probe)
 		if err != nil {
 			return Page{}, fmt.Errorf("list %s: %w", table, err)
@@ -265,7 +284,9 @@ func listText(ctx context.Context, q *gen.Queries, v tableView, table lease.Tabl
 		win := a
 		win.before = top[0].ID + 1
 		win.minID = max(top[0].ID-TextScanWindow+1, 1)
-		win.errorText = &text
+		if text != "" {
+			win.errorText = &text
+		}
 		win.max = int32(limit + 1 - len(items))
 		got, err := v.page(ctx, q, win)
 		if err != nil {

@@ -31,7 +31,7 @@ func ptr[T any](v T) *T { return &v }
 
 func pageJobRuns(ctx context.Context, q *gen.Queries, a pageArgs) ([]Item, error) {
 	rows, err := q.JobRunsPage(ctx, gen.JobRunsPageParams{BeforeID: a.before, Queue: a.queue, Status: a.status, Kind: a.kind,
-		CreatedAfter: a.after, CreatedBefore: a.createdBefore, MinID: a.minID, ErrorText: a.errorText, MaxRows: a.max})
+		CreatedAfter: a.after, CreatedBefore: a.createdBefore, MinID: a.minID, ErrorText: a.errorText, Metadata: a.metadata, MaxRows: a.max})
 	return mapRows(rows, err, jobRunItem)
 }
 

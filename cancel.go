@@ -95,7 +95,9 @@ func (c *Client) Cancel(ctx context.Context, ref ItemRef, opts *ActionOpts) (_ C
 	if err != nil {
 		return 0, err
 	}
-	ref.Shard = sc.name
+	if c.set != nil { // errors name the shard
+		ref.Shard = sc.name
+	}
 	return cancelItem(ctx, sc.db, ref, opts)
 }
 
@@ -117,7 +119,7 @@ func (c *Client) CancelTx(ctx context.Context, tx pgx.Tx, ref ItemRef, opts *Act
 	if _, err := c.Shard(ref.Shard); err != nil {
 		return 0, err
 	}
-	ref.Shard = c.name
+	ref.Shard = ""
 	return cancelItem(ctx, c.in(tx), ref, opts)
 }
 

@@ -333,7 +333,9 @@ func (c *Client) act(ctx context.Context, ref ItemRef, verb, takes string, do fu
 	if err != nil {
 		return admin.Result{}, err
 	}
-	ref.Shard = sc.ShardName()
+	if c.set != nil { // errors name the shard
+		ref.Shard = sc.name
+	}
 	r, err := do(ctx, sc.db)
 	if err != nil {
 		return r, fmt.Errorf("workq: %s %s: %w", verb, ref, err)

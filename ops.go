@@ -124,9 +124,14 @@ func actor(opts *ActionOpts) admin.Actor {
 
 // Limits of List.
 const (
-	DefaultListLimit = admin.DefaultLimit // items per page when ListParams.Limit is 0
-	MaxListLimit     = admin.MaxLimit     // most items per page
+	DefaultListLimit = 50   // items per page when ListParams.Limit is 0
+	MaxListLimit     = 1000 // most items per page
 )
+
+// The limits are admin's (a difference does not compile: a negative
+// constant does not convert to uint).
+const _ = uint(DefaultListLimit-admin.DefaultLimit) + uint(admin.DefaultLimit-DefaultListLimit) +
+	uint(MaxListLimit-admin.MaxLimit) + uint(admin.MaxLimit-MaxListLimit)
 
 // ListParams select a page of items. Zero fields match everything.
 type ListParams struct {

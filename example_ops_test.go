@@ -11,12 +11,12 @@ import (
 	"github.com/workq/workq/outbox"
 )
 
-// ReceiptArgs are the arguments of the operator examples' job.
-type ReceiptArgs struct {
+// BillArgs are the arguments of the operator examples' job.
+type BillArgs struct {
 	Customer string `json:"customer"`
 }
 
-func (ReceiptArgs) Kind() string { return "receipt.send" }
+func (BillArgs) Kind() string { return "bill.send" }
 
 // Get reads one item of any table, payload included; a ref that names no
 // item is ErrNotFound.
@@ -28,7 +28,7 @@ func ExampleClient_Get() {
 	if err != nil {
 		panic(err)
 	}
-	res, err := client.Enqueue(ctx, ReceiptArgs{Customer: "ada"}, &workq.EnqueueOpts{Queue: "billing"})
+	res, err := client.Enqueue(ctx, BillArgs{Customer: "ada"}, &workq.EnqueueOpts{Queue: "billing"})
 	if err != nil {
 		panic(err)
 	}
@@ -48,7 +48,7 @@ func ExampleClient_Get() {
 	_, err = client.Get(ctx, workq.JobRef(12345))
 	fmt.Println(errors.Is(err, workq.ErrNotFound))
 	// Output:
-	// job_runs 1 billing receipt.send ready {"customer": "ada"}
+	// job_runs 1 billing bill.send ready {"customer": "ada"}
 	// outbox invoice.sent {"customer": "ada"} <nil>
 	// true
 }
@@ -65,7 +65,7 @@ func ExampleClient_List() {
 		panic(err)
 	}
 	for _, c := range []string{"ada", "bob", "cy"} {
-		if _, err := client.Enqueue(ctx, ReceiptArgs{Customer: c}, &workq.EnqueueOpts{
+		if _, err := client.Enqueue(ctx, BillArgs{Customer: c}, &workq.EnqueueOpts{
 			Queue: "billing", Metadata: map[string]string{"region": "eu"}}); err != nil {
 			panic(err)
 		}
@@ -99,7 +99,7 @@ func ExampleClient_Retry() {
 	defer cleanup()
 	ctx := context.Background()
 	workers := workq.NewWorkers()
-	workq.AddWorker(workers, workq.WorkFunc(func(context.Context, *workq.Job[ReceiptArgs]) error {
+	workq.AddWorker(workers, workq.WorkFunc(func(context.Context, *workq.Job[BillArgs]) error {
 		return workq.Permanent(errors.New("smtp: connection refused"))
 	}))
 	client, err := workq.NewClient(pool, workq.Config{Workers: workers})
@@ -109,7 +109,7 @@ func ExampleClient_Retry() {
 	if err := client.Start(ctx); err != nil {
 		panic(err)
 	}
-	res, err := client.Enqueue(ctx, ReceiptArgs{Customer: "ada"}, nil)
+	res, err := client.Enqueue(ctx, BillArgs{Customer: "ada"}, nil)
 	if err != nil {
 		panic(err)
 	}
@@ -148,7 +148,7 @@ func ExampleClient_Delete() {
 	if err != nil {
 		panic(err)
 	}
-	res, err := client.Enqueue(ctx, ReceiptArgs{Customer: "ada"}, &workq.EnqueueOpts{Delay: time.Hour})
+	res, err := client.Enqueue(ctx, BillArgs{Customer: "ada"}, &workq.EnqueueOpts{Delay: time.Hour})
 	if err != nil {
 		panic(err)
 	}
@@ -178,7 +178,7 @@ func ExampleClient_PauseQueue() {
 	if err != nil {
 		panic(err)
 	}
-	if _, err := client.Enqueue(ctx, ReceiptArgs{Customer: "ada"}, &workq.EnqueueOpts{Queue: "billing"}); err != nil {
+	if _, err := client.Enqueue(ctx, BillArgs{Customer: "ada"}, &workq.EnqueueOpts{Queue: "billing"}); err != nil {
 		panic(err)
 	}
 	billing := workq.QueueRef{Table: workq.TableJobRuns, Queue: "billing"}

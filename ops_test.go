@@ -506,3 +506,77 @@ func TestClientOperatorShards(t *testing.T) {
 		t.Fatalf("metadata of the outbox: %v", err)
 	}
 }
+
+// RetryMany, CancelMany and DeleteMany act on items of several tables (and
+// shards) at once and report each item; a bad batch changes nothing.
+func TestClientOperatorMany(t *testing.T) {
+	ctx := context.Background()
+	for name, c := range opsClients(t) {
+		t.Run(name, func(t *testing.T) {
+			var failed, ready []workq.ItemRef
+			for _, table := range workq.Tables() {
+				f := put(t, c, table, "many", kindOf(table), 1)
+				fail(t, c, f)
+				failed = append(failed, f)
+				ready = append(ready, put(t, c, table, "many", kindOf(table), 2))
+			}
+			missing := workq.ItemRef{Table: workq.TableTimers, ID: 1 << 40, Shard: ready[0].Shard}
+
+			bad := map[string][]workq.ItemRef{
+				"none":          nil,
+				"twice":         {failed[0], failed[1], failed[0]},
+				"bad table":     {failed[0], {Table: "jobs", ID: 1, Shard: failed[0].Shard}},
+				"unknown shard": {failed[0], {Table: workq.TableJobRuns, ID: 1, Shard: "zz"}},
+				"too many":      make([]workq.ItemRef, workq.MaxActionItems+1),
+			}
+			if len(c.Shards()) > 1 {
+				bad["no shard"] = []workq.ItemRef{failed[0], workq.JobRef(1)}
+			}
+			for what, refs := range bad {
+				if _, err := c.RetryMany(ctx, refs, nil); !errors.Is(err, workq.ErrInvalid) {
+					t.Errorf("RetryMany %s: %v, want ErrInvalid", what, err)
+				}
+			}
+			if _, err := c.RetryMany(ctx, failed, &workq.ActionOpts{Actor: strings.Repeat("x", 300)}); !errors.Is(err, workq.ErrInvalid) {
+				t.Errorf("RetryMany with a long actor: %v", err)
+			}
+			for _, r := range failed {
+				if it, err := c.Get(ctx, r); err != nil || it.Status != workq.StateFailed {
+					t.Fatalf("%v after refused batches: %+v %v", r, it, err)
+				}
+			}
+
+			all := append(append(slices.Clone(failed), ready...), missing)
+			res, err := c.RetryMany(ctx, all, &workq.ActionOpts{Actor: "ops:bulk"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(res.Applied) != 4 || len(res.WrongState) != 4 || len(res.NotFound) != 1 || res.NotFound[0] != missing {
+				t.Fatalf("RetryMany: %+v", res)
+			}
+			for _, r := range failed {
+				if !slices.Contains(res.Applied, r) {
+					t.Errorf("%v not retried: %+v", r, res)
+				}
+			}
+			for _, r := range ready {
+				if res.WrongState[r] != "ready" {
+					t.Errorf("%v: state %q, want ready", r, res.WrongState[r])
+				}
+			}
+			res, err = c.CancelMany(ctx, ready, nil)
+			if err != nil || len(res.Applied) != 4 || len(res.Requested) != 0 {
+				t.Fatalf("CancelMany: %+v %v", res, err)
+			}
+			res, err = c.DeleteMany(ctx, append(slices.Clone(ready), failed...))
+			if err != nil || len(res.Applied) != 4 || len(res.WrongState) != 4 {
+				t.Fatalf("DeleteMany: %+v %v", res, err)
+			}
+			for _, r := range ready {
+				if _, err := c.Get(ctx, r); !errors.Is(err, workq.ErrNotFound) {
+					t.Errorf("%v after delete: %v", r, err)
+				}
+			}
+		})
+	}
+}

@@ -149,36 +149,13 @@ func TestClientOperatorMethods(t *testing.T) {
 
 				// List: pages of two, newest first, payloads included; the
 				// cursor goes through every shard.
-				var listed []workq.ItemRef
-				p := workq.ListParams{Table: table, Queue: "ops", Kind: kind, Limit: 2}
-				for pages := 0; ; pages++ {
-					res, err := c.List(ctx, p)
-					if err != nil {
-						t.Fatal(err)
+				for _, it := range listAll(t, c, workq.ListParams{Table: table, Queue: "ops", Kind: kind, Limit: 2}) {
+					var pl struct{ N int }
+					if err := json.Unmarshal(it.Payload, &pl); err != nil || workq.RefOf(it) != refs[pl.N] {
+						t.Fatalf("listed %v with the payload %q (%v)", workq.RefOf(it), it.Payload, err)
 					}
-					if len(res.Items) > 2 || pages > 5 {
-						t.Fatalf("page %d: %d items, next %q", pages, len(res.Items), res.Next)
-					}
-					for _, it := range res.Items {
-						var pl struct{ N int }
-						if err := json.Unmarshal(it.Payload, &pl); err != nil {
-							t.Fatalf("listed %d: payload %q: %v", it.ID, it.Payload, err)
-						}
-						if want := refs[pl.N]; workq.RefOf(it) != want {
-							t.Fatalf("listed %v with the payload of %v", workq.RefOf(it), want)
-						}
-						listed = append(listed, workq.RefOf(it))
-					}
-					if res.Next == "" {
-						break
-					}
-					p.Cursor = res.Next
 				}
-				want := slices.Clone(refs)
-				slices.Reverse(want)
-				if !slices.Equal(listed, want) {
-					t.Fatalf("listed %v, want %v", listed, want)
-				}
+				checkNewestFirst(t, c, workq.ListParams{Table: table, Queue: "ops", Kind: kind, Limit: 2}, refs)
 
 				// Retry takes failed items only.
 				fail(t, c, refs[0])
@@ -256,6 +233,42 @@ func TestClientOperatorMethods(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// listAll pages through p with the Client, checking each page's size, and
+// returns every item.
+func listAll(t *testing.T, c *workq.Client, p workq.ListParams) []workq.Item {
+	t.Helper()
+	var out []workq.Item
+	for pages := 0; ; pages++ {
+		res, err := c.List(context.Background(), p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(res.Items) > p.Limit || pages > 100 {
+			t.Fatalf("page %d: %d items (limit %d), next %q", pages, len(res.Items), p.Limit, res.Next)
+		}
+		out = append(out, res.Items...)
+		if res.Next == "" {
+			return out
+		}
+		p.Cursor = res.Next
+	}
+}
+
+// checkNewestFirst checks that paging through p lists refs (oldest first)
+// newest first, each once.
+func checkNewestFirst(t *testing.T, c *workq.Client, p workq.ListParams, refs []workq.ItemRef) {
+	t.Helper()
+	var listed []workq.ItemRef
+	for _, it := range listAll(t, c, p) {
+		listed = append(listed, workq.RefOf(it))
+	}
+	want := slices.Clone(refs)
+	slices.Reverse(want)
+	if !slices.Equal(listed, want) {
+		t.Fatalf("listed %v, want %v", listed, want)
 	}
 }
 
@@ -439,26 +452,13 @@ func TestClientOperatorShards(t *testing.T) {
 	if on["a"] != 3 || on["b"] != 3 {
 		t.Fatalf("round-robin put %v", on)
 	}
-	var listed []workq.ItemRef
 	p := workq.ListParams{Limit: 4}
-	for {
-		res, err := c.List(ctx, p)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, it := range res.Items {
-			listed = append(listed, workq.RefOf(it))
-		}
-		if res.Next == "" {
-			break
-		}
-		p.Cursor = res.Next
+	checkNewestFirst(t, c, p, refs)
+	last, err := c.List(ctx, p)
+	if err != nil || last.Next == "" {
+		t.Fatalf("first page: %v %v", last.Next, err)
 	}
-	want := slices.Clone(refs)
-	slices.Reverse(want)
-	if !slices.Equal(listed, want) {
-		t.Fatalf("merged %v, want %v", listed, want)
-	}
+	p.Cursor = last.Next
 	res, err := c.List(ctx, workq.ListParams{Shard: "b"})
 	if err != nil || len(res.Items) != 3 || res.Items[0].Shard != "b" {
 		t.Fatalf("shard b: %+v %v", res.Items, err)

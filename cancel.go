@@ -7,7 +7,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/workq/workq/internal/lease"
+	"github.com/workq/workq/internal/admin"
 	"github.com/workq/workq/workqtype"
 )
 
@@ -18,28 +18,33 @@ import (
 // error wrapping ErrCancelled to cancel its own job: it is not retried.
 var ErrCancelled = workqtype.ErrCancelled
 
-// ErrNotFound is returned by Client.Cancel for a job that does not exist
-// (never enqueued, or deleted by retention).
+// ErrNotFound is matched (errors.Is) by every not-found error of workq: an
+// item the operator methods (Get, Retry, Cancel...) do not find (never
+// written, or deleted by retention), a schedule, a join.
 var ErrNotFound = workqtype.ErrNotFound
 
-// ErrFinished is returned by Client.Cancel for a job that has finished
-// (done, failed or cancelled): nothing changed. A FinishedError carries
-// the state it was in.
-var ErrFinished = errors.New("workq: job already finished")
+// ErrFinished is matched by the error of Client.Cancel on an item that
+// has finished (done, failed or cancelled): nothing changed. A
+// FinishedError carries the state it was in; it matches ErrWrongState too.
+var ErrFinished = errors.New("workq: item already finished")
 
-// FinishedError is the error of Cancel on a finished job; it matches
-// ErrFinished.
+// FinishedError is the error of Cancel on a finished item; it matches
+// ErrFinished and ErrWrongState.
 type FinishedError struct {
+	Table Table
 	ID    int64
-	State string // done, failed or cancelled
+	State string // done, failed or cancelled (the inbox's processed, dead...)
 }
 
 func (e *FinishedError) Error() string {
-	return fmt.Sprintf("workq: job %d already finished (%s)", e.ID, e.State)
+	return fmt.Sprintf("workq: %s %d already finished (%s)", e.Table, e.ID, e.State)
 }
 
-// Is makes errors.Is(err, ErrFinished) true.
-func (e *FinishedError) Is(target error) bool { return target == ErrFinished }
+// Is makes errors.Is(err, ErrFinished) and errors.Is(err, ErrWrongState)
+// true.
+func (e *FinishedError) Is(target error) bool {
+	return target == ErrFinished || target == ErrWrongState
+}
 
 // CancelResult says what Client.Cancel did.
 type CancelResult int
@@ -66,33 +71,41 @@ func (r CancelResult) String() string {
 	return fmt.Sprintf("CancelResult(%d)", int(r))
 }
 
-// cancelActor is who a Client's cancels are archived as.
-var cancelActor = "client:" + workqtype.DefaultOwner()
+// defaultActor is who the Client's operator actions are archived as
+// when ActionOpts names no one.
+var defaultActor = "client:" + workqtype.DefaultOwner()
 
-// Cancel cancels job run id. A job that is not running is cancelled at once
-// (CancelledNow); a running one is stopped through its worker, in this
-// process or another (CancelRequested). Cancelling it again while it stops
-// is CancelRequested again. A finished job is left as it is: the error
-// matches ErrFinished (a *FinishedError names its state); a missing one
-// ErrNotFound. The cancel is archived in the run archive (actor
-// "client:<host>-<pid>"), and admin.Retry undoes it.
+// Cancel cancels the item of ref, of any table. An item that is not
+// running (ready, due or not) is cancelled at once (CancelledNow); a
+// running one is stopped through its worker, in this process or another
+// (CancelRequested), and ends cancelled when its handler returns.
+// Cancelling it again while it stops is CancelRequested again. A finished
+// item is left as it is: the error matches ErrFinished and ErrWrongState (a
+// *FinishedError names its state); a missing one ErrNotFound. The cancel
+// is recorded in the run archive with opts' actor (default
+// "client:<host>-<pid>") and reason, and Retry undoes it.
 //
-// On a sharded Client, cancel through the job's shard:
-// client.Shard(res.Shard).Cancel(ctx, res.ID).
-func (c *Client) Cancel(ctx context.Context, id int64) (_ CancelResult, err error) {
+// On a sharded Client the ref's shard says where the item is
+// (Enqueued.Ref carries it); without one the id is looked up on every
+// shard. A timer's own cancel, which never stops a running timer, is
+// CancelTimer.
+func (c *Client) Cancel(ctx context.Context, ref ItemRef, opts *ActionOpts) (_ CancelResult, err error) {
 	defer c.notMigrated(&err)
-	if err := checkCtx(ctx); err != nil {
+	sc, err := c.resolve(ctx, ref)
+	if err != nil {
 		return 0, err
 	}
-	if c.set != nil {
-		return 0, c.errShardID("Cancel")
+	if c.set != nil { // errors name the shard
+		ref.Shard = sc.name
 	}
-	return cancelJob(ctx, c.db, id)
+	return cancelItem(ctx, sc.db, ref, opts)
 }
 
-// CancelTx is Cancel in the caller's transaction: a ready job is cancelled,
-// and a running one's worker notified, when tx commits.
-func (c *Client) CancelTx(ctx context.Context, tx pgx.Tx, id int64) (_ CancelResult, err error) {
+// CancelTx is Cancel in the caller's transaction: a ready item is
+// cancelled, and a running one's worker notified, when tx commits. On a
+// sharded Client use the Client of the transaction's shard
+// (client.Shard(name).CancelTx).
+func (c *Client) CancelTx(ctx context.Context, tx pgx.Tx, ref ItemRef, opts *ActionOpts) (_ CancelResult, err error) {
 	defer c.notMigrated(&err)
 	if err := checkTx(ctx, tx); err != nil {
 		return 0, err
@@ -100,34 +113,36 @@ func (c *Client) CancelTx(ctx context.Context, tx pgx.Tx, id int64) (_ CancelRes
 	if c.set != nil {
 		return 0, c.errShardTx("CancelTx")
 	}
-	return cancelJob(ctx, c.in(tx), id)
-}
-
-func cancelJob(ctx context.Context, db DB, id int64) (CancelResult, error) {
-	if id <= 0 || id > lease.MaxItemID {
-		return 0, workqtype.Invalid("id", fmt.Sprintf("id %d: want 1 to %d", id, int64(lease.MaxItemID)))
-	}
-	e := lease.New(db, lease.JobRuns)
-	got, err := e.Cancel(ctx, cancelActor, "", id)
-	if err != nil {
+	if err := ref.validate(); err != nil {
 		return 0, err
 	}
-	switch {
-	case len(got.Now) == 1:
-		return CancelledNow, nil
-	case len(got.Requested) == 1:
-		return CancelRequested, nil
+	if _, err := c.Shard(ref.Shard); err != nil {
+		return 0, err
 	}
-	// Not ready or running: finished, or gone. The status is read after
-	// the cancel; a job cannot leave a finished state but by a revive.
-	st, _, err := e.Status(ctx, id)
+	ref.Shard = ""
+	return cancelItem(ctx, c.in(tx), ref, opts)
+}
+
+func cancelItem(ctx context.Context, db DB, ref ItemRef, opts *ActionOpts) (CancelResult, error) {
+	r, err := admin.Cancel(ctx, db, ref.Table, actor(opts), ref.ID)
 	if err != nil {
-		return 0, fmt.Errorf("cancel job %d: %w", id, err)
+		return 0, fmt.Errorf("workq: cancel %s: %w", ref, err)
 	}
-	if !st.Finished() {
-		// Revived or enqueued between the two statements: rare; say so
+	switch {
+	case len(r.Requested) == 1:
+		return CancelRequested, nil
+	case len(r.Applied) == 1:
+		return CancelledNow, nil
+	case len(r.NotFound) == 1:
+		return 0, fmt.Errorf("workq: cancel %s: %w", ref, ErrNotFound)
+	}
+	// Not ready or running: finished. The state is read after the cancel;
+	// an item cannot leave a finished state but by a retry.
+	word := r.States[ref.ID]
+	if st, err := admin.ParseStatus(word); err != nil || !st.Finished() {
+		// Retried or reaped between the two statements: rare; say so
 		// rather than guess.
-		return 0, fmt.Errorf("cancel job %d: its state changed to %s meanwhile; try again", id, st)
+		return 0, fmt.Errorf("workq: cancel %s: it is %s now (its state changed meanwhile); try again", ref, word)
 	}
-	return 0, &FinishedError{ID: id, State: st.String()}
+	return 0, &FinishedError{Table: ref.Table, ID: ref.ID, State: word}
 }

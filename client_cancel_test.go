@@ -116,7 +116,7 @@ func TestClientCancelRunningJob(t *testing.T) {
 				t.Fatal("the job did not start")
 			}
 			sent := time.Now()
-			res, err := canceller.Cancel(ctx, job.ID)
+			res, err := canceller.Cancel(ctx, workq.JobRef(job.ID), nil)
 			if err != nil || res != workq.CancelRequested {
 				t.Fatalf("Cancel of a running job: %v, %v; want CancelRequested", res, err)
 			}
@@ -137,7 +137,7 @@ func TestClientCancelRunningJob(t *testing.T) {
 				t.Fatalf("archive: %+v (%v), want one attempt ended cancelled", atts, err)
 			}
 			// Finished: a second cancel changes nothing and says so.
-			if _, err := canceller.Cancel(ctx, job.ID); !errors.Is(err, workq.ErrFinished) {
+			if _, err := canceller.Cancel(ctx, workq.JobRef(job.ID), nil); !errors.Is(err, workq.ErrFinished) {
 				t.Fatalf("Cancel of a cancelled job: %v, want ErrFinished", err)
 			}
 		})
@@ -158,19 +158,19 @@ func TestClientCancelReadyFinishedMissing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res, err := c.Cancel(ctx, job.ID); err != nil || res != workq.CancelledNow {
+	if res, err := c.Cancel(ctx, workq.JobRef(job.ID), nil); err != nil || res != workq.CancelledNow {
 		t.Fatalf("Cancel of a ready job: %v, %v; want CancelledNow", res, err)
 	}
 	waitStatus(t, pool, job.ID, lease.StatusCancelled, 0)
-	_, err = c.Cancel(ctx, job.ID)
+	_, err = c.Cancel(ctx, workq.JobRef(job.ID), nil)
 	var fe *workq.FinishedError
 	if !errors.As(err, &fe) || fe.State != "cancelled" || !errors.Is(err, workq.ErrFinished) {
 		t.Fatalf("second Cancel: %v, want a FinishedError in state cancelled", err)
 	}
-	if _, err := c.Cancel(ctx, job.ID+1000); !errors.Is(err, workq.ErrNotFound) {
+	if _, err := c.Cancel(ctx, workq.JobRef(job.ID+1000), nil); !errors.Is(err, workq.ErrNotFound) {
 		t.Fatalf("Cancel of a missing job: %v, want ErrNotFound", err)
 	}
-	if _, err := c.Cancel(ctx, 0); !errors.Is(err, workq.ErrInvalid) {
+	if _, err := c.Cancel(ctx, workq.JobRef(0), nil); !errors.Is(err, workq.ErrInvalid) {
 		t.Fatalf("Cancel(0): %v, want ErrInvalid", err)
 	}
 	r, err := admin.Retry(ctx, pool, lease.JobRuns, admin.Actor{Name: "test"}, job.ID)
@@ -183,7 +183,7 @@ func TestClientCancelReadyFinishedMissing(t *testing.T) {
 	if _, err := pool.Exec(ctx, "update workq.job_runs set status = 2, finished_at = now() where id = $1", job.ID); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.Cancel(ctx, job.ID); !errors.As(err, &fe) || fe.State != "done" {
+	if _, err := c.Cancel(ctx, workq.JobRef(job.ID), nil); !errors.As(err, &fe) || fe.State != "done" {
 		t.Fatalf("Cancel of a done job: %v, want a FinishedError in state done", err)
 	}
 }

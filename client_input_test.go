@@ -153,8 +153,8 @@ func TestClientRefusesNilContextAndTransaction(t *testing.T) {
 		},
 		"CancelTimer":   func(ctx context.Context, _ pgx.Tx) error { return client.CancelTimer(ctx, 1) },
 		"CancelTimerTx": func(ctx context.Context, tx pgx.Tx) error { return client.CancelTimerTx(ctx, tx, 1) },
-		"Cancel":        func(ctx context.Context, _ pgx.Tx) error { return e(client.Cancel(ctx, 1)) },
-		"CancelTx":      func(ctx context.Context, tx pgx.Tx) error { return e(client.CancelTx(ctx, tx, 1)) },
+		"Cancel":        func(ctx context.Context, _ pgx.Tx) error { return e(client.Cancel(ctx, workq.JobRef(1), nil)) },
+		"CancelTx":      func(ctx context.Context, tx pgx.Tx) error { return e(client.CancelTx(ctx, tx, workq.JobRef(1), nil)) },
 		"CreateSchedule": func(ctx context.Context, _ pgx.Tx) error {
 			return e(client.CreateSchedule(ctx, workq.ScheduleSpec{Name: "s", Kind: "k", Cron: "@hourly"}))
 		},

@@ -61,7 +61,7 @@ func TestUnmigratedSchemaSaysToMigrate(t *testing.T) {
 		"ScheduleTimer":  func(c *workq.Client) error { _, err := c.ScheduleTimer(ctx, timer); return err },
 		"ScheduleTimers": func(c *workq.Client) error { _, err := c.ScheduleTimers(ctx, []timers.Timer{timer}); return err },
 		"CancelTimer":    func(c *workq.Client) error { return c.CancelTimer(ctx, 1) },
-		"Cancel":         func(c *workq.Client) error { _, err := c.Cancel(ctx, 1); return err },
+		"Cancel":         func(c *workq.Client) error { _, err := c.Cancel(ctx, workq.JobRef(1), nil); return err },
 		"CreateSchedule": func(c *workq.Client) error {
 			_, err := c.CreateSchedule(ctx, workq.ScheduleSpec{Name: "n", Cron: "0 3 * * *", Kind: "k"})
 			return err

@@ -46,7 +46,7 @@ func ExampleClient_Cancel() {
 		panic(err)
 	}
 	<-started
-	res, err := client.Cancel(ctx, job.ID)
+	res, err := client.Cancel(ctx, job.Ref(), nil)
 	fmt.Println(res, err)
 	fmt.Println("handler stopped by cancel:", errors.Is(<-stopped, workq.ErrCancelled))
 
@@ -55,13 +55,13 @@ func ExampleClient_Cancel() {
 	if err != nil {
 		panic(err)
 	}
-	fmt.Println(client.Cancel(ctx, later.ID))
+	fmt.Println(client.Cancel(ctx, later.Ref(), nil))
 	// Cancelling it again changes nothing.
-	_, err = client.Cancel(ctx, later.ID)
+	_, err = client.Cancel(ctx, later.Ref(), nil)
 	fmt.Println(errors.Is(err, workq.ErrFinished), err)
 	// Output:
 	// cancel_requested <nil>
 	// handler stopped by cancel: true
 	// cancelled <nil>
-	// true workq: job 2 already finished (cancelled)
+	// true workq: job_runs 2 already finished (cancelled)
 }

@@ -78,8 +78,9 @@ func ExampleNewShardedClient() {
 
 	got := map[string]bool{<-done: true, <-done: true}
 	fmt.Println("worked:", got["ada@example.com"], got["bob@acme.example"])
-	// An item is (shard, id): cancel, read or retry it on its shard.
-	cancelled, err := shard.Cancel(ctx, later.ID)
+	// An item is (shard, id): its ref carries both, and the front cancels,
+	// reads or retries it on its shard.
+	cancelled, err := client.Cancel(ctx, later.Ref(), nil)
 	if err != nil {
 		panic(err)
 	}

@@ -315,8 +315,9 @@ func TestShardedClientInvalid(t *testing.T) {
 	if _, err := c.SendTx(ctx, tx, outbox.Message{Topic: "t"}); !errors.Is(err, workq.ErrInvalid) {
 		t.Errorf("SendTx on the front: %v", err)
 	}
-	if _, err := c.Cancel(ctx, 1); !errors.Is(err, workq.ErrInvalid) || !strings.Contains(err.Error(), "Shard(name).Cancel") {
-		t.Errorf("Cancel on the front: %v", err)
+	// An id without a shard is looked up on every shard.
+	if _, err := c.Cancel(ctx, workq.JobRef(1<<40), nil); !errors.Is(err, workq.ErrNotFound) {
+		t.Errorf("Cancel on the front of an id no shard has: %v", err)
 	}
 	if _, err := c.Send(ctx, outbox.Message{Topic: "t", JoinID: 5}); !errors.Is(err, workq.ErrInvalid) {
 		t.Errorf("join member on the front: %v", err)
@@ -333,7 +334,7 @@ func TestShardedClientInvalid(t *testing.T) {
 	if err != nil || res.Shard != "a" {
 		t.Fatalf("shard a EnqueueTx: %+v %v", res, err)
 	}
-	if got, err := sa.CancelTx(ctx, tx, res.ID); err != nil || got != workq.CancelledNow {
+	if got, err := sa.CancelTx(ctx, tx, res.Ref(), nil); err != nil || got != workq.CancelledNow {
 		t.Fatalf("shard a CancelTx: %v %v", got, err)
 	}
 	if err := sa.Start(ctx); err == nil || !strings.Contains(err.Error(), "part of a sharded Client") {

@@ -8,9 +8,11 @@ import (
 	"github.com/workq/workq/internal/testdb"
 )
 
-// The operator's item pages (admin.List) walk the primary key down from the
-// cursor, and a page of failed items reads the table's failed index, on a
-// table of 100k rows that is mostly history. package admin runs these
+// The operator's item pages (admin.List, Client.List) walk the primary key
+// down from the cursor, and a page of failed items reads the table's failed
+// index, on a table of 100k rows that is mostly history; a metadata filter
+// reads a window of ids like an error text. The pages carry the payload
+// (select *): the plan is the same. package admin runs these
 // statements with custom plans (pgx.QueryExecModeExec), which is what
 // explainCustom plans.
 func TestAdminPagePlans(t *testing.T) {
@@ -22,7 +24,7 @@ func TestAdminPagePlans(t *testing.T) {
 			fillForPlans(t, ctx, conn, table)
 			sql, params := namedQuery(t, table, queryPrefix[table]+"Page")
 			base := map[string]any{"before_id": int64(math.MaxInt64), "queue": nil, "status": nil, "kind": nil,
-				"created_after": nil, "created_before": nil, "min_id": int64(0), "error_text": nil, "max_rows": int32(51)}
+				"created_after": nil, "created_before": nil, "min_id": int64(0), "error_text": nil, "metadata": nil, "max_rows": int32(51)}
 			with := func(k string, v any) map[string]any {
 				m := map[string]any{}
 				for key, val := range base {
@@ -46,6 +48,13 @@ func TestAdminPagePlans(t *testing.T) {
 				{"one queue", table + "_pkey", with("queue", "q")},
 				{"failed", table + "_failed", with("status", int16(3))},
 				{"error text in a window of ids", table + "_pkey", withAll(with("before_id", int64(60000)), map[string]any{"min_id": int64(50001), "error_text": "timeout"})},
+			}
+			if table == "job_runs" {
+				cases = append(cases, struct {
+					name, index string
+					values      map[string]any
+				}{"metadata in a window of ids", table + "_pkey",
+					withAll(with("before_id", int64(60000)), map[string]any{"min_id": int64(50001), "metadata": `{"tenant":"t1"}`})})
 			}
 			for _, c := range cases {
 				plan := explainCustom(t, ctx, conn, sql, argsFor(t, params, c.values)...)

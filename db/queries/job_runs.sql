@@ -188,7 +188,7 @@ returning j.id, j.kind, j.payload, j.priority, j.run_at, j.attempts, j.max_attem
 select * from workq.job_runs where id = @id;
 
 -- name: JobRunsPage :many
--- JobRunsPage lists items newest first below before_id (keyset pagination over the primary key: rows inserted meanwhile have higher ids and never shift a later page), filtered by queue, status, kind, creation time and a text in last_error, case-insensitive (null: any), and at or above min_id (admin bounds the ids a text search reads with it).
+-- JobRunsPage lists items newest first below before_id (keyset pagination over the primary key: rows inserted meanwhile have higher ids and never shift a later page), filtered by queue, status, kind, creation time, a text in last_error, case-insensitive, and metadata containing an object (null: any), and at or above min_id (admin bounds the ids a text or metadata search reads with it).
 select * from workq.job_runs t
 where t.id < @before_id::bigint
   and (sqlc.narg('queue')::text is null or t.queue = sqlc.narg('queue')::text)
@@ -198,5 +198,7 @@ where t.id < @before_id::bigint
   and (sqlc.narg('created_before')::timestamptz is null or t.created_at < sqlc.narg('created_before')::timestamptz)
   and t.id >= @min_id::bigint
   and (sqlc.narg('error_text')::text is null or strpos(lower(t.last_error), lower(sqlc.narg('error_text')::text)) > 0)
+  -- text, cast here: admin runs it with parameters typed by their Go values (pgx.QueryExecModeExec), where bytes are bytea
+  and (sqlc.narg('metadata')::text is null or t.metadata @> sqlc.narg('metadata')::text::jsonb)
 order by t.id desc
 limit @max_rows::integer;

@@ -13,7 +13,6 @@ package admin
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -40,7 +39,7 @@ var ErrNotFound = lease.ErrNotFound
 // ErrWrongState is wrapped by the errors of callers (the CLI) that report
 // the ids an action left alone because of their state (Result.States), as
 // opposed to those that do not exist (Result.NotFound, ErrNotFound).
-var ErrWrongState = errors.New("item not in a state the action takes")
+var ErrWrongState = workqtype.ErrWrongState
 
 // Limits of one request.
 const (
@@ -60,59 +59,17 @@ const (
 	TextScanWindows = 5
 )
 
-// Item is one work item of any table, in the lease columns every table
-// shares plus its kind (the topic on outbox, inbox and timers) and the
-// columns of its own table in Details.
-type Item struct {
-	// Shard is the item's database when it was read from one of several
-	// (the API of a sharded workq sets it); "" otherwise.
-	Shard    string      `json:"shard,omitempty"`
-	Table    lease.Table `json:"table"`
-	ID       int64       `json:"id"`
-	Queue    string      `json:"queue"`
-	Kind     string      `json:"kind"`   // job kind, or topic
-	Status   string      `json:"status"` // ready, in_progress, done, failed, cancelled
-	State    string      `json:"state"`  // the table's own word: inbox processing/processed/dead
-	Priority int16       `json:"priority"`
-	// RunAt is when the item is due (ready) or was last due; a finished
-	// item's time is FinishedAt (see WhenAt).
-	RunAt        time.Time  `json:"run_at"`
-	Attempts     int32      `json:"attempts"`
-	MaxAttempts  int32      `json:"max_attempts"`
-	LeaseVersion int64      `json:"lease_version"`
-	ClaimedAt    *time.Time `json:"claimed_at,omitempty"`
-	ClaimedBy    string     `json:"claimed_by,omitempty"`
-	LockedUntil  *time.Time `json:"locked_until,omitempty"`
-	// LastError is the error the item failed, retries or was cancelled
-	// with; never set on a done item (its earlier attempts' errors are in
-	// Attempts).
-	LastError  string          `json:"last_error,omitempty"`
-	CreatedAt  time.Time       `json:"created_at"`
-	UpdatedAt  time.Time       `json:"updated_at"`
-	FinishedAt *time.Time      `json:"finished_at,omitempty"`
-	Payload    json.RawMessage `json:"payload,omitempty"`
-	// Metadata of a job run: what it was enqueued with, and the enqueuing
-	// span's trace context (traceparent, tracestate) when it was traced.
-	// Nil for none and on the other tables (an outbox message's headers
-	// are in Details).
-	Metadata map[string]string `json:"metadata,omitempty"`
-	Details  map[string]any    `json:"details,omitempty"`
-}
-
-// WhenAt is the time to show for the item: when it ended once finished,
-// else when it is due. A finished item's run_at is when it last was due,
-// not when anything happens to it.
-func (it Item) WhenAt() time.Time {
-	if it.FinishedAt != nil {
-		return *it.FinishedAt
-	}
-	return it.RunAt
-}
+// Item is one work item of any table (workqtype.Item, the Client's
+// result type).
+type Item = workqtype.Item
 
 // Filter selects a page of items. Zero fields match everything.
 type Filter struct {
-	Queue         string    // a queue name
-	Status        string    // ready, in_progress, done, failed, cancelled, or the table's own word (processing, processed, dead)
+	Queue  string // a queue name
+	Status string // ready, in_progress, done, failed, cancelled, or the table's own word (processing, processed, dead)
+	// Statuses are more statuses (Status's words): an item in any of them
+	// (with Status) matches.
+	Statuses      []string
 	Kind          string    // the job kind, or the topic
 	CreatedAfter  time.Time // created at or after
 	CreatedBefore time.Time // created before
@@ -122,8 +79,13 @@ type Filter struct {
 	// cursor, so it may come back short, or empty, with a Next cursor to
 	// search further (see List).
 	ErrorText string
-	Before    int64 // the cursor: items with smaller ids (Page.Next of the previous page); 0 from the newest
-	Limit     int   // 1 to MaxLimit; 0 means DefaultLimit
+	// Metadata matches the job runs whose metadata contains every one of
+	// its keys with its value (the other tables have none: an error). No
+	// index serves it either: a page with it reads windows as one with an
+	// ErrorText does.
+	Metadata map[string]string
+	Before   int64 // the cursor: items with smaller ids (Page.Next of the previous page); 0 from the newest
+	Limit    int   // 1 to MaxLimit; 0 means DefaultLimit
 }
 
 // Page is one page of items, newest first. Next is the cursor of the next
@@ -142,6 +104,7 @@ type pageArgs struct {
 	after, createdBefore *time.Time
 	minID                int64
 	errorText            *string
+	metadata             *string
 	max                  int32
 }
 
@@ -203,6 +166,11 @@ func (f Filter) Validate() error {
 			return err
 		}
 	}
+	for _, s := range f.Statuses {
+		if _, err := ParseStatus(s); err != nil {
+			return err
+		}
+	}
 	if f.Kind != "" && !worker.ValidTopic(f.Kind) {
 		return invalid("kind", "kind %q: want 1 to 256 bytes of printable UTF-8 without spaces at its ends", f.Kind)
 	}
@@ -215,6 +183,11 @@ func (f Filter) Validate() error {
 	}
 	if f.ErrorText != "" && (!utf8.ValidString(f.ErrorText) || strings.ContainsRune(f.ErrorText, 0)) {
 		return invalid("error", "error text must be UTF-8 without NUL")
+	}
+	if f.Metadata != nil {
+		if _, err := workqtype.EncodeMetadata("metadata", f.Metadata); err != nil {
+			return err
+		}
 	}
 	if f.Before < 0 {
 		return invalid("cursor", "cursor %d is negative", f.Before)
@@ -230,7 +203,7 @@ func (f Filter) Validate() error {
 // page costs what it reads, not the size of the table; a filter that matches
 // few rows of a large table reads further.
 //
-// With f.ErrorText the page reads at most TextScanWindows windows of
+// With f.ErrorText or f.Metadata the page reads at most TextScanWindows windows of
 // TextScanWindow ids (each one found by a one-row page of the other
 // filters, so gaps cost nothing) and filters them by the text: it may hold
 // fewer than the limit, even none, and still have a Next cursor, which
@@ -242,6 +215,13 @@ func List(ctx context.Context, db workqtype.DB, table lease.Table, f Filter) (Pa
 	}
 	if err := f.Validate(); err != nil {
 		return Page{}, err
+	}
+	switch st := f.statuses(); len(st) {
+	case 0:
+	case 1:
+		f.Status, f.Statuses = st[0], nil
+	default:
+		return listStatuses(f, st, func(g Filter) (Page, error) { return List(ctx, db, table, g) })
 	}
 	limit := f.Limit
 	if limit == 0 {
@@ -269,7 +249,14 @@ func List(ctx context.Context, db workqtype.DB, table lease.Table, f Filter) (Pa
 		a.createdBefore = &f.CreatedBefore
 	}
 	q := gen.New(customPlans{db})
-	if f.ErrorText != "" {
+	if len(f.Metadata) > 0 {
+		if table != lease.JobRuns {
+			return Page{}, invalid("metadata", "only job runs have metadata, not %s", table)
+		}
+		b, _ := workqtype.EncodeMetadata("metadata", f.Metadata)
+		a.metadata = ptr(string(b))
+	}
+	if f.ErrorText != "" || a.metadata != nil {
 		return listText(ctx, q, v, table, a, f.ErrorText, limit)
 	}
 	items, err := v.page(ctx, q, a)
@@ -279,13 +266,14 @@ func List(ctx context.Context, db workqtype.DB, table lease.Table, f Filter) (Pa
 	return pageOf(items, limit, 0), nil
 }
 
-// listText is List with an error text: window by window down from the
-// cursor, each window starting at the newest id the other filters match.
+// listText is List with an error text or metadata (the filters no index
+// serves): window by window down from the cursor, each window starting at
+// the newest id the other filters match.
 func listText(ctx context.Context, q *gen.Queries, v tableView, table lease.Table, a pageArgs, text string, limit int) (Page, error) {
 	var items []Item
 	for w := 0; w < TextScanWindows; w++ {
 		probe := a
-		probe.max = 1
+		probe.max, probe.metadata = 1, nil
 		top, err := v.page(ctx, q, probe)
 		if err != nil {
 			return Page{}, fmt.Errorf("list %s: %w", table, err)
@@ -296,7 +284,9 @@ func listText(ctx context.Context, q *gen.Queries, v tableView, table lease.Tabl
 		win := a
 		win.before = top[0].ID + 1
 		win.minID = max(top[0].ID-TextScanWindow+1, 1)
-		win.errorText = &text
+		if text != "" {
+			win.errorText = &text
+		}
 		win.max = int32(limit + 1 - len(items))
 		got, err := v.page(ctx, q, win)
 		if err != nil {

@@ -27,25 +27,25 @@ func uniqueStates(mask *int16) string {
 func ptr[T any](v T) *T { return &v }
 
 // Each table's page and get statements return its own row type; these map
-// them to Items. List pages leave the payload out (Get has it).
+// them to Items, payload included (a page's statement reads it anyway).
 
 func pageJobRuns(ctx context.Context, q *gen.Queries, a pageArgs) ([]Item, error) {
 	rows, err := q.JobRunsPage(ctx, gen.JobRunsPageParams{BeforeID: a.before, Queue: a.queue, Status: a.status, Kind: a.kind,
-		CreatedAfter: a.after, CreatedBefore: a.createdBefore, MinID: a.minID, ErrorText: a.errorText, MaxRows: a.max})
+		CreatedAfter: a.after, CreatedBefore: a.createdBefore, MinID: a.minID, ErrorText: a.errorText, Metadata: a.metadata, MaxRows: a.max})
 	return mapRows(rows, err, jobRunItem)
 }
 
 func getJobRun(ctx context.Context, q *gen.Queries, id int64) (Item, error) {
 	r, err := q.JobRunsGet(ctx, id)
-	return withPayload(jobRunItem(r), r.Payload), err
+	return jobRunItem(r), err
 }
 
 func jobRunItem(r gen.JobRun) Item {
 	it := Item{Table: lease.JobRuns, ID: r.ID, Queue: r.Queue, Kind: r.Kind, Priority: r.Priority, RunAt: r.RunAt,
 		Attempts: r.Attempts, MaxAttempts: r.MaxAttempts, LeaseVersion: r.LeaseVersion, ClaimedAt: r.ClaimedAt,
 		ClaimedBy: deref(r.ClaimedBy), LockedUntil: r.LockedUntil, LastError: deref(r.LastError),
-		CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt, FinishedAt: r.FinishedAt, Metadata: workqtype.DecodeMetadata(r.Metadata)}
-	it.setStatus(lease.Status(r.Status), lease.Status(r.Status).String())
+		CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt, FinishedAt: r.FinishedAt, Payload: json.RawMessage(r.Payload), Metadata: workqtype.DecodeMetadata(r.Metadata)}
+	setStatus(&it, lease.Status(r.Status), lease.Status(r.Status).String())
 	detail(&it, "dedup_key", r.DedupKey)
 	if r.UniqueKey != nil {
 		detail(&it, "unique_key", ptr(hex.EncodeToString(r.UniqueKey)))
@@ -65,15 +65,15 @@ func pageOutbox(ctx context.Context, q *gen.Queries, a pageArgs) ([]Item, error)
 
 func getOutbox(ctx context.Context, q *gen.Queries, id int64) (Item, error) {
 	r, err := q.OutboxGet(ctx, id)
-	return withPayload(outboxItem(r), r.Payload), err
+	return outboxItem(r), err
 }
 
 func outboxItem(r gen.Outbox) Item {
 	it := Item{Table: lease.Outbox, ID: r.ID, Queue: r.Queue, Kind: r.Topic, Priority: r.Priority, RunAt: r.RunAt,
 		Attempts: r.Attempts, MaxAttempts: r.MaxAttempts, LeaseVersion: r.LeaseVersion, ClaimedAt: r.ClaimedAt,
 		ClaimedBy: deref(r.ClaimedBy), LockedUntil: r.LockedUntil, LastError: deref(r.LastError),
-		CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt, FinishedAt: r.FinishedAt}
-	it.setStatus(lease.Status(r.Status), lease.Status(r.Status).String())
+		CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt, FinishedAt: r.FinishedAt, Payload: json.RawMessage(r.Payload)}
+	setStatus(&it, lease.Status(r.Status), lease.Status(r.Status).String())
 	detail(&it, "message_id", &r.MessageID)
 	detail(&it, "partition_key", r.PartitionKey)
 	detail(&it, "correlation_id", r.CorrelationID)
@@ -93,15 +93,15 @@ func pageInbox(ctx context.Context, q *gen.Queries, a pageArgs) ([]Item, error) 
 
 func getInbox(ctx context.Context, q *gen.Queries, id int64) (Item, error) {
 	r, err := q.InboxGet(ctx, id)
-	return withPayload(inboxItem(r), r.Payload), err
+	return inboxItem(r), err
 }
 
 func inboxItem(r gen.Inbox) Item {
 	it := Item{Table: lease.Inbox, ID: r.ID, Queue: r.Queue, Kind: deref(r.Topic), Priority: r.Priority, RunAt: r.RunAt,
 		Attempts: r.Attempts, MaxAttempts: r.MaxAttempts, LeaseVersion: r.LeaseVersion, ClaimedAt: r.ClaimedAt,
 		ClaimedBy: deref(r.ClaimedBy), LockedUntil: r.LockedUntil, LastError: deref(r.LastError),
-		CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt, FinishedAt: r.FinishedAt}
-	it.setStatus(lease.Status(r.Status), inboxrt.StatusName(lease.Status(r.Status)))
+		CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt, FinishedAt: r.FinishedAt, Payload: json.RawMessage(r.Payload)}
+	setStatus(&it, lease.Status(r.Status), inboxrt.StatusName(lease.Status(r.Status)))
 	detail(&it, "source", &r.Source)
 	detail(&it, "message_id", &r.MessageID)
 	detail(&it, "first_seen_at", &r.FirstSeenAt)
@@ -117,15 +117,15 @@ func pageTimers(ctx context.Context, q *gen.Queries, a pageArgs) ([]Item, error)
 
 func getTimer(ctx context.Context, q *gen.Queries, id int64) (Item, error) {
 	r, err := q.TimersGet(ctx, id)
-	return withPayload(timerItem(r), r.Payload), err
+	return timerItem(r), err
 }
 
 func timerItem(r gen.Timer) Item {
 	it := Item{Table: lease.Timers, ID: r.ID, Queue: r.Queue, Kind: r.Topic, Priority: r.Priority, RunAt: r.RunAt,
 		Attempts: r.Attempts, MaxAttempts: r.MaxAttempts, LeaseVersion: r.LeaseVersion, ClaimedAt: r.ClaimedAt,
 		ClaimedBy: deref(r.ClaimedBy), LockedUntil: r.LockedUntil, LastError: deref(r.LastError),
-		CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt, FinishedAt: r.FinishedAt}
-	it.setStatus(lease.Status(r.Status), timersrt.StateOf(lease.Status(r.Status)))
+		CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt, FinishedAt: r.FinishedAt, Payload: json.RawMessage(r.Payload)}
+	setStatus(&it, lease.Status(r.Status), timersrt.StateOf(lease.Status(r.Status)))
 	detail(&it, "due_time", &r.DueTime)
 	detail(&it, "cancelled_at", r.CancelledAt)
 	detail(&it, "cancel_requested_at", r.CancelRequestedAt)
@@ -136,7 +136,7 @@ func timerItem(r gen.Timer) Item {
 // A done item shows no last error: last_error is the error of an earlier
 // attempt that failed before one succeeded, which is not the item's error
 // (it stays in the row, and every attempt's error is in Attempts).
-func (it *Item) setStatus(s lease.Status, state string) {
+func setStatus(it *Item, s lease.Status, state string) {
 	it.Status = s.String()
 	it.State = state
 	if s == lease.StatusDone {
@@ -168,9 +168,4 @@ func mapRows[R any](rows []R, err error, item func(R) Item) ([]Item, error) {
 		out[i] = item(r)
 	}
 	return out, nil
-}
-
-func withPayload(it Item, payload []byte) Item {
-	it.Payload = json.RawMessage(payload)
-	return it
 }

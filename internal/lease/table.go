@@ -15,15 +15,16 @@ import (
 	"github.com/workq/workq/workqtype"
 )
 
-// Table names a work table.
-type Table string
+// Table names a work table (workqtype.Table, which the Client's operator
+// methods take).
+type Table = workqtype.Table
 
 // The four work tables.
 const (
-	JobRuns Table = "job_runs"
-	Outbox  Table = "outbox"
-	Inbox   Table = "inbox"
-	Timers  Table = "timers"
+	JobRuns = workqtype.TableJobRuns
+	Outbox  = workqtype.TableOutbox
+	Inbox   = workqtype.TableInbox
+	Timers  = workqtype.TableTimers
 )
 
 // ErrUnknownTable is returned for a table that is not in the registry.

@@ -11,7 +11,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/workq/workq/internal/admin"
@@ -103,35 +102,31 @@ func List(ctx context.Context, shards []Shard, t lease.Table, f admin.Filter, cu
 		read  bool
 	}
 	parts := make([]part, len(shards))
-	var wg sync.WaitGroup
+	var read []Shard
 	for i, sh := range shards {
 		parts[i].shard = sh.Name
-		g := f
-		g.Before = 0
-		if before, ok := cur[sh.Name]; ok {
-			if before == 0 {
-				continue // done
-			}
-			g.Before = before
+		if before, ok := cur[sh.Name]; ok && before == 0 {
+			continue // done
 		}
 		parts[i].read = true
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			sctx, cancel := ctx, context.CancelFunc(func() {})
-			if o.Timeout > 0 {
-				sctx, cancel = context.WithTimeout(ctx, o.Timeout)
-			}
-			defer cancel()
-			page, err := admin.List(sctx, sh.DB, t, g)
-			if err != nil {
-				parts[i].err = err
-				return
-			}
-			parts[i].items, parts[i].next = tag(page.Items, sh.Name), page.Next
-		}()
+		read = append(read, sh)
 	}
-	wg.Wait()
+	pages := Each(ctx, read, o.Timeout, func(ctx context.Context, sh Shard) (admin.Page, error) {
+		g := f
+		g.Before = cur[sh.Name] // 0 (absent): from its newest
+		return admin.List(ctx, sh.DB, t, g)
+	})
+	for i, j := 0, 0; i < len(parts); i++ {
+		if !parts[i].read {
+			continue
+		}
+		a := pages[j]
+		j++
+		parts[i].err = a.Err
+		if a.Err == nil {
+			parts[i].items, parts[i].next = tag(a.Value.Items, a.Shard), a.Value.Next
+		}
+	}
 
 	var out Page
 	live := parts[:0:0]

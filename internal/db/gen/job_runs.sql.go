@@ -646,8 +646,10 @@ where t.id < $1::bigint
   and ($6::timestamptz is null or t.created_at < $6::timestamptz)
   and t.id >= $7::bigint
   and ($8::text is null or strpos(lower(t.last_error), lower($8::text)) > 0)
+  -- text, cast here: admin runs it with parameters typed by their Go values (pgx.QueryExecModeExec), where bytes are bytea
+  and ($9::text is null or t.metadata @> $9::text::jsonb)
 order by t.id desc
-limit $9::integer
+limit $10::integer
 `
 
 type JobRunsPageParams struct {
@@ -659,10 +661,11 @@ type JobRunsPageParams struct {
 	CreatedBefore *time.Time
 	MinID         int64
 	ErrorText     *string
+	Metadata      *string
 	MaxRows       int32
 }
 
-// JobRunsPage lists items newest first below before_id (keyset pagination over the primary key: rows inserted meanwhile have higher ids and never shift a later page), filtered by queue, status, kind, creation time and a text in last_error, case-insensitive (null: any), and at or above min_id (admin bounds the ids a text search reads with it).
+// JobRunsPage lists items newest first below before_id (keyset pagination over the primary key: rows inserted meanwhile have higher ids and never shift a later page), filtered by queue, status, kind, creation time, a text in last_error, case-insensitive, and metadata containing an object (null: any), and at or above min_id (admin bounds the ids a text or metadata search reads with it).
 func (q *Queries) JobRunsPage(ctx context.Context, arg JobRunsPageParams) ([]JobRun, error) {
 	rows, err := q.db.Query(ctx, jobRunsPage,
 		arg.BeforeID,
@@ -673,6 +676,7 @@ func (q *Queries) JobRunsPage(ctx context.Context, arg JobRunsPageParams) ([]Job
 		arg.CreatedBefore,
 		arg.MinID,
 		arg.ErrorText,
+		arg.Metadata,
 		arg.MaxRows,
 	)
 	if err != nil {

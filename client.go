@@ -75,6 +75,16 @@ func Snooze(d time.Duration) error { return worker.Snooze(d) }
 // result is then discarded.
 var ErrLeaseLost = workqtype.ErrLeaseLost
 
+// ErrShutdown is the cause (context.Cause) of a handler context cancelled
+// because the Client is stopping and its drain timeout passed: the item is
+// released, not failed.
+var ErrShutdown = workqtype.ErrShutdown
+
+// StopBound is how long Stop may take beyond DrainTimeout for the worker
+// (then up to 10 s for the maintenance and 10 s for a global-limits
+// leader): see Stop.
+const StopBound = workqtype.StopBound
+
 // Config configures a Client. The zero Config is a working one: it
 // enqueues, and runs maintenance; add Workers to work.
 type Config struct {
@@ -649,9 +659,11 @@ func (c *Client) Pool() *pgxpool.Pool { return c.pool }
 func (c *Client) Schema() string { return c.rw.Schema() }
 
 // InSchema returns db (a pool, connection or transaction) with every
-// workq statement sent through it put into the Client's schema, for the
-// operator functions that take a DB (admin, inbox, outbox, timers,
-// lock...). In the default schema it is db itself; a pgx.Tx stays one.
+// statement sent through it that names workq's tables as `workq.<table>`
+// put into the Client's schema: for your own reads of workq's tables
+// (docs/schema.md) in a schema other than the default. The Client's own
+// methods need no such thing. In the default schema it is db itself; a
+// pgx.Tx stays one.
 func (c *Client) InSchema(db workqtype.TxDB) workqtype.TxDB { return c.rw.WrapTx(db) }
 
 // in returns db in the Client's schema (db itself in the default one).

@@ -1,6 +1,9 @@
 package workqtype
 
-import "errors"
+import (
+	"errors"
+	"time"
+)
 
 // ErrLeaseLost means the caller no longer holds the lease on an item: it
 // expired and was reaped or reclaimed, or another owner holds it now. It
@@ -13,6 +16,19 @@ var ErrLeaseLost = errors.New("lease lost")
 // cancelled whatever the handler returns. A handler may also return an
 // error wrapping ErrCancelled to cancel its own item (no retry).
 var ErrCancelled = errors.New("job cancelled")
+
+// ErrShutdown is the cause (context.Cause) of a handler context cancelled
+// because its Client is stopping and the drain timeout passed (or Stop's
+// context ended): the item is released, back to ready, not counted as a
+// failed attempt.
+var ErrShutdown = errors.New("worker shutting down")
+
+// StopBound is how long a Client's Stop may take beyond its drain timeout:
+// cancelled handlers get a moment to return, then the last completions and
+// releases are flushed. When the database cannot be reached within it, or
+// a handler ignores its context, Stop returns anyway; the leases left
+// behind expire and their items run again.
+const StopBound = 5 * time.Second
 
 // ErrSchemaBehind is returned when the database's workq schema is older
 // than the migrations this code carries (never migrated: version 0).

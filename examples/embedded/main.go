@@ -25,7 +25,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/workq/workq"
-	"github.com/workq/workq/internal/db"
+	"github.com/workq/workq/migrate"
 )
 
 const emailQueue = "emails"
@@ -84,11 +84,6 @@ func run(ctx context.Context, log *slog.Logger, dsn, runFor string) error {
 		defer cancel()
 	}
 
-	// Migrating at start keeps the example self-contained. A service with many
-	// replicas would rather run `workq migrate up` once per deploy.
-	if _, err := db.MigrateUp(ctx, dsn); err != nil {
-		return err
-	}
 	pcfg, err := pgxpool.ParseConfig(dsn)
 	if err != nil {
 		return fmt.Errorf("DATABASE_URL: %w", err)
@@ -101,6 +96,16 @@ func run(ctx context.Context, log *slog.Logger, dsn, runFor string) error {
 		return err
 	}
 	defer pool.Close()
+	// Migrating at start keeps the example self-contained (package migrate,
+	// on the service's own pool); with many replicas run `workq migrate up`
+	// once per deploy instead.
+	m, err := migrate.New(pool, migrate.Options{})
+	if err != nil {
+		return err
+	}
+	if _, err := m.Up(ctx); err != nil {
+		return err
+	}
 	if _, err := pool.Exec(ctx, schema); err != nil {
 		return fmt.Errorf("create example_orders: %w", err)
 	}

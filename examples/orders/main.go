@@ -36,8 +36,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/workq/workq"
-	"github.com/workq/workq/internal/db"
-	"github.com/workq/workq/internal/worker"
+	"github.com/workq/workq/migrate"
 	"github.com/workq/workq/publish"
 )
 
@@ -139,11 +138,6 @@ func main() {
 // (in-flight handlers drain for DrainTimeout, then the maintenance ends).
 func run(ctx context.Context, s settings, log *slog.Logger, ln net.Listener) error {
 	defer ln.Close()
-	// Migrating at start keeps the example self-contained; with many
-	// replicas run `workq migrate up` once per deploy instead.
-	if _, err := db.MigrateUp(ctx, s.DatabaseURL); err != nil {
-		return err
-	}
 	pcfg, err := pgxpool.ParseConfig(s.DatabaseURL)
 	if err != nil {
 		return fmt.Errorf("database url: %w", err)
@@ -156,6 +150,16 @@ func run(ctx context.Context, s settings, log *slog.Logger, ln net.Listener) err
 		return err
 	}
 	defer pool.Close()
+	// Migrating at start keeps the example self-contained (package migrate,
+	// on the service's own pool); with many replicas run `workq migrate up`
+	// once per deploy instead.
+	m, err := migrate.New(pool, migrate.Options{})
+	if err != nil {
+		return err
+	}
+	if _, err := m.Up(ctx); err != nil {
+		return err
+	}
 	if _, err := pool.Exec(ctx, schema); err != nil {
 		return fmt.Errorf("create shop_orders: %w", err)
 	}
@@ -194,7 +198,7 @@ func run(ctx context.Context, s settings, log *slog.Logger, ln net.Listener) err
 	if err := svc.client.Start(ctx); err != nil {
 		return err
 	}
-	defer stopWithin(log, "workq client", drain+worker.StopBound+10*time.Second, svc.client.Stop)
+	defer stopWithin(log, "workq client", drain+workq.StopBound+10*time.Second, svc.client.Stop)
 
 	srv := &http.Server{Handler: svc.routes(), ReadHeaderTimeout: 5 * time.Second}
 	served := make(chan error, 1)

@@ -130,7 +130,7 @@ var ErrCancelled = workqtype.ErrCancelled
 
 // ErrShutdown is the cause of a handler context cancelled because the worker
 // is shutting down and the drain timeout passed; the job is released.
-var ErrShutdown = errors.New("worker shutting down")
+var ErrShutdown = workqtype.ErrShutdown
 
 type permanentError struct{ err error }
 

@@ -147,7 +147,7 @@ type Worker struct {
 // and releases are flushed. When the database cannot be reached within it,
 // or a handler ignores its context, Stop returns anyway; the leases left
 // behind expire and the items run again.
-const StopBound = 5 * time.Second
+const StopBound = workqtype.StopBound
 
 // handlerGrace is the part of StopBound that cancelled handlers get to
 // return before the final flush.

@@ -181,10 +181,19 @@ func newOutboxListCmd() *cobra.Command {
 			return printJSON(cmd.OutOrStdout(), recs)
 		}
 		tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "ID\tQUEUE\tTOPIC\tKEY\tSTATUS\tATTEMPTS\tRUN AT\tLAST ERROR")
+		fmt.Fprintln(tw, "ID\tQUEUE\tTOPIC\tKEY\tSTATUS\tATTEMPTS\tRUN/ENDED AT\tLAST ERROR")
 		for _, r := range recs {
+			// The generic item view's (jobs list's): a finished message's
+			// end, and no last error once done (an earlier attempt's).
+			when, lastErr := r.RunAt, r.LastError
+			if r.FinishedAt != nil {
+				when = *r.FinishedAt
+			}
+			if r.Status == workq.StateDone {
+				lastErr = ""
+			}
 			fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%d/%d\t%s\t%s\n", r.ID, r.Queue, r.Topic, r.PartitionKey, r.Status,
-				r.Attempts, r.MaxAttempts, r.RunAt.Format(time.RFC3339), clip(r.LastError, 60))
+				r.Attempts, r.MaxAttempts, when.Format(time.RFC3339), clip(lastErr, 60))
 		}
 		return tw.Flush()
 	}

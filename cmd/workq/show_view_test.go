@@ -44,5 +44,10 @@ func TestShowDoneItemView(t *testing.T) {
 		if strings.Contains(out, "stale boom") || !strings.Contains(out, "finished at:") {
 			t.Errorf("%s show of a done item: want no last error and its finished time, got\n%s", table, out)
 		}
+		if table == "outbox" {
+			if out, err = runCLI(t, "outbox", "list"); err != nil || strings.Contains(out, "stale boom") || !strings.Contains(out, "RUN/ENDED AT") {
+				t.Errorf("outbox list of a done message: want no last error and its end, got %v\n%s", err, out)
+			}
+		}
 	}
 }

@@ -11,7 +11,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/workq/workq"
-	"github.com/workq/workq/internal/admin"
 	"github.com/workq/workq/internal/lease"
 	"github.com/workq/workq/internal/timersrt"
 	"github.com/workq/workq/timers"
@@ -137,21 +136,23 @@ func newTimersCancelCmd() *cobra.Command {
 			return err
 		}
 		ctx := cmd.Context()
-		pool, done, err := connectDB(ctx, cfg, newLogger(cfg, cmd.ErrOrStderr()))
+		client, done, err := opsClient(ctx, cfg, newLogger(cfg, cmd.ErrOrStderr()))
 		if err != nil {
 			return err
 		}
 		defer done()
-		err = timersrt.NewClient(timersrt.ClientOptions{}).Cancel(ctx, pool, id)
+		err = client.CancelTimer(ctx, id)
 		if errors.Is(err, timers.ErrClaimed) && *running {
-			r, err := admin.Cancel(ctx, pool, lease.Timers, admin.Actor{Name: *actor}, id)
-			if err != nil {
-				return err
+			if strings.TrimSpace(*actor) == "" {
+				return fmt.Errorf("--actor must not be empty")
 			}
+			r, err := client.Cancel(ctx, workq.ItemRef{Table: workq.TableTimers, ID: id}, &workq.ActionOpts{Actor: *actor})
 			switch {
-			case len(r.Applied) == 0:
+			case errors.Is(err, workq.ErrWrongState):
 				return fmt.Errorf("timer %d: finished meanwhile", id)
-			case len(r.Requested) == 0: // back to ready meanwhile: cancelled at once
+			case err != nil:
+				return err
+			case r == workq.CancelledNow: // back to ready meanwhile: cancelled at once
 				if *asJSON {
 					return printJSON(cmd.OutOrStdout(), map[string]any{"id": id, "state": timersrt.StateCancelled})
 				}

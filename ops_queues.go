@@ -65,8 +65,8 @@ func (q QueueRef) tables() []Table {
 // and the others stay paused (pausing again is safe).
 func (c *Client) PauseQueue(ctx context.Context, q QueueRef, opts *ActionOpts) (changed bool, err error) {
 	by := actor(opts)
-	if err := admin.CheckActor(by); err != nil {
-		return false, err
+	if err := lease.CheckPauser(by.Name, by.Reason); err != nil {
+		return false, fmt.Errorf("workq: pause %s: %w", q, err)
 	}
 	return c.onQueue(ctx, q, "pause", func(ctx context.Context, db DB, t Table) (bool, error) {
 		return lease.Pause(ctx, db, t, q.Queue, by.Name, by.Reason)

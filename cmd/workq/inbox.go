@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/workq/workq"
 	"github.com/workq/workq/inbox"
 	"github.com/workq/workq/internal/inboxrt"
 	"github.com/workq/workq/internal/lease"
@@ -216,7 +217,7 @@ func newInboxShowCmd() *cobra.Command {
 			return fmt.Errorf("ID must be a positive whole number, got %q", args[0])
 		}
 		ctx := cmd.Context()
-		pool, done, err := connectDB(ctx, cfg, newLogger(cfg, cmd.ErrOrStderr()))
+		client, pool, done, err := opsClientDB(ctx, cfg, newLogger(cfg, cmd.ErrOrStderr()))
 		if err != nil {
 			return err
 		}
@@ -225,7 +226,8 @@ func newInboxShowCmd() *cobra.Command {
 		if err != nil {
 			return err
 		}
-		atts, err := inboxrt.Attempts(ctx, pool, id)
+		ref := workq.ItemRef{Table: workq.TableInbox, ID: id}
+		atts, err := client.Attempts(ctx, ref)
 		if err != nil {
 			return err
 		}
@@ -235,16 +237,19 @@ func newInboxShowCmd() *cobra.Command {
 		if *asJSON {
 			return printJSON(cmd.OutOrStdout(), map[string]any{"message": toStoredJSON(msg), "attempts": atts})
 		}
+		// The generic item view's last error: none once processed.
+		it, err := client.Get(ctx, ref)
+		if err != nil {
+			return err
+		}
 		w := cmd.OutOrStdout()
 		fmt.Fprintf(w, "id:           %d\nqueue:        %s\nsource:       %s\nmessage id:   %s\ntopic:        %s\n",
 			msg.ID, msg.Queue, msg.Source, msg.MessageID, dash(msg.Topic))
-		fmt.Fprintf(w, "status:       %s\nattempts:     %d of %d\nreceived at:  %s\nrun at:       %s\n",
-			inboxrt.StatusName(msg.Status), msg.Attempts, msg.MaxAttempts, msg.ReceivedAt.UTC().Format(time.RFC3339Nano), msg.RunAt.UTC().Format(time.RFC3339Nano))
-		if msg.FinishedAt != nil {
-			fmt.Fprintf(w, "finished at:  %s\n", msg.FinishedAt.UTC().Format(time.RFC3339Nano))
-		}
-		if msg.LastError != "" {
-			fmt.Fprintf(w, "last error:   %s\n", msg.LastError)
+		when, at := whenLine(it)
+		fmt.Fprintf(w, "status:       %s\nattempts:     %d of %d\nreceived at:  %s\n%-14s%s\n",
+			inboxrt.StatusName(msg.Status), msg.Attempts, msg.MaxAttempts, msg.ReceivedAt.UTC().Format(time.RFC3339Nano), when+":", at.UTC().Format(time.RFC3339Nano))
+		if it.LastError != "" {
+			fmt.Fprintf(w, "last error:   %s\n", it.LastError)
 		}
 		fmt.Fprintf(w, "payload hash: %x\npayload:      %s\n", msg.PayloadHash, msg.Payload)
 		if len(atts) == 0 {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/workq/workq"
 	"github.com/workq/workq/internal/admin"
 	"github.com/workq/workq/internal/db/gen"
 	"github.com/workq/workq/internal/lease"
@@ -149,12 +150,12 @@ func newActionCmd(table lease.Table, what, use, short string, a action) *cobra.C
 			return a.runSharded(cmd, cfg, *shards.timeout, table, what, by, groups, *asJSON)
 		}
 		ctx := cmd.Context()
-		pool, done, err := connectDB(ctx, cfg, newLogger(cfg, cmd.ErrOrStderr()))
+		client, done, err := opsClient(ctx, cfg, newLogger(cfg, cmd.ErrOrStderr()))
 		if err != nil {
 			return err
 		}
 		defer done()
-		r, err := a.do(ctx, pool, table, by, ids)
+		r, err := a.viaClient(ctx, client, table, by, ids)
 		if err != nil {
 			return err
 		}
@@ -301,16 +302,17 @@ func newItemShowCmd(table lease.Table, what, use, short string) *cobra.Command {
 			return err
 		}
 		ctx := cmd.Context()
-		pool, done, err := connectDB(ctx, cfg, newLogger(cfg, cmd.ErrOrStderr()))
+		client, done, err := opsClient(ctx, cfg, newLogger(cfg, cmd.ErrOrStderr()))
 		if err != nil {
 			return err
 		}
 		defer done()
-		it, err := admin.Get(ctx, pool, table, ids[0])
+		ref := workq.ItemRef{Table: table, ID: ids[0]}
+		it, err := client.Get(ctx, ref)
 		if err != nil {
 			return err
 		}
-		atts, err := admin.Attempts(ctx, pool, table, ids[0])
+		atts, err := client.Attempts(ctx, ref)
 		if err != nil {
 			return err
 		}

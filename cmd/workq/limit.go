@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/workq/workq"
 	"github.com/workq/workq/internal/db/gen"
 	"github.com/workq/workq/internal/lease"
 )
@@ -61,17 +62,30 @@ func newLimitCmd() *cobra.Command {
 			return fmt.Errorf("usage: workq %s", cmd.Use)
 		}
 		ctx := cmd.Context()
+		if args[0] != "list" {
+			client, done, err := opsClient(ctx, cfg, newLogger(cfg, cmd.ErrOrStderr()))
+			if err != nil {
+				return err
+			}
+			defer done()
+			q := workq.QueueRef{Table: table, Queue: args[2]}
+			if w < 0 {
+				err = client.RemoveQueueLimit(ctx, q)
+			} else {
+				err = client.SetQueueLimit(ctx, q, w)
+			}
+			if err != nil {
+				return err
+			}
+			return printLimitSet(cmd.OutOrStdout(), *asJSON, table, args[2], w)
+		}
+		// The list keeps each limit's updated_at, which the Client's
+		// QueueInfo does not carry: it reads the table itself.
 		pool, done, err := connectDB(ctx, cfg, newLogger(cfg, cmd.ErrOrStderr()))
 		if err != nil {
 			return err
 		}
 		defer done()
-		if args[0] != "list" {
-			if err := lease.SetLimit(ctx, pool, table, args[2], w); err != nil {
-				return err
-			}
-			return printLimitSet(cmd.OutOrStdout(), *asJSON, table, args[2], w)
-		}
 		limits, err := gen.New(pool).QueueLimitsList(ctx)
 		if err != nil {
 			return err

@@ -10,6 +10,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/spf13/cobra"
 
+	"github.com/workq/workq"
 	"github.com/workq/workq/internal/lease"
 	"github.com/workq/workq/internal/outboxrt"
 	"github.com/workq/workq/outbox"
@@ -180,10 +181,19 @@ func newOutboxListCmd() *cobra.Command {
 			return printJSON(cmd.OutOrStdout(), recs)
 		}
 		tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "ID\tQUEUE\tTOPIC\tKEY\tSTATUS\tATTEMPTS\tRUN AT\tLAST ERROR")
+		fmt.Fprintln(tw, "ID\tQUEUE\tTOPIC\tKEY\tSTATUS\tATTEMPTS\tRUN/ENDED AT\tLAST ERROR")
 		for _, r := range recs {
+			// The generic item view's (jobs list's): a finished message's
+			// end, and no last error once done (an earlier attempt's).
+			when, lastErr := r.RunAt, r.LastError
+			if r.FinishedAt != nil {
+				when = *r.FinishedAt
+			}
+			if r.Status == workq.StateDone {
+				lastErr = ""
+			}
 			fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%d/%d\t%s\t%s\n", r.ID, r.Queue, r.Topic, r.PartitionKey, r.Status,
-				r.Attempts, r.MaxAttempts, r.RunAt.Format(time.RFC3339), clip(r.LastError, 60))
+				r.Attempts, r.MaxAttempts, when.Format(time.RFC3339), clip(lastErr, 60))
 		}
 		return tw.Flush()
 	}
@@ -223,7 +233,7 @@ func newOutboxShowCmd() *cobra.Command {
 			return err
 		}
 		ctx := cmd.Context()
-		pool, done, err := connectDB(ctx, cfg, newLogger(cfg, cmd.ErrOrStderr()))
+		client, pool, done, err := opsClientDB(ctx, cfg, newLogger(cfg, cmd.ErrOrStderr()))
 		if err != nil {
 			return err
 		}
@@ -237,7 +247,8 @@ func newOutboxShowCmd() *cobra.Command {
 		if err != nil {
 			return err
 		}
-		att, err := outboxrt.Attempts(ctx, pool, r.ID)
+		ref := workq.ItemRef{Table: workq.TableOutbox, ID: r.ID}
+		att, err := client.Attempts(ctx, ref)
 		if err != nil {
 			return err
 		}
@@ -247,6 +258,13 @@ func newOutboxShowCmd() *cobra.Command {
 			}
 			return printJSON(cmd.OutOrStdout(), map[string]any{"message": r, "attempts": att})
 		}
+		// The generic item view says when it ran and its last error
+		// (none once done: an earlier attempt's is not the message's).
+		it, err := client.Get(ctx, ref)
+		if err != nil {
+			return err
+		}
+		when, at := whenLine(it)
 		out := cmd.OutOrStdout()
 		fmt.Fprintf(out, "id:             %d\nmessage id:     %s\nqueue:          %s\ntopic:          %s\n", r.ID, r.MessageID, r.Queue, r.Topic)
 		if r.PartitionKey != "" {
@@ -255,10 +273,10 @@ func newOutboxShowCmd() *cobra.Command {
 		if r.CorrelationID != "" {
 			fmt.Fprintf(out, "correlation id: %s\n", r.CorrelationID)
 		}
-		fmt.Fprintf(out, "status:         %s (attempts %d of %d)\nrun at:         %s\ncreated at:     %s\nheaders:        %s\npayload:        %s\n",
-			r.Status, r.Attempts, r.MaxAttempts, r.RunAt.Format(time.RFC3339Nano), r.CreatedAt.Format(time.RFC3339Nano), r.Headers, r.Payload)
-		if r.LastError != "" {
-			fmt.Fprintf(out, "last error:     %s\n", r.LastError)
+		fmt.Fprintf(out, "status:         %s (attempts %d of %d)\n%-16s%s\ncreated at:     %s\nheaders:        %s\npayload:        %s\n",
+			r.Status, r.Attempts, r.MaxAttempts, when+":", at.Format(time.RFC3339Nano), r.CreatedAt.Format(time.RFC3339Nano), r.Headers, r.Payload)
+		if it.LastError != "" {
+			fmt.Fprintf(out, "last error:     %s\n", it.LastError)
 		}
 		fmt.Fprintf(out, "attempts:       %d archived\n", len(att))
 		for _, a := range att {

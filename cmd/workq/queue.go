@@ -6,6 +6,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/workq/workq"
 	"github.com/workq/workq/internal/admin"
 	"github.com/workq/workq/internal/lease"
 )
@@ -37,16 +38,17 @@ func newQueuePauseCmd(pause bool) *cobra.Command {
 			return err
 		}
 		ctx := cmd.Context()
-		pool, done, err := connectDB(ctx, cfg, newLogger(cfg, cmd.ErrOrStderr()))
+		client, done, err := opsClient(ctx, cfg, newLogger(cfg, cmd.ErrOrStderr()))
 		if err != nil {
 			return err
 		}
 		defer done()
+		q := workq.QueueRef{Table: table, Queue: args[1]}
 		var changed bool
 		if pause {
-			changed, err = lease.Pause(ctx, pool, table, args[1], *actor, *reason)
+			changed, err = client.PauseQueue(ctx, q, &workq.ActionOpts{Actor: *actor, Reason: *reason})
 		} else {
-			changed, err = lease.Resume(ctx, pool, table, args[1])
+			changed, err = client.ResumeQueue(ctx, q)
 		}
 		if err != nil {
 			return err

@@ -10,7 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/workq/workq/internal/admin"
+	"github.com/workq/workq"
 	"github.com/workq/workq/internal/lease"
 	"github.com/workq/workq/internal/timersrt"
 	"github.com/workq/workq/timers"
@@ -136,21 +136,23 @@ func newTimersCancelCmd() *cobra.Command {
 			return err
 		}
 		ctx := cmd.Context()
-		pool, done, err := connectDB(ctx, cfg, newLogger(cfg, cmd.ErrOrStderr()))
+		client, done, err := opsClient(ctx, cfg, newLogger(cfg, cmd.ErrOrStderr()))
 		if err != nil {
 			return err
 		}
 		defer done()
-		err = timersrt.NewClient(timersrt.ClientOptions{}).Cancel(ctx, pool, id)
+		err = client.CancelTimer(ctx, id)
 		if errors.Is(err, timers.ErrClaimed) && *running {
-			r, err := admin.Cancel(ctx, pool, lease.Timers, admin.Actor{Name: *actor}, id)
-			if err != nil {
-				return err
+			if strings.TrimSpace(*actor) == "" {
+				return fmt.Errorf("--actor must not be empty")
 			}
+			r, err := client.Cancel(ctx, workq.ItemRef{Table: workq.TableTimers, ID: id}, &workq.ActionOpts{Actor: *actor})
 			switch {
-			case len(r.Applied) == 0:
+			case errors.Is(err, workq.ErrWrongState):
 				return fmt.Errorf("timer %d: finished meanwhile", id)
-			case len(r.Requested) == 0: // back to ready meanwhile: cancelled at once
+			case err != nil:
+				return err
+			case r == workq.CancelledNow: // back to ready meanwhile: cancelled at once
 				if *asJSON {
 					return printJSON(cmd.OutOrStdout(), map[string]any{"id": id, "state": timersrt.StateCancelled})
 				}
@@ -280,7 +282,7 @@ func newTimersShowCmd() *cobra.Command {
 			return err
 		}
 		ctx := cmd.Context()
-		pool, done, err := connectDB(ctx, cfg, newLogger(cfg, cmd.ErrOrStderr()))
+		client, pool, done, err := opsClientDB(ctx, cfg, newLogger(cfg, cmd.ErrOrStderr()))
 		if err != nil {
 			return err
 		}
@@ -289,7 +291,8 @@ func newTimersShowCmd() *cobra.Command {
 		if err != nil {
 			return err
 		}
-		attempts, err := timersrt.Attempts(ctx, pool, id)
+		ref := workq.ItemRef{Table: workq.TableTimers, ID: id}
+		attempts, err := client.Attempts(ctx, ref)
 		if err != nil {
 			return err
 		}
@@ -302,12 +305,22 @@ func newTimersShowCmd() *cobra.Command {
 				History []workqtype.Attempt `json:"history"`
 			}{info, attempts})
 		}
+		// The generic item view says when it ran and its last error
+		// (none once fired: an earlier attempt's is not the timer's).
+		it, err := client.Get(ctx, ref)
+		if err != nil {
+			return err
+		}
 		w := cmd.OutOrStdout()
 		fmt.Fprintf(w, "id:           %d\nqueue:        %s\ntopic:        %s\nstate:        %s\n", info.ID, info.Queue, info.Topic, info.State)
-		fmt.Fprintf(w, "due:          %s\nnext run at:  %s\nattempts:     %d of %d\n", info.DueTime.UTC().Format(time.RFC3339Nano),
-			info.RunAt.UTC().Format(time.RFC3339Nano), info.Attempts, info.MaxAttempts)
-		if info.LastError != "" {
-			fmt.Fprintf(w, "last error:   %s\n", info.LastError)
+		when, at := whenLine(it)
+		if it.FinishedAt == nil {
+			when = "next run at"
+		}
+		fmt.Fprintf(w, "due:          %s\n%-14s%s\nattempts:     %d of %d\n", info.DueTime.UTC().Format(time.RFC3339Nano),
+			when+":", at.UTC().Format(time.RFC3339Nano), info.Attempts, info.MaxAttempts)
+		if it.LastError != "" {
+			fmt.Fprintf(w, "last error:   %s\n", it.LastError)
 		}
 		if info.ClaimedAt != nil && info.State == timersrt.StateInProgress {
 			fmt.Fprintf(w, "claimed:      %s by %s\n", info.ClaimedAt.UTC().Format(time.RFC3339Nano), info.ClaimedBy)

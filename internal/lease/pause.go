@@ -49,11 +49,8 @@ func Pause(ctx context.Context, db workqtype.DB, table Table, queue, by, reason 
 	if err := checkQueue("pause", table, queue); err != nil {
 		return false, err
 	}
-	if strings.TrimSpace(by) == "" || len(by) > 256 || !workqtype.ValidText(by) {
-		return false, fmt.Errorf("pause %s/%s: %w", table, queue, workqtype.Invalid("by", "who pauses must be 1 to 256 characters of UTF-8 without NUL"))
-	}
-	if len(reason) > 1024 || !workqtype.ValidText(reason) {
-		return false, fmt.Errorf("pause %s/%s: %w", table, queue, workqtype.Invalid("reason", "reason must be at most 1024 bytes of UTF-8 without NUL"))
+	if err := CheckPauser(by, reason); err != nil {
+		return false, fmt.Errorf("pause %s/%s: %w", table, queue, err)
 	}
 	var r *string
 	if reason != "" {
@@ -94,4 +91,17 @@ func Paused(ctx context.Context, db workqtype.DB) ([]PausedQueue, error) {
 		out[i] = PausedQueue{Table: Table(r.WorkTable), Queue: r.Queue, PausedAt: r.PausedAt, PausedBy: r.PausedBy, Reason: deref(r.Reason)}
 	}
 	return out, nil
+}
+
+// CheckPauser reports what Pause would reject about who pauses and why (an
+// error wrapping ErrInvalid), without touching a database: a Client checks
+// it once before it pauses a queue on every shard.
+func CheckPauser(by, reason string) error {
+	if strings.TrimSpace(by) == "" || len(by) > 256 || !workqtype.ValidText(by) {
+		return workqtype.Invalid("by", "who pauses must be 1 to 256 characters of UTF-8 without NUL")
+	}
+	if len(reason) > 1024 || !workqtype.ValidText(reason) {
+		return workqtype.Invalid("reason", "reason must be at most 1024 bytes of UTF-8 without NUL")
+	}
+	return nil
 }

@@ -44,24 +44,84 @@ func (s *Server) opListMerged(ctx context.Context, t lease.Table, f admin.Filter
 }
 
 func (s *Server) opGet(ctx context.Context, sh dbShard, t lease.Table, id int64) (admin.Item, error) {
-	return admin.Get(ctx, sh.DB, t, id)
+	c, err := s.shardClient(sh)
+	if err != nil {
+		return admin.Item{}, err
+	}
+	return c.Get(ctx, workq.ItemRef{Table: t, ID: id})
 }
 
 func (s *Server) opAttempts(ctx context.Context, sh dbShard, t lease.Table, id int64) ([]workqtype.Attempt, error) {
-	return admin.Attempts(ctx, sh.DB, t, id)
+	c, err := s.shardClient(sh)
+	if err != nil {
+		return nil, err
+	}
+	return c.Attempts(ctx, workq.ItemRef{Table: t, ID: id})
 }
 
-// opAct retries, cancels or deletes (verb) the items ids.
+// opAct retries, cancels or deletes (verb) the items ids, through the
+// Client's RetryMany, CancelMany or DeleteMany, and answers in the API's
+// shape: the ids applied, and the others (skipped) in the order given.
 func (s *Server) opAct(ctx context.Context, sh dbShard, t lease.Table, verb string, by admin.Actor, ids []int64) (admin.Result, error) {
+	c, err := s.shardClient(sh)
+	if err != nil {
+		return admin.Result{}, err
+	}
+	refs := make([]workq.ItemRef, len(ids))
+	for i, id := range ids {
+		refs[i] = workq.ItemRef{Table: t, ID: id}
+	}
+	opts := &workq.ActionOpts{Actor: by.Name, Reason: by.Reason}
+	var res workq.ActionResult
 	switch verb {
 	case "retry":
-		return admin.Retry(ctx, sh.DB, t, by, ids...)
+		res, err = c.RetryMany(ctx, refs, opts)
 	case "cancel":
-		return admin.Cancel(ctx, sh.DB, t, by, ids...)
+		res, err = c.CancelMany(ctx, refs, opts)
 	case "delete":
-		return admin.Delete(ctx, sh.DB, t, ids...)
+		res, err = c.DeleteMany(ctx, refs)
+	default:
+		return admin.Result{}, fmt.Errorf("api: no action %q", verb)
 	}
-	return admin.Result{}, fmt.Errorf("api: no action %q", verb)
+	if err != nil {
+		return admin.Result{}, err
+	}
+	return resultOf(res, ids), nil
+}
+
+// resultOf is the API's answer to an action on the items ids (res, the
+// Client's result).
+func resultOf(res workq.ActionResult, ids []int64) admin.Result {
+	out := admin.Result{Applied: idsOf(res.Applied), Skipped: []int64{}, NotFound: idsOf(res.NotFound),
+		Requested: idsOf(res.Requested)}
+	if len(res.Requested) == 0 {
+		out.Requested = nil
+	}
+	applied := map[int64]bool{}
+	for _, id := range out.Applied {
+		applied[id] = true
+	}
+	for _, id := range ids {
+		if !applied[id] {
+			out.Skipped = append(out.Skipped, id)
+		}
+	}
+	for ref, state := range res.WrongState {
+		if out.States == nil {
+			out.States = map[int64]string{}
+		}
+		out.States[ref.ID] = state
+	}
+	return out
+}
+
+// idsOf is the ids of refs (never nil).
+func idsOf(refs []workq.ItemRef) []int64 {
+	out := make([]int64, len(refs))
+	for i, r := range refs {
+		out[i] = r.ID
+	}
+	return out
 }
 
 // opActMatching retries, cancels or deletes (verb) at most max items
@@ -81,21 +141,59 @@ func (s *Server) opActMatching(ctx context.Context, sh dbShard, t lease.Table, v
 // --- queues
 
 func (s *Server) opQueues(ctx context.Context, sh dbShard) ([]admin.Queue, error) {
-	return admin.Queues(ctx, sh.DB)
+	c, err := s.shardClient(sh)
+	if err != nil {
+		return nil, err
+	}
+	qs, err := c.ListQueues(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]admin.Queue, len(qs))
+	for i, q := range qs {
+		out[i] = admin.Queue{Table: q.Table, Queue: q.Queue, Ready: q.Ready, Scheduled: q.Scheduled,
+			InProgress: q.InProgress, Expired: q.Expired, Done: q.Done, Failed: q.Failed, Cancelled: q.Cancelled,
+			OldestReadyAge: admin.Duration(q.OldestReadyAge), ClaimsPerSecond: q.ClaimsPerSecond,
+			CompletionsPerSecond: q.CompletionsPerSecond, Paused: q.Paused, PausedAt: q.PausedAt, PausedBy: q.PausedBy,
+			PauseReason: q.PauseReason}
+		if q.Limit != nil {
+			w := int32(*q.Limit)
+			out[i].Limit = &w
+		}
+	}
+	return out, nil
 }
 
 // opSetPaused pauses or resumes a queue; changed: it was in the other
 // state.
 func (s *Server) opSetPaused(ctx context.Context, sh dbShard, t lease.Table, queue string, pause bool, by, reason string) (changed bool, err error) {
-	if pause {
-		return lease.Pause(ctx, sh.DB, t, queue, by, reason)
+	c, err := s.shardClient(sh)
+	if err != nil {
+		return false, err
 	}
-	return lease.Resume(ctx, sh.DB, t, queue)
+	q := workq.QueueRef{Table: t, Queue: queue}
+	if pause {
+		if !workqtype.ValidText(reason) {
+			// The Client names the actor for a bad reason too; the
+			// API's pause names the field (and did before).
+			return false, workqtype.Invalid("reason", "reason must be at most 1024 bytes of UTF-8 without NUL")
+		}
+		return c.PauseQueue(ctx, q, &workq.ActionOpts{Actor: by, Reason: reason})
+	}
+	return c.ResumeQueue(ctx, q)
 }
 
 // opSetLimit sets a queue's limit W on the shard (-1: removes it).
 func (s *Server) opSetLimit(ctx context.Context, sh dbShard, t lease.Table, queue string, w int) error {
-	return lease.SetLimit(ctx, sh.DB, t, queue, w)
+	c, err := s.shardClient(sh)
+	if err != nil {
+		return err
+	}
+	q := workq.QueueRef{Table: t, Queue: queue}
+	if w < 0 {
+		return c.RemoveQueueLimit(ctx, q)
+	}
+	return c.SetQueueLimit(ctx, q, w)
 }
 
 // --- schedules, through the Client of the schedule's shard

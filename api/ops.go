@@ -29,18 +29,69 @@ func (s *Server) shardClient(sh dbShard) (*workq.Client, error) { return s.clien
 
 // --- items
 
+// opList is one page of the items of shard sh matching f (its cursor
+// f.Before, an id: the Client's cursor of that one shard).
 func (s *Server) opList(ctx context.Context, sh dbShard, t lease.Table, f admin.Filter) (admin.Page, error) {
-	return admin.List(ctx, sh.DB, t, f)
+	c, err := s.shardClient(sh)
+	if err != nil {
+		return admin.Page{}, err
+	}
+	p := listParams(t, f)
+	if f.Before > 0 {
+		p.Cursor = shardlist.Cursor{c.ShardName(): f.Before}.String()
+	}
+	res, err := c.List(ctx, p)
+	if err != nil {
+		return admin.Page{}, err
+	}
+	page := admin.Page{Items: res.Items}
+	if page.Items == nil {
+		page.Items = []admin.Item{}
+	}
+	for i := range page.Items {
+		page.Items[i].Shard = sh.Name // "" on a Client of one database
+	}
+	if res.Next != "" {
+		next, err := shardlist.ParseCursor(res.Next)
+		if err != nil {
+			return admin.Page{}, fmt.Errorf("api: the Client's cursor %q: %w", res.Next, err)
+		}
+		page.Next = next[c.ShardName()]
+	}
+	return page, nil
 }
 
-// opListMerged is one page of the items of every shard matching f
-// (internal/shardlist.List, which the dashboard shares).
+// opListMerged is one page of the items of every shard matching f (the
+// sharded Client's List, from cur).
 func (s *Server) opListMerged(ctx context.Context, t lease.Table, f admin.Filter, cur shardlist.Cursor) (shardlist.Page, error) {
-	shards := make([]shardlist.Shard, len(s.shards))
-	for i, sh := range s.shards {
-		shards[i] = shardlist.Shard{Name: sh.Name, DB: sh.DB}
+	p := listParams(t, f)
+	if len(cur) > 0 {
+		p.Cursor = cur.String()
 	}
-	return shardlist.List(ctx, shards, t, f, cur, shardlist.Options{})
+	res, err := s.client.List(ctx, p)
+	if err != nil {
+		return shardlist.Page{}, err
+	}
+	page := shardlist.Page{Items: res.Items}
+	if res.Next != "" {
+		next, err := shardlist.ParseCursor(res.Next)
+		if err != nil {
+			return shardlist.Page{}, fmt.Errorf("api: the Client's cursor %q: %w", res.Next, err)
+		}
+		page.Next = next
+	}
+	return page, nil
+}
+
+// listParams are the Client's ListParams of the API's filter f of table t
+// (its cursor aside).
+func listParams(t lease.Table, f admin.Filter) workq.ListParams {
+	states := f.Statuses
+	if f.Status != "" {
+		states = append([]string{f.Status}, states...)
+	}
+	return workq.ListParams{Table: t, States: states, Queue: f.Queue, Kind: f.Kind, Metadata: f.Metadata,
+		CreatedAfter: f.CreatedAfter, CreatedBefore: f.CreatedBefore, ErrorText: f.ErrorText, Limit: f.Limit}
 }
 
 func (s *Server) opGet(ctx context.Context, sh dbShard, t lease.Table, id int64) (admin.Item, error) {

@@ -176,17 +176,38 @@ func idsOf(refs []workq.ItemRef) []int64 {
 }
 
 // opActMatching retries, cancels or deletes (verb) at most max items
-// matching f.
+// matching f (its cursor f.Before, an id of shard sh), through the Client's
+// RetryMatching, CancelMatching or DeleteMatching.
 func (s *Server) opActMatching(ctx context.Context, sh dbShard, t lease.Table, verb string, by admin.Actor, f admin.Filter, max int) (admin.BulkResult, error) {
+	c, err := s.shardClient(sh)
+	if err != nil {
+		return admin.BulkResult{}, err
+	}
+	p := listParams(t, f)
+	if f.Before > 0 {
+		p.Cursor = shardlist.Cursor{c.ShardName(): f.Before}.String()
+	}
+	opts := &workq.ActionOpts{Actor: by.Name, Reason: by.Reason}
+	var res workq.MatchingResult
 	switch verb {
 	case "retry":
-		return admin.RetryMatching(ctx, sh.DB, t, by, f, max)
+		res, err = c.RetryMatching(ctx, p, max, opts)
 	case "cancel":
-		return admin.CancelMatching(ctx, sh.DB, t, by, f, max)
+		res, err = c.CancelMatching(ctx, p, max, opts)
 	case "delete":
-		return admin.DeleteMatching(ctx, sh.DB, t, f, max)
+		res, err = c.DeleteMatching(ctx, p, max)
+	default:
+		return admin.BulkResult{}, fmt.Errorf("api: no action %q", verb)
 	}
-	return admin.BulkResult{}, fmt.Errorf("api: no action %q", verb)
+	out := admin.BulkResult{Applied: res.Applied, Skipped: res.Skipped, Batches: res.Batches}
+	if res.Next != "" {
+		next, perr := shardlist.ParseCursor(res.Next)
+		if perr != nil && err == nil {
+			err = fmt.Errorf("api: the Client's cursor %q: %w", res.Next, perr)
+		}
+		out.Next = next[c.ShardName()]
+	}
+	return out, err
 }
 
 // --- queues

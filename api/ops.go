@@ -17,11 +17,11 @@ import (
 // The reads and operator writes of work the handlers and the dashboard's
 // sampler make, one function per operation, on one shard of the Client
 // (dbShard: its DB in the Client's schema) or on all of them. Enqueues are
-// the Client's own methods (enqueue.go). Schedules go through the Client
-// already (the Client of the shard, client.Shard); items and queues use
-// the engine's operator functions on the Client's databases until the
-// Client has methods for them: each then changes here, and no handler
-// does.
+// the Client's own methods (enqueue.go). Items, queues and schedules go
+// through the Client (the Client of the shard, client.Shard); each
+// function turns the Client's answer into the API's JSON shape (the
+// admin types the API has always answered with). Only the dashboard's
+// sampler still reads the engine (admin.Depths, EndedBetween, Clock).
 
 // shardClient is the Client of shard sh (the Client itself when it has
 // one database).
@@ -51,13 +51,11 @@ func (s *Server) opList(ctx context.Context, sh dbShard, t lease.Table, f admin.
 	for i := range page.Items {
 		page.Items[i].Shard = sh.Name // "" on a Client of one database
 	}
-	if res.Next != "" {
-		next, err := shardlist.ParseCursor(res.Next)
-		if err != nil {
-			return admin.Page{}, fmt.Errorf("api: the Client's cursor %q: %w", res.Next, err)
-		}
-		page.Next = next[c.ShardName()]
+	next, err := clientCursor(res.Next)
+	if err != nil {
+		return admin.Page{}, err
 	}
+	page.Next = next[c.ShardName()]
 	return page, nil
 }
 
@@ -73,14 +71,23 @@ func (s *Server) opListMerged(ctx context.Context, t lease.Table, f admin.Filter
 		return shardlist.Page{}, err
 	}
 	page := shardlist.Page{Items: res.Items}
-	if res.Next != "" {
-		next, err := shardlist.ParseCursor(res.Next)
-		if err != nil {
-			return shardlist.Page{}, fmt.Errorf("api: the Client's cursor %q: %w", res.Next, err)
-		}
-		page.Next = next
+	if page.Next, err = clientCursor(res.Next); err != nil {
+		return shardlist.Page{}, err
 	}
 	return page, nil
+}
+
+// clientCursor reads a cursor of the Client (ListResult.Next,
+// MatchingResult.Next; nil for "": the end).
+func clientCursor(next string) (shardlist.Cursor, error) {
+	if next == "" {
+		return nil, nil
+	}
+	c, err := shardlist.ParseCursor(next)
+	if err != nil {
+		return nil, fmt.Errorf("api: the Client's cursor %q: %w", next, err)
+	}
+	return c, nil
 }
 
 // listParams are the Client's ListParams of the API's filter f of table t
@@ -200,12 +207,10 @@ func (s *Server) opActMatching(ctx context.Context, sh dbShard, t lease.Table, v
 		return admin.BulkResult{}, fmt.Errorf("api: no action %q", verb)
 	}
 	out := admin.BulkResult{Applied: res.Applied, Skipped: res.Skipped, Batches: res.Batches}
-	if res.Next != "" {
-		next, perr := shardlist.ParseCursor(res.Next)
-		if perr != nil && err == nil {
-			err = fmt.Errorf("api: the Client's cursor %q: %w", res.Next, perr)
-		}
-		out.Next = next[c.ShardName()]
+	next, cerr := clientCursor(res.Next)
+	out.Next = next[c.ShardName()]
+	if err == nil {
+		err = cerr
 	}
 	return out, err
 }

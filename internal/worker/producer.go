@@ -869,21 +869,15 @@ func CompletionOf(it lease.Item, err error, base, cap time.Duration) lease.Compl
 // connection, or the connection was down) sent a notification nobody
 // heard, and the next beat may be a third of the lease away.
 func (p *producer) heartbeat(ctx context.Context) {
-	t := time.NewTicker(p.w.cfg.Lease / 3)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		case <-p.listened:
-		}
-		p.beat(ctx)
-	}
+	everyOr(ctx, p.w.cfg.Lease/3, p.listened, func() { p.beat(ctx) })
 }
 
 // every calls f every d until ctx ends.
-func every(ctx context.Context, d time.Duration, f func()) {
+func every(ctx context.Context, d time.Duration, f func()) { everyOr(ctx, d, nil, f) }
+
+// everyOr is every that also calls f at once when now receives (nil:
+// never).
+func everyOr(ctx context.Context, d time.Duration, now <-chan struct{}, f func()) {
 	t := time.NewTicker(d)
 	defer t.Stop()
 	for {
@@ -891,6 +885,7 @@ func every(ctx context.Context, d time.Duration, f func()) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+		case <-now:
 		}
 		f()
 	}

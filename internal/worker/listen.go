@@ -22,8 +22,9 @@ import (
 //
 // It also listens on the cancel channel (lease.CancelChannel), whose
 // payload "<table>:<id>" names a running item whose cancel was requested:
-// the producer holding it cancels its handler. A missed one is caught by
-// the next heartbeat (lease.Engine.Beat).
+// the producer holding it cancels its handler. One sent before the
+// listener listened (or while it was down) is caught by the heartbeat the
+// producers beat when it does (lease.Engine.Beat).
 func (w *Worker) listen(ctx context.Context, producers []*producer) {
 	routes := map[string]map[string]*producer{} // channel -> queue -> producer
 	byTable := map[string][]*producer{}         // table -> its producers, for cancel requests
@@ -109,6 +110,7 @@ func (w *Worker) listenOnce(ctx context.Context, routes map[string]map[string]*p
 	w.outage.OK()
 	for _, p := range producers {
 		p.notify()
+		poke(p.listened)
 	}
 	for {
 		n, err := conn.Conn().WaitForNotification(ctx)

@@ -39,6 +39,9 @@ type producer struct {
 	life   *lifecycle
 
 	notified chan struct{} // new work may be there: a notification, or the listener (re)connected
+	// listened: the listener (re)connected; the heartbeat beats at once to
+	// catch the cancel requests of held items it did not hear.
+	listened chan struct{}
 	wake     chan struct{} // capacity came back: slots freed, or the completer caught up
 	applied  chan struct{} // a completion was applied (Source.ClaimAfterCompletion)
 
@@ -189,7 +192,7 @@ func newProducer(w *Worker, src Source, queue string, comp *completer, life *lif
 	conc := w.cfg.concurrencyOf(queue)
 	return &producer{
 		w: w, src: src, queue: queue, conc: conc, engine: comp.engine, comp: comp, life: life,
-		notified: make(chan struct{}, 1), wake: make(chan struct{}, 1), applied: make(chan struct{}, 1),
+		notified: make(chan struct{}, 1), listened: make(chan struct{}, 1), wake: make(chan struct{}, 1), applied: make(chan struct{}, 1),
 		inflight: map[int64]*attempt{}, work: make(chan *attempt, conc+w.cfg.Batch), wakeAt: -1,
 	}
 }
@@ -860,12 +863,21 @@ func CompletionOf(it lease.Item, err error, base, cap time.Duration) lease.Compl
 // not flushed yet. A running attempt whose lease did not extend is lost and
 // its handler is cancelled; a finished one is left to its flush, which
 // finds out for itself.
+//
+// It also beats at once when the listener starts listening (first or
+// again): a cancel requested before (a claim can beat the listener's
+// connection, or the connection was down) sent a notification nobody
+// heard, and the next beat may be a third of the lease away.
 func (p *producer) heartbeat(ctx context.Context) {
-	every(ctx, p.w.cfg.Lease/3, func() { p.beat(ctx) })
+	everyOr(ctx, p.w.cfg.Lease/3, p.listened, func() { p.beat(ctx) })
 }
 
 // every calls f every d until ctx ends.
-func every(ctx context.Context, d time.Duration, f func()) {
+func every(ctx context.Context, d time.Duration, f func()) { everyOr(ctx, d, nil, f) }
+
+// everyOr is every that also calls f at once when now receives (nil:
+// never).
+func everyOr(ctx context.Context, d time.Duration, now <-chan struct{}, f func()) {
 	t := time.NewTicker(d)
 	defer t.Stop()
 	for {
@@ -873,6 +885,7 @@ func every(ctx context.Context, d time.Duration, f func()) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+		case <-now:
 		}
 		f()
 	}

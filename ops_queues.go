@@ -238,39 +238,36 @@ func (c *Client) ListQueues(ctx context.Context) (_ []QueueInfo, err error) {
 		t Table
 		q string
 	}
-	sums := map[key]*QueueInfo{}
+	type sum struct {
+		total        admin.Queue // the counts over the shards (admin.Queue.Add)
+		rows         []QueueInfo
+		pausedShards []string
+	}
+	sums := map[key]*sum{}
 	var order []key
 	for _, a := range answers {
 		for _, q := range a.Value {
 			k := key{q.Table, q.Queue}
 			s := sums[k]
 			if s == nil {
-				s = &QueueInfo{Table: q.Table, Queue: q.Queue}
+				s = &sum{total: admin.Queue{Table: q.Table, Queue: q.Queue}}
 				sums[k] = s
 				order = append(order, k)
 			}
-			row := queueInfo(q, a.Shard)
-			s.Ready += row.Ready
-			s.Scheduled += row.Scheduled
-			s.InProgress += row.InProgress
-			s.Expired += row.Expired
-			s.Done += row.Done
-			s.Failed += row.Failed
-			s.Cancelled += row.Cancelled
-			s.OldestReadyAge = max(s.OldestReadyAge, row.OldestReadyAge)
-			s.ClaimsPerSecond += row.ClaimsPerSecond
-			s.CompletionsPerSecond += row.CompletionsPerSecond
-			if row.Paused {
-				s.PausedShards = append(s.PausedShards, a.Shard)
+			s.total.Add(q)
+			if q.Paused {
+				s.pausedShards = append(s.pausedShards, a.Shard)
 			}
-			s.Shards = append(s.Shards, row)
+			s.rows = append(s.rows, queueInfo(q, a.Shard))
 		}
 	}
 	out := make([]QueueInfo, 0, len(order))
 	for _, k := range order {
 		s := sums[k]
-		s.Paused = len(s.PausedShards) == len(shards)
-		out = append(out, *s)
+		info := queueInfo(s.total, "")
+		info.Shards, info.PausedShards = s.rows, s.pausedShards
+		info.Paused = len(s.pausedShards) == len(shards)
+		out = append(out, info)
 	}
 	slices.SortFunc(out, func(a, b QueueInfo) int {
 		if a.Table != b.Table {

@@ -168,17 +168,7 @@ func (s *Server) sumQueues(per [][]admin.Queue) []shardedQueue {
 				rows[k] = sq
 				order = append(order, k)
 			}
-			a := &sq.Queue
-			a.Ready += q.Ready
-			a.Scheduled += q.Scheduled
-			a.InProgress += q.InProgress
-			a.Expired += q.Expired
-			a.Done += q.Done
-			a.Failed += q.Failed
-			a.Cancelled += q.Cancelled
-			a.OldestReadyAge = max(a.OldestReadyAge, q.OldestReadyAge)
-			a.ClaimsPerSecond += q.ClaimsPerSecond
-			a.CompletionsPerSecond += q.CompletionsPerSecond
+			sq.Queue.Add(q)
 			if q.Paused {
 				sq.PausedShards = append(sq.PausedShards, s.shards[i].Name)
 			}

@@ -44,6 +44,22 @@ type Queue struct {
 	Limit                *int32     `json:"limit"` // W; null: no limit
 }
 
+// Add adds o's counts and rates to q, and keeps the older of their oldest
+// ready ages: the sum of one queue's rows over several shards. The pause
+// and the limit are each shard's own and are left alone.
+func (q *Queue) Add(o Queue) {
+	q.Ready += o.Ready
+	q.Scheduled += o.Scheduled
+	q.InProgress += o.InProgress
+	q.Expired += o.Expired
+	q.Done += o.Done
+	q.Failed += o.Failed
+	q.Cancelled += o.Cancelled
+	q.OldestReadyAge = max(q.OldestReadyAge, o.OldestReadyAge)
+	q.ClaimsPerSecond += o.ClaimsPerSecond
+	q.CompletionsPerSecond += o.CompletionsPerSecond
+}
+
 // Duration is a time.Duration that reads and writes as seconds in JSON.
 type Duration time.Duration
 

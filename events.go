@@ -301,8 +301,12 @@ type eventObserver struct {
 	shard string
 }
 
-// Each method's first statement loads the hub's state: without a
-// subscriber that is all it costs the runtime.
+// Idle reports that nobody subscribes: the runtime then skips the
+// observer and builds no events for it (worker.Idler).
+func (o *eventObserver) Idle() bool { return o.hub.state.Load() == nil }
+
+// Each method's first statement loads the hub's state: a subscriber may
+// have left since the runtime checked Idle.
 
 func (o *eventObserver) HandlerStart(ctx context.Context, job *worker.Job) context.Context {
 	if st := o.hub.state.Load(); st != nil && st.wants(EventStarted) {

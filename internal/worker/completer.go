@@ -86,7 +86,7 @@ type completer struct {
 	limit     int64
 	stats     *counters
 	onResult  func(Result)
-	obs       Observer        // nil: none
+	obs       observing       // the Worker's
 	hardCtx   context.Context // ends retries at Stop's bound
 	producers []*producer     // woken when a backlog clears
 
@@ -245,7 +245,8 @@ func (c *completer) flush(batch []pendingCompletion) {
 	var applied lease.Applied
 	var err error
 	var started time.Time
-	if c.obs != nil {
+	obs := c.obs.get()
+	if obs != nil {
 		started = time.Now()
 	}
 	var firstFailure int64
@@ -303,8 +304,8 @@ func (c *completer) flush(batch []pendingCompletion) {
 		c.log.Log(context.Background(), level, "completion flush succeeded after retries", "table", c.engine.Table(), "batch", len(cs), "tries", try+1,
 			"lost", len(applied.Lost))
 	}
-	if c.obs != nil {
-		c.obs.Flushed(FlushEvent{Table: c.engine.Table(), Queues: queuesOf(batch), Size: len(batch), Lost: len(applied.Lost),
+	if obs != nil {
+		obs.Flushed(FlushEvent{Table: c.engine.Table(), Queues: queuesOf(batch), Size: len(batch), Lost: len(applied.Lost),
 			Tries: try + 1, Started: started, Took: time.Since(started), Err: err})
 	}
 	for _, p := range batch {
@@ -406,13 +407,13 @@ func (c *completer) count(r Result, flushed bool) {
 	}
 	if !r.Applied {
 		c.stats.leaseLost.Add(1)
-		if c.obs != nil {
-			c.obs.LeaseLost(&r.Item)
+		if obs := c.obs.get(); obs != nil {
+			obs.LeaseLost(&r.Item)
 		}
 		return
 	}
-	if c.obs != nil {
-		c.obs.Completed(r)
+	if obs := c.obs.get(); obs != nil {
+		obs.Completed(r)
 	}
 	switch r.Final() {
 	case lease.Done:

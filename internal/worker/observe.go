@@ -212,3 +212,47 @@ func (w *Worker) Load() ([]QueueLoad, []TableLoad) {
 	}
 	return queues, tables
 }
+
+// Idler is implemented by an Observer that at times has nothing to do (the
+// Client's events while nobody subscribes): while Idle reports true the
+// runtime skips it and builds no events for it, so an idle observer costs
+// one call per event site. Idle must be cheap (an atomic load) and safe for
+// concurrent use. An Observers combination is idle when all its members
+// are; a member that is not an Idler is never idle.
+type Idler interface {
+	Idle() bool
+}
+
+// Idle reports whether every observer of m is idle.
+func (m multiObserver) Idle() bool {
+	for _, o := range m {
+		if i, ok := o.(Idler); !ok || !i.Idle() {
+			return false
+		}
+	}
+	return true
+}
+
+// observing is a Worker's Observer, skipped while it is idle.
+type observing struct {
+	o    Observer
+	idle func() bool // nil: never idle
+}
+
+func newObserving(o Observer) observing {
+	r := observing{o: o}
+	if i, ok := o.(Idler); ok {
+		r.idle = i.Idle
+	}
+	return r
+}
+
+// get returns the observer, or nil when there is none or it is idle. A
+// site that reports a start and an end (a handler run, a flush) gets it
+// once and uses it for both.
+func (r observing) get() Observer {
+	if r.o == nil || (r.idle != nil && r.idle()) {
+		return nil
+	}
+	return r.o
+}

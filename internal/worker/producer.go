@@ -571,8 +571,8 @@ func (p *producer) reclaim(ctx context.Context) int {
 	}
 	if got.Requeued+got.Failed > 0 {
 		p.w.log.Info("reclaimed expired leases", "table", p.src.Table, "queue", p.queue, "requeued", got.Requeued, "failed", got.Failed)
-		if p.w.obs != nil {
-			p.w.obs.Reclaimed(p.src.Table, p.queue, got)
+		if obs := p.w.obs.get(); obs != nil {
+			obs.Reclaimed(p.src.Table, p.queue, got)
 		}
 	}
 	return got.Requeued
@@ -611,7 +611,8 @@ func (p *producer) claim(ctx context.Context, n int) (int, error) {
 		p.lastFullScan = now
 	}
 	var started time.Time
-	if p.w.obs != nil {
+	obs := p.w.obs.get()
+	if obs != nil {
 		started = time.Now()
 	}
 	c, err := p.w.claimFn(lease.New(p.w.rw.Wrap(conn), p.src.Table), cctx, params)
@@ -620,8 +621,8 @@ func (p *producer) claim(ctx context.Context, n int) (int, error) {
 	if err == nil && len(c.Items) == n {
 		p.resume = lease.ResumeFrom(p.src.Table, c.Items, resumeMargin)
 	}
-	if p.w.obs != nil && (err != nil || len(c.Items) > 0) {
-		p.w.obs.Claimed(ClaimEvent{Table: p.src.Table, Queue: p.queue, Items: c.Items, Lease: cfg.Lease,
+	if obs != nil && (err != nil || len(c.Items) > 0) {
+		obs.Claimed(ClaimEvent{Table: p.src.Table, Queue: p.queue, Items: c.Items, Lease: cfg.Lease,
 			Started: started, Took: time.Since(started), Err: err})
 	}
 	if err != nil {
@@ -746,8 +747,9 @@ func (p *producer) execute(a *attempt) {
 		// One set of handler slots over the workers sharing them.
 		defer p.seat.runDone()
 	}
-	if p.w.obs != nil {
-		ctx = p.w.obs.HandlerStart(ctx, job)
+	obs := p.w.obs.get()
+	if obs != nil {
+		ctx = obs.HandlerStart(ctx, job)
 	}
 	started := time.Now()
 	a.started.Store(started.UnixNano())
@@ -755,8 +757,8 @@ func (p *producer) execute(a *attempt) {
 	finished := time.Now()
 	a.cancel(nil)
 	p.observe(finished.Sub(started))
-	if p.w.obs != nil {
-		p.w.obs.HandlerEnd(ctx, job, err, finished.Sub(started))
+	if obs != nil {
+		obs.HandlerEnd(ctx, job, err, finished.Sub(started))
 	}
 
 	won := a.state.CompareAndSwap(attemptRunning, attemptFinished)
@@ -1020,8 +1022,8 @@ func (p *producer) lose(a *attempt, why string) {
 		return
 	}
 	p.w.stats.leaseLost.Add(1)
-	if p.w.obs != nil {
-		p.w.obs.LeaseLost(&a.item)
+	if obs := p.w.obs.get(); obs != nil {
+		obs.LeaseLost(&a.item)
 	}
 	p.w.log.Warn("lease lost; cancelling the handler", "table", a.item.Table, "id", a.item.ID,
 		"run_id", a.item.RunID, "attempt", a.item.Attempt, "why", why)

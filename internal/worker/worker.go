@@ -106,7 +106,7 @@ type Worker struct {
 	log      *slog.Logger
 	outage   *outage.Log // every loop's database failures, as one outage
 	onResult func(Result)
-	obs      Observer // nil: none
+	obs      observing // Options.Observer, skipped while idle
 	shared   *Shared  // nil: own slots only
 	rank     int
 	shard    string // Options.Shard
@@ -173,7 +173,7 @@ func New(pool *pgxpool.Pool, cfg Config, o Options) (*Worker, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	w := &Worker{base: context.Background(), pool: pool, rw: rw, db: rw.Wrap(pool), cfg: cfg, log: log, onResult: o.OnResult, obs: o.Observer, shared: o.Shared, rank: o.Rank, shard: o.Shard, kinds: newKindRouter(), clock0: time.Now(),
+	w := &Worker{base: context.Background(), pool: pool, rw: rw, db: rw.Wrap(pool), cfg: cfg, log: log, onResult: o.OnResult, obs: newObserving(o.Observer), shared: o.Shared, rank: o.Rank, shard: o.Shard, kinds: newKindRouter(), clock0: time.Now(),
 		claimFn: (*lease.Engine).Claim, completeFn: (*lease.Engine).Complete,
 		failBurst: failureLogBurst, failWindow: failureLogWindow}
 	olog := log

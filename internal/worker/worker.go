@@ -107,7 +107,7 @@ type Worker struct {
 	outage   *outage.Log // every loop's database failures, as one outage
 	onResult func(Result)
 	obs      observing // Options.Observer, skipped while idle
-	shared   *Shared  // nil: own slots only
+	shared   *Shared   // nil: own slots only
 	rank     int
 	shard    string // Options.Shard
 

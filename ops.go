@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -423,7 +422,7 @@ func (c *Client) shardsOf(name string) ([]shardlist.Shard, error) {
 }
 
 // unavailable is the error of an operation on every shard that failed on
-// some, naming them (nil: none failed).
+// some, naming them (nil: none failed): a *ShardsError on several shards.
 func unavailable[T any](what string, answers []shardlist.Answer[T]) error {
 	failed := map[string]error{}
 	for _, a := range answers {
@@ -434,14 +433,8 @@ func unavailable[T any](what string, answers []shardlist.Answer[T]) error {
 	if len(failed) == 0 {
 		return nil
 	}
-	names := slices.Sorted(maps.Keys(failed))
 	if len(answers) == 1 {
-		return fmt.Errorf("workq: %s: %w", what, failed[names[0]])
+		return fmt.Errorf("workq: %s: %w", what, answers[0].Err)
 	}
-	errs := make([]error, len(names))
-	for i, n := range names {
-		errs[i] = fmt.Errorf("shard %s: %w", n, failed[n])
-	}
-	return fmt.Errorf("workq: %s failed on shard(s) %s (the others are done; it is safe to repeat): %w",
-		what, strings.Join(names, ", "), errors.Join(errs...))
+	return &ShardsError{Op: what, Failed: failed} // ready.go
 }

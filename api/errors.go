@@ -9,10 +9,8 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/workq/workq"
 	"github.com/workq/workq/inbox"
-	"github.com/workq/workq/internal/admin"
-	"github.com/workq/workq/internal/db"
-	"github.com/workq/workq/internal/schedule"
 	"github.com/workq/workq/outbox"
 	"github.com/workq/workq/timers"
 	"github.com/workq/workq/workqtype"
@@ -90,9 +88,9 @@ func conflict(format string, args ...any) *Error {
 	return &Error{status: http.StatusConflict, Code: CodeConflict, Message: fmt.Sprintf(format, args...)}
 }
 
-// isInvalid reports whether err is a feature package's validation error:
-// nothing was written.
-func isInvalid(err error) bool { return errors.Is(err, workqtype.ErrInvalid) }
+// isInvalid reports whether err is a validation error of the Client or a
+// feature package: nothing was written.
+func isInvalid(err error) bool { return errors.Is(err, workq.ErrInvalid) }
 
 // classify maps an error of a handler to its response. Errors the client
 // can act on keep their message; any other is a 500 whose message says
@@ -104,13 +102,13 @@ func classify(err error) *Error {
 		return e
 	case isInvalid(err):
 		return invalidErr("", err)
-	case errors.Is(err, admin.ErrNotFound), errors.Is(err, schedule.ErrNotFound), errors.Is(err, timers.ErrNotFound),
-		errors.Is(err, outbox.ErrNotFound):
+	case errors.Is(err, workq.ErrNotFound): // an item, a schedule, a join... (every not-found of the Client and the feature packages)
 		return &Error{status: http.StatusNotFound, Code: CodeNotFound, Message: err.Error()}
-	case errors.Is(err, schedule.ErrExists), errors.Is(err, schedule.ErrOverlap), errors.Is(err, outbox.ErrDuplicateMessageID),
-		errors.Is(err, inbox.ErrConflict), errors.Is(err, timers.ErrClaimed), errors.Is(err, timers.ErrFinished):
+	case errors.Is(err, workq.ErrScheduleExists), errors.Is(err, workq.ErrScheduleOverlap), errors.Is(err, workq.ErrWrongState),
+		errors.Is(err, outbox.ErrDuplicateMessageID), errors.Is(err, inbox.ErrConflict), errors.Is(err, timers.ErrClaimed),
+		errors.Is(err, timers.ErrFinished):
 		return &Error{status: http.StatusConflict, Code: CodeConflict, Message: err.Error()}
-	case errors.Is(err, db.ErrSchemaBehind):
+	case errors.Is(err, workq.ErrSchemaBehind), errors.Is(err, workq.ErrNotMigrated):
 		return &Error{status: http.StatusServiceUnavailable, Code: CodeUnavailable, Message: err.Error()}
 	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
 		return &Error{status: http.StatusServiceUnavailable, Code: CodeUnavailable, Message: "the request timed out or was cancelled"}

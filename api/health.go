@@ -10,7 +10,7 @@ import (
 
 	"golang.org/x/sync/singleflight"
 
-	"github.com/workq/workq/internal/db"
+	"github.com/workq/workq"
 )
 
 // openAPIDocument is the OpenAPI 3.0 description of every route, served at
@@ -43,8 +43,8 @@ func (s *Server) healthz(w http.ResponseWriter, _ *http.Request, _ principal) er
 	return nil
 }
 
-// readyz answers 200 when the database answers and its schema is this
-// binary's, else 503 with the reason (the details of a connection error
+// readyz answers 200 when every database of the Client answers and its
+// schema is current (the Client's Ready), else 503 with the reason (the details of a connection error
 // go to the log, not to an unauthenticated caller). The answer is at most
 // readyTTL old: concurrent callers share one check.
 func (s *Server) readyz(w http.ResponseWriter, r *http.Request, _ principal) error {
@@ -59,20 +59,34 @@ type readyAnswer struct {
 	body   health
 }
 
-// checkReady runs the checks of /readyz: two statements.
+// checkReady runs the checks of /readyz: the Client's Ready, one
+// statement per shard.
 func (s *Server) checkReady(ctx context.Context) readyAnswer {
-	v, err := db.SchemaVersion(ctx, s.shards[0].DB)
-	if err == nil {
-		err = db.CheckSchema(ctx, s.shards[0].DB)
-	}
+	v, err := s.client.Ready(ctx)
 	switch {
 	case err == nil:
 		return readyAnswer{http.StatusOK, health{Status: "ready", SchemaVersion: v}}
-	case errors.Is(err, db.ErrSchemaBehind):
+	case schemaBehind(err):
 		return readyAnswer{http.StatusServiceUnavailable, health{Status: "unavailable", Error: err.Error()}}
 	}
 	s.log.WarnContext(ctx, "api not ready: database unreachable", "err", err)
 	return readyAnswer{http.StatusServiceUnavailable, health{Status: "unavailable", Error: "the database does not answer"}}
+}
+
+// schemaBehind reports whether err says only that a schema is behind (on
+// a sharded Client: every shard that failed), not that a database did not
+// answer: its message names no server's internals and says to migrate.
+func schemaBehind(err error) bool {
+	var se *workq.ShardsError
+	if !errors.As(err, &se) {
+		return errors.Is(err, workq.ErrSchemaBehind)
+	}
+	for _, e := range se.Failed {
+		if !errors.Is(e, workq.ErrSchemaBehind) {
+			return false
+		}
+	}
+	return true
 }
 
 // readiness caches the answer of check for readyTTL, and runs one check at

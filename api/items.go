@@ -1,20 +1,25 @@
 package api
 
 import (
+	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
 
-	"github.com/workq/workq/internal/admin"
-	"github.com/workq/workq/internal/lease"
+	"github.com/workq/workq"
 	"github.com/workq/workq/workqtype"
 )
 
+// maxItemID is the largest item id (the Client refuses a larger one in an
+// ItemRef); a test keeps it equal to the engine's.
+const maxItemID = 1<<60 - 1
+
 // table reads the {table} path parameter: an unknown table is a 404 (the
 // path names no resource).
-func table(r *http.Request) (lease.Table, error) {
+func table(r *http.Request) (workq.Table, error) {
 	name := r.PathValue("table")
-	t, err := lease.ParseTable(name)
-	if err != nil {
+	t := workq.Table(name)
+	if !slices.Contains(workq.Tables(), t) {
 		return "", notFound("no work table %q (want job_runs, outbox, inbox or timers)", name)
 	}
 	return t, nil
@@ -24,7 +29,7 @@ func table(r *http.Request) (lease.Table, error) {
 // otherwise pass it as ?cursor= for the next one. A cursor stays valid
 // whatever is inserted meanwhile: newer items never shift a later page.
 type listPage struct {
-	Items      []admin.Item `json:"items"`
+	Items      []workq.Item `json:"items"`
 	NextCursor *string      `json:"next_cursor"`
 }
 
@@ -63,7 +68,7 @@ func (s *Server) listItems(w http.ResponseWriter, r *http.Request, _ principal) 
 		return err
 	}
 	if q.Has("limit") {
-		n, err := parseInt("limit", q.Get("limit"), 1, admin.MaxLimit)
+		n, err := parseInt("limit", q.Get("limit"), 1, workq.MaxListLimit)
 		if err != nil {
 			return err
 		}
@@ -84,10 +89,12 @@ func (s *Server) listItems(w http.ResponseWriter, r *http.Request, _ principal) 
 // as the members of an action's "filter" object.
 var filterFields = []string{"queue", "status", "kind", "created_after", "created_before", "error", "cursor"}
 
-// filterOf builds an admin.Filter from the given filter fields (nil: not
-// given); prefix goes before the field names in errors ("filter.").
-func filterOf(prefix string, given map[string]*string) (admin.Filter, error) {
-	var f admin.Filter
+// filterOf builds a filter from the given filter fields (nil: not given);
+// prefix goes before the field names in errors ("filter."). The Client
+// checks the rest (a queue's name, a status, a kind...) before it reads or
+// writes anything.
+func filterOf(prefix string, given map[string]*string) (filter, error) {
+	var f filter
 	for _, name := range filterFields {
 		v := given[name]
 		if v == nil {
@@ -95,14 +102,14 @@ func filterOf(prefix string, given map[string]*string) (admin.Filter, error) {
 		}
 		field := prefix + name
 		if *v == "" {
-			return admin.Filter{}, invalid(field, "must not be empty (omit it to match every item)")
+			return filter{}, invalid(field, "must not be empty (omit it to match every item)")
 		}
 		var err error
 		switch name {
 		case "queue":
 			f.Queue = *v
 		case "status":
-			f.Status = *v
+			f.States = []string{*v}
 		case "kind":
 			f.Kind = *v
 		case "error":
@@ -112,16 +119,13 @@ func filterOf(prefix string, given map[string]*string) (admin.Filter, error) {
 		case "created_before":
 			f.CreatedBefore, err = parseTime(field, *v)
 		case "cursor":
-			if f.Before, err = parseInt(field, *v, 1, lease.MaxItemID); err != nil {
+			if f.before, err = parseInt(field, *v, 1, maxItemID); err != nil {
 				err = invalid(field, "%q is not a cursor of this API (pass next_cursor of the previous page as it is)", *v)
 			}
 		}
 		if err != nil {
-			return admin.Filter{}, err
+			return filter{}, err
 		}
-	}
-	if err := f.Validate(); err != nil {
-		return admin.Filter{}, invalidErr("", err)
 	}
 	return f, nil
 }
@@ -137,7 +141,7 @@ func cursor(next int64) *string {
 
 // itemWithAttempts is one item with its archived attempts.
 type itemWithAttempts struct {
-	Item     admin.Item          `json:"item"`
+	Item     workq.Item          `json:"item"`
 	Attempts []workqtype.Attempt `json:"attempts"`
 }
 
@@ -154,7 +158,7 @@ func (s *Server) getItem(w http.ResponseWriter, r *http.Request, _ principal) er
 	if err != nil {
 		return err
 	}
-	id, err := parseInt("id", r.PathValue("id"), 1, lease.MaxItemID)
+	id, err := parseInt("id", r.PathValue("id"), 1, maxItemID)
 	if err != nil {
 		return err
 	}
@@ -190,19 +194,19 @@ func (s *Server) act(w http.ResponseWriter, r *http.Request, p principal, verb s
 	if err := s.decodeBody(w, r, &in, false); err != nil {
 		return err
 	}
-	if err := admin.CheckIDs(in.IDs); err != nil {
-		return invalidErr("", err)
+	if err := checkIDs(in.IDs); err != nil {
+		return err
 	}
 	sh, err := s.shardNamed("shard", in.Shard)
 	if err != nil {
 		return err
 	}
-	by := admin.Actor{Name: p.actor(), Reason: in.Reason}
+	by := &workq.ActionOpts{Actor: p.actor(), Reason: in.Reason}
 	res, err := s.opAct(r.Context(), sh, t, verb, by, in.IDs)
 	if err != nil {
 		return err
 	}
-	s.log.InfoContext(r.Context(), "api "+verb, "table", t, "actor", by.Name, "reason", in.Reason,
+	s.log.InfoContext(r.Context(), "api "+verb, "table", t, "actor", by.Actor, "reason", in.Reason,
 		"applied", len(res.Applied), "skipped", len(res.Skipped))
 	writeJSON(w, http.StatusOK, res)
 	return nil
@@ -266,8 +270,8 @@ func (s *Server) actMatching(w http.ResponseWriter, r *http.Request, p principal
 	}
 	max := 0
 	if in.Max != nil {
-		if *in.Max < 1 || *in.Max > admin.MaxBulk {
-			return invalid("max", "want 1 to %d (omit it for %d)", admin.MaxBulk, admin.DefaultBulk)
+		if *in.Max < 1 || *in.Max > workq.MaxMatchingMax {
+			return invalid("max", "want 1 to %d (omit it for %d)", workq.MaxMatchingMax, workq.DefaultMatchingMax)
 		}
 		max = *in.Max
 	}
@@ -275,9 +279,9 @@ func (s *Server) actMatching(w http.ResponseWriter, r *http.Request, p principal
 	if err != nil {
 		return err
 	}
-	by := admin.Actor{Name: p.actor(), Reason: in.Reason}
+	by := &workq.ActionOpts{Actor: p.actor(), Reason: in.Reason}
 	res, err := s.opActMatching(r.Context(), sh, t, verb, by, f, max)
-	s.log.InfoContext(r.Context(), "api "+verb+" matching", "table", t, "actor", by.Name, "reason", in.Reason,
+	s.log.InfoContext(r.Context(), "api "+verb+" matching", "table", t, "actor", by.Actor, "reason", in.Reason,
 		"applied", res.Applied, "skipped", res.Skipped, "batches", res.Batches, "next", res.Next, "err", err)
 	if err != nil {
 		return err
@@ -296,4 +300,30 @@ func (s *Server) cancelMatching(w http.ResponseWriter, r *http.Request, p princi
 
 func (s *Server) deleteMatching(w http.ResponseWriter, r *http.Request, p principal) error {
 	return s.actMatching(w, r, p, "delete")
+}
+
+// checkIDs checks the ids of one action: 1 to workq.MaxActionItems of
+// them, each a valid item id, none twice (the Client checks them too; the
+// API's errors name the ids member).
+func checkIDs(ids []int64) error {
+	bad := func(format string, args ...any) error {
+		return invalidErr("", workqtype.Invalid("ids", fmt.Sprintf(format, args...)))
+	}
+	if len(ids) == 0 {
+		return bad("no ids given")
+	}
+	if len(ids) > workq.MaxActionItems {
+		return bad("%d ids, want at most %d per request", len(ids), workq.MaxActionItems)
+	}
+	seen := make(map[int64]bool, len(ids))
+	for _, id := range ids {
+		if id <= 0 || id > maxItemID {
+			return bad("id %d: want 1 to %d", id, int64(maxItemID))
+		}
+		if seen[id] {
+			return bad("id %d given twice", id)
+		}
+		seen[id] = true
+	}
+	return nil
 }

@@ -7,21 +7,18 @@ import (
 
 	"github.com/workq/workq"
 	"github.com/workq/workq/internal/admin"
-	"github.com/workq/workq/internal/lease"
-	"github.com/workq/workq/internal/schedule"
 	"github.com/workq/workq/internal/shardlist"
 	"github.com/workq/workq/internal/ui"
 	"github.com/workq/workq/workqtype"
 )
 
-// The reads and operator writes of work the handlers and the dashboard's
-// sampler make, one function per operation, on one shard of the Client
-// (dbShard: its DB in the Client's schema) or on all of them. Enqueues are
-// the Client's own methods (enqueue.go). Items, queues and schedules go
-// through the Client (the Client of the shard, client.Shard); each
-// function turns the Client's answer into the API's JSON shape (the
-// admin types the API has always answered with). Only the dashboard's
-// sampler still reads the engine (admin.Depths, EndedBetween, Clock).
+// The reads and operator writes of work the handlers make, one function
+// per operation, each a call of the Client's (on one shard: the Client of
+// that shard, client.Shard; on every shard: the Client itself, whose
+// fan-out reads them at once). Enqueues are the Client's own methods
+// (enqueue.go). Each function turns the Client's answer into the API's
+// JSON shape (api/openapi.json). Only the dashboard's sampler still reads
+// the engine (admin.Depths, EndedBetween, Clock; see the end of the file).
 
 // shardClient is the Client of shard sh (the Client itself when it has
 // one database).
@@ -29,52 +26,71 @@ func (s *Server) shardClient(sh dbShard) (*workq.Client, error) { return s.clien
 
 // --- items
 
-// opList is one page of the items of shard sh matching f (its cursor
-// f.Before, an id: the Client's cursor of that one shard).
-func (s *Server) opList(ctx context.Context, sh dbShard, t lease.Table, f admin.Filter) (admin.Page, error) {
+// filter is the filter of a list or of an action on the items matching
+// it: the Client's ListParams (its Table, Shard and Cursor aside) and the
+// API's cursor of one shard, an item id (0: from the newest).
+type filter struct {
+	workq.ListParams
+	before int64
+}
+
+// params are the Client's ListParams of f on table t, from the cursor of
+// f (its id, on the shard of c).
+func (f filter) params(c *workq.Client, t workq.Table) workq.ListParams {
+	p := f.ListParams
+	p.Table = t
+	if f.before > 0 {
+		p.Cursor = shardlist.Cursor{c.ShardName(): f.before}.String()
+	}
+	return p
+}
+
+// itemPage is one page of one shard's items: Next is the id the next one
+// starts below (0: this page is the last).
+type itemPage struct {
+	Items []workq.Item
+	Next  int64
+}
+
+// opList is one page of the items of shard sh matching f.
+func (s *Server) opList(ctx context.Context, sh dbShard, t workq.Table, f filter) (itemPage, error) {
 	c, err := s.shardClient(sh)
 	if err != nil {
-		return admin.Page{}, err
+		return itemPage{}, err
 	}
-	p := listParams(t, f)
-	if f.Before > 0 {
-		p.Cursor = shardlist.Cursor{c.ShardName(): f.Before}.String()
-	}
-	res, err := c.List(ctx, p)
+	res, err := c.List(ctx, f.params(c, t))
 	if err != nil {
-		return admin.Page{}, err
+		return itemPage{}, err
 	}
-	page := admin.Page{Items: res.Items}
+	page := itemPage{Items: res.Items}
 	if page.Items == nil {
-		page.Items = []admin.Item{}
+		page.Items = []workq.Item{}
 	}
 	for i := range page.Items {
 		page.Items[i].Shard = sh.Name // "" on a Client of one database
 	}
 	next, err := clientCursor(res.Next)
 	if err != nil {
-		return admin.Page{}, err
+		return itemPage{}, err
 	}
 	page.Next = next[c.ShardName()]
 	return page, nil
 }
 
 // opListMerged is one page of the items of every shard matching f (the
-// sharded Client's List, from cur).
-func (s *Server) opListMerged(ctx context.Context, t lease.Table, f admin.Filter, cur shardlist.Cursor) (shardlist.Page, error) {
-	p := listParams(t, f)
-	if len(cur) > 0 {
-		p.Cursor = cur.String()
-	}
+// sharded Client's List, from its cursor cur: "" from the newest), and
+// the cursor of the next page ("": this one is the last).
+func (s *Server) opListMerged(ctx context.Context, t workq.Table, f filter, cur string) ([]workq.Item, string, error) {
+	p := f.ListParams
+	p.Table, p.Cursor = t, cur
 	res, err := s.client.List(ctx, p)
 	if err != nil {
-		return shardlist.Page{}, err
+		return nil, "", err
 	}
-	page := shardlist.Page{Items: res.Items}
-	if page.Next, err = clientCursor(res.Next); err != nil {
-		return shardlist.Page{}, err
+	if res.Items == nil {
+		res.Items = []workq.Item{}
 	}
-	return page, nil
+	return res.Items, res.Next, nil
 }
 
 // clientCursor reads a cursor of the Client (ListResult.Next,
@@ -90,26 +106,15 @@ func clientCursor(next string) (shardlist.Cursor, error) {
 	return c, nil
 }
 
-// listParams are the Client's ListParams of the API's filter f of table t
-// (its cursor aside).
-func listParams(t lease.Table, f admin.Filter) workq.ListParams {
-	states := f.Statuses
-	if f.Status != "" {
-		states = append([]string{f.Status}, states...)
-	}
-	return workq.ListParams{Table: t, States: states, Queue: f.Queue, Kind: f.Kind, Metadata: f.Metadata,
-		CreatedAfter: f.CreatedAfter, CreatedBefore: f.CreatedBefore, ErrorText: f.ErrorText, Limit: f.Limit}
-}
-
-func (s *Server) opGet(ctx context.Context, sh dbShard, t lease.Table, id int64) (admin.Item, error) {
+func (s *Server) opGet(ctx context.Context, sh dbShard, t workq.Table, id int64) (workq.Item, error) {
 	c, err := s.shardClient(sh)
 	if err != nil {
-		return admin.Item{}, err
+		return workq.Item{}, err
 	}
 	return c.Get(ctx, workq.ItemRef{Table: t, ID: id})
 }
 
-func (s *Server) opAttempts(ctx context.Context, sh dbShard, t lease.Table, id int64) ([]workqtype.Attempt, error) {
+func (s *Server) opAttempts(ctx context.Context, sh dbShard, t workq.Table, id int64) ([]workq.Attempt, error) {
 	c, err := s.shardClient(sh)
 	if err != nil {
 		return nil, err
@@ -117,40 +122,54 @@ func (s *Server) opAttempts(ctx context.Context, sh dbShard, t lease.Table, id i
 	return c.Attempts(ctx, workq.ItemRef{Table: t, ID: id})
 }
 
+// actionResult is the answer of retry, cancel and delete: the ids acted
+// on, and the others (skipped), both in the order given.
+type actionResult struct {
+	Applied []int64 `json:"applied"`
+	Skipped []int64 `json:"skipped"`
+	// NotFound are the ids of Skipped that do not exist.
+	NotFound []int64 `json:"not_found"`
+	// States is the state of every other id of Skipped: why it was left
+	// alone.
+	States map[int64]string `json:"states,omitempty"`
+	// Requested (cancel) are the ids of Applied that were running: each
+	// ends cancelled when its attempt ends.
+	Requested []int64 `json:"requested,omitempty"`
+}
+
 // opAct retries, cancels or deletes (verb) the items ids, through the
 // Client's RetryMany, CancelMany or DeleteMany, and answers in the API's
 // shape: the ids applied, and the others (skipped) in the order given.
-func (s *Server) opAct(ctx context.Context, sh dbShard, t lease.Table, verb string, by admin.Actor, ids []int64) (admin.Result, error) {
+func (s *Server) opAct(ctx context.Context, sh dbShard, t workq.Table, verb string, by *workq.ActionOpts, ids []int64) (actionResult, error) {
 	c, err := s.shardClient(sh)
 	if err != nil {
-		return admin.Result{}, err
+		return actionResult{}, err
 	}
 	refs := make([]workq.ItemRef, len(ids))
 	for i, id := range ids {
 		refs[i] = workq.ItemRef{Table: t, ID: id}
 	}
-	opts := &workq.ActionOpts{Actor: by.Name, Reason: by.Reason}
 	var res workq.ActionResult
 	switch verb {
 	case "retry":
-		res, err = c.RetryMany(ctx, refs, opts)
+		res, err = c.RetryMany(ctx, refs, by)
 	case "cancel":
-		res, err = c.CancelMany(ctx, refs, opts)
+		res, err = c.CancelMany(ctx, refs, by)
 	case "delete":
 		res, err = c.DeleteMany(ctx, refs)
 	default:
-		return admin.Result{}, fmt.Errorf("api: no action %q", verb)
+		return actionResult{}, fmt.Errorf("api: no action %q", verb)
 	}
 	if err != nil {
-		return admin.Result{}, err
+		return actionResult{}, err
 	}
 	return resultOf(res, ids), nil
 }
 
 // resultOf is the API's answer to an action on the items ids (res, the
 // Client's result).
-func resultOf(res workq.ActionResult, ids []int64) admin.Result {
-	out := admin.Result{Applied: idsOf(res.Applied), Skipped: []int64{}, NotFound: idsOf(res.NotFound),
+func resultOf(res workq.ActionResult, ids []int64) actionResult {
+	out := actionResult{Applied: idsOf(res.Applied), Skipped: []int64{}, NotFound: idsOf(res.NotFound),
 		Requested: idsOf(res.Requested)}
 	if len(res.Requested) == 0 {
 		out.Requested = nil
@@ -182,31 +201,35 @@ func idsOf(refs []workq.ItemRef) []int64 {
 	return out
 }
 
+// matched is what an action on the items matching a filter did (the
+// Client's MatchingResult), with Next the id of shard sh to go on below
+// (0: it visited every matching item).
+type matched struct {
+	Applied, Skipped, Batches int
+	Next                      int64
+}
+
 // opActMatching retries, cancels or deletes (verb) at most max items
-// matching f (its cursor f.Before, an id of shard sh), through the Client's
+// matching f (from its cursor, an id of shard sh), through the Client's
 // RetryMatching, CancelMatching or DeleteMatching.
-func (s *Server) opActMatching(ctx context.Context, sh dbShard, t lease.Table, verb string, by admin.Actor, f admin.Filter, max int) (admin.BulkResult, error) {
+func (s *Server) opActMatching(ctx context.Context, sh dbShard, t workq.Table, verb string, by *workq.ActionOpts, f filter, max int) (matched, error) {
 	c, err := s.shardClient(sh)
 	if err != nil {
-		return admin.BulkResult{}, err
+		return matched{}, err
 	}
-	p := listParams(t, f)
-	if f.Before > 0 {
-		p.Cursor = shardlist.Cursor{c.ShardName(): f.Before}.String()
-	}
-	opts := &workq.ActionOpts{Actor: by.Name, Reason: by.Reason}
+	p := f.params(c, t)
 	var res workq.MatchingResult
 	switch verb {
 	case "retry":
-		res, err = c.RetryMatching(ctx, p, max, opts)
+		res, err = c.RetryMatching(ctx, p, max, by)
 	case "cancel":
-		res, err = c.CancelMatching(ctx, p, max, opts)
+		res, err = c.CancelMatching(ctx, p, max, by)
 	case "delete":
 		res, err = c.DeleteMatching(ctx, p, max)
 	default:
-		return admin.BulkResult{}, fmt.Errorf("api: no action %q", verb)
+		return matched{}, fmt.Errorf("api: no action %q", verb)
 	}
-	out := admin.BulkResult{Applied: res.Applied, Skipped: res.Skipped, Batches: res.Batches}
+	out := matched{Applied: res.Applied, Skipped: res.Skipped, Batches: res.Batches}
 	next, cerr := clientCursor(res.Next)
 	out.Next = next[c.ShardName()]
 	if err == nil {
@@ -217,33 +240,72 @@ func (s *Server) opActMatching(ctx context.Context, sh dbShard, t lease.Table, v
 
 // --- queues
 
-func (s *Server) opQueues(ctx context.Context, sh dbShard) ([]admin.Queue, error) {
-	c, err := s.shardClient(sh)
-	if err != nil {
-		return nil, err
-	}
-	qs, err := c.ListQueues(ctx)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]admin.Queue, len(qs))
-	for i, q := range qs {
-		out[i] = admin.Queue{Table: q.Table, Queue: q.Queue, Ready: q.Ready, Scheduled: q.Scheduled,
-			InProgress: q.InProgress, Expired: q.Expired, Done: q.Done, Failed: q.Failed, Cancelled: q.Cancelled,
-			OldestReadyAge: admin.Duration(q.OldestReadyAge), ClaimsPerSecond: q.ClaimsPerSecond,
-			CompletionsPerSecond: q.CompletionsPerSecond, Paused: q.Paused, PausedAt: q.PausedAt, PausedBy: q.PausedBy,
-			PauseReason: q.PauseReason}
-		if q.Limit != nil {
-			w := int32(*q.Limit)
-			out[i].Limit = &w
-		}
-	}
-	return out, nil
+// queueRow is a queue as the API answers it: one shard's row, or the sum
+// over the shards (the Client's QueueInfo, in JSON).
+type queueRow struct {
+	Table      workq.Table `json:"table"`
+	Queue      string      `json:"queue"`
+	Ready      int64       `json:"ready"`       // ready and due
+	Scheduled  int64       `json:"scheduled"`   // ready, due later
+	InProgress int64       `json:"in_progress"` // including Expired
+	Expired    int64       `json:"expired"`     // in progress with an expired lease, not yet reaped
+	Done       int64       `json:"done"`
+	Failed     int64       `json:"failed"`
+	Cancelled  int64       `json:"cancelled"`
+	// OldestReadyAge is how long the oldest due ready item has waited (0:
+	// none is waiting).
+	OldestReadyAge seconds `json:"oldest_ready_age"`
+	// Averages over the last minute.
+	ClaimsPerSecond      float64    `json:"claims_per_second"`
+	CompletionsPerSecond float64    `json:"completions_per_second"`
+	Paused               bool       `json:"paused"`
+	PausedAt             *time.Time `json:"paused_at,omitempty"`
+	PausedBy             string     `json:"paused_by,omitempty"`
+	PauseReason          string     `json:"pause_reason,omitempty"`
+	Limit                *int32     `json:"limit"` // W; null: no limit
 }
 
-// opSetPaused pauses or resumes a queue; changed: it was in the other
-// state.
-func (s *Server) opSetPaused(ctx context.Context, sh dbShard, t lease.Table, queue string, pause bool, by, reason string) (changed bool, err error) {
+// seconds is a duration that writes as seconds in JSON.
+type seconds time.Duration
+
+// MarshalJSON writes d as seconds, to the millisecond.
+func (d seconds) MarshalJSON() ([]byte, error) {
+	return []byte(fmt.Sprintf("%.3f", time.Duration(d).Seconds())), nil
+}
+
+// UnmarshalJSON reads seconds.
+func (d *seconds) UnmarshalJSON(b []byte) error {
+	var f float64
+	if _, err := fmt.Sscan(string(b), &f); err != nil {
+		return fmt.Errorf("duration in seconds: %w", err)
+	}
+	*d = seconds(f * float64(time.Second))
+	return nil
+}
+
+// rowOf is the API's row of the Client's q.
+func rowOf(q workq.QueueInfo) queueRow {
+	out := queueRow{Table: q.Table, Queue: q.Queue, Ready: q.Ready, Scheduled: q.Scheduled,
+		InProgress: q.InProgress, Expired: q.Expired, Done: q.Done, Failed: q.Failed, Cancelled: q.Cancelled,
+		OldestReadyAge: seconds(q.OldestReadyAge), ClaimsPerSecond: q.ClaimsPerSecond,
+		CompletionsPerSecond: q.CompletionsPerSecond, Paused: q.Paused, PausedAt: q.PausedAt, PausedBy: q.PausedBy,
+		PauseReason: q.PauseReason}
+	if q.Limit != nil {
+		w := int32(*q.Limit)
+		out.Limit = &w
+	}
+	return out
+}
+
+// opQueues lists the queues of every shard (the Client's ListQueues: on a
+// sharded Client each summed over the shards, with each shard's row).
+func (s *Server) opQueues(ctx context.Context) ([]workq.QueueInfo, error) {
+	return s.client.ListQueues(ctx)
+}
+
+// opSetPaused pauses or resumes a queue on shard sh; changed: it was in
+// the other state.
+func (s *Server) opSetPaused(ctx context.Context, sh dbShard, t workq.Table, queue string, pause bool, by, reason string) (changed bool, err error) {
 	c, err := s.shardClient(sh)
 	if err != nil {
 		return false, err
@@ -261,7 +323,7 @@ func (s *Server) opSetPaused(ctx context.Context, sh dbShard, t lease.Table, que
 }
 
 // opSetLimit sets a queue's limit W on the shard (-1: removes it).
-func (s *Server) opSetLimit(ctx context.Context, sh dbShard, t lease.Table, queue string, w int) error {
+func (s *Server) opSetLimit(ctx context.Context, sh dbShard, t workq.Table, queue string, w int) error {
 	c, err := s.shardClient(sh)
 	if err != nil {
 		return err
@@ -275,7 +337,7 @@ func (s *Server) opSetLimit(ctx context.Context, sh dbShard, t lease.Table, queu
 
 // --- schedules, through the Client of the schedule's shard
 
-func (s *Server) opSchedules(ctx context.Context, sh dbShard) ([]schedule.Schedule, error) {
+func (s *Server) opSchedules(ctx context.Context, sh dbShard) ([]workq.Schedule, error) {
 	c, err := s.shardClient(sh)
 	if err != nil {
 		return nil, err
@@ -283,26 +345,26 @@ func (s *Server) opSchedules(ctx context.Context, sh dbShard) ([]schedule.Schedu
 	return c.ListSchedules(ctx)
 }
 
-func (s *Server) opCreateSchedule(ctx context.Context, sh dbShard, sp schedule.Spec) (schedule.Schedule, error) {
+func (s *Server) opCreateSchedule(ctx context.Context, sh dbShard, sp workq.ScheduleSpec) (workq.Schedule, error) {
 	c, err := s.shardClient(sh)
 	if err != nil {
-		return schedule.Schedule{}, err
+		return workq.Schedule{}, err
 	}
 	return c.CreateSchedule(ctx, sp)
 }
 
-func (s *Server) opGetSchedule(ctx context.Context, sh dbShard, name string) (schedule.Schedule, error) {
+func (s *Server) opGetSchedule(ctx context.Context, sh dbShard, name string) (workq.Schedule, error) {
 	c, err := s.shardClient(sh)
 	if err != nil {
-		return schedule.Schedule{}, err
+		return workq.Schedule{}, err
 	}
 	return c.GetSchedule(ctx, name)
 }
 
-func (s *Server) opUpdateSchedule(ctx context.Context, sh dbShard, name string, ch schedule.Changes) (schedule.Schedule, error) {
+func (s *Server) opUpdateSchedule(ctx context.Context, sh dbShard, name string, ch workq.ScheduleChanges) (workq.Schedule, error) {
 	c, err := s.shardClient(sh)
 	if err != nil {
-		return schedule.Schedule{}, err
+		return workq.Schedule{}, err
 	}
 	return c.UpdateSchedule(ctx, name, ch)
 }
@@ -315,18 +377,18 @@ func (s *Server) opDeleteSchedule(ctx context.Context, sh dbShard, name string) 
 	return c.DeleteSchedule(ctx, name)
 }
 
-func (s *Server) opTriggerSchedule(ctx context.Context, sh dbShard, name string, force bool) (schedule.Triggered, error) {
+func (s *Server) opTriggerSchedule(ctx context.Context, sh dbShard, name string, force bool) (workq.TriggeredRun, error) {
 	c, err := s.shardClient(sh)
 	if err != nil {
-		return schedule.Triggered{}, err
+		return workq.TriggeredRun{}, err
 	}
 	return c.TriggerSchedule(ctx, name, force)
 }
 
-func (s *Server) opEnableSchedule(ctx context.Context, sh dbShard, name string, enable bool) (schedule.Schedule, error) {
+func (s *Server) opEnableSchedule(ctx context.Context, sh dbShard, name string, enable bool) (workq.Schedule, error) {
 	c, err := s.shardClient(sh)
 	if err != nil {
-		return schedule.Schedule{}, err
+		return workq.Schedule{}, err
 	}
 	if enable {
 		return c.EnableSchedule(ctx, name)

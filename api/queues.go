@@ -2,20 +2,21 @@ package api
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"math"
 	"net/http"
-	"sort"
 	"strings"
-	"sync"
+	"time"
 
-	"github.com/workq/workq/internal/admin"
-	"github.com/workq/workq/internal/lease"
+	"github.com/workq/workq"
+	"github.com/workq/workq/internal/shardlist"
 	"github.com/workq/workq/internal/ui"
 )
 
 // queueState is the answer of pause, resume and the limit endpoints.
 type queueState struct {
-	Table   lease.Table `json:"table"`
+	Table   workq.Table `json:"table"`
 	Queue   string      `json:"queue"`
 	Paused  *bool       `json:"paused,omitempty"`
 	Changed *bool       `json:"changed,omitempty"` // pause, resume: whether the queue was in the other state
@@ -39,31 +40,50 @@ type ShardResult struct {
 	Error   string `json:"error,omitempty"` // why it failed there; nothing changed on that shard
 }
 
-// onEveryShard runs f on every shard at once, each bounded by
-// Options.ShardTimeout on a sharded server, and returns each shard's error
-// (nil: done), in the shards' order.
-func (s *Server) onEveryShard(ctx context.Context, f func(ctx context.Context, i int, sh dbShard) error) []error {
-	errs := make([]error, len(s.shards))
-	timeout := s.o.ShardTimeout
-	if timeout <= 0 {
-		timeout = ui.DefaultShardTimeout
-	}
-	var wg sync.WaitGroup
+// onEachShard runs f on every shard at once (f calls the Client of that
+// shard), each bounded by Options.ShardTimeout on a sharded server, and
+// returns each shard's error (nil: done), in the shards' order. It is the
+// Client's scatter-gather (shardlist.Each), for what the API answers per
+// shard: pause and resume (each shard's change) and the schedule list
+// (each schedule's shard). What the Client answers over every shard (the
+// queue list) is one call of the Client.
+func (s *Server) onEachShard(ctx context.Context, f func(ctx context.Context, i int, sh dbShard) error) []error {
+	shards := make([]shardlist.Shard, len(s.shards))
+	index := make(map[string]int, len(s.shards))
 	for i, sh := range s.shards {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			sctx := ctx
-			if s.sharded() {
-				var cancel context.CancelFunc
-				sctx, cancel = context.WithTimeout(ctx, timeout)
-				defer cancel()
-			}
-			errs[i] = f(sctx, i, sh)
-		}()
+		shards[i], index[sh.Name] = shardlist.Shard{Name: sh.Name, DB: sh.DB}, i
 	}
-	wg.Wait()
+	var timeout time.Duration
+	if s.sharded() {
+		timeout = s.shardTimeout()
+	}
+	answers := shardlist.Each(ctx, shards, timeout, func(ctx context.Context, sh shardlist.Shard) (struct{}, error) {
+		i := index[sh.Name]
+		return struct{}{}, f(ctx, i, s.shards[i])
+	})
+	errs := make([]error, len(answers))
+	for i, a := range answers {
+		errs[i] = a.Err
+	}
 	return errs
+}
+
+// shardTimeout is Options.ShardTimeout, with its default.
+func (s *Server) shardTimeout() time.Duration {
+	if s.o.ShardTimeout > 0 {
+		return s.o.ShardTimeout
+	}
+	return ui.DefaultShardTimeout
+}
+
+// shardContext is ctx bounded by Options.ShardTimeout on a sharded
+// server: the bound of a call of the Client that reads every shard at
+// once (a shard that does not answer in time fails).
+func (s *Server) shardContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	if !s.sharded() {
+		return ctx, func() {}
+	}
+	return context.WithTimeout(ctx, s.shardTimeout())
 }
 
 // shardFailure is the Error of an operation on every shard that failed on
@@ -105,10 +125,25 @@ func (s *Server) shardFailure(ctx context.Context, what string, results []ShardR
 		what, strings.Join(failed, ", "), first.Message)}
 }
 
+// shardErrors are each shard's error of err, the Client's error of an
+// operation on every shard: a *workq.ShardsError names the shards that
+// failed (nil for the others); any other error is every shard's.
+func (s *Server) shardErrors(err error) []error {
+	errs := make([]error, len(s.shards))
+	var se *workq.ShardsError
+	failed := errors.As(err, &se)
+	for i, sh := range s.shards {
+		if errs[i] = err; failed {
+			errs[i] = se.Failed[sh.Name]
+		}
+	}
+	return errs
+}
+
 // shardedQueue is a queue of a sharded server: its counts summed over the
 // shards, and each shard's.
 type shardedQueue struct {
-	admin.Queue
+	queueRow
 	PausedShards []string     `json:"paused_shards"` // the shards where it is paused
 	Shards       []queueShard `json:"shards"`
 }
@@ -116,82 +151,49 @@ type shardedQueue struct {
 // queueShard is one shard's row of a queue.
 type queueShard struct {
 	Shard string `json:"shard"`
-	admin.Queue
+	queueRow
 }
 
 func (s *Server) listQueues(w http.ResponseWriter, r *http.Request, _ principal) error {
 	if _, err := query(r); err != nil {
 		return err
 	}
+	ctx, cancel := s.shardContext(r.Context()) // the Client reads every shard at once
+	defer cancel()
+	qs, err := s.opQueues(ctx)
 	if !s.sharded() {
-		qs, err := s.opQueues(r.Context(), s.shards[0])
 		if err != nil {
 			return err
 		}
+		out := make([]queueRow, len(qs))
+		for i, q := range qs {
+			out[i] = rowOf(q)
+		}
 		writeJSON(w, http.StatusOK, struct {
-			Queues []admin.Queue `json:"queues"`
-		}{qs})
+			Queues []queueRow `json:"queues"`
+		}{out})
 		return nil
 	}
-	per := make([][]admin.Queue, len(s.shards))
-	errs := s.onEveryShard(r.Context(), func(ctx context.Context, i int, sh dbShard) error {
-		var err error
-		per[i], err = s.opQueues(ctx, sh)
+	if err != nil {
+		if ferr := s.shardFailure(r.Context(), "listing the queues", make([]ShardResult, len(s.shards)), s.shardErrors(err)); ferr != nil {
+			return ferr
+		}
 		return err
-	})
-	if err := s.shardFailure(r.Context(), "listing the queues", make([]ShardResult, len(s.shards)), errs); err != nil {
-		return err
+	}
+	out := make([]shardedQueue, len(qs))
+	for i, q := range qs {
+		out[i] = shardedQueue{queueRow: rowOf(q), PausedShards: q.PausedShards, Shards: make([]queueShard, len(q.Shards))}
+		if out[i].PausedShards == nil {
+			out[i].PausedShards = []string{}
+		}
+		for j, row := range q.Shards {
+			out[i].Shards[j] = queueShard{Shard: row.Shard, queueRow: rowOf(row)}
+		}
 	}
 	writeJSON(w, http.StatusOK, struct {
 		Queues []shardedQueue `json:"queues"`
-	}{s.sumQueues(per)})
+	}{out})
 	return nil
-}
-
-// sumQueues merges each shard's queues (per, in the shards' order): counts
-// and rates summed, the oldest ready age the largest, paused when paused
-// on every shard (PausedShards lists where), no limit (each shard's budget
-// is in its row).
-func (s *Server) sumQueues(per [][]admin.Queue) []shardedQueue {
-	type key struct {
-		t lease.Table
-		q string
-	}
-	var order []key
-	rows := map[key]*shardedQueue{}
-	for i, qs := range per {
-		for _, q := range qs {
-			k := key{q.Table, q.Queue}
-			sq := rows[k]
-			if sq == nil {
-				sq = &shardedQueue{Queue: admin.Queue{Table: q.Table, Queue: q.Queue}, PausedShards: []string{}}
-				rows[k] = sq
-				order = append(order, k)
-			}
-			sq.Queue.Add(q)
-			if q.Paused {
-				sq.PausedShards = append(sq.PausedShards, s.shards[i].Name)
-			}
-			sq.Shards = append(sq.Shards, queueShard{Shard: s.shards[i].Name, Queue: q})
-		}
-	}
-	out := make([]shardedQueue, 0, len(order))
-	for _, k := range order {
-		sq := rows[k]
-		sq.Paused = len(sq.PausedShards) == len(s.shards)
-		out = append(out, *sq)
-	}
-	sortQueues(out)
-	return out
-}
-
-func sortQueues(qs []shardedQueue) {
-	sort.Slice(qs, func(i, j int) bool {
-		if qs[i].Table != qs[j].Table {
-			return qs[i].Table < qs[j].Table
-		}
-		return qs[i].Queue.Queue < qs[j].Queue.Queue
-	})
 }
 
 // pauseRequest is the optional body of pause.
@@ -239,14 +241,14 @@ func (s *Server) resumeQueue(w http.ResponseWriter, r *http.Request, p principal
 // other state; on a sharded server Shards has each shard's. When a shard
 // fails the answer is an error naming it, with every shard's outcome (the
 // others stay changed; the request is idempotent: send it again).
-func (s *Server) setPaused(w http.ResponseWriter, r *http.Request, p principal, t lease.Table, queue string, pause bool,
+func (s *Server) setPaused(w http.ResponseWriter, r *http.Request, p principal, t workq.Table, queue string, pause bool,
 	f func(ctx context.Context, sh dbShard) (bool, error), logArgs ...any) error {
 	verb := "resume"
 	if pause {
 		verb = "pause"
 	}
 	results := make([]ShardResult, len(s.shards))
-	errs := s.onEveryShard(r.Context(), func(ctx context.Context, i int, sh dbShard) error {
+	errs := s.onEachShard(r.Context(), func(ctx context.Context, i int, sh dbShard) error {
 		changed, err := f(ctx, sh)
 		if err == nil {
 			results[i] = ShardResult{Shard: sh.Name, Paused: &pause, Changed: &changed}
@@ -311,8 +313,8 @@ func (s *Server) setLimit(w http.ResponseWriter, r *http.Request, p principal) e
 	if err := s.decodeBody(w, r, &in, false); err != nil {
 		return err
 	}
-	if in.Limit == nil || *in.Limit < 0 || *in.Limit > lease.MaxLimit {
-		return invalid("limit", "want W, a whole number from 0 to %d (DELETE removes the limit)", lease.MaxLimit)
+	if in.Limit == nil || *in.Limit < 0 || *in.Limit > math.MaxInt32 {
+		return invalid("limit", "want W, a whole number from 0 to %d (DELETE removes the limit)", math.MaxInt32)
 	}
 	queue := r.PathValue("queue")
 	if err := s.opSetLimit(r.Context(), sh, t, queue, int(*in.Limit)); err != nil {

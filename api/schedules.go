@@ -7,11 +7,10 @@ import (
 	"sort"
 
 	"github.com/workq/workq"
-	"github.com/workq/workq/internal/schedule"
 	"github.com/workq/workq/workqtype"
 )
 
-// scheduleRequest is the body of POST /v1/schedules: schedule.Spec in
+// scheduleRequest is the body of POST /v1/schedules: workq.ScheduleSpec in
 // JSON. Fields left out take the Spec's defaults (timezone UTC, queue
 // default, max_attempts 4, overlap allow, misfire run_once, misfire_cap
 // 100, enabled).
@@ -31,7 +30,7 @@ type scheduleRequest struct {
 }
 
 // scheduleChanges is the body of PATCH /v1/schedules/{name}: the fields
-// to change (schedule.Changes); at least one.
+// to change (workq.ScheduleChanges); at least one.
 type scheduleChanges struct {
 	Cron        *string         `json:"cron"`
 	Timezone    *string         `json:"timezone"`
@@ -74,7 +73,7 @@ func nonZero(field string, p *int) (int, error) {
 // sharded server.
 type scheduleOut struct {
 	Shard string `json:"shard,omitempty"`
-	schedule.Schedule
+	workq.Schedule
 }
 
 // scheduleShard is the shard of the schedule called name: on a sharded
@@ -95,8 +94,8 @@ func (s *Server) listSchedules(w http.ResponseWriter, r *http.Request, _ princip
 	if _, err := query(r); err != nil {
 		return err
 	}
-	per := make([][]schedule.Schedule, len(s.shards))
-	errs := s.onEveryShard(r.Context(), func(ctx context.Context, i int, sh dbShard) error {
+	per := make([][]workq.Schedule, len(s.shards))
+	errs := s.onEachShard(r.Context(), func(ctx context.Context, i int, sh dbShard) error {
 		var err error
 		per[i], err = s.opSchedules(ctx, sh)
 		return err
@@ -137,8 +136,8 @@ func (s *Server) createSchedule(w http.ResponseWriter, r *http.Request, p princi
 	if err != nil {
 		return err
 	}
-	sp := schedule.Spec{Name: in.Name, Cron: in.Cron, Queue: q, Kind: in.Kind, Payload: payloadOf(in.Payload),
-		Priority: in.Priority, Overlap: schedule.OverlapPolicy(in.Overlap), Misfire: schedule.MisfirePolicy(in.Misfire),
+	sp := workq.ScheduleSpec{Name: in.Name, Cron: in.Cron, Queue: q, Kind: in.Kind, Payload: payloadOf(in.Payload),
+		Priority: in.Priority, Overlap: workq.OverlapPolicy(in.Overlap), Misfire: workq.MisfirePolicy(in.Misfire),
 		Disabled: in.Enabled != nil && !*in.Enabled}
 	if in.Timezone != nil {
 		if *in.Timezone == "" {
@@ -151,9 +150,6 @@ func (s *Server) createSchedule(w http.ResponseWriter, r *http.Request, p princi
 	}
 	if sp.MisfireCap, err = nonZero("misfire_cap", in.MisfireCap); err != nil {
 		return err
-	}
-	if err := s.schedules.Validate(sp); err != nil {
-		return invalidErr("", err)
 	}
 	sh, err := s.scheduleShard(sp.Name, "")
 	if err != nil {
@@ -201,7 +197,7 @@ func (s *Server) updateSchedule(w http.ResponseWriter, r *http.Request, p princi
 	if err := s.decodeBody(w, r, &in, false); err != nil {
 		return err
 	}
-	c := schedule.Changes{Cron: in.Cron, Timezone: in.Timezone, Kind: in.Kind, Priority: in.Priority,
+	c := workq.ScheduleChanges{Cron: in.Cron, Timezone: in.Timezone, Kind: in.Kind, Priority: in.Priority,
 		MaxAttempts: in.MaxAttempts, MisfireCap: in.MisfireCap}
 	if in.Queue != nil {
 		q, err := queueName("queue", in.Queue)
@@ -214,14 +210,14 @@ func (s *Server) updateSchedule(w http.ResponseWriter, r *http.Request, p princi
 		c.Payload = json.RawMessage(in.Payload)
 	}
 	if in.Overlap != nil {
-		o := schedule.OverlapPolicy(*in.Overlap)
+		o := workq.OverlapPolicy(*in.Overlap)
 		c.Overlap = &o
 	}
 	if in.Misfire != nil {
-		m := schedule.MisfirePolicy(*in.Misfire)
+		m := workq.MisfirePolicy(*in.Misfire)
 		c.Misfire = &m
 	}
-	if c == (schedule.Changes{}) {
+	if c == (workq.ScheduleChanges{}) {
 		return invalid("", "nothing to update: give at least one of cron, timezone, queue, kind, payload, priority, "+
 			"max_attempts, overlap, misfire, misfire_cap")
 	}
@@ -284,7 +280,7 @@ func (s *Server) triggerSchedule(w http.ResponseWriter, r *http.Request, p princ
 	}
 	s.log.InfoContext(r.Context(), "api schedule triggered", "name", name, "shard", sh.Name, "actor", p.actor(), "run_id", tr.RunID, "force", in.Force)
 	writeJSON(w, http.StatusCreated, struct {
-		schedule.Triggered
+		workq.TriggeredRun
 		Shard string `json:"shard,omitempty"` // the shard of the run
 	}{tr, sh.Name})
 	return nil

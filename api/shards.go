@@ -1,15 +1,12 @@
 package api
 
 import (
-	"context"
 	"fmt"
 	"net/http"
 	"strings"
 
 	"github.com/workq/workq"
-	"github.com/workq/workq/internal/admin"
 	"github.com/workq/workq/internal/clienthook"
-	"github.com/workq/workq/internal/lease"
 	"github.com/workq/workq/internal/shardlist"
 	"github.com/workq/workq/workqtype"
 )
@@ -20,7 +17,8 @@ import (
 const DefaultShard = workq.DefaultShard
 
 // dbShard is one database of the Client: its shard's name ("" for the one
-// of a NewClient) and a DB on it in the Client's schema.
+// of a NewClient) and a DB on it in the Client's schema (the dashboard's:
+// the handlers reach a shard through the Client, client.Shard(Name)).
 type dbShard struct {
 	Name string
 	DB   workqtype.TxDB
@@ -85,50 +83,20 @@ func (s *Server) shardNames() string {
 	return fmt.Sprint(names)
 }
 
-// tag sets the shard of each item (nothing for an unnamed one).
-func tag(items []admin.Item, shard string) []admin.Item {
-	for i := range items {
-		items[i].Shard = shard
-	}
-	return items
-}
-
-func parseShardCursor(field, v string) (shardlist.Cursor, error) {
-	c, err := shardlist.ParseCursor(v)
-	if err != nil {
-		return nil, invalid(field, "%q is not a cursor of this API (%s)", v, strings.TrimPrefix(err.Error(), shardlist.ErrBadCursor.Error()+": "))
-	}
-	return c, nil
-}
-
-// listMerged is one page of the items of every shard matching f: each
-// shard's page from its position, merged newest first (created_at, then
-// shard and id), each item tagged with its shard. The cursor holds every
-// shard's position, so a page never repeats or skips an item of a shard.
-func (s *Server) listMerged(ctx context.Context, t lease.Table, f admin.Filter, cur shardlist.Cursor) (listPage, error) {
-	page, err := s.opListMerged(ctx, t, f, cur)
-	if err != nil {
-		return listPage{}, err
-	}
-	out := listPage{Items: page.Items}
-	if page.Next != nil {
-		c := page.Next.String()
-		out.NextCursor = &c
-	}
-	return out, nil
-}
-
 // listItemsSharded serves GET /v1/tables/{table}/items on a sharded
-// server: ?shard=NAME lists one shard (its own cursor), else every shard
-// merged.
-func (s *Server) listItemsSharded(w http.ResponseWriter, r *http.Request, t lease.Table, f admin.Filter, shard, cursorText string) error {
+// server: ?shard=NAME lists one shard (its own cursor, an id), else every
+// shard merged newest first (the sharded Client's List: created_at, then
+// shard and id), each item tagged with its shard, from a cursor that
+// holds every shard's position, so a page never repeats or skips an item
+// of a shard.
+func (s *Server) listItemsSharded(w http.ResponseWriter, r *http.Request, t workq.Table, f filter, shard, cursorText string) error {
 	if shard != "" {
 		sh, err := s.shardNamed("shard", shard)
 		if err != nil {
 			return err
 		}
 		if cursorText != "" {
-			if f.Before, err = parseInt("cursor", cursorText, 1, lease.MaxItemID); err != nil {
+			if f.before, err = parseInt("cursor", cursorText, 1, maxItemID); err != nil {
 				return invalid("cursor", "%q is not a cursor of this API (pass next_cursor of the previous page as it is)", cursorText)
 			}
 		}
@@ -136,20 +104,22 @@ func (s *Server) listItemsSharded(w http.ResponseWriter, r *http.Request, t leas
 		if err != nil {
 			return err
 		}
-		writeJSON(w, http.StatusOK, listPage{Items: tag(page.Items, sh.Name), NextCursor: cursor(page.Next)})
+		writeJSON(w, http.StatusOK, listPage{Items: page.Items, NextCursor: cursor(page.Next)})
 		return nil
 	}
-	cur := shardlist.Cursor{}
 	if cursorText != "" {
-		var err error
-		if cur, err = parseShardCursor("cursor", cursorText); err != nil {
-			return err
+		if _, err := shardlist.ParseCursor(cursorText); err != nil {
+			return invalid("cursor", "%q is not a cursor of this API (%s)", cursorText, strings.TrimPrefix(err.Error(), shardlist.ErrBadCursor.Error()+": "))
 		}
 	}
-	page, err := s.listMerged(r.Context(), t, f, cur)
+	items, next, err := s.opListMerged(r.Context(), t, f, cursorText)
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, page)
+	out := listPage{Items: items}
+	if next != "" {
+		out.NextCursor = &next
+	}
+	writeJSON(w, http.StatusOK, out)
 	return nil
 }

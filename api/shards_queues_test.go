@@ -78,7 +78,7 @@ func TestAPIPausesEveryShard(t *testing.T) {
 	e.must(200, "GET", "/v1/queues", e.read, nil).decode(t, &list)
 	found := false
 	for _, q := range list.Queues {
-		if q.Table == lease.JobRuns && q.Queue.Queue == "default" {
+		if q.Table == lease.JobRuns && q.Queue == "default" {
 			found = true
 			if !q.Paused || len(q.PausedShards) != 2 || len(q.Shards) != 2 || q.Shards[0].Shard != "a" || !q.Shards[1].Paused {
 				t.Fatalf("listed %+v", q)

@@ -56,21 +56,11 @@ const (
 )
 
 // ItemRef names one item: its table, its id and, on a Client of several
-// shards, its shard (ids are unique per shard only). Enqueued.Ref and
-// Item.Ref make one; a ref without a shard is looked up on every shard.
-type ItemRef struct {
-	Table Table
-	ID    int64
-	Shard string // "" on a Client of one shard; on a sharded Client: looked up
-}
-
-// String is "table/id", or "shard:table/id".
-func (r ItemRef) String() string {
-	if r.Shard == "" {
-		return fmt.Sprintf("%s/%d", r.Table, r.ID)
-	}
-	return fmt.Sprintf("%s:%s/%d", r.Shard, r.Table, r.ID)
-}
+// shards, its shard (ids are unique per shard only). The result of every
+// write makes one (Enqueued.Ref, outbox.Sent.Ref, inbox.Received.Ref,
+// timers.Scheduled.Ref), and so does Item.Ref; a ref without a shard is
+// looked up on every shard. See workqtype.ItemRef.
+type ItemRef = workqtype.ItemRef
 
 // JobRef is the ItemRef of job run id (on a sharded Client, set Shard or
 // use Enqueued.Ref).
@@ -82,7 +72,8 @@ func (e Enqueued) Ref() ItemRef { return ItemRef{Table: TableJobRuns, ID: e.ID, 
 // RefOf is the ItemRef of an item Get or List returned, with its shard.
 func RefOf(it Item) ItemRef { return ItemRef{Table: it.Table, ID: it.ID, Shard: it.Shard} }
 
-func (r ItemRef) validate() error {
+// validateRef checks that r names a table and an id in range.
+func validateRef(r ItemRef) error {
 	if !slices.Contains(Tables(), r.Table) {
 		return workqtype.Invalid("table", fmt.Sprintf("table %q is not one of %s", r.Table, tableNames()))
 	}
@@ -223,7 +214,7 @@ func (c *Client) List(ctx context.Context, p ListParams) (_ ListResult, err erro
 	if p.Table == "" {
 		p.Table = TableJobRuns
 	}
-	if err := (ItemRef{Table: p.Table, ID: 1}).validate(); err != nil {
+	if err := validateRef(ItemRef{Table: p.Table, ID: 1}); err != nil {
 		return ListResult{}, err
 	}
 	f, err := p.filter()
@@ -367,7 +358,7 @@ func (c *Client) resolve(ctx context.Context, ref ItemRef) (*Client, error) {
 	if err := checkCtx(ctx); err != nil {
 		return nil, err
 	}
-	if err := ref.validate(); err != nil {
+	if err := validateRef(ref); err != nil {
 		return nil, err
 	}
 	if ref.Shard != "" || c.set == nil {

@@ -70,7 +70,7 @@ func (c *Client) matching(ctx context.Context, p ListParams, max int, verb strin
 	if p.Table == "" {
 		return MatchingResult{}, workqtype.Invalid("table", "required: the table whose items to "+verb)
 	}
-	if err := (ItemRef{Table: p.Table, ID: 1}).validate(); err != nil {
+	if err := validateRef(ItemRef{Table: p.Table, ID: 1}); err != nil {
 		return MatchingResult{}, err
 	}
 	f, err := p.filter()

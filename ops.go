@@ -152,13 +152,16 @@ type ListParams struct {
 	Cursor string
 	// Limit is the page size, 1 to MaxListLimit (0: DefaultListLimit).
 	Limit int
+	// Order is List's order: NewestFirst (the zero value) or OldestFirst.
+	// The bulk actions (RetryMatching...) walk newest first only.
+	Order ListOrder
 	// AllowPartial lists the shards that answer when some do not (they are
 	// in ListResult.Unavailable and keep their place in the cursor);
 	// without it the first shard's error is List's.
 	AllowPartial bool
 }
 
-// ListResult is one page of items, newest first.
+// ListResult is one page of items, newest first (ListParams.Order).
 type ListResult struct {
 	Items []Item
 	// Next is the cursor of the next page (ListParams.Cursor); "" when
@@ -205,7 +208,8 @@ func (c *Client) Get(ctx context.Context, ref ItemRef) (_ Item, err error) {
 // reads, not the size of the table. On a sharded Client it reads every
 // shard's page at once and merges them newest first (by creation time,
 // then shard and id); the cursor holds every shard's position, so paging
-// never repeats or skips an item.
+// never repeats or skips an item. ListParams.Order OldestFirst lists the
+// other way: up the same indexes, merged oldest first.
 func (c *Client) List(ctx context.Context, p ListParams) (_ ListResult, err error) {
 	defer c.notMigrated(&err)
 	if err := checkCtx(ctx); err != nil {
@@ -221,15 +225,18 @@ func (c *Client) List(ctx context.Context, p ListParams) (_ ListResult, err erro
 	if err != nil {
 		return ListResult{}, err
 	}
+	if f.Oldest, err = p.oldest(); err != nil {
+		return ListResult{}, err
+	}
 	shards, err := c.shardsOf(p.Shard)
 	if err != nil {
 		return ListResult{}, err
 	}
-	cur := shardlist.Cursor{}
+	cur, err := listCursor(p, f.Oldest)
+	if err != nil {
+		return ListResult{}, err
+	}
 	if p.Cursor != "" {
-		if cur, err = shardlist.ParseCursor(p.Cursor); err != nil {
-			return ListResult{}, workqtype.Invalid("cursor", fmt.Sprintf("%q is not a cursor of this list (%v)", p.Cursor, err))
-		}
 		for name := range cur {
 			if !slices.ContainsFunc(shards, func(sh shardlist.Shard) bool { return sh.Name == name }) {
 				return ListResult{}, workqtype.Invalid("cursor", fmt.Sprintf("the cursor names shard %q, which this list does not read", name))
@@ -242,7 +249,7 @@ func (c *Client) List(ctx context.Context, p ListParams) (_ ListResult, err erro
 	}
 	out := ListResult{Items: page.Items}
 	if page.Next != nil {
-		out.Next = page.Next.String()
+		out.Next = page.Next.Format(f.Oldest)
 	}
 	for _, d := range page.Down {
 		if out.Unavailable == nil {

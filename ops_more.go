@@ -77,6 +77,9 @@ func (c *Client) matching(ctx context.Context, p ListParams, max int, verb strin
 	if err != nil {
 		return MatchingResult{}, err
 	}
+	if p.Order != NewestFirst {
+		return MatchingResult{}, workqtype.Invalid("order", verb+" matching walks newest first: leave ListParams.Order unset")
+	}
 	if p.Shard == "" && c.set != nil {
 		return MatchingResult{}, workqtype.Invalid("shard", verb+" matching on a sharded Client: name the shard (ListParams.Shard)")
 	}

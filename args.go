@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
 	"github.com/workq/workq/internal/jobq"
@@ -161,6 +162,15 @@ type Job[T Args] struct {
 	// NewClient): a handler's own transaction, for CompleteTx and the
 	// ...Tx methods, is opened on client.Shard(job.Shard)'s pool.
 	Shard string
+	// RunID names this attempt: the run archive's id of it (Attempt.RunID,
+	// the runs directory's RUN_ID, the run_id of the logs); ParseRunID
+	// reads the job and the lease version back from it. LeaseVersion is
+	// the claim's fencing token: every claim of the job increments it, and
+	// a completion is applied only while it is the job's (a lease lost to
+	// a reaper is ErrLeaseLost). Both are zero on a Job the runtime did
+	// not claim (workqtest.RequireEnqueued's).
+	RunID        uuid.UUID
+	LeaseVersion int64
 
 	raw *worker.Job
 }
@@ -266,7 +276,8 @@ func AddWorkerSafely[T Args](ws *Workers, w Worker[T]) error {
 // decode).
 func (j *Job[T]) fill(raw *worker.Job) error {
 	*j = Job[T]{ID: raw.ID, Kind: raw.Kind, Queue: raw.Queue, Attempt: int(raw.Attempt), MaxAttempts: int(raw.MaxAttempts),
-		Priority: raw.Priority, RunAt: raw.RunAt, CreatedAt: raw.CreatedAt, Metadata: workqtype.DecodeMetadata(raw.Metadata), Shard: raw.Shard, raw: raw}
+		Priority: raw.Priority, RunAt: raw.RunAt, CreatedAt: raw.CreatedAt, Metadata: workqtype.DecodeMetadata(raw.Metadata), Shard: raw.Shard,
+		RunID: raw.RunID, LeaseVersion: raw.LeaseVersion, raw: raw}
 	if err := json.Unmarshal(raw.Payload, &j.Args); err != nil {
 		return worker.Permanent(fmt.Errorf("decode args of job %d (%s): %w", raw.ID, raw.Kind, err))
 	}

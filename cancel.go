@@ -113,7 +113,7 @@ func (c *Client) CancelTx(ctx context.Context, tx pgx.Tx, ref ItemRef, opts *Act
 	if c.set != nil {
 		return 0, c.errShardTx("CancelTx")
 	}
-	if err := ref.validate(); err != nil {
+	if err := validateRef(ref); err != nil {
 		return 0, err
 	}
 	if _, err := c.Shard(ref.Shard); err != nil {

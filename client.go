@@ -169,7 +169,17 @@ type Config struct {
 	MaxAttempts     int
 	MaxPayloadBytes int
 	NotifyDebounce  time.Duration
-	Maintenance     MaintenanceConfig
+	// TimerNotifyWithin: a timer scheduled due within this of now
+	// (database clock) wakes its queue's workers with a NOTIFY; one due
+	// later takes no NOTIFY and is found by the workers themselves, at
+	// their poll or when they wait for their queue's next due timer. Set
+	// it to the FetchPollInterval of the workers of the timers when they
+	// poll less often than this Client, or a timer due before their next
+	// poll may start up to that poll late. Default: this Client's
+	// FetchPollInterval (1s); at most 24h; negative: only timers due now
+	// notify.
+	TimerNotifyWithin time.Duration
+	Maintenance       MaintenanceConfig
 	// MetricsRegisterer, when set, gets workq's Prometheus collectors
 	// (workq_worker_*, workq_reaped_total, workq_maintenance_*, ...;
 	// docs/operations.md): the worker's and the maintenance's of this
@@ -264,7 +274,7 @@ func newClient(pool *pgxpool.Pool, cfg Config, name string, shared *worker.Share
 	if schemaErr != nil {
 		schemaErr = workqtype.InvalidErr("Schema", schemaErr)
 	}
-	if err := errors.Join(schemaErr, validateWorker(wc), cfg.Maintenance.Validate()); err != nil {
+	if err := errors.Join(schemaErr, validateWorker(wc), cfg.Maintenance.Validate(), validateTimers(cfg.timerOptions())); err != nil {
 		return nil, fmt.Errorf("workq config: %w", err)
 	}
 	log := cfg.Logger
@@ -282,8 +292,7 @@ func newClient(pool *pgxpool.Pool, cfg Config, name string, shared *worker.Share
 		MaxPayloadBytes: cfg.MaxPayloadBytes, TracerProvider: cfg.TracerProvider})
 	c.inbox = inboxrt.NewClient(inboxrt.ClientOptions{MaxAttempts: cfg.MaxAttempts, NotifyDebounce: cfg.NotifyDebounce,
 		MaxPayloadBytes: cfg.MaxPayloadBytes})
-	c.timers = timersrt.NewClient(timersrt.ClientOptions{MaxAttempts: cfg.MaxAttempts, NotifyDebounce: cfg.NotifyDebounce,
-		MaxPayloadBytes: cfg.MaxPayloadBytes})
+	c.timers = timersrt.NewClient(cfg.timerOptions())
 	c.sched = schedule.NewStore(schedule.StoreOptions{MaxPayloadBytes: cfg.MaxPayloadBytes, Schema: cfg.Schema})
 	periodic, err := newPeriodicJobs(cfg, c.sched, log)
 	if err != nil {

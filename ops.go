@@ -55,21 +55,11 @@ const (
 )
 
 // ItemRef names one item: its table, its id and, on a Client of several
-// shards, its shard (ids are unique per shard only). Enqueued.Ref and
-// Item.Ref make one; a ref without a shard is looked up on every shard.
-type ItemRef struct {
-	Table Table
-	ID    int64
-	Shard string // "" on a Client of one shard; on a sharded Client: looked up
-}
-
-// String is "table/id", or "shard:table/id".
-func (r ItemRef) String() string {
-	if r.Shard == "" {
-		return fmt.Sprintf("%s/%d", r.Table, r.ID)
-	}
-	return fmt.Sprintf("%s:%s/%d", r.Shard, r.Table, r.ID)
-}
+// shards, its shard (ids are unique per shard only). The result of every
+// write makes one (Enqueued.Ref, outbox.Sent.Ref, inbox.Received.Ref,
+// timers.Scheduled.Ref), and so does Item.Ref; a ref without a shard is
+// looked up on every shard. See workqtype.ItemRef.
+type ItemRef = workqtype.ItemRef
 
 // JobRef is the ItemRef of job run id (on a sharded Client, set Shard or
 // use Enqueued.Ref).
@@ -81,7 +71,8 @@ func (e Enqueued) Ref() ItemRef { return ItemRef{Table: TableJobRuns, ID: e.ID, 
 // RefOf is the ItemRef of an item Get or List returned, with its shard.
 func RefOf(it Item) ItemRef { return ItemRef{Table: it.Table, ID: it.ID, Shard: it.Shard} }
 
-func (r ItemRef) validate() error {
+// validateRef checks that r names a table and an id in range.
+func validateRef(r ItemRef) error {
 	if !slices.Contains(Tables(), r.Table) {
 		return workqtype.Invalid("table", fmt.Sprintf("table %q is not one of %s", r.Table, tableNames()))
 	}
@@ -160,13 +151,16 @@ type ListParams struct {
 	Cursor string
 	// Limit is the page size, 1 to MaxListLimit (0: DefaultListLimit).
 	Limit int
+	// Order is List's order: NewestFirst (the zero value) or OldestFirst.
+	// The bulk actions (RetryMatching...) walk newest first only.
+	Order ListOrder
 	// AllowPartial lists the shards that answer when some do not (they are
 	// in ListResult.Unavailable and keep their place in the cursor);
 	// without it the first shard's error is List's.
 	AllowPartial bool
 }
 
-// ListResult is one page of items, newest first.
+// ListResult is one page of items, newest first (ListParams.Order).
 type ListResult struct {
 	Items []Item
 	// Next is the cursor of the next page (ListParams.Cursor); "" when
@@ -213,7 +207,8 @@ func (c *Client) Get(ctx context.Context, ref ItemRef) (_ Item, err error) {
 // reads, not the size of the table. On a sharded Client it reads every
 // shard's page at once and merges them newest first (by creation time,
 // then shard and id); the cursor holds every shard's position, so paging
-// never repeats or skips an item.
+// never repeats or skips an item. ListParams.Order OldestFirst lists the
+// other way: up the same indexes, merged oldest first.
 func (c *Client) List(ctx context.Context, p ListParams) (_ ListResult, err error) {
 	defer c.notMigrated(&err)
 	if err := checkCtx(ctx); err != nil {
@@ -222,22 +217,25 @@ func (c *Client) List(ctx context.Context, p ListParams) (_ ListResult, err erro
 	if p.Table == "" {
 		p.Table = TableJobRuns
 	}
-	if err := (ItemRef{Table: p.Table, ID: 1}).validate(); err != nil {
+	if err := validateRef(ItemRef{Table: p.Table, ID: 1}); err != nil {
 		return ListResult{}, err
 	}
 	f, err := p.filter()
 	if err != nil {
 		return ListResult{}, err
 	}
+	if f.Oldest, err = p.oldest(); err != nil {
+		return ListResult{}, err
+	}
 	shards, err := c.shardsOf(p.Shard)
 	if err != nil {
 		return ListResult{}, err
 	}
-	cur := shardlist.Cursor{}
+	cur, err := listCursor(p, f.Oldest)
+	if err != nil {
+		return ListResult{}, err
+	}
 	if p.Cursor != "" {
-		if cur, err = shardlist.ParseCursor(p.Cursor); err != nil {
-			return ListResult{}, workqtype.Invalid("cursor", fmt.Sprintf("%q is not a cursor of this list (%v)", p.Cursor, err))
-		}
 		for name := range cur {
 			if !slices.ContainsFunc(shards, func(sh shardlist.Shard) bool { return sh.Name == name }) {
 				return ListResult{}, workqtype.Invalid("cursor", fmt.Sprintf("the cursor names shard %q, which this list does not read", name))
@@ -250,7 +248,7 @@ func (c *Client) List(ctx context.Context, p ListParams) (_ ListResult, err erro
 	}
 	out := ListResult{Items: page.Items}
 	if page.Next != nil {
-		out.Next = page.Next.String()
+		out.Next = page.Next.Format(f.Oldest)
 	}
 	for _, d := range page.Down {
 		if out.Unavailable == nil {
@@ -366,7 +364,7 @@ func (c *Client) resolve(ctx context.Context, ref ItemRef) (*Client, error) {
 	if err := checkCtx(ctx); err != nil {
 		return nil, err
 	}
-	if err := ref.validate(); err != nil {
+	if err := validateRef(ref); err != nil {
 		return nil, err
 	}
 	if ref.Shard != "" || c.set == nil {

@@ -85,7 +85,7 @@ func (c *Client) actMany(ctx context.Context, refs []ItemRef, verb string,
 	byKey := map[[2]string]*group{}
 	seen := map[ItemRef]bool{}
 	for i, r := range refs {
-		if err := r.validate(); err != nil {
+		if err := validateRef(r); err != nil {
 			return ActionResult{}, fmt.Errorf("refs[%d]: %w", i, err)
 		}
 		if r.Shard == "" && c.set != nil {

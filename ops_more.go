@@ -70,12 +70,15 @@ func (c *Client) matching(ctx context.Context, p ListParams, max int, verb strin
 	if p.Table == "" {
 		return MatchingResult{}, workqtype.Invalid("table", "required: the table whose items to "+verb)
 	}
-	if err := (ItemRef{Table: p.Table, ID: 1}).validate(); err != nil {
+	if err := validateRef(ItemRef{Table: p.Table, ID: 1}); err != nil {
 		return MatchingResult{}, err
 	}
 	f, err := p.filter()
 	if err != nil {
 		return MatchingResult{}, err
+	}
+	if p.Order != NewestFirst {
+		return MatchingResult{}, workqtype.Invalid("order", verb+" matching walks newest first: leave ListParams.Order unset")
 	}
 	if p.Shard == "" && c.set != nil {
 		return MatchingResult{}, workqtype.Invalid("shard", verb+" matching on a sharded Client: name the shard (ListParams.Shard)")

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/workq/workq/internal/worker"
 	"github.com/workq/workq/outbox"
@@ -132,6 +133,9 @@ type Message[T any] struct {
 	// NewClient): open a handler's own transaction, for CompleteTx and the
 	// ...Tx methods, on client.Shard(m.Shard)'s pool.
 	Shard string
+	// RunID and LeaseVersion name this attempt, as Job's do.
+	RunID        uuid.UUID
+	LeaseVersion int64
 
 	raw *worker.Job
 }
@@ -151,7 +155,8 @@ func (m *Message[T]) Logger() *slog.Logger {
 func (m *Message[T]) fill(raw *worker.Job) error {
 	*m = Message[T]{ID: raw.ID, Queue: raw.Queue, Topic: raw.Topic, Attempt: int(raw.Attempt), MaxAttempts: int(raw.MaxAttempts),
 		CreatedAt: raw.CreatedAt, RunAt: raw.RunAt, MessageID: raw.MessageID, PartitionKey: raw.PartitionKey, CorrelationID: raw.CorrelationID,
-		Headers: raw.Headers, DueTime: raw.DueTime, Shard: raw.Shard, raw: raw}
+		Headers: raw.Headers, DueTime: raw.DueTime, Shard: raw.Shard,
+		RunID: raw.RunID, LeaseVersion: raw.LeaseVersion, raw: raw}
 	if raw.Table == "inbox" {
 		m.Source = raw.Kind
 	}

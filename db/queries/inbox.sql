@@ -139,3 +139,17 @@ where t.id < @before_id::bigint
   and (sqlc.narg('error_text')::text is null or strpos(lower(t.last_error), lower(sqlc.narg('error_text')::text)) > 0)
 order by t.id desc
 limit @max_rows::integer;
+
+-- name: InboxPageAsc :many
+-- InboxPageAsc is InboxPage oldest first: items above after_id (the same keyset walk up the primary key, or up the failed index; rows inserted meanwhile have higher ids and come on a later page), with the same filters, and at or below max_id (admin bounds the ids a text or metadata search reads with it).
+select * from workq.inbox t
+where t.id > @after_id::bigint
+  and (sqlc.narg('queue')::text is null or t.queue = sqlc.narg('queue')::text)
+  and (sqlc.narg('status')::smallint is null or t.status = sqlc.narg('status')::smallint)
+  and (sqlc.narg('kind')::text is null or t.topic = sqlc.narg('kind')::text)
+  and (sqlc.narg('created_after')::timestamptz is null or t.created_at >= sqlc.narg('created_after')::timestamptz)
+  and (sqlc.narg('created_before')::timestamptz is null or t.created_at < sqlc.narg('created_before')::timestamptz)
+  and t.id <= @max_id::bigint
+  and (sqlc.narg('error_text')::text is null or strpos(lower(t.last_error), lower(sqlc.narg('error_text')::text)) > 0)
+order by t.id
+limit @max_rows::integer;

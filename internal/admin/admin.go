@@ -86,6 +86,11 @@ type Filter struct {
 	Metadata map[string]string
 	Before   int64 // the cursor: items with smaller ids (Page.Next of the previous page); 0 from the newest
 	Limit    int   // 1 to MaxLimit; 0 means DefaultLimit
+	// Oldest lists oldest first (ascending ids) instead: After is then the
+	// cursor, items with larger ids (Page.Next of the previous page; 0
+	// from the oldest), and Before is not used (see listOldest).
+	Oldest bool
+	After  int64
 }
 
 // Page is one page of items, newest first. Next is the cursor of the next
@@ -106,6 +111,10 @@ type pageArgs struct {
 	errorText            *string
 	metadata             *string
 	max                  int32
+	// afterID and maxID bound an oldest-first page (the <Table>PageAsc
+	// statements) instead of before and minID: ids above afterID, at or
+	// below maxID.
+	afterID, maxID int64
 }
 
 // tableView is how admin reads one table: its page and get statements,
@@ -189,8 +198,8 @@ func (f Filter) Validate() error {
 			return err
 		}
 	}
-	if f.Before < 0 {
-		return invalid("cursor", "cursor %d is negative", f.Before)
+	if f.Before < 0 || f.After < 0 {
+		return invalid("cursor", "cursor %d is negative", min(f.Before, f.After))
 	}
 	if f.Limit < 0 || f.Limit > MaxLimit {
 		return invalid("limit", "limit %d: want 1 to %d", f.Limit, MaxLimit)
@@ -221,6 +230,9 @@ func List(ctx context.Context, db workqtype.DB, table lease.Table, f Filter) (Pa
 	case 1:
 		f.Status, f.Statuses = st[0], nil
 	default:
+		if f.Oldest {
+			return listStatusesOldest(f, st, func(g Filter) (Page, error) { return List(ctx, db, table, g) })
+		}
 		return listStatuses(f, st, func(g Filter) (Page, error) { return List(ctx, db, table, g) })
 	}
 	limit := f.Limit
@@ -255,6 +267,9 @@ func List(ctx context.Context, db workqtype.DB, table lease.Table, f Filter) (Pa
 		}
 		b, _ := workqtype.EncodeMetadata("metadata", f.Metadata)
 		a.metadata = ptr(string(b))
+	}
+	if f.Oldest {
+		return listOldest(ctx, q, table, a, f.After, f.ErrorText, limit)
 	}
 	if f.ErrorText != "" || a.metadata != nil {
 		return listText(ctx, q, v, table, a, f.ErrorText, limit)

@@ -113,7 +113,11 @@ func List(ctx context.Context, shards []Shard, t lease.Table, f admin.Filter, cu
 	}
 	pages := Each(ctx, read, o.Timeout, func(ctx context.Context, sh Shard) (admin.Page, error) {
 		g := f
-		g.Before = cur[sh.Name] // 0 (absent): from its newest
+		if f.Oldest {
+			g.After = cur[sh.Name] // 0 (absent): from its oldest
+		} else {
+			g.Before = cur[sh.Name] // 0 (absent): from its newest
+		}
 		return admin.List(ctx, sh.DB, t, g)
 	})
 	for i, j := 0, 0; i < len(parts); i++ {
@@ -149,13 +153,17 @@ func List(ctx context.Context, shards []Shard, t lease.Table, f admin.Filter, cu
 	// order), whatever its created_at order.
 	out.Items = []admin.Item{}
 	heads := make([]int, len(live))
+	first := Newer
+	if f.Oldest {
+		first = Older
+	}
 	for len(out.Items) < limit {
 		best := -1
 		for i, p := range live {
 			if heads[i] == len(p.items) {
 				continue
 			}
-			if best < 0 || Newer(p.items[heads[i]], live[best].items[heads[best]]) {
+			if best < 0 || first(p.items[heads[i]], live[best].items[heads[best]]) {
 				best = i
 			}
 		}

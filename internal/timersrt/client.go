@@ -55,7 +55,7 @@ func NewClient(o ClientOptions) *Client {
 		o.MaxPayloadBytes = workqtype.DefaultMaxPayload
 	}
 	if o.NotifyWithin == 0 {
-		o.NotifyWithin = time.Second // the worker's default poll interval
+		o.NotifyWithin = DefaultNotifyWithin
 	}
 	if o.NotifyWithin < 0 {
 		o.NotifyWithin = 0

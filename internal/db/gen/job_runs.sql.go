@@ -722,3 +722,90 @@ func (q *Queries) JobRunsPage(ctx context.Context, arg JobRunsPageParams) ([]Job
 	}
 	return items, nil
 }
+
+const jobRunsPageAsc = `-- name: JobRunsPageAsc :many
+select id, queue, kind, payload, dedup_key, schedule_id, scheduled_time, status, priority, run_at, owner_token, locked_until, lease_version, attempts, max_attempts, claimed_at, claimed_by, last_error, created_at, updated_at, finished_at, metadata, cancel_requested_at, unique_key, unique_states from workq.job_runs t
+where t.id > $1::bigint
+  and ($2::text is null or t.queue = $2::text)
+  and ($3::smallint is null or t.status = $3::smallint)
+  and ($4::text is null or t.kind = $4::text)
+  and ($5::timestamptz is null or t.created_at >= $5::timestamptz)
+  and ($6::timestamptz is null or t.created_at < $6::timestamptz)
+  and t.id <= $7::bigint
+  and ($8::text is null or strpos(lower(t.last_error), lower($8::text)) > 0)
+  -- text, cast here: admin runs it with parameters typed by their Go values (pgx.QueryExecModeExec), where bytes are bytea
+  and ($9::text is null or t.metadata @> $9::text::jsonb)
+order by t.id
+limit $10::integer
+`
+
+type JobRunsPageAscParams struct {
+	AfterID       int64
+	Queue         *string
+	Status        *int16
+	Kind          *string
+	CreatedAfter  *time.Time
+	CreatedBefore *time.Time
+	MaxID         int64
+	ErrorText     *string
+	Metadata      *string
+	MaxRows       int32
+}
+
+// JobRunsPageAsc is JobRunsPage oldest first: items above after_id (the same keyset walk up the primary key, or up the failed index; rows inserted meanwhile have higher ids and come on a later page), with the same filters, and at or below max_id (admin bounds the ids a text or metadata search reads with it).
+func (q *Queries) JobRunsPageAsc(ctx context.Context, arg JobRunsPageAscParams) ([]JobRun, error) {
+	rows, err := q.db.Query(ctx, jobRunsPageAsc,
+		arg.AfterID,
+		arg.Queue,
+		arg.Status,
+		arg.Kind,
+		arg.CreatedAfter,
+		arg.CreatedBefore,
+		arg.MaxID,
+		arg.ErrorText,
+		arg.Metadata,
+		arg.MaxRows,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []JobRun
+	for rows.Next() {
+		var i JobRun
+		if err := rows.Scan(
+			&i.ID,
+			&i.Queue,
+			&i.Kind,
+			&i.Payload,
+			&i.DedupKey,
+			&i.ScheduleID,
+			&i.ScheduledTime,
+			&i.Status,
+			&i.Priority,
+			&i.RunAt,
+			&i.OwnerToken,
+			&i.LockedUntil,
+			&i.LeaseVersion,
+			&i.Attempts,
+			&i.MaxAttempts,
+			&i.ClaimedAt,
+			&i.ClaimedBy,
+			&i.LastError,
+			&i.CreatedAt,
+			&i.UpdatedAt,
+			&i.FinishedAt,
+			&i.Metadata,
+			&i.CancelRequestedAt,
+			&i.UniqueKey,
+			&i.UniqueStates,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}

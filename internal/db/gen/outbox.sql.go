@@ -722,6 +722,89 @@ func (q *Queries) OutboxPage(ctx context.Context, arg OutboxPageParams) ([]Outbo
 	return items, nil
 }
 
+const outboxPageAsc = `-- name: OutboxPageAsc :many
+select id, queue, topic, partition_key, message_id, payload, headers, correlation_id, status, priority, run_at, owner_token, locked_until, lease_version, attempts, max_attempts, claimed_at, claimed_by, last_error, created_at, updated_at, finished_at, join_id, key_seq, cancel_requested_at from workq.outbox t
+where t.id > $1::bigint
+  and ($2::text is null or t.queue = $2::text)
+  and ($3::smallint is null or t.status = $3::smallint)
+  and ($4::text is null or t.topic = $4::text)
+  and ($5::timestamptz is null or t.created_at >= $5::timestamptz)
+  and ($6::timestamptz is null or t.created_at < $6::timestamptz)
+  and t.id <= $7::bigint
+  and ($8::text is null or strpos(lower(t.last_error), lower($8::text)) > 0)
+order by t.id
+limit $9::integer
+`
+
+type OutboxPageAscParams struct {
+	AfterID       int64
+	Queue         *string
+	Status        *int16
+	Kind          *string
+	CreatedAfter  *time.Time
+	CreatedBefore *time.Time
+	MaxID         int64
+	ErrorText     *string
+	MaxRows       int32
+}
+
+// OutboxPageAsc is OutboxPage oldest first: items above after_id (the same keyset walk up the primary key, or up the failed index; rows inserted meanwhile have higher ids and come on a later page), with the same filters, and at or below max_id (admin bounds the ids a text or metadata search reads with it).
+func (q *Queries) OutboxPageAsc(ctx context.Context, arg OutboxPageAscParams) ([]Outbox, error) {
+	rows, err := q.db.Query(ctx, outboxPageAsc,
+		arg.AfterID,
+		arg.Queue,
+		arg.Status,
+		arg.Kind,
+		arg.CreatedAfter,
+		arg.CreatedBefore,
+		arg.MaxID,
+		arg.ErrorText,
+		arg.MaxRows,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []Outbox
+	for rows.Next() {
+		var i Outbox
+		if err := rows.Scan(
+			&i.ID,
+			&i.Queue,
+			&i.Topic,
+			&i.PartitionKey,
+			&i.MessageID,
+			&i.Payload,
+			&i.Headers,
+			&i.CorrelationID,
+			&i.Status,
+			&i.Priority,
+			&i.RunAt,
+			&i.OwnerToken,
+			&i.LockedUntil,
+			&i.LeaseVersion,
+			&i.Attempts,
+			&i.MaxAttempts,
+			&i.ClaimedAt,
+			&i.ClaimedBy,
+			&i.LastError,
+			&i.CreatedAt,
+			&i.UpdatedAt,
+			&i.FinishedAt,
+			&i.JoinID,
+			&i.KeySeq,
+			&i.CancelRequestedAt,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const outboxPruneKeySeqs = `-- name: OutboxPruneKeySeqs :one
 select workq.outbox_prune_key_seqs($1::bigint, $2::integer)::bigint as deleted
 `

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/workq/workq/internal/kinds"
 	"github.com/workq/workq/internal/worker"
 	"github.com/workq/workq/outbox"
 	"github.com/workq/workq/workqtype"
@@ -152,7 +153,7 @@ func (m *Message[T]) fill(raw *worker.Job) error {
 	*m = Message[T]{ID: raw.ID, Queue: raw.Queue, Topic: raw.Topic, Attempt: int(raw.Attempt), MaxAttempts: int(raw.MaxAttempts),
 		CreatedAt: raw.CreatedAt, RunAt: raw.RunAt, MessageID: raw.MessageID, PartitionKey: raw.PartitionKey, CorrelationID: raw.CorrelationID,
 		Headers: raw.Headers, DueTime: raw.DueTime, Shard: raw.Shard, raw: raw}
-	if raw.Table == "inbox" {
+	if k, _ := kinds.Of(raw.Table); k.ClaimedKind == kinds.WordSource {
 		m.Source = raw.Kind
 	}
 	if err := json.Unmarshal(raw.Payload, &m.Payload); err != nil {

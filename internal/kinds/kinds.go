@@ -9,7 +9,7 @@
 // It is the counterpart of the engine's table registry (internal/lease,
 // table.go), which says how a table is claimed; both list the same tables
 // (kinds_test.go checks it). Adding a kind is one file here with its entry,
-// and the entry in All. This package imports the engine (lease, the
+// and the entry in registry. This package imports the engine (lease, the
 // generated queries, the per-kind runtime packages for their state words)
 // and nothing above it: not admin, the root package, api, ui or cmd.
 package kinds
@@ -92,15 +92,28 @@ type PageArgs struct {
 	Max                  int32
 }
 
+// registry lists every kind, in the order of lease's table registry: a
+// literal, no registration at init. Adding a kind: its file with its
+// entry, and the entry here.
+var registry = [...]*Kind{&jobRuns, &outbox, &inbox, &timers}
+
 // All lists every kind, in registry order: job runs, outbox, inbox,
 // timers (the order of lease.Tables). The slice is new on every call.
-func All() []Kind { return []Kind{jobRuns, outbox, inbox, timers} }
+func All() []Kind {
+	out := make([]Kind, len(registry))
+	for i, k := range registry {
+		out[i] = *k
+	}
+	return out
+}
 
-// Of is the kind of table t.
+// Of is the kind of table t. It is on the worker's path (a claimed
+// item's WorkInfo, Message and trace context): it reads the registry in
+// place and does not allocate.
 func Of(t workqtype.Table) (Kind, bool) {
-	for _, k := range All() {
+	for _, k := range registry {
 		if k.Table == t {
-			return k, true
+			return *k, true
 		}
 	}
 	return Kind{}, false

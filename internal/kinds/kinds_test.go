@@ -184,3 +184,21 @@ func TestImportsNoLayerAbove(t *testing.T) {
 		walk(imp, p.Dir)
 	}
 }
+
+// Of is on the worker's path (a claimed message's fill, the middleware's
+// WorkInfo, the tracer's carrier): it must not allocate.
+func TestOfDoesNotAllocate(t *testing.T) {
+	var k kinds.Kind
+	if n := testing.AllocsPerRun(100, func() { k, _ = kinds.Of(workqtype.TableTimers) }); n != 0 {
+		t.Errorf("Of allocates %v times", n)
+	}
+	_ = k
+}
+
+func BenchmarkOf(b *testing.B) {
+	for range b.N {
+		if _, ok := kinds.Of(workqtype.TableTimers); !ok {
+			b.Fatal("no timers")
+		}
+	}
+}

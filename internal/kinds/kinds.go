@@ -17,7 +17,6 @@ package kinds
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"strings"
 	"time"
 
@@ -206,13 +205,3 @@ func OwnWords() []string {
 
 // String is the kind's table name.
 func (k Kind) String() string { return string(k.Table) }
-
-// Must is the kind of table t; it panics for a table with no kind (a
-// programming error: t is one of workqtype's constants).
-func Must(t workqtype.Table) Kind {
-	k, ok := Of(t)
-	if !ok {
-		panic(fmt.Sprintf("kinds: no kind for table %q", t))
-	}
-	return k
-}

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/workq/workq/internal/inboxrt"
-	"github.com/workq/workq/internal/lease"
 	"github.com/workq/workq/internal/maintain"
 	"github.com/workq/workq/internal/outboxrt"
 	"github.com/workq/workq/internal/schedule"
@@ -136,7 +135,7 @@ func newMaintenance(db workqtype.TxDB, m MaintenanceConfig, owner string, leaseT
 	}
 	retention, err := maintain.RetentionTask(db, m.RetentionInterval, maintain.Retention{
 		Finished: m.RetainFinished, Runs: m.RetainRuns,
-		Tables: []lease.Table{lease.JobRuns, lease.Outbox, lease.Timers},
+		Tables: retainedTables(),
 	})
 	if err != nil {
 		return nil, err

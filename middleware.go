@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/workq/workq/internal/jobq"
+	"github.com/workq/workq/internal/kinds"
 	"github.com/workq/workq/internal/lease"
 	"github.com/workq/workq/internal/worker"
 )
@@ -86,10 +87,11 @@ func workInfo(j *worker.Job) WorkInfo {
 func itemInfo(it *lease.Item, shard string) WorkInfo {
 	i := WorkInfo{Table: string(it.Table), ID: it.ID, Topic: it.Topic, Queue: it.Queue, Attempt: int(it.Attempt),
 		MaxAttempts: int(it.MaxAttempts), Shard: shard}
-	switch it.Table {
-	case lease.JobRuns:
+	k, _ := kinds.Of(it.Table)
+	switch k.ClaimedKind {
+	case kinds.WordKind:
 		i.Kind = it.Kind
-	case lease.Inbox:
+	case kinds.WordSource:
 		i.Source = it.Kind
 	}
 	return i

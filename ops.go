@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/workq/workq/internal/admin"
+	"github.com/workq/workq/internal/kinds"
 	"github.com/workq/workq/internal/lease"
 	"github.com/workq/workq/internal/shardlist"
 	"github.com/workq/workq/workqtype"
@@ -28,7 +29,7 @@ const (
 )
 
 // Tables lists the four work tables.
-func Tables() []Table { return []Table{TableJobRuns, TableOutbox, TableInbox, TableTimers} }
+func Tables() []Table { return kinds.Tables() }
 
 // Item is one work item of any table, as Get and List return it, payload
 // included (see workqtype.Item).
@@ -73,7 +74,7 @@ func RefOf(it Item) ItemRef { return ItemRef{Table: it.Table, ID: it.ID, Shard: 
 
 // validateRef checks that r names a table and an id in range.
 func validateRef(r ItemRef) error {
-	if !slices.Contains(Tables(), r.Table) {
+	if _, ok := kinds.Of(r.Table); !ok {
 		return workqtype.Invalid("table", fmt.Sprintf("table %q is not one of %s", r.Table, tableNames()))
 	}
 	if r.ID <= 0 || r.ID > lease.MaxItemID {
@@ -82,13 +83,7 @@ func validateRef(r ItemRef) error {
 	return nil
 }
 
-func tableNames() string {
-	var s []string
-	for _, t := range Tables() {
-		s = append(s, string(t))
-	}
-	return strings.Join(s, ", ")
-}
+func tableNames() string { return kinds.TableList() }
 
 // ActionOpts say who acts and why; both are recorded in the run archive
 // with a retry or a cancel (Attempts shows them), and with a pause.
@@ -179,7 +174,7 @@ func (p ListParams) filter() (admin.Filter, error) {
 	if slices.Contains(p.States, "") {
 		return f, workqtype.Invalid("states", "a state must not be empty")
 	}
-	if len(p.Metadata) > 0 && p.Table != TableJobRuns {
+	if k, _ := kinds.Of(p.Table); len(p.Metadata) > 0 && !k.HasMetadata {
 		return f, workqtype.Invalid("metadata", fmt.Sprintf("only job runs have metadata, not %s", p.Table))
 	}
 	return f, f.Validate()

@@ -10,6 +10,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/workq/workq/internal/kinds"
 	"github.com/workq/workq/internal/worker"
 	"github.com/workq/workq/outbox"
 	"github.com/workq/workq/workqtype"
@@ -157,7 +158,7 @@ func (m *Message[T]) fill(raw *worker.Job) error {
 		CreatedAt: raw.CreatedAt, RunAt: raw.RunAt, MessageID: raw.MessageID, PartitionKey: raw.PartitionKey, CorrelationID: raw.CorrelationID,
 		Headers: raw.Headers, DueTime: raw.DueTime, Shard: raw.Shard,
 		RunID: raw.RunID, LeaseVersion: raw.LeaseVersion, raw: raw}
-	if raw.Table == "inbox" {
+	if k, _ := kinds.Of(raw.Table); k.ClaimedKind == kinds.WordSource {
 		m.Source = raw.Kind
 	}
 	if err := json.Unmarshal(raw.Payload, &m.Payload); err != nil {

@@ -23,7 +23,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/workq/workq/internal/db/gen"
-	"github.com/workq/workq/internal/inboxrt"
+	"github.com/workq/workq/internal/kinds"
 	"github.com/workq/workq/internal/lease"
 	"github.com/workq/workq/internal/worker"
 	"github.com/workq/workq/workqtype"
@@ -101,66 +101,29 @@ type Page struct {
 	Next  int64  `json:"next,omitempty"`
 }
 
-// pageArgs are the parameters every table's <Table>Page statement takes.
-type pageArgs struct {
-	before               int64
-	queue, kind          *string
-	status               *int16
-	after, createdBefore *time.Time
-	minID                int64
-	errorText            *string
-	metadata             *string
-	max                  int32
-	// afterID and maxID bound an oldest-first page (the <Table>PageAsc
-	// statements) instead of before and minID: ids above afterID, at or
-	// below maxID.
-	afterID, maxID int64
-}
-
-// tableView is how admin reads one table: its page and get statements,
+// view is how admin reads one table: its kind's page and get statements,
 // mapped to Items.
-type tableView struct {
-	page func(ctx context.Context, q *gen.Queries, a pageArgs) ([]Item, error)
-	get  func(ctx context.Context, q *gen.Queries, id int64) (Item, error)
-}
-
-var views = map[lease.Table]tableView{
-	lease.JobRuns: {page: pageJobRuns, get: getJobRun},
-	lease.Outbox:  {page: pageOutbox, get: getOutbox},
-	lease.Inbox:   {page: pageInbox, get: getInbox},
-	lease.Timers:  {page: pageTimers, get: getTimer},
-}
-
-func view(table lease.Table) (tableView, error) {
+func view(table lease.Table) (kinds.Kind, error) {
 	if _, err := lease.ParseTable(string(table)); err != nil {
-		return tableView{}, workqtype.InvalidErr("table", err)
+		return kinds.Kind{}, workqtype.InvalidErr("table", err)
 	}
-	v, ok := views[table]
+	k, ok := kinds.Of(table)
 	if !ok {
-		return tableView{}, invalid("table", "table %s has no admin view", table)
+		return kinds.Kind{}, invalid("table", "table %s has no kind", table)
 	}
-	return v, nil
+	return k, nil
 }
 
 // Statuses are the state names of every work table, in order.
-var Statuses = []string{"ready", "in_progress", "done", "failed", "cancelled"}
+var Statuses = kinds.StatusNames
 
 // ParseStatus reads a status filter: a lease state name or a table's own
 // word for it (inbox: processing, processed, dead).
 func ParseStatus(s string) (lease.Status, error) {
-	switch s {
-	case "ready":
-		return lease.StatusReady, nil
-	case "in_progress", "processing":
-		return lease.StatusInProgress, nil
-	case "done", "processed":
-		return lease.StatusDone, nil
-	case "failed", "dead":
-		return lease.StatusFailed, nil
-	case "cancelled":
-		return lease.StatusCancelled, nil
+	if st, ok := kinds.ParseState(s); ok {
+		return st, nil
 	}
-	return 0, invalid("status", "status %q is not one of %s (or processing, processed, dead)", s, strings.Join(Statuses, ", "))
+	return 0, invalid("status", "status %q is not one of %s (or %s)", s, strings.Join(Statuses, ", "), strings.Join(kinds.OwnWords(), ", "))
 }
 
 // Validate checks f and says what is wrong with it.
@@ -239,42 +202,42 @@ func List(ctx context.Context, db workqtype.DB, table lease.Table, f Filter) (Pa
 	if limit == 0 {
 		limit = DefaultLimit
 	}
-	a := pageArgs{before: math.MaxInt64, max: int32(limit) + 1}
+	a := kinds.PageArgs{Before: math.MaxInt64, Max: int32(limit) + 1}
 	if f.Before > 0 {
-		a.before = f.Before
+		a.Before = f.Before
 	}
 	if f.Queue != "" {
-		a.queue = &f.Queue
+		a.Queue = &f.Queue
 	}
 	if f.Kind != "" {
-		a.kind = &f.Kind
+		a.Kind = &f.Kind
 	}
 	if f.Status != "" {
 		s, _ := ParseStatus(f.Status)
 		st := int16(s)
-		a.status = &st
+		a.Status = &st
 	}
 	if !f.CreatedAfter.IsZero() {
-		a.after = &f.CreatedAfter
+		a.After = &f.CreatedAfter
 	}
 	if !f.CreatedBefore.IsZero() {
-		a.createdBefore = &f.CreatedBefore
+		a.CreatedBefore = &f.CreatedBefore
 	}
 	q := gen.New(customPlans{db})
 	if len(f.Metadata) > 0 {
-		if table != lease.JobRuns {
+		if !v.HasMetadata {
 			return Page{}, invalid("metadata", "only job runs have metadata, not %s", table)
 		}
 		b, _ := workqtype.EncodeMetadata("metadata", f.Metadata)
-		a.metadata = ptr(string(b))
+		a.Metadata = ptr(string(b))
 	}
 	if f.Oldest {
-		return listOldest(ctx, q, table, a, f.After, f.ErrorText, limit)
+		return listOldest(ctx, q, v, table, a, f.After, f.ErrorText, limit)
 	}
-	if f.ErrorText != "" || a.metadata != nil {
+	if f.ErrorText != "" || a.Metadata != nil {
 		return listText(ctx, q, v, table, a, f.ErrorText, limit)
 	}
-	items, err := v.page(ctx, q, a)
+	items, err := v.Page(ctx, q, a)
 	if err != nil {
 		return Page{}, fmt.Errorf("list %s: %w", table, err)
 	}
@@ -284,12 +247,12 @@ func List(ctx context.Context, db workqtype.DB, table lease.Table, f Filter) (Pa
 // listText is List with an error text or metadata (the filters no index
 // serves): window by window down from the cursor, each window starting at
 // the newest id the other filters match.
-func listText(ctx context.Context, q *gen.Queries, v tableView, table lease.Table, a pageArgs, text string, limit int) (Page, error) {
+func listText(ctx context.Context, q *gen.Queries, v kinds.Kind, table lease.Table, a kinds.PageArgs, text string, limit int) (Page, error) {
 	var items []Item
 	for w := 0; w < TextScanWindows; w++ {
 		probe := a
-		probe.max, probe.metadata = 1, nil
-		top, err := v.page(ctx, q, probe)
+		probe.Max, probe.Metadata = 1, nil
+		top, err := v.Page(ctx, q, probe)
 		if err != nil {
 			return Page{}, fmt.Errorf("list %s: %w", table, err)
 		}
@@ -297,24 +260,24 @@ func listText(ctx context.Context, q *gen.Queries, v tableView, table lease.Tabl
 			return pageOf(items, limit, 0), nil
 		}
 		win := a
-		win.before = top[0].ID + 1
-		win.minID = max(top[0].ID-TextScanWindow+1, 1)
+		win.Before = top[0].ID + 1
+		win.MinID = max(top[0].ID-TextScanWindow+1, 1)
 		if text != "" {
-			win.errorText = &text
+			win.ErrorText = &text
 		}
-		win.max = int32(limit + 1 - len(items))
-		got, err := v.page(ctx, q, win)
+		win.Max = int32(limit + 1 - len(items))
+		got, err := v.Page(ctx, q, win)
 		if err != nil {
 			return Page{}, fmt.Errorf("list %s: %w", table, err)
 		}
 		items = append(items, got...)
-		if len(items) > limit || win.minID == 1 {
+		if len(items) > limit || win.MinID == 1 {
 			return pageOf(items, limit, 0), nil
 		}
-		a.before = win.minID
+		a.Before = win.MinID
 	}
 	// The windows are read: go on below them next time.
-	return pageOf(items, limit, a.before), nil
+	return pageOf(items, limit, a.Before), nil
 }
 
 // pageOf makes a page of up to limit items (items may hold one more, which
@@ -342,7 +305,7 @@ func Get(ctx context.Context, db workqtype.DB, table lease.Table, id int64) (Ite
 	if id <= 0 || id > lease.MaxItemID {
 		return Item{}, invalid("id", "id %d: want 1 to %d", id, int64(lease.MaxItemID))
 	}
-	it, err := v.get(ctx, gen.New(db), id)
+	it, err := v.Get(ctx, gen.New(db), id)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Item{}, fmt.Errorf("%w: %s %d", ErrNotFound, table, id)
 	}
@@ -457,7 +420,8 @@ func Delete(ctx context.Context, db workqtype.DB, table lease.Table, ids ...int6
 
 // act validates ids and runs one action on them.
 func act(ctx context.Context, db workqtype.DB, table lease.Table, verb string, ids []int64, do func(*lease.Engine) ([]int64, error)) (Result, error) {
-	if _, err := view(table); err != nil {
+	k, err := view(table)
+	if err != nil {
 		return Result{}, err
 	}
 	if err := CheckIDs(ids); err != nil {
@@ -503,17 +467,9 @@ func act(ctx context.Context, db workqtype.DB, table lease.Table, verb string, i
 			r.NotFound = append(r.NotFound, id)
 			continue
 		}
-		r.States[id] = stateWord(table, s)
+		r.States[id] = k.State(s)
 	}
 	return r, nil
-}
-
-// stateWord names status the way table's items show it (Item.State).
-func stateWord(table lease.Table, s lease.Status) string {
-	if table == lease.Inbox {
-		return inboxrt.StatusName(s)
-	}
-	return s.String()
 }
 
 // CheckIDs checks the ids of one action: 1 to MaxIDs of them, each a valid
@@ -538,13 +494,7 @@ func CheckIDs(ids []int64) error {
 	return nil
 }
 
-func deref[T any](p *T) T {
-	if p == nil {
-		var zero T
-		return zero
-	}
-	return *p
-}
+func ptr[T any](v T) *T { return &v }
 
 // invalid is a *workqtype.ValidationError about field.
 func invalid(field, format string, args ...any) error {

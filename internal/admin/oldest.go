@@ -7,47 +7,19 @@ import (
 	"slices"
 
 	"github.com/workq/workq/internal/db/gen"
+	"github.com/workq/workq/internal/kinds"
 	"github.com/workq/workq/internal/lease"
 )
-
-// ascPages are the tables' oldest-first page statements (<Table>PageAsc):
-// the keyset walk of the page statements, up the same indexes (a b-tree
-// reads both ways).
-var ascPages = map[lease.Table]func(ctx context.Context, q *gen.Queries, a pageArgs) ([]Item, error){
-	lease.JobRuns: func(ctx context.Context, q *gen.Queries, a pageArgs) ([]Item, error) {
-		rows, err := q.JobRunsPageAsc(ctx, gen.JobRunsPageAscParams{AfterID: a.afterID, Queue: a.queue, Status: a.status, Kind: a.kind,
-			CreatedAfter: a.after, CreatedBefore: a.createdBefore, MaxID: a.maxID, ErrorText: a.errorText, Metadata: a.metadata, MaxRows: a.max})
-		return mapRows(rows, err, jobRunItem)
-	},
-	lease.Outbox: func(ctx context.Context, q *gen.Queries, a pageArgs) ([]Item, error) {
-		rows, err := q.OutboxPageAsc(ctx, gen.OutboxPageAscParams{AfterID: a.afterID, Queue: a.queue, Status: a.status, Kind: a.kind,
-			CreatedAfter: a.after, CreatedBefore: a.createdBefore, MaxID: a.maxID, ErrorText: a.errorText, MaxRows: a.max})
-		return mapRows(rows, err, outboxItem)
-	},
-	lease.Inbox: func(ctx context.Context, q *gen.Queries, a pageArgs) ([]Item, error) {
-		rows, err := q.InboxPageAsc(ctx, gen.InboxPageAscParams{AfterID: a.afterID, Queue: a.queue, Status: a.status, Kind: a.kind,
-			CreatedAfter: a.after, CreatedBefore: a.createdBefore, MaxID: a.maxID, ErrorText: a.errorText, MaxRows: a.max})
-		return mapRows(rows, err, inboxItem)
-	},
-	lease.Timers: func(ctx context.Context, q *gen.Queries, a pageArgs) ([]Item, error) {
-		rows, err := q.TimersPageAsc(ctx, gen.TimersPageAscParams{AfterID: a.afterID, Queue: a.queue, Status: a.status, Kind: a.kind,
-			CreatedAfter: a.after, CreatedBefore: a.createdBefore, MaxID: a.maxID, ErrorText: a.errorText, MaxRows: a.max})
-		return mapRows(rows, err, timerItem)
-	},
-}
 
 // listOldest is List oldest first, from after (0: the oldest): one page up
 // the primary key (failed items: their index). With an error text or
 // metadata it reads windows as listText does, upwards: each window starts
 // at the oldest id above the cursor that the other filters match, and
 // the page's Next goes on above the windows read.
-func listOldest(ctx context.Context, q *gen.Queries, table lease.Table, a pageArgs, after int64, text string, limit int) (Page, error) {
-	page, ok := ascPages[table]
-	if !ok {
-		return Page{}, invalid("table", "table %s has no oldest-first page", table)
-	}
-	a.afterID, a.maxID = after, math.MaxInt64
-	if text == "" && a.metadata == nil {
+func listOldest(ctx context.Context, q *gen.Queries, k kinds.Kind, table lease.Table, a kinds.PageArgs, after int64, text string, limit int) (Page, error) {
+	page := k.PageAsc
+	a.AfterID, a.MaxID = after, math.MaxInt64
+	if text == "" && a.Metadata == nil {
 		items, err := page(ctx, q, a)
 		if err != nil {
 			return Page{}, fmt.Errorf("list %s: %w", table, err)
@@ -57,7 +29,7 @@ func listOldest(ctx context.Context, q *gen.Queries, table lease.Table, a pageAr
 	var items []Item
 	for w := 0; w < TextScanWindows; w++ {
 		probe := a
-		probe.max, probe.metadata = 1, nil
+		probe.Max, probe.Metadata = 1, nil
 		bottom, err := page(ctx, q, probe)
 		if err != nil {
 			return Page{}, fmt.Errorf("list %s: %w", table, err)
@@ -66,24 +38,24 @@ func listOldest(ctx context.Context, q *gen.Queries, table lease.Table, a pageAr
 			return pageOf(items, limit, 0), nil
 		}
 		win := a
-		win.afterID = bottom[0].ID - 1
-		win.maxID = min(bottom[0].ID+TextScanWindow-1, lease.MaxItemID)
+		win.AfterID = bottom[0].ID - 1
+		win.MaxID = min(bottom[0].ID+TextScanWindow-1, lease.MaxItemID)
 		if text != "" {
-			win.errorText = &text
+			win.ErrorText = &text
 		}
-		win.max = int32(limit + 1 - len(items))
+		win.Max = int32(limit + 1 - len(items))
 		got, err := page(ctx, q, win)
 		if err != nil {
 			return Page{}, fmt.Errorf("list %s: %w", table, err)
 		}
 		items = append(items, got...)
-		if len(items) > limit || win.maxID == lease.MaxItemID {
+		if len(items) > limit || win.MaxID == lease.MaxItemID {
 			return pageOf(items, limit, 0), nil
 		}
-		a.afterID = win.maxID
+		a.AfterID = win.MaxID
 	}
 	// The windows are read: go on above them next time.
-	return pageOf(items, limit, a.afterID), nil
+	return pageOf(items, limit, a.AfterID), nil
 }
 
 // listStatusesOldest is listStatuses oldest first: each status's page

@@ -20,6 +20,7 @@ import (
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/workq/workq/internal/kinds"
 	"github.com/workq/workq/internal/lease"
 	"github.com/workq/workq/internal/otelx"
 	"github.com/workq/workq/internal/worker"
@@ -80,11 +81,8 @@ func (o *observer) HandlerStart(ctx context.Context, job *worker.Job) context.Co
 
 // carrier is the trace context an item carries, or nil.
 func carrier(it *lease.Item) propagation.MapCarrier {
-	switch it.Table {
-	case lease.JobRuns:
-		return otelx.Carrier(it.Metadata)
-	case lease.Outbox:
-		return otelx.Carrier(it.Headers)
+	if k, ok := kinds.Of(it.Table); ok && k.TraceContext != nil {
+		return otelx.Carrier(k.TraceContext(it))
 	}
 	return nil
 }

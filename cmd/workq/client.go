@@ -3,7 +3,6 @@ package main
 import (
 	"fmt"
 	"log/slog"
-	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -17,57 +16,15 @@ import (
 // flat config (flags and environment) is adapted into the Client's, and
 // the CLI adds only its built-in handlers.
 
-// noneIfZero maps the CLI's "0 means none" (exec-timeout, drain-timeout,
-// retain-finished, retain-runs) to workq.Config's "negative means none"
-// (where zero takes the default).
-func noneIfZero(d time.Duration) time.Duration {
-	if d == 0 {
-		return -1
-	}
-	return d
-}
-
-// clientConfig adapts cfg (after its Validate) into a workq.Config with
-// workers ws (nil: none), observed by obs (may be nil). The outbox, inbox
-// and timer queues are cfg.Queues, as the job-run queues.
+// clientConfig returns the workq.Config of cfg with workers ws (nil:
+// none), observed by obs (may be nil): every setting of clientSettings
+// onto its workq.Config fields (the outbox, inbox and timer queues are
+// --queues, as the job-run queues). NewClient validates it (and
+// config.Config.Validate before, through checkClientSettings).
 func clientConfig(cfg config.Config, log *slog.Logger, ws *workq.Workers, obs *observability) workq.Config {
-	c := workq.Config{
-		Schema:                  cfg.Schema,
-		Logger:                  log,
-		Workers:                 ws,
-		Queues:                  queueConfigs(cfg.Queues),
-		ID:                      cfg.WorkerID,
-		MaxWorkers:              cfg.Concurrency,
-		FetchBatch:              cfg.Batch,
-		FetchPollInterval:       cfg.Poll,
-		PollOnly:                cfg.PollOnly,
-		NoReclaim:               !cfg.Reclaim,
-		LeaseTTL:                cfg.Lease,
-		JobTimeout:              noneIfZero(cfg.ExecTimeout),
-		DrainTimeout:            noneIfZero(cfg.DrainTimeout),
-		BackoffBase:             cfg.BackoffBase,
-		BackoffCap:              cfg.BackoffCap,
-		CompletionFlushInterval: cfg.FlushInterval,
-		CompletionFlushBatch:    cfg.FlushBatch,
-		RunsDir:                 cfg.RunsDir,
-		RunsDirRetention:        noneIfZero(cfg.RetainRuns),
-		RunsDirPruneInterval:    cfg.RetentionInterval,
-		OutboxQueues:            cfg.Queues,
-		InboxQueues:             cfg.Queues,
-		TimerQueues:             cfg.Queues,
-		MaxAttempts:             cfg.MaxAttempts,
-		MaxPayloadBytes:         cfg.MaxPayload,
-		NotifyDebounce:          cfg.NotifyDebounce,
-		Maintenance: workq.MaintenanceConfig{
-			LeaderTTL:         cfg.LeaderTTL,
-			ReapInterval:      cfg.ReapInterval,
-			ReapBatch:         cfg.ReapBatch,
-			RetainFinished:    noneIfZero(cfg.RetainFinished),
-			RetainRuns:        noneIfZero(cfg.RetainRuns),
-			RetentionInterval: cfg.RetentionInterval,
-			InboxWindow:       cfg.InboxWindow,
-			ScheduleInterval:  cfg.ScheduleInterval,
-		},
+	c := workq.Config{Logger: log, Workers: ws}
+	for _, s := range clientSettings {
+		s.toLib(&c, cfg)
 	}
 	if obs != nil {
 		if obs.metrics != nil { // a nil *Metrics in the interface would not be nil

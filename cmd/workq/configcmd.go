@@ -4,8 +4,6 @@ import (
 	"fmt"
 
 	"github.com/spf13/cobra"
-
-	"github.com/workq/workq/internal/config"
 )
 
 func newConfigCmd() *cobra.Command {
@@ -13,11 +11,16 @@ func newConfigCmd() *cobra.Command {
 		Use:   "config",
 		Short: "Print every setting with its flag, environment variable and default (Markdown table)",
 		Args:  cobra.NoArgs,
+		// The settings of the worker, the maintenance and the Client's item
+		// defaults are workq.Config's (clientSettings): their defaults
+		// are the library's.
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			out := cmd.OutOrStdout()
 			fmt.Fprintln(out, "| flag | environment | default | meaning |")
 			fmt.Fprintln(out, "|---|---|---|---|")
-			for _, o := range config.Options() {
+			cfg := cliConfig()
+			cfg.WorkerID = "<hostname>-<pid>" // the default is computed per process
+			for _, o := range cfg.Options(clientBindings(&cfg)) {
 				fmt.Fprintf(out, "| `--%s` | `%s` | `%s` | %s |\n", o.Flag, o.Env, o.Default, o.Usage)
 			}
 			return nil

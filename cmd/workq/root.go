@@ -50,18 +50,29 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 }
 
 // bindConfig registers the named settings on cmd and returns the config
-// they fill; the caller validates after flags are parsed. A command that
-// connects (database-url) also gets --schema.
+// they fill; the caller validates after flags are parsed (Validate: the
+// CLI's own settings, and the workq.Config settings by the library). A
+// command that connects (database-url) also gets --schema.
 func bindConfig(cmd *cobra.Command, names ...string) *config.Config {
 	if slices.Contains(names, "database-url") && !slices.Contains(names, "schema") {
 		names = append(slices.Clip(names), "schema")
 	}
-	cfg := config.Default()
-	if err := cfg.Bind(cmd.Flags(), names...); err != nil {
+	cfg := cliConfig()
+	if err := cfg.Bind(cmd.Flags(), clientBindings(&cfg), names...); err != nil {
 		// Bad environment: fail when the command runs, naming the variable.
 		cmd.PreRunE = func(*cobra.Command, []string) error { return err }
 	}
 	return &cfg
+}
+
+// cliConfig returns the CLI's defaults: the workq.Config settings'
+// are the library's (withLibraryDefaults), and Validate checks them with
+// the library (checkClientSettings).
+func cliConfig() config.Config {
+	cfg := config.Default()
+	withLibraryDefaults(&cfg)
+	cfg.SetCheck(checkClientSettings)
+	return cfg
 }
 
 func newLogger(cfg *config.Config, w io.Writer) *slog.Logger {

@@ -6,12 +6,9 @@ import (
 	"github.com/workq/workq/internal/worker"
 )
 
-// The flat Config is the CLI's: flags and environment variables. Each
-// component takes its own configuration; these methods adapt Config into
-// them (after Validate).
-
-// noneIfZero maps the CLI's "0 means none" to a component's "negative means
-// none" (where zero takes the default).
+// noneIfZero maps a zero duration to the runtime's none (negative), for
+// the Configs the engine's tests build in code: Default's values, or a 0
+// set by a test that means none.
 func noneIfZero(d time.Duration) time.Duration {
 	if d == 0 {
 		return -1
@@ -19,7 +16,10 @@ func noneIfZero(d time.Duration) time.Duration {
 	return d
 }
 
-// Worker returns the worker runtime's configuration.
+// Worker returns the worker runtime's configuration of c, for the engine's
+// tests that run a runtime without a workq.Client. The CLI's processes are
+// workq.Clients: cmd/workq maps Config onto workq.Config (its
+// clientSettings table), and the Client maps that onto the runtime.
 func (c Config) Worker() worker.Config {
 	return worker.Config{
 		ID:                c.WorkerID,

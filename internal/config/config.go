@@ -1,7 +1,15 @@
-// Package config is workq's one typed configuration: every runtime knob, its
-// default, its flag and its WORKQ_* environment variable live here, and
-// Validate says what is wrong with a bad value. Precedence: flag, then
-// environment, then default.
+// Package config is the CLI's flat configuration: the flags and WORKQ_*
+// environment variables of cmd/workq, parsed into one Config. Precedence:
+// flag, then environment, then default.
+//
+// The settings of workq.Config (the worker runtime's, the maintenance's,
+// the Client's item defaults) are not declared here: cmd/workq declares
+// them from workq.Config's fields (its clientSettings table), with the
+// library's defaults and the library's validation, and binds them onto
+// Config's fields through Bind's settings. What is left here is what only
+// the CLI has: the database URL and pool, the built-in handlers and
+// publishers, logging, metrics and tracing, and the HTTP API's listener
+// and tokens.
 package config
 
 import (
@@ -9,6 +17,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -23,18 +32,24 @@ import (
 	"github.com/workq/workq/internal/dbschema"
 )
 
-// Config holds every runtime setting of the worker, reaper and CLI.
+// Config holds every setting of the CLI. Schema and the fields from
+// WorkerID to ScheduleInterval hold settings of workq.Config: cmd/workq's
+// table binds them (their flags, environment variables, defaults and
+// validation are declared with workq.Config's fields; a duration whose
+// library value "negative: none" is none holds a negative value). The
+// others are the CLI's own.
 type Config struct {
 	DatabaseURL string // DATABASE_URL: libpq URL or keyword/value string
 	Schema      string // PostgreSQL schema of workq's objects (docs/design.md, "Schema isolation")
 	MaxConns    int32  // connection pool size
 
+	// workq.Config's settings (cmd/workq's table).
 	WorkerID    string        // recorded on claimed rows and in the run archive
 	Queues      []string      // job_runs queues this worker serves
 	Concurrency int           // handlers running at once, per queue
 	Batch       int           // most rows one claim takes
 	Lease       time.Duration // lease TTL; heartbeats run every Lease/3
-	ExecTimeout time.Duration // hard deadline of one handler run (0 = none)
+	ExecTimeout time.Duration // hard deadline of one handler run (negative = none)
 	Poll        time.Duration // claim poll interval when no notification arrives
 	PollOnly    bool          // no LISTEN/NOTIFY (PgBouncer transaction pooling)
 	Reclaim     bool          // producers reap their queue's expired leases before claiming
@@ -54,12 +69,13 @@ type Config struct {
 	ReapBatch    int           // most rows one reap statement handles (bounds its locks and WAL; the reaper loops over larger backlogs)
 
 	LeaderTTL         time.Duration // maintenance leader lock TTL: a dead leader is replaced within it
-	RetainFinished    time.Duration // done and failed items are deleted this long after they finished (0 = kept)
-	RetainRuns        time.Duration // archived attempts are deleted this long after they ended (0 = kept)
+	RetainFinished    time.Duration // done and failed items are deleted this long after they finished (negative = kept)
+	RetainRuns        time.Duration // archived attempts are deleted this long after they ended (negative = kept)
 	RetentionInterval time.Duration // how often the retention task runs
 	InboxWindow       time.Duration // processed inbox messages are forgotten (deleted) this long after processing
 	ScheduleInterval  time.Duration // how often due schedule slots are materialised
 
+	// The CLI's own settings.
 	WebhookAllow   []string      // hosts the webhook handler may call
 	WebhookSecret  string        // HMAC-SHA256 signing secret ("" = unsigned)
 	WebhookTimeout time.Duration // per request
@@ -92,9 +108,14 @@ type Config struct {
 	APIIdleTimeout       time.Duration // keep-alive connections idle this long are closed
 	APIMaxHeaderBytes    int           // most bytes of a request's headers
 	APIShutdownTimeout   time.Duration // on shutdown, time for requests in flight to finish
+
+	check func(Config) error // SetCheck's
 }
 
-// Default returns the built-in defaults.
+// Default returns the built-in defaults. The workq.Config settings are
+// the components' own defaults (package worker's, package maintain's),
+// for the engine's tests that build a runtime from a Config (Worker);
+// cmd/workq sets them from workq.Config's defaults instead.
 func Default() Config {
 	w := worker.DefaultConfig() // the worker part: written once, in package worker
 	c := Config{
@@ -149,89 +170,14 @@ const DefaultMaxPayload = workqtype.DefaultMaxPayload
 // MaxPayloadCeiling is the highest payload limit workq accepts (256 MiB).
 const MaxPayloadCeiling = workqtype.MaxPayloadCeiling
 
-// Validate returns every problem with c, one per line.
+// Validate returns every problem with c, one per line: the CLI's own
+// settings' here, the workq.Config settings' through the check cmd/workq
+// set (SetCheck: the library's validation).
 func (c Config) Validate() error {
 	var errs []error
 	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
-	if err := dbschema.Validate(c.Schema); err != nil {
-		bad("schema: %v", err)
-	}
 	if c.MaxConns < 2 {
 		bad("max-conns must be at least 2 (one for LISTEN, one for claims), got %d", c.MaxConns)
-	}
-	if strings.TrimSpace(c.WorkerID) == "" {
-		bad("worker-id must not be empty")
-	}
-	if len(c.Queues) == 0 {
-		bad("queues must name at least one queue")
-	}
-	for _, q := range c.Queues {
-		if !workqtype.ValidName(q) {
-			bad("queue %q is not a valid name (1-128 of A-Z a-z 0-9 _ . : -)", q)
-		}
-	}
-	if c.Concurrency < 1 || c.Concurrency > 10000 {
-		bad("concurrency must be between 1 and 10000, got %d", c.Concurrency)
-	}
-	if c.Batch < 1 || c.Batch > 10000 {
-		bad("batch must be between 1 and 10000, got %d", c.Batch)
-	}
-	if c.Lease < time.Second {
-		bad("lease must be at least 1s, got %s", c.Lease)
-	}
-	if c.ExecTimeout < 0 {
-		bad("exec-timeout must not be negative, got %s", c.ExecTimeout)
-	}
-	if c.Poll < 10*time.Millisecond {
-		bad("poll must be at least 10ms, got %s", c.Poll)
-	}
-	if c.NotifyDebounce < 0 {
-		bad("notify-debounce must not be negative, got %s", c.NotifyDebounce)
-	}
-	if c.FlushInterval < 0 || c.FlushInterval > time.Second {
-		bad("flush-interval must be between 0 and 1s, got %s", c.FlushInterval)
-	}
-	if c.FlushBatch < 1 {
-		bad("flush-batch must be at least 1, got %d", c.FlushBatch)
-	}
-	if c.DrainTimeout < 0 {
-		bad("drain-timeout must not be negative, got %s", c.DrainTimeout)
-	}
-	if c.MaxAttempts < 1 || c.MaxAttempts > 1000 {
-		bad("max-attempts must be between 1 and 1000, got %d", c.MaxAttempts)
-	}
-	if c.MaxPayload < 1 || c.MaxPayload > MaxPayloadCeiling {
-		bad("max-payload must be between 1 and %d bytes, got %d", MaxPayloadCeiling, c.MaxPayload)
-	}
-	if c.BackoffBase <= 0 {
-		bad("backoff-base must be positive, got %s", c.BackoffBase)
-	}
-	if c.BackoffCap < c.BackoffBase {
-		bad("backoff-cap (%s) must be at least backoff-base (%s)", c.BackoffCap, c.BackoffBase)
-	}
-	if c.ReapInterval < 100*time.Millisecond {
-		bad("reap-interval must be at least 100ms, got %s", c.ReapInterval)
-	}
-	if c.ReapBatch < 1 {
-		bad("reap-batch must be at least 1, got %d", c.ReapBatch)
-	}
-	if c.LeaderTTL < time.Second {
-		bad("leader-ttl must be at least 1s, got %s", c.LeaderTTL)
-	}
-	if c.RetainFinished < 0 {
-		bad("retain-finished must not be negative (0 keeps finished items), got %s", c.RetainFinished)
-	}
-	if c.RetainRuns < 0 {
-		bad("retain-runs must not be negative (0 keeps the archive), got %s", c.RetainRuns)
-	}
-	if c.RetentionInterval < time.Second {
-		bad("retention-interval must be at least 1s, got %s", c.RetentionInterval)
-	}
-	if c.InboxWindow < time.Minute {
-		bad("inbox-window must be at least 1m, got %s", c.InboxWindow)
-	}
-	if c.ScheduleInterval < 100*time.Millisecond || c.ScheduleInterval > time.Minute {
-		bad("schedule-interval must be between 100ms and 1m, got %s", c.ScheduleInterval)
 	}
 	for _, h := range c.WebhookAllow {
 		if h == "" || strings.ContainsAny(h, "/ ") {
@@ -279,8 +225,17 @@ func (c Config) Validate() error {
 		bad("log-format must be text or json, got %q", c.LogFormat)
 	}
 	errs = append(errs, c.validateObservability()...)
+	if c.check != nil {
+		if err := c.check(c); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	return errors.Join(errs...)
 }
+
+// SetCheck makes Validate also run check: cmd/workq's validation of the
+// workq.Config settings (the library's, through its table).
+func (c *Config) SetCheck(check func(Config) error) { c.check = check }
 
 // Option describes one setting for flags, environment and documentation.
 type Option struct {
@@ -290,20 +245,31 @@ type Option struct {
 	Default string
 }
 
-// Bind registers the settings used by a command on fs, with defaults taken
-// from c after the WORKQ_* environment is applied. It returns an error naming
-// the variable when an environment value does not parse.
-func (c *Config) Bind(fs *pflag.FlagSet, names ...string) error {
+// Setting is a setting declared outside this package (cmd/workq's
+// workq.Config settings) whose value is held in a Config: Ptr points into
+// it (*string, *[]string, *int, *int32, *bool, *time.Duration, or a
+// pflag.Value such as NoneDuration's, which parses the environment too).
+type Setting struct {
+	Option
+	Ptr any
+}
+
+// Bind registers the settings used by a command on fs: the CLI's own ones
+// of c and the given settings (pointing into c), with defaults taken from
+// their values after the WORKQ_* environment is applied. It returns an
+// error naming the variable when an environment value does not parse.
+func (c *Config) Bind(fs *pflag.FlagSet, settings []Setting, names ...string) error {
 	want := map[string]bool{}
 	for _, n := range names {
 		want[n] = true
 	}
+	opts := c.all(settings)
 	// Only the settings this command uses read the environment, so a bad
 	// value in an unrelated WORKQ_* variable does not break it.
-	if err := c.applyEnv(os.LookupEnv, want); err != nil {
+	if err := applyEnv(opts, os.LookupEnv, want); err != nil {
 		return err
 	}
-	for _, o := range c.options() {
+	for _, o := range opts {
 		if len(names) > 0 && !want[o.Flag] {
 			continue
 		}
@@ -312,16 +278,71 @@ func (c *Config) Bind(fs *pflag.FlagSet, names ...string) error {
 	return nil
 }
 
-// Options lists every setting (for the README table and `workq config`).
-func Options() []Option {
-	c := Default()
-	c.WorkerID = "<hostname>-<pid>" // the default is computed per process
+// Options lists every setting with its value in c as the default: the
+// database URL and pool first, then the given settings, then the CLI's
+// own (the README table and `workq config`).
+func (c *Config) Options(settings []Setting) []Option {
 	var out []Option
-	for _, o := range c.options() {
+	for _, o := range c.all(settings) {
 		out = append(out, Option{Flag: o.Flag, Env: o.Env, Usage: o.Usage, Default: o.def()})
 	}
 	return out
 }
+
+// all returns c's own options with settings after the database ones.
+func (c *Config) all(settings []Setting) []option {
+	own := c.options()
+	out := slices.Clone(own[:2]) // database-url, max-conns
+	for _, s := range settings {
+		out = append(out, option{s.Option, s.Ptr})
+	}
+	return append(out, own[2:]...)
+}
+
+// None is how the CLI writes the none of a duration setting.
+const None = "none"
+
+// NoneDuration returns the flag value of a duration whose negative value
+// is none (workq.Config's convention): it parses "none" and any negative
+// duration as none (held as -1ns), a zero as none too when zeroIsNone
+// (the CLI's old spelling of none, kept for the settings that documented
+// it), and shows none as "none".
+func NoneDuration(p *time.Duration, zeroIsNone bool) pflag.Value {
+	return &noneDuration{p: p, zeroIsNone: zeroIsNone}
+}
+
+type noneDuration struct {
+	p          *time.Duration
+	zeroIsNone bool
+}
+
+func (d *noneDuration) Set(v string) error {
+	if strings.EqualFold(strings.TrimSpace(v), None) {
+		*d.p = -1
+		return nil
+	}
+	n, err := time.ParseDuration(v)
+	if err != nil {
+		return fmt.Errorf("not a duration (e.g. 500ms, 30s, 5m) or %s", None)
+	}
+	if n < 0 || (n == 0 && d.zeroIsNone) {
+		n = -1
+	}
+	*d.p = n
+	return nil
+}
+
+func (d *noneDuration) String() string {
+	if d.p == nil {
+		return ""
+	}
+	if *d.p < 0 {
+		return None
+	}
+	return d.p.String()
+}
+
+func (d *noneDuration) Type() string { return "duration" }
 
 type option struct {
 	Option
@@ -330,6 +351,8 @@ type option struct {
 
 func (o option) def() string {
 	switch p := o.ptr.(type) {
+	case pflag.Value:
+		return p.String()
 	case *string:
 		if *p == "" {
 			return "none"
@@ -379,6 +402,8 @@ func (o option) bind(fs *pflag.FlagSet) {
 		}
 	}()
 	switch p := o.ptr.(type) {
+	case pflag.Value:
+		fs.Var(p, o.Flag, o.Usage)
 	case *string:
 		fs.StringVar(p, o.Flag, *p, o.Usage)
 	case *[]string:
@@ -400,34 +425,7 @@ func (c *Config) options() []option {
 	}
 	return []option{
 		o("database-url", "DATABASE_URL", &c.DatabaseURL, "PostgreSQL URL or keyword/value string"),
-		o("schema", "WORKQ_SCHEMA", &c.Schema, "PostgreSQL schema of workq's tables, functions, version table and NOTIFY channels (every process of one installation uses the same)"),
 		o("max-conns", "WORKQ_MAX_CONNS", &c.MaxConns, "connection pool size"),
-		o("worker-id", "WORKQ_WORKER_ID", &c.WorkerID, "worker identity recorded on claims and runs"),
-		o("queues", "WORKQ_QUEUES", &c.Queues, "job queues to work, comma-separated"),
-		o("concurrency", "WORKQ_CONCURRENCY", &c.Concurrency, "handlers running at once, per queue"),
-		o("batch", "WORKQ_BATCH", &c.Batch, "most items one claim takes (beyond free slots only what fast handlers start within 20ms)"),
-		o("lease", "WORKQ_LEASE", &c.Lease, "lease TTL; heartbeat every lease/3"),
-		o("exec-timeout", "WORKQ_EXEC_TIMEOUT", &c.ExecTimeout, "hard deadline of one handler run, 0 = none"),
-		o("poll", "WORKQ_POLL", &c.Poll, "poll interval when no notification arrives"),
-		o("poll-only", "WORKQ_POLL_ONLY", &c.PollOnly, "never LISTEN (PgBouncer transaction pooling)"),
-		o("reclaim", "WORKQ_RECLAIM", &c.Reclaim, "workers reap their queues' expired leases before claiming (about once a second)"),
-		o("notify-debounce", "WORKQ_NOTIFY_DEBOUNCE", &c.NotifyDebounce, "at most one enqueue NOTIFY per queue per this"),
-		o("flush-interval", "WORKQ_FLUSH_INTERVAL", &c.FlushInterval, "completions are flushed at least this often"),
-		o("flush-batch", "WORKQ_FLUSH_BATCH", &c.FlushBatch, "or as soon as this many wait"),
-		o("drain-timeout", "WORKQ_DRAIN_TIMEOUT", &c.DrainTimeout, "on shutdown, time for in-flight jobs to finish before release"),
-		o("runs-dir", "WORKQ_RUNS_DIR", &c.RunsDir, "per-attempt directory DIR/TABLE/ID/RUN_ID with meta.json and attempt.log"),
-		o("max-attempts", "WORKQ_MAX_ATTEMPTS", &c.MaxAttempts, "default attempts of a new job (1 + retries)"),
-		o("max-payload", "WORKQ_MAX_PAYLOAD", &c.MaxPayload, "most bytes of a job's JSON payload"),
-		o("backoff-base", "WORKQ_BACKOFF_BASE", &c.BackoffBase, "retry backoff base: random(0, min(base*2^attempt, cap))"),
-		o("backoff-cap", "WORKQ_BACKOFF_CAP", &c.BackoffCap, "retry backoff cap"),
-		o("reap-interval", "WORKQ_REAP_INTERVAL", &c.ReapInterval, "reaper period"),
-		o("reap-batch", "WORKQ_REAP_BATCH", &c.ReapBatch, "most rows one reap statement handles"),
-		o("leader-ttl", "WORKQ_LEADER_TTL", &c.LeaderTTL, "maintenance leader lock TTL: a dead leader is replaced within it"),
-		o("retain-finished", "WORKQ_RETAIN_FINISHED", &c.RetainFinished, "delete done and failed items this long after they finished (0 keeps them)"),
-		o("retain-runs", "WORKQ_RETAIN_RUNS", &c.RetainRuns, "delete archived attempts (a whole UTC day at a time, so up to a day later) and the worker its --runs-dir attempt directories this long after they ended (0 keeps them)"),
-		o("retention-interval", "WORKQ_RETENTION_INTERVAL", &c.RetentionInterval, "how often the retention task runs"),
-		o("inbox-window", "WORKQ_INBOX_WINDOW", &c.InboxWindow, "inbox de-duplication window: processed messages are deleted this long after processing, and a repeat after it counts as new"),
-		o("schedule-interval", "WORKQ_SCHEDULE_INTERVAL", &c.ScheduleInterval, "how often due schedule slots are materialised into job runs"),
 		o("webhook-allow", "WORKQ_WEBHOOK_ALLOW", &c.WebhookAllow, "hosts (host or host:port) the webhook handler may call"),
 		o("webhook-secret", "WORKQ_WEBHOOK_SECRET", &c.WebhookSecret, "HMAC-SHA256 key for the X-Workq-Signature header"),
 		o("webhook-timeout", "WORKQ_WEBHOOK_TIMEOUT", &c.WebhookTimeout, "webhook request timeout"),
@@ -457,10 +455,10 @@ func (c *Config) options() []option {
 	}
 }
 
-// applyEnv sets every option whose environment variable is present.
-func (c *Config) applyEnv(lookup func(string) (string, bool), only map[string]bool) error {
+// applyEnv sets every option of opts whose environment variable is present.
+func applyEnv(opts []option, lookup func(string) (string, bool), only map[string]bool) error {
 	var errs []error
-	for _, o := range c.options() {
+	for _, o := range opts {
 		if len(only) > 0 && !only[o.Flag] {
 			continue
 		}
@@ -477,6 +475,8 @@ func (c *Config) applyEnv(lookup func(string) (string, bool), only map[string]bo
 
 func set(ptr any, v string) error {
 	switch p := ptr.(type) {
+	case pflag.Value:
+		return p.Set(v)
 	case *string:
 		*p = v
 	case *[]string:

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/workq/workq"
-	"github.com/workq/workq/internal/clienthook"
 	"github.com/workq/workq/internal/config"
 	"github.com/workq/workq/workqtype"
 )
@@ -18,7 +17,7 @@ import (
 // clientSetting is one setting of workq.Config the CLI exposes: its flag,
 // its environment variable, its help, and the workq.Config fields it sets.
 // Its default is the library's (libraryDefaults), its validation the
-// library's (clienthook.ValidateConfig): the CLI restates neither. The
+// library's (workq.Config.Validate): the CLI restates neither. The
 // value is held in the CLI's flat config.Config (field cli), where every
 // command reads it.
 type clientSetting struct {
@@ -101,16 +100,9 @@ var clientSettings = []clientSetting{
 		usage: "how often due schedule slots are materialised into job runs"},
 }
 
-// libraryDefaults returns workq.Config's defaults (the library's, through
-// internal/clienthook). A variable so a test can change a default the way
-// a library change would.
-var libraryDefaults = func() workq.Config {
-	d, err := clienthook.DefaultConfig()
-	if err != nil {
-		panic(err) // the root package is imported: its hooks are registered
-	}
-	return d.(workq.Config)
-}
+// libraryDefaults returns workq.Config's defaults (workq.DefaultConfig). A
+// variable so a test can change a default the way a library change would.
+var libraryDefaults = workq.DefaultConfig
 
 // libField returns the field of c at path ("MaxWorkers",
 // "Maintenance.LeaderTTL").
@@ -208,7 +200,7 @@ func checkClientSettings(cfg config.Config) error {
 	}
 	// The zeros refused above take the default here, so the library
 	// reports the other problems only.
-	errs = append(errs, flagErrors(clienthook.ValidateConfig(clientConfig(cfg, nil, nil, nil))))
+	errs = append(errs, flagErrors(clientConfig(cfg, nil, nil, nil).Validate()))
 	return errors.Join(errs...)
 }
 

@@ -109,6 +109,7 @@ var notInCLI = map[string]string{
 	"MetricsRegisterer": "metrics-addr makes it", "TracerProvider": "otel-* make it",
 	"SkipUnknownKindCheck": "Go", "RetryPolicy": "Go", "EnqueueMiddleware": "Go", "WorkMiddleware": "Go",
 	"Sharding": "the sharded commands' own flags", "PeriodicJobs": "workq schedules", "Maintenance.Disabled": "by command",
+	"TimerNotifyWithin": "follows --poll (its default, FetchPollInterval)",
 }
 
 // TestEveryWorkqConfigSettingHasARow: a setting added to workq.Config (or

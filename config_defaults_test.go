@@ -10,11 +10,11 @@ import (
 )
 
 // TestDefaultConfigIsTheRuntimes: the defaults the CLI reads
-// (defaultConfig, through internal/clienthook) are what NewClient makes of
+// (DefaultConfig) are what NewClient makes of
 // a zero Config: mapped to the runtime they are the runtime's own
 // defaults, and the maintenance's are DefaultMaintenance.
 func TestDefaultConfigIsTheRuntimes(t *testing.T) {
-	d := defaultConfig()
+	d := DefaultConfig()
 	if got, want := d.workerConfig(), worker.DefaultConfig(); !reflect.DeepEqual(got, want) {
 		t.Errorf("defaultConfig mapped to the runtime:\n got %+v\nwant %+v", got, want)
 	}
@@ -24,10 +24,10 @@ func TestDefaultConfigIsTheRuntimes(t *testing.T) {
 	if d.Maintenance != DefaultMaintenance() {
 		t.Errorf("defaultConfig's maintenance %+v, want DefaultMaintenance %+v", d.Maintenance, DefaultMaintenance())
 	}
-	if err := d.validate(); err != nil {
+	if err := d.Validate(); err != nil {
 		t.Errorf("defaultConfig does not validate: %v", err)
 	}
-	if err := (Config{}).validate(); err != nil {
+	if err := (Config{}).Validate(); err != nil {
 		t.Errorf("a zero Config does not validate: %v", err)
 	}
 }
@@ -38,7 +38,7 @@ func TestDefaultConfigIsTheRuntimes(t *testing.T) {
 func TestConfigValidateNamesFields(t *testing.T) {
 	cfg := Config{Schema: "public", MaxWorkers: 20000, LeaseTTL: 10e6, MaxAttempts: 5000, MaxPayloadBytes: -1,
 		Maintenance: MaintenanceConfig{LeaderTTL: 100e6}}
-	err := cfg.validate()
+	err := cfg.Validate()
 	if !errors.Is(err, workqtype.ErrInvalid) {
 		t.Fatalf("validate: %v, want ErrInvalid", err)
 	}

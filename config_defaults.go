@@ -2,39 +2,18 @@ package workq
 
 import (
 	"errors"
-	"fmt"
-	"slices"
+		"slices"
 
-	"github.com/workq/workq/internal/clienthook"
 	"github.com/workq/workq/internal/dbschema"
 	"github.com/workq/workq/internal/worker"
 	"github.com/workq/workq/workqtype"
 )
 
-// cmd/workq declares its flags from Config's fields: it takes their
-// defaults and its values' validation from here (internal/clienthook), so
-// each setting has one default and one validation, the library's. The
-// hooks are registered when the package is loaded (unlike the Surface's,
-// registered by NewWorkers and NewClient): the CLI needs the defaults to
-// declare its flags, before any Client exists.
-func init() {
-	clienthook.RegisterConfig(clienthook.Config{
-		Defaults: func() any { return defaultConfig() },
-		Validate: func(cfg any) error {
-			c, ok := cfg.(Config)
-			if !ok {
-				return fmt.Errorf("workq: %T is not a workq.Config", cfg)
-			}
-			return c.validate()
-		},
-	})
-}
-
-// defaultConfig returns the Config whose every field that has a default is
-// set to it: what NewClient makes of a zero field. The worker runtime's
-// come from internal/worker (its one default; workerConfig is the inverse
-// of this mapping), the maintenance's from DefaultMaintenance.
-func defaultConfig() Config {
+// DefaultConfig returns the Config whose every field that has a default
+// is set to it: what NewClient makes of a zero field (the zero Config is
+// the same Client). Use it to show or log the effective settings; the
+// workq CLI declares its flags' defaults from it.
+func DefaultConfig() Config {
 	w := worker.DefaultConfig()
 	queues := make(map[string]QueueConfig, len(w.Queues))
 	for _, q := range w.Queues {
@@ -69,12 +48,14 @@ func defaultConfig() Config {
 	}
 }
 
-// validate returns every problem with cfg that NewClient reports (the
-// schema, the worker runtime's and the maintenance's validation), and
-// those every enqueue would report of its item defaults (MaxAttempts,
-// MaxPayloadBytes, which NewClient leaves to the enqueue), each a
-// *workqtype.ValidationError naming cfg's field.
-func (cfg Config) validate() error {
+// Validate returns every problem with cfg that NewClient would report
+// (the schema, the runtime's and the maintenance's settings), and those
+// every enqueue would report of its item defaults (MaxAttempts,
+// MaxPayloadBytes), without a database: each matches ErrInvalid and is a
+// *ValidationError naming cfg's field; nil when cfg is valid. Fields that
+// need a pool or workers (Workers, PeriodicJobs, Queues' kinds) are
+// checked by NewClient only.
+func (cfg Config) Validate() error {
 	var errs []error
 	if _, err := dbschema.NewRewriter(cfg.Schema); err != nil {
 		errs = append(errs, workqtype.InvalidErr("Schema", err))

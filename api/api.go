@@ -186,20 +186,20 @@ func New(client *workq.Client, o Options) (*Server, error) {
 }
 
 // mountUI serves the dashboard at /ui/ with its sampler, which Start runs:
-// on the Client's databases, as the API (ops.go has its sources).
+// the dashboard is a user of the Client, as the API (its pages read and
+// act through the Client's methods; ops.go has the sampler's sources).
 func (s *Server) mountUI() error {
 	so := ui.SamplerOptions{Logger: s.log, Interval: s.o.SampleInterval, ShardTimeout: s.o.ShardTimeout}
-	uo := ui.Options{DB: s.shards[0].DB, Logger: s.log, Schedules: s.schedules, RunsDir: s.o.RunsDir, Failures: s.failures,
+	uo := ui.Options{Client: s.client, Logger: s.log, RunsDir: s.o.RunsDir, Failures: s.failures,
 		ShardTimeout: s.o.ShardTimeout,
 		Authenticate: func(secret string) (ui.Principal, bool) {
 			t, ok := match(s.o.Tokens, secret)
 			return ui.Principal{Name: t.Name, Admin: t.Scope == ScopeAdmin}, ok
 		}}
 	if s.sharded() {
-		// Every shard's items, and samples summed over the shards.
+		// Samples summed over the shards (the pages' shards are the Client's).
 		for _, sh := range s.shards {
 			so.Shards = append(so.Shards, s.sampleSource(sh))
-			uo.Shards = append(uo.Shards, ui.Shard{Name: sh.Name, DB: sh.DB})
 		}
 	} else {
 		src := s.sampleSource(s.shards[0])

@@ -10,8 +10,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/workq/workq"
 	"github.com/workq/workq/internal/admin"
-	"github.com/workq/workq/internal/lease"
 	"github.com/workq/workq/internal/outage"
 )
 
@@ -78,7 +78,7 @@ type SamplerOptions struct {
 
 // QueueKey names one (table, queue).
 type QueueKey struct {
-	Table lease.Table
+	Table workq.Table
 	Queue string
 }
 

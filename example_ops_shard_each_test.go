@@ -123,3 +123,37 @@ func ExampleClient_ListJoins() {
 	// open: 0 of 5 ended
 	// open: 0 of 3 ended
 }
+
+// QueueDepths, DatabaseTime and EndedBetween are what the dashboard's
+// history samples: the backlog from the partial indexes, and the
+// attempts that ended since the previous sample by the database's clock.
+func ExampleClient_QueueDepths() {
+	pool, cleanup := testdb.ExamplePool()
+	defer cleanup()
+	ctx := context.Background()
+	client, err := workq.NewClient(pool, workq.Config{})
+	if err != nil {
+		panic(err)
+	}
+	for _, who := range []string{"ada", "bob"} {
+		if _, err := client.Enqueue(ctx, BillArgs{Customer: who}, &workq.EnqueueOpts{Queue: "bills"}); err != nil {
+			panic(err)
+		}
+	}
+	depths, err := client.QueueDepths(ctx)
+	if err != nil {
+		panic(err)
+	}
+	for _, d := range depths {
+		fmt.Printf("%s/%s ready %d in progress %d\n", d.Table, d.Queue, d.Ready, d.InProgress)
+	}
+	now, err := client.DatabaseTime(ctx)
+	if err != nil {
+		panic(err)
+	}
+	ended, err := client.EndedBetween(ctx, now.Add(-time.Minute), now)
+	fmt.Println(len(ended), err)
+	// Output:
+	// job_runs/bills ready 2 in progress 0
+	// 0 <nil>
+}

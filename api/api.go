@@ -186,25 +186,17 @@ func New(client *workq.Client, o Options) (*Server, error) {
 }
 
 // mountUI serves the dashboard at /ui/ with its sampler, which Start runs:
-// the dashboard is a user of the Client, as the API (its pages read and
-// act through the Client's methods; ops.go has the sampler's sources).
+// the dashboard is a user of the Client, as the API: its pages and its
+// sampler (summed over the shards of a sharded Client) read and act
+// through the Client's methods.
 func (s *Server) mountUI() error {
-	so := ui.SamplerOptions{Logger: s.log, Interval: s.o.SampleInterval, ShardTimeout: s.o.ShardTimeout}
+	so := ui.SamplerOptions{Client: s.client, Logger: s.log, Interval: s.o.SampleInterval, ShardTimeout: s.o.ShardTimeout}
 	uo := ui.Options{Client: s.client, Logger: s.log, RunsDir: s.o.RunsDir, Failures: s.failures,
 		ShardTimeout: s.o.ShardTimeout,
 		Authenticate: func(secret string) (ui.Principal, bool) {
 			t, ok := match(s.o.Tokens, secret)
 			return ui.Principal{Name: t.Name, Admin: t.Scope == ScopeAdmin}, ok
 		}}
-	if s.sharded() {
-		// Samples summed over the shards (the pages' shards are the Client's).
-		for _, sh := range s.shards {
-			so.Shards = append(so.Shards, s.sampleSource(sh))
-		}
-	} else {
-		src := s.sampleSource(s.shards[0])
-		so.Depth, so.Ended, so.Clock = src.Depth, src.Ended, src.Clock
-	}
 	smp, err := ui.NewSampler(so)
 	if err != nil {
 		return fmt.Errorf("api: %w", err)

@@ -3,25 +3,23 @@ package api
 import (
 	"context"
 	"fmt"
-	"time"
 
 	"github.com/workq/workq"
 	"github.com/workq/workq/internal/admin"
 	"github.com/workq/workq/internal/lease"
 	"github.com/workq/workq/internal/schedule"
 	"github.com/workq/workq/internal/shardlist"
-	"github.com/workq/workq/internal/ui"
 	"github.com/workq/workq/workqtype"
 )
 
-// The reads and operator writes of work the handlers and the dashboard's
-// sampler make, one function per operation, on one shard of the Client
+// The reads and operator writes of work the handlers make, one function
+// per operation, on one shard of the Client
 // (dbShard: its DB in the Client's schema) or on all of them. Enqueues are
 // the Client's own methods (enqueue.go). Items, queues and schedules go
 // through the Client (the Client of the shard, client.Shard); each
 // function turns the Client's answer into the API's JSON shape (the
-// admin types the API has always answered with). Only the dashboard's
-// sampler still reads the engine (admin.Depths, EndedBetween, Clock).
+// admin types the API has always answered with). The dashboard's sampler
+// reads the Client too (ui.SamplerOptions.Client).
 
 // shardClient is the Client of shard sh (the Client itself when it has
 // one database).
@@ -332,16 +330,4 @@ func (s *Server) opEnableSchedule(ctx context.Context, sh dbShard, name string, 
 		return c.EnableSchedule(ctx, name)
 	}
 	return c.DisableSchedule(ctx, name)
-}
-
-// --- the dashboard's history
-
-// sampleSource is what the dashboard's sampler reads of shard sh.
-func (s *Server) sampleSource(sh dbShard) ui.SampleSource {
-	return ui.SampleSource{Name: sh.Name,
-		Depth: func(ctx context.Context) ([]admin.Depth, error) { return admin.Depths(ctx, sh.DB) },
-		Ended: func(ctx context.Context, after, until time.Time) ([]admin.Ended, error) {
-			return admin.EndedBetween(ctx, sh.DB, after, until)
-		},
-		Clock: func(ctx context.Context) (time.Time, error) { return admin.Clock(ctx, sh.DB) }}
 }

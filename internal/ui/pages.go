@@ -547,7 +547,7 @@ func (h *Handler) list(ctx context.Context, p workq.ListParams, ff filterForm, c
 	}
 	res, err := h.client.List(ctx, p)
 	if err != nil {
-		if errors.Is(err, workq.ErrInvalid) && p.Cursor != "" && strings.Contains(err.Error(), "cursor") {
+		if p.Cursor != "" && workqtype.FieldOf(err) == "cursor" { // it names a shard this list does not read
 			return bad("cursor %q is not a position of this list: start from the newest", cursor)
 		}
 		return err

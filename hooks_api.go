@@ -13,7 +13,7 @@ func clientAPI(client any) (clienthook.API, error) {
 	if !ok || c == nil {
 		return clienthook.API{}, fmt.Errorf("workq: %T is not a *workq.Client", client)
 	}
-	h := clienthook.API{Sharded: c.set != nil, Schema: c.Schema(), Schedules: c.sched, MaxPayloadBytes: c.jobs.MaxPayloadBytes(),
+	h := clienthook.API{Sharded: c.set != nil, Schema: c.Schema(), MaxPayloadBytes: c.jobs.MaxPayloadBytes(),
 		ValidateMessage: c.outbox.Validate, ValidateTimer: c.timers.Validate, ValidateInbox: c.inbox.Validate}
 	shards := []*Client{c}
 	if c.set != nil {

@@ -34,7 +34,6 @@ import (
 	"github.com/workq/workq/internal/authlimit"
 	"github.com/workq/workq/internal/clienthook"
 	"github.com/workq/workq/internal/config"
-	"github.com/workq/workq/internal/schedule"
 	"github.com/workq/workq/internal/startstop"
 	"github.com/workq/workq/internal/ui"
 	"github.com/workq/workq/outbox"
@@ -110,7 +109,6 @@ type Server struct {
 	// schema (one unnamed for a NewClient's DefaultShard), its schedule
 	// store and its item checks.
 	shards          []dbShard
-	schedules       *schedule.Store
 	validateMessage func(outbox.Message) error
 	validateTimer   func(timers.Timer) error
 	validateInbox   func(inbox.Message) error
@@ -162,7 +160,7 @@ func New(client *workq.Client, o Options) (*Server, error) {
 
 	s := &Server{
 		o: o, log: o.Logger, mux: http.NewServeMux(), maxBody: o.MaxBodyBytes,
-		client: client, shards: shardsOf(h), schedules: h.Schedules,
+		client: client, shards: shardsOf(h),
 		validateMessage: h.ValidateMessage, validateTimer: h.ValidateTimer, validateInbox: h.ValidateInbox,
 		cop:      http.NewCrossOriginProtection(),
 		failures: authlimit.New(authlimit.Options{}),
@@ -186,25 +184,17 @@ func New(client *workq.Client, o Options) (*Server, error) {
 }
 
 // mountUI serves the dashboard at /ui/ with its sampler, which Start runs:
-// on the Client's databases, as the API (ops.go has its sources).
+// the dashboard is a user of the Client, as the API: its pages and its
+// sampler (summed over the shards of a sharded Client) read and act
+// through the Client's methods.
 func (s *Server) mountUI() error {
-	so := ui.SamplerOptions{Logger: s.log, Interval: s.o.SampleInterval, ShardTimeout: s.o.ShardTimeout}
-	uo := ui.Options{DB: s.shards[0].DB, Logger: s.log, Schedules: s.schedules, RunsDir: s.o.RunsDir, Failures: s.failures,
+	so := ui.SamplerOptions{Client: s.client, Logger: s.log, Interval: s.o.SampleInterval, ShardTimeout: s.o.ShardTimeout}
+	uo := ui.Options{Client: s.client, Logger: s.log, RunsDir: s.o.RunsDir, Failures: s.failures,
 		ShardTimeout: s.o.ShardTimeout,
 		Authenticate: func(secret string) (ui.Principal, bool) {
 			t, ok := match(s.o.Tokens, secret)
 			return ui.Principal{Name: t.Name, Admin: t.Scope == ScopeAdmin}, ok
 		}}
-	if s.sharded() {
-		// Every shard's items, and samples summed over the shards.
-		for _, sh := range s.shards {
-			so.Shards = append(so.Shards, s.sampleSource(sh))
-			uo.Shards = append(uo.Shards, ui.Shard{Name: sh.Name, DB: sh.DB})
-		}
-	} else {
-		src := s.sampleSource(s.shards[0])
-		so.Depth, so.Ended, so.Clock = src.Depth, src.Ended, src.Clock
-	}
 	smp, err := ui.NewSampler(so)
 	if err != nil {
 		return fmt.Errorf("api: %w", err)

@@ -6,9 +6,7 @@ import (
 	"time"
 
 	"github.com/workq/workq"
-	"github.com/workq/workq/internal/admin"
 	"github.com/workq/workq/internal/shardlist"
-	"github.com/workq/workq/internal/ui"
 	"github.com/workq/workq/workqtype"
 )
 
@@ -17,8 +15,8 @@ import (
 // that shard, client.Shard; on every shard: the Client itself, whose
 // fan-out reads them at once). Enqueues are the Client's own methods
 // (enqueue.go). Each function turns the Client's answer into the API's
-// JSON shape (api/openapi.json). Only the dashboard's sampler still reads
-// the engine (admin.Depths, EndedBetween, Clock; see the end of the file).
+// JSON shape (api/openapi.json). The dashboard's sampler reads the Client
+// too (ui.SamplerOptions.Client).
 
 // shardClient is the Client of shard sh (the Client itself when it has
 // one database).
@@ -394,16 +392,4 @@ func (s *Server) opEnableSchedule(ctx context.Context, sh dbShard, name string, 
 		return c.EnableSchedule(ctx, name)
 	}
 	return c.DisableSchedule(ctx, name)
-}
-
-// --- the dashboard's history
-
-// sampleSource is what the dashboard's sampler reads of shard sh.
-func (s *Server) sampleSource(sh dbShard) ui.SampleSource {
-	return ui.SampleSource{Name: sh.Name,
-		Depth: func(ctx context.Context) ([]admin.Depth, error) { return admin.Depths(ctx, sh.DB) },
-		Ended: func(ctx context.Context, after, until time.Time) ([]admin.Ended, error) {
-			return admin.EndedBetween(ctx, sh.DB, after, until)
-		},
-		Clock: func(ctx context.Context) (time.Time, error) { return admin.Clock(ctx, sh.DB) }}
 }

@@ -5,7 +5,6 @@ import (
 	"sync/atomic"
 
 	"github.com/workq/workq/inbox"
-	"github.com/workq/workq/internal/schedule"
 	"github.com/workq/workq/outbox"
 	"github.com/workq/workq/timers"
 	"github.com/workq/workq/workqtype"
@@ -26,8 +25,6 @@ type API struct {
 	Sharded bool
 	// Schema is the Client's schema.
 	Schema string
-	// Schedules is the Client's schedule store (its payload limit).
-	Schedules *schedule.Store
 	// MaxPayloadBytes is the Client's payload limit, with its default.
 	MaxPayloadBytes int
 	// ValidateMessage, ValidateTimer and ValidateInbox check an item as

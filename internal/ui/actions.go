@@ -4,16 +4,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"net/http"
 	"net/url"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
 	"sync"
 
-	"github.com/workq/workq/internal/admin"
-	"github.com/workq/workq/internal/lease"
-	"github.com/workq/workq/workqtype"
+	"github.com/workq/workq"
 )
 
 // actor is how the run archive and pauses record a dashboard action: the
@@ -58,10 +58,15 @@ func sortFields(f [][2]string) {
 	sort.SliceStable(f, func(i, j int) bool { return f[i][0] < f[j][0] })
 }
 
-// actItems is retry, cancel or delete of the selected items (id fields),
-// or of every item matching the filter (scope=matching, the filter fields;
-// done by admin.*Matching in batches of 1000 up to admin.DefaultBulk).
-// Cancel, delete and every matching action are confirmed first.
+// matchingBatch is the items one statement of a matching action takes
+// (the Client's batches; the confirmation says it).
+const matchingBatch = workq.MaxActionItems
+
+// actItems is retry, cancel or delete of the selected items (id fields:
+// Client.RetryMany, CancelMany, DeleteMany), or of every item matching the
+// filter (scope=matching, the filter fields: Client.*Matching, in batches
+// up to workq.DefaultMatchingMax). Cancel, delete and every matching
+// action are confirmed first.
 func (h *Handler) actItems(w http.ResponseWriter, r *http.Request, x *session) error {
 	t, err := tableOf(r)
 	if err != nil {
@@ -72,71 +77,69 @@ func (h *Handler) actItems(w http.ResponseWriter, r *http.Request, x *session) e
 	if verb != "retry" && verb != "cancel" && verb != "delete" {
 		return bad("action %q: want retry, cancel or delete", verb)
 	}
-	reason := f.Get("reason")
-	by := admin.Actor{Name: actor(x), Reason: reason}
+	by := &workq.ActionOpts{Actor: actor(x), Reason: f.Get("reason")}
 	word := verb
-	if verb == "retry" && t == lease.Inbox {
-		word = "revive"
+	if verb == "retry" {
+		word = kindPageOf(t).RetryWord
 	}
 	ret := back(r, "items/"+string(t))
 	if f.Get("scope") == "matching" {
 		return h.actMatching(w, r, x, t, verb, word, by, ret)
 	}
 
-	sel, err := h.selected(f)
+	refs, err := h.selected(t, f)
 	if err != nil {
 		return err
 	}
 	if verb != "retry" && f.Get("confirm") != "yes" {
-		h.confirm(w, r, x, "items/"+string(t)+"/act", fmt.Sprintf("%s %d item(s) of %s (%s)?", capitalize(word), sel.n, t, sel.list()), true)
+		h.confirm(w, r, x, "items/"+string(t)+"/act", fmt.Sprintf("%s %d item(s) of %s (%s)?", capitalize(word), len(refs), t, h.refList(refs)), true)
 		return nil
 	}
-	var res struct{ Applied, Requested, Skipped []string }
-	for _, g := range sel.groups {
-		var one admin.Result
-		switch verb {
-		case "retry":
-			one, err = admin.Retry(r.Context(), g.shard.DB, t, by, g.ids...)
-		case "cancel":
-			one, err = admin.Cancel(r.Context(), g.shard.DB, t, by, g.ids...)
-		case "delete":
-			one, err = admin.Delete(r.Context(), g.shard.DB, t, g.ids...)
-		}
-		if err != nil {
-			if h.sharded() {
-				err = fmt.Errorf("shard %s: %w", g.shard.Name, err)
-			}
-			if len(res.Applied)+len(res.Skipped) > 0 { // an earlier shard's part is done
-				h.sessions.setFlash(x, fmt.Sprintf("%s: %d applied, then shard %s failed: %s", capitalize(word), len(res.Applied), g.shard.Name, messageOf(err)))
-				h.poke()
-				redirect(w, r, ret)
-				return nil
-			}
-			return err
-		}
-		res.Applied = append(res.Applied, sel.names(g.shard, one.Applied)...)
-		res.Requested = append(res.Requested, sel.names(g.shard, one.Requested)...)
-		// Each skipped id with why: "7 is done", "9 not found".
-		for i, name := range sel.names(g.shard, one.Skipped) {
-			if st, ok := one.States[one.Skipped[i]]; ok {
-				res.Skipped = append(res.Skipped, name+" is "+st)
-			} else {
-				res.Skipped = append(res.Skipped, name+" not found")
-			}
-		}
-		h.log.InfoContext(r.Context(), "dashboard "+verb, "table", t, "shard", g.shard.Name, "actor", by.Name, "applied", len(one.Applied),
-			"skipped", len(one.Skipped))
+	var res workq.ActionResult
+	switch verb {
+	case "retry":
+		res, err = h.client.RetryMany(r.Context(), refs, by)
+	case "cancel":
+		res, err = h.client.CancelMany(r.Context(), refs, by)
+	case "delete":
+		res, err = h.client.DeleteMany(r.Context(), refs)
 	}
-	msg := fmt.Sprintf("%s: %d applied", capitalize(word), len(res.Applied))
-	if len(res.Requested) > 0 {
-		msg += fmt.Sprintf(" (%d running: their workers stop them, and they end cancelled: %s)", len(res.Requested), strList(res.Requested))
+	h.log.InfoContext(r.Context(), "dashboard "+verb, "table", t, "actor", by.Actor, "applied", len(res.Applied),
+		"skipped", len(res.NotFound)+len(res.WrongState), "err", err)
+	if err != nil {
+		if len(res.Applied)+len(res.NotFound)+len(res.WrongState) > 0 { // an earlier shard's part is done
+			h.sessions.setFlash(x, fmt.Sprintf("%s: %d applied, then it failed: %s", capitalize(word), len(res.Applied), messageOf(err)))
+			h.poke()
+			redirect(w, r, ret)
+			return nil
+		}
+		return err
 	}
-	if len(res.Skipped) > 0 {
-		msg += fmt.Sprintf(", %d skipped (%s: not in the state %s needs, or gone)", len(res.Skipped), strList(res.Skipped), word)
+	var applied, requested, skipped []string
+	for _, ref := range res.Applied {
+		applied = append(applied, h.refName(ref))
+	}
+	for _, ref := range res.Requested {
+		requested = append(requested, h.refName(ref))
+	}
+	// Each skipped item with why, in the selection's order: "7 is done", "9 not found".
+	for _, ref := range refs {
+		if st, ok := res.WrongState[ref]; ok {
+			skipped = append(skipped, h.refName(ref)+" is "+st)
+		} else if slices.Contains(res.NotFound, ref) {
+			skipped = append(skipped, h.refName(ref)+" not found")
+		}
+	}
+	msg := fmt.Sprintf("%s: %d applied", capitalize(word), len(applied))
+	if len(requested) > 0 {
+		msg += fmt.Sprintf(" (%d running: their workers stop them, and they end cancelled: %s)", len(requested), strList(requested))
+	}
+	if len(skipped) > 0 {
+		msg += fmt.Sprintf(", %d skipped (%s: not in the state %s needs, or gone)", len(skipped), strList(skipped), word)
 	}
 	h.sessions.setFlash(x, msg+".")
 	h.poke()
-	if verb == "delete" && len(res.Applied) == 1 && sel.n == 1 && strings.HasPrefix(ret, fmt.Sprintf("items/%s/%d", t, sel.groups[0].ids[0])) {
+	if verb == "delete" && len(applied) == 1 && len(refs) == 1 && strings.HasPrefix(ret, fmt.Sprintf("items/%s/%d", t, refs[0].ID)) {
 		ret = "items/" + string(t) // the item is gone
 	}
 	redirect(w, r, ret)
@@ -145,20 +148,23 @@ func (h *Handler) actItems(w http.ResponseWriter, r *http.Request, x *session) e
 
 // actMatching is an action on every item matching the form's filter: of
 // its shard, or of every shard in turn on a sharded dashboard (the cap
-// admin.DefaultBulk is per shard).
-func (h *Handler) actMatching(w http.ResponseWriter, r *http.Request, x *session, t lease.Table, verb, word string, by admin.Actor, ret string) error {
+// workq.DefaultMatchingMax is per shard).
+func (h *Handler) actMatching(w http.ResponseWriter, r *http.Request, x *session, t workq.Table, verb, word string, by *workq.ActionOpts, ret string) error {
 	f := r.PostForm
-	filter, ff, err := parseFilter(f)
+	p, ff, err := parseFilter(t, f)
 	if err != nil {
+		return err
+	}
+	if err := h.checkFilter(r.Context(), p); err != nil {
 		return err
 	}
 	targets := h.shards
 	if ff.Shard != "" || !h.sharded() {
-		sh, err := h.shardNamed(ff.Shard)
+		name, err := h.shardNamed(ff.Shard)
 		if err != nil {
 			return err
 		}
-		targets = []Shard{sh}
+		targets = []string{name}
 	}
 	if f.Get("confirm") != "yes" {
 		desc := "every item"
@@ -170,30 +176,31 @@ func (h *Handler) actMatching(w http.ResponseWriter, r *http.Request, x *session
 			where = fmt.Sprintf(" on each of the %d shards in turn", len(targets))
 		}
 		h.confirm(w, r, x, "items/"+string(t)+"/act", fmt.Sprintf("%s %s of %s%s, newest first, in batches of %d, at most %d items?",
-			capitalize(word), desc, t, where, admin.BulkBatch, admin.DefaultBulk), verb != "retry")
+			capitalize(word), desc, t, where, matchingBatch, workq.DefaultMatchingMax), verb != "retry")
 		return nil
 	}
-	var res admin.BulkResult
+	var res workq.MatchingResult
 	capped := false
-	for _, sh := range targets {
-		var one admin.BulkResult
+	for _, name := range targets {
+		p.Shard = name
+		var one workq.MatchingResult
 		switch verb {
 		case "retry":
-			one, err = admin.RetryMatching(r.Context(), sh.DB, t, by, filter, 0)
+			one, err = h.client.RetryMatching(r.Context(), p, 0, by)
 		case "cancel":
-			one, err = admin.CancelMatching(r.Context(), sh.DB, t, by, filter, 0)
+			one, err = h.client.CancelMatching(r.Context(), p, 0, by)
 		case "delete":
-			one, err = admin.DeleteMatching(r.Context(), sh.DB, t, filter, 0)
+			one, err = h.client.DeleteMatching(r.Context(), p, 0)
 		}
-		h.log.InfoContext(r.Context(), "dashboard "+verb+" matching", "table", t, "shard", sh.Name, "actor", by.Name, "applied", one.Applied,
+		h.log.InfoContext(r.Context(), "dashboard "+verb+" matching", "table", t, "shard", name, "actor", by.Actor, "applied", one.Applied,
 			"skipped", one.Skipped, "batches", one.Batches, "next", one.Next, "err", err)
 		res.Applied += one.Applied
 		res.Skipped += one.Skipped
 		res.Batches += one.Batches
-		capped = capped || one.Next != 0
+		capped = capped || one.Next != ""
 		if err != nil {
 			if h.sharded() {
-				err = fmt.Errorf("shard %s: %w", sh.Name, err)
+				err = fmt.Errorf("shard %s: %w", name, err)
 			}
 			if res.Batches > 0 {
 				h.sessions.setFlash(x, fmt.Sprintf("Stopped by an error after %d batches (%d applied): %s", res.Batches, res.Applied, messageOf(err)))
@@ -207,7 +214,7 @@ func (h *Handler) actMatching(w http.ResponseWriter, r *http.Request, x *session
 	msg := fmt.Sprintf("%s: %d applied, %d skipped (not in the state %s needs), in %d batches.", capitalize(word), res.Applied,
 		res.Skipped, word, res.Batches)
 	if capped {
-		msg += fmt.Sprintf(" Stopped at the cap of %d items: run it again to go on.", admin.DefaultBulk)
+		msg += fmt.Sprintf(" Stopped at the cap of %d items: run it again to go on.", workq.DefaultMatchingMax)
 	}
 	h.sessions.setFlash(x, msg)
 	h.poke()
@@ -215,25 +222,12 @@ func (h *Handler) actMatching(w http.ResponseWriter, r *http.Request, x *session
 	return nil
 }
 
-// selection is the items a form selected, by shard.
-type selection struct {
-	groups  []shardIDs
-	n       int
-	sharded bool
-}
-
-type shardIDs struct {
-	shard Shard
-	ids   []int64
-}
-
-// selected reads the form's id fields: ID (of the form's shard field, or
-// the one database) or SHARD:ID. Every shard is checked before anything is
-// done: a missing shard on a sharded dashboard is a 400, an unknown one a
-// 404.
-func (h *Handler) selected(f url.Values) (selection, error) {
-	sel := selection{sharded: h.sharded()}
-	at := map[string]int{}
+// selected reads the form's id fields as refs of table t: ID (of the
+// form's shard field, or the one database) or SHARD:ID. Every shard is
+// checked before anything is done: a missing shard on a sharded dashboard
+// is a 400, an unknown one a 404 (the Client checks the rest).
+func (h *Handler) selected(t workq.Table, f url.Values) ([]workq.ItemRef, error) {
+	var refs []workq.ItemRef
 	for _, s := range f["id"] {
 		name, num := f.Get("shard"), s
 		if i := strings.LastIndexByte(s, ':'); i >= 0 {
@@ -241,51 +235,27 @@ func (h *Handler) selected(f url.Values) (selection, error) {
 		}
 		id, err := strconv.ParseInt(num, 10, 64)
 		if err != nil {
-			return sel, bad("id %q is not an item id", s)
+			return nil, bad("id %q is not an item id", s)
 		}
-		sh, err := h.shardNamed(name)
+		shard, err := h.shardNamed(name)
 		if err != nil {
-			return sel, err
+			return nil, err
 		}
-		i, ok := at[sh.Name]
-		if !ok {
-			i = len(sel.groups)
-			at[sh.Name] = i
-			sel.groups = append(sel.groups, shardIDs{shard: sh})
-		}
-		sel.groups[i].ids = append(sel.groups[i].ids, id)
-		sel.n++
+		refs = append(refs, workq.ItemRef{Table: t, ID: id, Shard: shard})
 	}
-	if sel.n == 0 {
-		return sel, bad("Select at least one item.")
+	if len(refs) == 0 {
+		return nil, bad("Select at least one item.")
 	}
-	for _, g := range sel.groups {
-		if err := admin.CheckIDs(g.ids); err != nil {
-			return sel, err
-		}
-	}
-	return sel, nil
+	return refs, nil
 }
 
-// names are ids as the messages say them: SHARD:ID when sharded.
-func (sel selection) names(sh Shard, ids []int64) []string {
-	out := make([]string, len(ids))
-	for i, id := range ids {
-		out[i] = strconv.FormatInt(id, 10)
-		if sel.sharded {
-			out[i] = sh.Name + ":" + out[i]
-		}
+// refList is the selection in words.
+func (h *Handler) refList(refs []workq.ItemRef) string {
+	names := make([]string, len(refs))
+	for i, ref := range refs {
+		names[i] = h.refName(ref)
 	}
-	return out
-}
-
-// list is the selection in words.
-func (sel selection) list() string {
-	var all []string
-	for _, g := range sel.groups {
-		all = append(all, sel.names(g.shard, g.ids)...)
-	}
-	return strList(all)
+	return strList(names)
 }
 
 // actQueue is pause, resume or limit of one (table, queue). On a sharded
@@ -306,7 +276,7 @@ func (h *Handler) actQueue(w http.ResponseWriter, r *http.Request, x *session) e
 			return err
 		}
 	case "limit":
-		sh, err := h.limitShard(r.PostForm.Get("shard"))
+		shard, err := h.limitShard(r.PostForm.Get("shard"))
 		if err != nil {
 			return err
 		}
@@ -317,17 +287,23 @@ func (h *Handler) actQueue(w http.ResponseWriter, r *http.Request, x *session) e
 		w := -1
 		if v != "" {
 			n, err := strconv.Atoi(v)
-			if err != nil || n < 0 || n > lease.MaxLimit {
-				return bad("Limit %q: want W, a whole number from 0 to %d (Remove takes the limit away).", v, lease.MaxLimit)
+			if err != nil || n < 0 || n > math.MaxInt32 {
+				return bad("Limit %q: want W, a whole number from 0 to %d (Remove takes the limit away).", v, math.MaxInt32)
 			}
 			w = n
 		}
-		if err := lease.SetLimit(r.Context(), sh.DB, t, queue, w); err != nil {
+		q := workq.QueueRef{Table: t, Queue: queue, Shard: shard}
+		if w < 0 {
+			err = h.client.RemoveQueueLimit(r.Context(), q)
+		} else {
+			err = h.client.SetQueueLimit(r.Context(), q, w)
+		}
+		if err != nil {
 			return err
 		}
 		where := ""
 		if h.sharded() {
-			where = " on shard " + sh.Name
+			where = " on shard " + shard
 		}
 		msg = fmt.Sprintf("%s/%s: limit W set to %d%s.", t, queue, w, where)
 		if w < 0 {
@@ -343,23 +319,24 @@ func (h *Handler) actQueue(w http.ResponseWriter, r *http.Request, x *session) e
 	return nil
 }
 
-// setPaused pauses or resumes the queue on every shard at once and says
-// how it went; a shard that failed is named (the others stay changed:
-// doing it again is harmless).
-func (h *Handler) setPaused(r *http.Request, x *session, t lease.Table, queue string, pause bool) (string, error) {
-	reason := r.PostForm.Get("reason")
-	f := func(ctx context.Context, sh Shard) (bool, error) {
+// setPaused pauses or resumes the queue on every shard at once
+// (Client.EachShard) and says how it went; a shard that failed is named
+// (the others stay changed: doing it again is harmless).
+func (h *Handler) setPaused(r *http.Request, x *session, t workq.Table, queue string, pause bool) (string, error) {
+	opts := &workq.ActionOpts{Actor: actor(x), Reason: r.PostForm.Get("reason")}
+	q := workq.QueueRef{Table: t, Queue: queue}
+	f := func(ctx context.Context, c *workq.Client) (bool, error) {
 		if pause {
-			return lease.Pause(ctx, sh.DB, t, queue, actor(x), reason)
+			return c.PauseQueue(ctx, q, opts)
 		}
-		return lease.Resume(ctx, sh.DB, t, queue)
+		return c.ResumeQueue(ctx, q)
 	}
 	word, already, verb := "resumed", "was not paused", "Resume"
 	if pause {
 		word, already, verb = "paused: no worker claims from it; items in flight finish", "was already paused", "Pause"
 	}
 	if !h.sharded() {
-		changed, err := f(r.Context(), h.shards[0])
+		changed, err := f(r.Context(), h.client)
 		if err != nil {
 			return "", err
 		}
@@ -368,31 +345,27 @@ func (h *Handler) setPaused(r *http.Request, x *session, t lease.Table, queue st
 		}
 		return fmt.Sprintf("%s/%s %s.", t, queue, word), nil
 	}
-	changed := make([]bool, len(h.shards))
-	errs := make([]error, len(h.shards))
-	var wg sync.WaitGroup
-	for i, sh := range h.shards {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			ctx, cancel := context.WithTimeout(r.Context(), h.o.ShardTimeout)
-			defer cancel()
-			changed[i], errs[i] = f(ctx, sh)
-		}()
-	}
-	wg.Wait()
+	var mu sync.Mutex
+	changed := map[string]bool{}
+	errs := h.client.EachShard(r.Context(), h.o.ShardTimeout, func(ctx context.Context, sc *workq.Client) error {
+		ch, err := f(ctx, sc)
+		mu.Lock()
+		changed[sc.ShardName()] = ch
+		mu.Unlock()
+		return err
+	})
 	var done, same, failed []string
-	for i, sh := range h.shards {
-		switch err := errs[i]; {
-		case err != nil && errors.Is(err, workqtype.ErrInvalid):
+	for _, name := range h.shards {
+		switch err := errs[name]; {
+		case err != nil && errors.Is(err, workq.ErrInvalid):
 			return "", err // refused alike by every shard: nothing changed
 		case err != nil:
-			n := h.unreachable(r.Context(), sh.Name, err)
-			failed = append(failed, fmt.Sprintf("%s (%s)", sh.Name, n.Error))
-		case changed[i]:
-			done = append(done, sh.Name)
+			n := h.unreachable(r.Context(), name, err)
+			failed = append(failed, fmt.Sprintf("%s (%s)", name, n.Error))
+		case changed[name]:
+			done = append(done, name)
 		default:
-			same = append(same, sh.Name)
+			same = append(same, name)
 		}
 	}
 	switch {
@@ -415,9 +388,9 @@ func (h *Handler) setPaused(r *http.Request, x *session, t lease.Table, queue st
 // database, or the shard the form names on a sharded dashboard (a W over
 // every shard is workq shard-limit's, whose leader would overwrite a
 // budget set here).
-func (h *Handler) limitShard(name string) (Shard, error) {
+func (h *Handler) limitShard(name string) (string, error) {
 	if h.sharded() && name == "" {
-		return Shard{}, bad("This dashboard serves several shards (%s): a limit W over all of them is kept by workq shard-limit "+
+		return "", bad("This dashboard serves several shards (%s): a limit W over all of them is kept by workq shard-limit "+
 			"(or ShardingConfig.GlobalLimits), which sets each shard's budget. Set one shard's budget with workq limit on that shard, "+
 			"or PUT /v1/queues/TABLE/QUEUE/limit?shard=NAME.", h.shardNames())
 	}
@@ -426,18 +399,22 @@ func (h *Handler) limitShard(name string) (Shard, error) {
 
 func (h *Handler) actTrigger(w http.ResponseWriter, r *http.Request, x *session) error {
 	name := r.PathValue("name")
-	sh, err := h.scheduleShard(name, r.PostForm.Get("shard"))
+	shard, err := h.scheduleShard(name, r.PostForm.Get("shard"))
 	if err != nil {
 		return err
 	}
-	res, err := h.o.Schedules.TriggerNow(r.Context(), sh.DB, name, r.PostForm.Get("force") == "yes")
+	sc, err := h.shardClient(shard)
 	if err != nil {
 		return err
 	}
-	h.log.InfoContext(r.Context(), "dashboard trigger", "schedule", name, "shard", sh.Name, "actor", actor(x), "run", res.RunID)
+	res, err := sc.TriggerSchedule(r.Context(), name, r.PostForm.Get("force") == "yes")
+	if err != nil {
+		return err
+	}
+	h.log.InfoContext(r.Context(), "dashboard trigger", "schedule", name, "shard", shard, "actor", actor(x), "run", res.RunID)
 	run := strconv.FormatInt(res.RunID, 10)
 	if h.sharded() {
-		run = sh.Name + ":" + run
+		run = shard + ":" + run
 	}
 	h.sessions.setFlash(x, fmt.Sprintf("Schedule %s triggered: job run %s.", name, run))
 	redirect(w, r, back(r, "schedules"))

@@ -8,14 +8,13 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/workq/workq/internal/admin"
-	"github.com/workq/workq/internal/lease"
+	"github.com/workq/workq"
 	"github.com/workq/workq/internal/ui"
 )
 
 // The dashboard's sampler with injected sources (here fixed numbers; the
-// API passes admin.Depths, admin.EndedBetween and admin.Clock over its
-// pool): each round reads the depth and the attempts ended since the
+// API passes its Client: SamplerOptions.Client, whose QueueDepths,
+// EndedBetween and DatabaseTime it reads): each round reads the depth and the attempts ended since the
 // previous one, and SeriesOf turns the ring buffer into the charts' data.
 func ExampleSampler() {
 	clock := time.Date(2026, 1, 2, 15, 0, 0, 0, time.UTC)
@@ -23,11 +22,11 @@ func ExampleSampler() {
 		Interval: 10 * time.Second,
 		Settle:   -1, // count up to the clock itself
 		Clock:    func(context.Context) (time.Time, error) { return clock, nil },
-		Depth: func(context.Context) ([]admin.Depth, error) {
-			return []admin.Depth{{Table: lease.JobRuns, Queue: "mail", Ready: 120, InProgress: 8}}, nil
+		Depth: func(context.Context) ([]workq.QueueDepth, error) {
+			return []workq.QueueDepth{{Table: workq.TableJobRuns, Queue: "mail", Ready: 120, InProgress: 8}}, nil
 		},
-		Ended: func(_ context.Context, after, until time.Time) ([]admin.Ended, error) {
-			return []admin.Ended{{Table: lease.JobRuns, Queue: "mail", Outcome: "done", Count: 50}}, nil
+		Ended: func(_ context.Context, after, until time.Time) ([]workq.EndedCount, error) {
+			return []workq.EndedCount{{Table: workq.TableJobRuns, Queue: "mail", Outcome: "done", Count: 50}}, nil
 		},
 	})
 	if err != nil {
@@ -51,7 +50,7 @@ func ExampleSampler() {
 	// done per second: [0 5 5]
 }
 
-// A sharded sampler (what api.New builds from Options.Shards): every
+// A sharded sampler (what api.New builds of a sharded Client): every
 // shard is read at once, each bounded by ShardTimeout, and each sample is
 // their sum; a shard that fails is left out and ShardStates says so.
 func ExampleSampler_shards() {
@@ -59,10 +58,10 @@ func ExampleSampler_shards() {
 	shard := func(name string, ready int64, err error) ui.SampleSource {
 		return ui.SampleSource{Name: name,
 			Clock: func(context.Context) (time.Time, error) { return clock, err },
-			Depth: func(context.Context) ([]admin.Depth, error) {
-				return []admin.Depth{{Table: lease.JobRuns, Queue: "mail", Ready: ready}}, nil
+			Depth: func(context.Context) ([]workq.QueueDepth, error) {
+				return []workq.QueueDepth{{Table: workq.TableJobRuns, Queue: "mail", Ready: ready}}, nil
 			},
-			Ended: func(context.Context, time.Time, time.Time) ([]admin.Ended, error) { return nil, nil },
+			Ended: func(context.Context, time.Time, time.Time) ([]workq.EndedCount, error) { return nil, nil },
 		}
 	}
 	s, err := ui.NewSampler(ui.SamplerOptions{
@@ -78,7 +77,7 @@ func ExampleSampler_shards() {
 		return
 	}
 	smp, _ := s.Latest()
-	fmt.Println("ready:", smp.Queues[ui.QueueKey{Table: lease.JobRuns, Queue: "mail"}].Ready)
+	fmt.Println("ready:", smp.Queues[ui.QueueKey{Table: workq.TableJobRuns, Queue: "mail"}].Ready)
 	for _, st := range s.ShardStates() {
 		fmt.Println(st.Name, st.Ready, st.Err)
 	}

@@ -10,8 +10,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/workq/workq/internal/admin"
-	"github.com/workq/workq/internal/lease"
+	"github.com/workq/workq"
 	"github.com/workq/workq/internal/outage"
 )
 
@@ -34,9 +33,24 @@ const (
 // ended attempts and its clock (as SamplerOptions' of one database).
 type SampleSource struct {
 	Name  string
-	Depth func(ctx context.Context) ([]admin.Depth, error)
-	Ended func(ctx context.Context, after, until time.Time) ([]admin.Ended, error)
+	Depth func(ctx context.Context) ([]workq.QueueDepth, error)
+	Ended func(ctx context.Context, after, until time.Time) ([]workq.EndedCount, error)
 	Clock func(ctx context.Context) (time.Time, error)
+}
+
+// ClientSources are the sample sources of every shard of c (one for a
+// Client of one database): the Client's QueueDepths, EndedBetween and
+// DatabaseTime on each shard.
+func ClientSources(c *workq.Client) ([]SampleSource, error) {
+	var out []SampleSource
+	for _, name := range c.Shards() {
+		sc, err := c.Shard(name)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, SampleSource{Name: name, Depth: sc.QueueDepths, Ended: sc.EndedBetween, Clock: sc.DatabaseTime})
+	}
+	return out, nil
 }
 
 // ShardState is one shard's part in the latest sampling round.
@@ -52,14 +66,17 @@ type ShardState struct {
 	Ready, Scheduled, InProgress, Failed int64
 }
 
-// SamplerOptions configure a Sampler. Depth, Ended and Clock are the
-// sampling sources, injected so that another one (a metrics cache) can
-// stand in; api.New passes admin.Depths, admin.EndedBetween and
-// admin.Clock over its pool. Shards, instead, are the sources of every
-// shard of a sharded workq: each sample is their sum.
+// SamplerOptions configure a Sampler. Client is where the samples come
+// from (api.New passes its Client): its QueueDepths, EndedBetween and
+// DatabaseTime, of every shard of a sharded Client. Depth, Ended and
+// Clock are sampling sources of one database injected instead, so that
+// another one (a metrics cache, a test's numbers) can stand in; Shards,
+// instead, are the sources of every shard of a sharded workq: each sample
+// is their sum. Set one of Client, Depth+Ended+Clock and Shards.
 type SamplerOptions struct {
-	Depth  func(ctx context.Context) ([]admin.Depth, error)
-	Ended  func(ctx context.Context, after, until time.Time) ([]admin.Ended, error)
+	Client *workq.Client
+	Depth  func(ctx context.Context) ([]workq.QueueDepth, error)
+	Ended  func(ctx context.Context, after, until time.Time) ([]workq.EndedCount, error)
 	Clock  func(ctx context.Context) (time.Time, error)
 	Logger *slog.Logger
 
@@ -78,7 +95,7 @@ type SamplerOptions struct {
 
 // QueueKey names one (table, queue).
 type QueueKey struct {
-	Table lease.Table
+	Table workq.Table
 	Queue string
 }
 
@@ -123,6 +140,20 @@ type Sampler struct {
 
 // NewSampler returns a Sampler; Run samples.
 func NewSampler(o SamplerOptions) (*Sampler, error) {
+	if o.Client != nil {
+		if o.Depth != nil || o.Ended != nil || o.Clock != nil || len(o.Shards) > 0 {
+			return nil, errors.New("ui: SamplerOptions takes Client, or Shards, or Depth, Ended and Clock, not several")
+		}
+		src, err := ClientSources(o.Client)
+		if err != nil {
+			return nil, fmt.Errorf("ui: %w", err)
+		}
+		if len(src) == 1 {
+			o.Depth, o.Ended, o.Clock = src[0].Depth, src[0].Ended, src[0].Clock
+		} else {
+			o.Shards = src
+		}
+	}
 	sources := o.Shards
 	if len(sources) == 0 {
 		if o.Depth == nil || o.Ended == nil || o.Clock == nil {
@@ -225,8 +256,8 @@ func (s *Sampler) Poke() {
 // sourceRound is what one source's part of a round read.
 type sourceRound struct {
 	now   time.Time
-	depth []admin.Depth
-	ended []admin.Ended
+	depth []workq.QueueDepth
+	ended []workq.EndedCount
 	until time.Time // the new upper bound of its ended-attempt count
 	span  time.Duration
 	err   error
@@ -300,7 +331,7 @@ func (s *Sampler) SampleOnce(ctx context.Context) error {
 			q.Scheduled += d.Scheduled
 			q.InProgress += d.InProgress
 			q.Failed += d.Failed
-			q.OldestDue = max(q.OldestDue, d.OldestDue)
+			q.OldestDue = max(q.OldestDue, d.OldestReadyAge)
 			smp.Queues[k] = q
 		}
 		for _, e := range r.ended {

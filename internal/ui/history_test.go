@@ -10,8 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/workq/workq/internal/admin"
-	"github.com/workq/workq/internal/lease"
+	"github.com/workq/workq"
 	"github.com/workq/workq/internal/ui"
 )
 
@@ -38,11 +37,11 @@ func (s *source) ss() ui.SampleSource {
 	}
 	return ui.SampleSource{Name: s.name,
 		Clock: func(ctx context.Context) (time.Time, error) { return *s.clock, check(ctx) },
-		Depth: func(ctx context.Context) ([]admin.Depth, error) {
-			return []admin.Depth{{Table: lease.JobRuns, Queue: "q", Ready: s.ready, OldestDue: time.Duration(s.ready) * time.Second}}, check(ctx)
+		Depth: func(ctx context.Context) ([]workq.QueueDepth, error) {
+			return []workq.QueueDepth{{Table: workq.TableJobRuns, Queue: "q", Ready: s.ready, OldestReadyAge: time.Duration(s.ready) * time.Second}}, check(ctx)
 		},
-		Ended: func(ctx context.Context, after, until time.Time) ([]admin.Ended, error) {
-			return []admin.Ended{{Table: lease.JobRuns, Queue: "q", Outcome: "done", Count: s.done}}, check(ctx)
+		Ended: func(ctx context.Context, after, until time.Time) ([]workq.EndedCount, error) {
+			return []workq.EndedCount{{Table: workq.TableJobRuns, Queue: "q", Outcome: "done", Count: s.done}}, check(ctx)
 		},
 	}
 }
@@ -72,14 +71,14 @@ func TestSamplerSumsShardsAndSurvivesADownOne(t *testing.T) {
 		return smp
 	}
 	round(false)
-	q := round(false).Queues[ui.QueueKey{Table: lease.JobRuns, Queue: "q"}]
+	q := round(false).Queues[ui.QueueKey{Table: workq.TableJobRuns, Queue: "q"}]
 	if q.Ready != 15 || q.Ended["done"] != 50 || q.OldestDue != 10*time.Second {
 		t.Fatalf("summed sample %+v, want ready 15, done 50, oldest 10s", q)
 	}
 	for name, set := range map[string]func(){"down": func() { us.down.Store(true) }, "hanging": func() { us.hang.Store(true) }} {
 		set()
 		start := time.Now()
-		q = round(false).Queues[ui.QueueKey{Table: lease.JobRuns, Queue: "q"}]
+		q = round(false).Queues[ui.QueueKey{Table: workq.TableJobRuns, Queue: "q"}]
 		if took := time.Since(start); took > 5*time.Second {
 			t.Errorf("%s: the round took %s", name, took)
 		}

@@ -17,16 +17,13 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 	"unicode/utf8"
 
-	"github.com/workq/workq/internal/admin"
+	"github.com/workq/workq"
 	"github.com/workq/workq/internal/db"
-	"github.com/workq/workq/internal/db/gen"
-	"github.com/workq/workq/internal/lease"
-	"github.com/workq/workq/internal/outboxrt"
 	"github.com/workq/workq/internal/rundir"
-	"github.com/workq/workq/internal/schedule"
 	"github.com/workq/workq/internal/shardlist"
 	"github.com/workq/workq/outbox"
 	"github.com/workq/workq/workqtype"
@@ -66,9 +63,9 @@ func classify(err error) (int, string) {
 		return b.status, b.msg
 	case errors.Is(err, workqtype.ErrInvalid):
 		return http.StatusBadRequest, strings.TrimPrefix(err.Error(), workqtype.ErrInvalid.Error()+": ")
-	case errors.Is(err, admin.ErrNotFound), errors.Is(err, schedule.ErrNotFound):
+	case errors.Is(err, workq.ErrNotFound):
 		return http.StatusNotFound, err.Error()
-	case errors.Is(err, schedule.ErrOverlap):
+	case errors.Is(err, workq.ErrScheduleOverlap):
 		return http.StatusConflict, err.Error()
 	case errors.Is(err, db.ErrSchemaBehind):
 		return http.StatusServiceUnavailable, err.Error()
@@ -97,10 +94,10 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	_, _ = w.Write(append(b, '\n'))
 }
 
-func tableOf(r *http.Request) (lease.Table, error) {
-	t, err := lease.ParseTable(r.PathValue("table"))
-	if err != nil {
-		return "", notFound("There is no work table %q (job_runs, outbox, inbox and timers are).", r.PathValue("table"))
+func tableOf(r *http.Request) (workq.Table, error) {
+	t, ok := parseTable(r.PathValue("table"))
+	if !ok {
+		return "", notFound("There is no work table %q (%s are).", r.PathValue("table"), tableList())
 	}
 	return t, nil
 }
@@ -108,7 +105,7 @@ func tableOf(r *http.Request) (lease.Table, error) {
 // queueRow is one row of the overview: the sampled backlog, the attempts
 // that ended in the history window, and the live pause and limit.
 type queueRow struct {
-	Table       lease.Table `json:"table"`
+	Table       workq.Table `json:"table"`
 	Queue       string      `json:"queue"`
 	Ready       int64       `json:"ready"`
 	Scheduled   int64       `json:"scheduled"`
@@ -203,17 +200,19 @@ func (h *Handler) overviewOf(ctx context.Context) (overviewData, error) {
 		}
 	}
 	if !h.sharded() {
-		paused, limits, err := h.pausesAndLimits(ctx, h.o.DB)
+		ctl, err := h.client.QueueControls(ctx)
 		if err != nil {
 			return out, err
 		}
-		for _, p := range paused {
-			r := row(QueueKey{p.Table, p.Queue})
-			r.Paused, r.PausedBy = true, p.PausedBy
-		}
-		for _, l := range limits {
-			w := l.MaxInProgress
-			row(QueueKey{lease.Table(l.WorkTable), l.Queue}).Limit = &w
+		for _, c := range ctl {
+			r := row(QueueKey{c.Table, c.Queue})
+			if c.Paused {
+				r.Paused, r.PausedBy = true, c.PausedBy
+			}
+			if c.Limit != nil {
+				w := int32(*c.Limit)
+				r.Limit = &w
+			}
 		}
 	} else {
 		h.shardQueueState(ctx, row, &out)
@@ -228,50 +227,41 @@ func (h *Handler) overviewOf(ctx context.Context) (overviewData, error) {
 	return out, nil
 }
 
-// pausesAndLimits reads the queues' pauses and limits on db.
-func (h *Handler) pausesAndLimits(ctx context.Context, db workqtype.TxDB) ([]lease.PausedQueue, []gen.QueueLimit, error) {
-	paused, err := lease.Paused(ctx, db)
-	if err != nil {
-		return nil, nil, err
-	}
-	limits, err := gen.New(db).QueueLimitsList(ctx)
-	if err != nil {
-		return nil, nil, fmt.Errorf("list limits: %w", err)
-	}
-	return paused, limits, nil
-}
-
 // shardQueueState sets the pauses and limits of a sharded dashboard's
-// rows from every shard (each bounded by the shard timeout): a queue is
-// paused when it is paused on some shard (PausedShards says where, when
-// not on all), and its limit is each shard's budget (ShardLimits). The
-// shards that did not answer are named in NoQueueState.
+// rows from every shard (Client.EachShard, each bounded by the shard
+// timeout): a queue is paused when it is paused on some shard
+// (PausedShards says where, when not on all), and its limit is each
+// shard's budget (ShardLimits). The shards that did not answer are named
+// in NoQueueState.
 func (h *Handler) shardQueueState(ctx context.Context, row func(QueueKey) *queueRow, out *overviewData) {
-	type state struct {
-		paused []lease.PausedQueue
-		limits []gen.QueueLimit
-	}
-	per, down := eachShard(ctx, h, func(ctx context.Context, sh Shard) (state, error) {
-		p, l, err := h.pausesAndLimits(ctx, sh.DB)
-		return state{p, l}, err
+	var mu sync.Mutex
+	per := map[string][]workq.QueueControl{}
+	failed := h.client.EachShard(ctx, h.o.ShardTimeout, func(ctx context.Context, sc *workq.Client) error {
+		ctl, err := sc.QueueControls(ctx)
+		if err == nil {
+			mu.Lock()
+			per[sc.ShardName()] = ctl
+			mu.Unlock()
+		}
+		return err
 	})
 	limits := map[QueueKey][]string{}
 	pausedAt := map[QueueKey]bool{}
-	for i, st := range per {
-		name := h.shards[i].Name
-		for _, p := range st.paused {
-			r := row(QueueKey{p.Table, p.Queue})
-			pausedAt[QueueKey{p.Table, p.Queue}] = true
-			r.Paused = true
-			r.PausedShards = append(r.PausedShards, name)
-			if r.PausedBy == "" {
-				r.PausedBy = p.PausedBy
+	for _, name := range h.shards {
+		for _, c := range per[name] {
+			k := QueueKey{c.Table, c.Queue}
+			r := row(k)
+			if c.Paused {
+				pausedAt[k] = true
+				r.Paused = true
+				r.PausedShards = append(r.PausedShards, name)
+				if r.PausedBy == "" {
+					r.PausedBy = c.PausedBy
+				}
 			}
-		}
-		for _, l := range st.limits {
-			k := QueueKey{lease.Table(l.WorkTable), l.Queue}
-			row(k)
-			limits[k] = append(limits[k], fmt.Sprintf("%s %d", name, l.MaxInProgress))
+			if c.Limit != nil {
+				limits[k] = append(limits[k], fmt.Sprintf("%s %d", name, *c.Limit))
+			}
 		}
 	}
 	for k, ls := range limits {
@@ -283,7 +273,7 @@ func (h *Handler) shardQueueState(ctx context.Context, row func(QueueKey) *queue
 		}
 	}
 	var notes []string
-	for _, n := range down {
+	for _, n := range h.notices(ctx, failed) {
 		notes = append(notes, fmt.Sprintf("The pauses and limits of shard %s are not shown: it %s.", n.Shard, n.Error))
 	}
 	out.NoQueueState = strings.Join(notes, " ")
@@ -313,8 +303,8 @@ func (h *Handler) historyJSON(w http.ResponseWriter, r *http.Request, _ *session
 	q := r.URL.Query()
 	tbl, queue := q.Get("table"), q.Get("queue")
 	if tbl != "" {
-		if _, err := lease.ParseTable(tbl); err != nil {
-			return bad("table %q: want job_runs, outbox, inbox or timers", tbl)
+		if _, ok := parseTable(tbl); !ok {
+			return bad("table %q: want %s", tbl, tableList())
 		}
 	}
 	if h.o.Sampler == nil {
@@ -329,12 +319,12 @@ func (h *Handler) historyJSON(w http.ResponseWriter, r *http.Request, _ *session
 	return nil
 }
 
-// counts is the page of exact counts: admin.Queues reads every row.
+// counts is the page of exact counts: Client.ListQueues reads every row.
 func (h *Handler) counts(w http.ResponseWriter, r *http.Request, x *session) error {
 	start := time.Now()
 	type row struct {
 		Shard string
-		Q     admin.Queue
+		Q     workq.QueueInfo
 	}
 	d := struct {
 		Queues  []row
@@ -343,7 +333,7 @@ func (h *Handler) counts(w http.ResponseWriter, r *http.Request, x *session) err
 		Down    []shardNotice
 	}{Sharded: h.sharded()}
 	if !h.sharded() {
-		qs, err := admin.Queues(r.Context(), h.o.DB)
+		qs, err := h.client.ListQueues(r.Context())
 		if err != nil {
 			return err
 		}
@@ -351,20 +341,25 @@ func (h *Handler) counts(w http.ResponseWriter, r *http.Request, x *session) err
 			d.Queues = append(d.Queues, row{Q: q})
 		}
 	} else {
-		// Every shard at once; one that does not answer its clock within
-		// the shard timeout is a notice, not a failed page. The counts
-		// themselves read whole tables: only the request bounds them.
-		all, down := eachShard(r.Context(), h, func(ctx context.Context, sh Shard) ([]admin.Queue, error) {
-			if _, err := admin.Clock(ctx, sh.DB); err != nil {
-				return nil, err
+		// Every shard at once; one that does not answer a one-item page
+		// within the shard timeout is a notice, not a failed page. The
+		// counts themselves read whole tables: only the request bounds them.
+		var mu sync.Mutex
+		failed := h.client.EachShard(r.Context(), 0, func(ctx context.Context, sc *workq.Client) error {
+			pctx, cancel := context.WithTimeout(ctx, h.o.ShardTimeout)
+			_, err := sc.List(pctx, workq.ListParams{Limit: 1})
+			cancel()
+			if err != nil {
+				return err
 			}
-			return admin.Queues(r.Context(), sh.DB)
-		})
-		for i, qs := range all {
+			qs, err := sc.ListQueues(ctx)
+			mu.Lock()
+			defer mu.Unlock()
 			for _, q := range qs {
-				d.Queues = append(d.Queues, row{Shard: h.shards[i].Name, Q: q})
+				d.Queues = append(d.Queues, row{Shard: sc.ShardName(), Q: q})
 			}
-		}
+			return err
+		})
 		sort.SliceStable(d.Queues, func(i, j int) bool {
 			a, b := d.Queues[i], d.Queues[j]
 			if a.Q.Table != b.Q.Table || a.Q.Queue != b.Q.Queue {
@@ -372,7 +367,7 @@ func (h *Handler) counts(w http.ResponseWriter, r *http.Request, x *session) err
 			}
 			return a.Shard < b.Shard
 		})
-		d.Down = down
+		d.Down = h.notices(r.Context(), failed)
 	}
 	d.Took = time.Since(start)
 	h.render(w, r, x, http.StatusOK, "counts", "Exact counts", "overview", d)
@@ -390,23 +385,37 @@ var filterNames = []string{"shard", "queue", "status", "kind", "created_after", 
 // timeForm is the layout of a datetime-local field (UTC).
 const timeForm = "2006-01-02T15:04"
 
-// parseFilter reads the filter fields of a query or a form into an
-// admin.Filter; times are datetime-local fields in UTC (RFC 3339 too).
-func parseFilter(v url.Values) (admin.Filter, filterForm, error) {
+// parseFilter reads the filter fields of a query or a form into the
+// Client's ListParams of table t; times are datetime-local fields in UTC
+// (RFC 3339 too). The Client checks the rest (checkFilter).
+func parseFilter(t workq.Table, v url.Values) (workq.ListParams, filterForm, error) {
 	ff := filterForm{Queue: strings.TrimSpace(v.Get("queue")), Status: v.Get("status"), Kind: strings.TrimSpace(v.Get("kind")),
 		CreatedAfter: v.Get("created_after"), CreatedBefore: v.Get("created_before"), Error: v.Get("error"), Shard: v.Get("shard")}
-	f := admin.Filter{Queue: ff.Queue, Status: ff.Status, Kind: ff.Kind, ErrorText: ff.Error}
+	p := workq.ListParams{Table: t, Queue: ff.Queue, Kind: ff.Kind, ErrorText: ff.Error}
+	if ff.Status != "" {
+		p.States = []string{ff.Status}
+	}
 	var err error
-	if f.CreatedAfter, err = parseFormTime("created after", ff.CreatedAfter); err != nil {
-		return f, ff, err
+	if p.CreatedAfter, err = parseFormTime("created after", ff.CreatedAfter); err != nil {
+		return p, ff, err
 	}
-	if f.CreatedBefore, err = parseFormTime("created before", ff.CreatedBefore); err != nil {
-		return f, ff, err
+	if p.CreatedBefore, err = parseFormTime("created before", ff.CreatedBefore); err != nil {
+		return p, ff, err
 	}
-	if err := f.Validate(); err != nil {
-		return f, ff, err
+	return p, ff, nil
+}
+
+// checkFilter has the Client check p (a one-item page): nil, or the
+// error of a bad filter (ErrInvalid). A shard that does not answer is no
+// error here.
+func (h *Handler) checkFilter(ctx context.Context, p workq.ListParams) error {
+	p.Limit, p.AllowPartial = 1, true
+	ctx, cancel := context.WithTimeout(ctx, h.o.ShardTimeout)
+	defer cancel()
+	if _, err := h.client.List(ctx, p); errors.Is(err, workq.ErrInvalid) {
+		return err
 	}
-	return f, ff, nil
+	return nil
 }
 
 func parseFormTime(what, s string) (time.Time, error) {
@@ -450,11 +459,11 @@ func (ff filterForm) QueryString() template.URL { return template.URL(ff.query()
 func (ff filterForm) Any() bool { return len(ff.query()) > 0 }
 
 type itemsData struct {
-	Table    lease.Table
-	Tables   []lease.Table
+	Table    workq.Table
+	Tables   []workq.Table
 	Filter   filterForm
 	Statuses []string
-	Items    []admin.Item
+	Items    []workq.Item
 	Next     template.URL // query string of the next page ("" on the last), encoded by url.Values
 
 	First  bool          // this is the first page
@@ -465,53 +474,32 @@ type itemsData struct {
 	Down   []shardNotice // shards left out of this page
 }
 
+// statuses are the states the items page filters by.
+var statuses = []string{"ready", "in_progress", "done", "failed", "cancelled"}
+
 func (h *Handler) items(w http.ResponseWriter, r *http.Request, x *session) error {
 	t, err := tableOf(r)
 	if err != nil {
 		return err
 	}
 	q := r.URL.Query()
-	d := itemsData{Table: t, Tables: lease.Tables, Statuses: admin.Statuses, Shards: h.shardList()}
-	f, ff, err := parseFilter(q)
+	d := itemsData{Table: t, Tables: workq.Tables(), Statuses: statuses, Shards: h.shardList()}
+	p, ff, err := parseFilter(t, q)
 	d.Filter = ff
 	status := http.StatusOK
+	if err == nil {
+		err = h.list(r.Context(), p, ff, q.Get("cursor"), &d)
+	}
 	if err != nil {
+		var br *badRequest
+		if !errors.As(err, &br) && !errors.Is(err, workq.ErrInvalid) {
+			return err
+		}
+		if br != nil && br.status != http.StatusBadRequest {
+			return err
+		}
 		d.Error, status = messageOf(err), http.StatusBadRequest
-		d.Items = []admin.Item{}
-	} else if h.sharded() && ff.Shard == "" {
-		if err := h.listMerged(r.Context(), t, f, ff, q.Get("cursor"), &d); err != nil {
-			return err
-		}
-	} else {
-		sh, err := h.shardNamed(ff.Shard)
-		if err != nil {
-			return err
-		}
-		if c := q.Get("cursor"); c != "" {
-			n, err := strconv.ParseInt(c, 10, 64)
-			if err != nil || n < 1 || n > lease.MaxItemID {
-				return bad("cursor %q is not a position of this list: start from the newest", c)
-			}
-			f.Before = n
-		}
-		d.First = f.Before == 0
-		f.Limit = pageSize
-		d.Text = f.ErrorText != ""
-		page, err := admin.List(r.Context(), sh.DB, t, f)
-		if err != nil {
-			return err
-		}
-		d.Items = page.Items
-		if h.sharded() {
-			for i := range d.Items {
-				d.Items[i].Shard = sh.Name
-			}
-		}
-		if page.Next != 0 {
-			nq := ff.query()
-			nq.Set("cursor", strconv.FormatInt(page.Next, 10))
-			d.Next = template.URL(nq.Encode())
-		}
+		d.Items, d.Next, d.Down = []workq.Item{}, "", nil
 	}
 	d.Self = "items/" + string(t)
 	if r.URL.RawQuery != "" {
@@ -521,32 +509,70 @@ func (h *Handler) items(w http.ResponseWriter, r *http.Request, x *session) erro
 	return nil
 }
 
-// listMerged fills d with a page of every shard's items
-// (internal/shardlist, as the API's), its cursor holding every shard's
-// position; a shard that does not answer within ShardTimeout is left out,
-// with a notice.
-func (h *Handler) listMerged(ctx context.Context, t lease.Table, f admin.Filter, ff filterForm, cursor string, d *itemsData) error {
-	cur := shardlist.Cursor{}
-	if cursor != "" {
-		var err error
-		if cur, err = shardlist.ParseCursor(cursor); err != nil {
-			return bad("cursor %q is not a position of this list: start from the newest", cursor)
+// list fills d with a page of the items p selects, through Client.List:
+// of one shard (the filter's, or the one database), its cursor that
+// shard's position (an id), or of every shard of a sharded dashboard, the
+// Client's merged page whose cursor holds every shard's position. A shard
+// that does not answer within ShardTimeout is left out, with a notice.
+func (h *Handler) list(ctx context.Context, p workq.ListParams, ff filterForm, cursor string, d *itemsData) error {
+	one := !h.sharded() || ff.Shard != ""
+	if one {
+		name, err := h.shardNamed(ff.Shard)
+		if err != nil {
+			return err
 		}
+		p.Shard = name
+	}
+	if cursor != "" {
+		badCursor := bad("cursor %q is not a position of this list: start from the newest", cursor)
+		if one {
+			n, err := strconv.ParseInt(cursor, 10, 64)
+			if err != nil || n < 1 {
+				return badCursor
+			}
+			cursor = shardlist.Cursor{p.Shard: n}.String()
+		} else if _, err := shardlist.ParseCursor(cursor); err != nil {
+			return badCursor
+		}
+		p.Cursor = cursor
 	}
 	d.First = cursor == ""
-	f.Limit = pageSize
-	d.Text = f.ErrorText != ""
-	page, err := shardlist.List(ctx, h.listShards(""), t, f, cur, shardlist.Options{Timeout: h.o.ShardTimeout, Tolerate: true})
+	p.Limit = pageSize
+	d.Text = p.ErrorText != ""
+	if h.sharded() {
+		p.AllowPartial = !one
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, h.o.ShardTimeout)
+		defer cancel()
+	}
+	res, err := h.client.List(ctx, p)
 	if err != nil {
+		if p.Cursor != "" && workqtype.FieldOf(err) == "cursor" { // it names a shard this list does not read
+			return bad("cursor %q is not a position of this list: start from the newest", cursor)
+		}
 		return err
 	}
-	d.Items = page.Items
-	for _, down := range page.Down {
-		d.Down = append(d.Down, h.unreachable(ctx, down.Shard, down.Err))
+	d.Items = res.Items
+	if d.Items == nil {
+		d.Items = []workq.Item{}
 	}
-	if page.Next != nil {
+	if !h.sharded() {
+		for i := range d.Items {
+			d.Items[i].Shard = ""
+		}
+	}
+	d.Down = h.notices(ctx, res.Unavailable)
+	if res.Next != "" {
+		next := res.Next
+		if one {
+			cur, err := shardlist.ParseCursor(res.Next)
+			if err != nil {
+				return err
+			}
+			next = strconv.FormatInt(cur[p.Shard], 10)
+		}
 		nq := ff.query()
-		nq.Set("cursor", page.Next.String())
+		nq.Set("cursor", next)
 		d.Next = template.URL(nq.Encode())
 	}
 	return nil
@@ -555,20 +581,6 @@ func (h *Handler) listMerged(ctx context.Context, t lease.Table, f admin.Filter,
 func messageOf(err error) string {
 	_, msg := classify(err)
 	return msg
-}
-
-func tableTitle(t lease.Table) string {
-	switch t {
-	case lease.JobRuns:
-		return "Job runs"
-	case lease.Outbox:
-		return "Outbox"
-	case lease.Inbox:
-		return "Inbox"
-	case lease.Timers:
-		return "Timers"
-	}
-	return string(t)
 }
 
 type attemptView struct {
@@ -580,7 +592,7 @@ type attemptView struct {
 }
 
 type itemData struct {
-	Item           admin.Item
+	Item           workq.Item
 	Payload        string
 	PayloadSize    int
 	PayloadShown   int
@@ -605,34 +617,37 @@ func (h *Handler) item(w http.ResponseWriter, r *http.Request, x *session) error
 		return err
 	}
 	id, err := strconv.ParseInt(r.PathValue("id"), 10, 64)
-	if err != nil || id < 1 || id > lease.MaxItemID {
+	if err != nil || id < 1 {
 		return notFound("%q is not an item id.", r.PathValue("id"))
 	}
-	sh, err := h.shardNamed(r.URL.Query().Get("shard"))
+	shard, err := h.shardNamed(r.URL.Query().Get("shard"))
 	if err != nil {
 		return err
 	}
-	it, err := admin.Get(r.Context(), sh.DB, t, id)
+	ref := workq.ItemRef{Table: t, ID: id, Shard: shard}
+	it, err := h.client.Get(r.Context(), ref)
+	if errors.Is(err, workq.ErrInvalid) { // an id past the largest
+		return notFound("%q is not an item id.", r.PathValue("id"))
+	}
 	if err != nil {
 		return err
 	}
-	att, err := admin.Attempts(r.Context(), sh.DB, t, id)
+	att, err := h.client.Attempts(r.Context(), ref)
 	if err != nil {
 		return err
 	}
 	self := fmt.Sprintf("items/%s/%d", t, id)
 	title := fmt.Sprintf("%s %d", tableTitle(t), id)
 	if h.sharded() {
-		it.Shard = sh.Name
-		self += "?shard=" + url.QueryEscape(sh.Name)
-		title = fmt.Sprintf("%s %s:%d", tableTitle(t), sh.Name, id)
+		self += "?shard=" + url.QueryEscape(shard)
+		title = fmt.Sprintf("%s %s:%d", tableTitle(t), shard, id)
+	} else {
+		it.Shard = ""
 	}
 	d := itemData{Item: it, RunsDir: h.o.RunsDir != "", Self: self, Shard: it.Shard, RetryLabel: "Retry",
 		CanRetry: it.Status == "failed" || it.Status == "cancelled", CanCancel: it.Status == "ready" || it.Status == "in_progress",
 		CanDelete: it.Status == "done" || it.Status == "failed" || it.Status == "cancelled"}
-	if t == lease.Inbox {
-		d.RetryLabel = "Revive"
-	}
+	d.RetryLabel = kindPageOf(t).RetryLabel
 	d.Payload, d.PayloadSize, d.PayloadShown = pretty(it.Payload, maxPayloadOut)
 	for _, k := range sortedKeys(it.Details) {
 		d.Details = append(d.Details, detailRow{k, detailString(it.Details[k])})
@@ -696,7 +711,7 @@ func detailString(v any) string {
 // beneath it, and only a regular file with one link (anything that can
 // write in the runs directory could otherwise make this page show any file
 // the API can read). A log refused is shown as no log, and logged.
-func (h *Handler) readLog(t lease.Table, id int64, runID string) (text string, size, skipped int64, ok bool) {
+func (h *Handler) readLog(t workq.Table, id int64, runID string) (text string, size, skipped int64, ok bool) {
 	f, err := openLog(h.o.RunsDir, string(t), strconv.FormatInt(id, 10), runID)
 	if err != nil {
 		if !errors.Is(err, fs.ErrNotExist) {
@@ -743,7 +758,7 @@ func openLog(dir string, elems ...string) (*os.File, error) {
 
 type outboxQueue struct {
 	Queue   string
-	Blocked []outboxrt.KeyHead
+	Blocked []workq.OutboxKeyHead
 	More    bool
 }
 
@@ -752,6 +767,8 @@ type outboxData struct {
 	Joins    []outbox.Join
 	OnlyOpen bool
 	Next     int64
+	Sharded  bool
+	Down     []shardNotice // shards whose keys are not shown
 }
 
 // outboxQueues are the outbox's queues the sampler saw, plus "default".
@@ -760,7 +777,7 @@ func (h *Handler) outboxQueues() []string {
 	if h.o.Sampler != nil {
 		if s, ok := h.o.Sampler.Latest(); ok {
 			for k := range s.Queues {
-				if k.Table == lease.Outbox {
+				if k.Table == workq.TableOutbox {
 					seen[k.Queue] = true
 				}
 			}
@@ -774,21 +791,14 @@ func (h *Handler) outboxQueues() []string {
 	return out
 }
 
+// outboxPage shows the blocked keys of every outbox queue (of every
+// shard: Client.OutboxKeys through Client.EachShard, a shard that does not
+// answer shown as such) and the joins (Client.ListJoins; of the first
+// shard on a sharded dashboard).
 func (h *Handler) outboxPage(w http.ResponseWriter, r *http.Request, x *session) error {
 	q := r.URL.Query()
-	d := outboxData{OnlyOpen: q.Get("joins") != "all"}
-	for _, name := range h.outboxQueues() {
-		keys, err := outboxrt.Keys(r.Context(), h.o.DB, outboxrt.KeyQuery{Queue: name, OnlyBlocked: true, Limit: blockedKeys + 1})
-		if err != nil {
-			return err
-		}
-		oq := outboxQueue{Queue: name, Blocked: keys}
-		if len(keys) > blockedKeys {
-			oq.Blocked, oq.More = keys[:blockedKeys], true
-		}
-		d.Queues = append(d.Queues, oq)
-	}
-	jq := outboxrt.JoinQuery{OnlyOpen: d.OnlyOpen, Limit: joinsShown + 1}
+	d := outboxData{OnlyOpen: q.Get("joins") != "all", Sharded: h.sharded()}
+	jq := workq.ListJoinsParams{OnlyOpen: d.OnlyOpen, Limit: joinsShown + 1}
 	if c := q.Get("before"); c != "" {
 		n, err := strconv.ParseInt(c, 10, 64)
 		if err != nil || n < 1 {
@@ -796,7 +806,45 @@ func (h *Handler) outboxPage(w http.ResponseWriter, r *http.Request, x *session)
 		}
 		jq.Before = n
 	}
-	joins, err := outboxrt.ListJoins(r.Context(), h.o.DB, jq)
+	queues := h.outboxQueues()
+	var mu sync.Mutex
+	keys := map[string][]workq.OutboxKeyHead{}
+	timeout := time.Duration(0)
+	if h.sharded() {
+		timeout = h.o.ShardTimeout
+	}
+	failed := h.client.EachShard(r.Context(), timeout, func(ctx context.Context, sc *workq.Client) error {
+		for _, name := range queues {
+			ks, err := sc.OutboxKeys(ctx, workq.OutboxKeysParams{Queue: name, OnlyBlocked: true, Limit: blockedKeys + 1})
+			if err != nil {
+				return err
+			}
+			mu.Lock()
+			keys[name] = append(keys[name], ks...)
+			mu.Unlock()
+		}
+		return nil
+	})
+	if !h.sharded() {
+		for _, err := range failed {
+			return err
+		}
+	}
+	d.Down = h.notices(r.Context(), failed)
+	for _, name := range queues {
+		ks := keys[name]
+		slices.SortStableFunc(ks, func(a, b workq.OutboxKeyHead) int { return strings.Compare(a.PartitionKey, b.PartitionKey) })
+		oq := outboxQueue{Queue: name, Blocked: ks}
+		if len(ks) > blockedKeys {
+			oq.Blocked, oq.More = ks[:blockedKeys], true
+		}
+		d.Queues = append(d.Queues, oq)
+	}
+	jc, err := h.shardClient(h.shards[0])
+	if err != nil {
+		return err
+	}
+	joins, err := jc.ListJoins(r.Context(), jq)
 	if err != nil {
 		return err
 	}
@@ -812,7 +860,7 @@ func (h *Handler) outboxPage(w http.ResponseWriter, r *http.Request, x *session)
 // scheduleRow is a schedule of the schedules page, with its shard.
 type scheduleRow struct {
 	Shard string
-	schedule.Schedule
+	workq.Schedule
 }
 
 // schedulesData is the schedules page: every shard's schedules, by name,
@@ -826,7 +874,7 @@ type schedulesData struct {
 func (h *Handler) schedulesPage(w http.ResponseWriter, r *http.Request, x *session) error {
 	var d schedulesData
 	if !h.sharded() {
-		list, err := h.o.Schedules.List(r.Context(), h.o.DB)
+		list, err := h.client.ListSchedules(r.Context())
 		if err != nil {
 			return err
 		}
@@ -834,15 +882,17 @@ func (h *Handler) schedulesPage(w http.ResponseWriter, r *http.Request, x *sessi
 			d.Schedules = append(d.Schedules, scheduleRow{Schedule: sc})
 		}
 	} else {
-		per, down := eachShard(r.Context(), h, func(ctx context.Context, sh Shard) ([]schedule.Schedule, error) {
-			return h.o.Schedules.List(ctx, sh.DB)
-		})
-		d.Sharded, d.Down = true, down
-		for i, list := range per {
-			for _, sc := range list {
-				d.Schedules = append(d.Schedules, scheduleRow{Shard: h.shards[i].Name, Schedule: sc})
+		var mu sync.Mutex
+		failed := h.client.EachShard(r.Context(), h.o.ShardTimeout, func(ctx context.Context, sc *workq.Client) error {
+			list, err := sc.ListSchedules(ctx)
+			mu.Lock()
+			defer mu.Unlock()
+			for _, s := range list {
+				d.Schedules = append(d.Schedules, scheduleRow{Shard: sc.ShardName(), Schedule: s})
 			}
-		}
+			return err
+		})
+		d.Sharded, d.Down = true, h.notices(r.Context(), failed)
 		sort.SliceStable(d.Schedules, func(i, j int) bool {
 			if d.Schedules[i].Name != d.Schedules[j].Name {
 				return d.Schedules[i].Name < d.Schedules[j].Name

@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"testing"
 
+	"github.com/workq/workq"
 	"github.com/workq/workq/internal/testdb"
 	"github.com/workq/workq/internal/ui"
 )
@@ -26,7 +27,11 @@ func TestLoginsCannotEvictOtherTokens(t *testing.T) {
 		secrets[fmt.Sprintf("t%d-secret", i)] = ui.Principal{Name: fmt.Sprintf("t%d", i)}
 	}
 	const maxSessions, perToken = 8, 3
-	h, err := ui.New(ui.Options{DB: pool, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+	client, err := workq.NewClient(pool, workq.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := ui.New(ui.Options{Client: client, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 		MaxSessions: maxSessions, MaxSessionsPerToken: perToken,
 		Authenticate: func(secret string) (ui.Principal, bool) { p, ok := secrets[secret]; return p, ok }})
 	if err != nil {

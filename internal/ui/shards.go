@@ -4,66 +4,47 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
-	"sync"
 
-	"github.com/workq/workq/internal/shardlist"
-	"github.com/workq/workq/workqtype"
+	"github.com/workq/workq"
 )
 
 // DefaultShard is the name an unsharded dashboard accepts for its one
 // database (workq.DefaultShard, api.DefaultShard).
 const DefaultShard = "default"
 
-// sharded reports whether the dashboard serves several shards.
-func (h *Handler) sharded() bool { return len(h.o.Shards) > 0 }
+// sharded reports whether the dashboard serves several shards (the
+// Client's: every view of several comes from the Client's own fan-out).
+func (h *Handler) sharded() bool { return len(h.shards) > 1 }
 
-// shardNamed returns the shard called name: "" is the only one of an
-// unsharded dashboard and refused (400) on a sharded one; an unknown name
-// is a 404.
-func (h *Handler) shardNamed(name string) (Shard, error) {
+// shardNamed returns the name of the shard called name: "" is the only
+// one of an unsharded dashboard and refused (400) on a sharded one; an
+// unknown name is a 404.
+func (h *Handler) shardNamed(name string) (string, error) {
 	if !h.sharded() {
-		if name == "" || name == DefaultShard {
+		if name == "" || name == DefaultShard || name == h.shards[0] {
 			return h.shards[0], nil
 		}
-		return Shard{}, notFound("There is no shard %q: this dashboard serves one database.", name)
+		return "", notFound("There is no shard %q: this dashboard serves one database.", name)
 	}
 	if name == "" {
-		return Shard{}, bad("Name the item's shard: this dashboard serves several (%s).", h.shardNames())
+		return "", bad("Name the item's shard: this dashboard serves several (%s).", h.shardNames())
 	}
-	for _, sh := range h.shards {
-		if sh.Name == name {
-			return sh, nil
-		}
+	if slices.Contains(h.shards, name) {
+		return name, nil
 	}
-	return Shard{}, notFound("There is no shard %q (the shards are %s).", name, h.shardNames())
+	return "", notFound("There is no shard %q (the shards are %s).", name, h.shardNames())
 }
 
-func (h *Handler) shardNames() string {
-	names := make([]string, len(h.shards))
-	for i, sh := range h.shards {
-		names[i] = sh.Name
-	}
-	return strings.Join(names, ", ")
-}
+func (h *Handler) shardNames() string { return strings.Join(h.shards, ", ") }
 
 // shardList is the shards' names (none when unsharded), for the pages.
 func (h *Handler) shardList() []string {
 	if !h.sharded() {
 		return nil
 	}
-	return strings.Split(h.shardNames(), ", ")
-}
-
-// listShards are the shards for internal/shardlist.
-func (h *Handler) listShards(only string) []shardlist.Shard {
-	var out []shardlist.Shard
-	for _, sh := range h.shards {
-		if only == "" || sh.Name == only {
-			out = append(out, shardlist.Shard{Name: sh.Name, DB: sh.DB})
-		}
-	}
-	return out
+	return slices.Clone(h.shards)
 }
 
 // shardNotice says which shards did not answer, for a page's notice.
@@ -72,30 +53,16 @@ type shardNotice struct {
 	Error string
 }
 
-// eachShard runs f on every shard at once, each bounded by ShardTimeout,
-// and returns what each returned, in the shards' order, and the shards
-// that failed.
-func eachShard[T any](ctx context.Context, h *Handler, f func(ctx context.Context, sh Shard) (T, error)) ([]T, []shardNotice) {
-	out := make([]T, len(h.shards))
-	errs := make([]error, len(h.shards))
-	var wg sync.WaitGroup
-	for i, sh := range h.shards {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			sctx, cancel := context.WithTimeout(ctx, h.o.ShardTimeout)
-			defer cancel()
-			out[i], errs[i] = f(sctx, sh)
-		}()
-	}
-	wg.Wait()
-	var down []shardNotice
-	for i, err := range errs {
-		if err != nil {
-			down = append(down, h.unreachable(ctx, h.shards[i].Name, err))
+// notices are the notices of the shards that failed (Client.EachShard's
+// or ListResult.Unavailable's), in the shards' order.
+func (h *Handler) notices(ctx context.Context, failed map[string]error) []shardNotice {
+	var out []shardNotice
+	for _, name := range h.shards {
+		if err, ok := failed[name]; ok {
+			out = append(out, h.unreachable(ctx, name, err))
 		}
 	}
-	return out, down
+	return out
 }
 
 // unreachable logs a shard's error and says it in a notice (the error
@@ -109,15 +76,23 @@ func (h *Handler) unreachable(ctx context.Context, shard string, err error) shar
 }
 
 // scheduleShard is the shard of the schedule called name: the one named
-// (a form's shard field), else the shard of its name as workq.Client
-// places it (workqtype.ShardKeySchedule), the same as the API's.
-func (h *Handler) scheduleShard(name, shard string) (Shard, error) {
+// (a form's shard field), else the shard of its name as the Client places
+// it (workq.ScheduleKey), the same as the API's.
+func (h *Handler) scheduleShard(name, shard string) (string, error) {
 	if shard != "" || !h.sharded() {
 		return h.shardNamed(shard)
 	}
-	names := make([]string, len(h.shards))
-	for i, sh := range h.shards {
-		names[i] = sh.Name
+	return h.client.ShardFor(workq.ScheduleKey(name)), nil
+}
+
+// shardClient is the Client of the shard called name (a name of
+// shardNamed).
+func (h *Handler) shardClient(name string) (*workq.Client, error) { return h.client.Shard(name) }
+
+// refName is how a message names an item: SHARD:ID when sharded.
+func (h *Handler) refName(r workq.ItemRef) string {
+	if h.sharded() {
+		return fmt.Sprintf("%s:%d", r.Shard, r.ID)
 	}
-	return h.shards[workqtype.ShardIndex(names, workqtype.ShardKeySchedule(name))], nil
+	return fmt.Sprint(r.ID)
 }

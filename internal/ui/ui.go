@@ -3,8 +3,9 @@
 // hand-written script, embedded in the binary, that need no network beyond
 // the API process itself. It shows every (table, queue) with live charts,
 // lists and filters items, shows an item with its attempts and logs, and
-// acts on items, queues and schedules through the same packages as the API
-// (admin, lease, schedule, outbox).
+// acts on items, queues and schedules: every read and write of work goes
+// through the workq.Client it is given (Options.Client), as the API's and
+// the CLI's do.
 //
 // Visitors log in with an API token, exchanged for a session cookie
 // (sessions live in memory); every state-changing request must carry the
@@ -27,9 +28,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/workq/workq"
 	"github.com/workq/workq/internal/authlimit"
-	"github.com/workq/workq/internal/schedule"
-	"github.com/workq/workq/workqtype"
 )
 
 // Prefix is the path the dashboard is served under.
@@ -37,18 +37,18 @@ const Prefix = "/ui/"
 
 // Options configure a Handler.
 type Options struct {
-	DB workqtype.TxDB // required (a sharded dashboard's first shard)
-	// Shards, when set, are the databases of a sharded workq (the API's
-	// Options.Shards; DB is the first's): the item pages list the items of
-	// every shard, each with its shard, an item and its actions name their
-	// shard (?shard=, a form's shard field, or SHARD:ID ids), and the
-	// exact counts are per shard. A shard that does not answer within
-	// ShardTimeout (0: DefaultShardTimeout) is shown as unreachable and
-	// the others are served. Pause and resume apply to every shard; the
-	// limit names one shard's budget (a form's shard field); schedules are
-	// listed from every shard and triggered on their own. The outbox's
-	// keys and joins use DB. Without Shards nothing changes.
-	Shards       []Shard
+	// Client is the workq Client whose work the dashboard shows and acts
+	// on (required); a producer Client (no Workers) will do. On a sharded
+	// Client (NewShardedClient of several shards) the item pages list the
+	// items of every shard, each with its shard, an item and its actions
+	// name their shard (?shard=, a form's shard field, or SHARD:ID ids),
+	// and the exact counts are per shard. A shard that does not answer
+	// within ShardTimeout (0: DefaultShardTimeout) is shown as unreachable
+	// and the others are served. Pause and resume apply to every shard;
+	// the limit names one shard's budget (a form's shard field); schedules
+	// are listed from every shard and triggered on their own. The outbox's
+	// keys and joins are the first shard's.
+	Client       *workq.Client
 	ShardTimeout time.Duration
 	Logger       *slog.Logger // nil: slog.Default()
 	// Authenticate says who holds an API token (the API's own check);
@@ -62,8 +62,7 @@ type Options struct {
 	Anonymous *Principal
 	// Sampler is the history of the overview's counts and charts; nil
 	// shows no history.
-	Sampler   *Sampler
-	Schedules *schedule.Store // nil: schedule.NewStore with defaults
+	Sampler *Sampler
 	// RunsDir is the workers' --runs-dir, when this process can read it:
 	// the item page shows each attempt's attempt.log.
 	RunsDir    string
@@ -79,12 +78,6 @@ type Options struct {
 	// its own with authlimit's defaults). The API passes the limiter of its
 	// bearer tokens, so both share one budget per address.
 	Failures FailureLimiter
-}
-
-// Shard is one database of a sharded workq: its name and a DB on it.
-type Shard struct {
-	Name string
-	DB   workqtype.TxDB
 }
 
 // FailureLimiter limits failed credentials per client address
@@ -108,7 +101,8 @@ type Handler struct {
 	version  string // of the static assets, for their URLs
 	sessions *sessions
 	cop      *http.CrossOriginProtection
-	shards   []Shard // Options.Shards; one unnamed (DB) without
+	client   *workq.Client
+	shards   []string // the Client's shards' names
 }
 
 //go:embed templates/*.html
@@ -119,17 +113,14 @@ var staticFS embed.FS
 
 // New returns a Handler.
 func New(o Options) (*Handler, error) {
-	if o.DB == nil {
-		return nil, errors.New("ui: Options.DB is required")
+	if o.Client == nil {
+		return nil, errors.New("ui: Options.Client is required")
 	}
 	if o.Authenticate == nil && o.Anonymous == nil {
 		return nil, errors.New("ui: Options.Authenticate is required")
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
-	}
-	if o.Schedules == nil {
-		o.Schedules = schedule.NewStore(schedule.StoreOptions{})
 	}
 	if o.SessionTTL == 0 {
 		o.SessionTTL = DefaultSessionTTL
@@ -153,24 +144,13 @@ func New(o Options) (*Handler, error) {
 	if o.ShardTimeout < 0 {
 		return nil, fmt.Errorf("ui: ShardTimeout %s must not be negative", o.ShardTimeout)
 	}
-	shards := []Shard{{DB: o.DB}}
-	if len(o.Shards) > 0 {
-		shards = nil
-		seen := map[string]bool{}
-		for _, sh := range o.Shards {
-			if sh.Name == "" || sh.DB == nil || seen[sh.Name] {
-				return nil, fmt.Errorf("ui: shard %q: every shard needs a name of its own and a DB", sh.Name)
-			}
-			seen[sh.Name] = true
-			shards = append(shards, sh)
-		}
-	}
 	static, err := fs.Sub(staticFS, "static")
 	if err != nil {
 		return nil, err
 	}
 	h := &Handler{o: o, log: o.Logger, mux: http.NewServeMux(), static: static,
-		sessions: newSessions(o.SessionTTL, o.MaxSessions, o.MaxSessionsPerToken), cop: http.NewCrossOriginProtection(), shards: shards}
+		sessions: newSessions(o.SessionTTL, o.MaxSessions, o.MaxSessionsPerToken), cop: http.NewCrossOriginProtection(),
+		client: o.Client, shards: o.Client.Shards()}
 	if h.version, err = assetVersion(static); err != nil {
 		return nil, err
 	}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"strconv"
@@ -69,19 +70,15 @@ func newInboxReceiveCmd() *cobra.Command {
 		if err != nil {
 			return err
 		}
-		msg.Payload = raw
+		msg.Payload = json.RawMessage(raw)
 		msg.MaxAttempts = cfg.MaxAttempts
-		client := inboxrt.NewClient(inboxrt.ClientOptions{NotifyDebounce: cfg.NotifyDebounce, MaxPayloadBytes: cfg.MaxPayload})
-		if err := client.Validate(msg); err != nil {
-			return err
-		}
 		ctx := cmd.Context()
-		pool, done, err := connectDB(ctx, cfg, newLogger(cfg, cmd.ErrOrStderr()))
+		client, done, err := opsClient(ctx, cfg, newLogger(cfg, cmd.ErrOrStderr()))
 		if err != nil {
 			return err
 		}
 		defer done()
-		res, err := client.Receive(ctx, pool, msg)
+		res, err := client.Receive(ctx, msg)
 		if err != nil && !res.Conflict {
 			return err
 		}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"strconv"
 	"strings"
@@ -96,21 +97,18 @@ func newOutboxSendCmd() *cobra.Command {
 		if err != nil {
 			return err
 		}
-		m.Payload, m.MaxAttempts = raw, cfg.MaxAttempts
-		client := outboxrt.NewClient(outboxrt.ClientOptions{NotifyDebounce: cfg.NotifyDebounce, MaxPayloadBytes: cfg.MaxPayload})
-		if err := client.Validate(m); err != nil {
-			return err
-		}
+		m.Payload, m.MaxAttempts = json.RawMessage(raw), cfg.MaxAttempts
 		ctx := cmd.Context()
-		pool, done, err := connectDB(ctx, cfg, newLogger(cfg, cmd.ErrOrStderr()))
+		client, done, err := opsClient(ctx, cfg, newLogger(cfg, cmd.ErrOrStderr()))
 		if err != nil {
 			return err
 		}
 		defer done()
-		sent, err := client.Send(ctx, pool, m)
+		sent, err := client.Send(ctx, m)
 		if err != nil {
 			return err
 		}
+		sent.Shard = "" // one database: the CLI names no shard
 		if asJSON {
 			return printJSON(cmd.OutOrStdout(), sent)
 		}

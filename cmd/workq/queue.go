@@ -7,7 +7,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/workq/workq"
-	"github.com/workq/workq/internal/admin"
 	"github.com/workq/workq/internal/lease"
 )
 
@@ -72,18 +71,12 @@ func newQueueListCmd() *cobra.Command {
 	cfg := bindConfig(cmd, "database-url")
 	asJSON := cmd.Flags().Bool("json", false, "print JSON")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
-		ctx := cmd.Context()
-		pool, done, err := connectDB(ctx, cfg, newLogger(cfg, cmd.ErrOrStderr()))
-		if err != nil {
-			return err
-		}
-		defer done()
-		out, err := admin.Queues(ctx, pool)
+		out, err := listQueues(cmd, cfg)
 		if err != nil {
 			return err
 		}
 		if *asJSON {
-			return printJSON(cmd.OutOrStdout(), out)
+			return printJSON(cmd.OutOrStdout(), queuesJSON(out))
 		}
 		tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "TABLE\tQUEUE\tSTATE\tW\tREADY\tSCHEDULED\tIN PROGRESS\tDONE\tFAILED\tOLDEST READY")

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
@@ -83,19 +84,15 @@ func newTimersScheduleCmd() *cobra.Command {
 		if err != nil {
 			return err
 		}
-		timer.Payload = raw
+		timer.Payload = json.RawMessage(raw)
 		timer.MaxAttempts = cfg.MaxAttempts
-		client := timersrt.NewClient(timersrt.ClientOptions{NotifyDebounce: cfg.NotifyDebounce, MaxPayloadBytes: cfg.MaxPayload})
-		if err := client.Validate(timer); err != nil {
-			return err
-		}
 		ctx := cmd.Context()
-		pool, done, err := connectDB(ctx, cfg, newLogger(cfg, cmd.ErrOrStderr()))
+		client, done, err := opsClient(ctx, cfg, newLogger(cfg, cmd.ErrOrStderr()))
 		if err != nil {
 			return err
 		}
 		defer done()
-		res, err := client.Schedule(ctx, pool, timer)
+		res, err := client.ScheduleTimer(ctx, timer)
 		if err != nil {
 			return err
 		}

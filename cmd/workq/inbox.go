@@ -13,7 +13,6 @@ import (
 	"github.com/workq/workq"
 	"github.com/workq/workq/inbox"
 	"github.com/workq/workq/internal/inboxrt"
-	"github.com/workq/workq/internal/lease"
 	"github.com/workq/workq/workqtype"
 )
 
@@ -23,11 +22,8 @@ func newInboxCmd() *cobra.Command {
 		Short: "Receive messages idempotently and inspect or revive inbox messages",
 		Args:  cobra.NoArgs,
 	}
-	cmd.AddCommand(newInboxReceiveCmd(), newInboxListCmd(), newInboxShowCmd(), newInboxReviveCmd(),
-		newActionCmd(lease.Inbox, "inbox message", "cancel ID... [--reason R] [--actor A] [--json]",
-			"Cancel inbox messages: ready ones at once, running ones through their worker (cancelled, 'cancelled by <actor>', recorded in the run archive)", cancelAction),
-		newActionCmd(lease.Inbox, "inbox message", "delete ID... [--json]",
-			"Delete processed or dead inbox messages; a deleted message's (source, message id) can be received again", deleteAction))
+	cmd.AddCommand(newInboxReceiveCmd())
+	cmd.AddCommand(itemCommands(workq.TableInbox)...)
 	return cmd
 }
 
@@ -261,13 +257,6 @@ func newInboxShowCmd() *cobra.Command {
 		return tw.Flush()
 	}
 	return cmd
-}
-
-func newInboxReviveCmd() *cobra.Command {
-	revive := retryAction
-	revive.done, revive.skipKey, revive.only = "revived", "not_dead", "only dead (or cancelled) %s can be revived"
-	return newActionCmd(lease.Inbox, "inbox message", "revive ID... [--actor A] [--reason R] [--json]",
-		"Put dead (failed) inbox messages back to ready, attempts reset, audited in the run archive", revive)
 }
 
 // defaultActor names the operator for audit rows: cli:$USER.

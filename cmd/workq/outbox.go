@@ -23,11 +23,8 @@ func newOutboxCmd() *cobra.Command {
 		Use:   "outbox send|list|show|retry|blocked",
 		Short: "Write, inspect and retry outbox messages",
 	}
-	cmd.AddCommand(newOutboxSendCmd(), newOutboxListCmd(), newOutboxShowCmd(), newOutboxRetryCmd(), newOutboxBlockedCmd(),
-		newActionCmd(lease.Outbox, "outbox message", "cancel ID... [--reason R] [--actor A] [--json]",
-			"Cancel outbox messages: ready ones at once, running ones through their relay (cancelled, 'cancelled by <actor>'; a cancelled keyed message does not block its key)", cancelAction),
-		newActionCmd(lease.Outbox, "outbox message", "delete ID... [--json]",
-			"Delete finished (done or failed) outbox messages; deleting a failed head lets its partition key go on", deleteAction))
+	cmd.AddCommand(newOutboxSendCmd(), newOutboxBlockedCmd())
+	cmd.AddCommand(itemCommands(workq.TableOutbox)...)
 	return cmd
 }
 
@@ -284,11 +281,6 @@ func newOutboxShowCmd() *cobra.Command {
 		return nil
 	}
 	return cmd
-}
-
-func newOutboxRetryCmd() *cobra.Command {
-	return newActionCmd(lease.Outbox, "outbox message", "retry ID... [--reason R] [--actor A] [--json]",
-		"Put failed outbox messages back to ready (attempts reset), recorded in the run archive", retryAction)
 }
 
 func newOutboxBlockedCmd() *cobra.Command {

@@ -12,7 +12,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/workq/workq"
-	"github.com/workq/workq/internal/lease"
 	"github.com/workq/workq/internal/timersrt"
 	"github.com/workq/workq/timers"
 	"github.com/workq/workq/workqtype"
@@ -24,11 +23,8 @@ func newTimersCmd() *cobra.Command {
 		Short: "Schedule, cancel, list and show durable timers",
 		Args:  cobra.NoArgs,
 	}
-	cmd.AddCommand(newTimersScheduleCmd(), newTimersCancelCmd(), newTimersListCmd(), newTimersShowCmd(),
-		newActionCmd(lease.Timers, "timer", "retry ID... [--reason R] [--actor A] [--json]",
-			"Put failed or cancelled timers back to ready (due now, attempts reset), recorded in the run archive", retryAction),
-		newActionCmd(lease.Timers, "timer", "delete ID... [--json]",
-			"Delete finished (done, failed or cancelled) timers; their archived attempts stay", deleteAction))
+	cmd.AddCommand(newTimersScheduleCmd(), newTimersCancelCmd())
+	cmd.AddCommand(itemCommands(workq.TableTimers)...)
 	return cmd
 }
 

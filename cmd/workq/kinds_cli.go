@@ -1,6 +1,9 @@
 package main
 
 import (
+	"fmt"
+	"strings"
+
 	"github.com/spf13/cobra"
 
 	"github.com/workq/workq"
@@ -105,4 +108,16 @@ func itemCommands(t workq.Table) []*cobra.Command {
 		out = append(out, newActionCmd(k, k.delete, deleteAction))
 	}
 	return out
+}
+
+// parseTable reads a work table's name (queue and limit commands).
+func parseTable(s string) (workq.Table, error) {
+	names := make([]string, len(itemKinds))
+	for i, k := range itemKinds {
+		if string(k.table) == s {
+			return k.table, nil
+		}
+		names[i] = string(k.table)
+	}
+	return "", fmt.Errorf("unknown work table %q (want one of %s)", s, strings.Join(names, ", "))
 }

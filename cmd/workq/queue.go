@@ -7,7 +7,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/workq/workq"
-	"github.com/workq/workq/internal/lease"
 )
 
 func newQueueCmd() *cobra.Command {
@@ -32,7 +31,7 @@ func newQueuePauseCmd(pause bool) *cobra.Command {
 	}
 	asJSON := f.Bool("json", false, "print JSON")
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
-		table, err := lease.ParseTable(args[0])
+		table, err := parseTable(args[0])
 		if err != nil {
 			return err
 		}

@@ -291,7 +291,7 @@ func newOutboxBlockedCmd() *cobra.Command {
 	}
 	cfg := bindConfig(cmd, "database-url")
 	var (
-		q      outboxrt.KeyQuery
+		q      outbox.KeyQuery
 		all    bool
 		asJSON bool
 	)
@@ -311,25 +311,25 @@ func newOutboxBlockedCmd() *cobra.Command {
 		}
 		q.OnlyBlocked = !all
 		ctx := cmd.Context()
-		pool, done, err := connectDB(ctx, cfg, newLogger(cfg, cmd.ErrOrStderr()))
+		client, done, err := opsClient(ctx, cfg, newLogger(cfg, cmd.ErrOrStderr()))
 		if err != nil {
 			return err
 		}
 		defer done()
-		keys, err := outboxrt.Keys(ctx, pool, q)
+		keys, err := client.OutboxKeys(ctx, q)
 		if err != nil {
 			return err
 		}
+		for i := range keys {
+			keys[i].Shard = "" // one database: no shard to name
+		}
 		if asJSON {
-			if keys == nil {
-				keys = []outboxrt.KeyHead{}
-			}
 			return printJSON(cmd.OutOrStdout(), keys)
 		}
 		tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "KEY\tHEAD ID\tTOPIC\tSTATUS\tATTEMPTS\tRUN AT\tLAST ERROR")
 		for _, k := range keys {
-			fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%d/%d\t%s\t%s\n", k.PartitionKey, k.HeadID, k.Topic, k.StatusName,
+			fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%d/%d\t%s\t%s\n", k.PartitionKey, k.HeadID, k.Topic, k.Status,
 				k.Attempts, k.MaxAttempts, k.RunAt.Format(time.RFC3339), clip(k.LastError, 60))
 		}
 		return tw.Flush()

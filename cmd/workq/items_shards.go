@@ -307,8 +307,10 @@ func listSharded(cmd *cobra.Command, cfg *config.Config, timeout time.Duration, 
 	if cmd.Flags().Changed("before") {
 		return fmt.Errorf("--before pages one database: with --shard, page with --cursor (the NEXT cursor printed)")
 	}
+	var cur shardlist.Cursor
 	if cursorText != "" {
-		cur, err := shardlist.ParseCursor(cursorText)
+		var err error
+		cur, err = shardlist.ParseCursor(cursorText)
 		if err != nil {
 			return fmt.Errorf("--cursor %q is not a cursor of this list (%s)", cursorText,
 				strings.TrimPrefix(err.Error(), shardlist.ErrBadCursor.Error()+": "))
@@ -327,6 +329,13 @@ func listSharded(cmd *cobra.Command, cfg *config.Config, timeout time.Duration, 
 			if sp.name == only {
 				specs = []shardSpec{sp}
 			}
+		}
+		// The Client of that shard alone reads that shard's place of a
+		// cursor over every shard.
+		if pos, ok := cur[only]; ok {
+			cursorText = shardlist.Cursor{only: pos}.String()
+		} else if cur != nil {
+			cursorText = ""
 		}
 	}
 	client, dialDown, done, err := shardsClient(cmd, cfg, specs, timeout)

@@ -281,10 +281,11 @@ func newItemsListCmd(k itemKind) *cobra.Command {
 		if specs != nil {
 			return listSharded(cmd, cfg, *shards.timeout, kindFlag, specs, only, cursorText, p, *asJSON)
 		}
-		if beforeID < 0 || beforeID > maxItemID {
-			return workqtype.Invalid("before", fmt.Sprintf("--before %d: want 1 to %d", beforeID, int64(maxItemID)))
+		if beforeID < 0 {
+			return workqtype.Invalid("cursor", fmt.Sprintf("cursor %d is negative", beforeID))
 		}
-		if beforeID > 0 {
+		// Every id is below one above the largest: from the newest.
+		if beforeID > 0 && beforeID <= maxItemID {
 			p.Cursor = shardlist.Cursor{workq.DefaultShard: beforeID}.String()
 		}
 		ctx := cmd.Context()

@@ -18,12 +18,7 @@ import (
 
 	"github.com/workq/workq"
 	"github.com/workq/workq/inbox"
-	"github.com/workq/workq/internal/admin"
-	"github.com/workq/workq/internal/clienthook"
 	"github.com/workq/workq/internal/config"
-	"github.com/workq/workq/internal/lease"
-	"github.com/workq/workq/internal/schedule"
-	"github.com/workq/workq/internal/worker"
 	"github.com/workq/workq/outbox"
 	"github.com/workq/workq/timers"
 )
@@ -33,7 +28,7 @@ import (
 func demoShare(n int) int { return max(1, n/3) }
 
 // sleepy is a demo handler that works 5-50ms.
-func sleepy(ctx context.Context, _ *worker.Job) error {
+func sleepy(ctx context.Context) error {
 	select {
 	case <-time.After(time.Duration(5+rand.IntN(45)) * time.Millisecond):
 		return nil
@@ -68,28 +63,39 @@ func demoWorkers(cfg config.Config, log *slog.Logger, demo bool) (*workq.Workers
 // demoMessage is the demo's outbox, inbox and timer payload, as it is.
 type demoMessage = workq.Message[json.RawMessage]
 
+// The demo's job kinds: any payload (their args have no fields).
+type (
+	demoHello struct{}
+	demoFlaky struct{}
+	demoFail  struct{}
+)
+
+func (demoHello) Kind() string { return "demo.hello" }
+func (demoFlaky) Kind() string { return "demo.flaky" }
+func (demoFail) Kind() string  { return "demo.fail" }
+
 func addDemo(ws *workq.Workers, outboxServed bool) error {
-	flaky := func(ctx context.Context, j *worker.Job) error {
-		if j.Attempt == 1 {
-			return fmt.Errorf("%s fails its first attempt on purpose", j.Kind)
-		}
-		return nil
+	err := errors.Join(
+		workq.AddWorkerSafely(ws, workq.WorkFunc(func(ctx context.Context, _ *workq.Job[demoHello]) error { return sleepy(ctx) })),
+		workq.AddWorkerSafely(ws, workq.WorkFunc(func(ctx context.Context, j *workq.Job[demoFlaky]) error {
+			if j.Attempt == 1 {
+				return fmt.Errorf("%s fails its first attempt on purpose", j.Kind)
+			}
+			return nil
+		})),
+		workq.AddWorkerSafely(ws, workq.WorkFunc(func(ctx context.Context, j *workq.Job[demoFail]) error {
+			return workq.Permanent(fmt.Errorf("demo.fail always fails, permanently"))
+		})))
+	if err != nil {
+		return err
 	}
-	fail := func(ctx context.Context, j *worker.Job) error {
-		return workq.Permanent(fmt.Errorf("demo.fail always fails, permanently"))
-	}
-	for kind, h := range map[string]worker.HandlerFunc{"demo.hello": sleepy, "demo.flaky": flaky, "demo.fail": fail} {
-		if err := clienthook.HandleJob(ws, kind, h); err != nil {
-			return err
-		}
-	}
-	sleepyMessage := func(ctx context.Context, _ *demoMessage) error { return sleepy(ctx, nil) }
+	sleepyMessage := func(ctx context.Context, _ *demoMessage) error { return sleepy(ctx) }
 	if !outboxServed { // with publishers configured, the relay is theirs
 		if err := workq.HandleOutbox(ws, "", sleepyMessage); err != nil {
 			return err
 		}
 	}
-	err := workq.HandleInbox(ws, "demo.payment", func(ctx context.Context, m *demoMessage) error {
+	err = workq.HandleInbox(ws, "demo.payment", func(ctx context.Context, m *demoMessage) error {
 		if m.Attempt == 1 {
 			return fmt.Errorf("%s fails its first attempt on purpose", m.Topic)
 		}
@@ -127,9 +133,9 @@ func enqueueDemo(ctx context.Context, client *workq.Client, queue string, n int)
 	if _, err := client.EnqueueMany(ctx, jobs); err != nil {
 		return fmt.Errorf("demo job runs: %w", err)
 	}
-	_, err := client.CreateSchedule(ctx, schedule.Spec{
-		Name: "demo.every-5s", Cron: "@every 5s", Queue: queue, Kind: "demo.hello", Overlap: schedule.OverlapSkip})
-	if err != nil && !errors.Is(err, schedule.ErrExists) {
+	_, err := client.CreateSchedule(ctx, workq.ScheduleSpec{
+		Name: "demo.every-5s", Cron: "@every 5s", Queue: queue, Kind: "demo.hello", Overlap: workq.OverlapSkip})
+	if err != nil && !errors.Is(err, workq.ErrScheduleExists) {
 		return fmt.Errorf("demo schedule: %w", err)
 	}
 	m := demoShare(n)
@@ -197,12 +203,12 @@ func progress(ctx context.Context, out io.Writer, client *workq.Client) {
 			return
 		case <-t.C:
 		}
-		st, err := admin.Queues(ctx, client.InSchema(client.Pool()))
+		st, err := client.ListQueues(ctx)
 		if err != nil {
 			continue
 		}
 		type counts struct{ ready, inProgress, done, failed int64 }
-		by := map[lease.Table]*counts{}
+		by := map[workq.Table]*counts{}
 		for _, s := range st {
 			c := by[s.Table]
 			if c == nil {
@@ -212,7 +218,7 @@ func progress(ctx context.Context, out io.Writer, client *workq.Client) {
 			c.ready, c.inProgress, c.done, c.failed = c.ready+s.Ready+s.Scheduled, c.inProgress+s.InProgress, c.done+s.Done, c.failed+s.Failed
 		}
 		line := fmt.Sprintf("[%4.0fs]", time.Since(start).Seconds())
-		for _, tbl := range lease.Tables {
+		for _, tbl := range workq.Tables() {
 			c := by[tbl]
 			if c == nil {
 				c = &counts{}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -9,10 +10,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/workq/workq/internal/jobq"
-
 	"github.com/spf13/cobra"
 
+	"github.com/workq/workq"
 	"github.com/workq/workq/internal/config"
 	"github.com/workq/workq/workqtype"
 )
@@ -25,7 +25,8 @@ func newEnqueueCmd() *cobra.Command {
 	}
 	cfg := bindConfig(cmd, "database-url", "max-attempts", "max-payload", "notify-debounce")
 	var (
-		job      jobq.Job
+		kind     string
+		job      workq.EnqueueOpts
 		payload  string
 		runAt    string
 		asJSON   bool
@@ -34,7 +35,7 @@ func newEnqueueCmd() *cobra.Command {
 	)
 	f := cmd.Flags()
 	f.StringVar(&job.Queue, "queue", "default", "queue name")
-	f.StringVar(&job.Kind, "kind", "", "job kind (selects the handler); required")
+	f.StringVar(&kind, "kind", "", "job kind (selects the handler); required")
 	f.StringVar(&payload, "payload", "{}", "JSON object; @FILE reads it from a file, - from standard input")
 	f.Int16Var(&job.Priority, "priority", 0, "higher runs first (-32768..32767)")
 	f.DurationVar(&job.Delay, "delay", 0, "run no earlier than now + delay (e.g. 30s)")
@@ -47,7 +48,7 @@ func newEnqueueCmd() *cobra.Command {
 	f.StringArrayVar(&metadata, "metadata", nil, "metadata KEY=VALUE stored with the job (repeat for more)")
 	f.BoolVar(&asJSON, "json", false, "print JSON")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
-		if job.Kind == "" {
+		if kind == "" {
 			return fmt.Errorf("--kind is required")
 		}
 		// In Go an empty Job.Queue means "default"; given on the command
@@ -66,7 +67,9 @@ func newEnqueueCmd() *cobra.Command {
 			}
 			job.RunAt = t
 		}
-		job.Unique.States = states
+		for _, st := range states {
+			job.Unique.ByStates = append(job.Unique.ByStates, workq.JobState(st))
+		}
 		var err error
 		if job.Metadata, err = metadataFlag(metadata); err != nil {
 			return err
@@ -75,19 +78,20 @@ func newEnqueueCmd() *cobra.Command {
 		if err != nil {
 			return err
 		}
-		job.Payload = raw
+		// The API's route for a kind named at run time: RawArgs with the
+		// payload as raw JSON, checked by the Client before it writes.
 		job.MaxAttempts = cfg.MaxAttempts
-		client := jobq.New(jobq.Options{NotifyDebounce: cfg.NotifyDebounce, MaxPayloadBytes: cfg.MaxPayload})
-		if err := client.Validate(job); err != nil {
-			return err
-		}
+		args := workq.RawArgs{KindName: kind, Payload: json.RawMessage(raw)}
 		ctx := cmd.Context()
-		pool, done, err := connectDB(ctx, cfg, newLogger(cfg, cmd.ErrOrStderr()))
+		client, done, err := opsClient(ctx, cfg, newLogger(cfg, cmd.ErrOrStderr()))
 		if err != nil {
 			return err
 		}
 		defer done()
-		res, err := client.Enqueue(ctx, pool, job)
+		if err := client.ValidateArgs(args, &job); err != nil {
+			return err
+		}
+		res, err := client.Enqueue(ctx, args, &job)
 		if err != nil {
 			return err
 		}

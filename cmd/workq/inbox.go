@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"strconv"
@@ -12,7 +13,6 @@ import (
 	"github.com/workq/workq"
 	"github.com/workq/workq/inbox"
 	"github.com/workq/workq/internal/inboxrt"
-	"github.com/workq/workq/internal/lease"
 	"github.com/workq/workq/workqtype"
 )
 
@@ -22,11 +22,8 @@ func newInboxCmd() *cobra.Command {
 		Short: "Receive messages idempotently and inspect or revive inbox messages",
 		Args:  cobra.NoArgs,
 	}
-	cmd.AddCommand(newInboxReceiveCmd(), newInboxListCmd(), newInboxShowCmd(), newInboxReviveCmd(),
-		newActionCmd(lease.Inbox, "inbox message", "cancel ID... [--reason R] [--actor A] [--json]",
-			"Cancel inbox messages: ready ones at once, running ones through their worker (cancelled, 'cancelled by <actor>', recorded in the run archive)", cancelAction),
-		newActionCmd(lease.Inbox, "inbox message", "delete ID... [--json]",
-			"Delete processed or dead inbox messages; a deleted message's (source, message id) can be received again", deleteAction))
+	cmd.AddCommand(newInboxReceiveCmd())
+	cmd.AddCommand(itemCommands(workq.TableInbox)...)
 	return cmd
 }
 
@@ -69,19 +66,15 @@ func newInboxReceiveCmd() *cobra.Command {
 		if err != nil {
 			return err
 		}
-		msg.Payload = raw
+		msg.Payload = json.RawMessage(raw)
 		msg.MaxAttempts = cfg.MaxAttempts
-		client := inboxrt.NewClient(inboxrt.ClientOptions{NotifyDebounce: cfg.NotifyDebounce, MaxPayloadBytes: cfg.MaxPayload})
-		if err := client.Validate(msg); err != nil {
-			return err
-		}
 		ctx := cmd.Context()
-		pool, done, err := connectDB(ctx, cfg, newLogger(cfg, cmd.ErrOrStderr()))
+		client, done, err := opsClient(ctx, cfg, newLogger(cfg, cmd.ErrOrStderr()))
 		if err != nil {
 			return err
 		}
 		defer done()
-		res, err := client.Receive(ctx, pool, msg)
+		res, err := client.Receive(ctx, msg)
 		if err != nil && !res.Conflict {
 			return err
 		}
@@ -264,13 +257,6 @@ func newInboxShowCmd() *cobra.Command {
 		return tw.Flush()
 	}
 	return cmd
-}
-
-func newInboxReviveCmd() *cobra.Command {
-	revive := retryAction
-	revive.done, revive.skipKey, revive.only = "revived", "not_dead", "only dead (or cancelled) %s can be revived"
-	return newActionCmd(lease.Inbox, "inbox message", "revive ID... [--actor A] [--reason R] [--json]",
-		"Put dead (failed) inbox messages back to ready, attempts reset, audited in the run archive", revive)
 }
 
 // defaultActor names the operator for audit rows: cli:$USER.

@@ -11,8 +11,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/workq/workq"
 	"github.com/workq/workq/inbox"
-	"github.com/workq/workq/internal/admin"
 	"github.com/workq/workq/internal/testdb"
 	"github.com/workq/workq/workqtype"
 )
@@ -104,7 +104,7 @@ func TestInboxCLI(t *testing.T) {
 	}
 	// There is no message 2 (a repeat used its identity value): it is left
 	// alone, listed as not found, and the command fails saying so.
-	if err == nil || err.Error() != "inbox message 2 not found" || !errors.Is(err, admin.ErrNotFound) || errors.Is(err, admin.ErrWrongState) || json.Unmarshal([]byte(out), &rev) != nil ||
+	if err == nil || err.Error() != "inbox message 2 not found" || !errors.Is(err, workq.ErrNotFound) || errors.Is(err, workq.ErrWrongState) || json.Unmarshal([]byte(out), &rev) != nil ||
 		len(rev.Revived) != 1 || rev.Revived[0] != 1 || len(rev.NotDead) != 1 || rev.NotDead[0] != 2 {
 		t.Fatalf("revive: %q, %v", out, err)
 	}

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -15,15 +14,14 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/workq/workq"
-	"github.com/workq/workq/internal/admin"
-	"github.com/workq/workq/internal/db/gen"
-	"github.com/workq/workq/internal/lease"
+	"github.com/workq/workq/internal/shardlist"
 	"github.com/workq/workq/workqtype"
 )
 
-// The operator's verbs on items, one implementation for every table (package
-// admin): `workq jobs list|show|retry|cancel|delete`, and the verbs the
-// outbox, inbox and timers commands share with it.
+// The operator's verbs on items, one implementation for every kind of
+// work, through the Client: `workq jobs list|show|retry|cancel|delete`,
+// and the verbs the outbox, inbox and timers commands share with it
+// (kinds_cli.go instantiates them per kind).
 
 // action is one verb that acts on ids: retry, cancel or delete.
 type action struct {
@@ -32,30 +30,30 @@ type action struct {
 	skipKey   string // JSON key of the ids left alone: not_failed, finished, not_finished
 	only      string // which items the verb takes, with %s for the plural of what: "only failed or cancelled %s can be retried"
 	needActor bool   // archived with an actor and reason (retry, cancel)
-	do        func(ctx context.Context, db gen.DBTX, table lease.Table, by admin.Actor, ids []int64) (admin.Result, error)
 }
 
 var (
-	retryAction = action{verb: "retry", done: "retried", skipKey: "not_failed", only: "only failed or cancelled %s can be retried", needActor: true,
-		do: func(ctx context.Context, db gen.DBTX, t lease.Table, by admin.Actor, ids []int64) (admin.Result, error) {
-			return admin.Retry(ctx, db, t, by, ids...)
-		}}
-	cancelAction = action{verb: "cancel", done: "cancelled", skipKey: "finished", only: "only ready or running %s can be cancelled", needActor: true,
-		do: func(ctx context.Context, db gen.DBTX, t lease.Table, by admin.Actor, ids []int64) (admin.Result, error) {
-			return admin.Cancel(ctx, db, t, by, ids...)
-		}}
-	deleteAction = action{verb: "delete", done: "deleted", skipKey: "not_finished", only: "only finished (done, failed or cancelled) %s can be deleted",
-		do: func(ctx context.Context, db gen.DBTX, t lease.Table, _ admin.Actor, ids []int64) (admin.Result, error) {
-			return admin.Delete(ctx, db, t, ids...)
-		}}
+	retryAction  = action{verb: "retry", done: "retried", skipKey: "not_failed", only: "only failed or cancelled %s can be retried", needActor: true}
+	reviveAction = action{verb: "retry", done: "revived", skipKey: "not_dead", only: "only dead (or cancelled) %s can be revived", needActor: true}
+	cancelAction = action{verb: "cancel", done: "cancelled", skipKey: "finished", only: "only ready or running %s can be cancelled", needActor: true}
+	deleteAction = action{verb: "delete", done: "deleted", skipKey: "not_finished", only: "only finished (done, failed or cancelled) %s can be deleted"}
 )
+
+// actResult is what an action did to the ids of one database, in the
+// order given: Skipped are those left alone (NotFound among them, the
+// others with their state in States), Requested those of Applied whose
+// cancel their worker carries out.
+type actResult struct {
+	Applied, Skipped, NotFound, Requested []int64
+	States                                map[int64]string
+}
 
 // skipped is one id an action left alone, as the command names it (42, or
 // eu:42 over shards), and its state ("" when it does not exist).
 type skipped struct{ label, state string }
 
 // skippedOf lists r's skipped ids, labelled by label.
-func skippedOf(r admin.Result, label func(int64) string) []skipped {
+func skippedOf(r actResult, label func(int64) string) []skipped {
 	out := make([]skipped, 0, len(r.Skipped))
 	for _, id := range r.Skipped {
 		out = append(out, skipped{label(id), r.States[id]}) // "" for r.NotFound
@@ -64,8 +62,8 @@ func skippedOf(r admin.Result, label func(int64) string) []skipped {
 }
 
 // leftAlone is the error of the ids an action left alone, telling those
-// that do not exist (wrapping admin.ErrNotFound) from those in a state the
-// verb does not take (admin.ErrWrongState): "job run 42 not found", "job
+// that do not exist (wrapping workq.ErrNotFound) from those in a state the
+// verb does not take (workq.ErrWrongState): "job run 42 not found", "job
 // run 43 is done; only failed or cancelled job runs can be retried".
 func (a action) leftAlone(what string, ids []skipped) error {
 	var missing, wrong []string
@@ -80,17 +78,17 @@ func (a action) leftAlone(what string, ids []skipped) error {
 	switch len(missing) {
 	case 0:
 	case 1:
-		errs = append(errs, reasonError{fmt.Sprintf("%s %s not found", what, missing[0]), admin.ErrNotFound})
+		errs = append(errs, reasonError{fmt.Sprintf("%s %s not found", what, missing[0]), workq.ErrNotFound})
 	default:
-		errs = append(errs, reasonError{fmt.Sprintf("%d %ss not found: %s", len(missing), what, strings.Join(missing, ", ")), admin.ErrNotFound})
+		errs = append(errs, reasonError{fmt.Sprintf("%d %ss not found: %s", len(missing), what, strings.Join(missing, ", ")), workq.ErrNotFound})
 	}
 	only := fmt.Sprintf(a.only, what+"s")
 	switch len(wrong) {
 	case 0:
 	case 1:
-		errs = append(errs, reasonError{fmt.Sprintf("%s %s; %s", what, wrong[0], only), admin.ErrWrongState})
+		errs = append(errs, reasonError{fmt.Sprintf("%s %s; %s", what, wrong[0], only), workq.ErrWrongState})
 	default:
-		errs = append(errs, reasonError{fmt.Sprintf("%d %ss left alone (%s); %s", len(wrong), what, strings.Join(wrong, ", "), only), admin.ErrWrongState})
+		errs = append(errs, reasonError{fmt.Sprintf("%d %ss left alone (%s); %s", len(wrong), what, strings.Join(wrong, ", "), only), workq.ErrWrongState})
 	}
 	return errors.Join(errs...)
 }
@@ -105,11 +103,37 @@ type reasonError struct {
 func (e reasonError) Error() string { return e.msg }
 func (e reasonError) Unwrap() error { return e.is }
 
-// newActionCmd returns the command of one action on table; what names the
-// items in texts ("job run"). Every id is checked before the database is
-// touched; ids left alone are listed and make the command exit non-zero.
-func newActionCmd(table lease.Table, what, use, short string, a action) *cobra.Command {
-	cmd := &cobra.Command{Use: use, Short: short, Args: cobra.MinimumNArgs(1)}
+// maxItemID is the largest id an item may have (workq.ItemRef's bound).
+const maxItemID = 1<<60 - 1
+
+// checkIDs checks the ids of one action before anything is done: 1 to
+// workq.MaxActionItems of them, each a valid id, none twice.
+func checkIDs(ids []int64) error {
+	if len(ids) == 0 {
+		return workqtype.Invalid("ids", "no ids given")
+	}
+	if len(ids) > workq.MaxActionItems {
+		return workqtype.Invalid("ids", fmt.Sprintf("%d ids, want at most %d per request", len(ids), workq.MaxActionItems))
+	}
+	seen := make(map[int64]bool, len(ids))
+	for _, id := range ids {
+		if id <= 0 || id > maxItemID {
+			return workqtype.Invalid("ids", fmt.Sprintf("id %d: want 1 to %d", id, int64(maxItemID)))
+		}
+		if seen[id] {
+			return workqtype.Invalid("ids", fmt.Sprintf("id %d given twice", id))
+		}
+		seen[id] = true
+	}
+	return nil
+}
+
+// newActionCmd returns the command of one action on kind k's items. Every
+// id is checked before the database is touched; ids left alone are
+// listed and make the command exit non-zero.
+func newActionCmd(k itemKind, text verbText, a action) *cobra.Command {
+	what := k.what
+	cmd := &cobra.Command{Use: text.use, Short: text.short, Args: cobra.MinimumNArgs(1)}
 	cfg := bindConfig(cmd, "database-url")
 	f := cmd.Flags()
 	var actor, reason *string
@@ -135,19 +159,19 @@ func newActionCmd(table lease.Table, what, use, short string, a action) *cobra.C
 			if ids, err = parseIDs(args, what); err != nil {
 				return err
 			}
-			if err := admin.CheckIDs(ids); err != nil {
+			if err := checkIDs(ids); err != nil {
 				return err
 			}
 		}
-		var by admin.Actor
+		var by workq.ActionOpts
 		if a.needActor {
 			if strings.TrimSpace(*actor) == "" {
 				return fmt.Errorf("--actor must not be empty")
 			}
-			by = admin.Actor{Name: *actor, Reason: *reason}
+			by = workq.ActionOpts{Actor: *actor, Reason: *reason}
 		}
 		if specs != nil {
-			return a.runSharded(cmd, cfg, *shards.timeout, table, what, by, groups, *asJSON)
+			return a.runSharded(cmd, cfg, *shards.timeout, k, &by, groups, *asJSON)
 		}
 		ctx := cmd.Context()
 		client, done, err := opsClient(ctx, cfg, newLogger(cfg, cmd.ErrOrStderr()))
@@ -155,17 +179,11 @@ func newActionCmd(table lease.Table, what, use, short string, a action) *cobra.C
 			return err
 		}
 		defer done()
-		r, err := a.viaClient(ctx, client, table, by, ids)
+		r, err := a.viaClient(ctx, client, k.table, "", &by, ids)
 		if err != nil {
 			return err
 		}
 		out := cmd.OutOrStdout()
-		// A running item's cancel is requested: its worker stops the
-		// handler and it ends cancelled when the attempt ends.
-		requested := make(map[int64]bool, len(r.Requested))
-		for _, id := range r.Requested {
-			requested[id] = true
-		}
 		if *asJSON {
 			m := map[string]any{a.done: r.Applied, a.skipKey: r.Skipped, "not_found": r.NotFound}
 			if a.verb == "cancel" {
@@ -175,13 +193,7 @@ func newActionCmd(table lease.Table, what, use, short string, a action) *cobra.C
 				return err
 			}
 		} else {
-			for _, id := range r.Applied {
-				if requested[id] {
-					fmt.Fprintf(out, "cancel requested %d (running: its worker stops it)\n", id)
-					continue
-				}
-				fmt.Fprintf(out, "%s %d\n", a.done, id)
-			}
+			a.printApplied(out, r, func(id int64) string { return strconv.FormatInt(id, 10) })
 		}
 		if len(r.Skipped) > 0 {
 			return a.leftAlone(what, skippedOf(r, func(id int64) string { return strconv.FormatInt(id, 10) }))
@@ -191,39 +203,55 @@ func newActionCmd(table lease.Table, what, use, short string, a action) *cobra.C
 	return cmd
 }
 
+// printApplied prints one line for each id acted on. A running item's
+// cancel is requested: its worker stops the handler and it ends
+// cancelled when the attempt ends.
+func (a action) printApplied(out io.Writer, r actResult, label func(int64) string) {
+	requested := make(map[int64]bool, len(r.Requested))
+	for _, id := range r.Requested {
+		requested[id] = true
+	}
+	for _, id := range r.Applied {
+		if requested[id] {
+			fmt.Fprintf(out, "cancel requested %s (running: its worker stops it)\n", label(id))
+			continue
+		}
+		fmt.Fprintf(out, "%s %s\n", a.done, label(id))
+	}
+}
+
 // newJobsCmd is `workq jobs`: the operator's verbs on job runs.
 func newJobsCmd() *cobra.Command {
 	cmd := &cobra.Command{Use: "jobs", Short: "Inspect job runs and act on them: list, show, retry, cancel, delete"}
-	const what = "job run"
-	cmd.AddCommand(
-		newItemsListCmd(lease.JobRuns, "kind", "list [--queue Q] [--status S] [--kind K] [--created-after T] [--created-before T] [--before ID] [--limit N] [--json]",
-			"List job runs, newest first (keyset pages: --before the NEXT id printed)"),
-		newItemShowCmd(lease.JobRuns, what, "show ID [--json]", "Show one job run with its payload and its attempts from the run archive"),
-		newActionCmd(lease.JobRuns, what, "retry ID... [--reason R] [--actor A] [--json]",
-			"Put failed (or cancelled) job runs back to ready, attempts reset, recorded in the run archive", retryAction),
-		newActionCmd(lease.JobRuns, what, "cancel ID... [--reason R] [--actor A] [--json]",
-			"Cancel job runs: ready ones at once, running ones through their worker (cancelled, 'cancelled by <actor>', recorded in the run archive)", cancelAction),
-		newActionCmd(lease.JobRuns, what, "delete ID... [--json]",
-			"Delete finished (done or failed) job runs; their archived attempts stay", deleteAction),
-	)
+	cmd.AddCommand(itemCommands(workq.TableJobRuns)...)
 	return cmd
 }
 
-// newItemsListCmd lists one table's items through admin.List; kindFlag is
-// what the table calls its kind ("kind" or "topic").
-func newItemsListCmd(table lease.Table, kindFlag, use, short string) *cobra.Command {
-	cmd := &cobra.Command{Use: use, Short: short, Args: cobra.NoArgs}
+// listPage is a list's JSON on one database: its items and the --before
+// of the next page (none on the last).
+type listPage struct {
+	Items []workq.Item `json:"items"`
+	Next  int64        `json:"next,omitempty"`
+}
+
+// newItemsListCmd lists kind k's items through the Client's List, newest
+// first; k.kindFlag is what the table calls its kind ("kind" or "topic").
+// On one database --before ID is the Client's cursor of that database.
+func newItemsListCmd(k itemKind) *cobra.Command {
+	kindFlag := k.kindFlag
+	cmd := &cobra.Command{Use: k.list.use, Short: k.list.short, Args: cobra.NoArgs}
 	cfg := bindConfig(cmd, "database-url")
 	f := cmd.Flags()
-	var flt admin.Filter
-	var after, before string
-	f.StringVar(&flt.Queue, "queue", "", "only this queue")
-	f.StringVar(&flt.Status, "status", "", "only this status: "+strings.Join(admin.Statuses, ", "))
-	f.StringVar(&flt.Kind, kindFlag, "", "only this "+kindFlag)
+	p := workq.ListParams{Table: k.table}
+	var status, after, before string
+	var beforeID int64
+	f.StringVar(&p.Queue, "queue", "", "only this queue")
+	f.StringVar(&status, "status", "", "only this status: "+strings.Join(itemStates, ", "))
+	f.StringVar(&p.Kind, kindFlag, "", "only this "+kindFlag)
 	f.StringVar(&after, "created-after", "", "only items created at or after this time (RFC 3339)")
 	f.StringVar(&before, "created-before", "", "only items created before this time (RFC 3339)")
-	f.Int64Var(&flt.Before, "before", 0, "page cursor: items with smaller ids (the NEXT id of the previous page)")
-	f.IntVar(&flt.Limit, "limit", admin.DefaultLimit, fmt.Sprintf("items per page (1-%d)", admin.MaxLimit))
+	f.Int64Var(&beforeID, "before", 0, "page cursor: items with smaller ids (the NEXT id of the previous page)")
+	f.IntVar(&p.Limit, "limit", workq.DefaultListLimit, fmt.Sprintf("items per page (1-%d)", workq.MaxListLimit))
 	asJSON := f.Bool("json", false, "print JSON ({\"items\": [...], \"next\": ID}; with --shard {\"items\": [...], \"next_cursor\": C, \"down\": [...]})")
 	shards := bindItemShards(cmd, "lists every shard's items merged newest first, each with its shard",
 		"connecting to one shard and reading its page; a shard slower than it is down, left out with a warning (exit code 3)")
@@ -238,54 +266,77 @@ func newItemsListCmd(table lease.Table, kindFlag, use, short string) *cobra.Comm
 		if specs == nil && (only != "" || cursorText != "") {
 			return fmt.Errorf("--shard-only and --cursor are for a list over --shard: without it, page with --before")
 		}
-		if flt.CreatedAfter, err = parseTimeFlag("--created-after", after); err != nil {
+		if p.CreatedAfter, err = parseTimeFlag("--created-after", after); err != nil {
 			return err
 		}
-		if flt.CreatedBefore, err = parseTimeFlag("--created-before", before); err != nil {
+		if p.CreatedBefore, err = parseTimeFlag("--created-before", before); err != nil {
 			return err
 		}
-		if flt.Limit < 1 {
-			return fmt.Errorf("--limit %d: want 1 to %d", flt.Limit, admin.MaxLimit)
+		if p.Limit < 1 {
+			return fmt.Errorf("--limit %d: want 1 to %d", p.Limit, workq.MaxListLimit)
 		}
-		if err := flt.Validate(); err != nil {
-			return err
+		if status != "" {
+			p.States = []string{status}
 		}
 		if specs != nil {
-			return listSharded(cmd, cfg, *shards.timeout, table, kindFlag, specs, only, cursorText, flt, *asJSON)
+			return listSharded(cmd, cfg, *shards.timeout, kindFlag, specs, only, cursorText, p, *asJSON)
+		}
+		if beforeID < 0 {
+			return workqtype.Invalid("cursor", fmt.Sprintf("cursor %d is negative", beforeID))
+		}
+		// Every id is below one above the largest: from the newest.
+		if beforeID > 0 && beforeID <= maxItemID {
+			p.Cursor = shardlist.Cursor{workq.DefaultShard: beforeID}.String()
 		}
 		ctx := cmd.Context()
-		pool, done, err := connectDB(ctx, cfg, newLogger(cfg, cmd.ErrOrStderr()))
+		client, done, err := opsClient(ctx, cfg, newLogger(cfg, cmd.ErrOrStderr()))
 		if err != nil {
 			return err
 		}
 		defer done()
-		p, err := admin.List(ctx, pool, table, flt)
+		res, err := client.List(ctx, p)
 		if err != nil {
 			return err
 		}
+		page := listPage{Items: res.Items}
+		for i := range page.Items {
+			page.Items[i].Shard = "" // one database: no shard to name
+		}
+		if res.Next != "" {
+			cur, err := shardlist.ParseCursor(res.Next)
+			if err != nil {
+				return err
+			}
+			page.Next = cur[workq.DefaultShard]
+		}
 		if *asJSON {
-			return printJSON(cmd.OutOrStdout(), p)
+			return printJSON(cmd.OutOrStdout(), page)
 		}
 		tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
 		fmt.Fprintf(tw, "ID\tQUEUE\t%s\tSTATE\tATTEMPTS\tRUN/ENDED AT\tLAST ERROR\n", strings.ToUpper(kindFlag))
-		for _, it := range p.Items {
+		for _, it := range page.Items {
 			fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%d/%d\t%s\t%s\n", it.ID, it.Queue, it.Kind, it.State, it.Attempts, it.MaxAttempts,
 				it.WhenAt().Format(time.RFC3339), cell(it.LastError, 60))
 		}
 		if err := tw.Flush(); err != nil {
 			return err
 		}
-		if p.Next != 0 {
-			fmt.Fprintf(cmd.OutOrStdout(), "NEXT %d (--before %d)\n", p.Next, p.Next)
+		if page.Next != 0 {
+			fmt.Fprintf(cmd.OutOrStdout(), "NEXT %d (--before %d)\n", page.Next, page.Next)
 		}
 		return nil
 	}
 	return cmd
 }
 
-// newItemShowCmd shows one item with its attempts through admin.Get.
-func newItemShowCmd(table lease.Table, what, use, short string) *cobra.Command {
-	cmd := &cobra.Command{Use: use, Short: short, Args: cobra.ExactArgs(1)}
+// itemStates are the states a list filters on.
+var itemStates = []string{workq.StateReady, workq.StateInProgress, workq.StateDone, workq.StateFailed, workq.StateCancelled}
+
+// newItemShowCmd shows one of kind k's items with its attempts through
+// the Client's Get and Attempts.
+func newItemShowCmd(k itemKind) *cobra.Command {
+	what := k.what
+	cmd := &cobra.Command{Use: k.show.use, Short: k.show.short, Args: cobra.ExactArgs(1)}
 	cfg := bindConfig(cmd, "database-url")
 	asJSON := cmd.Flags().Bool("json", false, "print JSON ({\"item\": ..., \"attempts\": [...]})")
 	shards := bindItemShards(cmd, "the id is SHARD:ID", "connecting to the shard")
@@ -295,7 +346,7 @@ func newItemShowCmd(table lease.Table, what, use, short string) *cobra.Command {
 			return err
 		}
 		if specs != nil {
-			return showSharded(cmd, cfg, *shards.timeout, table, what, args[0], specs, *asJSON)
+			return showSharded(cmd, cfg, *shards.timeout, k, args[0], specs, *asJSON)
 		}
 		ids, err := parseIDs(args, what)
 		if err != nil {
@@ -307,7 +358,7 @@ func newItemShowCmd(table lease.Table, what, use, short string) *cobra.Command {
 			return err
 		}
 		defer done()
-		ref := workq.ItemRef{Table: table, ID: ids[0]}
+		ref := workq.ItemRef{Table: k.table, ID: ids[0]}
 		it, err := client.Get(ctx, ref)
 		if err != nil {
 			return err
@@ -316,6 +367,7 @@ func newItemShowCmd(table lease.Table, what, use, short string) *cobra.Command {
 		if err != nil {
 			return err
 		}
+		it.Shard = "" // one database: no shard to name
 		return printItem(cmd.OutOrStdout(), it, atts, *asJSON)
 	}
 	return cmd
@@ -323,7 +375,7 @@ func newItemShowCmd(table lease.Table, what, use, short string) *cobra.Command {
 
 // printItem prints one item and its attempts (show); an item of a shard
 // leads with its shard.
-func printItem(out io.Writer, it admin.Item, atts []workqtype.Attempt, asJSON bool) error {
+func printItem(out io.Writer, it workq.Item, atts []workq.Attempt, asJSON bool) error {
 	if asJSON {
 		return printJSON(out, map[string]any{"item": it, "attempts": atts})
 	}

@@ -4,31 +4,29 @@ import (
 	"context"
 
 	"github.com/workq/workq"
-	"github.com/workq/workq/internal/admin"
-	"github.com/workq/workq/internal/lease"
 )
 
-// viaClient does a on ids of table through the Client's RetryMany,
-// CancelMany or DeleteMany, and returns what it did in the terms the
-// command prints: ids in the order given, Skipped those not applied.
-func (a action) viaClient(ctx context.Context, c *workq.Client, table lease.Table, by admin.Actor, ids []int64) (admin.Result, error) {
+// viaClient does a on ids of table (of shard: "" on one database) through
+// the Client's RetryMany, CancelMany or DeleteMany, and returns what it
+// did in the terms the command prints: ids in the order given, Skipped
+// those not applied.
+func (a action) viaClient(ctx context.Context, c *workq.Client, table workq.Table, shard string, by *workq.ActionOpts, ids []int64) (actResult, error) {
 	refs := make([]workq.ItemRef, len(ids))
 	for i, id := range ids {
-		refs[i] = workq.ItemRef{Table: table, ID: id}
+		refs[i] = workq.ItemRef{Table: table, ID: id, Shard: shard}
 	}
-	opts := &workq.ActionOpts{Actor: by.Name, Reason: by.Reason}
 	var res workq.ActionResult
 	var err error
 	switch a.verb {
 	case "retry":
-		res, err = c.RetryMany(ctx, refs, opts)
+		res, err = c.RetryMany(ctx, refs, by)
 	case "cancel":
-		res, err = c.CancelMany(ctx, refs, opts)
+		res, err = c.CancelMany(ctx, refs, by)
 	default:
 		res, err = c.DeleteMany(ctx, refs)
 	}
 	if err != nil {
-		return admin.Result{}, err
+		return actResult{}, err
 	}
 	applied := map[int64]bool{}
 	for _, r := range res.Applied {
@@ -38,7 +36,7 @@ func (a action) viaClient(ctx context.Context, c *workq.Client, table lease.Tabl
 	for _, r := range res.NotFound {
 		notFound[r.ID] = true
 	}
-	out := admin.Result{Applied: []int64{}, Skipped: []int64{}, NotFound: []int64{}, States: map[int64]string{}}
+	out := actResult{Applied: []int64{}, Skipped: []int64{}, NotFound: []int64{}, States: map[int64]string{}}
 	for _, id := range ids {
 		switch {
 		case applied[id]:

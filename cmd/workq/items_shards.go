@@ -10,13 +10,11 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/spf13/cobra"
 
-	"github.com/workq/workq/internal/admin"
+	"github.com/workq/workq"
 	"github.com/workq/workq/internal/config"
-	"github.com/workq/workq/internal/lease"
 	"github.com/workq/workq/internal/shardlist"
 	"github.com/workq/workq/workqtype"
 )
@@ -119,7 +117,7 @@ func parseShardIDs(args []string, what string, specs []shardSpec) ([]shardIDs, e
 		if len(g.ids) == 0 {
 			continue
 		}
-		if err := admin.CheckIDs(g.ids); err != nil {
+		if err := checkIDs(g.ids); err != nil {
 			return nil, fmt.Errorf("shard %s: %w", g.spec.name, err)
 		}
 		out = append(out, g)
@@ -144,30 +142,80 @@ func labels(shard string, ids []int64) string {
 	return strings.Join(out, " ")
 }
 
-// runSharded acts on the ids of each shard, shard after shard. A shard
-// that cannot be opened, or whose statement fails, is reported with its
-// ids (nothing was done to them, or its outcome is unknown when the
-// connection broke mid-statement) and the others go on; the command then
-// exits non-zero.
-func (a action) runSharded(cmd *cobra.Command, cfg *config.Config, timeout time.Duration, table lease.Table, what string,
-	by admin.Actor, groups []shardIDs, asJSON bool) error {
+// shardsClient opens every shard at once, each bounded by timeout, and
+// returns one producer Client of them all (workq.NewShardedClient), as
+// `workq api --shard` serves. A shard that could not be opened stays in it
+// on a pool that has not connected (a list keeps its place in the cursor
+// and reports it down) and is in down with why; done closes every pool.
+func shardsClient(cmd *cobra.Command, cfg *config.Config, specs []shardSpec, timeout time.Duration) (_ *workq.Client, down map[string]error, done func(), _ error) {
+	log := newLogger(cfg, cmd.ErrOrStderr())
+	dialed, closeDialed := dialShards(cmd.Context(), *cfg, log, specs, needSchema, timeout)
+	shards := make([]workq.Shard, len(dialed))
+	var lazy []*pgxpool.Pool
+	done = func() {
+		for _, p := range lazy {
+			p.Close()
+		}
+		closeDialed()
+	}
+	down = map[string]error{}
+	for i, d := range dialed {
+		shards[i] = workq.Shard{Name: d.name, Pool: d.pool}
+		if d.err == nil {
+			continue
+		}
+		down[d.name] = d.err
+		pc, err := pgxpool.ParseConfig(specs[i].url)
+		if err != nil {
+			done()
+			return nil, nil, nil, fmt.Errorf("shard %s: %w", d.name, d.err)
+		}
+		pool, err := pgxpool.NewWithConfig(cmd.Context(), pc) // connects when first used
+		if err != nil {
+			done()
+			return nil, nil, nil, fmt.Errorf("shard %s: %w", d.name, d.err)
+		}
+		lazy = append(lazy, pool)
+		shards[i].Pool = pool
+	}
+	c := clientConfig(*cfg, log, nil, nil)
+	c.MetricsRegisterer = nil
+	c.Maintenance.Disabled = true
+	client, err := workq.NewShardedClient(shards, c)
+	if err != nil {
+		done()
+		return nil, nil, nil, err
+	}
+	return client, down, done, nil
+}
+
+// runSharded acts on the ids of each shard, shard after shard, through
+// the Client of every shard. A shard that cannot be opened, or whose
+// statement fails, is reported with its ids (nothing was done to them, or
+// its outcome is unknown when the connection broke mid-statement) and the
+// others go on; the command then exits non-zero.
+func (a action) runSharded(cmd *cobra.Command, cfg *config.Config, timeout time.Duration, k itemKind,
+	by *workq.ActionOpts, groups []shardIDs, asJSON bool) error {
 	ctx := cmd.Context()
 	specs := make([]shardSpec, len(groups))
 	for i, g := range groups {
 		specs[i] = g.spec
 	}
-	dialed, done := dialShards(ctx, *cfg, newLogger(cfg, cmd.ErrOrStderr()), specs, needSchema, timeout)
+	client, down, done, err := shardsClient(cmd, cfg, specs, timeout)
+	if err != nil {
+		return err
+	}
 	defer done()
 	out := cmd.OutOrStdout()
 	var results []map[string]any
 	var failed []string
 	var left []skipped
-	for i, g := range groups {
+	for _, g := range groups {
 		name := g.spec.name
-		err := dialed[i].err
-		var r admin.Result
+		err := down[name]
+		var r actResult
 		if err == nil {
-			r, err = a.do(ctx, inSchema(cfg, dialed[i].pool), table, by, g.ids)
+			r, err = a.viaClient(ctx, client, k.table, name, by, g.ids)
 		}
 		if err != nil {
 			failed = append(failed, fmt.Sprintf("shard %s: %v (not %s: %s)", name, err, a.done, labels(name, g.ids)))
@@ -180,19 +228,8 @@ func (a action) runSharded(cmd *cobra.Command, cfg *config.Config, timeout time.
 		}
 		results = append(results, m)
 		left = append(left, skippedOf(r, func(id int64) string { return label(name, id) })...)
-		if asJSON {
-			continue
-		}
-		requested := make(map[int64]bool, len(r.Requested))
-		for _, id := range r.Requested {
-			requested[id] = true
-		}
-		for _, id := range r.Applied {
-			if requested[id] {
-				fmt.Fprintf(out, "cancel requested %s (running: its worker stops it)\n", label(name, id))
-				continue
-			}
-			fmt.Fprintf(out, "%s %s\n", a.done, label(name, id))
+		if !asJSON {
+			a.printApplied(out, r, func(id int64) string { return label(name, id) })
 		}
 	}
 	if asJSON {
@@ -205,7 +242,7 @@ func (a action) runSharded(cmd *cobra.Command, cfg *config.Config, timeout time.
 		errs = append(errs, errors.New(strings.Join(failed, "; ")))
 	}
 	if len(left) > 0 {
-		errs = append(errs, a.leftAlone(what, left))
+		errs = append(errs, a.leftAlone(k.what, left))
 	}
 	return errors.Join(errs...)
 }
@@ -218,36 +255,38 @@ func nonNil(ids []int64) []int64 {
 }
 
 // showSharded is show of one SHARD:ID.
-func showSharded(cmd *cobra.Command, cfg *config.Config, timeout time.Duration, table lease.Table, what, arg string,
+func showSharded(cmd *cobra.Command, cfg *config.Config, timeout time.Duration, k itemKind, arg string,
 	specs []shardSpec, asJSON bool) error {
-	groups, err := parseShardIDs([]string{arg}, what, specs)
+	groups, err := parseShardIDs([]string{arg}, k.what, specs)
 	if err != nil {
 		return err
 	}
 	g := groups[0]
 	ctx := cmd.Context()
-	dialed, done := dialShards(ctx, *cfg, newLogger(cfg, cmd.ErrOrStderr()), []shardSpec{g.spec}, needSchema, timeout)
+	client, down, done, err := shardsClient(cmd, cfg, []shardSpec{g.spec}, timeout)
+	if err != nil {
+		return err
+	}
 	defer done()
-	if err := dialed[0].err; err != nil {
+	if err := down[g.spec.name]; err != nil {
 		return fmt.Errorf("shard %s: %w", g.spec.name, err)
 	}
-	db := inSchema(cfg, dialed[0].pool)
-	it, err := admin.Get(ctx, db, table, g.ids[0])
+	ref := workq.ItemRef{Table: k.table, ID: g.ids[0], Shard: g.spec.name}
+	it, err := client.Get(ctx, ref)
 	if err != nil {
 		return fmt.Errorf("shard %s: %w", g.spec.name, err)
 	}
-	atts, err := admin.Attempts(ctx, db, table, g.ids[0])
+	atts, err := client.Attempts(ctx, ref)
 	if err != nil {
 		return fmt.Errorf("shard %s: %w", g.spec.name, err)
 	}
-	it.Shard = g.spec.name
 	return printItem(cmd.OutOrStdout(), it, atts, asJSON)
 }
 
 // shardedPage is a merged list's JSON: items tagged with their shard, the
 // cursor of the next page, the shards that did not answer.
 type shardedPage struct {
-	Items      []admin.Item `json:"items"`
+	Items      []workq.Item `json:"items"`
 	NextCursor *string      `json:"next_cursor,omitempty"`
 	Down       []downShard  `json:"down,omitempty"`
 }
@@ -258,20 +297,21 @@ type downShard struct {
 }
 
 // listSharded is list over several shards: one page of every shard's items
-// (only shard only's, if given) merged newest first, paged with the merged
-// cursor. A shard that cannot be opened or does not answer in timeout is
-// left out with a warning; the command prints what the others gave and
-// exits with exitPartial (the next cursor tries the shard again from where
-// it was). With every shard down it fails.
-func listSharded(cmd *cobra.Command, cfg *config.Config, timeout time.Duration, table lease.Table, kindFlag string,
-	specs []shardSpec, only, cursorText string, f admin.Filter, asJSON bool) error {
+// (only shard only's, if given) merged newest first by the Client's List,
+// paged with its cursor. A shard that cannot be opened or does not answer
+// in timeout is left out with a warning; the command prints what the
+// others gave and exits with exitPartial (the next cursor tries the shard
+// again from where it was). With every shard down it fails.
+func listSharded(cmd *cobra.Command, cfg *config.Config, timeout time.Duration, kindFlag string,
+	specs []shardSpec, only, cursorText string, p workq.ListParams, asJSON bool) error {
 	if cmd.Flags().Changed("before") {
 		return fmt.Errorf("--before pages one database: with --shard, page with --cursor (the NEXT cursor printed)")
 	}
-	cur := shardlist.Cursor{}
+	var cur shardlist.Cursor
 	if cursorText != "" {
 		var err error
-		if cur, err = shardlist.ParseCursor(cursorText); err != nil {
+		cur, err = shardlist.ParseCursor(cursorText)
+		if err != nil {
 			return fmt.Errorf("--cursor %q is not a cursor of this list (%s)", cursorText,
 				strings.TrimPrefix(err.Error(), shardlist.ErrBadCursor.Error()+": "))
 		}
@@ -290,60 +330,75 @@ func listSharded(cmd *cobra.Command, cfg *config.Config, timeout time.Duration, 
 				specs = []shardSpec{sp}
 			}
 		}
-	}
-	ctx := cmd.Context()
-	dialed, done := dialShards(ctx, *cfg, newLogger(cfg, cmd.ErrOrStderr()), specs, needSchema, timeout)
-	defer done()
-	shards := make([]shardlist.Shard, len(dialed))
-	for i, d := range dialed {
-		var db workqtype.DB = downDB{d.err}
-		if d.err == nil {
-			db = inSchema(cfg, d.pool)
+		// The Client of that shard alone reads that shard's place of a
+		// cursor over every shard.
+		if pos, ok := cur[only]; ok {
+			cursorText = shardlist.Cursor{only: pos}.String()
+		} else if cur != nil {
+			cursorText = ""
 		}
-		shards[i] = shardlist.Shard{Name: d.name, DB: db}
 	}
-	page, err := shardlist.List(ctx, shards, table, f, cur, shardlist.Options{Timeout: timeout, Tolerate: true})
+	client, dialDown, done, err := shardsClient(cmd, cfg, specs, timeout)
 	if err != nil {
 		return err
 	}
-	var down []string
-	for _, d := range page.Down {
-		down = append(down, fmt.Sprintf("shard %s: %v", d.Shard, d.Err))
+	defer done()
+	ctx := cmd.Context()
+	if timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, timeout)
+		defer cancel()
 	}
-	if len(page.Down) == len(shards) {
-		return fmt.Errorf("no shard answered: %s", strings.Join(down, "; "))
+	p.Cursor, p.AllowPartial = cursorText, true
+	res, err := client.List(ctx, p)
+	if err != nil {
+		return err
+	}
+	// The shards that did not answer, in --shard order, each with why: the
+	// error that kept it from opening, else its page's.
+	var down []downShard
+	for _, sp := range specs {
+		err, ok := res.Unavailable[sp.name]
+		if !ok {
+			continue
+		}
+		if e := dialDown[sp.name]; e != nil {
+			err = e
+		}
+		down = append(down, downShard{Shard: sp.name, Error: err.Error()})
+	}
+	if len(down) == len(specs) {
+		msgs := make([]string, len(down))
+		for i, d := range down {
+			msgs[i] = fmt.Sprintf("shard %s: %s", d.Shard, d.Error)
+		}
+		return fmt.Errorf("no shard answered: %s", strings.Join(msgs, "; "))
 	}
 	out := cmd.OutOrStdout()
 	if asJSON {
-		p := shardedPage{Items: page.Items}
-		if page.Next != nil {
-			c := page.Next.String()
-			p.NextCursor = &c
+		page := shardedPage{Items: res.Items, Down: down}
+		if res.Next != "" {
+			page.NextCursor = &res.Next
 		}
-		for _, d := range page.Down {
-			p.Down = append(p.Down, downShard{Shard: d.Shard, Error: d.Err.Error()})
-		}
-		if err := printJSON(out, p); err != nil {
+		if err := printJSON(out, page); err != nil {
 			return err
 		}
-	} else if err := printShardedPage(out, kindFlag, page); err != nil {
+	} else if err := printShardedPage(out, kindFlag, res); err != nil {
 		return err
 	}
-	if len(page.Down) == 0 {
+	if len(down) == 0 {
 		return nil
 	}
-	for _, d := range page.Down {
-		fmt.Fprintf(cmd.ErrOrStderr(), "warning: shard %s did not answer, its items are missing from this page: %v\n", d.Shard, d.Err)
-	}
-	names := make([]string, len(page.Down))
-	for i, d := range page.Down {
+	names := make([]string, len(down))
+	for i, d := range down {
+		fmt.Fprintf(cmd.ErrOrStderr(), "warning: shard %s did not answer, its items are missing from this page: %s\n", d.Shard, d.Error)
 		names[i] = d.Shard
 	}
 	return exitError{code: exitPartial, err: fmt.Errorf("partial list: shard(s) %s did not answer (the NEXT cursor tries them again from where they were)",
 		strings.Join(names, ", "))}
 }
 
-func printShardedPage(w io.Writer, kindFlag string, page shardlist.Page) error {
+func printShardedPage(w io.Writer, kindFlag string, page workq.ListResult) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintf(tw, "SHARD\tID\tQUEUE\t%s\tSTATE\tATTEMPTS\tRUN/ENDED AT\tLAST ERROR\n", strings.ToUpper(kindFlag))
 	for _, it := range page.Items {
@@ -353,9 +408,8 @@ func printShardedPage(w io.Writer, kindFlag string, page shardlist.Page) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	if page.Next != nil {
-		c := page.Next.String()
-		fmt.Fprintf(w, "NEXT %s (--cursor %s)\n", c, c)
+	if page.Next != "" {
+		fmt.Fprintf(w, "NEXT %s (--cursor %s)\n", page.Next, page.Next)
 	}
 	return nil
 }
@@ -368,21 +422,6 @@ func hasShard(specs []shardSpec, name string) bool {
 	}
 	return false
 }
-
-// downDB stands for a shard that could not be opened: every statement
-// fails with its error, so that shardlist.List reports it down and keeps
-// its position in the cursor like a shard that stopped answering.
-type downDB struct{ err error }
-
-func (d downDB) Exec(context.Context, string, ...any) (pgconn.CommandTag, error) {
-	return pgconn.CommandTag{}, d.err
-}
-func (d downDB) Query(context.Context, string, ...any) (pgx.Rows, error) { return nil, d.err }
-func (d downDB) QueryRow(context.Context, string, ...any) pgx.Row        { return errRow(d) }
-
-type errRow struct{ err error }
-
-func (r errRow) Scan(...any) error { return r.err }
 
 // exitError is an error that ends the process with code instead of 1.
 type exitError struct {

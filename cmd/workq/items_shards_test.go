@@ -129,6 +129,15 @@ func TestItemVerbsSharded(t *testing.T) {
 	if want := []string{fmt.Sprintf("b:%d", ids["b"][1]), fmt.Sprintf("b:%d", ids["b"][0])}; !slices.Equal(got(p), want) {
 		t.Fatalf("--shard-only b: %v, want %v", got(p), want)
 	}
+	// The cursor of a page over every shard pages one shard on from its
+	// place (b's two items were on the first page).
+	p = page{}
+	if err := json.Unmarshal([]byte(run(sharded("jobs", "list", "--shard-only", "b", "--cursor", cursor, "--json")...)), &p); err != nil {
+		t.Fatal(err)
+	}
+	if len(got(p)) != 0 || p.NextCursor != nil {
+		t.Fatalf("--shard-only b --cursor (b done): %v (next %v), want none", got(p), p.NextCursor)
+	}
 
 	// Bad input is refused before any shard is touched, whatever is valid
 	// beside it.

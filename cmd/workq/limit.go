@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"math"
 	"regexp"
 	"strconv"
 	"text/tabwriter"
@@ -11,9 +12,23 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/workq/workq"
-	"github.com/workq/workq/internal/db/gen"
-	"github.com/workq/workq/internal/lease"
+	"github.com/workq/workq/workqtype"
 )
+
+// maxLimit is the largest limit W (workq.Client.SetQueueLimit's).
+const maxLimit = math.MaxInt32
+
+// checkLimit checks the queue and W of `limit set` (w < 0: remove) as
+// SetQueueLimit does, in its words.
+func checkLimit(table workq.Table, queue string, w int) error {
+	if err := workqtype.CheckQueue("queue", queue); err != nil {
+		return fmt.Errorf("set limit %s: %w", table, err)
+	}
+	if w > maxLimit {
+		return fmt.Errorf("set limit of %s/%s: %w", table, queue, workqtype.Invalid("limit", fmt.Sprintf("W must be a whole number from 0 to %d, got %d", maxLimit, w)))
+	}
+	return nil
+}
 
 // negativeNumberFlag matches pflag's error for an argument like -1.
 var negativeNumberFlag = regexp.MustCompile(` in -[0-9]`)
@@ -30,17 +45,17 @@ func newLimitCmd() *cobra.Command {
 	// is wrong with it rather than only that no such flag exists.
 	cmd.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error {
 		if negativeNumberFlag.MatchString(err.Error()) {
-			return fmt.Errorf("%w (W must be a whole number from 0 to %d)", err, lease.MaxLimit)
+			return fmt.Errorf("%w (W must be a whole number from 0 to %d)", err, maxLimit)
 		}
 		return flagError(cmd, err)
 	})
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
-		var table lease.Table
+		var table workq.Table
 		var w int
 		switch {
 		case args[0] == "list" && len(args) == 1:
 		case args[0] == "set" && len(args) == 4, args[0] == "remove" && len(args) == 3:
-			t, err := lease.ParseTable(args[1])
+			t, err := parseTable(args[1])
 			if err != nil {
 				return err
 			}
@@ -49,25 +64,25 @@ func newLimitCmd() *cobra.Command {
 			if args[0] == "set" {
 				n, err := strconv.Atoi(args[3])
 				if err != nil || n < 0 {
-					return fmt.Errorf("set limit of %s/%s: W must be a whole number from 0 to %d, got %q", table, args[2], lease.MaxLimit, args[3])
+					return fmt.Errorf("set limit of %s/%s: W must be a whole number from 0 to %d, got %q", table, args[2], maxLimit, args[3])
 				}
 				w = n
 			}
-			// lease.SetLimit checks the queue name and W's range before it
-			// writes: the API and this command share its messages.
-			if err := lease.CheckLimit(table, args[2], w); err != nil {
+			// The queue name and W's range are checked before anything
+			// connects, in the words of the Client's SetQueueLimit.
+			if err := checkLimit(table, args[2], w); err != nil {
 				return err
 			}
 		default:
 			return fmt.Errorf("usage: workq %s", cmd.Use)
 		}
 		ctx := cmd.Context()
+		client, done, err := opsClient(ctx, cfg, newLogger(cfg, cmd.ErrOrStderr()))
+		if err != nil {
+			return err
+		}
+		defer done()
 		if args[0] != "list" {
-			client, done, err := opsClient(ctx, cfg, newLogger(cfg, cmd.ErrOrStderr()))
-			if err != nil {
-				return err
-			}
-			defer done()
 			q := workq.QueueRef{Table: table, Queue: args[2]}
 			if w < 0 {
 				err = client.RemoveQueueLimit(ctx, q)
@@ -79,14 +94,7 @@ func newLimitCmd() *cobra.Command {
 			}
 			return printLimitSet(cmd.OutOrStdout(), *asJSON, table, args[2], w)
 		}
-		// The list keeps each limit's updated_at, which the Client's
-		// QueueInfo does not carry: it reads the table itself.
-		pool, done, err := connectDB(ctx, cfg, newLogger(cfg, cmd.ErrOrStderr()))
-		if err != nil {
-			return err
-		}
-		defer done()
-		limits, err := gen.New(pool).QueueLimitsList(ctx)
+		limits, err := client.ListQueueLimits(ctx)
 		if err != nil {
 			return err
 		}
@@ -94,19 +102,19 @@ func newLimitCmd() *cobra.Command {
 			type limitJSON struct {
 				Table         string    `json:"table"`
 				Queue         string    `json:"queue"`
-				MaxInProgress int32     `json:"max_in_progress"`
+				MaxInProgress int       `json:"max_in_progress"`
 				UpdatedAt     time.Time `json:"updated_at"`
 			}
 			out := make([]limitJSON, len(limits))
 			for i, l := range limits {
-				out[i] = limitJSON{l.WorkTable, l.Queue, l.MaxInProgress, l.UpdatedAt}
+				out[i] = limitJSON{string(l.Table), l.Queue, l.W, l.UpdatedAt}
 			}
 			return printJSON(cmd.OutOrStdout(), out)
 		}
 		tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "TABLE\tQUEUE\tW")
 		for _, l := range limits {
-			fmt.Fprintf(tw, "%s\t%s\t%d\n", l.WorkTable, l.Queue, l.MaxInProgress)
+			fmt.Fprintf(tw, "%s\t%s\t%d\n", l.Table, l.Queue, l.W)
 		}
 		return tw.Flush()
 	}
@@ -114,7 +122,7 @@ func newLimitCmd() *cobra.Command {
 }
 
 // printLimitSet says what `limit set` or `limit remove` (w < 0) wrote.
-func printLimitSet(out io.Writer, asJSON bool, table lease.Table, queue string, w int) error {
+func printLimitSet(out io.Writer, asJSON bool, table workq.Table, queue string, w int) error {
 	if asJSON {
 		v := map[string]any{"table": table, "queue": queue, "max_in_progress": w}
 		if w < 0 {

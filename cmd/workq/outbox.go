@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"strconv"
 	"strings"
@@ -22,11 +23,8 @@ func newOutboxCmd() *cobra.Command {
 		Use:   "outbox send|list|show|retry|blocked",
 		Short: "Write, inspect and retry outbox messages",
 	}
-	cmd.AddCommand(newOutboxSendCmd(), newOutboxListCmd(), newOutboxShowCmd(), newOutboxRetryCmd(), newOutboxBlockedCmd(),
-		newActionCmd(lease.Outbox, "outbox message", "cancel ID... [--reason R] [--actor A] [--json]",
-			"Cancel outbox messages: ready ones at once, running ones through their relay (cancelled, 'cancelled by <actor>'; a cancelled keyed message does not block its key)", cancelAction),
-		newActionCmd(lease.Outbox, "outbox message", "delete ID... [--json]",
-			"Delete finished (done or failed) outbox messages; deleting a failed head lets its partition key go on", deleteAction))
+	cmd.AddCommand(newOutboxSendCmd(), newOutboxBlockedCmd())
+	cmd.AddCommand(itemCommands(workq.TableOutbox)...)
 	return cmd
 }
 
@@ -96,21 +94,18 @@ func newOutboxSendCmd() *cobra.Command {
 		if err != nil {
 			return err
 		}
-		m.Payload, m.MaxAttempts = raw, cfg.MaxAttempts
-		client := outboxrt.NewClient(outboxrt.ClientOptions{NotifyDebounce: cfg.NotifyDebounce, MaxPayloadBytes: cfg.MaxPayload})
-		if err := client.Validate(m); err != nil {
-			return err
-		}
+		m.Payload, m.MaxAttempts = json.RawMessage(raw), cfg.MaxAttempts
 		ctx := cmd.Context()
-		pool, done, err := connectDB(ctx, cfg, newLogger(cfg, cmd.ErrOrStderr()))
+		client, done, err := opsClient(ctx, cfg, newLogger(cfg, cmd.ErrOrStderr()))
 		if err != nil {
 			return err
 		}
 		defer done()
-		sent, err := client.Send(ctx, pool, m)
+		sent, err := client.Send(ctx, m)
 		if err != nil {
 			return err
 		}
+		sent.Shard = "" // one database: the CLI names no shard
 		if asJSON {
 			return printJSON(cmd.OutOrStdout(), sent)
 		}
@@ -288,11 +283,6 @@ func newOutboxShowCmd() *cobra.Command {
 	return cmd
 }
 
-func newOutboxRetryCmd() *cobra.Command {
-	return newActionCmd(lease.Outbox, "outbox message", "retry ID... [--reason R] [--actor A] [--json]",
-		"Put failed outbox messages back to ready (attempts reset), recorded in the run archive", retryAction)
-}
-
 func newOutboxBlockedCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "blocked [--queue Q] [--all] [--skip-topic T]... [--after-key K] [--limit N] [--json]",
@@ -301,7 +291,7 @@ func newOutboxBlockedCmd() *cobra.Command {
 	}
 	cfg := bindConfig(cmd, "database-url")
 	var (
-		q      outboxrt.KeyQuery
+		q      workq.OutboxKeysParams
 		all    bool
 		asJSON bool
 	)
@@ -321,28 +311,45 @@ func newOutboxBlockedCmd() *cobra.Command {
 		}
 		q.OnlyBlocked = !all
 		ctx := cmd.Context()
-		pool, done, err := connectDB(ctx, cfg, newLogger(cfg, cmd.ErrOrStderr()))
+		client, done, err := opsClient(ctx, cfg, newLogger(cfg, cmd.ErrOrStderr()))
 		if err != nil {
 			return err
 		}
 		defer done()
-		keys, err := outboxrt.Keys(ctx, pool, q)
+		keys, err := client.OutboxKeys(ctx, q)
 		if err != nil {
 			return err
 		}
 		if asJSON {
-			if keys == nil {
-				keys = []outboxrt.KeyHead{}
+			out := make([]keyHeadJSON, len(keys))
+			for i, k := range keys {
+				out[i] = keyHeadJSON{PartitionKey: k.PartitionKey, HeadID: k.HeadID, MessageID: k.MessageID.String(), Topic: k.Topic,
+					Status: k.State, Attempts: k.Attempts, MaxAttempts: k.MaxAttempts, RunAt: k.RunAt, LastError: k.LastError, UpdatedAt: k.UpdatedAt}
 			}
-			return printJSON(cmd.OutOrStdout(), keys)
+			return printJSON(cmd.OutOrStdout(), out)
 		}
 		tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "KEY\tHEAD ID\tTOPIC\tSTATUS\tATTEMPTS\tRUN AT\tLAST ERROR")
 		for _, k := range keys {
-			fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%d/%d\t%s\t%s\n", k.PartitionKey, k.HeadID, k.Topic, k.StatusName,
+			fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%d/%d\t%s\t%s\n", k.PartitionKey, k.HeadID, k.Topic, k.State,
 				k.Attempts, k.MaxAttempts, k.RunAt.Format(time.RFC3339), clip(k.LastError, 60))
 		}
 		return tw.Flush()
 	}
 	return cmd
+}
+
+// keyHeadJSON is a key of `workq outbox blocked --json`, in the names the
+// command has always printed.
+type keyHeadJSON struct {
+	PartitionKey string    `json:"partition_key"`
+	HeadID       int64     `json:"head_id"`
+	MessageID    string    `json:"message_id"`
+	Topic        string    `json:"topic"`
+	Status       string    `json:"status"`
+	Attempts     int32     `json:"attempts"`
+	MaxAttempts  int32     `json:"max_attempts"`
+	RunAt        time.Time `json:"run_at"`
+	LastError    string    `json:"last_error,omitempty"`
+	UpdatedAt    time.Time `json:"updated_at"`
 }

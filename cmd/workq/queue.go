@@ -7,8 +7,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/workq/workq"
-	"github.com/workq/workq/internal/admin"
-	"github.com/workq/workq/internal/lease"
 )
 
 func newQueueCmd() *cobra.Command {
@@ -33,7 +31,7 @@ func newQueuePauseCmd(pause bool) *cobra.Command {
 	}
 	asJSON := f.Bool("json", false, "print JSON")
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
-		table, err := lease.ParseTable(args[0])
+		table, err := parseTable(args[0])
 		if err != nil {
 			return err
 		}
@@ -72,18 +70,12 @@ func newQueueListCmd() *cobra.Command {
 	cfg := bindConfig(cmd, "database-url")
 	asJSON := cmd.Flags().Bool("json", false, "print JSON")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
-		ctx := cmd.Context()
-		pool, done, err := connectDB(ctx, cfg, newLogger(cfg, cmd.ErrOrStderr()))
-		if err != nil {
-			return err
-		}
-		defer done()
-		out, err := admin.Queues(ctx, pool)
+		out, err := listQueues(cmd, cfg)
 		if err != nil {
 			return err
 		}
 		if *asJSON {
-			return printJSON(cmd.OutOrStdout(), out)
+			return printJSON(cmd.OutOrStdout(), queuesJSON(out))
 		}
 		tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "TABLE\tQUEUE\tSTATE\tW\tREADY\tSCHEDULED\tIN PROGRESS\tDONE\tFAILED\tOLDEST READY")

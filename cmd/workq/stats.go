@@ -6,8 +6,6 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-
-	"github.com/workq/workq/internal/admin"
 )
 
 func newStatsCmd() *cobra.Command {
@@ -19,18 +17,12 @@ func newStatsCmd() *cobra.Command {
 	cfg := bindConfig(cmd, "database-url")
 	asJSON := cmd.Flags().Bool("json", false, "print JSON")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
-		ctx := cmd.Context()
-		pool, done, err := connectDB(ctx, cfg, newLogger(cfg, cmd.ErrOrStderr()))
-		if err != nil {
-			return err
-		}
-		defer done()
-		qs, err := admin.Queues(ctx, pool)
+		qs, err := listQueues(cmd, cfg)
 		if err != nil {
 			return err
 		}
 		if *asJSON {
-			return printJSON(cmd.OutOrStdout(), qs)
+			return printJSON(cmd.OutOrStdout(), queuesJSON(qs))
 		}
 		tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', tabwriter.AlignRight)
 		fmt.Fprintln(tw, "TABLE\tQUEUE\tREADY\tSCHEDULED\tIN PROGRESS\tEXPIRED\tDONE\tFAILED\tOLDEST READY\tCLAIMS/S\tCOMPLETIONS/S\t")
@@ -44,8 +36,7 @@ func newStatsCmd() *cobra.Command {
 }
 
 // age prints a wait as "-" (none) or rounded to what a reader needs.
-func age(d admin.Duration) string {
-	t := time.Duration(d)
+func age(t time.Duration) string {
 	switch {
 	case t <= 0:
 		return "-"

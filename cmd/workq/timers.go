@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
@@ -11,7 +12,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/workq/workq"
-	"github.com/workq/workq/internal/lease"
 	"github.com/workq/workq/internal/timersrt"
 	"github.com/workq/workq/timers"
 	"github.com/workq/workq/workqtype"
@@ -23,11 +23,8 @@ func newTimersCmd() *cobra.Command {
 		Short: "Schedule, cancel, list and show durable timers",
 		Args:  cobra.NoArgs,
 	}
-	cmd.AddCommand(newTimersScheduleCmd(), newTimersCancelCmd(), newTimersListCmd(), newTimersShowCmd(),
-		newActionCmd(lease.Timers, "timer", "retry ID... [--reason R] [--actor A] [--json]",
-			"Put failed or cancelled timers back to ready (due now, attempts reset), recorded in the run archive", retryAction),
-		newActionCmd(lease.Timers, "timer", "delete ID... [--json]",
-			"Delete finished (done, failed or cancelled) timers; their archived attempts stay", deleteAction))
+	cmd.AddCommand(newTimersScheduleCmd(), newTimersCancelCmd())
+	cmd.AddCommand(itemCommands(workq.TableTimers)...)
 	return cmd
 }
 
@@ -83,19 +80,15 @@ func newTimersScheduleCmd() *cobra.Command {
 		if err != nil {
 			return err
 		}
-		timer.Payload = raw
+		timer.Payload = json.RawMessage(raw)
 		timer.MaxAttempts = cfg.MaxAttempts
-		client := timersrt.NewClient(timersrt.ClientOptions{NotifyDebounce: cfg.NotifyDebounce, MaxPayloadBytes: cfg.MaxPayload})
-		if err := client.Validate(timer); err != nil {
-			return err
-		}
 		ctx := cmd.Context()
-		pool, done, err := connectDB(ctx, cfg, newLogger(cfg, cmd.ErrOrStderr()))
+		client, done, err := opsClient(ctx, cfg, newLogger(cfg, cmd.ErrOrStderr()))
 		if err != nil {
 			return err
 		}
 		defer done()
-		res, err := client.Schedule(ctx, pool, timer)
+		res, err := client.ScheduleTimer(ctx, timer)
 		if err != nil {
 			return err
 		}

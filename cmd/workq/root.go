@@ -29,16 +29,13 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 	}
 	root.SetOut(stdout)
 	root.SetErr(stderr)
+	root.AddCommand(newKindCmds()...)
 	root.AddCommand(
 		newMigrateCmd(), newEnqueueCmd(), newWorkerCmd(), newReaperCmd(),
 		newRunCmd(), newBenchCmd(), newStatsCmd(), newLimitCmd(), newConfigCmd(), newLockCmd(), newMaintainCmd(),
-		newOutboxCmd(),
-		newInboxCmd(),
-		newTimersCmd(),
 		newSchedulesCmd(),
 		newShardLimitCmd(),
 		newQueueCmd(),
-		newJobsCmd(),
 		newAPICmd(),
 		newDoctorCmd(),
 		newVersionCmd(),

@@ -17,6 +17,7 @@ var inbox = Kind{
 	Name:        "inbox",
 	Title:       "Inbox",
 	Noun:        "inbox message",
+	RetryWord:   "revive",
 	KindLabel:   WordTopic,
 	ClaimedKind: WordSource,
 	// Finished messages stay for the de-duplication window (the

@@ -17,6 +17,7 @@ var jobRuns = Kind{
 	Name:        "jobs",
 	Title:       "Job runs",
 	Noun:        "job run",
+	RetryWord:   "retry",
 	KindLabel:   WordKind,
 	ClaimedKind: WordKind,
 	HasMetadata: true,

@@ -37,6 +37,9 @@ type Kind struct {
 	Title string
 	// Noun names one item in messages: "job run", "outbox message".
 	Noun string
+	// RetryWord is what the kind calls putting a failed item back to
+	// ready: "retry", or the inbox's "revive" (its dead messages).
+	RetryWord string
 	// KindLabel is what Item.Kind is for the kind: WordKind (a job's
 	// kind) or WordTopic; the CLI's filter flag has this name.
 	KindLabel string

@@ -16,6 +16,7 @@ var outbox = Kind{
 	Name:        "outbox",
 	Title:       "Outbox",
 	Noun:        "outbox message",
+	RetryWord:   "retry",
 	KindLabel:   WordTopic,
 	ClaimedKind: WordTopic,
 	State:       lease.Status.String,

@@ -16,6 +16,7 @@ var timers = Kind{
 	Name:        "timers",
 	Title:       "Timers",
 	Noun:        "timer",
+	RetryWord:   "retry",
 	KindLabel:   WordTopic,
 	ClaimedKind: WordTopic,
 	State:       timersrt.StateOf,

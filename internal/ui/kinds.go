@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/workq/workq"
+	"github.com/workq/workq/internal/kinds"
 )
 
 // kindPage is what the dashboard's pages say of one kind of work (one
@@ -15,24 +16,14 @@ type kindPage struct {
 	RetryWord  string // the retry action in messages ("retry", the inbox's "revive")
 }
 
-// kindPages is the per-kind metadata of the pages, by table.
-//
-// TODO(kinds): from internal/kinds (the registry's title and retry word
-// of each kind) once it lands; until then this one table.
-var kindPages = map[workq.Table]kindPage{
-	workq.TableJobRuns: {Title: "Job runs", RetryLabel: "Retry", RetryWord: "retry"},
-	workq.TableOutbox:  {Title: "Outbox", RetryLabel: "Retry", RetryWord: "retry"},
-	workq.TableInbox:   {Title: "Inbox", RetryLabel: "Revive", RetryWord: "revive"},
-	workq.TableTimers:  {Title: "Timers", RetryLabel: "Retry", RetryWord: "retry"},
-}
-
-// kindPageOf is t's metadata (its name as the title for a table the
-// table above lacks).
+// kindPageOf is t's metadata, from the registry of kinds (its name as
+// the title for a table the registry lacks).
 func kindPageOf(t workq.Table) kindPage {
-	if k, ok := kindPages[t]; ok {
-		return k
+	k, ok := kinds.Of(t)
+	if !ok {
+		return kindPage{Title: string(t), RetryLabel: "Retry", RetryWord: "retry"}
 	}
-	return kindPage{Title: string(t), RetryLabel: "Retry", RetryWord: "retry"}
+	return kindPage{Title: k.Title, RetryLabel: strings.ToUpper(k.RetryWord[:1]) + k.RetryWord[1:], RetryWord: k.RetryWord}
 }
 
 func tableTitle(t workq.Table) string { return kindPageOf(t).Title }

@@ -3,6 +3,8 @@ package workq
 import (
 	"context"
 	"log/slog"
+	"maps"
+	"slices"
 	"time"
 
 	"github.com/workq/workq/internal/jobq"
@@ -159,6 +161,11 @@ func (c *Client) aroundEnqueue(ctx context.Context, params []EnqueueParams, sing
 		if a, ok := p.Args.(ArgsWithOpts); ok {
 			o = o.merge(a.EnqueueOpts())
 		}
+		// The middleware may change what it gets in place: its own copy of
+		// the maps and slices, never the caller's options (reused, perhaps
+		// by other goroutines) or those the Args return for every job.
+		o.Metadata = maps.Clone(o.Metadata)
+		o.Unique.ByStates = slices.Clone(o.Unique.ByStates)
 		ps[i] = &EnqueueParams{Args: p.Args, Opts: &o}
 	}
 	call := func(ctx context.Context) ([]Enqueued, error) {

@@ -156,33 +156,35 @@ func TestRiverPortService(t *testing.T) {
 			t.Error(err)
 		}
 	}()
+	// Events of different items interleave in any order: keep every one
+	// and wait for the one wanted among them.
 	var evMu sync.Mutex
+	var all []*workq.Event
 	seen := map[int64][]workq.EventKind{}
-	evCh := make(chan *workq.Event, 100)
 	go func() {
 		for ev := range events {
 			evMu.Lock()
+			all = append(all, ev)
 			seen[ev.Work.ID] = append(seen[ev.Work.ID], ev.Kind)
 			evMu.Unlock()
-			evCh <- ev
 		}
-		close(evCh)
 	}()
 	waitEvent := func(what string, f func(*workq.Event) bool) *workq.Event {
 		t.Helper()
-		timeout := time.After(20 * time.Second)
+		deadline := time.Now().Add(20 * time.Second)
 		for {
-			select {
-			case ev, ok := <-evCh:
-				if !ok {
-					t.Fatalf("%s: subscription closed", what)
-				}
+			evMu.Lock()
+			for _, ev := range all {
 				if f(ev) {
+					evMu.Unlock()
 					return ev
 				}
-			case <-timeout:
+			}
+			evMu.Unlock()
+			if time.Now().After(deadline) {
 				t.Fatalf("%s: no event in 20s", what)
 			}
+			time.Sleep(10 * time.Millisecond)
 		}
 	}
 

@@ -15,9 +15,12 @@
 //	...
 //	client.Stop(ctx)
 //
-// Feature packages (outbox, inbox, timers, schedule) hold each kind's
-// message types and its operator functions; workqtype holds the types every
-// package shares; admin, api and metrics serve operators.
+// The Client is the whole Go API, operators' reads and actions included
+// (Get, List, Retry, Cancel, Delete, PauseQueue...). Packages outbox, inbox
+// and timers hold the types of their kind of work; workqtype the types every
+// package shares (this package re-exports those a Client's user needs); publish the outbox's
+// publishers (webhook, NATS JetStream); migrate the schema's migrations;
+// workqtest the helpers of tests; api the HTTP API, a user of the Client.
 package workq
 
 import (
@@ -562,14 +565,14 @@ const maintenanceStopBound = 10 * time.Second
 // Stop stops claiming, lets in-flight handlers finish for the worker's
 // drain timeout (or until ctx ends), releases the rest, flushes every
 // completion and ends the maintenance. It returns within the drain timeout
-// plus the stop bound, whatever the database does: worker.StopBound plus
+// plus the stop bound, whatever the database does: StopBound plus
 // 1 s for the worker, then 10 s for the maintenance, and on a sharded
 // Client with GlobalLimits up to 10 s more for its leader (about 16 s, or
 // 26 s, at worst).
 //
 // A ctx that has ended (even before Stop is called, as the context of
 // signal.NotifyContext after Ctrl-C) only cuts the drain short: handlers
-// are cancelled at once (worker.ErrShutdown), and every lease the Client
+// are cancelled at once (ErrShutdown), and every lease the Client
 // holds (items, the maintenance leadership) is still released or completed
 // before Stop returns, within the stop bound. Stop returns nil
 // then, unless a lease could not be released in that bound (the database

@@ -25,7 +25,7 @@ type MaintenanceConfig struct {
 	LeaderTTL    time.Duration // a dead leader is replaced within it; default 15s
 	ReapInterval time.Duration // expired leases are requeued this often; default 5s
 	ReapBatch    int           // rows per reap statement; default 200
-	// RetainFinished and RetainRuns: done and failed items, and archived
+	// RetainFinished and RetainRuns: done, failed and cancelled items, and archived
 	// attempts, are deleted this long after they ended; default 7 days,
 	// negative keeps them. The run archive is partitioned by UTC day and
 	// goes a whole day at a time (its partition is dropped once the day is

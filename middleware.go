@@ -3,6 +3,8 @@ package workq
 import (
 	"context"
 	"log/slog"
+	"maps"
+	"slices"
 	"time"
 
 	"github.com/workq/workq/internal/jobq"
@@ -24,11 +26,17 @@ type QueueConfig struct {
 type RetryPolicy func(attempt int, err error) time.Duration
 
 // RetryAt makes a handler's err retry its item at t instead of after the
-// backoff; see worker.RetryAt. It still uses an attempt.
+// backoff (Worker.NextRetry and Config.RetryPolicy are passed over). It is a
+// retry like any other error: it uses an attempt, an item with none left
+// fails, and Permanent or Snooze win. t is on this process's clock: the
+// delay until t is added to the database's now(). A zero t chooses no
+// time (NextRetry, the RetryPolicy or the backoff then do); a t in the past
+// retries at once. The item's last error
+// is err's text (nil err: "retry requested").
 func RetryAt(t time.Time, err error) error { return worker.RetryAt(t, err) }
 
-// RetryIn makes a handler's err retry its item after d instead of after
-// the backoff; see worker.RetryIn.
+// RetryIn is RetryAt(time.Now().Add(d), err): err retries its item after
+// d instead of after the backoff.
 func RetryIn(d time.Duration, err error) error { return worker.RetryIn(d, err) }
 
 // EnqueueMiddleware runs around every job enqueue of the Client (Enqueue,
@@ -159,6 +167,11 @@ func (c *Client) aroundEnqueue(ctx context.Context, params []EnqueueParams, sing
 		if a, ok := p.Args.(ArgsWithOpts); ok {
 			o = o.merge(a.EnqueueOpts())
 		}
+		// The middleware may change what it gets in place: its own copy of
+		// the maps and slices, never the caller's options (reused, perhaps
+		// by other goroutines) or those the Args return for every job.
+		o.Metadata = maps.Clone(o.Metadata)
+		o.Unique.ByStates = slices.Clone(o.Unique.ByStates)
 		ps[i] = &EnqueueParams{Args: p.Args, Opts: &o}
 	}
 	call := func(ctx context.Context) ([]Enqueued, error) {

@@ -66,10 +66,21 @@ func ShardOf(names []string, key string) string {
 // key, an outbox partition key, an inbox (source, message id), a schedule's
 // name. (A unique job's key is its unique key without the period; an
 // outbox message's is ShardKeyOutbox.)
-func ShardKeyDedup(key string) string               { return "dedup\x00" + key }
-func ShardKeyPartition(key string) string           { return "partition\x00" + key }
-func ShardKeyInbox(source, messageID string) string { return "inbox\x00" + source + "\x00" + messageID }
-func ShardKeySchedule(name string) string           { return "schedule\x00" + name }
+func ShardKeyDedup(key string) string { return "dedup\x00" + key }
+
+// ShardKeyPartition is the route key of an outbox partition key
+// (workq.PartitionKey).
+func ShardKeyPartition(key string) string { return "partition\x00" + key }
+
+// ShardKeyInbox is the route key of an inbox message, its (source, message
+// id) (workq.InboxKey).
+func ShardKeyInbox(source, messageID string) string {
+	return "inbox\x00" + source + "\x00" + messageID
+}
+
+// ShardKeySchedule is the route key of a schedule's name
+// (workq.ScheduleKey).
+func ShardKeySchedule(name string) string { return "schedule\x00" + name }
 
 // ShardKeyOutbox is the route key of an outbox message: its partition key
 // (ShardKeyPartition) when it has one; else, when the caller set its

@@ -30,7 +30,7 @@ type clientSetting struct {
 	none bool
 	// zeroIsNone keeps the CLI's old spelling of none, 0, for the settings
 	// whose help said "0 = none" before the CLI took the library's
-	// convention (docs/notes-h29cfg.md).
+	// convention (docs/design.md §28, "One configuration").
 	zeroIsNone bool
 	// zeroOK: the setting's zero value is a value of its own ("" = off,
 	// false), not the library's "take the default".

@@ -98,7 +98,7 @@ func TestCLIRejectsInvalidInput(t *testing.T) {
 		{name: "worker --outbox without publishers", db: true, args: []string{"worker", "--outbox"}, want: []string{"no outbox publisher is configured"}},
 		{name: "worker outbox webhook host not allowed", db: true, args: []string{"worker", "--outbox-webhook", "orders=http://example.com/x", "--outbox-webhook-secret", "s"},
 			want: []string{`host "example.com" is not in --webhook-allow`}},
-		// A negative retention is none (workq.Config's convention, docs/notes-h29cfg.md): TestNoneSpellings.
+		// A negative retention is none (workq.Config's convention, docs/design.md §28, "One configuration"): TestNoneSpellings.
 		{name: "maintain retention not a duration", args: []string{"maintain", "--retain-finished", "forever"}, want: []string{`--retain-finished "forever": want a duration`}},
 		{name: "maintain short leader ttl", args: []string{"maintain", "--leader-ttl", "100ms"}, want: []string{"--leader-ttl: leader TTL must be at least 1s, got 100ms"}},
 		// enqueue

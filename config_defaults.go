@@ -2,7 +2,7 @@ package workq
 
 import (
 	"errors"
-		"slices"
+	"slices"
 
 	"github.com/workq/workq/internal/dbschema"
 	"github.com/workq/workq/internal/worker"

@@ -431,3 +431,14 @@ func unavailable[T any](what string, answers []shardlist.Answer[T]) error {
 	}
 	return &ShardsError{Op: what, Failed: failed} // ready.go
 }
+
+// onEveryShard runs f on every shard of c at once (one database: on it);
+// a shard that fails fails the call, naming it (what says what failed).
+func onEveryShard[T any](ctx context.Context, c *Client, what string, f func(ctx context.Context, sh shardlist.Shard) (T, error)) ([]shardlist.Answer[T], error) {
+	shards, _ := c.shardsOf("")
+	answers := shardlist.Each(ctx, shards, 0, f)
+	if err := unavailable(what, answers); err != nil {
+		return nil, err
+	}
+	return answers, nil
+}

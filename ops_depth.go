@@ -38,11 +38,10 @@ func (c *Client) QueueDepths(ctx context.Context) (_ []QueueDepth, err error) {
 	if err := checkCtx(ctx); err != nil {
 		return nil, err
 	}
-	shards, _ := c.shardsOf("")
-	answers := shardlist.Each(ctx, shards, 0, func(ctx context.Context, sh shardlist.Shard) ([]admin.Depth, error) {
+	answers, err := onEveryShard(ctx, c, "queue depths", func(ctx context.Context, sh shardlist.Shard) ([]admin.Depth, error) {
 		return admin.Depths(ctx, sh.DB)
 	})
-	if err := unavailable("queue depths", answers); err != nil {
+	if err != nil {
 		return nil, err
 	}
 	var out []QueueDepth

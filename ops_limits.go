@@ -33,11 +33,10 @@ func (c *Client) ListQueueLimits(ctx context.Context) (_ []QueueLimitInfo, err e
 	if err := checkCtx(ctx); err != nil {
 		return nil, err
 	}
-	shards, _ := c.shardsOf("")
-	answers := shardlist.Each(ctx, shards, 0, func(ctx context.Context, sh shardlist.Shard) ([]admin.LimitRow, error) {
+	answers, err := onEveryShard(ctx, c, "list queue limits", func(ctx context.Context, sh shardlist.Shard) ([]admin.LimitRow, error) {
 		return admin.Limits(ctx, sh.DB)
 	})
-	if err := unavailable("list queue limits", answers); err != nil {
+	if err != nil {
 		return nil, err
 	}
 	var out []QueueLimitInfo

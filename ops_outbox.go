@@ -77,12 +77,11 @@ func (c *Client) OutboxKeys(ctx context.Context, p OutboxKeysParams) (_ []Outbox
 	if p.Limit < 1 || p.Limit > MaxOutboxKeys {
 		return nil, workqtype.Invalid("limit", fmt.Sprintf("limit %d: want 1 to %d", p.Limit, MaxOutboxKeys))
 	}
-	shards, _ := c.shardsOf("")
-	answers := shardlist.Each(ctx, shards, 0, func(ctx context.Context, sh shardlist.Shard) ([]outboxrt.KeyHead, error) {
+	answers, err := onEveryShard(ctx, c, "outbox keys of "+p.Queue, func(ctx context.Context, sh shardlist.Shard) ([]outboxrt.KeyHead, error) {
 		return outboxrt.Keys(ctx, sh.DB, outboxrt.KeyQuery{Queue: p.Queue, OnlyBlocked: p.OnlyBlocked, SkipTopics: p.SkipTopics,
 			AfterKey: p.AfterKey, Limit: p.Limit})
 	})
-	if err := unavailable("outbox keys of "+p.Queue, answers); err != nil {
+	if err != nil {
 		return nil, err
 	}
 	var out []OutboxKeyHead

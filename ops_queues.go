@@ -220,11 +220,10 @@ func (c *Client) ListQueues(ctx context.Context) (_ []QueueInfo, err error) {
 	if err := checkCtx(ctx); err != nil {
 		return nil, err
 	}
-	shards, _ := c.shardsOf("")
-	answers := shardlist.Each(ctx, shards, 0, func(ctx context.Context, sh shardlist.Shard) ([]admin.Queue, error) {
+	answers, err := onEveryShard(ctx, c, "list queues", func(ctx context.Context, sh shardlist.Shard) ([]admin.Queue, error) {
 		return admin.Queues(ctx, sh.DB)
 	})
-	if err := unavailable("list queues", answers); err != nil {
+	if err != nil {
 		return nil, err
 	}
 	if c.set == nil {
@@ -266,7 +265,7 @@ func (c *Client) ListQueues(ctx context.Context) (_ []QueueInfo, err error) {
 		s := sums[k]
 		info := queueInfo(s.total, "")
 		info.Shards, info.PausedShards = s.rows, s.pausedShards
-		info.Paused = len(s.pausedShards) == len(shards)
+		info.Paused = len(s.pausedShards) == len(answers)
 		out = append(out, info)
 	}
 	slices.SortFunc(out, func(a, b QueueInfo) int {

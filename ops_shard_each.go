@@ -70,8 +70,7 @@ func (c *Client) QueueControls(ctx context.Context) (_ []QueueControl, err error
 	if err := checkCtx(ctx); err != nil {
 		return nil, err
 	}
-	shards, _ := c.shardsOf("")
-	answers := shardlist.Each(ctx, shards, 0, func(ctx context.Context, sh shardlist.Shard) ([]QueueControl, error) {
+	answers, err := onEveryShard(ctx, c, "queue controls", func(ctx context.Context, sh shardlist.Shard) ([]QueueControl, error) {
 		paused, err := lease.Paused(ctx, sh.DB)
 		if err != nil {
 			return nil, err
@@ -103,7 +102,7 @@ func (c *Client) QueueControls(ctx context.Context) (_ []QueueControl, err error
 		}
 		return out, nil
 	})
-	if err := unavailable("queue controls", answers); err != nil {
+	if err != nil {
 		return nil, err
 	}
 	var out []QueueControl

@@ -39,6 +39,13 @@ var funcs = template.FuncMap{
 	"sub":   func(a, b int64) int64 { return a - b },
 	"list":  func(s ...string) []string { return s },
 	"took":  func(a, b time.Time) string { return b.Sub(a).Round(time.Millisecond).String() },
+	// The registry of kinds, for the templates: the nav's item pages, what
+	// a table calls an item's kind, its retry button and its own state
+	// words.
+	"kindPages":  kindNav,
+	"kindLabel":  kindLabel,
+	"retryLabel": func(t any) string { return kindPageOf(tmplTable(t)).RetryLabel },
+	"ownStates":  ownStates,
 }
 
 func formatTime(t time.Time) string {

@@ -45,3 +45,52 @@ func tableList() string {
 	}
 	return strings.Join(names[:len(names)-1], ", ") + " and " + names[len(names)-1]
 }
+
+// navEntry is one item page in the nav.
+type navEntry struct{ Table, Title string }
+
+// kindNav lists the item pages of every kind, in registry order.
+func kindNav() []navEntry {
+	var out []navEntry
+	for _, k := range kinds.All() {
+		out = append(out, navEntry{Table: string(k.Table), Title: k.Title})
+	}
+	return out
+}
+
+// tableOf reads a template's table value (a workq.Table or its name).
+func tmplTable(t any) workq.Table {
+	switch v := t.(type) {
+	case workq.Table:
+		return v
+	case string:
+		return workq.Table(v)
+	}
+	return ""
+}
+
+// kindLabel is what the table calls an item's kind, capitalised: "Kind"
+// (job runs) or "Topic".
+func kindLabel(t any) string {
+	k, ok := kinds.Of(tmplTable(t))
+	if !ok || k.KindLabel == "" {
+		return "Kind"
+	}
+	return strings.ToUpper(k.KindLabel[:1]) + k.KindLabel[1:]
+}
+
+// ownStates are the table's own state words a filter offers beyond the
+// shared ones (the inbox's processing, processed, dead).
+func ownStates(t any) []string {
+	k, ok := kinds.Of(tmplTable(t))
+	if !ok {
+		return nil
+	}
+	var own []string
+	for _, w := range k.States {
+		if !slices.Contains(kinds.StatusNames, w) {
+			own = append(own, w)
+		}
+	}
+	return own
+}

@@ -36,6 +36,10 @@ const (
 	MisfireRunAll  MisfirePolicy = "run_all"  // every missed slot runs, the latest MisfireCap of them
 )
 
+// DefaultMisfireCap is a schedule's MisfireCap when it sets none: under
+// misfire policy run_all, at most this many missed slots run.
+const DefaultMisfireCap = 100
+
 // ScheduleSpec describes a cron schedule to create: its slots become job
 // runs of Kind on Queue. docs/schedules.md describes every field.
 type ScheduleSpec struct {

@@ -10,8 +10,8 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/workq/workq"
 	"github.com/workq/workq/internal/config"
-	"github.com/workq/workq/internal/schedule"
 	"github.com/workq/workq/workqtype"
 )
 
@@ -41,24 +41,26 @@ func (s *scheduleFlags) register(f *pflag.FlagSet) {
 	f.StringVar(&s.kind, "kind", "", "job kind of the runs (selects the handler)")
 	f.StringVar(&s.payload, "payload", "{}", "JSON object; @FILE reads it from a file, - from standard input")
 	f.Int16Var(&s.priority, "priority", 0, "priority of the runs (higher runs first)")
-	f.IntVar(&s.maxAttempts, "max-attempts", schedule.DefaultMaxAttempts, "max attempts of each run (1-1000)")
-	f.StringVar(&s.overlap, "overlap", string(schedule.OverlapAllow), "allow, or skip a slot while the previous run is ready or running")
-	f.StringVar(&s.misfire, "misfire", string(schedule.MisfireRunOnce), "after downtime: run_once, skip (the missed slots) or run_all (up to --misfire-cap)")
-	f.IntVar(&s.misfireCap, "misfire-cap", schedule.DefaultMisfireCap, "run_all: at most this many missed slots run")
+	f.IntVar(&s.maxAttempts, "max-attempts", workqtype.DefaultMaxAttempts, "max attempts of each run (1-1000)")
+	f.StringVar(&s.overlap, "overlap", string(workq.OverlapAllow), "allow, or skip a slot while the previous run is ready or running")
+	f.StringVar(&s.misfire, "misfire", string(workq.MisfireRunOnce), "after downtime: run_once, skip (the missed slots) or run_all (up to --misfire-cap)")
+	f.IntVar(&s.misfireCap, "misfire-cap", workqtype.DefaultMisfireCap, "run_all: at most this many missed slots run")
 }
 
-// withPool connects, runs f and closes.
-func withPool(cmd *cobra.Command, cfg *config.Config, f func(ctx context.Context, pool workqtype.TxDB) error) error {
+// withClient connects the operator's Client (opsClient), runs f with it
+// and closes: the schedules commands read and write through the Client's
+// schedule methods, as a library user would.
+func withClient(cmd *cobra.Command, cfg *config.Config, f func(ctx context.Context, c *workq.Client) error) error {
 	if cfg.MaxPayload < 1 || cfg.MaxPayload > config.MaxPayloadCeiling {
 		return fmt.Errorf("--max-payload must be between 1 and %d bytes, got %d", config.MaxPayloadCeiling, cfg.MaxPayload)
 	}
 	ctx := cmd.Context()
-	pool, done, err := connectDB(ctx, cfg, newLogger(cfg, cmd.ErrOrStderr()))
+	c, done, err := opsClient(ctx, cfg, newLogger(cfg, cmd.ErrOrStderr()))
 	if err != nil {
 		return err
 	}
 	defer done()
-	return f(ctx, pool)
+	return f(ctx, c)
 }
 
 func oneName(cmd *cobra.Command, args []string) error {
@@ -68,7 +70,7 @@ func oneName(cmd *cobra.Command, args []string) error {
 	return nil
 }
 
-func printSchedule(cmd *cobra.Command, asJSON bool, sc schedule.Schedule, verb string) error {
+func printSchedule(cmd *cobra.Command, asJSON bool, sc workq.Schedule, verb string) error {
 	if asJSON {
 		return printJSON(cmd.OutOrStdout(), sc)
 	}
@@ -108,20 +110,19 @@ func newSchedulesAddCmd() *cobra.Command {
 		if err != nil {
 			return err
 		}
-		sp := schedule.Spec{
+		sp := workq.ScheduleSpec{
 			Name: args[0], Cron: sf.cron, Timezone: sf.timezone, Queue: sf.queue, Kind: sf.kind, Payload: raw,
-			Priority: sf.priority, MaxAttempts: sf.maxAttempts, Overlap: schedule.OverlapPolicy(sf.overlap),
-			Misfire: schedule.MisfirePolicy(sf.misfire), MisfireCap: sf.misfireCap, Disabled: disabled,
+			Priority: sf.priority, MaxAttempts: sf.maxAttempts, Overlap: workq.OverlapPolicy(sf.overlap),
+			Misfire: workq.MisfirePolicy(sf.misfire), MisfireCap: sf.misfireCap, Disabled: disabled,
 		}
 		if sf.queue == "" || sf.timezone == "" || sf.maxAttempts == 0 || sf.misfireCap == 0 {
 			return fmt.Errorf("%w: --queue, --timezone, --max-attempts and --misfire-cap must not be empty or zero (omit them for the defaults)", workqtype.ErrInvalid)
 		}
-		st := schedule.NewStore(schedule.StoreOptions{MaxPayloadBytes: cfg.MaxPayload})
-		if err := st.Validate(sp); err != nil {
-			return err
-		}
-		return withPool(cmd, cfg, func(ctx context.Context, pool workqtype.TxDB) error {
-			sc, err := st.Create(ctx, pool, sp)
+		// CreateSchedule validates sp before it touches the database (the
+		// same checks and messages as before); the Client's payload limit
+		// is --max-payload (clientConfig).
+		return withClient(cmd, cfg, func(ctx context.Context, client *workq.Client) error {
+			sc, err := client.CreateSchedule(ctx, sp)
 			if err != nil {
 				return err
 			}
@@ -148,7 +149,7 @@ func newSchedulesUpdateCmd() *cobra.Command {
 			return err
 		}
 		f := cmd.Flags()
-		var c schedule.Changes
+		var c workq.ScheduleChanges
 		str := func(name string, v string) *string {
 			if f.Changed(name) {
 				return &v
@@ -163,11 +164,11 @@ func newSchedulesUpdateCmd() *cobra.Command {
 			c.MaxAttempts = &sf.maxAttempts
 		}
 		if f.Changed("overlap") {
-			o := schedule.OverlapPolicy(sf.overlap)
+			o := workq.OverlapPolicy(sf.overlap)
 			c.Overlap = &o
 		}
 		if f.Changed("misfire") {
-			m := schedule.MisfirePolicy(sf.misfire)
+			m := workq.MisfirePolicy(sf.misfire)
 			c.Misfire = &m
 		}
 		if f.Changed("misfire-cap") {
@@ -180,12 +181,11 @@ func newSchedulesUpdateCmd() *cobra.Command {
 			}
 			c.Payload = raw
 		}
-		if c == (schedule.Changes{}) {
+		if c == (workq.ScheduleChanges{}) {
 			return fmt.Errorf("nothing to update: give at least one of --cron --timezone --kind --queue --payload --priority --max-attempts --overlap --misfire --misfire-cap")
 		}
-		st := schedule.NewStore(schedule.StoreOptions{MaxPayloadBytes: cfg.MaxPayload})
-		return withPool(cmd, cfg, func(ctx context.Context, pool workqtype.TxDB) error {
-			sc, err := st.Update(ctx, pool, args[0], c)
+		return withClient(cmd, cfg, func(ctx context.Context, client *workq.Client) error {
+			sc, err := client.UpdateSchedule(ctx, args[0], c)
 			if err != nil {
 				return err
 			}
@@ -208,13 +208,12 @@ func newSchedulesToggleCmd(verb string) *cobra.Command {
 		if err := oneName(cmd, args); err != nil {
 			return err
 		}
-		st := schedule.NewStore(schedule.StoreOptions{})
-		return withPool(cmd, cfg, func(ctx context.Context, pool workqtype.TxDB) error {
-			f := st.Enable
+		return withClient(cmd, cfg, func(ctx context.Context, client *workq.Client) error {
+			f := client.EnableSchedule
 			if verb == "disable" {
-				f = st.Disable
+				f = client.DisableSchedule
 			}
-			sc, err := f(ctx, pool, args[0])
+			sc, err := f(ctx, args[0])
 			if err != nil {
 				return err
 			}
@@ -233,8 +232,8 @@ func newSchedulesRemoveCmd() *cobra.Command {
 		if err := oneName(cmd, args); err != nil {
 			return err
 		}
-		return withPool(cmd, cfg, func(ctx context.Context, pool workqtype.TxDB) error {
-			if err := schedule.NewStore(schedule.StoreOptions{}).Delete(ctx, pool, args[0]); err != nil {
+		return withClient(cmd, cfg, func(ctx context.Context, client *workq.Client) error {
+			if err := client.DeleteSchedule(ctx, args[0]); err != nil {
 				return err
 			}
 			if asJSON {
@@ -253,14 +252,14 @@ func newSchedulesListCmd() *cobra.Command {
 	var asJSON bool
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
-		return withPool(cmd, cfg, func(ctx context.Context, pool workqtype.TxDB) error {
-			list, err := schedule.NewStore(schedule.StoreOptions{}).List(ctx, pool)
+		return withClient(cmd, cfg, func(ctx context.Context, client *workq.Client) error {
+			list, err := client.ListSchedules(ctx)
 			if err != nil {
 				return err
 			}
 			if asJSON {
 				if list == nil {
-					list = []schedule.Schedule{}
+					list = []workq.Schedule{}
 				}
 				return printJSON(cmd.OutOrStdout(), list)
 			}
@@ -299,8 +298,8 @@ func newSchedulesTriggerCmd() *cobra.Command {
 		if err := oneName(cmd, args); err != nil {
 			return err
 		}
-		return withPool(cmd, cfg, func(ctx context.Context, pool workqtype.TxDB) error {
-			tr, err := schedule.NewStore(schedule.StoreOptions{}).TriggerNow(ctx, pool, args[0], force)
+		return withClient(cmd, cfg, func(ctx context.Context, client *workq.Client) error {
+			tr, err := client.TriggerSchedule(ctx, args[0], force)
 			if err != nil {
 				return err
 			}

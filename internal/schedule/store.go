@@ -51,8 +51,8 @@ const (
 
 // Defaults of a Spec's zero values.
 const (
-	DefaultMisfireCap  = 100
-	DefaultMaxAttempts = 4
+	DefaultMisfireCap  = workqtype.DefaultMisfireCap
+	DefaultMaxAttempts = workqtype.DefaultMaxAttempts
 	MaxMisfireCap      = 10000
 )
 

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/google/uuid"
+
 	"github.com/workq/workq/internal/admin"
 	"github.com/workq/workq/internal/kinds"
 	"github.com/workq/workq/internal/lease"
@@ -140,6 +142,20 @@ type ListParams struct {
 	// case. No index serves it: a page reads a bounded window of items
 	// and may come back short, or empty, with a Next cursor to read on.
 	ErrorText string
+	// The filters of one table's own columns (zero: any). A filter on
+	// another table is an error matching ErrInvalid that names it.
+	//
+	// PartitionKey is an outbox message's partition key (outbox only).
+	PartitionKey string
+	// MessageID is an outbox message's message id (outbox only): the
+	// message with it, on whichever shard it is (at most one per shard).
+	MessageID uuid.UUID
+	// Source is an inbox message's source, the sending system (inbox
+	// only).
+	Source string
+	// DueAfter and DueBefore bound a timer's due time: at or after, and
+	// before (timers only).
+	DueAfter, DueBefore time.Time
 	// Shard lists one shard of a sharded Client ("": every shard).
 	Shard string
 	// Cursor is ListResult.Next of the previous page ("": the first).
@@ -170,12 +186,16 @@ type ListResult struct {
 // filter is the admin.Filter of p.
 func (p ListParams) filter() (admin.Filter, error) {
 	f := admin.Filter{Queue: p.Queue, Statuses: p.States, Kind: p.Kind, CreatedAfter: p.CreatedAfter,
-		CreatedBefore: p.CreatedBefore, ErrorText: p.ErrorText, Metadata: p.Metadata, Limit: p.Limit}
+		CreatedBefore: p.CreatedBefore, ErrorText: p.ErrorText, Metadata: p.Metadata, Limit: p.Limit,
+		PartitionKey: p.PartitionKey, MessageID: p.MessageID, Source: p.Source, DueAfter: p.DueAfter, DueBefore: p.DueBefore}
 	if slices.Contains(p.States, "") {
 		return f, workqtype.Invalid("states", "a state must not be empty")
 	}
 	if k, _ := kinds.Of(p.Table); len(p.Metadata) > 0 && !k.HasMetadata {
 		return f, workqtype.Invalid("metadata", fmt.Sprintf("only job runs have metadata, not %s", p.Table))
+	}
+	if err := p.kindFilters(); err != nil {
+		return f, err
 	}
 	return f, f.Validate()
 }

@@ -23,7 +23,8 @@ func TestAdminPageAscPlans(t *testing.T) {
 			fillForPlans(t, ctx, conn, table)
 			sql, params := namedQuery(t, table, queryPrefix[table]+"PageAsc")
 			base := map[string]any{"after_id": int64(0), "queue": nil, "status": nil, "kind": nil,
-				"created_after": nil, "created_before": nil, "max_id": int64(math.MaxInt64), "error_text": nil, "metadata": nil, "max_rows": int32(51)}
+				"created_after": nil, "created_before": nil, "max_id": int64(math.MaxInt64), "error_text": nil, "metadata": nil, "max_rows": int32(51),
+				"partition_key": nil, "message_id": nil, "source": nil, "due_after": nil, "due_before": nil}
 			with := func(kv ...any) map[string]any {
 				m := map[string]any{}
 				for key, val := range base {
@@ -53,6 +54,23 @@ func TestAdminPageAscPlans(t *testing.T) {
 					name, index string
 					values      map[string]any
 				}{"metadata in a window of ids", table + "_pkey", with("after_id", int64(50000), "max_id", int64(60000), "metadata", `{"tenant":"t1"}`)})
+			}
+			// The filters of one kind's own columns (ListParams.PartitionKey,
+			// Source, DueAfter and DueBefore) walk the same index.
+			// A message id: its unique index.
+			for _, kv := range kindFilterPlanCases[table] {
+				index := table + "_pkey"
+				if kv.index != "" {
+					index = kv.index
+				}
+				values := with(kv.key, kv.val)
+				for k, v := range kv.extra {
+					values[k] = v
+				}
+				cases = append(cases, struct {
+					name, index string
+					values      map[string]any
+				}{kv.name, index, values})
 			}
 			for _, c := range cases {
 				plan := explainCustom(t, ctx, conn, sql, argsFor(t, params, c.values)...)

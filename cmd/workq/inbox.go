@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"strconv"
@@ -12,7 +13,7 @@ import (
 
 	"github.com/workq/workq"
 	"github.com/workq/workq/inbox"
-	"github.com/workq/workq/internal/inboxrt"
+	"github.com/workq/workq/internal/kinds"
 	"github.com/workq/workq/workqtype"
 )
 
@@ -109,39 +110,40 @@ func newInboxListCmd() *cobra.Command {
 	}
 	cfg := bindConfig(cmd, "database-url")
 	var (
-		flt    inboxrt.Filter
-		status string
-		asJSON bool
+		p       = workq.ListParams{Table: workq.TableInbox}
+		status  string
+		afterID int64
+		limit   int
+		asJSON  bool
 	)
 	f := cmd.Flags()
-	f.StringVar(&flt.Queue, "queue", "", "only this queue")
+	f.StringVar(&p.Queue, "queue", "", "only this queue")
 	f.StringVar(&status, "status", "", "only this status: ready, processing, processed (done) or dead (failed)")
-	f.StringVar(&flt.Source, "source", "", "only this source")
-	f.StringVar(&flt.Topic, "topic", "", "only this topic")
-	f.Int64Var(&flt.AfterID, "after-id", 0, "only ids above this (the last id of the previous page)")
-	f.IntVar(&flt.Limit, "limit", 100, "most messages to list (1-10000)")
+	f.StringVar(&p.Source, "source", "", "only this source")
+	f.StringVar(&p.Kind, "topic", "", "only this topic")
+	f.Int64Var(&afterID, "after-id", 0, "only ids above this (the last id of the previous page)")
+	f.IntVar(&limit, "limit", 100, "most messages to list (1-10000)")
 	f.BoolVar(&asJSON, "json", false, "print JSON")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		if status != "" {
-			st, err := inboxrt.ParseStatus(status)
-			if err != nil {
-				return fmt.Errorf("--status: %w", err)
+			if _, ok := inboxKind.ParseState(status); !ok {
+				return fmt.Errorf("--status: %w: status %q is not one of ready, processing, processed, dead, cancelled", workqtype.ErrInvalid, status)
 			}
-			flt.Status = &st
+			p.States = []string{status}
 		}
-		if flt.Limit < 1 || flt.Limit > 10000 {
-			return fmt.Errorf("--limit must be between 1 and 10000, got %d", flt.Limit)
+		if limit < 1 || limit > 10000 {
+			return fmt.Errorf("--limit must be between 1 and 10000, got %d", limit)
 		}
-		if flt.AfterID < 0 {
-			return fmt.Errorf("--after-id must not be negative, got %d", flt.AfterID)
+		if afterID < 0 {
+			return fmt.Errorf("--after-id must not be negative, got %d", afterID)
 		}
 		ctx := cmd.Context()
-		pool, done, err := connectDB(ctx, cfg, newLogger(cfg, cmd.ErrOrStderr()))
+		client, done, err := opsClient(ctx, cfg, newLogger(cfg, cmd.ErrOrStderr()))
 		if err != nil {
 			return err
 		}
 		defer done()
-		rows, err := inboxrt.List(ctx, pool, flt)
+		rows, err := listAfter(ctx, client, p, afterID, limit)
 		if err != nil {
 			return err
 		}
@@ -149,19 +151,21 @@ func newInboxListCmd() *cobra.Command {
 			out := make([]storedJSON, len(rows))
 			for i, r := range rows {
 				out[i] = toStoredJSON(r)
+				out[i].Payload = nil // a list leaves the payloads out
 			}
 			return printJSON(cmd.OutOrStdout(), out)
 		}
 		tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "ID\tQUEUE\tSOURCE\tMESSAGE ID\tTOPIC\tSTATUS\tATTEMPTS\tRECEIVED")
-		for _, r := range rows {
+		for _, it := range rows {
+			r := toStoredJSON(it)
 			fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%d/%d\t%s\n", r.ID, r.Queue, r.Source, r.MessageID, dash(r.Topic),
-				inboxrt.StatusName(r.Status), r.Attempts, r.MaxAttempts, r.ReceivedAt.UTC().Format(time.RFC3339))
+				r.Status, r.Attempts, r.MaxAttempts, r.ReceivedAt.UTC().Format(time.RFC3339))
 		}
 		if err := tw.Flush(); err != nil {
 			return err
 		}
-		if len(rows) == flt.Limit {
+		if len(rows) == limit {
 			fmt.Fprintf(cmd.OutOrStdout(), "more may follow: --after-id %d\n", rows[len(rows)-1].ID)
 		}
 		return nil
@@ -169,17 +173,40 @@ func newInboxListCmd() *cobra.Command {
 	return cmd
 }
 
-// storedJSON is an inbox message as list and show print it.
+// inboxKind is the inbox's entry of the registry of kinds (its state
+// words).
+var inboxKind, _ = kinds.Of(workq.TableInbox)
+
+// storedJSON is an inbox message as list and show print it (the names
+// of the inbox's own record).
 type storedJSON struct {
-	inboxrt.Stored
-	Status  string `json:"status"`
-	Payload any    `json:"payload,omitempty"`
+	ID          int64      `json:"id"`
+	Queue       string     `json:"queue"`
+	Source      string     `json:"source"`
+	MessageID   string     `json:"message_id"`
+	Topic       string     `json:"topic,omitempty"`
+	Priority    int16      `json:"priority"`
+	Attempts    int32      `json:"attempts"`
+	MaxAttempts int32      `json:"max_attempts"`
+	ReceivedAt  time.Time  `json:"received_at"`
+	RunAt       time.Time  `json:"run_at"`
+	FinishedAt  *time.Time `json:"finished_at,omitempty"`
+	LastError   string     `json:"last_error,omitempty"`
+	Status      string     `json:"status"` // the inbox's word (Item.State)
+	Payload     any        `json:"payload,omitempty"`
 }
 
-func toStoredJSON(s inboxrt.Stored) storedJSON {
-	out := storedJSON{Stored: s, Status: inboxrt.StatusName(s.Status)}
-	if s.Payload != nil {
-		out.Payload = rawJSON(s.Payload)
+// toStoredJSON is the record of the Client's item (its own columns are
+// in Item.Details).
+func toStoredJSON(it workq.Item) storedJSON {
+	out := storedJSON{ID: it.ID, Queue: it.Queue, Source: detailOf[string](it, "source"), MessageID: detailOf[string](it, "message_id"),
+		Topic: it.Kind, Priority: it.Priority, Attempts: it.Attempts, MaxAttempts: it.MaxAttempts,
+		RunAt: it.RunAt, FinishedAt: it.FinishedAt, LastError: it.LastError, Status: it.State}
+	if t := detailTime(it, "first_seen_at"); t != nil {
+		out.ReceivedAt = *t
+	}
+	if it.Payload != nil {
+		out.Payload = rawJSON(it.Payload)
 	}
 	return out
 }
@@ -210,16 +237,20 @@ func newInboxShowCmd() *cobra.Command {
 			return fmt.Errorf("ID must be a positive whole number, got %q", args[0])
 		}
 		ctx := cmd.Context()
-		client, pool, done, err := opsClientDB(ctx, cfg, newLogger(cfg, cmd.ErrOrStderr()))
+		client, done, err := opsClient(ctx, cfg, newLogger(cfg, cmd.ErrOrStderr()))
 		if err != nil {
 			return err
 		}
 		defer done()
-		msg, err := inboxrt.Get(ctx, pool, id)
+		ref := workq.ItemRef{Table: workq.TableInbox, ID: id}
+		it, err := client.Get(ctx, ref)
+		if errors.Is(err, workq.ErrNotFound) {
+			return fmt.Errorf("inbox %d: %w", id, inbox.ErrNotFound)
+		}
 		if err != nil {
 			return err
 		}
-		ref := workq.ItemRef{Table: workq.TableInbox, ID: id}
+		msg := toStoredJSON(it)
 		atts, err := client.Attempts(ctx, ref)
 		if err != nil {
 			return err
@@ -228,23 +259,19 @@ func newInboxShowCmd() *cobra.Command {
 			atts = []workqtype.Attempt{}
 		}
 		if *asJSON {
-			return printJSON(cmd.OutOrStdout(), map[string]any{"message": toStoredJSON(msg), "attempts": atts})
+			return printJSON(cmd.OutOrStdout(), map[string]any{"message": msg, "attempts": atts})
 		}
 		// The generic item view's last error: none once processed.
-		it, err := client.Get(ctx, ref)
-		if err != nil {
-			return err
-		}
 		w := cmd.OutOrStdout()
 		fmt.Fprintf(w, "id:           %d\nqueue:        %s\nsource:       %s\nmessage id:   %s\ntopic:        %s\n",
 			msg.ID, msg.Queue, msg.Source, msg.MessageID, dash(msg.Topic))
 		when, at := whenLine(it)
 		fmt.Fprintf(w, "status:       %s\nattempts:     %d of %d\nreceived at:  %s\n%-14s%s\n",
-			inboxrt.StatusName(msg.Status), msg.Attempts, msg.MaxAttempts, msg.ReceivedAt.UTC().Format(time.RFC3339Nano), when+":", at.UTC().Format(time.RFC3339Nano))
+			msg.Status, msg.Attempts, msg.MaxAttempts, msg.ReceivedAt.UTC().Format(time.RFC3339Nano), when+":", at.UTC().Format(time.RFC3339Nano))
 		if it.LastError != "" {
 			fmt.Fprintf(w, "last error:   %s\n", it.LastError)
 		}
-		fmt.Fprintf(w, "payload hash: %x\npayload:      %s\n", msg.PayloadHash, msg.Payload)
+		fmt.Fprintf(w, "payload hash: %s\npayload:      %s\n", detailOf[string](it, "payload_hash"), it.Payload)
 		if len(atts) == 0 {
 			fmt.Fprintln(w, "attempts:     none archived yet")
 			return nil

@@ -1,8 +1,11 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -12,8 +15,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/workq/workq"
-	"github.com/workq/workq/internal/lease"
-	"github.com/workq/workq/internal/outboxrt"
 	"github.com/workq/workq/outbox"
 	"github.com/workq/workq/workqtype"
 )
@@ -115,16 +116,53 @@ func newOutboxSendCmd() *cobra.Command {
 	return cmd
 }
 
-func parseStatus(s string) (*lease.Status, error) {
-	if s == "" {
-		return nil, nil
+// parseStatus checks an outbox list's --status: a lease state name.
+func parseStatus(s string) (string, error) {
+	if s == "" || slices.Contains(itemStates, s) {
+		return s, nil
 	}
-	for _, st := range []lease.Status{lease.StatusReady, lease.StatusInProgress, lease.StatusDone, lease.StatusFailed, lease.StatusCancelled} {
-		if s == st.String() {
-			return &st, nil
-		}
+	return "", fmt.Errorf("--status %q: want ready, in_progress, done, failed or cancelled", s)
+}
+
+// outboxRecord is an outbox message as `outbox list|show --json` have
+// always printed it (the names of the outbox's own record).
+type outboxRecord struct {
+	ID            int64           `json:"id"`
+	Queue         string          `json:"queue"`
+	Topic         string          `json:"topic"`
+	PartitionKey  string          `json:"partition_key,omitempty"`
+	MessageID     uuid.UUID       `json:"message_id"`
+	CorrelationID string          `json:"correlation_id,omitempty"`
+	Payload       json.RawMessage `json:"payload"`
+	Headers       json.RawMessage `json:"headers"`
+	Status        string          `json:"status"`
+	Priority      int16           `json:"priority"`
+	RunAt         time.Time       `json:"run_at"`
+	Attempts      int32           `json:"attempts"`
+	MaxAttempts   int32           `json:"max_attempts"`
+	LeaseVersion  int64           `json:"lease_version"`
+	ClaimedBy     string          `json:"claimed_by,omitempty"`
+	LastError     string          `json:"last_error,omitempty"`
+	KeySeq        int64           `json:"key_seq,omitempty"` // the message's place in its partition key's order (0: no key, or delivered before migration 00016)
+	JoinID        int64           `json:"join_id,omitempty"`
+	CreatedAt     time.Time       `json:"created_at"`
+	UpdatedAt     time.Time       `json:"updated_at"`
+	FinishedAt    *time.Time      `json:"finished_at,omitempty"`
+}
+
+// outboxRecordOf is the record of the Client's item (its own columns are
+// in Item.Details).
+func outboxRecordOf(it workq.Item) outboxRecord {
+	headers := detailOf[json.RawMessage](it, "headers")
+	if headers == nil {
+		headers = json.RawMessage("{}") // the column's default: the item leaves it out
 	}
-	return nil, fmt.Errorf("--status %q: want ready, in_progress, done, failed or cancelled", s)
+	return outboxRecord{ID: it.ID, Queue: it.Queue, Topic: it.Kind, PartitionKey: detailOf[string](it, "partition_key"),
+		MessageID: detailOf[uuid.UUID](it, "message_id"), CorrelationID: detailOf[string](it, "correlation_id"),
+		Payload: it.Payload, Headers: headers, Status: it.Status, Priority: it.Priority, RunAt: it.RunAt, Attempts: it.Attempts,
+		MaxAttempts: it.MaxAttempts, LeaseVersion: it.LeaseVersion, ClaimedBy: it.ClaimedBy, LastError: it.LastError,
+		KeySeq: detailOf[int64](it, "key_seq"), JoinID: detailOf[int64](it, "join_id"),
+		CreatedAt: it.CreatedAt, UpdatedAt: it.UpdatedAt, FinishedAt: it.FinishedAt}
 }
 
 func newOutboxListCmd() *cobra.Command {
@@ -135,60 +173,58 @@ func newOutboxListCmd() *cobra.Command {
 	}
 	cfg := bindConfig(cmd, "database-url")
 	var (
-		q      outboxrt.ListQuery
-		status string
-		asJSON bool
+		p       = workq.ListParams{Table: workq.TableOutbox}
+		status  string
+		afterID int64
+		limit   int
+		asJSON  bool
 	)
 	f := cmd.Flags()
-	f.StringVar(&q.Queue, "queue", "", "only this queue")
+	f.StringVar(&p.Queue, "queue", "", "only this queue")
 	f.StringVar(&status, "status", "", "only this status: ready, in_progress, done, failed, cancelled")
-	f.StringVar(&q.Topic, "topic", "", "only this topic")
-	f.StringVar(&q.PartitionKey, "key", "", "only this partition key")
-	f.Int64Var(&q.AfterID, "after-id", 0, "only ids after this one (the last id of the previous page)")
-	f.IntVar(&q.Limit, "limit", 50, "at most this many (1-10000)")
+	f.StringVar(&p.Kind, "topic", "", "only this topic")
+	f.StringVar(&p.PartitionKey, "key", "", "only this partition key")
+	f.Int64Var(&afterID, "after-id", 0, "only ids after this one (the last id of the previous page)")
+	f.IntVar(&limit, "limit", 50, "at most this many (1-10000)")
 	f.BoolVar(&asJSON, "json", false, "print JSON")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		st, err := parseStatus(status)
 		if err != nil {
 			return err
 		}
-		q.Status = st
-		if q.Limit < 1 || q.Limit > 10000 {
-			return fmt.Errorf("--limit must be between 1 and 10000, got %d", q.Limit)
+		if st != "" {
+			p.States = []string{st}
 		}
-		if q.AfterID < 0 {
-			return fmt.Errorf("--after-id must not be negative, got %d", q.AfterID)
+		if limit < 1 || limit > 10000 {
+			return fmt.Errorf("--limit must be between 1 and 10000, got %d", limit)
+		}
+		if afterID < 0 {
+			return fmt.Errorf("--after-id must not be negative, got %d", afterID)
 		}
 		ctx := cmd.Context()
-		pool, done, err := connectDB(ctx, cfg, newLogger(cfg, cmd.ErrOrStderr()))
+		client, done, err := opsClient(ctx, cfg, newLogger(cfg, cmd.ErrOrStderr()))
 		if err != nil {
 			return err
 		}
 		defer done()
-		recs, err := outboxrt.List(ctx, pool, q)
+		items, err := listAfter(ctx, client, p, afterID, limit)
 		if err != nil {
 			return err
 		}
 		if asJSON {
-			if recs == nil {
-				recs = []outboxrt.Record{}
+			recs := make([]outboxRecord, len(items))
+			for i, it := range items {
+				recs[i] = outboxRecordOf(it)
 			}
 			return printJSON(cmd.OutOrStdout(), recs)
 		}
 		tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "ID\tQUEUE\tTOPIC\tKEY\tSTATUS\tATTEMPTS\tRUN/ENDED AT\tLAST ERROR")
-		for _, r := range recs {
+		for _, it := range items {
 			// The generic item view's (jobs list's): a finished message's
 			// end, and no last error once done (an earlier attempt's).
-			when, lastErr := r.RunAt, r.LastError
-			if r.FinishedAt != nil {
-				when = *r.FinishedAt
-			}
-			if r.Status == workq.StateDone {
-				lastErr = ""
-			}
-			fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%d/%d\t%s\t%s\n", r.ID, r.Queue, r.Topic, r.PartitionKey, r.Status,
-				r.Attempts, r.MaxAttempts, when.Format(time.RFC3339), clip(lastErr, 60))
+			fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%d/%d\t%s\t%s\n", it.ID, it.Queue, it.Kind, detailOf[string](it, "partition_key"), it.Status,
+				it.Attempts, it.MaxAttempts, it.WhenAt().Format(time.RFC3339), clip(it.LastError, 60))
 		}
 		return tw.Flush()
 	}
@@ -214,6 +250,26 @@ func outboxRef(arg string) (int64, uuid.UUID, error) {
 	return 0, uuid.Nil, fmt.Errorf("%q is neither an outbox id (a positive number) nor a message id (a UUID)", arg)
 }
 
+// getOutbox reads the message of an id, or of a message id (a list by
+// ListParams.MessageID: the outbox has at most one).
+func getOutbox(ctx context.Context, client *workq.Client, id int64, mid uuid.UUID) (workq.Item, error) {
+	if id != 0 {
+		it, err := client.Get(ctx, workq.ItemRef{Table: workq.TableOutbox, ID: id})
+		if errors.Is(err, workq.ErrNotFound) {
+			return it, fmt.Errorf("%w: id %d", outbox.ErrNotFound, id)
+		}
+		return it, err
+	}
+	res, err := client.List(ctx, workq.ListParams{Table: workq.TableOutbox, MessageID: mid, Limit: 1})
+	if err != nil {
+		return workq.Item{}, err
+	}
+	if len(res.Items) == 0 {
+		return workq.Item{}, fmt.Errorf("%w: message id %s", outbox.ErrNotFound, mid)
+	}
+	return res.Items[0], nil
+}
+
 func newOutboxShowCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "show ID|MESSAGE-ID [--json]",
@@ -228,22 +284,17 @@ func newOutboxShowCmd() *cobra.Command {
 			return err
 		}
 		ctx := cmd.Context()
-		client, pool, done, err := opsClientDB(ctx, cfg, newLogger(cfg, cmd.ErrOrStderr()))
+		client, done, err := opsClient(ctx, cfg, newLogger(cfg, cmd.ErrOrStderr()))
 		if err != nil {
 			return err
 		}
 		defer done()
-		var r outboxrt.Record
-		if id != 0 {
-			r, err = outboxrt.Get(ctx, pool, id)
-		} else {
-			r, err = outboxrt.GetByMessageID(ctx, pool, mid)
-		}
+		it, err := getOutbox(ctx, client, id, mid)
 		if err != nil {
 			return err
 		}
-		ref := workq.ItemRef{Table: workq.TableOutbox, ID: r.ID}
-		att, err := client.Attempts(ctx, ref)
+		r := outboxRecordOf(it)
+		att, err := client.Attempts(ctx, workq.ItemRef{Table: workq.TableOutbox, ID: r.ID})
 		if err != nil {
 			return err
 		}
@@ -255,10 +306,6 @@ func newOutboxShowCmd() *cobra.Command {
 		}
 		// The generic item view says when it ran and its last error
 		// (none once done: an earlier attempt's is not the message's).
-		it, err := client.Get(ctx, ref)
-		if err != nil {
-			return err
-		}
 		when, at := whenLine(it)
 		out := cmd.OutOrStdout()
 		fmt.Fprintf(out, "id:             %d\nmessage id:     %s\nqueue:          %s\ntopic:          %s\n", r.ID, r.MessageID, r.Queue, r.Topic)

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -12,7 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/workq/workq"
-	"github.com/workq/workq/internal/timersrt"
+	"github.com/workq/workq/internal/kinds"
 	"github.com/workq/workq/timers"
 	"github.com/workq/workq/workqtype"
 )
@@ -147,13 +148,13 @@ func newTimersCancelCmd() *cobra.Command {
 				return err
 			case r == workq.CancelledNow: // back to ready meanwhile: cancelled at once
 				if *asJSON {
-					return printJSON(cmd.OutOrStdout(), map[string]any{"id": id, "state": timersrt.StateCancelled})
+					return printJSON(cmd.OutOrStdout(), map[string]any{"id": id, "state": workq.StateCancelled})
 				}
 				fmt.Fprintf(cmd.OutOrStdout(), "timer %d cancelled\n", id)
 				return nil
 			}
 			if *asJSON {
-				return printJSON(cmd.OutOrStdout(), map[string]any{"id": id, "state": timersrt.StateInProgress, "cancel_requested": true})
+				return printJSON(cmd.OutOrStdout(), map[string]any{"id": id, "state": workq.StateInProgress, "cancel_requested": true})
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "timer %d: cancel requested (running: its worker stops it)\n", id)
 			return nil
@@ -162,7 +163,7 @@ func newTimersCancelCmd() *cobra.Command {
 			return err
 		}
 		if *asJSON {
-			return printJSON(cmd.OutOrStdout(), map[string]any{"id": id, "state": timersrt.StateCancelled})
+			return printJSON(cmd.OutOrStdout(), map[string]any{"id": id, "state": workq.StateCancelled})
 		}
 		fmt.Fprintf(cmd.OutOrStdout(), "timer %d cancelled\n", id)
 		return nil
@@ -178,59 +179,66 @@ func newTimersListCmd() *cobra.Command {
 	}
 	cfg := bindConfig(cmd, "database-url")
 	var (
-		filter              timersrt.Filter
+		p                   = workq.ListParams{Table: workq.TableTimers}
+		state               string
+		afterID             int64
+		limit               int
 		dueBefore, dueAfter string
 		asJSON              bool
 	)
 	f := cmd.Flags()
-	f.StringVar(&filter.Queue, "queue", "", "only this queue")
-	f.StringVar(&filter.Topic, "topic", "", "only this topic")
-	f.StringVar(&filter.State, "state", "", "only this state: "+strings.Join(timersrt.States, ", "))
+	f.StringVar(&p.Queue, "queue", "", "only this queue")
+	f.StringVar(&p.Kind, "topic", "", "only this topic")
+	f.StringVar(&state, "state", "", "only this state: "+strings.Join(timerKind.States, ", "))
 	f.StringVar(&dueBefore, "due-before", "", "only timers due before this RFC 3339 time")
 	f.StringVar(&dueAfter, "due-after", "", "only timers due at or after this RFC 3339 time")
-	f.Int64Var(&filter.AfterID, "after-id", 0, "only ids greater than this (the last id of the previous page)")
-	f.IntVar(&filter.Limit, "limit", 100, fmt.Sprintf("at most this many (1-%d)", timersrt.MaxListLimit))
+	f.Int64Var(&afterID, "after-id", 0, "only ids greater than this (the last id of the previous page)")
+	f.IntVar(&limit, "limit", 100, fmt.Sprintf("at most this many (1-%d)", maxTimersList))
 	f.BoolVar(&asJSON, "json", false, "print JSON")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
-		for _, p := range []struct {
+		for _, d := range []struct {
 			name, val string
 			to        *time.Time
-		}{{"--due-before", dueBefore, &filter.DueBefore}, {"--due-after", dueAfter, &filter.DueAfter}} {
-			if p.val == "" {
+		}{{"--due-before", dueBefore, &p.DueBefore}, {"--due-after", dueAfter, &p.DueAfter}} {
+			if d.val == "" {
 				continue
 			}
-			t, err := time.Parse(time.RFC3339Nano, p.val)
+			t, err := time.Parse(time.RFC3339Nano, d.val)
 			if err != nil {
-				return fmt.Errorf("%s %q is not an RFC 3339 time (e.g. 2026-01-02T15:04:05Z)", p.name, p.val)
+				return fmt.Errorf("%s %q is not an RFC 3339 time (e.g. 2026-01-02T15:04:05Z)", d.name, d.val)
 			}
-			*p.to = t
+			*d.to = t
 		}
-		if filter.Limit < 1 || filter.Limit > timersrt.MaxListLimit {
-			return fmt.Errorf("--limit must be between 1 and %d, got %d", timersrt.MaxListLimit, filter.Limit)
+		if limit < 1 || limit > maxTimersList {
+			return fmt.Errorf("--limit must be between 1 and %d, got %d", maxTimersList, limit)
 		}
-		if filter.AfterID < 0 {
-			return fmt.Errorf("--after-id must not be negative, got %d", filter.AfterID)
+		if afterID < 0 {
+			return fmt.Errorf("--after-id must not be negative, got %d", afterID)
 		}
-		if f.Changed("state") && filter.State == "" || filter.State != "" && !validState(filter.State) {
-			return fmt.Errorf("--state %q is not one of %s", filter.State, strings.Join(timersrt.States, ", "))
+		if f.Changed("state") && state == "" || state != "" && !slices.Contains(timerKind.States, state) {
+			return fmt.Errorf("--state %q is not one of %s", state, strings.Join(timerKind.States, ", "))
 		}
-		if f.Changed("queue") && !workqtype.ValidName(filter.Queue) {
-			return fmt.Errorf("--queue %q is not a valid name (1-128 of A-Z a-z 0-9 _ . : -)", filter.Queue)
+		if state != "" {
+			p.States = []string{state}
+		}
+		if f.Changed("queue") && !workqtype.ValidName(p.Queue) {
+			return fmt.Errorf("--queue %q is not a valid name (1-128 of A-Z a-z 0-9 _ . : -)", p.Queue)
 		}
 		ctx := cmd.Context()
-		pool, done, err := connectDB(ctx, cfg, newLogger(cfg, cmd.ErrOrStderr()))
+		client, done, err := opsClient(ctx, cfg, newLogger(cfg, cmd.ErrOrStderr()))
 		if err != nil {
 			return err
 		}
 		defer done()
-		list, err := timersrt.List(ctx, pool, filter)
+		items, err := listAfter(ctx, client, p, afterID, limit)
 		if err != nil {
 			return err
 		}
+		list := make([]timerInfo, len(items))
+		for i, it := range items {
+			list[i] = timerInfoOf(it)
+		}
 		if asJSON {
-			if list == nil {
-				list = []timersrt.Info{}
-			}
 			return printJSON(cmd.OutOrStdout(), list)
 		}
 		tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
@@ -244,13 +252,48 @@ func newTimersListCmd() *cobra.Command {
 	return cmd
 }
 
-func validState(s string) bool {
-	for _, x := range timersrt.States {
-		if x == s {
-			return true
-		}
+// maxTimersList is the most timers one `timers list` prints.
+const maxTimersList = 10000
+
+// timerKind is the timers' entry of the registry of kinds (its state
+// words).
+var timerKind, _ = kinds.Of(workq.TableTimers)
+
+// timerInfo is a timer as `timers list|show --json` have always printed
+// it (the names of the timers' own record).
+type timerInfo struct {
+	ID          int64           `json:"id"`
+	Queue       string          `json:"queue"`
+	Topic       string          `json:"topic"`
+	Payload     json.RawMessage `json:"payload"`
+	DueTime     time.Time       `json:"due_time"`
+	State       string          `json:"state"`
+	Status      int16           `json:"status"` // the status column's number
+	Priority    int16           `json:"priority"`
+	RunAt       time.Time       `json:"run_at"` // when it may next be claimed: the due time, or later after a retry
+	Attempts    int32           `json:"attempts"`
+	MaxAttempts int32           `json:"max_attempts"`
+	LastError   string          `json:"last_error,omitempty"`
+	ClaimedAt   *time.Time      `json:"claimed_at,omitempty"`
+	ClaimedBy   string          `json:"claimed_by,omitempty"`
+	LockedUntil *time.Time      `json:"locked_until,omitempty"`
+	CreatedAt   time.Time       `json:"created_at"`
+	UpdatedAt   time.Time       `json:"updated_at"`
+	FinishedAt  *time.Time      `json:"finished_at,omitempty"`
+	CancelledAt *time.Time      `json:"cancelled_at,omitempty"`
+}
+
+// timerInfoOf is the record of the Client's item (its own columns are in
+// Item.Details).
+func timerInfoOf(it workq.Item) timerInfo {
+	out := timerInfo{ID: it.ID, Queue: it.Queue, Topic: it.Kind, Payload: it.Payload, State: it.State, Status: statusNumber(it),
+		Priority: it.Priority, RunAt: it.RunAt, Attempts: it.Attempts, MaxAttempts: it.MaxAttempts, LastError: it.LastError,
+		ClaimedAt: it.ClaimedAt, ClaimedBy: it.ClaimedBy, LockedUntil: it.LockedUntil, CreatedAt: it.CreatedAt, UpdatedAt: it.UpdatedAt,
+		FinishedAt: it.FinishedAt, CancelledAt: detailTime(it, "cancelled_at")}
+	if t := detailTime(it, "due_time"); t != nil {
+		out.DueTime = *t
 	}
-	return false
+	return out
 }
 
 func shortText(s string) string {
@@ -275,16 +318,20 @@ func newTimersShowCmd() *cobra.Command {
 			return err
 		}
 		ctx := cmd.Context()
-		client, pool, done, err := opsClientDB(ctx, cfg, newLogger(cfg, cmd.ErrOrStderr()))
+		client, done, err := opsClient(ctx, cfg, newLogger(cfg, cmd.ErrOrStderr()))
 		if err != nil {
 			return err
 		}
 		defer done()
-		info, err := timersrt.Get(ctx, pool, id)
+		ref := workq.ItemRef{Table: workq.TableTimers, ID: id}
+		it, err := client.Get(ctx, ref)
+		if errors.Is(err, workq.ErrNotFound) {
+			return fmt.Errorf("timer %d: %w", id, timers.ErrNotFound)
+		}
 		if err != nil {
 			return err
 		}
-		ref := workq.ItemRef{Table: workq.TableTimers, ID: id}
+		info := timerInfoOf(it)
 		attempts, err := client.Attempts(ctx, ref)
 		if err != nil {
 			return err
@@ -294,16 +341,12 @@ func newTimersShowCmd() *cobra.Command {
 		}
 		if *asJSON {
 			return printJSON(cmd.OutOrStdout(), struct {
-				timersrt.Info
+				timerInfo
 				History []workqtype.Attempt `json:"history"`
 			}{info, attempts})
 		}
 		// The generic item view says when it ran and its last error
 		// (none once fired: an earlier attempt's is not the timer's).
-		it, err := client.Get(ctx, ref)
-		if err != nil {
-			return err
-		}
 		w := cmd.OutOrStdout()
 		fmt.Fprintf(w, "id:           %d\nqueue:        %s\ntopic:        %s\nstate:        %s\n", info.ID, info.Queue, info.Topic, info.State)
 		when, at := whenLine(it)
@@ -315,10 +358,10 @@ func newTimersShowCmd() *cobra.Command {
 		if it.LastError != "" {
 			fmt.Fprintf(w, "last error:   %s\n", it.LastError)
 		}
-		if info.ClaimedAt != nil && info.State == timersrt.StateInProgress {
+		if info.ClaimedAt != nil && info.State == workq.StateInProgress {
 			fmt.Fprintf(w, "claimed:      %s by %s\n", info.ClaimedAt.UTC().Format(time.RFC3339Nano), info.ClaimedBy)
 		}
-		if info.CancelledAt != nil && info.State == timersrt.StateCancelled {
+		if info.CancelledAt != nil && info.State == workq.StateCancelled {
 			fmt.Fprintf(w, "cancelled:    %s\n", info.CancelledAt.UTC().Format(time.RFC3339Nano))
 		}
 		fmt.Fprintf(w, "payload:      %s\n", info.Payload)

@@ -127,7 +127,7 @@ where id = any(array(
 ));
 
 -- name: InboxPage :many
--- InboxPage lists items newest first below before_id (keyset pagination over the primary key: rows inserted meanwhile have higher ids and never shift a later page), filtered by queue, status, topic, creation time and a text in last_error, case-insensitive (null: any), and at or above min_id (admin bounds the ids a text search reads with it).
+-- InboxPage lists items newest first below before_id (keyset pagination over the primary key: rows inserted meanwhile have higher ids and never shift a later page), filtered by queue, status, topic, source, creation time and a text in last_error, case-insensitive (null: any), and at or above min_id (admin bounds the ids a text search reads with it).
 select * from workq.inbox t
 where t.id < @before_id::bigint
   and (sqlc.narg('queue')::text is null or t.queue = sqlc.narg('queue')::text)
@@ -136,6 +136,7 @@ where t.id < @before_id::bigint
   and (sqlc.narg('created_after')::timestamptz is null or t.created_at >= sqlc.narg('created_after')::timestamptz)
   and (sqlc.narg('created_before')::timestamptz is null or t.created_at < sqlc.narg('created_before')::timestamptz)
   and t.id >= @min_id::bigint
+  and (sqlc.narg('source')::text is null or t.source = sqlc.narg('source')::text)
   and (sqlc.narg('error_text')::text is null or strpos(lower(t.last_error), lower(sqlc.narg('error_text')::text)) > 0)
 order by t.id desc
 limit @max_rows::integer;
@@ -150,6 +151,7 @@ where t.id > @after_id::bigint
   and (sqlc.narg('created_after')::timestamptz is null or t.created_at >= sqlc.narg('created_after')::timestamptz)
   and (sqlc.narg('created_before')::timestamptz is null or t.created_at < sqlc.narg('created_before')::timestamptz)
   and t.id <= @max_id::bigint
+  and (sqlc.narg('source')::text is null or t.source = sqlc.narg('source')::text)
   and (sqlc.narg('error_text')::text is null or strpos(lower(t.last_error), lower(sqlc.narg('error_text')::text)) > 0)
 order by t.id
 limit @max_rows::integer;

@@ -276,7 +276,7 @@ where not @only_blocked::boolean
 limit @max_rows::integer;
 
 -- name: OutboxPage :many
--- OutboxPage lists items newest first below before_id (keyset pagination over the primary key: rows inserted meanwhile have higher ids and never shift a later page), filtered by queue, status, topic, creation time and a text in last_error, case-insensitive (null: any), and at or above min_id (admin bounds the ids a text search reads with it).
+-- OutboxPage lists items newest first below before_id (keyset pagination over the primary key: rows inserted meanwhile have higher ids and never shift a later page), filtered by queue, status, topic, partition key, message id, creation time and a text in last_error, case-insensitive (null: any), and at or above min_id (admin bounds the ids a text search reads with it).
 select * from workq.outbox t
 where t.id < @before_id::bigint
   and (sqlc.narg('queue')::text is null or t.queue = sqlc.narg('queue')::text)
@@ -285,6 +285,8 @@ where t.id < @before_id::bigint
   and (sqlc.narg('created_after')::timestamptz is null or t.created_at >= sqlc.narg('created_after')::timestamptz)
   and (sqlc.narg('created_before')::timestamptz is null or t.created_at < sqlc.narg('created_before')::timestamptz)
   and t.id >= @min_id::bigint
+  and (sqlc.narg('partition_key')::text is null or t.partition_key = sqlc.narg('partition_key')::text)
+  and (sqlc.narg('message_id')::uuid is null or t.message_id = sqlc.narg('message_id')::uuid)
   and (sqlc.narg('error_text')::text is null or strpos(lower(t.last_error), lower(sqlc.narg('error_text')::text)) > 0)
 order by t.id desc
 limit @max_rows::integer;
@@ -299,6 +301,8 @@ where t.id > @after_id::bigint
   and (sqlc.narg('created_after')::timestamptz is null or t.created_at >= sqlc.narg('created_after')::timestamptz)
   and (sqlc.narg('created_before')::timestamptz is null or t.created_at < sqlc.narg('created_before')::timestamptz)
   and t.id <= @max_id::bigint
+  and (sqlc.narg('partition_key')::text is null or t.partition_key = sqlc.narg('partition_key')::text)
+  and (sqlc.narg('message_id')::uuid is null or t.message_id = sqlc.narg('message_id')::uuid)
   and (sqlc.narg('error_text')::text is null or strpos(lower(t.last_error), lower(sqlc.narg('error_text')::text)) > 0)
 order by t.id
 limit @max_rows::integer;

@@ -138,7 +138,7 @@ order by t.id
 limit @max_rows::integer;
 
 -- name: TimersPage :many
--- TimersPage lists items newest first below before_id (keyset pagination over the primary key: rows inserted meanwhile have higher ids and never shift a later page), filtered by queue, status, topic, creation time and a text in last_error, case-insensitive (null: any), and at or above min_id (admin bounds the ids a text search reads with it).
+-- TimersPage lists items newest first below before_id (keyset pagination over the primary key: rows inserted meanwhile have higher ids and never shift a later page), filtered by queue, status, topic, due time (at or after due_after, before due_before), creation time and a text in last_error, case-insensitive (null: any), and at or above min_id (admin bounds the ids a text search reads with it).
 select * from workq.timers t
 where t.id < @before_id::bigint
   and (sqlc.narg('queue')::text is null or t.queue = sqlc.narg('queue')::text)
@@ -147,6 +147,8 @@ where t.id < @before_id::bigint
   and (sqlc.narg('created_after')::timestamptz is null or t.created_at >= sqlc.narg('created_after')::timestamptz)
   and (sqlc.narg('created_before')::timestamptz is null or t.created_at < sqlc.narg('created_before')::timestamptz)
   and t.id >= @min_id::bigint
+  and (sqlc.narg('due_after')::timestamptz is null or t.due_time >= sqlc.narg('due_after')::timestamptz)
+  and (sqlc.narg('due_before')::timestamptz is null or t.due_time < sqlc.narg('due_before')::timestamptz)
   and (sqlc.narg('error_text')::text is null or strpos(lower(t.last_error), lower(sqlc.narg('error_text')::text)) > 0)
 order by t.id desc
 limit @max_rows::integer;
@@ -161,6 +163,8 @@ where t.id > @after_id::bigint
   and (sqlc.narg('created_after')::timestamptz is null or t.created_at >= sqlc.narg('created_after')::timestamptz)
   and (sqlc.narg('created_before')::timestamptz is null or t.created_at < sqlc.narg('created_before')::timestamptz)
   and t.id <= @max_id::bigint
+  and (sqlc.narg('due_after')::timestamptz is null or t.due_time >= sqlc.narg('due_after')::timestamptz)
+  and (sqlc.narg('due_before')::timestamptz is null or t.due_time < sqlc.narg('due_before')::timestamptz)
   and (sqlc.narg('error_text')::text is null or strpos(lower(t.last_error), lower(sqlc.narg('error_text')::text)) > 0)
 order by t.id
 limit @max_rows::integer;

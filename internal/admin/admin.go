@@ -20,6 +20,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
 	"github.com/workq/workq/internal/db/gen"
@@ -84,8 +85,18 @@ type Filter struct {
 	// index serves it either: a page with it reads windows as one with an
 	// ErrorText does.
 	Metadata map[string]string
-	Before   int64 // the cursor: items with smaller ids (Page.Next of the previous page); 0 from the newest
-	Limit    int   // 1 to MaxLimit; 0 means DefaultLimit
+	// The filters of one kind's own columns (kinds.Kind.Filters; zero:
+	// any); on a table that has not the column, List's error matches
+	// ErrInvalid naming the filter. PartitionKey and MessageID: the
+	// outbox's; Source: the inbox's; DueAfter (at or after) and DueBefore
+	// (before): the timers' due time.
+	PartitionKey string
+	MessageID    uuid.UUID
+	Source       string
+	DueAfter     time.Time
+	DueBefore    time.Time
+	Before       int64 // the cursor: items with smaller ids (Page.Next of the previous page); 0 from the newest
+	Limit        int   // 1 to MaxLimit; 0 means DefaultLimit
 	// Oldest lists oldest first (ascending ids) instead: After is then the
 	// cursor, items with larger ids (Page.Next of the previous page; 0
 	// from the oldest), and Before is not used (see listOldest).
@@ -230,6 +241,9 @@ func List(ctx context.Context, db workqtype.DB, table lease.Table, f Filter) (Pa
 		}
 		b, _ := workqtype.EncodeMetadata("metadata", f.Metadata)
 		a.Metadata = ptr(string(b))
+	}
+	if err := kindFilters(v, f, &a); err != nil {
+		return Page{}, err
 	}
 	if f.Oldest {
 		return listOldest(ctx, q, v, table, a, f.After, f.ErrorText, limit)

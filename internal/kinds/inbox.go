@@ -2,6 +2,7 @@ package kinds
 
 import (
 	"context"
+	"encoding/hex"
 	"encoding/json"
 
 	"github.com/workq/workq/internal/db/gen"
@@ -25,6 +26,7 @@ var inbox = Kind{
 	OwnRetention: true,
 	State:        inboxrt.StatusName,
 	States:       []string{"ready", "processing", "processed", "dead", "cancelled"},
+	Filters:      []string{FilterSource},
 	Page:         pageInbox,
 	PageAsc:      pageInboxAsc,
 	Get:          getInbox,
@@ -32,7 +34,7 @@ var inbox = Kind{
 
 func pageInbox(ctx context.Context, q *gen.Queries, a PageArgs) ([]workqtype.Item, error) {
 	rows, err := q.InboxPage(ctx, gen.InboxPageParams{BeforeID: a.Before, Queue: a.Queue, Status: a.Status, Kind: a.Kind,
-		CreatedAfter: a.After, CreatedBefore: a.CreatedBefore, MinID: a.MinID, ErrorText: a.ErrorText, MaxRows: a.Max})
+		CreatedAfter: a.After, CreatedBefore: a.CreatedBefore, MinID: a.MinID, Source: a.Source, ErrorText: a.ErrorText, MaxRows: a.Max})
 	return mapRows(rows, err, inboxItem)
 }
 
@@ -50,12 +52,15 @@ func inboxItem(r gen.Inbox) workqtype.Item {
 	detail(&it, "source", &r.Source)
 	detail(&it, "message_id", &r.MessageID)
 	detail(&it, "first_seen_at", &r.FirstSeenAt)
+	if len(r.PayloadHash) > 0 {
+		detail(&it, "payload_hash", ptr(hex.EncodeToString(r.PayloadHash)))
+	}
 	detail(&it, "cancel_requested_at", r.CancelRequestedAt)
 	return it
 }
 
 func pageInboxAsc(ctx context.Context, q *gen.Queries, a PageArgs) ([]workqtype.Item, error) {
 	rows, err := q.InboxPageAsc(ctx, gen.InboxPageAscParams{AfterID: a.AfterID, Queue: a.Queue, Status: a.Status, Kind: a.Kind,
-		CreatedAfter: a.After, CreatedBefore: a.CreatedBefore, MaxID: a.MaxID, ErrorText: a.ErrorText, MaxRows: a.Max})
+		CreatedAfter: a.After, CreatedBefore: a.CreatedBefore, MaxID: a.MaxID, Source: a.Source, ErrorText: a.ErrorText, MaxRows: a.Max})
 	return mapRows(rows, err, inboxItem)
 }

@@ -20,6 +20,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/workq/workq/internal/db/gen"
 	"github.com/workq/workq/internal/lease"
 	"github.com/workq/workq/workqtype"
@@ -73,6 +74,11 @@ type Kind struct {
 	// Get reads one row (its <Table>Get statement) with its own columns
 	// in Item.Details; pgx.ErrNoRows when there is none.
 	Get func(ctx context.Context, q *gen.Queries, id int64) (workqtype.Item, error)
+	// Filters are the filters of the kind's own columns its Page and
+	// PageAsc take (PageArgs' fields of the same names): FilterPartitionKey
+	// and FilterMessageID (outbox), FilterSource (inbox), FilterDueAfter
+	// and FilterDueBefore (timers). A filter of another kind is an error.
+	Filters []string
 	// PageAsc reads one page oldest first (its <Table>PageAsc statement,
 	// up the same indexes): ids above AfterID, at or below MaxID.
 	PageAsc func(ctx context.Context, q *gen.Queries, a PageArgs) ([]workqtype.Item, error)
@@ -85,6 +91,26 @@ const (
 	WordSource = "source" // an inbox message's source
 )
 
+// The filters of Kind.Filters: each a column of one kind's table, named
+// as the column (and as the ListParams field's error names it).
+const (
+	FilterPartitionKey = "partition_key" // outbox: the partition key
+	FilterMessageID    = "message_id"    // outbox: the message id
+	FilterSource       = "source"        // inbox: the sending system
+	FilterDueAfter     = "due_after"     // timers: due at or after
+	FilterDueBefore    = "due_before"    // timers: due before
+)
+
+// Takes reports whether the kind takes the filter (one of Filters).
+func (k Kind) Takes(filter string) bool {
+	for _, f := range k.Filters {
+		if f == filter {
+			return true
+		}
+	}
+	return false
+}
+
 // PageArgs are the parameters every kind's <Table>Page statement takes.
 type PageArgs struct {
 	Before               int64 // ids below it
@@ -94,6 +120,12 @@ type PageArgs struct {
 	MinID                int64
 	ErrorText            *string
 	Metadata             *string // a JSON object (only kinds with HasMetadata)
+	// The filters of one kind's own columns (Kind.Filters; nil: any):
+	// the outbox's partition key and message id, the inbox's source, the
+	// timers' due time (at or after DueAfter, before DueBefore).
+	PartitionKey, Source *string
+	MessageID            *uuid.UUID
+	DueAfter, DueBefore  *time.Time
 	Max                  int32
 	// AfterID and MaxID bound an oldest-first page (PageAsc) instead of
 	// Before and MinID: ids above AfterID, at or below MaxID.

@@ -24,6 +24,7 @@ var outbox = Kind{
 	// The message's headers hold the sending span's trace context
 	// (traceparent, tracestate).
 	TraceContext: func(it *lease.Item) json.RawMessage { return it.Headers },
+	Filters:      []string{FilterPartitionKey, FilterMessageID},
 	Page:         pageOutbox,
 	PageAsc:      pageOutboxAsc,
 	Get:          getOutbox,
@@ -31,7 +32,7 @@ var outbox = Kind{
 
 func pageOutbox(ctx context.Context, q *gen.Queries, a PageArgs) ([]workqtype.Item, error) {
 	rows, err := q.OutboxPage(ctx, gen.OutboxPageParams{BeforeID: a.Before, Queue: a.Queue, Status: a.Status, Kind: a.Kind,
-		CreatedAfter: a.After, CreatedBefore: a.CreatedBefore, MinID: a.MinID, ErrorText: a.ErrorText, MaxRows: a.Max})
+		CreatedAfter: a.After, CreatedBefore: a.CreatedBefore, MinID: a.MinID, PartitionKey: a.PartitionKey, MessageID: a.MessageID, ErrorText: a.ErrorText, MaxRows: a.Max})
 	return mapRows(rows, err, outboxItem)
 }
 
@@ -50,6 +51,7 @@ func outboxItem(r gen.Outbox) workqtype.Item {
 	detail(&it, "partition_key", r.PartitionKey)
 	detail(&it, "correlation_id", r.CorrelationID)
 	detail(&it, "join_id", r.JoinID)
+	detail(&it, "key_seq", r.KeySeq)
 	if len(r.Headers) > 0 && string(r.Headers) != "{}" {
 		detail(&it, "headers", &r.Headers)
 	}
@@ -59,6 +61,6 @@ func outboxItem(r gen.Outbox) workqtype.Item {
 
 func pageOutboxAsc(ctx context.Context, q *gen.Queries, a PageArgs) ([]workqtype.Item, error) {
 	rows, err := q.OutboxPageAsc(ctx, gen.OutboxPageAscParams{AfterID: a.AfterID, Queue: a.Queue, Status: a.Status, Kind: a.Kind,
-		CreatedAfter: a.After, CreatedBefore: a.CreatedBefore, MaxID: a.MaxID, ErrorText: a.ErrorText, MaxRows: a.Max})
+		CreatedAfter: a.After, CreatedBefore: a.CreatedBefore, MaxID: a.MaxID, PartitionKey: a.PartitionKey, MessageID: a.MessageID, ErrorText: a.ErrorText, MaxRows: a.Max})
 	return mapRows(rows, err, outboxItem)
 }

@@ -21,6 +21,7 @@ var timers = Kind{
 	ClaimedKind: WordTopic,
 	State:       timersrt.StateOf,
 	States:      timersrt.States,
+	Filters:     []string{FilterDueAfter, FilterDueBefore},
 	Page:        pageTimers,
 	PageAsc:     pageTimersAsc,
 	Get:         getTimer,
@@ -28,7 +29,7 @@ var timers = Kind{
 
 func pageTimers(ctx context.Context, q *gen.Queries, a PageArgs) ([]workqtype.Item, error) {
 	rows, err := q.TimersPage(ctx, gen.TimersPageParams{BeforeID: a.Before, Queue: a.Queue, Status: a.Status, Kind: a.Kind,
-		CreatedAfter: a.After, CreatedBefore: a.CreatedBefore, MinID: a.MinID, ErrorText: a.ErrorText, MaxRows: a.Max})
+		CreatedAfter: a.After, CreatedBefore: a.CreatedBefore, MinID: a.MinID, DueAfter: a.DueAfter, DueBefore: a.DueBefore, ErrorText: a.ErrorText, MaxRows: a.Max})
 	return mapRows(rows, err, timerItem)
 }
 
@@ -51,6 +52,6 @@ func timerItem(r gen.Timer) workqtype.Item {
 
 func pageTimersAsc(ctx context.Context, q *gen.Queries, a PageArgs) ([]workqtype.Item, error) {
 	rows, err := q.TimersPageAsc(ctx, gen.TimersPageAscParams{AfterID: a.AfterID, Queue: a.Queue, Status: a.Status, Kind: a.Kind,
-		CreatedAfter: a.After, CreatedBefore: a.CreatedBefore, MaxID: a.MaxID, ErrorText: a.ErrorText, MaxRows: a.Max})
+		CreatedAfter: a.After, CreatedBefore: a.CreatedBefore, MaxID: a.MaxID, DueAfter: a.DueAfter, DueBefore: a.DueBefore, ErrorText: a.ErrorText, MaxRows: a.Max})
 	return mapRows(rows, err, timerItem)
 }

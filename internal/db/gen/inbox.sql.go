@@ -294,9 +294,10 @@ where t.id < $1::bigint
   and ($5::timestamptz is null or t.created_at >= $5::timestamptz)
   and ($6::timestamptz is null or t.created_at < $6::timestamptz)
   and t.id >= $7::bigint
-  and ($8::text is null or strpos(lower(t.last_error), lower($8::text)) > 0)
+  and ($8::text is null or t.source = $8::text)
+  and ($9::text is null or strpos(lower(t.last_error), lower($9::text)) > 0)
 order by t.id desc
-limit $9::integer
+limit $10::integer
 `
 
 type InboxPageParams struct {
@@ -307,11 +308,12 @@ type InboxPageParams struct {
 	CreatedAfter  *time.Time
 	CreatedBefore *time.Time
 	MinID         int64
+	Source        *string
 	ErrorText     *string
 	MaxRows       int32
 }
 
-// InboxPage lists items newest first below before_id (keyset pagination over the primary key: rows inserted meanwhile have higher ids and never shift a later page), filtered by queue, status, topic, creation time and a text in last_error, case-insensitive (null: any), and at or above min_id (admin bounds the ids a text search reads with it).
+// InboxPage lists items newest first below before_id (keyset pagination over the primary key: rows inserted meanwhile have higher ids and never shift a later page), filtered by queue, status, topic, source, creation time and a text in last_error, case-insensitive (null: any), and at or above min_id (admin bounds the ids a text search reads with it).
 func (q *Queries) InboxPage(ctx context.Context, arg InboxPageParams) ([]Inbox, error) {
 	rows, err := q.db.Query(ctx, inboxPage,
 		arg.BeforeID,
@@ -321,6 +323,7 @@ func (q *Queries) InboxPage(ctx context.Context, arg InboxPageParams) ([]Inbox, 
 		arg.CreatedAfter,
 		arg.CreatedBefore,
 		arg.MinID,
+		arg.Source,
 		arg.ErrorText,
 		arg.MaxRows,
 	)
@@ -375,9 +378,10 @@ where t.id > $1::bigint
   and ($5::timestamptz is null or t.created_at >= $5::timestamptz)
   and ($6::timestamptz is null or t.created_at < $6::timestamptz)
   and t.id <= $7::bigint
-  and ($8::text is null or strpos(lower(t.last_error), lower($8::text)) > 0)
+  and ($8::text is null or t.source = $8::text)
+  and ($9::text is null or strpos(lower(t.last_error), lower($9::text)) > 0)
 order by t.id
-limit $9::integer
+limit $10::integer
 `
 
 type InboxPageAscParams struct {
@@ -388,6 +392,7 @@ type InboxPageAscParams struct {
 	CreatedAfter  *time.Time
 	CreatedBefore *time.Time
 	MaxID         int64
+	Source        *string
 	ErrorText     *string
 	MaxRows       int32
 }
@@ -402,6 +407,7 @@ func (q *Queries) InboxPageAsc(ctx context.Context, arg InboxPageAscParams) ([]I
 		arg.CreatedAfter,
 		arg.CreatedBefore,
 		arg.MaxID,
+		arg.Source,
 		arg.ErrorText,
 		arg.MaxRows,
 	)

@@ -648,9 +648,11 @@ where t.id < $1::bigint
   and ($5::timestamptz is null or t.created_at >= $5::timestamptz)
   and ($6::timestamptz is null or t.created_at < $6::timestamptz)
   and t.id >= $7::bigint
-  and ($8::text is null or strpos(lower(t.last_error), lower($8::text)) > 0)
+  and ($8::text is null or t.partition_key = $8::text)
+  and ($9::uuid is null or t.message_id = $9::uuid)
+  and ($10::text is null or strpos(lower(t.last_error), lower($10::text)) > 0)
 order by t.id desc
-limit $9::integer
+limit $11::integer
 `
 
 type OutboxPageParams struct {
@@ -661,11 +663,13 @@ type OutboxPageParams struct {
 	CreatedAfter  *time.Time
 	CreatedBefore *time.Time
 	MinID         int64
+	PartitionKey  *string
+	MessageID     *uuid.UUID
 	ErrorText     *string
 	MaxRows       int32
 }
 
-// OutboxPage lists items newest first below before_id (keyset pagination over the primary key: rows inserted meanwhile have higher ids and never shift a later page), filtered by queue, status, topic, creation time and a text in last_error, case-insensitive (null: any), and at or above min_id (admin bounds the ids a text search reads with it).
+// OutboxPage lists items newest first below before_id (keyset pagination over the primary key: rows inserted meanwhile have higher ids and never shift a later page), filtered by queue, status, topic, partition key, message id, creation time and a text in last_error, case-insensitive (null: any), and at or above min_id (admin bounds the ids a text search reads with it).
 func (q *Queries) OutboxPage(ctx context.Context, arg OutboxPageParams) ([]Outbox, error) {
 	rows, err := q.db.Query(ctx, outboxPage,
 		arg.BeforeID,
@@ -675,6 +679,8 @@ func (q *Queries) OutboxPage(ctx context.Context, arg OutboxPageParams) ([]Outbo
 		arg.CreatedAfter,
 		arg.CreatedBefore,
 		arg.MinID,
+		arg.PartitionKey,
+		arg.MessageID,
 		arg.ErrorText,
 		arg.MaxRows,
 	)
@@ -731,9 +737,11 @@ where t.id > $1::bigint
   and ($5::timestamptz is null or t.created_at >= $5::timestamptz)
   and ($6::timestamptz is null or t.created_at < $6::timestamptz)
   and t.id <= $7::bigint
-  and ($8::text is null or strpos(lower(t.last_error), lower($8::text)) > 0)
+  and ($8::text is null or t.partition_key = $8::text)
+  and ($9::uuid is null or t.message_id = $9::uuid)
+  and ($10::text is null or strpos(lower(t.last_error), lower($10::text)) > 0)
 order by t.id
-limit $9::integer
+limit $11::integer
 `
 
 type OutboxPageAscParams struct {
@@ -744,6 +752,8 @@ type OutboxPageAscParams struct {
 	CreatedAfter  *time.Time
 	CreatedBefore *time.Time
 	MaxID         int64
+	PartitionKey  *string
+	MessageID     *uuid.UUID
 	ErrorText     *string
 	MaxRows       int32
 }
@@ -758,6 +768,8 @@ func (q *Queries) OutboxPageAsc(ctx context.Context, arg OutboxPageAscParams) ([
 		arg.CreatedAfter,
 		arg.CreatedBefore,
 		arg.MaxID,
+		arg.PartitionKey,
+		arg.MessageID,
 		arg.ErrorText,
 		arg.MaxRows,
 	)

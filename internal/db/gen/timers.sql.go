@@ -391,9 +391,11 @@ where t.id < $1::bigint
   and ($5::timestamptz is null or t.created_at >= $5::timestamptz)
   and ($6::timestamptz is null or t.created_at < $6::timestamptz)
   and t.id >= $7::bigint
-  and ($8::text is null or strpos(lower(t.last_error), lower($8::text)) > 0)
+  and ($8::timestamptz is null or t.due_time >= $8::timestamptz)
+  and ($9::timestamptz is null or t.due_time < $9::timestamptz)
+  and ($10::text is null or strpos(lower(t.last_error), lower($10::text)) > 0)
 order by t.id desc
-limit $9::integer
+limit $11::integer
 `
 
 type TimersPageParams struct {
@@ -404,11 +406,13 @@ type TimersPageParams struct {
 	CreatedAfter  *time.Time
 	CreatedBefore *time.Time
 	MinID         int64
+	DueAfter      *time.Time
+	DueBefore     *time.Time
 	ErrorText     *string
 	MaxRows       int32
 }
 
-// TimersPage lists items newest first below before_id (keyset pagination over the primary key: rows inserted meanwhile have higher ids and never shift a later page), filtered by queue, status, topic, creation time and a text in last_error, case-insensitive (null: any), and at or above min_id (admin bounds the ids a text search reads with it).
+// TimersPage lists items newest first below before_id (keyset pagination over the primary key: rows inserted meanwhile have higher ids and never shift a later page), filtered by queue, status, topic, due time (at or after due_after, before due_before), creation time and a text in last_error, case-insensitive (null: any), and at or above min_id (admin bounds the ids a text search reads with it).
 func (q *Queries) TimersPage(ctx context.Context, arg TimersPageParams) ([]Timer, error) {
 	rows, err := q.db.Query(ctx, timersPage,
 		arg.BeforeID,
@@ -418,6 +422,8 @@ func (q *Queries) TimersPage(ctx context.Context, arg TimersPageParams) ([]Timer
 		arg.CreatedAfter,
 		arg.CreatedBefore,
 		arg.MinID,
+		arg.DueAfter,
+		arg.DueBefore,
 		arg.ErrorText,
 		arg.MaxRows,
 	)
@@ -470,9 +476,11 @@ where t.id > $1::bigint
   and ($5::timestamptz is null or t.created_at >= $5::timestamptz)
   and ($6::timestamptz is null or t.created_at < $6::timestamptz)
   and t.id <= $7::bigint
-  and ($8::text is null or strpos(lower(t.last_error), lower($8::text)) > 0)
+  and ($8::timestamptz is null or t.due_time >= $8::timestamptz)
+  and ($9::timestamptz is null or t.due_time < $9::timestamptz)
+  and ($10::text is null or strpos(lower(t.last_error), lower($10::text)) > 0)
 order by t.id
-limit $9::integer
+limit $11::integer
 `
 
 type TimersPageAscParams struct {
@@ -483,6 +491,8 @@ type TimersPageAscParams struct {
 	CreatedAfter  *time.Time
 	CreatedBefore *time.Time
 	MaxID         int64
+	DueAfter      *time.Time
+	DueBefore     *time.Time
 	ErrorText     *string
 	MaxRows       int32
 }
@@ -497,6 +507,8 @@ func (q *Queries) TimersPageAsc(ctx context.Context, arg TimersPageAscParams) ([
 		arg.CreatedAfter,
 		arg.CreatedBefore,
 		arg.MaxID,
+		arg.DueAfter,
+		arg.DueBefore,
 		arg.ErrorText,
 		arg.MaxRows,
 	)

@@ -56,7 +56,6 @@ func TestInboxPlans(t *testing.T) {
 					"priorities": prios, "max_attempts": attempts, "notify": true}},
 				{"InboxLookup", "inbox_source_message", map[string]any{"sources": sources[:5], "message_ids": ids[:5]}},
 				{"InboxDeleteProcessed", "inbox_finished", map[string]any{"older_than_ms": int64(-3_600_000), "max_rows": int32(1000)}},
-				{"InboxList", "inbox_pkey", map[string]any{"after_id": int64(50_000), "queue": nil, "status": nil, "source": nil, "topic": nil, "max_rows": int32(100)}},
 			} {
 				sql, params := namedQuery(t, "inbox", c.query)
 				plan := explainCustom(t, ctx, conn, sql, argsFor(t, params, c.args)...)

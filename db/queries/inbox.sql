@@ -99,19 +99,6 @@ returning j.id, j.source, j.message_id, j.topic, j.payload, j.priority, j.run_at
 -- InboxGet reads one inbox message.
 select * from workq.inbox where id = @id;
 
--- name: InboxList :many
--- InboxList pages through inbox messages in id order after after_id (keyset), optionally filtered by queue, status, source and topic; it leaves out the payload.
-select id, queue, source, message_id, topic, status, priority, attempts, max_attempts,
-       first_seen_at, run_at, finished_at, last_error
-from workq.inbox
-where id > @after_id::bigint
-  and (sqlc.narg('queue')::text is null or queue = sqlc.narg('queue')::text)
-  and (sqlc.narg('status')::smallint is null or status = sqlc.narg('status')::smallint)
-  and (sqlc.narg('source')::text is null or source = sqlc.narg('source')::text)
-  and (sqlc.narg('topic')::text is null or topic = sqlc.narg('topic')::text)
-order by id
-limit @max_rows::integer;
-
 -- name: InboxDeleteProcessed :execrows
 -- InboxDeleteProcessed deletes up to max_rows processed (done) or cancelled messages that finished more than older_than_ms ago (the de-duplication window); failed (dead) messages are kept.
 -- By primary key (= any(array(...))), not "in (select ...)": see

@@ -231,21 +231,6 @@ order by d.queue;
 -- OutboxGet reads one outbox message.
 select * from workq.outbox where id = @id;
 
--- name: OutboxGetByMessageID :one
--- OutboxGetByMessageID reads one outbox message by its message id.
-select * from workq.outbox where message_id = @message_id;
-
--- name: OutboxList :many
--- OutboxList lists messages by id after after_id (keyset pagination over the primary key), filtered by queue, status (-1: any), topic and partition key (empty: any).
-select * from workq.outbox o
-where o.id > @after_id::bigint
-  and (@queue::text = '' or o.queue = @queue::text)
-  and (@status::integer < 0 or o.status = @status::integer)
-  and (@topic::text = '' or o.topic = @topic::text)
-  and (@partition_key::text = '' or o.partition_key = @partition_key::text)
-order by o.id
-limit @max_rows::integer;
-
 -- name: OutboxKeyHeads :many
 -- OutboxKeyHeads lists the partition keys of one queue that have messages not done, from after_key on in key order, each with its head (first message in write order; cancelled messages and failed messages of skip_topics passed over); with only_blocked, only keys whose head is failing (waiting for a retry, or in a retry attempt) or failed.
 with recursive

@@ -123,20 +123,6 @@ where r.queue = @queue and r.status = 0
 order by r.run_at
 limit 1;
 
--- name: TimersList :many
--- TimersList lists timers in id order after after_id (keyset pagination), filtered by queue, topic, state (ready, in_progress, done, failed, cancelled) and due time; an operator path that walks the primary key.
-select t.* from workq.timers t
-where t.id > @after_id::bigint
-  and (sqlc.narg('queue')::text is null or t.queue = sqlc.narg('queue')::text)
-  and (sqlc.narg('topic')::text is null or t.topic = sqlc.narg('topic')::text)
-  and (sqlc.narg('state')::text is null or
-       (case t.status when 0 then 'ready' when 1 then 'in_progress' when 2 then 'done' when 3 then 'failed'
-             else 'cancelled' end) = sqlc.narg('state')::text)
-  and (sqlc.narg('due_before')::timestamptz is null or t.due_time < sqlc.narg('due_before')::timestamptz)
-  and (sqlc.narg('due_after')::timestamptz is null or t.due_time >= sqlc.narg('due_after')::timestamptz)
-order by t.id
-limit @max_rows::integer;
-
 -- name: TimersPage :many
 -- TimersPage lists items newest first below before_id (keyset pagination over the primary key: rows inserted meanwhile have higher ids and never shift a later page), filtered by queue, status, topic, due time (at or after due_after, before due_before), creation time and a text in last_error, case-insensitive (null: any), and at or above min_id (admin bounds the ids a text search reads with it).
 select * from workq.timers t

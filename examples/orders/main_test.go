@@ -20,11 +20,11 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/workq/workq/internal/inboxrt"
+	"github.com/workq/workq/internal/admin"
+	"github.com/workq/workq/internal/lease"
 	"github.com/workq/workq/internal/schedule"
 	"github.com/workq/workq/internal/testdb"
 	"github.com/workq/workq/internal/testutil"
-	"github.com/workq/workq/internal/timersrt"
 	"github.com/workq/workq/publish"
 )
 
@@ -176,7 +176,7 @@ func getOrder(t *testing.T, pool *pgxpool.Pool, id int64) orderRow {
 
 func timerState(t *testing.T, pool *pgxpool.Pool, id int64) string {
 	t.Helper()
-	info, err := timersrt.Get(context.Background(), pool, id)
+	info, err := admin.Get(context.Background(), pool, lease.Timers, id)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -396,11 +396,11 @@ func inboxStatus(ctx context.Context, pool *pgxpool.Pool, id string) (string, er
 	if err := pool.QueryRow(ctx, "select id from workq.inbox where source = 'psp' and message_id = $1", id).Scan(&inboxID); err != nil {
 		return "", err
 	}
-	m, err := inboxrt.Get(ctx, pool, inboxID)
+	m, err := admin.Get(ctx, pool, lease.Inbox, inboxID)
 	if err != nil {
 		return "", err
 	}
-	return inboxrt.StatusName(m.Status), nil
+	return m.State, nil
 }
 
 func TestParseSettings(t *testing.T) {

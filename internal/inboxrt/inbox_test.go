@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/workq/workq/inbox"
+	"github.com/workq/workq/internal/admin"
 	"github.com/workq/workq/internal/config"
 	"github.com/workq/workq/internal/inboxrt"
 	"github.com/workq/workq/internal/lease"
@@ -86,11 +87,15 @@ func (e *env) process(queue string, outcome lease.Outcome) []int64 {
 
 func (e *env) status(id int64) lease.Status {
 	e.t.Helper()
-	s, err := inboxrt.Get(e.ctx, e.pool, id)
+	s, err := admin.Get(e.ctx, e.pool, lease.Inbox, id)
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	return s.Status
+	st, err := admin.ParseStatus(s.Status)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return st
 }
 
 // waitStatus polls until message id has status want.
@@ -510,27 +515,27 @@ func TestDeadThenRevive(t *testing.T) {
 	r := e.receive(inbox.Message{Source: "s", MessageID: "dead", Queue: "dead", MaxAttempts: 3})
 	startWorker(t, e, p, "dead")
 	e.waitStatus(r.ID, lease.StatusFailed)
-	dead, err := inboxrt.Get(e.ctx, e.pool, r.ID)
+	dead, err := admin.Get(e.ctx, e.pool, lease.Inbox, r.ID)
 	if err != nil || dead.Attempts != 3 || dead.LastError != "downstream unavailable (attempt 3)" || calls.Load() != 3 {
 		t.Fatalf("dead message %+v (%v), %d calls; want 3 attempts and the last error", dead, err, calls.Load())
 	}
 	if got := e.receive(inbox.Message{Source: "s", MessageID: "dead", Queue: "dead"}); !got.Duplicate || got.Processed || got.Status != "dead" {
 		t.Fatalf("repeat of a dead message: %+v, want a duplicate, not processed, failed", got)
 	}
-	if _, err := inboxrt.Revive(e.ctx, e.pool, "", "no actor", r.ID); err == nil {
+	if _, err := admin.Retry(e.ctx, e.pool, lease.Inbox, admin.Actor{Reason: "no actor"}, r.ID); err == nil {
 		t.Fatal("revive without an actor: no error")
 	}
 	fail.Store(false)
-	ids, err := inboxrt.Revive(e.ctx, e.pool, "op:alice", "downstream is back", r.ID)
-	if err != nil || !slices.Equal(ids, []int64{r.ID}) {
+	ids, err := admin.Retry(e.ctx, e.pool, lease.Inbox, admin.Actor{Name: "op:alice", Reason: "downstream is back"}, r.ID)
+	if err != nil || !slices.Equal(ids.Applied, []int64{r.ID}) {
 		t.Fatalf("revive: %v, %v", ids, err)
 	}
 	e.waitStatus(r.ID, lease.StatusDone)
-	done, err := inboxrt.Get(e.ctx, e.pool, r.ID)
+	done, err := admin.Get(e.ctx, e.pool, lease.Inbox, r.ID)
 	if err != nil || done.Attempts != 1 {
 		t.Fatalf("revived message %+v (%v), want processed on its first attempt after revive", done, err)
 	}
-	runs, err := inboxrt.Attempts(e.ctx, e.pool, r.ID)
+	runs, err := admin.Attempts(e.ctx, e.pool, lease.Inbox, r.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -545,7 +550,7 @@ func TestDeadThenRevive(t *testing.T) {
 		t.Fatalf("audit row %+v, want by op:alice with the reason", a)
 	}
 	// Reviving a processed message does nothing.
-	if ids, err := inboxrt.Revive(e.ctx, e.pool, "op:alice", "again", r.ID); err != nil || len(ids) != 0 {
+	if ids, err := admin.Retry(e.ctx, e.pool, lease.Inbox, admin.Actor{Name: "op:alice", Reason: "again"}, r.ID); err != nil || len(ids.Applied) != 0 {
 		t.Fatalf("revive of a processed message: %v, %v; want nothing", ids, err)
 	}
 }
@@ -605,41 +610,6 @@ func TestDeleteProcessed(t *testing.T) {
 	}
 	if r := e.receive(msg("recent")); !r.Duplicate || !r.Processed {
 		t.Fatalf("repeat within the window: %+v, want a processed duplicate", r)
-	}
-}
-
-func TestList(t *testing.T) {
-	e := newEnv(t, 4)
-	var ids []int64
-	for i := range 5 {
-		topic := "a"
-		if i%2 == 1 {
-			topic = "b"
-		}
-		ids = append(ids, e.receive(inbox.Message{Source: "s", MessageID: fmt.Sprint(i), Topic: topic, Queue: "list"}).ID)
-	}
-	e.receive(inbox.Message{Source: "other", MessageID: "x", Queue: "other"})
-	page1, err := inboxrt.List(e.ctx, e.pool, inboxrt.Filter{Queue: "list", Limit: 3})
-	if err != nil || len(page1) != 3 || page1[0].ID != ids[0] || page1[2].ID != ids[2] {
-		t.Fatalf("page 1: %+v, %v", page1, err)
-	}
-	page2, err := inboxrt.List(e.ctx, e.pool, inboxrt.Filter{Queue: "list", Limit: 3, AfterID: page1[2].ID})
-	if err != nil || len(page2) != 2 || page2[0].ID != ids[3] {
-		t.Fatalf("page 2: %+v, %v", page2, err)
-	}
-	b, err := inboxrt.List(e.ctx, e.pool, inboxrt.Filter{Topic: "b"})
-	if err != nil || len(b) != 2 {
-		t.Fatalf("topic b: %+v, %v", b, err)
-	}
-	ready := lease.StatusReady
-	if all, err := inboxrt.List(e.ctx, e.pool, inboxrt.Filter{Status: &ready, Source: "other"}); err != nil || len(all) != 1 || all[0].MessageID != "x" {
-		t.Fatalf("source other: %+v, %v", all, err)
-	}
-	if _, err := inboxrt.List(e.ctx, e.pool, inboxrt.Filter{Limit: 10001}); !errors.Is(err, workqtype.ErrInvalid) {
-		t.Fatalf("limit 10001: %v, want ErrInvalid", err)
-	}
-	if _, err := inboxrt.Get(e.ctx, e.pool, 999999); !errors.Is(err, inbox.ErrNotFound) {
-		t.Fatalf("get of a missing id: %v, want ErrNotFound", err)
 	}
 }
 

@@ -455,7 +455,7 @@ func TestRetentionPrunesIdleKeyCounters(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	n, err := outboxrt.DeleteFinished(ctx, pool, time.Hour, 100)
+	n, err := lease.New(pool, lease.Outbox).DeleteFinished(ctx, time.Hour, 100)
 	if err != nil {
 		t.Fatal(err)
 	}

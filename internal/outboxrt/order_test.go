@@ -13,6 +13,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/workq/workq/internal/admin"
 	"github.com/workq/workq/internal/lease"
 	"github.com/workq/workq/internal/outboxrt"
 	"github.com/workq/workq/internal/testdb"
@@ -176,8 +177,8 @@ func TestFinalFailureBlockAndSkip(t *testing.T) {
 
 	// An operator retries the failed head: the key goes on, in order.
 	fail.Delete(sent[0].ID)
-	got, err := outboxrt.Retry(ctx, pool, "test", "fixed", sent[0].ID)
-	if err != nil || !slices.Equal(got, []int64{sent[0].ID}) {
+	got, err := admin.Retry(ctx, pool, lease.Outbox, admin.Actor{Name: "test", Reason: "fixed"}, sent[0].ID)
+	if err != nil || !slices.Equal(got.Applied, []int64{sent[0].ID}) {
 		t.Fatalf("retry: %v %v", got, err)
 	}
 	startWorker(t, pool, relay.Source(), worker.Options{})
@@ -185,7 +186,7 @@ func TestFinalFailureBlockAndSkip(t *testing.T) {
 	if got, want := get("key-blk"), []int64{sent[0].ID, sent[1].ID, sent[2].ID}; !slices.Equal(got, want) {
 		t.Fatalf("block key delivered %v, want %v", got, want)
 	}
-	att, err := outboxrt.Attempts(ctx, pool, sent[0].ID)
+	att, err := admin.Attempts(ctx, pool, lease.Outbox, sent[0].ID)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/workq/workq/internal/admin"
 	"github.com/workq/workq/internal/lease"
 	"github.com/workq/workq/internal/outboxrt"
 	"github.com/workq/workq/internal/testdb"
@@ -46,7 +47,7 @@ func TestRetryOfSkippedMessageWaitsForTheKey(t *testing.T) {
 	if got := ids(c2.Items); !slices.Equal(got, []int64{m2}) {
 		t.Fatalf("claim after the skipped failure %v, want [%d]", got, m2)
 	}
-	if got, err := outboxrt.Retry(ctx, pool, "test", "endpoint fixed", m1); err != nil || !slices.Equal(got, []int64{m1}) {
+	if got, err := admin.Retry(ctx, pool, lease.Outbox, admin.Actor{Name: "test", Reason: "endpoint fixed"}, m1); err != nil || !slices.Equal(got.Applied, []int64{m1}) {
 		t.Fatalf("retry: %v %v", got, err)
 	}
 	if c := claim(t, pool, "default", 10, skip); len(c.Items) != 0 {
@@ -95,7 +96,7 @@ func TestDeleteFinishedKeepsFailedKeyedMessages(t *testing.T) {
 	if _, err := pool.Exec(ctx, `update workq.outbox set finished_at = now() - interval '8 days' where status >= 2`); err != nil {
 		t.Fatal(err)
 	}
-	n, err := outboxrt.DeleteFinished(ctx, pool, 7*24*time.Hour, 100)
+	n, err := eng.DeleteFinished(ctx, 7*24*time.Hour, 100)
 	if err != nil || n != 2 {
 		t.Fatalf("deleted %d (%v); want the unkeyed failed and done messages", n, err)
 	}
@@ -106,9 +107,6 @@ func TestDeleteFinishedKeepsFailedKeyedMessages(t *testing.T) {
 	}
 	if c := claim(t, pool, "default", 10, lease.ClaimOptions{}); len(c.Items) != 0 {
 		t.Fatalf("claimed %v behind the failed head after retention", ids(c.Items))
-	}
-	if _, err := outboxrt.DeleteFinished(ctx, pool, 0, 10); err == nil {
-		t.Fatal("DeleteFinished with a zero age: no error")
 	}
 }
 

@@ -2,6 +2,7 @@ package outboxrt_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"strings"
 	"testing"
@@ -9,6 +10,8 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/workq/workq/internal/admin"
+	"github.com/workq/workq/internal/lease"
 	"github.com/workq/workq/internal/outboxrt"
 	"github.com/workq/workq/internal/testdb"
 	"github.com/workq/workq/outbox"
@@ -54,12 +57,13 @@ func TestSendInTransaction(t *testing.T) {
 	if err := tx.Commit(ctx); err != nil {
 		t.Fatal(err)
 	}
-	r, err := outboxrt.Get(ctx, pool, s.ID)
+	r, err := admin.Get(ctx, pool, lease.Outbox, s.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r.Queue != "q1" || r.PartitionKey != "order-1" || r.CorrelationID != "corr" || !r.RunAt.Equal(runAt) ||
-		r.MaxAttempts != 7 || r.Priority != 3 || string(r.Headers) != `{"X-Tenant": "t1"}` || r.KeySeq != 1 {
+	headers, _ := r.Details["headers"].(json.RawMessage)
+	if r.Queue != "q1" || r.Details["partition_key"] != "order-1" || r.Details["correlation_id"] != "corr" || !r.RunAt.Equal(runAt) ||
+		r.MaxAttempts != 7 || r.Priority != 3 || string(headers) != `{"X-Tenant": "t1"}` || r.Details["key_seq"] != int64(1) {
 		t.Fatalf("stored %+v", r)
 	}
 }

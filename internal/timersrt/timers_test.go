@@ -14,6 +14,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/workq/workq/internal/admin"
 	"github.com/workq/workq/internal/config"
 	"github.com/workq/workq/internal/lease"
 	"github.com/workq/workq/internal/testdb"
@@ -185,13 +186,13 @@ func TestScheduleManyKeepsOrder(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i, s := range out {
-		info, err := timersrt.Get(ctx, pool, s.ID)
+		info, err := admin.Get(ctx, pool, lease.Timers, s.ID)
 		if err != nil {
 			t.Fatal(err)
 		}
 		var p struct{ I int }
 		_ = json.Unmarshal(info.Payload, &p)
-		if info.Topic != in[i].Topic || p.I != i || info.Queue != in[i].Queue || !info.DueTime.Equal(s.DueTime) || info.State != timersrt.StateReady {
+		if info.Kind != in[i].Topic || p.I != i || info.Queue != in[i].Queue || !dueTime(info).Equal(s.DueTime) || info.State != timersrt.StateReady {
 			t.Fatalf("result %d is timer %+v, want input %d", i, info, i)
 		}
 		if i%2 == 0 && !s.DueTime.Equal(at.Add(time.Duration(i)*time.Second)) {
@@ -258,7 +259,7 @@ func TestCancelOutcomes(t *testing.T) {
 		if tc.state == "" {
 			continue
 		}
-		info, err := timersrt.Get(ctx, pool, tc.id)
+		info, err := admin.Get(ctx, pool, lease.Timers, tc.id)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -275,7 +276,8 @@ func TestCancelOutcomes(t *testing.T) {
 	}
 	// Listed as cancelled, and apart from the timer that failed.
 	for state, want := range map[string]int64{timersrt.StateCancelled: ready, timersrt.StateFailed: failed, timersrt.StateInProgress: claimed} {
-		got, err := timersrt.List(ctx, pool, timersrt.Filter{State: state})
+		page, err := admin.List(ctx, pool, lease.Timers, admin.Filter{Status: state})
+		got := page.Items
 		if err != nil || len(got) != 1 || got[0].ID != want {
 			t.Errorf("List(state %s) = %+v, %v; want timer %d", state, got, err, want)
 		}
@@ -284,7 +286,7 @@ func TestCancelOutcomes(t *testing.T) {
 	if got, err := e.Revive(ctx, "test", "changed my mind", ready); err != nil || len(got) != 1 {
 		t.Fatalf("revive: %v %v", got, err)
 	}
-	if info, _ := timersrt.Get(ctx, pool, ready); info.State != timersrt.StateReady {
+	if info, _ := admin.Get(ctx, pool, lease.Timers, ready); info.State != timersrt.StateReady {
 		t.Fatalf("revived cancelled timer is %q, want ready", info.State)
 	}
 	items := claim(t, pool, "ready")
@@ -294,7 +296,7 @@ func TestCancelOutcomes(t *testing.T) {
 	if err := e.Fail(ctx, items[0].OwnerToken, ready, "boom"); err != nil {
 		t.Fatal(err)
 	}
-	if info, _ := timersrt.Get(ctx, pool, ready); info.State != timersrt.StateFailed {
+	if info, _ := admin.Get(ctx, pool, lease.Timers, ready); info.State != timersrt.StateFailed {
 		t.Fatalf("revived timer that failed is %q, want failed", info.State)
 	}
 }
@@ -347,7 +349,7 @@ func TestCancelVersusClaimRace(t *testing.T) {
 				t.Errorf("round %d: claim: %v", i, claimErr)
 				return
 			}
-			info, err := timersrt.Get(ctx, pool, s.ID)
+			info, err := admin.Get(ctx, pool, lease.Timers, s.ID)
 			if err != nil {
 				t.Errorf("round %d: %v", i, err)
 				return
@@ -415,11 +417,11 @@ func startWorker(t *testing.T, pool *pgxpool.Pool, cfg config.Config, src worker
 	})
 }
 
-func waitState(t *testing.T, pool *pgxpool.Pool, id int64, state string) timersrt.Info {
+func waitState(t *testing.T, pool *pgxpool.Pool, id int64, state string) admin.Item {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		info, err := timersrt.Get(context.Background(), pool, id)
+		info, err := admin.Get(context.Background(), pool, lease.Timers, id)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -476,8 +478,8 @@ func TestTimerRetriesThroughWorker(t *testing.T) {
 	if info.Attempts != 3 {
 		t.Errorf("flaky timer done after %d attempts, want 3", info.Attempts)
 	}
-	if !info.DueTime.Equal(due) {
-		t.Errorf("due time changed by retries: %s, want %s", info.DueTime, due)
+	if !dueTime(info).Equal(due) {
+		t.Errorf("due time changed by retries: %s, want %s", dueTime(info), due)
 	}
 	if info = waitState(t, pool, broken.ID, timersrt.StateFailed); info.Attempts != 2 || info.LastError != "always" {
 		t.Errorf("broken timer: %d attempts, last error %q; want 2, always", info.Attempts, info.LastError)
@@ -498,7 +500,7 @@ func TestTimerRetriesThroughWorker(t *testing.T) {
 	var outcomes []string
 	deadline := time.Now().Add(30 * time.Second)
 	for len(outcomes) < 3 && time.Now().Before(deadline) {
-		as, err := timersrt.Attempts(ctx, pool, flaky.ID)
+		as, err := admin.Attempts(ctx, pool, lease.Timers, flaky.ID)
 		must(t, err)
 		outcomes = outcomes[:0]
 		for _, a := range as {
@@ -546,8 +548,8 @@ func TestFutureTimerStartsAtItsDueTimeNotAtThePoll(t *testing.T) {
 	}
 	for _, id := range []int64{first.ID, second.ID} {
 		info := waitState(t, pool, id, timersrt.StateDone)
-		if info.ClaimedAt == nil || info.ClaimedAt.Before(info.DueTime) {
-			t.Errorf("timer %d claimed at %v, before its due time %s", id, info.ClaimedAt, info.DueTime)
+		if info.ClaimedAt == nil || info.ClaimedAt.Before(dueTime(info)) {
+			t.Errorf("timer %d claimed at %v, before its due time %s", id, info.ClaimedAt, dueTime(info))
 		}
 	}
 }
@@ -557,4 +559,11 @@ func must(t *testing.T, err error) {
 	if err != nil {
 		t.Fatal(err)
 	}
+}
+
+// dueTime is a timer's due time as admin reads it (its kind's due_time
+// detail).
+func dueTime(it admin.Item) time.Time {
+	d, _ := it.Details["due_time"].(time.Time)
+	return d
 }

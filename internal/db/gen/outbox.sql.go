@@ -439,44 +439,6 @@ func (q *Queries) OutboxGet(ctx context.Context, id int64) (Outbox, error) {
 	return i, err
 }
 
-const outboxGetByMessageID = `-- name: OutboxGetByMessageID :one
-select id, queue, topic, partition_key, message_id, payload, headers, correlation_id, status, priority, run_at, owner_token, locked_until, lease_version, attempts, max_attempts, claimed_at, claimed_by, last_error, created_at, updated_at, finished_at, join_id, key_seq, cancel_requested_at from workq.outbox where message_id = $1
-`
-
-// OutboxGetByMessageID reads one outbox message by its message id.
-func (q *Queries) OutboxGetByMessageID(ctx context.Context, messageID uuid.UUID) (Outbox, error) {
-	row := q.db.QueryRow(ctx, outboxGetByMessageID, messageID)
-	var i Outbox
-	err := row.Scan(
-		&i.ID,
-		&i.Queue,
-		&i.Topic,
-		&i.PartitionKey,
-		&i.MessageID,
-		&i.Payload,
-		&i.Headers,
-		&i.CorrelationID,
-		&i.Status,
-		&i.Priority,
-		&i.RunAt,
-		&i.OwnerToken,
-		&i.LockedUntil,
-		&i.LeaseVersion,
-		&i.Attempts,
-		&i.MaxAttempts,
-		&i.ClaimedAt,
-		&i.ClaimedBy,
-		&i.LastError,
-		&i.CreatedAt,
-		&i.UpdatedAt,
-		&i.FinishedAt,
-		&i.JoinID,
-		&i.KeySeq,
-		&i.CancelRequestedAt,
-	)
-	return i, err
-}
-
 const outboxKeyHeads = `-- name: OutboxKeyHeads :many
 with recursive
 keys (key) as (
@@ -554,80 +516,6 @@ func (q *Queries) OutboxKeyHeads(ctx context.Context, arg OutboxKeyHeadsParams) 
 			&i.LastError,
 			&i.MessageID,
 			&i.UpdatedAt,
-		); err != nil {
-			return nil, err
-		}
-		items = append(items, i)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	return items, nil
-}
-
-const outboxList = `-- name: OutboxList :many
-select id, queue, topic, partition_key, message_id, payload, headers, correlation_id, status, priority, run_at, owner_token, locked_until, lease_version, attempts, max_attempts, claimed_at, claimed_by, last_error, created_at, updated_at, finished_at, join_id, key_seq, cancel_requested_at from workq.outbox o
-where o.id > $1::bigint
-  and ($2::text = '' or o.queue = $2::text)
-  and ($3::integer < 0 or o.status = $3::integer)
-  and ($4::text = '' or o.topic = $4::text)
-  and ($5::text = '' or o.partition_key = $5::text)
-order by o.id
-limit $6::integer
-`
-
-type OutboxListParams struct {
-	AfterID      int64
-	Queue        string
-	Status       int32
-	Topic        string
-	PartitionKey string
-	MaxRows      int32
-}
-
-// OutboxList lists messages by id after after_id (keyset pagination over the primary key), filtered by queue, status (-1: any), topic and partition key (empty: any).
-func (q *Queries) OutboxList(ctx context.Context, arg OutboxListParams) ([]Outbox, error) {
-	rows, err := q.db.Query(ctx, outboxList,
-		arg.AfterID,
-		arg.Queue,
-		arg.Status,
-		arg.Topic,
-		arg.PartitionKey,
-		arg.MaxRows,
-	)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var items []Outbox
-	for rows.Next() {
-		var i Outbox
-		if err := rows.Scan(
-			&i.ID,
-			&i.Queue,
-			&i.Topic,
-			&i.PartitionKey,
-			&i.MessageID,
-			&i.Payload,
-			&i.Headers,
-			&i.CorrelationID,
-			&i.Status,
-			&i.Priority,
-			&i.RunAt,
-			&i.OwnerToken,
-			&i.LockedUntil,
-			&i.LeaseVersion,
-			&i.Attempts,
-			&i.MaxAttempts,
-			&i.ClaimedAt,
-			&i.ClaimedBy,
-			&i.LastError,
-			&i.CreatedAt,
-			&i.UpdatedAt,
-			&i.FinishedAt,
-			&i.JoinID,
-			&i.KeySeq,
-			&i.CancelRequestedAt,
 		); err != nil {
 			return nil, err
 		}

@@ -22,6 +22,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 )
@@ -39,6 +40,9 @@ type Server struct {
 	owner   owner // the process the cluster does not outlive
 	opts    Options
 	stopped bool // by StopMode: Stop has no server to stop
+
+	mu        sync.Mutex
+	watchdogs []chan struct{} // closed when each watchdog has exited and been reaped
 }
 
 // Options change how the cluster runs; the zero value is what Start uses.
@@ -247,10 +251,33 @@ func (s *Server) Stop() error {
 		err = nil
 	}
 	s.cleanup()
+	s.awaitWatchdogs(watchdogExitBound)
 	return err
 }
 
 func (s *Server) cleanup() { _ = os.RemoveAll(s.baseDir) }
+
+// watchdogExitBound is how long Stop waits for the watchdogs to see the
+// directory gone and exit (they check twice a second).
+const watchdogExitBound = 10 * time.Second
+
+// awaitWatchdogs waits, at most d in all, for every watchdog to exit once
+// the cluster directory is gone, so that Stop leaves no goroutine of its
+// own behind (the one reaping each watchdog).
+func (s *Server) awaitWatchdogs(d time.Duration) {
+	s.mu.Lock()
+	dogs := s.watchdogs
+	s.mu.Unlock()
+	deadline := time.NewTimer(d)
+	defer deadline.Stop()
+	for _, done := range dogs {
+		select {
+		case <-done:
+		case <-deadline.C:
+			return
+		}
+	}
+}
 
 // StopWhenGone starts a detached watchdog that stops the server and deletes
 // its directory once process pid has exited, however it exits: a test
@@ -281,7 +308,14 @@ func (s *Server) watch(o owner) error {
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("pgembed: start the watchdog: %w", err)
 	}
-	go func() { _ = cmd.Wait() }() // reaped if it ends while we still run
+	done := make(chan struct{})
+	go func() { // reaps it when it ends; Stop waits for that
+		_ = cmd.Wait()
+		close(done)
+	}()
+	s.mu.Lock()
+	s.watchdogs = append(s.watchdogs, done)
+	s.mu.Unlock()
 	return nil
 }
 

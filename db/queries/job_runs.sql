@@ -181,7 +181,22 @@ update workq.job_runs j set
 -- table.
 where j.id = any(array(select a.id from above a union all select m.id from resumed m union all select b.id from below b))
 returning j.id, j.kind, j.payload, j.priority, j.run_at, j.attempts, j.max_attempts,
-          j.lease_version, j.locked_until, j.created_at, j.metadata;
+          j.lease_version, j.locked_until, j.created_at, j.metadata, j.limit_key;
+
+-- name: JobRunsClaimIDs :many
+-- JobRunsClaimIDs leases the ready job runs among ids under owner_token, as JobRunsClaim does: the second statement of a flow claim, whose workq_flow_pick chose and locked them in the same transaction.
+update workq.job_runs j set
+    status = 1,
+    owner_token = @owner_token::uuid,
+    locked_until = now() + (@lease_ms::bigint) * interval '1 millisecond',
+    lease_version = greatest(j.lease_version + 1, (select workq.workq_epoch())),
+    attempts = j.attempts + 1,
+    claimed_at = now(),
+    claimed_by = @worker_id::text,
+    updated_at = now()
+where j.id = any(@ids::bigint[]) and j.status = 0
+returning j.id, j.kind, j.payload, j.priority, j.run_at, j.attempts, j.max_attempts,
+          j.lease_version, j.locked_until, j.created_at, j.metadata, j.limit_key;
 
 -- name: JobRunsGet :one
 -- JobRunsGet reads one job run.

@@ -65,7 +65,7 @@ returning id, message_id
 select ins.id, ins.message_id from ins cross join (select count(*) as n from notified) x;
 
 -- name: OutboxClaim :many
--- OutboxClaim leases up to max_rows due outbox messages of one queue under owner_token, a fresh token the caller mints for this claim alone, within the global limit of the queue: unkeyed messages in (priority desc, id) order, and for partition keys each key's head only (its message with the lowest key_seq among rows not done, if ready and due, and no message of the key is in flight), keys visited from after_key on, wrapping around, pass_keys passed over (with wake it NOTIFYs the queue's claimers to take them). Failed messages of skip_topics do not block their key. Expired leases are reaped by LeaseReapExpired.
+-- OutboxClaim leases up to max_rows due outbox messages of one queue under owner_token, a fresh token the caller mints for this claim alone, within the global limit of the queue (with flow_grant, inside a flow claim's transaction: within what workq_flow_grant granted): unkeyed messages in (priority desc, id) order, and for partition keys each key's head only (its message with the lowest key_seq among rows not done, if ready and due, and no message of the key is in flight), keys visited from after_key on, wrapping around, pass_keys passed over (with wake it NOTIFYs the queue's claimers to take them). Failed messages of skip_topics do not block their key. Expired leases are reaped by LeaseReapExpired.
 with recursive
 -- With wake, the claim wakes the queue's claimers at commit (NOTIFY
 -- workq_outbox), as a new message does: it hands over pass_keys.
@@ -73,7 +73,7 @@ woke as materialized (
     select count(*) as n from (select pg_notify('workq_outbox', @queue::text) where @wake::boolean) x
 ),
 budget as materialized (
-    select workq.workq_claim_budget('outbox', @queue, @max_rows::integer) as n from woke
+    select workq.workq_claim_budget('outbox', @queue, @max_rows::integer, sqlc.narg('flow_grant')::integer) as n from woke
 ),
 -- Keep up to half the budget (rounded at random, so a budget of one is
 -- shared too) for unkeyed messages when some wait, so neither kind starves.

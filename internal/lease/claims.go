@@ -29,7 +29,40 @@ func claimJobRuns(ctx context.Context, q *gen.Queries, a claimArgs) ([]Item, err
 	items := make([]Item, len(rows))
 	for i, r := range rows {
 		it := newItem(a, r.ID, r.Attempts, r.MaxAttempts, r.LeaseVersion, r.LockedUntil, r.Payload, r.Priority, r.RunAt, r.CreatedAt)
-		it.Kind, it.Metadata = r.Kind, r.Metadata
+		it.Kind, it.Metadata, it.LimitKey = r.Kind, r.Metadata, deref(r.LimitKey)
+		items[i] = it
+	}
+	return items, err
+}
+
+func claimJobRunsIDs(ctx context.Context, q *gen.Queries, a claimArgs, ids []int64) ([]Item, error) {
+	rows, err := q.JobRunsClaimIDs(ctx, gen.JobRunsClaimIDsParams{OwnerToken: a.token, LeaseMs: a.leaseMs, WorkerID: a.workerID, Ids: ids})
+	items := make([]Item, len(rows))
+	for i, r := range rows {
+		it := newItem(a, r.ID, r.Attempts, r.MaxAttempts, r.LeaseVersion, r.LockedUntil, r.Payload, r.Priority, r.RunAt, r.CreatedAt)
+		it.Kind, it.Metadata, it.LimitKey = r.Kind, r.Metadata, deref(r.LimitKey)
+		items[i] = it
+	}
+	return items, err
+}
+
+func claimInboxIDs(ctx context.Context, q *gen.Queries, a claimArgs, ids []int64) ([]Item, error) {
+	rows, err := q.InboxClaimIDs(ctx, gen.InboxClaimIDsParams{OwnerToken: a.token, LeaseMs: a.leaseMs, WorkerID: a.workerID, Ids: ids})
+	items := make([]Item, len(rows))
+	for i, r := range rows {
+		it := newItem(a, r.ID, r.Attempts, r.MaxAttempts, r.LeaseVersion, r.LockedUntil, r.Payload, r.Priority, r.RunAt, r.CreatedAt)
+		it.Kind, it.Topic, it.MessageID = r.Source, deref(r.Topic), r.MessageID
+		items[i] = it
+	}
+	return items, err
+}
+
+func claimTimersIDs(ctx context.Context, q *gen.Queries, a claimArgs, ids []int64) ([]Item, error) {
+	rows, err := q.TimersClaimIDs(ctx, gen.TimersClaimIDsParams{OwnerToken: a.token, LeaseMs: a.leaseMs, WorkerID: a.workerID, Ids: ids})
+	items := make([]Item, len(rows))
+	for i, r := range rows {
+		it := newItem(a, r.ID, r.Attempts, r.MaxAttempts, r.LeaseVersion, r.LockedUntil, r.Payload, r.Priority, r.RunAt, r.CreatedAt)
+		it.Kind, it.Topic, it.DueTime = r.Topic, r.Topic, r.DueTime
 		items[i] = it
 	}
 	return items, err
@@ -37,7 +70,7 @@ func claimJobRuns(ctx context.Context, q *gen.Queries, a claimArgs) ([]Item, err
 
 func claimOutbox(ctx context.Context, q *gen.Queries, a claimArgs) ([]Item, error) {
 	rows, err := q.OutboxClaim(ctx, gen.OutboxClaimParams{OwnerToken: a.token, LeaseMs: a.leaseMs, WorkerID: a.workerID, Queue: a.queue, MaxRows: a.max,
-		AfterKey: a.opts.AfterKey, SkipTopics: a.opts.SkipTopics, PassKeys: a.opts.PassKeys, Wake: a.opts.Wake})
+		AfterKey: a.opts.AfterKey, SkipTopics: a.opts.SkipTopics, PassKeys: a.opts.PassKeys, Wake: a.opts.Wake, FlowGrant: a.grant})
 	items := make([]Item, len(rows))
 	for i, r := range rows {
 		it := newItem(a, r.ID, r.Attempts, r.MaxAttempts, r.LeaseVersion, r.LockedUntil, r.Payload, r.Priority, r.RunAt, r.CreatedAt)

@@ -107,6 +107,7 @@ type Item struct {
 
 	// Table-specific fields.
 	Metadata      json.RawMessage // job_runs: a JSON object of strings or nil (EnqueueOpts.Metadata and the enqueuing span's trace context)
+	LimitKey      string          // job_runs: the key per-key limits and fair claims count by ("": none)
 	Headers       json.RawMessage // outbox
 	PartitionKey  string          // outbox
 	MessageID     string          // outbox (uuid) and inbox
@@ -132,6 +133,10 @@ type ClaimParams struct {
 	// once a second, and after any claim that was not full). The outbox
 	// ignores it. ResumeFrom computes one.
 	Resume *ResumePoint
+	// Flow is the claim loop's flow-control state for the queue, kept
+	// between claims (nil: the claim asks whether the queue is under flow
+	// control after every empty claim). See FlowCursor.
+	Flow *FlowCursor
 }
 
 // ResumePoint is where a claim may start reading a priority's ready rows
@@ -265,6 +270,7 @@ type Engine struct {
 	def   *tableDef
 	err   error // the table is not registered: every call returns it
 	q     *gen.Queries
+	db    workqtype.DB // what q runs on: flow claims begin their transaction on it
 }
 
 // New returns an engine for table over db (a pool, a connection or a
@@ -275,7 +281,7 @@ func New(db workqtype.DB, table Table) *Engine {
 	if err != nil {
 		return &Engine{table: table, err: err}
 	}
-	return &Engine{table: table, def: d, q: gen.New(onTable{db: db, def: d})}
+	return &Engine{table: table, def: d, q: gen.New(onTable{db: db, def: d}), db: db}
 }
 
 // ClaimByID leases one ready item by id, as a claim does (a fresh owner
@@ -347,10 +353,10 @@ func (e *Engine) Claim(ctx context.Context, p ClaimParams) (Claim, error) {
 	if err != nil {
 		return Claim{}, fmt.Errorf("claim %s: mint owner token: %w", e.table, err)
 	}
-	items, err := e.def.claim(ctx, e.q, claimArgs{
+	items, err := e.claimQueue(ctx, claimArgs{
 		table: e.table, code: e.def.code, token: token, queue: p.Queue,
 		max: int32(min(p.Max, math.MaxInt32)), leaseMs: ms(p.Lease), workerID: p.WorkerID, opts: p.Options, resume: p.Resume,
-	})
+	}, p.Flow)
 	if err != nil {
 		return Claim{Token: token}, fmt.Errorf("claim %s: %w", e.table, err)
 	}

@@ -43,6 +43,10 @@ type tableDef struct {
 	// claim runs the table's own claim statement (its order and the columns
 	// it returns differ per table) and maps its rows to Items.
 	claim func(ctx context.Context, q *gen.Queries, a claimArgs) ([]Item, error)
+	// claimIDs claims the ready rows among ids that a flow claim picked
+	// (workq_flow_pick); nil for a table whose flow claim grants a count
+	// to its own claim statement instead (the outbox: flow.go).
+	claimIDs func(ctx context.Context, q *gen.Queries, a claimArgs, ids []int64) ([]Item, error)
 	// deleteFinished, when set, replaces the shared LeaseDeleteFinished for
 	// a table whose retention has rules of its own (the outbox keeps failed
 	// messages with a partition key: they may be blocking their key).
@@ -77,6 +81,7 @@ type claimArgs struct {
 	workerID string
 	opts     ClaimOptions
 	resume   *ResumePoint
+	grant    *int32 // inside a flow claim: what workq_flow_grant granted (the outbox)
 }
 
 // maxTableCode is the largest code a run id can hold (six bits).
@@ -87,10 +92,10 @@ const maxTableCode = 63
 // workq_table_code, a query file with its ingest and claim statements, and
 // one entry here with its claim adapter (table_<name>.go).
 var registry = []*tableDef{
-	{table: JobRuns, code: 0, claim: claimJobRuns, resume: resumeByPriority},
+	{table: JobRuns, code: 0, claim: claimJobRuns, claimIDs: claimJobRunsIDs, resume: resumeByPriority},
 	{table: Outbox, code: 1, claim: claimOutbox, deleteFinished: deleteFinishedOutbox, depth: depthOutbox},
-	{table: Inbox, code: 2, claim: claimInbox, resume: resumeByRunAt},
-	{table: Timers, code: 3, claim: claimTimers, resume: resumeByRunAt},
+	{table: Inbox, code: 2, claim: claimInbox, claimIDs: claimInboxIDs, resume: resumeByRunAt},
+	{table: Timers, code: 3, claim: claimTimers, claimIDs: claimTimersIDs, resume: resumeByRunAt},
 }
 
 // Tables lists every work table, in registry order.

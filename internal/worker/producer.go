@@ -73,6 +73,10 @@ type producer struct {
 	// loop last claimed without one (claim loop only).
 	resume       *lease.ResumePoint
 	lastFullScan time.Time
+	// flow is the queue's flow-control state between claims (claim loop
+	// only): a claim cut short by a limit is retried when the limit lets
+	// it (flowRepoll at the latest), not at the next poll.
+	flow lease.FlowCursor
 }
 
 // While a queue has a backlog, each claim resumes a margin before where the
@@ -115,6 +119,11 @@ const (
 // (when Config.Reclaim is on): leases only expire after a crash or a stall,
 // so once a second is prompt enough.
 const reclaimEvery = time.Second
+
+// flowRepoll is the longest a claim loop waits after a claim that a flow
+// limit cut short before it claims again (a limit per key or per kind
+// frees at times the claim does not report).
+const flowRepoll = 50 * time.Millisecond
 
 // batchDone cancels a claim's deadline context when its last item ends.
 type batchDone struct {
@@ -348,6 +357,11 @@ func (p *producer) run(ctx context.Context) {
 	due.Stop()
 	defer due.Stop()
 	pastDue := false
+	// A claim that a flow limit cut short claims again when the limit lets
+	// it (FlowCursor.Wait), or after flowRepoll.
+	limited := time.NewTimer(time.Hour)
+	limited.Stop()
+	defer limited.Stop()
 	waiting, patient := false, true
 	if p.seat != nil {
 		// The weight of the shared slots' shares, read while the first
@@ -435,6 +449,13 @@ func (p *producer) run(ctx context.Context) {
 					continue
 				}
 				pastDue = p.armNextDue(ctx, due, pastDue)
+				if p.flow.Limited() {
+					d := p.flow.Wait()
+					if d <= 0 || d > flowRepoll {
+						d = flowRepoll
+					}
+					limited.Reset(d + time.Millisecond)
+				}
 			}
 		}
 		// Reap the queue's expired leases while there is nothing to claim, so
@@ -461,6 +482,8 @@ func (p *producer) run(ctx context.Context) {
 			waiting, patient = false, false
 		case <-due.C:
 			hint, p.woken = true, true
+		case <-limited.C:
+			hint = true
 		}
 	}
 }
@@ -596,7 +619,7 @@ func (p *producer) claim(ctx context.Context, n int) (int, error) {
 		return 0, err // nothing was sent
 	}
 	backend := conn.Conn().PgConn().PID()
-	params := lease.ClaimParams{Queue: p.queue, Max: n, Lease: cfg.Lease, WorkerID: cfg.ID}
+	params := lease.ClaimParams{Queue: p.queue, Max: n, Lease: cfg.Lease, WorkerID: cfg.ID, Flow: &p.flow}
 	if p.src.ClaimOptions != nil {
 		cc := ClaimContext{Queue: p.queue, Prev: p.prev, Woken: p.woken}
 		p.mu.Lock()
@@ -772,6 +795,9 @@ func (p *producer) execute(a *attempt) {
 		return
 	}
 	c := p.outcome(a.item, err)
+	if d, ok := ThrottleDuration(err); ok && !a.cancelled.Load() {
+		p.throttle(ctx, a.item, d)
+	}
 	if a.cancelled.Load() && c.Outcome != lease.Cancelled {
 		// The completion statement ends a cancel-requested attempt
 		// cancelled whatever it carries; saying so keeps the failure log
@@ -832,7 +858,7 @@ func (p *producer) outcome(it lease.Item, err error) lease.Completion {
 }
 
 // CompletionOf is the completion the runtime makes of a handler's result
-// err on attempt it: nil is Done, Snooze(d) is Snoozed after d, Permanent
+// err on attempt it: nil is Done, Snooze(d) and Throttle(d) are Snoozed after d, Permanent
 // is Failed, an error wrapping ErrCancelled is Cancelled, any other error
 // is Retry after the full-jitter backoff of base and cap, or at the time
 // RetryAt asks for (the completion statement fails an item whose attempts
@@ -840,11 +866,15 @@ func (p *producer) outcome(it lease.Item, err error) lease.Completion {
 func CompletionOf(it lease.Item, err error, base, cap time.Duration) lease.Completion {
 	c := lease.Completion{ID: it.ID, Token: it.OwnerToken, RunID: it.RunID}
 	var snooze *snoozeError
+	var throttled *throttleError
 	switch {
 	case err == nil:
 		c.Outcome = lease.Done
 	case errors.As(err, &snooze):
 		c.Outcome, c.Delay = lease.Snoozed, snooze.d
+	case errors.As(err, &throttled):
+		// Not a failure: no attempt used, and the archive says why.
+		c.Outcome, c.Delay, c.Error = lease.Snoozed, throttled.d, throttled.Error()
 	case IsPermanent(err):
 		c.Outcome, c.Error = lease.Failed, err.Error()
 	case errors.Is(err, ErrCancelled):

@@ -105,6 +105,84 @@ func (q *Queries) InboxClaim(ctx context.Context, arg InboxClaimParams) ([]Inbox
 	return items, nil
 }
 
+const inboxClaimIDs = `-- name: InboxClaimIDs :many
+update workq.inbox j set
+    status = 1,
+    owner_token = $1::uuid,
+    locked_until = now() + ($2::bigint) * interval '1 millisecond',
+    lease_version = greatest(j.lease_version + 1, (select workq.workq_epoch())),
+    attempts = j.attempts + 1,
+    claimed_at = now(),
+    claimed_by = $3::text,
+    updated_at = now()
+where j.id = any($4::bigint[]) and j.status = 0
+returning j.id, j.source, j.message_id, j.topic, j.payload, j.priority, j.run_at, j.attempts, j.max_attempts,
+          j.lease_version, j.locked_until, j.created_at, j.first_seen_at
+`
+
+type InboxClaimIDsParams struct {
+	OwnerToken uuid.UUID
+	LeaseMs    int64
+	WorkerID   string
+	Ids        []int64
+}
+
+type InboxClaimIDsRow struct {
+	ID           int64
+	Source       string
+	MessageID    string
+	Topic        *string
+	Payload      []byte
+	Priority     int16
+	RunAt        time.Time
+	Attempts     int32
+	MaxAttempts  int32
+	LeaseVersion int64
+	LockedUntil  *time.Time
+	CreatedAt    time.Time
+	FirstSeenAt  time.Time
+}
+
+// InboxClaimIDs leases the ready inbox messages among ids under owner_token, as InboxClaim does: the second statement of a flow claim (JobRunsClaimIDs).
+func (q *Queries) InboxClaimIDs(ctx context.Context, arg InboxClaimIDsParams) ([]InboxClaimIDsRow, error) {
+	rows, err := q.db.Query(ctx, inboxClaimIDs,
+		arg.OwnerToken,
+		arg.LeaseMs,
+		arg.WorkerID,
+		arg.Ids,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []InboxClaimIDsRow
+	for rows.Next() {
+		var i InboxClaimIDsRow
+		if err := rows.Scan(
+			&i.ID,
+			&i.Source,
+			&i.MessageID,
+			&i.Topic,
+			&i.Payload,
+			&i.Priority,
+			&i.RunAt,
+			&i.Attempts,
+			&i.MaxAttempts,
+			&i.LeaseVersion,
+			&i.LockedUntil,
+			&i.CreatedAt,
+			&i.FirstSeenAt,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const inboxDeleteProcessed = `-- name: InboxDeleteProcessed :execrows
 delete from workq.inbox
 where id = any(array(

@@ -52,7 +52,7 @@ update workq.job_runs j set
     updated_at = now()
 where j.id = any(array(select a.id from above a union all select m.id from resumed m union all select b.id from below b))
 returning j.id, j.kind, j.payload, j.priority, j.run_at, j.attempts, j.max_attempts,
-          j.lease_version, j.locked_until, j.created_at, j.metadata
+          j.lease_version, j.locked_until, j.created_at, j.metadata, j.limit_key
 `
 
 type JobRunsClaimParams struct {
@@ -77,6 +77,7 @@ type JobRunsClaimRow struct {
 	LockedUntil  *time.Time
 	CreatedAt    time.Time
 	Metadata     []byte
+	LimitKey     *string
 }
 
 // JobRunsClaim leases up to max_rows due job runs of one queue (priority desc, run_at, id) under owner_token, a fresh token the caller mints for this claim alone, within the global limit of the queue; with a resume point (resume_priority, resume_run_at) it reads that priority's rows from resume_run_at on instead of from its start (higher and lower priorities are read in full). Expired leases are reaped by LeaseReapExpired (the claimer runs it for its queue about once a second).
@@ -125,6 +126,83 @@ func (q *Queries) JobRunsClaim(ctx context.Context, arg JobRunsClaimParams) ([]J
 			&i.LockedUntil,
 			&i.CreatedAt,
 			&i.Metadata,
+			&i.LimitKey,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const jobRunsClaimIDs = `-- name: JobRunsClaimIDs :many
+update workq.job_runs j set
+    status = 1,
+    owner_token = $1::uuid,
+    locked_until = now() + ($2::bigint) * interval '1 millisecond',
+    lease_version = greatest(j.lease_version + 1, (select workq.workq_epoch())),
+    attempts = j.attempts + 1,
+    claimed_at = now(),
+    claimed_by = $3::text,
+    updated_at = now()
+where j.id = any($4::bigint[]) and j.status = 0
+returning j.id, j.kind, j.payload, j.priority, j.run_at, j.attempts, j.max_attempts,
+          j.lease_version, j.locked_until, j.created_at, j.metadata, j.limit_key
+`
+
+type JobRunsClaimIDsParams struct {
+	OwnerToken uuid.UUID
+	LeaseMs    int64
+	WorkerID   string
+	Ids        []int64
+}
+
+type JobRunsClaimIDsRow struct {
+	ID           int64
+	Kind         string
+	Payload      []byte
+	Priority     int16
+	RunAt        time.Time
+	Attempts     int32
+	MaxAttempts  int32
+	LeaseVersion int64
+	LockedUntil  *time.Time
+	CreatedAt    time.Time
+	Metadata     []byte
+	LimitKey     *string
+}
+
+// JobRunsClaimIDs leases the ready job runs among ids under owner_token, as JobRunsClaim does: the second statement of a flow claim, whose workq_flow_pick chose and locked them in the same transaction.
+func (q *Queries) JobRunsClaimIDs(ctx context.Context, arg JobRunsClaimIDsParams) ([]JobRunsClaimIDsRow, error) {
+	rows, err := q.db.Query(ctx, jobRunsClaimIDs,
+		arg.OwnerToken,
+		arg.LeaseMs,
+		arg.WorkerID,
+		arg.Ids,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []JobRunsClaimIDsRow
+	for rows.Next() {
+		var i JobRunsClaimIDsRow
+		if err := rows.Scan(
+			&i.ID,
+			&i.Kind,
+			&i.Payload,
+			&i.Priority,
+			&i.RunAt,
+			&i.Attempts,
+			&i.MaxAttempts,
+			&i.LeaseVersion,
+			&i.LockedUntil,
+			&i.CreatedAt,
+			&i.Metadata,
+			&i.LimitKey,
 		); err != nil {
 			return nil, err
 		}
@@ -473,7 +551,7 @@ func (q *Queries) JobRunsEnqueueUnique(ctx context.Context, arg JobRunsEnqueueUn
 }
 
 const jobRunsGet = `-- name: JobRunsGet :one
-select id, queue, kind, payload, dedup_key, schedule_id, scheduled_time, status, priority, run_at, owner_token, locked_until, lease_version, attempts, max_attempts, claimed_at, claimed_by, last_error, created_at, updated_at, finished_at, metadata, cancel_requested_at, unique_key, unique_states from workq.job_runs where id = $1
+select id, queue, kind, payload, dedup_key, schedule_id, scheduled_time, status, priority, run_at, owner_token, locked_until, lease_version, attempts, max_attempts, claimed_at, claimed_by, last_error, created_at, updated_at, finished_at, metadata, cancel_requested_at, unique_key, unique_states, limit_key from workq.job_runs where id = $1
 `
 
 // JobRunsGet reads one job run.
@@ -506,6 +584,7 @@ func (q *Queries) JobRunsGet(ctx context.Context, id int64) (JobRun, error) {
 		&i.CancelRequestedAt,
 		&i.UniqueKey,
 		&i.UniqueStates,
+		&i.LimitKey,
 	)
 	return i, err
 }
@@ -637,7 +716,7 @@ func (q *Queries) JobRunsLiveByDedupKeys(ctx context.Context, dedupKeys []string
 }
 
 const jobRunsPage = `-- name: JobRunsPage :many
-select id, queue, kind, payload, dedup_key, schedule_id, scheduled_time, status, priority, run_at, owner_token, locked_until, lease_version, attempts, max_attempts, claimed_at, claimed_by, last_error, created_at, updated_at, finished_at, metadata, cancel_requested_at, unique_key, unique_states from workq.job_runs t
+select id, queue, kind, payload, dedup_key, schedule_id, scheduled_time, status, priority, run_at, owner_token, locked_until, lease_version, attempts, max_attempts, claimed_at, claimed_by, last_error, created_at, updated_at, finished_at, metadata, cancel_requested_at, unique_key, unique_states, limit_key from workq.job_runs t
 where t.id < $1::bigint
   and ($2::text is null or t.queue = $2::text)
   and ($3::smallint is null or t.status = $3::smallint)
@@ -712,6 +791,7 @@ func (q *Queries) JobRunsPage(ctx context.Context, arg JobRunsPageParams) ([]Job
 			&i.CancelRequestedAt,
 			&i.UniqueKey,
 			&i.UniqueStates,
+			&i.LimitKey,
 		); err != nil {
 			return nil, err
 		}
@@ -724,7 +804,7 @@ func (q *Queries) JobRunsPage(ctx context.Context, arg JobRunsPageParams) ([]Job
 }
 
 const jobRunsPageAsc = `-- name: JobRunsPageAsc :many
-select id, queue, kind, payload, dedup_key, schedule_id, scheduled_time, status, priority, run_at, owner_token, locked_until, lease_version, attempts, max_attempts, claimed_at, claimed_by, last_error, created_at, updated_at, finished_at, metadata, cancel_requested_at, unique_key, unique_states from workq.job_runs t
+select id, queue, kind, payload, dedup_key, schedule_id, scheduled_time, status, priority, run_at, owner_token, locked_until, lease_version, attempts, max_attempts, claimed_at, claimed_by, last_error, created_at, updated_at, finished_at, metadata, cancel_requested_at, unique_key, unique_states, limit_key from workq.job_runs t
 where t.id > $1::bigint
   and ($2::text is null or t.queue = $2::text)
   and ($3::smallint is null or t.status = $3::smallint)
@@ -799,6 +879,7 @@ func (q *Queries) JobRunsPageAsc(ctx context.Context, arg JobRunsPageAscParams) 
 			&i.CancelRequestedAt,
 			&i.UniqueKey,
 			&i.UniqueStates,
+			&i.LimitKey,
 		); err != nil {
 			return nil, err
 		}

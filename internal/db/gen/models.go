@@ -62,6 +62,7 @@ type JobRun struct {
 	CancelRequestedAt *time.Time
 	UniqueKey         []byte
 	UniqueStates      *int16
+	LimitKey          *string
 }
 
 type Outbox struct {
@@ -210,6 +211,49 @@ type Timer struct {
 	FinishedAt        *time.Time
 	CancelledAt       *time.Time
 	CancelRequestedAt *time.Time
+}
+
+type WorkqFlowKindPause struct {
+	WorkTable string
+	Queue     string
+	Kind      string
+	PausedAt  time.Time
+	PausedBy  string
+	Reason    *string
+}
+
+type WorkqFlowLimit struct {
+	WorkTable   string
+	Queue       string
+	Kind        string
+	PerKey      bool
+	Rate        *int32
+	PeriodMs    int64
+	Concurrency *int32
+	UpdatedAt   time.Time
+}
+
+type WorkqFlowQueue struct {
+	WorkTable string
+	Queue     string
+	Fair      bool
+	Auto      bool
+	UpdatedAt time.Time
+}
+
+type WorkqFlowState struct {
+	WorkTable      string
+	Queue          string
+	Kind           string
+	Key            string
+	LogAt          []time.Time
+	LogN           []int32
+	ThrottledUntil *time.Time
+	AdaptRate      *float64
+	AdaptStep      *float64
+	AdaptAt        *time.Time
+	AdaptEnd       *float64
+	UpdatedAt      time.Time
 }
 
 type WorkqLeaseTable struct {

@@ -18,7 +18,7 @@ woke as materialized (
     select count(*) as n from (select pg_notify('workq_outbox', $4::text) where $5::boolean) x
 ),
 budget as materialized (
-    select workq.workq_claim_budget('outbox', $4, $6::integer) as n from woke
+    select workq.workq_claim_budget('outbox', $4, $6::integer, $7::integer) as n from woke
 ),
 reserve as materialized (
     select count(*)::integer as n from (
@@ -32,11 +32,11 @@ reserve as materialized (
 keys (key, wrapped) as (
     (select s.key, s.wrapped from (
         (select o.partition_key as key, false as wrapped from workq.outbox o
-         where o.queue = $4 and o.status <> 2 and o.partition_key > $7::text
+         where o.queue = $4 and o.status <> 2 and o.partition_key > $8::text
          order by o.partition_key limit 1)
         union all
         (select o.partition_key as key, true as wrapped from workq.outbox o
-         where o.queue = $4 and o.status <> 2 and o.partition_key <= $7::text
+         where o.queue = $4 and o.status <> 2 and o.partition_key <= $8::text
          order by o.partition_key limit 1)
     ) s limit 1)
     union all
@@ -49,12 +49,12 @@ keys (key, wrapped) as (
             union all
             (select o.partition_key as key, true as wrapped from workq.outbox o
              where not k.wrapped and o.queue = $4 and o.status <> 2
-               and o.partition_key <= $7::text
+               and o.partition_key <= $8::text
              order by o.partition_key limit 1)
             union all
             (select o.partition_key as key, true as wrapped from workq.outbox o
              where k.wrapped and o.queue = $4 and o.status <> 2
-               and o.partition_key > k.key and o.partition_key <= $7::text
+               and o.partition_key > k.key and o.partition_key <= $8::text
              order by o.partition_key limit 1)
         ) s limit 1
     ) n
@@ -64,9 +64,9 @@ heads as (
         select o.id, o.status, o.run_at from workq.outbox o
         where o.queue = $4 and o.partition_key is not null and o.status <> 2 and o.partition_key = k.key
           -- a cancelled message (status 4) blocks nothing, like a delivered one
-          and not (o.status = 4 or (o.status = 3 and o.topic = any(coalesce($8::text[], '{}'))))
+          and not (o.status = 4 or (o.status = 3 and o.topic = any(coalesce($9::text[], '{}'))))
           -- keys this claimer hands over to the queue's other claimers
-          and k.key <> all(coalesce($9::text[], '{}'))
+          and k.key <> all(coalesce($10::text[], '{}'))
         order by o.key_seq
         limit 1
     ) h
@@ -123,6 +123,7 @@ type OutboxClaimParams struct {
 	Queue      string
 	Wake       bool
 	MaxRows    int32
+	FlowGrant  *int32
 	AfterKey   string
 	SkipTopics []string
 	PassKeys   []string
@@ -145,7 +146,7 @@ type OutboxClaimRow struct {
 	CreatedAt     time.Time
 }
 
-// OutboxClaim leases up to max_rows due outbox messages of one queue under owner_token, a fresh token the caller mints for this claim alone, within the global limit of the queue: unkeyed messages in (priority desc, id) order, and for partition keys each key's head only (its message with the lowest key_seq among rows not done, if ready and due, and no message of the key is in flight), keys visited from after_key on, wrapping around, pass_keys passed over (with wake it NOTIFYs the queue's claimers to take them). Failed messages of skip_topics do not block their key. Expired leases are reaped by LeaseReapExpired.
+// OutboxClaim leases up to max_rows due outbox messages of one queue under owner_token, a fresh token the caller mints for this claim alone, within the global limit of the queue (with flow_grant, inside a flow claim's transaction: within what workq_flow_grant granted): unkeyed messages in (priority desc, id) order, and for partition keys each key's head only (its message with the lowest key_seq among rows not done, if ready and due, and no message of the key is in flight), keys visited from after_key on, wrapping around, pass_keys passed over (with wake it NOTIFYs the queue's claimers to take them). Failed messages of skip_topics do not block their key. Expired leases are reaped by LeaseReapExpired.
 // With wake, the claim wakes the queue's claimers at commit (NOTIFY
 // workq_outbox), as a new message does: it hands over pass_keys.
 // Keep up to half the budget (rounded at random, so a budget of one is
@@ -178,6 +179,7 @@ func (q *Queries) OutboxClaim(ctx context.Context, arg OutboxClaimParams) ([]Out
 		arg.Queue,
 		arg.Wake,
 		arg.MaxRows,
+		arg.FlowGrant,
 		arg.AfterKey,
 		arg.SkipTopics,
 		arg.PassKeys,

@@ -166,6 +166,80 @@ func (q *Queries) TimersClaim(ctx context.Context, arg TimersClaimParams) ([]Tim
 	return items, nil
 }
 
+const timersClaimIDs = `-- name: TimersClaimIDs :many
+update workq.timers j set
+    status = 1,
+    owner_token = $1::uuid,
+    locked_until = now() + ($2::bigint) * interval '1 millisecond',
+    lease_version = greatest(j.lease_version + 1, (select workq.workq_epoch())),
+    attempts = j.attempts + 1,
+    claimed_at = now(),
+    claimed_by = $3::text,
+    updated_at = now()
+where j.id = any($4::bigint[]) and j.status = 0
+returning j.id, j.topic, j.payload, j.due_time, j.priority, j.run_at, j.attempts, j.max_attempts,
+          j.lease_version, j.locked_until, j.created_at
+`
+
+type TimersClaimIDsParams struct {
+	OwnerToken uuid.UUID
+	LeaseMs    int64
+	WorkerID   string
+	Ids        []int64
+}
+
+type TimersClaimIDsRow struct {
+	ID           int64
+	Topic        string
+	Payload      []byte
+	DueTime      time.Time
+	Priority     int16
+	RunAt        time.Time
+	Attempts     int32
+	MaxAttempts  int32
+	LeaseVersion int64
+	LockedUntil  *time.Time
+	CreatedAt    time.Time
+}
+
+// TimersClaimIDs leases the ready timers among ids under owner_token, as TimersClaim does: the second statement of a flow claim (JobRunsClaimIDs).
+func (q *Queries) TimersClaimIDs(ctx context.Context, arg TimersClaimIDsParams) ([]TimersClaimIDsRow, error) {
+	rows, err := q.db.Query(ctx, timersClaimIDs,
+		arg.OwnerToken,
+		arg.LeaseMs,
+		arg.WorkerID,
+		arg.Ids,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []TimersClaimIDsRow
+	for rows.Next() {
+		var i TimersClaimIDsRow
+		if err := rows.Scan(
+			&i.ID,
+			&i.Topic,
+			&i.Payload,
+			&i.DueTime,
+			&i.Priority,
+			&i.RunAt,
+			&i.Attempts,
+			&i.MaxAttempts,
+			&i.LeaseVersion,
+			&i.LockedUntil,
+			&i.CreatedAt,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const timersEnqueue = `-- name: TimersEnqueue :one
 insert into workq.timers (queue, topic, payload, due_time, run_at, priority, max_attempts)
 select $1, $2, $3, d.due, d.due, $4, $5

@@ -1,0 +1,638 @@
+-- Flow control (issue 30): rate limits, concurrency per kind and per key,
+-- fair claims over keys, pause per kind and limits that adapt to a
+-- throttling service downstream; docs/concepts.md ("Flow control") has
+-- the semantics and docs/design.md the reasoning.
+--
+-- flow_queues: one row per (table, queue) under flow control. Its
+--     presence is what sends a queue's claims down the flow path:
+--     workq_claim_budget returns 0 for such a queue, so the fast claim
+--     statements never take its rows, and the runtime claims through
+--     workq_flow_pick (job runs, inbox, timers) or workq_flow_grant (the
+--     outbox) instead, which lock this row: the flow claims of one queue
+--     take turns, as claims of a queue with a limit W already do. fair:
+--     claims take keys in turn. auto: made by a throttle alone, removed
+--     when the adaptation ends.
+-- flow_limits: the rules. (kind '', per_key false) is the queue's own;
+--     (kind k, false) a kind's (the outbox's and timers' topic, the
+--     inbox's source); (kind '', per_key true) every limit key's, each
+--     counted apart. rate: at most rate starts in any window of period_ms
+--     (sliding, not aligned); concurrency: at most that many in progress.
+-- flow_kind_pauses: a kind paused within its queue.
+-- flow_state: per scope (the queue: kind '' and key ''; a kind; a key)
+--     the log of its recent starts (times and counts, the window the
+--     longest rate needs and at least a second) and its throttle and
+--     adaptation.
+
+-- +goose Up
+create table workq.flow_queues (
+    work_table text not null check (workq.workq_table_code(work_table) >= 0), -- unknown names raise
+    queue      workq.workq_name not null,
+    fair       boolean not null default false,
+    auto       boolean not null default false,
+    updated_at timestamptz not null default now(),
+    primary key (work_table, queue)
+);
+
+create table workq.flow_limits (
+    work_table  text not null,
+    queue       workq.workq_name not null,
+    kind        text not null default '' check (length(kind) <= 256),
+    per_key     boolean not null default false,
+    rate        integer check (rate > 0),
+    period_ms   bigint not null default 1000 check (period_ms between 1 and 86400000),
+    concurrency integer check (concurrency >= 0),
+    updated_at  timestamptz not null default now(),
+    primary key (work_table, queue, kind, per_key),
+    foreign key (work_table, queue) references workq.flow_queues (work_table, queue) on delete cascade,
+    check (rate is not null or concurrency is not null),
+    check (not (per_key and kind <> ''))
+);
+
+create table workq.flow_kind_pauses (
+    work_table text not null,
+    queue      workq.workq_name not null,
+    kind       text not null check (length(kind) between 1 and 256),
+    paused_at  timestamptz not null default now(),
+    paused_by  text not null check (length(paused_by) between 1 and 256),
+    reason     text check (length(reason) <= 1024),
+    primary key (work_table, queue, kind),
+    foreign key (work_table, queue) references workq.flow_queues (work_table, queue) on delete cascade
+);
+
+create table workq.flow_state (
+    work_table      text not null,
+    queue           workq.workq_name not null,
+    kind            text not null default '',
+    key             text not null default '',
+    log_at          timestamptz[] not null default '{}',
+    log_n           integer[] not null default '{}',
+    throttled_until timestamptz,
+    adapt_rate      double precision, -- starts per second while adapting (null: not adapting)
+    adapt_step      double precision, -- added to it per second since adapt_at
+    adapt_at        timestamptz,      -- when adapt_rate was last lowered
+    adapt_end       double precision, -- the adaptation ends when the rate grows back to this
+    updated_at      timestamptz not null default now(),
+    primary key (work_table, queue, kind, key),
+    foreign key (work_table, queue) references workq.flow_queues (work_table, queue) on delete cascade
+);
+
+-- workq_queue_budget: what workq_claim_budget returned before flow control
+-- (the queue's pause and its limit W), for the flow path.
+-- +goose StatementBegin
+create function workq.workq_queue_budget(p_table text, p_queue text, p_want integer)
+returns integer
+language plpgsql volatile
+as $$
+declare
+    v_limit  integer;
+    v_active integer;
+begin
+    if exists (select 1 from workq.queue_pauses where work_table = p_table and queue = p_queue) then
+        return 0;
+    end if;
+    select max_in_progress into v_limit
+    from workq.queue_limits
+    where work_table = p_table and queue = p_queue
+    for update;
+    if not found then
+        return greatest(p_want, 0);
+    end if;
+    execute format(
+        'select count(*) from workq.%I where queue = $1 and status = 1 and locked_until > now()',
+        p_table)
+    into v_active
+    using p_queue;
+    return greatest(0, least(p_want, v_limit - v_active));
+end
+$$;
+-- +goose StatementEnd
+
+-- workq_claim_budget: 0 for a queue under flow control (its claims go
+-- through workq_flow_pick or workq_flow_grant), else as before. One more
+-- primary-key probe per claim.
+-- +goose StatementBegin
+create or replace function workq.workq_claim_budget(p_table text, p_queue text, p_want integer)
+returns integer
+language plpgsql volatile
+as $$
+begin
+    if exists (select 1 from workq.flow_queues where work_table = p_table and queue = p_queue) then
+        return 0;
+    end if;
+    return workq.workq_queue_budget(p_table, p_queue, p_want);
+end
+$$;
+-- +goose StatementEnd
+
+-- workq_claim_budget with a grant: the outbox's claim inside a flow claim's
+-- transaction, after workq_flow_grant granted p_grant rows (null: the fast
+-- path, as the three-argument form).
+-- +goose StatementBegin
+create function workq.workq_claim_budget(p_table text, p_queue text, p_want integer, p_grant integer)
+returns integer
+language plpgsql volatile
+as $$
+begin
+    if p_grant is null then
+        return workq.workq_claim_budget(p_table, p_queue, p_want);
+    end if;
+    return greatest(0, least(p_want, p_grant));
+end
+$$;
+-- +goose StatementEnd
+
+-- workq_flow_kind_column: the column a table's per-kind limits count by.
+-- +goose StatementBegin
+create function workq.workq_flow_kind_column(p_table text)
+returns text
+language sql immutable
+as $$
+    select case p_table when 'job_runs' then 'kind' when 'inbox' then 'source' else 'topic' end
+$$;
+-- +goose StatementEnd
+
+-- workq_flow_rate: the starts per second an adapting scope may make now
+-- (null: not adapting, or grown back to where the adaptation ends).
+-- +goose StatementBegin
+create function workq.workq_flow_rate(s workq.flow_state)
+returns double precision
+language sql stable
+as $$
+    select case when s.adapt_rate is null then null
+                when r >= s.adapt_end then null
+                else r end
+    from (select s.adapt_rate + coalesce(s.adapt_step, 0)
+                 * greatest(0, floor(extract(epoch from now() - greatest(s.adapt_at, coalesce(s.throttled_until, s.adapt_at))))) as r) x
+$$;
+-- +goose StatementEnd
+
+-- workq_flow_starts: a scope's starts in the last p_ms milliseconds.
+-- +goose StatementBegin
+create function workq.workq_flow_starts(s workq.flow_state, p_ms bigint)
+returns bigint
+language sql stable
+as $$
+    select coalesce(sum(u.n), 0)::bigint from unnest(s.log_at, s.log_n) u(at, n)
+    where u.at > now() - p_ms * interval '1 millisecond'
+$$;
+-- +goose StatementEnd
+
+-- workq_flow_left: how many starts the scope (p_kind, p_key) of a queue may
+-- make now under its rule and its throttle (null: no limit). The flow
+-- claim holds the queue's flow_queues row, so the counts are its alone.
+-- +goose StatementBegin
+create function workq.workq_flow_left(p_table text, p_queue text, p_kind text, p_key text)
+returns integer
+language plpgsql volatile
+as $$
+declare
+    v_rule workq.flow_limits%rowtype;
+    v_st   workq.flow_state%rowtype;
+    v_left integer;
+    v_n    bigint;
+    v_rate double precision;
+begin
+    select * into v_rule from workq.flow_limits
+    where work_table = p_table and queue = p_queue and kind = p_kind and per_key = (p_key <> '');
+    select * into v_st from workq.flow_state
+    where work_table = p_table and queue = p_queue and kind = p_kind and key = p_key;
+    if v_st.throttled_until > now() then
+        return 0;
+    end if;
+    if v_rule.rate is not null then
+        -- every start after the window's start, also those of claims whose
+        -- transactions began after this one's (now() is the transaction's
+        -- start): a window of period that holds now() never has more.
+        select coalesce(sum(u.n), 0) into v_n
+        from unnest(v_st.log_at, v_st.log_n) u(at, n)
+        where u.at > now() - v_rule.period_ms * interval '1 millisecond';
+        v_left := greatest(0, v_rule.rate - v_n);
+    end if;
+    v_rate := workq.workq_flow_rate(v_st);
+    if v_rate is not null then
+        select coalesce(sum(u.n), 0) into v_n
+        from unnest(v_st.log_at, v_st.log_n) u(at, n)
+        where u.at > now() - interval '1 second';
+        v_left := least(coalesce(v_left, 2147483647), greatest(0, floor(v_rate)::bigint - v_n));
+    end if;
+    if v_rule.concurrency is not null then
+        -- Every item in progress, also one whose lease expired and is not
+        -- reaped yet: "one at a time" holds while its handler may still run.
+        if p_key <> '' then
+            select count(*) into v_n from workq.job_runs
+            where queue = p_queue and status = 1 and limit_key = p_key;
+        else
+            execute format('select count(*) from workq.%I where queue = $1 and status = 1 %s', p_table,
+                           case when p_kind <> '' then format('and %I = $2', workq.workq_flow_kind_column(p_table)) else '' end)
+            into v_n
+            using p_queue, p_kind;
+        end if;
+        v_left := least(coalesce(v_left, 2147483647), greatest(0, v_rule.concurrency - v_n));
+    end if;
+    return v_left;
+end
+$$;
+-- +goose StatementEnd
+
+-- workq_flow_wait_ms: how long until the queue's own scope may start
+-- again when its rate or its throttle stops it now (0: it may; null: no
+-- rate and no throttle), so that a claimer waits exactly that long.
+-- +goose StatementBegin
+create function workq.workq_flow_wait_ms(p_table text, p_queue text)
+returns bigint
+language plpgsql stable
+as $$
+declare
+    v_rate   integer;
+    v_period bigint;
+    v_st     workq.flow_state%rowtype;
+    v_wait   bigint;
+    v_over   bigint;
+begin
+    select * into v_st from workq.flow_state where work_table = p_table and queue = p_queue and kind = '' and key = '';
+    if v_st.throttled_until > now() then
+        v_wait := ceil(extract(epoch from v_st.throttled_until - now()) * 1000);
+    end if;
+    select l.rate, l.period_ms into v_rate, v_period from workq.flow_limits l
+    where l.work_table = p_table and l.queue = p_queue and l.kind = '' and not l.per_key and l.rate is not null;
+    if v_rate is null then
+        return v_wait;
+    end if;
+    v_over := workq.workq_flow_starts(v_st, v_period) - v_rate + 1;
+    if v_over <= 0 then
+        return coalesce(v_wait, 0);
+    end if;
+    -- the window has room again once the oldest v_over starts leave it
+    return greatest(coalesce(v_wait, 0), (
+        select ceil(extract(epoch from x.at + v_period * interval '1 millisecond' - now()) * 1000)::bigint
+        from (select u.at, sum(u.n) over (order by u.at rows unbounded preceding) as c
+              from unnest(v_st.log_at, v_st.log_n) u(at, n)
+              where u.at > now() - v_period * interval '1 millisecond') x
+        where x.c >= v_over
+        order by x.at
+        limit 1));
+end
+$$;
+-- +goose StatementEnd
+
+-- workq_flow_log: records p_n starts of a scope at now() when the scope
+-- counts starts (a rate rule, or adapting), keeping the window its rule
+-- needs, and ends an adaptation that has grown back.
+-- +goose StatementBegin
+create function workq.workq_flow_log(p_table text, p_queue text, p_kind text, p_key text, p_n integer)
+returns void
+language plpgsql volatile
+as $$
+declare
+    v_keep bigint;
+begin
+    select greatest(max(l.period_ms), 1000) into v_keep from workq.flow_limits l
+    where l.work_table = p_table and l.queue = p_queue and l.kind = p_kind and l.per_key = (p_key <> '') and l.rate is not null;
+    if v_keep is null then
+        -- no rate rule: only an adapting scope counts its starts
+        update workq.flow_state s set
+            log_at = array(select u.at from unnest(s.log_at, s.log_n) u(at, n) where u.at > now() - interval '1 second' order by u.at) || now(),
+            log_n  = array(select u.n from unnest(s.log_at, s.log_n) u(at, n) where u.at > now() - interval '1 second' order by u.at) || p_n,
+            adapt_rate = case when workq.workq_flow_rate(s) is null then null else s.adapt_rate end,
+            updated_at = now()
+        where s.work_table = p_table and s.queue = p_queue and s.kind = p_kind and s.key = p_key
+          and (s.adapt_rate is not null or s.throttled_until > now() - interval '1 second');
+        return;
+    end if;
+    insert into workq.flow_state as s (work_table, queue, kind, key, log_at, log_n)
+    values (p_table, p_queue, p_kind, p_key, array[now()], array[p_n])
+    on conflict (work_table, queue, kind, key) do update set
+        log_at = array(select u.at from unnest(s.log_at, s.log_n) u(at, n)
+                       where u.at > now() - v_keep * interval '1 millisecond' order by u.at) || now(),
+        log_n  = array(select u.n from unnest(s.log_at, s.log_n) u(at, n)
+                       where u.at > now() - v_keep * interval '1 millisecond' order by u.at) || p_n,
+        adapt_rate = case when workq.workq_flow_rate(s) is null then null else s.adapt_rate end,
+        updated_at = now();
+end
+$$;
+-- +goose StatementEnd
+
+-- workq_flow_pick: the flow claim of job runs, inbox messages and timers.
+-- It locks the queue's flow_queues row (null: the queue is not under flow
+-- control, claim on the fast path), takes the queue's pause and W into
+-- account, then the queue's, each kind's and each key's rules and
+-- throttles, picks and row-locks up to p_want ready due rows within them
+-- (in claim order; with keys, walking them in turn from after p_after_key,
+-- each key an equal share of the claim), logs their starts, and returns
+-- {"ids": [...], "after": last key visited}. The caller claims exactly
+-- those ids in the same transaction: they are locked and ready, so every
+-- start logged here is a claim.
+-- +goose StatementBegin
+create function workq.workq_flow_pick(p_table text, p_queue text, p_want integer, p_after_key text)
+returns jsonb
+language plpgsql volatile
+as $$
+declare
+    v_kcol     text := workq.workq_flow_kind_column(p_table);
+    v_order    text := case p_table when 'job_runs' then 'priority desc, run_at, id' else 'run_at, id' end;
+    v_fair     boolean;
+    v_left     integer;
+    v_n        integer;
+    v_blocked  text[] := '{}';
+    v_kinds    jsonb := '{}';  -- kind -> starts it may still make (kinds with a limit)
+    v_taken    jsonb := '{}';  -- kind -> starts picked
+    v_keyed    boolean := false;
+    v_keys     text[] := '{}';
+    v_got      integer[] := '{}';
+    v_quota    integer;
+    v_key      text;
+    v_next     text;
+    v_wrapped  boolean := false;
+    v_ids      bigint[] := '{}';
+    v_scanned  integer := 0;
+    r          record;
+    i          integer;
+begin
+    select q.fair into v_fair from workq.flow_queues q
+    where q.work_table = p_table and q.queue = p_queue
+    for update;
+    if not found then
+        return null;
+    end if;
+    v_left := least(workq.workq_queue_budget(p_table, p_queue, p_want),
+                    coalesce(workq.workq_flow_left(p_table, p_queue, '', ''), 2147483647));
+    if v_left <= 0 then
+        return jsonb_build_object('ids', '[]'::jsonb, 'after', p_after_key, 'limited', true,
+                                  'wait_ms', workq.workq_flow_wait_ms(p_table, p_queue));
+    end if;
+
+    -- Kinds: paused, throttled or out of starts are blocked; the others
+    -- with a limit get what they may still start.
+    for r in
+        select k.kind from (
+            select l.kind from workq.flow_limits l where l.work_table = p_table and l.queue = p_queue and l.kind <> ''
+            union select s.kind from workq.flow_state s where s.work_table = p_table and s.queue = p_queue and s.kind <> '' and s.key = ''
+        ) k
+    loop
+        v_n := workq.workq_flow_left(p_table, p_queue, r.kind, '');
+        if v_n is null then
+            continue;
+        elsif v_n <= 0 then
+            v_blocked := v_blocked || r.kind;
+        else
+            v_kinds := v_kinds || jsonb_build_object(r.kind, v_n);
+        end if;
+    end loop;
+    v_blocked := v_blocked || array(select p.kind from workq.flow_kind_pauses p where p.work_table = p_table and p.queue = p_queue);
+
+    v_keyed := p_table = 'job_runs' and (v_fair
+        or exists (select 1 from workq.flow_limits l where l.work_table = p_table and l.queue = p_queue and l.per_key)
+        or exists (select 1 from workq.flow_state s where s.work_table = p_table and s.queue = p_queue and s.key <> ''
+                   and (s.throttled_until > now() or s.adapt_rate is not null)));
+
+    if not v_keyed then
+        -- In claim order, past blocked kinds; a kind that runs out of starts
+        -- midway is passed over from then on (its rows stay locked until
+        -- commit, a moment). The scan is bounded.
+        for r in execute format(
+            'select id, %1$I::text as kind from workq.%2$I where queue = $1 and status = 0 and run_at <= now()
+               and not (%1$I = any($2)) order by %3$s for update skip locked', v_kcol, p_table, v_order)
+            using p_queue, v_blocked
+        loop
+            v_scanned := v_scanned + 1;
+            exit when v_scanned > 4 * p_want + 256;
+            if v_kinds ? r.kind then
+                continue when (v_kinds ->> r.kind)::integer <= 0;
+                v_kinds := jsonb_set(v_kinds, array[r.kind], to_jsonb((v_kinds ->> r.kind)::integer - 1));
+            end if;
+            v_ids := v_ids || r.id;
+            v_taken := jsonb_set(v_taken, array[r.kind], to_jsonb(coalesce((v_taken ->> r.kind)::integer, 0) + 1));
+            exit when cardinality(v_ids) >= v_left;
+        end loop;
+    else
+        -- The keys with ready rows, from after p_after_key, wrapping around:
+        -- at most one per start the claim may make.
+        v_key := coalesce(p_after_key, '');
+        loop
+            select min(j.limit_key) into v_next from workq.job_runs j
+            where j.queue = p_queue and j.status = 0 and j.limit_key is not null and j.limit_key > v_key;
+            if v_next is null then
+                exit when v_wrapped or v_key = '' or coalesce(p_after_key, '') = '';
+                v_wrapped := true;
+                v_key := '';
+                continue;
+            end if;
+            exit when v_wrapped and v_next > coalesce(p_after_key, '');
+            v_keys := v_keys || v_next;
+            v_key := v_next;
+            exit when cardinality(v_keys) >= least(v_left, 1000);
+        end loop;
+        -- Each key an equal share, then (a second pass) what the keys that
+        -- had more may take of what is left.
+        if cardinality(v_keys) > 0 then
+            v_quota := ceil(v_left::numeric / cardinality(v_keys))::integer;
+            v_got := array_fill(0, array[cardinality(v_keys)]);
+            for pass in 1 .. 2 loop
+                for i in 1 .. cardinality(v_keys) loop
+                    exit when cardinality(v_ids) >= v_left;
+                    continue when pass = 2 and v_got[i] < v_quota;
+                    v_n := least(case when pass = 1 then v_quota else v_left end, v_left - cardinality(v_ids),
+                                 coalesce(workq.workq_flow_left(p_table, p_queue, '', v_keys[i]), 2147483647) - case when pass = 2 then v_got[i] else 0 end);
+                    continue when v_n <= 0;
+                    for r in
+                        select j.id, j.kind::text as kind from workq.job_runs j
+                        where j.queue = p_queue and j.status = 0 and j.limit_key = v_keys[i] and j.run_at <= now()
+                          and not (j.kind = any(v_blocked))
+                        order by j.priority desc, j.run_at, j.id
+                        limit v_n + 16
+                        for update skip locked
+                    loop
+                        exit when v_n <= 0;
+                        if v_kinds ? r.kind then
+                            continue when (v_kinds ->> r.kind)::integer <= 0;
+                            v_kinds := jsonb_set(v_kinds, array[r.kind], to_jsonb((v_kinds ->> r.kind)::integer - 1));
+                        end if;
+                        v_ids := v_ids || r.id;
+                        v_taken := jsonb_set(v_taken, array[r.kind], to_jsonb(coalesce((v_taken ->> r.kind)::integer, 0) + 1));
+                        v_got[i] := v_got[i] + 1;
+                        v_n := v_n - 1;
+                    end loop;
+                end loop;
+            end loop;
+            p_after_key := v_keys[cardinality(v_keys)];
+        end if;
+        -- Rows without a key: one more share, from the head of the queue.
+        if cardinality(v_ids) < v_left then
+            for r in execute format(
+                'select id, kind::text as kind from workq.job_runs where id = any(array(
+                    select h.id from (select id, limit_key from workq.job_runs where queue = $1 and status = 0 and run_at <= now()
+                                      order by priority desc, run_at, id limit $3) h where h.limit_key is null))
+                   and status = 0 and not (kind = any($2)) order by priority desc, run_at, id for update skip locked')
+                using p_queue, v_blocked, 4 * p_want + 256
+            loop
+                exit when cardinality(v_ids) >= v_left;
+                if v_kinds ? r.kind then
+                    continue when (v_kinds ->> r.kind)::integer <= 0;
+                    v_kinds := jsonb_set(v_kinds, array[r.kind], to_jsonb((v_kinds ->> r.kind)::integer - 1));
+                end if;
+                v_ids := v_ids || r.id;
+                v_taken := jsonb_set(v_taken, array[r.kind], to_jsonb(coalesce((v_taken ->> r.kind)::integer, 0) + 1));
+            end loop;
+        end if;
+        -- The starts of each key.
+        for i in 1 .. cardinality(v_keys) loop
+            continue when v_got[i] = 0;
+            perform workq.workq_flow_log(p_table, p_queue, '', v_keys[i], v_got[i]);
+        end loop;
+    end if;
+
+    if cardinality(v_ids) > 0 then
+        perform workq.workq_flow_log(p_table, p_queue, '', '', cardinality(v_ids));
+        for r in select t.key as kind, t.value::integer as n from jsonb_each_text(v_taken) t loop
+            perform workq.workq_flow_log(p_table, p_queue, r.kind, '', r.n);
+        end loop;
+    end if;
+    return jsonb_build_object('ids', to_jsonb(v_ids), 'after', coalesce(p_after_key, ''),
+        'limited', cardinality(v_ids) < p_want and (v_left < p_want or cardinality(v_blocked) > 0 or cardinality(v_keys) > 0),
+        'wait_ms', workq.workq_flow_wait_ms(p_table, p_queue));
+end
+$$;
+-- +goose StatementEnd
+
+-- workq_flow_grant: the flow claim of the outbox, whose claim keeps its
+-- own order over partition keys: it locks the queue's flow_queues row
+-- (null: not under flow control) and returns how many rows the queue may
+-- start now (its pause, W, rule and throttle); the outbox claim then runs
+-- in the same transaction with that grant, and workq_flow_started logs
+-- what it took. The outbox takes rules of the queue only.
+-- +goose StatementBegin
+create function workq.workq_flow_grant(p_table text, p_queue text, p_want integer)
+returns integer
+language plpgsql volatile
+as $$
+begin
+    perform 1 from workq.flow_queues q where q.work_table = p_table and q.queue = p_queue for update;
+    if not found then
+        return null;
+    end if;
+    if exists (select 1 from workq.flow_kind_pauses p where p.work_table = p_table and p.queue = p_queue) then
+        -- the outbox's claim cannot pass a topic over: a paused topic
+        -- pauses its queue
+        return 0;
+    end if;
+    return greatest(0, least(workq.workq_queue_budget(p_table, p_queue, p_want),
+                             coalesce(workq.workq_flow_left(p_table, p_queue, '', ''), 2147483647)));
+end
+$$;
+-- +goose StatementEnd
+
+-- workq_flow_started: logs p_n starts of a queue (after workq_flow_grant).
+-- +goose StatementBegin
+create function workq.workq_flow_started(p_table text, p_queue text, p_n integer)
+returns integer
+language plpgsql volatile
+as $$
+begin
+    if p_n > 0 then
+        perform workq.workq_flow_log(p_table, p_queue, '', '', p_n);
+    end if;
+    return p_n;
+end
+$$;
+-- +goose StatementEnd
+
+-- workq_flow_throttle: a handler (or a publisher that got 429 or 503) says
+-- the service downstream of a scope (a key, a kind, or the queue) is
+-- overloaded: no process starts the scope's work until now() + p_retry_ms,
+-- and then it starts at most the rate it lowered to, growing back step by
+-- step (multiplicative decrease, additive increase). One lowering per
+-- burst: throttles while the scope is still throttled, or within a second
+-- of the last lowering, only extend the wait. The rate it lowers to is
+-- half the rate it was adapting at, but not above the scope's rate of
+-- completions in the last second (its starts, for a key or a kind), so a
+-- first throttle settles near what the service accepts. Returns until
+-- when the scope is throttled.
+-- +goose StatementBegin
+create function workq.workq_flow_throttle(p_table text, p_queue text, p_kind text, p_key text, p_retry_ms bigint)
+returns timestamptz
+language plpgsql volatile
+as $$
+declare
+    v_st    workq.flow_state%rowtype;
+    v_until timestamptz := now() + greatest(p_retry_ms, 0) * interval '1 millisecond';
+    v_obs   double precision;
+    v_cur   double precision;
+    v_rate  double precision;
+begin
+    insert into workq.flow_queues (work_table, queue, auto) values (p_table, p_queue, true)
+    on conflict (work_table, queue) do nothing;
+    insert into workq.flow_state (work_table, queue, kind, key) values (p_table, p_queue, p_kind, p_key)
+    on conflict (work_table, queue, kind, key) do nothing;
+    select * into v_st from workq.flow_state
+    where work_table = p_table and queue = p_queue and kind = p_kind and key = p_key
+    for update;
+    if v_st.throttled_until > now() or v_st.adapt_at > now() - interval '1 second' then
+        update workq.flow_state set throttled_until = greatest(coalesce(throttled_until, v_until), v_until), updated_at = now()
+        where work_table = p_table and queue = p_queue and kind = p_kind and key = p_key;
+        return greatest(coalesce(v_st.throttled_until, v_until), v_until);
+    end if;
+    select sum(u.n) into v_obs from unnest(v_st.log_at, v_st.log_n) u(at, n) where u.at > now() - interval '1 second';
+    if p_kind = '' and p_key = '' then
+        select greatest(count(*), 1) into v_obs from workq.runs r
+        where r.finished_at > now() - interval '1 second' and r.work_table = p_table and r.queue = p_queue and r.outcome = 'done';
+    end if;
+    v_cur := workq.workq_flow_rate(v_st);
+    v_rate := greatest(1, least(coalesce(v_cur / 2, 'infinity'), coalesce(v_obs, 1)));
+    update workq.flow_state set
+        throttled_until = v_until,
+        adapt_rate = v_rate,
+        adapt_at = now(),
+        adapt_step = case when v_cur is null then greatest(v_rate / 10, 0.5) else adapt_step end,
+        adapt_end = case when v_cur is null then greatest(v_rate * 10, 10) else adapt_end end,
+        updated_at = now()
+    where work_table = p_table and queue = p_queue and kind = p_kind and key = p_key;
+    return v_until;
+end
+$$;
+-- +goose StatementEnd
+
+-- +goose Down
+drop function workq.workq_flow_throttle(text, text, text, text, bigint);
+drop function workq.workq_flow_started(text, text, integer);
+drop function workq.workq_flow_grant(text, text, integer);
+drop function workq.workq_flow_pick(text, text, integer, text);
+drop function workq.workq_flow_log(text, text, text, text, integer);
+drop function workq.workq_flow_wait_ms(text, text);
+drop function workq.workq_flow_left(text, text, text, text);
+drop function workq.workq_flow_starts(workq.flow_state, bigint);
+drop function workq.workq_flow_rate(workq.flow_state);
+drop function workq.workq_flow_kind_column(text);
+drop function workq.workq_claim_budget(text, text, integer, integer);
+-- +goose StatementBegin
+create or replace function workq.workq_claim_budget(p_table text, p_queue text, p_want integer)
+returns integer
+language plpgsql volatile
+as $$
+declare
+    v_limit  integer;
+    v_active integer;
+begin
+    if exists (select 1 from workq.queue_pauses where work_table = p_table and queue = p_queue) then
+        return 0;
+    end if;
+    select max_in_progress into v_limit
+    from workq.queue_limits
+    where work_table = p_table and queue = p_queue
+    for update;
+    if not found then
+        return greatest(p_want, 0);
+    end if;
+    execute format(
+        'select count(*) from workq.%I where queue = $1 and status = 1 and locked_until > now()',
+        p_table)
+    into v_active
+    using p_queue;
+    return greatest(0, least(p_want, v_limit - v_active));
+end
+$$;
+-- +goose StatementEnd
+drop function workq.workq_queue_budget(text, text, integer);
+drop table workq.flow_state;
+drop table workq.flow_kind_pauses;
+drop table workq.flow_limits;
+drop table workq.flow_queues;

@@ -1,0 +1,364 @@
+package workq
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/workq/workq/internal/lease"
+	"github.com/workq/workq/internal/shardlist"
+	"github.com/workq/workq/internal/worker"
+)
+
+// Throttle is a handler's result when the service it calls is overloaded
+// (it answered 429 or 503, and retryAfter is its Retry-After): the item
+// runs again after retryAfter without using an attempt, and no worker of
+// any process starts another item of the same limit key (a job with a
+// LimitKey) or else of the same queue until then. After that the key or
+// queue starts at an adapted rate, lowered at each throttle and grown back
+// step by step as it goes on (docs/concepts.md, "Flow control").
+func Throttle(retryAfter time.Duration) error { return worker.Throttle(retryAfter, nil) }
+
+// FlowLimit is one flow-control rule of a queue: at most Rate starts in
+// any window of Period, and at most Concurrency items in progress at once,
+// counted over every worker of every process. Kind narrows it to one kind
+// of the queue (a job kind, a timer topic, an inbox source); PerKey makes
+// it every limit key's, each key counted apart (job runs: EnqueueOpts.
+// LimitKey). The queue's limit W (SetQueueLimit) and its pause still hold.
+//
+// On a sharded Client a rule without PerKey is split evenly over the
+// shards it is set on (rounded down, at least 1 each); a rule per key is
+// not split, because a job with a LimitKey goes to its key's shard.
+type FlowLimit struct {
+	Table Table  // required
+	Queue string // required
+	// Shard limits the call to one shard of a sharded Client ("": every
+	// shard).
+	Shard string
+	// Kind is the job kind, timer topic or inbox source the rule is for
+	// ("": the whole queue). The outbox takes rules of the whole queue
+	// only: its claim keeps its order per partition key and cannot pass a
+	// topic over.
+	Kind string
+	// PerKey counts the rule for each limit key apart (job runs only, Kind
+	// empty); jobs without a key are not held by it.
+	PerKey bool
+	// Rate is the most starts in any window of Period (a sliding window,
+	// not aligned to the clock); 0: no rate limit.
+	Rate int
+	// Period is the rate's window, whole milliseconds up to 24 hours;
+	// 0: one second.
+	Period time.Duration
+	// Concurrency is the most items in progress at once (0: none). An
+	// item whose lease expired counts until it is reaped.
+	Concurrency int
+}
+
+func (l FlowLimit) rule() lease.FlowRule {
+	return lease.FlowRule{Table: l.Table, Queue: l.Queue, Kind: l.Kind, PerKey: l.PerKey, Rate: l.Rate, Period: l.Period, Concurrency: l.Concurrency}
+}
+
+// String names the rule's scope: "table/queue", with "[kind]" or "[per key]".
+func (l FlowLimit) String() string {
+	s := QueueRef{Table: l.Table, Queue: l.Queue, Shard: l.Shard}.String()
+	switch {
+	case l.PerKey:
+		s += "[per key]"
+	case l.Kind != "":
+		s += "[" + l.Kind + "]"
+	}
+	return s
+}
+
+// split divides n over shards (rounded down, at least 1; 0 stays 0).
+func split(n, shards int) int {
+	if n == 0 || shards <= 1 {
+		return n
+	}
+	return max(1, n/shards)
+}
+
+// SetFlowLimit sets the rule l (replacing the rule of the same table,
+// queue, kind and PerKey). Claims follow it from their next claim on every
+// process: a rule takes effect within a claim, not at a restart. An
+// invalid rule is an error wrapping ErrInvalid and changes nothing.
+func (c *Client) SetFlowLimit(ctx context.Context, l FlowLimit) (err error) {
+	defer c.notMigrated(&err)
+	if err := checkCtx(ctx); err != nil {
+		return err
+	}
+	if err := l.rule().Check(true); err != nil {
+		return fmt.Errorf("workq: set flow limit %s: %w", l, err)
+	}
+	shards, err := c.shardsOf(l.Shard)
+	if err != nil {
+		return err
+	}
+	r := l.rule()
+	if !l.PerKey {
+		r.Rate, r.Concurrency = split(r.Rate, len(shards)), split(r.Concurrency, len(shards))
+	}
+	answers := shardlist.Each(ctx, shards, 0, func(ctx context.Context, sh shardlist.Shard) (struct{}, error) {
+		return struct{}{}, lease.SetFlowRule(ctx, sh.DB, r)
+	})
+	return unavailable("set flow limit "+l.String(), answers)
+}
+
+// RemoveFlowLimit removes the rule l names (its Table, Queue, Shard, Kind
+// and PerKey; the numbers are not read) and reports whether there was one.
+func (c *Client) RemoveFlowLimit(ctx context.Context, l FlowLimit) (removed bool, err error) {
+	defer c.notMigrated(&err)
+	if err := checkCtx(ctx); err != nil {
+		return false, err
+	}
+	if err := l.rule().Check(false); err != nil {
+		return false, fmt.Errorf("workq: remove flow limit %s: %w", l, err)
+	}
+	shards, err := c.shardsOf(l.Shard)
+	if err != nil {
+		return false, err
+	}
+	answers := shardlist.Each(ctx, shards, 0, func(ctx context.Context, sh shardlist.Shard) (bool, error) {
+		return lease.RemoveFlowRule(ctx, sh.DB, l.rule())
+	})
+	for _, a := range answers {
+		removed = removed || a.Value
+	}
+	return removed, unavailable("remove flow limit "+l.String(), answers)
+}
+
+// SetFairness says whether claims of the job-run queue q take its limit
+// keys in turn, each key an equal share of every claim, so that one key's
+// backlog does not starve the others (a queue with a rule per key is fair
+// already). Jobs without a key are taken from the head of the queue, as
+// one more share.
+func (c *Client) SetFairness(ctx context.Context, q QueueRef, fair bool) (err error) {
+	_, err = c.onQueue(ctx, q, "set fairness", func(ctx context.Context, db DB, t Table) (bool, error) {
+		if t != TableJobRuns && q.Table == "" {
+			return false, nil
+		}
+		return true, lease.SetFair(ctx, db, t, q.Queue, fair)
+	})
+	return err
+}
+
+// KindRef names one kind (job kind, timer topic, inbox source, outbox
+// topic) of a queue.
+type KindRef struct {
+	Table Table // required
+	Queue string
+	Kind  string
+	Shard string // "": every shard
+}
+
+func (k KindRef) String() string {
+	return QueueRef{Table: k.Table, Queue: k.Queue, Shard: k.Shard}.String() + "[" + k.Kind + "]"
+}
+
+// PauseKind stops every worker of every process from starting items of
+// one kind of a queue until ResumeKind; the queue's other kinds go on, and
+// items in flight finish. It reports whether it paused a running kind. On
+// the outbox, whose claim cannot pass a topic over, a paused topic holds
+// the whole queue back while it lasts.
+func (c *Client) PauseKind(ctx context.Context, k KindRef, opts *ActionOpts) (changed bool, err error) {
+	if k.Table == "" {
+		return false, fmt.Errorf("workq: pause kind %s: %w", k, QueueRef{Queue: k.Queue}.check(true))
+	}
+	by := actor(opts)
+	return c.onQueue(ctx, QueueRef{Table: k.Table, Queue: k.Queue, Shard: k.Shard}, "pause kind", func(ctx context.Context, db DB, t Table) (bool, error) {
+		return lease.PauseKind(ctx, db, t, k.Queue, k.Kind, by.Name, by.Reason)
+	})
+}
+
+// ResumeKind lets workers start the kind again, and reports whether it
+// was paused.
+func (c *Client) ResumeKind(ctx context.Context, k KindRef) (changed bool, err error) {
+	if k.Table == "" {
+		return false, fmt.Errorf("workq: resume kind %s: %w", k, QueueRef{Queue: k.Queue}.check(true))
+	}
+	return c.onQueue(ctx, QueueRef{Table: k.Table, Queue: k.Queue, Shard: k.Shard}, "resume kind", func(ctx context.Context, db DB, t Table) (bool, error) {
+		return lease.ResumeKind(ctx, db, t, k.Queue, k.Kind)
+	})
+}
+
+// FlowLimitInfo is one rule with its use now (FlowStatus).
+type FlowLimitInfo struct {
+	FlowLimit           // Shard names the database whose rule it is
+	UpdatedAt time.Time // when it was last set
+	// Started is how many items the rule's scope started in the window
+	// that ends now (a rule per key: the busiest key's); InProgress is
+	// not here: QueueInfo has it per queue.
+	Started int
+	// ActiveKeys (a rule per key) is how many keys started items in the
+	// window.
+	ActiveKeys int
+	// ThrottledUntil is when the scope's throttle ends (zero: not
+	// throttled; a rule per key: see FlowStatus.Throttles).
+	ThrottledUntil time.Time
+}
+
+// ThrottleInfo is one scope that is throttled (Throttle) or still adapting
+// its rate after a throttle.
+type ThrottleInfo struct {
+	Table Table
+	Queue string
+	Shard string
+	Kind  string // "" unless a kind's
+	Key   string // "" unless a limit key's
+	// Until is when the throttle ends (zero: it has; the scope adapts).
+	Until time.Time
+	// Rate is the starts per second the scope may make while it adapts
+	// (0: not limited by the adaptation).
+	Rate float64
+	// StartedLastSecond is how many items the scope started in the last
+	// second.
+	StartedLastSecond int
+}
+
+// KindPauseInfo is one paused kind.
+type KindPauseInfo struct {
+	KindRef
+	PausedAt time.Time
+	PausedBy string
+	Reason   string
+}
+
+// FlowQueueInfo is one queue under flow control.
+type FlowQueueInfo struct {
+	Table Table
+	Queue string
+	Shard string
+	// Fair is true when claims take the queue's limit keys in turn.
+	Fair bool
+	// Auto is true for a queue under flow control because of a throttle
+	// alone: it leaves it when its adaptation ends.
+	Auto bool
+}
+
+// FlowStatus is everything under flow control: the queues, their rules
+// with their use now, paused kinds, and throttled or adapting scopes,
+// sorted by table, queue and shard.
+type FlowStatus struct {
+	Queues      []FlowQueueInfo
+	Limits      []FlowLimitInfo
+	PausedKinds []KindPauseInfo
+	Throttles   []ThrottleInfo
+}
+
+// FlowStatus reads the flow control of every shard.
+func (c *Client) FlowStatus(ctx context.Context) (_ FlowStatus, err error) {
+	defer c.notMigrated(&err)
+	if err := checkCtx(ctx); err != nil {
+		return FlowStatus{}, err
+	}
+	answers, err := onEveryShard(ctx, c, "read flow control", func(ctx context.Context, sh shardlist.Shard) (lease.FlowStatus, error) {
+		return lease.ReadFlow(ctx, sh.DB)
+	})
+	if err != nil {
+		return FlowStatus{}, err
+	}
+	var out FlowStatus
+	for _, a := range answers {
+		s := a.Value
+		for _, q := range s.Queues {
+			out.Queues = append(out.Queues, FlowQueueInfo{Table: Table(q.WorkTable), Queue: q.Queue, Shard: a.Shard, Fair: q.Fair, Auto: q.Auto})
+		}
+		for _, r := range s.Rules {
+			l := FlowLimitInfo{FlowLimit: FlowLimit{Table: Table(r.WorkTable), Queue: r.Queue, Shard: a.Shard, Kind: r.Kind, PerKey: r.PerKey,
+				Period: time.Duration(r.PeriodMs) * time.Millisecond}, UpdatedAt: r.UpdatedAt,
+				Started: int(r.Started), ActiveKeys: int(r.ActiveKeys)}
+			if r.Rate != nil {
+				l.Rate = int(*r.Rate)
+			} else {
+				l.Period = 0
+			}
+			if r.Concurrency != nil {
+				l.Concurrency = int(*r.Concurrency)
+			}
+			if r.PerKey {
+				l.Started = int(r.BusiestKeyStarted)
+			}
+			if r.ThrottledUntilMs > 0 {
+				l.ThrottledUntil = time.UnixMilli(r.ThrottledUntilMs)
+			}
+			out.Limits = append(out.Limits, l)
+		}
+		for _, p := range s.PausedKinds {
+			k := KindPauseInfo{KindRef: KindRef{Table: Table(p.WorkTable), Queue: p.Queue, Kind: p.Kind, Shard: a.Shard}, PausedAt: p.PausedAt, PausedBy: p.PausedBy}
+			if p.Reason != nil {
+				k.Reason = *p.Reason
+			}
+			out.PausedKinds = append(out.PausedKinds, k)
+		}
+		for _, t := range s.Throttles {
+			ti := ThrottleInfo{Table: Table(t.WorkTable), Queue: t.Queue, Shard: a.Shard, Kind: t.Kind, Key: t.Key, Rate: t.AdaptRate,
+				StartedLastSecond: int(t.StartedLastSecond)}
+			if t.ThrottledUntil != nil && time.Until(*t.ThrottledUntil) > 0 {
+				ti.Until = *t.ThrottledUntil
+			}
+			out.Throttles = append(out.Throttles, ti)
+		}
+	}
+	key := func(t Table, q, shard string) string { return string(t) + "\x00" + q + "\x00" + shard }
+	slices.SortStableFunc(out.Queues, func(a, b FlowQueueInfo) int {
+		return strings.Compare(key(a.Table, a.Queue, a.Shard), key(b.Table, b.Queue, b.Shard))
+	})
+	slices.SortStableFunc(out.Limits, func(a, b FlowLimitInfo) int {
+		return strings.Compare(key(a.Table, a.Queue, a.Shard), key(b.Table, b.Queue, b.Shard))
+	})
+	slices.SortStableFunc(out.PausedKinds, func(a, b KindPauseInfo) int {
+		return strings.Compare(key(a.Table, a.Queue, a.Shard), key(b.Table, b.Queue, b.Shard))
+	})
+	slices.SortStableFunc(out.Throttles, func(a, b ThrottleInfo) int {
+		return strings.Compare(key(a.Table, a.Queue, a.Shard), key(b.Table, b.Queue, b.Shard))
+	})
+	return out, nil
+}
+
+// WaitsFor says what holds an item of table's queue back now, as the
+// item's page and `workq jobs show` print it: each paused kind, throttle,
+// and rule of its scopes (queue, kind, limit key) whose window or
+// concurrency is used up. kind is its kind (topic, source), key its limit
+// key ("": none). It reads s only: an empty answer means no flow control
+// holds it (its queue's pause and W are in QueueInfo).
+func (s FlowStatus) WaitsFor(table Table, queue, shard, kind, key string) []string {
+	var out []string
+	same := func(t Table, q, sh string) bool { return t == table && q == queue && (shard == "" || sh == shard) }
+	for _, p := range s.PausedKinds {
+		if same(p.Table, p.Queue, p.Shard) && p.Kind == kind {
+			out = append(out, fmt.Sprintf("kind %s paused by %s", kind, p.PausedBy))
+		}
+	}
+	for _, t := range s.Throttles {
+		if !same(t.Table, t.Queue, t.Shard) || (t.Kind != "" && t.Kind != kind) || (t.Key != "" && t.Key != key) {
+			continue
+		}
+		scope := "queue " + queue
+		switch {
+		case t.Key != "":
+			scope = "key " + key
+		case t.Kind != "":
+			scope = "kind " + kind
+		}
+		switch {
+		case !t.Until.IsZero():
+			out = append(out, fmt.Sprintf("%s throttled until %s", scope, t.Until.UTC().Format(time.RFC3339)))
+		case t.Rate > 0:
+			out = append(out, fmt.Sprintf("%s adapting at %.0f starts/s after a throttle", scope, t.Rate))
+		}
+	}
+	for _, l := range s.Limits {
+		if !same(l.Table, l.Queue, l.Shard) || (l.Kind != "" && l.Kind != kind) || (l.PerKey && key == "") {
+			continue
+		}
+		if l.Rate > 0 && l.Started >= l.Rate && !l.PerKey {
+			out = append(out, fmt.Sprintf("rate limit %s: %d starts per %s used", l.FlowLimit, l.Rate, l.Period))
+		}
+		if l.PerKey && l.Concurrency > 0 {
+			out = append(out, fmt.Sprintf("key %s: at most %d in progress (limit %s)", key, l.Concurrency, l.FlowLimit))
+		}
+	}
+	return out
+}

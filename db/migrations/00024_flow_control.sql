@@ -275,11 +275,15 @@ end
 $$;
 -- +goose StatementEnd
 
--- workq_flow_log: records p_n starts of a scope at now() when the scope
+-- workq_flow_log: records p_n starts of a scope at p_at when the scope
 -- counts starts (a rate rule, or adapting), keeping the window its rule
--- needs, and ends an adaptation that has grown back.
+-- needs, and ends an adaptation that has grown back. p_at is the claim's
+-- start time (claimed_at, started_at in the run archive): the flow pick's
+-- clock after it counted, never before the now() the counts looked back
+-- from, so a window that holds p_at never holds more than its rate
+-- (workq_flow_left).
 -- +goose StatementBegin
-create function workq.workq_flow_log(p_table text, p_queue text, p_kind text, p_key text, p_n integer)
+create function workq.workq_flow_log(p_table text, p_queue text, p_kind text, p_key text, p_n integer, p_at timestamptz)
 returns void
 language plpgsql volatile
 as $$
@@ -291,7 +295,7 @@ begin
     if v_keep is null then
         -- no rate rule: only an adapting scope counts its starts
         update workq.flow_state s set
-            log_at = array(select u.at from unnest(s.log_at, s.log_n) u(at, n) where u.at > now() - interval '1 second' order by u.at) || now(),
+            log_at = array(select u.at from unnest(s.log_at, s.log_n) u(at, n) where u.at > now() - interval '1 second' order by u.at) || p_at,
             log_n  = array(select u.n from unnest(s.log_at, s.log_n) u(at, n) where u.at > now() - interval '1 second' order by u.at) || p_n,
             adapt_rate = case when workq.workq_flow_rate(s) is null then null else s.adapt_rate end,
             updated_at = now()
@@ -300,10 +304,10 @@ begin
         return;
     end if;
     insert into workq.flow_state as s (work_table, queue, kind, key, log_at, log_n)
-    values (p_table, p_queue, p_kind, p_key, array[now()], array[p_n])
+    values (p_table, p_queue, p_kind, p_key, array[p_at], array[p_n])
     on conflict (work_table, queue, kind, key) do update set
         log_at = array(select u.at from unnest(s.log_at, s.log_n) u(at, n)
-                       where u.at > now() - v_keep * interval '1 millisecond' order by u.at) || now(),
+                       where u.at > now() - v_keep * interval '1 millisecond' order by u.at) || p_at,
         log_n  = array(select u.n from unnest(s.log_at, s.log_n) u(at, n)
                        where u.at > now() - v_keep * interval '1 millisecond' order by u.at) || p_n,
         adapt_rate = case when workq.workq_flow_rate(s) is null then null else s.adapt_rate end,
@@ -319,9 +323,11 @@ $$;
 -- throttles, picks and row-locks up to p_want ready due rows within them
 -- (in claim order; with keys, walking them in turn from after p_after_key,
 -- each key an equal share of the claim), logs their starts, and returns
--- {"ids": [...], "after": last key visited}. The caller claims exactly
--- those ids in the same transaction: they are locked and ready, so every
--- start logged here is a claim.
+-- {"ids": [...], "after": last key visited, "at": the claim's start
+-- time, "limited": whether a limit cut it short, "wait_ms": when the
+-- queue's own rate or throttle lets it start again}. The caller claims
+-- exactly those ids in the same transaction, with claimed_at = at: they
+-- are locked and ready, so every start logged here is a claim.
 -- +goose StatementBegin
 create function workq.workq_flow_pick(p_table text, p_queue text, p_want integer, p_after_key text)
 returns jsonb
@@ -345,6 +351,7 @@ declare
     v_wrapped  boolean := false;
     v_ids      bigint[] := '{}';
     v_scanned  integer := 0;
+    v_at       timestamptz;
     r          record;
     i          integer;
 begin
@@ -474,20 +481,24 @@ begin
                 v_taken := jsonb_set(v_taken, array[r.kind], to_jsonb(coalesce((v_taken ->> r.kind)::integer, 0) + 1));
             end loop;
         end if;
-        -- The starts of each key.
-        for i in 1 .. cardinality(v_keys) loop
-            continue when v_got[i] = 0;
-            perform workq.workq_flow_log(p_table, p_queue, '', v_keys[i], v_got[i]);
-        end loop;
     end if;
 
+    -- The claim's start time, read after every count: the claim sets
+    -- claimed_at to it (JobRunsClaimIDs), so the run archive's started_at
+    -- is what the log holds, and a start never predates the end of an
+    -- item whose slot it took.
+    v_at := clock_timestamp();
     if cardinality(v_ids) > 0 then
-        perform workq.workq_flow_log(p_table, p_queue, '', '', cardinality(v_ids));
+        for i in 1 .. cardinality(v_keys) loop
+            continue when v_got[i] = 0;
+            perform workq.workq_flow_log(p_table, p_queue, '', v_keys[i], v_got[i], v_at);
+        end loop;
+        perform workq.workq_flow_log(p_table, p_queue, '', '', cardinality(v_ids), v_at);
         for r in select t.key as kind, t.value::integer as n from jsonb_each_text(v_taken) t loop
-            perform workq.workq_flow_log(p_table, p_queue, r.kind, '', r.n);
+            perform workq.workq_flow_log(p_table, p_queue, r.kind, '', r.n, v_at);
         end loop;
     end if;
-    return jsonb_build_object('ids', to_jsonb(v_ids), 'after', coalesce(p_after_key, ''),
+    return jsonb_build_object('ids', to_jsonb(v_ids), 'after', coalesce(p_after_key, ''), 'at', v_at,
         'limited', cardinality(v_ids) < p_want and (v_left < p_want or cardinality(v_blocked) > 0 or cardinality(v_keys) > 0),
         'wait_ms', workq.workq_flow_wait_ms(p_table, p_queue));
 end
@@ -529,7 +540,7 @@ language plpgsql volatile
 as $$
 begin
     if p_n > 0 then
-        perform workq.workq_flow_log(p_table, p_queue, '', '', p_n);
+        perform workq.workq_flow_log(p_table, p_queue, '', '', p_n, now());
     end if;
     return p_n;
 end
@@ -596,7 +607,7 @@ drop function workq.workq_flow_throttle(text, text, text, text, bigint);
 drop function workq.workq_flow_started(text, text, integer);
 drop function workq.workq_flow_grant(text, text, integer);
 drop function workq.workq_flow_pick(text, text, integer, text);
-drop function workq.workq_flow_log(text, text, text, text, integer);
+drop function workq.workq_flow_log(text, text, text, text, integer, timestamptz);
 drop function workq.workq_flow_wait_ms(text, text);
 drop function workq.workq_flow_left(text, text, text, text);
 drop function workq.workq_flow_starts(workq.flow_state, bigint);

@@ -96,14 +96,14 @@ returning j.id, j.source, j.message_id, j.topic, j.payload, j.priority, j.run_at
           j.lease_version, j.locked_until, j.created_at, j.first_seen_at;
 
 -- name: InboxClaimIDs :many
--- InboxClaimIDs leases the ready inbox messages among ids under owner_token, as InboxClaim does: the second statement of a flow claim (JobRunsClaimIDs).
+-- InboxClaimIDs leases the ready inbox messages among ids under owner_token, as InboxClaim does: the second statement of a flow claim (JobRunsClaimIDs), claimed_at the pick's clock.
 update workq.inbox j set
     status = 1,
     owner_token = @owner_token::uuid,
-    locked_until = now() + (@lease_ms::bigint) * interval '1 millisecond',
+    locked_until = sqlc.arg('claimed_at')::timestamptz + (@lease_ms::bigint) * interval '1 millisecond',
     lease_version = greatest(j.lease_version + 1, (select workq.workq_epoch())),
     attempts = j.attempts + 1,
-    claimed_at = now(),
+    claimed_at = sqlc.arg('claimed_at')::timestamptz,
     claimed_by = @worker_id::text,
     updated_at = now()
 where j.id = any(@ids::bigint[]) and j.status = 0

@@ -184,14 +184,14 @@ returning j.id, j.kind, j.payload, j.priority, j.run_at, j.attempts, j.max_attem
           j.lease_version, j.locked_until, j.created_at, j.metadata, j.limit_key;
 
 -- name: JobRunsClaimIDs :many
--- JobRunsClaimIDs leases the ready job runs among ids under owner_token, as JobRunsClaim does: the second statement of a flow claim, whose workq_flow_pick chose and locked them in the same transaction.
+-- JobRunsClaimIDs leases the ready job runs among ids under owner_token, as JobRunsClaim does: the second statement of a flow claim, whose workq_flow_pick chose and locked them in the same transaction; claimed_at is the pick's clock (its "at"), which its log of starts holds.
 update workq.job_runs j set
     status = 1,
     owner_token = @owner_token::uuid,
-    locked_until = now() + (@lease_ms::bigint) * interval '1 millisecond',
+    locked_until = sqlc.arg('claimed_at')::timestamptz + (@lease_ms::bigint) * interval '1 millisecond',
     lease_version = greatest(j.lease_version + 1, (select workq.workq_epoch())),
     attempts = j.attempts + 1,
-    claimed_at = now(),
+    claimed_at = sqlc.arg('claimed_at')::timestamptz,
     claimed_by = @worker_id::text,
     updated_at = now()
 where j.id = any(@ids::bigint[]) and j.status = 0

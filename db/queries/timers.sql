@@ -49,14 +49,14 @@ returning j.id, j.topic, j.payload, j.due_time, j.priority, j.run_at, j.attempts
           j.lease_version, j.locked_until, j.created_at;
 
 -- name: TimersClaimIDs :many
--- TimersClaimIDs leases the ready timers among ids under owner_token, as TimersClaim does: the second statement of a flow claim (JobRunsClaimIDs).
+-- TimersClaimIDs leases the ready timers among ids under owner_token, as TimersClaim does: the second statement of a flow claim (JobRunsClaimIDs), claimed_at the pick's clock.
 update workq.timers j set
     status = 1,
     owner_token = @owner_token::uuid,
-    locked_until = now() + (@lease_ms::bigint) * interval '1 millisecond',
+    locked_until = sqlc.arg('claimed_at')::timestamptz + (@lease_ms::bigint) * interval '1 millisecond',
     lease_version = greatest(j.lease_version + 1, (select workq.workq_epoch())),
     attempts = j.attempts + 1,
-    claimed_at = now(),
+    claimed_at = sqlc.arg('claimed_at')::timestamptz,
     claimed_by = @worker_id::text,
     updated_at = now()
 where j.id = any(@ids::bigint[]) and j.status = 0

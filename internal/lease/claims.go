@@ -36,7 +36,7 @@ func claimJobRuns(ctx context.Context, q *gen.Queries, a claimArgs) ([]Item, err
 }
 
 func claimJobRunsIDs(ctx context.Context, q *gen.Queries, a claimArgs, ids []int64) ([]Item, error) {
-	rows, err := q.JobRunsClaimIDs(ctx, gen.JobRunsClaimIDsParams{OwnerToken: a.token, LeaseMs: a.leaseMs, WorkerID: a.workerID, Ids: ids})
+	rows, err := q.JobRunsClaimIDs(ctx, gen.JobRunsClaimIDsParams{OwnerToken: a.token, LeaseMs: a.leaseMs, WorkerID: a.workerID, Ids: ids, ClaimedAt: a.at})
 	items := make([]Item, len(rows))
 	for i, r := range rows {
 		it := newItem(a, r.ID, r.Attempts, r.MaxAttempts, r.LeaseVersion, r.LockedUntil, r.Payload, r.Priority, r.RunAt, r.CreatedAt)
@@ -47,7 +47,7 @@ func claimJobRunsIDs(ctx context.Context, q *gen.Queries, a claimArgs, ids []int
 }
 
 func claimInboxIDs(ctx context.Context, q *gen.Queries, a claimArgs, ids []int64) ([]Item, error) {
-	rows, err := q.InboxClaimIDs(ctx, gen.InboxClaimIDsParams{OwnerToken: a.token, LeaseMs: a.leaseMs, WorkerID: a.workerID, Ids: ids})
+	rows, err := q.InboxClaimIDs(ctx, gen.InboxClaimIDsParams{OwnerToken: a.token, LeaseMs: a.leaseMs, WorkerID: a.workerID, Ids: ids, ClaimedAt: a.at})
 	items := make([]Item, len(rows))
 	for i, r := range rows {
 		it := newItem(a, r.ID, r.Attempts, r.MaxAttempts, r.LeaseVersion, r.LockedUntil, r.Payload, r.Priority, r.RunAt, r.CreatedAt)
@@ -58,7 +58,7 @@ func claimInboxIDs(ctx context.Context, q *gen.Queries, a claimArgs, ids []int64
 }
 
 func claimTimersIDs(ctx context.Context, q *gen.Queries, a claimArgs, ids []int64) ([]Item, error) {
-	rows, err := q.TimersClaimIDs(ctx, gen.TimersClaimIDsParams{OwnerToken: a.token, LeaseMs: a.leaseMs, WorkerID: a.workerID, Ids: ids})
+	rows, err := q.TimersClaimIDs(ctx, gen.TimersClaimIDsParams{OwnerToken: a.token, LeaseMs: a.leaseMs, WorkerID: a.workerID, Ids: ids, ClaimedAt: a.at})
 	items := make([]Item, len(rows))
 	for i, r := range rows {
 		it := newItem(a, r.ID, r.Attempts, r.MaxAttempts, r.LeaseVersion, r.LockedUntil, r.Payload, r.Priority, r.RunAt, r.CreatedAt)

@@ -136,10 +136,11 @@ func (e *Engine) flowClaim(ctx context.Context, a claimArgs, cur *FlowCursor) (i
 			return nil, false, err
 		}
 		var pick struct {
-			IDs     []int64 `json:"ids"`
-			After   string  `json:"after"`
-			Limited bool    `json:"limited"`
-			WaitMs  *int64  `json:"wait_ms"`
+			IDs     []int64   `json:"ids"`
+			After   string    `json:"after"`
+			Limited bool      `json:"limited"`
+			At      time.Time `json:"at"`
+			WaitMs  *int64    `json:"wait_ms"`
 		}
 		if err := json.Unmarshal(raw, &pick); err != nil {
 			return nil, true, fmt.Errorf("read flow pick: %w", err)
@@ -149,6 +150,7 @@ func (e *Engine) flowClaim(ctx context.Context, a claimArgs, cur *FlowCursor) (i
 			cur.wait = time.Duration(*pick.WaitMs) * time.Millisecond
 		}
 		if len(pick.IDs) > 0 {
+			a.at = pick.At
 			if items, err = e.def.claimIDs(ctx, q, a, pick.IDs); err != nil {
 				return nil, true, err
 			}

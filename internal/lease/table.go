@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -81,7 +82,8 @@ type claimArgs struct {
 	workerID string
 	opts     ClaimOptions
 	resume   *ResumePoint
-	grant    *int32 // inside a flow claim: what workq_flow_grant granted (the outbox)
+	grant    *int32    // inside a flow claim: what workq_flow_grant granted (the outbox)
+	at       time.Time // inside a flow claim: the pick's clock, the rows' claimed_at
 }
 
 // maxTableCode is the largest code a run id can hold (six bits).

@@ -109,19 +109,20 @@ const inboxClaimIDs = `-- name: InboxClaimIDs :many
 update workq.inbox j set
     status = 1,
     owner_token = $1::uuid,
-    locked_until = now() + ($2::bigint) * interval '1 millisecond',
+    locked_until = $2::timestamptz + ($3::bigint) * interval '1 millisecond',
     lease_version = greatest(j.lease_version + 1, (select workq.workq_epoch())),
     attempts = j.attempts + 1,
-    claimed_at = now(),
-    claimed_by = $3::text,
+    claimed_at = $2::timestamptz,
+    claimed_by = $4::text,
     updated_at = now()
-where j.id = any($4::bigint[]) and j.status = 0
+where j.id = any($5::bigint[]) and j.status = 0
 returning j.id, j.source, j.message_id, j.topic, j.payload, j.priority, j.run_at, j.attempts, j.max_attempts,
           j.lease_version, j.locked_until, j.created_at, j.first_seen_at
 `
 
 type InboxClaimIDsParams struct {
 	OwnerToken uuid.UUID
+	ClaimedAt  time.Time
 	LeaseMs    int64
 	WorkerID   string
 	Ids        []int64
@@ -143,10 +144,11 @@ type InboxClaimIDsRow struct {
 	FirstSeenAt  time.Time
 }
 
-// InboxClaimIDs leases the ready inbox messages among ids under owner_token, as InboxClaim does: the second statement of a flow claim (JobRunsClaimIDs).
+// InboxClaimIDs leases the ready inbox messages among ids under owner_token, as InboxClaim does: the second statement of a flow claim (JobRunsClaimIDs), claimed_at the pick's clock.
 func (q *Queries) InboxClaimIDs(ctx context.Context, arg InboxClaimIDsParams) ([]InboxClaimIDsRow, error) {
 	rows, err := q.db.Query(ctx, inboxClaimIDs,
 		arg.OwnerToken,
+		arg.ClaimedAt,
 		arg.LeaseMs,
 		arg.WorkerID,
 		arg.Ids,

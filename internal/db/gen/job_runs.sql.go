@@ -142,19 +142,20 @@ const jobRunsClaimIDs = `-- name: JobRunsClaimIDs :many
 update workq.job_runs j set
     status = 1,
     owner_token = $1::uuid,
-    locked_until = now() + ($2::bigint) * interval '1 millisecond',
+    locked_until = $2::timestamptz + ($3::bigint) * interval '1 millisecond',
     lease_version = greatest(j.lease_version + 1, (select workq.workq_epoch())),
     attempts = j.attempts + 1,
-    claimed_at = now(),
-    claimed_by = $3::text,
+    claimed_at = $2::timestamptz,
+    claimed_by = $4::text,
     updated_at = now()
-where j.id = any($4::bigint[]) and j.status = 0
+where j.id = any($5::bigint[]) and j.status = 0
 returning j.id, j.kind, j.payload, j.priority, j.run_at, j.attempts, j.max_attempts,
           j.lease_version, j.locked_until, j.created_at, j.metadata, j.limit_key
 `
 
 type JobRunsClaimIDsParams struct {
 	OwnerToken uuid.UUID
+	ClaimedAt  time.Time
 	LeaseMs    int64
 	WorkerID   string
 	Ids        []int64
@@ -175,10 +176,11 @@ type JobRunsClaimIDsRow struct {
 	LimitKey     *string
 }
 
-// JobRunsClaimIDs leases the ready job runs among ids under owner_token, as JobRunsClaim does: the second statement of a flow claim, whose workq_flow_pick chose and locked them in the same transaction.
+// JobRunsClaimIDs leases the ready job runs among ids under owner_token, as JobRunsClaim does: the second statement of a flow claim, whose workq_flow_pick chose and locked them in the same transaction; claimed_at is the pick's clock (its "at"), which its log of starts holds.
 func (q *Queries) JobRunsClaimIDs(ctx context.Context, arg JobRunsClaimIDsParams) ([]JobRunsClaimIDsRow, error) {
 	rows, err := q.db.Query(ctx, jobRunsClaimIDs,
 		arg.OwnerToken,
+		arg.ClaimedAt,
 		arg.LeaseMs,
 		arg.WorkerID,
 		arg.Ids,

@@ -170,19 +170,20 @@ const timersClaimIDs = `-- name: TimersClaimIDs :many
 update workq.timers j set
     status = 1,
     owner_token = $1::uuid,
-    locked_until = now() + ($2::bigint) * interval '1 millisecond',
+    locked_until = $2::timestamptz + ($3::bigint) * interval '1 millisecond',
     lease_version = greatest(j.lease_version + 1, (select workq.workq_epoch())),
     attempts = j.attempts + 1,
-    claimed_at = now(),
-    claimed_by = $3::text,
+    claimed_at = $2::timestamptz,
+    claimed_by = $4::text,
     updated_at = now()
-where j.id = any($4::bigint[]) and j.status = 0
+where j.id = any($5::bigint[]) and j.status = 0
 returning j.id, j.topic, j.payload, j.due_time, j.priority, j.run_at, j.attempts, j.max_attempts,
           j.lease_version, j.locked_until, j.created_at
 `
 
 type TimersClaimIDsParams struct {
 	OwnerToken uuid.UUID
+	ClaimedAt  time.Time
 	LeaseMs    int64
 	WorkerID   string
 	Ids        []int64
@@ -202,10 +203,11 @@ type TimersClaimIDsRow struct {
 	CreatedAt    time.Time
 }
 
-// TimersClaimIDs leases the ready timers among ids under owner_token, as TimersClaim does: the second statement of a flow claim (JobRunsClaimIDs).
+// TimersClaimIDs leases the ready timers among ids under owner_token, as TimersClaim does: the second statement of a flow claim (JobRunsClaimIDs), claimed_at the pick's clock.
 func (q *Queries) TimersClaimIDs(ctx context.Context, arg TimersClaimIDsParams) ([]TimersClaimIDsRow, error) {
 	rows, err := q.db.Query(ctx, timersClaimIDs,
 		arg.OwnerToken,
+		arg.ClaimedAt,
 		arg.LeaseMs,
 		arg.WorkerID,
 		arg.Ids,

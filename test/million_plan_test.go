@@ -27,6 +27,8 @@ const (
 	// Rows in progress besides the ready ones (leases held in the same
 	// queue), so that the in-progress indexes are not empty.
 	millionHeld = 10_000
+	// flowKeys is the number of limit keys of the flow data.
+	flowKeys = 10_000
 )
 
 // millionDB is one database of the million-row data.
@@ -51,7 +53,9 @@ var million struct {
 //     statistics see no keyed rows: the case whose generic claim was once
 //     estimated above jit_above_cost), and 10,000 rows in progress each;
 //   - "keyed": the outbox with a million ready messages over 100,000
-//     partition keys, every tenth key's head in flight.
+//     partition keys, every tenth key's head in flight;
+//   - "flowkeys": job runs with a million ready rows over 10,000 limit
+//     keys in a fair queue with a rule per key (flow_plan_test.go).
 //
 // Each table is written by one INSERT ... SELECT from generate_series, all
 // of them at once on their own connections, then vacuumed and analyzed.
@@ -79,7 +83,7 @@ func buildMillion() ([]millionDB, []string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	var dbs []millionDB
-	for _, name := range []string{"unkeyed", "keyed"} {
+	for _, name := range []string{"unkeyed", "keyed", "flowkeys"} {
 		url, _, err := testdb.NewDatabase() // dropped with the cluster
 		if err != nil {
 			return nil, nil, err
@@ -129,6 +133,16 @@ select '%s', 't', 'key-' || lpad((i / 10)::text, 6, '0'), i %% 10 + 1, lpad(to_h
 from generate_series(0, %d) i`, leaseCols, millionQueue, due, lease("i % 100 = 0"), millionRows-1), fmt.Sprintf(`
 insert into workq.outbox_key_seqs (queue, partition_key, last_seq)
 select '%s', 'key-' || lpad(k::text, 6, '0'), %d from generate_series(0, %d) k`, millionQueue, millionRows/millionKeys, millionKeys-1)}},
+		// Job runs over 10,000 limit keys (a hundred each, keys
+		// interleaved in claim order), 100 of the keys with one in
+		// progress, in a fair queue with a rule per key: the flow claim's
+		// data (flow_plan_test.go).
+		{2, []string{"job_runs"}, []string{fmt.Sprintf(`
+insert into workq.job_runs (queue, kind, priority, run_at, limit_key, %s)
+select '%s', 'k', 0::smallint, %s, 'key-' || lpad((i %% %d)::text, 5, '0'), %s
+from generate_series(1, %d) i`, leaseCols, millionQueue, due, flowKeys, lease(fmt.Sprintf("i > %d", millionRows)), millionRows+flowKeys/100), fmt.Sprintf(`
+insert into workq.flow_queues (work_table, queue, fair) values ('job_runs', '%[1]s', true);
+insert into workq.flow_limits (work_table, queue, per_key, rate, concurrency) values ('job_runs', '%[1]s', true, 20, 5)`, millionQueue)}},
 	}
 	type result struct {
 		step string
@@ -267,7 +281,7 @@ func hotStatements(t *testing.T) []hotStatement {
 		sql, params := namedQuery(t, file, name)
 		out = append(out, hotStatement{name, sql, params})
 	}
-	for _, name := range []string{"JobRunsClaim", "JobRunsEnqueue", "JobRunsEnqueueMany", "JobRunsEnqueueManyPlain",
+	for _, name := range []string{"JobRunsClaim", "JobRunsClaimIDs", "JobRunsEnqueue", "JobRunsEnqueueMany", "JobRunsEnqueueManyPlain",
 		"JobRunsEnqueueUnique", "JobRunsEnqueueManyUnique"} {
 		add("job_runs", name)
 	}
@@ -276,11 +290,16 @@ func hotStatements(t *testing.T) []hotStatement {
 	for _, name := range []string{"OutboxClaim", "OutboxEnqueue", "OutboxEnqueueMany", "OutboxKeyHeads"} {
 		add("outbox", name)
 	}
-	for _, name := range []string{"InboxClaim", "InboxReceive"} {
+	for _, name := range []string{"InboxClaim", "InboxClaimIDs", "InboxReceive"} {
 		add("inbox", name)
 	}
-	for _, name := range []string{"TimersClaim", "TimersSchedule", "TimersScheduleMany"} {
+	for _, name := range []string{"TimersClaim", "TimersClaimIDs", "TimersSchedule", "TimersScheduleMany"} {
 		add("timers", name)
+	}
+	// The flow claim's statements (a function call each; what they run
+	// inside is in flow_plan_test.go).
+	for _, name := range []string{"FlowPick", "FlowGrant", "FlowStarted", "FlowIsOn", "FlowWaitMs"} {
+		add("flow", name)
 	}
 	for _, table := range []string{"job_runs", "outbox", "inbox", "timers"} {
 		for _, name := range []string{"LeaseHeartbeat", "LeaseComplete", "LeaseReapExpired"} {
@@ -366,10 +385,10 @@ func TestClaimsAtAMillionRows(t *testing.T) {
 			// rows as a full claim, through the resumed range.
 			resumeAt := time.Now().Add(-time.Hour)
 			args := map[string]any{"queue": millionQueue, "max_rows": int32(batch), "lease_ms": int64(30_000), "worker_id": "w",
-				"owner_token": uuid.New(), "after_key": "", "skip_topics": []string{}, "pass_keys": []string{}, "wake": false,
+				"owner_token": uuid.New(), "after_key": "", "skip_topics": []string{}, "pass_keys": []string{}, "wake": false, "flow_grant": (*int32)(nil),
 				"resume_priority": (*int16)(nil), "resume_run_at": (*time.Time)(nil)}
 			lits := map[string]string{"queue": "'" + millionQueue + "'", "max_rows": fmt.Sprint(batch), "lease_ms": "30000", "worker_id": "'w'",
-				"owner_token": "'" + uuid.NewString() + "'", "after_key": "''", "skip_topics": "'{}'", "pass_keys": "'{}'", "wake": "false",
+				"owner_token": "'" + uuid.NewString() + "'", "after_key": "''", "skip_topics": "'{}'", "pass_keys": "'{}'", "wake": "false", "flow_grant": "null",
 				"resume_priority": "null", "resume_run_at": "null"}
 			if c.resume {
 				prio := int16(2) // job_runs: the highest priority of the data

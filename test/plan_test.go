@@ -48,7 +48,7 @@ func namedQuery(t *testing.T, file, name string) (string, []string) {
 		t.Fatalf("query %s not found in db/queries/%s.sql", name, file)
 	}
 	sql := strings.TrimSuffix(strings.TrimSpace(strings.Join(body, "\n")), ";")
-	sql = regexp.MustCompile(`sqlc\.narg\('(\w+)'\)`).ReplaceAllString(sql, "@$1")
+	sql = regexp.MustCompile(`sqlc\.n?arg\('(\w+)'\)`).ReplaceAllString(sql, "@$1")
 	var params []string
 	sql = regexp.MustCompile(`@(\w+)`).ReplaceAllStringFunc(sql, func(m string) string {
 		p := m[1:]
@@ -321,7 +321,7 @@ func leasePlans(t *testing.T, table string, stale bool) {
 			claimArgs := func(queue string, resume bool) map[string]any {
 				args := map[string]any{"queue": queue, "max_rows": int32(100),
 					"lease_ms": int64(30_000), "worker_id": "w", "owner_token": uuid.New(),
-					"after_key": "", "skip_topics": []string{}, "pass_keys": []string{}, "wake": false, // outbox's ordered-claim options
+					"after_key": "", "skip_topics": []string{}, "pass_keys": []string{}, "wake": false, "flow_grant": (*int32)(nil), // outbox's ordered-claim options
 					"resume_priority": (*int16)(nil), "resume_run_at": (*time.Time)(nil)} // the resume point (job_runs, timers, inbox)
 				if resume {
 					args["resume_priority"], args["resume_run_at"] = &resumePriority, &resumeAt
@@ -331,7 +331,7 @@ func leasePlans(t *testing.T, table string, stale bool) {
 			claimLits := func(resume bool) []string {
 				lits := map[string]string{"queue": "'q'",
 					"max_rows": "100", "lease_ms": "30000", "worker_id": "'w'",
-					"owner_token": "'" + uuid.NewString() + "'", "after_key": "''", "skip_topics": "'{}'", "pass_keys": "'{}'", "wake": "false",
+					"owner_token": "'" + uuid.NewString() + "'", "after_key": "''", "skip_topics": "'{}'", "pass_keys": "'{}'", "wake": "false", "flow_grant": "null",
 					"resume_priority": "null", "resume_run_at": "null"}
 				if resume {
 					lits["resume_priority"], lits["resume_run_at"] = "0", "now() - interval '1 hour'"

@@ -345,15 +345,16 @@ declare
     v_keyed    boolean := false;
     v_keys     text[] := '{}';
     v_got      integer[] := '{}';
+    v_room     integer[];
+    v_want     integer[];
+    v_krate    integer;
+    v_kperiod  bigint;
+    v_kconc    integer;
     v_quota    integer;
     v_key      text;
-    v_next     text;
-    v_wrapped  boolean := false;
     v_ids      bigint[] := '{}';
-    v_scanned  integer := 0;
     v_at       timestamptz;
     r          record;
-    i          integer;
 begin
     select q.fair into v_fair from workq.flow_queues q
     where q.work_table = p_table and q.queue = p_queue
@@ -395,14 +396,14 @@ begin
     if not v_keyed then
         -- In claim order, past blocked kinds; a kind that runs out of starts
         -- midway is passed over from then on (its rows stay locked until
-        -- commit, a moment). The scan is bounded.
+        -- commit, a moment). The scan is bounded (a LIMIT, which also keeps
+        -- the plan's estimate of a million-row backlog below
+        -- jit_above_cost).
         for r in execute format(
             'select id, %1$I::text as kind from workq.%2$I where queue = $1 and status = 0 and run_at <= now()
-               and not (%1$I = any($2)) order by %3$s for update skip locked', v_kcol, p_table, v_order)
-            using p_queue, v_blocked
+               and not (%1$I = any($2)) order by %3$s limit $3 for update skip locked', v_kcol, p_table, v_order)
+            using p_queue, v_blocked, 4 * p_want + 256
         loop
-            v_scanned := v_scanned + 1;
-            exit when v_scanned > 4 * p_want + 256;
             if v_kinds ? r.kind then
                 continue when (v_kinds ->> r.kind)::integer <= 0;
                 v_kinds := jsonb_set(v_kinds, array[r.kind], to_jsonb((v_kinds ->> r.kind)::integer - 1));
@@ -412,53 +413,80 @@ begin
             exit when cardinality(v_ids) >= v_left;
         end loop;
     else
-        -- The keys with ready rows, from after p_after_key, wrapping around:
-        -- at most one per start the claim may make.
+        -- The keys with ready rows, from after p_after_key, wrapping around
+        -- (a skip scan of job_runs_key_claim): at most one per start the
+        -- claim may make, and at most 1000.
         v_key := coalesce(p_after_key, '');
-        loop
-            select min(j.limit_key) into v_next from workq.job_runs j
-            where j.queue = p_queue and j.status = 0 and j.limit_key is not null and j.limit_key > v_key;
-            if v_next is null then
-                exit when v_wrapped or v_key = '' or coalesce(p_after_key, '') = '';
-                v_wrapped := true;
-                v_key := '';
-                continue;
-            end if;
-            exit when v_wrapped and v_next > coalesce(p_after_key, '');
-            v_keys := v_keys || v_next;
-            v_key := v_next;
-            exit when cardinality(v_keys) >= least(v_left, 1000);
-        end loop;
-        -- Each key an equal share, then (a second pass) what the keys that
-        -- had more may take of what is left.
+        v_n := least(v_left, 1000);
+        v_keys := array(
+            with recursive w(k, n) as (
+                select (select min(j.limit_key) from workq.job_runs j
+                        where j.queue = p_queue and j.status = 0 and j.limit_key is not null and j.limit_key > v_key), 1
+                union all
+                select (select min(j.limit_key) from workq.job_runs j
+                        where j.queue = p_queue and j.status = 0 and j.limit_key is not null and j.limit_key > w.k), w.n + 1
+                from w where w.k is not null and w.n < v_n
+            )
+            select w.k from w where w.k is not null order by w.n);
+        if cardinality(v_keys) < v_n and v_key <> '' then
+            v_keys := v_keys || array(
+                with recursive w(k, n) as (
+                    select (select min(j.limit_key) from workq.job_runs j
+                            where j.queue = p_queue and j.status = 0 and j.limit_key is not null and j.limit_key > ''), cardinality(v_keys) + 1
+                    union all
+                    select (select min(j.limit_key) from workq.job_runs j
+                            where j.queue = p_queue and j.status = 0 and j.limit_key is not null and j.limit_key > w.k), w.n + 1
+                    from w where w.k is not null and w.k < v_key and w.n < v_n
+                )
+                select w.k from w where w.k is not null and w.k <= v_key order by w.n);
+        end if;
         if cardinality(v_keys) > 0 then
+            -- The rule per key, read once; each key's room under it, its
+            -- throttle and its adaptation, in one statement.
+            select l.rate, l.period_ms, l.concurrency into v_krate, v_kperiod, v_kconc
+            from workq.flow_limits l where l.work_table = p_table and l.queue = p_queue and l.kind = '' and l.per_key;
+            v_room := array(
+                select greatest(0, case when s.throttled_until > now() then 0 else least(
+                           case when v_krate is null then 2147483647 else v_krate - workq.workq_flow_starts(s, v_kperiod) end,
+                           coalesce(floor(workq.workq_flow_rate(s))::bigint - workq.workq_flow_starts(s, 1000), 2147483647),
+                           case when v_kconc is null then 2147483647 else v_kconc - coalesce(c.n, 0) end) end)::integer
+                from unnest(v_keys) with ordinality k(key, o)
+                left join workq.flow_state s on s.work_table = p_table and s.queue = p_queue and s.kind = '' and s.key = k.key
+                left join (select j.limit_key, count(*) as n from workq.job_runs j
+                           where v_kconc is not null and j.queue = p_queue and j.status = 1 and j.limit_key = any(v_keys)
+                           group by j.limit_key) c on c.limit_key = k.key
+                order by k.o);
+            -- Each key an equal share, then (a second pass) what the keys
+            -- that had more may take of what is left.
             v_quota := ceil(v_left::numeric / cardinality(v_keys))::integer;
             v_got := array_fill(0, array[cardinality(v_keys)]);
             for pass in 1 .. 2 loop
-                for i in 1 .. cardinality(v_keys) loop
-                    exit when cardinality(v_ids) >= v_left;
-                    continue when pass = 2 and v_got[i] < v_quota;
-                    v_n := least(case when pass = 1 then v_quota else v_left end, v_left - cardinality(v_ids),
-                                 coalesce(workq.workq_flow_left(p_table, p_queue, '', v_keys[i]), 2147483647) - case when pass = 2 then v_got[i] else 0 end);
-                    continue when v_n <= 0;
-                    for r in
-                        select j.id, j.kind::text as kind from workq.job_runs j
-                        where j.queue = p_queue and j.status = 0 and j.limit_key = v_keys[i] and j.run_at <= now()
-                          and not (j.kind = any(v_blocked))
+                exit when cardinality(v_ids) >= v_left;
+                v_want := array(
+                    select case when pass = 1 then least(v_quota, u.room)
+                                when u.got = v_quota then least(u.room - u.got, v_left - cardinality(v_ids))
+                                else 0 end
+                    from unnest(v_room, v_got) with ordinality u(room, got, o) order by u.o);
+                for r in
+                    select t.o, t.id, t.kind
+                    from unnest(v_keys, v_want) with ordinality u(key, n, o)
+                    cross join lateral (
+                        select j.id, j.kind::text as kind, u.o from workq.job_runs j
+                        where j.queue = p_queue and j.status = 0 and j.limit_key = u.key and j.run_at <= now()
+                          and not (j.kind = any(v_blocked)) and not (j.id = any(v_ids))
                         order by j.priority desc, j.run_at, j.id
-                        limit v_n + 16
-                        for update skip locked
-                    loop
-                        exit when v_n <= 0;
-                        if v_kinds ? r.kind then
-                            continue when (v_kinds ->> r.kind)::integer <= 0;
-                            v_kinds := jsonb_set(v_kinds, array[r.kind], to_jsonb((v_kinds ->> r.kind)::integer - 1));
-                        end if;
-                        v_ids := v_ids || r.id;
-                        v_taken := jsonb_set(v_taken, array[r.kind], to_jsonb(coalesce((v_taken ->> r.kind)::integer, 0) + 1));
-                        v_got[i] := v_got[i] + 1;
-                        v_n := v_n - 1;
-                    end loop;
+                        limit u.n
+                        for update skip locked) t
+                    where u.n > 0
+                loop
+                    exit when cardinality(v_ids) >= v_left;
+                    if v_kinds ? r.kind then
+                        continue when (v_kinds ->> r.kind)::integer <= 0;
+                        v_kinds := jsonb_set(v_kinds, array[r.kind], to_jsonb((v_kinds ->> r.kind)::integer - 1));
+                    end if;
+                    v_ids := v_ids || r.id;
+                    v_taken := jsonb_set(v_taken, array[r.kind], to_jsonb(coalesce((v_taken ->> r.kind)::integer, 0) + 1));
+                    v_got[r.o] := v_got[r.o] + 1;
                 end loop;
             end loop;
             p_after_key := v_keys[cardinality(v_keys)];
@@ -489,10 +517,29 @@ begin
     -- item whose slot it took.
     v_at := clock_timestamp();
     if cardinality(v_ids) > 0 then
-        for i in 1 .. cardinality(v_keys) loop
-            continue when v_got[i] = 0;
-            perform workq.workq_flow_log(p_table, p_queue, '', v_keys[i], v_got[i], v_at);
-        end loop;
+        -- The keys' starts, in one statement: all of them under a rate per
+        -- key, else only those adapting after a throttle.
+        if v_krate is not null then
+            insert into workq.flow_state as s (work_table, queue, kind, key, log_at, log_n)
+            select p_table, p_queue, '', k.key, array[v_at], array[k.n]
+            from unnest(v_keys, v_got) k(key, n) where k.n > 0
+            on conflict (work_table, queue, kind, key) do update set
+                log_at = array(select u.at from unnest(s.log_at, s.log_n) u(at, n)
+                               where u.at > now() - greatest(v_kperiod, 1000) * interval '1 millisecond' order by u.at) || v_at,
+                log_n  = array(select u.n from unnest(s.log_at, s.log_n) u(at, n)
+                               where u.at > now() - greatest(v_kperiod, 1000) * interval '1 millisecond' order by u.at) || excluded.log_n,
+                adapt_rate = case when workq.workq_flow_rate(s) is null then null else s.adapt_rate end,
+                updated_at = now();
+        elsif cardinality(v_keys) > 0 then
+            update workq.flow_state s set
+                log_at = array(select u.at from unnest(s.log_at, s.log_n) u(at, n) where u.at > now() - interval '1 second' order by u.at) || v_at,
+                log_n  = array(select u.n from unnest(s.log_at, s.log_n) u(at, n) where u.at > now() - interval '1 second' order by u.at) || k.n,
+                adapt_rate = case when workq.workq_flow_rate(s) is null then null else s.adapt_rate end,
+                updated_at = now()
+            from unnest(v_keys, v_got) k(key, n)
+            where k.n > 0 and s.work_table = p_table and s.queue = p_queue and s.kind = '' and s.key = k.key
+              and (s.adapt_rate is not null or s.throttled_until > now() - interval '1 second');
+        end if;
         perform workq.workq_flow_log(p_table, p_queue, '', '', cardinality(v_ids), v_at);
         for r in select t.key as kind, t.value::integer as n from jsonb_each_text(v_taken) t loop
             perform workq.workq_flow_log(p_table, p_queue, r.kind, '', r.n, v_at);

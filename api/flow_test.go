@@ -5,6 +5,11 @@ import (
 	"net/url"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/workq/workq"
+	"github.com/workq/workq/internal/lease"
+	"github.com/workq/workq/internal/testdb"
 )
 
 // TestFlowAPI: every flow-control endpoint through the real server, its
@@ -275,5 +280,68 @@ func TestFlowAPIMarkupAndSQLInNames(t *testing.T) {
 	e.must(400, "POST", "/v1/queues/job_runs/"+url.PathEscape("<script>")+"/kinds/k/pause", e.admin, nil)
 	if snapshot(t, e.pool) != before {
 		t.Fatal("a refused name changed the database")
+	}
+}
+
+// TestFlowAPIOnShards: on a sharded server a rule without a shard is set
+// on every shard (split evenly unless per key), a rule with one on that
+// shard only; the status has each shard's rows; a kind's pause is every
+// shard's.
+func TestFlowAPIOnShards(t *testing.T) {
+	second := testdb.Pool(t)
+	e := newEnv(t, func(o *setup) {
+		o.shards = []workq.Shard{{Name: "a", Pool: o.pool}, {Name: "b", Pool: second}}
+	})
+	var rule flowRule
+	e.must(200, "PUT", "/v1/flow/limits", e.admin, map[string]any{"table": "job_runs", "queue": "q", "rate": 10, "concurrency": 4}).decode(t, &rule)
+	if rule.Shard != "" || rule.Rate != 10 {
+		t.Fatalf("set on every shard: %+v", rule)
+	}
+	beforeA := snapshot(t, e.pool)
+	e.must(200, "PUT", "/v1/flow/limits", e.admin, map[string]any{"table": "job_runs", "queue": "q", "kind": "k", "concurrency": 1, "shard": "b"}).decode(t, &rule)
+	if rule.Shard != "b" {
+		t.Fatalf("set on b: %+v", rule)
+	}
+	if snapshot(t, e.pool) != beforeA {
+		t.Fatal("the rule of shard b reached a")
+	}
+	e.must(404, "PUT", "/v1/flow/limits", e.admin, map[string]any{"table": "job_runs", "queue": "q", "rate": 1, "shard": "mars"})
+	var ks kindState
+	e.must(200, "POST", "/v1/queues/job_runs/q/kinds/k/pause", e.admin, nil).decode(t, &ks)
+	if !ks.Changed {
+		t.Fatalf("pause kind: %+v", ks)
+	}
+	var st flowStatus
+	e.must(200, "GET", "/v1/flow", e.read, nil).decode(t, &st)
+	var perShard = map[string][]flowLimitRow{}
+	for _, l := range st.Limits {
+		perShard[l.Shard] = append(perShard[l.Shard], l)
+	}
+	if len(perShard["a"]) != 1 || perShard["a"][0].Rate != 5 || perShard["a"][0].Concurrency != 2 || len(perShard["b"]) != 2 {
+		t.Fatalf("limits: %+v", st.Limits)
+	}
+	if len(st.PausedKinds) != 2 || st.PausedKinds[0].Shard != "a" || st.PausedKinds[1].Shard != "b" {
+		t.Fatalf("paused kinds: %+v", st.PausedKinds)
+	}
+	var rm flowRemoved
+	e.must(200, "DELETE", "/v1/flow/limits?table=job_runs&queue=q&kind=k&shard=b", e.admin, nil).decode(t, &rm)
+	if !rm.Removed || rm.Shard != "b" {
+		t.Fatalf("remove on b: %+v", rm)
+	}
+}
+
+// TestFlowAPIThrottles: a throttled scope is in GET /v1/flow with when
+// its throttle ends, in the document's shape.
+func TestFlowAPIThrottles(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	e.must(200, "PUT", "/v1/flow/limits", e.admin, map[string]any{"table": "job_runs", "queue": "q", "per_key": true, "concurrency": 1})
+	if _, err := lease.Throttle(ctx, e.pool, lease.JobRuns, "q", "", "tenant-1", time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	var st flowStatus
+	e.must(200, "GET", "/v1/flow", e.read, nil).decode(t, &st)
+	if len(st.Throttles) != 1 || st.Throttles[0].Key != "tenant-1" || st.Throttles[0].Until == nil || time.Until(*st.Throttles[0].Until) < 50*time.Minute {
+		t.Fatalf("throttles: %+v", st.Throttles)
 	}
 }

@@ -128,6 +128,21 @@ func TestFlowCLI(t *testing.T) {
 		t.Fatalf("after remove: %+v", st)
 	}
 
+	// A kind is free text: one of HTML and SQL is stored as it is (the
+	// statements take it as a parameter) and read back the same.
+	const evil = `<script>alert(1)</script>'; drop table workq.job_runs; --`
+	run("flow", "pause-kind", "--table", "job_runs", "--queue", "mail", "--kind", evil)
+	run("flow", "set", "--table", "job_runs", "--queue", "mail", "--kind", evil, "--rate", "1")
+	if st := list(); len(st.PausedKinds) != 1 || st.PausedKinds[0].Kind != evil || len(st.Limits) != 2 {
+		t.Fatalf("evil kind: %+v", st)
+	}
+	var jobs int
+	if err := pool.QueryRow(context.Background(), `select count(*) from workq.job_runs`).Scan(&jobs); err != nil {
+		t.Fatalf("job_runs after an evil kind: %v", err)
+	}
+	run("flow", "resume-kind", "--table", "job_runs", "--queue", "mail", "--kind", evil)
+	run("flow", "remove", "--table", "job_runs", "--queue", "mail", "--kind", evil)
+
 	// Bad input: exit 1, one line naming what is wrong, nothing written.
 	before := testdb.Snapshot(t, pool)
 	set := []string{"flow", "set", "--table", "job_runs", "--queue", "mail"}
@@ -159,6 +174,7 @@ func TestFlowCLI(t *testing.T) {
 		{[]string{"flow", "pause-kind", "--table", "job_runs", "--queue", "mail"}, "--kind is required"},
 		{[]string{"flow", "pause-kind", "--table", "job_runs", "--queue", "mail", "--kind", strings.Repeat("k", 257)}, "1 to 256 bytes"},
 		{[]string{"flow", "pause-kind", "--table", "job_runs", "--queue", "mail", "--kind", "send", "--reason", strings.Repeat("r", 1025)}, "reason must be at most 1024 bytes"},
+		{[]string{"flow", "pause-kind", "--table", "job_runs", "--queue", "mail", "--kind", "send", "--actor", " "}, "who pauses must be 1 to 256 characters"},
 		{[]string{"flow", "resume-kind", "--table", "job_runs", "--queue", "mail", "--kind", "send", "--reason", "x"}, "unknown flag: --reason"},
 		{[]string{"flow", "list", "--shard", "a=" + dbURL, "--database-url", dbURL}, "give --shard (several databases) or --database-url (one), not both"},
 	}

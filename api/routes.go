@@ -47,6 +47,13 @@ func routes() []route {
 		{post, "/v1/queues/{table}/{queue}/resume", ScopeAdmin, (*Server).resumeQueue},
 		{put, "/v1/queues/{table}/{queue}/limit", ScopeAdmin, (*Server).setLimit},
 		{del, "/v1/queues/{table}/{queue}/limit", ScopeAdmin, (*Server).removeLimit},
+		{put, "/v1/queues/{table}/{queue}/fair", ScopeAdmin, (*Server).setFair},
+		{post, "/v1/queues/{table}/{queue}/kinds/{kind}/pause", ScopeAdmin, (*Server).pauseKind},
+		{post, "/v1/queues/{table}/{queue}/kinds/{kind}/resume", ScopeAdmin, (*Server).resumeKind},
+
+		{get, "/v1/flow", ScopeRead, (*Server).flowStatus},
+		{put, "/v1/flow/limits", ScopeAdmin, (*Server).setFlowLimit},
+		{del, "/v1/flow/limits", ScopeAdmin, (*Server).removeFlowLimit},
 
 		{get, "/v1/schedules", ScopeRead, (*Server).listSchedules},
 		{post, "/v1/schedules", ScopeAdmin, (*Server).createSchedule},

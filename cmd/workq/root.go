@@ -36,6 +36,7 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 		newSchedulesCmd(),
 		newShardLimitCmd(),
 		newQueueCmd(),
+		newFlowCmd(),
 		newAPICmd(),
 		newDoctorCmd(),
 		newVersionCmd(),

@@ -44,8 +44,9 @@ func TestCLIExitCodesAndMessages(t *testing.T) {
 			stderr: `workq: unknown command "Enqueue" (did you mean "enqueue"?); run 'workq --help' for the list`},
 		{name: "unknown command with a typo", args: []string{"lmit"}, code: 1,
 			stderr: `workq: unknown command "lmit" (did you mean "limit"?); run 'workq --help' for the list`},
-		{name: "help on an unknown command", args: []string{"help", "frob"}, code: 1,
-			stderr: `workq help: unknown command "frob"; run 'workq --help' for the list`},
+		// Not "frob": it is two edits from "flow", which is suggested.
+		{name: "help on an unknown command", args: []string{"help", "xyzzy"}, code: 1,
+			stderr: `workq help: unknown command "xyzzy"; run 'workq --help' for the list`},
 		{name: "help on an unknown subcommand", args: []string{"help", "jobs", "frob"}, code: 1,
 			stderr: `workq help: unknown subcommand "frob"; run 'workq jobs --help' for the list`},
 		{name: "completion for an unknown shell", args: []string{"completion", "frob"}, code: 1,

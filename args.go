@@ -234,6 +234,21 @@ type WorkerWithNextRetry[T Args] interface {
 	NextRetry(job *Job[T]) time.Time
 }
 
+// flowLimiter is the optional per-kind flow limits of a Worker.
+type flowLimiter[T Args] = WorkerWithFlowLimits[T]
+
+// WorkerWithFlowLimits is a Worker that declares its kind's flow limits
+// in code, next to Timeout and NextRetry: a rate or a concurrency of the
+// kind in a queue (FlowLimit). Table is job runs and Kind is the worker's
+// kind whatever they say; Queue empty is "default"; PerKey is refused (a
+// rule per key is its queue's: declare it in Config.FlowLimits). They are
+// set at Start as Config.FlowLimits are. See WorkerWithTimeout for the
+// compile-time check.
+type WorkerWithFlowLimits[T Args] interface {
+	Worker[T]
+	FlowLimits() []FlowLimit
+}
+
 // AddWorker registers w for the kind of T's Args on ws. It panics if the
 // kind is not a valid name or already has a worker: both are programming
 // errors found at start-up. AddWorkerSafely returns them instead.
@@ -244,11 +259,32 @@ func AddWorker[T Args](ws *Workers, w Worker[T]) {
 }
 
 // AddWorkerSafely is AddWorker returning its error.
-func AddWorkerSafely[T Args](ws *Workers, w Worker[T]) error {
+func AddWorkerSafely[T Args](ws *Workers, w Worker[T]) (err error) {
 	var zero T
 	kind := zero.Kind()
 	tw, hasTimeout := w.(timeouter[T])
 	nr, hasNextRetry := w.(nextRetrier[T])
+	var flow []FlowLimit
+	if fl, ok := w.(flowLimiter[T]); ok {
+		for _, l := range fl.FlowLimits() {
+			if l.PerKey {
+				return workqtype.Invalid("FlowLimits", fmt.Sprintf("kind %q declares a limit per key: a rule per key is its queue's (Config.FlowLimits)", kind))
+			}
+			l.Table, l.Kind = TableJobRuns, kind
+			if l.Queue == "" {
+				l.Queue = "default"
+			}
+			if err := l.rule().Check(true); err != nil {
+				return fmt.Errorf("workq: kind %q: flow limit %s: %w", kind, l, err)
+			}
+			flow = append(flow, l)
+		}
+	}
+	defer func() {
+		if err == nil {
+			ws.flow = append(ws.flow, flow...)
+		}
+	}()
 	return ws.addJob(kind, func(ctx context.Context, raw *worker.Job) error {
 		job := new(Job[T])
 		if err := job.fill(raw); err != nil {

@@ -220,6 +220,14 @@ type Config struct {
 	// and takes no part; a non-nil empty slice declares that there are
 	// none (every declared schedule is disabled).
 	PeriodicJobs []*PeriodicJob
+
+	// FlowLimits are flow-control rules declared in code (FlowLimit; with
+	// the rules of each worker that implements WorkerWithFlowLimits):
+	// Start sets them on every shard (SetFlowLimit), so a deploy carries
+	// its limits. An operator's change to one of them lasts until the
+	// next Start; a rule no longer declared stays until it is removed
+	// (RemoveFlowLimit, workq flow remove). Invalid rules fail NewClient.
+	FlowLimits []FlowLimit
 }
 
 // Client is workq's front door. It is safe for concurrent use; share one
@@ -258,6 +266,9 @@ type Client struct {
 	// sharded Client's front, or a Client of NewShardedClient's one
 	// shard); nil: none.
 	limits *globalLimits
+	// flow are the flow limits declared in code (Config.FlowLimits and
+	// the workers'), set at Start.
+	flow []FlowLimit
 }
 
 // NewClient validates cfg and returns a Client on pool: a Client of one
@@ -277,7 +288,7 @@ func newClient(pool *pgxpool.Pool, cfg Config, name string, shared *worker.Share
 	if schemaErr != nil {
 		schemaErr = workqtype.InvalidErr("Schema", schemaErr)
 	}
-	if err := errors.Join(schemaErr, validateWorker(wc), cfg.Maintenance.Validate(), validateTimers(cfg.timerOptions())); err != nil {
+	if err := errors.Join(schemaErr, validateWorker(wc), cfg.Maintenance.Validate(), validateTimers(cfg.timerOptions()), validateFlowLimits(cfg.FlowLimits)); err != nil {
 		return nil, fmt.Errorf("workq config: %w", err)
 	}
 	log := cfg.Logger
@@ -285,7 +296,7 @@ func newClient(pool *pgxpool.Pool, cfg Config, name string, shared *worker.Share
 		log = slog.New(slog.DiscardHandler)
 	}
 	c := &Client{pool: pool, rw: rw, db: rw.WrapTx(pool), log: log, enqueueMW: slices.Clone(cfg.EnqueueMiddleware),
-		run: newHandlerRuntime(cfg, wc), name: name, ev: newClientEvents(log), kinds: newKindSet(cfg)}
+		run: newHandlerRuntime(cfg, wc), name: name, ev: newClientEvents(log), kinds: newKindSet(cfg), flow: declaredFlowLimits(cfg)}
 	clienthook.Register(clientJob)
 	clienthook.RegisterAPI(clientAPI)
 	registerSurface()
@@ -485,6 +496,9 @@ func (c *Client) Start(ctx context.Context) error {
 // startAll starts what the Client runs: each shard's parts on a sharded
 // Client.
 func (c *Client) startAll(ctx context.Context) error {
+	if err := c.applyFlowLimits(ctx); err != nil {
+		return err
+	}
 	if c.set != nil {
 		if err := c.startPeriodic(ctx); err != nil {
 			return err

@@ -61,6 +61,7 @@ func (cfg Config) Validate() error {
 		errs = append(errs, workqtype.InvalidErr("Schema", err))
 	}
 	errs = append(errs, validateWorker(cfg.workerConfig()), cfg.Maintenance.Validate())
+	errs = append(errs, validateFlowLimits(cfg.FlowLimits))
 	if _, err := workqtype.MaxAttempts("MaxAttempts", cfg.MaxAttempts, workqtype.DefaultMaxAttempts); err != nil {
 		errs = append(errs, err)
 	}

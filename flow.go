@@ -2,6 +2,7 @@ package workq
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -361,4 +362,36 @@ func (s FlowStatus) WaitsFor(table Table, queue, shard, kind, key string) []stri
 		}
 	}
 	return out
+}
+
+// declaredFlowLimits are the flow limits declared in code: cfg's and its
+// workers' (WorkerWithFlowLimits).
+func declaredFlowLimits(cfg Config) []FlowLimit {
+	out := slices.Clone(cfg.FlowLimits)
+	if cfg.Workers != nil {
+		out = append(out, cfg.Workers.flow...)
+	}
+	return out
+}
+
+// validateFlowLimits checks Config.FlowLimits.
+func validateFlowLimits(ls []FlowLimit) error {
+	var errs []error
+	for i, l := range ls {
+		if err := l.rule().Check(true); err != nil {
+			errs = append(errs, fmt.Errorf("FlowLimits[%d] (%s): %w", i, l, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// applyFlowLimits sets the flow limits declared in code on every shard, at
+// Start.
+func (c *Client) applyFlowLimits(ctx context.Context) error {
+	for _, l := range c.flow {
+		if err := c.SetFlowLimit(ctx, l); err != nil {
+			return fmt.Errorf("workq: start: declared flow limit %s: %w", l, err)
+		}
+	}
+	return nil
 }

@@ -62,6 +62,13 @@ func TestClientFlowRateLimit(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+	// The completions are flushed in batches after the handlers return.
+	for n := 0; n < jobs; {
+		if err := pool.QueryRow(ctx, `select count(*) from workq.runs where queue = 'limited'`).Scan(&n); err != nil {
+			t.Fatalf("%d of %d attempts archived: %v", n, jobs, err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 	rows, err := pool.Query(ctx, `select started_at from workq.runs where queue = 'limited' order by started_at`)
 	if err != nil {
 		t.Fatal(err)
@@ -187,5 +194,58 @@ func TestClientFlowRefusesBadInput(t *testing.T) {
 		if len(st.Queues)+len(st.Limits) != 0 {
 			t.Errorf("%s: refused settings wrote %+v", name, st)
 		}
+	}
+}
+
+type flowDeclArgs struct{}
+
+func (flowDeclArgs) Kind() string { return "flow.declared" }
+
+type flowDeclWorker struct{}
+
+func (flowDeclWorker) Work(context.Context, *workq.Job[flowDeclArgs]) error { return nil }
+
+func (flowDeclWorker) FlowLimits() []workq.FlowLimit {
+	return []workq.FlowLimit{{Queue: "api", Rate: 5, Period: time.Second}}
+}
+
+var _ workq.WorkerWithFlowLimits[flowDeclArgs] = flowDeclWorker{}
+
+// Flow limits declared in code (Config.FlowLimits and a worker's
+// FlowLimits) are set at Start; invalid ones fail NewClient.
+func TestClientFlowLimitsDeclaredInCode(t *testing.T) {
+	pool := testdb.Pool(t)
+	ctx := context.Background()
+	workers := workq.NewWorkers()
+	workq.AddWorker[flowDeclArgs](workers, flowDeclWorker{})
+	cfg := workq.Config{Workers: workers, Maintenance: workq.MaintenanceConfig{Disabled: true},
+		FlowLimits: []workq.FlowLimit{{Table: workq.TableJobRuns, Queue: "api", PerKey: true, Concurrency: 1}}}
+	client, err := workq.NewClient(pool, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := client.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer client.Stop(ctx)
+	st, err := client.FlowStatus(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(st.Limits) != 2 {
+		t.Fatalf("limits after Start: %+v", st.Limits)
+	}
+	var kind, perKey bool
+	for _, l := range st.Limits {
+		kind = kind || (l.Kind == "flow.declared" && l.Queue == "api" && l.Rate == 5)
+		perKey = perKey || (l.PerKey && l.Concurrency == 1)
+	}
+	if !kind || !perKey {
+		t.Fatalf("limits after Start: %+v", st.Limits)
+	}
+	bad := cfg
+	bad.FlowLimits = []workq.FlowLimit{{Table: workq.TableJobRuns, Queue: "api"}}
+	if _, err := workq.NewClient(pool, bad); !errors.Is(err, workq.ErrInvalid) {
+		t.Fatalf("NewClient with a limit of nothing: %v, want ErrInvalid", err)
 	}
 }

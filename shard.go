@@ -213,7 +213,7 @@ func NewShardedClient(shards []Shard, cfg Config) (*Client, error) {
 	return &Client{pool: first.pool, rw: first.rw, db: first.db, log: log, jobs: first.jobs, outbox: first.outbox, inbox: first.inbox,
 		timers: first.timers, sched: first.sched, enqueueMW: first.enqueueMW, run: first.run, set: set, limits: limits,
 		ev: newClientEvents(log), kinds: first.kinds,
-		periodic: first.periodic}, nil
+		periodic: first.periodic, flow: first.flow}, nil
 }
 
 func checkShards(shards []Shard) error {

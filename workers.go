@@ -28,6 +28,10 @@ type Workers struct {
 
 	outboxDefault, inboxDefault, timersDefault worker.HandlerFunc
 
+	// flow are the flow limits the job workers declare
+	// (WorkerWithFlowLimits), set at Start with Config.FlowLimits.
+	flow []FlowLimit
+
 	// inUse: a Client read the set (NewClient); what is added after it
 	// would never run, so it is refused.
 	inUse bool

@@ -108,7 +108,7 @@ var notInCLI = map[string]string{
 	"Logger": "log-level and log-format make it", "Workers": "built-in handlers", "Relay": "Go options",
 	"MetricsRegisterer": "metrics-addr makes it", "TracerProvider": "otel-* make it",
 	"SkipUnknownKindCheck": "Go", "RetryPolicy": "Go", "EnqueueMiddleware": "Go", "WorkMiddleware": "Go",
-	"Sharding": "the sharded commands' own flags", "PeriodicJobs": "workq schedules", "Maintenance.Disabled": "by command",
+	"Sharding": "the sharded commands' own flags", "PeriodicJobs": "workq schedules", "FlowLimits": "workq flow set", "Maintenance.Disabled": "by command",
 	"TimerNotifyWithin": "follows --poll (its default, FetchPollInterval)",
 }
 

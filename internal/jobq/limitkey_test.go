@@ -46,7 +46,7 @@ func wantKeys(t *testing.T, what string, got []string, want ...string) {
 	}
 }
 
-// Every enqueue statement stores the job's limit key, and null (never '')
+// Every enqueue statement stores the job's limit key, and null (never ”)
 // for a job without one, also beside jobs with one in a batch.
 func TestLimitKeyStoredByEveryPath(t *testing.T) {
 	ctx := context.Background()

@@ -34,6 +34,18 @@ type ArgsWithOpts interface {
 	EnqueueOpts() EnqueueOpts
 }
 
+// ArgsWithLimitKey is Args that name their job's limit key
+// (EnqueueOpts.LimitKey) themselves, from their own fields: a tenant's
+// report names its tenant. It is used when the options given to Enqueue,
+// and the Args' own EnqueueOpts, leave LimitKey empty; "" from it is no
+// key.
+//
+//	func (a ReportArgs) LimitKey() string { return a.TenantID }
+type ArgsWithLimitKey interface {
+	Args
+	LimitKey() string
+}
+
 // RawArgs are untyped job arguments: a kind and its payload (a struct or
 // map to marshal, or raw JSON as json.RawMessage or []byte; nil is {}).
 // They are for code that routes by kind name, as the CLI and the HTTP API
@@ -67,6 +79,14 @@ type EnqueueOpts struct {
 	// tracing, is added to it (traceparent, tracestate), unless it sets
 	// traceparent itself.
 	Metadata map[string]string
+	// LimitKey is the key that per-key flow limits and fair claims count
+	// the job by (FlowLimit.PerKey, SetFairness): a tenant, a customer, a
+	// downstream account. 1 to 256 bytes of UTF-8 without NUL; empty:
+	// none (or the Args' LimitKey method's, ArgsWithLimitKey). On a
+	// sharded Client a job with a LimitKey and no DedupKey or Unique goes
+	// to its key's shard (LimitKey), so one database counts all of a
+	// key's jobs. See docs/go.md, "Limit keys".
+	LimitKey string
 }
 
 // UniqueOpts make a job unique (River's UniqueOpts): while a run with the
@@ -140,6 +160,9 @@ func (o EnqueueOpts) merge(d EnqueueOpts) EnqueueOpts {
 	if o.Metadata == nil {
 		o.Metadata = d.Metadata
 	}
+	if o.LimitKey == "" {
+		o.LimitKey = d.LimitKey
+	}
 	return o
 }
 
@@ -158,6 +181,9 @@ type Job[T Args] struct {
 	// and the enqueuing span's trace context when it was traced; nil when
 	// none.
 	Metadata map[string]string
+	// LimitKey is the key per-key flow limits and fair claims count the
+	// job by (EnqueueOpts.LimitKey); "" when it has none.
+	LimitKey string
 	// Shard is the database the job is on (DefaultShard for a Client of
 	// NewClient): a handler's own transaction, for CompleteTx and the
 	// ...Tx methods, is opened on client.Shard(job.Shard)'s pool.
@@ -312,7 +338,7 @@ func AddWorkerSafely[T Args](ws *Workers, w Worker[T]) (err error) {
 // decode).
 func (j *Job[T]) fill(raw *worker.Job) error {
 	*j = Job[T]{ID: raw.ID, Kind: raw.Kind, Queue: raw.Queue, Attempt: int(raw.Attempt), MaxAttempts: int(raw.MaxAttempts),
-		Priority: raw.Priority, RunAt: raw.RunAt, CreatedAt: raw.CreatedAt, Metadata: workqtype.DecodeMetadata(raw.Metadata), Shard: raw.Shard,
+		Priority: raw.Priority, RunAt: raw.RunAt, CreatedAt: raw.CreatedAt, Metadata: workqtype.DecodeMetadata(raw.Metadata), LimitKey: raw.LimitKey, Shard: raw.Shard,
 		RunID: raw.RunID, LeaseVersion: raw.LeaseVersion, raw: raw}
 	if err := json.Unmarshal(raw.Payload, &j.Args); err != nil {
 		return worker.Permanent(fmt.Errorf("decode args of job %d (%s): %w", raw.ID, raw.Kind, err))

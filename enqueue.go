@@ -42,6 +42,9 @@ func job(args Args, opts *EnqueueOpts) (jobq.Job, error) {
 	if a, ok := args.(ArgsWithOpts); ok {
 		o = o.merge(a.EnqueueOpts())
 	}
+	if a, ok := args.(ArgsWithLimitKey); ok && o.LimitKey == "" {
+		o.LimitKey = a.LimitKey()
+	}
 	var payload any = args
 	if raw, ok := args.(RawArgs); ok {
 		payload = raw.Payload
@@ -49,7 +52,7 @@ func job(args Args, opts *EnqueueOpts) (jobq.Job, error) {
 		payload = raw.Payload
 	}
 	return jobq.Job{Queue: o.Queue, Kind: args.Kind(), Payload: payload, Priority: o.Priority, RunAt: o.RunAt, Delay: o.Delay,
-		MaxAttempts: o.MaxAttempts, DedupKey: o.DedupKey, Unique: o.Unique.jobq(), Metadata: o.Metadata}, nil
+		MaxAttempts: o.MaxAttempts, DedupKey: o.DedupKey, Unique: o.Unique.jobq(), Metadata: o.Metadata, LimitKey: o.LimitKey}, nil
 }
 
 // Enqueue adds one job run on the Client's pool.
@@ -156,20 +159,18 @@ func (c *Client) enqueueMany(ctx context.Context, db DB, params []EnqueueParams)
 // EnqueueMany) and, unlike EnqueueMany, accepts RunAt. docs/enqueue-fast.md
 // compares the bulk paths.
 //
-// On a sharded Client the whole batch goes to one shard, round-robin per
-// call (its jobs have no key).
+// On a sharded Client the jobs without a LimitKey go to one shard,
+// round-robin per call, and each job with one to its key's shard (as
+// EnqueueMany): one COPY per shard, in shard order; every job is checked
+// before any is written, and if a shard's COPY fails the shards before it
+// stay written (the error names the shard).
 func (c *Client) EnqueueManyFast(ctx context.Context, params []EnqueueParams) (_ int64, err error) {
 	defer c.notMigrated(&err)
 	if err := checkCtx(ctx); err != nil {
 		return 0, err
 	}
 	if c.set != nil {
-		sc := c.set.pick("")
-		n, err := sc.EnqueueManyFast(ctx, params)
-		if err != nil {
-			return n, fmt.Errorf("shard %s: %w", sc.name, err)
-		}
-		return n, nil
+		return c.shardedEnqueueManyFast(ctx, params)
 	}
 	return c.enqueueManyFast(ctx, c.db.(jobq.CopyDB), params)
 }

@@ -145,6 +145,9 @@ type ListParams struct {
 	// The filters of one table's own columns (zero: any). A filter on
 	// another table is an error matching ErrInvalid that names it.
 	//
+	// LimitKey is a job run's limit key (EnqueueOpts.LimitKey; job runs
+	// only).
+	LimitKey string
 	// PartitionKey is an outbox message's partition key (outbox only).
 	PartitionKey string
 	// MessageID is an outbox message's message id (outbox only): the
@@ -187,7 +190,7 @@ type ListResult struct {
 func (p ListParams) filter() (admin.Filter, error) {
 	f := admin.Filter{Queue: p.Queue, Statuses: p.States, Kind: p.Kind, CreatedAfter: p.CreatedAfter,
 		CreatedBefore: p.CreatedBefore, ErrorText: p.ErrorText, Metadata: p.Metadata, Limit: p.Limit,
-		PartitionKey: p.PartitionKey, MessageID: p.MessageID, Source: p.Source, DueAfter: p.DueAfter, DueBefore: p.DueBefore}
+		LimitKey: p.LimitKey, PartitionKey: p.PartitionKey, MessageID: p.MessageID, Source: p.Source, DueAfter: p.DueAfter, DueBefore: p.DueBefore}
 	if slices.Contains(p.States, "") {
 		return f, workqtype.Invalid("states", "a state must not be empty")
 	}

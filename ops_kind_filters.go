@@ -11,7 +11,7 @@ import (
 )
 
 // kindFilters checks that p's filters of one table's own columns
-// (PartitionKey, MessageID, Source, DueAfter, DueBefore) are its table's
+// (LimitKey, PartitionKey, MessageID, Source, DueAfter, DueBefore) are its table's
 // (the registry of kinds says which kind takes which): another table's is
 // an error matching ErrInvalid naming the filter.
 func (p ListParams) kindFilters() error {
@@ -24,6 +24,7 @@ func (p ListParams) kindFilters() error {
 		name string
 		set  bool
 	}{
+		{kinds.FilterLimitKey, p.LimitKey != ""},
 		{kinds.FilterPartitionKey, p.PartitionKey != ""},
 		{kinds.FilterMessageID, p.MessageID != uuid.Nil},
 		{kinds.FilterSource, p.Source != ""},

@@ -288,7 +288,10 @@ func (c *Client) ShardFor(key string) string {
 
 // ShardForArgs returns the shard Enqueue puts a job of args and opts on:
 // the shard of its route key, its DedupKey, else for a unique job its
-// unique key without the period (the key internal to Unique). Open the
+// unique key without the period (the key internal to Unique), else its
+// LimitKey (LimitKey(key): all the jobs of a limit key on one shard, whose
+// per-key limits then count them all; a job with a dedup or unique key
+// goes where that key does, whatever its limit key). Open the
 // transaction of EnqueueTx on it (client.Shard(name)) so that the job's
 // key is checked where the front's Enqueue checks it. A job without a key
 // has no shard of its own: it returns "" and nil (Enqueue spreads such
@@ -333,6 +336,10 @@ func OutboxKey(partitionKey string, messageID uuid.UUID) string {
 
 // DedupKey is the key ShardFor takes for a job's DedupKey.
 func DedupKey(key string) string { return workqtype.ShardKeyDedup(key) }
+
+// LimitKey is the key ShardFor takes for a job's LimitKey (of a job
+// without a DedupKey or Unique, which route it instead).
+func LimitKey(key string) string { return workqtype.ShardKeyLimit(key) }
 
 // ScheduleKey is the key ShardFor takes for a schedule's name.
 func ScheduleKey(name string) string { return workqtype.ShardKeySchedule(name) }
@@ -654,4 +661,43 @@ func (c *Client) stopSharded(ctx context.Context) error {
 	}
 	wg.Wait()
 	return errors.Join(errs...)
+}
+
+// shardedEnqueueManyFast is EnqueueManyFast on a sharded Client: the jobs
+// are checked and routed (by their limit keys; the fast path takes no
+// dedup or unique key), then each shard's part is copied there.
+func (c *Client) shardedEnqueueManyFast(ctx context.Context, params []EnqueueParams) (int64, error) {
+	jobs := make([]jobq.Job, len(params))
+	keyed := false
+	for i, p := range params {
+		j, err := job(p.Args, p.Opts)
+		if err != nil {
+			return 0, indexed(err, i, false)
+		}
+		jobs[i] = j
+		keyed = keyed || j.LimitKey != "" || j.DedupKey != "" || !j.Unique.IsZero()
+	}
+	if !keyed { // one shard's COPY checks the whole batch: no second check
+		sc := c.set.pick("")
+		n, err := sc.EnqueueManyFast(ctx, params)
+		if err != nil {
+			return n, fmt.Errorf("shard %s: %w", sc.name, err)
+		}
+		return n, nil
+	}
+	keys := make([]string, len(params))
+	for i, j := range jobs { // RouteKey checks every job, before any shard writes
+		k, err := c.jobs.RouteKey(j)
+		if err != nil {
+			return 0, indexed(err, i, false)
+		}
+		keys[i] = k
+	}
+	var total int64
+	err := c.set.each(c.set.group(keys), func(sc *Client, idx []int) error {
+		n, err := sc.EnqueueManyFast(ctx, subset(params, idx))
+		total += n
+		return err
+	})
+	return total, err
 }

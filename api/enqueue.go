@@ -38,6 +38,7 @@ type jobRequest struct {
 	DedupKey    string            `json:"dedup_key"`
 	Unique      *uniqueRequest    `json:"unique"`
 	Metadata    map[string]string `json:"metadata"`
+	LimitKey    string            `json:"limit_key"`
 }
 
 type uniqueRequest struct {
@@ -166,7 +167,7 @@ func (s *Server) job(i int, in jobRequest) (workq.EnqueueParams, error) {
 		return workq.EnqueueParams{}, err
 	}
 	o := &workq.EnqueueOpts{Queue: q, Priority: in.Priority, RunAt: runAt, Delay: delay, MaxAttempts: in.MaxAttempts,
-		DedupKey: in.DedupKey, Metadata: in.Metadata}
+		DedupKey: in.DedupKey, Metadata: in.Metadata, LimitKey: in.LimitKey}
 	if u := in.Unique; u != nil {
 		o.Unique = workq.UniqueOpts{ByArgs: u.ByArgs, ByQueue: u.ByQueue}
 		for _, st := range u.ByStates {

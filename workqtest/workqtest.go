@@ -147,6 +147,7 @@ func Work[T workq.Args](ctx context.Context, tb testing.TB, client *workq.Client
 		tb.Fatalf("workqtest: read job %d: %v", e.ID, err)
 	}
 	item.Kind, item.Payload = row.Kind, row.Payload
+	item.LimitKey, _ = row.Details["limit_key"].(string)
 	if row.Metadata != nil {
 		if item.Metadata, err = json.Marshal(row.Metadata); err != nil {
 			tb.Fatalf("workqtest: job %d: %v", e.ID, err)
@@ -320,6 +321,7 @@ func RequireEnqueued[T workq.Args](ctx context.Context, tb testing.TB, client *w
 		tb.Fatalf("workqtest: job %d: %v", it.ID, err)
 	}
 	job.Metadata = it.Metadata
+	job.LimitKey, _ = it.Details["limit_key"].(string)
 	return job
 }
 

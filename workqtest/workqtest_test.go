@@ -223,6 +223,38 @@ func TestWorkAndRequireSeeMetadata(t *testing.T) {
 	}
 }
 
+// Work and RequireEnqueued show the handler and the test the job's limit
+// key, as a claim does.
+func TestWorkAndRequireSeeLimitKey(t *testing.T) {
+	pool := testdb.Pool(t)
+	ctx := context.Background()
+	client, err := workq.NewClient(pool, workq.Config{Maintenance: workq.MaintenanceConfig{Disabled: true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	opts := &workq.EnqueueOpts{LimitKey: "tenant-a"}
+	var seen string
+	w := workq.WorkFunc(func(_ context.Context, job *workq.Job[resultArgs]) error {
+		seen = job.LimitKey
+		return nil
+	})
+	workqtest.Work(ctx, t, client, tx, w, resultArgs{}, opts)
+	if seen != "tenant-a" {
+		t.Fatalf("the handler saw limit key %q", seen)
+	}
+	if _, err := client.EnqueueTx(ctx, tx, resultArgs{Err: "x"}, opts); err != nil {
+		t.Fatal(err)
+	}
+	if job := workqtest.RequireEnqueued[resultArgs](ctx, t, client, tx, nil); job.LimitKey != "tenant-a" {
+		t.Fatalf("RequireEnqueued limit key %q", job.LimitKey)
+	}
+}
+
 // retryWorker fails every attempt; its NextRetry and Timeout, when set,
 // are the Worker's optional methods.
 type retryWorker struct {

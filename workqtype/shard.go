@@ -72,6 +72,10 @@ func ShardKeyDedup(key string) string { return "dedup\x00" + key }
 // (workq.PartitionKey).
 func ShardKeyPartition(key string) string { return "partition\x00" + key }
 
+// ShardKeyLimit is the route key of a job's limit key (workq.LimitKey),
+// for a job with neither a dedup key nor unique options.
+func ShardKeyLimit(key string) string { return "limit\x00" + key }
+
 // ShardKeyInbox is the route key of an inbox message, its (source, message
 // id) (workq.InboxKey).
 func ShardKeyInbox(source, messageID string) string {

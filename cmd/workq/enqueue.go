@@ -19,7 +19,7 @@ import (
 
 func newEnqueueCmd() *cobra.Command {
 	cmd := &cobra.Command{
-		Use:   "enqueue --kind K [--queue Q] [--payload JSON|@FILE|-] [--priority N] [--delay D | --run-at T] [--max-attempts N] [--dedup-key K | --unique-by-args --unique-by-queue --unique-period D --unique-states S,...] [--metadata K=V]... [--json]",
+		Use:   "enqueue --kind K [--queue Q] [--payload JSON|@FILE|-] [--priority N] [--delay D | --run-at T] [--max-attempts N] [--dedup-key K | --unique-by-args --unique-by-queue --unique-period D --unique-states S,...] [--metadata K=V]... [--limit-key K] [--json]",
 		Short: "Enqueue one job run and print its id",
 		Args:  cobra.NoArgs,
 	}
@@ -45,6 +45,7 @@ func newEnqueueCmd() *cobra.Command {
 	f.BoolVar(&job.Unique.ByQueue, "unique-by-queue", false, "unique job: the queue is part of its key")
 	f.DurationVar(&job.Unique.ByPeriod, "unique-period", 0, "unique job: once per period of this length (at least 1s), e.g. 1h")
 	f.StringSliceVar(&states, "unique-states", nil, "unique job: the states in which a job holds its key (default ready,in_progress,done)")
+	f.StringVar(&job.LimitKey, "limit-key", "", "the key per-key flow limits and fair claims count the job by (a tenant, a customer; 1-256 bytes)")
 	f.StringArrayVar(&metadata, "metadata", nil, "metadata KEY=VALUE stored with the job (repeat for more)")
 	f.BoolVar(&asJSON, "json", false, "print JSON")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
@@ -55,6 +56,9 @@ func newEnqueueCmd() *cobra.Command {
 		// line, an empty --queue is a mistake (an unset variable, say).
 		if job.Queue == "" {
 			return fmt.Errorf("--queue must not be empty: a queue name is 1-128 of A-Z a-z 0-9 _ . : - (omit --queue for %q)", "default")
+		}
+		if f.Changed("limit-key") && job.LimitKey == "" {
+			return fmt.Errorf("--limit-key must not be empty (omit it for a job without a limit key)")
 		}
 		if f.Changed("run-at") {
 			t, err := time.Parse(time.RFC3339Nano, runAt)

@@ -248,6 +248,9 @@ func newItemsListCmd(k itemKind) *cobra.Command {
 	f.StringVar(&p.Queue, "queue", "", "only this queue")
 	f.StringVar(&status, "status", "", "only this status: "+strings.Join(itemStates, ", "))
 	f.StringVar(&p.Kind, kindFlag, "", "only this "+kindFlag)
+	if k.table == workq.TableJobRuns {
+		f.StringVar(&p.LimitKey, "limit-key", "", "only the jobs of this limit key")
+	}
 	f.StringVar(&after, "created-after", "", "only items created at or after this time (RFC 3339)")
 	f.StringVar(&before, "created-before", "", "only items created before this time (RFC 3339)")
 	f.Int64Var(&beforeID, "before", 0, "page cursor: items with smaller ids (the NEXT id of the previous page)")

@@ -1,12 +1,12 @@
 -- name: JobRunsEnqueue :one
--- JobRunsEnqueue inserts one job run, or returns the id of the live run that already holds its dedup key (inserted = false); with notify it also wakes the workers of the queue (NOTIFY workq_job_runs, delivered at commit). metadata (one JSON object: the user's metadata and the enqueuing span's trace context) is null without either.
+-- JobRunsEnqueue inserts one job run, or returns the id of the live run that already holds its dedup key (inserted = false); with notify it also wakes the workers of the queue (NOTIFY workq_job_runs, delivered at commit). metadata (one JSON object: the user's metadata and the enqueuing span's trace context) is null without either; limit_key (the key per-key flow limits and fair claims count by) is null without one.
 with ins as (
-    insert into workq.job_runs (queue, kind, payload, priority, run_at, max_attempts, dedup_key, schedule_id, scheduled_time, metadata)
+    insert into workq.job_runs (queue, kind, payload, priority, run_at, max_attempts, dedup_key, schedule_id, scheduled_time, metadata, limit_key)
     values (
         @queue, @kind, @payload, @priority,
         coalesce(sqlc.narg('run_at')::timestamptz, now() + (@delay_ms::bigint) * interval '1 millisecond'),
         @max_attempts, sqlc.narg('dedup_key')::text, sqlc.narg('schedule_id')::bigint, sqlc.narg('scheduled_time')::timestamptz,
-        sqlc.narg('metadata')::jsonb)
+        sqlc.narg('metadata')::jsonb, sqlc.narg('limit_key')::text)
     on conflict (dedup_key) where dedup_key is not null and status < 2 do nothing
     returning id
 ),
@@ -21,17 +21,18 @@ where j.dedup_key = sqlc.narg('dedup_key')::text and j.status < 2 and not exists
 limit 1;
 
 -- name: JobRunsEnqueueMany :many
--- JobRunsEnqueueMany inserts many job runs in one statement; rows whose dedup key a live run holds are skipped (not returned); with notify it wakes the workers of every queue in the batch; metadatas holds each row's metadata (a JSON object: the user's metadata and the enqueuing span's trace context; '' for none), or is empty when no row has any (unnest pads a shorter array with nulls).
+-- JobRunsEnqueueMany inserts many job runs in one statement; rows whose dedup key a live run holds are skipped (not returned); with notify it wakes the workers of every queue in the batch; metadatas holds each row's metadata (a JSON object: the user's metadata and the enqueuing span's trace context; '' for none), or is empty when no row has any (unnest pads a shorter array with nulls); limit_keys likewise holds each row's limit key ('' for none), or is empty when no row has one.
 with notified as (
     select pg_notify('workq_job_runs', q.queue) as sent
     from (select distinct unnest(@queues::text[]) as queue) q
     where @notify::boolean
 ),
 ins as (
-insert into workq.job_runs (queue, kind, payload, priority, run_at, max_attempts, dedup_key, metadata)
+insert into workq.job_runs (queue, kind, payload, priority, run_at, max_attempts, dedup_key, metadata, limit_key)
 select unnest(@queues::text[]), unnest(@kinds::text[]), unnest(@payloads::text[])::jsonb,
        unnest(@priorities::smallint[]), now() + unnest(@delays_ms::bigint[]) * interval '1 millisecond',
-       unnest(@max_attempts::integer[]), nullif(unnest(@dedup_keys::text[]), ''), nullif(unnest(@metadatas::text[]), '')::jsonb
+       unnest(@max_attempts::integer[]), nullif(unnest(@dedup_keys::text[]), ''), nullif(unnest(@metadatas::text[]), '')::jsonb,
+       nullif(unnest(@limit_keys::text[]), '')
 on conflict (dedup_key) where dedup_key is not null and status < 2 do nothing
 returning id, dedup_key
 )
@@ -41,30 +42,30 @@ returning id, dedup_key
 select ins.id, ins.dedup_key from ins cross join (select count(*) as n from notified) x;
 
 -- name: JobRunsEnqueueManyPlain :many
--- JobRunsEnqueueManyPlain inserts many job runs that have no dedup key, in input order, without ON CONFLICT (which makes every row a speculative insertion, 10-20% of the insert); with notify it wakes the workers of every queue in the batch; metadatas as in JobRunsEnqueueMany.
+-- JobRunsEnqueueManyPlain inserts many job runs that have no dedup key, in input order, without ON CONFLICT (which makes every row a speculative insertion, 10-20% of the insert); with notify it wakes the workers of every queue in the batch; metadatas and limit_keys as in JobRunsEnqueueMany.
 with notified as (
     select pg_notify('workq_job_runs', q.queue) as sent
     from (select distinct unnest(@queues::text[]) as queue) q
     where @notify::boolean
 ),
 ins as (
-insert into workq.job_runs (queue, kind, payload, priority, run_at, max_attempts, metadata)
+insert into workq.job_runs (queue, kind, payload, priority, run_at, max_attempts, metadata, limit_key)
 select unnest(@queues::text[]), unnest(@kinds::text[]), unnest(@payloads::text[])::jsonb,
        unnest(@priorities::smallint[]), now() + unnest(@delays_ms::bigint[]) * interval '1 millisecond',
-       unnest(@max_attempts::integer[]), nullif(unnest(@metadatas::text[]), '')::jsonb
+       unnest(@max_attempts::integer[]), nullif(unnest(@metadatas::text[]), '')::jsonb, nullif(unnest(@limit_keys::text[]), '')
 returning id
 )
 -- A cross join, not a left join: see JobRunsEnqueueMany.
 select ins.id from ins cross join (select count(*) as n from notified) x;
 
 -- name: JobRunsEnqueueUnique :one
--- JobRunsEnqueueUnique inserts one unique job run (unique_key, a digest the client computes, and unique_states, the bitmask of the statuses in which a run holds its key: bit n is status n), or returns the id of the run that holds its key (inserted = false); notify and metadata as in JobRunsEnqueue. The conflict target is job_runs_unique (migration 00018), whose predicate it repeats.
+-- JobRunsEnqueueUnique inserts one unique job run (unique_key, a digest the client computes, and unique_states, the bitmask of the statuses in which a run holds its key: bit n is status n), or returns the id of the run that holds its key (inserted = false); notify, metadata and limit_key as in JobRunsEnqueue. The conflict target is job_runs_unique (migration 00018), whose predicate it repeats.
 with ins as (
-    insert into workq.job_runs (queue, kind, payload, priority, run_at, max_attempts, unique_key, unique_states, metadata)
+    insert into workq.job_runs (queue, kind, payload, priority, run_at, max_attempts, unique_key, unique_states, metadata, limit_key)
     values (
         @queue, @kind, @payload, @priority,
         coalesce(sqlc.narg('run_at')::timestamptz, now() + (@delay_ms::bigint) * interval '1 millisecond'),
-        @max_attempts, @unique_key::bytea, @unique_states::smallint, sqlc.narg('metadata')::jsonb)
+        @max_attempts, @unique_key::bytea, @unique_states::smallint, sqlc.narg('metadata')::jsonb, sqlc.narg('limit_key')::text)
     on conflict (unique_key) where unique_key is not null and (unique_states >> status) & 1 = 1 do nothing
     returning id
 ),
@@ -79,18 +80,18 @@ where j.unique_key = @unique_key::bytea and (j.unique_states >> j.status) & 1 = 
 limit 1;
 
 -- name: JobRunsEnqueueManyUnique :many
--- JobRunsEnqueueManyUnique inserts many job runs in one statement, some of them unique (unique_keys and unique_states as in JobRunsEnqueueUnique; a null key and a 0 mask for a job that is not): rows whose key a run holds are skipped (not returned); notify and metadatas as in JobRunsEnqueueMany.
+-- JobRunsEnqueueManyUnique inserts many job runs in one statement, some of them unique (unique_keys and unique_states as in JobRunsEnqueueUnique; a null key and a 0 mask for a job that is not): rows whose key a run holds are skipped (not returned); notify and metadatas and limit_keys as in JobRunsEnqueueMany.
 with notified as (
     select pg_notify('workq_job_runs', q.queue) as sent
     from (select distinct unnest(@queues::text[]) as queue) q
     where @notify::boolean
 ),
 ins as (
-insert into workq.job_runs (queue, kind, payload, priority, run_at, max_attempts, unique_key, unique_states, metadata)
+insert into workq.job_runs (queue, kind, payload, priority, run_at, max_attempts, unique_key, unique_states, metadata, limit_key)
 select unnest(@queues::text[]), unnest(@kinds::text[]), unnest(@payloads::text[])::jsonb,
        unnest(@priorities::smallint[]), now() + unnest(@delays_ms::bigint[]) * interval '1 millisecond',
        unnest(@max_attempts::integer[]), unnest(@unique_keys::bytea[]), nullif(unnest(@unique_states::smallint[]), 0),
-       nullif(unnest(@metadatas::text[]), '')::jsonb
+       nullif(unnest(@metadatas::text[]), '')::jsonb, nullif(unnest(@limit_keys::text[]), '')
 on conflict (unique_key) where unique_key is not null and (unique_states >> status) & 1 = 1 do nothing
 returning id, unique_key
 )
@@ -203,7 +204,7 @@ returning j.id, j.kind, j.payload, j.priority, j.run_at, j.attempts, j.max_attem
 select * from workq.job_runs where id = @id;
 
 -- name: JobRunsPage :many
--- JobRunsPage lists items newest first below before_id (keyset pagination over the primary key: rows inserted meanwhile have higher ids and never shift a later page), filtered by queue, status, kind, creation time, a text in last_error, case-insensitive, and metadata containing an object (null: any), and at or above min_id (admin bounds the ids a text or metadata search reads with it).
+-- JobRunsPage lists items newest first below before_id (keyset pagination over the primary key: rows inserted meanwhile have higher ids and never shift a later page), filtered by queue, status, kind, creation time, a text in last_error, case-insensitive, metadata containing an object and the limit key (null: any), and at or above min_id (admin bounds the ids a text or metadata search reads with it).
 select * from workq.job_runs t
 where t.id < @before_id::bigint
   and (sqlc.narg('queue')::text is null or t.queue = sqlc.narg('queue')::text)
@@ -215,6 +216,7 @@ where t.id < @before_id::bigint
   and (sqlc.narg('error_text')::text is null or strpos(lower(t.last_error), lower(sqlc.narg('error_text')::text)) > 0)
   -- text, cast here: admin runs it with parameters typed by their Go values (pgx.QueryExecModeExec), where bytes are bytea
   and (sqlc.narg('metadata')::text is null or t.metadata @> sqlc.narg('metadata')::text::jsonb)
+  and (sqlc.narg('limit_key')::text is null or t.limit_key = sqlc.narg('limit_key')::text)
 order by t.id desc
 limit @max_rows::integer;
 
@@ -231,5 +233,6 @@ where t.id > @after_id::bigint
   and (sqlc.narg('error_text')::text is null or strpos(lower(t.last_error), lower(sqlc.narg('error_text')::text)) > 0)
   -- text, cast here: admin runs it with parameters typed by their Go values (pgx.QueryExecModeExec), where bytes are bytea
   and (sqlc.narg('metadata')::text is null or t.metadata @> sqlc.narg('metadata')::text::jsonb)
+  and (sqlc.narg('limit_key')::text is null or t.limit_key = sqlc.narg('limit_key')::text)
 order by t.id
 limit @max_rows::integer;

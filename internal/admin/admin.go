@@ -87,9 +87,11 @@ type Filter struct {
 	Metadata map[string]string
 	// The filters of one kind's own columns (kinds.Kind.Filters; zero:
 	// any); on a table that has not the column, List's error matches
-	// ErrInvalid naming the filter. PartitionKey and MessageID: the
+	// ErrInvalid naming the filter. LimitKey: the job runs'; PartitionKey
+	// and MessageID: the
 	// outbox's; Source: the inbox's; DueAfter (at or after) and DueBefore
 	// (before): the timers' due time.
+	LimitKey     string
 	PartitionKey string
 	MessageID    uuid.UUID
 	Source       string

@@ -20,6 +20,7 @@ func kindFilters(k kinds.Kind, f Filter, a *kinds.PageArgs) error {
 		return nil
 	}
 	for _, err := range []error{
+		set(kinds.FilterLimitKey, f.LimitKey != "", func() { a.LimitKey = &f.LimitKey }),
 		set(kinds.FilterPartitionKey, f.PartitionKey != "", func() { a.PartitionKey = &f.PartitionKey }),
 		set(kinds.FilterMessageID, f.MessageID != uuid.Nil, func() { a.MessageID = &f.MessageID }),
 		set(kinds.FilterSource, f.Source != "", func() { a.Source = &f.Source }),

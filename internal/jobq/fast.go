@@ -151,7 +151,7 @@ func connInTx(conn *pgx.Conn) (bool, error) {
 
 // copyJobRuns writes rows with COPY on tx. The columns not written take
 // their defaults, as with EnqueueMany's insert (id from the identity, status
-// 0, created_at and updated_at now()); so do payload ('{}') and priority (0)
+// 0, created_at and updated_at now(), limit_key null); so do payload ('{}') and priority (0)
 // when every row has that value, which spares PostgreSQL a jsonb parse per
 // row for jobs without a payload, and run_at (now(), what EnqueueMany writes
 // as now() + 0 ms) unless some job has a Delay or RunAt.
@@ -168,11 +168,12 @@ func copyJobRuns(ctx context.Context, tx CopyDB, rows []prepared, notify []strin
 		}
 		now = start.Now
 	}
-	withPayload, withPriority, withMeta := false, false, tc.json != nil
+	withPayload, withPriority, withMeta, withLimitKey := false, false, tc.json != nil, false
 	for i := range rows {
 		withPayload = withPayload || string(rows[i].payload) != "{}"
 		withPriority = withPriority || rows[i].priority != 0
 		withMeta = withMeta || rows[i].meta != nil
+		withLimitKey = withLimitKey || rows[i].limitKey != ""
 	}
 	cols := []string{"queue", "kind", "max_attempts"}
 	if withPayload {
@@ -186,6 +187,9 @@ func copyJobRuns(ctx context.Context, tx CopyDB, rows []prepared, notify []strin
 	}
 	if withMeta {
 		cols = append(cols, "metadata") // the job's metadata and the enqueue span's trace context
+	}
+	if withLimitKey {
+		cols = append(cols, "limit_key") // only when some row has one: null for the others
 	}
 	// CopyFrom encodes each row's values before it asks for the next, so one
 	// slice serves every row.
@@ -212,6 +216,10 @@ func copyJobRuns(ctx context.Context, tx CopyDB, rows []prepared, notify []strin
 		}
 		if withMeta {
 			vals[k] = p.metadata(tc)
+			k++
+		}
+		if withLimitKey {
+			vals[k] = p.limitKeyArg()
 		}
 		return vals, nil
 	})

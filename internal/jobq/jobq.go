@@ -43,7 +43,15 @@ type Job struct {
 	// enqueuing span's trace context) for its handler, the API and the
 	// dashboard; see workqtype.EncodeMetadata for its limits.
 	Metadata map[string]string
+	// LimitKey is the key per-key flow limits and fair claims count the
+	// job by (job_runs.limit_key): a tenant, a customer, a downstream
+	// account. 1 to MaxLimitKey bytes of UTF-8 without NUL; "" for none
+	// (stored as null).
+	LimitKey string
 }
+
+// MaxLimitKey is the longest Job.LimitKey, in bytes.
+const MaxLimitKey = 256
 
 // Enqueued is the outcome of enqueuing one job.
 type Enqueued struct {
@@ -141,6 +149,7 @@ func (p *prepared) metadata(tc traceContext) []byte {
 
 type prepared struct {
 	queue, kind, dedup string
+	limitKey           string // "": none
 	payload            []byte
 	priority           int16
 	runAt              *time.Time
@@ -171,6 +180,10 @@ func (c *Client) prepare(j Job) (prepared, error) {
 	if err := workqtype.CheckKey("dedup_key", "dedup key", p.dedup, 512); err != nil {
 		return p, err
 	}
+	if err := workqtype.CheckKey("limit_key", "limit key", j.LimitKey, MaxLimitKey); err != nil {
+		return p, err
+	}
+	p.limitKey = j.LimitKey
 	if p.delayMs, p.runAt, err = workqtype.Delay(j.Delay, j.RunAt); err != nil {
 		return p, err
 	}
@@ -241,19 +254,29 @@ func enqueueOne(ctx context.Context, q *gen.Queries, p *prepared, notify bool, m
 			Queue: p.queue, Kind: p.kind, Payload: p.payload, Priority: p.priority,
 			RunAt: p.runAt, DelayMs: p.delayMs, MaxAttempts: p.maxAttempts,
 			Notify: notify, Metadata: metadata, UniqueKey: p.uniqueKey, UniqueStates: p.uniqueStates,
+			LimitKey: p.limitKeyArg(),
 		})
 		return row.ID, row.Inserted, err
 	}
 	arg := gen.JobRunsEnqueueParams{
 		Queue: p.queue, Kind: p.kind, Payload: p.payload, Priority: p.priority,
 		RunAt: p.runAt, DelayMs: p.delayMs, MaxAttempts: p.maxAttempts,
-		Notify: notify, Metadata: metadata,
+		Notify: notify, Metadata: metadata, LimitKey: p.limitKeyArg(),
 	}
 	if p.dedup != "" {
 		arg.DedupKey = &p.dedup
 	}
 	row, err := q.JobRunsEnqueue(ctx, arg)
 	return row.ID, row.Inserted, err
+}
+
+// limitKeyArg is p's limit key as a statement's argument: nil (null) for
+// none, never "".
+func (p *prepared) limitKeyArg() *string {
+	if p.limitKey == "" {
+		return nil
+	}
+	return &p.limitKey
 }
 
 // EnqueueMany adds many job runs in one statement on db. The result has one
@@ -266,7 +289,7 @@ func (c *Client) EnqueueMany(ctx context.Context, db DB, jobs []Job) (_ []Enqueu
 	n := len(jobs)
 	rows := make([]prepared, n)
 	dedupAt, uniqueAt := -1, -1 // the first job with a dedup key, a unique one
-	hasMeta := false
+	hasMeta, hasLimitKey := false, false
 	for i, j := range jobs {
 		p, err := c.prepare(j)
 		if err != nil {
@@ -286,6 +309,7 @@ func (c *Client) EnqueueMany(ctx context.Context, db DB, jobs []Job) (_ []Enqueu
 				"job %d has a dedup key and job %d is unique: one batch takes one or the other (enqueue them in two batches)", dedupAt, uniqueAt)))
 		}
 		hasMeta = hasMeta || p.meta != nil
+		hasLimitKey = hasLimitKey || p.limitKey != ""
 		rows[i] = p
 	}
 	ctx, span, tc := c.startEnqueue(ctx, sameQueue(jobs), "", n)
@@ -296,6 +320,13 @@ func (c *Client) EnqueueMany(ctx context.Context, db DB, jobs []Job) (_ []Enqueu
 		b.metadatas = make([]string, n)
 		for i := range rows {
 			b.metadatas[i] = string(rows[i].metadata(tc))
+		}
+	}
+	if hasLimitKey {
+		// Likewise: a batch without limit keys sends an empty array.
+		b.limitKeys = make([]string, n)
+		for i := range rows {
+			b.limitKeys[i] = rows[i].limitKey
 		}
 	}
 	for _, queue := range b.queues {
@@ -312,7 +343,7 @@ func (c *Client) EnqueueMany(ctx context.Context, db DB, jobs []Job) (_ []Enqueu
 	}
 	ids, err := q.JobRunsEnqueueManyPlain(ctx, gen.JobRunsEnqueueManyPlainParams{
 		Queues: b.queues, Kinds: b.kinds, Payloads: b.payloads, Priorities: b.priorities,
-		DelaysMs: b.delaysMs, MaxAttempts: b.maxAttempts, Notify: b.notify, Metadatas: b.metadatas,
+		DelaysMs: b.delaysMs, MaxAttempts: b.maxAttempts, Notify: b.notify, Metadatas: b.metadatas, LimitKeys: b.limitKeys,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("enqueue %d jobs: %w", n, err)
@@ -330,6 +361,7 @@ func (c *Client) EnqueueMany(ctx context.Context, db DB, jobs []Job) (_ []Enqueu
 // batch holds the columns of an EnqueueMany statement.
 type batch struct {
 	queues, kinds, payloads, metadatas []string
+	limitKeys                          []string // empty when no row has a limit key
 	priorities                         []int16
 	delaysMs                           []int64
 	maxAttempts                        []int32
@@ -355,7 +387,7 @@ func (b *batch) enqueueDedup(ctx context.Context, q *gen.Queries, rows []prepare
 	}
 	got, err := q.JobRunsEnqueueMany(ctx, gen.JobRunsEnqueueManyParams{
 		Queues: b.queues, Kinds: b.kinds, Payloads: b.payloads, Priorities: b.priorities, DelaysMs: b.delaysMs,
-		MaxAttempts: b.maxAttempts, DedupKeys: keys, Notify: b.notify, Metadatas: b.metadatas,
+		MaxAttempts: b.maxAttempts, DedupKeys: keys, Notify: b.notify, Metadatas: b.metadatas, LimitKeys: b.limitKeys,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("enqueue %d jobs: %w", len(rows), err)
@@ -383,6 +415,7 @@ func (b *batch) enqueueUnique(ctx context.Context, q *gen.Queries, rows []prepar
 	got, err := q.JobRunsEnqueueManyUnique(ctx, gen.JobRunsEnqueueManyUniqueParams{
 		Queues: b.queues, Kinds: b.kinds, Payloads: b.payloads, Priorities: b.priorities, DelaysMs: b.delaysMs,
 		MaxAttempts: b.maxAttempts, UniqueKeys: byteKeys, UniqueStates: states, Notify: b.notify, Metadatas: b.metadatas,
+		LimitKeys: b.limitKeys,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("enqueue %d jobs: %w", len(rows), err)

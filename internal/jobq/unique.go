@@ -135,7 +135,9 @@ func canonicalJSON(raw []byte) ([]byte, error) {
 // ("" for a job without a key, placed anywhere): its dedup key, or for a
 // unique job its unique key without the period (every period of a key goes
 // to one shard, so a period's edge between routing and insert cannot split
-// a key). Two jobs that can collide on a key have the same route key.
+// a key), else its limit key (every job of a limit key on one shard, so
+// that the key's per-key limits count all of them). Two jobs that can
+// collide on a key have the same route key.
 func (c *Client) RouteKey(j Job) (string, error) {
 	p, err := c.prepare(j)
 	if err != nil {
@@ -155,6 +157,8 @@ func (c *Client) RouteKey(j Job) (string, error) {
 			return "", err
 		}
 		return "unique\x00" + string(k), nil
+	case p.limitKey != "":
+		return workqtype.ShardKeyLimit(p.limitKey), nil
 	}
 	return "", nil
 }

@@ -8,11 +8,12 @@ import (
 	"github.com/workq/workq/workqtype"
 )
 
-// Each filter of a kind's own columns is one kind's: the outbox's
-// partition key and message id, the inbox's source, the timers' due time.
+// Each filter of a kind's own columns is one kind's: the job runs' limit
+// key, the outbox's partition key and message id, the inbox's source,
+// the timers' due time.
 func TestKindFilters(t *testing.T) {
 	want := map[workqtype.Table][]string{
-		workqtype.TableJobRuns: nil,
+		workqtype.TableJobRuns: {kinds.FilterLimitKey},
 		workqtype.TableOutbox:  {kinds.FilterPartitionKey, kinds.FilterMessageID},
 		workqtype.TableInbox:   {kinds.FilterSource},
 		workqtype.TableTimers:  {kinds.FilterDueAfter, kinds.FilterDueBefore},

@@ -28,11 +28,12 @@ var jobRuns = Kind{
 	Page:         pageJobRuns,
 	PageAsc:      pageJobRunsAsc,
 	Get:          getJobRun,
+	Filters:      []string{FilterLimitKey},
 }
 
 func pageJobRuns(ctx context.Context, q *gen.Queries, a PageArgs) ([]workqtype.Item, error) {
 	rows, err := q.JobRunsPage(ctx, gen.JobRunsPageParams{BeforeID: a.Before, Queue: a.Queue, Status: a.Status, Kind: a.Kind,
-		CreatedAfter: a.After, CreatedBefore: a.CreatedBefore, MinID: a.MinID, ErrorText: a.ErrorText, Metadata: a.Metadata, MaxRows: a.Max})
+		CreatedAfter: a.After, CreatedBefore: a.CreatedBefore, MinID: a.MinID, ErrorText: a.ErrorText, Metadata: a.Metadata, LimitKey: a.LimitKey, MaxRows: a.Max})
 	return mapRows(rows, err, jobRunItem)
 }
 
@@ -48,6 +49,7 @@ func jobRunItem(r gen.JobRun) workqtype.Item {
 		CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt, FinishedAt: r.FinishedAt, Payload: json.RawMessage(r.Payload), Metadata: workqtype.DecodeMetadata(r.Metadata)}
 	setStatus(&it, lease.Status(r.Status), lease.Status(r.Status).String())
 	detail(&it, "dedup_key", r.DedupKey)
+	detail(&it, "limit_key", r.LimitKey)
 	if r.UniqueKey != nil {
 		detail(&it, "unique_key", ptr(hex.EncodeToString(r.UniqueKey)))
 		detail(&it, "unique_states", ptr(uniqueStates(r.UniqueStates)))
@@ -71,6 +73,6 @@ func uniqueStates(mask *int16) string {
 
 func pageJobRunsAsc(ctx context.Context, q *gen.Queries, a PageArgs) ([]workqtype.Item, error) {
 	rows, err := q.JobRunsPageAsc(ctx, gen.JobRunsPageAscParams{AfterID: a.AfterID, Queue: a.Queue, Status: a.Status, Kind: a.Kind,
-		CreatedAfter: a.After, CreatedBefore: a.CreatedBefore, MaxID: a.MaxID, ErrorText: a.ErrorText, Metadata: a.Metadata, MaxRows: a.Max})
+		CreatedAfter: a.After, CreatedBefore: a.CreatedBefore, MaxID: a.MaxID, ErrorText: a.ErrorText, Metadata: a.Metadata, LimitKey: a.LimitKey, MaxRows: a.Max})
 	return mapRows(rows, err, jobRunItem)
 }

@@ -75,7 +75,8 @@ type Kind struct {
 	// in Item.Details; pgx.ErrNoRows when there is none.
 	Get func(ctx context.Context, q *gen.Queries, id int64) (workqtype.Item, error)
 	// Filters are the filters of the kind's own columns its Page and
-	// PageAsc take (PageArgs' fields of the same names): FilterPartitionKey
+	// PageAsc take (PageArgs' fields of the same names): FilterLimitKey
+	// (job runs), FilterPartitionKey
 	// and FilterMessageID (outbox), FilterSource (inbox), FilterDueAfter
 	// and FilterDueBefore (timers). A filter of another kind is an error.
 	Filters []string
@@ -94,6 +95,7 @@ const (
 // The filters of Kind.Filters: each a column of one kind's table, named
 // as the column (and as the ListParams field's error names it).
 const (
+	FilterLimitKey     = "limit_key"     // job runs: the limit key (EnqueueOpts.LimitKey)
 	FilterPartitionKey = "partition_key" // outbox: the partition key
 	FilterMessageID    = "message_id"    // outbox: the message id
 	FilterSource       = "source"        // inbox: the sending system
@@ -124,6 +126,7 @@ type PageArgs struct {
 	// the outbox's partition key and message id, the inbox's source, the
 	// timers' due time (at or after DueAfter, before DueBefore).
 	PartitionKey, Source *string
+	LimitKey             *string // job runs' limit key
 	MessageID            *uuid.UUID
 	DueAfter, DueBefore  *time.Time
 	Max                  int32

@@ -236,18 +236,18 @@ func (q *Queries) JobRunsCopyStart(ctx context.Context, queues []string) (JobRun
 
 const jobRunsEnqueue = `-- name: JobRunsEnqueue :one
 with ins as (
-    insert into workq.job_runs (queue, kind, payload, priority, run_at, max_attempts, dedup_key, schedule_id, scheduled_time, metadata)
+    insert into workq.job_runs (queue, kind, payload, priority, run_at, max_attempts, dedup_key, schedule_id, scheduled_time, metadata, limit_key)
     values (
         $1, $2, $3, $4,
         coalesce($5::timestamptz, now() + ($6::bigint) * interval '1 millisecond'),
         $7, $8::text, $9::bigint, $10::timestamptz,
-        $11::jsonb)
+        $11::jsonb, $12::text)
     on conflict (dedup_key) where dedup_key is not null and status < 2 do nothing
     returning id
 ),
 notified as (
     select pg_notify('workq_job_runs', $1::text) as sent
-    where $12::boolean and exists (select 1 from ins)
+    where $13::boolean and exists (select 1 from ins)
 )
 select ins.id, true as inserted from ins left join notified on true
 union all
@@ -268,6 +268,7 @@ type JobRunsEnqueueParams struct {
 	ScheduleID    *int64
 	ScheduledTime *time.Time
 	Metadata      []byte
+	LimitKey      *string
 	Notify        bool
 }
 
@@ -276,7 +277,7 @@ type JobRunsEnqueueRow struct {
 	Inserted bool
 }
 
-// JobRunsEnqueue inserts one job run, or returns the id of the live run that already holds its dedup key (inserted = false); with notify it also wakes the workers of the queue (NOTIFY workq_job_runs, delivered at commit). metadata (one JSON object: the user's metadata and the enqueuing span's trace context) is null without either.
+// JobRunsEnqueue inserts one job run, or returns the id of the live run that already holds its dedup key (inserted = false); with notify it also wakes the workers of the queue (NOTIFY workq_job_runs, delivered at commit). metadata (one JSON object: the user's metadata and the enqueuing span's trace context) is null without either; limit_key (the key per-key flow limits and fair claims count by) is null without one.
 func (q *Queries) JobRunsEnqueue(ctx context.Context, arg JobRunsEnqueueParams) (JobRunsEnqueueRow, error) {
 	row := q.db.QueryRow(ctx, jobRunsEnqueue,
 		arg.Queue,
@@ -290,6 +291,7 @@ func (q *Queries) JobRunsEnqueue(ctx context.Context, arg JobRunsEnqueueParams) 
 		arg.ScheduleID,
 		arg.ScheduledTime,
 		arg.Metadata,
+		arg.LimitKey,
 		arg.Notify,
 	)
 	var i JobRunsEnqueueRow
@@ -304,10 +306,11 @@ with notified as (
     where $2::boolean
 ),
 ins as (
-insert into workq.job_runs (queue, kind, payload, priority, run_at, max_attempts, dedup_key, metadata)
+insert into workq.job_runs (queue, kind, payload, priority, run_at, max_attempts, dedup_key, metadata, limit_key)
 select unnest($1::text[]), unnest($3::text[]), unnest($4::text[])::jsonb,
        unnest($5::smallint[]), now() + unnest($6::bigint[]) * interval '1 millisecond',
-       unnest($7::integer[]), nullif(unnest($8::text[]), ''), nullif(unnest($9::text[]), '')::jsonb
+       unnest($7::integer[]), nullif(unnest($8::text[]), ''), nullif(unnest($9::text[]), '')::jsonb,
+       nullif(unnest($10::text[]), '')
 on conflict (dedup_key) where dedup_key is not null and status < 2 do nothing
 returning id, dedup_key
 )
@@ -324,6 +327,7 @@ type JobRunsEnqueueManyParams struct {
 	MaxAttempts []int32
 	DedupKeys   []string
 	Metadatas   []string
+	LimitKeys   []string
 }
 
 type JobRunsEnqueueManyRow struct {
@@ -331,7 +335,7 @@ type JobRunsEnqueueManyRow struct {
 	DedupKey *string
 }
 
-// JobRunsEnqueueMany inserts many job runs in one statement; rows whose dedup key a live run holds are skipped (not returned); with notify it wakes the workers of every queue in the batch; metadatas holds each row's metadata (a JSON object: the user's metadata and the enqueuing span's trace context; ” for none), or is empty when no row has any (unnest pads a shorter array with nulls).
+// JobRunsEnqueueMany inserts many job runs in one statement; rows whose dedup key a live run holds are skipped (not returned); with notify it wakes the workers of every queue in the batch; metadatas holds each row's metadata (a JSON object: the user's metadata and the enqueuing span's trace context; ” for none), or is empty when no row has any (unnest pads a shorter array with nulls); limit_keys likewise holds each row's limit key (” for none), or is empty when no row has one.
 // A cross join, not a left join: the planner drops a left join to a one-row
 // subquery whose columns are unused, and a SELECT CTE that nothing reads
 // never runs, so pg_notify was never called (issue 7 item 10).
@@ -346,6 +350,7 @@ func (q *Queries) JobRunsEnqueueMany(ctx context.Context, arg JobRunsEnqueueMany
 		arg.MaxAttempts,
 		arg.DedupKeys,
 		arg.Metadatas,
+		arg.LimitKeys,
 	)
 	if err != nil {
 		return nil, err
@@ -372,10 +377,10 @@ with notified as (
     where $2::boolean
 ),
 ins as (
-insert into workq.job_runs (queue, kind, payload, priority, run_at, max_attempts, metadata)
+insert into workq.job_runs (queue, kind, payload, priority, run_at, max_attempts, metadata, limit_key)
 select unnest($1::text[]), unnest($3::text[]), unnest($4::text[])::jsonb,
        unnest($5::smallint[]), now() + unnest($6::bigint[]) * interval '1 millisecond',
-       unnest($7::integer[]), nullif(unnest($8::text[]), '')::jsonb
+       unnest($7::integer[]), nullif(unnest($8::text[]), '')::jsonb, nullif(unnest($9::text[]), '')
 returning id
 )
 select ins.id from ins cross join (select count(*) as n from notified) x
@@ -390,9 +395,10 @@ type JobRunsEnqueueManyPlainParams struct {
 	DelaysMs    []int64
 	MaxAttempts []int32
 	Metadatas   []string
+	LimitKeys   []string
 }
 
-// JobRunsEnqueueManyPlain inserts many job runs that have no dedup key, in input order, without ON CONFLICT (which makes every row a speculative insertion, 10-20% of the insert); with notify it wakes the workers of every queue in the batch; metadatas as in JobRunsEnqueueMany.
+// JobRunsEnqueueManyPlain inserts many job runs that have no dedup key, in input order, without ON CONFLICT (which makes every row a speculative insertion, 10-20% of the insert); with notify it wakes the workers of every queue in the batch; metadatas and limit_keys as in JobRunsEnqueueMany.
 // A cross join, not a left join: see JobRunsEnqueueMany.
 func (q *Queries) JobRunsEnqueueManyPlain(ctx context.Context, arg JobRunsEnqueueManyPlainParams) ([]int64, error) {
 	rows, err := q.db.Query(ctx, jobRunsEnqueueManyPlain,
@@ -404,6 +410,7 @@ func (q *Queries) JobRunsEnqueueManyPlain(ctx context.Context, arg JobRunsEnqueu
 		arg.DelaysMs,
 		arg.MaxAttempts,
 		arg.Metadatas,
+		arg.LimitKeys,
 	)
 	if err != nil {
 		return nil, err
@@ -430,11 +437,11 @@ with notified as (
     where $2::boolean
 ),
 ins as (
-insert into workq.job_runs (queue, kind, payload, priority, run_at, max_attempts, unique_key, unique_states, metadata)
+insert into workq.job_runs (queue, kind, payload, priority, run_at, max_attempts, unique_key, unique_states, metadata, limit_key)
 select unnest($1::text[]), unnest($3::text[]), unnest($4::text[])::jsonb,
        unnest($5::smallint[]), now() + unnest($6::bigint[]) * interval '1 millisecond',
        unnest($7::integer[]), unnest($8::bytea[]), nullif(unnest($9::smallint[]), 0),
-       nullif(unnest($10::text[]), '')::jsonb
+       nullif(unnest($10::text[]), '')::jsonb, nullif(unnest($11::text[]), '')
 on conflict (unique_key) where unique_key is not null and (unique_states >> status) & 1 = 1 do nothing
 returning id, unique_key
 )
@@ -452,6 +459,7 @@ type JobRunsEnqueueManyUniqueParams struct {
 	UniqueKeys   [][]byte
 	UniqueStates []int16
 	Metadatas    []string
+	LimitKeys    []string
 }
 
 type JobRunsEnqueueManyUniqueRow struct {
@@ -459,7 +467,7 @@ type JobRunsEnqueueManyUniqueRow struct {
 	UniqueKey []byte
 }
 
-// JobRunsEnqueueManyUnique inserts many job runs in one statement, some of them unique (unique_keys and unique_states as in JobRunsEnqueueUnique; a null key and a 0 mask for a job that is not): rows whose key a run holds are skipped (not returned); notify and metadatas as in JobRunsEnqueueMany.
+// JobRunsEnqueueManyUnique inserts many job runs in one statement, some of them unique (unique_keys and unique_states as in JobRunsEnqueueUnique; a null key and a 0 mask for a job that is not): rows whose key a run holds are skipped (not returned); notify and metadatas and limit_keys as in JobRunsEnqueueMany.
 // A cross join: see JobRunsEnqueueMany.
 func (q *Queries) JobRunsEnqueueManyUnique(ctx context.Context, arg JobRunsEnqueueManyUniqueParams) ([]JobRunsEnqueueManyUniqueRow, error) {
 	rows, err := q.db.Query(ctx, jobRunsEnqueueManyUnique,
@@ -473,6 +481,7 @@ func (q *Queries) JobRunsEnqueueManyUnique(ctx context.Context, arg JobRunsEnque
 		arg.UniqueKeys,
 		arg.UniqueStates,
 		arg.Metadatas,
+		arg.LimitKeys,
 	)
 	if err != nil {
 		return nil, err
@@ -494,17 +503,17 @@ func (q *Queries) JobRunsEnqueueManyUnique(ctx context.Context, arg JobRunsEnque
 
 const jobRunsEnqueueUnique = `-- name: JobRunsEnqueueUnique :one
 with ins as (
-    insert into workq.job_runs (queue, kind, payload, priority, run_at, max_attempts, unique_key, unique_states, metadata)
+    insert into workq.job_runs (queue, kind, payload, priority, run_at, max_attempts, unique_key, unique_states, metadata, limit_key)
     values (
         $1, $2, $3, $4,
         coalesce($5::timestamptz, now() + ($6::bigint) * interval '1 millisecond'),
-        $7, $8::bytea, $9::smallint, $10::jsonb)
+        $7, $8::bytea, $9::smallint, $10::jsonb, $11::text)
     on conflict (unique_key) where unique_key is not null and (unique_states >> status) & 1 = 1 do nothing
     returning id
 ),
 notified as (
     select pg_notify('workq_job_runs', $1::text) as sent
-    where $11::boolean and exists (select 1 from ins)
+    where $12::boolean and exists (select 1 from ins)
 )
 select ins.id, true as inserted from ins left join notified on true
 union all
@@ -524,6 +533,7 @@ type JobRunsEnqueueUniqueParams struct {
 	UniqueKey    []byte
 	UniqueStates int16
 	Metadata     []byte
+	LimitKey     *string
 	Notify       bool
 }
 
@@ -532,7 +542,7 @@ type JobRunsEnqueueUniqueRow struct {
 	Inserted bool
 }
 
-// JobRunsEnqueueUnique inserts one unique job run (unique_key, a digest the client computes, and unique_states, the bitmask of the statuses in which a run holds its key: bit n is status n), or returns the id of the run that holds its key (inserted = false); notify and metadata as in JobRunsEnqueue. The conflict target is job_runs_unique (migration 00018), whose predicate it repeats.
+// JobRunsEnqueueUnique inserts one unique job run (unique_key, a digest the client computes, and unique_states, the bitmask of the statuses in which a run holds its key: bit n is status n), or returns the id of the run that holds its key (inserted = false); notify, metadata and limit_key as in JobRunsEnqueue. The conflict target is job_runs_unique (migration 00018), whose predicate it repeats.
 func (q *Queries) JobRunsEnqueueUnique(ctx context.Context, arg JobRunsEnqueueUniqueParams) (JobRunsEnqueueUniqueRow, error) {
 	row := q.db.QueryRow(ctx, jobRunsEnqueueUnique,
 		arg.Queue,
@@ -545,6 +555,7 @@ func (q *Queries) JobRunsEnqueueUnique(ctx context.Context, arg JobRunsEnqueueUn
 		arg.UniqueKey,
 		arg.UniqueStates,
 		arg.Metadata,
+		arg.LimitKey,
 		arg.Notify,
 	)
 	var i JobRunsEnqueueUniqueRow
@@ -729,8 +740,9 @@ where t.id < $1::bigint
   and ($8::text is null or strpos(lower(t.last_error), lower($8::text)) > 0)
   -- text, cast here: admin runs it with parameters typed by their Go values (pgx.QueryExecModeExec), where bytes are bytea
   and ($9::text is null or t.metadata @> $9::text::jsonb)
+  and ($10::text is null or t.limit_key = $10::text)
 order by t.id desc
-limit $10::integer
+limit $11::integer
 `
 
 type JobRunsPageParams struct {
@@ -743,10 +755,11 @@ type JobRunsPageParams struct {
 	MinID         int64
 	ErrorText     *string
 	Metadata      *string
+	LimitKey      *string
 	MaxRows       int32
 }
 
-// JobRunsPage lists items newest first below before_id (keyset pagination over the primary key: rows inserted meanwhile have higher ids and never shift a later page), filtered by queue, status, kind, creation time, a text in last_error, case-insensitive, and metadata containing an object (null: any), and at or above min_id (admin bounds the ids a text or metadata search reads with it).
+// JobRunsPage lists items newest first below before_id (keyset pagination over the primary key: rows inserted meanwhile have higher ids and never shift a later page), filtered by queue, status, kind, creation time, a text in last_error, case-insensitive, metadata containing an object and the limit key (null: any), and at or above min_id (admin bounds the ids a text or metadata search reads with it).
 func (q *Queries) JobRunsPage(ctx context.Context, arg JobRunsPageParams) ([]JobRun, error) {
 	rows, err := q.db.Query(ctx, jobRunsPage,
 		arg.BeforeID,
@@ -758,6 +771,7 @@ func (q *Queries) JobRunsPage(ctx context.Context, arg JobRunsPageParams) ([]Job
 		arg.MinID,
 		arg.ErrorText,
 		arg.Metadata,
+		arg.LimitKey,
 		arg.MaxRows,
 	)
 	if err != nil {
@@ -817,8 +831,9 @@ where t.id > $1::bigint
   and ($8::text is null or strpos(lower(t.last_error), lower($8::text)) > 0)
   -- text, cast here: admin runs it with parameters typed by their Go values (pgx.QueryExecModeExec), where bytes are bytea
   and ($9::text is null or t.metadata @> $9::text::jsonb)
+  and ($10::text is null or t.limit_key = $10::text)
 order by t.id
-limit $10::integer
+limit $11::integer
 `
 
 type JobRunsPageAscParams struct {
@@ -831,6 +846,7 @@ type JobRunsPageAscParams struct {
 	MaxID         int64
 	ErrorText     *string
 	Metadata      *string
+	LimitKey      *string
 	MaxRows       int32
 }
 
@@ -846,6 +862,7 @@ func (q *Queries) JobRunsPageAsc(ctx context.Context, arg JobRunsPageAscParams) 
 		arg.MaxID,
 		arg.ErrorText,
 		arg.Metadata,
+		arg.LimitKey,
 		arg.MaxRows,
 	)
 	if err != nil {

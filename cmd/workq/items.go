@@ -367,17 +367,23 @@ func newItemShowCmd(k itemKind) *cobra.Command {
 		if err != nil {
 			return err
 		}
+		waits := itemWaitsFor(cmd, client, ref)
 		it.Shard = "" // one database: no shard to name
-		return printItem(cmd.OutOrStdout(), it, atts, *asJSON)
+		return printItem(cmd.OutOrStdout(), it, atts, waits, *asJSON)
 	}
 	return cmd
 }
 
-// printItem prints one item and its attempts (show); an item of a shard
-// leads with its shard.
-func printItem(out io.Writer, it workq.Item, atts []workq.Attempt, asJSON bool) error {
+// printItem prints one item and its attempts (show), and what flow
+// control holds it back with when anything does (Client.WaitsFor); an item
+// of a shard leads with its shard.
+func printItem(out io.Writer, it workq.Item, atts []workq.Attempt, waits []string, asJSON bool) error {
 	if asJSON {
-		return printJSON(out, map[string]any{"item": it, "attempts": atts})
+		v := map[string]any{"item": it, "attempts": atts}
+		if len(waits) > 0 {
+			v["waits_for"] = waits
+		}
+		return printJSON(out, v)
 	}
 	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 	if it.Shard != "" {
@@ -402,6 +408,9 @@ func printItem(out io.Writer, it workq.Item, atts []workq.Attempt, asJSON bool) 
 	}
 	for _, k := range slices.Sorted(maps.Keys(it.Metadata)) {
 		fmt.Fprintf(tw, "metadata %s\t%s\n", k, it.Metadata[k])
+	}
+	for _, w := range waits {
+		fmt.Fprintf(tw, "waits for\t%s\n", w)
 	}
 	fmt.Fprintf(tw, "payload\t%s\n", it.Payload)
 	if err := tw.Flush(); err != nil {

@@ -248,8 +248,18 @@ type FlowStatus struct {
 	Throttles   []ThrottleInfo
 
 	// keys is the use of the limit keys Client.WaitsFor read (nil from
-	// FlowStatus): what WaitsFor needs to say a key's rule holds it.
-	keys map[flowKeyRef]lease.FlowKeyUse
+	// FlowStatus): what WaitsFor needs to say a key's rule holds it;
+	// inProgress the items in progress of the scopes of rules with a
+	// concurrency it read (the queue: kind "").
+	keys       map[flowKeyRef]lease.FlowKeyUse
+	inProgress map[flowScopeRef]int64
+}
+
+// flowScopeRef names a queue's scope (kind "": the queue's own) of a
+// shard.
+type flowScopeRef struct {
+	table              Table
+	queue, shard, kind string
 }
 
 // flowKeyRef names one limit key of a job-run queue of a shard, and the
@@ -345,11 +355,11 @@ func (s *FlowStatus) sort() {
 // in the last second, and each rule of the queue or the kind whose rate
 // window is used up. kind is its kind (the topic, the inbox's source), key
 // its limit key ("": none); shard its database ("": any of s). It reads s
-// only, so it says a rule per key holds the key only from a FlowStatus of
-// Client.WaitsFor, which reads the key's use; from Client.FlowStatus it
-// leaves rules per key out, and the concurrency of a queue's or a kind's
-// rule (the item lists count in-progress items). An empty answer means
-// none of these holds it (its queue's pause and W are in QueueInfo).
+// only, and s from Client.FlowStatus holds no counts of items in progress:
+// a rule's concurrency (of the queue, a kind, each key) and a key's rate
+// are said only by Client.WaitsFor, which reads them for the item. An
+// empty answer means none of these holds it (its queue's pause and W are
+// in QueueInfo).
 func (s FlowStatus) WaitsFor(table Table, queue, shard, kind, key string) []string {
 	var out []string
 	same := func(t Table, q, sh string) bool { return t == table && q == queue && (shard == "" || sh == shard) }
@@ -392,6 +402,9 @@ func (s FlowStatus) WaitsFor(table Table, queue, shard, kind, key string) []stri
 			scope := "queue " + queue
 			if l.Kind != "" {
 				scope = "kind " + kind
+			}
+			if n, ok := s.inProgress[flowScopeRef{l.Table, l.Queue, l.Shard, l.Kind}]; ok && l.Concurrency > 0 && n >= int64(l.Concurrency) {
+				out = append(out, fmt.Sprintf("%s at its concurrency (%d of %d in progress)", scope, n, l.Concurrency))
 			}
 			if l.Rate > 0 && l.Started >= l.Rate {
 				out = append(out, fmt.Sprintf("%s rate limit used (%d of %d per %s)", scope, l.Started, l.Rate, period))

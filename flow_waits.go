@@ -11,11 +11,12 @@ import (
 
 // WaitsFor says what flow control holds the item ref names back now, as
 // FlowStatus.WaitsFor words it: a paused kind, a throttle, a rate window
-// used up, and for a job with a limit key its key's rule, read exactly
-// (the key's items in progress and its starts in the rule's window). It
-// reads the item and its shard's flow control; an item that is not ready
-// (in progress, finished) waits for nothing and gets nil, as does one
-// that no flow control holds. Its queue's pause and limit W are not here:
+// used up, a queue or a kind at its concurrency (its items in progress
+// counted now), and for a job with a limit key its key's rule, read
+// exactly (the key's items in progress and its starts in the rule's
+// window). It reads the item and its shard's flow control; an item that
+// is not ready (in progress, finished) waits for nothing and gets nil, as
+// does one that no flow control holds. Its queue's pause and limit W are not here:
 // QueueInfo has them. A missing item is an error wrapping ErrNotFound.
 func (c *Client) WaitsFor(ctx context.Context, ref ItemRef) (_ []string, err error) {
 	defer c.notMigrated(&err)
@@ -45,6 +46,19 @@ func (c *Client) WaitsFor(ctx context.Context, ref ItemRef) (_ []string, err err
 		if key, err = lease.JobLimitKey(ctx, sc.db, it.ID); err != nil {
 			return nil, fmt.Errorf("workq: waits for %s: %w", ref, err)
 		}
+	}
+	for _, l := range s.Limits {
+		if l.PerKey || l.Concurrency == 0 || l.Table != it.Table || l.Queue != it.Queue || (l.Kind != "" && l.Kind != kind) {
+			continue
+		}
+		n, err := lease.ReadFlowScopeInProgress(ctx, sc.db, l.Table, l.Queue, l.Kind)
+		if err != nil {
+			return nil, fmt.Errorf("workq: waits for %s: %w", ref, err)
+		}
+		if s.inProgress == nil {
+			s.inProgress = map[flowScopeRef]int64{}
+		}
+		s.inProgress[flowScopeRef{l.Table, l.Queue, l.Shard, l.Kind}] = n
 	}
 	if key != "" {
 		for _, l := range s.Limits {

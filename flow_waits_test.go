@@ -138,3 +138,44 @@ func TestFlowStatusWaitsForScopes(t *testing.T) {
 		}
 	}
 }
+
+// TestWaitsForScopeConcurrency: a rule's concurrency of a kind (job runs)
+// or of the queue (the outbox) holds a ready item only while its scope has
+// that many in progress.
+func TestWaitsForScopeConcurrency(t *testing.T) {
+	ctx := context.Background()
+	pool := testdb.Pool(t)
+	c, err := workq.NewClient(pool, workq.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := func(table string, id int64) {
+		t.Helper()
+		if _, err := pool.Exec(ctx, `update workq.`+table+` set status = 1, owner_token = gen_random_uuid(), locked_until = now() + interval '1 hour',
+			claimed_at = now(), claimed_by = 'test', attempts = 1 where id = $1`, id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, tc := range []struct {
+		table workq.Table
+		limit workq.FlowLimit
+		want  string
+	}{
+		{workq.TableJobRuns, workq.FlowLimit{Table: workq.TableJobRuns, Queue: "wc", Kind: OpsArgs{}.Kind(), Concurrency: 1},
+			"kind ops.test at its concurrency (1 of 1 in progress)"},
+		{workq.TableOutbox, workq.FlowLimit{Table: workq.TableOutbox, Queue: "wc", Concurrency: 1},
+			"queue wc at its concurrency (1 of 1 in progress)"},
+	} {
+		first, second := put(t, c, tc.table, "wc", OpsArgs{}.Kind(), 1), put(t, c, tc.table, "wc", OpsArgs{}.Kind(), 2)
+		if err := c.SetFlowLimit(ctx, tc.limit); err != nil {
+			t.Fatal(err)
+		}
+		if w, err := c.WaitsFor(ctx, second); err != nil || len(w) != 0 {
+			t.Errorf("%s: nothing in progress: waits for %q, %v", tc.table, w, err)
+		}
+		start(string(tc.table), first.ID)
+		if w, err := c.WaitsFor(ctx, second); err != nil || !slices.Equal(w, []string{tc.want}) {
+			t.Errorf("%s: one in progress: waits for %q, %v; want [%q]", tc.table, w, err, tc.want)
+		}
+	}
+}

@@ -49,3 +49,13 @@ func ReadFlowKey(ctx context.Context, db workqtype.DB, queue, key string, period
 	}
 	return u, nil
 }
+
+// ReadFlowScopeInProgress counts the items in progress of (table, queue),
+// or of one kind (topic, source) of it, as a concurrency rule counts them.
+func ReadFlowScopeInProgress(ctx context.Context, db workqtype.DB, table Table, queue, kind string) (int64, error) {
+	n, err := gen.New(db).FlowScopeInProgress(ctx, gen.FlowScopeInProgressParams{WorkTable: string(table), Queue: queue, Kind: kind})
+	if err != nil {
+		return 0, fmt.Errorf("count the items in progress of %s/%s: %w", table, queue, err)
+	}
+	return n, nil
+}

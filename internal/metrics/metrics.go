@@ -54,8 +54,8 @@ type Options struct {
 	// Flow reads the flow control (DefaultFlow) for the workq_flow_*
 	// gauges, at most once per DepthInterval as Depth is, within
 	// DepthTimeout. Nil: no flow-control gauges.
-	Flow func(ctx context.Context) (lease.FlowStatus, error)
-	Logger       *slog.Logger // default: discard
+	Flow   func(ctx context.Context) (lease.FlowStatus, error)
+	Logger *slog.Logger // default: discard
 }
 
 // DefaultDepthInterval is how often, at most, the queue depth is read.

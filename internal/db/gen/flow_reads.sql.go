@@ -45,3 +45,26 @@ func (q *Queries) FlowKeyStarts(ctx context.Context, arg FlowKeyStartsParams) (i
 	err := row.Scan(&started)
 	return started, err
 }
+
+const flowScopeInProgress = `-- name: FlowScopeInProgress :one
+select (case $1::text
+    when 'job_runs' then (select count(*) from workq.job_runs where queue = $2::text and status = 1 and ($3::text = '' or kind = $3::text))
+    when 'outbox' then (select count(*) from workq.outbox where queue = $2::text and status = 1 and ($3::text = '' or topic = $3::text))
+    when 'inbox' then (select count(*) from workq.inbox where queue = $2::text and status = 1 and ($3::text = '' or source = $3::text))
+    when 'timers' then (select count(*) from workq.timers where queue = $2::text and status = 1 and ($3::text = '' or topic = $3::text))
+end)::bigint as n
+`
+
+type FlowScopeInProgressParams struct {
+	WorkTable string
+	Queue     string
+	Kind      string
+}
+
+// FlowScopeInProgress counts the items in progress of a queue, or of one kind of it (its kind, topic or the inbox's source; ” for the whole queue), as workq_flow_left counts them for a concurrency rule: also those whose lease expired, until they are reaped. Through the in-progress partial indexes; a new work table adds its branch.
+func (q *Queries) FlowScopeInProgress(ctx context.Context, arg FlowScopeInProgressParams) (int64, error) {
+	row := q.db.QueryRow(ctx, flowScopeInProgress, arg.WorkTable, arg.Queue, arg.Kind)
+	var n int64
+	err := row.Scan(&n)
+	return n, err
+}

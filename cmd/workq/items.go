@@ -338,7 +338,7 @@ func newItemShowCmd(k itemKind) *cobra.Command {
 	what := k.what
 	cmd := &cobra.Command{Use: k.show.use, Short: k.show.short, Args: cobra.ExactArgs(1)}
 	cfg := bindConfig(cmd, "database-url")
-	asJSON := cmd.Flags().Bool("json", false, "print JSON ({\"item\": ..., \"attempts\": [...]})")
+	asJSON := cmd.Flags().Bool("json", false, "print JSON ({\"item\": ..., \"attempts\": [...]}, and \"waits_for\": [...] while flow control holds a ready item)")
 	shards := bindItemShards(cmd, "the id is SHARD:ID", "connecting to the shard")
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
 		specs, err := shards.parse(cmd)

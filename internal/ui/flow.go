@@ -75,6 +75,9 @@ func (h *Handler) actResumeKind(w http.ResponseWriter, r *http.Request, x *sessi
 	if !ok {
 		return bad("There is no work table %q (%s are).", f.Get("table"), tableList())
 	}
+	if h.sharded() && f.Get("shard") == "" {
+		return bad("Name the shard whose kind to resume: this dashboard serves several (%s).", h.shardNames())
+	}
 	shard, err := h.shardNamed(f.Get("shard"))
 	if err != nil {
 		return err

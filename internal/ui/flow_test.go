@@ -13,6 +13,7 @@ import (
 	"github.com/workq/workq"
 	"github.com/workq/workq/internal/jobq"
 	"github.com/workq/workq/internal/lease"
+	"github.com/workq/workq/internal/testdb"
 )
 
 // flowFixture puts queue fq under flow control (a rule of the queue, one
@@ -121,5 +122,32 @@ func TestFlowPage(t *testing.T) {
 	must(t, b.get("/ui/flow"), 200, "job_runs/fq: kind mail resumed", "No kind is paused.")
 	if p := b.get("/ui/items/job_runs/" + itoa(f.mail)); strings.Contains(p.body, "Waits for") {
 		t.Errorf("the resumed kind's job still waits:\n%s", p.body)
+	}
+}
+
+// TestFlowPageOverTwoShards: a sharded dashboard lists each shard's flow
+// control with its shard, and Resume resumes the kind on its shard only.
+func TestFlowPageOverTwoShards(t *testing.T) {
+	us := testdb.Pool(t)
+	s := newShardedSite(t, us)
+	ctx := context.Background()
+	for _, pool := range []*pgxpool.Pool{s.pool, us} {
+		c := siteClient(t, siteSetup{pool: pool})
+		if _, err := c.PauseKind(ctx, workq.KindRef{Table: workq.TableJobRuns, Queue: "fq", Kind: "mail"}, &workq.ActionOpts{Actor: "ops:ann"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b := s.browser()
+	b.login(s.admin)
+	must(t, b.get("/ui/flow"), 200, `aria-label="Resume job_runs/fq[mail] (shard eu)"`, `aria-label="Resume job_runs/fq[mail] (shard us)"`)
+	must(t, b.post("/ui/flow/resume-kind", url.Values{"table": {"job_runs"}, "queue": {"fq"}, "kind": {"mail"}}), http.StatusBadRequest, "Name the shard whose kind to resume")
+	p := b.post("/ui/flow/resume-kind", url.Values{"table": {"job_runs"}, "queue": {"fq"}, "kind": {"mail"}, "shard": {"us"}})
+	if p.status != http.StatusSeeOther {
+		t.Fatalf("resume on us: %d\n%s", p.status, p.body)
+	}
+	p = b.get("/ui/flow")
+	must(t, p, 200, "kind mail resumed on shard us", `aria-label="Resume job_runs/fq[mail] (shard eu)"`)
+	if strings.Contains(p.body, "(shard us)") {
+		t.Errorf("the kind is still paused on us:\n%s", p.body)
 	}
 }

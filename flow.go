@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 	"time"
@@ -246,6 +247,27 @@ type FlowStatus struct {
 	Limits      []FlowLimitInfo
 	PausedKinds []KindPauseInfo
 	Throttles   []ThrottleInfo
+
+	// keys is the use of the limit keys Client.WaitsFor read (nil from
+	// FlowStatus): what WaitsFor needs to say a key's rule holds it;
+	// inProgress the items in progress of the scopes of rules with a
+	// concurrency it read (the queue: kind "").
+	keys       map[flowKeyRef]lease.FlowKeyUse
+	inProgress map[flowScopeRef]int64
+}
+
+// flowScopeRef names a queue's scope (kind "": the queue's own) of a
+// shard.
+type flowScopeRef struct {
+	table              Table
+	queue, shard, kind string
+}
+
+// flowKeyRef names one limit key of a job-run queue of a shard, and the
+// window its starts were counted over.
+type flowKeyRef struct {
+	queue, shard, key string
+	period            time.Duration
 }
 
 // FlowStatus reads the flow control of every shard.
@@ -262,74 +284,93 @@ func (c *Client) FlowStatus(ctx context.Context) (_ FlowStatus, err error) {
 	}
 	var out FlowStatus
 	for _, a := range answers {
-		s := a.Value
-		for _, q := range s.Queues {
-			out.Queues = append(out.Queues, FlowQueueInfo{Table: Table(q.WorkTable), Queue: q.Queue, Shard: a.Shard, Fair: q.Fair, Auto: q.Auto})
-		}
-		for _, r := range s.Rules {
-			l := FlowLimitInfo{FlowLimit: FlowLimit{Table: Table(r.WorkTable), Queue: r.Queue, Shard: a.Shard, Kind: r.Kind, PerKey: r.PerKey,
-				Period: time.Duration(r.PeriodMs) * time.Millisecond}, UpdatedAt: r.UpdatedAt,
-				Started: int(r.Started), ActiveKeys: int(r.ActiveKeys)}
-			if r.Rate != nil {
-				l.Rate = int(*r.Rate)
-			} else {
-				l.Period = 0
-			}
-			if r.Concurrency != nil {
-				l.Concurrency = int(*r.Concurrency)
-			}
-			if r.PerKey {
-				l.Started = int(r.BusiestKeyStarted)
-			}
-			if r.ThrottledUntilMs > 0 {
-				l.ThrottledUntil = time.UnixMilli(r.ThrottledUntilMs)
-			}
-			out.Limits = append(out.Limits, l)
-		}
-		for _, p := range s.PausedKinds {
-			k := KindPauseInfo{KindRef: KindRef{Table: Table(p.WorkTable), Queue: p.Queue, Kind: p.Kind, Shard: a.Shard}, PausedAt: p.PausedAt, PausedBy: p.PausedBy}
-			if p.Reason != nil {
-				k.Reason = *p.Reason
-			}
-			out.PausedKinds = append(out.PausedKinds, k)
-		}
-		for _, t := range s.Throttles {
-			ti := ThrottleInfo{Table: Table(t.WorkTable), Queue: t.Queue, Shard: a.Shard, Kind: t.Kind, Key: t.Key, Rate: t.AdaptRate,
-				StartedLastSecond: int(t.StartedLastSecond)}
-			if t.ThrottledUntil != nil && time.Until(*t.ThrottledUntil) > 0 {
-				ti.Until = *t.ThrottledUntil
-			}
-			out.Throttles = append(out.Throttles, ti)
-		}
+		out.add(a.Shard, a.Value)
 	}
-	key := func(t Table, q, shard string) string { return string(t) + "\x00" + q + "\x00" + shard }
-	slices.SortStableFunc(out.Queues, func(a, b FlowQueueInfo) int {
-		return strings.Compare(key(a.Table, a.Queue, a.Shard), key(b.Table, b.Queue, b.Shard))
-	})
-	slices.SortStableFunc(out.Limits, func(a, b FlowLimitInfo) int {
-		return strings.Compare(key(a.Table, a.Queue, a.Shard), key(b.Table, b.Queue, b.Shard))
-	})
-	slices.SortStableFunc(out.PausedKinds, func(a, b KindPauseInfo) int {
-		return strings.Compare(key(a.Table, a.Queue, a.Shard), key(b.Table, b.Queue, b.Shard))
-	})
-	slices.SortStableFunc(out.Throttles, func(a, b ThrottleInfo) int {
-		return strings.Compare(key(a.Table, a.Queue, a.Shard), key(b.Table, b.Queue, b.Shard))
-	})
+	out.sort()
 	return out, nil
 }
 
+// add appends one shard's flow status, as the Client's types.
+func (s *FlowStatus) add(shard string, ls lease.FlowStatus) {
+	for _, q := range ls.Queues {
+		s.Queues = append(s.Queues, FlowQueueInfo{Table: Table(q.WorkTable), Queue: q.Queue, Shard: shard, Fair: q.Fair, Auto: q.Auto})
+	}
+	for _, r := range ls.Rules {
+		l := FlowLimitInfo{FlowLimit: FlowLimit{Table: Table(r.WorkTable), Queue: r.Queue, Shard: shard, Kind: r.Kind, PerKey: r.PerKey,
+			Period: time.Duration(r.PeriodMs) * time.Millisecond}, UpdatedAt: r.UpdatedAt,
+			Started: int(r.Started), ActiveKeys: int(r.ActiveKeys)}
+		if r.Rate != nil {
+			l.Rate = int(*r.Rate)
+		} else {
+			l.Period = 0
+		}
+		if r.Concurrency != nil {
+			l.Concurrency = int(*r.Concurrency)
+		}
+		if r.PerKey {
+			l.Started = int(r.BusiestKeyStarted)
+		}
+		if r.ThrottledUntilMs > 0 {
+			l.ThrottledUntil = time.UnixMilli(r.ThrottledUntilMs)
+		}
+		s.Limits = append(s.Limits, l)
+	}
+	for _, p := range ls.PausedKinds {
+		k := KindPauseInfo{KindRef: KindRef{Table: Table(p.WorkTable), Queue: p.Queue, Kind: p.Kind, Shard: shard}, PausedAt: p.PausedAt, PausedBy: p.PausedBy}
+		if p.Reason != nil {
+			k.Reason = *p.Reason
+		}
+		s.PausedKinds = append(s.PausedKinds, k)
+	}
+	for _, t := range ls.Throttles {
+		ti := ThrottleInfo{Table: Table(t.WorkTable), Queue: t.Queue, Shard: shard, Kind: t.Kind, Key: t.Key, Rate: t.AdaptRate,
+			StartedLastSecond: int(t.StartedLastSecond)}
+		if t.ThrottledUntil != nil && time.Until(*t.ThrottledUntil) > 0 {
+			ti.Until = *t.ThrottledUntil
+		}
+		s.Throttles = append(s.Throttles, ti)
+	}
+}
+
+// sort orders every list by table, queue and shard.
+func (s *FlowStatus) sort() {
+	key := func(t Table, q, shard string) string { return string(t) + "\x00" + q + "\x00" + shard }
+	slices.SortStableFunc(s.Queues, func(a, b FlowQueueInfo) int {
+		return strings.Compare(key(a.Table, a.Queue, a.Shard), key(b.Table, b.Queue, b.Shard))
+	})
+	slices.SortStableFunc(s.Limits, func(a, b FlowLimitInfo) int {
+		return strings.Compare(key(a.Table, a.Queue, a.Shard), key(b.Table, b.Queue, b.Shard))
+	})
+	slices.SortStableFunc(s.PausedKinds, func(a, b KindPauseInfo) int {
+		return strings.Compare(key(a.Table, a.Queue, a.Shard), key(b.Table, b.Queue, b.Shard))
+	})
+	slices.SortStableFunc(s.Throttles, func(a, b ThrottleInfo) int {
+		return strings.Compare(key(a.Table, a.Queue, a.Shard), key(b.Table, b.Queue, b.Shard))
+	})
+}
+
 // WaitsFor says what holds an item of table's queue back now, as the
-// item's page and `workq jobs show` print it: each paused kind, throttle,
-// and rule of its scopes (queue, kind, limit key) whose window or
-// concurrency is used up. kind is its kind (topic, source), key its limit
-// key ("": none). It reads s only: an empty answer means no flow control
-// holds it (its queue's pause and W are in QueueInfo).
+// item's page and `workq jobs show` print it: each paused kind (on the
+// outbox, any paused topic of the queue), each throttle of its scopes
+// (queue, kind, limit key), an adapting scope that used its adapted rate
+// in the last second, and each rule of the queue or the kind whose rate
+// window is used up. kind is its kind (the topic, the inbox's source), key
+// its limit key ("": none); shard its database ("": any of s). It reads s
+// only, and s from Client.FlowStatus holds no counts of items in progress:
+// a rule's concurrency (of the queue, a kind, each key) and a key's rate
+// are said only by Client.WaitsFor, which reads them for the item. An
+// empty answer means none of these holds it (its queue's pause and W are
+// in QueueInfo).
 func (s FlowStatus) WaitsFor(table Table, queue, shard, kind, key string) []string {
 	var out []string
 	same := func(t Table, q, sh string) bool { return t == table && q == queue && (shard == "" || sh == shard) }
 	for _, p := range s.PausedKinds {
-		if same(p.Table, p.Queue, p.Shard) && p.Kind == kind {
+		switch {
+		case !same(p.Table, p.Queue, p.Shard):
+		case p.Kind == kind:
 			out = append(out, fmt.Sprintf("kind %s paused by %s", kind, p.PausedBy))
+		case table == TableOutbox:
+			out = append(out, fmt.Sprintf("topic %s of queue %s paused by %s (the outbox's claim cannot pass a topic over)", p.Kind, queue, p.PausedBy))
 		}
 	}
 	for _, t := range s.Throttles {
@@ -346,19 +387,40 @@ func (s FlowStatus) WaitsFor(table Table, queue, shard, kind, key string) []stri
 		switch {
 		case !t.Until.IsZero():
 			out = append(out, fmt.Sprintf("%s throttled until %s", scope, t.Until.UTC().Format(time.RFC3339)))
-		case t.Rate > 0:
-			out = append(out, fmt.Sprintf("%s adapting at %.0f starts/s after a throttle", scope, t.Rate))
+		case t.Rate > 0 && float64(t.StartedLastSecond) >= math.Floor(t.Rate):
+			out = append(out, fmt.Sprintf("%s adapting after a throttle: its rate of %.0f starts/s used (%d in the last second)", scope, t.Rate, t.StartedLastSecond))
 		}
 	}
 	for _, l := range s.Limits {
 		if !same(l.Table, l.Queue, l.Shard) || (l.Kind != "" && l.Kind != kind) || (l.PerKey && key == "") {
 			continue
 		}
-		if l.Rate > 0 && l.Started >= l.Rate && !l.PerKey {
-			out = append(out, fmt.Sprintf("rate limit %s: %d starts per %s used", l.FlowLimit, l.Rate, l.Period))
+		period := l.Period
+		if period == 0 {
+			period = time.Second
 		}
-		if l.PerKey && l.Concurrency > 0 {
-			out = append(out, fmt.Sprintf("key %s: at most %d in progress (limit %s)", key, l.Concurrency, l.FlowLimit))
+		if !l.PerKey {
+			scope := "queue " + queue
+			if l.Kind != "" {
+				scope = "kind " + kind
+			}
+			if n, ok := s.inProgress[flowScopeRef{l.Table, l.Queue, l.Shard, l.Kind}]; ok && l.Concurrency > 0 && n >= int64(l.Concurrency) {
+				out = append(out, fmt.Sprintf("%s at its concurrency (%d of %d in progress)", scope, n, l.Concurrency))
+			}
+			if l.Rate > 0 && l.Started >= l.Rate {
+				out = append(out, fmt.Sprintf("%s rate limit used (%d of %d per %s)", scope, l.Started, l.Rate, period))
+			}
+			continue
+		}
+		u, ok := s.keys[flowKeyRef{queue: l.Queue, shard: l.Shard, key: key, period: period}]
+		if !ok {
+			continue
+		}
+		if l.Concurrency > 0 && u.InProgress >= int64(l.Concurrency) {
+			out = append(out, fmt.Sprintf("key %s at its concurrency (%d of %d in progress)", key, u.InProgress, l.Concurrency))
+		}
+		if l.Rate > 0 && u.Started >= int64(l.Rate) {
+			out = append(out, fmt.Sprintf("key %s rate limit used (%d of %d per %s)", key, u.Started, l.Rate, period))
 		}
 	}
 	return out

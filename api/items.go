@@ -139,10 +139,12 @@ func cursor(next int64) *string {
 	return &c
 }
 
-// itemWithAttempts is one item with its archived attempts.
+// itemWithAttempts is one item with its archived attempts, and what flow
+// control holds it back with (a ready item's; waits.go).
 type itemWithAttempts struct {
 	Item     workq.Item          `json:"item"`
 	Attempts []workqtype.Attempt `json:"attempts"`
+	WaitsFor []string            `json:"waits_for,omitempty"`
 }
 
 func (s *Server) getItem(w http.ResponseWriter, r *http.Request, _ principal) error {
@@ -174,7 +176,11 @@ func (s *Server) getItem(w http.ResponseWriter, r *http.Request, _ principal) er
 	if att == nil {
 		att = []workqtype.Attempt{}
 	}
-	writeJSON(w, http.StatusOK, itemWithAttempts{Item: it, Attempts: att})
+	out := itemWithAttempts{Item: it, Attempts: att}
+	if it.Status == "ready" {
+		out.WaitsFor = s.opWaitsFor(r.Context(), sh, t, id)
+	}
+	writeJSON(w, http.StatusOK, out)
 	return nil
 }
 

@@ -341,7 +341,7 @@ func newItemShowCmd(k itemKind) *cobra.Command {
 	what := k.what
 	cmd := &cobra.Command{Use: k.show.use, Short: k.show.short, Args: cobra.ExactArgs(1)}
 	cfg := bindConfig(cmd, "database-url")
-	asJSON := cmd.Flags().Bool("json", false, "print JSON ({\"item\": ..., \"attempts\": [...]})")
+	asJSON := cmd.Flags().Bool("json", false, "print JSON ({\"item\": ..., \"attempts\": [...]}, and \"waits_for\": [...] while flow control holds a ready item)")
 	shards := bindItemShards(cmd, "the id is SHARD:ID", "connecting to the shard")
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
 		specs, err := shards.parse(cmd)
@@ -370,17 +370,23 @@ func newItemShowCmd(k itemKind) *cobra.Command {
 		if err != nil {
 			return err
 		}
+		waits := itemWaitsFor(cmd, client, ref)
 		it.Shard = "" // one database: no shard to name
-		return printItem(cmd.OutOrStdout(), it, atts, *asJSON)
+		return printItem(cmd.OutOrStdout(), it, atts, waits, *asJSON)
 	}
 	return cmd
 }
 
-// printItem prints one item and its attempts (show); an item of a shard
-// leads with its shard.
-func printItem(out io.Writer, it workq.Item, atts []workq.Attempt, asJSON bool) error {
+// printItem prints one item and its attempts (show), and what flow
+// control holds it back with when anything does (Client.WaitsFor); an item
+// of a shard leads with its shard.
+func printItem(out io.Writer, it workq.Item, atts []workq.Attempt, waits []string, asJSON bool) error {
 	if asJSON {
-		return printJSON(out, map[string]any{"item": it, "attempts": atts})
+		v := map[string]any{"item": it, "attempts": atts}
+		if len(waits) > 0 {
+			v["waits_for"] = waits
+		}
+		return printJSON(out, v)
 	}
 	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 	if it.Shard != "" {
@@ -405,6 +411,9 @@ func printItem(out io.Writer, it workq.Item, atts []workq.Attempt, asJSON bool) 
 	}
 	for _, k := range slices.Sorted(maps.Keys(it.Metadata)) {
 		fmt.Fprintf(tw, "metadata %s\t%s\n", k, it.Metadata[k])
+	}
+	for _, w := range waits {
+		fmt.Fprintf(tw, "waits for\t%s\n", w)
 	}
 	fmt.Fprintf(tw, "payload\t%s\n", it.Payload)
 	if err := tw.Flush(); err != nil {

@@ -280,7 +280,7 @@ func showSharded(cmd *cobra.Command, cfg *config.Config, timeout time.Duration, 
 	if err != nil {
 		return fmt.Errorf("shard %s: %w", g.spec.name, err)
 	}
-	return printItem(cmd.OutOrStdout(), it, atts, asJSON)
+	return printItem(cmd.OutOrStdout(), it, atts, itemWaitsFor(cmd, client, ref), asJSON)
 }
 
 // shardedPage is a merged list's JSON: items tagged with their shard, the

@@ -46,6 +46,7 @@ func startObservability(ctx context.Context, cfg config.Config, pool *pgxpool.Po
 		opts := metrics.Options{Logger: log, DepthInterval: cfg.MetricsDepthInterval}
 		if cfg.MetricsDepthInterval > 0 {
 			opts.Depth = metrics.DefaultDepth(inSchema(&cfg, pool))
+			opts.Flow = metrics.DefaultFlow(inSchema(&cfg, pool))
 		}
 		m, err := metrics.New(opts)
 		if err != nil {

@@ -51,7 +51,11 @@ type Options struct {
 	DepthInterval time.Duration
 	// DepthTimeout bounds one Depth call (default 10s).
 	DepthTimeout time.Duration
-	Logger       *slog.Logger // default: discard
+	// Flow reads the flow control (DefaultFlow) for the workq_flow_*
+	// gauges, at most once per DepthInterval as Depth is, within
+	// DepthTimeout. Nil: no flow-control gauges.
+	Flow   func(ctx context.Context) (lease.FlowStatus, error)
+	Logger *slog.Logger // default: discard
 }
 
 // DefaultDepthInterval is how often, at most, the queue depth is read.
@@ -179,6 +183,9 @@ func New(o Options) (*Metrics, error) {
 		m.reaped, m.leader, m.taskRuns, m.taskErrors, m.taskRow, m.stuck, m.standbys, m.syncStandbys, m.load}
 	if o.Depth != nil {
 		cs = append(cs, newDepthCollector(o.Depth, o.DepthInterval, o.DepthTimeout, o.Logger))
+	}
+	if o.Flow != nil {
+		cs = append(cs, newFlowCollector(o.Flow, o.DepthInterval, o.DepthTimeout, o.Logger))
 	}
 	if err := registerAll(into, cs...); err != nil {
 		return nil, err

@@ -46,6 +46,10 @@ var funcs = template.FuncMap{
 	"kindLabel":  kindLabel,
 	"retryLabel": func(t any) string { return kindPageOf(tmplTable(t)).RetryLabel },
 	"ownStates":  ownStates,
+	// Flow control's words (flow.go).
+	"flowRate":  flowRate,
+	"flowScope": flowScope,
+	"ruleScope": ruleScope,
 }
 
 func formatTime(t time.Time) string {

@@ -607,6 +607,9 @@ type itemData struct {
 	RetryLabel     string
 	ErrorTruncated bool
 	Shard          string // of a sharded dashboard ("": unsharded)
+	// WaitsFor is what flow control holds a ready item back with
+	// (Client.WaitsFor; flow.go).
+	WaitsFor []string
 }
 
 type detailRow struct{ Name, Value string }
@@ -662,6 +665,7 @@ func (h *Handler) item(w http.ResponseWriter, r *http.Request, x *session) error
 		}
 		d.Attempts = append(d.Attempts, av)
 	}
+	d.WaitsFor = h.waitsFor(r.Context(), it)
 	// The attempt running now has no archive row yet: its log may exist.
 	h.render(w, r, x, http.StatusOK, "item", title, string(t), d)
 	return nil

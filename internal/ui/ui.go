@@ -205,12 +205,14 @@ func (h *Handler) routes() {
 	m.HandleFunc("GET /ui/items/{table}/{id}", h.page(h.item))
 	m.HandleFunc("GET /ui/outbox", h.page(h.outboxPage))
 	m.HandleFunc("GET /ui/schedules", h.page(h.schedulesPage))
+	m.HandleFunc("GET /ui/flow", h.page(h.flowPage))
 	m.HandleFunc("GET /ui/api/overview", h.data(h.overviewJSON))
 	m.HandleFunc("GET /ui/api/history", h.data(h.historyJSON))
 
 	m.HandleFunc("POST /ui/items/{table}/act", h.action(h.actItems))
 	m.HandleFunc("POST /ui/queues/{table}/{queue}/{op}", h.action(h.actQueue))
 	m.HandleFunc("POST /ui/schedules/{name}/trigger", h.action(h.actTrigger))
+	m.HandleFunc("POST /ui/flow/resume-kind", h.action(h.actResumeKind))
 
 	m.HandleFunc("GET /ui/login", h.loginForm)
 	m.HandleFunc("POST /ui/login", h.login)

@@ -81,7 +81,7 @@ func TestWaitsForKeyRules(t *testing.T) {
 	}
 
 	// Two starts of globex in the minute: globex's rate is used.
-	if _, err := pool.Exec(ctx, `select workq.workq_flow_log('job_runs', 'wf', '', 'globex', 2)`); err != nil {
+	if _, err := pool.Exec(ctx, `select workq.workq_flow_log('job_runs', 'wf', '', 'globex', 2, now())`); err != nil {
 		t.Fatal(err)
 	}
 	want = "key globex rate limit used (2 of 2 per 1m0s)"

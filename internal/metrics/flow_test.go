@@ -44,9 +44,9 @@ func TestFlowMetricsScraped(t *testing.T) {
 		}
 	}
 	for _, log := range []string{
-		`select workq.workq_flow_log('job_runs', 'fq', '', '', 7)`,
-		`select workq.workq_flow_log('job_runs', 'fq', '', 'acme', 2)`,
-		`select workq.workq_flow_log('job_runs', 'fq', '', 'globex', 1)`,
+		`select workq.workq_flow_log('job_runs', 'fq', '', '', 7, now())`,
+		`select workq.workq_flow_log('job_runs', 'fq', '', 'acme', 2, now())`,
+		`select workq.workq_flow_log('job_runs', 'fq', '', 'globex', 1, now())`,
 	} {
 		if _, err := pool.Exec(ctx, log); err != nil {
 			t.Fatal(err)

@@ -189,6 +189,15 @@ func List(ctx context.Context, shards []Shard, t lease.Table, f admin.Filter, cu
 		case p.next != 0:
 			next[p.shard] = p.next
 			more = true
+		case f.Oldest:
+			// Read to its end, it goes on above the last id it gave, not
+			// done: an item written there meanwhile comes on a later page
+			// (newest first, new items come before the cursor, never after).
+			if n > 0 {
+				next[p.shard] = p.items[n-1].ID
+			} else if after, ok := cur[p.shard]; ok {
+				next[p.shard] = after
+			} // else: from its oldest again
 		default:
 			next[p.shard] = 0
 		}

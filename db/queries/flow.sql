@@ -109,3 +109,21 @@ select count(*)::bigint as n from workq.job_runs where queue = @queue and status
 -- name: FlowWaitMs :one
 -- FlowWaitMs says how long until a queue's own rate or throttle lets it start again (0: now; -1: it has neither).
 select coalesce(workq.workq_flow_wait_ms(@work_table::text, @queue::text), -1)::bigint as wait_ms;
+
+-- name: FlowPurgeKeys :execrows
+-- FlowPurgeKeys deletes up to max_rows limit keys' states that nothing needs any more (retention): untouched for longer than the longest rate period, and neither throttled nor adapting. A key's state is written again at its next start.
+delete from workq.flow_state s
+where s.ctid = any(array(
+    select x.ctid from workq.flow_state x
+    where x.key <> '' and x.updated_at < now() - interval '25 hours'
+      and not coalesce(x.throttled_until > now(), false) and workq.workq_flow_rate(x) is null
+    limit @max_rows::integer));
+
+-- name: FlowPurgeAutoQueues :execrows
+-- FlowPurgeAutoQueues takes the queues that a throttle alone put under flow control out of it once the throttle and the adaptation have ended (retention).
+delete from workq.flow_queues q
+where q.auto and not q.fair
+  and not exists (select 1 from workq.flow_limits l where l.work_table = q.work_table and l.queue = q.queue)
+  and not exists (select 1 from workq.flow_kind_pauses p where p.work_table = q.work_table and p.queue = q.queue)
+  and not exists (select 1 from workq.flow_state s where s.work_table = q.work_table and s.queue = q.queue
+                  and (s.throttled_until > now() or workq.workq_flow_rate(s) is not null));

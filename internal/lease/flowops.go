@@ -252,3 +252,29 @@ func ReadFlow(ctx context.Context, db workqtype.DB) (FlowStatus, error) {
 	}
 	return s, nil
 }
+
+// PurgeFlow is flow control's part of retention: it deletes the states of
+// limit keys that nothing needs any more (untouched for longer than the
+// longest rate period, neither throttled nor adapting), up to batch rows
+// per statement and maxBatches statements, and takes the queues a throttle
+// alone put under flow control out of it once the throttle has ended. It
+// returns the rows it deleted.
+func PurgeFlow(ctx context.Context, db workqtype.DB, batch int32, maxBatches int) (int64, error) {
+	q := gen.New(db)
+	var total int64
+	for range maxBatches {
+		n, err := q.FlowPurgeKeys(ctx, batch)
+		total += n
+		if err != nil {
+			return total, fmt.Errorf("purge limit keys' flow states: %w", err)
+		}
+		if n < int64(batch) {
+			break
+		}
+	}
+	n, err := q.FlowPurgeAutoQueues(ctx)
+	if err != nil {
+		return total, fmt.Errorf("end flow control of throttled queues: %w", err)
+	}
+	return total + n, nil
+}

@@ -70,7 +70,9 @@ const RunsDaysAhead = 3
 // older than Runs (one short transaction each), and deletes the old rows of
 // the partitions that are not one day wide (the DEFAULT partition and the
 // archive from before partitioning) in batches. A table whose delete fails
-// is skipped for this round; the others go on. A round's rows count the
+// is skipped for this round; the others go on. It also deletes the flow
+// states of idle limit keys and ends the flow control a throttle alone
+// began once it is over (lease.PurgeFlow). A round's rows count the
 // dropped partitions by PostgreSQL's estimate of their rows.
 func RetentionTask(db workqtype.DB, every time.Duration, r Retention) (Task, error) {
 	if r.Finished < 0 || r.Runs < 0 {
@@ -111,6 +113,14 @@ func RetentionTask(db workqtype.DB, every time.Duration, r Retention) (Task, err
 			}
 		}
 		n, err := runsRetention(ctx, gen.New(db), r.Runs.Milliseconds(), batch, r.MaxBatches)
+		total += n
+		if err != nil {
+			errs = append(errs, err)
+		}
+		// Flow control keeps a state per limit key it counts: the idle
+		// ones go, so that a queue of many short-lived keys (tenants,
+		// accounts) does not keep every key it ever saw.
+		n, err = lease.PurgeFlow(ctx, db, batch, r.MaxBatches)
 		total += n
 		if err != nil {
 			errs = append(errs, err)

@@ -302,6 +302,42 @@ func (q *Queries) FlowPick(ctx context.Context, arg FlowPickParams) ([]byte, err
 	return pick, err
 }
 
+const flowPurgeAutoQueues = `-- name: FlowPurgeAutoQueues :execrows
+delete from workq.flow_queues q
+where q.auto and not q.fair
+  and not exists (select 1 from workq.flow_limits l where l.work_table = q.work_table and l.queue = q.queue)
+  and not exists (select 1 from workq.flow_kind_pauses p where p.work_table = q.work_table and p.queue = q.queue)
+  and not exists (select 1 from workq.flow_state s where s.work_table = q.work_table and s.queue = q.queue
+                  and (s.throttled_until > now() or workq.workq_flow_rate(s) is not null))
+`
+
+// FlowPurgeAutoQueues takes the queues that a throttle alone put under flow control out of it once the throttle and the adaptation have ended (retention).
+func (q *Queries) FlowPurgeAutoQueues(ctx context.Context) (int64, error) {
+	result, err := q.db.Exec(ctx, flowPurgeAutoQueues)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
+const flowPurgeKeys = `-- name: FlowPurgeKeys :execrows
+delete from workq.flow_state s
+where s.ctid = any(array(
+    select x.ctid from workq.flow_state x
+    where x.key <> '' and x.updated_at < now() - interval '25 hours'
+      and not coalesce(x.throttled_until > now(), false) and workq.workq_flow_rate(x) is null
+    limit $1::integer))
+`
+
+// FlowPurgeKeys deletes up to max_rows limit keys' states that nothing needs any more (retention): untouched for longer than the longest rate period, and neither throttled nor adapting. A key's state is written again at its next start.
+func (q *Queries) FlowPurgeKeys(ctx context.Context, maxRows int32) (int64, error) {
+	result, err := q.db.Exec(ctx, flowPurgeKeys, maxRows)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
 const flowQueueEnsure = `-- name: FlowQueueEnsure :exec
 insert into workq.flow_queues (work_table, queue) values ($1, $2)
 on conflict (work_table, queue) do update set auto = false, updated_at = now()

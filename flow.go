@@ -190,9 +190,12 @@ type FlowLimitInfo struct {
 	FlowLimit           // Shard names the database whose rule it is
 	UpdatedAt time.Time // when it was last set
 	// Started is how many items the rule's scope started in the window
-	// that ends now (a rule per key: the busiest key's); InProgress is
-	// not here: QueueInfo has it per queue.
+	// that ends now (a rule per key: the busiest key's).
 	Started int
+	// InProgress is how many items of the rule's scope are in progress
+	// now, also those whose lease expired until they are reaped, as a
+	// concurrency counts them (a rule per key: the busiest key's).
+	InProgress int
 	// ActiveKeys (a rule per key) is how many keys started items in the
 	// window.
 	ActiveKeys int
@@ -298,7 +301,7 @@ func (s *FlowStatus) add(shard string, ls lease.FlowStatus) {
 	for _, r := range ls.Rules {
 		l := FlowLimitInfo{FlowLimit: FlowLimit{Table: Table(r.WorkTable), Queue: r.Queue, Shard: shard, Kind: r.Kind, PerKey: r.PerKey,
 			Period: time.Duration(r.PeriodMs) * time.Millisecond}, UpdatedAt: r.UpdatedAt,
-			Started: int(r.Started), ActiveKeys: int(r.ActiveKeys)}
+			Started: int(r.Started), InProgress: int(r.InProgress), ActiveKeys: int(r.ActiveKeys)}
 		if r.Rate != nil {
 			l.Rate = int(*r.Rate)
 		} else {

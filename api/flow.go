@@ -32,6 +32,7 @@ type flowLimitRow struct {
 	flowRule
 	UpdatedAt      time.Time  `json:"updated_at"`
 	Started        int        `json:"started"`
+	InProgress     int        `json:"in_progress"`
 	ActiveKeys     int        `json:"active_keys"`
 	ThrottledUntil *time.Time `json:"throttled_until,omitempty"`
 }
@@ -101,7 +102,7 @@ func flowStatusOf(st workq.FlowStatus) flowStatus {
 	}
 	for _, l := range st.Limits {
 		out.Limits = append(out.Limits, flowLimitRow{flowRule: ruleOf(l.FlowLimit), UpdatedAt: l.UpdatedAt, Started: l.Started,
-			ActiveKeys: l.ActiveKeys, ThrottledUntil: optTime(l.ThrottledUntil)})
+			InProgress: l.InProgress, ActiveKeys: l.ActiveKeys, ThrottledUntil: optTime(l.ThrottledUntil)})
 	}
 	for _, p := range st.PausedKinds {
 		out.PausedKinds = append(out.PausedKinds, pausedKindRow{Table: p.Table, Queue: p.Queue, Shard: p.Shard, Kind: p.Kind,

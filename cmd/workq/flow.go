@@ -341,6 +341,7 @@ type flowLimitJSON struct {
 	flowRuleJSON
 	UpdatedAt      time.Time  `json:"updated_at"`
 	Started        int        `json:"started"`
+	InProgress     int        `json:"in_progress"`
 	ActiveKeys     int        `json:"active_keys"`
 	ThrottledUntil *time.Time `json:"throttled_until,omitempty"`
 }
@@ -381,7 +382,7 @@ func flowStatusOf(st workq.FlowStatus) flowStatusJSON {
 	}
 	for i, l := range st.Limits {
 		out.Limits[i] = flowLimitJSON{flowRuleJSON: flowRuleOf(l.FlowLimit), UpdatedAt: l.UpdatedAt, Started: l.Started,
-			ActiveKeys: l.ActiveKeys, ThrottledUntil: optTime(l.ThrottledUntil)}
+			InProgress: l.InProgress, ActiveKeys: l.ActiveKeys, ThrottledUntil: optTime(l.ThrottledUntil)}
 	}
 	for i, p := range st.PausedKinds {
 		out.PausedKinds[i] = pausedKindJSON{Table: p.Table, Queue: p.Queue, Shard: p.Shard, Kind: p.Kind, PausedAt: p.PausedAt,
@@ -482,10 +483,10 @@ func printFlow(out io.Writer, st workq.FlowStatus, sharded bool) error {
 		if l.PerKey {
 			keys = fmt.Sprint(l.ActiveKeys)
 		}
-		rows = append(rows, []string{string(l.Table), l.Queue, dash(l.Shard), ruleScope(l.FlowLimit), rate, conc, fmt.Sprint(l.Started), keys,
+		rows = append(rows, []string{string(l.Table), l.Queue, dash(l.Shard), ruleScope(l.FlowLimit), rate, conc, fmt.Sprint(l.Started), fmt.Sprint(l.InProgress), keys,
 			when(l.ThrottledUntil)})
 	}
-	if err := table("LIMITS", "TABLE\tQUEUE\tSCOPE\tRATE\tCONCURRENCY\tSTARTED IN WINDOW\tACTIVE KEYS\tTHROTTLED UNTIL", rows); err != nil {
+	if err := table("LIMITS", "TABLE\tQUEUE\tSCOPE\tRATE\tCONCURRENCY\tSTARTED IN WINDOW\tIN PROGRESS\tACTIVE KEYS\tTHROTTLED UNTIL", rows); err != nil {
 		return err
 	}
 	rows = nil

@@ -94,10 +94,10 @@ func TestFlowCLI(t *testing.T) {
 	t.Logf("workq flow list:\n%s", text)
 	for _, want := range []string{
 		"QUEUES\nTABLE     QUEUE  FAIR  AUTO\ninbox     hooks  no    no\njob_runs  mail   yes   no\n",
-		"LIMITS\nTABLE     QUEUE  SCOPE      RATE     CONCURRENCY  STARTED IN WINDOW  ACTIVE KEYS  THROTTLED UNTIL\n",
-		"inbox     hooks  queue      5/1s     -            0                  -            -\n",
-		"job_runs  mail   kind send  10/1m0s  3            0                  -            -\n",
-		"job_runs  mail   per key    -        2            0                  0            -\n",
+		"LIMITS\nTABLE     QUEUE  SCOPE      RATE     CONCURRENCY  STARTED IN WINDOW  IN PROGRESS  ACTIVE KEYS  THROTTLED UNTIL\n",
+		"inbox     hooks  queue      5/1s     -            0                  0            -            -\n",
+		"job_runs  mail   kind send  10/1m0s  3            0                  0            -            -\n",
+		"job_runs  mail   per key    -        2            0                  0            0            -\n",
 		"PAUSED KINDS\nTABLE     QUEUE  KIND  PAUSED BY  PAUSED AT",
 		"job_runs  mail   send  alice      ",
 		"provider down\n",

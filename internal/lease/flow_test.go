@@ -335,6 +335,13 @@ func TestFlowKindConcurrency(t *testing.T) {
 	if c2 := f.claim("kinds", 20, nil); len(c2.Items) != 0 {
 		t.Fatalf("claimed %d more with heavy at its concurrency", len(c2.Items))
 	}
+	st, err := lease.ReadFlow(f.ctx, f.pool)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(st.Rules) != 1 || st.Rules[0].InProgress != 2 {
+		t.Fatalf("the rule's use: %+v, want 2 in progress", st.Rules)
+	}
 	f.ack(c)
 	if c3 := f.claim("kinds", 20, nil); len(c3.Items) != 2 {
 		t.Fatalf("after the heavy ones finished claimed %d, want 2", len(c3.Items))

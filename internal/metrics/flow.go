@@ -39,7 +39,7 @@ type flowCollector struct {
 	log      *slog.Logger
 	outage   *outage.Log
 
-	rate, period, concurrency, started, activeKeys *prometheus.Desc
+	rate, period, concurrency, started, inProgress, activeKeys *prometheus.Desc
 	throttled, adaptRate, throttledKeys, paused    *prometheus.Desc
 	errs                                           *prometheus.Desc
 
@@ -63,6 +63,8 @@ func newFlowCollector(fn func(ctx context.Context) (lease.FlowStatus, error), in
 			"A flow-control rule's concurrency: at most this many in progress (per key for scope per_key); absent without one.", rule, nil),
 		started: prometheus.NewDesc("workq_flow_limit_started",
 			"Starts of the rule's scope in its window that ends now (per_key: the busiest key's); compare with workq_flow_limit_rate.", rule, nil),
+		inProgress: prometheus.NewDesc("workq_flow_limit_in_progress",
+			"Items of the rule's scope in progress now, also those whose lease expired until reaped (per_key: the busiest key's); compare with workq_flow_limit_concurrency.", rule, nil),
 		activeKeys: prometheus.NewDesc("workq_flow_limit_active_keys",
 			"Limit keys of a queue with starts in the window of its per-key rule.", []string{"table", "queue"}, nil),
 		throttled: prometheus.NewDesc("workq_flow_throttled",
@@ -80,7 +82,7 @@ func newFlowCollector(fn func(ctx context.Context) (lease.FlowStatus, error), in
 }
 
 func (c *flowCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.rate, c.period, c.concurrency, c.started, c.activeKeys, c.throttled, c.adaptRate,
+	for _, d := range []*prometheus.Desc{c.rate, c.period, c.concurrency, c.started, c.inProgress, c.activeKeys, c.throttled, c.adaptRate,
 		c.throttledKeys, c.paused, c.errs} {
 		ch <- d
 	}
@@ -122,6 +124,7 @@ func (c *flowCollector) Collect(ch chan<- prometheus.Metric) {
 			gauge(c.activeKeys, float64(l.ActiveKeys), l.WorkTable, l.Queue)
 		}
 		gauge(c.started, float64(started), labels...)
+		gauge(c.inProgress, float64(l.InProgress), labels...)
 	}
 	for _, p := range s.PausedKinds {
 		gauge(c.paused, 1, p.WorkTable, p.Queue, p.Kind)

@@ -221,6 +221,19 @@ select l.work_table, l.queue, l.kind, l.per_key, l.rate, l.period_ms, l.concurre
        (select count(*) from workq.flow_state s
         where s.work_table = l.work_table and s.queue = l.queue and s.kind = '' and s.key <> '' and l.per_key
           and workq.workq_flow_starts(s, l.period_ms) > 0)::bigint as active_keys,
+       -- items in progress: the scope's (queue or kind; also those whose
+       -- lease expired, until reaped, as a concurrency counts them), or for
+       -- a rule per key the busiest key's
+       (case when l.per_key then
+            coalesce((select max(x.n) from (select count(*) as n from workq.job_runs j
+                                             where j.queue = l.queue and j.status = 1 and j.limit_key is not null
+                                             group by j.limit_key) x), 0)
+        else (case l.work_table
+            when 'job_runs' then (select count(*) from workq.job_runs where queue = l.queue and status = 1 and (l.kind = '' or kind = l.kind))
+            when 'outbox' then (select count(*) from workq.outbox where queue = l.queue and status = 1 and (l.kind = '' or topic = l.kind))
+            when 'inbox' then (select count(*) from workq.inbox where queue = l.queue and status = 1 and (l.kind = '' or source = l.kind))
+            when 'timers' then (select count(*) from workq.timers where queue = l.queue and status = 1 and (l.kind = '' or topic = l.kind))
+        end) end)::bigint as in_progress,
        -- milliseconds since the Unix epoch, 0 when not throttled
        coalesce((select floor(extract(epoch from max(s.throttled_until)) * 1000) from workq.flow_state s
                  where s.work_table = l.work_table and s.queue = l.queue and s.kind = l.kind and s.key = '' and not l.per_key
@@ -241,10 +254,11 @@ type FlowLimitsListRow struct {
 	Started           int64
 	BusiestKeyStarted int64
 	ActiveKeys        int64
+	InProgress        int64
 	ThrottledUntilMs  int64
 }
 
-// FlowLimitsList lists every rule, with its scope's use now: for a rule of a queue or a kind, its starts in the current window (the period up to now) and until when it is throttled; for a rule per key, the number of keys with starts in the window and the busiest key's starts.
+// FlowLimitsList lists every rule, with its scope's use now: for a rule of a queue or a kind, its starts in the current window (the period up to now), its items in progress and until when it is throttled; for a rule per key, the number of keys with starts in the window, the busiest key's starts and the most items in progress of one key. A new work table adds its branch to in_progress.
 func (q *Queries) FlowLimitsList(ctx context.Context) ([]FlowLimitsListRow, error) {
 	rows, err := q.db.Query(ctx, flowLimitsList)
 	if err != nil {
@@ -266,6 +280,7 @@ func (q *Queries) FlowLimitsList(ctx context.Context) ([]FlowLimitsListRow, erro
 			&i.Started,
 			&i.BusiestKeyStarted,
 			&i.ActiveKeys,
+			&i.InProgress,
 			&i.ThrottledUntilMs,
 		); err != nil {
 			return nil, err

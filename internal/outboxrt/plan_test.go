@@ -38,6 +38,7 @@ func claimSQL(t *testing.T) (string, []string) {
 	}
 	sql := strings.TrimSuffix(strings.TrimSpace(strings.Join(body, "\n")), ";")
 	var params []string
+	sql = regexp.MustCompile(`sqlc\.n?arg\('(\w+)'\)`).ReplaceAllString(sql, "@$1")
 	sql = regexp.MustCompile(`@(\w+)`).ReplaceAllStringFunc(sql, func(m string) string {
 		for i, p := range params {
 			if p == m[1:] {
@@ -114,7 +115,7 @@ func testOrderedClaimPlan(t *testing.T, analyzeInFlight bool) {
 	}
 	sql, params := claimSQL(t)
 	values := map[string]any{"queue": "plan", "max_rows": 100, "after_key": "key-1", "skip_topics": []string{"x"}, "pass_keys": []string{"key-3"}, "wake": false,
-		"owner_token": uuid.New(), "lease_ms": 30000, "worker_id": "plan"}
+		"owner_token": uuid.New(), "lease_ms": 30000, "worker_id": "plan", "flow_grant": (*int32)(nil)}
 	args := make([]any, len(params))
 	for i, p := range params {
 		v, ok := values[p]

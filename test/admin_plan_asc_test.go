@@ -24,7 +24,7 @@ func TestAdminPageAscPlans(t *testing.T) {
 			sql, params := namedQuery(t, table, queryPrefix[table]+"PageAsc")
 			base := map[string]any{"after_id": int64(0), "queue": nil, "status": nil, "kind": nil,
 				"created_after": nil, "created_before": nil, "max_id": int64(math.MaxInt64), "error_text": nil, "metadata": nil, "max_rows": int32(51),
-				"partition_key": nil, "message_id": nil, "source": nil, "due_after": nil, "due_before": nil}
+				"partition_key": nil, "limit_key": nil, "message_id": nil, "source": nil, "due_after": nil, "due_before": nil}
 			with := func(kv ...any) map[string]any {
 				m := map[string]any{}
 				for key, val := range base {

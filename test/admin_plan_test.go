@@ -25,7 +25,7 @@ func TestAdminPagePlans(t *testing.T) {
 			sql, params := namedQuery(t, table, queryPrefix[table]+"Page")
 			base := map[string]any{"before_id": int64(math.MaxInt64), "queue": nil, "status": nil, "kind": nil,
 				"created_after": nil, "created_before": nil, "min_id": int64(0), "error_text": nil, "metadata": nil, "max_rows": int32(51),
-				"partition_key": nil, "message_id": nil, "source": nil, "due_after": nil, "due_before": nil}
+				"partition_key": nil, "limit_key": nil, "message_id": nil, "source": nil, "due_after": nil, "due_before": nil}
 			with := func(k string, v any) map[string]any {
 				m := map[string]any{}
 				for key, val := range base {

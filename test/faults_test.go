@@ -1246,7 +1246,7 @@ func runClockSkew(t *testing.T, bin string, o pgembed.Options, want time.Duratio
 			return reaction{Delay: 2*lease + lease/2}
 		case "fail-once":
 			if d.Attempt == 1 {
-				return reaction{Status: http.StatusServiceUnavailable}
+				return reaction{Status: http.StatusInternalServerError}
 			}
 		case "hold":
 			if d.Attempt == 1 {

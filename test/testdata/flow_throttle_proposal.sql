@@ -11,7 +11,7 @@
 --      rate, at least 0.5/s), not kept from the first: the growth back is
 --      proportional to where the rate settled.
 -- The adaptation still ends once the rate grows back to 10 times the
---   first lowered rate (unchanged).
+-- first lowered rate (unchanged).
 create or replace function workq.workq_flow_throttle(p_table text, p_queue text, p_kind text, p_key text, p_retry_ms bigint)
 returns timestamptz
 language plpgsql volatile

@@ -33,7 +33,7 @@ FUZZ_TARGETS := ./internal/jobq:FuzzEnqueue ./outbox:FuzzSend ./inbox:FuzzReceiv
 SOAK        ?= 10m
 MODE        ?= load
 
-.PHONY: run release test-load test test-serial test-lane-1 test-lane-2 test-race test-race-2 test-rest test-faults test-soak faults-long faults-failover generate check-generated staticcheck check-large-files lint fmt build bench clean tools fuzz soak
+.PHONY: run release test-load test test-serial test-lane-1 test-lane-2 test-race test-race-2 test-rest test-faults test-soak faults-long faults-failover generate check-generated staticcheck check-large-files lint fmt build bench clean tools fuzz soak measure-flow
 
 ## run: migrate and run workq end to end (throwaway PostgreSQL when DATABASE_URL is unset).
 ## It runs the built binary, not `go run`: go run exits 1 whenever it is
@@ -186,6 +186,13 @@ else ifeq ($(MODE),load)
 else
 	@echo "make soak: MODE must be load or full, got $(MODE)"; exit 2
 endif
+
+## measure-flow: the flow-control measurements (test/flow_measure_test.go,
+## build tag measure; not in make test): accuracy over two shards, fairness,
+## adaptation to a throttling receiver. RUN narrows them (accuracy, fairness
+## or adaptive).
+measure-flow:
+	@$(WITH_TEST_ENV) $(GO) test -tags=measure -count=1 -timeout 30m -v -run 'TestFlowMeasure/$(RUN)' ./test/
 
 tools: $(SQLC) $(STATICCHECK)
 

@@ -147,10 +147,13 @@ func reservedStandard(k string) bool {
 	return reservedHTTP(k) || k == HeaderWebhookID || k == HeaderWebhookTimestamp || k == HeaderWebhookSignature
 }
 
-// Handle POSTs the message's payload to the URL. 2xx acks; 5xx, 408, 429,
-// timeouts and network errors retry; any other answer (a redirect included:
-// none is followed) fails the message for good, and so does a message whose
-// headers HTTP cannot carry.
+// Handle POSTs the message's payload to the URL. 2xx acks; 429 and 503
+// throttle (workq.Throttle with the answer's Retry-After, seconds or an
+// HTTP-date; 1 s when it has none, at most 5 minutes): the message waits
+// without using an attempt and the outbox queue slows down on every
+// process; other 5xx, 408, timeouts and network errors retry; any other
+// answer (a redirect included: none is followed) fails the message for
+// good, and so does a message whose headers HTTP cannot carry.
 func (w *Webhook) Handle(ctx context.Context, job *workq.Message[json.RawMessage]) error {
 	// Checked again per request: the URL is fixed, but this keeps the rule
 	// in one place should it ever come from elsewhere.

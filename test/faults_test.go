@@ -49,6 +49,7 @@ func TestFaults(t *testing.T) {
 	t.Run("network partition and slow link", func(t *testing.T) { testFaultPartition(t, bin) })
 	t.Run("global limit under kills and partitions", func(t *testing.T) { testFaultLimit(t, bin) })
 	t.Run("global limit across two shards under kills and partitions", func(t *testing.T) { testFaultShardLimit(t, bin) })
+	t.Run("flow limits under kills and partitions", func(t *testing.T) { testFaultFlow(t, bin) })
 	t.Run("clock skew", func(t *testing.T) { testFaultClockSkew(t, bin) })
 	t.Run("failover (synchronous)", func(t *testing.T) { testFaultFailover(t, bin) })
 	t.Run("failover caught (asynchronous)", func(t *testing.T) { testFaultFailoverCaught(t, bin) })
@@ -1245,7 +1246,7 @@ func runClockSkew(t *testing.T, bin string, o pgembed.Options, want time.Duratio
 			return reaction{Delay: 2*lease + lease/2}
 		case "fail-once":
 			if d.Attempt == 1 {
-				return reaction{Status: http.StatusServiceUnavailable}
+				return reaction{Status: http.StatusInternalServerError}
 			}
 		case "hold":
 			if d.Attempt == 1 {

@@ -84,6 +84,31 @@ func TestHistoryCheckerCatchesViolations(t *testing.T) {
 				it.claim(at(10*i), 1, tok, 4000).handler(1, at(10*i+1), at(100), "ok").end(at(101+i), tok, 2, "done")
 			}
 		}, []string{"job_runs/q: 3 valid leases at", "job_runs/q: 3 handlers running at"}},
+		{"more starts than the rate in a sliding window", historyOpts{Rates: map[string]flowRate{"job_runs/q": {2, time.Second}}}, func(b *forge) {
+			// 0, 600 and 1300 ms: no window of a second holds three, though
+			// the clock's second 12:00:00-01 holds two and 01-02 one; 1500
+			// ms makes 600, 1300 and 1500 three within a second.
+			for i, ms := range []int{0, 600, 1300, 1500} {
+				it := b.item("job_runs", int64(i+1), "q", 2, "")
+				tok := fmt.Sprint("t", i)
+				it.claim(at(ms), 1, tok, ms+4000).handler(1, at(ms+1), at(ms+50), "ok").end(at(ms+60), tok, 2, "done")
+			}
+		}, []string{"job_runs/q: 3 starts in the 1s from 12:00:00.600000, limit 2"}},
+		{"two of a limit key in progress", historyOpts{KeyConcurrency: map[string]int{"job_runs/q": 1}}, func(b *forge) {
+			j1 := b.item("job_runs", 1, "q", 2, "k")
+			j1.claim(at(0), 1, "a", 4000).handler(1, at(10), at(300), "ok").end(at(310), "a", 2, "done")
+			j2 := b.item("job_runs", 2, "q", 2, "k")
+			j2.claim(at(100), 1, "b", 4100).handler(1, at(200), at(400), "ok").end(at(410), "b", 2, "done")
+			j3 := b.item("job_runs", 3, "q", 2, "other") // another key may run alongside
+			j3.claim(at(50), 1, "c", 4050).handler(1, at(60), at(500), "ok").end(at(510), "c", 2, "done")
+		}, []string{"key job_runs/q/k: 2 in progress at", "key job_runs/q/k: 2 at the receiver at"}},
+		{"a limit key's next item after a reap", historyOpts{KeyConcurrency: map[string]int{"job_runs/q": 1}}, func(b *forge) {
+			j1 := b.item("job_runs", 1, "q", 2, "k")
+			j1.claim(at(0), 1, "a", 1000).handler(1, at(10), at(900), "cancelled").end(at(1200), "a", 0, "expired")
+			j1.claim(at(1300), 2, "c", 5300).handler(2, at(1310), at(1400), "ok").end(at(1410), "c", 2, "done")
+			j2 := b.item("job_runs", 2, "q", 2, "k")
+			j2.claim(at(1210), 1, "b", 5210).handler(1, at(1220), at(1250), "ok").end(at(1260), "b", 2, "done")
+		}, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			b := &forge{h: &history{Items: map[itemKey]*itemHistory{}}}

@@ -496,8 +496,8 @@ type itemRow struct {
 	Status      int16
 	Attempts    int32
 	MaxAttempts int32
-	Key         *string
-	KeySeq      int64 // the outbox's order within a partition key
+	Key         *string // the outbox's partition key; a job run's limit key
+	KeySeq      int64   // the outbox's order within a partition key
 }
 
 // leaseSpan is one lease: from its claim to its end, extended by
@@ -578,6 +578,12 @@ type statementRow struct {
 type historyOpts struct {
 	AllDone bool           // every item ended done
 	Limits  map[string]int // "table/queue" -> W: at most W valid leases and W handlers at any instant
+	// Rates: "table/queue" -> a rate rule its starts keep in every
+	// sliding window (history_flow_test.go).
+	Rates map[string]flowRate
+	// KeyConcurrency: "job_runs/queue" -> at most n items of each limit
+	// key in progress and at the receiver at once.
+	KeyConcurrency map[string]int
 }
 
 // collectRows runs sql and hands each row, scanned by position into a T,
@@ -612,7 +618,7 @@ func loadHistory(t *testing.T, db *pgxpool.Pool, rc *receiver, off clockOffset) 
 		}
 		return it
 	}
-	collectRows(t, db, `select 'job_runs', id, queue, status, attempts, max_attempts, null::text, 0::bigint from workq.job_runs
+	collectRows(t, db, `select 'job_runs', id, queue, status, attempts, max_attempts, limit_key, 0::bigint from workq.job_runs
 		union all select 'outbox', id, queue, status, attempts, max_attempts, partition_key, coalesce(key_seq, 0) from workq.outbox`,
 		func(r itemRow) { item(r.Table, r.ID).itemRow = r })
 	collectRows(t, db, `select seq, at, stmt_at, tbl, item_id, queue, event, old_status, new_status, lease_version, attempts, max_attempts,
@@ -697,6 +703,12 @@ func (h *history) violations(o historyOpts) []violation {
 	h.checkKeys(keys, eps, add)
 	for qk, w := range o.Limits {
 		h.checkLimit(qk, w, eps, add)
+	}
+	for qk, r := range o.Rates {
+		h.checkRate(qk, r, add)
+	}
+	for qk, n := range o.KeyConcurrency {
+		h.checkKeyConcurrency(qk, n, eps, add)
 	}
 	return vs
 }

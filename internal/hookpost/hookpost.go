@@ -3,7 +3,8 @@
 // publisher in package publish (URL per topic). It holds the host
 // allow-list, the client that never follows redirects, header sanitising,
 // HMAC-SHA256 signing and the POST with its result classification (2xx ack;
-// 5xx, 408, 429 and network errors retry; anything else fails for good).
+// 429 and 503 throttle; other 5xx, 408 and network errors retry; anything
+// else fails for good).
 package hookpost
 
 import (
@@ -18,7 +19,9 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/workq/workq/internal/worker"
 	"github.com/workq/workq/workqtype"
@@ -163,10 +166,12 @@ type Response struct {
 }
 
 // Post sends body to u with header and classifies the outcome as a worker
-// handler result: nil for 2xx; a plain (retried) error for network errors,
-// timeouts, 5xx, 408 and 429; worker.Permanent for any other status
-// (including a redirect, which is never followed). The response is nil when
-// no answer arrived.
+// handler result: nil for 2xx; worker.Throttle for 429 and 503 (the
+// receiver is overloaded: the item waits its Retry-After, see RetryAfter,
+// without using an attempt, and its limit key or queue slows down); a plain
+// (retried) error for network errors, timeouts, other 5xx and 408;
+// worker.Permanent for any other status (including a redirect, which is
+// never followed). The response is nil when no answer arrived.
 func Post(ctx context.Context, client *http.Client, u *url.URL, header http.Header, body []byte) (*Response, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u.String(), bytes.NewReader(body))
 	if err != nil {
@@ -187,7 +192,10 @@ func Post(ctx context.Context, client *http.Client, u *url.URL, header http.Head
 	switch code := resp.StatusCode; {
 	case code >= 200 && code < 300:
 		return r, nil
-	case code >= 500 || code == http.StatusTooManyRequests || code == http.StatusRequestTimeout:
+	case code == http.StatusTooManyRequests || code == http.StatusServiceUnavailable:
+		d := RetryAfter(resp.Header.Get("Retry-After"), time.Now())
+		return r, worker.Throttle(d, fmt.Errorf("POST %s: %s (Retry-After %q): %s", u.Redacted(), resp.Status, resp.Header.Get("Retry-After"), snippet))
+	case code >= 500 || code == http.StatusRequestTimeout:
 		return r, fmt.Errorf("POST %s: %s: %s", u.Redacted(), resp.Status, snippet)
 	case code >= 300 && code < 400:
 		return r, worker.Permanent(fmt.Errorf("POST %s: %s to %q (redirects are not followed): %s",
@@ -195,4 +203,37 @@ func Post(ctx context.Context, client *http.Client, u *url.URL, header http.Head
 	default:
 		return r, worker.Permanent(fmt.Errorf("POST %s: %s (not retried): %s", u.Redacted(), resp.Status, snippet))
 	}
+}
+
+// DefaultRetryAfter is how long a 429 or 503 without a usable Retry-After
+// holds its scope back; MaxRetryAfter caps any Retry-After (a receiver's
+// answer must not park a queue for hours).
+const (
+	DefaultRetryAfter = time.Second
+	MaxRetryAfter     = 5 * time.Minute
+)
+
+// RetryAfter reads a Retry-After header value as of now: delay-seconds (a
+// non-negative integer) or an HTTP-date (a date in the past is 0). A
+// missing or malformed value is DefaultRetryAfter; any value is capped at
+// MaxRetryAfter.
+func RetryAfter(v string, now time.Time) time.Duration {
+	v = strings.TrimSpace(v)
+	if v == "" {
+		return DefaultRetryAfter
+	}
+	if n, err := strconv.ParseInt(v, 10, 64); err == nil {
+		if n < 0 {
+			return DefaultRetryAfter
+		}
+		if n >= int64(MaxRetryAfter/time.Second) {
+			return MaxRetryAfter
+		}
+		return time.Duration(n) * time.Second
+	}
+	at, err := http.ParseTime(v)
+	if err != nil {
+		return DefaultRetryAfter
+	}
+	return min(max(at.Sub(now), 0), MaxRetryAfter)
 }

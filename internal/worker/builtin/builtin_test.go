@@ -434,19 +434,21 @@ func TestWebhook(t *testing.T) {
 			status:      lease.StatusDone, attempts: 2, requests: 2,
 		},
 		{
-			name:        "429 is retried",
+			// Throttled (Retry-After missing: 1 s), not failed: the job is
+			// done on its second request within its one attempt.
+			name:        "429 throttles without using an attempt",
 			payload:     func(e hookEnv) any { return map[string]any{"url": e.url()} },
-			maxAttempts: 3,
+			maxAttempts: 1,
 			serve:       fixed(statuses(http.StatusTooManyRequests, http.StatusOK)),
-			status:      lease.StatusDone, attempts: 2, requests: 2,
+			status:      lease.StatusDone, attempts: 1, requests: 2,
 		},
 		{
-			name:        "429 every time fails after max attempts",
+			name:        "502 every time fails after max attempts",
 			payload:     func(e hookEnv) any { return map[string]any{"url": e.url()} },
 			maxAttempts: 2,
-			serve:       fixed(statuses(http.StatusTooManyRequests)),
+			serve:       fixed(statuses(http.StatusBadGateway)),
 			status:      lease.StatusFailed, attempts: 2, requests: 2,
-			errHas: []string{"429 Too Many Requests"},
+			errHas: []string{"502 Bad Gateway"},
 		},
 		{
 			name:        "404 fails at once",

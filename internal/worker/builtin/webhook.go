@@ -48,8 +48,10 @@ func NewWebhook(allow []string, secret string, timeout time.Duration) *Webhook {
 		client: hookpost.NoRedirects(&http.Client{Timeout: timeout})}
 }
 
-// Handle is the worker.HandlerFunc: 2xx acks; 5xx, 408, 429 and network
-// errors retry; any other status (3xx included) fails permanently. Payload
+// Handle is the worker.HandlerFunc: 2xx acks; 429 and 503 throttle (the
+// job's limit key, else its queue, for the answer's Retry-After:
+// hookpost.RetryAfter), without using an attempt; other 5xx, 408 and
+// network errors retry; any other status (3xx included) fails permanently. Payload
 // headers are copied except the ones that belong to the transport (Host,
 // Content-Length, hop-by-hop) and the ones this handler sets itself; a
 // header name or value that HTTP cannot carry fails the job permanently.

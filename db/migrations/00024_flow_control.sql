@@ -210,10 +210,12 @@ begin
     end if;
     v_rate := workq.workq_flow_rate(v_st);
     if v_rate is not null then
-        select coalesce(sum(u.n), 0) into v_n
-        from unnest(v_st.log_at, v_st.log_n) u(at, n)
-        where u.at > now() - interval '1 second';
-        v_left := least(coalesce(v_left, 2147483647), greatest(0, floor(v_rate)::bigint - v_n));
+        -- The adapted rate per second, paced: at most a tenth of it (at
+        -- least one) in any 100 ms, so that the starts spread over the
+        -- second and the service's own window sees the rate, not blocks.
+        v_left := least(coalesce(v_left, 2147483647),
+                        greatest(0, floor(v_rate)::bigint - workq.workq_flow_starts(v_st, 1000)),
+                        greatest(0, ceil(v_rate / 10)::bigint - workq.workq_flow_starts(v_st, 100)));
     end if;
     if v_rule.concurrency is not null then
         -- Every item in progress, also one whose lease expired and is not
@@ -277,7 +279,11 @@ $$;
 
 -- workq_flow_log: records p_n starts of a scope at p_at when the scope
 -- counts starts (a rate rule, or adapting), keeping the window its rule
--- needs, and ends an adaptation that has grown back. p_at is the claim's
+-- needs plus a second, and ends an adaptation that has grown back. The
+-- second: claims take the queue's lock in an order that need not be their
+-- transactions' start order, and a claim that began earlier counts back
+-- from its earlier now(); trimming at the trimming claim's now() minus
+-- the window alone could drop entries that claim still counts. p_at is the claim's
 -- start time (claimed_at, started_at in the run archive): the flow pick's
 -- clock after it counted, never before the now() the counts looked back
 -- from, so a window that holds p_at never holds more than its rate
@@ -295,8 +301,8 @@ begin
     if v_keep is null then
         -- no rate rule: only an adapting scope counts its starts
         update workq.flow_state s set
-            log_at = array(select u.at from unnest(s.log_at, s.log_n) u(at, n) where u.at > now() - interval '1 second' order by u.at) || p_at,
-            log_n  = array(select u.n from unnest(s.log_at, s.log_n) u(at, n) where u.at > now() - interval '1 second' order by u.at) || p_n,
+            log_at = array(select u.at from unnest(s.log_at, s.log_n) u(at, n) where u.at > now() - interval '2 seconds' order by u.at) || p_at,
+            log_n  = array(select u.n from unnest(s.log_at, s.log_n) u(at, n) where u.at > now() - interval '2 seconds' order by u.at) || p_n,
             adapt_rate = case when workq.workq_flow_rate(s) is null then null else s.adapt_rate end,
             updated_at = now()
         where s.work_table = p_table and s.queue = p_queue and s.kind = p_kind and s.key = p_key
@@ -307,9 +313,9 @@ begin
     values (p_table, p_queue, p_kind, p_key, array[p_at], array[p_n])
     on conflict (work_table, queue, kind, key) do update set
         log_at = array(select u.at from unnest(s.log_at, s.log_n) u(at, n)
-                       where u.at > now() - v_keep * interval '1 millisecond' order by u.at) || p_at,
+                       where u.at > now() - (v_keep + 1000) * interval '1 millisecond' order by u.at) || p_at,
         log_n  = array(select u.n from unnest(s.log_at, s.log_n) u(at, n)
-                       where u.at > now() - v_keep * interval '1 millisecond' order by u.at) || p_n,
+                       where u.at > now() - (v_keep + 1000) * interval '1 millisecond' order by u.at) || p_n,
         adapt_rate = case when workq.workq_flow_rate(s) is null then null else s.adapt_rate end,
         updated_at = now();
 end
@@ -449,6 +455,7 @@ begin
                 select greatest(0, case when s.throttled_until > now() then 0 else least(
                            case when v_krate is null then 2147483647 else v_krate - workq.workq_flow_starts(s, v_kperiod) end,
                            coalesce(floor(workq.workq_flow_rate(s))::bigint - workq.workq_flow_starts(s, 1000), 2147483647),
+                           coalesce(ceil(workq.workq_flow_rate(s) / 10)::bigint - workq.workq_flow_starts(s, 100), 2147483647),
                            case when v_kconc is null then 2147483647 else v_kconc - coalesce(c.n, 0) end) end)::integer
                 from unnest(v_keys) with ordinality k(key, o)
                 left join workq.flow_state s on s.work_table = p_table and s.queue = p_queue and s.kind = '' and s.key = k.key
@@ -525,15 +532,15 @@ begin
             from unnest(v_keys, v_got) k(key, n) where k.n > 0
             on conflict (work_table, queue, kind, key) do update set
                 log_at = array(select u.at from unnest(s.log_at, s.log_n) u(at, n)
-                               where u.at > now() - greatest(v_kperiod, 1000) * interval '1 millisecond' order by u.at) || v_at,
+                               where u.at > now() - (greatest(v_kperiod, 1000) + 1000) * interval '1 millisecond' order by u.at) || v_at,
                 log_n  = array(select u.n from unnest(s.log_at, s.log_n) u(at, n)
-                               where u.at > now() - greatest(v_kperiod, 1000) * interval '1 millisecond' order by u.at) || excluded.log_n,
+                               where u.at > now() - (greatest(v_kperiod, 1000) + 1000) * interval '1 millisecond' order by u.at) || excluded.log_n,
                 adapt_rate = case when workq.workq_flow_rate(s) is null then null else s.adapt_rate end,
                 updated_at = now();
         elsif cardinality(v_keys) > 0 then
             update workq.flow_state s set
-                log_at = array(select u.at from unnest(s.log_at, s.log_n) u(at, n) where u.at > now() - interval '1 second' order by u.at) || v_at,
-                log_n  = array(select u.n from unnest(s.log_at, s.log_n) u(at, n) where u.at > now() - interval '1 second' order by u.at) || k.n,
+                log_at = array(select u.at from unnest(s.log_at, s.log_n) u(at, n) where u.at > now() - interval '2 seconds' order by u.at) || v_at,
+                log_n  = array(select u.n from unnest(s.log_at, s.log_n) u(at, n) where u.at > now() - interval '2 seconds' order by u.at) || k.n,
                 adapt_rate = case when workq.workq_flow_rate(s) is null then null else s.adapt_rate end,
                 updated_at = now()
             from unnest(v_keys, v_got) k(key, n)
@@ -600,11 +607,13 @@ $$;
 -- and then it starts at most the rate it lowered to, growing back step by
 -- step (multiplicative decrease, additive increase). One lowering per
 -- burst: throttles while the scope is still throttled, or within a second
--- of the last lowering, only extend the wait. The rate it lowers to is
--- half the rate it was adapting at, but not above the scope's rate of
--- completions in the last second (its starts, for a key or a kind), so a
--- first throttle settles near what the service accepts. Returns until
--- when the scope is throttled.
+-- of the last lowering, only extend the wait. A first lowering halves the
+-- scope's starts of the last second; a later one takes 0.8 of the rate it
+-- adapts at (or its starts, if fewer); the rate grows back by a twentieth
+-- of the first lowered rate a second, by a hundredth of a later one, and
+-- starts are paced (workq_flow_left). Measured against a receiver that
+-- takes 100 requests a second (docs/throughput.md, "Flow control").
+-- Returns until when the scope is throttled.
 -- +goose StatementBegin
 create function workq.workq_flow_throttle(p_table text, p_queue text, p_kind text, p_key text, p_retry_ms bigint)
 returns timestamptz
@@ -629,18 +638,33 @@ begin
         where work_table = p_table and queue = p_queue and kind = p_kind and key = p_key;
         return greatest(coalesce(v_st.throttled_until, v_until), v_until);
     end if;
-    select sum(u.n) into v_obs from unnest(v_st.log_at, v_st.log_n) u(at, n) where u.at > now() - interval '1 second';
-    if p_kind = '' and p_key = '' then
-        select greatest(count(*), 1) into v_obs from workq.runs r
-        where r.finished_at > now() - interval '1 second' and r.work_table = p_table and r.queue = p_queue and r.outcome = 'done';
+    -- The scope's starts in the last second: from its log, or for a queue
+    -- not logging yet (a first throttle) its items claimed in the last
+    -- second, in progress (the in-progress index) or ended (the run
+    -- archive, by finished_at): every start is in exactly one of them.
+    -- Not its completions: at the first 429 of a burst the successes'
+    -- completions may not be flushed yet.
+    v_obs := workq.workq_flow_starts(v_st, 1000);
+    if v_obs = 0 and p_kind = '' and p_key = '' then
+        execute format('select count(*) from workq.%I where queue = $1 and status = 1 and claimed_at > now() - interval ''1 second''', p_table)
+        into v_obs using p_queue;
+        v_obs := v_obs + (select count(*) from workq.runs r
+                          where r.finished_at > now() - interval '1 second' and r.work_table = p_table and r.queue = p_queue
+                            and r.started_at > now() - interval '1 second' and r.outcome <> 'revived');
     end if;
     v_cur := workq.workq_flow_rate(v_st);
-    v_rate := greatest(1, least(coalesce(v_cur / 2, 'infinity'), coalesce(v_obs, 1)));
+    -- A first lowering halves the starts of the last second; a later one
+    -- (adapting) takes 0.8 of the adapted rate, or the starts if fewer.
+    v_rate := greatest(1, case when v_cur is null then coalesce(nullif(v_obs, 0), 2) / 2
+                               else least(v_cur * 0.8, coalesce(nullif(v_obs, 0), v_cur)) end);
     update workq.flow_state set
         throttled_until = v_until,
         adapt_rate = v_rate,
         adapt_at = now(),
-        adapt_step = case when v_cur is null then greatest(v_rate / 10, 0.5) else adapt_step end,
+        -- grows by a twentieth of the first lowered rate a second, then by
+        -- a hundredth of each later one: slowly near the rate that was
+        -- throttled, so a pause of the whole scope comes seldom
+        adapt_step = case when v_cur is null then greatest(v_rate / 20, 0.5) else greatest(v_rate / 100, 0.5) end,
         adapt_end = case when v_cur is null then greatest(v_rate * 10, 10) else adapt_end end,
         updated_at = now()
     where work_table = p_table and queue = p_queue and kind = p_kind and key = p_key;

@@ -1,0 +1,152 @@
+package workq_test
+
+// Findings of the flow-control review (docs/notes-rev.md). Each test here
+// FAILS on the reviewed code (branch flow at a031be2): it shows a real
+// hole, and passes once the hole is fixed.
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/workq/workq"
+	"github.com/workq/workq/internal/testdb"
+)
+
+type revBigArgs struct {
+	N int `json:"n"`
+}
+
+func (revBigArgs) Kind() string { return "rev.big" }
+
+type revSmallArgs struct {
+	N int `json:"n"`
+}
+
+func (revSmallArgs) Kind() string { return "rev.small" }
+
+// FINDING 1 (high): on a queue with a rule per key, jobs WITHOUT a limit
+// key are starved by a keyed backlog ahead of them. workq_flow_pick takes
+// "rows without a key: one more share, from the head of the queue" by
+// reading the first 4*want+256 ready rows of the queue in claim order and
+// keeping the keyless ones; when those are all one key's rows (held back
+// by its concurrency 1), no keyless job is ever taken until that key's
+// backlog drains — here never, since the key's running job waits for the
+// keyless one. FlowLimit.PerKey's doc says jobs without a key "are not
+// held by it".
+func TestReviewFindingKeylessStarvedBehindKeyedBacklog(t *testing.T) {
+	pool := testdb.Pool(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	keylessRan := make(chan struct{})
+	var bigRan atomic.Int64
+	workers := workq.NewWorkers()
+	workq.AddWorker(workers, workq.WorkFunc(func(ctx context.Context, j *workq.Job[revBigArgs]) error {
+		bigRan.Add(1)
+		select { // the tenant's job waits (at most 15s) for the keyless one
+		case <-keylessRan:
+		case <-time.After(15 * time.Second):
+		case <-ctx.Done():
+		}
+		return nil
+	}))
+	workq.AddWorker(workers, workq.WorkFunc(func(ctx context.Context, j *workq.Job[revSmallArgs]) error {
+		close(keylessRan)
+		return nil
+	}))
+	client, err := workq.NewClient(pool, workq.Config{Workers: workers,
+		Queues:            map[string]workq.QueueConfig{"tenants": {MaxWorkers: 5}},
+		FetchPollInterval: 100 * time.Millisecond, Maintenance: workq.MaintenanceConfig{Disabled: true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := client.SetFlowLimit(ctx, workq.FlowLimit{Table: workq.TableJobRuns, Queue: "tenants", PerKey: true, Concurrency: 1}); err != nil {
+		t.Fatal(err)
+	}
+	params := make([]workq.EnqueueParams, 400)
+	for i := range params {
+		params[i] = workq.EnqueueParams{Args: revBigArgs{N: i}, Opts: &workq.EnqueueOpts{Queue: "tenants", LimitKey: "big-tenant"}}
+	}
+	if _, err := client.EnqueueMany(ctx, params); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := client.Enqueue(ctx, revSmallArgs{}, &workq.EnqueueOpts{Queue: "tenants"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := client.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer client.Stop(context.Background())
+	select {
+	case <-keylessRan:
+	case <-time.After(10 * time.Second):
+		t.Fatalf("FINDING: a job without a limit key did not start in 10s with 4 of 5 workers idle: "+
+			"the keyed backlog ahead of it (400 jobs of one key at concurrency 1, %d started) hides it from the keyless share", bigRan.Load())
+	}
+}
+
+// FINDING 2 (high): on a fair queue (SetFairness true), a paused kind's
+// backlog of jobs without a key stops EVERY other kind's jobs without a
+// key: the keyless share reads the head of the queue (4*want+256 rows)
+// before it drops the paused kind's rows. On a queue that is not fair the
+// same pause holds back only its kind (the control below passes).
+func TestReviewFindingFairQueuePausedKindStopsOtherKinds(t *testing.T) {
+	for _, fair := range []bool{false, true} {
+		name := "not fair (control)"
+		if fair {
+			name = "fair"
+		}
+		t.Run(name, func(t *testing.T) {
+			pool := testdb.Pool(t)
+			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+			defer cancel()
+			smallRan := make(chan struct{})
+			var bigRan atomic.Int64
+			workers := workq.NewWorkers()
+			workq.AddWorker(workers, workq.WorkFunc(func(ctx context.Context, j *workq.Job[revBigArgs]) error {
+				bigRan.Add(1)
+				return nil
+			}))
+			workq.AddWorker(workers, workq.WorkFunc(func(ctx context.Context, j *workq.Job[revSmallArgs]) error {
+				close(smallRan)
+				return nil
+			}))
+			client, err := workq.NewClient(pool, workq.Config{Workers: workers,
+				Queues:            map[string]workq.QueueConfig{"mixed": {MaxWorkers: 5}},
+				FetchPollInterval: 100 * time.Millisecond, Maintenance: workq.MaintenanceConfig{Disabled: true}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := client.SetFairness(ctx, workq.QueueRef{Table: workq.TableJobRuns, Queue: "mixed"}, fair); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := client.PauseKind(ctx, workq.KindRef{Table: workq.TableJobRuns, Queue: "mixed", Kind: "rev.big"},
+				&workq.ActionOpts{Actor: "review"}); err != nil {
+				t.Fatal(err)
+			}
+			params := make([]workq.EnqueueParams, 400)
+			for i := range params {
+				params[i] = workq.EnqueueParams{Args: revBigArgs{N: i}, Opts: &workq.EnqueueOpts{Queue: "mixed"}}
+			}
+			if _, err := client.EnqueueMany(ctx, params); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := client.Enqueue(ctx, revSmallArgs{}, &workq.EnqueueOpts{Queue: "mixed"}); err != nil {
+				t.Fatal(err)
+			}
+			if err := client.Start(ctx); err != nil {
+				t.Fatal(err)
+			}
+			defer client.Stop(context.Background())
+			select {
+			case <-smallRan:
+			case <-time.After(10 * time.Second):
+				t.Fatalf("FINDING: kind rev.small (not paused) did not run in 10s on a fair=%v queue: kind rev.big's paused backlog of 400 hides it", fair)
+			}
+			if n := bigRan.Load(); n != 0 {
+				t.Fatalf("%d jobs of the paused kind ran", n)
+			}
+		})
+	}
+}

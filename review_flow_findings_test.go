@@ -150,3 +150,81 @@ func TestReviewFindingFairQueuePausedKindStopsOtherKinds(t *testing.T) {
 		})
 	}
 }
+
+// FINDING 3 (medium): a queue put under flow control by a handler's
+// Throttle alone never leaves it. flow_queues.auto is documented "made by
+// a throttle alone, removed when the adaptation ends" and concepts.md says
+// "a queue with nothing left under flow control (no rule, not fair, no
+// paused kind, no throttle) leaves it", but FlowTidy runs only on
+// RemoveFlowLimit, SetFairness and ResumeKind: after a throttle, the queue
+// stays on the (serialised, slower) flow path forever, FlowStatus lists it
+// for good, and each throttled key's flow_state row is never deleted (one
+// row per tenant ever throttled). The adaptation is aged here in SQL (an
+// hour ago) rather than waited for (about 20 s).
+func TestReviewFindingThrottledQueueNeverLeavesFlowControl(t *testing.T) {
+	pool := testdb.Pool(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	var ran atomic.Int64
+	workers := workq.NewWorkers()
+	workq.AddWorker(workers, workq.WorkFunc(func(ctx context.Context, j *workq.Job[revSmallArgs]) error {
+		if ran.Add(1) == 1 {
+			return workq.Throttle(50 * time.Millisecond)
+		}
+		return nil
+	}))
+	client, err := workq.NewClient(pool, workq.Config{Workers: workers,
+		Queues:            map[string]workq.QueueConfig{"calls": {MaxWorkers: 2}},
+		FetchPollInterval: 100 * time.Millisecond, Maintenance: workq.MaintenanceConfig{Disabled: true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := client.Enqueue(ctx, revSmallArgs{N: 1}, &workq.EnqueueOpts{Queue: "calls"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := client.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer client.Stop(context.Background())
+	for ran.Load() < 2 {
+		if ctx.Err() != nil {
+			t.Fatal("the throttled job did not run again")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	st, err := client.FlowStatus(ctx)
+	if err != nil || len(st.Queues) != 1 || !st.Queues[0].Auto {
+		t.Fatalf("after the throttle: %+v, %v (want the queue under flow control, auto)", st.Queues, err)
+	}
+	// The throttle and its adaptation are over (aged by an hour).
+	if _, err := pool.Exec(ctx, `update workq.flow_state set throttled_until = now() - interval '1 hour',
+		adapt_at = now() - interval '1 hour', log_at = '{}', log_n = '{}'`); err != nil {
+		t.Fatal(err)
+	}
+	// More work runs through the queue, so any claim-time tidy would run.
+	for i := range 5 {
+		if _, err := client.Enqueue(ctx, revSmallArgs{N: 2 + i}, &workq.EnqueueOpts{Queue: "calls"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for ran.Load() < 7 {
+		if ctx.Err() != nil {
+			t.Fatal("the later jobs did not run")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	end := time.Now().Add(5 * time.Second)
+	for {
+		st, err = client.FlowStatus(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(st.Queues) == 0 && len(st.Throttles) == 0 {
+			break
+		}
+		if time.Now().After(end) {
+			t.Fatalf("FINDING: the queue is still under flow control (%+v) with no rule, no pause, not fair and its throttle and adaptation over", st.Queues)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}

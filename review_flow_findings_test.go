@@ -228,3 +228,69 @@ func TestReviewFindingThrottledQueueNeverLeavesFlowControl(t *testing.T) {
 		time.Sleep(100 * time.Millisecond)
 	}
 }
+
+// FINDING 4 (low-medium): a lock-order inversion between a flow claim and
+// a throttle deadlocks (PostgreSQL aborts one after deadlock_timeout).
+// workq_flow_pick locks the queue's flow_queues row FOR UPDATE, then
+// upserts the flow_state rows of the keys it took (under a rate per key).
+// workq_flow_throttle inserts a key's flow_state row first (a new row: a
+// key throttled before its first flow-logged start, e.g. right after an
+// operator sets a rate per key because the service answers 429), whose
+// foreign-key check then takes KEY SHARE on that same flow_queues row.
+// The claim waits for the throttle's new row, the throttle for the
+// claim's row lock. The test plays the claim's two steps with the
+// migration's own functions on one connection and the throttle on
+// another. Proposed fix: workq_flow_throttle locks the flow_queues row
+// (FOR KEY SHARE or FOR UPDATE) before it inserts into flow_state.
+func TestReviewFindingThrottleDeadlocksWithFlowClaim(t *testing.T) {
+	pool := testdb.Pool(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	client, err := workq.NewClient(pool, workq.Config{Maintenance: workq.MaintenanceConfig{Disabled: true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := client.SetFlowLimit(ctx, workq.FlowLimit{Table: workq.TableJobRuns, Queue: "dl", PerKey: true, Rate: 10}); err != nil {
+		t.Fatal(err)
+	}
+	claim, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer claim.Rollback(context.Background())
+	// The flow claim's first step: its queue's row.
+	if _, err := claim.Exec(ctx, `select 1 from workq.flow_queues where work_table = 'job_runs' and queue = 'dl' for update`); err != nil {
+		t.Fatal(err)
+	}
+	thr := make(chan error, 1)
+	go func() {
+		_, err := pool.Exec(ctx, `select workq.workq_flow_throttle('job_runs', 'dl', '', 'tenant-1', 1000)`)
+		thr <- err
+	}()
+	// Wait until the throttle is blocked on a lock.
+	for {
+		var n int
+		if err := pool.QueryRow(ctx, `select count(*) from pg_stat_activity
+			where wait_event_type = 'Lock' and query like '%workq_flow_throttle%' and pid <> pg_backend_pid()`).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		if n > 0 {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatal("the throttle never waited")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	// The flow claim's last step: the start of the key it took.
+	_, claimErr := claim.Exec(ctx, `select workq.workq_flow_log('job_runs', 'dl', '', 'tenant-1', 1, clock_timestamp())`)
+	if claimErr == nil {
+		_ = claim.Commit(ctx)
+	} else {
+		_ = claim.Rollback(ctx)
+	}
+	thrErr := <-thr
+	if claimErr != nil || thrErr != nil {
+		t.Fatalf("FINDING: a flow claim and a throttle of a new key deadlock: claim: %v; throttle: %v", claimErr, thrErr)
+	}
+}

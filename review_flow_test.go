@@ -13,9 +13,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/workq/workq"
 	"github.com/workq/workq/internal/testdb"
 	"github.com/workq/workq/migrate"
+	"github.com/workq/workq/outbox"
 )
 
 type revTenantArgs struct {
@@ -535,5 +538,143 @@ func TestReviewFlowLimitEdges(t *testing.T) {
 	}
 	if st, err = client.FlowStatus(ctx); err != nil || len(st.Limits) != 1 || st.Limits[0].Rate != 1<<31-1 || st.Limits[0].Period != 24*time.Hour {
 		t.Fatalf("FlowStatus of the largest rule: %+v, %v", st.Limits, err)
+	}
+}
+
+// revMaxInWindow is the most start times (sorted) in any window of period.
+func revMaxInWindow(at []time.Time, period time.Duration) int {
+	most := 0
+	for i := range at {
+		n := 0
+		for j := i; j < len(at) && at[j].Sub(at[i]) < period; j++ {
+			n++
+		}
+		most = max(most, n)
+	}
+	return most
+}
+
+// revStarts reads the run archive's start times of the items ids.
+func revStarts(t *testing.T, ctx context.Context, pool interface {
+	Query(context.Context, string, ...any) (pgx.Rows, error)
+}, table string, ids []int64) []time.Time {
+	t.Helper()
+	rows, err := pool.Query(ctx, `select started_at from workq.runs where work_table = $1 and item_id = any($2) order by started_at`, table, ids)
+	if err != nil {
+		t.Fatal(err)
+	}
+	at, err := pgx.CollectRows(rows, pgx.RowTo[time.Time])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return at
+}
+
+// A rate per key with a backlog: each key runs close to its rate and never
+// above it in any sliding window of the run archive's started_at, and the
+// keys are counted apart (two keys together run at twice the rate).
+func TestReviewPerKeyRateFromArchive(t *testing.T) {
+	const (
+		rate   = 4
+		period = 400 * time.Millisecond
+		each   = 16
+	)
+	pool := testdb.Pool(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	var ran atomic.Int64
+	workers := workq.NewWorkers()
+	workq.AddWorker(workers, workq.WorkFunc(func(ctx context.Context, j *workq.Job[revTenantArgs]) error {
+		ran.Add(1)
+		return nil
+	}))
+	client, err := workq.NewClient(pool, workq.Config{Workers: workers,
+		Queues:            map[string]workq.QueueConfig{"tenants": {MaxWorkers: 8}},
+		FetchPollInterval: time.Hour, Maintenance: workq.MaintenanceConfig{Disabled: true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := client.SetFlowLimit(ctx, workq.FlowLimit{Table: workq.TableJobRuns, Queue: "tenants", PerKey: true, Rate: rate, Period: period}); err != nil {
+		t.Fatal(err)
+	}
+	ids := map[string][]int64{}
+	for _, tenant := range []string{"a", "b"} {
+		params := make([]workq.EnqueueParams, each)
+		for i := range params {
+			params[i] = workq.EnqueueParams{Args: revTenantArgs{Tenant: tenant, N: i}, Opts: &workq.EnqueueOpts{Queue: "tenants"}}
+		}
+		rs, err := client.EnqueueMany(ctx, params)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range rs {
+			ids[tenant] = append(ids[tenant], r.ID)
+		}
+	}
+	begin := time.Now()
+	revStart(t, ctx, client)
+	revWait(t, "every job ran", func() bool { return ran.Load() == 2*each })
+	took := time.Since(begin)
+	for tenant, ids := range ids {
+		var at []time.Time
+		revWait(t, "the archive has every attempt", func() bool { at = revStarts(t, ctx, pool, "job_runs", ids); return len(at) == each })
+		if n := revMaxInWindow(at, period); n > rate {
+			t.Errorf("key %s: %d starts in a window of %s, above its rate %d", tenant, n, period, rate)
+		}
+	}
+	// Serially the 16 of one key need at least 3 full windows; both keys
+	// together would need 7 if they shared one count.
+	if floor := 3 * period; took < floor {
+		t.Errorf("the run took %s, less than the rate allows (%s)", took, floor)
+	}
+	if took > 20*period {
+		t.Logf("slow: %s for what the rate allows in about %s (a loaded machine?)", took, 4*period)
+	}
+}
+
+// The outbox with a queue rate limit: the relay delivers at the rate,
+// never above it in any window of the archive.
+func TestReviewOutboxQueueRate(t *testing.T) {
+	const (
+		rate   = 5
+		period = 500 * time.Millisecond
+		n      = 20
+	)
+	pool := testdb.Pool(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	var got atomic.Int64
+	workers := workq.NewWorkers()
+	if err := workq.HandleOutbox(workers, "rev.out", func(ctx context.Context, m *workq.Message[revSmallArgs]) error {
+		got.Add(1)
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	client, err := workq.NewClient(pool, workq.Config{Workers: workers, FetchPollInterval: time.Hour,
+		Maintenance: workq.MaintenanceConfig{Disabled: true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := client.SetFlowLimit(ctx, workq.FlowLimit{Table: workq.TableOutbox, Queue: "default", Rate: rate, Period: period}); err != nil {
+		t.Fatal(err)
+	}
+	var ids []int64
+	for i := range n {
+		s, err := client.Send(ctx, outbox.Message{Topic: "rev.out", Payload: revSmallArgs{N: i}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, s.ID)
+	}
+	revStart(t, ctx, client)
+	revWait(t, "every message was delivered", func() bool { return got.Load() >= n })
+	var at []time.Time
+	revWait(t, "the archive has every attempt", func() bool { at = revStarts(t, ctx, pool, "outbox", ids); return len(at) == n })
+	if m := revMaxInWindow(at, period); m > rate {
+		t.Fatalf("%d outbox deliveries in a window of %s, above the rate %d", m, period, rate)
+	}
+	if span := at[len(at)-1].Sub(at[0]); span < 3*period {
+		t.Fatalf("%d deliveries in %s: faster than %d per %s", n, span, rate, period)
 	}
 }

@@ -6,6 +6,7 @@ package workq_test
 
 import (
 	"context"
+	"fmt"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -292,5 +293,66 @@ func TestReviewFindingThrottleDeadlocksWithFlowClaim(t *testing.T) {
 	thrErr := <-thr
 	if claimErr != nil || thrErr != nil {
 		t.Fatalf("FINDING: a flow claim and a throttle of a new key deadlock: claim: %v; throttle: %v", claimErr, thrErr)
+	}
+}
+
+// FINDING 5 (medium): the fair walk over keys visits keys that have no
+// READY job. workq_flow_pick's skip scan takes "the keys with ready rows"
+// as min(limit_key) over status = 0 rows, without run_at <= now() (nor the
+// paused kinds): a key whose only jobs are scheduled for later (every
+// tenant's nightly report, say) takes one of the claim's at most `want`
+// key slots. A claim of 5 slots walks 5 such keys, takes nothing, is
+// "limited" and claims again 50 ms later (flowRepoll): with 2,000 tenants
+// scheduled for tomorrow, a ready job of another tenant waits about
+// 2000/5 × 50 ms = 20 s, and the queue's claimers run 20 skip scans a
+// second meanwhile. A queue that is not fair takes it at once.
+func TestReviewFindingScheduledKeysDelayReadyKey(t *testing.T) {
+	pool := testdb.Pool(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	ready := make(chan time.Time, 1)
+	workers := workq.NewWorkers()
+	workq.AddWorker(workers, workq.WorkFunc(func(ctx context.Context, j *workq.Job[revBigArgs]) error {
+		select {
+		case ready <- time.Now():
+		default:
+		}
+		return nil
+	}))
+	workq.AddWorker(workers, workq.WorkFunc(func(ctx context.Context, j *workq.Job[revSmallArgs]) error { return nil }))
+	client, err := workq.NewClient(pool, workq.Config{Workers: workers,
+		Queues:            map[string]workq.QueueConfig{"tenants": {MaxWorkers: 5}},
+		FetchPollInterval: 100 * time.Millisecond, Maintenance: workq.MaintenanceConfig{Disabled: true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := client.SetFlowLimit(ctx, workq.FlowLimit{Table: workq.TableJobRuns, Queue: "tenants", PerKey: true, Concurrency: 1}); err != nil {
+		t.Fatal(err)
+	}
+	tomorrow := time.Now().Add(24 * time.Hour)
+	params := make([]workq.EnqueueParams, 2000)
+	for i := range params {
+		params[i] = workq.EnqueueParams{Args: revSmallArgs{N: i},
+			Opts: &workq.EnqueueOpts{Queue: "tenants", LimitKey: fmt.Sprintf("tenant-%04d", i), RunAt: tomorrow}}
+	}
+	if _, err := client.EnqueueMany(ctx, params); err != nil {
+		t.Fatal(err)
+	}
+	if err := client.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer client.Stop(context.Background())
+	time.Sleep(200 * time.Millisecond) // the claimers are on the flow path
+	at := time.Now()
+	if _, err := client.Enqueue(ctx, revBigArgs{}, &workq.EnqueueOpts{Queue: "tenants", LimitKey: "tenant-zzzz"}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case s := <-ready:
+		if d := s.Sub(at); d > 5*time.Second {
+			t.Fatalf("FINDING: a ready job waited %s behind 2,000 keys that have only jobs scheduled for tomorrow", d)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatalf("FINDING: a ready job did not start in 30s behind 2,000 keys that have only jobs scheduled for tomorrow")
 	}
 }

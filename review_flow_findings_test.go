@@ -356,3 +356,63 @@ func TestReviewFindingScheduledKeysDelayReadyKey(t *testing.T) {
 		t.Fatalf("FINDING: a ready job did not start in 30s behind 2,000 keys that have only jobs scheduled for tomorrow")
 	}
 }
+
+// FINDING 1b (high, same root as FINDING 1): on a queue with NO rule at
+// all, one tenant's Throttle stops the queue's jobs without a key for as
+// long as the throttle and the adaptation after it last. The throttle
+// sends the queue down the keyed flow path (a key throttled or adapting),
+// and its keyless share reads only the head of the queue, which is the
+// throttled tenant's backlog. concepts.md promises the throttle holds back
+// "the same limit key" only.
+func TestReviewFindingTenantThrottleStopsKeylessJobs(t *testing.T) {
+	pool := testdb.Pool(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	keylessRan := make(chan struct{})
+	workers := workq.NewWorkers()
+	workq.AddWorker(workers, workq.WorkFunc(func(ctx context.Context, j *workq.Job[revBigArgs]) error {
+		return workq.Throttle(30 * time.Second) // the tenant's API answers 429
+	}))
+	workq.AddWorker(workers, workq.WorkFunc(func(ctx context.Context, j *workq.Job[revSmallArgs]) error {
+		close(keylessRan)
+		return nil
+	}))
+	client, err := workq.NewClient(pool, workq.Config{Workers: workers,
+		Queues:            map[string]workq.QueueConfig{"calls": {MaxWorkers: 5}},
+		FetchPollInterval: 100 * time.Millisecond, Maintenance: workq.MaintenanceConfig{Disabled: true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	params := make([]workq.EnqueueParams, 400)
+	for i := range params {
+		params[i] = workq.EnqueueParams{Args: revBigArgs{N: i}, Opts: &workq.EnqueueOpts{Queue: "calls", LimitKey: "big-tenant"}}
+	}
+	if _, err := client.EnqueueMany(ctx, params); err != nil {
+		t.Fatal(err)
+	}
+	if err := client.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer client.Stop(context.Background())
+	for {
+		st, err := client.FlowStatus(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(st.Throttles) > 0 {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatal("the tenant was never throttled")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if _, err := client.Enqueue(ctx, revSmallArgs{}, &workq.EnqueueOpts{Queue: "calls"}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-keylessRan:
+	case <-time.After(10 * time.Second):
+		t.Fatal("FINDING: a job without a limit key did not start in 10s while one tenant was throttled (its backlog fills the head the keyless share reads)")
+	}
+}

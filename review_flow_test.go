@@ -678,3 +678,68 @@ func TestReviewOutboxQueueRate(t *testing.T) {
 		t.Fatalf("%d deliveries in %s: faster than %d per %s", n, span, rate, period)
 	}
 }
+
+// Two Clients (two processes) claim one queue with a rule per key and a
+// rule per kind at once: the flow claims take turns, so neither limit is
+// ever exceeded across them (seen in the handlers of both).
+func TestReviewTwoClientsShareLimits(t *testing.T) {
+	pool := testdb.Pool(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	g := newTenantGauge()
+	var bigNow, bigMax atomic.Int64
+	var bigDone atomic.Int64
+	newClient := func() *workq.Client {
+		workers := workq.NewWorkers()
+		workq.AddWorker(workers, workq.WorkFunc(func(ctx context.Context, j *workq.Job[revTenantArgs]) error {
+			g.enter(j.LimitKey)
+			defer g.leave(j.LimitKey)
+			time.Sleep(5 * time.Millisecond)
+			return nil
+		}))
+		workq.AddWorker(workers, workq.WorkFunc(func(ctx context.Context, j *workq.Job[revBigArgs]) error {
+			n := bigNow.Add(1)
+			for m := bigMax.Load(); n > m && !bigMax.CompareAndSwap(m, n); m = bigMax.Load() {
+			}
+			time.Sleep(5 * time.Millisecond)
+			bigNow.Add(-1)
+			bigDone.Add(1)
+			return nil
+		}))
+		c, err := workq.NewClient(pool, workq.Config{Workers: workers,
+			Queues:            map[string]workq.QueueConfig{"shared": {MaxWorkers: 6}},
+			FetchPollInterval: 100 * time.Millisecond, Maintenance: workq.MaintenanceConfig{Disabled: true}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	a, b := newClient(), newClient()
+	if err := a.SetFlowLimit(ctx, workq.FlowLimit{Table: workq.TableJobRuns, Queue: "shared", PerKey: true, Concurrency: 2}); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.SetFlowLimit(ctx, workq.FlowLimit{Table: workq.TableJobRuns, Queue: "shared", Kind: "rev.big", Concurrency: 3}); err != nil {
+		t.Fatal(err)
+	}
+	var params []workq.EnqueueParams
+	for i := range 40 {
+		for k := range 4 {
+			params = append(params, workq.EnqueueParams{Args: revTenantArgs{Tenant: fmt.Sprintf("t%d", k), N: i}, Opts: &workq.EnqueueOpts{Queue: "shared"}})
+		}
+		params = append(params, workq.EnqueueParams{Args: revBigArgs{N: i}, Opts: &workq.EnqueueOpts{Queue: "shared"}})
+	}
+	if _, err := a.EnqueueMany(ctx, params); err != nil {
+		t.Fatal(err)
+	}
+	revStart(t, ctx, a)
+	revStart(t, ctx, b)
+	revWait(t, "every job ran", func() bool { return g.doneCount() == 160 && bigDone.Load() == 40 })
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.maxOne > 2 {
+		t.Errorf("%d jobs of one key at once over two Clients, limit 2", g.maxOne)
+	}
+	if m := bigMax.Load(); m > 3 {
+		t.Errorf("%d jobs of kind rev.big at once over two Clients, limit 3", m)
+	}
+}

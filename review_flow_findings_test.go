@@ -416,3 +416,76 @@ func TestReviewFindingTenantThrottleStopsKeylessJobs(t *testing.T) {
 		t.Fatal("FINDING: a job without a limit key did not start in 10s while one tenant was throttled (its backlog fills the head the keyless share reads)")
 	}
 }
+
+// FINDING 6 (medium): a rule set while another rule of its queue is being
+// removed can be lost after SetFlowLimit returned nil. RemoveFlowLimit's
+// tidy (FlowTidy: delete the flow_queues row when "no rule, no pause, not
+// fair" is left) reads flow_limits with its statement's snapshot; when it
+// waits for the row lock of a concurrent SetFlowLimit (FlowQueueEnsure's
+// upsert) and then re-checks the row, the new rule is not in that snapshot,
+// so it deletes the queue's row and the cascade deletes the rule just
+// committed. The test holds SetFlowLimit's two statements (as
+// lease.SetFlowRule runs them) in an open transaction, removes the queue's
+// other rule through the Client, then commits. The same holds for a kind
+// paused (FlowKindPause) or fairness set meanwhile. Proposed fix: the tidy
+// first locks the flow_queues row (select ... for update) in its own
+// statement, then runs the delete (a new snapshot sees the committed rule).
+func TestReviewFindingConcurrentSetLostToRemove(t *testing.T) {
+	pool := testdb.Pool(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	client, err := workq.NewClient(pool, workq.Config{Maintenance: workq.MaintenanceConfig{Disabled: true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := workq.FlowLimit{Table: workq.TableJobRuns, Queue: "race", Kind: "old.kind", Concurrency: 1}
+	if err := client.SetFlowLimit(ctx, old); err != nil {
+		t.Fatal(err)
+	}
+	set, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer set.Rollback(context.Background())
+	// SetFlowLimit of rule new.kind: FlowQueueEnsure, then FlowLimitSet.
+	if _, err := set.Exec(ctx, `insert into workq.flow_queues (work_table, queue) values ('job_runs', 'race')
+		on conflict (work_table, queue) do update set auto = false, updated_at = now()`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := set.Exec(ctx, `insert into workq.flow_limits (work_table, queue, kind, per_key, concurrency, period_ms)
+		values ('job_runs', 'race', 'new.kind', false, 5, 1000)`); err != nil {
+		t.Fatal(err)
+	}
+	removed := make(chan error, 1)
+	go func() {
+		_, err := client.RemoveFlowLimit(ctx, old)
+		removed <- err
+	}()
+	for { // until the removal's tidy waits for the set's row lock
+		var n int
+		if err := pool.QueryRow(ctx, `select count(*) from pg_stat_activity
+			where wait_event_type = 'Lock' and query like '%delete from workq.flow_queues%' and pid <> pg_backend_pid()`).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		if n > 0 {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatal("the removal never waited for the set")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if err := set.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-removed; err != nil {
+		t.Fatal(err)
+	}
+	st, err := client.FlowStatus(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(st.Limits) != 1 || st.Limits[0].Kind != "new.kind" {
+		t.Fatalf("FINDING: the rule of new.kind, committed while old.kind's was removed, is gone: limits %+v, queues %+v", st.Limits, st.Queues)
+	}
+}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/workq/workq"
 	"github.com/workq/workq/internal/testdb"
+	"github.com/workq/workq/internal/testutil"
 )
 
 type revBigArgs struct {
@@ -488,4 +489,33 @@ func TestReviewFindingConcurrentSetLostToRemove(t *testing.T) {
 	if len(st.Limits) != 1 || st.Limits[0].Kind != "new.kind" {
 		t.Fatalf("FINDING: the rule of new.kind, committed while old.kind's was removed, is gone: limits %+v, queues %+v", st.Limits, st.Queues)
 	}
+}
+
+// FINDING 7 (medium): flow limits declared in code (Config.FlowLimits)
+// make a sharded Client's Start fail when one shard is down, though Start
+// otherwise goes on without it (TestShardedDownShardDoesNotStopTheOthers):
+// applyFlowLimits returns the shard's error. And a shard that was down at
+// Start never gets the declared rules when it comes back (they are set at
+// Start only). Start blocks until its context ends (here 20 s), then
+// fails. Proposed: at Start, set them on the shards that answer,
+// log the others, and set them on a shard when it comes back (where the
+// Client already notices it: schemaBack / the outage log).
+func TestReviewFindingDeclaredLimitsStopShardedStart(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	downPool, px := testutil.ProxiedPool(t, testdb.URL(t))
+	workers := workq.NewWorkers()
+	workq.AddWorker(workers, workq.WorkFunc(func(ctx context.Context, j *workq.Job[revSmallArgs]) error { return nil }))
+	client, err := workq.NewShardedClient([]workq.Shard{{Name: "up", Pool: testdb.Pool(t)}, {Name: "down", Pool: downPool}},
+		workq.Config{Workers: workers, MaxWorkers: 4, FetchPollInterval: 50 * time.Millisecond, LeaseTTL: 2 * time.Second,
+			FlowLimits:  []workq.FlowLimit{{Table: workq.TableJobRuns, Queue: "default", PerKey: true, Concurrency: 1}},
+			Maintenance: workq.MaintenanceConfig{LeaderTTL: time.Second}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	px.Cut()
+	if err := client.Start(ctx); err != nil {
+		t.Fatalf("FINDING: Start of a sharded Client with one shard down fails because of its declared flow limits: %v", err)
+	}
+	defer client.Stop(context.Background())
 }

@@ -153,7 +153,7 @@ func TestReviewFindingFairQueuePausedKindStopsOtherKinds(t *testing.T) {
 	}
 }
 
-// FINDING 3 (medium): a queue put under flow control by a handler's
+// FINDING 5 (medium): a queue put under flow control by a handler's
 // Throttle alone never leaves it. flow_queues.auto is documented "made by
 // a throttle alone, removed when the adaptation ends" and concepts.md says
 // "a queue with nothing left under flow control (no rule, not fair, no
@@ -231,7 +231,7 @@ func TestReviewFindingThrottledQueueNeverLeavesFlowControl(t *testing.T) {
 	}
 }
 
-// FINDING 4 (low-medium): a lock-order inversion between a flow claim and
+// FINDING 6 (low-medium): a lock-order inversion between a flow claim and
 // a throttle deadlocks (PostgreSQL aborts one after deadlock_timeout).
 // workq_flow_pick locks the queue's flow_queues row FOR UPDATE, then
 // upserts the flow_state rows of the keys it took (under a rate per key).
@@ -297,7 +297,7 @@ func TestReviewFindingThrottleDeadlocksWithFlowClaim(t *testing.T) {
 	}
 }
 
-// FINDING 5 (medium): the fair walk over keys visits keys that have no
+// FINDING 3 (medium): the fair walk over keys visits keys that have no
 // READY job. workq_flow_pick's skip scan takes "the keys with ready rows"
 // as min(limit_key) over status = 0 rows, without run_at <= now() (nor the
 // paused kinds): a key whose only jobs are scheduled for later (every
@@ -418,7 +418,7 @@ func TestReviewFindingTenantThrottleStopsKeylessJobs(t *testing.T) {
 	}
 }
 
-// FINDING 6 (medium): a rule set while another rule of its queue is being
+// FINDING 4 (medium): a rule set while another rule of its queue is being
 // removed can be lost after SetFlowLimit returned nil. RemoveFlowLimit's
 // tidy (FlowTidy: delete the flow_queues row when "no rule, no pause, not
 // fair" is left) reads flow_limits with its statement's snapshot; when it

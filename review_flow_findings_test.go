@@ -519,3 +519,75 @@ func TestReviewFindingDeclaredLimitsStopShardedStart(t *testing.T) {
 	}
 	defer client.Stop(context.Background())
 }
+
+// FINDING 3b (medium): an idle queue under flow control polls the
+// database every 50 ms (flowRepoll) instead of every FetchPollInterval,
+// for as long as the setting lasts. workq_flow_pick answers "limited"
+// whenever it took fewer than it asked for AND (v_left < want, or a kind
+// is blocked, or keys were visited), whether or not a limit held back a
+// ready row, and the producer then re-claims after 50 ms. So each of
+// these idle queues re-claims 20 times a second, per queue and process:
+// a fair queue whose only job is scheduled for tomorrow; a queue with a
+// paused kind (no job of it, or none at all); a queue whose rate (3/s)
+// is below its MaxWorkers (10). Measured (FetchPollInterval 2 s, 4 s
+// idle): control 13 to 17 transactions, each of the three about 90.
+// Proposed: "limited" only when a limit held back a READY row (a key with
+// room 0 that has a ready row, a blocked kind with a ready row, a budget
+// below the ready rows), else sleep until the poll or a NOTIFY.
+func TestReviewFindingIdleFlowQueuePollsEvery50ms(t *testing.T) {
+	setups := []struct {
+		name string
+		set  func(ctx context.Context, c *workq.Client) error
+	}{
+		{"control: no flow control", func(ctx context.Context, c *workq.Client) error { return nil }},
+		{"fair, one job scheduled tomorrow", func(ctx context.Context, c *workq.Client) error {
+			if err := c.SetFairness(ctx, workq.QueueRef{Table: workq.TableJobRuns, Queue: "default"}, true); err != nil {
+				return err
+			}
+			_, err := c.Enqueue(ctx, revSmallArgs{}, &workq.EnqueueOpts{LimitKey: "t1", RunAt: time.Now().Add(24 * time.Hour)})
+			return err
+		}},
+		{"a paused kind, no jobs", func(ctx context.Context, c *workq.Client) error {
+			_, err := c.PauseKind(ctx, workq.KindRef{Table: workq.TableJobRuns, Queue: "default", Kind: "rev.small"}, &workq.ActionOpts{Actor: "review"})
+			return err
+		}},
+		{"rate 3/s below MaxWorkers 10, no jobs", func(ctx context.Context, c *workq.Client) error {
+			return c.SetFlowLimit(ctx, workq.FlowLimit{Table: workq.TableJobRuns, Queue: "default", Rate: 3})
+		}},
+	}
+	count := make([]int64, len(setups))
+	for i, su := range setups {
+		pool := testdb.Pool(t)
+		ctx := context.Background()
+		workers := workq.NewWorkers()
+		workq.AddWorker(workers, workq.WorkFunc(func(ctx context.Context, j *workq.Job[revSmallArgs]) error { return nil }))
+		client, err := workq.NewClient(pool, workq.Config{Workers: workers, MaxWorkers: 10, FetchPollInterval: 2 * time.Second,
+			Maintenance: workq.MaintenanceConfig{Disabled: true}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := su.set(ctx, client); err != nil {
+			t.Fatal(err)
+		}
+		if err := client.Start(ctx); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(time.Second)
+		read := func() (n int64) {
+			if err := pool.QueryRow(ctx, `select xact_commit + xact_rollback from pg_stat_database where datname = current_database()`).Scan(&n); err != nil {
+				t.Fatal(err)
+			}
+			return n
+		}
+		a := read()
+		time.Sleep(4 * time.Second)
+		count[i] = read() - a
+		client.Stop(ctx)
+		t.Logf("%s: %d transactions in 4 s idle", su.name, count[i])
+	}
+	for i, su := range setups[1:] {
+		if n := count[i+1]; n > 2*count[0]+10 {
+			t.Errorf("FINDING: idle queue (%s) ran %d transactions in 4 s, %d without flow control: it re-claims every 50 ms", su.name, n, count[0])
+		}
+	}
+}

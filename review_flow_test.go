@@ -16,8 +16,10 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/workq/workq"
+	"github.com/workq/workq/inbox"
 	"github.com/workq/workq/internal/testdb"
 	"github.com/workq/workq/migrate"
+	"github.com/workq/workq/timers"
 	"github.com/workq/workq/outbox"
 )
 
@@ -742,4 +744,71 @@ func TestReviewTwoClientsShareLimits(t *testing.T) {
 	if m := bigMax.Load(); m > 3 {
 		t.Errorf("%d jobs of kind rev.big at once over two Clients, limit 3", m)
 	}
+}
+
+// Kinds of the other tables: the inbox's is the source (a paused source
+// holds only its messages; the handler is chosen by topic), the timers'
+// the topic (a topic at concurrency 1 runs one timer at a time).
+func TestReviewInboxSourceAndTimerTopic(t *testing.T) {
+	pool := testdb.Pool(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	var crm, shop, timerNow, timerMax, timerDone atomic.Int64
+	workers := workq.NewWorkers()
+	if err := workq.HandleInbox(workers, "rev.in", func(ctx context.Context, m *workq.Message[revSmallArgs]) error {
+		if m.Payload.N < 100 {
+			crm.Add(1)
+		} else {
+			shop.Add(1)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := workq.HandleTimer(workers, "rev.timer", func(ctx context.Context, m *workq.Message[revSmallArgs]) error {
+		n := timerNow.Add(1)
+		for mx := timerMax.Load(); n > mx && !timerMax.CompareAndSwap(mx, n); mx = timerMax.Load() {
+		}
+		time.Sleep(10 * time.Millisecond)
+		timerNow.Add(-1)
+		timerDone.Add(1)
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	client, err := workq.NewClient(pool, workq.Config{Workers: workers, MaxWorkers: 4, FetchPollInterval: 100 * time.Millisecond,
+		FlowLimits:  []workq.FlowLimit{{Table: workq.TableTimers, Queue: "default", Kind: "rev.timer", Concurrency: 1}},
+		Maintenance: workq.MaintenanceConfig{Disabled: true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := workq.KindRef{Table: workq.TableInbox, Queue: "default", Kind: "crm"}
+	if _, err := client.PauseKind(ctx, src, &workq.ActionOpts{Actor: "review"}); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 5 {
+		if _, err := client.Receive(ctx, inbox.Message{Source: "crm", MessageID: fmt.Sprint("c", i), Topic: "rev.in", Payload: revSmallArgs{N: i}}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := client.Receive(ctx, inbox.Message{Source: "shop", MessageID: fmt.Sprint("s", i), Topic: "rev.in", Payload: revSmallArgs{N: 100 + i}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range 8 {
+		if _, err := client.ScheduleTimer(ctx, timers.Timer{Topic: "rev.timer", DueTime: time.Now().Add(-time.Second), Payload: revSmallArgs{N: i}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	revStart(t, ctx, client)
+	revWait(t, "the shop's messages and the timers ran", func() bool { return shop.Load() == 5 && timerDone.Load() == 8 })
+	if n := crm.Load(); n != 0 {
+		t.Fatalf("%d messages of the paused source crm ran", n)
+	}
+	if m := timerMax.Load(); m != 1 {
+		t.Fatalf("%d timers of topic rev.timer at once under concurrency 1", m)
+	}
+	if _, err := client.ResumeKind(ctx, src); err != nil {
+		t.Fatal(err)
+	}
+	revWait(t, "the crm's messages ran after the resume", func() bool { return crm.Load() == 5 })
 }

@@ -117,7 +117,7 @@ func TestReviewPerTenantConcurrencyOne(t *testing.T) {
 		}
 		g.enter(j.LimitKey)
 		defer g.leave(j.LimitKey)
-		time.Sleep(30 * time.Millisecond)
+		time.Sleep(100 * time.Millisecond) // long enough for the tenants' jobs to overlap at load
 		return nil
 	}))
 	client, err := workq.NewClient(pool, workq.Config{Workers: workers,

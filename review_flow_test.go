@@ -19,8 +19,8 @@ import (
 	"github.com/workq/workq/inbox"
 	"github.com/workq/workq/internal/testdb"
 	"github.com/workq/workq/migrate"
-	"github.com/workq/workq/timers"
 	"github.com/workq/workq/outbox"
+	"github.com/workq/workq/timers"
 )
 
 type revTenantArgs struct {

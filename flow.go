@@ -451,12 +451,47 @@ func validateFlowLimits(ls []FlowLimit) error {
 }
 
 // applyFlowLimits sets the flow limits declared in code on every shard, at
-// Start.
+// Start. A Client of one database fails Start when it cannot; a sharded
+// Client starts with a shard down (as it does for everything else), sets
+// the limits on the shards that answer within declaredLimitsWait and logs
+// the others, which get them at a later Start (or with workq flow set).
 func (c *Client) applyFlowLimits(ctx context.Context) error {
-	for _, l := range c.flow {
-		if err := c.SetFlowLimit(ctx, l); err != nil {
-			return fmt.Errorf("workq: start: declared flow limit %s: %w", l, err)
+	if len(c.flow) == 0 {
+		return nil
+	}
+	if c.set == nil {
+		for _, l := range c.flow {
+			if err := c.SetFlowLimit(ctx, l); err != nil {
+				return fmt.Errorf("workq: start: declared flow limit %s: %w", l, err)
+			}
+		}
+		return nil
+	}
+	shards, _ := c.shardsOf("")
+	answers := shardlist.Each(ctx, shards, declaredLimitsWait, func(ctx context.Context, sh shardlist.Shard) (struct{}, error) {
+		for _, l := range c.flow {
+			r := l.rule()
+			if !l.PerKey {
+				r.Rate, r.Concurrency = split(r.Rate, len(shards)), split(r.Concurrency, len(shards))
+			}
+			if err := lease.SetFlowRule(ctx, sh.DB, r); err != nil {
+				return struct{}{}, fmt.Errorf("declared flow limit %s: %w", l, err)
+			}
+		}
+		return struct{}{}, nil
+	})
+	for _, a := range answers {
+		if a.Err != nil {
+			if errors.Is(a.Err, ErrInvalid) {
+				return fmt.Errorf("workq: start: shard %s: %w", a.Shard, a.Err)
+			}
+			c.log.Warn("workq: declared flow limits not set on a shard that did not answer; they are set at a later Start",
+				"shard", a.Shard, "err", a.Err)
 		}
 	}
 	return nil
 }
+
+// declaredLimitsWait bounds how long a sharded Client's Start waits for a
+// shard to take its declared flow limits.
+const declaredLimitsWait = 5 * time.Second

@@ -29,6 +29,11 @@ create table workq.flow_queues (
     queue      workq.workq_name not null,
     fair       boolean not null default false,
     auto       boolean not null default false,
+    -- Where a keyed claim's scan for jobs without a key stopped (claim
+    -- order; null: from the head), so that it goes on from there.
+    keyless_priority smallint,
+    keyless_run_at   timestamptz,
+    keyless_id       bigint,
     updated_at timestamptz not null default now(),
     primary key (work_table, queue)
 );
@@ -322,6 +327,93 @@ end
 $$;
 -- +goose StatementEnd
 
+-- workq_flow_ready: whether a queue has a due ready row that a claim did
+-- not take (p_ids) and that is not of a paused kind: a claim that took
+-- less than it could was then held back by a limit (or by rows another
+-- claimer holds), and its claimer claims again soon rather than at its
+-- next poll.
+-- +goose StatementBegin
+create function workq.workq_flow_ready(p_table text, p_queue text, p_ids bigint[], p_paused text[])
+returns boolean
+language plpgsql volatile
+as $$
+declare
+    v boolean;
+begin
+    execute format('select exists (select 1 from workq.%I where queue = $1 and status = 0 and run_at <= now()
+                      and not (id = any($2)) and not (%I = any($3)))', p_table, workq.workq_flow_kind_column(p_table))
+    into v using p_queue, p_ids, p_paused;
+    return v;
+end
+$$;
+-- +goose StatementEnd
+
+-- workq_flow_keyless: the due job runs without a limit key among the next
+-- p_cap ready rows of a keyed queue in claim order, from where the
+-- queue's last such scan stopped (flow_queues.keyless_*, which it moves on,
+-- wrapping to the head when it reaches the end). Jobs without a key have
+-- no index of their own (one would cost every queue, keyed or not), so a
+-- keyed claim reads the main claim index a bounded stretch at a time: a
+-- keyless job behind any backlog of keyed ones is found within
+-- backlog / p_cap claims, and a claim never reads more than p_cap rows
+-- for them. The caller holds the queue's flow_queues row.
+-- +goose StatementBegin
+create function workq.workq_flow_keyless(p_queue text, p_cap integer)
+returns table (id bigint, kind text)
+language plpgsql volatile
+as $$
+declare
+    v_p  smallint;
+    v_r  timestamptz;
+    v_i  bigint;
+    v_n  integer := 0;
+    v_lp smallint;
+    v_lr timestamptz;
+    v_li bigint;
+    c    record;
+begin
+    select q.keyless_priority, q.keyless_run_at, q.keyless_id into v_p, v_r, v_i
+    from workq.flow_queues q where q.work_table = 'job_runs' and q.queue = p_queue;
+    if v_p is null then
+        v_p := 32767;
+        v_r := '-infinity';
+        v_i := 0;
+    end if;
+    for c in
+        select s.id, s.kind, s.limit_key, s.priority, s.run_at from (
+            (select j.id, j.kind::text as kind, j.limit_key, j.priority, j.run_at from workq.job_runs j
+             where j.queue = p_queue and j.status = 0 and j.priority = v_p and (j.run_at, j.id) > (v_r, v_i)
+             order by j.priority desc, j.run_at, j.id limit p_cap)
+            union all
+            (select j.id, j.kind::text, j.limit_key, j.priority, j.run_at from workq.job_runs j
+             where j.queue = p_queue and j.status = 0 and j.priority < v_p
+             order by j.priority desc, j.run_at, j.id limit p_cap)
+        ) s
+        order by s.priority desc, s.run_at, s.id
+        limit p_cap
+    loop
+        v_n := v_n + 1;
+        v_lp := c.priority;
+        v_lr := c.run_at;
+        v_li := c.id;
+        if c.limit_key is null and c.run_at <= now() then
+            id := c.id;
+            kind := c.kind;
+            return next;
+        end if;
+    end loop;
+    if v_n < p_cap then
+        -- the end: the next scan starts at the head
+        v_lp := null;
+        v_lr := null;
+        v_li := null;
+    end if;
+    update workq.flow_queues q set keyless_priority = v_lp, keyless_run_at = v_lr, keyless_id = v_li
+    where q.work_table = 'job_runs' and q.queue = p_queue;
+end
+$$;
+-- +goose StatementEnd
+
 -- workq_flow_pick: the flow claim of job runs, inbox messages and timers.
 -- It locks the queue's flow_queues row (null: the queue is not under flow
 -- control, claim on the fast path), takes the queue's pause and W into
@@ -343,6 +435,8 @@ declare
     v_kcol     text := workq.workq_flow_kind_column(p_table);
     v_order    text := case p_table when 'job_runs' then 'priority desc, run_at, id' else 'run_at, id' end;
     v_fair     boolean;
+    v_auto     boolean;
+    v_budget   integer;
     v_left     integer;
     v_n        integer;
     v_blocked  text[] := '{}';
@@ -358,20 +452,35 @@ declare
     v_kconc    integer;
     v_quota    integer;
     v_key      text;
+    v_last     text;
+    v_end      boolean;
     v_ids      bigint[] := '{}';
     v_at       timestamptz;
     r          record;
 begin
-    select q.fair into v_fair from workq.flow_queues q
+    select q.fair, q.auto into v_fair, v_auto from workq.flow_queues q
     where q.work_table = p_table and q.queue = p_queue
     for update;
     if not found then
         return null;
     end if;
-    v_left := least(workq.workq_queue_budget(p_table, p_queue, p_want),
-                    coalesce(workq.workq_flow_left(p_table, p_queue, '', ''), 2147483647));
+    if v_auto and not v_fair
+       and not exists (select 1 from workq.flow_limits l where l.work_table = p_table and l.queue = p_queue)
+       and not exists (select 1 from workq.flow_kind_pauses p where p.work_table = p_table and p.queue = p_queue)
+       and not exists (select 1 from workq.flow_state s where s.work_table = p_table and s.queue = p_queue
+                       and (s.throttled_until > now() or workq.workq_flow_rate(s) is not null)) then
+        -- A throttle alone put the queue under flow control, and it and its
+        -- adaptation are over: back to the fast claim (the caller commits).
+        delete from workq.flow_queues q where q.work_table = p_table and q.queue = p_queue;
+        return jsonb_build_object('off', true);
+    end if;
+    v_budget := workq.workq_queue_budget(p_table, p_queue, p_want);
+    v_left := least(v_budget, coalesce(workq.workq_flow_left(p_table, p_queue, '', ''), 2147483647));
     if v_left <= 0 then
-        return jsonb_build_object('ids', '[]'::jsonb, 'after', p_after_key, 'limited', true,
+        -- limited only when flow control (not the queue's pause or W) held
+        -- ready work back: a claimer then claims again when it may
+        return jsonb_build_object('ids', '[]'::jsonb, 'after', p_after_key,
+                                  'limited', v_budget > 0 and workq.workq_flow_ready(p_table, p_queue, '{}', '{}'),
                                   'wait_ms', workq.workq_flow_wait_ms(p_table, p_queue));
     end if;
 
@@ -419,34 +528,56 @@ begin
             exit when cardinality(v_ids) >= v_left;
         end loop;
     else
-        -- The keys with ready rows, from after p_after_key, wrapping around
-        -- (a skip scan of job_runs_key_claim): at most one per start the
-        -- claim may make, and at most 1000.
+        -- The keys with due jobs, from after p_after_key, wrapping around (a
+        -- skip scan of job_runs_key_claim): at most one per start the claim
+        -- may make, and at most 1000. A key whose jobs are all due later is
+        -- passed over; at most 4 x that many + 64 keys are looked at, and
+        -- the next claim goes on after the last one looked at.
         v_key := coalesce(p_after_key, '');
         v_n := least(v_left, 1000);
-        v_keys := array(
-            with recursive w(k, n) as (
-                select (select min(j.limit_key) from workq.job_runs j
-                        where j.queue = p_queue and j.status = 0 and j.limit_key is not null and j.limit_key > v_key), 1
+        with recursive w(k, n, d, due) as (
+            select m.k, 1, (m.due)::int, m.due from (
+                select f.k, f.k is not null and exists (
+                    select 1 from workq.job_runs j where j.queue = p_queue and j.status = 0 and j.limit_key = f.k and j.run_at <= now()) as due
+                from (select min(j.limit_key) as k from workq.job_runs j
+                      where j.queue = p_queue and j.status = 0 and j.limit_key is not null and j.limit_key > v_key) f) m
+            union all
+            select m.k, w.n + 1, w.d + (m.due)::int, m.due from w cross join lateral (
+                select f.k, f.k is not null and exists (
+                    select 1 from workq.job_runs j where j.queue = p_queue and j.status = 0 and j.limit_key = f.k and j.run_at <= now()) as due
+                from (select min(j.limit_key) as k from workq.job_runs j
+                      where j.queue = p_queue and j.status = 0 and j.limit_key is not null and j.limit_key > w.k) f) m
+            where w.k is not null and w.n < 4 * v_n + 64 and w.d < v_n
+        )
+        select coalesce(array_agg(w.k order by w.n) filter (where w.due), '{}'),
+               (array_agg(w.k order by w.n desc) filter (where w.k is not null))[1],
+               count(*) filter (where w.k is null) > 0
+        into v_keys, v_last, v_end
+        from w;
+        if v_end and v_key <> '' and cardinality(v_keys) < v_n then
+            -- wrapped: from the first key up to p_after_key
+            with recursive w(k, n, d, due) as (
+                select m.k, 1, (m.due)::int, m.due from (
+                    select f.k, f.k is not null and f.k <= v_key and exists (
+                        select 1 from workq.job_runs j where j.queue = p_queue and j.status = 0 and j.limit_key = f.k and j.run_at <= now()) as due
+                    from (select min(j.limit_key) as k from workq.job_runs j
+                          where j.queue = p_queue and j.status = 0 and j.limit_key is not null and j.limit_key > '') f) m
                 union all
-                select (select min(j.limit_key) from workq.job_runs j
-                        where j.queue = p_queue and j.status = 0 and j.limit_key is not null and j.limit_key > w.k), w.n + 1
-                from w where w.k is not null and w.n < v_n
+                select m.k, w.n + 1, w.d + (m.due)::int, m.due from w cross join lateral (
+                    select f.k, f.k is not null and f.k <= v_key and exists (
+                        select 1 from workq.job_runs j where j.queue = p_queue and j.status = 0 and j.limit_key = f.k and j.run_at <= now()) as due
+                    from (select min(j.limit_key) as k from workq.job_runs j
+                          where j.queue = p_queue and j.status = 0 and j.limit_key is not null and j.limit_key > w.k) f) m
+                where w.k is not null and w.k < v_key and w.n < 4 * v_n + 64 and w.d < v_n - cardinality(v_keys)
             )
-            select w.k from w where w.k is not null order by w.n);
-        if cardinality(v_keys) < v_n and v_key <> '' then
-            v_keys := v_keys || array(
-                with recursive w(k, n) as (
-                    select (select min(j.limit_key) from workq.job_runs j
-                            where j.queue = p_queue and j.status = 0 and j.limit_key is not null and j.limit_key > ''), cardinality(v_keys) + 1
-                    union all
-                    select (select min(j.limit_key) from workq.job_runs j
-                            where j.queue = p_queue and j.status = 0 and j.limit_key is not null and j.limit_key > w.k), w.n + 1
-                    from w where w.k is not null and w.k < v_key and w.n < v_n
-                )
-                select w.k from w where w.k is not null and w.k <= v_key order by w.n);
+            select v_keys || coalesce(array_agg(w.k order by w.n) filter (where w.due), '{}'),
+                   coalesce((array_agg(w.k order by w.n desc) filter (where w.k is not null and w.k <= v_key))[1], v_last)
+            into v_keys, v_last
+            from w;
+        elsif v_end then
+            v_last := null; -- the walk reached the last key: the next one starts over
         end if;
-        if cardinality(v_keys) > 0 then
+        begin
             -- The rule per key, read once; each key's room under it, its
             -- throttle and its adaptation, in one statement.
             select l.rate, l.period_ms, l.concurrency into v_krate, v_kperiod, v_kconc
@@ -463,9 +594,10 @@ begin
                            where v_kconc is not null and j.queue = p_queue and j.status = 1 and j.limit_key = any(v_keys)
                            group by j.limit_key) c on c.limit_key = k.key
                 order by k.o);
-            -- Each key an equal share, then (a second pass) what the keys
-            -- that had more may take of what is left.
-            v_quota := ceil(v_left::numeric / cardinality(v_keys))::integer;
+            -- Each key an equal share, and the jobs without a key one more;
+            -- then (a second pass) what the keys that had more may take of
+            -- what is left.
+            v_quota := ceil(v_left::numeric / (cardinality(v_keys) + 1))::integer;
             v_got := array_fill(0, array[cardinality(v_keys)]);
             for pass in 1 .. 2 loop
                 exit when cardinality(v_ids) >= v_left;
@@ -495,27 +627,29 @@ begin
                     v_taken := jsonb_set(v_taken, array[r.kind], to_jsonb(coalesce((v_taken ->> r.kind)::integer, 0) + 1));
                     v_got[r.o] := v_got[r.o] + 1;
                 end loop;
-            end loop;
-            p_after_key := v_keys[cardinality(v_keys)];
-        end if;
-        -- Rows without a key: one more share, from the head of the queue.
-        if cardinality(v_ids) < v_left then
-            for r in execute format(
-                'select id, kind::text as kind from workq.job_runs where id = any(array(
-                    select h.id from (select id, limit_key from workq.job_runs where queue = $1 and status = 0 and run_at <= now()
-                                      order by priority desc, run_at, id limit $3) h where h.limit_key is null))
-                   and status = 0 and not (kind = any($2)) order by priority desc, run_at, id for update skip locked')
-                using p_queue, v_blocked, 4 * p_want + 256
-            loop
-                exit when cardinality(v_ids) >= v_left;
-                if v_kinds ? r.kind then
-                    continue when (v_kinds ->> r.kind)::integer <= 0;
-                    v_kinds := jsonb_set(v_kinds, array[r.kind], to_jsonb((v_kinds ->> r.kind)::integer - 1));
+                if pass = 1 then
+                    -- The jobs without a key: their share, from where the
+                    -- queue's last scan for them stopped.
+                    v_n := least(v_quota, v_left - cardinality(v_ids));
+                    for r in select c.id, c.kind from workq.workq_flow_keyless(p_queue, 4 * p_want + 256) c loop
+                        exit when v_n <= 0;
+                        continue when r.kind = any(v_blocked);
+                        if v_kinds ? r.kind then
+                            continue when (v_kinds ->> r.kind)::integer <= 0;
+                        end if;
+                        perform 1 from workq.job_runs j where j.id = r.id and j.status = 0 for update skip locked;
+                        continue when not found;
+                        if v_kinds ? r.kind then
+                            v_kinds := jsonb_set(v_kinds, array[r.kind], to_jsonb((v_kinds ->> r.kind)::integer - 1));
+                        end if;
+                        v_ids := v_ids || r.id;
+                        v_taken := jsonb_set(v_taken, array[r.kind], to_jsonb(coalesce((v_taken ->> r.kind)::integer, 0) + 1));
+                        v_n := v_n - 1;
+                    end loop;
                 end if;
-                v_ids := v_ids || r.id;
-                v_taken := jsonb_set(v_taken, array[r.kind], to_jsonb(coalesce((v_taken ->> r.kind)::integer, 0) + 1));
             end loop;
-        end if;
+        end;
+        p_after_key := coalesce(v_last, '');
     end if;
 
     -- The claim's start time, read after every count: the claim sets
@@ -553,7 +687,8 @@ begin
         end loop;
     end if;
     return jsonb_build_object('ids', to_jsonb(v_ids), 'after', coalesce(p_after_key, ''), 'at', v_at,
-        'limited', cardinality(v_ids) < p_want and (v_left < p_want or cardinality(v_blocked) > 0 or cardinality(v_keys) > 0),
+        'limited', cardinality(v_ids) < v_budget and workq.workq_flow_ready(p_table, p_queue, v_ids,
+                   array(select p.kind from workq.flow_kind_pauses p where p.work_table = p_table and p.queue = p_queue)),
         'wait_ms', workq.workq_flow_wait_ms(p_table, p_queue));
 end
 $$;
@@ -628,6 +763,11 @@ declare
 begin
     insert into workq.flow_queues (work_table, queue, auto) values (p_table, p_queue, true)
     on conflict (work_table, queue) do nothing;
+    -- The queue's row first, as a flow claim takes it (FOR UPDATE, then the
+    -- states): inserting a state takes KEY SHARE on it for its foreign key,
+    -- and doing that after the state's row would deadlock with a claim
+    -- that logs the same new key.
+    perform 1 from workq.flow_queues q where q.work_table = p_table and q.queue = p_queue for key share;
     insert into workq.flow_state (work_table, queue, kind, key) values (p_table, p_queue, p_kind, p_key)
     on conflict (work_table, queue, kind, key) do nothing;
     select * into v_st from workq.flow_state
@@ -678,6 +818,8 @@ drop function workq.workq_flow_throttle(text, text, text, text, bigint);
 drop function workq.workq_flow_started(text, text, integer);
 drop function workq.workq_flow_grant(text, text, integer);
 drop function workq.workq_flow_pick(text, text, integer, text);
+drop function workq.workq_flow_keyless(text, integer);
+drop function workq.workq_flow_ready(text, text, bigint[], text[]);
 drop function workq.workq_flow_log(text, text, text, text, integer, timestamptz);
 drop function workq.workq_flow_wait_ms(text, text);
 drop function workq.workq_flow_left(text, text, text, text);

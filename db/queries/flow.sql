@@ -140,3 +140,7 @@ where q.auto and not q.fair
   and not exists (select 1 from workq.flow_kind_pauses p where p.work_table = q.work_table and p.queue = q.queue)
   and not exists (select 1 from workq.flow_state s where s.work_table = q.work_table and s.queue = q.queue
                   and (s.throttled_until > now() or workq.workq_flow_rate(s) is not null));
+
+-- name: FlowQueueLock :exec
+-- FlowQueueLock locks a queue's flow_queues row (if any) before FlowTidy runs in a statement of its own: the tidy's snapshot then sees every setting committed before the lock was granted, so a rule set meanwhile is never deleted with the row.
+select 1 from workq.flow_queues where work_table = @work_table and queue = @queue for update;

@@ -136,6 +136,7 @@ func (e *Engine) flowClaim(ctx context.Context, a claimArgs, cur *FlowCursor) (i
 			return nil, false, err
 		}
 		var pick struct {
+			Off     bool      `json:"off"`
 			IDs     []int64   `json:"ids"`
 			After   string    `json:"after"`
 			Limited bool      `json:"limited"`
@@ -144,6 +145,14 @@ func (e *Engine) flowClaim(ctx context.Context, a claimArgs, cur *FlowCursor) (i
 		}
 		if err := json.Unmarshal(raw, &pick); err != nil {
 			return nil, true, fmt.Errorf("read flow pick: %w", err)
+		}
+		if pick.Off {
+			// The queue left flow control (a throttle's adaptation ended):
+			// commit that, and claim on the fast path.
+			if err := tx.Commit(ctx); err != nil {
+				return nil, true, err
+			}
+			return nil, false, nil
 		}
 		cur.afterKey, cur.limited = pick.After, pick.Limited
 		if pick.WaitMs != nil && *pick.WaitMs > 0 {

@@ -93,6 +93,17 @@ func i32(n int) *int32 {
 	return &v
 }
 
+// tidy takes (table, queue) out of flow control when nothing of it is
+// left: it locks the queue's row first, then tidies in a statement of its
+// own, whose snapshot sees every setting committed before the lock.
+func tidy(ctx context.Context, q *gen.Queries, table Table, queue string) error {
+	if err := q.FlowQueueLock(ctx, string(table), queue); err != nil {
+		return err
+	}
+	_, err := q.FlowTidy(ctx, string(table), queue)
+	return err
+}
+
 // SetFlowRule sets r (replacing the rule of the same table, queue, kind
 // and per-key), putting its queue under flow control.
 func SetFlowRule(ctx context.Context, db workqtype.DB, r FlowRule) error {
@@ -124,8 +135,7 @@ func RemoveFlowRule(ctx context.Context, db workqtype.DB, r FlowRule) (bool, err
 		if n, err = q.FlowLimitDelete(ctx, gen.FlowLimitDeleteParams{WorkTable: string(r.Table), Queue: r.Queue, Kind: r.Kind, PerKey: r.PerKey}); err != nil {
 			return err
 		}
-		_, err = q.FlowTidy(ctx, string(r.Table), r.Queue)
-		return err
+		return tidy(ctx, q, r.Table, r.Queue)
 	})
 	if err != nil {
 		return false, fmt.Errorf("remove flow limit of %s/%s: %w", r.Table, r.Queue, err)
@@ -146,8 +156,7 @@ func SetFair(ctx context.Context, db workqtype.DB, table Table, queue string, fa
 		if err := q.FlowFairSet(ctx, gen.FlowFairSetParams{WorkTable: string(table), Queue: queue, Fair: fair}); err != nil {
 			return err
 		}
-		_, err := q.FlowTidy(ctx, string(table), queue)
-		return err
+		return tidy(ctx, q, table, queue)
 	})
 	if err != nil {
 		return fmt.Errorf("set fairness of %s/%s: %w", table, queue, err)
@@ -202,8 +211,7 @@ func ResumeKind(ctx context.Context, db workqtype.DB, table Table, queue, kind s
 		if n, err = q.FlowKindResume(ctx, gen.FlowKindResumeParams{WorkTable: string(table), Queue: queue, Kind: kind}); err != nil {
 			return err
 		}
-		_, err = q.FlowTidy(ctx, string(table), queue)
-		return err
+		return tidy(ctx, q, table, queue)
 	})
 	if err != nil {
 		return false, fmt.Errorf("resume %s/%s kind %q: %w", table, queue, kind, err)
@@ -227,7 +235,7 @@ func Throttle(ctx context.Context, db workqtype.DB, table Table, queue, kind, ke
 
 // FlowStatus is everything under flow control on one database.
 type FlowStatus struct {
-	Queues      []gen.WorkqFlowQueue
+	Queues      []gen.FlowQueuesListRow
 	Rules       []gen.FlowLimitsListRow
 	PausedKinds []gen.WorkqFlowKindPause
 	Throttles   []gen.FlowStatesListRow

@@ -40,8 +40,8 @@ type flowCollector struct {
 	outage   *outage.Log
 
 	rate, period, concurrency, started, inProgress, activeKeys *prometheus.Desc
-	throttled, adaptRate, throttledKeys, paused    *prometheus.Desc
-	errs                                           *prometheus.Desc
+	throttled, adaptRate, throttledKeys, paused                *prometheus.Desc
+	errs                                                       *prometheus.Desc
 
 	mu       sync.Mutex
 	last     time.Time

@@ -120,9 +120,10 @@ const (
 // so once a second is prompt enough.
 const reclaimEvery = time.Second
 
-// flowRepoll is the longest a claim loop waits after a claim that a flow
-// limit cut short before it claims again (a limit per key or per kind
-// frees at times the claim does not report).
+// flowRepoll is how long a claim loop waits after a claim that a flow
+// limit cut short before it claims again, when the limit does not say
+// when it frees (a limit per key or per kind); it doubles, up to the
+// poll interval, while such claims take nothing.
 const flowRepoll = 50 * time.Millisecond
 
 // batchDone cancels a claim's deadline context when its last item ends.
@@ -362,6 +363,7 @@ func (p *producer) run(ctx context.Context) {
 	limited := time.NewTimer(time.Hour)
 	limited.Stop()
 	defer limited.Stop()
+	limitedEmpty := 0 // limited claims in a row that took nothing
 	waiting, patient := false, true
 	if p.seat != nil {
 		// The weight of the shared slots' shares, read while the first
@@ -450,11 +452,22 @@ func (p *producer) run(ctx context.Context) {
 				}
 				pastDue = p.armNextDue(ctx, due, pastDue)
 				if p.flow.Limited() {
-					d := p.flow.Wait()
-					if d <= 0 || d > flowRepoll {
-						d = flowRepoll
+					// The queue's own rate or throttle says when it frees
+					// (nothing of the queue starts before); a key's or a
+					// kind's does not: claim again after flowRepoll,
+					// doubling while such claims take nothing.
+					if got == 0 {
+						limitedEmpty = min(limitedEmpty+1, 5)
+					} else {
+						limitedEmpty = 0
 					}
-					limited.Reset(d + time.Millisecond)
+					d := p.flow.Wait()
+					if d <= 0 {
+						d = flowRepoll << (max(limitedEmpty, 1) - 1)
+					}
+					limited.Reset(min(d, cfg.Poll) + time.Millisecond)
+				} else {
+					limitedEmpty = 0
 				}
 			}
 		}

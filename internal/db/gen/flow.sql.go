@@ -364,20 +364,38 @@ func (q *Queries) FlowQueueEnsure(ctx context.Context, workTable string, queue s
 	return err
 }
 
+const flowQueueLock = `-- name: FlowQueueLock :exec
+select 1 from workq.flow_queues where work_table = $1 and queue = $2 for update
+`
+
+// FlowQueueLock locks a queue's flow_queues row (if any) before FlowTidy runs in a statement of its own: the tidy's snapshot then sees every setting committed before the lock was granted, so a rule set meanwhile is never deleted with the row.
+func (q *Queries) FlowQueueLock(ctx context.Context, workTable string, queue string) error {
+	_, err := q.db.Exec(ctx, flowQueueLock, workTable, queue)
+	return err
+}
+
 const flowQueuesList = `-- name: FlowQueuesList :many
 select work_table, queue, fair, auto, updated_at from workq.flow_queues order by work_table, queue
 `
 
+type FlowQueuesListRow struct {
+	WorkTable string
+	Queue     string
+	Fair      bool
+	Auto      bool
+	UpdatedAt time.Time
+}
+
 // FlowQueuesList lists the queues under flow control.
-func (q *Queries) FlowQueuesList(ctx context.Context) ([]WorkqFlowQueue, error) {
+func (q *Queries) FlowQueuesList(ctx context.Context) ([]FlowQueuesListRow, error) {
 	rows, err := q.db.Query(ctx, flowQueuesList)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	var items []WorkqFlowQueue
+	var items []FlowQueuesListRow
 	for rows.Next() {
-		var i WorkqFlowQueue
+		var i FlowQueuesListRow
 		if err := rows.Scan(
 			&i.WorkTable,
 			&i.Queue,

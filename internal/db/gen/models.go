@@ -234,11 +234,14 @@ type WorkqFlowLimit struct {
 }
 
 type WorkqFlowQueue struct {
-	WorkTable string
-	Queue     string
-	Fair      bool
-	Auto      bool
-	UpdatedAt time.Time
+	WorkTable       string
+	Queue           string
+	Fair            bool
+	Auto            bool
+	KeylessPriority *int16
+	KeylessRunAt    *time.Time
+	KeylessID       *int64
+	UpdatedAt       time.Time
 }
 
 type WorkqFlowState struct {

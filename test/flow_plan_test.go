@@ -58,9 +58,10 @@ func TestFlowPickAtAMillionRows(t *testing.T) {
 		if len(pick.IDs) != batch {
 			t.Fatalf("a flow pick over 10,000 keys took %d rows, want %d", len(pick.IDs), batch)
 		}
-		// Per key visited: the walk's probe, its state and count in
-		// progress, the take and its lock, its log: about twenty buffers
-		// each (21 when written), never the backlog.
+		// Per key visited: the walk's probe and due probe, its state and
+		// count in progress, the take and its lock, its log, and the scan
+		// for jobs without a key (4 x batch + 256 rows): about 28 buffers
+		// a key when written, never the backlog.
 		if b := plan.buffers(); b > 30*batch {
 			t.Errorf("a flow pick of %d touched %.0f shared buffers (want at most %d):\n%s", batch, b, 30*batch, plan)
 		}
@@ -83,6 +84,17 @@ func TestFlowPickAtAMillionRows(t *testing.T) {
 				limit u.n
 				for update skip locked) t
 			where u.n > 0`, "job_runs_key_claim", 5},
+		{"key due probe", `select exists (select 1 from workq.job_runs j where j.queue = $1 and j.status = 0 and j.limit_key = $2 and j.run_at <= now())`,
+			"job_runs_key_claim", 2},
+		{"keyless scan", `select s.id, s.kind, s.limit_key, s.priority, s.run_at from (
+			(select j.id, j.kind::text as kind, j.limit_key, j.priority, j.run_at from workq.job_runs j
+			 where j.queue = $1 and j.status = 0 and j.priority = $2 and (j.run_at, j.id) > ($3, $4)
+			 order by j.priority desc, j.run_at, j.id limit $5)
+			union all
+			(select j.id, j.kind::text, j.limit_key, j.priority, j.run_at from workq.job_runs j
+			 where j.queue = $1 and j.status = 0 and j.priority < $2
+			 order by j.priority desc, j.run_at, j.id limit $5)
+		) s order by s.priority desc, s.run_at, s.id limit $5`, "job_runs_claim", 5},
 		{"key in progress", `select count(*) from workq.job_runs where queue = $1 and status = 1 and limit_key = $2`, "job_runs_key_running", 2},
 	}
 	limit := jitAboveCost(t, ctx, conn)

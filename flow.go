@@ -12,6 +12,7 @@ import (
 	"github.com/workq/workq/internal/lease"
 	"github.com/workq/workq/internal/shardlist"
 	"github.com/workq/workq/internal/worker"
+	"github.com/workq/workq/workqtype"
 )
 
 // Throttle is a handler's result when the service it calls is overloaded
@@ -31,8 +32,9 @@ func Throttle(retryAfter time.Duration) error { return worker.Throttle(retryAfte
 // LimitKey). The queue's limit W (SetQueueLimit) and its pause still hold.
 //
 // On a sharded Client a rule without PerKey is split evenly over the
-// shards it is set on (rounded down, at least 1 each); a rule per key is
-// not split, because a job with a LimitKey goes to its key's shard.
+// shards it is set on (rounded down; a number below the number of shards
+// is refused: set each shard's own with Shard); a rule per key is not
+// split, because a job with a LimitKey goes to its key's shard.
 type FlowLimit struct {
 	Table Table  // required
 	Queue string // required
@@ -45,7 +47,9 @@ type FlowLimit struct {
 	// topic over.
 	Kind string
 	// PerKey counts the rule for each limit key apart (job runs only, Kind
-	// empty); jobs without a key are not held by it.
+	// empty); jobs without a key are not held by it. On a sharded Client
+	// a key's jobs are on its shard unless a DedupKey or a unique key
+	// placed one elsewhere, where it is counted apart.
 	PerKey bool
 	// Rate is the most starts in any window of Period (a sliding window,
 	// not aligned to the clock); 0: no rate limit.
@@ -53,8 +57,9 @@ type FlowLimit struct {
 	// Period is the rate's window, whole milliseconds up to 24 hours;
 	// 0: one second.
 	Period time.Duration
-	// Concurrency is the most items in progress at once (0: none). An
-	// item whose lease expired counts until it is reaped.
+	// Concurrency is the most items in progress at once (0: no limit; to
+	// start none, PauseKind or PauseQueue). An item whose lease expired
+	// counts until it is reaped.
 	Concurrency int
 }
 
@@ -74,12 +79,30 @@ func (l FlowLimit) String() string {
 	return s
 }
 
-// split divides n over shards (rounded down, at least 1; 0 stays 0).
-func split(n, shards int) int {
-	if n == 0 || shards <= 1 {
-		return n
+// perShard is l's rule on each of shards shards: a queue's or kind's Rate
+// and Concurrency divided evenly (rounded down, so the shards together
+// never start or run more than l says); a rule per key is not divided (a
+// key's jobs are on one shard). A number below the number of shards
+// cannot be divided so and is refused: set it on each shard (l.Shard).
+func (l FlowLimit) perShard(shards int) (lease.FlowRule, error) {
+	r := l.rule()
+	if l.PerKey || shards <= 1 {
+		return r, nil
 	}
-	return max(1, n/shards)
+	for _, n := range []struct {
+		field string
+		v     *int
+	}{{"rate", &r.Rate}, {"concurrency", &r.Concurrency}} {
+		if *n.v == 0 {
+			continue
+		}
+		if *n.v < shards {
+			return r, workqtype.Invalid(n.field, fmt.Sprintf("%s %d cannot be split over %d shards without going above it: "+
+				"set at least %d, or set each shard's own (FlowLimit.Shard)", n.field, *n.v, shards, shards))
+		}
+		*n.v /= shards
+	}
+	return r, nil
 }
 
 // SetFlowLimit sets the rule l (replacing the rule of the same table,
@@ -98,9 +121,9 @@ func (c *Client) SetFlowLimit(ctx context.Context, l FlowLimit) (err error) {
 	if err != nil {
 		return err
 	}
-	r := l.rule()
-	if !l.PerKey {
-		r.Rate, r.Concurrency = split(r.Rate, len(shards)), split(r.Concurrency, len(shards))
+	r, err := l.perShard(len(shards))
+	if err != nil {
+		return fmt.Errorf("workq: set flow limit %s: %w", l, err)
 	}
 	answers := shardlist.Each(ctx, shards, 0, func(ctx context.Context, sh shardlist.Shard) (struct{}, error) {
 		return struct{}{}, lease.SetFlowRule(ctx, sh.DB, r)
@@ -470,9 +493,9 @@ func (c *Client) applyFlowLimits(ctx context.Context) error {
 	shards, _ := c.shardsOf("")
 	answers := shardlist.Each(ctx, shards, declaredLimitsWait, func(ctx context.Context, sh shardlist.Shard) (struct{}, error) {
 		for _, l := range c.flow {
-			r := l.rule()
-			if !l.PerKey {
-				r.Rate, r.Concurrency = split(r.Rate, len(shards)), split(r.Concurrency, len(shards))
+			r, err := l.perShard(len(shards))
+			if err != nil {
+				return struct{}{}, err
 			}
 			if err := lease.SetFlowRule(ctx, sh.DB, r); err != nil {
 				return struct{}{}, fmt.Errorf("declared flow limit %s: %w", l, err)

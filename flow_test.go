@@ -249,3 +249,35 @@ func TestClientFlowLimitsDeclaredInCode(t *testing.T) {
 		t.Fatalf("NewClient with a limit of nothing: %v, want ErrInvalid", err)
 	}
 }
+
+// A sharded Client divides a queue's rate and concurrency evenly over the
+// shards, never above the total, and refuses a number it cannot divide so.
+func TestClientFlowSplitOverShards(t *testing.T) {
+	ctx := context.Background()
+	c := opsClients(t)["two shards"]
+	if err := c.SetFlowLimit(ctx, workq.FlowLimit{Table: workq.TableJobRuns, Queue: "split", Rate: 201, Concurrency: 1}); !errors.Is(err, workq.ErrInvalid) {
+		t.Fatalf("concurrency 1 over two shards: %v, want ErrInvalid", err)
+	}
+	if err := c.SetFlowLimit(ctx, workq.FlowLimit{Table: workq.TableJobRuns, Queue: "split", Rate: 201, Concurrency: 5}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.SetFlowLimit(ctx, workq.FlowLimit{Table: workq.TableJobRuns, Queue: "split", PerKey: true, Concurrency: 1}); err != nil {
+		t.Fatal(err)
+	}
+	st, err := c.FlowStatus(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var queue, perKey int
+	for _, l := range st.Limits {
+		switch {
+		case l.Queue == "split" && !l.PerKey && l.Rate == 100 && l.Concurrency == 2:
+			queue++
+		case l.Queue == "split" && l.PerKey && l.Concurrency == 1:
+			perKey++
+		}
+	}
+	if queue != 2 || perKey != 2 {
+		t.Fatalf("limits over two shards: %+v (want 100/s and 2 on each, and 1 per key on each)", st.Limits)
+	}
+}

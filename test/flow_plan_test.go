@@ -60,10 +60,10 @@ func TestFlowPickAtAMillionRows(t *testing.T) {
 		}
 		// Per key visited: the walk's probe and due probe, its state and
 		// count in progress, the take and its lock, its log, and the scan
-		// for jobs without a key (4 x batch + 256 rows): about 28 buffers
+		// for jobs without a key (batch + 16 rows): about 35 buffers
 		// a key when written, never the backlog.
-		if b := plan.buffers(); b > 30*batch {
-			t.Errorf("a flow pick of %d touched %.0f shared buffers (want at most %d):\n%s", batch, b, 30*batch, plan)
+		if b := plan.buffers(); b > 40*batch {
+			t.Errorf("a flow pick of %d touched %.0f shared buffers (want at most %d):\n%s", batch, b, 40*batch, plan)
 		}
 		t.Logf("flow pick of %d over %d keys: %.0f shared buffers, %s", batch, flowKeys, plan.buffers(), took.Round(time.Millisecond))
 	})
@@ -72,8 +72,9 @@ func TestFlowPickAtAMillionRows(t *testing.T) {
 		name, sql, index string
 		nparams          int
 	}{
-		{"key walk probe", `select min(j.limit_key) from workq.job_runs j
-			where j.queue = $1 and j.status = 0 and j.limit_key is not null and j.limit_key > $2`, "job_runs_key_claim", 2},
+		{"key walk probe", `select j.limit_key from workq.job_runs j
+			where j.queue = $1 and j.status = 0 and j.limit_key is not null and j.limit_key > $2
+			order by j.limit_key limit 1`, "job_runs_key_claim", 2},
 		{"key take", `select t.o, t.id, t.kind
 			from unnest($2::text[], $3::integer[]) with ordinality u(key, n, o)
 			cross join lateral (
@@ -84,8 +85,8 @@ func TestFlowPickAtAMillionRows(t *testing.T) {
 				limit u.n
 				for update skip locked) t
 			where u.n > 0`, "job_runs_key_claim", 5},
-		{"key due probe", `select exists (select 1 from workq.job_runs j where j.queue = $1 and j.status = 0 and j.limit_key = $2 and j.run_at <= now())`,
-			"job_runs_key_claim", 2},
+		{"key due probe", `select 1 from workq.job_runs j where j.queue = $1 and j.status = 0 and j.limit_key = $2 and j.run_at <= now()
+			order by j.priority desc, j.run_at, j.id limit 1`, "job_runs_key_claim", 2},
 		{"keyless scan", `select s.id, s.kind, s.limit_key, s.priority, s.run_at from (
 			(select j.id, j.kind::text as kind, j.limit_key, j.priority, j.run_at from workq.job_runs j
 			 where j.queue = $1 and j.status = 0 and j.priority = $2 and (j.run_at, j.id) > ($3, $4)

@@ -529,7 +529,9 @@ begin
         end loop;
     else
         -- The keys with due jobs, from after p_after_key, wrapping around (a
-        -- skip scan of job_runs_key_claim): at most one per start the claim
+        -- skip scan of job_runs_key_claim; ORDER BY ... LIMIT 1 rather than
+        -- min(), which without statistics was planned as an aggregate over
+        -- the whole index): at most one per start the claim
         -- may make, and at most 1000. A key whose jobs are all due later is
         -- passed over; at most 4 x that many + 64 keys are looked at, and
         -- the next claim goes on after the last one looked at.
@@ -537,16 +539,22 @@ begin
         v_n := least(v_left, 1000);
         with recursive w(k, n, d, due) as (
             select m.k, 1, (m.due)::int, m.due from (
-                select f.k, f.k is not null and exists (
-                    select 1 from workq.job_runs j where j.queue = p_queue and j.status = 0 and j.limit_key = f.k and j.run_at <= now()) as due
-                from (select min(j.limit_key) as k from workq.job_runs j
-                      where j.queue = p_queue and j.status = 0 and j.limit_key is not null and j.limit_key > v_key) f) m
+                select f.k, f.k is not null and d.x is not null as due
+                from (select (select j.limit_key from workq.job_runs j
+                              where j.queue = p_queue and j.status = 0 and j.limit_key is not null and j.limit_key > v_key
+                              order by j.limit_key limit 1) as k) f
+                left join lateral (select 1 as x from workq.job_runs j
+                                   where j.queue = p_queue and j.status = 0 and j.limit_key = f.k and j.run_at <= now()
+                                   order by j.priority desc, j.run_at, j.id limit 1) d on true) m
             union all
             select m.k, w.n + 1, w.d + (m.due)::int, m.due from w cross join lateral (
-                select f.k, f.k is not null and exists (
-                    select 1 from workq.job_runs j where j.queue = p_queue and j.status = 0 and j.limit_key = f.k and j.run_at <= now()) as due
-                from (select min(j.limit_key) as k from workq.job_runs j
-                      where j.queue = p_queue and j.status = 0 and j.limit_key is not null and j.limit_key > w.k) f) m
+                select f.k, f.k is not null and d.x is not null as due
+                from (select (select j.limit_key from workq.job_runs j
+                              where j.queue = p_queue and j.status = 0 and j.limit_key is not null and j.limit_key > w.k
+                              order by j.limit_key limit 1) as k) f
+                left join lateral (select 1 as x from workq.job_runs j
+                                   where j.queue = p_queue and j.status = 0 and j.limit_key = f.k and j.run_at <= now()
+                                   order by j.priority desc, j.run_at, j.id limit 1) d on true) m
             where w.k is not null and w.n < 4 * v_n + 64 and w.d < v_n
         )
         select coalesce(array_agg(w.k order by w.n) filter (where w.due), '{}'),
@@ -558,16 +566,22 @@ begin
             -- wrapped: from the first key up to p_after_key
             with recursive w(k, n, d, due) as (
                 select m.k, 1, (m.due)::int, m.due from (
-                    select f.k, f.k is not null and f.k <= v_key and exists (
-                        select 1 from workq.job_runs j where j.queue = p_queue and j.status = 0 and j.limit_key = f.k and j.run_at <= now()) as due
-                    from (select min(j.limit_key) as k from workq.job_runs j
-                          where j.queue = p_queue and j.status = 0 and j.limit_key is not null and j.limit_key > '') f) m
+                    select f.k, f.k is not null and f.k <= v_key and d.x is not null as due
+                    from (select (select j.limit_key from workq.job_runs j
+                                  where j.queue = p_queue and j.status = 0 and j.limit_key is not null and j.limit_key > ''
+                                  order by j.limit_key limit 1) as k) f
+                    left join lateral (select 1 as x from workq.job_runs j
+                                       where j.queue = p_queue and j.status = 0 and j.limit_key = f.k and j.run_at <= now()
+                                       order by j.priority desc, j.run_at, j.id limit 1) d on true) m
                 union all
                 select m.k, w.n + 1, w.d + (m.due)::int, m.due from w cross join lateral (
-                    select f.k, f.k is not null and f.k <= v_key and exists (
-                        select 1 from workq.job_runs j where j.queue = p_queue and j.status = 0 and j.limit_key = f.k and j.run_at <= now()) as due
-                    from (select min(j.limit_key) as k from workq.job_runs j
-                          where j.queue = p_queue and j.status = 0 and j.limit_key is not null and j.limit_key > w.k) f) m
+                    select f.k, f.k is not null and f.k <= v_key and d.x is not null as due
+                    from (select (select j.limit_key from workq.job_runs j
+                                  where j.queue = p_queue and j.status = 0 and j.limit_key is not null and j.limit_key > w.k
+                                  order by j.limit_key limit 1) as k) f
+                    left join lateral (select 1 as x from workq.job_runs j
+                                       where j.queue = p_queue and j.status = 0 and j.limit_key = f.k and j.run_at <= now()
+                                       order by j.priority desc, j.run_at, j.id limit 1) d on true) m
                 where w.k is not null and w.k < v_key and w.n < 4 * v_n + 64 and w.d < v_n - cardinality(v_keys)
             )
             select v_keys || coalesce(array_agg(w.k order by w.n) filter (where w.due), '{}'),
@@ -631,7 +645,7 @@ begin
                     -- The jobs without a key: their share, from where the
                     -- queue's last scan for them stopped.
                     v_n := least(v_quota, v_left - cardinality(v_ids));
-                    for r in select c.id, c.kind from workq.workq_flow_keyless(p_queue, 4 * p_want + 256) c loop
+                    for r in select c.id, c.kind from workq.workq_flow_keyless(p_queue, p_want + 16) c loop
                         exit when v_n <= 0;
                         continue when r.kind = any(v_blocked);
                         if v_kinds ? r.kind then

@@ -105,6 +105,12 @@ func TestCommandsOnAnEmptyDatabaseSayToMigrate(t *testing.T) {
 		"workq queue list":        {"queue", "list"},
 		"workq queue pause":       {"queue", "pause", "job_runs", "q"},
 		"workq queue resume":      {"queue", "resume", "job_runs", "q"},
+		"workq flow list":         {"flow", "list"},
+		"workq flow set":          {"flow", "set", "--table", "job_runs", "--queue", "q", "--rate", "5"},
+		"workq flow remove":       {"flow", "remove", "--table", "job_runs", "--queue", "q"},
+		"workq flow fair":         {"flow", "fair", "--queue", "q", "on"},
+		"workq flow pause-kind":   {"flow", "pause-kind", "--table", "job_runs", "--queue", "q", "--kind", "k"},
+		"workq flow resume-kind":  {"flow", "resume-kind", "--table", "job_runs", "--queue", "q", "--kind", "k"},
 	}
 	// Every command that takes --database-url is in the table or exempt.
 	var walk func(c *cobra.Command)

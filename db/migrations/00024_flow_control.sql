@@ -515,8 +515,8 @@ begin
         -- the plan's estimate of a million-row backlog below
         -- jit_above_cost).
         for r in execute format(
-            'select id, %1$I::text as kind from workq.%2$I where queue = $1 and status = 0 and run_at <= now()
-               and not (%1$I = any($2)) order by %3$s limit $3 for update skip locked', v_kcol, p_table, v_order)
+            'select id, %I::text as kind from workq.%I where queue = $1 and status = 0 and run_at <= now()
+               and not (%I = any($2)) order by %s limit $3 for update skip locked', v_kcol, p_table, v_kcol, v_order)
             using p_queue, v_blocked, 4 * p_want + 256
         loop
             if v_kinds ? r.kind then

@@ -2,11 +2,14 @@ package worker
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/workq/workq/internal/lease"
 	"github.com/workq/workq/internal/outage"
@@ -53,8 +56,14 @@ type pendingCompletion struct {
 // be fenced (owner token), and the worker gives up and leaves the rows to
 // the reaper. A flush that has failed for a whole lease gives up even if
 // heartbeats still succeed: the database answers but refuses the
-// completion, and retrying it cannot help. Stop's bound (the hard context)
-// ends the retries first when the worker stops.
+// completion, and retrying it cannot help. But while the database cannot
+// be reached at all (a restart or failover longer than the lease) it keeps
+// trying past the deadline: nothing can reap the rows meanwhile, a
+// completion is fenced by its owner token, so writing it late is safe, and
+// the first try after the database is back applies it unless a reaper got
+// there first (this worker's own claim loops hold their reaping while a
+// flush retries: retrying). Stop's bound (the hard context) ends the
+// retries first when the worker stops.
 const (
 	flushMinTries = 6
 	// Pauses between tries: capped exponential with full jitter, from
@@ -96,6 +105,7 @@ type completer struct {
 	kick   chan struct{} // the first completion arrived, the batch filled, or stop
 
 	backlog   atomic.Int64 // completions added and not yet reported
+	retrying  atomic.Int32 // flushes retrying a failed statement: the producers hold their reaping
 	throttled atomic.Bool  // a producer found the backlog full
 
 	flushes chan []pendingCompletion
@@ -264,19 +274,21 @@ func (c *completer) flush(batch []pendingCompletion) {
 		now := c.mono()
 		if try == 0 {
 			firstFailure = now
+			c.retrying.Add(1)
+			defer c.retrying.Add(-1)
 		}
 		switch {
 		case try == 0 && c.schema(err): // the worker says it once
 		case try == 0 && c.outage.Failed(err, "table", c.engine.Table()): // the outage says it once
 			quiet = true
 		case try == 0:
-			c.log.Warn("completion flush failed; retrying until its leases' deadline", "table", c.engine.Table(), "batch", len(cs),
+			c.log.Warn("completion flush failed; retrying until its leases' deadline (past it while the database is unreachable)", "table", c.engine.Table(), "batch", len(cs),
 				"deadline_in", time.Duration(c.deadline(batch, firstFailure)-now).Round(time.Millisecond), "err", err)
 		default:
 			c.log.Debug("completion flush failed again", "table", c.engine.Table(), "batch", len(cs), "try", try+1, "err", err)
 		}
 		left := time.Duration(c.deadline(batch, firstFailure) - now)
-		if try+1 >= flushMinTries && left <= 0 {
+		if try+1 >= flushMinTries && left <= 0 && !unreachable(err) {
 			break
 		}
 		pause := Backoff(int32(min(try, 8)), flushPauseBase, flushPauseCap) + time.Millisecond
@@ -311,6 +323,15 @@ func (c *completer) flush(batch []pendingCompletion) {
 	for _, p := range batch {
 		c.report(p, applied, err == nil)
 	}
+}
+
+// unreachable says whether err is the database not being reachable at all:
+// no connection (refused, broken, timed out) or a server that does not take
+// connections now (restarting, shutting down, or not accepting them). A
+// completion flush goes on past its leases' deadline only then.
+func unreachable(err error) bool {
+	var ce *pgconn.ConnectError
+	return outage.Unreachable(err) || errors.As(err, &ce)
 }
 
 // anyInTx reports whether an attempt of batch was completed in its

@@ -596,6 +596,12 @@ func (p *producer) armNextDue(ctx context.Context, t *time.Timer, pastDue bool) 
 // standalone reaper still recovers a crashed worker's items, and returns
 // how many rows it requeued.
 func (p *producer) reclaim(ctx context.Context) int {
+	if p.comp.retrying.Load() > 0 {
+		// This worker's own completions wait for the database (a flush
+		// retrying): their leases may have expired meanwhile, and reaping
+		// them would run finished work again. Reap after they are written.
+		return 0
+	}
 	rctx, cancel := context.WithTimeout(ctx, p.w.cfg.Lease/2)
 	defer cancel()
 	got, err := p.engine.ReapExpired(rctx, p.queue, p.w.cfg.Batch)

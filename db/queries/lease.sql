@@ -107,10 +107,15 @@ joins as (
 select u.id, u.status from u where (select j.n from joins j) >= 0;
 
 -- name: LeaseReapExpired :many
--- LeaseReapExpired requeues up to max_rows items whose lease expired, of one queue or (queue null) of all, failing those with no attempts left and cancelling those whose cancel was requested; it archives the lost attempts and is safe to run from many reapers and claimers at once.
+-- LeaseReapExpired requeues up to max_rows items whose lease expired, of one queue or (queue null) of all, failing those with no attempts left and cancelling those whose cancel was requested; it archives the lost attempts and is safe to run from many reapers and claimers at once. A lease that expired before the server last started is reaped only 10 s after that start, so that its owner can write its completion first.
 with expired as (
     select x.id, x.owner_token from workq.workq_lease_table x
     where x.status = 1 and x.locked_until <= now()
+      -- A lease that ran out while the server was down (a restart longer
+      -- than the lease) waits 10 s after the server started: its owner,
+      -- whose handler may have finished, reconnects and writes its
+      -- completion (fenced by the token) instead of the job running again.
+      and (x.locked_until > pg_postmaster_start_time() or now() >= pg_postmaster_start_time() + interval '10 seconds')
       and (sqlc.narg('queue')::text is null or x.queue = sqlc.narg('queue')::text)
     order by x.id
     limit @max_rows::integer

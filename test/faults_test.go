@@ -46,6 +46,7 @@ func TestFaults(t *testing.T) {
 	bin := buildWorkq(t)
 	t.Run("worker crashes", func(t *testing.T) { testFaultCrashes(t, bin) })
 	t.Run("database restarts", func(t *testing.T) { testFaultRestart(t, bin) })
+	t.Run("database restart longer than the lease", func(t *testing.T) { testFaultLongRestart(t, bin) })
 	t.Run("network partition and slow link", func(t *testing.T) { testFaultPartition(t, bin) })
 	t.Run("global limit under kills and partitions", func(t *testing.T) { testFaultLimit(t, bin) })
 	t.Run("global limit across two shards under kills and partitions", func(t *testing.T) { testFaultShardLimit(t, bin) })

@@ -198,7 +198,8 @@ type Job[T Args] struct {
 	RunID        uuid.UUID
 	LeaseVersion int64
 
-	raw *worker.Job
+	raw  *worker.Job
+	task *TaskOf // Workflow's answer, once read
 }
 
 // Logger returns the attempt's logger: its records carry the job's

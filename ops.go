@@ -55,6 +55,8 @@ const (
 	StateDone       = "done"
 	StateFailed     = "failed"
 	StateCancelled  = "cancelled"
+	// StatePending is a workflow's task waiting for its dependencies.
+	StatePending = "pending"
 )
 
 // ItemRef names one item: its table, its id and, on a Client of several

@@ -12,6 +12,10 @@ const (
 	StateDone       = "done"
 	StateFailed     = "failed"
 	StateCancelled  = "cancelled"
+	// StatePending: a workflow's task whose dependencies have not all
+	// ended (job runs only); it becomes ready, or is cancelled, when they
+	// end.
+	StatePending = "pending"
 )
 
 // ErrInvalidSchema is wrapped by every error that refuses a schema name

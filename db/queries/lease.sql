@@ -50,7 +50,7 @@ left join workq.workq_lease_table r on r.id = o.id and r.id = any(@ids::bigint[]
 with o as materialized (
     -- from a one-row generate_series for the generic plan's sake: see LeaseHeartbeat
     select unnest(@ids::bigint[]) as id, unnest(@owner_tokens::text[])::uuid as owner_token, unnest(@outcomes::text[]) as outcome,
-           unnest(@errors::text[]) as error, unnest(@delays_ms::bigint[]) as delay_ms
+           unnest(@errors::text[]) as error, unnest(@delays_ms::bigint[]) as delay_ms, unnest(@outputs::text[]) as output
     from generate_series(1, least(cardinality(@ids::bigint[]), 1))
 ),
 u as (
@@ -72,6 +72,10 @@ u as (
         finished_at = case when o.outcome in ('done', 'failed', 'cancelled') or j.cancel_requested_at is not null
                                 or (o.outcome = 'retry' and j.attempts >= j.max_attempts)
                            then now() end,
+        -- what the handler returned, kept when the attempt ends the job done
+        -- ('' or, when no completion of the batch has one, null: none)
+        output = case when nullif(o.output, '') is not null and o.outcome = 'done' and j.cancel_requested_at is null
+                      then o.output::jsonb else j.output end,
         owner_token = null,
         locked_until = null,
         updated_at = now()
@@ -85,7 +89,7 @@ u as (
     where j.id = any(@ids::bigint[]) and j.id = o.id and j.owner_token = o.owner_token
       and o.outcome in ('done', 'retry', 'failed', 'snoozed', 'released', 'cancelled')
     returning j.id, j.status, j.queue, j.attempts, j.lease_version, j.claimed_at, j.claimed_by, o.owner_token, o.outcome, o.error,
-              j.last_error
+              j.last_error, workq.workq_workflow_id(j) as workflow_id
 ),
 archived as (
     insert into workq.runs (run_id, work_table, item_id, queue, attempt, lease_version, owner_token, worker_id, started_at, finished_at, outcome, error)
@@ -103,8 +107,20 @@ joins as (
     -- completions never deadlock on joins (migration 00015; for the other
     -- tables it does nothing). The final select's one-time filter runs it.
     select workq.workq_lock_joins('workq_lease_table', array(select u.id from u where u.status >= 2)) as n
+),
+wf as (
+    -- The workflows of the job runs it moved, locked in id order before the
+    -- workflow trigger counts them at the statement's end (00026): two
+    -- statements never deadlock on workflows. workq_workflow_id is inlined
+    -- (null for the tables without workflows, whose array stays empty).
+    select count(*) as n from (
+        select w.id from workq.workflows w
+        where w.id = any(array(select u.workflow_id from u where u.workflow_id is not null))
+        order by w.id
+        for no key update of w
+    ) l
 )
-select u.id, u.status from u where (select j.n from joins j) >= 0;
+select u.id, u.status from u where (select j.n from joins j) >= 0 and (select f.n from wf f) >= 0;
 
 -- name: LeaseReapExpired :many
 -- LeaseReapExpired requeues up to max_rows items whose lease expired, of one queue or (queue null) of all, failing those with no attempts left and cancelling those whose cancel was requested; it archives the lost attempts and is safe to run from many reapers and claimers at once. A lease that expired before the server last started is reaped only 10 s after that start, so that its owner can write its completion first.
@@ -140,7 +156,8 @@ reaped as (
     -- Rechecked on the locked row: a heartbeat or completion that committed
     -- after this statement's snapshot leaves the row alone.
     where j.id = any(array(select e.id from expired e)) and j.status = 1 and j.locked_until <= now()
-    returning j.id, j.status, j.queue, j.attempts, j.lease_version, j.claimed_at, j.claimed_by, j.last_error
+    returning j.id, j.status, j.queue, j.attempts, j.lease_version, j.claimed_at, j.claimed_by, j.last_error,
+              workq.workq_workflow_id(j) as workflow_id
 ),
 archived as (
     insert into workq.runs (run_id, work_table, item_id, queue, attempt, lease_version, owner_token, worker_id, started_at, finished_at, outcome, error)
@@ -151,8 +168,17 @@ archived as (
 joins as (
     -- The joins of the outbox members it failed, in join id order (see LeaseComplete).
     select workq.workq_lock_joins('workq_lease_table', array(select r.id from reaped r where r.status >= 2)) as n
+),
+wf as (
+    -- The workflows of the job runs it moved, in id order (see LeaseComplete).
+    select count(*) as n from (
+        select w.id from workq.workflows w
+        where w.id = any(array(select reaped.workflow_id from reaped where reaped.workflow_id is not null))
+        order by w.id
+        for no key update of w
+    ) l
 )
-select r.id, r.status, r.queue::text as queue from reaped r where (select j.n from joins j) >= 0;
+select r.id, r.status, r.queue::text as queue from reaped r where (select j.n from joins j) >= 0 and (select f.n from wf f) >= 0;
 
 -- name: LeaseHeldBy :many
 -- LeaseHeldBy lists the in-progress items one claim's owner token still holds, with their lease versions (rare path: a claim whose result the caller never saw, released by token; it reads the in-progress set, which worker concurrency bounds).
@@ -175,6 +201,9 @@ delete from workq.workq_lease_table
 where id = any(array(
     select f.id from workq.workq_lease_table f
     where f.status >= 2 and f.finished_at < now() - (@older_than_ms::bigint) * interval '1 millisecond'
+      -- a workflow's tasks go with their workflow (WorkflowDeleteFinished),
+      -- never before it has ended (inlined: job_runs.workflow_id, or null)
+      and workq.workq_workflow_id(f) is null
     order by f.finished_at
     limit @max_rows::integer
 ));
@@ -191,7 +220,7 @@ with revived as (
         cancel_requested_at = null,
         updated_at = now()
     where j.id = any(@ids::bigint[]) and j.status in (3, 4)
-    returning j.id, j.queue, j.lease_version, j.last_error
+    returning j.id, j.queue, j.lease_version, j.last_error, workq.workq_workflow_id(j) as workflow_id
 ),
 archived as (
     insert into workq.runs (run_id, work_table, item_id, queue, attempt, lease_version, owner_token, worker_id, started_at, finished_at, outcome, error)
@@ -202,8 +231,17 @@ archived as (
 joins as (
     -- The joins of the outbox members it revived, in join id order (see LeaseComplete).
     select workq.workq_lock_joins('workq_lease_table', array(select r.id from revived r)) as n
+),
+wf as (
+    -- The workflows of the job runs it moved, in id order (see LeaseComplete).
+    select count(*) as n from (
+        select w.id from workq.workflows w
+        where w.id = any(array(select revived.workflow_id from revived where revived.workflow_id is not null))
+        order by w.id
+        for no key update of w
+    ) l
 )
-select r.id from revived r where (select j.n from joins j) >= 0;
+select r.id from revived r where (select j.n from joins j) >= 0 and (select f.n from wf f) >= 0;
 
 -- name: LeaseStuck :many
 -- LeaseStuck counts, per queue, the items in progress that were claimed more than older_than_ms ago (a worker holding an item far past its lease: a hung handler that still heartbeats, or a lease no reaper expires), with the oldest claim time; it reads the in-progress set, which worker concurrency bounds.
@@ -229,17 +267,18 @@ group by d.queue
 order by d.queue;
 
 -- name: LeaseCancel :many
--- LeaseCancel cancels the ready and in-progress items among ids and returns them, each with requested = false when it ended at once or true when it is running. A ready item ends cancelled (status 4) with last_error "cancelled by <actor>[: reason]", its lease_version bumped and the action archived in runs (outcome cancelled, by actor, with the reason). An in-progress item gets cancel_requested_at and that last_error, and a NOTIFY on '<schema>_cancel' with payload '<table>:<id>': its holder cancels the handler, and the statement that ends the attempt (completion or reap) ends it cancelled and archives it. Finished items are left alone.
+-- LeaseCancel cancels the ready, pending (a workflow's task waiting for its dependencies) and in-progress items among ids and returns them, each with requested = false when it ended at once or true when it is running. A ready item ends cancelled (status 4) with last_error "cancelled by <actor>[: reason]", its lease_version bumped and the action archived in runs (outcome cancelled, by actor, with the reason). An in-progress item gets cancel_requested_at and that last_error, and a NOTIFY on '<schema>_cancel' with payload '<table>:<id>': its holder cancels the handler, and the statement that ends the attempt (completion or reap) ends it cancelled and archives it. Finished items are left alone.
 with cancelled as (
     update workq.workq_lease_table j set
-        status = case when j.status = 0 then 4 else j.status end,
-        lease_version = case when j.status = 0 then greatest(j.lease_version + 1, (select workq.workq_epoch())) else j.lease_version end,
+        status = case when j.status <= 0 then 4 else j.status end,
+        lease_version = case when j.status <= 0 then greatest(j.lease_version + 1, (select workq.workq_epoch())) else j.lease_version end,
         last_error = 'cancelled by ' || @actor::text || coalesce(': ' || nullif(@reason::text, ''), ''),
-        finished_at = case when j.status = 0 then now() else j.finished_at end,
+        finished_at = case when j.status <= 0 then now() else j.finished_at end,
         cancel_requested_at = case when j.status = 1 then coalesce(j.cancel_requested_at, now()) end,
         updated_at = now()
-    where j.id = any(@ids::bigint[]) and j.status in (0, 1)
-    returning j.id, j.queue, j.attempts, j.lease_version, (j.status = 1)::boolean as requested
+    -- -1: a workflow's pending task (job runs only)
+    where j.id = any(@ids::bigint[]) and j.status in (-1, 0, 1)
+    returning j.id, j.queue, j.attempts, j.lease_version, (j.status = 1)::boolean as requested, workq.workq_workflow_id(j) as workflow_id
 ),
 archived as (
     insert into workq.runs (run_id, work_table, item_id, queue, attempt, lease_version, owner_token, worker_id, started_at, finished_at, outcome, error)
@@ -253,8 +292,18 @@ notified as (
 joins as (
     -- The joins of the outbox members it cancelled, in join id order (see LeaseComplete).
     select workq.workq_lock_joins('workq_lease_table', array(select c.id from cancelled c where not c.requested)) as n
+),
+wf as (
+    -- The workflows of the job runs it moved, in id order (see LeaseComplete).
+    select count(*) as n from (
+        select w.id from workq.workflows w
+        where w.id = any(array(select cancelled.workflow_id from cancelled where cancelled.workflow_id is not null))
+        order by w.id
+        for no key update of w
+    ) l
 )
-select c.id, c.requested from cancelled c where (select j.n from joins j) >= 0 and (select n.n from notified n) >= 0;
+select c.id, c.requested from cancelled c where (select j.n from joins j) >= 0 and (select n.n from notified n) >= 0
+  and (select f.n from wf f) >= 0;
 
 -- name: LeaseStatus :one
 -- LeaseStatus reads one item's status and whether its cancel was requested (no row: no such item).

@@ -25,5 +25,9 @@ create table workq.workq_lease_table (
     created_at     timestamptz not null,
     updated_at     timestamptz not null,
     finished_at    timestamptz,
-    cancel_requested_at timestamptz
+    cancel_requested_at timestamptz,
+    output         jsonb
 );
+-- A work row's workflow (00026): job runs have one, the other tables never.
+create function workq.workq_workflow_id(r workq.workq_lease_table) returns bigint
+language sql immutable as 'select null::bigint';

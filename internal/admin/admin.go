@@ -368,6 +368,9 @@ type Actor struct {
 	Reason string // optional
 }
 
+// Check reports what is wrong with a (an error wrapping ErrInvalid).
+func (a Actor) Check() error { return a.validate() }
+
 func (a Actor) validate() error {
 	if strings.TrimSpace(a.Name) == "" {
 		return invalid("actor", "actor must not be empty")

@@ -52,7 +52,9 @@ func TestSQLMarkers(t *testing.T) {
 		}
 	}
 	channels := map[string]bool{"'workq_'": true, "'workq_lease_table'": true}
-	for _, table := range []string{"job_runs", "outbox", "inbox", "timers", "cancel"} { // cancel: running items' cancel requests
+	// cancel: running items' cancel requests; done: an awaited job or a
+	// workflow ended (Client.Wait)
+	for _, table := range []string{"job_runs", "outbox", "inbox", "timers", "cancel", "done"} {
 		channels["'"+workqtype.NotifyChannel(Default, table)+"'"] = true
 	}
 	next := regexp.MustCompile(`^(%I|[a-z0-9_]+)`)

@@ -22,7 +22,7 @@ var jobRuns = Kind{
 	ClaimedKind: WordKind,
 	HasMetadata: true,
 	State:       lease.Status.String,
-	States:      []string{"ready", "in_progress", "done", "failed", "cancelled"},
+	States:      []string{"ready", "in_progress", "done", "failed", "cancelled", "pending"},
 	// job_runs.metadata holds the enqueuing span's trace context.
 	TraceContext: func(it *lease.Item) json.RawMessage { return it.Metadata },
 	Page:         pageJobRuns,

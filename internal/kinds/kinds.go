@@ -192,10 +192,12 @@ func TableList() string {
 }
 
 // Statuses are every status, in order.
-var Statuses = []lease.Status{lease.StatusReady, lease.StatusInProgress, lease.StatusDone, lease.StatusFailed, lease.StatusCancelled}
+var Statuses = []lease.Status{lease.StatusReady, lease.StatusInProgress, lease.StatusDone, lease.StatusFailed, lease.StatusCancelled,
+	lease.StatusPending}
 
 // StatusNames are the lease names of Statuses, the words every kind's
-// filter takes: ready, in_progress, done, failed, cancelled.
+// filter takes: ready, in_progress, done, failed, cancelled, pending (a
+// workflow's task waiting for its dependencies: job runs only).
 var StatusNames = statusNames()
 
 func statusNames() []string {
@@ -207,7 +209,9 @@ func statusNames() []string {
 }
 
 // ParseState reads a state filter of the kind: one of its words (States)
-// or a lease name.
+// or a lease name. A kind has a word for each of Statuses but the last
+// ones it never holds (pending: job runs only); their lease names still
+// read, and match none of its items.
 func (k Kind) ParseState(word string) (lease.Status, bool) {
 	for i, s := range Statuses {
 		if word == StatusNames[i] || (i < len(k.States) && word == k.States[i]) {

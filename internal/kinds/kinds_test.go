@@ -107,10 +107,14 @@ func TestKindsAreComplete(t *testing.T) {
 // name back to the status.
 func TestStateWordsRoundTrip(t *testing.T) {
 	for _, k := range kinds.All() {
-		if len(k.States) != len(kinds.Statuses) {
-			t.Fatalf("kind %s: %d state words %v, want one per status (%d)", k.Table, len(k.States), k.States, len(kinds.Statuses))
+		want := len(kinds.Statuses)
+		if k.Table != workqtype.TableJobRuns {
+			want-- // pending, the last: a workflow's task, job runs only
 		}
-		for i, s := range kinds.Statuses {
+		if len(k.States) != want {
+			t.Fatalf("kind %s: %d state words %v, want one per status it has (%d)", k.Table, len(k.States), k.States, want)
+		}
+		for i, s := range kinds.Statuses[:want] {
 			word := k.State(s)
 			if word != k.States[i] {
 				t.Errorf("kind %s: State(%s) = %q, States[%d] = %q", k.Table, s, word, i, k.States[i])
@@ -128,7 +132,7 @@ func TestStateWordsRoundTrip(t *testing.T) {
 			t.Errorf("kind %s: ParseState(nope) read a status", k.Table)
 		}
 	}
-	if got := kinds.StatusNames; !slices.Equal(got, []string{"ready", "in_progress", "done", "failed", "cancelled"}) {
+	if got := kinds.StatusNames; !slices.Equal(got, []string{"ready", "in_progress", "done", "failed", "cancelled", "pending"}) {
 		t.Errorf("StatusNames = %v", got)
 	}
 	if got := kinds.OwnWords(); !slices.Equal(got, []string{"processing", "processed", "dead"}) {

@@ -34,6 +34,10 @@ const (
 	StatusDone       Status = 2
 	StatusFailed     Status = 3
 	StatusCancelled  Status = 4 // ended by a cancel (Engine.Cancel), whatever the handler did
+	// StatusPending is a workflow's task whose dependencies have not all
+	// ended (job runs only): never claimed; it becomes ready, or is
+	// cancelled, when they end.
+	StatusPending Status = -1
 )
 
 // Finished reports whether s is a terminal state (done, failed, cancelled).
@@ -51,6 +55,8 @@ func (s Status) String() string {
 		return "failed"
 	case StatusCancelled:
 		return "cancelled"
+	case StatusPending:
+		return "pending"
 	}
 	return fmt.Sprintf("status(%d)", int16(s))
 }
@@ -213,6 +219,9 @@ type Completion struct {
 	Outcome Outcome
 	Error   string        // Retry and Failed: recorded as last_error and in the run archive
 	Delay   time.Duration // Retry and Snoozed: how long until the row is claimable again
+	// Output is what the handler returned (JSON, nil for none): stored
+	// with the item (its output column) when the completion ends it done.
+	Output []byte
 }
 
 // Applied reports the completions that took effect and the ids whose lease
@@ -442,6 +451,12 @@ func (e *Engine) Complete(ctx context.Context, cs []Completion) (Applied, error)
 			return Applied{}, fmt.Errorf("complete %s: unknown outcome %q for id %d", e.table, c.Outcome, c.ID)
 		}
 		arg.Ids[i], arg.OwnerTokens[i], arg.Outcomes[i], arg.Errors[i], arg.DelaysMs[i] = c.ID, c.Token.String(), string(c.Outcome), c.Error, ms(c.Delay)
+		if c.Output != nil {
+			if arg.Outputs == nil { // none so far: the statement pads a null array with nulls
+				arg.Outputs = make([]string, len(cs))
+			}
+			arg.Outputs[i] = string(c.Output)
+		}
 	}
 	rows, err := e.q.LeaseComplete(ctx, arg)
 	if err != nil {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"slices"
 	"sync"
 	"time"
 
@@ -13,6 +14,7 @@ import (
 	"github.com/workq/workq/internal/ha"
 	"github.com/workq/workq/internal/lease"
 	"github.com/workq/workq/internal/reaper"
+	"github.com/workq/workq/internal/workflows"
 	"github.com/workq/workq/workqtype"
 )
 
@@ -74,6 +76,9 @@ const RunsDaysAhead = 3
 // states of idle limit keys and ends the flow control a throttle alone
 // began once it is over (lease.PurgeFlow). A round's rows count the
 // dropped partitions by PostgreSQL's estimate of their rows.
+// workflowBatch is how many workflows a retention statement deletes.
+const workflowBatch = 10
+
 func RetentionTask(db workqtype.DB, every time.Duration, r Retention) (Task, error) {
 	if r.Finished < 0 || r.Runs < 0 {
 		return Task{}, fmt.Errorf("%w: retention ages must not be negative", ErrInvalid)
@@ -107,6 +112,22 @@ func RetentionTask(db workqtype.DB, every time.Duration, r Retention) (Task, err
 						break
 					}
 					if n < int64(r.Batch) {
+						break
+					}
+				}
+			}
+			if slices.Contains(r.Tables, lease.JobRuns) {
+				// A workflow's tasks go with it, never before it has
+				// ended (LeaseDeleteFinished leaves them): a few whole
+				// workflows per statement, each with all its tasks.
+				for range r.MaxBatches {
+					n, err := workflows.DeleteFinished(ctx, db, r.Finished, workflowBatch)
+					total += n
+					if err != nil {
+						errs = append(errs, err)
+						break
+					}
+					if n < workflowBatch {
 						break
 					}
 				}

@@ -475,7 +475,7 @@ type itemsData struct {
 }
 
 // statuses are the states the items page filters by.
-var statuses = []string{"ready", "in_progress", "done", "failed", "cancelled"}
+var statuses = []string{"ready", "in_progress", "done", "failed", "cancelled", "pending"}
 
 func (h *Handler) items(w http.ResponseWriter, r *http.Request, x *session) error {
 	t, err := tableOf(r)

@@ -36,6 +36,25 @@ type Job struct {
 	log  *slog.Logger
 
 	completedInTx atomic.Bool // CompleteTx ended the attempt in the handler's transaction
+
+	outMu  sync.Mutex
+	output []byte // SetOutput's JSON, written with a Done completion
+}
+
+// SetOutput records output (JSON) as the attempt's output: the completion
+// that ends it done stores it with the item. A later call replaces it; nil
+// clears it.
+func (j *Job) SetOutput(output []byte) {
+	j.outMu.Lock()
+	j.output = output
+	j.outMu.Unlock()
+}
+
+// Output returns what SetOutput recorded (nil: none).
+func (j *Job) Output() []byte {
+	j.outMu.Lock()
+	defer j.outMu.Unlock()
+	return j.output
 }
 
 // ErrCompletedInTx is returned by a CompleteTx that finds the attempt
@@ -68,7 +87,7 @@ func CompleteTx(ctx context.Context, tx pgx.Tx, job *Job) error {
 		return fmt.Errorf("complete %s %d in the transaction: %w", job.Table, job.ID, err)
 	}
 	a, err := lease.New(rw.Wrap(tx), job.Table).Complete(ctx, []lease.Completion{
-		{ID: job.ID, Token: job.OwnerToken, RunID: job.RunID, Outcome: lease.Done}})
+		{ID: job.ID, Token: job.OwnerToken, RunID: job.RunID, Outcome: lease.Done, Output: job.Output()}})
 	if err != nil {
 		return fmt.Errorf("complete %s %d in the transaction: %w", job.Table, job.ID, err)
 	}

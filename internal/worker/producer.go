@@ -814,6 +814,9 @@ func (p *producer) execute(a *attempt) {
 		return
 	}
 	c := p.outcome(a.item, err)
+	if c.Outcome == lease.Done {
+		c.Output = job.Output()
+	}
 	if d, ok := ThrottleDuration(err); ok && !a.cancelled.Load() {
 		p.throttle(ctx, a.item, d)
 	}

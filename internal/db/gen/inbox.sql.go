@@ -209,7 +209,7 @@ func (q *Queries) InboxDeleteProcessed(ctx context.Context, olderThanMs int64, m
 }
 
 const inboxGet = `-- name: InboxGet :one
-select id, queue, source, message_id, topic, payload, payload_hash, first_seen_at, status, priority, run_at, owner_token, locked_until, lease_version, attempts, max_attempts, claimed_at, claimed_by, last_error, created_at, updated_at, finished_at, cancel_requested_at from workq.inbox where id = $1
+select id, queue, source, message_id, topic, payload, payload_hash, first_seen_at, status, priority, run_at, owner_token, locked_until, lease_version, attempts, max_attempts, claimed_at, claimed_by, last_error, created_at, updated_at, finished_at, cancel_requested_at, output from workq.inbox where id = $1
 `
 
 // InboxGet reads one inbox message.
@@ -240,6 +240,7 @@ func (q *Queries) InboxGet(ctx context.Context, id int64) (Inbox, error) {
 		&i.UpdatedAt,
 		&i.FinishedAt,
 		&i.CancelRequestedAt,
+		&i.Output,
 	)
 	return i, err
 }
@@ -286,7 +287,7 @@ func (q *Queries) InboxLookup(ctx context.Context, sources []string, messageIds 
 }
 
 const inboxPage = `-- name: InboxPage :many
-select id, queue, source, message_id, topic, payload, payload_hash, first_seen_at, status, priority, run_at, owner_token, locked_until, lease_version, attempts, max_attempts, claimed_at, claimed_by, last_error, created_at, updated_at, finished_at, cancel_requested_at from workq.inbox t
+select id, queue, source, message_id, topic, payload, payload_hash, first_seen_at, status, priority, run_at, owner_token, locked_until, lease_version, attempts, max_attempts, claimed_at, claimed_by, last_error, created_at, updated_at, finished_at, cancel_requested_at, output from workq.inbox t
 where t.id < $1::bigint
   and ($2::text is null or t.queue = $2::text)
   and ($3::smallint is null or t.status = $3::smallint)
@@ -358,6 +359,7 @@ func (q *Queries) InboxPage(ctx context.Context, arg InboxPageParams) ([]Inbox, 
 			&i.UpdatedAt,
 			&i.FinishedAt,
 			&i.CancelRequestedAt,
+			&i.Output,
 		); err != nil {
 			return nil, err
 		}
@@ -370,7 +372,7 @@ func (q *Queries) InboxPage(ctx context.Context, arg InboxPageParams) ([]Inbox, 
 }
 
 const inboxPageAsc = `-- name: InboxPageAsc :many
-select id, queue, source, message_id, topic, payload, payload_hash, first_seen_at, status, priority, run_at, owner_token, locked_until, lease_version, attempts, max_attempts, claimed_at, claimed_by, last_error, created_at, updated_at, finished_at, cancel_requested_at from workq.inbox t
+select id, queue, source, message_id, topic, payload, payload_hash, first_seen_at, status, priority, run_at, owner_token, locked_until, lease_version, attempts, max_attempts, claimed_at, claimed_by, last_error, created_at, updated_at, finished_at, cancel_requested_at, output from workq.inbox t
 where t.id > $1::bigint
   and ($2::text is null or t.queue = $2::text)
   and ($3::smallint is null or t.status = $3::smallint)
@@ -442,6 +444,7 @@ func (q *Queries) InboxPageAsc(ctx context.Context, arg InboxPageAscParams) ([]I
 			&i.UpdatedAt,
 			&i.FinishedAt,
 			&i.CancelRequestedAt,
+			&i.Output,
 		); err != nil {
 			return nil, err
 		}

@@ -564,7 +564,7 @@ func (q *Queries) JobRunsEnqueueUnique(ctx context.Context, arg JobRunsEnqueueUn
 }
 
 const jobRunsGet = `-- name: JobRunsGet :one
-select id, queue, kind, payload, dedup_key, schedule_id, scheduled_time, status, priority, run_at, owner_token, locked_until, lease_version, attempts, max_attempts, claimed_at, claimed_by, last_error, created_at, updated_at, finished_at, metadata, cancel_requested_at, unique_key, unique_states, limit_key from workq.job_runs where id = $1
+select id, queue, kind, payload, dedup_key, schedule_id, scheduled_time, status, priority, run_at, owner_token, locked_until, lease_version, attempts, max_attempts, claimed_at, claimed_by, last_error, created_at, updated_at, finished_at, metadata, cancel_requested_at, unique_key, unique_states, limit_key, workflow_id, awaited, output from workq.job_runs where id = $1
 `
 
 // JobRunsGet reads one job run.
@@ -598,6 +598,9 @@ func (q *Queries) JobRunsGet(ctx context.Context, id int64) (JobRun, error) {
 		&i.UniqueKey,
 		&i.UniqueStates,
 		&i.LimitKey,
+		&i.WorkflowID,
+		&i.Awaited,
+		&i.Output,
 	)
 	return i, err
 }
@@ -729,7 +732,7 @@ func (q *Queries) JobRunsLiveByDedupKeys(ctx context.Context, dedupKeys []string
 }
 
 const jobRunsPage = `-- name: JobRunsPage :many
-select id, queue, kind, payload, dedup_key, schedule_id, scheduled_time, status, priority, run_at, owner_token, locked_until, lease_version, attempts, max_attempts, claimed_at, claimed_by, last_error, created_at, updated_at, finished_at, metadata, cancel_requested_at, unique_key, unique_states, limit_key from workq.job_runs t
+select id, queue, kind, payload, dedup_key, schedule_id, scheduled_time, status, priority, run_at, owner_token, locked_until, lease_version, attempts, max_attempts, claimed_at, claimed_by, last_error, created_at, updated_at, finished_at, metadata, cancel_requested_at, unique_key, unique_states, limit_key, workflow_id, awaited, output from workq.job_runs t
 where t.id < $1::bigint
   and ($2::text is null or t.queue = $2::text)
   and ($3::smallint is null or t.status = $3::smallint)
@@ -808,6 +811,9 @@ func (q *Queries) JobRunsPage(ctx context.Context, arg JobRunsPageParams) ([]Job
 			&i.UniqueKey,
 			&i.UniqueStates,
 			&i.LimitKey,
+			&i.WorkflowID,
+			&i.Awaited,
+			&i.Output,
 		); err != nil {
 			return nil, err
 		}
@@ -820,7 +826,7 @@ func (q *Queries) JobRunsPage(ctx context.Context, arg JobRunsPageParams) ([]Job
 }
 
 const jobRunsPageAsc = `-- name: JobRunsPageAsc :many
-select id, queue, kind, payload, dedup_key, schedule_id, scheduled_time, status, priority, run_at, owner_token, locked_until, lease_version, attempts, max_attempts, claimed_at, claimed_by, last_error, created_at, updated_at, finished_at, metadata, cancel_requested_at, unique_key, unique_states, limit_key from workq.job_runs t
+select id, queue, kind, payload, dedup_key, schedule_id, scheduled_time, status, priority, run_at, owner_token, locked_until, lease_version, attempts, max_attempts, claimed_at, claimed_by, last_error, created_at, updated_at, finished_at, metadata, cancel_requested_at, unique_key, unique_states, limit_key, workflow_id, awaited, output from workq.job_runs t
 where t.id > $1::bigint
   and ($2::text is null or t.queue = $2::text)
   and ($3::smallint is null or t.status = $3::smallint)
@@ -899,6 +905,9 @@ func (q *Queries) JobRunsPageAsc(ctx context.Context, arg JobRunsPageAscParams) 
 			&i.UniqueKey,
 			&i.UniqueStates,
 			&i.LimitKey,
+			&i.WorkflowID,
+			&i.Awaited,
+			&i.Output,
 		); err != nil {
 			return nil, err
 		}

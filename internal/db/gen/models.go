@@ -34,6 +34,7 @@ type Inbox struct {
 	UpdatedAt         time.Time
 	FinishedAt        *time.Time
 	CancelRequestedAt *time.Time
+	Output            []byte
 }
 
 type JobRun struct {
@@ -63,6 +64,9 @@ type JobRun struct {
 	UniqueKey         []byte
 	UniqueStates      *int16
 	LimitKey          *string
+	WorkflowID        *int64
+	Awaited           *bool
+	Output            []byte
 }
 
 type Outbox struct {
@@ -91,6 +95,7 @@ type Outbox struct {
 	JoinID            *int64
 	KeySeq            *int64
 	CancelRequestedAt *time.Time
+	Output            []byte
 }
 
 type OutboxJoin struct {
@@ -211,6 +216,38 @@ type Timer struct {
 	FinishedAt        *time.Time
 	CancelledAt       *time.Time
 	CancelRequestedAt *time.Time
+	Output            []byte
+}
+
+type Workflow struct {
+	ID                int64
+	Name              string
+	Status            int16
+	Tasks             int32
+	Done              int32
+	Failed            int32
+	Cancelled         int32
+	Metadata          []byte
+	CancelRequestedAt *time.Time
+	CreatedAt         time.Time
+	FinishedAt        *time.Time
+}
+
+type WorkflowDep struct {
+	DepID      int64
+	TaskID     int64
+	WorkflowID int64
+	AnyOutcome bool
+}
+
+type WorkflowTask struct {
+	JobID        int64
+	WorkflowID   int64
+	Name         string
+	Deps         int32
+	DepsLeft     int32
+	DepsFailed   int32
+	DepCancelled bool
 }
 
 type WorkqFlowKindPause struct {
@@ -277,6 +314,7 @@ type WorkqLeaseTable struct {
 	UpdatedAt         time.Time
 	FinishedAt        *time.Time
 	CancelRequestedAt *time.Time
+	Output            []byte
 }
 
 type WorkqLock struct {

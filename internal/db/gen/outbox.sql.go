@@ -404,7 +404,7 @@ func (q *Queries) OutboxEnqueueMany(ctx context.Context, arg OutboxEnqueueManyPa
 }
 
 const outboxGet = `-- name: OutboxGet :one
-select id, queue, topic, partition_key, message_id, payload, headers, correlation_id, status, priority, run_at, owner_token, locked_until, lease_version, attempts, max_attempts, claimed_at, claimed_by, last_error, created_at, updated_at, finished_at, join_id, key_seq, cancel_requested_at from workq.outbox where id = $1
+select id, queue, topic, partition_key, message_id, payload, headers, correlation_id, status, priority, run_at, owner_token, locked_until, lease_version, attempts, max_attempts, claimed_at, claimed_by, last_error, created_at, updated_at, finished_at, join_id, key_seq, cancel_requested_at, output from workq.outbox where id = $1
 `
 
 // OutboxGet reads one outbox message.
@@ -437,6 +437,7 @@ func (q *Queries) OutboxGet(ctx context.Context, id int64) (Outbox, error) {
 		&i.JoinID,
 		&i.KeySeq,
 		&i.CancelRequestedAt,
+		&i.Output,
 	)
 	return i, err
 }
@@ -530,7 +531,7 @@ func (q *Queries) OutboxKeyHeads(ctx context.Context, arg OutboxKeyHeadsParams) 
 }
 
 const outboxPage = `-- name: OutboxPage :many
-select id, queue, topic, partition_key, message_id, payload, headers, correlation_id, status, priority, run_at, owner_token, locked_until, lease_version, attempts, max_attempts, claimed_at, claimed_by, last_error, created_at, updated_at, finished_at, join_id, key_seq, cancel_requested_at from workq.outbox t
+select id, queue, topic, partition_key, message_id, payload, headers, correlation_id, status, priority, run_at, owner_token, locked_until, lease_version, attempts, max_attempts, claimed_at, claimed_by, last_error, created_at, updated_at, finished_at, join_id, key_seq, cancel_requested_at, output from workq.outbox t
 where t.id < $1::bigint
   and ($2::text is null or t.queue = $2::text)
   and ($3::smallint is null or t.status = $3::smallint)
@@ -607,6 +608,7 @@ func (q *Queries) OutboxPage(ctx context.Context, arg OutboxPageParams) ([]Outbo
 			&i.JoinID,
 			&i.KeySeq,
 			&i.CancelRequestedAt,
+			&i.Output,
 		); err != nil {
 			return nil, err
 		}
@@ -619,7 +621,7 @@ func (q *Queries) OutboxPage(ctx context.Context, arg OutboxPageParams) ([]Outbo
 }
 
 const outboxPageAsc = `-- name: OutboxPageAsc :many
-select id, queue, topic, partition_key, message_id, payload, headers, correlation_id, status, priority, run_at, owner_token, locked_until, lease_version, attempts, max_attempts, claimed_at, claimed_by, last_error, created_at, updated_at, finished_at, join_id, key_seq, cancel_requested_at from workq.outbox t
+select id, queue, topic, partition_key, message_id, payload, headers, correlation_id, status, priority, run_at, owner_token, locked_until, lease_version, attempts, max_attempts, claimed_at, claimed_by, last_error, created_at, updated_at, finished_at, join_id, key_seq, cancel_requested_at, output from workq.outbox t
 where t.id > $1::bigint
   and ($2::text is null or t.queue = $2::text)
   and ($3::smallint is null or t.status = $3::smallint)
@@ -696,6 +698,7 @@ func (q *Queries) OutboxPageAsc(ctx context.Context, arg OutboxPageAscParams) ([
 			&i.JoinID,
 			&i.KeySeq,
 			&i.CancelRequestedAt,
+			&i.Output,
 		); err != nil {
 			return nil, err
 		}

@@ -334,7 +334,7 @@ func (q *Queries) TimersEnqueueMany(ctx context.Context, arg TimersEnqueueManyPa
 }
 
 const timersGet = `-- name: TimersGet :one
-select id, queue, topic, payload, due_time, status, priority, run_at, owner_token, locked_until, lease_version, attempts, max_attempts, claimed_at, claimed_by, last_error, created_at, updated_at, finished_at, cancelled_at, cancel_requested_at from workq.timers where id = $1
+select id, queue, topic, payload, due_time, status, priority, run_at, owner_token, locked_until, lease_version, attempts, max_attempts, claimed_at, claimed_by, last_error, created_at, updated_at, finished_at, cancelled_at, cancel_requested_at, output from workq.timers where id = $1
 `
 
 // TimersGet reads one timer.
@@ -363,6 +363,7 @@ func (q *Queries) TimersGet(ctx context.Context, id int64) (Timer, error) {
 		&i.FinishedAt,
 		&i.CancelledAt,
 		&i.CancelRequestedAt,
+		&i.Output,
 	)
 	return i, err
 }
@@ -384,7 +385,7 @@ func (q *Queries) TimersNextDue(ctx context.Context, queue string) (int64, error
 }
 
 const timersPage = `-- name: TimersPage :many
-select id, queue, topic, payload, due_time, status, priority, run_at, owner_token, locked_until, lease_version, attempts, max_attempts, claimed_at, claimed_by, last_error, created_at, updated_at, finished_at, cancelled_at, cancel_requested_at from workq.timers t
+select id, queue, topic, payload, due_time, status, priority, run_at, owner_token, locked_until, lease_version, attempts, max_attempts, claimed_at, claimed_by, last_error, created_at, updated_at, finished_at, cancelled_at, cancel_requested_at, output from workq.timers t
 where t.id < $1::bigint
   and ($2::text is null or t.queue = $2::text)
   and ($3::smallint is null or t.status = $3::smallint)
@@ -457,6 +458,7 @@ func (q *Queries) TimersPage(ctx context.Context, arg TimersPageParams) ([]Timer
 			&i.FinishedAt,
 			&i.CancelledAt,
 			&i.CancelRequestedAt,
+			&i.Output,
 		); err != nil {
 			return nil, err
 		}
@@ -469,7 +471,7 @@ func (q *Queries) TimersPage(ctx context.Context, arg TimersPageParams) ([]Timer
 }
 
 const timersPageAsc = `-- name: TimersPageAsc :many
-select id, queue, topic, payload, due_time, status, priority, run_at, owner_token, locked_until, lease_version, attempts, max_attempts, claimed_at, claimed_by, last_error, created_at, updated_at, finished_at, cancelled_at, cancel_requested_at from workq.timers t
+select id, queue, topic, payload, due_time, status, priority, run_at, owner_token, locked_until, lease_version, attempts, max_attempts, claimed_at, claimed_by, last_error, created_at, updated_at, finished_at, cancelled_at, cancel_requested_at, output from workq.timers t
 where t.id > $1::bigint
   and ($2::text is null or t.queue = $2::text)
   and ($3::smallint is null or t.status = $3::smallint)
@@ -542,6 +544,7 @@ func (q *Queries) TimersPageAsc(ctx context.Context, arg TimersPageAscParams) ([
 			&i.FinishedAt,
 			&i.CancelledAt,
 			&i.CancelRequestedAt,
+			&i.Output,
 		); err != nil {
 			return nil, err
 		}

@@ -1,0 +1,332 @@
+-- Workflows (issue 31; docs/design.md §30, docs/concepts.md "Workflows").
+--
+-- A workflow is a set of job runs (its tasks, job_runs.workflow_id) with
+-- dependencies between them. A task with dependencies is written pending
+-- (status -1) and becomes ready (0) when all of them have ended; a
+-- dependency that fails or is cancelled cancels its pending dependents,
+-- unless the edge says to run them anyway (any_outcome).
+--
+-- Everything that decides a workflow happens in PostgreSQL, in the
+-- statements that end its tasks, through one row trigger on job_runs (as
+-- the outbox's joins do, 00004): no poller, no window in which a task has
+-- ended and its dependents do not know.
+--
+-- workflows: one row per workflow, with its task count and how many have
+--     ended done, failed and cancelled. Its row lock serialises every change
+--     to its tasks' dependency counts: the trigger takes it first (the
+--     counting UPDATE), the shared lease statements take it in id order
+--     before their triggers fire (workq_workflow_id below), and adding tasks
+--     takes it too. Under READ COMMITTED every statement of the trigger
+--     after that lock sees the latest committed counts, so exactly one
+--     ending releases a dependent (the UPDATE … WHERE status = -1 that moves
+--     it), however many dependencies end at once on however many workers.
+--     status: 0 running, 2 completed (every task done), 3 failed (a task
+--     failed or was cancelled), 4 cancelled (Client.CancelWorkflow).
+-- workflow_tasks: a task's name within its workflow and its counts:
+--     deps_left, its dependencies that have not ended (or ended and were
+--     revived); deps_failed, those that ended failed or cancelled on an
+--     edge that cancels. dep_cancelled: the task was cancelled because of
+--     them, and comes back pending when they are revived.
+-- workflow_deps: the edges, looked up by the dependency when it ends.
+--     any_outcome: the dependent runs whatever the dependency's outcome.
+--
+-- The work tables' other columns for this (job_runs.workflow_id, output,
+-- awaited and the pending status) are in 00025; the other tables get
+-- output here, as the lease template has it.
+
+-- +goose Up
+alter table workq.outbox add column if not exists output jsonb;
+alter table workq.inbox add column if not exists output jsonb;
+alter table workq.timers add column if not exists output jsonb;
+
+create table workq.workflows (
+    id                  bigint generated always as identity primary key,
+    name                text not null check (length(name) between 1 and 256),
+    status              smallint not null default 0 check (status in (0, 2, 3, 4)),
+    tasks               integer not null default 0,
+    done                integer not null default 0,
+    failed              integer not null default 0,
+    cancelled           integer not null default 0,
+    metadata            jsonb,
+    cancel_requested_at timestamptz,
+    created_at          timestamptz not null default now(),
+    finished_at         timestamptz
+);
+-- retention: finished workflows oldest first
+create index workflows_finished on workq.workflows (finished_at) where status <> 0;
+
+create table workq.workflow_tasks (
+    job_id        bigint primary key,
+    workflow_id   bigint not null,
+    name          text not null check (length(name) between 1 and 256),
+    deps          integer not null default 0,
+    deps_left     integer not null default 0,
+    deps_failed   integer not null default 0,
+    dep_cancelled boolean not null default false,
+    constraint workflow_tasks_name unique (workflow_id, name)
+);
+
+create table workq.workflow_deps (
+    dep_id      bigint not null,
+    task_id     bigint not null,
+    workflow_id bigint not null,
+    any_outcome boolean not null default false,
+    primary key (dep_id, task_id)
+);
+create index workflow_deps_task on workq.workflow_deps (task_id);
+create index workflow_deps_workflow on workq.workflow_deps (workflow_id);
+
+-- workq_workflow_id(row) is a work row's workflow, for the shared lease
+-- statements (db/queries/lease.sql), which are written once for every
+-- table: job runs have one, the other tables never. A one-line SQL
+-- function, inlined by the planner into the column itself or a constant
+-- null: it costs the statements nothing.
+create function workq.workq_workflow_id(r workq.job_runs) returns bigint
+language sql immutable parallel safe as 'select r.workflow_id';
+create function workq.workq_workflow_id(r workq.outbox) returns bigint
+language sql immutable parallel safe as 'select null::bigint';
+create function workq.workq_workflow_id(r workq.inbox) returns bigint
+language sql immutable parallel safe as 'select null::bigint';
+create function workq.workq_workflow_id(r workq.timers) returns bigint
+language sql immutable parallel safe as 'select null::bigint';
+
+-- workq_workflow_moved: task p_task of p_workflow entered (p_sign 1) or
+-- left (p_sign -1, a revive) the final status p_status. It counts it on the
+-- workflow (which ends when every task has ended, and notifies
+-- '<schema>_done' with 'w<id>'), and on each dependent: a dependent whose
+-- dependencies have all ended well is released (pending -> ready, with a
+-- NOTIFY of its queue as an enqueue sends), one with a dependency that
+-- failed on a cancelling edge is cancelled, and that cancel is moved in
+-- turn. Leaving undoes the counts and brings back to pending the
+-- dependents it had cancelled, and theirs. The cascade is a work list, not
+-- a recursion through the trigger (whose WHEN holds for top-level
+-- statements only): a chain of a thousand tasks would exhaust the stack.
+-- +goose StatementBegin
+create function workq.workq_workflow_moved(p_workflow bigint, p_task bigint, p_status smallint, p_sign integer)
+returns void
+language plpgsql volatile
+as $$
+declare
+    w record;
+    e record;
+    t record;
+    v_ok boolean;
+    v_queue text;
+    v_awaited boolean;
+    v_name text;
+    v_tasks bigint[] := array[p_task];
+    v_statuses smallint[] := array[p_status];
+    v_signs integer[] := array[p_sign];
+    v_task bigint;
+    v_status smallint;
+    v_sign integer;
+    i integer := 1;
+begin
+    while i <= cardinality(v_tasks) loop
+        v_task := v_tasks[i];
+        v_status := v_statuses[i];
+        v_sign := v_signs[i];
+        i := i + 1;
+        update workq.workflows set
+            done = done + v_sign * (v_status = 2)::integer,
+            failed = failed + v_sign * (v_status = 3)::integer,
+            cancelled = cancelled + v_sign * (v_status = 4)::integer
+        where id = p_workflow
+        returning * into w;
+        if not found then
+            return; -- deleted with its tasks (retention)
+        end if;
+        if v_sign > 0 and w.status = 0 and w.done + w.failed + w.cancelled >= w.tasks then
+            update workq.workflows set
+                status = case when w.cancel_requested_at is not null then 4 when w.failed + w.cancelled > 0 then 3 else 2 end,
+                finished_at = now()
+            where id = p_workflow;
+            perform pg_notify('workq_done', 'w' || p_workflow);
+        elsif v_sign < 0 and w.status <> 0 then
+            update workq.workflows set status = 0, finished_at = null where id = p_workflow;
+        end if;
+        v_name := null;
+        for e in select d.task_id, d.any_outcome from workq.workflow_deps d where d.dep_id = v_task order by d.task_id loop
+            v_ok := v_status = 2 or e.any_outcome;
+            update workq.workflow_tasks set
+                deps_left = deps_left - v_sign,
+                deps_failed = deps_failed + case when v_ok then 0 else v_sign end
+            where job_id = e.task_id
+            returning deps_left, deps_failed, dep_cancelled into t;
+            continue when not found;
+            if v_sign > 0 and not v_ok then
+                if v_name is null then
+                    select name into v_name from workq.workflow_tasks where job_id = v_task;
+                end if;
+                update workq.job_runs set status = 4, finished_at = now(), updated_at = now(),
+                    last_error = format('dependency %s %s', coalesce(v_name, v_task::text),
+                                        case v_status when 3 then 'failed' else 'was cancelled' end)
+                where id = e.task_id and status = -1
+                returning awaited into v_awaited;
+                if found then
+                    update workq.workflow_tasks set dep_cancelled = true where job_id = e.task_id;
+                    v_tasks := v_tasks || e.task_id;
+                    v_statuses := v_statuses || 4::smallint;
+                    v_signs := v_signs || 1;
+                    if v_awaited then
+                        perform pg_notify('workq_done', 'j' || e.task_id);
+                    end if;
+                end if;
+            elsif v_sign > 0 and t.deps_left <= 0 and t.deps_failed <= 0 then
+                update workq.job_runs set status = 0, run_at = greatest(run_at, now()), updated_at = now()
+                where id = e.task_id and status = -1
+                returning queue into v_queue;
+                if found then
+                    perform pg_notify('workq_job_runs', v_queue);
+                end if;
+            elsif v_sign < 0 and t.dep_cancelled and t.deps_failed <= 0 then
+                update workq.workflow_tasks set dep_cancelled = false where job_id = e.task_id;
+                update workq.job_runs set status = -1, finished_at = null, last_error = null, updated_at = now()
+                where id = e.task_id and status = 4;
+                if found then
+                    v_tasks := v_tasks || e.task_id;
+                    v_statuses := v_statuses || 4::smallint;
+                    v_signs := v_signs || -1;
+                end if;
+            end if;
+        end loop;
+    end loop;
+end
+$$;
+-- +goose StatementEnd
+
+-- +goose StatementBegin
+create function workq.workq_workflow_on_status()
+returns trigger
+language plpgsql volatile
+as $$
+begin
+    if new.workflow_id is not null then
+        if new.status >= 2 then
+            perform workq.workq_workflow_moved(new.workflow_id, new.id, new.status, 1);
+        else
+            perform workq.workq_workflow_moved(new.workflow_id, new.id, old.status, -1);
+        end if;
+    end if;
+    if new.status >= 2 and new.awaited then
+        perform pg_notify('workq_done', 'j' || new.id);
+    end if;
+    return null;
+end
+$$;
+-- +goose StatementEnd
+
+-- Fires only for a workflow's task or an awaited job that enters or leaves
+-- a final status: PostgreSQL evaluates WHEN without calling the function,
+-- so every other job queues no trigger event, and heartbeats (which do not
+-- set status) are not considered at all. Not for the updates the
+-- function itself makes (pg_trigger_depth): it walks its cascade itself.
+create trigger job_runs_workflow after update of status on workq.job_runs
+    for each row when ((new.workflow_id is not null or new.awaited) and (new.status >= 2) <> (old.status >= 2)
+                       and pg_trigger_depth() = 0)
+    execute function workq.workq_workflow_on_status();
+
+-- A task deleted before it ended counts as cancelled (its dependents and
+-- its workflow would otherwise wait for it forever); its own rows go with it.
+-- +goose StatementBegin
+create function workq.workq_workflow_on_delete()
+returns trigger
+language plpgsql volatile
+as $$
+begin
+    if old.status < 2 then
+        perform workq.workq_workflow_moved(old.workflow_id, old.id, 4::smallint, 1);
+    end if;
+    delete from workq.workflow_deps where dep_id = old.id;
+    delete from workq.workflow_tasks where job_id = old.id;
+    return null;
+end
+$$;
+-- +goose StatementEnd
+
+create trigger job_runs_workflow_delete after delete on workq.job_runs
+    for each row when (old.workflow_id is not null and pg_trigger_depth() = 0)
+    execute function workq.workq_workflow_on_delete();
+
+-- workq_workflow_attach(workflow, ids): the tasks ids (job runs already
+-- written with the workflow's id, pending when they have dependencies) and
+-- their rows in workflow_tasks and workflow_deps (written by the same
+-- caller, deps_left = their dependency count) join the workflow. Under the
+-- workflow's lock it counts them, and sets each pending one's counts from
+-- the dependencies that have already ended (a task added to a running
+-- workflow may depend on finished tasks): released at once when all ended
+-- well, cancelled when one failed on a cancelling edge. Refuses a
+-- workflow that does not exist (WQW01), has ended or is being cancelled
+-- (WQW02).
+-- +goose StatementBegin
+create function workq.workq_workflow_attach(p_workflow bigint, p_ids bigint[])
+returns integer
+language plpgsql volatile
+as $$
+declare
+    w record;
+    t record;
+    v_queue text;
+begin
+    select * into w from workq.workflows where id = p_workflow for no key update;
+    if not found then
+        raise exception 'workflow % does not exist', p_workflow using errcode = 'WQW01';
+    end if;
+    if w.status <> 0 or w.cancel_requested_at is not null then
+        raise exception 'workflow % has ended or is cancelled', p_workflow using errcode = 'WQW02';
+    end if;
+    update workq.workflows set tasks = tasks + cardinality(p_ids) where id = p_workflow;
+    -- dependencies that have already ended (only an addition has any)
+    for t in
+        select d.task_id,
+               count(*) filter (where j.status = 2 or (j.status >= 2 and d.any_outcome)) as ok,
+               count(*) filter (where j.status >= 3 and not d.any_outcome) as bad
+        from workq.workflow_deps d join workq.job_runs j on j.id = d.dep_id
+        where d.task_id = any(p_ids) and j.status >= 2
+        group by d.task_id
+        order by d.task_id
+    loop
+        update workq.workflow_tasks set deps_left = deps_left - t.ok - t.bad, deps_failed = deps_failed + t.bad
+        where job_id = t.task_id;
+    end loop;
+    for t in
+        select k.job_id, k.deps_left, k.deps_failed from workq.workflow_tasks k
+        where k.job_id = any(p_ids) and (k.deps_failed > 0 or k.deps_left <= 0) and k.deps > 0
+        order by k.job_id
+    loop
+        if t.deps_failed > 0 then
+            update workq.workflow_tasks set dep_cancelled = true where job_id = t.job_id;
+            update workq.job_runs set status = 4, finished_at = now(), updated_at = now(),
+                last_error = 'a dependency failed or was cancelled before this task was added'
+            where id = t.job_id and status = -1;
+        else
+            update workq.job_runs set status = 0, run_at = greatest(run_at, now()), updated_at = now()
+            where id = t.job_id and status = -1
+            returning queue into v_queue;
+            if found then
+                perform pg_notify('workq_job_runs', v_queue);
+            end if;
+        end if;
+    end loop;
+    return cardinality(p_ids);
+end
+$$;
+-- +goose StatementEnd
+
+-- +goose Down
+drop function workq.workq_workflow_attach(bigint, bigint[]);
+drop trigger job_runs_workflow_delete on workq.job_runs;
+drop function workq.workq_workflow_on_delete();
+drop trigger job_runs_workflow on workq.job_runs;
+drop function workq.workq_workflow_on_status();
+drop function workq.workq_workflow_moved(bigint, bigint, smallint, integer);
+drop function workq.workq_workflow_id(workq.job_runs);
+drop function workq.workq_workflow_id(workq.outbox);
+drop function workq.workq_workflow_id(workq.inbox);
+drop function workq.workq_workflow_id(workq.timers);
+drop table workq.workflow_deps;
+drop table workq.workflow_tasks;
+drop table workq.workflows;
+alter table workq.timers drop column if exists output;
+alter table workq.inbox drop column if exists output;
+alter table workq.outbox drop column if exists output;

@@ -286,3 +286,57 @@ func TestWorkflowCancel(t *testing.T) {
 		t.Fatalf("add to a cancelled workflow: %v, want ErrWorkflowEnded", err)
 	}
 }
+
+// A sharded Client puts a workflow on one shard and finds it by id alone.
+func TestWorkflowSharded(t *testing.T) {
+	ctx := context.Background()
+	workers := workq.NewWorkers()
+	workq.AddWorker(workers, workq.WorkFunc(func(ctx context.Context, job *workq.Job[fetchArgs]) error {
+		return job.SetOutput(fetched{Bytes: len(job.Args.URL)})
+	}))
+	workq.AddWorker(workers, workq.WorkFunc(func(ctx context.Context, job *workq.Job[sumArgs]) error {
+		total := 0
+		for _, name := range job.Args.Of {
+			f, err := workq.Output[fetched](ctx, job, name)
+			if err != nil {
+				return workq.Permanent(err)
+			}
+			total += f.Bytes
+		}
+		return job.SetOutput(total)
+	}))
+	c, err := workq.NewShardedClient([]workq.Shard{{Name: "a", Pool: testdb.Pool(t)}, {Name: "b", Pool: testdb.Pool(t)}},
+		workq.Config{Workers: workers, Maintenance: workq.MaintenanceConfig{Disabled: true}, FetchPollInterval: 50 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Stop(context.Background()) })
+	shards := map[string]bool{}
+	for i := range 4 {
+		res, err := c.NewWorkflow(fmt.Sprintf("w%d", i), nil).
+			Add("a", fetchArgs{URL: "ab"}, nil).
+			Add("sum", sumArgs{Of: []string{"a"}}, &workq.TaskOpts{DependsOn: []string{"a"}}).
+			Enqueue(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		shards[res.Workflow.Shard] = true
+		info := waitWorkflow(t, c, workq.WorkflowRef{ID: res.Workflow.ID, Shard: res.Workflow.Shard})
+		if info.State != workq.WorkflowCompleted || info.Ref.Shard != res.Workflow.Shard {
+			t.Fatalf("workflow %+v, want completed on %s", info, res.Workflow.Shard)
+		}
+		tasks, err := c.WorkflowTasks(ctx, workq.WorkflowRef{ID: res.Workflow.ID, Shard: res.Workflow.Shard})
+		if err != nil || string(tasks[1].Output) != "2" {
+			t.Fatalf("tasks %+v, %v", tasks, err)
+		}
+	}
+	if len(shards) != 2 {
+		t.Fatalf("workflows went to shards %v, want both", shards)
+	}
+	if _, err := c.NewWorkflow("tx", nil).Add("a", fetchArgs{}, nil).EnqueueTx(ctx, nil); !errors.Is(err, workq.ErrInvalid) {
+		t.Fatalf("EnqueueTx on a sharded Client: %v, want ErrInvalid", err)
+	}
+}

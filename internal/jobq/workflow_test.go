@@ -3,6 +3,9 @@ package jobq_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
 	"testing"
 	"time"
 
@@ -130,4 +133,98 @@ func equal(a, b map[string]lease.Status) bool {
 		}
 	}
 	return true
+}
+
+// Many completions at once, in batches that mix two workflows' tasks in
+// random orders on several connections: each workflow's final task is
+// released exactly once and no statement deadlocks (the lease statements
+// lock workflows in id order).
+func TestWorkflowConcurrentCompletions(t *testing.T) {
+	ctx := context.Background()
+	pool := testdb.PoolWith(t, 12)
+	c := jobq.New(jobq.Options{})
+	const n = 300
+	var all []int64
+	finals := map[int64]int64{} // workflow -> final task
+	for w := range 2 {
+		tasks := make([]jobq.Task, 0, n+1)
+		names := make([]string, n)
+		for i := range n {
+			names[i] = fmt.Sprintf("t%d", i)
+			tasks = append(tasks, jobq.Task{Name: names[i], Job: jobq.Job{Kind: "k", Queue: "q"}})
+		}
+		tasks = append(tasks, jobq.Task{Name: "final", Job: jobq.Job{Kind: "k", Queue: fmt.Sprintf("final%d", w)}, DependsOn: names})
+		res, err := c.EnqueueWorkflow(ctx, pool, jobq.Workflow{Name: "fan-in", Tasks: tasks})
+		if err != nil {
+			t.Fatal(err)
+		}
+		finals[res.ID] = res.Tasks["final"]
+	}
+	e := lease.New(pool, lease.JobRuns)
+	claim, err := e.Claim(ctx, lease.ClaimParams{Queue: "q", Max: 2 * n, Lease: time.Minute, WorkerID: "test"})
+	if err != nil || len(claim.Items) != 2*n {
+		t.Fatalf("claimed %d, %v", len(claim.Items), err)
+	}
+	items := claim.Items
+	rand.Shuffle(len(items), func(i, j int) { items[i], items[j] = items[j], items[i] })
+	for _, it := range items {
+		all = append(all, it.ID)
+	}
+	// disjoint batches of random sizes (a completion is its owner's: two
+	// batches never share an item), on six connections at once
+	var batches [][]lease.Completion
+	for i := 0; i < len(items); {
+		end := min(i+1+rand.IntN(17), len(items))
+		var cs []lease.Completion
+		for _, it := range items[i:end] {
+			cs = append(cs, lease.Completion{ID: it.ID, Token: it.OwnerToken, RunID: it.RunID, Outcome: lease.Done})
+		}
+		batches = append(batches, cs)
+		i = end
+	}
+	next := make(chan []lease.Completion, len(batches))
+	for _, b := range batches {
+		next <- b
+	}
+	close(next)
+	var wg sync.WaitGroup
+	errs := make(chan error, 64)
+	for range 6 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for cs := range next {
+				a, err := e.Complete(ctx, cs)
+				if err != nil {
+					errs <- err
+					return
+				}
+				if len(a.Lost) > 0 {
+					errs <- fmt.Errorf("lost %v", a.Lost)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	for wf, final := range finals {
+		var st int16
+		var left int32
+		var done int32
+		if err := pool.QueryRow(ctx, `select j.status, t.deps_left, w.done from workq.job_runs j join workq.workflow_tasks t on t.job_id = j.id
+			join workq.workflows w on w.id = t.workflow_id where j.id = $1`, final).Scan(&st, &left, &done); err != nil {
+			t.Fatal(err)
+		}
+		if st != 0 || left != 0 || done != n {
+			t.Fatalf("workflow %d: final status %d, deps left %d, done %d; want ready, 0, %d", wf, st, left, done, n)
+		}
+	}
+	var runs int
+	if err := pool.QueryRow(ctx, "select count(*) from workq.runs where item_id = any($1) and outcome = 'done'", all).Scan(&runs); err != nil || runs != 2*n {
+		t.Fatalf("%d done runs archived, want %d (%v)", runs, 2*n, err)
+	}
 }

@@ -224,7 +224,25 @@ var ErrEnded = fmt.Errorf("%w: the workflow has ended", workqtype.ErrWrongState)
 // Client.Cancel does), and it takes no more tasks; it ends cancelled once
 // the running ones end. Lock order: the tasks' rows, then the workflow's
 // (as every completion takes them).
-func Cancel(ctx context.Context, db workqtype.TxDB, id int64, actor, reason string) (_ CancelResult, err error) {
+func Cancel(ctx context.Context, db workqtype.TxDB, id int64, actor, reason string) (CancelResult, error) {
+	return retryDeadlock(ctx, func() (CancelResult, error) { return cancelOnce(ctx, db, id, actor, reason) })
+}
+
+// retryDeadlock runs f again when the database broke a deadlock by
+// aborting it: an operator's action on a workflow can meet a completion
+// that holds the workflow's lock and waits for a task row the action
+// locked (the completion's own flush retries likewise).
+func retryDeadlock[R any](ctx context.Context, f func() (R, error)) (R, error) {
+	for attempt := 1; ; attempt++ {
+		r, err := f()
+		var pe *pgconn.PgError
+		if err == nil || attempt == 5 || !errors.As(err, &pe) || pe.Code != "40P01" || ctx.Err() != nil {
+			return r, err
+		}
+	}
+}
+
+func cancelOnce(ctx context.Context, db workqtype.TxDB, id int64, actor, reason string) (_ CancelResult, err error) {
 	tx, err := db.Begin(ctx)
 	if err != nil {
 		return CancelResult{}, fmt.Errorf("cancel workflow %d: %w", id, err)
@@ -274,10 +292,14 @@ func Cancel(ctx context.Context, db workqtype.TxDB, id int64, actor, reason stri
 // than by a failed dependency (whose cancelled dependents come back
 // pending with them), and clears a cancel request: one transaction. It
 // returns how many tasks it revived.
-func Retry(ctx context.Context, db workqtype.TxDB, id int64, actor, reason string) (_ int, err error) {
+func Retry(ctx context.Context, db workqtype.TxDB, id int64, actor, reason string) (int, error) {
 	if _, err := Get(ctx, db, id); err != nil {
 		return 0, err
 	}
+	return retryDeadlock(ctx, func() (int, error) { return retryOnce(ctx, db, id, actor, reason) })
+}
+
+func retryOnce(ctx context.Context, db workqtype.TxDB, id int64, actor, reason string) (_ int, err error) {
 	tx, err := db.Begin(ctx)
 	if err != nil {
 		return 0, fmt.Errorf("retry workflow %d: %w", id, err)

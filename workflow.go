@@ -17,7 +17,7 @@ import (
 
 // ErrNotInWorkflow is the error (wrapped) of a workflow method called on a
 // job that belongs to no workflow (Output, Job.Workflow, BatchResults).
-var ErrNotInWorkflow = workflows.ErrNotInWorkflow
+var ErrNotInWorkflow = workqtype.ErrNotInWorkflow
 
 // ErrWorkflowEnded is matched by the error of adding tasks to a workflow
 // that has ended or is being cancelled (it wraps ErrInvalid: nothing was
@@ -45,10 +45,10 @@ type WorkflowState string
 // then completed when every task is done, failed when one failed or was
 // cancelled, and cancelled when CancelWorkflow asked for it.
 const (
-	WorkflowRunning   WorkflowState = workflows.Running
-	WorkflowCompleted WorkflowState = workflows.Completed
-	WorkflowFailed    WorkflowState = workflows.Failed
-	WorkflowCancelled WorkflowState = workflows.Cancelled
+	WorkflowRunning   WorkflowState = "running"
+	WorkflowCompleted WorkflowState = "completed"
+	WorkflowFailed    WorkflowState = "failed"
+	WorkflowCancelled WorkflowState = "cancelled"
 )
 
 // WorkflowOpts are a new workflow's options.

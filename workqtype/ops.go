@@ -20,3 +20,7 @@ const (
 // item, a delete of a ready one, a cancel of a finished one): nothing
 // changed.
 var ErrWrongState = errors.New("item not in a state the action takes")
+
+// ErrNotInWorkflow is the error (wrapped) of a workflow method called on a
+// job that belongs to no workflow.
+var ErrNotInWorkflow = errors.New("the job belongs to no workflow")

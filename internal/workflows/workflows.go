@@ -25,7 +25,7 @@ var ErrNotFound = fmt.Errorf("%w: no such workflow", workqtype.ErrNotFound)
 
 // ErrNotInWorkflow is the error (wrapped) for a job that belongs to no
 // workflow, asked for its workflow.
-var ErrNotInWorkflow = errors.New("the job belongs to no workflow")
+var ErrNotInWorkflow = workqtype.ErrNotInWorkflow
 
 // ErrNoTask is the error (wrapped) for a task name the workflow does not
 // have.

@@ -127,6 +127,9 @@ const (
 	JobStateDone       JobState = workqtype.StateDone
 	JobStateFailed     JobState = workqtype.StateFailed
 	JobStateCancelled  JobState = workqtype.StateCancelled
+	// JobStatePending is a workflow's task waiting for its dependencies
+	// (never a unique job's state).
+	JobStatePending JobState = workqtype.StatePending
 )
 
 func (o UniqueOpts) jobq() jobq.Unique {

@@ -519,7 +519,9 @@ const MaxOutputBytes = 1 << 20
 // job's output: the completion that ends the attempt done stores it with
 // the job, for its workflow's dependents (Output), for Wait and for the
 // API, the CLI and the dashboard. A later call replaces it. An attempt
-// that does not end done stores nothing.
+// that does not end done stores nothing. With CompleteTx, call it before:
+// CompleteTx writes the output recorded when it is called, and SetOutput
+// after a CompleteTx returns an error.
 func (j *Job[T]) SetOutput(v any) error {
 	b, err := json.Marshal(v)
 	if err != nil {
@@ -530,6 +532,9 @@ func (j *Job[T]) SetOutput(v any) error {
 	}
 	if j.raw == nil {
 		return errors.New("workq: SetOutput on a job the runtime did not claim")
+	}
+	if j.raw.CompletedInTx() {
+		return fmt.Errorf("workq: SetOutput of job %d after CompleteTx: the output was written with the completion (call SetOutput first)", j.ID)
 	}
 	j.raw.SetOutput(b)
 	return nil
@@ -596,12 +601,12 @@ func Output[O any, T Args](ctx context.Context, job *Job[T], task string) (O, er
 	if err != nil {
 		return out, err
 	}
-	state, raw, err := workflows.Output(ctx, sc.db, t.Workflow.ID, task)
+	id, state, raw, err := workflows.Output(ctx, sc.db, t.Workflow.ID, task)
 	if err != nil {
 		return out, fmt.Errorf("workq: %w", err)
 	}
 	if state != StateDone {
-		return out, &StateError{Ref: ItemRef{Table: TableJobRuns, Shard: sc.name}, Action: "read the output of task " + strconv.Quote(task), State: state, Takes: StateDone}
+		return out, fmt.Errorf("task %q: %w", task, &StateError{Ref: ItemRef{Table: TableJobRuns, ID: id, Shard: sc.name}, Action: "Output", State: state, Takes: StateDone})
 	}
 	if raw == nil {
 		return out, nil

@@ -186,16 +186,16 @@ func Of(ctx context.Context, db workqtype.DB, id int64) (workflow int64, task st
 	return *r.WorkflowID, r.Task, nil
 }
 
-// Output reads the state and output of the task named name.
-func Output(ctx context.Context, db workqtype.DB, workflow int64, name string) (state string, output json.RawMessage, err error) {
+// Output reads the job run id, state and output of the task named name.
+func Output(ctx context.Context, db workqtype.DB, workflow int64, name string) (id int64, state string, output json.RawMessage, err error) {
 	r, err := gen.New(db).WorkflowTaskOutput(ctx, workflow, name)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return "", nil, fmt.Errorf("workflow %d task %q: %w", workflow, name, ErrNoTask)
+		return 0, "", nil, fmt.Errorf("workflow %d task %q: %w", workflow, name, ErrNoTask)
 	}
 	if err != nil {
-		return "", nil, fmt.Errorf("read the output of workflow %d task %q: %w", workflow, name, err)
+		return 0, "", nil, fmt.Errorf("read the output of workflow %d task %q: %w", workflow, name, err)
 	}
-	return lease.Status(r.Status).String(), r.Output, nil
+	return r.ID, lease.Status(r.Status).String(), r.Output, nil
 }
 
 // Counts are how a task's dependencies ended.

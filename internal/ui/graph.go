@@ -131,13 +131,25 @@ func drawGraph(tasks []workq.WorkflowTask, root, shard string) template.HTML {
 		}
 		x1, y1 := x(j)+nodeW, y(j)+nodeH/2
 		x2, y2 := x(to), y(to)+nodeH/2
-		dx := (x2 - x1) / 2
+		var d string
+		if layer[to]-layer[j] <= 1 {
+			dx := (x2 - x1) / 2
+			d = fmt.Sprintf("M%d,%d C%d,%d %d,%d %d,%d", x1, y1, x1+dx, y1, x2-dx, y2, x2, y2)
+		} else {
+			// Past a column: along the gap below the dependency's row,
+			// which no box takes, so the edge is never hidden behind a
+			// box and mistaken for that box's.
+			h := (graphColW - nodeW) / 2
+			gy := y(j) + nodeH + (graphRowH-nodeH)/2
+			d = fmt.Sprintf("M%d,%d C%d,%d %d,%d %d,%d L%d,%d C%d,%d %d,%d %d,%d", x1, y1, x1+h/2, y1, x1+h/2, gy, x1+h, gy,
+				x2-h, gy, x2-h/2, gy, x2-h/2, y2, x2, y2)
+		}
 		class, dash := "edge", ""
 		if anyOutcome {
 			class, dash = "edge any", ` stroke-dasharray="5 4"`
 		}
-		fmt.Fprintf(&b, `<path class="%s" data-from="%s" data-to="%s" d="M%d,%d C%d,%d %d,%d %d,%d" fill="none" stroke="#4a5360"%s marker-end="url(#wf-arrow)"/>`,
-			class, esc(from), esc(tasks[to].Name), x1, y1, x1+dx, y1, x2-dx, y2, x2, y2, dash)
+		fmt.Fprintf(&b, `<path class="%s" data-from="%s" data-to="%s" d="%s" fill="none" stroke="#4a5360"%s marker-end="url(#wf-arrow)"/>`,
+			class, esc(from), esc(tasks[to].Name), d, dash)
 	}
 	for i, t := range tasks {
 		for _, d := range t.DependsOn {

@@ -57,6 +57,10 @@ func jobRunItem(r gen.JobRun) workqtype.Item {
 	detail(&it, "schedule_id", r.ScheduleID)
 	detail(&it, "scheduled_time", r.ScheduledTime)
 	detail(&it, "cancel_requested_at", r.CancelRequestedAt)
+	detail(&it, "workflow_id", r.WorkflowID)
+	if r.Output != nil {
+		detail(&it, "output", &r.Output)
+	}
 	return it
 }
 

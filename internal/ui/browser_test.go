@@ -51,6 +51,29 @@ func chromium(t *testing.T) string {
 	return ""
 }
 
+// newChrome starts headless Chromium (the binary chrome) for a browser
+// test: its context, bounded by limit and ended with the test, and run,
+// which runs actions in it and fails the test, saying what, on an error.
+func newChrome(t *testing.T, chrome string, limit time.Duration) (context.Context, func(what string, actions ...chromedp.Action)) {
+	t.Helper()
+	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(chrome),
+		chromedp.Flag("headless", true), chromedp.Flag("no-sandbox", true), chromedp.Flag("disable-gpu", true),
+		chromedp.Flag("disable-quic", true), chromedp.Flag("no-first-run", true), chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true), chromedp.Flag("disable-sync", true),
+		chromedp.UserDataDir(t.TempDir()), chromedp.WindowSize(1400, 900))
+	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	bctx, cancelBrowser := chromedp.NewContext(actx)
+	bctx, cancelTimeout := context.WithTimeout(bctx, limit)
+	t.Cleanup(func() { cancelTimeout(); cancelBrowser(); cancelAlloc() })
+	run := func(what string, actions ...chromedp.Action) {
+		t.Helper()
+		if err := chromedp.Run(bctx, actions...); err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+	}
+	return bctx, run
+}
+
 // moduleRoot is the repository root (tests run in their package directory).
 const moduleRoot = "../.."
 
@@ -211,23 +234,7 @@ func TestDashboardInBrowser(t *testing.T) {
 	}
 	enqueueN(40, "ok")
 
-	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(chrome),
-		chromedp.Flag("headless", true), chromedp.Flag("no-sandbox", true), chromedp.Flag("disable-gpu", true),
-		chromedp.Flag("disable-quic", true), chromedp.Flag("no-first-run", true), chromedp.Flag("disable-background-networking", true),
-		chromedp.Flag("disable-component-update", true), chromedp.Flag("disable-sync", true),
-		chromedp.UserDataDir(t.TempDir()), chromedp.WindowSize(1400, 900))
-	actx, cancelAlloc := chromedp.NewExecAllocator(ctx, opts...)
-	defer cancelAlloc()
-	bctx, cancelBrowser := chromedp.NewContext(actx)
-	defer cancelBrowser()
-	bctx, cancelTimeout := context.WithTimeout(bctx, 3*time.Minute)
-	defer cancelTimeout()
-	run := func(what string, actions ...chromedp.Action) {
-		t.Helper()
-		if err := chromedp.Run(bctx, actions...); err != nil {
-			t.Fatalf("%s: %v", what, err)
-		}
-	}
+	bctx, run := newChrome(t, chrome, 3*time.Minute)
 
 	// Log in: the dashboard sends to the login page and back.
 	run("open the dashboard", chromedp.Navigate(base+"/ui/"), chromedp.WaitVisible(`#token`, chromedp.ByID))

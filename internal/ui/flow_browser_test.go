@@ -34,23 +34,7 @@ func TestFlowInBrowser(t *testing.T) {
 	adminSecret, adminEntry, _, readEntry := newTokens(t)
 	base := startAPI(t, bin, dbURL, t.TempDir(), adminEntry, readEntry)
 
-	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(chrome),
-		chromedp.Flag("headless", true), chromedp.Flag("no-sandbox", true), chromedp.Flag("disable-gpu", true),
-		chromedp.Flag("disable-quic", true), chromedp.Flag("no-first-run", true), chromedp.Flag("disable-background-networking", true),
-		chromedp.Flag("disable-component-update", true), chromedp.Flag("disable-sync", true),
-		chromedp.UserDataDir(t.TempDir()), chromedp.WindowSize(1400, 900))
-	actx, cancelAlloc := chromedp.NewExecAllocator(ctx, opts...)
-	defer cancelAlloc()
-	bctx, cancelBrowser := chromedp.NewContext(actx)
-	defer cancelBrowser()
-	bctx, cancelTimeout := context.WithTimeout(bctx, 2*time.Minute)
-	defer cancelTimeout()
-	run := func(what string, actions ...chromedp.Action) {
-		t.Helper()
-		if err := chromedp.Run(bctx, actions...); err != nil {
-			t.Fatalf("%s: %v", what, err)
-		}
-	}
+	bctx, run := newChrome(t, chrome, 2*time.Minute)
 
 	run("open the flow page", chromedp.Navigate(base+"/ui/flow"), chromedp.WaitVisible(`#token`, chromedp.ByID))
 	run("log in", chromedp.SendKeys(`#token`, adminSecret, chromedp.ByID), chromedp.Submit(`#token`, chromedp.ByID),

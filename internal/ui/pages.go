@@ -610,6 +610,9 @@ type itemData struct {
 	// WaitsFor is what flow control holds a ready item back with
 	// (Client.WaitsFor; flow.go).
 	WaitsFor []string
+	// Workflow is the workflow of a job run that is a workflow's task (its
+	// detail workflow_id; 0: none).
+	Workflow int64
 }
 
 type detailRow struct{ Name, Value string }
@@ -648,11 +651,15 @@ func (h *Handler) item(w http.ResponseWriter, r *http.Request, x *session) error
 		it.Shard = ""
 	}
 	d := itemData{Item: it, RunsDir: h.o.RunsDir != "", Self: self, Shard: it.Shard, RetryLabel: "Retry",
-		CanRetry: it.Status == "failed" || it.Status == "cancelled", CanCancel: it.Status == "ready" || it.Status == "in_progress",
+		CanRetry: it.Status == "failed" || it.Status == "cancelled", CanCancel: it.Status == "ready" || it.Status == "in_progress" || it.Status == workq.StatePending,
 		CanDelete: it.Status == "done" || it.Status == "failed" || it.Status == "cancelled"}
 	d.RetryLabel = kindPageOf(t).RetryLabel
 	d.Payload, d.PayloadSize, d.PayloadShown = pretty(it.Payload, maxPayloadOut)
 	for _, k := range sortedKeys(it.Details) {
+		if id, ok := it.Details[k].(int64); ok && k == "workflow_id" {
+			d.Workflow = id // a link of its own
+			continue
+		}
 		d.Details = append(d.Details, detailRow{k, detailString(it.Details[k])})
 	}
 	for _, k := range sortedKeys(it.Metadata) {

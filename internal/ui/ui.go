@@ -206,6 +206,8 @@ func (h *Handler) routes() {
 	m.HandleFunc("GET /ui/outbox", h.page(h.outboxPage))
 	m.HandleFunc("GET /ui/schedules", h.page(h.schedulesPage))
 	m.HandleFunc("GET /ui/flow", h.page(h.flowPage))
+	m.HandleFunc("GET /ui/workflows", h.page(h.workflowsPage))
+	m.HandleFunc("GET /ui/workflows/{id}", h.page(h.workflowPage))
 	m.HandleFunc("GET /ui/api/overview", h.data(h.overviewJSON))
 	m.HandleFunc("GET /ui/api/history", h.data(h.historyJSON))
 
@@ -213,6 +215,7 @@ func (h *Handler) routes() {
 	m.HandleFunc("POST /ui/queues/{table}/{queue}/{op}", h.action(h.actQueue))
 	m.HandleFunc("POST /ui/schedules/{name}/trigger", h.action(h.actTrigger))
 	m.HandleFunc("POST /ui/flow/resume-kind", h.action(h.actResumeKind))
+	m.HandleFunc("POST /ui/workflows/{id}/{op}", h.action(h.actWorkflow))
 
 	m.HandleFunc("GET /ui/login", h.loginForm)
 	m.HandleFunc("POST /ui/login", h.login)

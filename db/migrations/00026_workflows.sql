@@ -145,6 +145,16 @@ begin
         elsif v_sign < 0 and w.status <> 0 then
             update workq.workflows set status = 0, finished_at = null where id = p_workflow;
         end if;
+        if v_sign < 0 then
+            -- A task revived (or brought back) before its dependencies have
+            -- ended again waits for them: pending, not ready. (Its
+            -- dependencies revived by the same statement may count before
+            -- or after it; the dependents' branch below covers the other
+            -- order.)
+            update workq.job_runs j set status = -1, updated_at = now()
+            from workq.workflow_tasks k
+            where j.id = v_task and j.status = 0 and k.job_id = j.id and k.deps_left > 0 and k.deps_failed <= 0;
+        end if;
         v_name := null;
         for e in select d.task_id, d.any_outcome from workq.workflow_deps d where d.dep_id = v_task order by d.task_id loop
             v_ok := v_status = 2 or e.any_outcome;
@@ -188,6 +198,11 @@ begin
                     v_statuses := v_statuses || 4::smallint;
                     v_signs := v_signs || -1;
                 end if;
+            elsif v_sign < 0 and t.deps_left > 0 and t.deps_failed <= 0 then
+                -- a dependent released (or revived) but not started waits
+                -- again for this dependency
+                update workq.job_runs set status = -1, updated_at = now()
+                where id = e.task_id and status = 0;
             end if;
         end loop;
     end loop;

@@ -2,6 +2,7 @@ package workq_test
 
 import (
 	"context"
+	"errors"
 	"testing"
 
 	"github.com/workq/workq"
@@ -43,6 +44,26 @@ func TestRetryCancelledWorkflowKeepsDependentsPending(t *testing.T) {
 	for _, tk := range tasks {
 		if tk.State != want[tk.Name] {
 			t.Errorf("after cancel and retry, task %s is %s with %d dependencies left, want %s", tk.Name, tk.State, tk.DepsLeft, want[tk.Name])
+		}
+	}
+}
+
+// TestAddToUnknownWorkflowIsNotFound: adding tasks to a workflow that does
+// not exist is ErrNotFound whatever the tasks are; with a dependency on an
+// earlier task it is ErrInvalid ("a dependency names a task workflow 999
+// does not have"), so the API answers 400 instead of 404. Fails until the
+// core checks the workflow first.
+func TestAddToUnknownWorkflowIsNotFound(t *testing.T) {
+	ctx := context.Background()
+	c, err := workq.NewClient(testdb.Pool(t), workq.Config{Maintenance: workq.MaintenanceConfig{Disabled: true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, deps := range [][]string{nil, {"earlier"}} {
+		_, err := c.AddToWorkflow(workq.WorkflowRef{ID: 999}).
+			Add("x", workq.RawArgs{KindName: "k"}, &workq.TaskOpts{DependsOn: deps}).Enqueue(ctx)
+		if !errors.Is(err, workq.ErrNotFound) {
+			t.Errorf("add to workflow 999 (depends on %v): %v, want ErrNotFound", deps, err)
 		}
 	}
 }

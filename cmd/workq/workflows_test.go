@@ -93,6 +93,20 @@ func TestWorkflowsCLI(t *testing.T) {
 			t.Errorf("show has no %q:\n%s", want, text)
 		}
 	}
+	// A task's item names its workflow; a job run's output is shown as
+	// JSON (set here by hand: no worker runs these kinds).
+	if out := run("jobs", "show", "3"); !strings.Contains(out, "workflow id  1\n") {
+		t.Fatalf("jobs show of a task:\n%s", out)
+	}
+	if _, err := pool.Exec(context.Background(), `update workq.job_runs set output = '{"n": 1}' where id = 1`); err != nil {
+		t.Fatal(err)
+	}
+	if out := run("jobs", "show", "1"); !strings.Contains(out, `{"n": 1}`) {
+		t.Fatalf("jobs show of a job run with an output:\n%s", out)
+	}
+	if v := show("1"); strings.Join(strings.Fields(string(v.Tasks[0].Output)), "") != `{"n":1}` {
+		t.Fatalf("show --json of a task with an output: %s", v.Tasks[0].Output)
+	}
 	if out := run("workflows", "show", "1", "--wait", "200ms"); !strings.Contains(out, "(the wait ran out before it ended)") {
 		t.Fatalf("show --wait with nothing running:\n%s", out)
 	}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/workq/workq"
+	"github.com/workq/workq/internal/testdb"
 )
 
 type wfEchoArgs struct {
@@ -327,4 +328,50 @@ func TestWorkflowAPIRefusesInvalid(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestWorkflowAPIOnTwoShards: a sharded API writes each workflow on one
+// shard and names it; reads and actions find it by id alone (the Client
+// looks it up) or by its shard; the same id on both shards needs the
+// shard; a list pages one shard at a time.
+func TestWorkflowAPIOnTwoShards(t *testing.T) {
+	second := testdb.Pool(t)
+	e := &wfEnv{env: newEnv(t, func(o *setup) {
+		o.shards = []workq.Shard{{Name: "eu", Pool: o.pool}, {Name: "us", Pool: second}}
+	})}
+	shards := map[string]int64{}
+	for range 2 { // round robin: one on each shard, both with id 1
+		var cr workflowCreated
+		e.must(201, "POST", "/v1/workflows", e.admin, map[string]any{"name": "w", "tasks": []any{task("a", "k", with("delay", "1h"))}}).decode(t, &cr)
+		shards[cr.Shard] = cr.ID
+	}
+	if len(shards) != 2 || shards["eu"] != 1 || shards["us"] != 1 {
+		t.Fatalf("two workflows on two shards: %v", shards)
+	}
+	if r := e.must(400, "GET", "/v1/workflows/1", e.read, nil); !strings.Contains(r.err(t).Message, "several shards") {
+		t.Fatalf("an id on both shards without a shard: %s", r.body)
+	}
+	out := e.show(1, "?shard=us")
+	if out.Workflow.Shard != "us" || len(out.Tasks) != 1 {
+		t.Fatalf("workflow 1 of us: %+v", out)
+	}
+	var cc workflowCancelled
+	e.must(200, "POST", wfPath(1, "/cancel"), e.admin, map[string]any{"shard": "eu"}).decode(t, &cc)
+	if cc.Shard != "eu" || cc.Cancelled != 1 {
+		t.Fatalf("cancel on eu: %+v", cc)
+	}
+	if out := e.show(1, "?shard=us"); out.Workflow.State != "running" {
+		t.Fatalf("cancelling eu's workflow 1 changed us's: %+v", out.Workflow)
+	}
+	var list workflowList
+	e.must(200, "GET", "/v1/workflows", e.read, nil).decode(t, &list)
+	if len(list.Workflows) != 2 || list.Workflows[0].Shard != "eu" || list.Workflows[1].Shard != "us" {
+		t.Fatalf("list over two shards: %+v", list.Workflows)
+	}
+	e.must(200, "GET", "/v1/workflows?shard=us&state=running", e.read, nil).decode(t, &list)
+	if len(list.Workflows) != 1 || list.Workflows[0].Shard != "us" {
+		t.Fatalf("list of us: %+v", list.Workflows)
+	}
+	e.must(400, "GET", "/v1/workflows?before=5", e.read, nil)
+	e.must(404, "GET", "/v1/workflows/1?shard=asia", e.read, nil)
 }

@@ -100,6 +100,8 @@ func classify(err error) *Error {
 	switch {
 	case errors.As(err, &e):
 		return e
+	case errors.Is(err, workq.ErrWorkflowEnded): // adding tasks to it (also ErrInvalid) or cancelling it (also ErrWrongState)
+		return &Error{status: http.StatusConflict, Code: CodeConflict, Message: err.Error()}
 	case isInvalid(err):
 		return invalidErr("", err)
 	case errors.Is(err, workq.ErrNotFound): // an item, a schedule, a join... (every not-found of the Client and the feature packages)

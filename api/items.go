@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"slices"
@@ -145,6 +146,9 @@ type itemWithAttempts struct {
 	Item     workq.Item          `json:"item"`
 	Attempts []workqtype.Attempt `json:"attempts"`
 	WaitsFor []string            `json:"waits_for,omitempty"`
+	// TimedOut: a wait ran out before the job run ended (it is shown as
+	// it is).
+	TimedOut bool `json:"timed_out,omitempty"`
 }
 
 func (s *Server) getItem(w http.ResponseWriter, r *http.Request, _ principal) error {
@@ -152,9 +156,16 @@ func (s *Server) getItem(w http.ResponseWriter, r *http.Request, _ principal) er
 	if err != nil {
 		return err
 	}
-	q, err := query(r, "shard")
+	q, err := query(r, "shard", "wait")
 	if err != nil {
 		return err
+	}
+	wait, err := waitParam(q)
+	if err != nil {
+		return err
+	}
+	if q.Has("wait") && t != workq.TableJobRuns {
+		return invalid("wait", "only a job run can be waited for")
 	}
 	sh, err := s.shardNamed("shard", q.Get("shard"))
 	if err != nil {
@@ -163,6 +174,17 @@ func (s *Server) getItem(w http.ResponseWriter, r *http.Request, _ principal) er
 	id, err := parseInt("id", r.PathValue("id"), 1, maxItemID)
 	if err != nil {
 		return err
+	}
+	timedOut := false
+	if wait > 0 {
+		// Until the job run has ended (Client.Wait), or the wait runs out.
+		ref := workq.ItemRef{Table: t, ID: id, Shard: sh.Name}
+		if timedOut, err = s.waitFor(r.Context(), wait, func(ctx context.Context) error {
+			_, err := s.client.Wait(ctx, ref)
+			return err
+		}); err != nil {
+			return err
+		}
 	}
 	it, err := s.opGet(r.Context(), sh, t, id)
 	if err != nil {
@@ -176,7 +198,7 @@ func (s *Server) getItem(w http.ResponseWriter, r *http.Request, _ principal) er
 	if att == nil {
 		att = []workqtype.Attempt{}
 	}
-	out := itemWithAttempts{Item: it, Attempts: att}
+	out := itemWithAttempts{Item: it, Attempts: att, TimedOut: timedOut}
 	if it.Status == "ready" {
 		out.WaitsFor = s.opWaitsFor(r.Context(), sh, t, id)
 	}

@@ -55,6 +55,13 @@ func routes() []route {
 		{put, "/v1/flow/limits", ScopeAdmin, (*Server).setFlowLimit},
 		{del, "/v1/flow/limits", ScopeAdmin, (*Server).removeFlowLimit},
 
+		{get, "/v1/workflows", ScopeRead, (*Server).listWorkflows},
+		{post, "/v1/workflows", ScopeAdmin, (*Server).createWorkflow},
+		{get, "/v1/workflows/{id}", ScopeRead, (*Server).getWorkflow},
+		{post, "/v1/workflows/{id}/tasks", ScopeAdmin, (*Server).addWorkflowTasks},
+		{post, "/v1/workflows/{id}/cancel", ScopeAdmin, (*Server).cancelWorkflow},
+		{post, "/v1/workflows/{id}/retry", ScopeAdmin, (*Server).retryWorkflow},
+
 		{get, "/v1/schedules", ScopeRead, (*Server).listSchedules},
 		{post, "/v1/schedules", ScopeAdmin, (*Server).createSchedule},
 		{get, "/v1/schedules/{name}", ScopeRead, (*Server).getSchedule},

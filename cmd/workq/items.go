@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -407,6 +408,9 @@ func printItem(out io.Writer, it workq.Item, atts []workq.Attempt, waits []strin
 		fmt.Fprintf(tw, "last error\t%s\n", it.LastError)
 	}
 	for k, v := range it.Details {
+		if raw, ok := v.(json.RawMessage); ok { // a job run's output: its JSON, not its bytes
+			v = string(raw)
+		}
 		fmt.Fprintf(tw, "%s\t%v\n", strings.ReplaceAll(k, "_", " "), v)
 	}
 	for _, k := range slices.Sorted(maps.Keys(it.Metadata)) {

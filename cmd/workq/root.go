@@ -37,6 +37,7 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 		newShardLimitCmd(),
 		newQueueCmd(),
 		newFlowCmd(),
+		newWorkflowsCmd(),
 		newAPICmd(),
 		newDoctorCmd(),
 		newVersionCmd(),

@@ -111,6 +111,12 @@ func TestCommandsOnAnEmptyDatabaseSayToMigrate(t *testing.T) {
 		"workq flow fair":         {"flow", "fair", "--queue", "q", "on"},
 		"workq flow pause-kind":   {"flow", "pause-kind", "--table", "job_runs", "--queue", "q", "--kind", "k"},
 		"workq flow resume-kind":  {"flow", "resume-kind", "--table", "job_runs", "--queue", "q", "--kind", "k"},
+		"workq workflows list":    {"workflows", "list"},
+		"workq workflows show":    {"workflows", "show", "1"},
+		"workq workflows cancel":  {"workflows", "cancel", "1"},
+		"workq workflows retry":   {"workflows", "retry", "1"},
+		"workq workflows create":  {"workflows", "create", "--file", "testdata/workflow.json"},
+		"workq workflows add":     {"workflows", "add", "1", "--file", "testdata/workflow_add.json"},
 	}
 	// Every command that takes --database-url is in the table or exempt.
 	var walk func(c *cobra.Command)

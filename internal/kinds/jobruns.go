@@ -57,8 +57,10 @@ func jobRunItem(r gen.JobRun) workqtype.Item {
 	detail(&it, "schedule_id", r.ScheduleID)
 	detail(&it, "scheduled_time", r.ScheduledTime)
 	detail(&it, "cancel_requested_at", r.CancelRequestedAt)
+	// A workflow's task: its workflow, and what its handler recorded
+	// (Job.SetOutput, of any job run).
 	detail(&it, "workflow_id", r.WorkflowID)
-	if r.Output != nil {
+	if len(r.Output) > 0 {
 		detail(&it, "output", &r.Output)
 	}
 	return it

@@ -256,6 +256,19 @@ func (c *Client) EnqueueWorkflow(ctx context.Context, db DB, w Workflow) (_ Work
 func (c *Client) writeWorkflow(ctx context.Context, q *gen.Queries, w Workflow, rows []prepared, tc traceContext) (WorkflowWritten, error) {
 	n := len(rows)
 	id := w.ID
+	if id != 0 {
+		// An addition: say so first when the workflow does not exist or
+		// has ended (the attach checks again, under the workflow's lock).
+		cur, err := q.WorkflowGet(ctx, id)
+		switch {
+		case errors.Is(err, pgx.ErrNoRows):
+			return WorkflowWritten{}, fmt.Errorf("workflow %d: %w", id, ErrWorkflowNotFound)
+		case err != nil:
+			return WorkflowWritten{}, fmt.Errorf("read workflow %d: %w", id, err)
+		case cur.Status != 0 || cur.CancelRequestedAt != nil:
+			return WorkflowWritten{}, fmt.Errorf("workflow %d: %w", id, ErrWorkflowEnded)
+		}
+	}
 	if id == 0 {
 		meta, _ := workqtype.EncodeMetadata("metadata", w.Metadata) // checked
 		r, err := q.WorkflowCreate(ctx, w.Name, meta)

@@ -76,12 +76,12 @@ func (s wfSpec) expected() []int16 {
 	return st
 }
 
-// Scenario 4c: workflows under kills. Four `workq worker` processes run
+// Scenario 5d: workflows under kills. Four `workq worker` processes run
 // 200 random workflows (up to 50 tasks each, webhook tasks whose handlers
 // take 5-40 ms at the receiver, some failing for good, some edges
 // any-outcome), half enqueued before the workers start and half while
-// they run, while the test kill -9s a process holding leases, six times,
-// and starts it again. The history checker reads its usual invariants
+// they run, while the test kill -9s a process holding leases, six times
+// (at least three before the work runs out), and starts it again. The history checker reads its usual invariants
 // (leases, attempts, handler runs, one terminal end each) and, from the
 // database, the run archive and the log of each task's moves out of
 // pending: every attempt of a task started after each of its dependencies
@@ -180,22 +180,41 @@ func testFaultWorkflows(t *testing.T, bin string) {
 	running := func() int {
 		return queryScalar[int](t, db, `select count(*)::int from workq.workflows where status = 0`)
 	}
+	var enqueueErr error
+	enqueueing := true
+	allEnded := func() bool {
+		if enqueueing {
+			select {
+			case enqueueErr = <-enqueued:
+				enqueueing = false
+			default:
+				return false
+			}
+		}
+		return running() == 0
+	}
 	kills := 0
 	for range 6 {
 		var victim string
 		awaitCond(t, 30*time.Second, "a worker holding leases", func() (bool, string) {
 			victim = anyHolder(holders(t, db, queue, []string{f.id("w1"), f.id("w2"), f.id("w3"), f.id("w4")}))
-			return victim != "", "none"
+			return victim != "" || allEnded(), "none"
 		})
+		if victim == "" {
+			break
+		}
 		slot, _, _ := strings.Cut(victim, "-")
 		kills++
 		f.kill(slot)
 		time.Sleep(100 * time.Millisecond)
 		f.restart(slot)
-		time.Sleep(time.Duration(500+rand.IntN(1000)) * time.Millisecond)
+		time.Sleep(time.Duration(300+rand.IntN(500)) * time.Millisecond)
 	}
-	if err := <-enqueued; err != nil {
-		t.Fatal(err)
+	if enqueueing {
+		enqueueErr = <-enqueued
+	}
+	if enqueueErr != nil {
+		t.Fatal(enqueueErr)
 	}
 	// Bound: the work takes a few seconds; a kill costs at most a lease
 	// and a retry's backoff. A hung workflow waits forever.
@@ -212,6 +231,9 @@ func testFaultWorkflows(t *testing.T, bin string) {
 	checkWorkflows(t, db, h, specs, refs, ids)
 	t.Logf("%d workflows of %d tasks in all ended in %s with %d kill -9s; %s",
 		nWorkflows, nTasks, took.Round(100*time.Millisecond), kills, h.summary())
+	if kills < 3 {
+		t.Errorf("%d kill -9s: the faults did not happen while the workflows ran", kills)
+	}
 }
 
 // checkWorkflows checks the scenario's workflows from the database, the

@@ -10,8 +10,10 @@ package test
 //
 //	go test -tags=measure -count=1 -timeout 30m -v -run 'TestWorkflowMeasure/fanin' ./test/
 //	go test -tags=measure -count=1 -timeout 30m -v -run 'TestWorkflowMeasure/chain' ./test/
+//	go test -tags=measure -count=1 -timeout 30m -v -run 'TestWorkflowMeasure/profile' ./test/
 //
-// (make measure-workflows runs both). WORKQ_MEASURE_RUNS sets the number
+// (make measure-workflows runs the three; profile on a throwaway server of
+// its own, with pg_stat_statements). WORKQ_MEASURE_RUNS sets the number
 // of runs of each (3). A run fails when a job does not end done; the
 // ratios against their targets are reported, not asserted (they depend
 // on the machine).

@@ -33,7 +33,7 @@ FUZZ_TARGETS := ./internal/jobq:FuzzEnqueue ./outbox:FuzzSend ./inbox:FuzzReceiv
 SOAK        ?= 10m
 MODE        ?= load
 
-.PHONY: run release test-load test test-serial test-lane-1 test-lane-2 test-race test-race-2 test-rest test-faults test-soak faults-long faults-failover generate check-generated staticcheck check-large-files lint fmt build bench clean tools fuzz soak measure-flow
+.PHONY: run release test-load test test-serial test-lane-1 test-lane-2 test-race test-race-2 test-rest test-faults test-soak faults-long faults-failover generate check-generated staticcheck check-large-files lint fmt build bench clean tools fuzz soak measure-flow measure-workflows
 
 ## run: migrate and run workq end to end (throwaway PostgreSQL when DATABASE_URL is unset).
 ## It runs the built binary, not `go run`: go run exits 1 whenever it is
@@ -193,6 +193,14 @@ endif
 ## or adaptive).
 measure-flow:
 	@$(WITH_TEST_ENV) $(GO) test -tags=measure -count=1 -timeout 30m -v -run 'TestFlowMeasure/$(RUN)' ./test/
+
+## measure-workflows: the workflow measurements (test/workflow_measure_test.go,
+## build tag measure; not in make test): a fan-in of 10,000 tasks against
+## 10,000 independent jobs, a chain's hand-off against an idle pickup, and
+## where the fan-in's time goes (pg_stat_statements). RUN narrows them
+## (fanin, chain or profile); WORKQ_MEASURE_RUNS the runs of each (3).
+measure-workflows:
+	@$(WITH_TEST_ENV) $(GO) test -tags=measure -count=1 -timeout 30m -v -run 'TestWorkflowMeasure/$(RUN)' ./test/
 
 tools: $(SQLC) $(STATICCHECK)
 

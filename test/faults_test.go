@@ -51,6 +51,7 @@ func TestFaults(t *testing.T) {
 	t.Run("global limit under kills and partitions", func(t *testing.T) { testFaultLimit(t, bin) })
 	t.Run("global limit across two shards under kills and partitions", func(t *testing.T) { testFaultShardLimit(t, bin) })
 	t.Run("flow limits under kills and partitions", func(t *testing.T) { testFaultFlow(t, bin) })
+	t.Run("workflows under kills", func(t *testing.T) { testFaultWorkflows(t, bin) })
 	t.Run("clock skew", func(t *testing.T) { testFaultClockSkew(t, bin) })
 	t.Run("failover (synchronous)", func(t *testing.T) { testFaultFailover(t, bin) })
 	t.Run("failover caught (asynchronous)", func(t *testing.T) { testFaultFailoverCaught(t, bin) })

@@ -68,6 +68,21 @@ func TestHistoryCheckerCatchesViolations(t *testing.T) {
 			it.end(at(200), "a", 0, "expired")
 			it.Runs = nil
 		}, []string{"ended at", "without a run archived"}},
+		{"workflow tasks released and cancelled cleanly", historyOpts{}, func(b *forge) {
+			it := b.item("job_runs", 1, "q", 2, "")
+			it.status = -1
+			it.leavePending(at(0), "release").claim(at(10), 1, "a", 4000).handler(1, at(20), at(30), "ok").end(at(40), "a", 2, "done")
+			c := b.item("job_runs", 2, "q", 4, "")
+			c.status = -1
+			c.leavePending(at(50), "depcancel")
+		}, nil},
+		{"a workflow task released during a lease", historyOpts{}, func(b *forge) {
+			it := b.item("job_runs", 1, "q", 2, "")
+			it.claim(at(0), 1, "a", 4000).leavePending(at(10), "release").handler(1, at(20), at(30), "ok").end(at(40), "a", 2, "done")
+		}, []string{"release at", "while lease v1 was open"}},
+		{"a cancelled workflow task with no end on record", historyOpts{}, func(b *forge) {
+			b.item("job_runs", 1, "q", 4, "")
+		}, []string{"status 4 but 0 terminal ends on record"}},
 		{"not done when all should be", historyOpts{AllDone: true}, func(b *forge) {
 			b.item("job_runs", 1, "q", 0, "")
 		}, []string{"status 0 at the end, want done"}},
@@ -169,6 +184,18 @@ func (f *forgedItem) claim(at time.Time, attempt int32, token string, untilMs in
 	by := "w-" + token
 	f.event(histEvent{At: at, Event: "claim", OldStatus: f.status, NewStatus: 1, Token: &token, LockedUntil: &until, ClaimedBy: &by})
 	f.status = 1
+	return f
+}
+
+// leavePending is a workflow task's move out of pending: "release" (to
+// ready) or "depcancel" (cancelled by a dependency).
+func (f *forgedItem) leavePending(at time.Time, event string) *forgedItem {
+	to := int16(0)
+	if event == "depcancel" {
+		to = 4
+	}
+	f.event(histEvent{At: at, Event: event, OldStatus: -1, NewStatus: to})
+	f.status = to
 	return f
 }
 

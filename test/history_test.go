@@ -90,7 +90,11 @@ var historySQL = []string{
 		ev text;
 		pk text;
 	begin
-		if old.status = 0 and new.status = 1 then
+		if old.status = -1 then
+			-- a workflow's pending task: released to ready, or cancelled
+			-- because a dependency failed (00026's trigger)
+			ev := case new.status when 0 then 'release' when 4 then 'depcancel' else 'other' end;
+		elsif old.status = 0 and new.status = 1 then
 			ev := 'claim';
 		elsif old.status = 1 and new.status = 1 then
 			if new.owner_token is not distinct from old.owner_token and new.locked_until is not distinct from old.locked_until then
@@ -557,6 +561,10 @@ type itemHistory struct {
 	Runs     []runRow
 	Handlers []handlerRow
 	Leases   []*leaseSpan
+	// Pending: a workflow task's moves out of pending (status -1), on
+	// release (to ready) or cancel by a dependency (events release and
+	// depcancel).
+	Pending []histEvent
 }
 
 // history is a scenario's whole record.
@@ -696,7 +704,7 @@ func (h *history) violations(o historyOpts) []violation {
 			add(it, "events or handler runs for an item that is not in the table")
 			continue
 		}
-		it.Leases = nil
+		it.Leases, it.Pending = nil, nil
 		h.checkLeases(it, add)
 		h.checkItem(it, o, eps, add)
 	}
@@ -777,6 +785,11 @@ func (h *history) checkLeases(it *itemHistory, add func(*itemHistory, string, ..
 				add(it, "lease v%d reaped by a statement from %s, before it expired at %s", open.Version, ts(e.StmtAt), ts(open.Expiry))
 			}
 			open = nil
+		case "release", "depcancel":
+			if open != nil {
+				add(it, "%s at %s while lease v%d was open", e.Event, ts(e.At), open.Version)
+			}
+			it.Pending = append(it.Pending, e)
 		default:
 			add(it, "unexpected %s event at %s (status %d -> %d)", e.Event, ts(e.At), e.OldStatus, e.NewStatus)
 		}
@@ -799,6 +812,11 @@ func (h *history) checkItem(it *itemHistory, o historyOpts, eps time.Duration, a
 		switch l.Outcome {
 		case "done", "retry", "failed", "expired":
 			counted++
+		}
+	}
+	for _, e := range it.Pending {
+		if e.Event == "depcancel" {
+			terminal++
 		}
 	}
 	for _, e := range it.Events {

@@ -292,7 +292,9 @@ $$;
 -- start time (claimed_at, started_at in the run archive): the flow pick's
 -- clock after it counted, never before the now() the counts looked back
 -- from, so a window that holds p_at never holds more than its rate
--- (workq_flow_left).
+-- (workq_flow_left). The outbox's claim stamps each row with its own
+-- clock: workq_flow_started logs the clock after it, no earlier than any
+-- of them (never the transaction's now(), which precedes them).
 -- +goose StatementBegin
 create function workq.workq_flow_log(p_table text, p_queue text, p_kind text, p_key text, p_n integer, p_at timestamptz)
 returns void
@@ -735,7 +737,18 @@ end
 $$;
 -- +goose StatementEnd
 
--- workq_flow_started: logs p_n starts of a queue (after workq_flow_grant).
+-- workq_flow_started: logs p_n starts of a queue (after workq_flow_grant
+-- and the outbox claim, in their transaction). At the clock now, not at
+-- now(): the claim set each row's claimed_at (the run archive's
+-- started_at) to the clock when it took it, which follows the
+-- transaction's start by the wait for the queue's lock and by everything
+-- between the grant and the claim (much on a loaded machine). Logged at
+-- now(), the starts counted a wait earlier than they happened, and the
+-- next claim, counting back from its own now(), started a full batch less
+-- than a period after them. The clock after the claim is no earlier than
+-- any of its starts and no later than the next claim's (it holds the lock
+-- until it commits), so a window that holds a start holds every start the
+-- claim that made it counted.
 -- +goose StatementBegin
 create function workq.workq_flow_started(p_table text, p_queue text, p_n integer)
 returns integer
@@ -743,7 +756,7 @@ language plpgsql volatile
 as $$
 begin
     if p_n > 0 then
-        perform workq.workq_flow_log(p_table, p_queue, '', '', p_n, now());
+        perform workq.workq_flow_log(p_table, p_queue, '', '', p_n, clock_timestamp());
     end if;
     return p_n;
 end

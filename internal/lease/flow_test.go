@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/workq/workq/internal/lease"
@@ -418,5 +419,96 @@ func TestFlowOutboxQueueRate(t *testing.T) {
 	c, err = e.Claim(f.ctx, lease.ClaimParams{Queue: "relay", Max: 25, Lease: time.Minute, WorkerID: "t", Flow: &cur})
 	if err != nil || len(c.Items) != 0 || !cur.Limited() || cur.Wait() < 50*time.Minute {
 		t.Fatalf("second claim: %d items, limited %v, wait %s, err %v; want none, limited, about an hour", len(c.Items), cur.Limited(), cur.Wait(), err)
+	}
+}
+
+// The outbox's flow claim logs its starts at the time they happened: a
+// claim whose transaction began long before it claimed (here it waits for
+// the queue's flow lock, as it does for another claimer's on a loaded
+// machine) counts that late start, so the next claim waits a full period
+// after it. Logged at the transaction's start, the log was a wait earlier
+// than the run archive's started_at, and the next batch started inside the
+// same window (10 starts in a window of 1 s at a rate of 5).
+func TestFlowOutboxLogsTheClaimTime(t *testing.T) {
+	const (
+		rate   = 5
+		period = time.Second
+		hold   = 400 * time.Millisecond
+	)
+	f := newFlowEnv(t, 4)
+	f.exec(`insert into workq.outbox (queue, topic, payload) select 'relay', 'hook', '{}' from generate_series(1, 2 * $1::int)`, rate)
+	f.rule(lease.FlowRule{Table: lease.Outbox, Queue: "relay", Rate: rate, Period: period})
+	e := lease.New(f.pool, lease.Outbox)
+
+	holder, err := f.pool.Begin(f.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = holder.Rollback(context.WithoutCancel(f.ctx)) }()
+	if _, err := holder.Exec(f.ctx, `select 1 from workq.flow_queues where work_table = 'outbox' and queue = 'relay' for update`); err != nil {
+		t.Fatal(err)
+	}
+	type result struct {
+		c   lease.Claim
+		err error
+	}
+	first := make(chan result, 1)
+	var cur lease.FlowCursor
+	go func() {
+		c, err := e.Claim(f.ctx, lease.ClaimParams{Queue: "relay", Max: 2 * rate, Lease: time.Minute, WorkerID: "t", Flow: &cur})
+		first <- result{c, err}
+	}()
+	// The claim's transaction has begun once it waits for the lock.
+	for waiting := false; !waiting; {
+		if err := f.pool.QueryRow(f.ctx, `select exists (select 1 from pg_stat_activity
+			where datname = current_database() and wait_event_type = 'Lock' and query like '%workq_flow_grant%')`).Scan(&waiting); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	time.Sleep(hold)
+	if err := holder.Commit(f.ctx); err != nil {
+		t.Fatal(err)
+	}
+	r := <-first
+	if r.err != nil || len(r.c.Items) != rate {
+		t.Fatalf("first claim: %d items, err %v; want the rate's %d", len(r.c.Items), r.err, rate)
+	}
+	claims := []lease.Claim{r.c}
+	for n := rate; n < 2*rate; {
+		c, err := e.Claim(f.ctx, lease.ClaimParams{Queue: "relay", Max: 2 * rate, Lease: time.Minute, WorkerID: "t", Flow: &cur})
+		if err != nil {
+			t.Fatal(err)
+		}
+		n += len(c.Items)
+		claims = append(claims, c)
+		if len(c.Items) == 0 {
+			time.Sleep(max(cur.Wait(), 2*time.Millisecond))
+		}
+	}
+	for _, c := range claims {
+		ids := make([]int64, len(c.Items))
+		for i, it := range c.Items {
+			ids[i] = it.ID
+		}
+		if len(ids) > 0 {
+			if err := e.Ack(f.ctx, c.Token, ids...); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	rows, err := f.pool.Query(f.ctx, `select started_at from workq.runs where work_table = 'outbox' and queue = 'relay' order by started_at`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	at, err := pgx.CollectRows(rows, pgx.RowTo[time.Time])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(at) != 2*rate {
+		t.Fatalf("%d attempts in the run archive, want %d", len(at), 2*rate)
+	}
+	if got := maxInWindow(at, period); got > rate {
+		t.Fatalf("%d outbox starts in a window of %s, above the rate %d (starts %v)", got, period, rate, at)
 	}
 }

@@ -74,7 +74,6 @@ create table workq.workflow_deps (
     primary key (dep_id, task_id)
 );
 create index workflow_deps_task on workq.workflow_deps (task_id);
-create index workflow_deps_workflow on workq.workflow_deps (workflow_id);
 
 -- workq_workflow_id(row) is a work row's workflow, for the shared lease
 -- statements (db/queries/lease.sql), which are written once for every
@@ -89,6 +88,119 @@ create function workq.workq_workflow_id(r workq.inbox) returns bigint
 language sql immutable parallel safe as 'select null::bigint';
 create function workq.workq_workflow_id(r workq.timers) returns bigint
 language sql immutable parallel safe as 'select null::bigint';
+-- workq_awaited(row) likewise: whether somebody waits for the row's end
+-- (Client.Wait sets job_runs.awaited).
+create function workq.workq_awaited(r workq.job_runs) returns boolean
+language sql immutable parallel safe as 'select r.awaited';
+create function workq.workq_awaited(r workq.outbox) returns boolean
+language sql immutable parallel safe as 'select null::boolean';
+create function workq.workq_awaited(r workq.inbox) returns boolean
+language sql immutable parallel safe as 'select null::boolean';
+create function workq.workq_awaited(r workq.timers) returns boolean
+language sql immutable parallel safe as 'select null::boolean';
+
+-- workq_workflows_ended(ids, workflows, statuses): the tasks ids (of
+-- workflows, in the same order) ended in statuses, by the completion or
+-- reap statement that calls it (LeaseComplete, LeaseReapExpired: an
+-- attempt in progress ended). The same decisions as workq_workflow_moved,
+-- one statement per step for the whole batch instead of two updates per
+-- task: it locks the workflows in id order, counts the tasks on each (one
+-- update per workflow, ending those whose tasks have all ended), the
+-- dependencies on each dependent (one update per dependent), releases the
+-- dependents whose dependencies have all ended well (one update, one
+-- NOTIFY per queue) and cancels those with a failed dependency on a
+-- cancelling edge (one update; the row trigger moves each of those in
+-- turn: its counts, its own dependents, its waiter). A fan-in of 10,000
+-- tasks ended in batches of a few hundred updates its final task's counts
+-- once per batch, not 10,000 times (which also made each update walk an
+-- ever longer chain of the row's versions). The calling statement's own
+-- rows are in progress and its dependents pending: none of the rows it
+-- updates is one the statement updated.
+-- +goose StatementBegin
+create function workq.workq_workflows_ended(p_ids bigint[], p_workflows bigint[], p_statuses smallint[])
+returns integer
+language plpgsql volatile
+as $$
+declare
+    w record;
+    v_rel bigint[];
+    v_bad bigint[];
+    v_bad_dep bigint[];
+    v_bad_status smallint[];
+    v_queues text[];
+begin
+    if coalesce(cardinality(p_ids), 0) = 0 then
+        return 0;
+    end if;
+    perform 1 from workq.workflows x where x.id = any(p_workflows) order by x.id for no key update;
+    for w in
+        with m as (select unnest(p_workflows) as wf, unnest(p_statuses) as st),
+        c as (
+            select m.wf, count(*) filter (where m.st = 2) as d, count(*) filter (where m.st = 3) as f,
+                   count(*) filter (where m.st = 4) as x
+            from m group by m.wf
+        )
+        update workq.workflows x set done = x.done + c.d, failed = x.failed + c.f, cancelled = x.cancelled + c.x
+        from c where x.id = c.wf
+        returning x.id, x.status, x.tasks, x.done, x.failed, x.cancelled, x.cancel_requested_at
+    loop
+        if w.status = 0 and w.done + w.failed + w.cancelled >= w.tasks then
+            update workq.workflows set
+                status = case when w.cancel_requested_at is not null then 4 when w.failed + w.cancelled > 0 then 3 else 2 end,
+                finished_at = now()
+            where id = w.id;
+            perform pg_notify('workq_done', 'w' || w.id);
+        end if;
+    end loop;
+    with m as (select unnest(p_ids) as id, unnest(p_statuses) as st),
+    e as (
+        select d.task_id, count(*) as n,
+               count(*) filter (where not (m.st = 2 or d.any_outcome)) as bad,
+               (array_agg(d.dep_id order by d.dep_id) filter (where not (m.st = 2 or d.any_outcome)))[1] as bad_dep,
+               (array_agg(m.st order by d.dep_id) filter (where not (m.st = 2 or d.any_outcome)))[1] as bad_st
+        from m join workq.workflow_deps d on d.dep_id = m.id
+        group by d.task_id
+    ),
+    k as (
+        update workq.workflow_tasks k set deps_left = k.deps_left - e.n, deps_failed = k.deps_failed + e.bad
+        from e where k.job_id = e.task_id
+        returning k.job_id, k.deps_left, k.deps_failed, e.bad, e.bad_dep, e.bad_st
+    )
+    select array_agg(k.job_id order by k.job_id) filter (where k.deps_left <= 0 and k.deps_failed <= 0),
+           array_agg(k.job_id order by k.job_id) filter (where k.bad > 0),
+           array_agg(k.bad_dep order by k.job_id) filter (where k.bad > 0),
+           array_agg(k.bad_st order by k.job_id) filter (where k.bad > 0)
+    into v_rel, v_bad, v_bad_dep, v_bad_status
+    from k;
+    if v_rel is not null then
+        with r as (
+            update workq.job_runs j set status = 0, run_at = greatest(j.run_at, now()), updated_at = now()
+            where j.id = any(v_rel) and j.status = -1
+            returning j.queue
+        )
+        select array_agg(distinct r.queue) into v_queues from r;
+        perform pg_notify('workq_job_runs', q) from unnest(v_queues) q;
+    end if;
+    if v_bad is not null then
+        -- the row trigger moves each cancelled dependent in turn
+        with x as (
+            select b.task, b.dep, b.st, k.name
+            from unnest(v_bad, v_bad_dep, v_bad_status) b(task, dep, st)
+            left join workq.workflow_tasks k on k.job_id = b.dep
+        ),
+        c as (
+            update workq.job_runs j set status = 4, finished_at = now(), updated_at = now(),
+                last_error = format('dependency %s %s', coalesce(x.name, x.dep::text),
+                                    case x.st when 3 then 'failed' else 'was cancelled' end)
+            from x where j.id = x.task and j.status = -1
+            returning j.id
+        )
+        update workq.workflow_tasks set dep_cancelled = true where job_id = any(array(select c.id from c));
+    end if;
+    return cardinality(p_ids);
+end
+$$;
+-- +goose StatementEnd
 
 -- workq_workflow_moved: task p_task of p_workflow entered (p_sign 1) or
 -- left (p_sign -1, a revive) the final status p_status. It counts it on the
@@ -234,11 +346,14 @@ $$;
 -- Fires only for a workflow's task or an awaited job that enters or leaves
 -- a final status: PostgreSQL evaluates WHEN without calling the function,
 -- so every other job queues no trigger event, and heartbeats (which do not
--- set status) are not considered at all. Not for the updates the
--- function itself makes (pg_trigger_depth): it walks its cascade itself.
+-- set status) are not considered at all. Not for an attempt in progress
+-- that ends (old.owner_token set): the statements that end those,
+-- LeaseComplete and LeaseReapExpired, call workq_workflows_ended for their
+-- whole batch. Not for the updates the function itself makes
+-- (pg_trigger_depth): it walks its cascade itself.
 create trigger job_runs_workflow after update of status on workq.job_runs
     for each row when ((new.workflow_id is not null or new.awaited) and (new.status >= 2) <> (old.status >= 2)
-                       and pg_trigger_depth() = 0)
+                       and old.owner_token is null and pg_trigger_depth() = 0)
     execute function workq.workq_workflow_on_status();
 
 -- A task deleted before it ended counts as cancelled (its dependents and
@@ -339,6 +454,11 @@ drop function workq.workq_workflow_id(workq.job_runs);
 drop function workq.workq_workflow_id(workq.outbox);
 drop function workq.workq_workflow_id(workq.inbox);
 drop function workq.workq_workflow_id(workq.timers);
+drop function workq.workq_awaited(workq.job_runs);
+drop function workq.workq_awaited(workq.outbox);
+drop function workq.workq_awaited(workq.inbox);
+drop function workq.workq_awaited(workq.timers);
+drop function workq.workq_workflows_ended(bigint[], bigint[], smallint[]);
 drop table workq.workflow_deps;
 drop table workq.workflow_tasks;
 drop table workq.workflows;

@@ -89,7 +89,7 @@ u as (
     where j.id = any(@ids::bigint[]) and j.id = o.id and j.owner_token = o.owner_token
       and o.outcome in ('done', 'retry', 'failed', 'snoozed', 'released', 'cancelled')
     returning j.id, j.status, j.queue, j.attempts, j.lease_version, j.claimed_at, j.claimed_by, o.owner_token, o.outcome, o.error,
-              j.last_error, workq.workq_workflow_id(j) as workflow_id
+              j.last_error, workq.workq_workflow_id(j) as workflow_id, workq.workq_awaited(j) as awaited
 ),
 archived as (
     insert into workq.runs (run_id, work_table, item_id, queue, attempt, lease_version, owner_token, worker_id, started_at, finished_at, outcome, error)
@@ -109,18 +109,22 @@ joins as (
     select workq.workq_lock_joins('workq_lease_table', array(select u.id from u where u.status >= 2)) as n
 ),
 wf as (
-    -- The workflows of the job runs it moved, locked in id order before the
-    -- workflow trigger counts them at the statement's end (00026): two
-    -- statements never deadlock on workflows. workq_workflow_id is inlined
-    -- (null for the tables without workflows, whose array stays empty).
-    select count(*) as n from (
-        select w.id from workq.workflows w
-        where w.id = any(array(select u.workflow_id from u where u.workflow_id is not null))
-        order by w.id
-        for no key update of w
-    ) l
+    -- The job runs of workflows it ended: counted, their dependents
+    -- released or cancelled, in one call for the batch (00026; the
+    -- workflows locked in id order: two statements never deadlock on
+    -- them). Empty arrays for every other job and table (workq_workflow_id
+    -- is inlined: the column, or null), and the call returns at once.
+    select workq.workq_workflows_ended(
+        array(select u.id from u where u.workflow_id is not null and u.status >= 2 order by u.id),
+        array(select u.workflow_id from u where u.workflow_id is not null and u.status >= 2 order by u.id),
+        array(select u.status from u where u.workflow_id is not null and u.status >= 2 order by u.id)) as n
+),
+awaited as (
+    -- Client.Wait's jobs (workq_awaited: job_runs.awaited, null elsewhere)
+    select count(pg_notify('workq_done', 'j' || u.id)) as n from u where u.awaited and u.status >= 2
 )
-select u.id, u.status from u where (select j.n from joins j) >= 0 and (select f.n from wf f) >= 0;
+select u.id, u.status from u where (select j.n from joins j) >= 0 and (select f.n from wf f) >= 0
+  and (select a.n from awaited a) >= 0;
 
 -- name: LeaseReapExpired :many
 -- LeaseReapExpired requeues up to max_rows items whose lease expired, of one queue or (queue null) of all, failing those with no attempts left and cancelling those whose cancel was requested; it archives the lost attempts and is safe to run from many reapers and claimers at once. A lease that expired before the server last started is reaped only 10 s after that start, so that its owner can write its completion first.
@@ -157,7 +161,7 @@ reaped as (
     -- after this statement's snapshot leaves the row alone.
     where j.id = any(array(select e.id from expired e)) and j.status = 1 and j.locked_until <= now()
     returning j.id, j.status, j.queue, j.attempts, j.lease_version, j.claimed_at, j.claimed_by, j.last_error,
-              workq.workq_workflow_id(j) as workflow_id
+              workq.workq_workflow_id(j) as workflow_id, workq.workq_awaited(j) as awaited
 ),
 archived as (
     insert into workq.runs (run_id, work_table, item_id, queue, attempt, lease_version, owner_token, worker_id, started_at, finished_at, outcome, error)
@@ -170,15 +174,17 @@ joins as (
     select workq.workq_lock_joins('workq_lease_table', array(select r.id from reaped r where r.status >= 2)) as n
 ),
 wf as (
-    -- The workflows of the job runs it moved, in id order (see LeaseComplete).
-    select count(*) as n from (
-        select w.id from workq.workflows w
-        where w.id = any(array(select reaped.workflow_id from reaped where reaped.workflow_id is not null))
-        order by w.id
-        for no key update of w
-    ) l
+    -- The job runs of workflows it ended, in one call (see LeaseComplete).
+    select workq.workq_workflows_ended(
+        array(select r.id from reaped r where r.workflow_id is not null and r.status >= 2 order by r.id),
+        array(select r.workflow_id from reaped r where r.workflow_id is not null and r.status >= 2 order by r.id),
+        array(select r.status from reaped r where r.workflow_id is not null and r.status >= 2 order by r.id)) as n
+),
+awaited as (
+    select count(pg_notify('workq_done', 'j' || r.id)) as n from reaped r where r.awaited and r.status >= 2
 )
-select r.id, r.status, r.queue::text as queue from reaped r where (select j.n from joins j) >= 0 and (select f.n from wf f) >= 0;
+select r.id, r.status, r.queue::text as queue from reaped r where (select j.n from joins j) >= 0 and (select f.n from wf f) >= 0
+  and (select a.n from awaited a) >= 0;
 
 -- name: LeaseHeldBy :many
 -- LeaseHeldBy lists the in-progress items one claim's owner token still holds, with their lease versions (rare path: a claim whose result the caller never saw, released by token; it reads the in-progress set, which worker concurrency bounds).

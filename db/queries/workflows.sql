@@ -1,7 +1,7 @@
 -- name: WorkflowCreate :one
--- WorkflowCreate writes a workflow's row, running and without tasks yet (WorkflowAttach counts them).
-insert into workq.workflows (name, metadata)
-values (@name::text, sqlc.narg('metadata')::jsonb)
+-- WorkflowCreate writes a workflow's row, running, counting the tasks its transaction writes with it (no WorkflowAttach: no task of a new workflow can have ended, and nobody sees it before it commits).
+insert into workq.workflows (name, metadata, tasks)
+values (@name::text, sqlc.narg('metadata')::jsonb, @tasks::integer)
 returning id, created_at;
 
 -- name: WorkflowInsertTasks :many
@@ -17,6 +17,11 @@ returning id;
 -- WorkflowInsertTaskRows writes the tasks' names and dependency counts (deps_left starts at the count; WorkflowAttach subtracts the dependencies that have already ended). A name the workflow already has violates workflow_tasks_name.
 insert into workq.workflow_tasks (job_id, workflow_id, name, deps, deps_left)
 select unnest(@job_ids::bigint[]), @workflow_id::bigint, unnest(@names::text[]), unnest(@deps::integer[]), unnest(@deps::integer[]);
+
+-- name: WorkflowInsertDepIDs :exec
+-- WorkflowInsertDepIDs writes edges between tasks whose job run ids the caller knows (those of one call).
+insert into workq.workflow_deps (dep_id, task_id, workflow_id, any_outcome)
+select unnest(@dep_ids::bigint[]), unnest(@task_ids::bigint[]), @workflow_id::bigint, unnest(@any_outcome::boolean[]);
 
 -- name: WorkflowInsertDeps :one
 -- WorkflowInsertDeps writes the edges, each naming its dependency by task name within the workflow (a task of this call or an earlier one), and returns how many it wrote: fewer than given means a name the workflow does not have.
@@ -126,7 +131,8 @@ with w as (
     for update skip locked
 ),
 deps as (
-    delete from workq.workflow_deps d where d.workflow_id = any(array(select w.id from w))
+    delete from workq.workflow_deps d
+    where d.task_id = any(array(select t.job_id from workq.workflow_tasks t where t.workflow_id = any(array(select w.id from w))))
 ),
 names as (
     delete from workq.workflow_tasks t where t.workflow_id = any(array(select w.id from w))

@@ -31,3 +31,6 @@ create table workq.workq_lease_table (
 -- A work row's workflow (00026): job runs have one, the other tables never.
 create function workq.workq_workflow_id(r workq.workq_lease_table) returns bigint
 language sql immutable as 'select null::bigint';
+-- Whether a work row's end is awaited (00026): job runs only.
+create function workq.workq_awaited(r workq.workq_lease_table) returns boolean
+language sql immutable as 'select null::boolean';

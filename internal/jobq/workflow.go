@@ -271,7 +271,7 @@ func (c *Client) writeWorkflow(ctx context.Context, q *gen.Queries, w Workflow, 
 	}
 	if id == 0 {
 		meta, _ := workqtype.EncodeMetadata("metadata", w.Metadata) // checked
-		r, err := q.WorkflowCreate(ctx, w.Name, meta)
+		r, err := q.WorkflowCreate(ctx, gen.WorkflowCreateParams{Name: w.Name, Metadata: meta, Tasks: int32(n)})
 		if err != nil {
 			return WorkflowWritten{}, fmt.Errorf("create workflow: %w", err)
 		}
@@ -313,38 +313,61 @@ func (c *Client) writeWorkflow(ctx context.Context, q *gen.Queries, w Workflow, 
 		}
 		return WorkflowWritten{}, fmt.Errorf("name the tasks of workflow %d: %w", id, err)
 	}
-	var taskIDs, depTaskIDs []int64
+	// Edges between tasks of this call go by id; an addition's edges to
+	// the workflow's earlier tasks go by name, looked up in the database.
+	byName := make(map[string]int64, n)
+	for i, t := range w.Tasks {
+		byName[t.Name] = ids[i]
+	}
+	var depIDs, taskIDs, namedTaskIDs []int64
+	var anyOutcome, namedAnyOutcome []bool
 	var depNames []string
-	var anyOutcome []bool
+	edge := func(task int64, dep string, any bool) {
+		if id, ok := byName[dep]; ok {
+			depIDs, taskIDs, anyOutcome = append(depIDs, id), append(taskIDs, task), append(anyOutcome, any)
+			return
+		}
+		namedTaskIDs, depNames, namedAnyOutcome = append(namedTaskIDs, task), append(depNames, dep), append(namedAnyOutcome, any)
+	}
 	for i, t := range w.Tasks {
 		for _, d := range t.DependsOn {
-			depTaskIDs, depNames, anyOutcome = append(depTaskIDs, ids[i]), append(depNames, d), append(anyOutcome, false)
+			edge(ids[i], d, false)
 		}
 		for _, d := range t.AnyOutcome {
-			depTaskIDs, depNames, anyOutcome = append(depTaskIDs, ids[i]), append(depNames, d), append(anyOutcome, true)
+			edge(ids[i], d, true)
 		}
 	}
-	taskIDs = ids
-	if len(depTaskIDs) > 0 {
-		got, err := q.WorkflowInsertDeps(ctx, gen.WorkflowInsertDepsParams{TaskIds: depTaskIDs, DepNames: depNames, AnyOutcome: anyOutcome, WorkflowID: id})
+	if len(depIDs) > 0 {
+		if err := q.WorkflowInsertDepIDs(ctx, gen.WorkflowInsertDepIDsParams{DepIds: depIDs, TaskIds: taskIDs, WorkflowID: id, AnyOutcome: anyOutcome}); err != nil {
+			return WorkflowWritten{}, fmt.Errorf("write the dependencies of workflow %d: %w", id, err)
+		}
+	}
+	if len(namedTaskIDs) > 0 {
+		got, err := q.WorkflowInsertDeps(ctx, gen.WorkflowInsertDepsParams{TaskIds: namedTaskIDs, DepNames: depNames, AnyOutcome: namedAnyOutcome, WorkflowID: id})
 		if err != nil {
 			return WorkflowWritten{}, fmt.Errorf("write the dependencies of workflow %d: %w", id, err)
 		}
-		if got != int64(len(depTaskIDs)) {
-			return WorkflowWritten{}, workqtype.Invalid("depends_on", fmt.Sprintf("a dependency names a task workflow %d does not have (%d of %d found)", id, got, len(depTaskIDs)))
+		if got != int64(len(namedTaskIDs)) {
+			return WorkflowWritten{}, workqtype.Invalid("depends_on", fmt.Sprintf("a dependency names a task workflow %d does not have (%d of %d found among %s)",
+				id, got, len(namedTaskIDs), strings.Join(depNames, ", ")))
 		}
 	}
-	if _, err := q.WorkflowAttach(ctx, id, taskIDs); err != nil {
-		var pe *pgconn.PgError
-		if errors.As(err, &pe) {
-			switch pe.Code {
-			case "WQW01":
-				return WorkflowWritten{}, fmt.Errorf("workflow %d: %w", id, ErrWorkflowNotFound)
-			case "WQW02":
-				return WorkflowWritten{}, fmt.Errorf("workflow %d: %w", id, ErrWorkflowEnded)
+	// A new workflow counted its tasks when it was written, and none of
+	// them can have a dependency that has ended; an addition is counted
+	// and settled under the workflow's lock.
+	if w.ID != 0 {
+		if _, err := q.WorkflowAttach(ctx, id, ids); err != nil {
+			var pe *pgconn.PgError
+			if errors.As(err, &pe) {
+				switch pe.Code {
+				case "WQW01":
+					return WorkflowWritten{}, fmt.Errorf("workflow %d: %w", id, ErrWorkflowNotFound)
+				case "WQW02":
+					return WorkflowWritten{}, fmt.Errorf("workflow %d: %w", id, ErrWorkflowEnded)
+				}
 			}
+			return WorkflowWritten{}, fmt.Errorf("attach the tasks of workflow %d: %w", id, err)
 		}
-		return WorkflowWritten{}, fmt.Errorf("attach the tasks of workflow %d: %w", id, err)
 	}
 	var ready []string
 	for i := range rows {

@@ -53,19 +53,25 @@ func (q *Queries) WorkflowClearCancel(ctx context.Context, id int64) error {
 }
 
 const workflowCreate = `-- name: WorkflowCreate :one
-insert into workq.workflows (name, metadata)
-values ($1::text, $2::jsonb)
+insert into workq.workflows (name, metadata, tasks)
+values ($1::text, $2::jsonb, $3::integer)
 returning id, created_at
 `
+
+type WorkflowCreateParams struct {
+	Name     string
+	Metadata []byte
+	Tasks    int32
+}
 
 type WorkflowCreateRow struct {
 	ID        int64
 	CreatedAt time.Time
 }
 
-// WorkflowCreate writes a workflow's row, running and without tasks yet (WorkflowAttach counts them).
-func (q *Queries) WorkflowCreate(ctx context.Context, name string, metadata []byte) (WorkflowCreateRow, error) {
-	row := q.db.QueryRow(ctx, workflowCreate, name, metadata)
+// WorkflowCreate writes a workflow's row, running, counting the tasks its transaction writes with it (no WorkflowAttach: no task of a new workflow can have ended, and nobody sees it before it commits).
+func (q *Queries) WorkflowCreate(ctx context.Context, arg WorkflowCreateParams) (WorkflowCreateRow, error) {
+	row := q.db.QueryRow(ctx, workflowCreate, arg.Name, arg.Metadata, arg.Tasks)
 	var i WorkflowCreateRow
 	err := row.Scan(&i.ID, &i.CreatedAt)
 	return i, err
@@ -80,7 +86,8 @@ with w as (
     for update skip locked
 ),
 deps as (
-    delete from workq.workflow_deps d where d.workflow_id = any(array(select w.id from w))
+    delete from workq.workflow_deps d
+    where d.task_id = any(array(select t.job_id from workq.workflow_tasks t where t.workflow_id = any(array(select w.id from w))))
 ),
 names as (
     delete from workq.workflow_tasks t where t.workflow_id = any(array(select w.id from w))
@@ -152,6 +159,29 @@ func (q *Queries) WorkflowGet(ctx context.Context, id int64) (Workflow, error) {
 		&i.FinishedAt,
 	)
 	return i, err
+}
+
+const workflowInsertDepIDs = `-- name: WorkflowInsertDepIDs :exec
+insert into workq.workflow_deps (dep_id, task_id, workflow_id, any_outcome)
+select unnest($1::bigint[]), unnest($2::bigint[]), $3::bigint, unnest($4::boolean[])
+`
+
+type WorkflowInsertDepIDsParams struct {
+	DepIds     []int64
+	TaskIds    []int64
+	WorkflowID int64
+	AnyOutcome []bool
+}
+
+// WorkflowInsertDepIDs writes edges between tasks whose job run ids the caller knows (those of one call).
+func (q *Queries) WorkflowInsertDepIDs(ctx context.Context, arg WorkflowInsertDepIDsParams) error {
+	_, err := q.db.Exec(ctx, workflowInsertDepIDs,
+		arg.DepIds,
+		arg.TaskIds,
+		arg.WorkflowID,
+		arg.AnyOutcome,
+	)
+	return err
 }
 
 const workflowInsertDeps = `-- name: WorkflowInsertDeps :one

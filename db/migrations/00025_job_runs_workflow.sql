@@ -18,10 +18,10 @@
 --     claim reads status = 0 only, so a pending task is never claimed; it
 --     counts as live (status < 2: the dedup and unique indexes, retention
 --     leave it alone).
--- job_runs_workflow: a workflow's tasks, for listing and cancelling them;
---     partial, so a job outside workflows adds no entry. Built concurrently
---     (every row is scanned, and a plain CREATE INDEX would block enqueues
---     meanwhile); a run that failed at any point can run again.
+-- No index on workflow_id: a workflow's tasks are found through
+-- workflow_tasks (00026), whose (workflow_id, name) index a task writes
+-- once; an index here would take an entry at every claim and completion of
+-- a task (neither is a HOT update).
 
 -- +goose NO TRANSACTION
 -- +goose Up
@@ -31,11 +31,8 @@ alter table workq.job_runs add column if not exists output jsonb;
 alter table workq.job_runs drop constraint if exists job_runs_status_ck;
 alter table workq.job_runs add constraint job_runs_status_ck check (status between -1 and 4) not valid;
 alter table workq.job_runs validate constraint job_runs_status_ck;
-drop index concurrently if exists workq.job_runs_workflow;
-create index concurrently job_runs_workflow on workq.job_runs (workflow_id, id) where workflow_id is not null;
 
 -- +goose Down
-drop index concurrently if exists workq.job_runs_workflow;
 alter table workq.job_runs drop constraint if exists job_runs_status_ck;
 alter table workq.job_runs add constraint job_runs_status_ck check (status between 0 and 4) not valid;
 alter table workq.job_runs validate constraint job_runs_status_ck;

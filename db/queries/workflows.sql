@@ -94,8 +94,8 @@ where d.task_id = @task_id::bigint;
 
 -- name: WorkflowUnfinished :many
 -- WorkflowUnfinished lists a workflow's tasks that have not ended and whose cancel was not requested yet, for LeaseCancel.
-select j.id from workq.job_runs j
-where j.workflow_id = @workflow_id::bigint and j.status < 2 and j.cancel_requested_at is null
+select j.id from workq.workflow_tasks t join workq.job_runs j on j.id = t.job_id
+where t.workflow_id = @workflow_id::bigint and j.status < 2 and j.cancel_requested_at is null
 order by j.id;
 
 -- name: WorkflowRequestCancel :one
@@ -114,7 +114,7 @@ select (exists (select 1 from w))::boolean as running from workq.workflows x whe
 -- name: WorkflowRetryIDs :many
 -- WorkflowRetryIDs lists a workflow's failed tasks and those cancelled other than by a failed dependency, for LeaseRevive (the dependents a failure cancelled come back pending when it is revived).
 select j.id from workq.job_runs j join workq.workflow_tasks t on t.job_id = j.id
-where j.workflow_id = @workflow_id::bigint and j.status in (3, 4) and not t.dep_cancelled
+where t.workflow_id = @workflow_id::bigint and j.status in (3, 4) and not t.dep_cancelled
 order by j.id;
 
 -- name: WorkflowClearCancel :exec
@@ -138,7 +138,8 @@ names as (
     delete from workq.workflow_tasks t where t.workflow_id = any(array(select w.id from w))
 ),
 jobs as (
-    delete from workq.job_runs j where j.workflow_id = any(array(select w.id from w))
+    delete from workq.job_runs j
+    where j.id = any(array(select t.job_id from workq.workflow_tasks t where t.workflow_id = any(array(select w.id from w))))
 )
 delete from workq.workflows x where x.id = any(array(select w.id from w));
 

@@ -93,7 +93,8 @@ names as (
     delete from workq.workflow_tasks t where t.workflow_id = any(array(select w.id from w))
 ),
 jobs as (
-    delete from workq.job_runs j where j.workflow_id = any(array(select w.id from w))
+    delete from workq.job_runs j
+    where j.id = any(array(select t.job_id from workq.workflow_tasks t where t.workflow_id = any(array(select w.id from w))))
 )
 delete from workq.workflows x where x.id = any(array(select w.id from w))
 `
@@ -401,7 +402,7 @@ func (q *Queries) WorkflowRequestCancel(ctx context.Context, id int64) (bool, er
 
 const workflowRetryIDs = `-- name: WorkflowRetryIDs :many
 select j.id from workq.job_runs j join workq.workflow_tasks t on t.job_id = j.id
-where j.workflow_id = $1::bigint and j.status in (3, 4) and not t.dep_cancelled
+where t.workflow_id = $1::bigint and j.status in (3, 4) and not t.dep_cancelled
 order by j.id
 `
 
@@ -516,8 +517,8 @@ func (q *Queries) WorkflowTasks(ctx context.Context, workflowID int64) ([]Workfl
 }
 
 const workflowUnfinished = `-- name: WorkflowUnfinished :many
-select j.id from workq.job_runs j
-where j.workflow_id = $1::bigint and j.status < 2 and j.cancel_requested_at is null
+select j.id from workq.workflow_tasks t join workq.job_runs j on j.id = t.job_id
+where t.workflow_id = $1::bigint and j.status < 2 and j.cancel_requested_at is null
 order by j.id
 `
 

@@ -122,36 +122,44 @@ returns integer
 language plpgsql volatile
 as $$
 declare
-    w record;
     v_rel bigint[];
     v_bad bigint[];
     v_bad_dep bigint[];
     v_bad_status smallint[];
     v_queues text[];
+    v_ended bigint[];
 begin
     if coalesce(cardinality(p_ids), 0) = 0 then
         return 0;
     end if;
-    perform 1 from workq.workflows x where x.id = any(p_workflows) order by x.id for no key update;
-    for w in
-        with m as (select unnest(p_workflows) as wf, unnest(p_statuses) as st),
-        c as (
-            select m.wf, count(*) filter (where m.st = 2) as d, count(*) filter (where m.st = 3) as f,
-                   count(*) filter (where m.st = 4) as x
-            from m group by m.wf
-        )
-        update workq.workflows x set done = x.done + c.d, failed = x.failed + c.f, cancelled = x.cancelled + c.x
+    if not (p_workflows[1] = all(p_workflows)) then
+        -- several workflows: their locks in id order (the counting
+        -- update below would take them in its own order)
+        perform 1 from workq.workflows x where x.id = any(p_workflows) order by x.id for no key update;
+    end if;
+    -- count the tasks on each workflow, ending those whose tasks have all
+    -- ended (one statement)
+    with m as (select unnest(p_workflows) as wf, unnest(p_statuses) as st),
+    c as (
+        select m.wf, count(*) filter (where m.st = 2) as d, count(*) filter (where m.st = 3) as f,
+               count(*) filter (where m.st = 4) as x
+        from m group by m.wf
+    ),
+    u as (
+        update workq.workflows x set done = x.done + c.d, failed = x.failed + c.f, cancelled = x.cancelled + c.x,
+            status = case when x.status = 0 and x.done + c.d + x.failed + c.f + x.cancelled + c.x >= x.tasks
+                          then case when x.cancel_requested_at is not null then 4
+                                    when x.failed + c.f + x.cancelled + c.x > 0 then 3 else 2 end
+                          else x.status end,
+            finished_at = case when x.status = 0 and x.done + c.d + x.failed + c.f + x.cancelled + c.x >= x.tasks
+                               then now() else x.finished_at end
         from c where x.id = c.wf
-        returning x.id, x.status, x.tasks, x.done, x.failed, x.cancelled, x.cancel_requested_at
-    loop
-        if w.status = 0 and w.done + w.failed + w.cancelled >= w.tasks then
-            update workq.workflows set
-                status = case when w.cancel_requested_at is not null then 4 when w.failed + w.cancelled > 0 then 3 else 2 end,
-                finished_at = now()
-            where id = w.id;
-            perform pg_notify('workq_done', 'w' || w.id);
-        end if;
-    end loop;
+        returning x.id, (x.finished_at = now() and x.status <> 0) as ended
+    )
+    select array_agg(u.id) filter (where u.ended) into v_ended from u;
+    if v_ended is not null then
+        perform pg_notify('workq_done', 'w' || e) from unnest(v_ended) e;
+    end if;
     with m as (select unnest(p_ids) as id, unnest(p_statuses) as st),
     e as (
         select d.task_id, count(*) as n,

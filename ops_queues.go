@@ -190,6 +190,7 @@ type QueueInfo struct {
 	Done       int64
 	Failed     int64
 	Cancelled  int64
+	Pending    int64 // a workflow's tasks waiting for their dependencies
 	// OldestReadyAge is how long the oldest due ready item has waited (0:
 	// none waits); the largest over the shards.
 	OldestReadyAge time.Duration
@@ -280,7 +281,7 @@ func (c *Client) ListQueues(ctx context.Context) (_ []QueueInfo, err error) {
 // queueInfo is the QueueInfo of one shard's row.
 func queueInfo(q admin.Queue, shard string) QueueInfo {
 	out := QueueInfo{Table: q.Table, Queue: q.Queue, Shard: shard, Ready: q.Ready, Scheduled: q.Scheduled,
-		InProgress: q.InProgress, Expired: q.Expired, Done: q.Done, Failed: q.Failed, Cancelled: q.Cancelled,
+		InProgress: q.InProgress, Expired: q.Expired, Done: q.Done, Failed: q.Failed, Cancelled: q.Cancelled, Pending: q.Pending,
 		OldestReadyAge: time.Duration(q.OldestReadyAge), ClaimsPerSecond: q.ClaimsPerSecond,
 		CompletionsPerSecond: q.CompletionsPerSecond, Paused: q.Paused, PausedAt: q.PausedAt, PausedBy: q.PausedBy,
 		PauseReason: q.PauseReason}

@@ -250,6 +250,7 @@ type queueRow struct {
 	Done       int64       `json:"done"`
 	Failed     int64       `json:"failed"`
 	Cancelled  int64       `json:"cancelled"`
+	Pending    int64       `json:"pending"` // a workflow's tasks waiting for their dependencies
 	// OldestReadyAge is how long the oldest due ready item has waited (0:
 	// none is waiting).
 	OldestReadyAge seconds `json:"oldest_ready_age"`
@@ -284,7 +285,7 @@ func (d *seconds) UnmarshalJSON(b []byte) error {
 // rowOf is the API's row of the Client's q.
 func rowOf(q workq.QueueInfo) queueRow {
 	out := queueRow{Table: q.Table, Queue: q.Queue, Ready: q.Ready, Scheduled: q.Scheduled,
-		InProgress: q.InProgress, Expired: q.Expired, Done: q.Done, Failed: q.Failed, Cancelled: q.Cancelled,
+		InProgress: q.InProgress, Expired: q.Expired, Done: q.Done, Failed: q.Failed, Cancelled: q.Cancelled, Pending: q.Pending,
 		OldestReadyAge: seconds(q.OldestReadyAge), ClaimsPerSecond: q.ClaimsPerSecond,
 		CompletionsPerSecond: q.CompletionsPerSecond, Paused: q.Paused, PausedAt: q.PausedAt, PausedBy: q.PausedBy,
 		PauseReason: q.PauseReason}

@@ -23,6 +23,7 @@ type queueJSON struct {
 	Done                 int64       `json:"done"`
 	Failed               int64       `json:"failed"`
 	Cancelled            int64       `json:"cancelled"`
+	Pending              int64       `json:"pending"`
 	OldestReadyAge       seconds     `json:"oldest_ready_age"`
 	ClaimsPerSecond      float64     `json:"claims_per_second"`
 	CompletionsPerSecond float64     `json:"completions_per_second"`
@@ -44,7 +45,7 @@ func queuesJSON(qs []workq.QueueInfo) []queueJSON {
 	out := make([]queueJSON, len(qs))
 	for i, q := range qs {
 		out[i] = queueJSON{Table: q.Table, Queue: q.Queue, Ready: q.Ready, Scheduled: q.Scheduled, InProgress: q.InProgress,
-			Expired: q.Expired, Done: q.Done, Failed: q.Failed, Cancelled: q.Cancelled, OldestReadyAge: seconds(q.OldestReadyAge),
+			Expired: q.Expired, Done: q.Done, Failed: q.Failed, Cancelled: q.Cancelled, Pending: q.Pending, OldestReadyAge: seconds(q.OldestReadyAge),
 			ClaimsPerSecond: q.ClaimsPerSecond, CompletionsPerSecond: q.CompletionsPerSecond, Paused: q.Paused,
 			PausedAt: q.PausedAt, PausedBy: q.PausedBy, PauseReason: q.PauseReason, Limit: q.Limit}
 	}

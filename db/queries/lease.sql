@@ -326,7 +326,7 @@ where j.id = any(@ids::bigint[]) and j.status >= 2
 returning j.id;
 
 -- name: LeaseQueueStats :many
--- LeaseQueueStats counts one table's items per queue: ready (due), scheduled (ready, not due yet), in progress (and how many of those have an expired lease or were claimed in the last minute), done, failed and cancelled, with the age in milliseconds of the oldest due ready item on the database clock (0: none). It reads the whole table: an operator's command, not a per-scrape query.
+-- LeaseQueueStats counts one table's items per queue: ready (due), scheduled (ready, not due yet), in progress (and how many of those have an expired lease or were claimed in the last minute), done, failed, cancelled and pending (a workflow's tasks waiting for their dependencies), with the age in milliseconds of the oldest due ready item on the database clock (0: none). It reads the whole table: an operator's command, not a per-scrape query.
 select queue,
        count(*) filter (where status = 0 and run_at <= now())::bigint as ready,
        count(*) filter (where status = 0 and run_at > now())::bigint as scheduled,
@@ -336,6 +336,7 @@ select queue,
        count(*) filter (where status = 2)::bigint as done,
        count(*) filter (where status = 3)::bigint as failed,
        count(*) filter (where status = 4)::bigint as cancelled,
+       count(*) filter (where status = -1)::bigint as pending,
        coalesce(floor(extract(epoch from now() - min(run_at) filter (where status = 0 and run_at <= now())) * 1000), 0)::bigint as oldest_ready_age_ms
 from workq.workq_lease_table
 group by queue

@@ -27,6 +27,7 @@ type Queue struct {
 	Done       int64       `json:"done"`
 	Failed     int64       `json:"failed"`
 	Cancelled  int64       `json:"cancelled"`
+	Pending    int64       `json:"pending"` // a workflow's tasks waiting for their dependencies
 	// OldestReadyAge is how long the oldest due ready item has waited, on
 	// the database clock (0: none is waiting).
 	OldestReadyAge Duration `json:"oldest_ready_age"`
@@ -55,6 +56,7 @@ func (q *Queue) Add(o Queue) {
 	q.Done += o.Done
 	q.Failed += o.Failed
 	q.Cancelled += o.Cancelled
+	q.Pending += o.Pending
 	q.OldestReadyAge = max(q.OldestReadyAge, o.OldestReadyAge)
 	q.ClaimsPerSecond += o.ClaimsPerSecond
 	q.CompletionsPerSecond += o.CompletionsPerSecond
@@ -105,6 +107,7 @@ func Queues(ctx context.Context, db workqtype.DB) ([]Queue, error) {
 			r := row(t, s.Queue)
 			r.Ready, r.Scheduled, r.InProgress, r.Expired = s.Ready, s.Scheduled, s.InProgress, s.Expired
 			r.Done, r.Failed, r.Cancelled, r.OldestReadyAge = s.Done, s.Failed, s.Cancelled, Duration(s.OldestReadyAge)
+			r.Pending = s.Pending
 			r.ClaimsPerSecond = float64(s.ClaimedRecently) / 60
 		}
 	}

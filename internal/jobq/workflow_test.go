@@ -65,6 +65,9 @@ func TestWorkflowReleaseCancelRevive(t *testing.T) {
 		t.Fatalf("after enqueue: %v, want %v", got, want)
 	}
 	e := lease.New(pool, lease.JobRuns)
+	if st, err := e.QueueStats(ctx); err != nil || len(st) != 1 || st[0].Pending != 3 || st[0].Ready != 2 {
+		t.Fatalf("queue stats %+v, %v; want 3 pending and 2 ready", st, err)
+	}
 	endTask(t, e, w.Tasks["a"], lease.Done)
 	if got := wfStatus(t, pool, w.Tasks); got["c"] != -1 {
 		t.Fatalf("c released after one of two dependencies: %v", got)

@@ -954,6 +954,7 @@ type QueueStats struct {
 	Done            int64         //
 	Failed          int64         //
 	Cancelled       int64         //
+	Pending         int64         // a workflow's tasks waiting for their dependencies (job runs only)
 	OldestReadyAge  time.Duration // how long the oldest due ready item has waited (database clock); 0 when none
 }
 
@@ -970,7 +971,7 @@ func (e *Engine) QueueStats(ctx context.Context) ([]QueueStats, error) {
 	out := make([]QueueStats, len(rows))
 	for i, r := range rows {
 		out[i] = QueueStats{Queue: r.Queue, Ready: r.Ready, Scheduled: r.Scheduled, InProgress: r.InProgress,
-			Expired: r.Expired, ClaimedRecently: r.ClaimedRecently, Done: r.Done, Failed: r.Failed, Cancelled: r.Cancelled,
+			Expired: r.Expired, ClaimedRecently: r.ClaimedRecently, Done: r.Done, Failed: r.Failed, Cancelled: r.Cancelled, Pending: r.Pending,
 			OldestReadyAge: time.Duration(r.OldestReadyAgeMs) * time.Millisecond}
 	}
 	return out, nil

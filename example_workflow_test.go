@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/workq/workq"
@@ -381,4 +382,54 @@ func ExampleClient_CancelWorkflow() {
 	// cancelled at once: 2 asked to stop: 1
 	// cancelled cancelled 3 of 3
 	// again: true
+}
+
+// FlakyArgs fails until its flag says otherwise.
+type FlakyArgs struct{}
+
+func (FlakyArgs) Kind() string { return "example.flaky" }
+
+// A task fails for good and cancels its dependent; the workflow fails.
+// Once the cause is fixed, RetryWorkflow runs the failed task again, its
+// dependent comes back pending and runs after it, and the workflow
+// completes.
+func ExampleClient_RetryWorkflow() {
+	pool, cleanup := testdb.ExamplePool()
+	defer cleanup()
+	ctx := context.Background()
+	var fixed atomic.Bool
+	workers := exampleWordWorkers()
+	workq.AddWorker(workers, workq.WorkFunc(func(ctx context.Context, job *workq.Job[FlakyArgs]) error {
+		if !fixed.Load() {
+			return workq.Permanent(errors.New("upstream down"))
+		}
+		return nil
+	}))
+	client, err := workq.NewClient(pool, workq.Config{Workers: workers, Maintenance: workq.MaintenanceConfig{Disabled: true}})
+	must(err)
+	must(client.Start(ctx))
+	defer client.Stop(ctx)
+
+	res, err := client.NewWorkflow("sync", nil).
+		Add("pull", FlakyArgs{}, nil).
+		Add("count", CountWordsArgs{Text: "after the pull"}, &workq.TaskOpts{DependsOn: []string{"pull"}}).
+		Enqueue(ctx)
+	must(err)
+	wctx, cancel := exampleWaitCtx()
+	defer cancel()
+	info, err := client.WaitWorkflow(wctx, res.Workflow)
+	must(err)
+	fmt.Println(info.State, "failed", info.Failed, "cancelled", info.Cancelled)
+
+	fixed.Store(true)
+	n, err := client.RetryWorkflow(ctx, res.Workflow, &workq.ActionOpts{Actor: "ops:ann", Reason: "upstream back"})
+	must(err)
+	fmt.Println("revived:", n)
+	info, err = client.WaitWorkflow(wctx, res.Workflow)
+	must(err)
+	fmt.Println(info.State, "done", info.Done, "of", info.Tasks)
+	// Output:
+	// failed failed 1 cancelled 1
+	// revived: 1
+	// completed done 2 of 2
 }

@@ -448,14 +448,16 @@ func leasePlans(t *testing.T, table string, stale bool) {
 			}
 			heartbeatLits := map[string]string{"lease_ms": "30000", "ids": arrayLiteral(idLits), "owner_tokens": arrayLiteral(tokens)}
 			completeLits := map[string]string{"ids": arrayLiteral(idLits), "owner_tokens": arrayLiteral(tokens),
-				"outcomes": arrayLiteral(outcomes), "errors": arrayLiteral(emptyLits), "delays_ms": arrayLiteral(delayLits)}
+				"outcomes": arrayLiteral(outcomes), "errors": arrayLiteral(emptyLits), "delays_ms": arrayLiteral(delayLits),
+				"outputs": "NULL"} // no outputs, as a batch without any sends
 			for _, c := range []struct {
 				name     string
 				args     map[string]any
 				literals map[string]string
 			}{
 				{"LeaseHeartbeat", map[string]any{"lease_ms": int64(30_000), "ids": ids, "owner_tokens": tokens}, heartbeatLits},
-				{"LeaseComplete", map[string]any{"ids": ids, "owner_tokens": tokens, "outcomes": outcomes, "errors": errs, "delays_ms": delays}, completeLits},
+				{"LeaseComplete", map[string]any{"ids": ids, "owner_tokens": tokens, "outcomes": outcomes, "errors": errs, "delays_ms": delays,
+					"outputs": []string(nil)}, completeLits},
 			} {
 				sql, params := leaseQuery(t, table, c.name)
 				// Planned for these arrays, and as the generic plan a cached

@@ -756,3 +756,64 @@ func TestReviewShardedDynamicPipelineAndBatch(t *testing.T) {
 		t.Errorf("batch counts %+v, want 2 done, 1 failed of 3", n)
 	}
 }
+
+// A chain of 10,000 tasks whose first fails: the cancel cascades down the
+// whole chain (a work list in one statement), the workflow fails, and
+// RetryWorkflow brings the chain back, pending, behind its first task.
+func TestReviewDeepChainCascade(t *testing.T) {
+	if testing.Short() {
+		t.Skip("10,000 tasks: not in -short")
+	}
+	r := startRig(t, workq.MaintenanceConfig{}, nil)
+	ctx := context.Background()
+	const n = 10_000
+	w := r.NewWorkflow("chain", nil).Add("t0", rvStepArgs{Step: "t0", FailFirst: true}, nil)
+	for i := 1; i < n; i++ {
+		w.Add(fmt.Sprintf("t%d", i), rvStepArgs{Step: "link", Block: true}, &workq.TaskOpts{DependsOn: []string{fmt.Sprintf("t%d", i-1)}})
+	}
+	res, err := w.Enqueue(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	info := waitWorkflow(t, r.Client, res.Workflow)
+	t.Logf("the cascade of %d cancels took %v", n-1, time.Since(start))
+	if info.State != workq.WorkflowFailed || info.Failed != 1 || info.Cancelled != n-1 {
+		t.Fatalf("workflow %+v, want failed with 1 failed, %d cancelled", info, n-1)
+	}
+	checkCounts(t, r.Client, r.pool, res.Workflow)
+	start = time.Now()
+	got, err := r.RetryWorkflow(ctx, res.Workflow, nil)
+	if err != nil || got != 1 {
+		t.Fatalf("RetryWorkflow revived %d (%v), want 1", got, err)
+	}
+	t.Logf("the retry's revive of %d tasks took %v", n, time.Since(start))
+	// t0 now succeeds; t1 runs and blocks; the rest wait
+	select {
+	case <-r.started: // t0
+	case <-time.After(30 * time.Second):
+		t.Fatal("t0 never ran again")
+	}
+	var pending int
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if err := r.InSchema(r.pool).QueryRow(ctx, `select count(*) from workq.job_runs where status = -1`).Scan(&pending); err != nil {
+			t.Fatal(err)
+		}
+		if pending == n-2 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if pending != n-2 {
+		t.Errorf("%d tasks pending after the retry, want %d", pending, n-2)
+	}
+	if _, err := r.CancelWorkflow(ctx, res.Workflow, nil); err != nil {
+		t.Fatal(err)
+	}
+	info = waitWorkflow(t, r.Client, res.Workflow)
+	if info.State != workq.WorkflowCancelled {
+		t.Errorf("workflow %s after CancelWorkflow", info.State)
+	}
+	checkCounts(t, r.Client, r.pool, res.Workflow)
+}

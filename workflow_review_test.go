@@ -30,6 +30,10 @@ type rvStepArgs struct {
 
 func (rvStepArgs) Kind() string { return "rv.step" }
 
+// errSkipOutput from a rig's hook ends the job done without its default
+// output.
+var errSkipOutput = errors.New("done, no output")
+
 // rvRig is a Client whose rv.step handler counts its runs per task name.
 type rvRig struct {
 	*workq.Client
@@ -55,7 +59,9 @@ func startRig(t *testing.T, maint workq.MaintenanceConfig, hook func(r *rvRig, c
 		default:
 		}
 		if hook != nil {
-			if err := hook(r, ctx, job); err != nil {
+			if err := hook(r, ctx, job); errors.Is(err, errSkipOutput) {
+				return nil
+			} else if err != nil {
 				return err
 			}
 		}
@@ -390,7 +396,10 @@ func TestReviewWaitWithDeadline(t *testing.T) {
 	time.Sleep(200 * time.Millisecond)
 	base := r.pool.Stat().AcquiredConns()
 	for _, wait := range []func(context.Context) error{
-		func(ctx context.Context) error { _, err := r.Wait(ctx, workq.ItemRef{ID: res.Tasks["later"]}); return err },
+		func(ctx context.Context) error {
+			_, err := r.Wait(ctx, workq.ItemRef{ID: res.Tasks["later"]})
+			return err
+		},
 		func(ctx context.Context) error { _, err := r.WaitWorkflow(ctx, res.Workflow); return err },
 	} {
 		start := time.Now()
@@ -816,4 +825,62 @@ func TestReviewDeepChainCascade(t *testing.T) {
 		t.Errorf("workflow %s after CancelWorkflow", info.State)
 	}
 	checkCounts(t, r.Client, r.pool, res.Workflow)
+}
+
+// An attempt that records an output and then fails stores nothing: the
+// dependent reads the output of the attempt that ended done (here none:
+// the zero value), and two workflows with the same task names each read
+// their own.
+func TestReviewOutputOfAnotherAttempt(t *testing.T) {
+	var mu sync.Mutex
+	read := map[int64]string{}
+	r := startRig(t, workq.MaintenanceConfig{}, func(r *rvRig, ctx context.Context, job *workq.Job[rvStepArgs]) error {
+		switch job.Args.Step {
+		case "flaky":
+			if job.Attempt == 1 {
+				if err := job.SetOutput("from the failed attempt"); err != nil {
+					return err
+				}
+				return workq.RetryIn(10*time.Millisecond, errors.New("try again"))
+			}
+			return errSkipOutput // done, recording nothing
+		case "reader":
+			s, err := workq.Output[string](ctx, job, "flaky")
+			if err != nil {
+				return workq.Permanent(err)
+			}
+			o, err := workq.Output[string](ctx, job, "own")
+			if err != nil {
+				return workq.Permanent(err)
+			}
+			mu.Lock()
+			read[job.ID] = s + "|" + o
+			mu.Unlock()
+			return errSkipOutput
+		}
+		return nil
+	})
+	ctx := context.Background()
+	var reader []int64
+	for i := range 2 {
+		res, err := r.NewWorkflow("same names", nil).
+			Add("flaky", rvStepArgs{Step: "flaky"}, &workq.TaskOpts{Enqueue: &workq.EnqueueOpts{MaxAttempts: 3}}).
+			Add("own", rvStepArgs{Step: fmt.Sprintf("own%d", i)}, nil).
+			Add("reader", rvStepArgs{Step: "reader"}, &workq.TaskOpts{DependsOn: []string{"flaky", "own"}}).
+			Enqueue(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if info := waitWorkflow(t, r.Client, res.Workflow); info.State != workq.WorkflowCompleted {
+			t.Fatalf("workflow %s", info.State)
+		}
+		reader = append(reader, res.Tasks["reader"])
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for i, id := range reader {
+		if want := fmt.Sprintf("|own%d-out", i); read[id] != want {
+			t.Errorf("reader %d read %q, want %q (no output from the failed attempt, its own workflow's task)", i, read[id], want)
+		}
+	}
 }

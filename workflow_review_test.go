@@ -42,7 +42,6 @@ type rvRig struct {
 	runs     map[string]int
 	started  chan string
 	ctxEnded chan string
-	hook     func(ctx context.Context, job *workq.Job[rvStepArgs]) error
 }
 
 func startRig(t *testing.T, maint workq.MaintenanceConfig, hook func(r *rvRig, ctx context.Context, job *workq.Job[rvStepArgs]) error) *rvRig {

@@ -883,3 +883,78 @@ func TestReviewOutputOfAnotherAttempt(t *testing.T) {
 		}
 	}
 }
+
+// A task added to a running workflow behind a task that a failure had
+// cancelled is cancelled at once; RetryWorkflow brings the failed task
+// back, and with it the cancelled one and the added one, which then run.
+func TestReviewAddedBehindCancelledComesBackOnRetry(t *testing.T) {
+	release := make(chan struct{})
+	r := startRig(t, workq.MaintenanceConfig{}, func(r *rvRig, ctx context.Context, job *workq.Job[rvStepArgs]) error {
+		if job.Args.Step == "keepalive" {
+			<-release
+		}
+		return nil
+	})
+	ctx := context.Background()
+	res, err := r.NewWorkflow("grow", nil).
+		Add("root", rvStepArgs{Step: "root", FailFirst: true}, nil).
+		Add("mid", rvStepArgs{Step: "mid"}, &workq.TaskOpts{DependsOn: []string{"root"}}).
+		Add("keepalive", rvStepArgs{Step: "keepalive"}, nil).
+		Enqueue(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		info, err := r.GetWorkflow(ctx, res.Workflow)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if info.Failed == 1 && info.Cancelled == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("root never failed: %+v", info)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if _, err := r.AddToWorkflow(res.Workflow).Add("late", rvStepArgs{Step: "late"}, &workq.TaskOpts{DependsOn: []string{"mid"}}).Enqueue(ctx); err != nil {
+		t.Fatal(err)
+	}
+	tasks, err := r.WorkflowTasks(ctx, res.Workflow)
+	if err != nil || len(tasks) != 4 || tasks[3].Name != "late" || tasks[3].State != workq.JobStateCancelled {
+		t.Fatalf("tasks %+v (%v), want late cancelled at once", tasks, err)
+	}
+	if n, err := r.RetryWorkflow(ctx, res.Workflow, nil); err != nil || n != 1 {
+		t.Fatalf("RetryWorkflow revived %d (%v), want 1", n, err)
+	}
+	close(release)
+	info := waitWorkflow(t, r.Client, res.Workflow)
+	checkCounts(t, r.Client, r.pool, res.Workflow)
+	if info.State != workq.WorkflowCompleted || info.Done != 4 {
+		t.Errorf("workflow %+v, want completed with 4 done", info)
+	}
+	for step, want := range map[string]int{"root": 2, "mid": 1, "late": 1, "keepalive": 1} {
+		if got := r.runsOf(step); got != want {
+			t.Errorf("%s ran %d times, want %d", step, got, want)
+		}
+	}
+}
+
+// NewBatch's callback depends on the batch's tasks: dependencies given in
+// its TaskOpts are refused (ErrInvalid), not silently dropped.
+func TestReviewNewBatchRefusesCallbackDeps(t *testing.T) {
+	r := startRig(t, workq.MaintenanceConfig{}, nil)
+	ctx := context.Background()
+	params := []workq.EnqueueParams{{Args: rvStepArgs{Step: "x"}}}
+	for _, opts := range []*workq.TaskOpts{{DependsOn: []string{"0"}}, {DependsOnAnyOutcome: []string{"elsewhere"}}} {
+		_, err := r.NewBatch("b", params, rvStepArgs{Step: "callback"}, opts).Enqueue(ctx)
+		if !errors.Is(err, workq.ErrInvalid) {
+			t.Errorf("NewBatch with callback options %+v: %v, want ErrInvalid", opts, err)
+		}
+	}
+	ws, err := r.ListWorkflows(ctx, workq.ListWorkflowsParams{})
+	if err != nil || len(ws) != 0 {
+		t.Errorf("workflows %v (%v), want none written", ws, err)
+	}
+}

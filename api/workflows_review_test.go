@@ -2,11 +2,16 @@ package api
 
 import (
 	"fmt"
+	"net/http"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/workq/workq/internal/testdb"
 )
 
 // A reviewer's attacks on the workflow endpoints: JSON of the wrong types,
@@ -241,5 +246,46 @@ func TestReviewWorkflowAPIDeleteFinishedTaskOfRunningWorkflow(t *testing.T) {
 	if r.status == 200 && strings.Contains(string(r.body), `"applied":[`+strconv.FormatInt(cr.Tasks["a"], 10)+`]`) && out.Workflow.Tasks != len(out.Tasks) {
 		t.Errorf("the delete of a running workflow's finished task was applied: the workflow counts %d tasks (%d done) and lists %d",
 			out.Workflow.Tasks, out.Workflow.Done, len(out.Tasks))
+	}
+}
+
+// Waits hold a pooled connection each (they LISTEN on it) and nothing
+// bounds how many run: a read token that opens as many ?wait= requests
+// as the pool has connections holds every one of them for up to the wait
+// (MaxWait, a minute), and every other request waits behind them.
+func TestReviewWorkflowAPIWaitsExhaustThePool(t *testing.T) {
+	const conns = 4
+	var pool *pgxpool.Pool
+	e := &wfEnv{}
+	e.env = newEnv(t, func(s *setup) {
+		s.config.Workers = wfWorkers(&e.failing)
+		pool = testdb.PoolWith(t, conns)
+		s.pool = pool
+	})
+	var cr workflowCreated
+	e.must(201, "POST", "/v1/workflows", e.admin, map[string]any{"name": "w", "tasks": []any{task("a", "wf.echo", with("delay", "1h"))}}).decode(t, &cr)
+	var wg sync.WaitGroup
+	for range conns {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			req, _ := http.NewRequest("GET", e.http.URL+wfPath(cr.ID, "?wait=8s"), nil)
+			req.Header.Set("Authorization", "Bearer "+e.read)
+			if res, err := e.http.Client().Do(req); err == nil {
+				res.Body.Close()
+			}
+		}()
+	}
+	defer wg.Wait()
+	deadline := time.Now().Add(5 * time.Second)
+	for pool.Stat().AcquiredConns() < conns && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	start := time.Now()
+	e.skipValidate = true
+	r := e.do("GET", "/v1/workflows", e.read, nil)
+	e.skipValidate = false
+	if d := time.Since(start); r.status != 200 || d > 3*time.Second {
+		t.Errorf("a list beside %d waits answered %d after %v: the waits hold the whole pool", conns, r.status, d.Round(time.Millisecond))
 	}
 }

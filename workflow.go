@@ -648,7 +648,10 @@ const BatchCallback = "callback"
 // NewBatch builds a batch: the jobs of params as tasks "0", "1"..., and a
 // callback task running callback after all of them have ended, however
 // they ended; its handler reads how many succeeded, failed and were
-// cancelled with BatchResults. Enqueue it like any workflow:
+// cancelled with BatchResults. opts are the callback's: its Enqueue
+// options (its dependencies are the batch's tasks; DependsOn or
+// DependsOnAnyOutcome are refused with ErrInvalid by Enqueue). Enqueue it
+// like any workflow:
 //
 //	res, err := client.NewBatch("import", params, ImportDone{}, nil).Enqueue(ctx)
 func (c *Client) NewBatch(name string, params []EnqueueParams, callback Args, opts *TaskOpts) *Workflow {
@@ -662,7 +665,10 @@ func (c *Client) NewBatch(name string, params []EnqueueParams, callback Args, op
 	if opts != nil {
 		o = *opts
 	}
-	o.DependsOn = nil
+	if (len(o.DependsOn) > 0 || len(o.DependsOnAnyOutcome) > 0) && w.err == nil {
+		w.err = workqtype.Invalid("depends_on", "a batch's callback depends on the batch's tasks: NewBatch's opts take no DependsOn or DependsOnAnyOutcome")
+		return w
+	}
 	o.DependsOnAnyOutcome = names
 	return w.Add(BatchCallback, callback, &o)
 }

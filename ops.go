@@ -339,10 +339,11 @@ func (c *Client) Retry(ctx context.Context, ref ItemRef, opts *ActionOpts) (err 
 // Delete deletes a finished (done, failed or cancelled) item; its archived
 // attempts stay until the archive's retention. An item that has not
 // finished is left alone: the error matches ErrWrongState (cancel it
-// first); a missing one ErrNotFound.
+// first); a missing one ErrNotFound. A workflow's task is left alone
+// too (ErrWrongState): it goes with its workflow, at retention.
 func (c *Client) Delete(ctx context.Context, ref ItemRef) (err error) {
 	defer c.notMigrated(&err)
-	_, err = c.act(ctx, ref, "delete", "finished (done, failed or cancelled)", func(ctx context.Context, db DB) (admin.Result, error) {
+	_, err = c.act(ctx, ref, "delete", "finished (done, failed or cancelled) items outside workflows", func(ctx context.Context, db DB) (admin.Result, error) {
 		return admin.Delete(ctx, db, ref.Table, ref.ID)
 	})
 	return err

@@ -444,7 +444,10 @@ func (c *Client) CancelWorkflow(ctx context.Context, ref WorkflowRef, opts *Acti
 // other than by a failed dependency (the dependents a failure cancelled
 // come back, pending, and run when it succeeds), and lifts a cancel. It
 // returns how many tasks it revived; the workflow runs again until they
-// end.
+// end. While a cancel is still winding down (tasks that were running when
+// it came have not ended: they end cancelled whatever their handlers
+// return) it is refused with an error matching ErrWrongState: wait for
+// the workflow to end (WaitWorkflow), then retry.
 func (c *Client) RetryWorkflow(ctx context.Context, ref WorkflowRef, opts *ActionOpts) (_ int, err error) {
 	defer c.notMigrated(&err)
 	sc, err := c.resolveWorkflow(ctx, ref)

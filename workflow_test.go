@@ -164,6 +164,9 @@ func TestWorkflowFanInWithOutputs(t *testing.T) {
 	if info.State != workq.WorkflowCompleted || info.Tasks != 3 || info.Done != 3 {
 		t.Fatalf("workflow %+v, want completed with 3 done", info)
 	}
+	if err := c.Delete(ctx, workq.ItemRef{Table: workq.TableJobRuns, ID: res.Tasks["a"]}); !errors.Is(err, workq.ErrWrongState) {
+		t.Fatalf("delete of a task: %v, want ErrWrongState (a task goes with its workflow)", err)
+	}
 	tasks, err := c.WorkflowTasks(ctx, res.Workflow)
 	if err != nil {
 		t.Fatal(err)

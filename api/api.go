@@ -105,6 +105,11 @@ type Server struct {
 	maxBody int64
 
 	client *workq.Client // every enqueue; the other operations are in ops.go
+	// waits holds a place per request waiting (?wait=), each of which
+	// holds a pooled connection: at most a quarter of the smallest shard
+	// pool's connections, so that waits never take the connections every
+	// other request needs (a request past it waits for a place).
+	waits chan struct{}
 	// From the client (clienthook.API): its shards' databases in its
 	// schema (one unnamed for a NewClient's DefaultShard), its schedule
 	// store and its item checks.
@@ -160,7 +165,7 @@ func New(client *workq.Client, o Options) (*Server, error) {
 
 	s := &Server{
 		o: o, log: o.Logger, mux: http.NewServeMux(), maxBody: o.MaxBodyBytes,
-		client: client, shards: shardsOf(h),
+		client: client, shards: shardsOf(h), waits: make(chan struct{}, waitPlaces(client)),
 		validateMessage: h.ValidateMessage, validateTimer: h.ValidateTimer, validateInbox: h.ValidateInbox,
 		cop:      http.NewCrossOriginProtection(),
 		failures: authlimit.New(authlimit.Options{}),

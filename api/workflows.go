@@ -299,6 +299,22 @@ func (s *Server) listWorkflows(w http.ResponseWriter, r *http.Request, _ princip
 	return nil
 }
 
+// waitPlaces is how many requests may wait at once (Server.waits): a
+// quarter of the smallest shard pool's connections, at least one.
+func waitPlaces(c *workq.Client) int {
+	n := int32(0)
+	for _, name := range c.Shards() {
+		sc, err := c.Shard(name)
+		if err != nil || sc.Pool() == nil {
+			continue
+		}
+		if m := sc.Pool().Config().MaxConns; n == 0 || m < n {
+			n = m
+		}
+	}
+	return max(1, int(n)/4)
+}
+
 // waitLimit is how long a request may wait: wait, at most MaxWait, and
 // short of the server's write timeout (the answer must still be written).
 func (s *Server) waitLimit(wait time.Duration) time.Duration {
@@ -330,6 +346,15 @@ func waitParam(q map[string][]string) (time.Duration, error) {
 func (s *Server) waitFor(ctx context.Context, d time.Duration, wait func(context.Context) error) (timedOut bool, err error) {
 	wctx, cancel := context.WithTimeout(ctx, s.waitLimit(d))
 	defer cancel()
+	select {
+	case s.waits <- struct{}{}:
+		defer func() { <-s.waits }()
+	case <-wctx.Done():
+		if ctx.Err() == nil {
+			return true, nil // no place freed in time: the same answer as a wait that ran out
+		}
+		return false, context.Cause(ctx)
+	}
 	err = wait(wctx)
 	if err != nil && ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
 		return true, nil

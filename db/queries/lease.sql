@@ -320,9 +320,9 @@ select status, (cancel_requested_at is not null)::boolean as cancel_requested fr
 select id, status from workq.workq_lease_table where id = any(@ids::bigint[]) order by id;
 
 -- name: LeaseDelete :many
--- LeaseDelete deletes the finished (done, failed or cancelled) items among ids and returns the ids it deleted; ready and in-progress items are left alone. Their archived attempts stay in runs until the archive's own retention.
+-- LeaseDelete deletes the finished (done, failed or cancelled) items among ids and returns the ids it deleted; ready and in-progress items are left alone, and so are a workflow's tasks, which go with their workflow (its counts and its dependents' outputs need them). Their archived attempts stay in runs until the archive's own retention.
 delete from workq.workq_lease_table j
-where j.id = any(@ids::bigint[]) and j.status >= 2
+where j.id = any(@ids::bigint[]) and j.status >= 2 and workq.workq_workflow_id(j) is null
 returning j.id;
 
 -- name: LeaseQueueStats :many

@@ -216,6 +216,10 @@ type CancelResult struct {
 	Requested int // running tasks asked to stop
 }
 
+// ErrCancelling is the error (wrapped) of Retry on a workflow whose cancel
+// is still winding down (its running tasks have not ended yet).
+var ErrCancelling = fmt.Errorf("%w: the workflow's cancel is still winding down (its running tasks end cancelled); wait for it to end, then retry", workqtype.ErrWrongState)
+
 // ErrEnded is the error (wrapped) of Cancel on a workflow that has ended.
 var ErrEnded = fmt.Errorf("%w: the workflow has ended", workqtype.ErrWrongState)
 
@@ -293,8 +297,15 @@ func cancelOnce(ctx context.Context, db workqtype.TxDB, id int64, actor, reason 
 // pending with them), and clears a cancel request: one transaction. It
 // returns how many tasks it revived.
 func Retry(ctx context.Context, db workqtype.TxDB, id int64, actor, reason string) (int, error) {
-	if _, err := Get(ctx, db, id); err != nil {
+	w, err := Get(ctx, db, id)
+	if err != nil {
 		return 0, err
+	}
+	if w.State == Running && w.CancelRequestedAt != nil {
+		// Its running tasks were told to stop and end cancelled whatever
+		// their handlers return: a retry now would lift the request and
+		// then lose them. Retry once it has ended.
+		return 0, fmt.Errorf("workflow %d: %w", id, ErrCancelling)
 	}
 	return retryDeadlock(ctx, func() (int, error) { return retryOnce(ctx, db, id, actor, reason) })
 }

@@ -306,11 +306,11 @@ func (q *Queries) LeaseCountByState(ctx context.Context) ([]LeaseCountByStateRow
 
 const leaseDelete = `-- name: LeaseDelete :many
 delete from workq.workq_lease_table j
-where j.id = any($1::bigint[]) and j.status >= 2
+where j.id = any($1::bigint[]) and j.status >= 2 and workq.workq_workflow_id(j) is null
 returning j.id
 `
 
-// LeaseDelete deletes the finished (done, failed or cancelled) items among ids and returns the ids it deleted; ready and in-progress items are left alone. Their archived attempts stay in runs until the archive's own retention.
+// LeaseDelete deletes the finished (done, failed or cancelled) items among ids and returns the ids it deleted; ready and in-progress items are left alone, and so are a workflow's tasks, which go with their workflow (its counts and its dependents' outputs need them). Their archived attempts stay in runs until the archive's own retention.
 func (q *Queries) LeaseDelete(ctx context.Context, ids []int64) ([]int64, error) {
 	rows, err := q.db.Query(ctx, leaseDelete, ids)
 	if err != nil {

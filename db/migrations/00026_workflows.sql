@@ -241,30 +241,27 @@ declare
     v_status smallint;
     v_sign integer;
     i integer := 1;
+    -- the counts to add to the workflow, once, at the end
+    v_done integer := 0;
+    v_failed integer := 0;
+    v_cancelled integer := 0;
+    v_left boolean := false;
 begin
+    -- The workflow's lock first: every change to its tasks' counts is
+    -- serialised by it (the statements after it see the latest ones).
+    select x.status into w from workq.workflows x where x.id = p_workflow for no key update;
+    if not found then
+        return; -- deleted with its tasks (retention)
+    end if;
     while i <= cardinality(v_tasks) loop
         v_task := v_tasks[i];
         v_status := v_statuses[i];
         v_sign := v_signs[i];
         i := i + 1;
-        update workq.workflows set
-            done = done + v_sign * (v_status = 2)::integer,
-            failed = failed + v_sign * (v_status = 3)::integer,
-            cancelled = cancelled + v_sign * (v_status = 4)::integer
-        where id = p_workflow
-        returning * into w;
-        if not found then
-            return; -- deleted with its tasks (retention)
-        end if;
-        if v_sign > 0 and w.status = 0 and w.done + w.failed + w.cancelled >= w.tasks then
-            update workq.workflows set
-                status = case when w.cancel_requested_at is not null then 4 when w.failed + w.cancelled > 0 then 3 else 2 end,
-                finished_at = now()
-            where id = p_workflow;
-            perform pg_notify('workq_done', 'w' || p_workflow);
-        elsif v_sign < 0 and w.status <> 0 then
-            update workq.workflows set status = 0, finished_at = null where id = p_workflow;
-        end if;
+        v_done := v_done + v_sign * (v_status = 2)::integer;
+        v_failed := v_failed + v_sign * (v_status = 3)::integer;
+        v_cancelled := v_cancelled + v_sign * (v_status = 4)::integer;
+        v_left := v_left or v_sign < 0;
         if v_sign < 0 then
             -- A task revived (or brought back) before its dependencies have
             -- ended again waits for them: pending, not ready. (Its
@@ -326,6 +323,29 @@ begin
             end if;
         end loop;
     end loop;
+    -- One update of the workflow for the whole cascade (once per task, a
+    -- chain of thousands made the row's versions ever longer to walk): it
+    -- ends when every task has ended, and runs again when one left.
+    with u as (
+        update workq.workflows x set
+            done = x.done + v_done, failed = x.failed + v_failed, cancelled = x.cancelled + v_cancelled,
+            status = case
+                when v_left and x.status <> 0 then 0
+                when x.status = 0 and x.done + v_done + x.failed + v_failed + x.cancelled + v_cancelled >= x.tasks then
+                    case when x.cancel_requested_at is not null then 4
+                         when x.failed + v_failed + x.cancelled + v_cancelled > 0 then 3 else 2 end
+                else x.status end,
+            finished_at = case
+                when v_left and x.status <> 0 then null
+                when x.status = 0 and x.done + v_done + x.failed + v_failed + x.cancelled + v_cancelled >= x.tasks then now()
+                else x.finished_at end
+        where x.id = p_workflow
+        returning x.status
+    )
+    select u.status into v_status from u;
+    if w.status = 0 and v_status <> 0 then
+        perform pg_notify('workq_done', 'w' || p_workflow);
+    end if;
 end
 $$;
 -- +goose StatementEnd

@@ -343,9 +343,14 @@ func (c *Client) Retry(ctx context.Context, ref ItemRef, opts *ActionOpts) (err 
 // too (ErrWrongState): it goes with its workflow, at retention.
 func (c *Client) Delete(ctx context.Context, ref ItemRef) (err error) {
 	defer c.notMigrated(&err)
-	_, err = c.act(ctx, ref, "delete", "finished (done, failed or cancelled) items outside workflows", func(ctx context.Context, db DB) (admin.Result, error) {
+	_, err = c.act(ctx, ref, "delete", "finished (done, failed or cancelled)", func(ctx context.Context, db DB) (admin.Result, error) {
 		return admin.Delete(ctx, db, ref.Table, ref.ID)
 	})
+	var se *StateError
+	if errors.As(err, &se) && ref.Table == TableJobRuns && slices.Contains([]string{StateDone, StateFailed, StateCancelled}, se.State) {
+		// finished, and left alone: a workflow's task
+		return fmt.Errorf("workq: delete %s: a workflow's task goes with its workflow, at retention: %w", se.Ref, ErrWrongState)
+	}
 	return err
 }
 

@@ -209,10 +209,12 @@ wf as (
     -- workflows locked in id order: two statements never deadlock on
     -- them). Empty arrays for every other job and table (workq_workflow_id
     -- is inlined: the column, or null), and the call returns at once.
-    select workq.workq_workflows_ended(
+    -- (no call at all for a batch without them)
+    select coalesce((select workq.workq_workflows_ended(
         array(select u.id from u where u.workflow_id is not null and u.status >= 2 order by u.id),
         array(select u.workflow_id from u where u.workflow_id is not null and u.status >= 2 order by u.id),
-        array(select u.status from u where u.workflow_id is not null and u.status >= 2 order by u.id)) as n
+        array(select u.status from u where u.workflow_id is not null and u.status >= 2 order by u.id))
+      where exists (select 1 from u where u.workflow_id is not null and u.status >= 2)), 0) as n
 ),
 awaited as (
     -- Client.Wait's jobs (workq_awaited: job_runs.awaited, null elsewhere)
@@ -633,10 +635,12 @@ joins as (
 ),
 wf as (
     -- The job runs of workflows it ended, in one call (see LeaseComplete).
-    select workq.workq_workflows_ended(
+    -- (no call at all for a batch without them)
+    select coalesce((select workq.workq_workflows_ended(
         array(select r.id from reaped r where r.workflow_id is not null and r.status >= 2 order by r.id),
         array(select r.workflow_id from reaped r where r.workflow_id is not null and r.status >= 2 order by r.id),
-        array(select r.status from reaped r where r.workflow_id is not null and r.status >= 2 order by r.id)) as n
+        array(select r.status from reaped r where r.workflow_id is not null and r.status >= 2 order by r.id))
+      where exists (select 1 from reaped r where r.workflow_id is not null and r.status >= 2)), 0) as n
 ),
 awaited as (
     select count(pg_notify('workq_done', 'j' || r.id)) as n from reaped r where r.awaited and r.status >= 2

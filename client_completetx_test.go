@@ -97,7 +97,7 @@ func TestCompleteTxCommitsWithTheBusinessWrite(t *testing.T) {
 	var status lease.Status
 	var runs, attempt int
 	if err := pool.QueryRow(ctx, `select status, (select count(*) from workq.runs where item_id = $1 and work_table = 'job_runs'),
-		(select paid_by_attempt from orders where id = 7) from workq.job_runs where id = $1`, e.ID).Scan(&status, &runs, &attempt); err != nil {
+		(select paid_by_attempt from orders where id = 7) from workq.job_runs_all where id = $1`, e.ID).Scan(&status, &runs, &attempt); err != nil {
 		t.Fatal(err)
 	}
 	if status != lease.StatusDone || runs != 1 || attempt != 1 {
@@ -193,7 +193,7 @@ func TestCompleteTxRefusesALostLease(t *testing.T) {
 		t.Fatalf("%d orders (err %v): the business write must have rolled back", n, err)
 	}
 	var status lease.Status
-	if err := pool.QueryRow(ctx, `select status from workq.job_runs`).Scan(&status); err != nil || status != lease.StatusInProgress {
+	if err := pool.QueryRow(ctx, `select status from workq.job_runs_all`).Scan(&status); err != nil || status != lease.StatusInProgress {
 		t.Fatalf("status %q (err %v): the other holder's attempt must be untouched", status, err)
 	}
 }

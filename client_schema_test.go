@@ -188,7 +188,7 @@ func TestMaintenanceOnlyInItsSchema(t *testing.T) {
 	}
 	status := func(c *workq.Client, id int64) string {
 		var s int16
-		err := c.InSchema(pool).QueryRow(ctx, `select status from workq.job_runs where id = $1`, id).Scan(&s)
+		err := c.InSchema(pool).QueryRow(ctx, `select status from workq.job_runs_all where id = $1`, id).Scan(&s)
 		if err != nil {
 			return "gone"
 		}

@@ -287,7 +287,7 @@ func TestClientMiddleware(t *testing.T) {
 		t.Error("the refused fast batch succeeded")
 	}
 	var n int
-	must(pool.QueryRow(ctx, `select count(*) from workq.job_runs`).Scan(&n))
+	must(pool.QueryRow(ctx, `select count(*) from workq.job_runs_all`).Scan(&n))
 	if n != 1 {
 		t.Fatalf("job_runs has %d rows after refused enqueues, want 1", n)
 	}

@@ -29,7 +29,7 @@ func readJob(t *testing.T, pool *pgxpool.Pool, id int64) jobRow {
 	t.Helper()
 	var r jobRow
 	if err := pool.QueryRow(context.Background(),
-		`select status, owner_token is not null, attempts from workq.job_runs where id = $1`, id).Scan(&r.status, &r.owned, &r.attempts); err != nil {
+		`select status, owner_token is not null, attempts from workq.job_runs_all where id = $1`, id).Scan(&r.status, &r.owned, &r.attempts); err != nil {
 		t.Fatal(err)
 	}
 	return r

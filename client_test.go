@@ -188,7 +188,7 @@ func TestClientRefusesBadInput(t *testing.T) {
 		}
 	}
 	var n int
-	if err := pool.QueryRow(ctx, `select count(*) from workq.job_runs`).Scan(&n); err != nil || n != 0 {
+	if err := pool.QueryRow(ctx, `select count(*) from workq.job_runs_all`).Scan(&n); err != nil || n != 0 {
 		t.Fatalf("job_runs has %d rows (err %v) after refused enqueues", n, err)
 	}
 }

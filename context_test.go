@@ -150,7 +150,7 @@ func TestClientFromContextInEveryHandler(t *testing.T) {
 		}
 	}
 	var n int
-	if err := pool.QueryRow(ctx, `select count(*) from workq.job_runs where kind = 'receipt.send'`).Scan(&n); err != nil || n != 1 {
+	if err := pool.QueryRow(ctx, `select count(*) from workq.job_runs_all where kind = 'receipt.send'`).Scan(&n); err != nil || n != 1 {
 		t.Fatalf("%d follow-up jobs (err %v), want 1", n, err)
 	}
 }
@@ -182,7 +182,7 @@ func TestClientFromContextSharded(t *testing.T) {
 		}
 	}
 	var n int
-	if err := pools[1].Pool.QueryRow(ctx, `select count(*) from workq.job_runs where kind = 'receipt.send'`).Scan(&n); err != nil || n != 1 {
+	if err := pools[1].Pool.QueryRow(ctx, `select count(*) from workq.job_runs_all where kind = 'receipt.send'`).Scan(&n); err != nil || n != 1 {
 		t.Fatalf("shard b has %d follow-up jobs (err %v), want 1: the handler's transaction is on its job's shard", n, err)
 	}
 }

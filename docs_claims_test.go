@@ -29,7 +29,7 @@ func TestGoDocEnqueueClaims(t *testing.T) {
 	count := func(t *testing.T) int {
 		t.Helper()
 		var n int
-		if err := pool.QueryRow(ctx, `select count(*) from workq.job_runs`).Scan(&n); err != nil {
+		if err := pool.QueryRow(ctx, `select count(*) from workq.job_runs_all`).Scan(&n); err != nil {
 			t.Fatal(err)
 		}
 		return n

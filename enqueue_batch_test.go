@@ -32,7 +32,7 @@ func TestEnqueueManyTakesRunAt(t *testing.T) {
 			t.Fatalf("results %+v: want two new and a duplicate of the second", res)
 		}
 		var runAt time.Time
-		if err := pools[res[1].Shard].QueryRow(ctx, "select run_at from workq.job_runs where id = $1", res[1].ID).Scan(&runAt); err != nil {
+		if err := pools[res[1].Shard].QueryRow(ctx, "select run_at from workq.job_runs_all where id = $1", res[1].ID).Scan(&runAt); err != nil {
 			t.Fatal(err)
 		}
 		if !runAt.Equal(at) {

@@ -50,7 +50,7 @@ func ExampleJob_CompleteTx() {
 	var sent bool
 	var status string
 	must(pool.QueryRow(ctx, `select i.sent, case j.status when 2 then 'done' else j.status::text end
-		from invoices i, workq.job_runs j where i.id = 17 and j.kind = 'invoice.mail'`).Scan(&sent, &status))
+		from invoices i, workq.job_runs_all j where i.id = 17 and j.kind = 'invoice.mail'`).Scan(&sent, &status))
 	fmt.Println("sent:", sent, "job:", status)
 	// Output: sent: true job: done
 }

@@ -109,7 +109,7 @@ func TestEnqueueUnknownKind(t *testing.T) {
 				}
 				err := enqueue(ctx, client, pool, batch)
 				var n int
-				if err := pool.QueryRow(ctx, `select count(*) from workq.job_runs`).Scan(&n); err != nil {
+				if err := pool.QueryRow(ctx, `select count(*) from workq.job_runs_all`).Scan(&n); err != nil {
 					t.Fatal(err)
 				}
 				if !cc.refuses {

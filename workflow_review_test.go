@@ -130,9 +130,9 @@ func checkCounts(t *testing.T, c *workq.Client, pool *pgxpool.Pool, ref workq.Wo
 	}
 	var bad int
 	err = c.InSchema(pool).QueryRow(ctx, `
-		select count(*) from workq.workflow_tasks k join workq.job_runs j on j.id = k.job_id
+		select count(*) from workq.workflow_tasks k join workq.job_runs_all j on j.id = k.job_id
 		where k.workflow_id = $1 and j.status = -1 and k.deps_left <> (
-			select count(*) from workq.workflow_deps d join workq.job_runs x on x.id = d.dep_id
+			select count(*) from workq.workflow_deps d join workq.job_runs_all x on x.id = d.dep_id
 			where d.task_id = k.job_id and x.status < 2)`, ref.ID).Scan(&bad)
 	if err != nil {
 		t.Fatal(err)
@@ -271,7 +271,7 @@ func TestReviewAddTasksRolledBackAddsNothing(t *testing.T) {
 	}
 	checkCounts(t, r.Client, r.pool, res.Workflow)
 	var rows int
-	if err := r.InSchema(r.pool).QueryRow(ctx, `select (select count(*) from workq.job_runs) + (select count(*) from workq.workflow_tasks)
+	if err := r.InSchema(r.pool).QueryRow(ctx, `select (select count(*) from workq.job_runs_all) + (select count(*) from workq.workflow_tasks)
 		+ (select count(*) from workq.workflow_deps)`).Scan(&rows); err != nil {
 		t.Fatal(err)
 	}
@@ -304,7 +304,7 @@ func TestReviewEnqueueTxRolledBackLeavesNothing(t *testing.T) {
 		t.Errorf("ListWorkflows %v (%v), want none", ws, err)
 	}
 	var rows int
-	if err := r.InSchema(r.pool).QueryRow(ctx, `select (select count(*) from workq.job_runs) + (select count(*) from workq.workflow_tasks)
+	if err := r.InSchema(r.pool).QueryRow(ctx, `select (select count(*) from workq.job_runs_all) + (select count(*) from workq.workflow_tasks)
 		+ (select count(*) from workq.workflow_deps)`).Scan(&rows); err != nil {
 		t.Fatal(err)
 	}
@@ -453,7 +453,7 @@ func TestReviewRetentionWaitsForTheWorkflow(t *testing.T) {
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		var n int
-		if err := r.InSchema(r.pool).QueryRow(ctx, `select count(*) from workq.job_runs where id = $1`, plain.ID).Scan(&n); err != nil {
+		if err := r.InSchema(r.pool).QueryRow(ctx, `select count(*) from workq.job_runs_all where id = $1`, plain.ID).Scan(&n); err != nil {
 			t.Fatal(err)
 		}
 		if n == 0 {
@@ -465,7 +465,7 @@ func TestReviewRetentionWaitsForTheWorkflow(t *testing.T) {
 		time.Sleep(100 * time.Millisecond)
 	}
 	var fetchLeft int
-	if err := r.InSchema(r.pool).QueryRow(ctx, `select count(*) from workq.job_runs where id = $1`, res.Tasks["fetch"]).Scan(&fetchLeft); err != nil {
+	if err := r.InSchema(r.pool).QueryRow(ctx, `select count(*) from workq.job_runs_all where id = $1`, res.Tasks["fetch"]).Scan(&fetchLeft); err != nil {
 		t.Fatal(err)
 	}
 	if fetchLeft != 1 {
@@ -482,7 +482,7 @@ func TestReviewRetentionWaitsForTheWorkflow(t *testing.T) {
 	deadline = time.Now().Add(30 * time.Second)
 	for {
 		var rows int
-		if err := r.InSchema(r.pool).QueryRow(ctx, `select (select count(*) from workq.job_runs) + (select count(*) from workq.workflow_tasks)
+		if err := r.InSchema(r.pool).QueryRow(ctx, `select (select count(*) from workq.job_runs_all) + (select count(*) from workq.workflow_tasks)
 			+ (select count(*) from workq.workflow_deps) + (select count(*) from workq.workflows)`).Scan(&rows); err != nil {
 			t.Fatal(err)
 		}
@@ -541,7 +541,7 @@ func TestReviewWorkflow20000TasksTx(t *testing.T) {
 	}
 	var ready, pending, edges int
 	if err := c.InSchema(pool).QueryRow(ctx, `select count(*) filter (where status = 0), count(*) filter (where status = -1),
-		(select count(*) from workq.workflow_deps) from workq.job_runs`).Scan(&ready, &pending, &edges); err != nil {
+		(select count(*) from workq.workflow_deps) from workq.job_runs_all`).Scan(&ready, &pending, &edges); err != nil {
 		t.Fatal(err)
 	}
 	if ready != 1 || pending != 19_999 || edges != 2*19_998 {
@@ -816,7 +816,7 @@ func TestReviewDeepChainCascade(t *testing.T) {
 	var pending int
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		if err := r.InSchema(r.pool).QueryRow(ctx, `select count(*) from workq.job_runs where status = -1`).Scan(&pending); err != nil {
+		if err := r.InSchema(r.pool).QueryRow(ctx, `select count(*) from workq.job_runs_all where status = -1`).Scan(&pending); err != nil {
 			t.Fatal(err)
 		}
 		if pending == n-2 || time.Now().After(deadline) {

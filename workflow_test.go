@@ -255,7 +255,7 @@ func TestWorkflowRefusedWritesNothing(t *testing.T) {
 		}
 	}
 	var n int
-	if err := c.pool.QueryRow(ctx, "select (select count(*) from workq.workflows) + (select count(*) from workq.job_runs)").Scan(&n); err != nil || n != 0 {
+	if err := c.pool.QueryRow(ctx, "select (select count(*) from workq.workflows) + (select count(*) from workq.job_runs_all)").Scan(&n); err != nil || n != 0 {
 		t.Fatalf("%d rows written, %v", n, err)
 	}
 }

@@ -516,7 +516,7 @@ func TestMatchingActions(t *testing.T) {
 		t.Fatalf("rest of the retry: %+v", res)
 	}
 	var ready int
-	if err := e.pool.QueryRow(ctx, `select count(*) from workq.job_runs where status = 0 and last_error = 'SMTP timeout'`).Scan(&ready); err != nil || ready != 15 {
+	if err := e.pool.QueryRow(ctx, `select count(*) from workq.job_runs_all where status = 0 and last_error = 'SMTP timeout'`).Scan(&ready); err != nil || ready != 15 {
 		t.Fatalf("%d retried (%v), want 15", ready, err)
 	}
 	// Delete every finished item of the queue: the ready ones are skipped.

@@ -262,7 +262,7 @@ func TestFlowAPIMarkupAndSQLInNames(t *testing.T) {
 		t.Fatalf("read back: %+v", st)
 	}
 	var n int
-	if err := e.pool.QueryRow(context.Background(), `select count(*) from workq.job_runs`).Scan(&n); err != nil {
+	if err := e.pool.QueryRow(context.Background(), `select count(*) from workq.job_runs_all`).Scan(&n); err != nil {
 		t.Fatalf("job_runs after the request: %v", err)
 	}
 	e.must(200, "POST", path+"/resume", e.admin, nil).decode(t, &ks)

@@ -26,7 +26,7 @@ func TestEnqueueLimitKey(t *testing.T) {
 	}}).decode(t, &batch)
 	for i, want := range []string{"tenant-b", ""} {
 		var k *string
-		if err := e.pool.QueryRow(context.Background(), "select limit_key from workq.job_runs where id = $1", batch.Items[i].ID).Scan(&k); err != nil {
+		if err := e.pool.QueryRow(context.Background(), "select limit_key from workq.job_runs_all where id = $1", batch.Items[i].ID).Scan(&k); err != nil {
 			t.Fatal(err)
 		}
 		if (k == nil) != (want == "") || k != nil && *k != want {
@@ -35,7 +35,7 @@ func TestEnqueueLimitKey(t *testing.T) {
 	}
 	count := func() int {
 		var n int
-		if err := e.pool.QueryRow(context.Background(), "select count(*) from workq.job_runs").Scan(&n); err != nil {
+		if err := e.pool.QueryRow(context.Background(), "select count(*) from workq.job_runs_all").Scan(&n); err != nil {
 			t.Fatal(err)
 		}
 		return n

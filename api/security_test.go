@@ -339,7 +339,7 @@ func TestStrictJSONAccepts(t *testing.T) {
 	var res jobResult
 	e.must(201, "POST", "/v1/jobs", e.admin, body).decode(t, &res)
 	var payload map[string]string
-	if err := e.pool.QueryRow(context.Background(), `select payload from workq.job_runs where id = $1`, res.ID).Scan(&payload); err != nil {
+	if err := e.pool.QueryRow(context.Background(), `select payload from workq.job_runs_all where id = $1`, res.ID).Scan(&payload); err != nil {
 		t.Fatal(err)
 	}
 	want := map[string]string{"emoji": "😀", "EMOJI": "😀", "text": `\ud800`, "é": "é\u00a0"}

@@ -56,7 +56,7 @@ func TestAPIBatchOverTwoShards(t *testing.T) {
 		{"kind": "k"}}}).decode(t, &jobs)
 	for i, want := range []string{"eu", "us"} {
 		if got := jobs.Items[i]; got.Shard != want ||
-			count(want, "select count(*) from workq.job_runs where id = $1 and dedup_key = $2", got.ID, dedup[want]) != 1 {
+			count(want, "select count(*) from workq.job_runs_all where id = $1 and dedup_key = $2", got.ID, dedup[want]) != 1 {
 			t.Fatalf("job %d: %+v, want it on %s with its key", i, got, want)
 		}
 	}
@@ -132,7 +132,7 @@ func TestAPIEnqueueRunsTheClientsMiddleware(t *testing.T) {
 	e.must(201, "POST", "/v1/jobs/batch", e.admin, map[string]any{"items": []map[string]any{{"kind": "k"}, {"kind": "k"}}}).decode(t, &batch)
 	for _, id := range []int64{res.ID, batch.Items[0].ID, batch.Items[1].ID} {
 		var via string
-		if err := e.pool.QueryRow(context.Background(), "select metadata->>'via' from workq.job_runs where id = $1", id).Scan(&via); err != nil || via != "middleware" {
+		if err := e.pool.QueryRow(context.Background(), "select metadata->>'via' from workq.job_runs_all where id = $1", id).Scan(&via); err != nil || via != "middleware" {
 			t.Fatalf("job %d: metadata via %q (%v), want the middleware's", id, via, err)
 		}
 	}

@@ -91,7 +91,7 @@ func TestAPIListsItemsOfTwoShards(t *testing.T) {
 		t.Fatalf("cancel on us: %+v", res)
 	}
 	var st int16
-	if err := second.QueryRow(ctx, "select status from workq.job_runs where id = $1", id).Scan(&st); err != nil || lease.Status(st) != lease.StatusCancelled {
+	if err := second.QueryRow(ctx, "select status from workq.job_runs_all where id = $1", id).Scan(&st); err != nil || lease.Status(st) != lease.StatusCancelled {
 		t.Fatalf("status on us: %d %v", st, err)
 	}
 }

@@ -191,10 +191,10 @@ func TestJobRunsClaimResumeSkipsDeadEntries(t *testing.T) {
 		select 'dead', 'k', now() - interval '1 hour' + i * interval '1 millisecond' from generate_series(1, 60000) i`)
 	exec(`analyze workq.job_runs`)
 	exec(`update workq.job_runs set status = 1, owner_token = gen_random_uuid(), locked_until = now() + interval '1 hour'
-		where queue = 'dead' and id in (select id from workq.job_runs where queue = 'dead' order by run_at limit 50000)`)
+		where queue = 'dead' and id in (select id from workq.job_runs_all where queue = 'dead' order by run_at limit 50000)`)
 	exec(`update workq.job_runs set status = 2, owner_token = null, locked_until = null, finished_at = now() where queue = 'dead' and status = 1`)
 	var head time.Time
-	if err := pool.QueryRow(ctx, `select min(run_at) from workq.job_runs where queue = 'dead' and status = 0`).Scan(&head); err != nil {
+	if err := pool.QueryRow(ctx, `select min(run_at) from workq.job_runs_all where queue = 'dead' and status = 0`).Scan(&head); err != nil {
 		t.Fatal(err)
 	}
 	claimSQL, params := namedQuery(t, "job_runs", "JobRunsClaim")

@@ -36,7 +36,7 @@ func fastJobs(prefix string) []jobq.Job {
 // id order, as JSON text.
 func rowsOf(t *testing.T, ctx context.Context, db workqtype.DB, from, to int64) []string {
 	t.Helper()
-	rows, err := db.Query(ctx, `select (to_jsonb(j) - 'id')::text from workq.job_runs j where id between $1 and $2 order by id`, from, to)
+	rows, err := db.Query(ctx, `select (to_jsonb(j) - 'id')::text from workq.job_runs_all j where id between $1 and $2 order by id`, from, to)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -50,7 +50,7 @@ func rowsOf(t *testing.T, ctx context.Context, db workqtype.DB, from, to int64) 
 func maxID(t *testing.T, ctx context.Context, db workqtype.DB) int64 {
 	t.Helper()
 	var id int64
-	if err := db.QueryRow(ctx, `select coalesce(max(id), 0) from workq.job_runs`).Scan(&id); err != nil {
+	if err := db.QueryRow(ctx, `select coalesce(max(id), 0) from workq.job_runs_all`).Scan(&id); err != nil {
 		t.Fatal(err)
 	}
 	return id
@@ -112,7 +112,7 @@ func TestEnqueueManyFastRowsMatchEnqueueMany(t *testing.T) {
 			// The delays really are on the rows (a guard against both paths
 			// ignoring them alike).
 			var delayed int
-			if err := tx.QueryRow(ctx, `select count(*) from workq.job_runs where id > $1 and run_at = created_at + interval '1500 ms'`, mid).Scan(&delayed); err != nil {
+			if err := tx.QueryRow(ctx, `select count(*) from workq.job_runs_all where id > $1 and run_at = created_at + interval '1500 ms'`, mid).Scan(&delayed); err != nil {
 				t.Fatal(err)
 			}
 			if wantDelayed := map[bool]int{true: 1, false: 0}[delays]; delayed != wantDelayed {
@@ -147,8 +147,8 @@ func TestEnqueueManyFastRunAtMatchesEnqueue(t *testing.T) {
 		t.Fatalf("Enqueue wrote %s\nEnqueueManyFast wrote %s", rows[0], rows[1:])
 	}
 	var okDelay, okNow bool
-	err = tx.QueryRow(ctx, `select (select run_at = created_at + interval '1 s' from workq.job_runs where id = $1),
-		(select run_at = created_at from workq.job_runs where id = $2)`, start+3, start+4).Scan(&okDelay, &okNow)
+	err = tx.QueryRow(ctx, `select (select run_at = created_at + interval '1 s' from workq.job_runs_all where id = $1),
+		(select run_at = created_at from workq.job_runs_all where id = $2)`, start+3, start+4).Scan(&okDelay, &okNow)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -167,7 +167,7 @@ func TestEnqueueManyFastOnEachHandle(t *testing.T) {
 	c := jobq.New(jobq.Options{})
 	count := func(queue string) int {
 		var n int
-		if err := pool.QueryRow(ctx, `select count(*) from workq.job_runs where queue = $1`, queue).Scan(&n); err != nil {
+		if err := pool.QueryRow(ctx, `select count(*) from workq.job_runs_all where queue = $1`, queue).Scan(&n); err != nil {
 			t.Fatal(err)
 		}
 		return n
@@ -295,7 +295,7 @@ func TestEnqueueManyFastValidationWritesNothing(t *testing.T) {
 				t.Fatalf("returned %d, want 0", n)
 			}
 			var rows int
-			if err := pool.QueryRow(ctx, `select count(*) from workq.job_runs`).Scan(&rows); err != nil {
+			if err := pool.QueryRow(ctx, `select count(*) from workq.job_runs_all`).Scan(&rows); err != nil {
 				t.Fatal(err)
 			}
 			if rows != 0 {

@@ -37,7 +37,7 @@ func TestEnqueueManyReturnsIDsInInputOrder(t *testing.T) {
 			for i, e := range got {
 				var kind string
 				var n int
-				if err := pool.QueryRow(ctx, "select kind, (payload->>'i')::int from workq.job_runs where id = $1", e.ID).Scan(&kind, &n); err != nil {
+				if err := pool.QueryRow(ctx, "select kind, (payload->>'i')::int from workq.job_runs_all where id = $1", e.ID).Scan(&kind, &n); err != nil {
 					t.Fatalf("job %d: id %d: %v", i, e.ID, err)
 				}
 				if kind != jobs[i].Kind || n != i || e.Duplicate {

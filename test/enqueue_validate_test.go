@@ -136,7 +136,7 @@ func TestEnqueueAcceptsPayloadsAtTheEdges(t *testing.T) {
 			}
 			for _, id := range []int64{one.ID, many[0].ID} {
 				var same bool
-				if err := pool.QueryRow(ctx, "select payload = $2::jsonb from workq.job_runs where id = $1", id, tc.stored).Scan(&same); err != nil {
+				if err := pool.QueryRow(ctx, "select payload = $2::jsonb from workq.job_runs_all where id = $1", id, tc.stored).Scan(&same); err != nil {
 					t.Fatal(err)
 				} else if !same {
 					t.Errorf("job %d: payload differs from %.60s", id, tc.stored)
@@ -149,7 +149,7 @@ func TestEnqueueAcceptsPayloadsAtTheEdges(t *testing.T) {
 func countJobRuns(t *testing.T, db workqtype.DB) int {
 	t.Helper()
 	var n int
-	if err := db.QueryRow(context.Background(), "select count(*) from workq.job_runs").Scan(&n); err != nil {
+	if err := db.QueryRow(context.Background(), "select count(*) from workq.job_runs_all").Scan(&n); err != nil {
 		t.Fatal(err)
 	}
 	return n

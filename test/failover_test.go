@@ -199,7 +199,7 @@ func testFaultFailoverCaught(t *testing.T, bin string) {
 	a, b, px, url := ownPair(t, false)
 	r := startOutageRig(t, bin, url, "failover-async", scaled(600, 2000), lease)
 	time.Sleep(1500 * time.Millisecond) // under load
-	acksBefore := r.query("acknowledged enqueues so far", `select count(*) from workq.job_runs where payload->'body' ? 'seq'`)
+	acksBefore := r.query("acknowledged enqueues so far", `select count(*) from workq.job_runs_all where payload->'body' ? 'seq'`)
 	px.Cut()
 	time.Sleep(pause)
 	if err := a.StopMode(ctx, pgembed.ShutdownImmediate); err != nil {

@@ -71,7 +71,7 @@ func testFaultFlow(t *testing.T, bin string) {
 	enqueueKeyedWebhooks(t, db, rc, keyQ, nKey, keys)
 	n := nRate + nKey
 	doneBoth := func() int {
-		return queryScalar[int](t, db, `select count(*)::int from workq.job_runs where queue in ($1, $2) and status = 2`, rateQ, keyQ)
+		return queryScalar[int](t, db, `select count(*)::int from workq.job_runs_all where queue in ($1, $2) and status = 2`, rateQ, keyQ)
 	}
 
 	f := newFleet(t, bin)

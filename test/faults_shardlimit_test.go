@@ -95,10 +95,10 @@ func testFaultShardLimit(t *testing.T, bin string) {
 			var before bool
 			err := x.QueryRow(bgCtx, `select statement_timestamp(), count(*),
 				(select max_in_progress from workq.queue_limits where work_table = 'job_runs' and queue = $1)
-				from workq.job_runs where queue = $1 and status = 1 and locked_until > statement_timestamp()`, queue).Scan(&at, &a, &ba)
+				from workq.job_runs_all where queue = $1 and status = 1 and locked_until > statement_timestamp()`, queue).Scan(&at, &a, &ba)
 			if err == nil {
 				err = y.QueryRow(bgCtx, `select count(r.id), l.max_in_progress, l.updated_at <= $2
-					from workq.queue_limits l left join workq.job_runs r
+					from workq.queue_limits l left join workq.job_runs_all r
 					  on r.queue = l.queue and r.status = 1 and r.locked_until > statement_timestamp() and r.claimed_at <= $2
 					where l.work_table = 'job_runs' and l.queue = $1 group by l.max_in_progress, l.updated_at`, queue, at).Scan(&b, &bb, &before)
 			}

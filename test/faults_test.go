@@ -232,7 +232,7 @@ func (m *member) logLines(t *testing.T) []logLine { return jsonLog(t, m.p.stderr
 func statusCounts(t *testing.T, db *pgxpool.Pool, queue string) (done, total int) {
 	t.Helper()
 	if err := db.QueryRow(context.Background(), `select count(*) filter (where status = 2), count(*) from (
-		select status from workq.job_runs where queue = $1 union all select status from workq.outbox where queue = $1) t`, queue).
+		select status from workq.job_runs_all where queue = $1 union all select status from workq.outbox where queue = $1) t`, queue).
 		Scan(&done, &total); err != nil {
 		t.Fatal(err)
 	}
@@ -280,7 +280,7 @@ func runningOn(t *testing.T, db *pgxpool.Pool, d delivery) string {
 	if d.Table == "outbox" {
 		return queryScalar[string](t, db, `select coalesce(claimed_by, '') from workq.outbox where message_id = $1`, d.MessageID)
 	}
-	return queryScalar[string](t, db, `select coalesce(claimed_by, '') from workq.job_runs where id = $1`, d.ItemID)
+	return queryScalar[string](t, db, `select coalesce(claimed_by, '') from workq.job_runs_all where id = $1`, d.ItemID)
 }
 
 // Scenario 1: three `workq worker` processes (job runs of kind webhook and
@@ -667,7 +667,7 @@ func testFaultLimit(t *testing.T, bin string) {
 		defer func() { sampled <- s }()
 		for sctx.Err() == nil {
 			var c int
-			err := db.QueryRow(sctx, `select count(*) from workq.job_runs where queue = $1 and status = 1 and locked_until > now()`, queue).Scan(&c)
+			err := db.QueryRow(sctx, `select count(*) from workq.job_runs_all where queue = $1 and status = 1 and locked_until > now()`, queue).Scan(&c)
 			if err != nil {
 				if sctx.Err() == nil {
 					s.errs++
@@ -1048,8 +1048,8 @@ func (r *outageRig) drain(last time.Time) {
 	r.prod.stop()
 	total := int64(r.backlog + len(r.prod.acked))
 	awaitCond(r.t, 3*time.Minute, "every item done", func() (bool, string) {
-		n := r.query("done count", `select (select count(*) from workq.job_runs where status = 2) + (select count(*) from workq.outbox where status = 2)`)
-		all := r.query("item count", `select (select count(*) from workq.job_runs) + (select count(*) from workq.outbox)`)
+		n := r.query("done count", `select (select count(*) from workq.job_runs_all where status = 2) + (select count(*) from workq.outbox where status = 2)`)
+		all := r.query("item count", `select (select count(*) from workq.job_runs_all) + (select count(*) from workq.outbox)`)
 		// all < total when acknowledged enqueues were lost: lostEnqueues
 		// names them.
 		return n == all, fmt.Sprintf("%d of %d done (%d acknowledged)", n, all, total)
@@ -1111,7 +1111,7 @@ const leaderBound = 15 * time.Second
 func (r *outageRig) lostEnqueues() (lost []string, committedAnyway int) {
 	r.t.Helper()
 	stored := map[int]int16{}
-	collectRows(r.t, r.db, `select (payload->'body'->>'seq')::int, status from workq.job_runs where payload->'body' ? 'seq'`,
+	collectRows(r.t, r.db, `select (payload->'body'->>'seq')::int, status from workq.job_runs_all where payload->'body' ? 'seq'`,
 		func(row struct {
 			Seq    int
 			Status int16
@@ -1309,7 +1309,7 @@ func runClockSkew(t *testing.T, bin string, o pgembed.Options, want time.Duratio
 	})
 	px.Restore()
 	awaitCond(t, 30*time.Second, "three scheduled runs", func() (bool, string) {
-		n := queryScalar[int](t, db, `select count(*) from workq.job_runs where schedule_id is not null`)
+		n := queryScalar[int](t, db, `select count(*) from workq.job_runs_all where schedule_id is not null`)
 		return n >= 3, fmt.Sprintf("%d runs", n)
 	})
 	if out, errOut, code := runWorkq(t, bin, env, 30*time.Second, "schedules", "disable", "tick"); code != 0 {
@@ -1323,7 +1323,7 @@ func runClockSkew(t *testing.T, bin string, o pgembed.Options, want time.Duratio
 	awaitCond(t, time.Minute, "every item done", func() (bool, string) {
 		var n, all int
 		if err := db.QueryRow(ctx, `select count(*) filter (where status = 2), count(*) from (
-			select status from workq.job_runs union all select status from workq.outbox) t`).Scan(&n, &all); err != nil {
+			select status from workq.job_runs_all union all select status from workq.outbox) t`).Scan(&n, &all); err != nil {
 			t.Fatal(err)
 		}
 		return n == all, fmt.Sprintf("%d of %d done", n, all)
@@ -1333,7 +1333,7 @@ func runClockSkew(t *testing.T, bin string, o pgembed.Options, want time.Duratio
 	h := loadHistory(t, db, rc, off)
 	h.check(t, historyOpts{AllDone: true})
 	modes := map[int64]string{}
-	collectRows(t, db, `select id, coalesce(payload->'body'->>'mode', 'none') from workq.job_runs`, func(r struct {
+	collectRows(t, db, `select id, coalesce(payload->'body'->>'mode', 'none') from workq.job_runs_all`, func(r struct {
 		ID   int64
 		Mode string
 	}) {
@@ -1388,7 +1388,7 @@ func runClockSkew(t *testing.T, bin string, o pgembed.Options, want time.Duratio
 
 	// Schedule slots are even seconds of the database clock, made soon
 	// after they fell due.
-	collectRows(t, db, `select scheduled_time, created_at from workq.job_runs where schedule_id is not null`, func(sr struct {
+	collectRows(t, db, `select scheduled_time, created_at from workq.job_runs_all where schedule_id is not null`, func(sr struct {
 		Slot, Created time.Time
 	}) {
 		if sr.Slot.Second()%2 != 0 || sr.Slot.Nanosecond() != 0 {
@@ -1491,7 +1491,7 @@ func (a *apiProc) do(ctx context.Context, method, path string, body any) ([]byte
 // job run of queue on db now, one entry per lease.
 func holders(t *testing.T, db *pgxpool.Pool, queue string, ids []string) []string {
 	t.Helper()
-	rows, err := db.Query(context.Background(), `select claimed_by from workq.job_runs where queue = $1 and status = 1 and locked_until > now()`, queue)
+	rows, err := db.Query(context.Background(), `select claimed_by from workq.job_runs_all where queue = $1 and status = 1 and locked_until > now()`, queue)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -252,7 +252,7 @@ func checkWorkflows(t *testing.T, db *pgxpool.Pool, h *history, specs []wfSpec, 
 	}
 	tasks := map[int64]*task{}
 	collectRows(t, db, `select j.id, j.status, j.attempts, j.finished_at, j.last_error, j.workflow_id, k.deps_left, k.deps_failed
-			from workq.job_runs j join workq.workflow_tasks k on k.job_id = j.id`,
+			from workq.job_runs_all j join workq.workflow_tasks k on k.job_id = j.id`,
 		func(r struct {
 			ID        int64
 			Status    int16

@@ -106,7 +106,7 @@ func TestFencingNumbersSurviveLossyFailover(t *testing.T) {
 	primary.Stop() // the old primary is gone, as in a failover
 	sp.Reset()     // connections opened during recovery
 	var known int64
-	if err := sp.QueryRow(ctx, "select lease_version from workq.job_runs where id = $1", id.ID).Scan(&known); err != nil || known != 1 {
+	if err := sp.QueryRow(ctx, "select lease_version from workq.job_runs_all where id = $1", id.ID).Scan(&known); err != nil || known != 1 {
 		t.Fatalf("the promoted standby knows lease version %d (%v), want 1: it must have missed the second claim", known, err)
 	}
 	v3, run3 := claim(sp)

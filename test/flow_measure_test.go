@@ -149,7 +149,7 @@ func measureAccuracy(t *testing.T, bin string) {
 	awaitCond(t, time.Minute, "a first start", func() (bool, string) {
 		for _, db := range dbs {
 			var at *time.Time
-			if err := db.QueryRow(ctx, `select min(claimed_at) from workq.job_runs where queue = $1`, queue).Scan(&at); err != nil {
+			if err := db.QueryRow(ctx, `select min(claimed_at) from workq.job_runs_all where queue = $1`, queue).Scan(&at); err != nil {
 				t.Fatal(err)
 			}
 			if at != nil && (t0.IsZero() || at.Before(t0)) {
@@ -164,7 +164,7 @@ func measureAccuracy(t *testing.T, bin string) {
 	var all []time.Time
 	byKey := map[string][]time.Time{}
 	for _, db := range dbs {
-		rows, err := db.Query(ctx, `select r.started_at, j.limit_key from workq.runs r join workq.job_runs j on j.id = r.item_id
+		rows, err := db.Query(ctx, `select r.started_at, j.limit_key from workq.runs r join workq.job_runs_all j on j.id = r.item_id
 			where r.work_table = 'job_runs' and r.queue = $1 order by r.started_at`, queue)
 		if err != nil {
 			t.Fatal(err)
@@ -273,7 +273,7 @@ func runFair(t *testing.T, bin string, fair bool, bigJobs, smallKeys, smallJobs 
 	stop := startWorkers(t, bin, []string{url}, 1, "--jobs", "--queues", queue)
 	started := time.Now()
 	awaitCond(t, 10*time.Minute, "every small job done", func() (bool, string) {
-		n := queryScalar[int](t, db, `select count(*)::int from workq.job_runs where queue = $1 and limit_key like 'small-%' and status = 2`, queue)
+		n := queryScalar[int](t, db, `select count(*)::int from workq.job_runs_all where queue = $1 and limit_key like 'small-%' and status = 2`, queue)
 		return n == want, fmt.Sprintf("%d of %d", n, want)
 	})
 	took = time.Since(started)
@@ -282,7 +282,7 @@ func runFair(t *testing.T, bin string, fair bool, bigJobs, smallKeys, smallJobs 
 	if err := db.QueryRow(ctx, `select min(started_at) from workq.runs where work_table = 'job_runs' and queue = $1`, queue).Scan(&t0); err != nil {
 		t.Fatal(err)
 	}
-	rows, err := db.Query(ctx, `select j.limit_key, r.started_at, r.finished_at from workq.runs r join workq.job_runs j on j.id = r.item_id
+	rows, err := db.Query(ctx, `select j.limit_key, r.started_at, r.finished_at from workq.runs r join workq.job_runs_all j on j.id = r.item_id
 		where r.work_table = 'job_runs' and r.queue = $1 and r.outcome = 'done'`, queue)
 	if err != nil {
 		t.Fatal(err)

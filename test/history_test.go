@@ -626,7 +626,7 @@ func loadHistory(t *testing.T, db *pgxpool.Pool, rc *receiver, off clockOffset) 
 		}
 		return it
 	}
-	collectRows(t, db, `select 'job_runs', id, queue, status, attempts, max_attempts, limit_key, 0::bigint from workq.job_runs
+	collectRows(t, db, `select 'job_runs', id, queue, status, attempts, max_attempts, limit_key, 0::bigint from workq.job_runs_all
 		union all select 'outbox', id, queue, status, attempts, max_attempts, partition_key, coalesce(key_seq, 0) from workq.outbox`,
 		func(r itemRow) { item(r.Table, r.ID).itemRow = r })
 	collectRows(t, db, `select seq, at, stmt_at, tbl, item_id, queue, event, old_status, new_status, lease_version, attempts, max_attempts,

@@ -336,7 +336,7 @@ func leaderFailover(t *testing.T, bin, url, procURL string) {
 	// only after maint-b took over; every lost attempt archived once.
 	ctx := context.Background()
 	rows, err := db.Query(ctx, `select j.queue, j.id, j.status, j.attempts, count(r.run_id), min(r.finished_at), max(r.finished_at)
-		from workq.job_runs j left join workq.runs r on r.work_table = 'job_runs' and r.item_id = j.id and r.outcome = 'expired'
+		from workq.job_runs_all j left join workq.runs r on r.work_table = 'job_runs' and r.item_id = j.id and r.outcome = 'expired'
 		group by j.queue, j.id order by j.id`)
 	if err != nil {
 		t.Fatal(err)
@@ -440,7 +440,7 @@ func testMultiPause(t *testing.T, bin string) {
 			"--exec-allow", "sleep", "--concurrency", "2", "--batch", "2", "--poll", "200ms", "--lease", "10s", "--worker-id", id))
 	}
 	awaitCond(t, 20*time.Second, "every worker process claims", func() (bool, string) {
-		n := queryScalar[int](t, db, `select count(distinct claimed_by) from workq.job_runs where queue = $1`, queue)
+		n := queryScalar[int](t, db, `select count(distinct claimed_by) from workq.job_runs_all where queue = $1`, queue)
 		return n == len(workers), fmt.Sprintf("%d processes claimed", n)
 	})
 
@@ -452,7 +452,7 @@ func testMultiPause(t *testing.T, bin string) {
 	// no row may be claimed later than this.
 	pausedAt := dbClock(t, db)
 	var inFlight []int64
-	rows, err := db.Query(ctx, `select id from workq.job_runs where queue = $1 and status = 1`, queue)
+	rows, err := db.Query(ctx, `select id from workq.job_runs_all where queue = $1 and status = 1`, queue)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -468,10 +468,10 @@ func testMultiPause(t *testing.T, bin string) {
 
 	// The items in flight finish (done, not released or failed).
 	awaitCond(t, 30*time.Second, "the items in flight at the pause finish", func() (bool, string) {
-		n := queryScalar[int](t, db, `select count(*) from workq.job_runs where queue = $1 and (status = 1 or (id = any($2) and status <> 2))`, queue, inFlight)
+		n := queryScalar[int](t, db, `select count(*) from workq.job_runs_all where queue = $1 and (status = 1 or (id = any($2) and status <> 2))`, queue, inFlight)
 		return n == 0, fmt.Sprintf("%d in flight or not done", n)
 	})
-	ready := queryScalar[int](t, db, `select count(*) from workq.job_runs where queue = $1 and status = 0`, queue)
+	ready := queryScalar[int](t, db, `select count(*) from workq.job_runs_all where queue = $1 and status = 0`, queue)
 	if ready == 0 {
 		t.Fatal("the queue drained before the pause took effect: nothing left to hold back")
 	}
@@ -483,7 +483,7 @@ func testMultiPause(t *testing.T, bin string) {
 	for time.Now().Before(watchEnd) {
 		var inProgress, late, nowReady int
 		if err := db.QueryRow(ctx, `select count(*) filter (where status = 1), count(*) filter (where claimed_at > $2),
-			count(*) filter (where status = 0) from workq.job_runs where queue = $1`, queue, pausedAt).Scan(&inProgress, &late, &nowReady); err != nil {
+			count(*) filter (where status = 0) from workq.job_runs_all where queue = $1`, queue, pausedAt).Scan(&inProgress, &late, &nowReady); err != nil {
 			t.Fatal(err)
 		}
 		if inProgress != 0 || late != 0 || nowReady != ready {
@@ -508,10 +508,10 @@ func testMultiPause(t *testing.T, bin string) {
 		t.Fatalf("queue resume: exit %d, stdout %q, stderr %q", code, out, errOut)
 	}
 	awaitCount(t, db, 60*time.Second, "every item done after the resume", total+1,
-		`select count(*) from workq.job_runs where queue = $1 and status = 2`, queue)
+		`select count(*) from workq.job_runs_all where queue = $1 and status = 2`, queue)
 	var once, doneRuns, resumedBy int
 	if err := db.QueryRow(ctx, `select count(*) filter (where attempts = 1), count(distinct claimed_by) filter (where claimed_at > $2)
-		from workq.job_runs where queue = $1`, queue, pausedAt).Scan(&once, &resumedBy); err != nil {
+		from workq.job_runs_all where queue = $1`, queue, pausedAt).Scan(&once, &resumedBy); err != nil {
 		t.Fatal(err)
 	}
 	doneRuns = queryScalar[int](t, db, `select count(*) from workq.runs where queue = $1 and outcome = 'done'`, queue)
@@ -618,7 +618,7 @@ func testMultiRetention(t *testing.T, bin string) {
 	live := 0
 	feed := func() { enqueueN(t, db, "live", "noop", nil, 10); live += 10 }
 	feed()
-	awaitCount(t, db, 20*time.Second, "the worker works live items", live, `select count(*) from workq.job_runs where queue = 'live' and status = 2`)
+	awaitCount(t, db, 20*time.Second, "the worker works live items", live, `select count(*) from workq.job_runs_all where queue = 'live' and status = 2`)
 
 	m := startProc(t, "ret-maintain", bin, env, "maintain", "--worker-id", "ret-maintain", "--leader-ttl", "2s",
 		"--retain-finished", "30m", "--retain-runs", "30m", "--retention-interval", "1s", "--log-format", "json")
@@ -627,7 +627,7 @@ func testMultiRetention(t *testing.T, bin string) {
 		awaitCond(t, 30*time.Second, what, func() (bool, string) {
 			feed() // the worker keeps finishing new items while retention deletes
 			var items, runs int
-			if err := db.QueryRow(ctx, `select (select count(*) from workq.job_runs where queue = 'old'),
+			if err := db.QueryRow(ctx, `select (select count(*) from workq.job_runs_all where queue = 'old'),
 				(select count(*) from workq.runs where queue = 'old')`).Scan(&items, &runs); err != nil {
 				t.Fatal(err)
 			}
@@ -639,10 +639,10 @@ func testMultiRetention(t *testing.T, bin string) {
 	seedOld(old2)
 	awaitOldGone("the next retention round deletes the newly old rows")
 	awaitCount(t, db, 30*time.Second, "the worker finishes every live item", live,
-		`select count(*) from workq.job_runs where queue = 'live' and status = 2`)
+		`select count(*) from workq.job_runs_all where queue = 'live' and status = 2`)
 
 	counts := map[string]int{}
-	rows, err := db.Query(ctx, `select queue, count(*) from workq.job_runs group by queue`)
+	rows, err := db.Query(ctx, `select queue, count(*) from workq.job_runs_all group by queue`)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -660,7 +660,7 @@ func testMultiRetention(t *testing.T, bin string) {
 	if want := map[string]int{"recent": 300, "delayed": 1, "held": 20, "live": live}; fmt.Sprint(counts) != fmt.Sprint(want) {
 		t.Errorf("job runs left by queue %v; want %v", counts, want)
 	}
-	if n := queryScalar[int](t, db, `select count(*) from workq.job_runs where queue = 'held' and status = 1`); n != 20 {
+	if n := queryScalar[int](t, db, `select count(*) from workq.job_runs_all where queue = 'held' and status = 1`); n != 20 {
 		t.Errorf("%d of the 20 held items still in progress", n)
 	}
 	if n := queryScalar[int](t, db, `select count(*) from workq.runs where queue = 'recent'`); n != 200 {

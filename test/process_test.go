@@ -162,7 +162,7 @@ type procJob struct {
 func readProcJob(t *testing.T, conn *pgx.Conn, id int64) procJob {
 	t.Helper()
 	var j procJob
-	if err := conn.QueryRow(context.Background(), "select status, attempts, claimed_by, last_error from workq.job_runs where id = $1", id).
+	if err := conn.QueryRow(context.Background(), "select status, attempts, claimed_by, last_error from workq.job_runs_all where id = $1", id).
 		Scan(&j.Status, &j.Attempts, &j.ClaimedBy, &j.LastError); err != nil {
 		t.Fatalf("read job %d: %v", id, err)
 	}
@@ -418,7 +418,7 @@ func checkRunDemo(t *testing.T, bin, url, runURL string, throughPooler bool, arg
 	// worker finished across all four tables.
 	var demoRuns, jobsDone, otherFailed int
 	if err := conn.QueryRow(ctx, `select count(*) filter (where schedule_id is null), count(*) filter (where status = 2),
-		count(*) filter (where status = 3 and kind <> 'demo.fail') from workq.job_runs`).Scan(&demoRuns, &jobsDone, &otherFailed); err != nil {
+		count(*) filter (where status = 3 and kind <> 'demo.fail') from workq.job_runs_all`).Scan(&demoRuns, &jobsDone, &otherFailed); err != nil {
 		t.Fatal(err)
 	}
 	if demoRuns != 50 || jobsDone == 0 {
@@ -429,7 +429,7 @@ func checkRunDemo(t *testing.T, bin, url, runURL string, throughPooler bool, arg
 	}
 	var dbDone, dbFailed, inProgress int
 	err := conn.QueryRow(ctx, `select sum(done), sum(failed), sum(in_progress) from (
-		select count(*) filter (where status = 2) as done, count(*) filter (where status = 3) as failed, count(*) filter (where status = 1) as in_progress from workq.job_runs
+		select count(*) filter (where status = 2) as done, count(*) filter (where status = 3) as failed, count(*) filter (where status = 1) as in_progress from workq.job_runs_all
 		union all select count(*) filter (where status = 2), count(*) filter (where status = 3), count(*) filter (where status = 1) from workq.outbox
 		union all select count(*) filter (where status = 2), count(*) filter (where status = 3), count(*) filter (where status = 1) from workq.inbox
 		union all select count(*) filter (where status = 2), count(*) filter (where status = 3 and cancelled_at is null), count(*) filter (where status = 1) from workq.timers) t`).
@@ -446,7 +446,7 @@ func checkRunDemo(t *testing.T, bin, url, runURL string, throughPooler bool, arg
 	if inProgress != 0 && throughPooler {
 		var unleased int
 		if err := conn.QueryRow(ctx, `select count(*) from (
-			select locked_until from workq.job_runs where status = 1 union all select locked_until from workq.outbox where status = 1
+			select locked_until from workq.job_runs_all where status = 1 union all select locked_until from workq.outbox where status = 1
 			union all select locked_until from workq.inbox where status = 1 union all select locked_until from workq.timers where status = 1) t
 			where locked_until is null or locked_until > now() + interval '10 minutes'`).Scan(&unleased); err != nil {
 			t.Fatal(err)
@@ -511,7 +511,7 @@ func testProcEnqueuePayload(t *testing.T, bin string) {
 	stored := func(id int64) string {
 		t.Helper()
 		var from string
-		if err := conn.QueryRow(context.Background(), "select payload->>'from' from workq.job_runs where id = $1", id).Scan(&from); err != nil {
+		if err := conn.QueryRow(context.Background(), "select payload->>'from' from workq.job_runs_all where id = $1", id).Scan(&from); err != nil {
 			t.Fatal(err)
 		}
 		return from
@@ -529,7 +529,7 @@ func testProcEnqueuePayload(t *testing.T, bin string) {
 	}
 
 	var before int
-	if err := conn.QueryRow(context.Background(), "select count(*) from workq.job_runs").Scan(&before); err != nil {
+	if err := conn.QueryRow(context.Background(), "select count(*) from workq.job_runs_all").Scan(&before); err != nil {
 		t.Fatal(err)
 	}
 	for _, tc := range []struct {
@@ -548,7 +548,7 @@ func testProcEnqueuePayload(t *testing.T, bin string) {
 		}
 	}
 	var after int
-	if err := conn.QueryRow(context.Background(), "select count(*) from workq.job_runs").Scan(&after); err != nil {
+	if err := conn.QueryRow(context.Background(), "select count(*) from workq.job_runs_all").Scan(&after); err != nil {
 		t.Fatal(err)
 	}
 	if after != before {

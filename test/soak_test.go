@@ -405,7 +405,7 @@ func sampleSoak(t *testing.T, pool *pgxpool.Pool, from, to time.Time) soakSample
 	s := soakSample{dead: map[string]int64{}, size: map[string]int64{}}
 	var p95 float64
 	err := pool.QueryRow(ctx, `with f as (
-			select finished_at - run_at as lat from workq.job_runs where status = 2 and finished_at > $1 and finished_at <= $2
+			select finished_at - run_at as lat from workq.job_runs_all where status = 2 and finished_at > $1 and finished_at <= $2
 			union all select finished_at - run_at from workq.outbox where status = 2 and finished_at > $1 and finished_at <= $2
 			union all select finished_at - run_at from workq.inbox where status = 2 and finished_at > $1 and finished_at <= $2
 			union all select finished_at - run_at from workq.timers where status = 2 and finished_at > $1 and finished_at <= $2)
@@ -416,9 +416,9 @@ func sampleSoak(t *testing.T, pool *pgxpool.Pool, from, to time.Time) soakSample
 	}
 	s.p95 = time.Duration(p95 * float64(time.Second))
 	err = pool.QueryRow(ctx, `select
-		(select count(*) from workq.job_runs where status = 1) + (select count(*) from workq.outbox where status = 1)
+		(select count(*) from workq.job_runs_all where status = 1) + (select count(*) from workq.outbox where status = 1)
 		  + (select count(*) from workq.inbox where status = 1) + (select count(*) from workq.timers where status = 1),
-		(select count(*) from workq.job_runs where status = 0 and run_at <= now()) + (select count(*) from workq.outbox where status = 0 and run_at <= now())
+		(select count(*) from workq.job_runs_all where status = 0 and run_at <= now()) + (select count(*) from workq.outbox where status = 0 and run_at <= now())
 		  + (select count(*) from workq.inbox where status = 0 and run_at <= now()) + (select count(*) from workq.timers where status = 0 and run_at <= now())`).
 		Scan(&s.inProgress, &s.ready)
 	if err != nil {

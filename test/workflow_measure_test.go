@@ -90,14 +90,14 @@ func dbNow(t *testing.T, db *pgxpool.Pool) time.Time {
 func awaitJobsDone(t *testing.T, db *pgxpool.Pool, n int) time.Time {
 	t.Helper()
 	awaitCond(t, 10*time.Minute, fmt.Sprintf("%d jobs done", n), func() (bool, string) {
-		d := queryScalar[int](t, db, `select count(*)::int from workq.job_runs where status = 2`)
-		f := queryScalar[int](t, db, `select count(*)::int from workq.job_runs where status in (3, 4)`)
+		d := queryScalar[int](t, db, `select count(*)::int from workq.job_runs_all where status = 2`)
+		f := queryScalar[int](t, db, `select count(*)::int from workq.job_runs_all where status in (3, 4)`)
 		if f > 0 {
 			t.Fatalf("%d jobs failed or cancelled", f)
 		}
 		return d == n, fmt.Sprintf("%d done", d)
 	})
-	return queryScalar[time.Time](t, db, `select max(finished_at) from workq.job_runs`)
+	return queryScalar[time.Time](t, db, `select max(finished_at) from workq.job_runs_all`)
 }
 
 // (a) Fan-out/fan-in: a workflow of 10,000 independent tasks and one final
@@ -177,7 +177,7 @@ func measureChain(t *testing.T, runs int) {
 			}
 			var ps []time.Duration
 			collectRows(t, db, `select extract(epoch from (r.started_at - j.created_at))::float8
-					from workq.job_runs j join workq.runs r on r.item_id = j.id and r.work_table = 'job_runs' and r.attempt = 1
+					from workq.job_runs_all j join workq.runs r on r.item_id = j.id and r.work_table = 'job_runs' and r.attempt = 1
 					where j.workflow_id is null`,
 				func(r struct{ S float64 }) { ps = append(ps, time.Duration(r.S*float64(time.Second))) })
 			if len(ps) != singles {
@@ -212,7 +212,7 @@ func fanInWorkflow(t *testing.T, c *workq.Client, db *pgxpool.Pool, n int) time.
 	}
 	enq := dbNow(t, db).Sub(start)
 	last := awaitJobsDone(t, db, n+1)
-	final := queryScalar[time.Time](t, db, `select finished_at from workq.job_runs where id = $1`, res.Tasks["final"])
+	final := queryScalar[time.Time](t, db, `select finished_at from workq.job_runs_all where id = $1`, res.Tasks["final"])
 	if !final.Equal(last) {
 		t.Errorf("the final task ended at %s, before the last job (%s)", final, last)
 	}

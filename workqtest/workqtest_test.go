@@ -186,7 +186,7 @@ func TestWorkOnAnotherSchema(t *testing.T) {
 		t.Fatalf("the default schema's job %+v", j.Args)
 	}
 	var n int
-	if err := tx.QueryRow(ctx, `select count(*) from workq.job_runs where queue <> 'elsewhere'`).Scan(&n); err != nil || n != 0 {
+	if err := tx.QueryRow(ctx, `select count(*) from workq.job_runs_all where queue <> 'elsewhere'`).Scan(&n); err != nil || n != 0 {
 		t.Fatalf("the default schema holds %d of wqt_two's jobs (%v), want none", n, err)
 	}
 }
@@ -413,7 +413,7 @@ func TestWorkWithAttempt(t *testing.T) {
 					res.Outcome, res.Status, saw, res.Job.Attempt, c.outcome, c.status, c.attempt)
 			}
 			var attempts int
-			if err := tx.QueryRow(ctx, `select attempts from workq.job_runs where id = $1`, res.Job.ID).Scan(&attempts); err != nil || attempts != c.attempt {
+			if err := tx.QueryRow(ctx, `select attempts from workq.job_runs_all where id = $1`, res.Job.ID).Scan(&attempts); err != nil || attempts != c.attempt {
 				t.Fatalf("job_runs.attempts %d (%v), want %d", attempts, err, c.attempt)
 			}
 		})

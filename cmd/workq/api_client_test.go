@@ -63,7 +63,7 @@ func TestAPICommandServesItsClient(t *testing.T) {
 	}
 	for sh, k := range keys {
 		var n int
-		if err := pools[sh].QueryRow(context.Background(), "select count(*) from workq.job_runs where dedup_key = $1", k).Scan(&n); err != nil || n != 1 {
+		if err := pools[sh].QueryRow(context.Background(), "select count(*) from workq.job_runs_all where dedup_key = $1", k).Scan(&n); err != nil || n != 1 {
 			t.Fatalf("shard %s holds %d jobs of key %s (%v), want 1", sh, n, k, err)
 		}
 	}

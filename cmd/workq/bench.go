@@ -260,8 +260,10 @@ the handler sleep, so slots stay busy as with real work.`,
 func benchReset(ctx context.Context, db workqtype.DB) error {
 	for _, sql := range []string{
 		"delete from workq.job_runs where queue in ('" + benchQueue + "', '" + benchFloorQueue + "')",
+		"delete from workq.job_runs_done where queue in ('" + benchQueue + "', '" + benchFloorQueue + "')",
 		"delete from workq.runs where work_table = 'job_runs' and queue in ('" + benchQueue + "', '" + benchFloorQueue + "')",
 		"vacuum analyze workq.job_runs",
+		"vacuum analyze workq.job_runs_done",
 		"vacuum analyze workq.runs",
 	} {
 		if _, err := db.Exec(ctx, sql); err != nil {
@@ -601,7 +603,7 @@ func (b *bench) keepBacklog(ctx context.Context, d time.Duration, backlog int64)
 			continue
 		}
 		if since := time.Since(lastReport); since >= 10*time.Second {
-			err := b.db.QueryRow(ctx, `select count(*) from workq.job_runs where queue = $1 and status = 2`, benchQueue).Scan(&done)
+			err := b.db.QueryRow(ctx, `select (select count(*) from workq.job_runs where queue = $1 and status = 2) + (select count(*) from workq.job_runs_done where queue = $1)`, benchQueue).Scan(&done)
 			if err != nil {
 				return err
 			}

@@ -137,7 +137,7 @@ func TestFlowCLI(t *testing.T) {
 		t.Fatalf("evil kind: %+v", st)
 	}
 	var jobs int
-	if err := pool.QueryRow(context.Background(), `select count(*) from workq.job_runs`).Scan(&jobs); err != nil {
+	if err := pool.QueryRow(context.Background(), `select count(*) from workq.job_runs_all`).Scan(&jobs); err != nil {
 		t.Fatalf("job_runs after an evil kind: %v", err)
 	}
 	run("flow", "resume-kind", "--table", "job_runs", "--queue", "mail", "--kind", evil)

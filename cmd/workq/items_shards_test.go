@@ -44,7 +44,7 @@ func TestItemVerbsSharded(t *testing.T) {
 	// snapshot is every job run of a shard: id, status, attempts.
 	snapshot := func(shard string) string {
 		t.Helper()
-		rows, err := conns[shard].Query(ctx, "select id, status, attempts from workq.job_runs order by id")
+		rows, err := conns[shard].Query(ctx, "select id, status, attempts from workq.job_runs_all order by id")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -65,7 +65,7 @@ func TestItemVerbsSharded(t *testing.T) {
 	status := func(shard string, id int64) int16 {
 		t.Helper()
 		var st int16
-		if err := conns[shard].QueryRow(ctx, "select status from workq.job_runs where id = $1", id).Scan(&st); err != nil {
+		if err := conns[shard].QueryRow(ctx, "select status from workq.job_runs_all where id = $1", id).Scan(&st); err != nil {
 			t.Fatal(err)
 		}
 		return st

@@ -116,7 +116,7 @@ func TestFinishedJobRunsThroughTheBinary(t *testing.T) {
 
 	t.Run("a failed job ended", func(t *testing.T) {
 		var finished time.Time
-		if err := pool.QueryRow(ctx, `select finished_at from workq.job_runs where id = $1`, failed).Scan(&finished); err != nil {
+		if err := pool.QueryRow(ctx, `select finished_at from workq.job_runs_all where id = $1`, failed).Scan(&finished); err != nil {
 			t.Fatal(err)
 		}
 		stdout, _, code := run("jobs", "show", fmt.Sprint(failed))

@@ -115,7 +115,7 @@ func TestItemVerbs(t *testing.T) {
 		}
 	}
 	var n int
-	if err := conn.QueryRow(ctx, "select count(*) from workq.job_runs where status = 0").Scan(&n); err != nil || n != 2 {
+	if err := conn.QueryRow(ctx, "select count(*) from workq.job_runs_all where status = 0").Scan(&n); err != nil || n != 2 {
 		t.Fatalf("%d ready jobs (%v), want 2", n, err)
 	}
 }

@@ -289,7 +289,7 @@ func TestCLISuccess(t *testing.T) {
 		var queue, kind, to string
 		var priority int16
 		var maxAttempts, status int
-		err = conn.QueryRow(ctx, "select queue, kind, payload->>'to', priority, max_attempts, status from workq.job_runs where id = $1", id).
+		err = conn.QueryRow(ctx, "select queue, kind, payload->>'to', priority, max_attempts, status from workq.job_runs_all where id = $1", id).
 			Scan(&queue, &kind, &to, &priority, &maxAttempts, &status)
 		if err != nil {
 			t.Fatal(err)
@@ -326,7 +326,7 @@ func TestCLISuccess(t *testing.T) {
 			t.Fatalf("second enqueue = %+v, want {ID:%d Duplicate:true}", second, first.ID)
 		}
 		var n int
-		if err := conn.QueryRow(ctx, "select count(*) from workq.job_runs where dedup_key = 'report-2030-01'").Scan(&n); err != nil || n != 1 {
+		if err := conn.QueryRow(ctx, "select count(*) from workq.job_runs_all where dedup_key = 'report-2030-01'").Scan(&n); err != nil || n != 1 {
 			t.Fatalf("%d rows with the dedup key (%v), want 1", n, err)
 		}
 	})
@@ -528,7 +528,7 @@ func TestCLIEnqueuePayloadSources(t *testing.T) {
 			defer conn.Close(context.Background())
 			var from string
 			var object bool
-			if err := conn.QueryRow(context.Background(), "select coalesce(payload->>'from', ''), jsonb_typeof(payload) = 'object' from workq.job_runs where id = $1", id).Scan(&from, &object); err != nil {
+			if err := conn.QueryRow(context.Background(), "select coalesce(payload->>'from', ''), jsonb_typeof(payload) = 'object' from workq.job_runs_all where id = $1", id).Scan(&from, &object); err != nil {
 				t.Fatal(err)
 			}
 			if from != tc.want || !object {

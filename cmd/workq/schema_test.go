@@ -188,7 +188,7 @@ func TestCLIOnAnotherSchema(t *testing.T) {
 	}
 	defer conn.Close(ctx)
 	status := func(schema, id string) (s int16) {
-		if err := conn.QueryRow(ctx, "select status from "+schema+".job_runs where id = $1", id).Scan(&s); err != nil {
+		if err := conn.QueryRow(ctx, "select status from "+schema+".job_runs_all where id = $1", id).Scan(&s); err != nil {
 			t.Fatalf("job %s in %s: %v", id, schema, err)
 		}
 		return s

@@ -104,8 +104,9 @@ select id, unique_key from workq.job_runs
 where unique_key = any(@unique_keys::bytea[]) and (unique_states >> status) & 1 = 1;
 
 -- name: JobRunsLatestByUniqueKeys :many
--- JobRunsLatestByUniqueKeys finds the newest run with each unique key whatever its status (rare path, as JobRunsLatestByDedupKeys: a duplicate whose run left its key's states before it was looked up; no index covers those rows).
-select distinct on (unique_key) id, unique_key from workq.job_runs
+-- JobRunsLatestByUniqueKeys finds the newest run with each unique key whatever its status (rare path, as JobRunsLatestByDedupKeys: a duplicate whose run left its key's states before it was looked up; no index of job_runs covers those rows; job_runs_done's unique_key index covers the moved ones).
+select distinct on (unique_key) id, unique_key
+from (select id, unique_key from workq.job_runs union all select id, unique_key from workq.job_runs_done) j
 where unique_key = any(@unique_keys::bytea[])
 order by unique_key, id desc;
 
@@ -115,8 +116,9 @@ select now()::timestamptz as now, count(pg_notify('workq_job_runs', q))::bigint 
 from unnest(@queues::text[]) q;
 
 -- name: JobRunsLatestByDedupKeys :many
--- JobRunsLatestByDedupKeys finds the newest run holding each dedup key whatever its status (rare path: a duplicate whose live run finished before it was looked up; no index covers finished keys).
-select distinct on (dedup_key) id, dedup_key from workq.job_runs
+-- JobRunsLatestByDedupKeys finds the newest run holding each dedup key whatever its status (rare path: a duplicate whose live run finished before it was looked up; no index of job_runs covers finished keys; job_runs_done's dedup_key index covers the moved ones).
+select distinct on (dedup_key) id, dedup_key
+from (select id, dedup_key from workq.job_runs union all select id, dedup_key from workq.job_runs_done) j
 where dedup_key = any(@dedup_keys::text[])
 order by dedup_key, id desc;
 
@@ -200,12 +202,20 @@ returning j.id, j.kind, j.payload, j.priority, j.run_at, j.attempts, j.max_attem
           j.lease_version, j.locked_until, j.created_at, j.metadata, j.limit_key;
 
 -- name: JobRunsGet :one
--- JobRunsGet reads one job run.
-select * from workq.job_runs where id = @id;
+-- JobRunsGet reads one job run, from the work table or, once it ended done and moved, from job_runs_done (one probe of each day's id index).
+select * from workq.job_runs j where j.id = @id::bigint
+union all
+(select * from workq.job_runs_done d where d.id = @id::bigint limit 1)
+limit 1;
 
 -- name: JobRunsPage :many
 -- JobRunsPage lists items newest first below before_id (keyset pagination over the primary key: rows inserted meanwhile have higher ids and never shift a later page), filtered by queue, status, kind, creation time, a text in last_error, case-insensitive, metadata containing an object and the limit key (null: any), and at or above min_id (admin bounds the ids a text or metadata search reads with it).
-select * from workq.job_runs t
+select * from (
+    select * from workq.job_runs
+    union all
+    -- done rows only: a page of another status skips the done table (a one-time filter)
+    select * from workq.job_runs_done d where sqlc.narg('status')::smallint is null or sqlc.narg('status')::smallint = 2
+) t
 where t.id < @before_id::bigint
   and (sqlc.narg('queue')::text is null or t.queue = sqlc.narg('queue')::text)
   and (sqlc.narg('status')::smallint is null or t.status = sqlc.narg('status')::smallint)
@@ -222,7 +232,12 @@ limit @max_rows::integer;
 
 -- name: JobRunsPageAsc :many
 -- JobRunsPageAsc is JobRunsPage oldest first: items above after_id (the same keyset walk up the primary key, or up the failed index; rows inserted meanwhile have higher ids and come on a later page), with the same filters, and at or below max_id (admin bounds the ids a text or metadata search reads with it).
-select * from workq.job_runs t
+select * from (
+    select * from workq.job_runs
+    union all
+    -- done rows only: a page of another status skips the done table (a one-time filter)
+    select * from workq.job_runs_done d where sqlc.narg('status')::smallint is null or sqlc.narg('status')::smallint = 2
+) t
 where t.id > @after_id::bigint
   and (sqlc.narg('queue')::text is null or t.queue = sqlc.narg('queue')::text)
   and (sqlc.narg('status')::smallint is null or t.status = sqlc.narg('status')::smallint)

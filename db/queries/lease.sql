@@ -46,12 +46,26 @@ left join extended e on e.id = o.id
 left join workq.workq_lease_table r on r.id = o.id and r.id = any(@ids::bigint[]);
 
 -- name: LeaseComplete :many
--- LeaseComplete ends many attempts in one statement, each guarded by its own owner token (done, retry with a delay or failed when exhausted, failed, snoozed or released without using an attempt, cancelled), archives each attempt in runs, and returns the rows it applied to. An attempt whose cancel was requested (cancel_requested_at) ends cancelled whatever its outcome, keeping the cancel's last_error.
+-- LeaseComplete ends many attempts in one statement, each guarded by its own owner token (done, retry with a delay or failed when exhausted, failed, snoozed or released without using an attempt, cancelled), archives each attempt in runs, and returns the rows it applied to. An attempt whose cancel was requested (cancel_requested_at) ends cancelled whatever its outcome, keeping the cancel's last_error. An attempt that ends its item done moves the row to the table's done table (<table>_done, dropped by day) unless workq_keeps_done keeps it in place (a workflow's task, a schedule's slot, a job unique over the completed state; every row of the tables other than job runs).
 with o as materialized (
     -- from a one-row generate_series for the generic plan's sake: see LeaseHeartbeat
     select unnest(@ids::bigint[]) as id, unnest(@owner_tokens::text[])::uuid as owner_token, unnest(@outcomes::text[]) as outcome,
            unnest(@errors::text[]) as error, unnest(@delays_ms::bigint[]) as delay_ms, unnest(@outputs::text[]) as output
     from generate_series(1, least(cardinality(@ids::bigint[]), 1))
+),
+d as (
+    -- Done, with no cancel requested, and nothing keeps it: the row leaves
+    -- the work table (a delete writes no index entry and leaves the table
+    -- holding live work) for the done table (moved, below). The same guard
+    -- as u; the two take disjoint rows.
+    delete from workq.workq_lease_table j
+    using o
+    where j.id = any(@ids::bigint[]) and j.id = o.id and j.owner_token = o.owner_token
+      and o.outcome = 'done' and j.cancel_requested_at is null and not workq.workq_keeps_done(j)
+    returning workq.workq_done_row(j, nullif(o.output, '')::jsonb) as r, j.owner_token
+),
+moved as (
+    insert into workq.workq_lease_table_done select (d.r).* from d
 ),
 u as (
     update workq.workq_lease_table j set
@@ -88,8 +102,18 @@ u as (
     -- batch's ids whatever join the planner picks (see LeaseHeartbeat).
     where j.id = any(@ids::bigint[]) and j.id = o.id and j.owner_token = o.owner_token
       and o.outcome in ('done', 'retry', 'failed', 'snoozed', 'released', 'cancelled')
+      and not (o.outcome = 'done' and j.cancel_requested_at is null and not workq.workq_keeps_done(j))
     returning j.id, j.status, j.queue, j.attempts, j.lease_version, j.claimed_at, j.claimed_by, o.owner_token, o.outcome, o.error,
               j.last_error, workq.workq_workflow_id(j) as workflow_id, workq.workq_awaited(j) as awaited
+),
+ended as (
+    select u.id, u.status, u.queue, u.attempts, u.lease_version, u.claimed_at, u.claimed_by, u.owner_token, u.outcome, u.error,
+           u.last_error, u.workflow_id, u.awaited
+    from u
+    union all
+    select (d.r).id, (d.r).status, (d.r).queue, (d.r).attempts, (d.r).lease_version, (d.r).claimed_at, (d.r).claimed_by,
+           d.owner_token, 'done'::text, null::text, (d.r).last_error, null::bigint, workq.workq_awaited(d.r)
+    from d
 ),
 archived as (
     insert into workq.runs (run_id, work_table, item_id, queue, attempt, lease_version, owner_token, worker_id, started_at, finished_at, outcome, error)
@@ -98,7 +122,7 @@ archived as (
            u.lease_version, u.owner_token, u.claimed_by, u.claimed_at, now(),
            case when u.status = 3 then 'failed' when u.status = 4 then 'cancelled' else u.outcome end,
            case when u.status = 4 then u.last_error else nullif(u.error, '') end
-    from u
+    from ended u
 ),
 joins as (
     -- The joins of the outbox members this statement ended, locked in join
@@ -106,7 +130,7 @@ joins as (
     -- counts them at the statement's end in the update's row order: two
     -- completions never deadlock on joins (migration 00015; for the other
     -- tables it does nothing). The final select's one-time filter runs it.
-    select workq.workq_lock_joins('workq_lease_table', array(select u.id from u where u.status >= 2)) as n
+    select workq.workq_lock_joins('workq_lease_table', array(select u.id from ended u where u.status >= 2)) as n
 ),
 wf as (
     -- The job runs of workflows it ended: counted, their dependents
@@ -114,7 +138,7 @@ wf as (
     -- workflows locked in id order: two statements never deadlock on
     -- them). Empty arrays for every other job and table (workq_workflow_id
     -- is inlined: the column, or null), and the call returns at once.
-    -- (no call at all for a batch without them)
+    -- (no call at all for a batch without them; a workflow's tasks never move)
     select coalesce((select workq.workq_workflows_ended(
         array(select u.id from u where u.workflow_id is not null and u.status >= 2 order by u.id),
         array(select u.workflow_id from u where u.workflow_id is not null and u.status >= 2 order by u.id),
@@ -123,9 +147,9 @@ wf as (
 ),
 awaited as (
     -- Client.Wait's jobs (workq_awaited: job_runs.awaited, null elsewhere)
-    select count(pg_notify('workq_done', 'j' || u.id)) as n from u where u.awaited and u.status >= 2
+    select count(pg_notify('workq_done', 'j' || u.id)) as n from ended u where u.awaited and u.status >= 2
 )
-select u.id, u.status from u where (select j.n from joins j) >= 0 and (select f.n from wf f) >= 0
+select u.id, u.status from ended u where (select j.n from joins j) >= 0 and (select f.n from wf f) >= 0
   and (select a.n from awaited a) >= 0;
 
 -- name: LeaseReapExpired :many
@@ -197,9 +221,10 @@ where status = 1 and owner_token = @owner_token::uuid
 order by id;
 
 -- name: LeaseCountByState :many
--- LeaseCountByState counts items per queue and status, with in-progress rows split by whether their lease has expired.
+-- LeaseCountByState counts items per queue and status, with in-progress rows split by whether their lease has expired; done items that moved to the done table count as done.
 select queue, status, (status = 1 and locked_until <= now())::boolean as expired, count(*)::bigint as count
-from workq.workq_lease_table
+from (select x.queue, x.status, x.locked_until from workq.workq_lease_table x
+      union all select y.queue, y.status, y.locked_until from workq.workq_lease_table_done y) t
 group by queue, status, expired
 order by queue, status, expired;
 
@@ -316,21 +341,39 @@ select c.id, c.requested from cancelled c where (select j.n from joins j) >= 0 a
   and (select f.n from wf f) >= 0;
 
 -- name: LeaseStatus :one
--- LeaseStatus reads one item's status and whether its cancel was requested (no row: no such item).
-select status, (cancel_requested_at is not null)::boolean as cancel_requested from workq.workq_lease_table where id = @id::bigint;
+-- LeaseStatus reads one item's status and whether its cancel was requested (no row: no such item), from the work table or its done table.
+select status, (cancel_requested_at is not null)::boolean as cancel_requested from workq.workq_lease_table where id = @id::bigint
+union all
+(select d.status, false from workq.workq_lease_table_done d where d.id = @id::bigint limit 1)
+limit 1;
 
 -- name: LeaseStatuses :many
 -- LeaseStatuses reads the status of each of ids that exists (an id with no row is missing from the result): why an action left them alone.
-select id, status from workq.workq_lease_table where id = any(@ids::bigint[]) order by id;
+select t.id, t.status from (
+    select x.id, x.status from workq.workq_lease_table x where x.id = any(@ids::bigint[])
+    union all
+    select y.id, y.status from workq.workq_lease_table_done y where y.id = any(@ids::bigint[])
+) t order by t.id;
 
 -- name: LeaseDelete :many
 -- LeaseDelete deletes the finished (done, failed or cancelled) items among ids and returns the ids it deleted; ready and in-progress items are left alone, and so are a workflow's tasks, which go with their workflow (its counts and its dependents' outputs need them). Their archived attempts stay in runs until the archive's own retention.
-delete from workq.workq_lease_table j
-where j.id = any(@ids::bigint[]) and j.status >= 2 and workq.workq_workflow_id(j) is null
-returning j.id;
+-- Done items that moved are deleted from the done table (never a workflow's task: those never move).
+with work as (
+    delete from workq.workq_lease_table j
+    where j.id = any(@ids::bigint[]) and j.status >= 2 and workq.workq_workflow_id(j) is null
+    returning j.id
+),
+done as (
+    delete from workq.workq_lease_table_done d
+    where d.id = any(@ids::bigint[])
+    returning d.id
+)
+select work.id from work
+union all
+select done.id from done;
 
 -- name: LeaseQueueStats :many
--- LeaseQueueStats counts one table's items per queue: ready (due), scheduled (ready, not due yet), in progress (and how many of those have an expired lease or were claimed in the last minute), done, failed, cancelled and pending (a workflow's tasks waiting for their dependencies), with the age in milliseconds of the oldest due ready item on the database clock (0: none). It reads the whole table: an operator's command, not a per-scrape query.
+-- LeaseQueueStats counts one table's items per queue: ready (due), scheduled (ready, not due yet), in progress (and how many of those have an expired lease or were claimed in the last minute), done, failed, cancelled and pending (a workflow's tasks waiting for their dependencies), with the age in milliseconds of the oldest due ready item on the database clock (0: none); done items that moved to the done table count as done. It reads the whole table and its done table: an operator's command, not a per-scrape query.
 select queue,
        count(*) filter (where status = 0 and run_at <= now())::bigint as ready,
        count(*) filter (where status = 0 and run_at > now())::bigint as scheduled,
@@ -342,7 +385,8 @@ select queue,
        count(*) filter (where status = 4)::bigint as cancelled,
        count(*) filter (where status = -1)::bigint as pending,
        coalesce(floor(extract(epoch from now() - min(run_at) filter (where status = 0 and run_at <= now())) * 1000), 0)::bigint as oldest_ready_age_ms
-from workq.workq_lease_table
+from (select x.queue, x.status, x.run_at, x.locked_until, x.claimed_at from workq.workq_lease_table x
+      union all select y.queue, y.status, y.run_at, y.locked_until, y.claimed_at from workq.workq_lease_table_done y) t
 group by queue
 order by queue;
 

@@ -9,18 +9,18 @@ order by run_id;
 -- RunsGet reads one archived attempt by run id.
 select * from workq.runs where run_id = @run_id;
 
--- name: RunsAddPartitions :one
--- RunsAddPartitions makes the run archive's day partitions from today (UTC) to days_ahead days on, and one for every day with rows in the DEFAULT partition (moving them in), leaving out days that ended more than older_than_ms ago (0: none); it returns how many it made (workq_runs_add_partitions, migration 00020).
-select workq.workq_runs_add_partitions(now(), @days_ahead::integer, now() - nullif(@older_than_ms::bigint, 0) * interval '1 millisecond')::integer as added;
+-- name: DayPartitionsAdd :one
+-- DayPartitionsAdd makes the day partitions of a day-partitioned table (runs, the run archive, or a done table such as job_runs_done) from today (UTC) to days_ahead days on, and one for every day with rows in its DEFAULT partition (moving them in), leaving out days that ended more than older_than_ms ago (0: none); it returns how many it made (workq_day_partitions_add, migration 00027).
+select workq.workq_day_partitions_add(@parent::text, now(), @days_ahead::integer, now() - nullif(@older_than_ms::bigint, 0) * interval '1 millisecond')::integer as added;
 
--- name: RunsDropPartition :many
--- RunsDropPartition drops the oldest partition of the run archive whose whole day ended more than older_than_ms ago (retention), and returns its name and estimated rows; no row when there is none (workq_runs_drop_partition: one partition per call, each a short transaction).
+-- name: DayPartitionDrop :many
+-- DayPartitionDrop drops the oldest partition of a day-partitioned table whose whole day ended more than older_than_ms ago (retention), and returns its name and estimated rows; no row when there is none (workq_day_partition_drop: one partition per call, each a short transaction).
 select d.dropped::text as dropped, d.rows_estimate::bigint as rows_estimate
-from workq.workq_runs_drop_partition(now() - (@older_than_ms::bigint) * interval '1 millisecond') as d (dropped, rows_estimate);
+from workq.workq_day_partition_drop(@parent::text, now() - (@older_than_ms::bigint) * interval '1 millisecond') as d (dropped, rows_estimate);
 
--- name: RunsDeleteOld :one
--- RunsDeleteOld deletes up to max_rows archived attempts that finished more than older_than_ms ago from the partitions that are not one day wide (the DEFAULT partition and runs_legacy, the archive from before partitioning), and returns how many (retention; workq_runs_delete_old).
-select workq.workq_runs_delete_old(now() - (@older_than_ms::bigint) * interval '1 millisecond', @max_rows::integer)::bigint as deleted;
+-- name: DayPartitionsDeleteOld :one
+-- DayPartitionsDeleteOld deletes up to max_rows rows that finished more than older_than_ms ago from the partitions of a day-partitioned table that are not one day wide (its DEFAULT partition, and runs_legacy, the archive from before partitioning) and, with in_days, from the day partitions that began before that age (an age under a day), and returns how many (retention; workq_day_partitions_delete_old).
+select workq.workq_day_partitions_delete_old(@parent::text, now() - (@older_than_ms::bigint) * interval '1 millisecond', @max_rows::integer, @in_days::boolean)::bigint as deleted;
 
 -- name: RunsByIDs :many
 -- RunsByIDs reads the archived attempts with the given run ids: a completion flush that is retried after an error learns from them which of its attempts an unseen commit already ended.

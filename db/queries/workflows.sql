@@ -148,3 +148,7 @@ delete from workq.workflows x where x.id = any(array(select w.id from w));
 update workq.job_runs set awaited = true
 where id = @id::bigint
 returning status, output, last_error;
+
+-- name: WorkflowAwaitDone :one
+-- WorkflowAwaitDone reads the end of a job run that moved to job_runs_done (WorkflowAwait found no row in job_runs: it ended done, or there is no such job); no row: no such job.
+select d.status, d.output, d.last_error from workq.job_runs_done d where d.id = @id::bigint limit 1;

@@ -34,3 +34,30 @@ language sql immutable as 'select null::bigint';
 -- Whether a work row's end is awaited (00026): job runs only.
 create function workq.workq_awaited(r workq.workq_lease_table) returns boolean
 language sql immutable as 'select null::boolean';
+-- Its done table (00027): the same columns; a done row moves there.
+create table workq.workq_lease_table_done (
+    id             bigint not null,
+    queue          workq.workq_name not null,
+    status         smallint not null,
+    priority       smallint not null,
+    run_at         timestamptz not null,
+    owner_token    uuid,
+    locked_until   timestamptz,
+    lease_version  bigint not null,
+    attempts       integer not null,
+    max_attempts   integer not null,
+    claimed_at     timestamptz,
+    claimed_by     text,
+    last_error     text,
+    created_at     timestamptz not null,
+    updated_at     timestamptz not null,
+    finished_at    timestamptz,
+    cancel_requested_at timestamptz,
+    output         jsonb
+);
+-- Whether a row that ends done stays in the work table (00027).
+create function workq.workq_keeps_done(r workq.workq_lease_table) returns boolean
+language sql immutable as 'select true';
+-- The row as a done completion leaves it (00027).
+create function workq.workq_done_row(r workq.workq_lease_table, p_output jsonb) returns workq.workq_lease_table
+language sql stable as 'select r';

@@ -309,7 +309,7 @@ func logSummary(ctx context.Context, log *slog.Logger, pool *pgxpool.Pool) {
 	err := pool.QueryRow(ctx, `
 		select count(*) filter (where status = 0), count(*) filter (where status = 1),
 		       count(*) filter (where status = 2), count(*) filter (where status = 3)
-		from workq.job_runs where queue = $1`, emailQueue).Scan(&ready, &running, &done, &failed)
+		from workq.job_runs_all where queue = $1`, emailQueue).Scan(&ready, &running, &done, &failed)
 	if err != nil {
 		log.Warn("summary", "err", err)
 		return

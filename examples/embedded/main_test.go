@@ -50,7 +50,7 @@ func TestExample(t *testing.T) {
 			var open int
 			// Before the example creates its table, the query fails: keep polling.
 			err := conn.QueryRow(context.Background(),
-				"select count(*) filter (where status < 2) from workq.job_runs where exists (select from example_orders) having count(*) = 6").Scan(&open)
+				"select count(*) filter (where status < 2) from workq.job_runs_all where exists (select from example_orders) having count(*) = 6").Scan(&open)
 			if err == nil && open == 0 {
 				break
 			}
@@ -142,7 +142,7 @@ func checkOutcome(t *testing.T, url, log string) {
 	rows, err := conn.Query(ctx, `
 		select o.email, o.confirmation_sent_at is not null, j.status, j.attempts, coalesce(j.last_error, '')
 		from example_orders o
-		left join workq.job_runs j on j.kind = 'email.send' and (j.payload->>'order_id')::bigint = o.id
+		left join workq.job_runs_all j on j.kind = 'email.send' and (j.payload->>'order_id')::bigint = o.id
 		order by o.id`)
 	if err != nil {
 		t.Fatal(err)
@@ -187,7 +187,7 @@ func checkOutcome(t *testing.T, url, log string) {
 		t.Errorf("bad address: job status %v attempts %v error %q, sent %v; want failed permanently at once", deref(bad.status), deref(bad.attempts), bad.lastError, bad.sent)
 	}
 	var jobs, snoozed int
-	if err := conn.QueryRow(ctx, "select (select count(*) from workq.job_runs), (select count(*) from workq.runs where work_table = 'job_runs' and outcome = 'snoozed')").Scan(&jobs, &snoozed); err != nil {
+	if err := conn.QueryRow(ctx, "select (select count(*) from workq.job_runs_all), (select count(*) from workq.runs where work_table = 'job_runs' and outcome = 'snoozed')").Scan(&jobs, &snoozed); err != nil {
 		t.Fatal(err)
 	}
 	if jobs != 6 {

@@ -309,7 +309,7 @@ func TestOrderFlow(t *testing.T) {
 	// yet: no order is an hour old).
 	waitFor(t, "an orders.expire job run done", 20*time.Second, func() (bool, error) {
 		var done int
-		err := pool.QueryRow(ctx, "select count(*) from workq.job_runs where kind = 'orders.expire' and status = 2").Scan(&done)
+		err := pool.QueryRow(ctx, "select count(*) from workq.job_runs_all where kind = 'orders.expire' and status = 2").Scan(&done)
 		return done >= 1, err
 	})
 	if err := pool.QueryRow(ctx, "select count(*) from shop_orders where status = 'expired'").Scan(&n); err != nil || n != 0 {

@@ -71,7 +71,7 @@ func TestQuickstart(t *testing.T) {
 		var status int16
 		var attempts int32
 		// Until the example has migrated, the query fails: keep polling.
-		err := conn.QueryRow(ctx, "select status, attempts from workq.job_runs where kind = 'email.send'").Scan(&status, &attempts)
+		err := conn.QueryRow(ctx, "select status, attempts from workq.job_runs_all where kind = 'email.send'").Scan(&status, &attempts)
 		if err == nil && status == 2 {
 			if attempts != 1 {
 				t.Errorf("the job took %d attempts, want 1", attempts)

@@ -134,7 +134,7 @@ func TestMatchingActions(t *testing.T) {
 	}
 	var ready, archived int
 	if err := pool.QueryRow(ctx, `select count(*) filter (where status = 0), (select count(*) from workq.runs where outcome = 'revived' and worker_id = 'test:ops')
-		from workq.job_runs where queue = 'bulk'`).Scan(&ready, &archived); err != nil {
+		from workq.job_runs_all where queue = 'bulk'`).Scan(&ready, &archived); err != nil {
 		t.Fatal(err)
 	}
 	if ready != 2500 || archived != 2500 {
@@ -152,7 +152,7 @@ func TestMatchingActions(t *testing.T) {
 		t.Fatalf("delete matching: %+v %v, want 2500 applied", r, err)
 	}
 	var left int
-	if err := pool.QueryRow(ctx, `select count(*) from workq.job_runs where queue = 'bulk'`).Scan(&left); err != nil || left != 500 {
+	if err := pool.QueryRow(ctx, `select count(*) from workq.job_runs_all where queue = 'bulk'`).Scan(&left); err != nil || left != 500 {
 		t.Errorf("%d left (err %v), want the 500 done", left, err)
 	}
 

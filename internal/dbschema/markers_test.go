@@ -39,7 +39,7 @@ func TestSQLMarkers(t *testing.T) {
 	// workq's objects: what the migrations create, the version table, and
 	// the template table.
 	objects := map[string]bool{"workq_migrations": true, "workq_lease_table": true, "%I": true}
-	create := regexp.MustCompile(`(?i)\bcreate\s+(?:or\s+replace\s+)?(?:unique\s+)?(?:table|function|domain|index|trigger)\s+(?:concurrently\s+)?(?:if\s+not\s+exists\s+)?(?:workq\.)?([a-z0-9_]+)`)
+	create := regexp.MustCompile(`(?i)\bcreate\s+(?:or\s+replace\s+)?(?:unique\s+)?(?:table|function|domain|index|trigger|view)\s+(?:concurrently\s+)?(?:if\s+not\s+exists\s+)?(?:workq\.)?([a-z0-9_]+)`)
 	rename := regexp.MustCompile(`(?i)\brename\s+to\s+([a-z0-9_]+)`)
 	for f, s := range text {
 		if strings.HasSuffix(f, ".sql") {

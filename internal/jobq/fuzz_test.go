@@ -45,7 +45,7 @@ func FuzzEnqueue(f *testing.F) {
 	ctx := context.Background()
 	count := func(t *testing.T) int64 {
 		var n int64
-		if err := pool.QueryRow(ctx, "select count(*) from workq.job_runs").Scan(&n); err != nil {
+		if err := pool.QueryRow(ctx, "select count(*) from workq.job_runs_all").Scan(&n); err != nil {
 			t.Fatal(err)
 		}
 		return n
@@ -71,7 +71,7 @@ func FuzzEnqueue(f *testing.F) {
 		var gotQueue, gotKind string
 		var gotPriority int16
 		var gotDedup *string
-		if err := pool.QueryRow(ctx, "select queue, kind, priority, dedup_key from workq.job_runs where id = $1", got.ID).
+		if err := pool.QueryRow(ctx, "select queue, kind, priority, dedup_key from workq.job_runs_all where id = $1", got.ID).
 			Scan(&gotQueue, &gotKind, &gotPriority, &gotDedup); err != nil {
 			t.Fatal(err)
 		}

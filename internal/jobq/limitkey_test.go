@@ -19,7 +19,7 @@ func limitKeys(t *testing.T, pool *pgxpool.Pool, ids ...int64) []string {
 	out := make([]string, len(ids))
 	for i, id := range ids {
 		var k *string
-		if err := pool.QueryRow(context.Background(), `select limit_key from workq.job_runs where id = $1`, id).Scan(&k); err != nil {
+		if err := pool.QueryRow(context.Background(), `select limit_key from workq.job_runs_all where id = $1`, id).Scan(&k); err != nil {
 			t.Fatal(err)
 		}
 		out[i] = "<null>"
@@ -33,7 +33,7 @@ func limitKeys(t *testing.T, pool *pgxpool.Pool, ids ...int64) []string {
 func countJobs(t *testing.T, pool *pgxpool.Pool) int {
 	t.Helper()
 	var n int
-	if err := pool.QueryRow(context.Background(), `select count(*) from workq.job_runs`).Scan(&n); err != nil {
+	if err := pool.QueryRow(context.Background(), `select count(*) from workq.job_runs_all`).Scan(&n); err != nil {
 		t.Fatal(err)
 	}
 	return n
@@ -79,7 +79,7 @@ func TestLimitKeyStoredByEveryPath(t *testing.T) {
 	wantKeys(t, "EnqueueMany (unique)", limitKeys(t, pool, withUnique...), "a", "<null>", "d")
 
 	var before int
-	if err := pool.QueryRow(ctx, `select coalesce(max(id), 0) from workq.job_runs`).Scan(&before); err != nil {
+	if err := pool.QueryRow(ctx, `select coalesce(max(id), 0) from workq.job_runs_all`).Scan(&before); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := c.EnqueueManyFast(ctx, pool, []jobq.Job{{Kind: "k", LimitKey: "f1"}, {Kind: "k"}, {Kind: "k", LimitKey: "f2"}}); err != nil {
@@ -88,7 +88,7 @@ func TestLimitKeyStoredByEveryPath(t *testing.T) {
 	if _, err := c.EnqueueManyFast(ctx, pool, []jobq.Job{{Kind: "k"}}); err != nil {
 		t.Fatal(err)
 	}
-	rows, err := pool.Query(ctx, `select coalesce(limit_key, '<null>') from workq.job_runs where id > $1 order by id`, before)
+	rows, err := pool.Query(ctx, `select coalesce(limit_key, '<null>') from workq.job_runs_all where id > $1 order by id`, before)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -106,7 +106,7 @@ func TestLimitKeyStoredByEveryPath(t *testing.T) {
 	wantKeys(t, "EnqueueManyFast", fast, "f1", "<null>", "f2", "<null>")
 
 	var empty int
-	if err := pool.QueryRow(ctx, `select count(*) from workq.job_runs where limit_key = ''`).Scan(&empty); err != nil || empty != 0 {
+	if err := pool.QueryRow(ctx, `select count(*) from workq.job_runs_all where limit_key = ''`).Scan(&empty); err != nil || empty != 0 {
 		t.Fatalf("%d rows store an empty limit key (err %v)", empty, err)
 	}
 }

@@ -188,7 +188,7 @@ func TestUniqueConcurrentEnqueues(t *testing.T) {
 		}
 	}
 	var rows int
-	if err := pool.QueryRow(context.Background(), `select count(*) from workq.job_runs where kind = 'race'`).Scan(&rows); err != nil {
+	if err := pool.QueryRow(context.Background(), `select count(*) from workq.job_runs_all where kind = 'race'`).Scan(&rows); err != nil {
 		t.Fatal(err)
 	}
 	if inserted != 1 || rows != 1 {
@@ -296,7 +296,7 @@ func TestMetadataStored(t *testing.T) {
 	}
 	check := func(where string, args []any, want []map[string]string) {
 		t.Helper()
-		rows, err := pool.Query(ctx, `select metadata from workq.job_runs where `+where+` order by id`, args...)
+		rows, err := pool.Query(ctx, `select metadata from workq.job_runs_all where `+where+` order by id`, args...)
 		if err != nil {
 			t.Fatal(err)
 		}

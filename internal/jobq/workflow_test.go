@@ -23,7 +23,7 @@ func wfStatus(t *testing.T, pool *pgxpool.Pool, ids map[string]int64) map[string
 	out := map[string]lease.Status{}
 	for name, id := range ids {
 		var st int16
-		if err := pool.QueryRow(context.Background(), "select status from workq.job_runs where id = $1", id).Scan(&st); err != nil {
+		if err := pool.QueryRow(context.Background(), "select status from workq.job_runs_all where id = $1", id).Scan(&st); err != nil {
 			t.Fatal(err)
 		}
 		out[name] = lease.Status(st)
@@ -103,7 +103,7 @@ func TestWorkflowReleaseCancelRevive(t *testing.T) {
 		t.Fatalf("workflow status %d done %d failed %d cancelled %d, want 2 5 0 0", status, done, failed, cancelled)
 	}
 	var out string
-	if err := pool.QueryRow(ctx, "select output::text from workq.job_runs where id = $1", w.Tasks["a"]).Scan(&out); err != nil || out != `{"n": 1}` {
+	if err := pool.QueryRow(ctx, "select output::text from workq.job_runs_all where id = $1", w.Tasks["a"]).Scan(&out); err != nil || out != `{"n": 1}` {
 		t.Fatalf("output %q, %v", out, err)
 	}
 }
@@ -218,7 +218,7 @@ func TestWorkflowConcurrentCompletions(t *testing.T) {
 		var st int16
 		var left int32
 		var done int32
-		if err := pool.QueryRow(ctx, `select j.status, t.deps_left, w.done from workq.job_runs j join workq.workflow_tasks t on t.job_id = j.id
+		if err := pool.QueryRow(ctx, `select j.status, t.deps_left, w.done from workq.job_runs_all j join workq.workflow_tasks t on t.job_id = j.id
 			join workq.workflows w on w.id = t.workflow_id where j.id = $1`, final).Scan(&st, &left, &done); err != nil {
 			t.Fatal(err)
 		}

@@ -65,3 +65,111 @@ func TestExhaustedRetryKeepsRunAt(t *testing.T) {
 		}
 	}
 }
+
+// A job run that ends done leaves job_runs for job_runs_done in the
+// completion's own statement, as the completion leaves it (done, lease
+// cleared, finished, its output), and its attempt is archived; the rows a
+// promise needs in place stay: a job unique over the completed state, a
+// schedule's slot, a failed run, and one whose cancel was requested before
+// its handler answered done. The other tables keep every done row.
+func TestCompleteMovesDoneJobRuns(t *testing.T) {
+	ctx := context.Background()
+	pool := testdb.Pool(t)
+	var sched int64
+	if err := pool.QueryRow(ctx, `insert into workq.schedules (name, cron, queue, kind, payload)
+		values ('every-minute', '* * * * *', 'q', 'k', '{}') returning id`).Scan(&sched); err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		name    string
+		insert  string
+		outcome lease.Outcome
+		cancel  bool // cancel requested while it runs
+		moves   bool
+		status  lease.Status
+	}{
+		{"plain job, done: moves", `insert into workq.job_runs (queue, kind, payload) values ('q', 'k', '{"a":1}') returning id`,
+			lease.Done, false, true, lease.StatusDone},
+		{"unique over states without completed, done: moves",
+			`insert into workq.job_runs (queue, kind, payload, unique_key, unique_states) values ('q', 'k', '{}', '\x01', 3) returning id`,
+			lease.Done, false, true, lease.StatusDone},
+		{"unique over completed, done: stays",
+			`insert into workq.job_runs (queue, kind, payload, unique_key, unique_states) values ('q', 'k', '{}', '\x02', 7) returning id`,
+			lease.Done, false, false, lease.StatusDone},
+		{"a schedule's slot, done: stays",
+			fmt.Sprintf(`insert into workq.job_runs (queue, kind, payload, schedule_id, scheduled_time) values ('q', 'k', '{}', %d, now()) returning id`, sched),
+			lease.Done, false, false, lease.StatusDone},
+		{"failed: stays", `insert into workq.job_runs (queue, kind, payload) values ('q', 'k', '{}') returning id`,
+			lease.Failed, false, false, lease.StatusFailed},
+		{"done with its cancel requested: stays, cancelled", `insert into workq.job_runs (queue, kind, payload) values ('q', 'k', '{}') returning id`,
+			lease.Done, true, false, lease.StatusCancelled},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			var id int64
+			if err := pool.QueryRow(ctx, c.insert).Scan(&id); err != nil {
+				t.Fatal(err)
+			}
+			e := lease.New(pool, lease.JobRuns)
+			it, ok, err := e.ClaimByID(ctx, id, time.Minute, "w1")
+			if err != nil || !ok {
+				t.Fatalf("claim: %v %v", ok, err)
+			}
+			if c.cancel {
+				if _, err := pool.Exec(ctx, `update workq.job_runs set cancel_requested_at = now() where id = $1`, id); err != nil {
+					t.Fatal(err)
+				}
+			}
+			a, err := e.Complete(ctx, []lease.Completion{{ID: id, Token: it.OwnerToken, Outcome: c.outcome, Error: "x", Output: []byte(`{"out":1}`)}})
+			if err != nil || a.Status[id] != c.status {
+				t.Fatalf("complete: %+v, %v; want status %v", a, err, c.status)
+			}
+			var inWork, inDone int
+			if err := pool.QueryRow(ctx, `select (select count(*) from workq.job_runs where id = $1), (select count(*) from workq.job_runs_done where id = $1)`, id).
+				Scan(&inWork, &inDone); err != nil {
+				t.Fatal(err)
+			}
+			if c.moves != (inDone == 1 && inWork == 0) || inWork+inDone != 1 {
+				t.Fatalf("rows with id %d: %d in job_runs, %d in job_runs_done; want it moved: %v", id, inWork, inDone, c.moves)
+			}
+			var status int16
+			var token, lockedUntil any
+			var finished, output bool
+			var runs int
+			if err := pool.QueryRow(ctx, `select status, owner_token, locked_until, finished_at is not null, output is not distinct from '{"out":1}',
+					(select count(*) from workq.runs r where r.work_table = 'job_runs' and r.item_id = $1)
+				from (select * from workq.job_runs union all select * from workq.job_runs_done) j where id = $1`, id).
+				Scan(&status, &token, &lockedUntil, &finished, &output, &runs); err != nil {
+				t.Fatal(err)
+			}
+			if lease.Status(status) != c.status || token != nil || lockedUntil != nil || !finished || runs != 1 {
+				t.Fatalf("row after the completion: status %d, token %v, locked_until %v, finished %v, %d runs", status, token, lockedUntil, finished, runs)
+			}
+			if c.status == lease.StatusDone && !output {
+				t.Fatalf("the done row lost its output")
+			}
+			got, err := e.Statuses(ctx, id)
+			if err != nil || got[id] != c.status {
+				t.Fatalf("Statuses: %v, %v; want %v", got, err, c.status)
+			}
+		})
+	}
+	t.Run("other tables keep done rows", func(t *testing.T) {
+		var id int64
+		if err := pool.QueryRow(ctx, `insert into workq.timers (queue, topic, payload, due_time, run_at) values ('q', 't', '{}', now(), now()) returning id`).Scan(&id); err != nil {
+			t.Fatal(err)
+		}
+		e := lease.New(pool, lease.Timers)
+		it, ok, err := e.ClaimByID(ctx, id, time.Minute, "w1")
+		if err != nil || !ok {
+			t.Fatalf("claim: %v %v", ok, err)
+		}
+		if _, err := e.Complete(ctx, []lease.Completion{{ID: id, Token: it.OwnerToken, Outcome: lease.Done}}); err != nil {
+			t.Fatal(err)
+		}
+		var n int
+		if err := pool.QueryRow(ctx, `select count(*) from workq.timers where id = $1 and status = 2`, id).Scan(&n); err != nil || n != 1 {
+			t.Fatalf("done timer in timers: %d, %v", n, err)
+		}
+	})
+}

@@ -80,7 +80,7 @@ func ptr[T any](v T) *T { return &v }
 // their limit keys), oldest first.
 func (f *flowEnv) starts(queue string) (at []time.Time, keys []string) {
 	f.t.Helper()
-	rows, err := f.pool.Query(f.ctx, `select r.started_at, coalesce(j.limit_key, '') from workq.runs r join workq.job_runs j on j.id = r.item_id
+	rows, err := f.pool.Query(f.ctx, `select r.started_at, coalesce(j.limit_key, '') from workq.runs r join workq.job_runs_all j on j.id = r.item_id
 		where r.work_table = 'job_runs' and r.queue = $1 order by r.started_at`, queue)
 	if err != nil {
 		f.t.Fatal(err)
@@ -248,8 +248,8 @@ func TestFlowKeyConcurrencyOneAtATime(t *testing.T) {
 	// The archive agrees: per key, each attempt started after the one
 	// before it finished.
 	var overlaps int
-	if err := f.pool.QueryRow(f.ctx, `select count(*) from workq.runs a join workq.job_runs ja on ja.id = a.item_id,
-		workq.runs b join workq.job_runs jb on jb.id = b.item_id
+	if err := f.pool.QueryRow(f.ctx, `select count(*) from workq.runs a join workq.job_runs_all ja on ja.id = a.item_id,
+		workq.runs b join workq.job_runs_all jb on jb.id = b.item_id
 		where ja.limit_key = jb.limit_key and a.run_id <> b.run_id and a.queue = 'keyed' and b.queue = 'keyed'
 		  and b.started_at >= a.started_at and b.started_at < a.finished_at`).Scan(&overlaps); err != nil {
 		t.Fatal(err)

@@ -488,11 +488,13 @@ func (e *leaseEnv) scalar(dst any, sql string, args ...any) {
 	}
 }
 
-// count returns count(*) of the table under test with a where clause.
+// count returns count(*) of the table under test with a where clause,
+// its done table's rows included (where done items move).
 func (e *leaseEnv) count(where string, args ...any) int {
 	e.t.Helper()
 	var n int
-	e.scalar(&n, fmt.Sprintf("select count(*) from workq.%s where %s", e.tbl.name, where), args...)
+	e.scalar(&n, fmt.Sprintf("select count(*) from (select * from workq.%[1]s union all select * from workq.%[1]s_done) t where %[2]s",
+		e.tbl.name, where), args...)
 	return n
 }
 

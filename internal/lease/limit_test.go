@@ -95,7 +95,7 @@ func TestLeaseGlobalLimitUnderConcurrency(t *testing.T) {
 		for ctx.Err() == nil {
 			var n int64
 			err := e.pool.QueryRow(e.ctx,
-				`select count(*) from workq.job_runs where queue = 'limited' and status = $1 and locked_until > now()`, lease.StatusInProgress).Scan(&n)
+				`select count(*) from workq.job_runs_all where queue = 'limited' and status = $1 and locked_until > now()`, lease.StatusInProgress).Scan(&n)
 			if err != nil {
 				fail(fmt.Errorf("sampler: %w", err))
 				return

@@ -58,6 +58,10 @@ type tableDef struct {
 	// resume says how the table's claim takes a resume point
 	// (ClaimParams.Resume), following its claim order.
 	resume resumeOrder
+	// movesDone: rows that end done leave the table for its done table,
+	// <table>_done (its workq_keeps_done is not constantly true, migration
+	// 00027), whose day partitions retention makes and drops.
+	movesDone bool
 
 	rewritten sync.Map // template SQL text -> this table's SQL text
 }
@@ -94,7 +98,7 @@ const maxTableCode = 63
 // workq_table_code, a query file with its ingest and claim statements, and
 // one entry here with its claim adapter (table_<name>.go).
 var registry = []*tableDef{
-	{table: JobRuns, code: 0, claim: claimJobRuns, claimIDs: claimJobRunsIDs, resume: resumeByPriority},
+	{table: JobRuns, code: 0, claim: claimJobRuns, claimIDs: claimJobRunsIDs, resume: resumeByPriority, movesDone: true},
 	{table: Outbox, code: 1, claim: claimOutbox, deleteFinished: deleteFinishedOutbox, depth: depthOutbox},
 	{table: Inbox, code: 2, claim: claimInbox, claimIDs: claimInboxIDs, resume: resumeByRunAt},
 	{table: Timers, code: 3, claim: claimTimers, claimIDs: claimTimersIDs, resume: resumeByRunAt},
@@ -135,6 +139,18 @@ func tableList() string {
 		names[i] = string(d.table)
 	}
 	return strings.Join(names, ", ")
+}
+
+// DoneTable returns the table that t's rows move to when they end done
+// (<table>_done, day-partitioned by finished_at, migration 00027), and
+// whether they do: false for a table that keeps every finished row in
+// place, whose done table stays empty.
+func DoneTable(t Table) (string, bool, error) {
+	d, err := lookup(t)
+	if err != nil {
+		return "", false, err
+	}
+	return string(d.table) + "_done", d.movesDone, nil
 }
 
 // ParseTable validates a table name.

@@ -27,7 +27,8 @@ func TestEveryWorkTableHasTheLeaseTemplateColumns(t *testing.T) {
 	if start < 0 {
 		t.Fatal("lease_table.sql has no create table workq_lease_table")
 	}
-	body = body[start+len("create table workq.workq_lease_table (") : strings.LastIndex(body, ");")]
+	body = body[start+len("create table workq.workq_lease_table ("):]
+	body = body[:strings.Index(body, ");")]
 	col := regexp.MustCompile(`^\s*(\w+)\s+(?:workq\.)?(\w+)(.*)$`)
 	type column struct{ typ, notNull string }
 	want := map[string]column{}
@@ -85,4 +86,53 @@ func pgTypeName(sql string) string {
 		return "int2"
 	}
 	return sql
+}
+
+// A done row is inserted into its done table as the work table's row type
+// (workq_done_row), by position: every <table>_done must have exactly its
+// work table's columns, in the same order and of the same types. A
+// migration that adds a column to a work table adds it to the done table
+// too (ALTER TABLE on the partitioned done table reaches its partitions).
+func TestEveryDoneTableHasItsWorkTablesColumns(t *testing.T) {
+	e := newLeaseDB(t, 2)
+	columns := func(table string) []string {
+		t.Helper()
+		rows, err := e.pool.Query(e.ctx, `
+			select a.attname || ' ' || format_type(a.atttypid, a.atttypmod)
+			from pg_attribute a
+			where a.attrelid = $1::regclass and a.attnum > 0 and not a.attisdropped
+			order by a.attnum`, "workq."+table)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rows.Close()
+		var out []string
+		for rows.Next() {
+			var c string
+			if err := rows.Scan(&c); err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, c)
+		}
+		if err := rows.Err(); err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	for _, tb := range lease.Tables {
+		work, done := columns(string(tb)), columns(string(tb)+"_done")
+		if tb == lease.JobRuns {
+			if all := columns("job_runs_all"); strings.Join(work, ", ") != strings.Join(all, ", ") {
+				t.Errorf("the view job_runs_all's columns differ from job_runs':\n  work: %s\n  view: %s",
+					strings.Join(work, ", "), strings.Join(all, ", "))
+			}
+		}
+		if len(work) < 10 {
+			t.Fatalf("%s: read %d columns", tb, len(work))
+		}
+		if strings.Join(work, ", ") != strings.Join(done, ", ") {
+			t.Errorf("%s_done's columns differ from %s's:\n  work: %s\n  done: %s", tb, tb,
+				strings.Join(work, ", "), strings.Join(done, ", "))
+		}
+	}
 }

@@ -170,11 +170,13 @@ func TestFailingTaskIsolated(t *testing.T) {
 }
 
 // Retention deletes finished items and archived runs older than their ages,
-// in batches, and keeps everything younger and everything unfinished. The
-// old runs here ended three days ago, on a day no partition of the archive
-// covers (a new database has partitions from its migration's day on), so
-// they are in the DEFAULT partition, which retention deletes from in
-// batches; dropping whole day partitions is TestRetentionRunPartitions.
+// in batches, and keeps everything younger and everything unfinished. Done
+// job runs are in job_runs_done, partitioned by day: a day whose partition
+// exists goes whole, and rows of the DEFAULT partition (days no partition
+// covers: a new database has partitions from its migration's day on) go in
+// batches; failed runs stay in job_runs and go in batches. The old runs
+// here ended three days ago, in the archive's DEFAULT partition; dropping
+// the archive's day partitions is TestRetentionRunPartitions.
 func TestRetention(t *testing.T) {
 	ctx := context.Background()
 	pool := testdb.Pool(t)
@@ -192,39 +194,51 @@ func TestRetention(t *testing.T) {
 		t.Fatalf("claim: %d, %v", len(cl.Items), err)
 	}
 	var cs []lease.Completion
-	for _, it := range cl.Items {
-		cs = append(cs, lease.Completion{ID: it.ID, Token: cl.Token, Outcome: lease.Done})
+	for i, it := range cl.Items {
+		o := lease.Done
+		if i >= 12 {
+			o = lease.Failed
+		}
+		cs = append(cs, lease.Completion{ID: it.ID, Token: cl.Token, Outcome: o})
 	}
 	if _, err := eng.Complete(ctx, cs); err != nil {
 		t.Fatal(err)
 	}
-	// 15 of the 20 finished an hour ago and their runs three days ago; 5
-	// just now.
-	if _, err := pool.Exec(ctx, `update workq.job_runs set finished_at = now() - interval '1 hour' where id in (select id from workq.job_runs where status = 2 order by id limit 15)`); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := pool.Exec(ctx, `update workq.runs set finished_at = now() - interval '3 days' where item_id in (select id from workq.job_runs where finished_at < now() - interval '30 minutes')`); err != nil {
-		t.Fatal(err)
+	// 5 of the 8 failed ended an hour ago; of the 12 done, 5 ended five
+	// days ago, in a day partition of their own, and 4 three days ago, in
+	// the DEFAULT partition; their runs all three days ago. The rest just now.
+	for _, sql := range []string{
+		`select workq.workq_day_partitions_add('job_runs_done', now() - interval '5 days', 0, null)`,
+		`update workq.job_runs set finished_at = now() - interval '1 hour' where id in (select id from workq.job_runs where status = 3 order by id limit 5)`,
+		`update workq.job_runs_done set finished_at = now() - interval '5 days' where id in (select id from workq.job_runs_done order by id limit 5)`,
+		`update workq.job_runs_done set finished_at = now() - interval '3 days' where id in (select id from workq.job_runs_done where finished_at > now() - interval '1 day' order by id limit 4)`,
+		`update workq.runs set finished_at = now() - interval '3 days' where item_id in (select id from workq.job_runs_all where finished_at < now() - interval '30 minutes')`,
+	} {
+		if _, err := pool.Exec(ctx, sql); err != nil {
+			t.Fatalf("%s: %v", sql, err)
+		}
 	}
 	task, err := maintain.RetentionTask(pool, time.Second, maintain.Retention{Finished: 30 * time.Minute, Runs: 2 * 24 * time.Hour, Batch: 4})
 	if err != nil {
 		t.Fatal(err)
 	}
 	n, err := task.Run(ctx, 0)
-	// 15 runs deleted from the DEFAULT partition, counted exactly; had a
-	// partition of the test template held them, its estimate.
-	if err != nil || n < 15 {
-		t.Fatalf("retention round deleted %d rows (%v); want 15 items + 15 runs", n, err)
+	// 5 failed items, 4 done ones and 14 runs deleted, counted exactly, and
+	// a dropped partition counted by its estimate (0 before an ANALYZE).
+	if err != nil || n < 23 {
+		t.Fatalf("retention round deleted %d rows (%v); want 5 + 4 items + 14 runs and a dropped partition", n, err)
 	}
-	var items, runs, ready int
+	var items, ready, done, runs, parts int
 	if err := pool.QueryRow(ctx, `select count(*), count(*) filter (where status = 0) from workq.job_runs`).Scan(&items, &ready); err != nil {
 		t.Fatal(err)
 	}
-	if err := pool.QueryRow(ctx, `select count(*) from workq.runs`).Scan(&runs); err != nil {
+	if err := pool.QueryRow(ctx, `select (select count(*) from workq.job_runs_done), (select count(*) from workq.runs),
+		(select count(*) from workq.workq_day_partitions('job_runs_done') p where p.upper_bound < now() - interval '1 day')`).Scan(&done, &runs, &parts); err != nil {
 		t.Fatal(err)
 	}
-	if items != 10 || ready != 5 || runs != 5 {
-		t.Fatalf("after retention: %d items (%d ready), %d runs; want 10 (5 ready), 5", items, ready, runs)
+	if items != 8 || ready != 5 || done != 3 || runs != 6 || parts != 0 {
+		t.Fatalf("after retention: %d items (%d ready), %d done, %d runs, %d old done partitions; want 8 (5 ready), 3, 6, 0",
+			items, ready, done, runs, parts)
 	}
 	if _, err := maintain.RetentionTask(pool, time.Second, maintain.Retention{Finished: -time.Second}); !errors.Is(err, maintain.ErrInvalid) {
 		t.Fatalf("negative age: %v; want ErrInvalid", err)

@@ -133,10 +133,26 @@ func RetentionTask(db workqtype.DB, every time.Duration, r Retention) (Task, err
 				}
 			}
 		}
-		n, err := runsRetention(ctx, gen.New(db), r.Runs.Milliseconds(), batch, r.MaxBatches)
+		n, err := partitionRetention(ctx, gen.New(db), "runs", "run archive", r.Runs.Milliseconds(), false, batch, r.MaxBatches)
 		total += n
 		if err != nil {
 			errs = append(errs, err)
+		}
+		// Done rows that left their work table (job runs) live in a
+		// day-partitioned done table, kept as long as finished items.
+		for _, t := range r.Tables {
+			done, moves, err := lease.DoneTable(t)
+			if err != nil || !moves {
+				continue
+			}
+			// An age under a day is kept to the age: rows of the recent
+			// days' partitions are deleted too (see partitionRetention).
+			n, err := partitionRetention(ctx, gen.New(db), done, string(t)+" done table", r.Finished.Milliseconds(),
+				r.Finished < 24*time.Hour, batch, r.MaxBatches)
+			total += n
+			if err != nil {
+				errs = append(errs, err)
+			}
 		}
 		// Flow control keeps a state per limit key it counts: the idle
 		// ones go, so that a queue of many short-lived keys (tenants,
@@ -150,24 +166,27 @@ func RetentionTask(db workqtype.DB, every time.Duration, r Retention) (Task, err
 	}}, nil
 }
 
-// runsRetention is the run archive's part of a retention round: partitions
-// made ahead, then (with an age) old partitions dropped and old rows of the
-// DEFAULT and legacy partitions deleted. The steps go on after an error in
+// partitionRetention is a day-partitioned table's part of a retention
+// round (the run archive, runs, and the done tables): partitions made
+// ahead, then (with an age) old partitions dropped and old rows of the
+// DEFAULT and legacy partitions deleted, and with inDays the old rows of
+// the day partitions that began before the age (an age under a day: kept
+// to the age rather than up to a day longer). The steps go on after an error in
 // another (a drop that timed out waiting for its lock does not stop the
 // partitions of the coming days).
-func runsRetention(ctx context.Context, q *gen.Queries, olderThanMS int64, batch int32, maxBatches int) (int64, error) {
+func partitionRetention(ctx context.Context, q *gen.Queries, parent, what string, olderThanMS int64, inDays bool, batch int32, maxBatches int) (int64, error) {
 	var errs []error
-	if _, err := q.RunsAddPartitions(ctx, RunsDaysAhead, olderThanMS); err != nil {
-		errs = append(errs, fmt.Errorf("make run archive partitions: %w", err))
+	if _, err := q.DayPartitionsAdd(ctx, gen.DayPartitionsAddParams{Parent: parent, DaysAhead: RunsDaysAhead, OlderThanMs: olderThanMS}); err != nil {
+		errs = append(errs, fmt.Errorf("make %s partitions: %w", what, err))
 	}
 	if olderThanMS <= 0 {
 		return 0, errors.Join(errs...)
 	}
 	var total int64
 	for range maxBatches {
-		dropped, err := q.RunsDropPartition(ctx, olderThanMS)
+		dropped, err := q.DayPartitionDrop(ctx, parent, olderThanMS)
 		if err != nil {
-			errs = append(errs, fmt.Errorf("drop run archive partition: %w", err))
+			errs = append(errs, fmt.Errorf("drop %s partition: %w", what, err))
 			break
 		}
 		if len(dropped) == 0 {
@@ -176,10 +195,10 @@ func runsRetention(ctx context.Context, q *gen.Queries, olderThanMS int64, batch
 		total += dropped[0].RowsEstimate
 	}
 	for range maxBatches {
-		n, err := q.RunsDeleteOld(ctx, olderThanMS, batch)
+		n, err := q.DayPartitionsDeleteOld(ctx, gen.DayPartitionsDeleteOldParams{Parent: parent, OlderThanMs: olderThanMS, MaxRows: batch, InDays: inDays})
 		total += n
 		if err != nil {
-			errs = append(errs, fmt.Errorf("delete archived runs: %w", err))
+			errs = append(errs, fmt.Errorf("delete old %s rows: %w", what, err))
 			break
 		}
 		if n < int64(batch) {

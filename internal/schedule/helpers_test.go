@@ -68,7 +68,7 @@ func tick(t *testing.T, s *schedule.Scheduler) int {
 func slots(t *testing.T, pool *pgxpool.Pool, id int64) []time.Time {
 	t.Helper()
 	rows, err := pool.Query(context.Background(),
-		`select scheduled_time from workq.job_runs where schedule_id = $1 and scheduled_time is not null order by scheduled_time`, id)
+		`select scheduled_time from workq.job_runs_all where schedule_id = $1 and scheduled_time is not null order by scheduled_time`, id)
 	if err != nil {
 		t.Fatal(err)
 	}

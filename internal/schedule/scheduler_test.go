@@ -70,7 +70,7 @@ func TestRacingSchedulersMaterialiseEachSlotOnce(t *testing.T) {
 		}
 	}
 	var dups int
-	if err := pool.QueryRow(ctx, `select count(*) from (select 1 from workq.job_runs group by schedule_id, scheduled_time having count(*) > 1) d`).Scan(&dups); err != nil {
+	if err := pool.QueryRow(ctx, `select count(*) from (select 1 from workq.job_runs_all group by schedule_id, scheduled_time having count(*) > 1) d`).Scan(&dups); err != nil {
 		t.Fatal(err)
 	}
 	if dups != 0 {
@@ -90,7 +90,7 @@ func TestRacingSchedulersMaterialiseEachSlotOnce(t *testing.T) {
 	// A scheduler that acts on a stale next_run_at (rewound here by hand)
 	// finds every slot taken: the unique index, not the row lock, is what
 	// makes each slot one run.
-	if _, err := pool.Exec(ctx, `update workq.schedules s set next_run_at = (select min(scheduled_time) from workq.job_runs j where j.schedule_id = s.id)`); err != nil {
+	if _, err := pool.Exec(ctx, `update workq.schedules s set next_run_at = (select min(scheduled_time) from workq.job_runs_all j where j.schedule_id = s.id)`); err != nil {
 		t.Fatal(err)
 	}
 	if n := tick(t, scheds[0]); n != 0 {
@@ -170,7 +170,7 @@ func TestTriggerNow(t *testing.T) {
 		prio                 int16
 		maxAttempts, status  int32
 	)
-	err = pool.QueryRow(ctx, `select schedule_id, scheduled_time, queue, kind, payload::text, priority, max_attempts, status from workq.job_runs where id = $1`, tr.RunID).
+	err = pool.QueryRow(ctx, `select schedule_id, scheduled_time, queue, kind, payload::text, priority, max_attempts, status from workq.job_runs_all where id = $1`, tr.RunID).
 		Scan(&schedID, &slot, &queue, &kind, &payload, &prio, &maxAttempts, &status)
 	if err != nil {
 		t.Fatal(err)

@@ -66,7 +66,7 @@ func enqueue(t *testing.T, db *pgxpool.Pool, n int) {
 func backlog(t *testing.T, db *pgxpool.Pool) int {
 	t.Helper()
 	var n int
-	if err := db.QueryRow(context.Background(), `select count(*) from workq.job_runs where queue = $1 and status < 2`, queue).Scan(&n); err != nil {
+	if err := db.QueryRow(context.Background(), `select count(*) from workq.job_runs_all where queue = $1 and status < 2`, queue).Scan(&n); err != nil {
 		t.Fatal(err)
 	}
 	return n
@@ -124,10 +124,10 @@ func (s *sampler) run(ctx context.Context, dbs [2]*pgxpool.Pool) {
 		x, y := dbs[i%2], dbs[(i+1)%2]
 		var at time.Time
 		var a, b int64
-		err := x.QueryRow(ctx, `select statement_timestamp(), count(*) from workq.job_runs
+		err := x.QueryRow(ctx, `select statement_timestamp(), count(*) from workq.job_runs_all
 			where queue = $1 and status = 1 and locked_until > statement_timestamp()`, queue).Scan(&at, &a)
 		if err == nil {
-			err = y.QueryRow(ctx, `select count(*) from workq.job_runs
+			err = y.QueryRow(ctx, `select count(*) from workq.job_runs_all
 				where queue = $1 and status = 1 and locked_until > statement_timestamp() and claimed_at <= $2`, queue, at).Scan(&b)
 		}
 		if err != nil {

@@ -215,7 +215,7 @@ func TestNoTraceContextWithoutRecordingSpan(t *testing.T) {
 		t.Fatal(err)
 	}
 	var isNull bool
-	if err := pool.QueryRow(ctx, "select metadata is null from workq.job_runs where id = $1", res.ID).Scan(&isNull); err != nil {
+	if err := pool.QueryRow(ctx, "select metadata is null from workq.job_runs_all where id = $1", res.ID).Scan(&isNull); err != nil {
 		t.Fatal(err)
 	}
 	if !isNull {

@@ -261,7 +261,7 @@ func TestDashboardInBrowser(t *testing.T) {
 	enqueueN(1, "flaky")
 	var failedID int64
 	awaitCond(t, 30*time.Second, "the flaky job fails", func() bool {
-		return pool.QueryRow(ctx, `select id from workq.job_runs where kind = 'flaky' and status = 3`).Scan(&failedID) == nil
+		return pool.QueryRow(ctx, `select id from workq.job_runs_all where kind = 'flaky' and status = 3`).Scan(&failedID) == nil
 	})
 	broken.Store(false)
 	run("list the failed jobs", chromedp.Navigate(base+"/ui/items/job_runs?queue=web&status=failed"),
@@ -278,7 +278,7 @@ func TestDashboardInBrowser(t *testing.T) {
 	awaitJS(t, bctx, 5*time.Second, "the retry is confirmed", `document.querySelector('.flash').textContent.includes("Retry: 1 applied")`)
 	awaitCond(t, 30*time.Second, "the retried job runs again and is done", func() bool {
 		var done bool
-		return pool.QueryRow(ctx, `select status = 2 from workq.job_runs where id = $1`, failedID).Scan(&done) == nil && done
+		return pool.QueryRow(ctx, `select status = 2 from workq.job_runs_all where id = $1`, failedID).Scan(&done) == nil && done
 	})
 	run("reload the item", chromedp.Reload(), chromedp.WaitVisible(`#attempts`, chromedp.ByID))
 	awaitJS(t, bctx, 5*time.Second, "the item shows the revive by api:ops and the successful attempt",
@@ -301,7 +301,7 @@ func TestDashboardInBrowser(t *testing.T) {
 	for time.Now().Before(watchEnd) {
 		var claimed, ready int
 		if err := pool.QueryRow(ctx, `select count(*) filter (where claimed_at >= $1), count(*) filter (where status = 0)
-			from workq.job_runs where queue = 'web'`, pausedAt).Scan(&claimed, &ready); err != nil {
+			from workq.job_runs_all where queue = 'web'`, pausedAt).Scan(&claimed, &ready); err != nil {
 			t.Fatal(err)
 		}
 		if claimed != 0 || ready != 10 {

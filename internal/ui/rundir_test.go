@@ -51,7 +51,7 @@ func archived(t *testing.T, pool *pgxpool.Pool, runsDir string, n int) (ids []in
 	go func() { done <- w.Run(wctx) }()
 	awaitCond(t, 60*time.Second, "the worker does every job", func() bool {
 		var left int
-		return pool.QueryRow(ctx, `select count(*) from workq.job_runs where queue = 'logs' and status <> 2`).Scan(&left) == nil && left == 0
+		return pool.QueryRow(ctx, `select count(*) from workq.job_runs_all where queue = 'logs' and status <> 2`).Scan(&left) == nil && left == 0
 	})
 	stop()
 	if err := <-done; err != nil {
@@ -59,7 +59,7 @@ func archived(t *testing.T, pool *pgxpool.Pool, runsDir string, n int) (ids []in
 	}
 	for _, id := range ids {
 		var runID string
-		if err := pool.QueryRow(ctx, `select workq.workq_run_id('job_runs', id, lease_version)::text from workq.job_runs where id = $1`, id).Scan(&runID); err != nil {
+		if err := pool.QueryRow(ctx, `select workq.workq_run_id('job_runs', id, lease_version)::text from workq.job_runs_all where id = $1`, id).Scan(&runID); err != nil {
 			t.Fatal(err)
 		}
 		runIDs = append(runIDs, runID)

@@ -107,10 +107,10 @@ func TestDashboardSchedulesOfEveryShard(t *testing.T) {
 	must(t, b.get("/ui/schedules"), 200, "Schedule "+onUS+" triggered: job run us:")
 	must(t, b.post("/ui/schedules/on-us/trigger", url.Values{"shard": {"eu"}}), 404)
 	var n int
-	if err := us.QueryRow(ctx, "select count(*) from workq.job_runs where kind = 'report'").Scan(&n); err != nil || n != 2 {
+	if err := us.QueryRow(ctx, "select count(*) from workq.job_runs_all where kind = 'report'").Scan(&n); err != nil || n != 2 {
 		t.Fatalf("us has %d runs (%v), want 2", n, err)
 	}
-	if err := s.pool.QueryRow(ctx, "select count(*) from workq.job_runs where kind = 'report'").Scan(&n); err != nil || n != 0 {
+	if err := s.pool.QueryRow(ctx, "select count(*) from workq.job_runs_all where kind = 'report'").Scan(&n); err != nil || n != 0 {
 		t.Fatalf("eu has %d runs (%v), want 0", n, err)
 	}
 }

@@ -42,7 +42,7 @@ func jobs(t *testing.T, pool *pgxpool.Pool, shard string, n int) []int64 {
 func statusOf(t *testing.T, pool *pgxpool.Pool, id int64) lease.Status {
 	t.Helper()
 	var st int16
-	if err := pool.QueryRow(context.Background(), "select status from workq.job_runs where id = $1", id).Scan(&st); err != nil {
+	if err := pool.QueryRow(context.Background(), "select status from workq.job_runs_all where id = $1", id).Scan(&st); err != nil {
 		t.Fatal(err)
 	}
 	return lease.Status(st)
@@ -165,11 +165,11 @@ func TestDashboardOverTwoShards(t *testing.T) {
 	must(t, b.post("/ui/items/job_runs/act", url.Values{"scope": {"matching"}, "action": {"cancel"}, "shard": {"us"}, "confirm": {"yes"}}),
 		http.StatusSeeOther)
 	var cancelled, ready int
-	if err := us.QueryRow(context.Background(), "select count(*) filter (where status = 4), count(*) filter (where status = 0) from workq.job_runs").
+	if err := us.QueryRow(context.Background(), "select count(*) filter (where status = 4), count(*) filter (where status = 0) from workq.job_runs_all").
 		Scan(&cancelled, &ready); err != nil || cancelled != 30 || ready != 0 {
 		t.Fatalf("us: %d cancelled, %d ready (%v)", cancelled, ready, err)
 	}
-	if err := s.pool.QueryRow(context.Background(), "select count(*) from workq.job_runs where status = 0").Scan(&ready); err != nil || ready != 30 {
+	if err := s.pool.QueryRow(context.Background(), "select count(*) from workq.job_runs_all where status = 0").Scan(&ready); err != nil || ready != 30 {
 		t.Fatalf("eu: %d ready (%v), want 30", ready, err)
 	}
 

@@ -356,7 +356,7 @@ func TestActionsNeedSessionCSRFOriginAndAdmin(t *testing.T) {
 			}
 			var status int16
 			var paused int
-			if err := s.pool.QueryRow(context.Background(), `select status, (select count(*) from workq.queue_pauses) from workq.job_runs where id = $1`, ids[0]).
+			if err := s.pool.QueryRow(context.Background(), `select status, (select count(*) from workq.queue_pauses) from workq.job_runs_all where id = $1`, ids[0]).
 				Scan(&status, &paused); err != nil || status != 0 || paused != 0 {
 				t.Fatalf("a refused action changed the database: status %d, %d pauses (%v)", status, paused, err)
 			}
@@ -391,7 +391,7 @@ func TestActionsConfirmAndApply(t *testing.T) {
 	}
 	must(t, b.get("/ui/items/job_runs?queue=bulk"), 200, "Retry: 1200 applied, 0 skipped (not in the state retry needs), in 2 batches.")
 	var ready int
-	if err := s.pool.QueryRow(ctx, `select count(*) from workq.job_runs where status = 0`).Scan(&ready); err != nil || ready != 1200 {
+	if err := s.pool.QueryRow(ctx, `select count(*) from workq.job_runs_all where status = 0`).Scan(&ready); err != nil || ready != 1200 {
 		t.Fatalf("%d ready (%v), want 1200", ready, err)
 	}
 
@@ -413,7 +413,7 @@ func TestActionsConfirmAndApply(t *testing.T) {
 
 	// Delete of selected items asks, then deletes what is finished.
 	var failed []string
-	rows, err := s.pool.Query(ctx, `select id from workq.job_runs where status = 3 order by id limit 2`)
+	rows, err := s.pool.Query(ctx, `select id from workq.job_runs_all where status = 3 order by id limit 2`)
 	if err != nil {
 		t.Fatal(err)
 	}

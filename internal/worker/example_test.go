@@ -135,7 +135,7 @@ func ExampleWorker_Stop() {
 	}
 	fmt.Println("handler cancelled:", <-causes)
 	var status, attempts int
-	if err := pool.QueryRow(ctx, "select status, attempts from workq.job_runs where id = $1", res.ID).Scan(&status, &attempts); err != nil {
+	if err := pool.QueryRow(ctx, "select status, attempts from workq.job_runs_all where id = $1", res.ID).Scan(&status, &attempts); err != nil {
 		panic(err)
 	}
 	fmt.Printf("job %s again, %d attempts used\n", lease.Status(status), attempts)

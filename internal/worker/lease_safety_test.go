@@ -139,7 +139,7 @@ func TestRuntimeCutOffWorkerStopsBeforeItsLeaseExpires(t *testing.T) {
 			c.after = time.Since(cutAt)
 			cutMu.Unlock()
 			err := direct.QueryRow(context.Background(),
-				"select locked_until > clock_timestamp() from workq.job_runs where id = $1", j.ID).Scan(&c.stillValid)
+				"select locked_until > clock_timestamp() from workq.job_runs_all where id = $1", j.ID).Scan(&c.stillValid)
 			if err != nil {
 				c.cause = err
 			}
@@ -251,7 +251,7 @@ func TestRuntimeLockedRowIsNotALostLease(t *testing.T) {
 	lockedUntil := func() time.Time {
 		t.Helper()
 		var u time.Time
-		if err := pool.QueryRow(ctx, "select locked_until from workq.job_runs where id = $1", id).Scan(&u); err != nil {
+		if err := pool.QueryRow(ctx, "select locked_until from workq.job_runs_all where id = $1", id).Scan(&u); err != nil {
 			t.Fatal(err)
 		}
 		return u
@@ -261,7 +261,7 @@ func TestRuntimeLockedRowIsNotALostLease(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { _ = tx.Rollback(ctx) }()
-	if _, err := tx.Exec(ctx, "select 1 from workq.job_runs where id = $1 for update", id); err != nil {
+	if _, err := tx.Exec(ctx, "select 1 from workq.job_runs_all where id = $1 for update", id); err != nil {
 		t.Fatal(err)
 	}
 	locked := time.Now()

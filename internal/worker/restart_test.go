@@ -313,7 +313,7 @@ func TestRuntimeStopWithCancelledContextReleasesBeforeReturning(t *testing.T) {
 				var status lease.Status
 				var attempts int
 				var owned bool
-				if err := pool.QueryRow(context.Background(), `select status, attempts, owner_token is not null from workq.job_runs where id = $1`, id).
+				if err := pool.QueryRow(context.Background(), `select status, attempts, owner_token is not null from workq.job_runs_all where id = $1`, id).
 					Scan(&status, &attempts, &owned); err != nil {
 					t.Fatal(err)
 				}

@@ -59,7 +59,7 @@ func TestRuntimeGlobalLimitAcrossWorkers(t *testing.T) {
 		defer close(sampled)
 		for sctx.Err() == nil {
 			var k int64
-			if err := pool.QueryRow(sctx, "select count(*) from workq.job_runs where queue = 'limited' and status = 1 and locked_until > now()").Scan(&k); err == nil && k > dbPeak.Load() {
+			if err := pool.QueryRow(sctx, "select count(*) from workq.job_runs_all where queue = 'limited' and status = 1 and locked_until > now()").Scan(&k); err == nil && k > dbPeak.Load() {
 				dbPeak.Store(k)
 			}
 			time.Sleep(5 * time.Millisecond)
@@ -75,7 +75,7 @@ func TestRuntimeGlobalLimitAcrossWorkers(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, 20*time.Second, "all limited jobs to be done", func() bool {
-		return scalar[int64](t, pool, "select count(*) from workq.job_runs where queue = 'limited' and status = 2") == n
+		return scalar[int64](t, pool, "select count(*) from workq.job_runs_all where queue = 'limited' and status = 2") == n
 	})
 	elapsed := time.Since(start)
 	stopSampler()
@@ -93,7 +93,7 @@ func TestRuntimeGlobalLimitAcrossWorkers(t *testing.T) {
 	if n := scalar[int64](t, pool, "select count(*) from workq.runs where queue = 'limited' and outcome <> 'done'"); n != 0 {
 		t.Errorf("%d non-done runs archived, want 0", n)
 	}
-	if a := scalar[int64](t, pool, "select coalesce(sum(attempts), 0)::bigint from workq.job_runs where queue = 'limited'"); a != n {
+	if a := scalar[int64](t, pool, "select coalesce(sum(attempts), 0)::bigint from workq.job_runs_all where queue = 'limited'"); a != n {
 		t.Errorf("attempts sum to %d over %d jobs: some ran more than once", a, n)
 	}
 	rows, err := pool.Query(ctx, "select worker_id, count(*) from workq.runs where queue = 'limited' group by worker_id order by worker_id")
@@ -137,7 +137,7 @@ func TestRuntimeDedupAndTransactionalEnqueue(t *testing.T) {
 	pool := testdb.Pool(t)
 	c := jobq.New(jobq.Options{})
 	count := func(where string, args ...any) int64 {
-		return scalar[int64](t, pool, "select count(*) from workq.job_runs where "+where, args...)
+		return scalar[int64](t, pool, "select count(*) from workq.job_runs_all where "+where, args...)
 	}
 
 	// Enqueue twice with one key: one row, the second call reports it.
@@ -155,7 +155,7 @@ func TestRuntimeDedupAndTransactionalEnqueue(t *testing.T) {
 	if k := count("dedup_key = 'k1'"); k != 1 {
 		t.Fatalf("%d rows with key k1", k)
 	}
-	if n := scalar[int64](t, pool, "select (payload->>'n')::bigint from workq.job_runs where id = $1", first.ID); n != 1 {
+	if n := scalar[int64](t, pool, "select (payload->>'n')::bigint from workq.job_runs_all where id = $1", first.ID); n != 1 {
 		t.Errorf("k1's payload n = %d: the duplicate overwrote the first job", n)
 	}
 
@@ -515,7 +515,7 @@ func TestRuntimeNotifyWakeup(t *testing.T) {
 			if worst > time.Second {
 				t.Errorf("a job took %s to start, want within 1s", worst)
 			}
-			if n := scalar[int64](t, pool, "select count(*) from workq.job_runs where status = 2"); n != 5 {
+			if n := scalar[int64](t, pool, "select count(*) from workq.job_runs_all where status = 2"); n != 5 {
 				t.Errorf("%d jobs done, want 5", n)
 			}
 		})
@@ -595,7 +595,7 @@ func TestRuntimeSlowHandlersHoldNoExtraRows(t *testing.T) {
 		}
 	}()
 	waitFor(t, 20*time.Second, "every slow job to finish", func() bool {
-		return scalar[int64](t, pool, "select count(*) from workq.job_runs where status = 2") == 12
+		return scalar[int64](t, pool, "select count(*) from workq.job_runs_all where status = 2") == 12
 	})
 	close(stop)
 	<-sampled

@@ -172,7 +172,7 @@ func TestRuntimeFreeSlotIsNotLeftIdleWhileWorkWaits(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, 10*time.Second, "the short job to finish", func() bool {
-		return scalar[int64](t, pool, "select count(*) from workq.job_runs where status = 2") == 1
+		return scalar[int64](t, pool, "select count(*) from workq.job_runs_all where status = 2") == 1
 	})
 	enqueued := time.Now()
 	enqueue(t, pool, jobq.Job{Kind: "late"})
@@ -230,7 +230,7 @@ func TestRuntimeItemsWaitingBehindStalledHandlersAreGivenBack(t *testing.T) {
 		"fast": func(ctx context.Context, j *worker.Job) error { return nil },
 	})
 	waitFor(t, 10*time.Second, "the other worker to run every fast job", func() bool {
-		return scalar[int64](t, pool, "select count(*) from workq.job_runs where kind = 'fast' and status = 2 and claimed_by = 'helper'") == 30
+		return scalar[int64](t, pool, "select count(*) from workq.job_runs_all where kind = 'fast' and status = 2 and claimed_by = 'helper'") == 30
 	})
 	if st := stalled.Stats(); st.InFlight != 2 {
 		t.Errorf("stalled worker stats %+v; want only its two stalled attempts in flight", st)

@@ -56,7 +56,7 @@ func TestSmokeBurnDown(t *testing.T) {
 		t.Fatal(err)
 	}
 	var left int
-	pool.QueryRow(ctx, "select count(*) from workq.job_runs where status <> 2").Scan(&left)
+	pool.QueryRow(ctx, "select count(*) from workq.job_runs_all where status <> 2").Scan(&left)
 	if left != 0 {
 		t.Fatalf("%d jobs not done", left)
 	}

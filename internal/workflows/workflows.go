@@ -433,6 +433,15 @@ func (w Waiter) WaitJob(ctx context.Context, id int64) (JobEnd, error) {
 	err := w.until(ctx, fmt.Sprintf("j%d", id), func(ctx context.Context, db workqtype.DB) (bool, error) {
 		r, err := gen.New(db).WorkflowAwait(ctx, id)
 		if errors.Is(err, pgx.ErrNoRows) {
+			// No row in job_runs: ended done and moved to job_runs_done
+			// (read by a statement of its own, whose snapshot sees a move
+			// that committed while WorkflowAwait waited for the row), or
+			// no such job.
+			var d gen.WorkflowAwaitDoneRow
+			d, err = gen.New(db).WorkflowAwaitDone(ctx, id)
+			r = gen.WorkflowAwaitRow(d)
+		}
+		if errors.Is(err, pgx.ErrNoRows) {
 			return false, fmt.Errorf("job run %d: %w", id, workqtype.ErrNotFound)
 		}
 		if err != nil {

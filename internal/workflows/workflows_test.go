@@ -70,7 +70,7 @@ func TestRetentionKeepsRunningWorkflows(t *testing.T) {
 	if n, err := workflows.DeleteFinished(ctx, pool, -time.Hour, 10); err != nil || n != 1 {
 		t.Fatalf("workflow retention deleted %d (%v), want 1", n, err)
 	}
-	left := count(t, pool, `select (select count(*) from workq.job_runs) + (select count(*) from workq.workflow_tasks)
+	left := count(t, pool, `select (select count(*) from workq.job_runs_all) + (select count(*) from workq.workflow_tasks)
 		+ (select count(*) from workq.workflow_deps) + (select count(*) from workq.workflows)`)
 	if left != 0 {
 		t.Fatalf("%d rows left after the workflow's retention", left)
@@ -119,12 +119,12 @@ func TestCancelAndRetry(t *testing.T) {
 	if info.State != workflows.Running || info.CancelRequestedAt != nil {
 		t.Fatalf("after retry: %+v", info)
 	}
-	if got := count(t, pool, "select status from workq.job_runs where id = $1", w.Tasks["wait"]); got != -1 {
+	if got := count(t, pool, "select status from workq.job_runs_all where id = $1", w.Tasks["wait"]); got != -1 {
 		// wait was cancelled by the workflow's cancel, not by its
 		// dependency; retried with it, it waits for it again.
 		t.Fatalf("wait's status %d after retry, want pending (-1)", got)
 	}
-	if got := count(t, pool, "select status from workq.job_runs where id = $1", w.Tasks["ready"]); got != 0 {
+	if got := count(t, pool, "select status from workq.job_runs_all where id = $1", w.Tasks["ready"]); got != 0 {
 		t.Fatalf("ready's status %d after retry, want ready (0)", got)
 	}
 	if _, err := workflows.Cancel(ctx, pool, 1<<40, "test", ""); !errors.Is(err, workflows.ErrNotFound) {
@@ -144,7 +144,7 @@ func TestCascadeDownALongChain(t *testing.T) {
 	}
 	w := enqueue(t, pool, tasks...)
 	end(t, pool, w.Tasks["t0"], lease.Failed)
-	if got := count(t, pool, "select count(*) from workq.job_runs where workflow_id = $1 and status = 4", w.ID); got != n-1 {
+	if got := count(t, pool, "select count(*) from workq.job_runs_all where workflow_id = $1 and status = 4", w.ID); got != n-1 {
 		t.Fatalf("%d cancelled, want %d", got, n-1)
 	}
 	info, _ := workflows.Get(ctx, pool, w.ID)
@@ -154,11 +154,11 @@ func TestCascadeDownALongChain(t *testing.T) {
 	if k, err := workflows.Retry(ctx, pool, w.ID, "test", ""); err != nil || k != 1 {
 		t.Fatalf("retry revived %d, %v; want the failed task only", k, err)
 	}
-	if got := count(t, pool, "select count(*) from workq.job_runs where workflow_id = $1 and status = -1", w.ID); got != n-1 {
+	if got := count(t, pool, "select count(*) from workq.job_runs_all where workflow_id = $1 and status = -1", w.ID); got != n-1 {
 		t.Fatalf("%d pending after the retry, want %d", got, n-1)
 	}
 	end(t, pool, w.Tasks["t0"], lease.Done)
-	if got := count(t, pool, "select status from workq.job_runs where id = $1", w.Tasks["t1"]); got != 0 {
+	if got := count(t, pool, "select status from workq.job_runs_all where id = $1", w.Tasks["t1"]); got != 0 {
 		t.Fatalf("t1 status %d after t0 succeeded, want ready", got)
 	}
 }
@@ -178,7 +178,7 @@ func TestWaitJob(t *testing.T) {
 		got <- r
 	}()
 	// wait until the waiter has marked the row (it listens first)
-	for count(t, pool, "select count(*) from workq.job_runs where id = $1 and awaited", id) == 0 {
+	for count(t, pool, "select count(*) from workq.job_runs_all where id = $1 and awaited", id) == 0 {
 		time.Sleep(10 * time.Millisecond)
 	}
 	e := lease.New(pool, lease.JobRuns)

@@ -564,10 +564,13 @@ func (q *Queries) JobRunsEnqueueUnique(ctx context.Context, arg JobRunsEnqueueUn
 }
 
 const jobRunsGet = `-- name: JobRunsGet :one
-select id, queue, kind, payload, dedup_key, schedule_id, scheduled_time, status, priority, run_at, owner_token, locked_until, lease_version, attempts, max_attempts, claimed_at, claimed_by, last_error, created_at, updated_at, finished_at, metadata, cancel_requested_at, unique_key, unique_states, limit_key, workflow_id, awaited, output from workq.job_runs where id = $1
+select id, queue, kind, payload, dedup_key, schedule_id, scheduled_time, status, priority, run_at, owner_token, locked_until, lease_version, attempts, max_attempts, claimed_at, claimed_by, last_error, created_at, updated_at, finished_at, metadata, cancel_requested_at, unique_key, unique_states, limit_key, workflow_id, awaited, output from workq.job_runs j where j.id = $1::bigint
+union all
+(select id, queue, kind, payload, dedup_key, schedule_id, scheduled_time, status, priority, run_at, owner_token, locked_until, lease_version, attempts, max_attempts, claimed_at, claimed_by, last_error, created_at, updated_at, finished_at, metadata, cancel_requested_at, unique_key, unique_states, limit_key, workflow_id, awaited, output from workq.job_runs_done d where d.id = $1::bigint limit 1)
+limit 1
 `
 
-// JobRunsGet reads one job run.
+// JobRunsGet reads one job run, from the work table or, once it ended done and moved, from job_runs_done (one probe of each day's id index).
 func (q *Queries) JobRunsGet(ctx context.Context, id int64) (JobRun, error) {
 	row := q.db.QueryRow(ctx, jobRunsGet, id)
 	var i JobRun
@@ -637,7 +640,8 @@ func (q *Queries) JobRunsHoldingUniqueKeys(ctx context.Context, uniqueKeys [][]b
 }
 
 const jobRunsLatestByDedupKeys = `-- name: JobRunsLatestByDedupKeys :many
-select distinct on (dedup_key) id, dedup_key from workq.job_runs
+select distinct on (dedup_key) id, dedup_key
+from (select id, dedup_key from workq.job_runs union all select id, dedup_key from workq.job_runs_done) j
 where dedup_key = any($1::text[])
 order by dedup_key, id desc
 `
@@ -647,7 +651,7 @@ type JobRunsLatestByDedupKeysRow struct {
 	DedupKey *string
 }
 
-// JobRunsLatestByDedupKeys finds the newest run holding each dedup key whatever its status (rare path: a duplicate whose live run finished before it was looked up; no index covers finished keys).
+// JobRunsLatestByDedupKeys finds the newest run holding each dedup key whatever its status (rare path: a duplicate whose live run finished before it was looked up; no index of job_runs covers finished keys; job_runs_done's dedup_key index covers the moved ones).
 func (q *Queries) JobRunsLatestByDedupKeys(ctx context.Context, dedupKeys []string) ([]JobRunsLatestByDedupKeysRow, error) {
 	rows, err := q.db.Query(ctx, jobRunsLatestByDedupKeys, dedupKeys)
 	if err != nil {
@@ -669,7 +673,8 @@ func (q *Queries) JobRunsLatestByDedupKeys(ctx context.Context, dedupKeys []stri
 }
 
 const jobRunsLatestByUniqueKeys = `-- name: JobRunsLatestByUniqueKeys :many
-select distinct on (unique_key) id, unique_key from workq.job_runs
+select distinct on (unique_key) id, unique_key
+from (select id, unique_key from workq.job_runs union all select id, unique_key from workq.job_runs_done) j
 where unique_key = any($1::bytea[])
 order by unique_key, id desc
 `
@@ -679,7 +684,7 @@ type JobRunsLatestByUniqueKeysRow struct {
 	UniqueKey []byte
 }
 
-// JobRunsLatestByUniqueKeys finds the newest run with each unique key whatever its status (rare path, as JobRunsLatestByDedupKeys: a duplicate whose run left its key's states before it was looked up; no index covers those rows).
+// JobRunsLatestByUniqueKeys finds the newest run with each unique key whatever its status (rare path, as JobRunsLatestByDedupKeys: a duplicate whose run left its key's states before it was looked up; no index of job_runs covers those rows; job_runs_done's unique_key index covers the moved ones).
 func (q *Queries) JobRunsLatestByUniqueKeys(ctx context.Context, uniqueKeys [][]byte) ([]JobRunsLatestByUniqueKeysRow, error) {
 	rows, err := q.db.Query(ctx, jobRunsLatestByUniqueKeys, uniqueKeys)
 	if err != nil {
@@ -732,10 +737,15 @@ func (q *Queries) JobRunsLiveByDedupKeys(ctx context.Context, dedupKeys []string
 }
 
 const jobRunsPage = `-- name: JobRunsPage :many
-select id, queue, kind, payload, dedup_key, schedule_id, scheduled_time, status, priority, run_at, owner_token, locked_until, lease_version, attempts, max_attempts, claimed_at, claimed_by, last_error, created_at, updated_at, finished_at, metadata, cancel_requested_at, unique_key, unique_states, limit_key, workflow_id, awaited, output from workq.job_runs t
-where t.id < $1::bigint
-  and ($2::text is null or t.queue = $2::text)
-  and ($3::smallint is null or t.status = $3::smallint)
+select id, queue, kind, payload, dedup_key, schedule_id, scheduled_time, status, priority, run_at, owner_token, locked_until, lease_version, attempts, max_attempts, claimed_at, claimed_by, last_error, created_at, updated_at, finished_at, metadata, cancel_requested_at, unique_key, unique_states, limit_key, workflow_id, awaited, output from (
+    select id, queue, kind, payload, dedup_key, schedule_id, scheduled_time, status, priority, run_at, owner_token, locked_until, lease_version, attempts, max_attempts, claimed_at, claimed_by, last_error, created_at, updated_at, finished_at, metadata, cancel_requested_at, unique_key, unique_states, limit_key, workflow_id, awaited, output from workq.job_runs
+    union all
+    -- done rows only: a page of another status skips the done table (a one-time filter)
+    select id, queue, kind, payload, dedup_key, schedule_id, scheduled_time, status, priority, run_at, owner_token, locked_until, lease_version, attempts, max_attempts, claimed_at, claimed_by, last_error, created_at, updated_at, finished_at, metadata, cancel_requested_at, unique_key, unique_states, limit_key, workflow_id, awaited, output from workq.job_runs_done d where $1::smallint is null or $1::smallint = 2
+) t
+where t.id < $2::bigint
+  and ($3::text is null or t.queue = $3::text)
+  and ($1::smallint is null or t.status = $1::smallint)
   and ($4::text is null or t.kind = $4::text)
   and ($5::timestamptz is null or t.created_at >= $5::timestamptz)
   and ($6::timestamptz is null or t.created_at < $6::timestamptz)
@@ -749,9 +759,9 @@ limit $11::integer
 `
 
 type JobRunsPageParams struct {
+	Status        *int16
 	BeforeID      int64
 	Queue         *string
-	Status        *int16
 	Kind          *string
 	CreatedAfter  *time.Time
 	CreatedBefore *time.Time
@@ -765,9 +775,9 @@ type JobRunsPageParams struct {
 // JobRunsPage lists items newest first below before_id (keyset pagination over the primary key: rows inserted meanwhile have higher ids and never shift a later page), filtered by queue, status, kind, creation time, a text in last_error, case-insensitive, metadata containing an object and the limit key (null: any), and at or above min_id (admin bounds the ids a text or metadata search reads with it).
 func (q *Queries) JobRunsPage(ctx context.Context, arg JobRunsPageParams) ([]JobRun, error) {
 	rows, err := q.db.Query(ctx, jobRunsPage,
+		arg.Status,
 		arg.BeforeID,
 		arg.Queue,
-		arg.Status,
 		arg.Kind,
 		arg.CreatedAfter,
 		arg.CreatedBefore,
@@ -826,10 +836,15 @@ func (q *Queries) JobRunsPage(ctx context.Context, arg JobRunsPageParams) ([]Job
 }
 
 const jobRunsPageAsc = `-- name: JobRunsPageAsc :many
-select id, queue, kind, payload, dedup_key, schedule_id, scheduled_time, status, priority, run_at, owner_token, locked_until, lease_version, attempts, max_attempts, claimed_at, claimed_by, last_error, created_at, updated_at, finished_at, metadata, cancel_requested_at, unique_key, unique_states, limit_key, workflow_id, awaited, output from workq.job_runs t
-where t.id > $1::bigint
-  and ($2::text is null or t.queue = $2::text)
-  and ($3::smallint is null or t.status = $3::smallint)
+select id, queue, kind, payload, dedup_key, schedule_id, scheduled_time, status, priority, run_at, owner_token, locked_until, lease_version, attempts, max_attempts, claimed_at, claimed_by, last_error, created_at, updated_at, finished_at, metadata, cancel_requested_at, unique_key, unique_states, limit_key, workflow_id, awaited, output from (
+    select id, queue, kind, payload, dedup_key, schedule_id, scheduled_time, status, priority, run_at, owner_token, locked_until, lease_version, attempts, max_attempts, claimed_at, claimed_by, last_error, created_at, updated_at, finished_at, metadata, cancel_requested_at, unique_key, unique_states, limit_key, workflow_id, awaited, output from workq.job_runs
+    union all
+    -- done rows only: a page of another status skips the done table (a one-time filter)
+    select id, queue, kind, payload, dedup_key, schedule_id, scheduled_time, status, priority, run_at, owner_token, locked_until, lease_version, attempts, max_attempts, claimed_at, claimed_by, last_error, created_at, updated_at, finished_at, metadata, cancel_requested_at, unique_key, unique_states, limit_key, workflow_id, awaited, output from workq.job_runs_done d where $1::smallint is null or $1::smallint = 2
+) t
+where t.id > $2::bigint
+  and ($3::text is null or t.queue = $3::text)
+  and ($1::smallint is null or t.status = $1::smallint)
   and ($4::text is null or t.kind = $4::text)
   and ($5::timestamptz is null or t.created_at >= $5::timestamptz)
   and ($6::timestamptz is null or t.created_at < $6::timestamptz)
@@ -843,9 +858,9 @@ limit $11::integer
 `
 
 type JobRunsPageAscParams struct {
+	Status        *int16
 	AfterID       int64
 	Queue         *string
-	Status        *int16
 	Kind          *string
 	CreatedAfter  *time.Time
 	CreatedBefore *time.Time
@@ -859,9 +874,9 @@ type JobRunsPageAscParams struct {
 // JobRunsPageAsc is JobRunsPage oldest first: items above after_id (the same keyset walk up the primary key, or up the failed index; rows inserted meanwhile have higher ids and come on a later page), with the same filters, and at or below max_id (admin bounds the ids a text or metadata search reads with it).
 func (q *Queries) JobRunsPageAsc(ctx context.Context, arg JobRunsPageAscParams) ([]JobRun, error) {
 	rows, err := q.db.Query(ctx, jobRunsPageAsc,
+		arg.Status,
 		arg.AfterID,
 		arg.Queue,
-		arg.Status,
 		arg.Kind,
 		arg.CreatedAfter,
 		arg.CreatedBefore,

@@ -296,6 +296,156 @@ type WorkqFlowState struct {
 	UpdatedAt      time.Time
 }
 
+type WorkqInboxDone struct {
+	ID                int64
+	Queue             string
+	Source            string
+	MessageID         string
+	Topic             *string
+	Payload           []byte
+	PayloadHash       []byte
+	FirstSeenAt       time.Time
+	Status            int16
+	Priority          int16
+	RunAt             time.Time
+	OwnerToken        *uuid.UUID
+	LockedUntil       *time.Time
+	LeaseVersion      int64
+	Attempts          int32
+	MaxAttempts       int32
+	ClaimedAt         *time.Time
+	ClaimedBy         *string
+	LastError         *string
+	CreatedAt         time.Time
+	UpdatedAt         time.Time
+	FinishedAt        *time.Time
+	CancelRequestedAt *time.Time
+	Output            []byte
+}
+
+type WorkqInboxDoneDefault struct {
+	ID                int64
+	Queue             string
+	Source            string
+	MessageID         string
+	Topic             *string
+	Payload           []byte
+	PayloadHash       []byte
+	FirstSeenAt       time.Time
+	Status            int16
+	Priority          int16
+	RunAt             time.Time
+	OwnerToken        *uuid.UUID
+	LockedUntil       *time.Time
+	LeaseVersion      int64
+	Attempts          int32
+	MaxAttempts       int32
+	ClaimedAt         *time.Time
+	ClaimedBy         *string
+	LastError         *string
+	CreatedAt         time.Time
+	UpdatedAt         time.Time
+	FinishedAt        *time.Time
+	CancelRequestedAt *time.Time
+	Output            []byte
+}
+
+type WorkqJobRunsAll struct {
+	ID                int64
+	Queue             string
+	Kind              string
+	Payload           []byte
+	DedupKey          *string
+	ScheduleID        *int64
+	ScheduledTime     *time.Time
+	Status            int16
+	Priority          int16
+	RunAt             time.Time
+	OwnerToken        *uuid.UUID
+	LockedUntil       *time.Time
+	LeaseVersion      int64
+	Attempts          int32
+	MaxAttempts       int32
+	ClaimedAt         *time.Time
+	ClaimedBy         *string
+	LastError         *string
+	CreatedAt         time.Time
+	UpdatedAt         time.Time
+	FinishedAt        *time.Time
+	Metadata          []byte
+	CancelRequestedAt *time.Time
+	UniqueKey         []byte
+	UniqueStates      *int16
+	LimitKey          *string
+	WorkflowID        *int64
+	Awaited           *bool
+	Output            []byte
+}
+
+type WorkqJobRunsDone struct {
+	ID                int64
+	Queue             string
+	Kind              string
+	Payload           []byte
+	DedupKey          *string
+	ScheduleID        *int64
+	ScheduledTime     *time.Time
+	Status            int16
+	Priority          int16
+	RunAt             time.Time
+	OwnerToken        *uuid.UUID
+	LockedUntil       *time.Time
+	LeaseVersion      int64
+	Attempts          int32
+	MaxAttempts       int32
+	ClaimedAt         *time.Time
+	ClaimedBy         *string
+	LastError         *string
+	CreatedAt         time.Time
+	UpdatedAt         time.Time
+	FinishedAt        *time.Time
+	Metadata          []byte
+	CancelRequestedAt *time.Time
+	UniqueKey         []byte
+	UniqueStates      *int16
+	LimitKey          *string
+	WorkflowID        *int64
+	Awaited           *bool
+	Output            []byte
+}
+
+type WorkqJobRunsDoneDefault struct {
+	ID                int64
+	Queue             string
+	Kind              string
+	Payload           []byte
+	DedupKey          *string
+	ScheduleID        *int64
+	ScheduledTime     *time.Time
+	Status            int16
+	Priority          int16
+	RunAt             time.Time
+	OwnerToken        *uuid.UUID
+	LockedUntil       *time.Time
+	LeaseVersion      int64
+	Attempts          int32
+	MaxAttempts       int32
+	ClaimedAt         *time.Time
+	ClaimedBy         *string
+	LastError         *string
+	CreatedAt         time.Time
+	UpdatedAt         time.Time
+	FinishedAt        *time.Time
+	Metadata          []byte
+	CancelRequestedAt *time.Time
+	UniqueKey         []byte
+	UniqueStates      *int16
+	LimitKey          *string
+	WorkflowID        *int64
+	Awaited           *bool
+	Output            []byte
+}
+
 type WorkqLeaseTable struct {
 	ID                int64
 	Queue             string
@@ -324,4 +474,133 @@ type WorkqLock struct {
 	ExpiresAt  time.Time
 	AcquiredAt time.Time
 	RenewedAt  time.Time
+}
+
+type WorkqOutboxDone struct {
+	ID                int64
+	Queue             string
+	Topic             string
+	PartitionKey      *string
+	MessageID         uuid.UUID
+	Payload           []byte
+	Headers           []byte
+	CorrelationID     *string
+	Status            int16
+	Priority          int16
+	RunAt             time.Time
+	OwnerToken        *uuid.UUID
+	LockedUntil       *time.Time
+	LeaseVersion      int64
+	Attempts          int32
+	MaxAttempts       int32
+	ClaimedAt         *time.Time
+	ClaimedBy         *string
+	LastError         *string
+	CreatedAt         time.Time
+	UpdatedAt         time.Time
+	FinishedAt        *time.Time
+	JoinID            *int64
+	KeySeq            *int64
+	CancelRequestedAt *time.Time
+	Output            []byte
+}
+
+type WorkqOutboxDoneDefault struct {
+	ID                int64
+	Queue             string
+	Topic             string
+	PartitionKey      *string
+	MessageID         uuid.UUID
+	Payload           []byte
+	Headers           []byte
+	CorrelationID     *string
+	Status            int16
+	Priority          int16
+	RunAt             time.Time
+	OwnerToken        *uuid.UUID
+	LockedUntil       *time.Time
+	LeaseVersion      int64
+	Attempts          int32
+	MaxAttempts       int32
+	ClaimedAt         *time.Time
+	ClaimedBy         *string
+	LastError         *string
+	CreatedAt         time.Time
+	UpdatedAt         time.Time
+	FinishedAt        *time.Time
+	JoinID            *int64
+	KeySeq            *int64
+	CancelRequestedAt *time.Time
+	Output            []byte
+}
+
+type WorkqTimersDone struct {
+	ID                int64
+	Queue             string
+	Topic             string
+	Payload           []byte
+	DueTime           time.Time
+	Status            int16
+	Priority          int16
+	RunAt             time.Time
+	OwnerToken        *uuid.UUID
+	LockedUntil       *time.Time
+	LeaseVersion      int64
+	Attempts          int32
+	MaxAttempts       int32
+	ClaimedAt         *time.Time
+	ClaimedBy         *string
+	LastError         *string
+	CreatedAt         time.Time
+	UpdatedAt         time.Time
+	FinishedAt        *time.Time
+	CancelledAt       *time.Time
+	CancelRequestedAt *time.Time
+	Output            []byte
+}
+
+type WorkqTimersDoneDefault struct {
+	ID                int64
+	Queue             string
+	Topic             string
+	Payload           []byte
+	DueTime           time.Time
+	Status            int16
+	Priority          int16
+	RunAt             time.Time
+	OwnerToken        *uuid.UUID
+	LockedUntil       *time.Time
+	LeaseVersion      int64
+	Attempts          int32
+	MaxAttempts       int32
+	ClaimedAt         *time.Time
+	ClaimedBy         *string
+	LastError         *string
+	CreatedAt         time.Time
+	UpdatedAt         time.Time
+	FinishedAt        *time.Time
+	CancelledAt       *time.Time
+	CancelRequestedAt *time.Time
+	Output            []byte
+}
+
+type WorkqWorkqLeaseTableDone struct {
+	ID                int64
+	Queue             string
+	Status            int16
+	Priority          int16
+	RunAt             time.Time
+	OwnerToken        *uuid.UUID
+	LockedUntil       *time.Time
+	LeaseVersion      int64
+	Attempts          int32
+	MaxAttempts       int32
+	ClaimedAt         *time.Time
+	ClaimedBy         *string
+	LastError         *string
+	CreatedAt         time.Time
+	UpdatedAt         time.Time
+	FinishedAt        *time.Time
+	CancelRequestedAt *time.Time
+	Output            []byte
 }

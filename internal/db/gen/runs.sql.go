@@ -12,16 +12,77 @@ import (
 	"github.com/google/uuid"
 )
 
-const runsAddPartitions = `-- name: RunsAddPartitions :one
-select workq.workq_runs_add_partitions(now(), $1::integer, now() - nullif($2::bigint, 0) * interval '1 millisecond')::integer as added
+const dayPartitionDrop = `-- name: DayPartitionDrop :many
+select d.dropped::text as dropped, d.rows_estimate::bigint as rows_estimate
+from workq.workq_day_partition_drop($1::text, now() - ($2::bigint) * interval '1 millisecond') as d (dropped, rows_estimate)
 `
 
-// RunsAddPartitions makes the run archive's day partitions from today (UTC) to days_ahead days on, and one for every day with rows in the DEFAULT partition (moving them in), leaving out days that ended more than older_than_ms ago (0: none); it returns how many it made (workq_runs_add_partitions, migration 00020).
-func (q *Queries) RunsAddPartitions(ctx context.Context, daysAhead int32, olderThanMs int64) (int32, error) {
-	row := q.db.QueryRow(ctx, runsAddPartitions, daysAhead, olderThanMs)
+type DayPartitionDropRow struct {
+	Dropped      string
+	RowsEstimate int64
+}
+
+// DayPartitionDrop drops the oldest partition of a day-partitioned table whose whole day ended more than older_than_ms ago (retention), and returns its name and estimated rows; no row when there is none (workq_day_partition_drop: one partition per call, each a short transaction).
+func (q *Queries) DayPartitionDrop(ctx context.Context, parent string, olderThanMs int64) ([]DayPartitionDropRow, error) {
+	rows, err := q.db.Query(ctx, dayPartitionDrop, parent, olderThanMs)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []DayPartitionDropRow
+	for rows.Next() {
+		var i DayPartitionDropRow
+		if err := rows.Scan(&i.Dropped, &i.RowsEstimate); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const dayPartitionsAdd = `-- name: DayPartitionsAdd :one
+select workq.workq_day_partitions_add($1::text, now(), $2::integer, now() - nullif($3::bigint, 0) * interval '1 millisecond')::integer as added
+`
+
+type DayPartitionsAddParams struct {
+	Parent      string
+	DaysAhead   int32
+	OlderThanMs int64
+}
+
+// DayPartitionsAdd makes the day partitions of a day-partitioned table (runs, the run archive, or a done table such as job_runs_done) from today (UTC) to days_ahead days on, and one for every day with rows in its DEFAULT partition (moving them in), leaving out days that ended more than older_than_ms ago (0: none); it returns how many it made (workq_day_partitions_add, migration 00027).
+func (q *Queries) DayPartitionsAdd(ctx context.Context, arg DayPartitionsAddParams) (int32, error) {
+	row := q.db.QueryRow(ctx, dayPartitionsAdd, arg.Parent, arg.DaysAhead, arg.OlderThanMs)
 	var added int32
 	err := row.Scan(&added)
 	return added, err
+}
+
+const dayPartitionsDeleteOld = `-- name: DayPartitionsDeleteOld :one
+select workq.workq_day_partitions_delete_old($1::text, now() - ($2::bigint) * interval '1 millisecond', $3::integer, $4::boolean)::bigint as deleted
+`
+
+type DayPartitionsDeleteOldParams struct {
+	Parent      string
+	OlderThanMs int64
+	MaxRows     int32
+	InDays      bool
+}
+
+// DayPartitionsDeleteOld deletes up to max_rows rows that finished more than older_than_ms ago from the partitions of a day-partitioned table that are not one day wide (its DEFAULT partition, and runs_legacy, the archive from before partitioning) and, with in_days, from the day partitions that began before that age (an age under a day), and returns how many (retention; workq_day_partitions_delete_old).
+func (q *Queries) DayPartitionsDeleteOld(ctx context.Context, arg DayPartitionsDeleteOldParams) (int64, error) {
+	row := q.db.QueryRow(ctx, dayPartitionsDeleteOld,
+		arg.Parent,
+		arg.OlderThanMs,
+		arg.MaxRows,
+		arg.InDays,
+	)
+	var deleted int64
+	err := row.Scan(&deleted)
+	return deleted, err
 }
 
 const runsByIDs = `-- name: RunsByIDs :many
@@ -65,49 +126,6 @@ func (q *Queries) RunsClock(ctx context.Context) (time.Time, error) {
 	var now time.Time
 	err := row.Scan(&now)
 	return now, err
-}
-
-const runsDeleteOld = `-- name: RunsDeleteOld :one
-select workq.workq_runs_delete_old(now() - ($1::bigint) * interval '1 millisecond', $2::integer)::bigint as deleted
-`
-
-// RunsDeleteOld deletes up to max_rows archived attempts that finished more than older_than_ms ago from the partitions that are not one day wide (the DEFAULT partition and runs_legacy, the archive from before partitioning), and returns how many (retention; workq_runs_delete_old).
-func (q *Queries) RunsDeleteOld(ctx context.Context, olderThanMs int64, maxRows int32) (int64, error) {
-	row := q.db.QueryRow(ctx, runsDeleteOld, olderThanMs, maxRows)
-	var deleted int64
-	err := row.Scan(&deleted)
-	return deleted, err
-}
-
-const runsDropPartition = `-- name: RunsDropPartition :many
-select d.dropped::text as dropped, d.rows_estimate::bigint as rows_estimate
-from workq.workq_runs_drop_partition(now() - ($1::bigint) * interval '1 millisecond') as d (dropped, rows_estimate)
-`
-
-type RunsDropPartitionRow struct {
-	Dropped      string
-	RowsEstimate int64
-}
-
-// RunsDropPartition drops the oldest partition of the run archive whose whole day ended more than older_than_ms ago (retention), and returns its name and estimated rows; no row when there is none (workq_runs_drop_partition: one partition per call, each a short transaction).
-func (q *Queries) RunsDropPartition(ctx context.Context, olderThanMs int64) ([]RunsDropPartitionRow, error) {
-	rows, err := q.db.Query(ctx, runsDropPartition, olderThanMs)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var items []RunsDropPartitionRow
-	for rows.Next() {
-		var i RunsDropPartitionRow
-		if err := rows.Scan(&i.Dropped, &i.RowsEstimate); err != nil {
-			return nil, err
-		}
-		items = append(items, i)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	return items, nil
 }
 
 const runsEndedBetween = `-- name: RunsEndedBetween :many

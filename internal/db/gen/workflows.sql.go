@@ -42,6 +42,24 @@ func (q *Queries) WorkflowAwait(ctx context.Context, id int64) (WorkflowAwaitRow
 	return i, err
 }
 
+const workflowAwaitDone = `-- name: WorkflowAwaitDone :one
+select d.status, d.output, d.last_error from workq.job_runs_done d where d.id = $1::bigint limit 1
+`
+
+type WorkflowAwaitDoneRow struct {
+	Status    int16
+	Output    []byte
+	LastError *string
+}
+
+// WorkflowAwaitDone reads the end of a job run that moved to job_runs_done (WorkflowAwait found no row in job_runs: it ended done, or there is no such job); no row: no such job.
+func (q *Queries) WorkflowAwaitDone(ctx context.Context, id int64) (WorkflowAwaitDoneRow, error) {
+	row := q.db.QueryRow(ctx, workflowAwaitDone, id)
+	var i WorkflowAwaitDoneRow
+	err := row.Scan(&i.Status, &i.Output, &i.LastError)
+	return i, err
+}
+
 const workflowClearCancel = `-- name: WorkflowClearCancel :exec
 update workq.workflows set cancel_requested_at = null where id = $1::bigint and cancel_requested_at is not null
 `

@@ -122,7 +122,7 @@ type sqlPayload string
 func wantIdempotencyKey(t *testing.T, pool *pgxpool.Pool, id int64) string {
 	t.Helper()
 	var created time.Time
-	if err := pool.QueryRow(context.Background(), "select created_at from workq.job_runs where id = $1", id).Scan(&created); err != nil {
+	if err := pool.QueryRow(context.Background(), "select created_at from workq.job_runs_all where id = $1", id).Scan(&created); err != nil {
 		t.Fatal(err)
 	}
 	return "job_runs-" + strconv.FormatInt(id, 10) + "-" + strconv.FormatInt(created.UnixMicro(), 10)
@@ -142,7 +142,7 @@ func waitFinal(t *testing.T, pool *pgxpool.Pool, id int64) finalRow {
 		var r finalRow
 		var status int16
 		err := pool.QueryRow(context.Background(),
-			"select status, attempts, coalesce(last_error, '') from workq.job_runs where id = $1", id).
+			"select status, attempts, coalesce(last_error, '') from workq.job_runs_all where id = $1", id).
 			Scan(&status, &r.Attempts, &r.LastError)
 		if err != nil {
 			t.Fatalf("read job %d: %v", id, err)
@@ -356,7 +356,7 @@ func TestWebhook(t *testing.T) {
 				// The payload went through jsonb, so the body sent is the
 				// database's rendering of payload->'body', byte for byte.
 				var stored string
-				if err := pool.QueryRow(context.Background(), "select (payload->'body')::text from workq.job_runs where id = $1", id).Scan(&stored); err != nil {
+				if err := pool.QueryRow(context.Background(), "select (payload->'body')::text from workq.job_runs_all where id = $1", id).Scan(&stored); err != nil {
 					t.Fatal(err)
 				}
 				if string(r.Body) != stored {
@@ -701,7 +701,7 @@ func TestExec(t *testing.T) {
 	attemptLog := func(t *testing.T, id int64) string {
 		t.Helper()
 		var runID string
-		if err := pool.QueryRow(context.Background(), "select workq.workq_run_id('job_runs', id, lease_version)::text from workq.job_runs where id = $1", id).Scan(&runID); err != nil {
+		if err := pool.QueryRow(context.Background(), "select workq.workq_run_id('job_runs', id, lease_version)::text from workq.job_runs_all where id = $1", id).Scan(&runID); err != nil {
 			t.Fatal(err)
 		}
 		b, err := os.ReadFile(filepath.Join(runsDir, "job_runs", strconv.FormatInt(id, 10), runID, "attempt.log"))

@@ -37,7 +37,7 @@ func TestHeartbeatSkipsLockedRows(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer tx.Rollback(ctx)
-	if _, err := tx.Exec(ctx, "select 1 from workq.job_runs_all where id = $1 for update", ids[1]); err != nil {
+	if _, err := tx.Exec(ctx, "select 1 from workq.job_runs where id = $1 for update", ids[1]); err != nil {
 		t.Fatal(err)
 	}
 

@@ -261,7 +261,7 @@ func TestRuntimeLockedRowIsNotALostLease(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { _ = tx.Rollback(ctx) }()
-	if _, err := tx.Exec(ctx, "select 1 from workq.job_runs_all where id = $1 for update", id); err != nil {
+	if _, err := tx.Exec(ctx, "select 1 from workq.job_runs where id = $1 for update", id); err != nil {
 		t.Fatal(err)
 	}
 	locked := time.Now()

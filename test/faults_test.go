@@ -47,6 +47,7 @@ func TestFaults(t *testing.T) {
 	t.Run("worker crashes", func(t *testing.T) { testFaultCrashes(t, bin) })
 	t.Run("database restarts", func(t *testing.T) { testFaultRestart(t, bin) })
 	t.Run("database restart longer than the lease", func(t *testing.T) { testFaultLongRestart(t, bin) })
+	t.Run("database restart of 35 s at the default lease under 600 jobs per s", func(t *testing.T) { testFaultRestartDefaultLease(t, bin) })
 	t.Run("network partition and slow link", func(t *testing.T) { testFaultPartition(t, bin) })
 	t.Run("global limit under kills and partitions", func(t *testing.T) { testFaultLimit(t, bin) })
 	t.Run("global limit across two shards under kills and partitions", func(t *testing.T) { testFaultShardLimit(t, bin) })
@@ -1017,15 +1018,7 @@ func (r *outageRig) awaitClaims(since time.Time, after string) []time.Duration {
 	back := r.off.toDB(since)
 	var out []time.Duration
 	for _, w := range r.workers {
-		var first time.Time
-		awaitCond(r.t, time.Minute, w.id+" claims again after "+after, func() (bool, string) {
-			qctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			defer cancel()
-			err := r.db.QueryRow(qctx, `select coalesce(min(at), 'infinity') from fault_history
-				where event = 'claim' and claimed_by = $1 and at > $2`, w.id, back).Scan(&first)
-			return err == nil && first.Year() < 9999, fmt.Sprint(err)
-		})
-		out = append(out, first.Sub(back))
+		out = append(out, firstClaimAfter(r.t, r.db, w.id, back, after))
 	}
 	return out
 }

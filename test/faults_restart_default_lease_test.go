@@ -408,7 +408,7 @@ func (p *pacedProducer) ackedRate() string {
 func (p *pacedProducer) lostEnqueues(t *testing.T, db *pgxpool.Pool) (lost []string, committedAnyway int) {
 	t.Helper()
 	stored := map[int]int16{}
-	collectRows(t, db, `select (payload->'body'->>'seq')::int, status from workq.job_runs where payload->'body' ? 'seq'`,
+	collectRows(t, db, `select (payload->'body'->>'seq')::int, status from workq.job_runs_all where payload->'body' ? 'seq'`,
 		func(row struct {
 			Seq    int
 			Status int16

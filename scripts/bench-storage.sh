@@ -46,7 +46,7 @@ for i in $(seq 1 "$RUNS"); do
     lsn0=$(sql "$url" "select pg_current_wal_lsn()")
     case $s in
       river) out=$("$RIVER" bench --database-url "$url" --num-total-jobs "$N" 2>&1 || true)
-             rate=$(printf '%s\n' "$out" | grep -oE 'jobs/sec[^0-9]*[0-9.]+' | tail -1 | grep -oE '[0-9.]+$' || echo 0) ;;
+             rate=$(printf '%s\n' "$out" | sed -nE 's/.*overall job\/sec \[ *([0-9.]+) *\].*/\1/p') ;;
       *) out=$(DATABASE_URL=$url "$tmp/workq-$s" bench -n "$N" 2>/dev/null)
          rate=$(printf '%s\n' "$out" | grep -E ' = [0-9.]+ jobs/s' | sed -E 's/.* = ([0-9.]+) jobs\/s.*/\1/') ;;
     esac

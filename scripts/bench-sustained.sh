@@ -8,6 +8,9 @@
 #   scripts/bench-sustained.sh                       # workq only
 #   RIVER=/tmp/river/cmd/river/river scripts/bench-sustained.sh
 #   DURATION=2m EVERY=30s scripts/bench-sustained.sh # a short look
+#   # side by side, at once, each on its own cluster and port:
+#   PORT=5499 DURATION=60m scripts/bench-sustained.sh &
+#   PORT=5498 DURATION=60m SKIP_WORKQ=1 RIVER=/path/to/river scripts/bench-sustained.sh
 #
 # STATEMENTS=1 loads pg_stat_statements and adds each statement's calls and
 # total time to every sample (*-statements.tsv): where time goes as the
@@ -24,7 +27,7 @@ PGBIN=${PGBIN:-$(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -1)}
 OUT=${OUT:-/tmp/sustained-$(date +%H%M%S)}
 SHARED_BUFFERS=${SHARED_BUFFERS:-4GB}
 mkdir -p "$OUT"
-go build -o bin/workq ./cmd/workq
+[ -n "${SKIP_WORKQ:-}" ] || go build -o bin/workq ./cmd/workq
 
 secs() { # 10m -> 600, 30s -> 30
   local d=$1
@@ -45,7 +48,7 @@ URL="postgres://postgres@127.0.0.1:$PORT/postgres?sslmode=disable"
 psqlc() { psql "$URL" -XAtq -F $'\t' "$@"; }
 
 # sample NAME TABLES... : every EVERY, one row per table (and per partition
-# of workq.runs, which is partitioned by day): elapsed seconds, table, total
+# of workq.runs and workq.job_runs_done, which are partitioned by day): elapsed seconds, table, total
 # size, heap size, live and dead tuples, autovacuum count, inserts so far.
 sample() {
   local name=$1; shift
@@ -53,7 +56,7 @@ sample() {
   local t0; t0=$(date +%s)
   while sleep "$every_s"; do
     psqlc -c "select $(( $(date +%s) - t0 )), relname, pg_total_relation_size(relid), pg_relation_size(relid), n_live_tup, n_dead_tup, autovacuum_count, n_tup_ins
-              from pg_stat_user_tables where relname in ($list) or relname ~ '^runs_(p[0-9]+|default|legacy)$' order by relname" >>"$OUT/$name-sizes.tsv" 2>/dev/null || true
+              from pg_stat_user_tables where relname in ($list) or relname ~ '^(runs|job_runs_done)_(p[0-9]+|default|legacy)$' order by relname" >>"$OUT/$name-sizes.tsv" 2>/dev/null || true
     if [ -n "${STATEMENTS:-}" ]; then
       psqlc -c "select $(( $(date +%s) - t0 )), calls, round(total_exec_time), rows, left(regexp_replace(query, '\s+', ' ', 'g'), 70)
                 from pg_stat_statements where calls > 10 order by total_exec_time desc limit 25" >>"$OUT/$name-statements.tsv" 2>/dev/null || true

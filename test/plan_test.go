@@ -583,7 +583,11 @@ func TestRunsPlans(t *testing.T) {
 	if _, err := conn.Exec(ctx, `
 select workq.workq_runs_add_partitions(now() - interval '7 days', 10, null);
 insert into workq.runs (run_id, work_table, item_id, queue, attempt, lease_version, owner_token, worker_id, started_at, finished_at, outcome)
-select workq.workq_run_id(tb, i, v), tb, i, 'q', v, v, md5(i::text)::uuid, 'w', now() - interval '1 hour', now() - (25000 - i) * interval '24 seconds', 'done'
+select workq.workq_run_id(tb, i, v), tb, i, 'q', v, v, md5(i::text)::uuid, 'w', now() - interval '1 hour',
+       -- the same number of runs on each of the eight days, whatever the
+       -- time of day the test runs at (the oldest day held a few minutes'
+       -- rows late in a UTC day, and its partition was read by a scan)
+       date_trunc('day', now(), 'UTC') - interval '7 days' + (i % 8) * interval '1 day' + (i / 8) * interval '10 milliseconds', 'done'
 from generate_series(1, 25000) i, generate_series(1, 2) v, unnest(array['job_runs', 'outbox']) tb;
 analyze workq.runs`); err != nil {
 		t.Fatal(err)

@@ -60,8 +60,12 @@ d as (
     -- as u; the two take disjoint rows.
     delete from workq.workq_lease_table j
     using o
+    -- The choice is one expression over both sides, a join filter: as
+    -- separate conditions the table's would be estimated on their own (one
+    -- row on stale statistics) and drive a nested loop over o, quadratic
+    -- in the batch (TestLeasePlans).
     where j.id = any(@ids::bigint[]) and j.id = o.id and j.owner_token = o.owner_token
-      and o.outcome = 'done' and j.cancel_requested_at is null and not workq.workq_keeps_done(j)
+      and case when o.outcome = 'done' then j.cancel_requested_at is null and not workq.workq_keeps_done(j) else false end
     returning workq.workq_done_row(j, nullif(o.output, '')::jsonb) as r, j.owner_token
 ),
 moved as (

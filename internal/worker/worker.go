@@ -128,6 +128,9 @@ type Worker struct {
 	// Internal tests replace them to inject exactly that fault.
 	claimFn    func(*lease.Engine, context.Context, lease.ClaimParams) (lease.Claim, error)
 	completeFn func(*lease.Engine, context.Context, []lease.Completion) (lease.Applied, error)
+	// reapFn is the claim loops' reap of their queue's expired leases;
+	// internal tests replace it to hold a reap up.
+	reapFn func(e *lease.Engine, ctx context.Context, queue string, max int) (lease.Reaped, error)
 
 	// base is the parent of every handler context: Start's context without
 	// its cancellation, so its values (a logger, request-scoped settings)
@@ -174,7 +177,7 @@ func New(pool *pgxpool.Pool, cfg Config, o Options) (*Worker, error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	w := &Worker{base: context.Background(), pool: pool, rw: rw, db: rw.Wrap(pool), cfg: cfg, log: log, onResult: o.OnResult, obs: newObserving(o.Observer), shared: o.Shared, rank: o.Rank, shard: o.Shard, kinds: newKindRouter(), clock0: time.Now(),
-		claimFn: (*lease.Engine).Claim, completeFn: (*lease.Engine).Complete,
+		claimFn: (*lease.Engine).Claim, completeFn: (*lease.Engine).Complete, reapFn: (*lease.Engine).ReapExpired,
 		failBurst: failureLogBurst, failWindow: failureLogWindow}
 	olog := log
 	if o.Shard != "" {

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Bytes written and kept per finished job: one burn-down of N jobs at
 # default flags on a fresh database per system, then WAL (pg_current_wal_lsn
-# before and after, a CHECKPOINT first so each starts alike) and the sizes
-# of the tables it leaves (heap, indexes, TOAST) divided by N. Systems:
+# before and after, a CHECKPOINT first so each starts alike) and, after a
+# plain VACUUM, the sizes of the tables it leaves (heap, indexes, TOAST)
+# divided by N: the work table (job_runs, river_job), workq's done table and
+# its run archive. Systems:
 # this tree, BEFORE (a commit; optional) and River's CLI (RIVER=/path/to/river;
 # optional, `river bench --num-total-jobs N`). RUNS rounds, interleaved.
 #
@@ -52,6 +54,9 @@ for i in $(seq 1 "$RUNS"); do
     esac
     lsn1=$(sql "$url" "select pg_current_wal_lsn()")
     wal=$(sql "$url" "select pg_wal_lsn_diff('$lsn1', '$lsn0')")
+    # what stays: a plain VACUUM (what autovacuum does) gives back a table's
+    # empty trailing pages; the rest of its space is kept for reuse
+    sql "$url" "vacuum"
     case $s in
       river) work=$(sql "$url" "select $size_sql and c.relname = 'river_job'"); done_=0; arch=0 ;;
       *) work=$(sql "$url" "select $size_sql and c.relname = 'job_runs'")

@@ -17,8 +17,12 @@
 #   cd cmd/river && GOWORK=off GOFLAGS=-mod=mod go build -o /path/to/river .
 #
 # WORKQ defaults to a build of this tree. MODES=burn-down or MODES=continuous
-# runs one mode only. Per-run logs go to OUT (default a temporary directory,
-# kept and printed at the end).
+# runs one mode only. OWN_CLUSTER=1 runs everything on a throwaway cluster of
+# its own (initdb under /tmp, PORT 5498, PGBIN /usr/lib/postgresql/15/bin)
+# with the shared test server's settings (shared_buffers 128MB, autovacuum
+# off, max_wal_size 1GB), so that other sessions' benchmarks on the shared
+# server do not land in the figures (they still share the CPUs). Per-run
+# logs go to OUT (default a temporary directory, kept and printed at the end).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 : "${RIVER:?set RIVER to a river binary (see the header)}"
@@ -33,12 +37,23 @@ OUT=${OUT:-$(mktemp -d /tmp/bench-river.XXXXXX)}
 mkdir -p "$OUT"
 db=bench_rvcmp_$$ # its own name: other sessions may bench on the same server
 
+cleanup=()
+trap 'for c in "${cleanup[@]}"; do eval "$c"; done' EXIT
+if [ -n "${OWN_CLUSTER:-}" ]; then
+  PGBIN=${PGBIN:-/usr/lib/postgresql/15/bin}
+  PORT=${PORT:-5498}
+  . scripts/prodlike-cluster.sh
+  cleanup+=('prodlike_stop "$OUT/server.log"')
+  testlike_start bench-river-pg </dev/null
+  BASE=postgres://postgres@127.0.0.1:$PORT
+fi
+
 if [ -z "${WORKQ:-}" ]; then
   WORKQ=$OUT/workq
   go build -o "$WORKQ" ./cmd/workq
 fi
 (cd "$CEILING_DIR" && go build -o "$OUT/ceiling" .)
-trap 'PGOPTIONS="-c client_min_messages=warning" psql -qX "$BASE/postgres" -c "drop database if exists $db" >/dev/null 2>&1 || true' EXIT
+cleanup=('PGOPTIONS="-c client_min_messages=warning" psql -qX "$BASE/postgres" -c "drop database if exists $db" >/dev/null 2>&1 || true' "${cleanup[@]}")
 
 url="$BASE/$db?sslmode=disable"
 fresh() {
@@ -91,7 +106,7 @@ done
 
 med() { printf '%s' "${col[$1]}" | median; }
 echo
-echo "$RUNS rounds, N=$N, DURATION=$DURATION; load $(printf '%s' "${col[load]}" | sort -g | head -1)–$(printf '%s' "${col[load]}" | sort -g | tail -1) at the rounds' starts; logs in $OUT"
+echo "$RUNS rounds, N=$N, DURATION=$DURATION, server $BASE; load $(printf '%s' "${col[load]}" | sort -g | head -1)–$(printf '%s' "${col[load]}" | sort -g | tail -1) at the rounds' starts; logs in $OUT"
 echo "workq: $WORKQ; river: $RIVER ($("$RIVER" version 2>/dev/null | head -1))"
 printf '| mode | ceiling jobs/s | workq jobs/s | River jobs/s | workq/ceiling | River/ceiling | workq/River |\n'
 printf '|---|---|---|---|---|---|---|\n'

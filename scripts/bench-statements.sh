@@ -29,24 +29,13 @@ if [ -n "${CEILING:-}" ]; then name=ceiling; else : "${WORKQ:?set WORKQ to a wor
 OUT=${OUT:-/tmp/statements-$name-$(date +%H%M%S)}
 mkdir -p "$OUT"
 
-as_pg() { if [ "$(id -u)" = 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi; }
-DATA=$(mktemp -d /tmp/stmts.XXXXXX)
-[ "$(id -u)" = 0 ] && chown postgres "$DATA"
-trap 'as_pg "$PGBIN/pg_ctl" -D "$DATA/data" -m fast -w stop >/dev/null 2>&1 || true; cp "$DATA/server.log" "$OUT/" 2>/dev/null || true; rm -rf "$DATA"' EXIT
-as_pg "$PGBIN/initdb" -D "$DATA/data" -U postgres -A trust -E UTF8 --no-instructions >/dev/null
-cat >>"$DATA/data/postgresql.conf" <<CONF
-listen_addresses = '127.0.0.1'
-port = $PORT
-unix_socket_directories = '$DATA'
-max_connections = 100
-shared_buffers = 128MB
-max_wal_size = 1GB
-autovacuum = off
+. scripts/prodlike-cluster.sh
+trap 'prodlike_stop "$OUT/server.log"' EXIT
+testlike_start stmts <<CONF
 shared_preload_libraries = 'pg_stat_statements'
 pg_stat_statements.max = 5000
 pg_stat_statements.track = top
 CONF
-as_pg "$PGBIN/pg_ctl" -D "$DATA/data" -l "$DATA/server.log" -w -t 60 start >/dev/null
 BASE=postgres://postgres@127.0.0.1:$PORT
 URL="$BASE/bench?sslmode=disable"
 psql -qX "$BASE/postgres" -c "create database bench"

@@ -69,13 +69,19 @@ var historySQL = []string{
 		claimed_by    text,
 		partition_key text,
 		app           text not null default current_setting('application_name'))`,
+	// One row per statement and table: a completion both updates rows and
+	// deletes the done ones it moves to job_runs_done, and each part's
+	// statement trigger adds its rows to the statement's one row.
 	`create table fault_statements (
 		seq       bigserial primary key,
 		at        timestamptz not null default clock_timestamp(),
+		xid       bigint not null default txid_current(),
+		stmt_at   timestamptz not null default statement_timestamp(),
 		tbl       text not null,
 		statement text not null,
 		rows      bigint not null,
-		app       text not null default current_setting('application_name'))`,
+		app       text not null default current_setting('application_name'),
+		unique (xid, stmt_at, tbl, statement))`,
 	`create table fault_handler (
 		tbl           text not null,
 		item_id       bigint,
@@ -123,11 +129,29 @@ var historySQL = []string{
 		name text := substring(current_query() from '-- name: (\w+)');
 	begin
 		if name in ('LeaseComplete', 'LeaseHeartbeat') then
-			insert into fault_statements (tbl, statement, rows) select TG_TABLE_NAME, name, count(*) from changed;
+			insert into fault_statements (tbl, statement, rows) select TG_TABLE_NAME, name, count(*) from changed
+			on conflict (xid, stmt_at, tbl, statement) do update set rows = fault_statements.rows + excluded.rows;
 		end if;
 		return null;
 	end $$`,
+	// A completion that ends a job run done moves its row to job_runs_done:
+	// the delete of a row in progress is that attempt's end (nothing else
+	// deletes one), logged as the update to done would have been.
+	`create function fault_history_moved() returns trigger language plpgsql as $$
+	begin
+		if old.status <> 1 then
+			return null;
+		end if;
+		insert into fault_history (tbl, item_id, queue, event, old_status, new_status, lease_version, attempts,
+			max_attempts, token, locked_until, run_at, claimed_by)
+		values (TG_TABLE_NAME, old.id, old.queue, 'end', 1, 2, old.lease_version, old.attempts,
+			old.max_attempts, old.owner_token::text, old.locked_until, old.run_at, old.claimed_by);
+		return null;
+	end $$`,
 	`create trigger fault_history after update on workq.job_runs for each row execute function fault_history_row()`,
+	`create trigger fault_history_moved after delete on workq.job_runs for each row execute function fault_history_moved()`,
+	`create trigger fault_statements_moved after delete on workq.job_runs referencing old table as changed
+		for each statement execute function fault_statement_log()`,
 	`create trigger fault_history after update on workq.outbox for each row execute function fault_history_row()`,
 	`create trigger fault_statements after update on workq.job_runs referencing new table as changed
 		for each statement execute function fault_statement_log()`,

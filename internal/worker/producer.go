@@ -148,7 +148,7 @@ type attempt struct {
 	ctx     context.Context
 	cancel  context.CancelCauseFunc
 	batch   *batchDone   // nil without an execution timeout
-	claimed int64        // Worker.mono when the claim was sent
+	claimed int64        // Worker.mono when the claim's rows arrived: the queue wait the watchdog bounds starts here
 	expiry  atomic.Int64 // Worker.mono after which the lease can no longer be vouched for
 	state   atomic.Int32 // attemptQueued, then see the constants
 	// cancelled is set once the job's cancel was requested and its
@@ -772,10 +772,16 @@ func (p *producer) start(c lease.Claim, sent int64) {
 		done.left.Store(int32(len(c.Items)))
 	}
 	batch := make([]*attempt, len(c.Items))
+	// The lease is counted from when the claim was sent (expiry, above);
+	// the wait for a handler from when its rows arrived. Counted from the
+	// send, a claim whose reply took most of maxQueueWait (a slow link, a
+	// loaded server) had its prefetched rows given back before a handler
+	// could take them (fault scenario 3, "over the slow link").
+	arrived := p.w.mono()
 	p.mu.Lock()
 	for i, it := range c.Items {
 		ctx, cancel := context.WithCancelCause(parent)
-		a := &attempt{item: it, ctx: ctx, cancel: cancel, batch: done, claimed: sent}
+		a := &attempt{item: it, ctx: ctx, cancel: cancel, batch: done, claimed: arrived}
 		a.expiry.Store(expiry)
 		p.inflight[it.ID] = a
 		batch[i] = a

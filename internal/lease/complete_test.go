@@ -173,3 +173,90 @@ func TestCompleteMovesDoneJobRuns(t *testing.T) {
 		}
 	})
 }
+
+// A row that another transaction changes while a completion waits for its
+// lock is ended all the same, by whichever part of the statement did not
+// take it: the move decides on the row it read first, and the update takes
+// every row the move did not. A schedule deleted meanwhile (ON DELETE SET
+// NULL rewrites the running slot, which then no longer stays) left the job
+// in progress until its lease expired, to run again; a cancel requested
+// meanwhile ends the job cancelled at once.
+func TestCompleteEndsARowChangedMeanwhile(t *testing.T) {
+	ctx := context.Background()
+	pool := testdb.Pool(t)
+	cases := []struct {
+		name   string
+		insert string // $1: a schedule's id
+		change string // $1: the schedule's id, $2: the job's id
+		status lease.Status
+	}{
+		{"its schedule deleted",
+			`insert into workq.job_runs (queue, kind, payload, schedule_id, scheduled_time) values ('q', 'k', '{}', $1, now()) returning id`,
+			`delete from workq.schedules where id = $1 and $2::bigint > 0`, lease.StatusDone},
+		{"its cancel requested",
+			`insert into workq.job_runs (queue, kind, payload) select 'q', 'k', '{}' where $1::bigint > 0 returning id`,
+			`update workq.job_runs set cancel_requested_at = now(), last_error = 'cancelled by test' where id = $2 and $1::bigint > 0`, lease.StatusCancelled},
+	}
+	for i, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			var sched, id int64
+			if err := pool.QueryRow(ctx, `insert into workq.schedules (name, cron, queue, kind, payload)
+				values ($1, '* * * * *', 'q', 'k', '{}') returning id`, fmt.Sprintf("changed-%d", i)).Scan(&sched); err != nil {
+				t.Fatal(err)
+			}
+			if err := pool.QueryRow(ctx, c.insert, sched).Scan(&id); err != nil {
+				t.Fatal(err)
+			}
+			e := lease.New(pool, lease.JobRuns)
+			it, ok, err := e.ClaimByID(ctx, id, time.Minute, "w1")
+			if err != nil || !ok {
+				t.Fatalf("claim: %v %v", ok, err)
+			}
+			holder, err := pool.Begin(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer func() { _ = holder.Rollback(ctx) }()
+			var holderPID uint32
+			if err := holder.QueryRow(ctx, `select pg_backend_pid()`).Scan(&holderPID); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := holder.Exec(ctx, c.change, sched, id); err != nil {
+				t.Fatal(err)
+			}
+			type result struct {
+				a   lease.Applied
+				err error
+			}
+			done := make(chan result, 1)
+			go func() {
+				a, err := e.Complete(ctx, []lease.Completion{{ID: id, Token: it.OwnerToken, Outcome: lease.Done}})
+				done <- result{a, err}
+			}()
+			for waiting := false; !waiting; time.Sleep(time.Millisecond) {
+				if err := pool.QueryRow(ctx, `select exists (select 1 from pg_stat_activity where $1::int = any(pg_blocking_pids(pid)))`,
+					int32(holderPID)).Scan(&waiting); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := holder.Commit(ctx); err != nil {
+				t.Fatal(err)
+			}
+			r := <-done
+			if r.err != nil || r.a.Status[id] != c.status {
+				t.Fatalf("complete: %+v, %v; want status %v", r.a, r.err, c.status)
+			}
+			var status int16
+			var token any
+			var runs int
+			if err := pool.QueryRow(ctx, `select status, owner_token,
+					(select count(*) from workq.runs r where r.work_table = 'job_runs' and r.item_id = $1)
+				from workq.job_runs_all where id = $1`, id).Scan(&status, &token, &runs); err != nil {
+				t.Fatal(err)
+			}
+			if lease.Status(status) != c.status || token != nil || runs != 1 {
+				t.Fatalf("row after the completion: status %d, token %v, %d runs; want status %d, no token, 1 run", status, token, runs, c.status)
+			}
+		})
+	}
+}

@@ -201,7 +201,12 @@ u as (
     -- batch's ids whatever join the planner picks (see LeaseHeartbeat).
     where j.id = any($1::bigint[]) and j.id = o.id and j.owner_token = o.owner_token
       and o.outcome in ('done', 'retry', 'failed', 'snoozed', 'released', 'cancelled')
-      and not (o.outcome = 'done' and j.cancel_requested_at is null and not workq.workq_keeps_done(j))
+      -- Every row the move did not take, by id rather than by the move's
+      -- test again: a row another transaction changed while this one waited
+      -- for its lock (a cancel requested, a schedule deleted: ON DELETE SET
+      -- NULL) is re-tested on its new version by the move and by this
+      -- update alike, and could fail both tests and stay in progress.
+      and j.id <> all(array(select (d.r).id from d))
     returning j.id, j.status, j.queue, j.attempts, j.lease_version, j.claimed_at, j.claimed_by, o.owner_token, o.outcome, o.error,
               j.last_error, workq.workq_workflow_id(j) as workflow_id, workq.workq_awaited(j) as awaited
 ),

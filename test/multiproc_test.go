@@ -561,6 +561,12 @@ func testMultiRetention(t *testing.T, bin string) {
 		end $$`,
 		`create function log_runs_deletes() returns trigger language plpgsql as $$
 		begin
+			-- a day's partition being made moves that day's rows out of the
+			-- DEFAULT partition (after midnight UTC, the worker's new runs):
+			-- not retention
+			if current_query() like '%DayPartitionsAdd%' then
+				return null;
+			end if;
 			insert into deletions (tbl, xid, n, live, newest)
 			select 'runs', txid_current(), count(*), 0, max(finished_at) from gone;
 			return null;

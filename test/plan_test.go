@@ -581,13 +581,16 @@ func TestRunsPlans(t *testing.T) {
 	defer cancel()
 	conn := mustConnect(t, testdb.URL(t))
 	if _, err := conn.Exec(ctx, `
-select workq.workq_runs_add_partitions(now() - interval '7 days', 10, null);
+select workq.workq_runs_add_partitions(now() - interval '8 days', 10, null);
 insert into workq.runs (run_id, work_table, item_id, queue, attempt, lease_version, owner_token, worker_id, started_at, finished_at, outcome)
-select workq.workq_run_id(tb, i, v), tb, i, 'q', v, v, md5(i::text)::uuid, 'w', now() - interval '1 hour',
-       -- the same number of runs on each of the eight days, whatever the
-       -- time of day the test runs at (the oldest day held a few minutes'
-       -- rows late in a UTC day, and its partition was read by a scan)
-       date_trunc('day', now(), 'UTC') - interval '7 days' + (i % 8) * interval '1 day' + (i / 8) * interval '10 milliseconds', 'done'
+select workq.workq_run_id(tb, i, v), tb, i, 'q', v, v, md5(i::text)::uuid, 'w', now() - interval '9 days',
+       -- the same number of runs at noon UTC of each of the eight days
+       -- before today (over 31 s), whatever the time of day the test runs
+       -- at: none in the last minute, so that the partitions the dashboard
+       -- reads hold no row it counts (the time-of-day sensitive versions
+       -- failed late in a UTC day, or just after midnight)
+       date_trunc('day', now(), 'UTC') - interval '8 days' + (i % 8) * interval '1 day' + interval '12 hours'
+         + (i / 8) * interval '10 milliseconds', 'done'
 from generate_series(1, 25000) i, generate_series(1, 2) v, unnest(array['job_runs', 'outbox']) tb;
 analyze workq.runs`); err != nil {
 		t.Fatal(err)
@@ -659,20 +662,40 @@ analyze workq.runs`); err != nil {
 		}
 		t.Logf("%s: %.0f buffers over %d partitions (%d with rows)", c.query, analyzed.SharedHit+analyzed.SharedRead, partitions, len(populated))
 	}
-	for _, c := range []struct {
-		query string
-		args  map[string]any
-	}{
-		{"RunsLastMinute", nil},
-		{"RunsEndedBetween", map[string]any{"after": time.Now().Add(-10 * time.Minute), "until": time.Now()}},
-	} {
-		sql, params := namedQuery(t, "runs", c.query)
-		plan := explainCustom(t, ctx, conn, sql, argsFor(t, params, c.args)...)
-		// Today's partition; yesterday's too just after midnight UTC.
-		parts, _ := read(plan)
-		if len(parts) == 0 || len(parts) > 2 || plan.has(func(x planNode) bool { return x.NodeType == "Seq Scan" && populated[x.Relation] }) {
-			t.Errorf("%s reads the partitions with rows %v; want only those of its minutes, by runs_finished:\n%s", c.query, parts, plan)
+	// The dashboard's counts read the partitions of their minutes only, by
+	// runs_finished. RunsEndedBetween over a second of three days ago: that
+	// day's partition, where the second holds 1/31 of the rows.
+	var dayAgo time.Time
+	if err := conn.QueryRow(ctx, `select date_trunc('day', now(), 'UTC') - interval '3 days'`).Scan(&dayAgo); err != nil {
+		t.Fatal(err)
+	}
+	after := dayAgo.Add(12*time.Hour + 10*time.Second)
+	sql, params := namedQuery(t, "runs", "RunsEndedBetween")
+	plan := explainCustom(t, ctx, conn, sql, argsFor(t, params, map[string]any{"after": after, "until": after.Add(time.Second)})...)
+	byFinished := !plan.has(func(x planNode) bool { return x.NodeType == "Seq Scan" && populated[x.Relation] })
+	if parts, _ := read(plan); len(parts) != 1 || !parts["runs_p"+dayAgo.UTC().Format("20060102")] || !byFinished {
+		t.Errorf("RunsEndedBetween reads the partitions with rows %v; want only runs_p%s, by runs_finished:\n%s", parts, dayAgo.UTC().Format("20060102"), plan)
+	}
+	// RunsLastMinute: no partition that ends before its minute (by the
+	// database clock; today's, and yesterday's in a day's first minute, are
+	// read, and the ones ahead, which hold no rows), and by runs_finished
+	// where they hold rows.
+	var before []string
+	if err := conn.QueryRow(ctx, `select array(select p.partition_name from workq.workq_runs_partition_list() p
+		where not p.is_default and p.upper_bound <= now() - interval '1 minute')`).Scan(&before); err != nil || len(before) < 8 {
+		t.Fatalf("partitions before the last minute: %v, %v; want the 8 days that hold rows at least", before, err)
+	}
+	sql, params = namedQuery(t, "runs", "RunsLastMinute")
+	plan = explainCustom(t, ctx, conn, sql, argsFor(t, params, nil)...)
+	var scanned []string
+	plan.walk(func(x planNode) {
+		if strings.HasPrefix(x.Relation, "runs_") {
+			scanned = append(scanned, x.Relation)
 		}
+	})
+	byFinished = !plan.has(func(x planNode) bool { return x.NodeType == "Seq Scan" && populated[x.Relation] })
+	if len(scanned) == 0 || !byFinished || slices.ContainsFunc(scanned, func(r string) bool { return slices.Contains(before, r) }) {
+		t.Errorf("RunsLastMinute reads %v; want none of %v, by runs_finished where they hold rows:\n%s", scanned, before, plan)
 	}
 	// And the range holds exactly that item's runs, in claim order.
 	got, err := gen.New(conn).RunsListByItem(ctx, "outbox", 777)

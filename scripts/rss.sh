@@ -18,7 +18,7 @@ worker=$!
 trap 'kill $worker $producer 2>/dev/null || true' EXIT
 for ((t = 0; t <= DURATION; t += 30)); do
   rss=$(awk '/VmRSS/ {print $2}' /proc/$worker/status)
-  done=$(psql "$DATABASE_URL" -Atc "select count(*) from job_runs where queue = 'workq-bench' and status = 2")
+  done=$(psql "$DATABASE_URL" -Atc "select count(*) from job_runs_all where queue = 'workq-bench' and status = 2")
   echo "t=${t}s worker_rss_kb=$rss done=$done"
   [ "$t" -lt "$DURATION" ] && sleep 30
 done

@@ -78,10 +78,13 @@ from workq.workflow_tasks t join workq.job_runs j on j.id = t.job_id
 where t.workflow_id = @workflow_id::bigint and t.name = @name::text;
 
 -- name: WorkflowOfJob :one
--- WorkflowOfJob reads the workflow and task name of a job run (no row: the job does not exist; null workflow: it is in none).
-select j.workflow_id, t.name::text as task
+-- WorkflowOfJob reads the workflow and task name of a job run (no row: the job does not exist; null workflow: it is in none). A job that ended done and moved to job_runs_done is in none: a workflow's tasks never move.
+select j.workflow_id, coalesce(t.name, '')::text as task
 from workq.job_runs j left join workq.workflow_tasks t on t.job_id = j.id
-where j.id = @id::bigint;
+where j.id = @id::bigint
+union all
+(select null::bigint, ''::text from workq.job_runs_done d where d.id = @id::bigint limit 1)
+limit 1;
 
 -- name: WorkflowDepCounts :one
 -- WorkflowDepCounts counts how the dependencies of a task ended: done, failed, cancelled (a batch's callback reads it).

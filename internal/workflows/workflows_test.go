@@ -216,3 +216,40 @@ func itoa(i int) string {
 	}
 	return string(b)
 }
+
+// Of tells a job in a workflow from one in none and from none at all,
+// wherever the job's row is: a plain job that ended done has moved to
+// job_runs_done (a handler that asks for its workflow after its
+// completion committed) and is in none, not missing.
+func TestOf(t *testing.T) {
+	ctx := context.Background()
+	pool := testdb.Pool(t)
+	task := enqueue(t, pool, jobq.Task{Name: "a", Job: jobq.Job{Kind: "k"}}).Tasks["a"]
+	plain, err := jobq.New(jobq.Options{}).EnqueueMany(ctx, pool, []jobq.Job{{Kind: "k"}, {Kind: "k"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	end(t, pool, plain[1].ID, lease.Done)
+	if n := count(t, pool, "select count(*) from workq.job_runs_done where id = $1", plain[1].ID); n != 1 {
+		t.Fatalf("the done plain job is not in job_runs_done (%d rows)", n)
+	}
+	end(t, pool, task, lease.Done)
+	for _, c := range []struct {
+		name     string
+		id       int64
+		wantTask string
+		wantErr  error
+	}{
+		{"a workflow's task, done", task, "a", nil},
+		{"a plain job, ready", plain[0].ID, "", workflows.ErrNotInWorkflow},
+		{"a plain job, done and moved", plain[1].ID, "", workflows.ErrNotInWorkflow},
+		{"no such job", plain[1].ID + 1000, "", workqtype.ErrNotFound},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			wf, name, err := workflows.Of(ctx, pool, c.id)
+			if !errors.Is(err, c.wantErr) || name != c.wantTask || (c.wantErr == nil) != (wf > 0) {
+				t.Fatalf("Of(%d) = %d, %q, %v; want task %q, error %v", c.id, wf, name, err, c.wantTask, c.wantErr)
+			}
+		})
+	}
+}

@@ -379,9 +379,12 @@ func (q *Queries) WorkflowNotify(ctx context.Context, queues []string) error {
 }
 
 const workflowOfJob = `-- name: WorkflowOfJob :one
-select j.workflow_id, t.name::text as task
+select j.workflow_id, coalesce(t.name, '')::text as task
 from workq.job_runs j left join workq.workflow_tasks t on t.job_id = j.id
 where j.id = $1::bigint
+union all
+(select null::bigint, ''::text from workq.job_runs_done d where d.id = $1::bigint limit 1)
+limit 1
 `
 
 type WorkflowOfJobRow struct {
@@ -389,7 +392,7 @@ type WorkflowOfJobRow struct {
 	Task       string
 }
 
-// WorkflowOfJob reads the workflow and task name of a job run (no row: the job does not exist; null workflow: it is in none).
+// WorkflowOfJob reads the workflow and task name of a job run (no row: the job does not exist; null workflow: it is in none). A job that ended done and moved to job_runs_done is in none: a workflow's tasks never move.
 func (q *Queries) WorkflowOfJob(ctx context.Context, id int64) (WorkflowOfJobRow, error) {
 	row := q.db.QueryRow(ctx, workflowOfJob, id)
 	var i WorkflowOfJobRow

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"reflect"
 	"time"
 
 	"github.com/google/uuid"
@@ -315,9 +316,10 @@ func AddWorkerSafely[T Args](ws *Workers, w Worker[T]) (err error) {
 			ws.flow = append(ws.flow, flow...)
 		}
 	}()
+	decodeEmpty := decodesEmptyArgs[T]()
 	return ws.addJob(kind, func(ctx context.Context, raw *worker.Job) error {
 		job := new(Job[T])
-		if err := job.fill(raw); err != nil {
+		if err := job.fillArgs(raw, decodeEmpty); err != nil {
 			return err
 		}
 		if hasTimeout {
@@ -340,10 +342,26 @@ func AddWorkerSafely[T Args](ws *Workers, w Worker[T]) (err error) {
 // fill sets j to the typed view of a claimed job attempt, its payload
 // decoded into T's Args (an error made with Permanent when it does not
 // decode).
-func (j *Job[T]) fill(raw *worker.Job) error {
+func (j *Job[T]) fill(raw *worker.Job) error { return j.fillArgs(raw, decodesEmptyArgs[T]()) }
+
+// decodesEmptyArgs reports whether empty args ({}) must be decoded into a
+// T: unless T is a struct without its own UnmarshalJSON, which {} leaves
+// at its zero value. Not decoding them is the common case of a job that
+// carries nothing (the bench's, River's).
+func decodesEmptyArgs[T any]() bool {
+	t := reflect.TypeFor[T]()
+	return t.Kind() != reflect.Struct || reflect.PointerTo(t).Implements(reflect.TypeFor[json.Unmarshaler]())
+}
+
+// fillArgs is fill, decoding empty args only when decodeEmpty
+// (decodesEmptyArgs, worked out once per worker).
+func (j *Job[T]) fillArgs(raw *worker.Job, decodeEmpty bool) error {
 	*j = Job[T]{ID: raw.ID, Kind: raw.Kind, Queue: raw.Queue, Attempt: int(raw.Attempt), MaxAttempts: int(raw.MaxAttempts),
 		Priority: raw.Priority, RunAt: raw.RunAt, CreatedAt: raw.CreatedAt, Metadata: workqtype.DecodeMetadata(raw.Metadata), LimitKey: raw.LimitKey, Shard: raw.Shard,
 		RunID: raw.RunID, LeaseVersion: raw.LeaseVersion, raw: raw}
+	if !decodeEmpty && string(raw.Payload) == "{}" {
+		return nil
+	}
 	if err := json.Unmarshal(raw.Payload, &j.Args); err != nil {
 		return worker.Permanent(fmt.Errorf("decode args of job %d (%s): %w", raw.ID, raw.Kind, err))
 	}

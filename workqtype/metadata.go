@@ -44,7 +44,7 @@ func EncodeMetadata(field string, m map[string]string) ([]byte, error) {
 // metadata as stored), or nil when there are none; members of other types
 // (which only SQL written by hand can store) are left out.
 func DecodeMetadata(obj []byte) map[string]string {
-	if len(obj) < 2 || obj[0] != '{' {
+	if len(obj) < 2 || obj[0] != '{' || string(obj) == "{}" {
 		return nil
 	}
 	var m map[string]any

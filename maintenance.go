@@ -40,6 +40,12 @@ type MaintenanceConfig struct {
 	// ScheduleInterval is how often due schedule slots become job runs and
 	// overdue joins fail; default 1s.
 	ScheduleInterval time.Duration
+	// VacuumInterval is how often the work tables' dead tuples are
+	// checked, and a table with many (at least 10,000 and a fifth of its
+	// live rows) is vacuumed: a queue's table changes too fast for
+	// autovacuum's once-a-minute visit; default 10s; negative: never (left
+	// to autovacuum). docs/operations.md, "Vacuum".
+	VacuumInterval time.Duration
 
 	// observer is told about leadership and task rounds: the Client's
 	// metrics, if any (per shard on a sharded Client).
@@ -58,6 +64,7 @@ func DefaultMaintenance() MaintenanceConfig {
 		RetentionInterval: maintain.DefaultRetentionInterval,
 		InboxWindow:       maintain.DefaultInboxWindow,
 		ScheduleInterval:  maintain.DefaultScheduleInterval,
+		VacuumInterval:    maintain.DefaultVacuumInterval,
 	}
 }
 
@@ -81,6 +88,7 @@ func (m MaintenanceConfig) withDefaults() MaintenanceConfig {
 	dur(&m.RetentionInterval, d.RetentionInterval, false)
 	dur(&m.InboxWindow, d.InboxWindow, false)
 	dur(&m.ScheduleInterval, d.ScheduleInterval, false)
+	dur(&m.VacuumInterval, d.VacuumInterval, true)
 	return m
 }
 
@@ -110,6 +118,9 @@ func (m MaintenanceConfig) Validate() error {
 	if m.ScheduleInterval < 10*time.Millisecond {
 		bad("ScheduleInterval", "schedule interval must be at least 10ms, got %s", m.ScheduleInterval)
 	}
+	if m.VacuumInterval != 0 && m.VacuumInterval < time.Second {
+		bad("VacuumInterval", "vacuum interval must be at least 1s (or negative: never), got %s", m.VacuumInterval)
+	}
 	return errors.Join(errs...)
 }
 
@@ -119,14 +130,15 @@ const maintenanceBatch = 1000
 
 // MaintenanceTasks are the names of the built-in tasks, in the order they
 // are added; every one runs by default.
-var MaintenanceTasks = []string{"reap", "retention", "stuck", "inbox-window", "schedules", "join-deadlines", "replication"}
+var MaintenanceTasks = []string{"reap", "retention", "stuck", "inbox-window", "schedules", "join-deadlines", "replication", "vacuum"}
 
 // newMaintenance returns the maintenance service with every built-in task:
 // reap, retention (job runs, outbox, timers, the run archive and its
 // partitions), stuck items
 // (in progress past twice the lease), the inbox de-duplication window,
-// schedules, join deadlines and the replication check. A new built-in task is added here (and to
-// MaintenanceTasks).
+// schedules, join deadlines, the replication check and the work tables'
+// vacuum (unless VacuumInterval is negative). A new built-in task is added
+// here (and to MaintenanceTasks).
 func newMaintenance(db workqtype.TxDB, m MaintenanceConfig, owner string, leaseTTL time.Duration, log *slog.Logger) (*maintain.Service, error) {
 	svc := maintain.New(db, maintain.Options{Logger: log, LockTTL: m.LeaderTTL, Owner: owner, Observer: m.observer})
 	reap, err := maintain.ReapTask(db, m.ReapInterval, m.ReapBatch, log)
@@ -176,6 +188,13 @@ func newMaintenance(db workqtype.TxDB, m MaintenanceConfig, owner string, leaseT
 			return int64(n), err
 		}},
 		replication,
+	}
+	if m.VacuumInterval > 0 {
+		vacuum, err := maintain.VacuumTask(db, m.VacuumInterval, log)
+		if err != nil {
+			return nil, err
+		}
+		tasks = append(tasks, vacuum)
 	}
 	for _, t := range tasks {
 		if err := svc.Add(t); err != nil {

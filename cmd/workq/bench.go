@@ -113,7 +113,7 @@ the handler sleep, so slots stay busy as with real work.`,
 		Args: cobra.NoArgs,
 	}
 	cfg := bindConfig(cmd, "database-url", "max-conns", "concurrency", "batch", "lease", "poll", "poll-only",
-		"flush-interval", "flush-batch", "log-level", "log-format")
+		"flush-interval", "flush-batch", "vacuum-interval", "log-level", "log-format")
 	f := cmd.Flags()
 	n := f.IntP("jobs", "n", 200000, "burn-down: jobs to insert and work")
 	duration := f.Duration("duration", 0, "continuous or rate mode: how long to measure")

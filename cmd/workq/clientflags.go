@@ -98,6 +98,8 @@ var clientSettings = []clientSetting{
 		usage: "inbox de-duplication window: processed messages are deleted this long after processing, and a repeat after it counts as new"},
 	{flag: "schedule-interval", env: "WORKQ_SCHEDULE_INTERVAL", cli: "ScheduleInterval", lib: []string{"Maintenance.ScheduleInterval"},
 		usage: "how often due schedule slots are materialised into job runs"},
+	{flag: "vacuum-interval", env: "WORKQ_VACUUM_INTERVAL", cli: "VacuumInterval", lib: []string{"Maintenance.VacuumInterval"}, none: true,
+		usage: "how often the work tables' dead tuples are checked, and a table with many vacuumed (none: left to autovacuum)"},
 }
 
 // libraryDefaults returns workq.Config's defaults (workq.DefaultConfig). A

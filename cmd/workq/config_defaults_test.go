@@ -45,6 +45,7 @@ func TestConfigDefaultsAreTheComponents(t *testing.T) {
 		{"retention-interval", c.Maintenance.RetentionInterval, m.RetentionInterval},
 		{"inbox-window", c.Maintenance.InboxWindow, m.InboxWindow},
 		{"schedule-interval", c.Maintenance.ScheduleInterval, m.ScheduleInterval},
+		{"vacuum-interval", c.Maintenance.VacuumInterval, m.VacuumInterval},
 	} {
 		if d.cli != d.comp {
 			t.Errorf("--%s defaults to %v in the CLI, %v in its component", d.name, d.cli, d.comp)

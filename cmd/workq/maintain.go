@@ -10,7 +10,7 @@ import (
 // `workq run`).
 var maintainFlags = []string{
 	"reap-interval", "reap-batch", "leader-ttl", "retain-finished", "retain-runs", "retention-interval",
-	"inbox-window", "schedule-interval",
+	"inbox-window", "schedule-interval", "vacuum-interval",
 }
 
 func newMaintainCmd() *cobra.Command {

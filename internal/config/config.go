@@ -74,6 +74,7 @@ type Config struct {
 	RetentionInterval time.Duration // how often the retention task runs
 	InboxWindow       time.Duration // processed inbox messages are forgotten (deleted) this long after processing
 	ScheduleInterval  time.Duration // how often due schedule slots are materialised
+	VacuumInterval    time.Duration // how often the work tables' dead tuples are checked and vacuumed (negative = never)
 
 	// The CLI's own settings.
 	WebhookAllow   []string      // hosts the webhook handler may call
@@ -145,6 +146,7 @@ func Default() Config {
 		RetentionInterval:    maintain.DefaultRetentionInterval,
 		InboxWindow:          maintain.DefaultInboxWindow,
 		ScheduleInterval:     maintain.DefaultScheduleInterval,
+		VacuumInterval:       maintain.DefaultVacuumInterval,
 		WebhookTimeout:       10 * time.Second,
 		LogLevel:             "info",
 		LogFormat:            "text",

@@ -13,4 +13,5 @@ const (
 	DefaultRetentionInterval = time.Minute        // how often retention, stuck-item flagging and the inbox window run
 	DefaultInboxWindow       = 7 * 24 * time.Hour // processed inbox messages are remembered this long
 	DefaultScheduleInterval  = time.Second        // how often due schedule slots become job runs
+	DefaultVacuumInterval    = 10 * time.Second   // how often the work tables' dead tuples are checked (VacuumTask)
 )

@@ -1,0 +1,115 @@
+package maintain_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/workq/workq/internal/dbschema"
+	"github.com/workq/workq/internal/maintain"
+	"github.com/workq/workq/internal/testdb"
+	"github.com/workq/workq/migrate"
+)
+
+// The vacuum task vacuums a work table whose dead tuples pile up (at least
+// VacuumMinDead, and a fifth of its live rows), and leaves alone a table
+// with few dead tuples and one whose dead tuples are few next to its live
+// rows; a round after the vacuum has nothing to do.
+func TestVacuumTask(t *testing.T) {
+	pool := testdb.Pool(t)
+	ctx := context.Background()
+	conn, err := pool.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Release()
+	exec := func(sql string, args ...any) {
+		t.Helper()
+		if _, err := conn.Exec(ctx, sql, args...); err != nil {
+			t.Fatalf("%v\n%s", err, sql)
+		}
+	}
+	// job_runs: 3 x VacuumMinDead rows claimed and ended, as a queue's
+	// work leaves them (two dead versions each); timers: a few dead; the
+	// outbox: VacuumMinDead dead next to six times as many live rows.
+	exec(`insert into workq.job_runs (queue, kind, payload) select 'q', 'k', '{}' from generate_series(1, $1)`, 3*maintain.VacuumMinDead)
+	exec(`update workq.job_runs set status = 1, owner_token = gen_random_uuid(), locked_until = now() + interval '1 minute',
+		attempts = 1, claimed_at = now(), claimed_by = 'w'`)
+	exec(`delete from workq.job_runs`)
+	exec(`insert into workq.timers (queue, topic, payload, due_time, run_at) select 'q', 't', '{}', now(), now() from generate_series(1, 100)`)
+	exec(`delete from workq.timers`)
+	exec(`insert into workq.outbox (queue, topic, payload) select 'q', 't', '{}' from generate_series(1, $1)`, 7*maintain.VacuumMinDead)
+	exec(`delete from workq.outbox where id % 7 = 0`)
+	// The same dead job runs in another schema's job_runs, which a task on
+	// the default schema leaves alone.
+	other, err := dbschema.NewRewriter("wq_vac")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m, err := migrate.New(pool, migrate.Options{Schema: "wq_vac"}); err != nil {
+		t.Fatal(err)
+	} else if _, err := m.Up(ctx); err != nil {
+		t.Fatal(err)
+	}
+	exec(other.Rewrite(`insert into workq.job_runs (queue, kind, payload) select 'q', 'k', '{}' from generate_series(1, $1)`), 3*maintain.VacuumMinDead)
+	exec(other.Rewrite(`delete from workq.job_runs`))
+	// This session's statistics reach the others once it is idle after
+	// this statement.
+	exec(`select pg_stat_force_next_flush()`)
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		var dead int64
+		if err := pool.QueryRow(ctx, `select n_dead_tup from pg_stat_user_tables where relid = 'workq.job_runs'::regclass`).Scan(&dead); err != nil {
+			t.Fatal(err)
+		}
+		if dead >= 6*maintain.VacuumMinDead {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("job_runs shows %d dead tuples after 30 s; want the %d its rows left", dead, 6*maintain.VacuumMinDead)
+		}
+	}
+
+	vacuums := func() (jobRuns, outbox, timers, otherJobRuns int64) {
+		t.Helper()
+		if err := pool.QueryRow(ctx, `select
+			(select vacuum_count from pg_stat_user_tables where relid = 'workq.job_runs'::regclass),
+			(select vacuum_count from pg_stat_user_tables where relid = 'workq.outbox'::regclass),
+			(select vacuum_count from pg_stat_user_tables where relid = 'workq.timers'::regclass),
+			(select vacuum_count from pg_stat_user_tables where relid = 'wq_vac.job_runs'::regclass)`).Scan(&jobRuns, &outbox, &timers, &otherJobRuns); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	j0, o0, t0, x0 := vacuums()
+	task, err := maintain.VacuumTask(pool, time.Second, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, err := task.Run(ctx, 0); err != nil || n != 1 {
+		t.Fatalf("first round: %d tables vacuumed, %v; want job_runs alone", n, err)
+	}
+	if j, o, tm, x := vacuums(); j != j0+1 || o != o0 || tm != t0 || x != x0 {
+		t.Fatalf("vacuums: job_runs %d→%d, outbox %d→%d, timers %d→%d, wq_vac.job_runs %d→%d; want job_runs' alone", j0, j, o0, o, t0, tm, x0, x)
+	}
+	var dead int64
+	if err := pool.QueryRow(ctx, `select n_dead_tup from pg_stat_user_tables where relid = 'workq.job_runs'::regclass`).Scan(&dead); err != nil || dead != 0 {
+		t.Fatalf("job_runs' dead tuples after the vacuum: %d, %v; want 0", dead, err)
+	}
+	if n, err := task.Run(ctx, 0); err != nil || n != 0 {
+		t.Fatalf("second round: %d tables vacuumed, %v; want none", n, err)
+	}
+	// The other schema's task vacuums its own job_runs.
+	otherTask, err := maintain.VacuumTask(other.Wrap(pool), time.Second, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, err := otherTask.Run(ctx, 0); err != nil || n != 1 {
+		t.Fatalf("wq_vac's round: %d tables vacuumed, %v; want its job_runs", n, err)
+	}
+	if j, _, _, x := vacuums(); j != j0+1 || x != x0+1 {
+		t.Fatalf("after wq_vac's round: job_runs vacuumed %d times, wq_vac.job_runs %d; want 1 each", j-j0, x-x0)
+	}
+	if _, err := maintain.VacuumTask(pool, 0, nil); err == nil {
+		t.Fatal("a vacuum task with no interval was accepted")
+	}
+}

@@ -56,8 +56,8 @@ with o as materialized (
 d as (
     -- Done, with no cancel requested, and nothing keeps it: the row leaves
     -- the work table (a delete writes no index entry and leaves the table
-    -- holding live work) for the done table (moved, below). The same guard
-    -- as u; the two take disjoint rows.
+    -- holding live work) for the done table (moved, below). The same fence
+    -- (id and owner token) as u, which takes every row this did not.
     delete from workq.workq_lease_table j
     using o
     -- The choice is one expression over both sides, a join filter: as
@@ -111,7 +111,9 @@ u as (
       -- for its lock (a cancel requested, a schedule deleted: ON DELETE SET
       -- NULL) is re-tested on its new version by the move and by this
       -- update alike, and could fail both tests and stay in progress.
-      and j.id <> all(array(select (d.r).id from d))
+      -- not in over a subquery: a hashed subplan (<> all over an array
+      -- compares each row with every moved id, quadratic in the batch).
+      and j.id not in (select (d.r).id from d)
     returning j.id, j.status, j.queue, j.attempts, j.lease_version, j.claimed_at, j.claimed_by, o.owner_token, o.outcome, o.error,
               j.last_error, workq.workq_workflow_id(j) as workflow_id, workq.workq_awaited(j) as awaited
 ),

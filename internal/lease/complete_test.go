@@ -234,6 +234,11 @@ func TestCompleteEndsARowChangedMeanwhile(t *testing.T) {
 				done <- result{a, err}
 			}()
 			for waiting := false; !waiting; time.Sleep(time.Millisecond) {
+				select {
+				case r := <-done:
+					t.Fatalf("the completion returned (%+v, %v) without waiting for the row the other transaction changed", r.a, r.err)
+				default:
+				}
 				if err := pool.QueryRow(ctx, `select exists (select 1 from pg_stat_activity where $1::int = any(pg_blocking_pids(pid)))`,
 					int32(holderPID)).Scan(&waiting); err != nil {
 					t.Fatal(err)

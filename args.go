@@ -2,6 +2,7 @@ package workq
 
 import (
 	"context"
+	"encoding"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -345,12 +346,14 @@ func AddWorkerSafely[T Args](ws *Workers, w Worker[T]) (err error) {
 func (j *Job[T]) fill(raw *worker.Job) error { return j.fillArgs(raw, decodesEmptyArgs[T]()) }
 
 // decodesEmptyArgs reports whether empty args ({}) must be decoded into a
-// T: unless T is a struct without its own UnmarshalJSON, which {} leaves
-// at its zero value. Not decoding them is the common case of a job that
+// T: unless T is a struct without its own UnmarshalJSON or UnmarshalText,
+// which {} leaves at its zero value. Not decoding them is the common case of a job that
 // carries nothing (the bench's, River's).
 func decodesEmptyArgs[T any]() bool {
 	t := reflect.TypeFor[T]()
-	return t.Kind() != reflect.Struct || reflect.PointerTo(t).Implements(reflect.TypeFor[json.Unmarshaler]())
+	p := reflect.PointerTo(t)
+	return t.Kind() != reflect.Struct || p.Implements(reflect.TypeFor[json.Unmarshaler]()) ||
+		p.Implements(reflect.TypeFor[encoding.TextUnmarshaler]()) // which encoding/json refuses {} for
 }
 
 // fillArgs is fill, decoding empty args only when decodeEmpty

@@ -35,13 +35,21 @@ func (d *defaultingArgs) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
+// textArgs decodes from a JSON string: encoding/json refuses {} for it.
+type textArgs struct{ S string }
+
+func (textArgs) Kind() string { return "text" }
+
+func (a *textArgs) UnmarshalText(b []byte) error { a.S = string(b); return nil }
+
 type mapArgs map[string]int
 
 func (mapArgs) Kind() string { return "map" }
 
 // A job's args are decoded as encoding/json would, whether or not the
 // empty object is skipped: {} leaves a plain struct at its zero value, and
-// reaches a type's own UnmarshalJSON and a map (empty, not nil).
+// reaches a type's own UnmarshalJSON or UnmarshalText (which refuses it)
+// and a map (empty, not nil).
 func TestJobArgsDecode(t *testing.T) {
 	raw := func(payload string) *worker.Job {
 		return &worker.Job{Item: lease.Item{Table: lease.JobRuns, ID: 1, Kind: "k", Queue: "default", Payload: json.RawMessage(payload), Metadata: json.RawMessage("{}")}}
@@ -68,6 +76,8 @@ func TestJobArgsDecode(t *testing.T) {
 		{"fields, not an object", `[1]`, fillAs[fieldArgs], nil, true},
 		{"own UnmarshalJSON, {}", "{}", fillAs[defaultingArgs], defaultingArgs{N: 7}, false},
 		{"map, {}", "{}", fillAs[mapArgs], mapArgs{}, false},
+		{"own UnmarshalText, a string", `"x"`, fillAs[textArgs], textArgs{S: "x"}, false},
+		{"own UnmarshalText, {}: refused as by encoding/json", "{}", fillAs[textArgs], nil, true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			got, err := c.fill(raw(c.payload))

@@ -119,7 +119,7 @@ func (m MaintenanceConfig) Validate() error {
 		bad("ScheduleInterval", "schedule interval must be at least 10ms, got %s", m.ScheduleInterval)
 	}
 	if m.VacuumInterval != 0 && m.VacuumInterval < time.Second {
-		bad("VacuumInterval", "vacuum interval must be at least 1s (or negative: never), got %s", m.VacuumInterval)
+		bad("VacuumInterval", "vacuum interval must be at least 1s, or none (negative) to leave the work tables to autovacuum, got %s", m.VacuumInterval)
 	}
 	return errors.Join(errs...)
 }

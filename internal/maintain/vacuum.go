@@ -33,12 +33,11 @@ const VacuumMinDead = 10_000
 // VACUUM (SKIP_LOCKED, TRUNCATE false) passes over a table that another
 // vacuum holds (autovacuum's) and never takes the exclusive lock that
 // giving the heap's tail back needs (autovacuum still does); a table this
-// role does not own is left to autovacuum. A vacuum that leaves half of
-// the table's dead tuples or more (a transaction or a standby holds the
-// cleanup horizon back, and no vacuum can remove them) is not repeated on
-// that table for a minute, then two, up to ten, until one removes them:
-// the task never spins on a table it cannot clean. Its rows are the
-// tables it vacuumed.
+// role does not own is left to autovacuum. While a transaction that began
+// before the task's last vacuum of a table holds its snapshot (a long
+// transaction, a prepared one), no vacuum can remove more than that one
+// did: the table is passed over until it ends, rather than vacuumed in
+// vain every round. Its rows are the tables it vacuumed.
 func VacuumTask(db workqtype.DB, every time.Duration, log *slog.Logger) (Task, error) {
 	if every <= 0 {
 		return Task{}, fmt.Errorf("%w: vacuum task: interval must be positive, got %s", ErrInvalid, every)
@@ -46,17 +45,18 @@ func VacuumTask(db workqtype.DB, every time.Duration, log *slog.Logger) (Task, e
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	type held struct {
-		until   time.Time
-		backoff time.Duration
-	}
 	var mu sync.Mutex
-	heldBack := map[string]held{} // tables a vacuum could not clean
+	lastStart := map[string]time.Time{} // by the database clock
+	heldBack := map[string]bool{}       // logged as held back
 	return Task{Name: "vacuum", Every: every, Run: func(ctx context.Context, _ int64) (int64, error) {
 		q := gen.New(db)
 		due, err := q.WorkTablesToVacuum(ctx, VacuumMinDead)
+		if err != nil || len(due) == 0 {
+			return 0, wrapDeadTuples(err)
+		}
+		oldest, err := q.OldestSnapshotStart(ctx)
 		if err != nil {
-			return 0, fmt.Errorf("read the work tables' dead tuples: %w", err)
+			return 0, fmt.Errorf("read the oldest snapshot's start: %w", err)
 		}
 		mu.Lock()
 		defer mu.Unlock()
@@ -66,33 +66,35 @@ func VacuumTask(db workqtype.DB, every time.Duration, log *slog.Logger) (Task, e
 			if !slices.Contains(lease.Tables, lease.Table(t.WorkTable)) {
 				continue // the query lists the work tables only
 			}
-			if time.Now().Before(heldBack[t.WorkTable].until) {
+			if last, ok := lastStart[t.WorkTable]; ok && oldest.Before(last) {
+				if !heldBack[t.WorkTable] {
+					heldBack[t.WorkTable] = true
+					log.Info("vacuum: a transaction older than the last vacuum holds the cleanup horizon back; the table waits for it to end "+
+						"(docs/operations.md, Long transactions and autovacuum)", "table", t.WorkTable, "dead", t.Dead, "transaction_start", oldest)
+				}
 				continue
 			}
+			delete(heldBack, t.WorkTable)
 			start := time.Now()
-			if _, err := db.Exec(ctx, "vacuum (skip_locked, truncate false) workq."+t.WorkTable); err != nil {
+			clock, err := q.RunsClock(ctx)
+			if err == nil {
+				_, err = db.Exec(ctx, "vacuum (skip_locked, truncate false) workq."+t.WorkTable)
+			}
+			if err != nil {
 				errs = append(errs, fmt.Errorf("vacuum %s: %w", t.WorkTable, err))
 				continue
 			}
+			lastStart[t.WorkTable] = clock
 			n++
-			took := time.Since(start)
-			left, err := q.WorkTablesToVacuum(ctx, max(VacuumMinDead, t.Dead/2))
-			if err != nil {
-				errs = append(errs, fmt.Errorf("read the work tables' dead tuples: %w", err))
-				continue
-			}
-			if !slices.ContainsFunc(left, func(l gen.WorkTablesToVacuumRow) bool { return l.WorkTable == t.WorkTable }) {
-				delete(heldBack, t.WorkTable)
-				log.Debug("vacuumed a work table", "table", t.WorkTable, "dead", t.Dead, "live", t.Live, "took", took)
-				continue
-			}
-			h := heldBack[t.WorkTable]
-			h.backoff = min(max(2*h.backoff, time.Minute), 10*time.Minute)
-			h.until = time.Now().Add(h.backoff)
-			heldBack[t.WorkTable] = h
-			log.Info("vacuum left most of a work table's dead tuples: a transaction or a standby holds the cleanup horizon back "+
-				"(docs/operations.md, Long transactions and autovacuum)", "table", t.WorkTable, "dead_before", t.Dead, "took", took, "next_try_in", h.backoff)
+			log.Debug("vacuumed a work table", "table", t.WorkTable, "dead", t.Dead, "live", t.Live, "took", time.Since(start))
 		}
 		return n, errors.Join(errs...)
 	}}, nil
+}
+
+func wrapDeadTuples(err error) error {
+	if err != nil {
+		return fmt.Errorf("read the work tables' dead tuples: %w", err)
+	}
+	return nil
 }

@@ -114,29 +114,37 @@ func TestVacuumTask(t *testing.T) {
 		t.Fatalf("after wq_vac's round: job_runs vacuumed %d times, wq_vac.job_runs %d; want 1 each", j-j0, x-x0)
 	}
 
-	// A transaction that holds the cleanup horizon back: the vacuum of
-	// the new dead tuples removes none, and the next round passes over
-	// the table instead of vacuuming it again in vain.
+	// A transaction that began before the last vacuum holds the cleanup
+	// horizon back: the next rounds pass over the table instead of
+	// vacuuming it in vain, until it ends.
 	holder, err := pool.Begin(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer func() { _ = holder.Rollback(ctx) }()
-	if _, err := holder.Exec(ctx, `set transaction isolation level repeatable read`); err != nil {
-		t.Fatal(err)
-	}
 	if _, err := holder.Exec(ctx, `select txid_current()`); err != nil {
 		t.Fatal(err)
 	}
-	exec(`insert into workq.job_runs (queue, kind, payload) select 'q', 'k', '{}' from generate_series(1, $1)`, 3*maintain.VacuumMinDead)
-	exec(`delete from workq.job_runs`)
-	exec(`select pg_stat_force_next_flush()`)
-	awaitDead(3 * maintain.VacuumMinDead)
-	if n, err := task.Run(ctx, 0); err != nil || n != 1 {
-		t.Fatalf("round with the horizon held: %d tables vacuumed, %v; want job_runs", n, err)
+	dirty := func() {
+		t.Helper()
+		exec(`insert into workq.job_runs (queue, kind, payload) select 'q', 'k', '{}' from generate_series(1, $1)`, 3*maintain.VacuumMinDead)
+		exec(`delete from workq.job_runs`)
+		exec(`select pg_stat_force_next_flush()`)
+		awaitDead(3 * maintain.VacuumMinDead)
 	}
+	dirty()
+	if n, err := task.Run(ctx, 0); err != nil || n != 1 {
+		t.Fatalf("the first round the transaction is open: %d tables vacuumed, %v; want job_runs (it began after the last vacuum)", n, err)
+	}
+	dirty()
 	if n, err := task.Run(ctx, 0); err != nil || n != 0 {
-		t.Fatalf("the round after a vacuum that removed nothing: %d tables vacuumed, %v; want none (held back)", n, err)
+		t.Fatalf("a round while a transaction older than the last vacuum is open: %d tables vacuumed, %v; want none", n, err)
+	}
+	if err := holder.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := task.Run(ctx, 0); err != nil || n != 1 {
+		t.Fatalf("the round after the transaction ended: %d tables vacuumed, %v; want job_runs", n, err)
 	}
 	if _, err := maintain.VacuumTask(pool, 0, nil); err == nil {
 		t.Fatal("a vacuum task with no interval was accepted")

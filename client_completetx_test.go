@@ -96,7 +96,7 @@ func TestCompleteTxCommitsWithTheBusinessWrite(t *testing.T) {
 	}
 	var status lease.Status
 	var runs, attempt int
-	if err := pool.QueryRow(ctx, `select status, (select count(*) from workq.runs where item_id = $1 and work_table = 'job_runs'),
+	if err := pool.QueryRow(ctx, `select status, (select count(*) from workq.runs_all where item_id = $1 and work_table = 'job_runs'),
 		(select paid_by_attempt from orders where id = 7) from workq.job_runs_all where id = $1`, e.ID).Scan(&status, &runs, &attempt); err != nil {
 		t.Fatal(err)
 	}

@@ -64,12 +64,12 @@ func TestClientFlowRateLimit(t *testing.T) {
 	}
 	// The completions are flushed in batches after the handlers return.
 	for n := 0; n < jobs; {
-		if err := pool.QueryRow(ctx, `select count(*) from workq.runs where queue = 'limited'`).Scan(&n); err != nil {
+		if err := pool.QueryRow(ctx, `select count(*) from workq.runs_all where queue = 'limited'`).Scan(&n); err != nil {
 			t.Fatalf("%d of %d attempts archived: %v", n, jobs, err)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	rows, err := pool.Query(ctx, `select started_at from workq.runs where queue = 'limited' order by started_at`)
+	rows, err := pool.Query(ctx, `select started_at from workq.runs_all where queue = 'limited' order by started_at`)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -162,7 +162,7 @@ func TestClientFlowThrottle(t *testing.T) {
 		t.Fatalf("state %s, want done", info.State)
 	}
 	var outcome, msg string
-	if err := pool.QueryRow(ctx, `select outcome, coalesce(error, '') from workq.runs where item_id = $1 order by finished_at limit 1`, res.ID).Scan(&outcome, &msg); err != nil {
+	if err := pool.QueryRow(ctx, `select outcome, coalesce(error, '') from workq.runs_all where item_id = $1 order by finished_at limit 1`, res.ID).Scan(&outcome, &msg); err != nil {
 		t.Fatal(err)
 	}
 	if outcome != "snoozed" || msg == "" {

@@ -561,7 +561,7 @@ func revStarts(t *testing.T, ctx context.Context, pool interface {
 	Query(context.Context, string, ...any) (pgx.Rows, error)
 }, table string, ids []int64) []time.Time {
 	t.Helper()
-	rows, err := pool.Query(ctx, `select started_at from workq.runs where work_table = $1 and item_id = any($2) order by started_at`, table, ids)
+	rows, err := pool.Query(ctx, `select started_at from workq.runs_all where work_table = $1 and item_id = any($2) order by started_at`, table, ids)
 	if err != nil {
 		t.Fatal(err)
 	}

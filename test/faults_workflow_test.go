@@ -266,7 +266,7 @@ func checkWorkflows(t *testing.T, db *pgxpool.Pool, h *history, specs []wfSpec, 
 			tasks[r.ID] = &task{status: r.Status, attempts: r.Attempts, finished: r.Finished, lastError: r.LastError,
 				workflow: r.Workflow, depsLeft: r.DepsLeft, depsBad: r.DepsBad}
 		})
-	collectRows(t, db, `select item_id, started_at, finished_at from workq.runs where work_table = 'job_runs' order by started_at`,
+	collectRows(t, db, `select item_id, started_at, finished_at from workq.runs_all where work_table = 'job_runs' order by started_at`,
 		func(r struct {
 			ID       int64
 			Started  time.Time

@@ -164,7 +164,7 @@ func measureAccuracy(t *testing.T, bin string) {
 	var all []time.Time
 	byKey := map[string][]time.Time{}
 	for _, db := range dbs {
-		rows, err := db.Query(ctx, `select r.started_at, j.limit_key from workq.runs r join workq.job_runs_all j on j.id = r.item_id
+		rows, err := db.Query(ctx, `select r.started_at, j.limit_key from workq.runs_all r join workq.job_runs_all j on j.id = r.item_id
 			where r.work_table = 'job_runs' and r.queue = $1 order by r.started_at`, queue)
 		if err != nil {
 			t.Fatal(err)
@@ -279,10 +279,10 @@ func runFair(t *testing.T, bin string, fair bool, bigJobs, smallKeys, smallJobs 
 	took = time.Since(started)
 	stop()
 	var t0 time.Time
-	if err := db.QueryRow(ctx, `select min(started_at) from workq.runs where work_table = 'job_runs' and queue = $1`, queue).Scan(&t0); err != nil {
+	if err := db.QueryRow(ctx, `select min(started_at) from workq.runs_all where work_table = 'job_runs' and queue = $1`, queue).Scan(&t0); err != nil {
 		t.Fatal(err)
 	}
-	rows, err := db.Query(ctx, `select j.limit_key, r.started_at, r.finished_at from workq.runs r join workq.job_runs_all j on j.id = r.item_id
+	rows, err := db.Query(ctx, `select j.limit_key, r.started_at, r.finished_at from workq.runs_all r join workq.job_runs_all j on j.id = r.item_id
 		where r.work_table = 'job_runs' and r.queue = $1 and r.outcome = 'done'`, queue)
 	if err != nil {
 		t.Fatal(err)

@@ -656,8 +656,11 @@ func loadHistory(t *testing.T, db *pgxpool.Pool, rc *receiver, off clockOffset) 
 	collectRows(t, db, `select seq, at, stmt_at, tbl, item_id, queue, event, old_status, new_status, lease_version, attempts, max_attempts,
 			token, locked_until, run_at, claimed_by, partition_key, app from fault_history order by at, seq`,
 		func(e histEvent) { it := item(e.Table, e.ItemID); it.Events = append(it.Events, e) })
-	collectRows(t, db, `select work_table, item_id, attempt, lease_version, owner_token::text, worker_id, finished_at, outcome, error
-			from workq.runs where work_table in ('job_runs', 'outbox') order by finished_at, lease_version`,
+	// runs_all: a done job run that moved is its last attempt, with no
+	// token (its lease version names the claim); checkLeases matches it by
+	// version.
+	collectRows(t, db, `select work_table, item_id, attempt, lease_version, coalesce(owner_token::text, ''), worker_id, finished_at, outcome, error
+			from workq.runs_all where work_table in ('job_runs', 'outbox') order by finished_at, lease_version`,
 		func(r runRow) { it := item(r.Table, r.ItemID); it.Runs = append(it.Runs, r) })
 	collectRows(t, db, `select h.tbl, coalesce(h.item_id, o.id, -1), h.attempt, h.partition_key, h.started_at, h.ended_at, h.outcome
 			from fault_handler h left join workq.outbox o on o.message_id = h.message_id order by h.started_at`,
@@ -800,6 +803,10 @@ func (h *history) checkLeases(it *itemHistory, add func(*itemHistory, string, ..
 			open.Events = append(open.Events, e)
 			k := fmt.Sprint(open.Version, open.Token)
 			r, ok := runs[k]
+			if moved := fmt.Sprint(open.Version, ""); !ok && runs[moved].Outcome == "done" {
+				// a done row that moved: its lease version names the claim
+				k, r, ok = moved, runs[moved], true
+			}
 			if !ok {
 				add(it, "lease v%d ended at %s without a run archived", open.Version, ts(at))
 			}

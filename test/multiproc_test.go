@@ -514,7 +514,7 @@ func testMultiPause(t *testing.T, bin string) {
 		from workq.job_runs_all where queue = $1`, queue, pausedAt).Scan(&once, &resumedBy); err != nil {
 		t.Fatal(err)
 	}
-	doneRuns = queryScalar[int](t, db, `select count(*) from workq.runs where queue = $1 and outcome = 'done'`, queue)
+	doneRuns = queryScalar[int](t, db, `select count(*) from workq.runs_all where queue = $1 and outcome = 'done'`, queue)
 	if once != total+1 || doneRuns != total+1 {
 		t.Errorf("%d items done on their first attempt, %d done runs archived; want %d each", once, doneRuns, total+1)
 	}
@@ -675,7 +675,7 @@ func testMultiRetention(t *testing.T, bin string) {
 	if n := queryScalar[int](t, db, `select count(*) from workq.runs where queue = 'recent'`); n != 200 {
 		t.Errorf("%d of the 200 recent archived runs left", n)
 	}
-	if n := queryScalar[int](t, db, `select count(*) from workq.runs where queue = 'live' and outcome = 'done'`); n != live {
+	if n := queryScalar[int](t, db, `select count(*) from workq.runs_all where queue = 'live' and outcome = 'done'`); n != live {
 		t.Errorf("%d archived runs of the %d live items", n, live)
 	}
 

@@ -576,6 +576,25 @@ func rowsRead(plan planNode, table string) float64 {
 // The dashboard's finished_at ranges (RunsLastMinute, RunsEndedBetween)
 // read only the partitions from their start on: today's, and the empty
 // ones.
+// partitionsWithRows names the partitions of a table of workq's schema
+// that hold rows.
+func partitionsWithRows(t *testing.T, ctx context.Context, conn *pgx.Conn, table string) map[string]bool {
+	t.Helper()
+	rows, err := conn.Query(ctx, `select distinct tableoid::regclass::text from workq.`+table)
+	if err != nil {
+		t.Fatal(err)
+	}
+	names, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]bool{}
+	for _, n := range names {
+		out[strings.TrimPrefix(n, "workq.")] = true
+	}
+	return out
+}
+
 func TestRunsPlans(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -593,27 +612,40 @@ select workq.workq_run_id(tb, i, v), tb, i, 'q', v, v, md5(i::text)::uuid, 'w', 
        date_trunc('day', now(), 'UTC') - interval '9 days' + (i % 8) * interval '1 day' + interval '12 hours'
          + (i / 8) * interval '10 milliseconds', 'done'
 from generate_series(1, 25000) i, generate_series(1, 2) v, unnest(array['job_runs', 'outbox']) tb;
-analyze workq.runs`); err != nil {
+analyze workq.runs;
+-- done job runs that moved, each its own last attempt (migration 00028),
+-- at the same times in job_runs_done's day partitions
+select workq.workq_day_partitions_add('job_runs_done', now() - interval '9 days', 10, null);
+insert into workq.job_runs_done (id, queue, kind, payload, status, lease_version, attempts, max_attempts, claimed_at, claimed_by,
+                                 created_at, updated_at, finished_at, run_at)
+select 1000000 + i, 'q', 'k', '{}', 2, 1, 1, 25, f - interval '1 second', 'w', f - interval '2 seconds', f, f, f - interval '2 seconds'
+from generate_series(1, 25000) i,
+     lateral (select date_trunc('day', now(), 'UTC') - interval '9 days' + (i % 8) * interval '1 day' + interval '12 hours'
+                     + (i / 8) * interval '10 milliseconds' as f) t;
+analyze workq.job_runs_done`); err != nil {
 		t.Fatal(err)
+	}
+	populatedDone := partitionsWithRows(t, ctx, conn, "job_runs_done")
+	if len(populatedDone) != 8 {
+		t.Fatalf("done rows in %d partitions; want 8 days of them", len(populatedDone))
+	}
+	// readDone lists the done table's partitions with rows that a plan reads.
+	readDone := func(plan planNode) map[string]bool {
+		parts := map[string]bool{}
+		plan.walk(func(x planNode) {
+			if populatedDone[x.Relation] {
+				parts[x.Relation] = true
+			}
+		})
+		return parts
 	}
 	var partitions int
 	if err := conn.QueryRow(ctx, `select count(*) from workq.workq_runs_partition_list()`).Scan(&partitions); err != nil || partitions < 12 {
 		t.Fatalf("%d partitions (%v); want at least 12", partitions, err)
 	}
-	populated := map[string]bool{}
-	rows, err := conn.Query(ctx, `select distinct tableoid::regclass::text from workq.runs`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for rows.Next() {
-		var name string
-		if err := rows.Scan(&name); err != nil {
-			t.Fatal(err)
-		}
-		populated[strings.TrimPrefix(name, "workq.")] = true
-	}
-	if err := rows.Err(); err != nil || len(populated) < 8 {
-		t.Fatalf("runs in %d partitions (%v); want 8 days of them", len(populated), err)
+	populated := partitionsWithRows(t, ctx, conn, "runs")
+	if len(populated) < 8 {
+		t.Fatalf("runs in %d partitions; want 8 days of them", len(populated))
 	}
 	// read lists the partitions with rows that a plan reads, and whether
 	// it reads each by an index scan of its primary key.
@@ -677,6 +709,23 @@ analyze workq.runs`); err != nil {
 	if parts, _ := read(plan); len(parts) != 1 || !parts["runs_p"+dayAgo.UTC().Format("20060102")] || !byFinished {
 		t.Errorf("RunsEndedBetween reads the partitions with rows %v; want only runs_p%s, by runs_finished:\n%s", parts, dayAgo.UTC().Format("20060102"), plan)
 	}
+	if parts := readDone(plan); len(parts) != 1 || !parts["job_runs_done_p"+dayAgo.UTC().Format("20060102")] {
+		t.Errorf("RunsEndedBetween reads the done partitions with rows %v; want only job_runs_done_p%s:\n%s", parts, dayAgo.UTC().Format("20060102"), plan)
+	}
+	// It counts the done rows of that second as done attempts of job runs.
+	var counted int64
+	if err := conn.QueryRow(ctx, `select coalesce(sum(c.count), 0) from (`+sql+`) c where c.work_table = 'job_runs' and c.outcome = 'done'`,
+		argsFor(t, params, map[string]any{"after": after, "until": after.Add(time.Second)})...).Scan(&counted); err != nil {
+		t.Fatal(err)
+	}
+	var want int64
+	if err := conn.QueryRow(ctx, `select (select count(*) from workq.runs where work_table = 'job_runs' and finished_at > $1 and finished_at <= $2)
+		+ (select count(*) from workq.job_runs_done where finished_at > $1 and finished_at <= $2)`, after, after.Add(time.Second)).Scan(&want); err != nil {
+		t.Fatal(err)
+	}
+	if counted != want || want == 0 {
+		t.Errorf("RunsEndedBetween counts %d done job runs in its second, want %d (runs and done rows)", counted, want)
+	}
 	// RunsLastMinute: no partition that ends before its minute, by the
 	// database clock (today's is read, yesterday's too in a day's first
 	// minute, and the ones ahead; none of them holds rows: runs_finished's
@@ -696,6 +745,9 @@ analyze workq.runs`); err != nil {
 	})
 	if len(scanned) == 0 || slices.ContainsFunc(scanned, func(r string) bool { return slices.Contains(before, r) }) {
 		t.Errorf("RunsLastMinute reads %v; want none of %v:\n%s", scanned, before, plan)
+	}
+	if parts := readDone(plan); len(parts) != 0 {
+		t.Errorf("RunsLastMinute reads the done partitions with rows %v; want none (they ended days ago):\n%s", parts, plan)
 	}
 	// And the range holds exactly that item's runs, in claim order.
 	got, err := gen.New(conn).RunsListByItem(ctx, "outbox", 777)

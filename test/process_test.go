@@ -193,7 +193,7 @@ type procRun struct {
 
 func readProcRuns(t *testing.T, conn *pgx.Conn, id int64) []procRun {
 	t.Helper()
-	rows, err := conn.Query(context.Background(), `select attempt, worker_id, outcome, error from workq.runs
+	rows, err := conn.Query(context.Background(), `select attempt, worker_id, outcome, error from workq.runs_all
 		where work_table = 'job_runs' and item_id = $1 order by finished_at`, id)
 	if err != nil {
 		t.Fatal(err)

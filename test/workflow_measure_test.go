@@ -157,8 +157,8 @@ func measureChain(t *testing.T, runs int) {
 			var ds []time.Duration
 			collectRows(t, db, `select extract(epoch from (b.started_at - a.finished_at))::float8
 					from workq.workflow_deps d
-					join workq.runs a on a.item_id = d.dep_id and a.work_table = 'job_runs' and a.outcome = 'done'
-					join workq.runs b on b.item_id = d.task_id and b.work_table = 'job_runs' and b.attempt = 1`,
+					join workq.runs_all a on a.item_id = d.dep_id and a.work_table = 'job_runs' and a.outcome = 'done'
+					join workq.runs_all b on b.item_id = d.task_id and b.work_table = 'job_runs' and b.attempt = 1`,
 				func(r struct{ S float64 }) { ds = append(ds, time.Duration(r.S*float64(time.Second))) })
 			if len(ds) != n-1 {
 				t.Fatalf("%d hand-offs, want %d", len(ds), n-1)
@@ -177,7 +177,7 @@ func measureChain(t *testing.T, runs int) {
 			}
 			var ps []time.Duration
 			collectRows(t, db, `select extract(epoch from (r.started_at - j.created_at))::float8
-					from workq.job_runs_all j join workq.runs r on r.item_id = j.id and r.work_table = 'job_runs' and r.attempt = 1
+					from workq.job_runs_all j join workq.runs_all r on r.item_id = j.id and r.work_table = 'job_runs' and r.attempt = 1
 					where j.workflow_id is null`,
 				func(r struct{ S float64 }) { ps = append(ps, time.Duration(r.S*float64(time.Second))) })
 			if len(ps) != singles {

@@ -46,7 +46,7 @@ left join extended e on e.id = o.id
 left join workq.workq_lease_table r on r.id = o.id and r.id = any(@ids::bigint[]);
 
 -- name: LeaseComplete :many
--- LeaseComplete ends many attempts in one statement, each guarded by its own owner token (done, retry with a delay or failed when exhausted, failed, snoozed or released without using an attempt, cancelled), archives each attempt in runs, and returns the rows it applied to. An attempt whose cancel was requested (cancel_requested_at) ends cancelled whatever its outcome, keeping the cancel's last_error. An attempt that ends its item done moves the row to the table's done table (<table>_done, dropped by day) unless workq_keeps_done keeps it in place (a workflow's task, a schedule's slot, a job unique over the completed state; every row of the tables other than job runs).
+-- LeaseComplete ends many attempts in one statement, each guarded by its own owner token (done, retry with a delay or failed when exhausted, failed, snoozed or released without using an attempt, cancelled), archives each attempt in runs (except one that moves its row: the done row is that attempt, LeaseDoneRuns), and returns the rows it applied to. An attempt whose cancel was requested (cancel_requested_at) ends cancelled whatever its outcome, keeping the cancel's last_error. An attempt that ends its item done moves the row to the table's done table (<table>_done, dropped by day) unless workq_keeps_done keeps it in place (a workflow's task, a schedule's slot, a job unique over the completed state; every row of the tables other than job runs).
 with o as materialized (
     -- from a one-row generate_series for the generic plan's sake: see LeaseHeartbeat
     select unnest(@ids::bigint[]) as id, unnest(@owner_tokens::text[])::uuid as owner_token, unnest(@outcomes::text[]) as outcome,
@@ -133,7 +133,10 @@ archived as (
            u.lease_version, u.owner_token, u.claimed_by, u.claimed_at, now(),
            case when u.status = 3 then 'failed' when u.status = 4 then 'cancelled' else u.outcome end,
            case when u.status = 4 then u.last_error else nullif(u.error, '') end
-    from ended u
+    -- u, not ended: a row that moved is its own last attempt (LeaseDoneRuns
+    -- reads it as a run, its run id naming the claim), which saves a heap
+    -- row and two index entries per done job (migration 00028).
+    from u
 ),
 joins as (
     -- The joins of the outbox members this statement ended, locked in join
@@ -350,6 +353,15 @@ wf as (
 )
 select c.id, c.requested from cancelled c where (select j.n from joins j) >= 0 and (select n.n from notified n) >= 0
   and (select f.n from wf f) >= 0;
+
+-- name: LeaseDoneRuns :many
+-- LeaseDoneRuns reads, for the items among ids that ended done and moved to the done table, the attempt that ended them: a done row is that attempt, which LeaseComplete does not also archive in runs (migration 00028). Rare paths: an item's attempts, and Resolve after a completion's unseen commit. One probe of each day's id index.
+select d.id, workq.workq_run_id('workq_lease_table', d.id, d.lease_version)::uuid as run_id, d.queue, d.attempts, d.lease_version,
+       coalesce(d.claimed_by, '')::text as worker_id, coalesce(d.claimed_at, d.finished_at)::timestamptz as started_at,
+       d.finished_at::timestamptz as finished_at
+from workq.workq_lease_table_done d
+where d.id = any(@ids::bigint[])
+order by d.id, d.lease_version;
 
 -- name: LeaseStatus :one
 -- LeaseStatus reads one item's status and whether its cancel was requested (no row: no such item), from the work table or its done table.

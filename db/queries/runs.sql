@@ -1,12 +1,12 @@
 -- name: RunsListByItem :many
--- RunsListByItem lists the archived attempts of one work item in claim order: one range of the primary key (workq_run_id).
+-- RunsListByItem lists the archived attempts of one work item in claim order: one range of the primary key (workq_run_id). An item that ended done and moved has one more, its done row (LeaseDoneRuns).
 select * from workq.runs
 where run_id between workq.workq_run_id(@work_table::text, @item_id::bigint, 0)
                  and workq.workq_run_id(@work_table::text, @item_id::bigint, 72057594037927935)
 order by run_id;
 
 -- name: RunsGet :one
--- RunsGet reads one archived attempt by run id.
+-- RunsGet reads one archived attempt by run id (not a done row's: see LeaseDoneRuns).
 select * from workq.runs where run_id = @run_id;
 
 -- name: DayPartitionsAdd :one
@@ -23,26 +23,32 @@ from workq.workq_day_partition_drop(@parent::text, now() - (@older_than_ms::bigi
 select workq.workq_day_partitions_delete_old(@parent::text, now() - (@older_than_ms::bigint) * interval '1 millisecond', @max_rows::integer, @in_days::boolean)::bigint as deleted;
 
 -- name: RunsByIDs :many
--- RunsByIDs reads the archived attempts with the given run ids: a completion flush that is retried after an error learns from them which of its attempts an unseen commit already ended.
+-- RunsByIDs reads the archived attempts with the given run ids: a completion flush that is retried after an error learns from them which of its attempts an unseen commit already ended (with LeaseDoneRuns for the attempts that moved their rows).
 select run_id, owner_token, outcome from workq.runs where run_id = any(@run_ids::uuid[]);
 
 -- name: RunsLastMinute :many
--- RunsLastMinute counts, per work table and queue, the attempts that ended in the last minute by the database clock (completions, including leases the reaper expired) and how many of those also started in it (claims that already ended); operator actions (revived, cancelled) are not attempts. One range of runs_finished.
-select work_table, queue,
+-- RunsLastMinute counts, per work table and queue, the attempts that ended in the last minute by the database clock (completions, including leases the reaper expired) and how many of those also started in it (claims that already ended); operator actions (revived, cancelled) are not attempts. A done job that moved is its own last attempt (migration 00028): one range of runs_finished, and one of job_runs_done's BRIN in today's partition.
+select t.work_table, t.queue,
        count(*)::bigint as ended,
-       count(*) filter (where started_at > now() - interval '1 minute')::bigint as started
-from workq.runs
-where finished_at > now() - interval '1 minute' and outcome not in ('revived', 'cancelled')
-group by work_table, queue
-order by work_table, queue;
+       count(*) filter (where t.started_at > now() - interval '1 minute')::bigint as started
+from (select r.work_table, r.queue, r.started_at from workq.runs r
+      where r.finished_at > now() - interval '1 minute' and r.outcome not in ('revived', 'cancelled')
+      union all
+      select 'job_runs'::text, d.queue, d.claimed_at from workq.job_runs_done d
+      where d.finished_at > now() - interval '1 minute') t
+group by t.work_table, t.queue
+order by t.work_table, t.queue;
 
 -- name: RunsEndedBetween :many
--- RunsEndedBetween counts, per work table, queue and outcome, the attempts that ended in (after, until] (operator actions, revived and cancelled, are not attempts): the dashboard's sampler reads each interval once, so its cost is the attempts of one interval. One range of runs_finished.
-select work_table, queue, outcome, count(*)::bigint as count
-from workq.runs
-where finished_at > @after and finished_at <= @until and outcome not in ('revived', 'cancelled')
-group by work_table, queue, outcome
-order by work_table, queue, outcome;
+-- RunsEndedBetween counts, per work table, queue and outcome, the attempts that ended in (after, until] (operator actions, revived and cancelled, are not attempts): the dashboard's sampler reads each interval once, so its cost is the attempts of one interval. A done job that moved is its own last attempt (migration 00028): one range of runs_finished, and one of job_runs_done's BRIN in the interval's partitions.
+select t.work_table, t.queue, t.outcome, count(*)::bigint as count
+from (select r.work_table, r.queue, r.outcome from workq.runs r
+      where r.finished_at > @after and r.finished_at <= @until and r.outcome not in ('revived', 'cancelled')
+      union all
+      select 'job_runs'::text, d.queue, 'done'::text from workq.job_runs_done d
+      where d.finished_at > @after and d.finished_at <= @until) t
+group by t.work_table, t.queue, t.outcome
+order by t.work_table, t.queue, t.outcome;
 
 -- name: RunsClock :one
 -- RunsClock is the database clock, which runs' finished_at is written on.

@@ -18,13 +18,30 @@ func Attempts(ctx context.Context, db workqtype.DB, t Table, id int64) ([]workqt
 	if err != nil {
 		return nil, fmt.Errorf("attempts of %s %d: %w", t, id, err)
 	}
-	out := make([]workqtype.Attempt, len(runs))
+	out := make([]workqtype.Attempt, len(runs), len(runs)+1)
 	for i, r := range runs {
 		out[i] = workqtype.Attempt{RunID: r.RunID, Attempt: r.Attempt, LeaseVersion: r.LeaseVersion, Worker: r.WorkerID,
 			StartedAt: r.StartedAt, FinishedAt: r.FinishedAt, Outcome: r.Outcome}
 		if r.Error != nil {
 			out[i].Error = *r.Error
 		}
+	}
+	// An item that ended done and moved is its own last attempt: the
+	// completion archived no run for it (migration 00028).
+	if _, moves, err := DoneTable(t); err != nil || !moves {
+		return out, err
+	}
+	onT, err := OnTable(db, t)
+	if err != nil {
+		return nil, err
+	}
+	done, err := gen.New(onT).LeaseDoneRuns(ctx, []int64{id})
+	if err != nil {
+		return nil, fmt.Errorf("attempts of %s %d: %w", t, id, err)
+	}
+	for _, r := range done {
+		out = append(out, workqtype.Attempt{RunID: r.RunID, Attempt: r.Attempts, LeaseVersion: r.LeaseVersion, Worker: r.WorkerID,
+			StartedAt: r.StartedAt, FinishedAt: r.FinishedAt, Outcome: string(Done)})
 	}
 	return out, nil
 }

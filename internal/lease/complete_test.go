@@ -137,13 +137,39 @@ func TestCompleteMovesDoneJobRuns(t *testing.T) {
 			var finished, output bool
 			var runs int
 			if err := pool.QueryRow(ctx, `select status, owner_token, locked_until, finished_at is not null, output is not distinct from '{"out":1}',
-					(select count(*) from workq.runs r where r.work_table = 'job_runs' and r.item_id = $1)
+					(select count(*) from workq.runs_all r where r.work_table = 'job_runs' and r.item_id = $1)
 				from (select * from workq.job_runs union all select * from workq.job_runs_done) j where id = $1`, id).
 				Scan(&status, &token, &lockedUntil, &finished, &output, &runs); err != nil {
 				t.Fatal(err)
 			}
 			if lease.Status(status) != c.status || token != nil || lockedUntil != nil || !finished || runs != 1 {
-				t.Fatalf("row after the completion: status %d, token %v, locked_until %v, finished %v, %d runs", status, token, lockedUntil, finished, runs)
+				t.Fatalf("row after the completion: status %d, token %v, locked_until %v, finished %v, %d runs in runs_all", status, token, lockedUntil, finished, runs)
+			}
+			// A row that moved is its own last attempt: the archive has no run
+			// for it (migration 00028), and its done row stands for it.
+			var archived int
+			if err := pool.QueryRow(ctx, `select count(*) from workq.runs where work_table = 'job_runs' and item_id = $1`, id).Scan(&archived); err != nil {
+				t.Fatal(err)
+			}
+			if want := map[bool]int{true: 0, false: 1}[c.moves]; archived != want {
+				t.Fatalf("%d runs in runs, want %d (moved: %v)", archived, want, c.moves)
+			}
+			atts, err := lease.Attempts(ctx, pool, lease.JobRuns, id)
+			if err != nil || len(atts) != 1 || atts[0].RunID != it.RunID || atts[0].Attempt != 1 || atts[0].Worker != "w1" ||
+				atts[0].Outcome != string(map[lease.Status]lease.Outcome{lease.StatusDone: lease.Done, lease.StatusFailed: lease.Failed,
+					lease.StatusCancelled: lease.Cancelled}[c.status]) {
+				t.Fatalf("attempts: %+v, %v; want one of run %s by w1 ending %v", atts, err, it.RunID, c.status)
+			}
+			// Resolve (a retried flush whose first try committed unseen) finds
+			// the attempt in either place, and not under another claim's run id.
+			found, err := e.Resolve(ctx, []lease.Completion{{ID: id, Token: it.OwnerToken, RunID: it.RunID, Outcome: c.outcome}})
+			if err != nil || len(found) != 1 || found[id] != c.status {
+				t.Fatalf("Resolve: %v, %v; want %d: %v", found, err, id, c.status)
+			}
+			other := it.RunID
+			other[15]++ // the next lease version's run id
+			if found, err := e.Resolve(ctx, []lease.Completion{{ID: id, Token: it.OwnerToken, RunID: other, Outcome: c.outcome}}); err != nil || len(found) != 0 {
+				t.Fatalf("Resolve of another claim's run id: %v, %v; want it lost", found, err)
 			}
 			if c.status == lease.StatusDone && !output {
 				t.Fatalf("the done row lost its output")

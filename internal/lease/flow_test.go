@@ -80,7 +80,7 @@ func ptr[T any](v T) *T { return &v }
 // their limit keys), oldest first.
 func (f *flowEnv) starts(queue string) (at []time.Time, keys []string) {
 	f.t.Helper()
-	rows, err := f.pool.Query(f.ctx, `select r.started_at, coalesce(j.limit_key, '') from workq.runs r join workq.job_runs_all j on j.id = r.item_id
+	rows, err := f.pool.Query(f.ctx, `select r.started_at, coalesce(j.limit_key, '') from workq.runs_all r join workq.job_runs_all j on j.id = r.item_id
 		where r.work_table = 'job_runs' and r.queue = $1 order by r.started_at`, queue)
 	if err != nil {
 		f.t.Fatal(err)

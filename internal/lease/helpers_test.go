@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -471,11 +472,35 @@ func (e *leaseEnv) get(id int64) leaseRow {
 	return r
 }
 
+//
+// They are read from runs_all, the view over runs and the done rows, each
+// of which stands for the attempt that moved it (with no token: uuid.Nil
+// here), and checked against lease.Attempts, which reads them its own way.
 func (e *leaseEnv) runs(id int64) []gen.Run {
 	e.t.Helper()
-	rs, err := e.q.RunsListByItem(e.ctx, e.tbl.name, id)
+	rows, err := e.pool.Query(e.ctx, `select run_id, work_table, item_id, queue, attempt, lease_version,
+			coalesce(owner_token, '00000000-0000-0000-0000-000000000000'), worker_id, started_at, finished_at, outcome, error
+		from workq.runs_all where work_table = $1 and item_id = $2 order by run_id`, e.tbl.name, id)
 	if err != nil {
 		e.t.Fatalf("%s: list runs of %d: %v", e.tbl.name, id, err)
+	}
+	rs, err := pgx.CollectRows(rows, pgx.RowToStructByPos[gen.Run])
+	if err != nil {
+		e.t.Fatalf("%s: list runs of %d: %v", e.tbl.name, id, err)
+	}
+	atts, err := lease.Attempts(e.ctx, e.pool, lease.Table(e.tbl.name), id)
+	if err != nil {
+		e.t.Fatalf("%s: attempts of %d: %v", e.tbl.name, id, err)
+	}
+	if len(atts) != len(rs) {
+		e.t.Fatalf("%s: attempts of %d: %d, runs_all has %d: %+v against %+v", e.tbl.name, id, len(atts), len(rs), atts, rs)
+	}
+	for i, a := range atts {
+		r := rs[i]
+		if a.RunID != r.RunID || a.Attempt != r.Attempt || a.LeaseVersion != r.LeaseVersion || a.Outcome != r.Outcome ||
+			a.Worker != r.WorkerID || !a.StartedAt.Equal(r.StartedAt) || !a.FinishedAt.Equal(r.FinishedAt) {
+			e.t.Fatalf("%s: attempt %d of %d: %+v, runs_all has %+v", e.tbl.name, i, id, a, r)
+		}
 	}
 	return rs
 }

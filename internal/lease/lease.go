@@ -476,9 +476,11 @@ func (e *Engine) Complete(ctx context.Context, cs []Completion) (Applied, error)
 // them lost. That happens when Complete is retried after an error whose
 // statement had in fact committed: the retry finds the tokens gone. The run
 // archive settles it, because the statement that ends an attempt writes the
-// attempt's run row: a row with the completion's run id and token that a
-// completion (not the reaper) wrote means cs ended as asked, and its
-// outcome gives the status it left. The ids not in the result were lost.
+// attempt's run row, or moves the item's row to the done table, where it
+// stands for that run: a run with the completion's run id and token that a
+// completion (not the reaper) wrote, or a done row with its run id, means
+// cs ended as asked, and the outcome gives the status it left. The ids not
+// in the result were lost.
 func (e *Engine) Resolve(ctx context.Context, cs []Completion) (map[int64]Status, error) {
 	if e.err != nil {
 		return nil, fmt.Errorf("resolve: %w", e.err)
@@ -516,6 +518,26 @@ func (e *Engine) Resolve(ctx context.Context, cs []Completion) (map[int64]Status
 			out[c.ID] = StatusReady
 		}
 		// "expired": the reaper ended the attempt, so the completion was lost.
+	}
+	if len(out) == len(cs) {
+		return out, nil
+	}
+	ids := make([]int64, 0, len(cs)-len(out))
+	for _, c := range cs {
+		if _, ok := out[c.ID]; !ok {
+			ids = append(ids, c.ID)
+		}
+	}
+	moved, err := e.q.LeaseDoneRuns(ctx, ids)
+	if err != nil {
+		return nil, fmt.Errorf("resolve %s: %w", e.table, err)
+	}
+	// A moved row keeps no token, but its run id names one claim (the lease
+	// version is unique to it), and only that claim's token moves the row.
+	for _, r := range moved {
+		if c, ok := byRun[r.RunID]; ok {
+			out[c.ID] = StatusDone
+		}
 	}
 	return out, nil
 }

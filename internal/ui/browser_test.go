@@ -418,7 +418,7 @@ func TestDashboardInBrowser(t *testing.T) {
 	if err := os.WriteFile(secretFile, []byte(secret+"\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	rows, err := pool.Query(ctx, `select run_id::text, outcome from workq.runs where work_table = 'job_runs' and item_id = $1 and outcome in ('failed', 'done')`, failedID)
+	rows, err := pool.Query(ctx, `select run_id::text, outcome from workq.runs_all where work_table = 'job_runs' and item_id = $1 and outcome in ('failed', 'done')`, failedID)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -134,8 +134,8 @@ func jobState(t *testing.T, pool *pgxpool.Pool, id int64) (gen.JobRun, []gen.Run
 func runRows(t *testing.T, db gen.DBTX, id int64) []gen.Run {
 	t.Helper()
 	rows, err := db.Query(context.Background(), `select run_id, work_table, item_id, queue, attempt, lease_version,
-		owner_token, worker_id, started_at, finished_at, outcome, error
-		from workq.runs where work_table = 'job_runs' and item_id = $1 order by finished_at, started_at`, id)
+		coalesce(owner_token, '00000000-0000-0000-0000-000000000000'), worker_id, started_at, finished_at, outcome, error
+		from workq.runs_all where work_table = 'job_runs' and item_id = $1 order by finished_at, started_at`, id)
 	if err != nil {
 		t.Fatalf("read runs of %d: %v", id, err)
 	}

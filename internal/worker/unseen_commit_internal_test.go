@@ -64,15 +64,17 @@ func enqueueOK(t *testing.T, db gen.DBTX) int64 {
 	return res.ID
 }
 
+// runOutcomes lists the outcomes of a job run's attempts in claim order,
+// the last one from its done row when it moved (lease.Attempts).
 func runOutcomes(t *testing.T, db gen.DBTX, id int64) []string {
 	t.Helper()
-	runs, err := gen.New(db).RunsListByItem(context.Background(), "job_runs", id)
+	atts, err := lease.Attempts(context.Background(), db, lease.JobRuns, id)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var out []string
-	for _, r := range runs {
-		out = append(out, r.Outcome)
+	for _, a := range atts {
+		out = append(out, a.Outcome)
 	}
 	return out
 }

@@ -228,7 +228,10 @@ archived as (
            u.lease_version, u.owner_token, u.claimed_by, u.claimed_at, now(),
            case when u.status = 3 then 'failed' when u.status = 4 then 'cancelled' else u.outcome end,
            case when u.status = 4 then u.last_error else nullif(u.error, '') end
-    from ended u
+    -- u, not ended: a row that moved is its own last attempt (LeaseDoneRuns
+    -- reads it as a run, its run id naming the claim), which saves a heap
+    -- row and two index entries per done job (migration 00028).
+    from u
 ),
 joins as (
     -- The joins of the outbox members this statement ended, locked in join
@@ -273,7 +276,7 @@ type LeaseCompleteRow struct {
 	Status int16
 }
 
-// LeaseComplete ends many attempts in one statement, each guarded by its own owner token (done, retry with a delay or failed when exhausted, failed, snoozed or released without using an attempt, cancelled), archives each attempt in runs, and returns the rows it applied to. An attempt whose cancel was requested (cancel_requested_at) ends cancelled whatever its outcome, keeping the cancel's last_error. An attempt that ends its item done moves the row to the table's done table (<table>_done, dropped by day) unless workq_keeps_done keeps it in place (a workflow's task, a schedule's slot, a job unique over the completed state; every row of the tables other than job runs).
+// LeaseComplete ends many attempts in one statement, each guarded by its own owner token (done, retry with a delay or failed when exhausted, failed, snoozed or released without using an attempt, cancelled), archives each attempt in runs (except one that moves its row: the done row is that attempt, LeaseDoneRuns), and returns the rows it applied to. An attempt whose cancel was requested (cancel_requested_at) ends cancelled whatever its outcome, keeping the cancel's last_error. An attempt that ends its item done moves the row to the table's done table (<table>_done, dropped by day) unless workq_keeps_done keeps it in place (a workflow's task, a schedule's slot, a job unique over the completed state; every row of the tables other than job runs).
 func (q *Queries) LeaseComplete(ctx context.Context, arg LeaseCompleteParams) ([]LeaseCompleteRow, error) {
 	rows, err := q.db.Query(ctx, leaseComplete,
 		arg.Ids,
@@ -402,6 +405,56 @@ func (q *Queries) LeaseDeleteFinished(ctx context.Context, olderThanMs int64, ma
 		return 0, err
 	}
 	return result.RowsAffected(), nil
+}
+
+const leaseDoneRuns = `-- name: LeaseDoneRuns :many
+select d.id, workq.workq_run_id('workq_lease_table', d.id, d.lease_version)::uuid as run_id, d.queue, d.attempts, d.lease_version,
+       coalesce(d.claimed_by, '')::text as worker_id, coalesce(d.claimed_at, d.finished_at)::timestamptz as started_at,
+       d.finished_at::timestamptz as finished_at
+from workq.workq_lease_table_done d
+where d.id = any($1::bigint[])
+order by d.id, d.lease_version
+`
+
+type LeaseDoneRunsRow struct {
+	ID           int64
+	RunID        uuid.UUID
+	Queue        string
+	Attempts     int32
+	LeaseVersion int64
+	WorkerID     string
+	StartedAt    time.Time
+	FinishedAt   time.Time
+}
+
+// LeaseDoneRuns reads, for the items among ids that ended done and moved to the done table, the attempt that ended them: a done row is that attempt, which LeaseComplete does not also archive in runs (migration 00028). Rare paths: an item's attempts, and Resolve after a completion's unseen commit. One probe of each day's id index.
+func (q *Queries) LeaseDoneRuns(ctx context.Context, ids []int64) ([]LeaseDoneRunsRow, error) {
+	rows, err := q.db.Query(ctx, leaseDoneRuns, ids)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []LeaseDoneRunsRow
+	for rows.Next() {
+		var i LeaseDoneRunsRow
+		if err := rows.Scan(
+			&i.ID,
+			&i.RunID,
+			&i.Queue,
+			&i.Attempts,
+			&i.LeaseVersion,
+			&i.WorkerID,
+			&i.StartedAt,
+			&i.FinishedAt,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }
 
 const leaseHeartbeat = `-- name: LeaseHeartbeat :many

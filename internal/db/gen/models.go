@@ -534,6 +534,21 @@ type WorkqOutboxDoneDefault struct {
 	Output            []byte
 }
 
+type WorkqRunsAll struct {
+	RunID        uuid.UUID
+	WorkTable    string
+	ItemID       int64
+	Queue        string
+	Attempt      int32
+	LeaseVersion int64
+	OwnerToken   uuid.UUID
+	WorkerID     string
+	StartedAt    time.Time
+	FinishedAt   time.Time
+	Outcome      string
+	Error        *string
+}
+
 type WorkqTimersDone struct {
 	ID                int64
 	Queue             string

@@ -95,7 +95,7 @@ type RunsByIDsRow struct {
 	Outcome    string
 }
 
-// RunsByIDs reads the archived attempts with the given run ids: a completion flush that is retried after an error learns from them which of its attempts an unseen commit already ended.
+// RunsByIDs reads the archived attempts with the given run ids: a completion flush that is retried after an error learns from them which of its attempts an unseen commit already ended (with LeaseDoneRuns for the attempts that moved their rows).
 func (q *Queries) RunsByIDs(ctx context.Context, runIds []uuid.UUID) ([]RunsByIDsRow, error) {
 	rows, err := q.db.Query(ctx, runsByIDs, runIds)
 	if err != nil {
@@ -129,11 +129,14 @@ func (q *Queries) RunsClock(ctx context.Context) (time.Time, error) {
 }
 
 const runsEndedBetween = `-- name: RunsEndedBetween :many
-select work_table, queue, outcome, count(*)::bigint as count
-from workq.runs
-where finished_at > $1 and finished_at <= $2 and outcome not in ('revived', 'cancelled')
-group by work_table, queue, outcome
-order by work_table, queue, outcome
+select t.work_table, t.queue, t.outcome, count(*)::bigint as count
+from (select r.work_table, r.queue, r.outcome from workq.runs r
+      where r.finished_at > $1 and r.finished_at <= $2 and r.outcome not in ('revived', 'cancelled')
+      union all
+      select 'job_runs'::text, d.queue, 'done'::text from workq.job_runs_done d
+      where d.finished_at > $1 and d.finished_at <= $2) t
+group by t.work_table, t.queue, t.outcome
+order by t.work_table, t.queue, t.outcome
 `
 
 type RunsEndedBetweenRow struct {
@@ -143,7 +146,7 @@ type RunsEndedBetweenRow struct {
 	Count     int64
 }
 
-// RunsEndedBetween counts, per work table, queue and outcome, the attempts that ended in (after, until] (operator actions, revived and cancelled, are not attempts): the dashboard's sampler reads each interval once, so its cost is the attempts of one interval. One range of runs_finished.
+// RunsEndedBetween counts, per work table, queue and outcome, the attempts that ended in (after, until] (operator actions, revived and cancelled, are not attempts): the dashboard's sampler reads each interval once, so its cost is the attempts of one interval. A done job that moved is its own last attempt (migration 00028): one range of runs_finished, and one of job_runs_done's BRIN in the interval's partitions.
 func (q *Queries) RunsEndedBetween(ctx context.Context, after time.Time, until time.Time) ([]RunsEndedBetweenRow, error) {
 	rows, err := q.db.Query(ctx, runsEndedBetween, after, until)
 	if err != nil {
@@ -173,7 +176,7 @@ const runsGet = `-- name: RunsGet :one
 select run_id, work_table, item_id, queue, attempt, lease_version, owner_token, worker_id, started_at, finished_at, outcome, error from workq.runs where run_id = $1
 `
 
-// RunsGet reads one archived attempt by run id.
+// RunsGet reads one archived attempt by run id (not a done row's: see LeaseDoneRuns).
 func (q *Queries) RunsGet(ctx context.Context, runID uuid.UUID) (Run, error) {
 	row := q.db.QueryRow(ctx, runsGet, runID)
 	var i Run
@@ -195,13 +198,16 @@ func (q *Queries) RunsGet(ctx context.Context, runID uuid.UUID) (Run, error) {
 }
 
 const runsLastMinute = `-- name: RunsLastMinute :many
-select work_table, queue,
+select t.work_table, t.queue,
        count(*)::bigint as ended,
-       count(*) filter (where started_at > now() - interval '1 minute')::bigint as started
-from workq.runs
-where finished_at > now() - interval '1 minute' and outcome not in ('revived', 'cancelled')
-group by work_table, queue
-order by work_table, queue
+       count(*) filter (where t.started_at > now() - interval '1 minute')::bigint as started
+from (select r.work_table, r.queue, r.started_at from workq.runs r
+      where r.finished_at > now() - interval '1 minute' and r.outcome not in ('revived', 'cancelled')
+      union all
+      select 'job_runs'::text, d.queue, d.claimed_at from workq.job_runs_done d
+      where d.finished_at > now() - interval '1 minute') t
+group by t.work_table, t.queue
+order by t.work_table, t.queue
 `
 
 type RunsLastMinuteRow struct {
@@ -211,7 +217,7 @@ type RunsLastMinuteRow struct {
 	Started   int64
 }
 
-// RunsLastMinute counts, per work table and queue, the attempts that ended in the last minute by the database clock (completions, including leases the reaper expired) and how many of those also started in it (claims that already ended); operator actions (revived, cancelled) are not attempts. One range of runs_finished.
+// RunsLastMinute counts, per work table and queue, the attempts that ended in the last minute by the database clock (completions, including leases the reaper expired) and how many of those also started in it (claims that already ended); operator actions (revived, cancelled) are not attempts. A done job that moved is its own last attempt (migration 00028): one range of runs_finished, and one of job_runs_done's BRIN in today's partition.
 func (q *Queries) RunsLastMinute(ctx context.Context) ([]RunsLastMinuteRow, error) {
 	rows, err := q.db.Query(ctx, runsLastMinute)
 	if err != nil {
@@ -244,7 +250,7 @@ where run_id between workq.workq_run_id($1::text, $2::bigint, 0)
 order by run_id
 `
 
-// RunsListByItem lists the archived attempts of one work item in claim order: one range of the primary key (workq_run_id).
+// RunsListByItem lists the archived attempts of one work item in claim order: one range of the primary key (workq_run_id). An item that ended done and moved has one more, its done row (LeaseDoneRuns).
 func (q *Queries) RunsListByItem(ctx context.Context, workTable string, itemID int64) ([]Run, error) {
 	rows, err := q.db.Query(ctx, runsListByItem, workTable, itemID)
 	if err != nil {

@@ -472,7 +472,6 @@ func (e *leaseEnv) get(id int64) leaseRow {
 	return r
 }
 
-//
 // They are read from runs_all, the view over runs and the done rows, each
 // of which stands for the attempt that moved it (with no token: uuid.Nil
 // here), and checked against lease.Attempts, which reads them its own way.

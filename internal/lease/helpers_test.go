@@ -472,7 +472,8 @@ func (e *leaseEnv) get(id int64) leaseRow {
 	return r
 }
 
-// They are read from runs_all, the view over runs and the done rows, each
+// runs lists the archived attempts of item id in claim order. They are
+// read from runs_all, the view over runs and the done rows, each
 // of which stands for the attempt that moved it (with no token: uuid.Nil
 // here), and checked against lease.Attempts, which reads them its own way.
 func (e *leaseEnv) runs(id int64) []gen.Run {

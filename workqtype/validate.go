@@ -88,7 +88,8 @@ func Delay(delay time.Duration, runAt time.Time) (int64, *time.Time, error) {
 		if err := CheckTime("run_at", "run at", runAt); err != nil {
 			return 0, nil, err
 		}
-		return 0, &runAt, nil
+		at := runAt // not &runAt: that moves every call's runAt to the heap
+		return 0, &at, nil
 	}
 	return DelayMs(delay), nil, nil
 }

@@ -429,7 +429,9 @@ func (c *completer) count(r Result, flushed bool) {
 	if !r.Applied {
 		c.stats.leaseLost.Add(1)
 		if obs := c.obs.get(); obs != nil {
-			obs.LeaseLost(&r.Item)
+			// A copy: &r.Item would move every call's r to the heap.
+			it := r.Item
+			obs.LeaseLost(&it)
 		}
 		return
 	}

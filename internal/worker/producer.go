@@ -918,11 +918,14 @@ func (p *producer) outcome(it lease.Item, err error) lease.Completion {
 // are used up).
 func CompletionOf(it lease.Item, err error, base, cap time.Duration) lease.Completion {
 	c := lease.Completion{ID: it.ID, Token: it.OwnerToken, RunID: it.RunID}
+	if err == nil {
+		// Before errors.As's targets, which it moves to the heap.
+		c.Outcome = lease.Done
+		return c
+	}
 	var snooze *snoozeError
 	var throttled *throttleError
 	switch {
-	case err == nil:
-		c.Outcome = lease.Done
 	case errors.As(err, &snooze):
 		c.Outcome, c.Delay = lease.Snoozed, snooze.d
 	case errors.As(err, &throttled):

@@ -566,16 +566,6 @@ func rowsRead(plan planNode, table string) float64 {
 	return touched
 }
 
-// The run archive's queries on a partitioned archive the size of the
-// default retention's: eight days of runs in their day partitions, three
-// empty ones ahead and the DEFAULT partition, twelve partitions in all. A
-// query by run id (RunsGet, RunsByIDs, and RunsListByItem's one key range)
-// cannot be pruned, since a run id does not say its day: it probes the
-// primary key of every partition that holds rows, a few buffers each, and
-// never scans one (an empty partition may be "scanned": it has no page).
-// The dashboard's finished_at ranges (RunsLastMinute, RunsEndedBetween)
-// read only the partitions from their start on: today's, and the empty
-// ones.
 // partitionsWithRows names the partitions of a table of workq's schema
 // that hold rows.
 func partitionsWithRows(t *testing.T, ctx context.Context, conn *pgx.Conn, table string) map[string]bool {
@@ -595,6 +585,16 @@ func partitionsWithRows(t *testing.T, ctx context.Context, conn *pgx.Conn, table
 	return out
 }
 
+// The run archive's queries on a partitioned archive the size of the
+// default retention's: eight days of runs in their day partitions, three
+// empty ones ahead and the DEFAULT partition, twelve partitions in all. A
+// query by run id (RunsGet, RunsByIDs, and RunsListByItem's one key range)
+// cannot be pruned, since a run id does not say its day: it probes the
+// primary key of every partition that holds rows, a few buffers each, and
+// never scans one (an empty partition may be "scanned": it has no page).
+// The dashboard's finished_at ranges (RunsLastMinute, RunsEndedBetween)
+// read only the partitions from their start on, of runs and of
+// job_runs_done alike: today's, and the empty ones.
 func TestRunsPlans(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()

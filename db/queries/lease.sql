@@ -355,7 +355,7 @@ select c.id, c.requested from cancelled c where (select j.n from joins j) >= 0 a
   and (select f.n from wf f) >= 0;
 
 -- name: LeaseDoneRuns :many
--- LeaseDoneRuns reads, for the items among ids that ended done and moved to the done table, the attempt that ended them: a done row is that attempt, which LeaseComplete does not also archive in runs (migration 00028). Rare paths: an item's attempts, and Resolve after a completion's unseen commit. One probe of each day's id index.
+-- LeaseDoneRuns reads, for the items among ids that ended done and moved to the done table, the attempt that ended them: a done row is that attempt, which LeaseComplete does not also archive in runs (migration 00028). Read by an item's attempts, and by Resolve: after a completion's unseen commit, and for a flush whose batch holds a CompleteTx attempt. One probe of each day's id index.
 select d.id, workq.workq_run_id('workq_lease_table', d.id, d.lease_version)::uuid as run_id, d.queue, d.attempts, d.lease_version,
        coalesce(d.claimed_by, '')::text as worker_id, coalesce(d.claimed_at, d.finished_at)::timestamptz as started_at,
        d.finished_at::timestamptz as finished_at
@@ -380,7 +380,7 @@ select t.id, t.status from (
 
 -- name: LeaseDelete :many
 -- LeaseDelete deletes the finished (done, failed or cancelled) items among ids and returns the ids it deleted; ready and in-progress items are left alone, and so are a workflow's tasks, which go with their workflow (its counts and its dependents' outputs need them). Their archived attempts stay in runs until the archive's own retention.
--- Done items that moved are deleted from the done table (never a workflow's task: those never move).
+-- Done items that moved are deleted from the done table (never a workflow's task: those never move); the done row was the item's last attempt (migration 00028), which goes to runs with the nil token, so that the item's attempts stay whole until the archive's retention.
 with work as (
     delete from workq.workq_lease_table j
     where j.id = any(@ids::bigint[]) and j.status >= 2 and workq.workq_workflow_id(j) is null
@@ -389,7 +389,15 @@ with work as (
 done as (
     delete from workq.workq_lease_table_done d
     where d.id = any(@ids::bigint[])
-    returning d.id
+    returning d.id, d.queue, d.attempts, d.lease_version, d.claimed_by, d.claimed_at, d.finished_at
+),
+last_attempts as (
+    -- on conflict: a row that 00027's completion moved has its run already
+    insert into workq.runs (run_id, work_table, item_id, queue, attempt, lease_version, owner_token, worker_id, started_at, finished_at, outcome, error)
+    select workq.workq_run_id('workq_lease_table', d.id, d.lease_version), 'workq_lease_table', d.id, d.queue, d.attempts, d.lease_version,
+           '00000000-0000-0000-0000-000000000000'::uuid, coalesce(d.claimed_by, ''), coalesce(d.claimed_at, d.finished_at), d.finished_at, 'done', null
+    from done d
+    on conflict do nothing
 )
 select work.id from work
 union all

@@ -3,6 +3,7 @@ package lease
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	"github.com/workq/workq/internal/db/gen"
 	"github.com/workq/workq/workqtype"
@@ -40,6 +41,9 @@ func Attempts(ctx context.Context, db workqtype.DB, t Table, id int64) ([]workqt
 		return nil, fmt.Errorf("attempts of %s %d: %w", t, id, err)
 	}
 	for _, r := range done {
+		if slices.ContainsFunc(out, func(a workqtype.Attempt) bool { return a.RunID == r.RunID }) {
+			continue // also in runs: moved by a worker from before migration 00028
+		}
 		out = append(out, workqtype.Attempt{RunID: r.RunID, Attempt: r.Attempts, LeaseVersion: r.LeaseVersion, Worker: r.WorkerID,
 			StartedAt: r.StartedAt, FinishedAt: r.FinishedAt, Outcome: string(Done)})
 	}

@@ -178,6 +178,15 @@ func TestCompleteMovesDoneJobRuns(t *testing.T) {
 			if err != nil || got[id] != c.status {
 				t.Fatalf("Statuses: %v, %v; want %v", got, err, c.status)
 			}
+			// Deleting the item keeps its attempts: a done row's goes to runs.
+			if deleted, err := e.Delete(ctx, id); err != nil || len(deleted) != 1 {
+				t.Fatalf("Delete: %v, %v; want %d deleted", deleted, err, id)
+			}
+			after, err := lease.Attempts(ctx, pool, lease.JobRuns, id)
+			if err != nil || len(after) != 1 || after[0].RunID != it.RunID || after[0].Outcome != atts[0].Outcome ||
+				!after[0].FinishedAt.Equal(atts[0].FinishedAt) || after[0].Worker != "w1" {
+				t.Fatalf("attempts after Delete: %+v, %v; want %+v", after, err, atts)
+			}
 		})
 	}
 	t.Run("other tables keep done rows", func(t *testing.T) {

@@ -248,8 +248,8 @@ func TestFlowKeyConcurrencyOneAtATime(t *testing.T) {
 	// The archive agrees: per key, each attempt started after the one
 	// before it finished.
 	var overlaps int
-	if err := f.pool.QueryRow(f.ctx, `select count(*) from workq.runs a join workq.job_runs_all ja on ja.id = a.item_id,
-		workq.runs b join workq.job_runs_all jb on jb.id = b.item_id
+	if err := f.pool.QueryRow(f.ctx, `select count(*) from workq.runs_all a join workq.job_runs_all ja on ja.id = a.item_id,
+		workq.runs_all b join workq.job_runs_all jb on jb.id = b.item_id
 		where ja.limit_key = jb.limit_key and a.run_id <> b.run_id and a.queue = 'keyed' and b.queue = 'keyed'
 		  and b.started_at >= a.started_at and b.started_at < a.finished_at`).Scan(&overlaps); err != nil {
 		t.Fatal(err)

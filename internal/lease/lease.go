@@ -519,7 +519,7 @@ func (e *Engine) Resolve(ctx context.Context, cs []Completion) (map[int64]Status
 		}
 		// "expired": the reaper ended the attempt, so the completion was lost.
 	}
-	if len(out) == len(cs) {
+	if len(out) == len(cs) || !e.def.movesDone {
 		return out, nil
 	}
 	ids := make([]int64, 0, len(cs)-len(out))

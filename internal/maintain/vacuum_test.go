@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/workq/workq/internal/db/gen"
 	"github.com/workq/workq/internal/dbschema"
 	"github.com/workq/workq/internal/maintain"
 	"github.com/workq/workq/internal/testdb"
@@ -148,5 +149,70 @@ func TestVacuumTask(t *testing.T) {
 	}
 	if _, err := maintain.VacuumTask(pool, 0, nil); err == nil {
 		t.Fatal("a vacuum task with no interval was accepted")
+	}
+}
+
+// The vacuum task summarizes the block ranges that done rows filled since
+// the done partition's last vacuum: an unsummarized BRIN range matches
+// every search, so before the round the dashboard's last-minute count
+// reads every page of today's done rows, and after it a range or two.
+func TestVacuumTaskSummarizesDoneRanges(t *testing.T) {
+	pool := testdb.Pool(t)
+	ctx := context.Background()
+	// 200,000 done job runs that ended, in insert order, between ten and
+	// two minutes ago: none in the last minute.
+	if _, err := pool.Exec(ctx, `insert into workq.job_runs_done (id, queue, kind, payload, status, lease_version, attempts, max_attempts,
+			claimed_at, claimed_by, created_at, updated_at, finished_at, run_at)
+		select i, 'q', 'k', '{}', 2, 1, 1, 25, f, 'w', f, f, f, f
+		from generate_series(1, 200000) i,
+		     lateral (select now() - interval '10 minutes' + i * (interval '8 minutes' / 200000) as f) t`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pool.Exec(ctx, `analyze workq.job_runs_done`); err != nil {
+		t.Fatal(err)
+	}
+	// fetched is how many heap blocks of the done partitions RunsLastMinute
+	// fetched (this transaction's counts), and how many they have.
+	fetched := func() (blocks, pages int64) {
+		t.Helper()
+		tx, err := pool.Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = tx.Rollback(ctx) }()
+		// The session's counts not yet flushed to the statistics, before
+		// and after: a difference.
+		count := func() (blocks, pages int64) {
+			t.Helper()
+			if err := tx.QueryRow(ctx, `select coalesce(sum(pg_stat_get_xact_blocks_fetched(c.oid)), 0)::bigint,
+					coalesce(sum(pg_relation_size(c.oid) / current_setting('block_size')::bigint), 0)::bigint
+				from pg_inherits h join pg_class c on c.oid = h.inhrelid
+				where h.inhparent = 'workq.job_runs_done'::regclass and c.relkind = 'r'`).Scan(&blocks, &pages); err != nil {
+				t.Fatal(err)
+			}
+			return blocks, pages
+		}
+		b0, _ := count()
+		if _, err := gen.New(tx).RunsLastMinute(ctx); err != nil {
+			t.Fatal(err)
+		}
+		b1, pages := count()
+		return b1 - b0, pages
+	}
+	before, pages := fetched()
+	if pages < 1000 || before < pages/2 {
+		t.Fatalf("before the round RunsLastMinute fetched %d of the done rows' %d pages; want most of them (their ranges not summarized)", before, pages)
+	}
+	task, err := maintain.VacuumTask(pool, time.Second, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := task.Run(ctx, 0); err != nil {
+		t.Fatal(err)
+	}
+	if after, _ := fetched(); after > pages/10 {
+		t.Fatalf("after the round RunsLastMinute fetched %d of the done rows' %d pages (%d before); want a range or two", after, pages, before)
+	} else {
+		t.Logf("RunsLastMinute fetched %d of %d pages before the round, %d after", before, pages, after)
 	}
 }

@@ -73,7 +73,7 @@ func (j *Job) CompletedInTx() bool { return j.completedInTx.Load() }
 //
 // The handler returns after tx has committed; its result then changes
 // nothing, since the attempt already ended (the runtime reads the run
-// archive to learn so). If tx rolls back instead, the handler's result is
+// archive, or the done table the row moved to, to learn so). If tx rolls back instead, the handler's result is
 // applied as usual: return an error to retry the job.
 func CompleteTx(ctx context.Context, tx pgx.Tx, job *Job) error {
 	if job == nil {

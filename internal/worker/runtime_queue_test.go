@@ -415,8 +415,10 @@ func TestRuntimeRunArchive(t *testing.T) {
 				if m.Table != "job_runs" || m.ID != tc.id || m.Kind != tc.kind || m.Queue != "default" ||
 					m.RunID != run.RunID.String() || m.Attempt != run.Attempt || m.Attempt != int32(i+1) ||
 					m.WorkerID != run.WorkerID || m.LeaseVersion != run.LeaseVersion ||
-					// a done row that moved is its last attempt, with no token
-					(m.OwnerToken != run.OwnerToken.String() && (run.OwnerToken != uuid.UUID{} || run.Outcome != "done")) {
+					// a done row that moved is its last attempt, with no token in
+					// the archive; meta.json still has the attempt's own
+					(m.OwnerToken != run.OwnerToken.String() &&
+						(run.OwnerToken != uuid.UUID{} || run.Outcome != "done" || m.OwnerToken == uuid.UUID{}.String() || uuid.Validate(m.OwnerToken) != nil)) {
 					t.Errorf("attempt %d meta.json identity %+v does not match the runs row %+v", i+1, m, run)
 				}
 				if m.Outcome != w.outcome || m.Applied == nil || !*m.Applied || m.Status != w.status || m.FinishedAt == nil {

@@ -10,6 +10,63 @@ import (
 	"time"
 )
 
+const doneBrinIndexes = `-- name: DoneBrinIndexes :many
+select x.oid::bigint as index_oid, x.relname::text as index_name
+from (values ('job_runs_done'), ('outbox_done'), ('inbox_done'), ('timers_done')) d (parent)
+cross join lateral workq.workq_day_partitions(d.parent) p
+join pg_catalog.pg_class t on t.oid = format('workq.%I', p.partition_name)::regclass
+join pg_catalog.pg_index i on i.indrelid = t.oid
+join pg_catalog.pg_class x on x.oid = i.indexrelid
+join pg_catalog.pg_am a on a.oid = x.relam
+where a.amname = 'brin' and (p.is_default or p.upper_bound > now() - interval '1 day')
+  and pg_catalog.pg_has_role(t.relowner, 'USAGE')
+order by x.oid
+`
+
+type DoneBrinIndexesRow struct {
+	IndexOid  int64
+	IndexName string
+}
+
+// DoneBrinIndexes lists the BRIN indexes of the done tables' partitions that rows may still be landing in (the DEFAULT partition, and the day partitions whose day ended less than a day ago) and that this role may maintain. A block range that rows filled since the last vacuum is not summarized, and an unsummarized range matches every search: without DoneBrinSummarize, the dashboard's finished_at ranges (RunsLastMinute, RunsEndedBetween) would read every page a day's done rows filled since that partition's last vacuum.
+func (q *Queries) DoneBrinIndexes(ctx context.Context) ([]DoneBrinIndexesRow, error) {
+	rows, err := q.db.Query(ctx, doneBrinIndexes)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []DoneBrinIndexesRow
+	for rows.Next() {
+		var i DoneBrinIndexesRow
+		if err := rows.Scan(&i.IndexOid, &i.IndexName); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const doneBrinSummarize = `-- name: DoneBrinSummarize :one
+select set_config('lock_timeout', ($1::bigint)::text || 'ms', true) as lock_timeout,
+       pg_catalog.brin_summarize_new_values(($2::bigint)::oid::regclass)::bigint as summarized
+`
+
+type DoneBrinSummarizeRow struct {
+	LockTimeout string
+	Summarized  int64
+}
+
+// DoneBrinSummarize summarizes the new block ranges of one BRIN index (brin_summarize_new_values: it reads only the ranges not summarized yet, and inserts keep a summarized range current) and returns how many; it waits at most lock_timeout_ms for the table's SHARE UPDATE EXCLUSIVE lock (a vacuum of the partition holds it).
+func (q *Queries) DoneBrinSummarize(ctx context.Context, lockTimeoutMs int64, indexOid int64) (DoneBrinSummarizeRow, error) {
+	row := q.db.QueryRow(ctx, doneBrinSummarize, lockTimeoutMs, indexOid)
+	var i DoneBrinSummarizeRow
+	err := row.Scan(&i.LockTimeout, &i.Summarized)
+	return i, err
+}
+
 const oldestSnapshotStart = `-- name: OldestSnapshotStart :one
 select coalesce(least(
     (select min(a.xact_start) from pg_catalog.pg_stat_activity a

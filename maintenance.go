@@ -43,8 +43,10 @@ type MaintenanceConfig struct {
 	// VacuumInterval is how often the work tables' dead tuples are
 	// checked, and a table with many (at least 10,000 and a fifth of its
 	// live rows) is vacuumed: a queue's table changes too fast for
-	// autovacuum's once-a-minute visit; default 10s; negative: never (left
-	// to autovacuum). docs/operations.md, "Vacuum".
+	// autovacuum's once-a-minute visit; each round also summarizes the
+	// block ranges new done rows filled in the done tables' BRIN indexes,
+	// which the dashboard's counts read; default 10s; negative: never
+	// (left to autovacuum). docs/operations.md, "Vacuum".
 	VacuumInterval time.Duration
 
 	// observer is told about leadership and task rounds: the Client's

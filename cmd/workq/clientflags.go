@@ -99,7 +99,7 @@ var clientSettings = []clientSetting{
 	{flag: "schedule-interval", env: "WORKQ_SCHEDULE_INTERVAL", cli: "ScheduleInterval", lib: []string{"Maintenance.ScheduleInterval"},
 		usage: "how often due schedule slots are materialised into job runs"},
 	{flag: "vacuum-interval", env: "WORKQ_VACUUM_INTERVAL", cli: "VacuumInterval", lib: []string{"Maintenance.VacuumInterval"}, none: true,
-		usage: "how often the work tables' dead tuples are checked, and a table with many vacuumed (none: left to autovacuum)"},
+		usage: "how often the work tables' dead tuples are checked, a table with many vacuumed, and the done tables' new BRIN ranges summarized (none: left to autovacuum)"},
 }
 
 // libraryDefaults returns workq.Config's defaults (workq.DefaultConfig). A

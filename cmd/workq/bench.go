@@ -123,6 +123,7 @@ the handler sleep, so slots stay busy as with real work.`,
 	produceOnly := f.Bool("produce-only", false, "only enqueue noop jobs, for a separate 'workq worker --queues "+benchQueue+"': at --rate R, or keeping a backlog")
 	asJSON := f.Bool("json", false, "print JSON")
 	cpuProfile := f.String("cpuprofile", "", "write a Go CPU profile of the run to this file")
+	memProfile := f.String("memprofile", "", "write a Go allocation profile of the run to this file when it ends (go tool pprof -sample_index=alloc_space)")
 	enqueueMode := f.String("enqueue-mode", enqueueCopy, "bulk inserts (burn-down's, the continuous producer's, --produce-only's backlog): "+
 		enqueueCopy+" (EnqueueManyFast) or "+enqueueUnnest+" (EnqueueMany); rate mode's --enqueue-batch always uses EnqueueMany")
 	inboxBench := addInboxBenchFlags(f)
@@ -143,6 +144,21 @@ the handler sleep, so slots stay busy as with real work.`,
 				return err
 			}
 			defer pprof.StopCPUProfile()
+		}
+		if *memProfile != "" {
+			// Created now, so a path that cannot be written fails before the run.
+			mf, err := os.Create(*memProfile)
+			if err != nil {
+				return err
+			}
+			defer func() {
+				if err := pprof.Lookup("allocs").WriteTo(mf, 0); err != nil {
+					fmt.Fprintln(cmd.ErrOrStderr(), "memprofile:", err)
+				}
+				if err := mf.Close(); err != nil {
+					fmt.Fprintln(cmd.ErrOrStderr(), "memprofile:", err)
+				}
+			}()
 		}
 		if err := cfg.Validate(); err != nil {
 			return err
@@ -286,8 +302,7 @@ type bench struct {
 	reportEvery  time.Duration // continuous: per-interval report (0: none)
 	maintenance  bool          // the worker's Client runs maintenance too
 
-	latMu  sync.Mutex
-	lat    []time.Duration
+	lat    latencies     // run_at to handler start, per job
 	worker *workq.Client // the worker's (run)
 }
 
@@ -303,10 +318,7 @@ func (benchArgs) Kind() string { return builtin.NoopKind }
 // record is the bench handlers' work: it records the pickup latency (since
 // the item became due) and sleeps for handlerTime.
 func (b *bench) record(runAt time.Time) {
-	l := time.Since(runAt)
-	b.latMu.Lock()
-	b.lat = append(b.lat, l)
-	b.latMu.Unlock()
+	b.lat.record(time.Since(runAt))
 	if b.handlerTime > 0 {
 		time.Sleep(b.handlerTime)
 	}
@@ -368,7 +380,7 @@ func (b *bench) burnDown(ctx context.Context, cfg config.Config, n int) (benchRe
 	if _, err := b.db.Exec(ctx, "vacuum analyze workq.job_runs"); err != nil {
 		return benchResult{}, err
 	}
-	b.lat = make([]time.Duration, 0, n)
+	b.lat.reset()
 	wctx, stop := context.WithCancel(ctx)
 	defer stop()
 	start = time.Now()
@@ -423,9 +435,7 @@ func (b *bench) continuous(ctx context.Context, cfg config.Config, d time.Durati
 	// Measure after a one-second warm-up.
 	time.Sleep(time.Second)
 	base := b.done()
-	b.latMu.Lock()
-	b.lat = b.lat[:0]
-	b.latMu.Unlock()
+	b.lat.reset()
 	heapStart := heapMB()
 	start := time.Now()
 	intervals := b.reportIntervals(ctx, start, base, d)
@@ -616,19 +626,10 @@ func (b *bench) keepBacklog(ctx context.Context, d time.Duration, backlog int64)
 }
 
 func (b *bench) result(mode string, jobs int64, elapsed time.Duration, client *workq.Client) benchResult {
-	b.latMu.Lock()
-	lat := slices.Clone(b.lat)
-	b.latMu.Unlock()
-	slices.Sort(lat)
-	pct := func(p float64) float64 {
-		if len(lat) == 0 {
-			return 0
-		}
-		return float64(lat[min(len(lat)-1, int(p*float64(len(lat))))]) / float64(time.Millisecond)
-	}
+	q, _ := b.lat.quantiles(0.50, 0.95, 0.99)
 	return benchResult{
 		Mode: mode, Jobs: jobs, Seconds: elapsed.Seconds(), JobsPerSec: float64(jobs) / elapsed.Seconds(),
-		LatencyP50: pct(0.50), LatencyP95: pct(0.95), LatencyP99: pct(0.99), LeaseLost: client.Stats().LeaseLost,
+		LatencyP50: millis(q[0]), LatencyP95: millis(q[1]), LatencyP99: millis(q[2]), LeaseLost: client.Stats().LeaseLost,
 	}
 }
 

@@ -41,7 +41,7 @@ func (b *bench) burnDownOutbox(ctx context.Context, cfg config.Config, n, keys i
 	if _, err := b.db.Exec(ctx, "vacuum analyze workq.outbox"); err != nil {
 		return benchResult{}, err
 	}
-	b.lat = make([]time.Duration, 0, n)
+	b.lat.reset()
 	ws := workq.NewWorkers()
 	err := workq.HandleOutbox(ws, "", func(_ context.Context, m *workq.Message[json.RawMessage]) error {
 		b.record(m.RunAt)

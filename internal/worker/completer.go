@@ -39,6 +39,11 @@ type pendingCompletion struct {
 	started  time.Time
 	finished time.Time
 	after    func(Result) // optional, runs on the flush goroutine
+	// owner and attempt, when set, say the completion is a handler's:
+	// owner.afterFlush(attempt, result) runs on the flush goroutine, before
+	// after.
+	owner   *producer
+	attempt *attempt
 	// inTx: the handler completed the attempt in its own transaction
 	// (CompleteTx), which may have committed; if this completion finds the
 	// lease gone, the run archive tells whether that commit ended it.
@@ -413,6 +418,9 @@ func (c *completer) report(p pendingCompletion, applied lease.Applied, flushed b
 		r.Outcome = r.Final()
 	}
 	c.count(r, flushed)
+	if p.owner != nil {
+		p.owner.afterFlush(p.attempt, r)
+	}
 	if p.after != nil {
 		p.after(r)
 	}

@@ -144,7 +144,10 @@ func (b *batchDone) finish() {
 // attempt is one claimed attempt, from claim until its completion is
 // flushed (or it is lost or released).
 type attempt struct {
-	item    lease.Item
+	// job is what the handler gets, and job.Item the claimed item the
+	// runtime reads (its id, token, run id): one allocation per attempt
+	// for both. Only the runtime writes the item.
+	job     Job
 	ctx     context.Context
 	cancel  context.CancelCauseFunc
 	batch   *batchDone   // nil without an execution timeout
@@ -781,7 +784,7 @@ func (p *producer) start(c lease.Claim, sent int64) {
 	p.mu.Lock()
 	for i, it := range c.Items {
 		ctx, cancel := context.WithCancelCause(parent)
-		a := &attempt{item: it, ctx: ctx, cancel: cancel, batch: done, claimed: arrived}
+		a := &attempt{job: Job{Item: it}, ctx: ctx, cancel: cancel, batch: done, claimed: arrived}
 		a.expiry.Store(expiry)
 		p.inflight[it.ID] = a
 		batch[i] = a
@@ -812,9 +815,10 @@ func (p *producer) execute(a *attempt) {
 		return
 	}
 	cfg := p.w.cfg
-	rec := p.w.runs.begin(&a.item, cfg.ID, p.w.log)
+	rec := p.w.runs.begin(&a.job.Item, cfg.ID, p.w.log)
 	a.setRecord(rec.end)
-	job := &Job{Item: a.item, Schema: p.w.rw.Schema(), Shard: p.w.shard, base: p.w.log, file: rec.file}
+	job := &a.job
+	job.Schema, job.Shard, job.base, job.file = p.w.rw.Schema(), p.w.shard, p.w.log, rec.file
 	ctx := a.ctx
 	if p.seat != nil && p.seat.runPermit(ctx.Done()) {
 		// One set of handler slots over the workers sharing them.
@@ -839,17 +843,17 @@ func (p *producer) execute(a *attempt) {
 	if !won {
 		p.forget(a)
 		if a.state.Load() == attemptLost {
-			rec.end(Result{Item: a.item, Outcome: "lease_lost", Error: errString(err), Started: started, Finished: finished})
+			rec.end(Result{Item: a.job.Item, Outcome: "lease_lost", Error: errString(err), Started: started, Finished: finished})
 		}
 		// Released: the drain's completion ends the attempt's record.
 		return
 	}
-	c := p.outcome(a.item, err)
+	c := p.outcome(a.job.Item, err)
 	if c.Outcome == lease.Done {
 		c.Output = job.Output()
 	}
 	if d, ok := ThrottleDuration(err); ok && !a.cancelled.Load() {
-		p.throttle(ctx, a.item, d)
+		p.throttle(ctx, a.job.Item, d)
 	}
 	if a.cancelled.Load() && c.Outcome != lease.Cancelled {
 		// The completion statement ends a cancel-requested attempt
@@ -861,22 +865,29 @@ func (p *producer) execute(a *attempt) {
 		}
 	}
 	if c.Outcome == lease.Retry || c.Outcome == lease.Failed {
-		p.failures.report(p, &a.item, c, finished)
+		p.failures.report(p, &a.job.Item, c, finished)
 	}
 	p.w.stats.pending.Add(1)
-	p.comp.add(pendingCompletion{c: c, item: a.item, expiry: &a.expiry, started: started, finished: finished, inTx: job.completedInTx.Load(), after: func(res Result) {
-		rec.end(res)
-		p.forget(a)
-		p.w.stats.pending.Add(-1)
-		if p.src.ClaimAfterCompletion && res.Applied {
-			if p.src.ClaimOptions != nil {
-				p.mu.Lock()
-				p.completed = append(p.completed, res)
-				p.mu.Unlock()
-			}
-			poke(p.applied)
+	p.comp.add(pendingCompletion{c: c, item: a.job.Item, expiry: &a.expiry, started: started, finished: finished, inTx: job.completedInTx.Load(),
+		owner: p, attempt: a})
+}
+
+// afterFlush is what follows the flush of a handler's completion (the
+// completer calls it, on its flush goroutine; a method rather than a
+// closure per job): the attempt's record ends, its lease is forgotten and
+// a claim that waits for completions is woken.
+func (p *producer) afterFlush(a *attempt, res Result) {
+	a.recEnd(res)
+	p.forget(a)
+	p.w.stats.pending.Add(-1)
+	if p.src.ClaimAfterCompletion && res.Applied {
+		if p.src.ClaimOptions != nil {
+			p.mu.Lock()
+			p.completed = append(p.completed, res)
+			p.mu.Unlock()
 		}
-	}})
+		poke(p.applied)
+	}
 }
 
 // forget removes a settled attempt from the leases this producer holds. The
@@ -884,8 +895,8 @@ func (p *producer) execute(a *attempt) {
 // again while the old handler ran on): only this attempt is removed.
 func (p *producer) forget(a *attempt) {
 	p.mu.Lock()
-	if p.inflight[a.item.ID] == a {
-		delete(p.inflight, a.item.ID)
+	if p.inflight[a.job.Item.ID] == a {
+		delete(p.inflight, a.job.Item.ID)
 	}
 	p.mu.Unlock()
 }
@@ -986,7 +997,7 @@ func (p *producer) beat(ctx context.Context) {
 	byID := make(map[int64]*attempt, len(p.inflight))
 	for id, a := range p.inflight {
 		if s := a.state.Load(); s == attemptQueued || s == attemptRunning || s == attemptFinished {
-			held = append(held, lease.Held{ID: id, Token: a.item.OwnerToken})
+			held = append(held, lease.Held{ID: id, Token: a.job.Item.OwnerToken})
 			byID[id] = a
 		}
 	}
@@ -1043,8 +1054,8 @@ func (p *producer) cancelAttempt(a *attempt, via string) {
 		return
 	}
 	p.w.stats.cancelRequests.Add(1)
-	p.w.log.Info("job cancelled; cancelling the handler", "table", a.item.Table, "id", a.item.ID,
-		"run_id", a.item.RunID, "attempt", a.item.Attempt, "via", via)
+	p.w.log.Info("job cancelled; cancelling the handler", "table", a.job.Item.Table, "id", a.job.Item.ID,
+		"run_id", a.job.Item.RunID, "attempt", a.job.Item.Attempt, "via", via)
 	a.cancel(ErrCancelled)
 }
 
@@ -1089,8 +1100,8 @@ func (p *producer) giveBack(waiting []*attempt) {
 		n++
 		p.w.stats.inFlight.Add(-1)
 		p.comp.add(pendingCompletion{
-			c:    lease.Completion{ID: a.item.ID, Token: a.item.OwnerToken, RunID: a.item.RunID, Outcome: lease.Released},
-			item: a.item, expiry: &a.expiry, finished: time.Now(),
+			c:    lease.Completion{ID: a.job.Item.ID, Token: a.job.Item.OwnerToken, RunID: a.job.Item.RunID, Outcome: lease.Released},
+			item: a.job.Item, expiry: &a.expiry, finished: time.Now(),
 			after: func(Result) { p.forget(a) },
 		})
 	}
@@ -1109,10 +1120,10 @@ func (p *producer) lose(a *attempt, why string) {
 	}
 	p.w.stats.leaseLost.Add(1)
 	if obs := p.w.obs.get(); obs != nil {
-		obs.LeaseLost(&a.item)
+		obs.LeaseLost(&a.job.Item)
 	}
-	p.w.log.Warn("lease lost; cancelling the handler", "table", a.item.Table, "id", a.item.ID,
-		"run_id", a.item.RunID, "attempt", a.item.Attempt, "why", why)
+	p.w.log.Warn("lease lost; cancelling the handler", "table", a.job.Item.Table, "id", a.job.Item.ID,
+		"run_id", a.job.Item.RunID, "attempt", a.job.Item.Attempt, "why", why)
 	a.cancel(ErrLeaseLost)
 }
 
@@ -1137,8 +1148,8 @@ func (p *producer) drain(ctx context.Context) {
 	for _, a := range release {
 		a.cancel(ErrShutdown)
 		p.comp.add(pendingCompletion{
-			c:    lease.Completion{ID: a.item.ID, Token: a.item.OwnerToken, RunID: a.item.RunID, Outcome: lease.Released},
-			item: a.item, expiry: &a.expiry, started: startedAt(a), finished: time.Now(),
+			c:    lease.Completion{ID: a.job.Item.ID, Token: a.job.Item.OwnerToken, RunID: a.job.Item.RunID, Outcome: lease.Released},
+			item: a.job.Item, expiry: &a.expiry, started: startedAt(a), finished: time.Now(),
 			after: func(res Result) {
 				a.endRecord(res) // finish the attempt's meta.json and close its attempt.log
 				p.forget(a)

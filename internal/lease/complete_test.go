@@ -300,3 +300,100 @@ func TestCompleteEndsARowChangedMeanwhile(t *testing.T) {
 		})
 	}
 }
+
+// One completion statement ends a batch of done jobs, each moved with the
+// output its own completion carried (or none), and a job claimed twice
+// (lost and claimed again) is ended once, by its current claim: the older
+// claim's completion in the same batch takes nothing. The same attempt
+// twice in one call is refused, and nothing is written.
+func TestCompleteBatchMovesEachRowWithItsOwnOutput(t *testing.T) {
+	ctx := context.Background()
+	pool := testdb.Pool(t)
+	e := lease.New(pool, lease.JobRuns)
+	const queue = "batch-move"
+	ids := make([]int64, 4)
+	for i := range ids {
+		if err := pool.QueryRow(ctx, `insert into workq.job_runs (queue, kind, payload) values ($1, 'k', '{}') returning id`, queue).Scan(&ids[i]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	claim := func(id int64) lease.Item {
+		t.Helper()
+		it, ok, err := e.ClaimByID(ctx, id, time.Minute, "w1")
+		if err != nil || !ok {
+			t.Fatalf("claim %d: %v %v", id, ok, err)
+		}
+		return it
+	}
+	a, b, c, dup := ids[0], ids[1], ids[2], ids[3]
+	oldA := claim(a)
+	// a's lease expires and the reaper gives it back; it is claimed again.
+	if _, err := pool.Exec(ctx, `update workq.job_runs set locked_until = now() - interval '1 second' where id = $1`, a); err != nil {
+		t.Fatal(err)
+	}
+	if r, err := e.ReapExpired(ctx, queue, 10); err != nil {
+		t.Fatalf("reap: %+v, %v", r, err)
+	}
+	newA, itB, itC, itDup := claim(a), claim(b), claim(c), claim(dup)
+	if newA.OwnerToken == oldA.OwnerToken {
+		t.Fatal("the second claim has the first claim's token")
+	}
+
+	applied, err := e.Complete(ctx, []lease.Completion{
+		{ID: a, Token: oldA.OwnerToken, Outcome: lease.Done, Output: []byte(`{"from":"lost claim"}`)},
+		{ID: b, Token: itB.OwnerToken, Outcome: lease.Done},
+		{ID: a, Token: newA.OwnerToken, Outcome: lease.Done, Output: []byte(`{"from":"current claim"}`)},
+		{ID: c, Token: itC.OwnerToken, Outcome: lease.Done, Output: []byte(`{"c":3}`)},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []int64{a, b, c} {
+		if applied.Status[id] != lease.StatusDone {
+			t.Errorf("id %d: status %v, want done (applied %+v)", id, applied.Status[id], applied)
+		}
+	}
+	want := map[int64]string{a: `{"from": "current claim"}`, b: "", c: `{"c": 3}`}
+	rows, err := pool.Query(ctx, `select id, coalesce(output::text, ''), lease_version, status, owner_token is null from workq.job_runs_done where queue = $1`, queue)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[int64]string{}
+	for rows.Next() {
+		var id, version int64
+		var out string
+		var status int16
+		var noToken bool
+		if err := rows.Scan(&id, &out, &version, &status, &noToken); err != nil {
+			t.Fatal(err)
+		}
+		if _, twice := got[id]; twice {
+			t.Errorf("id %d moved twice", id)
+		}
+		got[id] = out
+		if status != int16(lease.StatusDone) || !noToken {
+			t.Errorf("done row %d: status %d, token cleared %v", id, status, noToken)
+		}
+		if id == a && version != newA.LeaseVersion {
+			t.Errorf("done row %d has lease version %d, want the current claim's %d", id, version, newA.LeaseVersion)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("done rows' outputs: %v, want %v", got, want)
+	}
+
+	// The same attempt twice: refused before the statement runs.
+	twice := lease.Completion{ID: dup, Token: itDup.OwnerToken, Outcome: lease.Done}
+	if _, err := e.Complete(ctx, []lease.Completion{twice, twice}); err == nil {
+		t.Fatal("completing one attempt twice in a call: no error")
+	}
+	var status int16
+	var moved int
+	if err := pool.QueryRow(ctx, `select status, (select count(*) from workq.job_runs_done where id = $1) from workq.job_runs where id = $1`, dup).
+		Scan(&status, &moved); err != nil || status != int16(lease.StatusInProgress) || moved != 0 {
+		t.Fatalf("after the refused call: status %d, %d done rows, %v; want it still running", status, moved, err)
+	}
+}

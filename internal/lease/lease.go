@@ -432,13 +432,29 @@ func (e *Engine) Beat(ctx context.Context, held []Held, ttl time.Duration) (Beat
 }
 
 // Complete ends many attempts in one statement; each completion is guarded by
-// its own owner token, so one call can end attempts from several claims.
+// its own owner token, so one call can end attempts from several claims. An
+// attempt (id and token) is completed at most once per call: a second
+// completion of one is refused before anything is written.
 func (e *Engine) Complete(ctx context.Context, cs []Completion) (Applied, error) {
 	if e.err != nil {
 		return Applied{}, fmt.Errorf("complete: %w", e.err)
 	}
 	if len(cs) == 0 {
 		return Applied{Status: map[int64]Status{}}, nil
+	}
+	if len(cs) > 1 {
+		type attempt struct {
+			id    int64
+			token uuid.UUID
+		}
+		seen := make(map[attempt]struct{}, len(cs))
+		for _, c := range cs {
+			k := attempt{c.ID, c.Token}
+			if _, dup := seen[k]; dup {
+				return Applied{}, fmt.Errorf("complete %s: id %d appears twice under token %s", e.table, c.ID, c.Token)
+			}
+			seen[k] = struct{}{}
+		}
 	}
 	arg := gen.LeaseCompleteParams{
 		Ids: make([]int64, len(cs)), OwnerTokens: make([]string, len(cs)), Outcomes: make([]string, len(cs)),

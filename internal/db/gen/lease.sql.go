@@ -161,10 +161,23 @@ d as (
     -- in the batch (TestLeasePlans).
     where j.id = any($1::bigint[]) and j.id = o.id and j.owner_token = o.owner_token
       and case when o.outcome = 'done' then j.cancel_requested_at is null and not workq.workq_keeps_done(j) else false end
-    returning workq.workq_done_row(j, nullif(o.output, '')::jsonb) as r, j.owner_token
+    -- The row as it was, column by column: (j).*, which PostgreSQL expands
+    -- to the table's own columns (sqlc leaves it alone, where j.* would be
+    -- expanded to the template's).
+    returning (j).*
 ),
 moved as (
-    insert into workq.workq_lease_table_done select (d.r).* from d
+    -- The done row (workq_done_row) of each: the function is inlined and
+    -- its row constructor, over a row constructor of d's columns, taken
+    -- apart at plan time, so every column is a plain expression. Returned
+    -- from the delete as one composite value and expanded here, the row
+    -- was formed and then taken apart column by column, which cost about
+    -- 1.5 µs a row (docs/throughput.md). The handler's output comes from
+    -- the completion that ended the row: its id and token (Engine.Complete
+    -- passes each pair once).
+    insert into workq.workq_lease_table_done
+    select (workq.workq_done_row(row(d.*)::workq.workq_lease_table, nullif(o.output, '')::jsonb)).*
+    from d join o on o.id = d.id and o.owner_token = d.owner_token
 ),
 u as (
     update workq.workq_lease_table j set
@@ -197,18 +210,23 @@ u as (
     -- CHECK constraint), so status = 1 is implied; it is not written out because it
     -- lets the planner drive this join from the in-progress index on a stale
     -- one-row estimate, a nested loop that is quadratic in the batch size.
-    -- id = any(@ids) as well: it bounds the table side of the join to the
+    -- id = any(array) as well: it bounds the table side of the join to the
     -- batch's ids whatever join the planner picks (see LeaseHeartbeat).
-    where j.id = any($1::bigint[]) and j.id = o.id and j.owner_token = o.owner_token
+    --
+    -- Every row the move did not take, by id rather than by the move's
+    -- test again: a row another transaction changed while this one waited
+    -- for its lock (a cancel requested, a schedule deleted: ON DELETE SET
+    -- NULL) is re-tested on its new version by the move and by this update
+    -- alike, and could fail both tests and stay in progress. The ids are
+    -- the batch's less the moved ones, computed once (an init plan), so a
+    -- batch that all moved probes the table for nothing: the moved rows,
+    -- dead to this statement, were looked up again for every id and then
+    -- filtered out (0.8 µs a job, docs/throughput.md). not in over a
+    -- subquery: a hashed subplan (<> all over an array compares each id
+    -- with every moved id, quadratic in the batch).
+    where j.id = any(array(select b.id from o b where b.id not in (select d.id from d)))
+      and j.id = o.id and j.owner_token = o.owner_token
       and o.outcome in ('done', 'retry', 'failed', 'snoozed', 'released', 'cancelled')
-      -- Every row the move did not take, by id rather than by the move's
-      -- test again: a row another transaction changed while this one waited
-      -- for its lock (a cancel requested, a schedule deleted: ON DELETE SET
-      -- NULL) is re-tested on its new version by the move and by this
-      -- update alike, and could fail both tests and stay in progress.
-      -- not in over a subquery: a hashed subplan (<> all over an array
-      -- compares each row with every moved id, quadratic in the batch).
-      and j.id not in (select (d.r).id from d)
     returning j.id, j.status, j.queue, j.attempts, j.lease_version, j.claimed_at, j.claimed_by, o.owner_token, o.outcome, o.error,
               j.last_error, workq.workq_workflow_id(j) as workflow_id, workq.workq_awaited(j) as awaited
 ),
@@ -217,8 +235,8 @@ ended as (
            u.last_error, u.workflow_id, u.awaited
     from u
     union all
-    select (d.r).id, (d.r).status, (d.r).queue, (d.r).attempts, (d.r).lease_version, (d.r).claimed_at, (d.r).claimed_by,
-           d.owner_token, 'done'::text, null::text, (d.r).last_error, null::bigint, workq.workq_awaited(d.r)
+    select d.id, 2::smallint, d.queue, d.attempts, d.lease_version, d.claimed_at, d.claimed_by,
+           d.owner_token, 'done'::text, null::text, d.last_error, null::bigint, workq.workq_awaited(row(d.*)::workq.workq_lease_table)
     from d
 ),
 archived as (

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Compares `workq bench` of two builds at default flags, each beside
 # ../shared/ceiling in the same run: BEFORE (a commit) and this tree. Each
-# build gets a database of its own (the schema layouts may differ: before
+# build gets a database of its own, fresh for every run (the schema layouts may differ: before
 # issue 19 workq lived in public, now in its own schema), migrated by its own
 # binary. Per run: ceiling, then the two builds (their order alternating);
 # RUNS runs; it prints each
@@ -25,14 +25,20 @@ git worktree add -q --detach "$tmp/before" "$BEFORE"
 go build -o "$tmp/workq-after" ./cmd/workq
 (cd "$CEILING_DIR" && go build -o "$tmp/ceiling" .)
 
-for db in bench_before bench_after bench_ceiling; do
-  PGOPTIONS="-c client_min_messages=warning" psql -q "$BASE/postgres" -c "drop database if exists $db" -c "create database $db"
-done
 before_url="$BASE/bench_before?sslmode=disable"
 after_url="$BASE/bench_after?sslmode=disable"
 ceiling_url="$BASE/bench_ceiling?sslmode=disable"
-DATABASE_URL=$before_url "$tmp/workq-before" migrate up >/dev/null
-DATABASE_URL=$after_url "$tmp/workq-after" migrate up >/dev/null
+# Every run gets fresh databases: a database reused across runs carries the
+# last run's dead tuples (the shared server's autovacuum is off, and the
+# bench runs no maintenance), and continuous runs then collapsed to
+# 0.3 of the ceiling in either build at random (2026-12-07).
+fresh() {
+  for db in bench_before bench_after bench_ceiling; do
+    PGOPTIONS="-c client_min_messages=warning" psql -q "$BASE/postgres" -c "drop database if exists $db" -c "create database $db"
+  done
+  DATABASE_URL=$before_url "$tmp/workq-before" migrate up >/dev/null
+  DATABASE_URL=$after_url "$tmp/workq-after" migrate up >/dev/null
+}
 
 median() { sort -n | awk '{a[NR]=$1} END {print (NR%2) ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}'; }
 rate_of() { grep -E ' = [0-9.]+ (rows|jobs)/s' | sed -E 's/.* = ([0-9.]+) (rows|jobs)\/s.*/\1/'; }
@@ -40,6 +46,7 @@ args=(-n "$N")
 [ "$MODE" = continuous ] && args=(--duration 30s)
 declare -a c b a rb ra
 for i in $(seq 1 "$RUNS"); do
+  fresh
   c+=("$("$tmp/ceiling" -url "$ceiling_url" -n "$N" -batch 500 -c 2 2>/dev/null | rate_of)")
   # Alternate which build goes first: the second inherits the first's
   # checkpoint and dirty buffers.

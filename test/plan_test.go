@@ -758,3 +758,40 @@ analyze workq.job_runs_done`); err != nil {
 		t.Errorf("runs of outbox 777: %+v; want its lease versions 1 and 2", got)
 	}
 }
+
+// The completion's move of done rows must stay free of row values: the
+// done row is workq_done_row of a row constructor, which PostgreSQL inlines
+// and takes apart at plan time. Were the function no longer inlinable (a
+// SET clause, volatility, a body that is not a single select), (f(...)).*
+// would call it once per column of the table, 29 calls a row for job runs,
+// and nothing else would fail. EXPLAIN VERBOSE names the function only
+// when it is called.
+func TestCompleteDoneRowIsInlined(t *testing.T) {
+	ctx := context.Background()
+	conn := mustConnect(t, testdb.URL(t))
+	sql, params := leaseQuery(t, string(lease.JobRuns), "LeaseComplete")
+	args := argsFor(t, params, map[string]any{"ids": []int64{1}, "owner_tokens": []string{uuid.NewString()},
+		"outcomes": []string{"done"}, "errors": []string{""}, "delays_ms": []int64{0}, "outputs": []string{`{"a":1}`}})
+	rows, err := conn.Query(ctx, "explain (verbose) "+sql, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var plan []string
+	for rows.Next() {
+		var line string
+		if err := rows.Scan(&line); err != nil {
+			t.Fatal(err)
+		}
+		plan = append(plan, line)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	text := strings.Join(plan, "\n")
+	if !strings.Contains(text, "Insert on workq.job_runs_done") {
+		t.Fatalf("no insert into job_runs_done in the plan:\n%s", text)
+	}
+	if strings.Contains(text, "workq_done_row") {
+		t.Errorf("workq_done_row is called, not inlined:\n%s", text)
+	}
+}

@@ -152,6 +152,7 @@ the handler sleep, so slots stay busy as with real work.`,
 				return err
 			}
 			defer func() {
+				runtime.GC() // the profile holds what the last collection saw
 				if err := pprof.Lookup("allocs").WriteTo(mf, 0); err != nil {
 					fmt.Fprintln(cmd.ErrOrStderr(), "memprofile:", err)
 				}

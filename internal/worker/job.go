@@ -19,6 +19,10 @@ import (
 
 // Job is one claimed attempt handed to a handler.
 type Job struct {
+	// Item is the claimed item. It is read-only for handlers and
+	// middleware: the runtime reads it (id, owner token, run id) from other
+	// goroutines while the handler runs, to heartbeat, release and
+	// complete the attempt.
 	lease.Item
 	// Schema is the workq schema the item is in ("" is the default,
 	// workq); CompleteTx writes there.

@@ -173,11 +173,13 @@ moved as (
     -- from the delete as one composite value and expanded here, the row
     -- was formed and then taken apart column by column, which cost about
     -- 1.5 µs a row (docs/throughput.md). The handler's output comes from
-    -- the completion that ended the row: its id and token (Engine.Complete
-    -- passes each pair once).
+    -- the completion that ended the row: its id, token and outcome done
+    -- (the caller passes each attempt once: see the statement's comment;
+    -- TestCompleteDoneRowIsInlined checks that the function stays inlined,
+    -- or (f(...)).* would call it once per column).
     insert into workq.workq_lease_table_done
     select (workq.workq_done_row(row(d.*)::workq.workq_lease_table, nullif(o.output, '')::jsonb)).*
-    from d join o on o.id = d.id and o.owner_token = d.owner_token
+    from d join o on o.id = d.id and o.owner_token = d.owner_token and o.outcome = 'done'
 ),
 u as (
     update workq.workq_lease_table j set
@@ -294,7 +296,7 @@ type LeaseCompleteRow struct {
 	Status int16
 }
 
-// LeaseComplete ends many attempts in one statement, each guarded by its own owner token (done, retry with a delay or failed when exhausted, failed, snoozed or released without using an attempt, cancelled), archives each attempt in runs (except one that moves its row: the done row is that attempt, LeaseDoneRuns), and returns the rows it applied to. An attempt whose cancel was requested (cancel_requested_at) ends cancelled whatever its outcome, keeping the cancel's last_error. An attempt that ends its item done moves the row to the table's done table (<table>_done, dropped by day) unless workq_keeps_done keeps it in place (a workflow's task, a schedule's slot, a job unique over the completed state; every row of the tables other than job runs).
+// LeaseComplete ends many attempts in one statement, each guarded by its own owner token (done, retry with a delay or failed when exhausted, failed, snoozed or released without using an attempt, cancelled), archives each attempt in runs (except one that moves its row: the done row is that attempt, LeaseDoneRuns), and returns the rows it applied to. An attempt whose cancel was requested (cancel_requested_at) ends cancelled whatever its outcome, keeping the cancel's last_error. An attempt that ends its item done moves the row to the table's done table (<table>_done, dropped by day) unless workq_keeps_done keeps it in place (a workflow's task, a schedule's slot, a job unique over the completed state; every row of the tables other than job runs). Each attempt (id and owner token) appears at most once in the arrays: twice with outcome done, its row would be inserted into the done table twice (Engine.Complete refuses such a batch).
 func (q *Queries) LeaseComplete(ctx context.Context, arg LeaseCompleteParams) ([]LeaseCompleteRow, error) {
 	rows, err := q.db.Query(ctx, leaseComplete,
 		arg.Ids,

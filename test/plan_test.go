@@ -776,15 +776,8 @@ func TestCompleteDoneRowIsInlined(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var plan []string
-	for rows.Next() {
-		var line string
-		if err := rows.Scan(&line); err != nil {
-			t.Fatal(err)
-		}
-		plan = append(plan, line)
-	}
-	if err := rows.Err(); err != nil {
+	plan, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
 		t.Fatal(err)
 	}
 	text := strings.Join(plan, "\n")

@@ -166,20 +166,28 @@ d as (
     -- expanded to the template's).
     returning (j).*
 ),
+outs as materialized (
+    -- The outputs of the done completions, by attempt (id and token), as
+    -- one value the move looks each row up in (null when the batch has
+    -- none). Not a join of d and o: the planner estimates d at one row and
+    -- could loop over o for each moved row, quadratic in the batch
+    -- (TestLeasePlans caught such a plan).
+    select jsonb_object_agg(o.id::text || ' ' || o.owner_token::text, o.output) as by_attempt
+    from o where o.outcome = 'done' and o.output <> ''
+),
 moved as (
     -- The done row (workq_done_row) of each: the function is inlined and
     -- its row constructor, over a row constructor of d's columns, taken
     -- apart at plan time, so every column is a plain expression. Returned
     -- from the delete as one composite value and expanded here, the row
     -- was formed and then taken apart column by column, which cost about
-    -- 1.5 µs a row (docs/throughput.md). The handler's output comes from
-    -- the completion that ended the row: its id, token and outcome done
-    -- (the caller passes each attempt once: see the statement's comment;
-    -- TestCompleteDoneRowIsInlined checks that the function stays inlined,
-    -- or (f(...)).* would call it once per column).
+    -- 1.5 µs a row (docs/throughput.md; TestCompleteDoneRowIsInlined checks
+    -- that the function stays inlined, or (f(...)).* would call it once
+    -- per column).
     insert into workq.workq_lease_table_done
-    select (workq.workq_done_row(row(d.*)::workq.workq_lease_table, nullif(o.output, '')::jsonb)).*
-    from d join o on o.id = d.id and o.owner_token = d.owner_token and o.outcome = 'done'
+    select (workq.workq_done_row(row(d.*)::workq.workq_lease_table,
+        case when t.by_attempt is not null then (t.by_attempt ->> (d.id::text || ' ' || d.owner_token::text))::jsonb end)).*
+    from d, outs t
 ),
 u as (
     update workq.workq_lease_table j set
@@ -296,7 +304,7 @@ type LeaseCompleteRow struct {
 	Status int16
 }
 
-// LeaseComplete ends many attempts in one statement, each guarded by its own owner token (done, retry with a delay or failed when exhausted, failed, snoozed or released without using an attempt, cancelled), archives each attempt in runs (except one that moves its row: the done row is that attempt, LeaseDoneRuns), and returns the rows it applied to. An attempt whose cancel was requested (cancel_requested_at) ends cancelled whatever its outcome, keeping the cancel's last_error. An attempt that ends its item done moves the row to the table's done table (<table>_done, dropped by day) unless workq_keeps_done keeps it in place (a workflow's task, a schedule's slot, a job unique over the completed state; every row of the tables other than job runs). Each attempt (id and owner token) appears at most once in the arrays: twice with outcome done, its row would be inserted into the done table twice (Engine.Complete refuses such a batch).
+// LeaseComplete ends many attempts in one statement, each guarded by its own owner token (done, retry with a delay or failed when exhausted, failed, snoozed or released without using an attempt, cancelled), archives each attempt in runs (except one that moves its row: the done row is that attempt, LeaseDoneRuns), and returns the rows it applied to. An attempt whose cancel was requested (cancel_requested_at) ends cancelled whatever its outcome, keeping the cancel's last_error. An attempt that ends its item done moves the row to the table's done table (<table>_done, dropped by day) unless workq_keeps_done keeps it in place (a workflow's task, a schedule's slot, a job unique over the completed state; every row of the tables other than job runs).
 func (q *Queries) LeaseComplete(ctx context.Context, arg LeaseCompleteParams) ([]LeaseCompleteRow, error) {
 	rows, err := q.db.Query(ctx, leaseComplete,
 		arg.Ids,

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/workq/workq"
@@ -50,8 +51,12 @@ type benchResult struct {
 	FlushMs     float64 `json:"flush_interval_ms"`
 	MaxConns    int32   `json:"max_conns"`
 	LeaseLost   int64   `json:"lease_lost"`
-	RSSStartMB  float64 `json:"heap_start_mb,omitempty"`
-	RSSEndMB    float64 `json:"heap_end_mb,omitempty"`
+	// CPUPerJob is the bench process's CPU time (user and system) over the
+	// measured window per job: the worker, the handlers and, in continuous
+	// mode, the producer; the database's is not in it.
+	CPUPerJob  float64 `json:"process_cpu_us_per_job,omitempty"`
+	RSSStartMB float64 `json:"heap_start_mb,omitempty"`
+	RSSEndMB   float64 `json:"heap_end_mb,omitempty"`
 	// Continuous mode with --report-every: jobs/s of each interval, and
 	// whether the Client ran its maintenance (--maintenance).
 	Intervals   []float64 `json:"interval_jobs_per_sec,omitempty"`
@@ -259,6 +264,9 @@ the handler sleep, so slots stay busy as with real work.`,
 		fmt.Fprintf(cmd.OutOrStdout(), "%s: %d jobs in %.2fs = %.0f jobs/s; pickup latency p50 %.2f ms, p95 %.2f ms, p99 %.2f ms (batch %d, concurrency %d, flush %s, conns %d, lease lost %d)\n",
 			res.Mode, res.Jobs, res.Seconds, res.JobsPerSec, res.LatencyP50, res.LatencyP95, res.LatencyP99,
 			cfg.Batch, cfg.Concurrency, cfg.FlushInterval, cfg.MaxConns, res.LeaseLost)
+		if res.CPUPerJob > 0 {
+			fmt.Fprintf(cmd.OutOrStdout(), "  this process's CPU (user and system) over the measured window: %.2f µs per job\n", res.CPUPerJob)
+		}
 		if res.FloorP50 > 0 {
 			fmt.Fprintf(cmd.OutOrStdout(), "  SQL floor (enqueue, NOTIFY, one claim; no runtime), just before: pickup p50 %.2f ms, p95 %.2f ms, p99 %.2f ms; workq p50 = %.2fx, p99 = %.2fx the floor\n",
 				res.FloorP50, res.FloorP95, res.FloorP99, res.LatencyP50/res.FloorP50, res.LatencyP99/res.FloorP99)
@@ -296,6 +304,7 @@ type bench struct {
 	schema       string
 	client       *workq.Client // enqueues, as an application does
 	copier       *jobq.Client  // EnqueueManyFast (COPY): the bulk path the Client does not offer
+	cpuStart     time.Duration // processCPU when the measured window began (0: not measured)
 	out          io.Writer
 	enqueueBatch int           // rate mode: jobs per EnqueueMany (0: Enqueue one by one)
 	handlerTime  time.Duration // the handler sleeps this long
@@ -385,6 +394,7 @@ func (b *bench) burnDown(ctx context.Context, cfg config.Config, n int) (benchRe
 	wctx, stop := context.WithCancel(ctx)
 	defer stop()
 	start = time.Now()
+	b.cpuStart = processCPU()
 	client, errc, err := b.runJobs(wctx, cfg)
 	if err != nil {
 		return benchResult{}, err
@@ -439,6 +449,7 @@ func (b *bench) continuous(ctx context.Context, cfg config.Config, d time.Durati
 	b.lat.reset()
 	heapStart := heapMB()
 	start := time.Now()
+	b.cpuStart = processCPU()
 	intervals := b.reportIntervals(ctx, start, base, d)
 	jobs := b.done() - base
 	elapsed := time.Since(start)
@@ -628,10 +639,23 @@ func (b *bench) keepBacklog(ctx context.Context, d time.Duration, backlog int64)
 
 func (b *bench) result(mode string, jobs int64, elapsed time.Duration, client *workq.Client) benchResult {
 	q, _ := b.lat.quantiles(0.50, 0.95, 0.99)
-	return benchResult{
+	r := benchResult{
 		Mode: mode, Jobs: jobs, Seconds: elapsed.Seconds(), JobsPerSec: float64(jobs) / elapsed.Seconds(),
 		LatencyP50: millis(q[0]), LatencyP95: millis(q[1]), LatencyP99: millis(q[2]), LeaseLost: client.Stats().LeaseLost,
 	}
+	if b.cpuStart > 0 && jobs > 0 {
+		r.CPUPerJob = float64((processCPU()-b.cpuStart)/time.Microsecond) / float64(jobs)
+	}
+	return r
+}
+
+// processCPU is the CPU time, user and system, this process has used.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 func millis(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }

@@ -3,6 +3,7 @@ package lease
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/workq/workq/internal/db/gen"
@@ -25,15 +26,27 @@ func claimJobRuns(ctx context.Context, q *gen.Queries, a claimArgs) ([]Item, err
 	if a.resume != nil {
 		params.ResumePriority, params.ResumeRunAt = &a.resume.Priority, &a.resume.RunAt
 	}
-	rows, err := q.JobRunsClaim(ctx, params)
+	buf := claimRows.Get().(*[]gen.JobRunsClaimRow)
+	rows, err := q.JobRunsClaimAppend(ctx, params, (*buf)[:0])
 	items := make([]Item, len(rows))
 	for i, r := range rows {
 		it := newItem(a, r.ID, r.Attempts, r.MaxAttempts, r.LeaseVersion, r.LockedUntil, r.Payload, r.Priority, r.RunAt, r.CreatedAt)
 		it.Kind, it.Metadata, it.LimitKey = r.Kind, r.Metadata, deref(r.LimitKey)
 		items[i] = it
 	}
-	return items, err
+	clear(rows) // the kept slice holds no row's strings and bytes
+	*buf = rows[:0]
+	claimRows.Put(buf)
+	if err != nil {
+		return nil, err
+	}
+	return items, nil
 }
+
+// claimRows holds the row slices of ended job-run claims for later ones:
+// a claim of 1,000 rows would otherwise grow a new slice of them by
+// appending (gen.JobRunsClaimAppend).
+var claimRows = sync.Pool{New: func() any { return new([]gen.JobRunsClaimRow) }}
 
 func claimJobRunsIDs(ctx context.Context, q *gen.Queries, a claimArgs, ids []int64) ([]Item, error) {
 	rows, err := q.JobRunsClaimIDs(ctx, gen.JobRunsClaimIDsParams{OwnerToken: a.token, LeaseMs: a.leaseMs, WorkerID: a.workerID, Ids: ids, ClaimedAt: a.at})

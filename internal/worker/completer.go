@@ -33,8 +33,11 @@ type Result struct {
 }
 
 type pendingCompletion struct {
-	c        lease.Completion
-	item     lease.Item
+	c lease.Completion
+	// item is the attempt's (&attempt.job.Item), which nothing writes
+	// after the claim: a pointer keeps the queue's entries small, as they
+	// are copied into a batch and the batch into the statement's arrays.
+	item     *lease.Item
 	expiry   *atomic.Int64 // the attempt's local lease deadline (Worker.mono); nil: none
 	started  time.Time
 	finished time.Time
@@ -115,6 +118,13 @@ type completer struct {
 
 	flushes chan []pendingCompletion
 	wg      sync.WaitGroup
+
+	// The slices of ended flushes, kept for later ones (a flush of 1,000
+	// would otherwise allocate and zero about 350 KB): the batches take
+	// fills, and the completions flush hands the statement. At most one
+	// per flusher and one gathering are in use at once.
+	spareBatches chan []pendingCompletion
+	spareCS      chan []lease.Completion
 }
 
 func newCompleter(w *Worker, e *lease.Engine, hardCtx context.Context) *completer {
@@ -122,7 +132,7 @@ func newCompleter(w *Worker, e *lease.Engine, hardCtx context.Context) *complete
 		engine: e, complete: w.completeFn, log: w.log, outage: w.outage, mono: w.mono, schema: w.schemaMissing, lease: w.cfg.Lease,
 		interval: w.cfg.FlushInterval, max: w.cfg.FlushBatch,
 		limit: int64(backlogLimit(w.cfg.FlushBatch)), stats: &w.stats, onResult: w.onResult, obs: w.obs, hardCtx: hardCtx,
-		kick: make(chan struct{}, 1), flushes: make(chan []pendingCompletion),
+		kick: make(chan struct{}, 1), flushes: make(chan []pendingCompletion), spareBatches: make(chan []pendingCompletion, 3), spareCS: make(chan []lease.Completion, 2),
 	}
 }
 
@@ -191,7 +201,15 @@ func (c *completer) take() []pendingCompletion {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	n := min(len(c.queue), c.max)
-	batch := make([]pendingCompletion, n)
+	var batch []pendingCompletion
+	select {
+	case batch = <-c.spareBatches:
+	default:
+	}
+	if cap(batch) < n {
+		batch = make([]pendingCompletion, n)
+	}
+	batch = batch[:n]
 	copy(batch, c.queue)
 	rest := copy(c.queue, c.queue[n:])
 	clear(c.queue[rest:])
@@ -237,8 +255,9 @@ func (c *completer) gather() {
 func (c *completer) flusher() {
 	defer c.wg.Done()
 	for batch := range c.flushes {
-		c.flush(batch)
+		cs := c.flush(batch)
 		c.backlog.Add(-int64(len(batch)))
+		c.recycle(batch, cs)
 		if c.backlog.Load() < c.limit && c.throttled.Swap(false) {
 			for _, p := range c.producers {
 				poke(p.wake)
@@ -247,15 +266,36 @@ func (c *completer) flusher() {
 	}
 }
 
+// recycle keeps an ended flush's slices for later ones (spareBatches,
+// spareCS), cleared first: nothing holds them now, and a kept slice must
+// not keep attempts and handlers' outputs from the garbage collector.
+func (c *completer) recycle(batch []pendingCompletion, cs []lease.Completion) {
+	clear(batch)
+	clear(cs)
+	select {
+	case c.spareBatches <- batch[:0]:
+	default:
+	}
+	select {
+	case c.spareCS <- cs[:0]:
+	default:
+	}
+}
+
 // flush applies one batch, retrying a failed statement until the batch's
 // lease deadline (see flushMinTries; Stop's bound ends it sooner). A retry
 // after an unseen commit finds the tokens gone; the run archive then tells
 // which completions that commit applied (Engine.Resolve), so results, stats
-// and meta.json stay true.
-func (c *completer) flush(batch []pendingCompletion) {
-	cs := make([]lease.Completion, len(batch))
-	for i, p := range batch {
-		cs[i] = p.c
+// and meta.json stay true. It returns the completions it built, which the
+// caller may reuse once it returns.
+func (c *completer) flush(batch []pendingCompletion) []lease.Completion {
+	var cs []lease.Completion
+	select {
+	case cs = <-c.spareCS:
+	default:
+	}
+	for _, p := range batch {
+		cs = append(cs, p.c)
 	}
 	var applied lease.Applied
 	var err error
@@ -328,6 +368,7 @@ func (c *completer) flush(batch []pendingCompletion) {
 	for _, p := range batch {
 		c.report(p, applied, err == nil)
 	}
+	return cs
 }
 
 // unreachable says whether err is the database not being reachable at all:
@@ -405,7 +446,7 @@ func (c *completer) resolve(cs []lease.Completion, applied *lease.Applied) {
 // statement ran (false: it gave up, or arrived after shutdown).
 func (c *completer) report(p pendingCompletion, applied lease.Applied, flushed bool) {
 	st, ok := applied.Status[p.c.ID]
-	r := Result{Item: p.item, Outcome: p.c.Outcome, Error: p.c.Error, Applied: ok && flushed, Status: st,
+	r := Result{Item: *p.item, Outcome: p.c.Outcome, Error: p.c.Error, Applied: ok && flushed, Status: st,
 		Started: p.started, Finished: p.finished}
 	if p.inTx && ok && st == lease.StatusDone && r.Outcome != lease.Done {
 		// The handler's transaction completed the attempt (CompleteTx) and

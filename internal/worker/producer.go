@@ -868,7 +868,7 @@ func (p *producer) execute(a *attempt) {
 		p.failures.report(p, &a.job.Item, c, finished)
 	}
 	p.w.stats.pending.Add(1)
-	p.comp.add(pendingCompletion{c: c, item: a.job.Item, expiry: &a.expiry, started: started, finished: finished, inTx: job.completedInTx.Load(),
+	p.comp.add(pendingCompletion{c: c, item: &a.job.Item, expiry: &a.expiry, started: started, finished: finished, inTx: job.completedInTx.Load(),
 		owner: p, attempt: a})
 }
 
@@ -1101,7 +1101,7 @@ func (p *producer) giveBack(waiting []*attempt) {
 		p.w.stats.inFlight.Add(-1)
 		p.comp.add(pendingCompletion{
 			c:    lease.Completion{ID: a.job.Item.ID, Token: a.job.Item.OwnerToken, RunID: a.job.Item.RunID, Outcome: lease.Released},
-			item: a.job.Item, expiry: &a.expiry, finished: time.Now(),
+			item: &a.job.Item, expiry: &a.expiry, finished: time.Now(),
 			after: func(Result) { p.forget(a) },
 		})
 	}
@@ -1149,7 +1149,7 @@ func (p *producer) drain(ctx context.Context) {
 		a.cancel(ErrShutdown)
 		p.comp.add(pendingCompletion{
 			c:    lease.Completion{ID: a.job.Item.ID, Token: a.job.Item.OwnerToken, RunID: a.job.Item.RunID, Outcome: lease.Released},
-			item: a.job.Item, expiry: &a.expiry, started: startedAt(a), finished: time.Now(),
+			item: &a.job.Item, expiry: &a.expiry, started: startedAt(a), finished: time.Now(),
 			after: func(res Result) {
 				a.endRecord(res) // finish the attempt's meta.json and close its attempt.log
 				p.forget(a)

@@ -49,9 +49,9 @@ type producer struct {
 	reaping atomic.Bool // a reap of the queue's expired leases is running (reclaimSoon)
 
 	mu       sync.Mutex
-	inflight map[int64]*attempt // every attempt this producer holds a lease for
-	busy     int                // claimed attempts whose handler has not returned (running or queued for a handler)
-	wakeAt   int                // >= 0: wake the claimer once busy drops to this
+	held     map[*heldBatch]struct{} // the claims this producer holds leases of: every attempt not yet forgotten
+	busy     int                     // claimed attempts whose handler has not returned (running or queued for a handler)
+	wakeAt   int                     // >= 0: wake the claimer once busy drops to this
 	handlers sync.WaitGroup
 	work     chan *attempt // claimed items for the handler pool: concurrency + batch fit
 
@@ -130,15 +130,15 @@ const reclaimEvery = time.Second
 const flowRepoll = 50 * time.Millisecond
 
 // batchDone cancels a claim's deadline context when its last item ends.
-type batchDone struct {
-	left   atomic.Int32
-	cancel context.CancelFunc
-}
-
-func (b *batchDone) finish() {
-	if b != nil && b.left.Add(-1) == 0 {
-		b.cancel()
-	}
+// heldBatch is one claim's attempts, held by its producer until each is
+// forgotten (its completion flushed, or it was lost or released). The
+// producer keeps its leases by claim, not by item: a map of items took an
+// insert and a delete per job under the producer's lock, ~5% of the
+// worker's CPU in a burn-down, where a claim is one insert and a forgotten
+// attempt clears its slot, so it is garbage as soon as it was before.
+type heldBatch struct {
+	attempts []atomic.Pointer[attempt] // nil once forgotten
+	left     atomic.Int32              // attempts not yet forgotten
 }
 
 // attempt is one claimed attempt, from claim until its completion is
@@ -150,7 +150,9 @@ type attempt struct {
 	job     Job
 	ctx     context.Context
 	cancel  context.CancelCauseFunc
-	batch   *batchDone   // nil without an execution timeout
+	batch   *batchContext // nil without an execution timeout
+	held    *heldBatch
+	slot    int          // in held.attempts
 	claimed int64        // Worker.mono when the claim's rows arrived: the queue wait the watchdog bounds starts here
 	expiry  atomic.Int64 // Worker.mono after which the lease can no longer be vouched for
 	state   atomic.Int32 // attemptQueued, then see the constants
@@ -209,8 +211,8 @@ func newProducer(w *Worker, src Source, queue string, comp *completer, life *lif
 	return &producer{
 		w: w, src: src, queue: queue, conc: conc, engine: comp.engine, comp: comp, life: life,
 		notified: make(chan struct{}, 1), listened: make(chan struct{}, 1), wake: make(chan struct{}, 1), applied: make(chan struct{}, 1),
-		reaped:   make(chan struct{}, 1),
-		inflight: map[int64]*attempt{}, work: make(chan *attempt, conc+w.cfg.Batch), wakeAt: -1,
+		reaped: make(chan struct{}, 1),
+		held:   map[*heldBatch]struct{}{}, work: make(chan *attempt, conc+w.cfg.Batch), wakeAt: -1,
 	}
 }
 
@@ -767,12 +769,10 @@ func (p *producer) start(c lease.Claim, sent int64) {
 	// the free slots, and a timer per job cost ~15% of the worker's CPU. The
 	// batch context is cancelled when its last item finishes.
 	parent := p.w.base
-	var done *batchDone
+	var done *batchContext
 	if timeout := p.w.cfg.ExecTimeout; timeout > 0 {
-		var cancel context.CancelFunc
-		parent, cancel = context.WithTimeout(parent, timeout)
-		done = &batchDone{cancel: cancel}
-		done.left.Store(int32(len(c.Items)))
+		done = newBatchContext(p.w.base, timeout, len(c.Items))
+		parent = done
 	}
 	batch := make([]*attempt, len(c.Items))
 	// The lease is counted from when the claim was sent (expiry, above);
@@ -781,14 +781,17 @@ func (p *producer) start(c lease.Claim, sent int64) {
 	// loaded server) had its prefetched rows given back before a handler
 	// could take them (fault scenario 3, "over the slow link").
 	arrived := p.w.mono()
-	p.mu.Lock()
+	held := &heldBatch{attempts: make([]atomic.Pointer[attempt], len(batch))}
+	held.left.Store(int32(len(batch)))
 	for i, it := range c.Items {
 		ctx, cancel := context.WithCancelCause(parent)
-		a := &attempt{job: Job{Item: it}, ctx: ctx, cancel: cancel, batch: done, claimed: arrived}
+		a := &attempt{job: Job{Item: it}, ctx: ctx, cancel: cancel, batch: done, held: held, slot: i, claimed: arrived}
 		a.expiry.Store(expiry)
-		p.inflight[it.ID] = a
+		held.attempts[i].Store(a)
 		batch[i] = a
 	}
+	p.mu.Lock()
+	p.held[held] = struct{}{}
 	p.busy += len(batch)
 	p.handlers.Add(len(batch))
 	p.mu.Unlock()
@@ -890,15 +893,48 @@ func (p *producer) afterFlush(a *attempt, res Result) {
 	}
 }
 
-// forget removes a settled attempt from the leases this producer holds. The
-// same item may be in the map under a newer claim (lost, reaped and claimed
-// again while the old handler ran on): only this attempt is removed.
+// forget removes a settled attempt from the leases this producer holds,
+// once (a second call does nothing). The same item may be held under a
+// newer claim too (lost, reaped and claimed again while the old handler ran
+// on): that attempt stays.
 func (p *producer) forget(a *attempt) {
-	p.mu.Lock()
-	if p.inflight[a.job.Item.ID] == a {
-		delete(p.inflight, a.job.Item.ID)
+	if !a.held.attempts[a.slot].CompareAndSwap(a, nil) {
+		return
 	}
-	p.mu.Unlock()
+	if a.held.left.Add(-1) == 0 {
+		p.mu.Lock()
+		delete(p.held, a.held)
+		p.mu.Unlock()
+	}
+}
+
+// holding calls f for every attempt this producer holds the lease of (not
+// forgotten), under p.mu.
+func (p *producer) holding(f func(a *attempt)) {
+	for b := range p.held {
+		for i := range b.attempts {
+			if a := b.attempts[i].Load(); a != nil {
+				f(a)
+			}
+		}
+	}
+}
+
+// newest is, of the attempts held for each item, the one of its latest
+// claim (the highest lease version): an item lost, reaped and claimed again
+// while its old handler ran on is held twice, and only the new lease is
+// the producer's to extend. Under p.mu.
+func (p *producer) newest(keep func(a *attempt) bool) map[int64]*attempt {
+	byID := make(map[int64]*attempt)
+	p.holding(func(a *attempt) {
+		if !keep(a) {
+			return
+		}
+		if o, ok := byID[a.job.Item.ID]; !ok || a.job.Item.LeaseVersion > o.job.Item.LeaseVersion {
+			byID[a.job.Item.ID] = a
+		}
+	})
+	return byID
 }
 
 // call routes the job and runs its handler, turning a panic into an error
@@ -993,15 +1029,15 @@ func everyOr(ctx context.Context, d time.Duration, now <-chan struct{}, f func()
 func (p *producer) beat(ctx context.Context) {
 	ttl := p.w.cfg.Lease
 	p.mu.Lock()
-	held := make([]lease.Held, 0, len(p.inflight))
-	byID := make(map[int64]*attempt, len(p.inflight))
-	for id, a := range p.inflight {
-		if s := a.state.Load(); s == attemptQueued || s == attemptRunning || s == attemptFinished {
-			held = append(held, lease.Held{ID: id, Token: a.job.Item.OwnerToken})
-			byID[id] = a
-		}
-	}
+	byID := p.newest(func(a *attempt) bool {
+		s := a.state.Load()
+		return s == attemptQueued || s == attemptRunning || s == attemptFinished
+	})
 	p.mu.Unlock()
+	held := make([]lease.Held, 0, len(byID))
+	for id, a := range byID {
+		held = append(held, lease.Held{ID: id, Token: a.job.Item.OwnerToken})
+	}
 	if len(held) == 0 {
 		return
 	}
@@ -1039,7 +1075,7 @@ func (p *producer) beat(ctx context.Context) {
 // (a notification on the cancel channel named it).
 func (p *producer) cancelRequested(id int64) {
 	p.mu.Lock()
-	a := p.inflight[id]
+	a := p.newest(func(a *attempt) bool { return a.job.Item.ID == id })[id]
 	p.mu.Unlock()
 	if a != nil {
 		p.cancelAttempt(a, "notification")
@@ -1072,7 +1108,7 @@ func (p *producer) watch() {
 	now := p.w.mono()
 	var late, waiting []*attempt
 	p.mu.Lock()
-	for _, a := range p.inflight {
+	p.holding(func(a *attempt) {
 		switch {
 		case !a.live():
 		case a.expiry.Load() <= now:
@@ -1080,7 +1116,7 @@ func (p *producer) watch() {
 		case a.state.Load() == attemptQueued && now-a.claimed > int64(maxQueueWait):
 			waiting = append(waiting, a)
 		}
-	}
+	})
 	p.mu.Unlock()
 	for _, a := range late {
 		p.lose(a, "no heartbeat confirmed the lease in time; cancelled before it can expire in the database")
@@ -1139,11 +1175,11 @@ func (p *producer) drain(ctx context.Context) {
 	}
 	p.mu.Lock()
 	var release []*attempt
-	for _, a := range p.inflight {
+	p.holding(func(a *attempt) {
 		if a.settle(attemptReleased) {
 			release = append(release, a)
 		}
-	}
+	})
 	p.mu.Unlock()
 	for _, a := range release {
 		a.cancel(ErrShutdown)

@@ -442,33 +442,37 @@ func (e *Engine) Complete(ctx context.Context, cs []Completion) (Applied, error)
 	if len(cs) == 0 {
 		return Applied{Status: map[int64]Status{}}, nil
 	}
-	if len(cs) > 1 {
-		type attempt struct {
-			id    int64
-			token uuid.UUID
-		}
-		seen := make(map[attempt]struct{}, len(cs))
-		for _, c := range cs {
-			k := attempt{c.ID, c.Token}
-			if _, dup := seen[k]; dup {
-				return Applied{}, fmt.Errorf("complete %s: id %d appears twice under token %s", e.table, c.ID, c.Token)
-			}
-			seen[k] = struct{}{}
-		}
+	if err := distinctAttempts(cs); err != nil {
+		return Applied{}, fmt.Errorf("complete %s: %w", e.table, err)
 	}
 	arg := gen.LeaseCompleteParams{
 		Ids: make([]int64, len(cs)), OwnerTokens: make([]string, len(cs)), Outcomes: make([]string, len(cs)),
-		Errors: make([]string, len(cs)), DelaysMs: make([]int64, len(cs)),
+		DelaysMs: make([]int64, len(cs)),
 	}
+	// The attempts of one claim share its token: its text is made once.
+	var token uuid.UUID
+	var tokenText string
 	for i, c := range cs {
 		switch c.Outcome {
 		case Done, Retry, Failed, Snoozed, Released, Cancelled:
 		default:
 			return Applied{}, fmt.Errorf("complete %s: unknown outcome %q for id %d", e.table, c.Outcome, c.ID)
 		}
-		arg.Ids[i], arg.OwnerTokens[i], arg.Outcomes[i], arg.Errors[i], arg.DelaysMs[i] = c.ID, c.Token.String(), string(c.Outcome), c.Error, ms(c.Delay)
+		if c.Token != token || tokenText == "" {
+			token, tokenText = c.Token, c.Token.String()
+		}
+		arg.Ids[i], arg.OwnerTokens[i], arg.Outcomes[i], arg.DelaysMs[i] = c.ID, tokenText, string(c.Outcome), ms(c.Delay)
+		// The errors and outputs are sent only when one of the batch has
+		// one: the statement pads a null array with nulls, and reads a null
+		// as none (most batches are all done, with neither).
+		if c.Error != "" {
+			if arg.Errors == nil {
+				arg.Errors = make([]string, len(cs))
+			}
+			arg.Errors[i] = c.Error
+		}
 		if c.Output != nil {
-			if arg.Outputs == nil { // none so far: the statement pads a null array with nulls
+			if arg.Outputs == nil {
 				arg.Outputs = make([]string, len(cs))
 			}
 			arg.Outputs[i] = string(c.Output)
@@ -486,6 +490,40 @@ func (e *Engine) Complete(ctx context.Context, cs []Completion) (Applied, error)
 	}
 	a.Lost = missing(arg.Ids, done)
 	return a, nil
+}
+
+// distinctAttempts refuses a batch that lists one attempt (id and token)
+// twice: a caller's mistake, which the statement would apply once. Ids are
+// distinct in nearly every batch, so they are checked by id alone first
+// (a map of int64 keys, about half the cost of one of id and token), and
+// only an id listed again under another token (an item lost and claimed
+// again meanwhile, both completions flushed together) is looked at
+// further.
+func distinctAttempts(cs []Completion) error {
+	if len(cs) < 2 {
+		return nil
+	}
+	byID := make(map[int64]uuid.UUID, len(cs))
+	var again []Completion
+	for _, c := range cs {
+		t, seen := byID[c.ID]
+		switch {
+		case !seen:
+			byID[c.ID] = c.Token
+		case t == c.Token:
+			return fmt.Errorf("id %d appears twice under token %s", c.ID, c.Token)
+		default:
+			again = append(again, c)
+		}
+	}
+	for i, c := range again {
+		for _, o := range again[:i] {
+			if o.ID == c.ID && o.Token == c.Token {
+				return fmt.Errorf("id %d appears twice under token %s", c.ID, c.Token)
+			}
+		}
+	}
+	return nil
 }
 
 // Resolve finds out which of cs were applied although a Complete reported

@@ -431,7 +431,7 @@ func leasePlans(t *testing.T, table string, stale bool) {
 			// each row up by id: they read about one row per element, not the
 			// table or the in-progress set once per element.
 			var ids []int64
-			var tokens, outcomes, errs []string
+			var tokens, outcomes []string
 			var delays []int64
 			for id := int64(1); len(ids) < 500; id += 50 {
 				var tok string
@@ -439,24 +439,24 @@ func leasePlans(t *testing.T, table string, stale bool) {
 					t.Fatal(err)
 				}
 				ids, tokens = append(ids, id), append(tokens, tok)
-				outcomes, errs, delays = append(outcomes, "done"), append(errs, ""), append(delays, 0)
+				outcomes, delays = append(outcomes, "done"), append(delays, 0)
 			}
 			arrayLiteral := func(xs []string) string { return "'{" + strings.Join(xs, ",") + "}'" }
-			idLits, delayLits, emptyLits := make([]string, len(ids)), make([]string, len(ids)), make([]string, len(ids))
+			idLits, delayLits := make([]string, len(ids)), make([]string, len(ids))
 			for i, id := range ids {
-				idLits[i], delayLits[i], emptyLits[i] = fmt.Sprint(id), fmt.Sprint(delays[i]), `""`
+				idLits[i], delayLits[i] = fmt.Sprint(id), fmt.Sprint(delays[i])
 			}
 			heartbeatLits := map[string]string{"lease_ms": "30000", "ids": arrayLiteral(idLits), "owner_tokens": arrayLiteral(tokens)}
 			completeLits := map[string]string{"ids": arrayLiteral(idLits), "owner_tokens": arrayLiteral(tokens),
-				"outcomes": arrayLiteral(outcomes), "errors": arrayLiteral(emptyLits), "delays_ms": arrayLiteral(delayLits),
-				"outputs": "NULL"} // no outputs, as a batch without any sends
+				"outcomes": arrayLiteral(outcomes), "errors": "NULL", "delays_ms": arrayLiteral(delayLits),
+				"outputs": "NULL"} // no errors and no outputs, as a batch of done jobs sends (Engine.Complete)
 			for _, c := range []struct {
 				name     string
 				args     map[string]any
 				literals map[string]string
 			}{
 				{"LeaseHeartbeat", map[string]any{"lease_ms": int64(30_000), "ids": ids, "owner_tokens": tokens}, heartbeatLits},
-				{"LeaseComplete", map[string]any{"ids": ids, "owner_tokens": tokens, "outcomes": outcomes, "errors": errs, "delays_ms": delays,
+				{"LeaseComplete", map[string]any{"ids": ids, "owner_tokens": tokens, "outcomes": outcomes, "errors": []string(nil), "delays_ms": delays,
 					"outputs": []string(nil)}, completeLits},
 			} {
 				sql, params := leaseQuery(t, table, c.name)

@@ -299,18 +299,21 @@ func benchReset(ctx context.Context, db workqtype.DB) error {
 }
 
 type bench struct {
-	pool         *pgxpool.Pool
-	db           jobq.CopyDB // pool in --schema
-	schema       string
-	client       *workq.Client // enqueues, as an application does
-	copier       *jobq.Client  // EnqueueManyFast (COPY): the bulk path the Client does not offer
-	cpuStart     time.Duration // processCPU when the measured window began (0: not measured)
-	out          io.Writer
-	enqueueBatch int           // rate mode: jobs per EnqueueMany (0: Enqueue one by one)
-	handlerTime  time.Duration // the handler sleeps this long
-	enqueueMode  string        // bulk inserts: enqueueCopy or enqueueUnnest
-	reportEvery  time.Duration // continuous: per-interval report (0: none)
-	maintenance  bool          // the worker's Client runs maintenance too
+	pool   *pgxpool.Pool
+	db     jobq.CopyDB // pool in --schema
+	schema string
+	client *workq.Client // enqueues, as an application does
+	copier *jobq.Client  // EnqueueManyFast (COPY): the bulk path the Client does not offer
+	// processCPU when the measured window began and ended (cpuStart 0:
+	// not measured); read where the window's time is, so the worker's
+	// shutdown is not in it.
+	cpuStart, cpuEnd time.Duration
+	out              io.Writer
+	enqueueBatch     int           // rate mode: jobs per EnqueueMany (0: Enqueue one by one)
+	handlerTime      time.Duration // the handler sleeps this long
+	enqueueMode      string        // bulk inserts: enqueueCopy or enqueueUnnest
+	reportEvery      time.Duration // continuous: per-interval report (0: none)
+	maintenance      bool          // the worker's Client runs maintenance too
 
 	lat    latencies     // run_at to handler start, per job
 	worker *workq.Client // the worker's (run)
@@ -406,6 +409,7 @@ func (b *bench) burnDown(ctx context.Context, cfg config.Config, n int) (benchRe
 		time.Sleep(2 * time.Millisecond)
 	}
 	elapsed := time.Since(start)
+	b.cpuEnd = processCPU()
 	stop()
 	if err := <-errc; err != nil {
 		return benchResult{}, err
@@ -453,6 +457,7 @@ func (b *bench) continuous(ctx context.Context, cfg config.Config, d time.Durati
 	intervals := b.reportIntervals(ctx, start, base, d)
 	jobs := b.done() - base
 	elapsed := time.Since(start)
+	b.cpuEnd = processCPU()
 	heapEnd := heapMB()
 	stopProducer()
 	pwg.Wait()
@@ -643,8 +648,8 @@ func (b *bench) result(mode string, jobs int64, elapsed time.Duration, client *w
 		Mode: mode, Jobs: jobs, Seconds: elapsed.Seconds(), JobsPerSec: float64(jobs) / elapsed.Seconds(),
 		LatencyP50: millis(q[0]), LatencyP95: millis(q[1]), LatencyP99: millis(q[2]), LeaseLost: client.Stats().LeaseLost,
 	}
-	if b.cpuStart > 0 && jobs > 0 {
-		r.CPUPerJob = float64((processCPU()-b.cpuStart)/time.Microsecond) / float64(jobs)
+	if b.cpuStart > 0 && b.cpuEnd > b.cpuStart && jobs > 0 {
+		r.CPUPerJob = float64((b.cpuEnd-b.cpuStart)/time.Microsecond) / float64(jobs)
 	}
 	return r
 }

@@ -23,10 +23,16 @@ func TestBenchModes(t *testing.T) {
 			if r.Mode != "burn-down" || r.Jobs != 2000 {
 				t.Errorf("mode %q, %d jobs; want burn-down of 2000", r.Mode, r.Jobs)
 			}
+			if r.CPUPerJob <= 0 {
+				t.Errorf("process CPU per job %.2f µs; want it measured over the window", r.CPUPerJob)
+			}
 		}},
 		{"continuous", []string{"--duration", "1s"}, func(t *testing.T, r benchResult) {
 			if r.Mode != "continuous" || r.Jobs <= 0 {
 				t.Errorf("mode %q, %d jobs; want continuous with jobs done", r.Mode, r.Jobs)
+			}
+			if r.CPUPerJob <= 0 {
+				t.Errorf("process CPU per job %.2f µs; want it measured over the window", r.CPUPerJob)
 			}
 		}},
 		{"continuous, per interval, with maintenance", []string{"--duration", "2s", "--report-every", "1s", "--maintenance"}, func(t *testing.T, r benchResult) {

@@ -19,10 +19,9 @@ import (
 // share. That was about 9% of the worker's CPU in a burn-down
 // (docs/throughput.md). Over a parent that implements AfterFunc the
 // context package registers through it instead, and batchContext keeps the
-// registrations in a slice. It does not take out those of attempts that
-// ended: the context package ignores what stop reports, and cancelling an
-// ended attempt's context again does nothing; the batch drops them when
-// it ends.
+// registrations in a slice: an attempt's context that ends clears its slot
+// (stop), so an ended attempt is not kept for the batch's sake, and a
+// handler that never returns keeps only its own.
 //
 // An attempt's context, a child of it, ends as before: with its own cause
 // (ErrLeaseLost, ErrCancelled, ErrShutdown), or with Err
@@ -57,21 +56,28 @@ func (b *batchContext) Err() error {
 }
 
 // AfterFunc arranges for f to run when the batch ends (the context
-// package's afterFuncer: what a child context registers). The stop it
-// returns leaves f registered and reports false, see batchContext.
+// package's afterFuncer: what a child context registers); stop clears f's
+// slot and reports whether f was still to run.
 func (b *batchContext) AfterFunc(f func()) (stop func() bool) {
 	b.mu.Lock()
 	if b.err != nil {
 		b.mu.Unlock()
 		go f()
-		return stopNothing
+		return func() bool { return false }
 	}
+	i := len(b.funcs)
 	b.funcs = append(b.funcs, f)
 	b.mu.Unlock()
-	return stopNothing
+	return func() bool {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		if i >= len(b.funcs) || b.funcs[i] == nil { // ended, or stopped before
+			return false
+		}
+		b.funcs[i] = nil
+		return true
+	}
 }
-
-func stopNothing() bool { return false }
 
 // finish notes the end of one of the batch's attempts; the last one ends
 // the batch (a nil batch, of a worker without an execution timeout, has
@@ -97,6 +103,8 @@ func (b *batchContext) end(err error) {
 	close(b.done)
 	b.mu.Unlock()
 	for _, f := range funcs {
-		f()
+		if f != nil {
+			f()
+		}
 	}
 }

@@ -79,7 +79,20 @@ func TestBatchContextRegistersThroughAfterFunc(t *testing.T) {
 	if g := runtime.NumGoroutine(); g > before+10 {
 		t.Fatalf("%d goroutines after making %d contexts, %d before: the context package watches them with goroutines", g, n, before)
 	}
+	// An attempt's context that ends leaves the batch (its slot cleared):
+	// a batch whose one handler never returns keeps nothing of the others.
+	ended, endIt := context.WithCancelCause(b)
+	endIt(nil)
+	b.mu.Lock()
+	cleared := b.funcs[len(b.funcs)-1] == nil
+	b.mu.Unlock()
+	if !cleared || ended.Err() != context.Canceled {
+		t.Errorf("an ended context's registration: cleared %v, Err %v; want cleared, Canceled", cleared, ended.Err())
+	}
 	b.end(context.DeadlineExceeded)
+	if context.Cause(ended) != context.Canceled {
+		t.Errorf("the batch's end reached a context that had ended: cause %v", context.Cause(ended))
+	}
 	for i, ctx := range ctxs {
 		if ctx.Err() != context.DeadlineExceeded {
 			t.Fatalf("context %d: Err() = %v after the batch's deadline; want DeadlineExceeded", i, ctx.Err())

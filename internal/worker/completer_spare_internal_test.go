@@ -38,6 +38,9 @@ func TestCompleterReusesFlushSlices(t *testing.T) {
 		}
 	}
 	keptCS := <-c.spareCS
+	if len(keptCS) != 0 || cap(keptCS) < 3 {
+		t.Fatalf("kept completions len %d cap %d; want empty with room for 3", len(keptCS), cap(keptCS))
+	}
 	for i, cp := range keptCS[:3] {
 		if cp.ID != 0 || cp.Output != nil {
 			t.Errorf("kept completion %d not cleared: %+v", i, cp)

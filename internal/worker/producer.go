@@ -129,7 +129,6 @@ const reclaimEvery = time.Second
 // poll interval, while such claims take nothing.
 const flowRepoll = 50 * time.Millisecond
 
-// batchDone cancels a claim's deadline context when its last item ends.
 // heldBatch is one claim's attempts, held by its producer until each is
 // forgotten (its completion flushed, or it was lost or released). The
 // producer keeps its leases by claim, not by item: a map of items took an
@@ -923,7 +922,10 @@ func (p *producer) holding(f func(a *attempt)) {
 // newest is, of the attempts held for each item, the one of its latest
 // claim (the highest lease version): an item lost, reaped and claimed again
 // while its old handler ran on is held twice, and only the new lease is
-// the producer's to extend. Under p.mu.
+// the producer's to extend (the heartbeat), cancel (a cancel by id) or
+// release (the drain). The older attempt stays held until it is forgotten:
+// the watchdog can still lose it, and once the newer one is forgotten it
+// is the item's newest. Under p.mu.
 func (p *producer) newest(keep func(a *attempt) bool) map[int64]*attempt {
 	byID := make(map[int64]*attempt)
 	p.holding(func(a *attempt) {
@@ -1074,8 +1076,15 @@ func (p *producer) beat(ctx context.Context) {
 // cancelRequested cancels the handler of item id if this producer runs it
 // (a notification on the cancel channel named it).
 func (p *producer) cancelRequested(id int64) {
+	// A scan of the held attempts (a few thousand at most), without the
+	// map newest builds: every worker hears every cancel.
+	var a *attempt
 	p.mu.Lock()
-	a := p.newest(func(a *attempt) bool { return a.job.Item.ID == id })[id]
+	p.holding(func(h *attempt) {
+		if h.job.Item.ID == id && (a == nil || h.job.Item.LeaseVersion > a.job.Item.LeaseVersion) {
+			a = h
+		}
+	})
 	p.mu.Unlock()
 	if a != nil {
 		p.cancelAttempt(a, "notification")
@@ -1175,11 +1184,14 @@ func (p *producer) drain(ctx context.Context) {
 	}
 	p.mu.Lock()
 	var release []*attempt
-	p.holding(func(a *attempt) {
+	// The newest attempt of each item only: an older one still live (its
+	// lease lost, not yet noticed) would be reported released under the
+	// item's id along with it.
+	for _, a := range p.newest(func(*attempt) bool { return true }) {
 		if a.settle(attemptReleased) {
 			release = append(release, a)
 		}
-	})
+	}
 	p.mu.Unlock()
 	for _, a := range release {
 		a.cancel(ErrShutdown)

@@ -443,11 +443,13 @@ func leasePlans(t *testing.T, table string, stale bool) {
 			}
 			arrayLiteral := func(xs []string) string { return "'{" + strings.Join(xs, ",") + "}'" }
 			idLits, delayLits := make([]string, len(ids)), make([]string, len(ids))
+			tokenOf, tokenOfLits := make([]int32, len(ids)), make([]string, len(ids))
 			for i, id := range ids {
 				idLits[i], delayLits[i] = fmt.Sprint(id), fmt.Sprint(delays[i])
+				tokenOf[i], tokenOfLits[i] = int32(i+1), fmt.Sprint(i+1)
 			}
 			heartbeatLits := map[string]string{"lease_ms": "30000", "ids": arrayLiteral(idLits), "owner_tokens": arrayLiteral(tokens)}
-			completeLits := map[string]string{"ids": arrayLiteral(idLits), "owner_tokens": arrayLiteral(tokens),
+			completeLits := map[string]string{"ids": arrayLiteral(idLits), "tokens": arrayLiteral(tokens), "token_of": arrayLiteral(tokenOfLits),
 				"outcomes": arrayLiteral(outcomes), "errors": "NULL", "delays_ms": arrayLiteral(delayLits),
 				"outputs": "NULL"} // no errors and no outputs, as a batch of done jobs sends (Engine.Complete)
 			for _, c := range []struct {
@@ -456,7 +458,7 @@ func leasePlans(t *testing.T, table string, stale bool) {
 				literals map[string]string
 			}{
 				{"LeaseHeartbeat", map[string]any{"lease_ms": int64(30_000), "ids": ids, "owner_tokens": tokens}, heartbeatLits},
-				{"LeaseComplete", map[string]any{"ids": ids, "owner_tokens": tokens, "outcomes": outcomes, "errors": []string(nil), "delays_ms": delays,
+				{"LeaseComplete", map[string]any{"ids": ids, "tokens": tokens, "token_of": tokenOf, "outcomes": outcomes, "errors": []string(nil), "delays_ms": delays,
 					"outputs": []string(nil)}, completeLits},
 			} {
 				sql, params := leaseQuery(t, table, c.name)
@@ -770,7 +772,7 @@ func TestCompleteDoneRowIsInlined(t *testing.T) {
 	ctx := context.Background()
 	conn := mustConnect(t, testdb.URL(t))
 	sql, params := leaseQuery(t, string(lease.JobRuns), "LeaseComplete")
-	args := argsFor(t, params, map[string]any{"ids": []int64{1}, "owner_tokens": []string{uuid.NewString()},
+	args := argsFor(t, params, map[string]any{"ids": []int64{1}, "tokens": []string{uuid.NewString()}, "token_of": []int32{1},
 		"outcomes": []string{"done"}, "errors": []string{""}, "delays_ms": []int64{0}, "outputs": []string{`{"a":1}`}})
 	rows, err := conn.Query(ctx, "explain (verbose) "+sql, args...)
 	if err != nil {

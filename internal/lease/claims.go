@@ -28,7 +28,11 @@ func claimJobRuns(ctx context.Context, q *gen.Queries, a claimArgs) ([]Item, err
 	}
 	buf := claimRows.Get().(*[]gen.JobRunsClaimRow)
 	rows, err := q.JobRunsClaimAppend(ctx, params, (*buf)[:0])
-	items := make([]Item, len(rows))
+	items := a.into[:0]
+	if cap(items) < len(rows) {
+		items = make([]Item, len(rows))
+	}
+	items = items[:len(rows)]
 	for i, r := range rows {
 		it := newItem(a, r.ID, r.Attempts, r.MaxAttempts, r.LeaseVersion, r.LockedUntil, r.Payload, r.Priority, r.RunAt, r.CreatedAt)
 		it.Kind, it.Metadata, it.LimitKey = r.Kind, r.Metadata, deref(r.LimitKey)

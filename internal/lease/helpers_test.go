@@ -125,7 +125,13 @@ func heartbeatRows(ctx context.Context, q *gen.Queries, leaseMs int64, ids []int
 // completeRows ends the given attempts; it returns the (id, status) rows it applied to.
 func completeRows(ctx context.Context, q *gen.Queries, ends []attemptEnd) ([]idStatus, error) {
 	ids, tokens, outcomes, errs, delays := splitEnds(ends)
-	rows, err := q.LeaseComplete(ctx, gen.LeaseCompleteParams{Ids: ids, OwnerTokens: tokens, Outcomes: outcomes, Errors: errs, DelaysMs: delays})
+	// Each completion's token listed on its own (Engine.Complete lists the
+	// distinct ones): the statement takes either.
+	tokenOf := make([]int32, len(tokens))
+	for i := range tokenOf {
+		tokenOf[i] = int32(i + 1)
+	}
+	rows, err := q.LeaseComplete(ctx, gen.LeaseCompleteParams{Ids: ids, Tokens: tokens, TokenOf: tokenOf, Outcomes: outcomes, Errors: errs, DelaysMs: delays})
 	out := make([]idStatus, len(rows))
 	for i, r := range rows {
 		out[i] = idStatus{r.ID, lease.Status(r.Status)}
@@ -178,10 +184,10 @@ func deref[T any](p *T) T {
 	return *p
 }
 
-func splitEnds(ends []attemptEnd) (ids []int64, tokens []string, outcomes, errs []string, delays []int64) {
+func splitEnds(ends []attemptEnd) (ids []int64, tokens []uuid.UUID, outcomes, errs []string, delays []int64) {
 	for _, e := range ends {
 		ids = append(ids, e.ID)
-		tokens = append(tokens, e.Token.String())
+		tokens = append(tokens, e.Token)
 		outcomes = append(outcomes, e.Outcome)
 		errs = append(errs, e.Error)
 		delays = append(delays, e.DelayMs)

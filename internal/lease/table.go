@@ -88,6 +88,7 @@ type claimArgs struct {
 	resume   *ResumePoint
 	grant    *int32    // inside a flow claim: what workq_flow_grant granted (the outbox)
 	at       time.Time // inside a flow claim: the pick's clock, the rows' claimed_at
+	into     []Item    // ClaimParams.Into
 }
 
 // maxTableCode is the largest code a run id can hold (six bits).

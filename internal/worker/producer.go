@@ -64,8 +64,13 @@ type producer struct {
 	// (Options.Shared); nil: only its own.
 	seat *member
 
-	prev  []lease.Item // the last claim's items, for Source.ClaimOptions (claim loop only)
-	woken bool         // something outside this worker's completions asked for a claim since the last one (claim loop only)
+	prev []lease.Item // the last claim's items, for Source.ClaimOptions (claim loop only)
+	// spare is an ended claim's items slice, cleared, for the next claim to
+	// write into (lease.ClaimParams.Into; claim loop only): the attempts
+	// hold copies of the items, so once they exist nothing reads the slice,
+	// unless Source.ClaimOptions reads it (prev) as the next claim's Prev.
+	spare []lease.Item
+	woken bool // something outside this worker's completions asked for a claim since the last one (claim loop only)
 	// completed are the applied completions since the last claim, for
 	// Source.ClaimOptions (ClaimAfterCompletion with ClaimOptions only;
 	// under mu).
@@ -676,6 +681,10 @@ func (p *producer) claim(ctx context.Context, n int) (int, error) {
 		params.Options = p.src.ClaimOptions(cc)
 	}
 	p.woken = false
+	reuse := p.src.ClaimOptions == nil
+	if reuse {
+		params.Into, p.spare = p.spare, nil
+	}
 	if now := time.Now(); p.resume != nil && now.Sub(p.lastFullScan) < fullScanEvery {
 		params.Resume = p.resume
 	} else {
@@ -687,7 +696,9 @@ func (p *producer) claim(ctx context.Context, n int) (int, error) {
 		started = time.Now()
 	}
 	c, err := p.w.claimFn(lease.New(p.w.rw.Wrap(conn), p.src.Table), cctx, params)
-	p.prev = c.Items
+	if !reuse {
+		p.prev = c.Items
+	}
 	p.resume = nil
 	if err == nil && len(c.Items) == n {
 		p.resume = lease.ResumeFrom(p.src.Table, c.Items, resumeMargin)
@@ -711,7 +722,18 @@ func (p *producer) claim(ctx context.Context, n int) (int, error) {
 	conn.Release()
 	p.w.noteTimeline(c.Items)
 	p.start(c, sent)
-	return len(c.Items), nil
+	got := len(c.Items)
+	if reuse {
+		// The attempts have their copies; the slice, cleared so that it
+		// keeps no payload alive, is the next claim's (an empty claim
+		// returns none: the one passed in is kept).
+		if c.Items == nil {
+			c.Items = params.Into
+		}
+		clear(c.Items[:cap(c.Items)])
+		p.spare = c.Items[:0]
+	}
+	return got, nil
 }
 
 // releaseClaim releases, in the background, whatever token holds once its

@@ -2,6 +2,7 @@ package worker
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -45,7 +46,8 @@ func TestClaimLoopResumePoints(t *testing.T) {
 		c, err := e.Claim(ctx, p)
 		if err == nil {
 			mu.Lock()
-			claims = append(claims, claimSeen{at: at, resume: p.Resume, max: p.Max, items: c.Items})
+			// A copy: the worker writes its next claim into the slice.
+			claims = append(claims, claimSeen{at: at, resume: p.Resume, max: p.Max, items: slices.Clone(c.Items)})
 			mu.Unlock()
 		}
 		return c, err

@@ -45,8 +45,8 @@ left join extended e on e.id = o.id
 -- scan of the whole table (job_runs tipped over when it gained a column).
 left join workq.workq_lease_table r on r.id = o.id and r.id = any(@ids::bigint[]);
 
--- name: LeaseComplete :many
--- LeaseComplete ends many attempts in one statement, each guarded by its own owner token (done, retry with a delay or failed when exhausted, failed, snoozed or released without using an attempt, cancelled), archives each attempt in runs (except one that moves its row: the done row is that attempt, LeaseDoneRuns), and returns the rows it applied to. An attempt whose cancel was requested (cancel_requested_at) ends cancelled whatever its outcome, keeping the cancel's last_error. An attempt that ends its item done moves the row to the table's done table (<table>_done, dropped by day) unless workq_keeps_done keeps it in place (a workflow's task, a schedule's slot, a job unique over the completed state; every row of the tables other than job runs).
+-- name: LeaseComplete :one
+-- LeaseComplete ends many attempts in one statement, each guarded by its own owner token (done, retry with a delay or failed when exhausted, failed, snoozed or released without using an attempt, cancelled), archives each attempt in runs (except one that moves its row: the done row is that attempt, LeaseDoneRuns), and returns the ids it applied to and the status each was left in, as two arrays in one row. An attempt whose cancel was requested (cancel_requested_at) ends cancelled whatever its outcome, keeping the cancel's last_error. An attempt that ends its item done moves the row to the table's done table (<table>_done, dropped by day) unless workq_keeps_done keeps it in place (a workflow's task, a schedule's slot, a job unique over the completed state; every row of the tables other than job runs).
 with o as materialized (
     -- from a one-row generate_series for the generic plan's sake: see LeaseHeartbeat.
     -- The owner tokens are the batch's distinct ones (a claim's attempts
@@ -177,7 +177,13 @@ joins as (
     -- counts them at the statement's end in the update's row order: two
     -- completions never deadlock on joins (migration 00015; for the other
     -- tables it does nothing). The final select's one-time filter runs it.
-    select workq.workq_lock_joins('workq_lease_table', array(select u.id from ended u where u.status >= 2)) as n
+    -- For the other tables the comparison of two constants folds at plan
+    -- time and takes the array and the call out of the plan: building the
+    -- array of a batch's ids for a call that returns at once cost about
+    -- 0.5 µs a job (docs/throughput.md).
+    select case when 'workq_lease_table' = 'outbox'
+                then workq.workq_lock_joins('workq_lease_table', array(select u.id from ended u where u.status >= 2))
+                else 0 end as n
 ),
 wf as (
     -- The job runs of workflows it ended: counted, their dependents
@@ -196,7 +202,11 @@ awaited as (
     -- Client.Wait's jobs (workq_awaited: job_runs.awaited, null elsewhere)
     select count(pg_notify('workq_done', 'j' || u.id)) as n from ended u where u.awaited and u.status >= 2
 )
-select u.id, u.status from ended u where (select j.n from joins j) >= 0 and (select f.n from wf f) >= 0
+-- One row of two arrays, not a row per completion: a batch of 1,000 sent
+-- 1,000 data rows for the client to read one by one (docs/throughput.md).
+-- The where clause is a one-time filter that runs the CTEs above.
+select coalesce(array_agg(u.id), '{}')::bigint[] as ids, coalesce(array_agg(u.status), '{}')::smallint[] as statuses
+from ended u where (select j.n from joins j) >= 0 and (select f.n from wf f) >= 0
   and (select a.n from awaited a) >= 0;
 
 -- name: LeaseReapExpired :many

@@ -131,10 +131,13 @@ func completeRows(ctx context.Context, q *gen.Queries, ends []attemptEnd) ([]idS
 	for i := range tokenOf {
 		tokenOf[i] = int32(i + 1)
 	}
-	rows, err := q.LeaseComplete(ctx, gen.LeaseCompleteParams{Ids: ids, Tokens: tokens, TokenOf: tokenOf, Outcomes: outcomes, Errors: errs, DelaysMs: delays})
-	out := make([]idStatus, len(rows))
-	for i, r := range rows {
-		out[i] = idStatus{r.ID, lease.Status(r.Status)}
+	row, err := q.LeaseComplete(ctx, gen.LeaseCompleteParams{Ids: ids, Tokens: tokens, TokenOf: tokenOf, Outcomes: outcomes, Errors: errs, DelaysMs: delays})
+	if err == nil && len(row.Ids) != len(row.Statuses) {
+		return nil, fmt.Errorf("%d ids applied but %d statuses", len(row.Ids), len(row.Statuses))
+	}
+	out := make([]idStatus, len(row.Ids))
+	for i, id := range row.Ids {
+		out[i] = idStatus{id, lease.Status(row.Statuses[i])}
 	}
 	return out, err
 }

@@ -482,17 +482,18 @@ func (e *Engine) Complete(ctx context.Context, cs []Completion) (Applied, error)
 		}
 	}
 	arg.Tokens = tokens.list
-	rows, err := e.q.LeaseComplete(ctx, arg)
+	row, err := e.q.LeaseComplete(ctx, arg)
+	if err == nil && len(row.Ids) != len(row.Statuses) {
+		err = fmt.Errorf("%d ids applied but %d statuses", len(row.Ids), len(row.Statuses))
+	}
 	if err != nil {
 		return Applied{}, fmt.Errorf("complete %s: %w", e.table, err)
 	}
-	a := Applied{Status: make(map[int64]Status, len(rows))}
-	done := make([]int64, len(rows))
-	for i, r := range rows {
-		a.Status[r.ID] = Status(r.Status)
-		done[i] = r.ID
+	a := Applied{Status: make(map[int64]Status, len(row.Ids))}
+	for i, id := range row.Ids {
+		a.Status[id] = Status(row.Statuses[i])
 	}
-	a.Lost = missing(arg.Ids, done)
+	a.Lost = missing(arg.Ids, row.Ids)
 	return a, nil
 }
 

@@ -3,7 +3,9 @@
 # default flags on a throwaway cluster (own port, pg_stat_statements loaded;
 # otherwise the shared test server's settings: shared_buffers 128MB,
 # autovacuum off, max_wal_size 1GB, durable commits), fresh database, then
-# per statement: calls, µs and rows per job, WAL bytes per job, shared
+# per statement: calls, µs and rows per job, plans per call and planning µs
+# per job (PostgreSQL plans a prepared statement again whenever it picks a
+# custom plan), WAL bytes per job, shared
 # blocks per job; the total WAL per job (pg_current_wal_lsn before and
 # after), statements (round trips) per job, the server's CPU per job (all of
 # the cluster's processes, exited backends included) and the client's, and
@@ -13,6 +15,7 @@
 #   WORKQ=/tmp/workq-24ac1ab scripts/bench-statements.sh         # a workq build
 #   CEILING=1 scripts/bench-statements.sh                        # ../shared/ceiling -batch 500 -c 2
 #   MODE=continuous WORKQ=... scripts/bench-statements.sh        # workq bench --duration DURATION (30s), per job worked
+#   MODE=rate WORKQ=... scripts/bench-statements.sh              # --rate RATE (1000) --enqueue-batch EBATCH (10) for DURATION
 #
 # N (200000), PORT (5499), PGBIN (/usr/lib/postgresql/15/bin),
 # OUT (/tmp/statements-<name>-<time>): where the tables, the profile and the
@@ -35,6 +38,7 @@ testlike_start stmts <<CONF
 shared_preload_libraries = 'pg_stat_statements'
 pg_stat_statements.max = 5000
 pg_stat_statements.track = top
+pg_stat_statements.track_planning = on
 CONF
 BASE=postgres://postgres@127.0.0.1:$PORT
 URL="$BASE/bench?sslmode=disable"
@@ -58,6 +62,7 @@ else
   DATABASE_URL=$URL "$WORKQ" migrate up >/dev/null
   run=("$WORKQ" bench --database-url "$URL" -n "$N" --cpuprofile "$OUT/cpu.prof")
   [ "${MODE:-}" = continuous ] && run=("$WORKQ" bench --database-url "$URL" --duration "${DURATION:-30s}" --cpuprofile "$OUT/cpu.prof")
+  [ "${MODE:-}" = rate ] && run=("$WORKQ" bench --database-url "$URL" --duration "${DURATION:-30s}" --rate "${RATE:-1000}" --enqueue-batch "${EBATCH:-10}" --cpuprofile "$OUT/cpu.prof")
 fi
 q "checkpoint"
 q "select pg_stat_statements_reset()" >/dev/null
@@ -75,6 +80,7 @@ if [ -n "${PERF:-}" ]; then kill -INT "$perfpid"; wait "$perfpid" || true; fi
 wal=$(q "select pg_current_wal_lsn() - '$lsn0'::pg_lsn")
 # continuous: per job worked (the producer inserts more than that)
 [ "${MODE:-}" = continuous ] && N=$(sed -nE 's/^continuous: ([0-9]+) jobs in .*/\1/p' "$OUT/bench.log")
+[ "${MODE:-}" = rate ] && N=$(sed -nE 's/^rate(-batched)?: ([0-9]+) jobs in .*/\2/p' "$OUT/bench.log")
 rate=$(grep -E ' = [0-9.]+ (rows|jobs)/s' "$OUT/bench.log" | sed -E 's/.* = ([0-9.]+) (rows|jobs)\/s.*/\1/')
 
 # Per statement, per job. A sqlc query is named by its "-- name:" line; other
@@ -86,6 +92,8 @@ select coalesce(substring(query from '-- name: (\w+)'), left(regexp_replace(quer
        round((calls::numeric * 1000 / :n), 2) as calls_per_1k_jobs,
        round((rows::numeric / greatest(calls, 1)), 1) as rows_per_call,
        round((total_exec_time * 1000 / :n)::numeric, 2) as us_per_job,
+       round(plans::numeric / greatest(calls, 1), 2) as plans_per_call,
+       round((total_plan_time * 1000 / :n)::numeric, 2) as plan_us_per_job,
        round(wal_bytes / :n, 1) as wal_b_per_job,
        round(wal_fpi::numeric / :n, 4) as fpi_per_job,
        round(shared_blks_hit::numeric / :n, 2) as hit_per_job,
@@ -96,6 +104,7 @@ where query not ilike '%pg_stat_statements%'
 order by total_exec_time desc;
 select sum(calls) as statements, round(sum(calls)::numeric * 1000 / :n, 2) as statements_per_1k_jobs,
        round((sum(total_exec_time) * 1000 / :n)::numeric, 2) as us_per_job,
+       round((sum(total_plan_time) * 1000 / :n)::numeric, 2) as plan_us_per_job,
        round(sum(wal_bytes) / :n, 1) as stmt_wal_b_per_job
 from pg_stat_statements s join pg_database d on d.oid = s.dbid and d.datname = 'bench'
 where query not ilike '%pg_stat_statements%';

@@ -47,16 +47,29 @@ left join workq.workq_lease_table r on r.id = o.id and r.id = any(@ids::bigint[]
 
 -- name: LeaseComplete :one
 -- LeaseComplete ends many attempts in one statement, each guarded by its own owner token (done, retry with a delay or failed when exhausted, failed, snoozed or released without using an attempt, cancelled), archives each attempt in runs (except one that moves its row: the done row is that attempt, LeaseDoneRuns), and returns the ids it applied to and the status each was left in, as two arrays in one row. An attempt whose cancel was requested (cancel_requested_at) ends cancelled whatever its outcome, keeping the cancel's last_error. An attempt that ends its item done moves the row to the table's done table (<table>_done, dropped by day) unless workq_keeps_done keeps it in place (a workflow's task, a schedule's slot, a job unique over the completed state; every row of the tables other than job runs).
-with o as materialized (
+with args as materialized (
+    -- The batch's arrays as one row the planner cannot see into, read by
+    -- everything below: a custom plan (what a prepared statement gets for
+    -- its first five executions, and for good once their average cost is
+    -- below the generic plan's) then estimates the batch as the generic
+    -- plan does, the two cost the same, and PostgreSQL keeps the generic
+    -- plan for every batch size. With the arrays as constants a custom plan
+    -- of a small batch looked far cheaper, so every flush of fewer than
+    -- about 200 completions was planned again: ~3 ms of the server's time
+    -- for a batch of one that then ran in 0.5 ms (docs/throughput.md).
+    select @ids::bigint[] as ids, @tokens::uuid[] as tokens, @token_of::integer[] as token_of, @outcomes::text[] as outcomes,
+           @errors::text[] as errors, @delays_ms::bigint[] as delays_ms, @outputs::text[] as outputs
+),
+o as materialized (
     -- from a one-row generate_series for the generic plan's sake: see LeaseHeartbeat.
     -- The owner tokens are the batch's distinct ones (a claim's attempts
     -- share its token), each completion naming its own by position (1 on):
     -- a uuid array has fixed-size elements, so the subscript is an offset,
     -- where a token's text per completion cost 40 bytes to send and 0.4 µs
     -- to parse (docs/throughput.md).
-    select unnest(@ids::bigint[]) as id, (@tokens::uuid[])[unnest(@token_of::integer[])] as owner_token, unnest(@outcomes::text[]) as outcome,
-           unnest(@errors::text[]) as error, unnest(@delays_ms::bigint[]) as delay_ms, unnest(@outputs::text[]) as output
-    from generate_series(1, least(cardinality(@ids::bigint[]), 1))
+    select unnest(args.ids) as id, (args.tokens)[unnest(args.token_of)] as owner_token, unnest(args.outcomes) as outcome,
+           unnest(args.errors) as error, unnest(args.delays_ms) as delay_ms, unnest(args.outputs) as output
+    from args, generate_series(1, least(cardinality(args.ids), 1))
 ),
 d as (
     -- Done, with no cancel requested, and nothing keeps it: the row leaves
@@ -69,7 +82,8 @@ d as (
     -- separate conditions the table's would be estimated on their own (one
     -- row on stale statistics) and drive a nested loop over o, quadratic
     -- in the batch (TestLeasePlans).
-    where j.id = any(@ids::bigint[]) and j.id = o.id and j.owner_token = o.owner_token
+    -- (the cast keeps "= any" from reading the subquery as a set)
+    where j.id = any((select x.ids from args x)::bigint[]) and j.id = o.id and j.owner_token = o.owner_token
       and case when o.outcome = 'done' then j.cancel_requested_at is null and not workq.workq_keeps_done(j) else false end
     -- The row as it was, column by column: (j).*, which PostgreSQL expands
     -- to the table's own columns (sqlc leaves it alone, where j.* would be

@@ -142,16 +142,29 @@ func (q *Queries) LeaseClaimByID(ctx context.Context, arg LeaseClaimByIDParams) 
 }
 
 const leaseComplete = `-- name: LeaseComplete :one
-with o as materialized (
+with args as materialized (
+    -- The batch's arrays as one row the planner cannot see into, read by
+    -- everything below: a custom plan (what a prepared statement gets for
+    -- its first five executions, and for good once their average cost is
+    -- below the generic plan's) then estimates the batch as the generic
+    -- plan does, the two cost the same, and PostgreSQL keeps the generic
+    -- plan for every batch size. With the arrays as constants a custom plan
+    -- of a small batch looked far cheaper, so every flush of fewer than
+    -- about 200 completions was planned again: ~3 ms of the server's time
+    -- for a batch of one that then ran in 0.5 ms (docs/throughput.md).
+    select $1::bigint[] as ids, $2::uuid[] as tokens, $3::integer[] as token_of, $4::text[] as outcomes,
+           $5::text[] as errors, $6::bigint[] as delays_ms, $7::text[] as outputs
+),
+o as materialized (
     -- from a one-row generate_series for the generic plan's sake: see LeaseHeartbeat.
     -- The owner tokens are the batch's distinct ones (a claim's attempts
     -- share its token), each completion naming its own by position (1 on):
     -- a uuid array has fixed-size elements, so the subscript is an offset,
     -- where a token's text per completion cost 40 bytes to send and 0.4 µs
     -- to parse (docs/throughput.md).
-    select unnest($1::bigint[]) as id, ($2::uuid[])[unnest($3::integer[])] as owner_token, unnest($4::text[]) as outcome,
-           unnest($5::text[]) as error, unnest($6::bigint[]) as delay_ms, unnest($7::text[]) as output
-    from generate_series(1, least(cardinality($1::bigint[]), 1))
+    select unnest(args.ids) as id, (args.tokens)[unnest(args.token_of)] as owner_token, unnest(args.outcomes) as outcome,
+           unnest(args.errors) as error, unnest(args.delays_ms) as delay_ms, unnest(args.outputs) as output
+    from args, generate_series(1, least(cardinality(args.ids), 1))
 ),
 d as (
     -- Done, with no cancel requested, and nothing keeps it: the row leaves
@@ -164,7 +177,8 @@ d as (
     -- separate conditions the table's would be estimated on their own (one
     -- row on stale statistics) and drive a nested loop over o, quadratic
     -- in the batch (TestLeasePlans).
-    where j.id = any($1::bigint[]) and j.id = o.id and j.owner_token = o.owner_token
+    -- (the cast keeps "= any" from reading the subquery as a set)
+    where j.id = any((select x.ids from args x)::bigint[]) and j.id = o.id and j.owner_token = o.owner_token
       and case when o.outcome = 'done' then j.cancel_requested_at is null and not workq.workq_keeps_done(j) else false end
     -- The row as it was, column by column: (j).*, which PostgreSQL expands
     -- to the table's own columns (sqlc leaves it alone, where j.* would be

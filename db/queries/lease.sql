@@ -1,6 +1,12 @@
 -- name: LeaseHeartbeat :many
 -- LeaseHeartbeat extends the leases of many items, each guarded by its own owner token, in one statement, and says for each input id whether it extended it, whether the lease is lost for certain (another token, or expired by the database clock at the moment the row is examined: clock_timestamp(), not the statement's start), and whether its cancel was requested (cancel_requested_at: the holder cancels the handler; the fallback for a missed NOTIFY). A row locked by a concurrent statement (a completion, a reap, a heartbeat that timed out client-side) is neither: it is skipped rather than waited for, so a heartbeat never deadlocks, and its fate is left to that statement.
-with o as materialized (
+with args as materialized (
+    -- The arrays as a row the planner cannot see into, as in
+    -- LeaseComplete: a custom plan of a few leases would otherwise look
+    -- cheaper than the generic plan and be made again at every beat.
+    select @ids::bigint[] as ids, @owner_tokens::text[] as owner_tokens
+),
+o as materialized (
     -- unnest (in the select list: one row per element) from a one-row
     -- generate_series whose bound the plan cannot see. A generic plan (what a
     -- cached prepared statement switches to after five executions) cannot see
@@ -11,8 +17,8 @@ with o as materialized (
     -- merges (TestLeasePlans checks the generic plans). Subscripting the
     -- arrays by generate_series would be estimated the same but walks a text
     -- array from its start for every element: +25% for a batch of 1000.
-    select unnest(@ids::bigint[]) as id, unnest(@owner_tokens::text[])::uuid as owner_token
-    from generate_series(1, least(cardinality(@ids::bigint[]), 1))
+    select unnest(args.ids) as id, unnest(args.owner_tokens)::uuid as owner_token
+    from args, generate_series(1, least(cardinality(args.ids), 1))
 ),
 held as (
     -- status = 1 is implied by a matching token (the lease CHECK) and left out
@@ -22,7 +28,7 @@ held as (
     -- was small the planner hash-joined o to a sequential scan of the whole
     -- table; this bounds the table side to the input's ids whatever the join.
     select h.id from workq.workq_lease_table h, o
-    where h.id = any(@ids::bigint[]) and h.id = o.id and h.owner_token = o.owner_token
+    where h.id = any((select x.ids from args x)::bigint[]) and h.id = o.id and h.owner_token = o.owner_token
       and h.locked_until > clock_timestamp()
     for no key update of h skip locked
 ),
@@ -43,7 +49,7 @@ left join extended e on e.id = o.id
 -- r.id = any(@ids) for the same reason as in held: without it, statistics
 -- taken while the table was small made this a hash join over a sequential
 -- scan of the whole table (job_runs tipped over when it gained a column).
-left join workq.workq_lease_table r on r.id = o.id and r.id = any(@ids::bigint[]);
+left join workq.workq_lease_table r on r.id = o.id and r.id = any((select x.ids from args x)::bigint[]);
 
 -- name: LeaseComplete :one
 -- LeaseComplete ends many attempts in one statement, each guarded by its own owner token (done, retry with a delay or failed when exhausted, failed, snoozed or released without using an attempt, cancelled), archives each attempt in runs (except one that moves its row: the done row is that attempt, LeaseDoneRuns), and returns the ids it applied to and the status each was left in, as two arrays in one row. An attempt whose cancel was requested (cancel_requested_at) ends cancelled whatever its outcome, keeping the cancel's last_error. An attempt that ends its item done moves the row to the table's done table (<table>_done, dropped by day) unless workq_keeps_done keeps it in place (a workflow's task, a schedule's slot, a job unique over the completed state; every row of the tables other than job runs).

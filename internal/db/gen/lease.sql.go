@@ -512,7 +512,13 @@ func (q *Queries) LeaseDoneRuns(ctx context.Context, ids []int64) ([]LeaseDoneRu
 }
 
 const leaseHeartbeat = `-- name: LeaseHeartbeat :many
-with o as materialized (
+with args as materialized (
+    -- The arrays as a row the planner cannot see into, as in
+    -- LeaseComplete: a custom plan of a few leases would otherwise look
+    -- cheaper than the generic plan and be made again at every beat.
+    select $1::bigint[] as ids, $2::text[] as owner_tokens
+),
+o as materialized (
     -- unnest (in the select list: one row per element) from a one-row
     -- generate_series whose bound the plan cannot see. A generic plan (what a
     -- cached prepared statement switches to after five executions) cannot see
@@ -523,8 +529,8 @@ with o as materialized (
     -- merges (TestLeasePlans checks the generic plans). Subscripting the
     -- arrays by generate_series would be estimated the same but walks a text
     -- array from its start for every element: +25% for a batch of 1000.
-    select unnest($1::bigint[]) as id, unnest($2::text[])::uuid as owner_token
-    from generate_series(1, least(cardinality($1::bigint[]), 1))
+    select unnest(args.ids) as id, unnest(args.owner_tokens)::uuid as owner_token
+    from args, generate_series(1, least(cardinality(args.ids), 1))
 ),
 held as (
     -- status = 1 is implied by a matching token (the lease CHECK) and left out
@@ -534,7 +540,7 @@ held as (
     -- was small the planner hash-joined o to a sequential scan of the whole
     -- table; this bounds the table side to the input's ids whatever the join.
     select h.id from workq.workq_lease_table h, o
-    where h.id = any($1::bigint[]) and h.id = o.id and h.owner_token = o.owner_token
+    where h.id = any((select x.ids from args x)::bigint[]) and h.id = o.id and h.owner_token = o.owner_token
       and h.locked_until > clock_timestamp()
     for no key update of h skip locked
 ),
@@ -552,7 +558,7 @@ select o.id::bigint as id,
        (r.cancel_requested_at is not null and r.owner_token = o.owner_token)::boolean as cancel_requested
 from o
 left join extended e on e.id = o.id
-left join workq.workq_lease_table r on r.id = o.id and r.id = any($1::bigint[])
+left join workq.workq_lease_table r on r.id = o.id and r.id = any((select x.ids from args x)::bigint[])
 `
 
 type LeaseHeartbeatParams struct {

@@ -106,18 +106,20 @@ outs as materialized (
     from o where o.outcome = 'done' and o.output <> ''
 ),
 moved as (
-    -- The done row (workq_done_row) of each: the function is inlined and
-    -- its row constructor, over a row constructor of d's columns, taken
-    -- apart at plan time, so every column is a plain expression. Returned
-    -- from the delete as one composite value and expanded here, the row
-    -- was formed and then taken apart column by column, which cost about
-    -- 1.5 µs a row (docs/throughput.md; TestCompleteDoneRowIsInlined checks
-    -- that the function stays inlined, or (f(...)).* would call it once
-    -- per column).
+    -- The done row (workq_done_rows) of each: a set-returning SQL function
+    -- in FROM, which the planner inlines once and pulls up, so every
+    -- column is a plain expression over d's (TestCompleteDoneRowIsInlined
+    -- checks that no function is called). As (workq_done_row(...)).* it
+    -- was inlined once per column, 29 times for job runs, about 40% of the
+    -- statement's planning (migration 00029); returned from the delete as
+    -- one composite value and expanded here, the row was formed and then
+    -- taken apart column by column, about 1.5 µs a row (docs/throughput.md).
+    -- (x).*, which PostgreSQL expands to the function's columns (sqlc
+    -- leaves it alone, where x.* would be expanded to the template's).
     insert into workq.workq_lease_table_done
-    select (workq.workq_done_row(row(d.*)::workq.workq_lease_table,
-        case when t.by_attempt is not null then (t.by_attempt ->> (d.id::text || ' ' || d.owner_token::text))::jsonb end)).*
-    from d, outs t
+    select (x).* from d, outs t,
+        lateral workq.workq_done_rows(row(d.*)::workq.workq_lease_table,
+            case when t.by_attempt is not null then (t.by_attempt ->> (d.id::text || ' ' || d.owner_token::text))::jsonb end) x
 ),
 u as (
     update workq.workq_lease_table j set
@@ -198,9 +200,10 @@ joins as (
     -- completions never deadlock on joins (migration 00015; for the other
     -- tables it does nothing). The final select's one-time filter runs it.
     -- For the other tables the comparison of two constants folds at plan
-    -- time and takes the array and the call out of the plan: building the
-    -- array of a batch's ids for a call that returns at once cost about
-    -- 0.5 µs a job (docs/throughput.md).
+    -- time and takes the array and the call out of the plan (it built an
+    -- array of the batch's ids for a call that returned at once; with the
+    -- answer as two arrays, 0.2–0.3 µs a job, docs/throughput.md). A table
+    -- that gains joins must be named here as well as in workq_lock_joins.
     select case when 'workq_lease_table' = 'outbox'
                 then workq.workq_lock_joins('workq_lease_table', array(select u.id from ended u where u.status >= 2))
                 else 0 end as n

@@ -61,3 +61,6 @@ language sql immutable as 'select true';
 -- The row as a done completion leaves it (00027).
 create function workq.workq_done_row(r workq.workq_lease_table, p_output jsonb) returns workq.workq_lease_table
 language sql stable as 'select r';
+-- The same as a set-returning function, inlined once (00029).
+create function workq.workq_done_rows(r workq.workq_lease_table, p_output jsonb) returns setof workq.workq_lease_table
+language sql stable as 'select r.*';

@@ -147,8 +147,9 @@ type ClaimParams struct {
 	// Into, when its capacity holds the claim, is the slice the claimed
 	// items are written into (what it held is overwritten): a caller done
 	// with an earlier claim's items passes them back here, and the claim
-	// allocates no slice of its own (about 370 bytes an item). Job runs use
-	// it; the other tables' claims allocate.
+	// allocates no slice of its own (about 370 bytes an item). Job runs'
+	// claims use it, but for those of a queue under flow control; the other
+	// tables' claims allocate.
 	Into []Item
 }
 

@@ -13,7 +13,8 @@ import (
 // TestClaimWritesIntoTheLastClaimsSlice: the claim loop of job runs passes
 // each claim the slice of the claim before it (lease.ClaimParams.Into),
 // cleared, so a claim allocates no items slice and the kept slice holds no
-// payload; the jobs run with their own items all the same.
+// payload; an empty claim drops it; the jobs run with their own items all
+// the same.
 func TestClaimWritesIntoTheLastClaimsSlice(t *testing.T) {
 	pool := testdb.Pool(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -72,18 +73,36 @@ func TestClaimWritesIntoTheLastClaimsSlice(t *testing.T) {
 	if err := w.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
-	for {
-		runMu.Lock()
-		n := len(ran)
-		runMu.Unlock()
-		if n == jobs {
-			break
+	waitRan := func(want int) {
+		for {
+			runMu.Lock()
+			n := len(ran)
+			runMu.Unlock()
+			if n == want {
+				return
+			}
+			if ctx.Err() != nil {
+				t.Fatalf("%d of %d jobs ran", n, want)
+			}
+			time.Sleep(10 * time.Millisecond)
 		}
+	}
+	waitRan(jobs)
+	// The queue idles until a claim comes back empty, then gets more work:
+	// the claims after the empty one start without a slice, then reuse.
+	for empty := false; !empty; {
+		mu.Lock()
+		empty = len(calls) > 0 && calls[len(calls)-1].claimed == 0
+		mu.Unlock()
 		if ctx.Err() != nil {
-			t.Fatalf("%d of %d jobs ran", n, jobs)
+			t.Fatal("no claim came back empty")
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+	if _, err := pool.Exec(ctx, `insert into workq.job_runs (queue, kind, payload) select 'default', 'ok', jsonb_build_object('m', g) from generate_series(1, $1) g`, jobs); err != nil {
+		t.Fatal(err)
+	}
+	waitRan(2 * jobs)
 	if err := w.Stop(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -134,6 +153,11 @@ func TestClaimWritesIntoTheLastClaimsSlice(t *testing.T) {
 				t.Errorf("claim %d of %d items allocated a slice though it was passed one of capacity %d", i, c.claimed, c.intoCap)
 			}
 			last = c.got
+		} else {
+			last = nil // an empty claim drops the slice: an idle producer keeps none
+			if i+1 < len(calls) && calls[i+1].into != nil {
+				t.Errorf("claim %d was empty, yet the next claim was passed a slice", i)
+			}
 		}
 	}
 	if reused == 0 {

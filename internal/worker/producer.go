@@ -66,9 +66,9 @@ type producer struct {
 
 	prev []lease.Item // the last claim's items, for Source.ClaimOptions (claim loop only)
 	// spare is an ended claim's items slice, cleared, for the next claim to
-	// write into (lease.ClaimParams.Into; claim loop only): the attempts
-	// hold copies of the items, so once they exist nothing reads the slice,
-	// unless Source.ClaimOptions reads it (prev) as the next claim's Prev.
+	// write into (lease.ClaimParams.Into; job runs without ClaimOptions,
+	// claim loop only): the attempts hold copies of the items, so once
+	// they exist nothing reads the slice. Dropped by an empty claim.
 	spare []lease.Item
 	woken bool // something outside this worker's completions asked for a claim since the last one (claim loop only)
 	// completed are the applied completions since the last claim, for
@@ -681,7 +681,9 @@ func (p *producer) claim(ctx context.Context, n int) (int, error) {
 		params.Options = p.src.ClaimOptions(cc)
 	}
 	p.woken = false
-	reuse := p.src.ClaimOptions == nil
+	// Only job runs' claims write into a passed slice; a Source with
+	// ClaimOptions reads the last claim's items as the next one's Prev.
+	reuse := p.src.Table == lease.JobRuns && p.src.ClaimOptions == nil
 	if reuse {
 		params.Into, p.spare = p.spare, nil
 	}
@@ -723,14 +725,13 @@ func (p *producer) claim(ctx context.Context, n int) (int, error) {
 	p.w.noteTimeline(c.Items)
 	p.start(c, sent)
 	got := len(c.Items)
-	if reuse {
+	if reuse && got > 0 {
 		// The attempts have their copies; the slice, cleared so that it
-		// keeps no payload alive, is the next claim's (an empty claim
-		// returns none: the one passed in is kept).
-		if c.Items == nil {
-			c.Items = params.Into
-		}
-		clear(c.Items[:cap(c.Items)])
+		// keeps no payload alive, is the next claim's. A claim writes
+		// [0, len) and the kept slice was cleared whole, so clearing what
+		// this claim wrote clears it whole again. An empty claim drops it:
+		// an idle queue's producer keeps no slice (up to ~370 KB).
+		clear(c.Items)
 		p.spare = c.Items[:0]
 	}
 	return got, nil

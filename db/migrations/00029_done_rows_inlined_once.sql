@@ -12,10 +12,11 @@
 -- statement: the same plan, the same column expressions at execution,
 -- planned in about a third of the time.
 --
--- A migration that adds a column to job_runs writes this function again,
--- as it does workq_done_row (TestCompleteMovesDoneJobRuns fails until it
--- does). workq_done_row stays for the statements of the previous release
--- during a rolling upgrade; a later migration drops it.
+-- A migration that adds a column to job_runs writes this function and
+-- workq_done_row again: TestCompleteMovesDoneJobRuns fails until this one
+-- is, TestDoneRowFunctionsAgree until the two make the same row.
+-- workq_done_row stays for the statements of the previous release during
+-- a rolling upgrade; a later migration drops it.
 --
 -- +goose Up
 create function workq.workq_done_rows(r workq.job_runs, p_output jsonb) returns setof workq.job_runs

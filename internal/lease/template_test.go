@@ -1,6 +1,8 @@
 package lease_test
 
 import (
+	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -89,7 +91,7 @@ func pgTypeName(sql string) string {
 }
 
 // A done row is inserted into its done table as the work table's row type
-// (workq_done_row), by position: every <table>_done must have exactly its
+// (workq_done_rows), by position: every <table>_done must have exactly its
 // work table's columns, in the same order and of the same types. A
 // migration that adds a column to a work table adds it to the done table
 // too (ALTER TABLE on the partitioned done table reaches its partitions).
@@ -134,5 +136,71 @@ func TestEveryDoneTableHasItsWorkTablesColumns(t *testing.T) {
 			t.Errorf("%s_done's columns differ from %s's:\n  work: %s\n  done: %s", tb, tb,
 				strings.Join(work, ", "), strings.Join(done, ", "))
 		}
+	}
+}
+
+// workq_done_rows (migration 00029, what LeaseComplete builds done rows
+// with) and workq_done_row (kept for the previous release's completions
+// during an upgrade) must make the same done row of any work row: a
+// migration that adds a column to a work table rewrites both, or a worker
+// of the previous release fails every completion of that table. Checked
+// on a row with every column set to a value of its own, from the catalog,
+// with an output and without one.
+func TestDoneRowFunctionsAgree(t *testing.T) {
+	e := newLeaseDB(t, 2)
+	samples := map[string]func(i int) any{
+		"bigint":                   func(i int) any { return 1000 + i },
+		"integer":                  func(i int) any { return 100 + i },
+		"smallint":                 func(i int) any { return i },
+		"boolean":                  func(i int) any { return i%2 == 0 },
+		"text":                     func(i int) any { return fmt.Sprintf("text %d", i) },
+		"workq.workq_name":         func(i int) any { return fmt.Sprintf("name%d", i) },
+		"jsonb":                    func(i int) any { return map[string]int{"column": i} },
+		"bytea":                    func(i int) any { return fmt.Sprintf(`\x%02x`, i) },
+		"uuid":                     func(i int) any { return fmt.Sprintf("00000000-0000-0000-0000-%012d", i) },
+		"timestamp with time zone": func(i int) any { return fmt.Sprintf("2026-01-%02dT10:00:00Z", 1+i%28) },
+	}
+	for _, tb := range lease.Tables {
+		t.Run(string(tb), func(t *testing.T) {
+			rows, err := e.pool.Query(e.ctx, `
+				select a.attname, format_type(a.atttypid, a.atttypmod) from pg_attribute a
+				where a.attrelid = $1::regclass and a.attnum > 0 and not a.attisdropped order by a.attnum`, "workq."+string(tb))
+			if err != nil {
+				t.Fatal(err)
+			}
+			row := map[string]any{}
+			for i := 0; rows.Next(); i++ {
+				var name, typ string
+				if err := rows.Scan(&name, &typ); err != nil {
+					t.Fatal(err)
+				}
+				sample, ok := samples[typ]
+				if !ok {
+					t.Fatalf("column %s.%s has type %s, which this test has no sample value for: add one", tb, name, typ)
+				}
+				row[name] = sample(i)
+			}
+			if err := rows.Err(); err != nil {
+				t.Fatal(err)
+			}
+			value, err := json.Marshal(row)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, output := range []*string{nil, ptr(`{"output": 1}`)} {
+				var same bool
+				var rowsText, rowText string
+				err := e.pool.QueryRow(e.ctx, fmt.Sprintf(`
+					select (select x from workq.workq_done_rows(r, $2::jsonb) x) is not distinct from workq.workq_done_row(r, $2::jsonb),
+					       (select x from workq.workq_done_rows(r, $2::jsonb) x)::text, workq.workq_done_row(r, $2::jsonb)::text
+					from jsonb_populate_record(null::workq.%s, $1::jsonb) r`, tb), value, output).Scan(&same, &rowsText, &rowText)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !same {
+					t.Errorf("output %v: the done row functions differ:\n  workq_done_rows: %s\n  workq_done_row:  %s", output, rowsText, rowText)
+				}
+			}
+		})
 	}
 }

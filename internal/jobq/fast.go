@@ -194,9 +194,10 @@ func copyJobRuns(ctx context.Context, tx CopyDB, rows []prepared, notify []strin
 	// CopyFrom encodes each row's values before it asks for the next, so one
 	// slice serves every row.
 	vals := make([]any, len(cols))
+	var queue, kind boxedString
 	src := pgx.CopyFromSlice(n, func(i int) ([]any, error) {
 		p := &rows[i]
-		vals[0], vals[1], vals[2] = p.queue, p.kind, p.maxAttempts
+		vals[0], vals[1], vals[2] = queue.of(p.queue), kind.of(p.kind), p.maxAttempts
 		k := 3
 		if withPayload {
 			vals[k] = p.payload
@@ -231,4 +232,20 @@ func copyJobRuns(ctx context.Context, tx CopyDB, rows []prepared, notify []strin
 		return 0, fmt.Errorf("enqueue %d jobs: COPY reported %d rows", n, copied)
 	}
 	return copied, nil
+}
+
+// boxedString puts a string into an interface once for a run of equal
+// strings: a COPY's row is a []any, boxing a string allocates, and the
+// rows of one enqueue mostly share their queue and kind (two allocations
+// a job before).
+type boxedString struct {
+	s string
+	v any
+}
+
+func (b *boxedString) of(s string) any {
+	if b.v == nil || s != b.s {
+		b.s, b.v = s, s
+	}
+	return b.v
 }

@@ -376,6 +376,12 @@ func leasePlans(t *testing.T, table string, stale bool) {
 			}
 
 			// The reaper reaps every queue (queue null); a producer reaps its own.
+			// The statement finds its candidates through workq_expired_leases
+			// (migration 00030), so its own plan only must not scan the table;
+			// the function's query, planned under the function's settings,
+			// must read the in-progress index by an ordered index scan: no
+			// bitmap scan (which reads the heap page of every dead entry on
+			// every call and never marks one dead) and no sort.
 			reapSQL, reapParams := leaseQuery(t, table, "LeaseReapExpired")
 			queueQ := "q"
 			for kind, plan := range map[string]planNode{
@@ -384,18 +390,14 @@ func leasePlans(t *testing.T, table string, stale bool) {
 				"generic, all queues": explainGeneric(t, ctx, conn, reapSQL, literalsFor(t, reapParams, map[string]string{"queue": "null", "max_rows": "100"})...),
 				"generic, one queue":  explainGeneric(t, ctx, conn, reapSQL, literalsFor(t, reapParams, map[string]string{"queue": "'q'", "max_rows": "100"})...),
 			} {
-				exp, ok := plan.subplan("CTE expired")
-				if plan.seqScans(table) || !ok || !exp.usesIndex(inProgressIndex) {
-					t.Errorf("%s plan of LeaseReapExpired does not find expired leases through %s alone:\n%s", kind, inProgressIndex, plan)
+				if plan.seqScans(table) {
+					t.Errorf("%s plan of LeaseReapExpired scans %s sequentially:\n%s", kind, table, plan)
 				}
-				// The archive looks each lost token up in expired_tokens; rescanning
-				// the expired CTE per reaped row would be quadratic in the batch.
-				if plan.has(func(x planNode) bool {
-					return x.NodeType == "Nested Loop" && slices.ContainsFunc(x.Plans, func(c planNode) bool {
-						return c.NodeType == "CTE Scan" && c.CTEName == "expired"
-					})
-				}) {
-					t.Errorf("%s plan of LeaseReapExpired rescans the expired CTE in a loop:\n%s", kind, plan)
+			}
+			for kind, plan := range expiredLeasesPlans(t, ctx, conn, table) {
+				if plan.seqScans(table) || !plan.usesIndex(inProgressIndex) ||
+					plan.has(func(x planNode) bool { return x.NodeType == "Sort" || strings.HasPrefix(x.NodeType, "Bitmap") }) {
+					t.Errorf("%s plan of workq_expired_leases does not read %s in order by an index scan:\n%s", kind, inProgressIndex, plan)
 				}
 			}
 
@@ -789,5 +791,47 @@ func TestCompleteDoneRowIsInlined(t *testing.T) {
 	}
 	if strings.Contains(text, "workq_done_row") { // workq_done_rows, or the older workq_done_row
 		t.Errorf("the done row's function is called, not inlined:\n%s", text)
+	}
+}
+
+// expiredLeasesQuery is workq_expired_leases's query on table (its text
+// from workq_expired_leases_query) and the function's own settings
+// (pg_proc.proconfig, name=value), which must rule out the bitmap and the
+// sequential scan.
+func expiredLeasesQuery(t *testing.T, ctx context.Context, conn *pgx.Conn, table string) (query string, settings []string) {
+	t.Helper()
+	if err := conn.QueryRow(ctx, `select workq.workq_expired_leases_query($1),
+		(select proconfig from pg_proc where oid = 'workq.workq_expired_leases(text, text, integer)'::regprocedure)`, table).Scan(&query, &settings); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"enable_bitmapscan=off", "enable_seqscan=off"} {
+		if !slices.Contains(settings, want) {
+			t.Fatalf("workq_expired_leases's settings %v lack %s", settings, want)
+		}
+	}
+	return query, settings
+}
+
+// cutSetting splits a proconfig entry, name=value.
+func cutSetting(kv string) (name, value string, ok bool) { return strings.Cut(kv, "=") }
+
+// expiredLeasesPlans plans workq_expired_leases's query on table under the
+// function's own settings, for one queue and for all, custom and generic.
+func expiredLeasesPlans(t *testing.T, ctx context.Context, conn *pgx.Conn, table string) map[string]planNode {
+	t.Helper()
+	query, settings := expiredLeasesQuery(t, ctx, conn, table)
+	for _, kv := range settings {
+		name, value, _ := cutSetting(kv)
+		if _, err := conn.Exec(ctx, "select set_config($1, $2, false)", name, value); err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _, _ = conn.Exec(ctx, "reset "+pgx.Identifier{name}.Sanitize()) }()
+	}
+	queue := "q"
+	return map[string]planNode{
+		"custom, all queues":  explainCustom(t, ctx, conn, query, (*string)(nil), int32(100)),
+		"custom, one queue":   explainCustom(t, ctx, conn, query, &queue, int32(100)),
+		"generic, all queues": explainGeneric(t, ctx, conn, query, "null", "100"),
+		"generic, one queue":  explainGeneric(t, ctx, conn, query, "'q'", "100"),
 	}
 }

@@ -234,23 +234,19 @@ from ended u where (select j.n from joins j) >= 0 and (select f.n from wf f) >= 
 
 -- name: LeaseReapExpired :many
 -- LeaseReapExpired requeues up to max_rows items whose lease expired, of one queue or (queue null) of all, failing those with no attempts left and cancelling those whose cancel was requested; it archives the lost attempts and is safe to run from many reapers and claimers at once. A lease that expired before the server last started is reaped only 10 s after that start, so that its owner can write its completion first.
-with expired as (
-    select x.id, x.owner_token from workq.workq_lease_table x
-    where x.status = 1 and x.locked_until <= now()
-      -- A lease that ran out while the server was down (a restart longer
-      -- than the lease) waits 10 s after the server started: its owner,
-      -- whose handler may have finished, reconnects and writes its
-      -- completion (fenced by the token) instead of the job running again.
-      and (x.locked_until > pg_postmaster_start_time() or now() >= pg_postmaster_start_time() + interval '10 seconds')
-      and (sqlc.narg('queue')::text is null or x.queue = sqlc.narg('queue')::text)
-    order by x.id
-    limit @max_rows::integer
-    for no key update skip locked
-),
--- The lost tokens by id, for the archive: RETURNING shows the nulled token, and a
--- join of reaped with expired was planned as a nested loop (quadratic in the rows reaped).
-expired_tokens as materialized (
-    select jsonb_object_agg(x.id, x.owner_token) as by_id from expired x
+-- The expired leases' owner tokens by id. They come from an ordered scan
+-- of <T>_in_progress, which marks the entries of long-completed rows dead
+-- as it passes; planned here, the reap was a bitmap scan that read the heap
+-- page of every such entry on every call (workq_expired_leases, migration
+-- 00030; docs/design.md §4.3). A lease that ran out while the server was
+-- down (a restart longer than the lease) waits 10 s after the server
+-- started: its owner, whose handler may have finished, reconnects and
+-- writes its completion (fenced by the token) instead of the job running
+-- again. The tokens are kept for the archive: RETURNING shows the nulled
+-- token, and a join of the reaped rows with a list of them was planned as
+-- a nested loop (quadratic in the rows reaped).
+with expired as materialized (
+    select workq.workq_expired_leases('workq_lease_table', sqlc.narg('queue')::text, @max_rows::integer) as by_id
 ),
 reaped as (
     update workq.workq_lease_table j set
@@ -265,7 +261,7 @@ reaped as (
         updated_at = now()
     -- Rechecked on the locked row: a heartbeat or completion that committed
     -- after this statement's snapshot leaves the row alone.
-    where j.id = any(array(select e.id from expired e)) and j.status = 1 and j.locked_until <= now()
+    where j.id = any(array(select k::bigint from expired e, jsonb_object_keys(e.by_id) k)) and j.status = 1 and j.locked_until <= now()
     returning j.id, j.status, j.queue, j.attempts, j.lease_version, j.claimed_at, j.claimed_by, j.last_error,
               workq.workq_workflow_id(j) as workflow_id, workq.workq_awaited(j) as awaited
 ),
@@ -273,7 +269,7 @@ archived as (
     insert into workq.runs (run_id, work_table, item_id, queue, attempt, lease_version, owner_token, worker_id, started_at, finished_at, outcome, error)
     select workq.workq_run_id('workq_lease_table', r.id, r.lease_version), 'workq_lease_table', r.id, r.queue, r.attempts, r.lease_version,
            (t.by_id ->> r.id::text)::uuid, r.claimed_by, r.claimed_at, now(), 'expired', r.last_error
-    from reaped r, expired_tokens t
+    from reaped r, expired t
 ),
 joins as (
     -- The joins of the outbox members it failed, in join id order (see LeaseComplete).

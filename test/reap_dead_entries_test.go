@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/workq/workq/internal/testdb"
 )
 
@@ -19,22 +21,7 @@ import (
 func TestReapStepsOverTheEntriesOfCompletedRows(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	conn := mustConnect(t, testdb.URL(t))
-	// 20,000 rows claimed and since completed (deleted, as a done job's row
-	// moves to job_runs_done), and 10 still in progress, none expired. The
-	// commits are durable: a row deleted by a commit not yet flushed (the
-	// test server's synchronous_commit is off) cannot be hinted dead, nor
-	// its index entry marked.
-	for _, s := range []string{
-		`set synchronous_commit = on`,
-		`insert into workq.job_runs (queue, kind, status, owner_token, locked_until, attempts, lease_version)
-		 select 'q', 'k', 1, gen_random_uuid(), now() + interval '1 hour', 1, 1 from generate_series(1, 20010)`,
-		`delete from workq.job_runs where id <= (select min(id) + 19999 from workq.job_runs)`,
-	} {
-		if _, err := conn.Exec(ctx, s); err != nil {
-			t.Fatal(err)
-		}
-	}
+	conn := completedRowsEntries(t, ctx)
 	query, settings := expiredLeasesQuery(t, ctx, conn, "job_runs")
 	// Shared buffers one reap's candidate query reads, under settings.
 	reap := func(settings []string) float64 {
@@ -70,5 +57,73 @@ func TestReapStepsOverTheEntriesOfCompletedRows(t *testing.T) {
 	}
 	if i2 > b2/4 {
 		t.Errorf("the index scan's second reap read %.0f buffers, more than a quarter of the bitmap scan's %.0f", i2, b2)
+	}
+}
+
+// completedRowsEntries connects to a new database whose
+// job_runs_in_progress holds the entries of 20,000 rows claimed and since
+// completed (deleted, as a done job's row moves to job_runs_done), and of
+// 10 rows still in progress, none expired, on queue q. The commits are
+// durable: a row deleted by a commit not yet flushed (the test server's
+// synchronous_commit is off) cannot be hinted dead, nor its entry marked.
+func completedRowsEntries(t *testing.T, ctx context.Context) *pgx.Conn {
+	t.Helper()
+	conn := mustConnect(t, testdb.URL(t))
+	for _, s := range []string{
+		`set synchronous_commit = on`,
+		`insert into workq.job_runs (queue, kind, status, owner_token, locked_until, attempts, lease_version)
+		 select 'q', 'k', 1, gen_random_uuid(), now() + interval '1 hour', 1, 1 from generate_series(1, 20010)`,
+		`delete from workq.job_runs where id <= (select min(id) + 19999 from workq.job_runs)`,
+	} {
+		if _, err := conn.Exec(ctx, s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return conn
+}
+
+// The same for a queue with a global limit W: each of its claims counts
+// the queue's leases (workq_queue_budget), by an ordered index scan since
+// migration 00031, so a count steps over the entries an earlier one
+// passed. A bitmap scan read the heap page of every one on every claim.
+func TestLimitedQueueBudgetStepsOverTheEntriesOfCompletedRows(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	conn := completedRowsEntries(t, ctx)
+	if _, err := conn.Exec(ctx, `insert into workq.queue_limits (work_table, queue, max_in_progress) values ('job_runs', 'q', 15)`); err != nil {
+		t.Fatal(err)
+	}
+	// The claim's budget and the heap pages of job_runs its count read.
+	budget := func() (n int32, heapBlocks int64) {
+		t.Helper()
+		tx, err := conn.Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = tx.Rollback(ctx) }()
+		// The backend's pending counts, which also hold earlier
+		// transactions' until they are reported: the call's are the
+		// difference.
+		fetched := func() (c int64) {
+			t.Helper()
+			if err := tx.QueryRow(ctx, `select pg_stat_get_xact_blocks_fetched('workq.job_runs'::regclass)`).Scan(&c); err != nil {
+				t.Fatal(err)
+			}
+			return c
+		}
+		before := fetched()
+		if err := tx.QueryRow(ctx, `select workq.workq_claim_budget('job_runs', 'q', 100)`).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n, fetched() - before
+	}
+	n1, h1 := budget()
+	n2, h2 := budget()
+	t.Logf("two claims' budgets %d and %d; heap pages read by their counts %d and %d", n1, n2, h1, h2)
+	if n1 != 5 || n2 != 5 { // W 15 less the 10 in progress
+		t.Errorf("budgets %d and %d, want 5", n1, n2)
+	}
+	if h1 < 100 || h2 > h1/4 {
+		t.Errorf("the counts read %d and then %d heap pages: want the second to step over the entries the first marked", h1, h2)
 	}
 }

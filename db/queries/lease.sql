@@ -244,7 +244,10 @@ from ended u where (select j.n from joins j) >= 0 and (select f.n from wf f) >= 
 -- writes its completion (fenced by the token) instead of the job running
 -- again. The tokens are kept for the archive: RETURNING shows the nulled
 -- token, and a join of the reaped rows with a list of them was planned as
--- a nested loop (quadratic in the rows reaped).
+-- a nested loop (quadratic in the rows reaped). The function's query runs
+-- on a snapshot taken after the statement's: a lease it finds expired
+-- that the update's snapshot does not (expired in between) stays locked
+-- and unreaped until the next reap, never reaped twice.
 with expired as materialized (
     select workq.workq_expired_leases('workq_lease_table', sqlc.narg('queue')::text, @max_rows::integer) as by_id
 ),

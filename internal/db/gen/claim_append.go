@@ -91,7 +91,12 @@ var claimColumns = [...]struct {
 // columns are the claim's, in the formats it reads, and the connection
 // decodes them with pgx's default codecs (an application's pool may
 // register its own, or scan timestamps into another location). Otherwise
-// every row goes through rows.Scan.
+// every row goes through rows.Scan. What it does not see: scan-plan
+// wrappers an application adds to its type map (pgtype.Map's
+// TryWrapScanPlanFuncs, e.g. one that makes every *time.Time UTC), which
+// rows.Scan would apply to these columns and the decode does not; the
+// claim's rows are the runtime's, not the application's, so only their
+// values matter.
 //
 // Why not always rows.Scan: its scan plans (an interface call and a type
 // switch per column, a reflect lookup per pointer) were 0.6 µs of the
@@ -140,7 +145,7 @@ func (k *claimCache) kindOf(b []byte) string {
 }
 
 func (k *claimCache) untilOf(t time.Time) *time.Time {
-	if k.until == nil || !k.until.Equal(t) || k.until.Location() != t.Location() {
+	if k.until == nil || !k.until.Equal(t) { // both local (timeOf)
 		k.until = &t
 	}
 	return k.until

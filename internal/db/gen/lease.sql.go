@@ -817,7 +817,10 @@ type LeaseReapExpiredRow struct {
 // writes its completion (fenced by the token) instead of the job running
 // again. The tokens are kept for the archive: RETURNING shows the nulled
 // token, and a join of the reaped rows with a list of them was planned as
-// a nested loop (quadratic in the rows reaped).
+// a nested loop (quadratic in the rows reaped). The function's query runs
+// on a snapshot taken after the statement's: a lease it finds expired
+// that the update's snapshot does not (expired in between) stays locked
+// and unreaped until the next reap, never reaped twice.
 func (q *Queries) LeaseReapExpired(ctx context.Context, queue *string, maxRows int32) ([]LeaseReapExpiredRow, error) {
 	rows, err := q.db.Query(ctx, leaseReapExpired, queue, maxRows)
 	if err != nil {

@@ -812,21 +812,31 @@ func expiredLeasesQuery(t *testing.T, ctx context.Context, conn *pgx.Conn, table
 	return query, settings
 }
 
-// cutSetting splits a proconfig entry, name=value.
-func cutSetting(kv string) (name, value string, ok bool) { return strings.Cut(kv, "=") }
+// withSettings sets the session's settings (proconfig entries,
+// name=value) and returns what resets them.
+func withSettings(t *testing.T, ctx context.Context, conn *pgx.Conn, settings []string) (reset func()) {
+	t.Helper()
+	var names []string
+	for _, kv := range settings {
+		name, value, _ := strings.Cut(kv, "=")
+		if _, err := conn.Exec(ctx, "select set_config($1, $2, false)", name, value); err != nil {
+			t.Fatal(err)
+		}
+		names = append(names, name)
+	}
+	return func() {
+		for _, name := range names {
+			_, _ = conn.Exec(ctx, "reset "+pgx.Identifier{name}.Sanitize())
+		}
+	}
+}
 
 // expiredLeasesPlans plans workq_expired_leases's query on table under the
 // function's own settings, for one queue and for all, custom and generic.
 func expiredLeasesPlans(t *testing.T, ctx context.Context, conn *pgx.Conn, table string) map[string]planNode {
 	t.Helper()
 	query, settings := expiredLeasesQuery(t, ctx, conn, table)
-	for _, kv := range settings {
-		name, value, _ := cutSetting(kv)
-		if _, err := conn.Exec(ctx, "select set_config($1, $2, false)", name, value); err != nil {
-			t.Fatal(err)
-		}
-		defer func() { _, _ = conn.Exec(ctx, "reset "+pgx.Identifier{name}.Sanitize()) }()
-	}
+	defer withSettings(t, ctx, conn, settings)()
 	queue := "q"
 	return map[string]planNode{
 		"custom, all queues":  explainCustom(t, ctx, conn, query, (*string)(nil), int32(100)),

@@ -26,22 +26,9 @@ func TestReapStepsOverTheEntriesOfCompletedRows(t *testing.T) {
 	// Shared buffers one reap's candidate query reads, under settings.
 	reap := func(settings []string) float64 {
 		t.Helper()
-		tx, err := conn.Begin(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer func() { _ = tx.Rollback(ctx) }()
-		for _, kv := range settings {
-			name, value, _ := cutSetting(kv)
-			if _, err := tx.Exec(ctx, "select set_config($1, $2, true)", name, value); err != nil {
-				t.Fatal(err)
-			}
-		}
-		var raw []byte
-		if err := tx.QueryRow(ctx, "explain (analyze, buffers, format json) "+query, "q", int32(100)).Scan(&raw); err != nil {
-			t.Fatal(err)
-		}
-		return parsePlan(t, raw).buffers()
+		defer withSettings(t, ctx, conn, settings)()
+		plan, _ := explainAnalyzeRolledBack(t, ctx, conn, "job_runs", query, "q", int32(100))
+		return plan.buffers()
 	}
 
 	bitmap := []string{"enable_indexscan=off", "enable_seqscan=off"}

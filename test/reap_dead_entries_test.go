@@ -80,35 +80,74 @@ func TestLimitedQueueBudgetStepsOverTheEntriesOfCompletedRows(t *testing.T) {
 	if _, err := conn.Exec(ctx, `insert into workq.queue_limits (work_table, queue, max_in_progress) values ('job_runs', 'q', 15)`); err != nil {
 		t.Fatal(err)
 	}
-	// The claim's budget and the heap pages of job_runs its count read.
-	budget := func() (n int32, heapBlocks int64) {
-		t.Helper()
-		tx, err := conn.Begin(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer func() { _ = tx.Rollback(ctx) }()
-		// The backend's pending counts, which also hold earlier
-		// transactions' until they are reported: the call's are the
-		// difference.
-		fetched := func() (c int64) {
-			t.Helper()
-			if err := tx.QueryRow(ctx, `select pg_stat_get_xact_blocks_fetched('workq.job_runs'::regclass)`).Scan(&c); err != nil {
+	countTwice(t, "budget", 5, func() (int32, int64) { // W 15 less the 10 in progress
+		return heapPagesRead(t, ctx, conn, `select workq.workq_claim_budget('job_runs', 'q', 100)`)
+	})
+}
+
+// The same for a concurrency rule of a queue or of a kind under flow
+// control: a flow claim counts the scope's items in progress
+// (workq_flow_left) by an ordered index scan since migration 00032. A
+// bitmap scan read the heap page of every entry on every claim.
+func TestFlowConcurrencyCountStepsOverTheEntriesOfCompletedRows(t *testing.T) {
+	for _, scope := range []struct{ name, kind string }{
+		{"queue", ""},
+		{"kind", "k"},
+	} {
+		t.Run(scope.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			defer cancel()
+			conn := completedRowsEntries(t, ctx)
+			if _, err := conn.Exec(ctx, `insert into workq.flow_queues (work_table, queue) values ('job_runs', 'q')`); err != nil {
 				t.Fatal(err)
 			}
-			return c
-		}
-		before := fetched()
-		if err := tx.QueryRow(ctx, `select workq.workq_claim_budget('job_runs', 'q', 100)`).Scan(&n); err != nil {
+			if _, err := conn.Exec(ctx, `insert into workq.flow_limits (work_table, queue, kind, concurrency) values ('job_runs', 'q', $1, 15)`, scope.kind); err != nil {
+				t.Fatal(err)
+			}
+			countTwice(t, "room", 5, func() (int32, int64) { // concurrency 15 less the 10 in progress
+				return heapPagesRead(t, ctx, conn, `select workq.workq_flow_left('job_runs', 'q', $1, '')`, scope.kind)
+			})
+		})
+	}
+}
+
+// heapPagesRead runs query, which returns one integer, in a transaction it
+// rolls back, and returns its answer and the heap pages of job_runs it
+// read.
+func heapPagesRead(t *testing.T, ctx context.Context, conn *pgx.Conn, query string, args ...any) (n int32, heapBlocks int64) {
+	t.Helper()
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback(ctx) }()
+	// The backend's pending counts, which also hold earlier transactions'
+	// until they are reported: the query's are the difference.
+	fetched := func() (c int64) {
+		t.Helper()
+		if err := tx.QueryRow(ctx, `select pg_stat_get_xact_blocks_fetched('workq.job_runs'::regclass)`).Scan(&c); err != nil {
 			t.Fatal(err)
 		}
-		return n, fetched() - before
+		return c
 	}
-	n1, h1 := budget()
-	n2, h2 := budget()
-	t.Logf("two claims' budgets %d and %d; heap pages read by their counts %d and %d", n1, n2, h1, h2)
-	if n1 != 5 || n2 != 5 { // W 15 less the 10 in progress
-		t.Errorf("budgets %d and %d, want 5", n1, n2)
+	before := fetched()
+	if err := tx.QueryRow(ctx, query, args...).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n, fetched() - before
+}
+
+// countTwice runs count, which answers what and the heap pages it read,
+// twice in a row as two claims would: both answers must be want, and the
+// second must step over the entries the first passed (a quarter of its
+// pages at most, of at least 100: the completed rows' entries are read).
+func countTwice(t *testing.T, what string, want int32, count func() (n int32, heapBlocks int64)) {
+	t.Helper()
+	n1, h1 := count()
+	n2, h2 := count()
+	t.Logf("two claims' %s %d and %d; heap pages read by their counts %d and %d", what, n1, n2, h1, h2)
+	if n1 != want || n2 != want {
+		t.Errorf("%s %d and %d, want %d", what, n1, n2, want)
 	}
 	if h1 < 100 || h2 > h1/4 {
 		t.Errorf("the counts read %d and then %d heap pages: want the second to step over the entries the first marked", h1, h2)

@@ -21,7 +21,7 @@ import (
 func TestReapStepsOverTheEntriesOfCompletedRows(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	conn := completedRowsEntries(t, ctx)
+	conn := completedRowsEntries(t, ctx, false)
 	query, settings := expiredLeasesQuery(t, ctx, conn, "job_runs")
 	// Shared buffers one reap's candidate query reads, under settings.
 	reap := func(settings []string) float64 {
@@ -50,16 +50,26 @@ func TestReapStepsOverTheEntriesOfCompletedRows(t *testing.T) {
 // completedRowsEntries connects to a new database whose
 // job_runs_in_progress holds the entries of 20,000 rows claimed and since
 // completed (deleted, as a done job's row moves to job_runs_done), and of
-// 10 rows still in progress, none expired, on queue q. The commits are
-// durable: a row deleted by a commit not yet flushed (the test server's
-// synchronous_commit is off) cannot be hinted dead, nor its entry marked.
-func completedRowsEntries(t *testing.T, ctx context.Context) *pgx.Conn {
+// 10 rows still in progress, none expired, on queue q, kind k. Keyed: the
+// rows have limit keys key0 to key2 (job_runs_key_running holds their
+// entries too), and the table's statistics were taken while all of them
+// were in progress, as an analyze can catch a burst (the keyed count plans
+// a bitmap scan with those, an index-only scan with none); otherwise it
+// has none. The commits are durable: a row deleted by a commit not yet
+// flushed (the test server's synchronous_commit is off) cannot be hinted
+// dead, nor its entry marked.
+func completedRowsEntries(t *testing.T, ctx context.Context, keyed bool) *pgx.Conn {
 	t.Helper()
 	conn := mustConnect(t, testdb.URL(t))
+	key, analyze := "null", "select"
+	if keyed {
+		key, analyze = "'key' || (g % 3)", "analyze workq.job_runs"
+	}
 	for _, s := range []string{
 		`set synchronous_commit = on`,
-		`insert into workq.job_runs (queue, kind, status, owner_token, locked_until, attempts, lease_version)
-		 select 'q', 'k', 1, gen_random_uuid(), now() + interval '1 hour', 1, 1 from generate_series(1, 20010)`,
+		`insert into workq.job_runs (queue, kind, status, owner_token, locked_until, attempts, lease_version, limit_key)
+		 select 'q', 'k', 1, gen_random_uuid(), now() + interval '1 hour', 1, 1, ` + key + ` from generate_series(1, 20010) g`,
+		analyze,
 		`delete from workq.job_runs where id <= (select min(id) + 19999 from workq.job_runs)`,
 	} {
 		if _, err := conn.Exec(ctx, s); err != nil {
@@ -76,7 +86,7 @@ func completedRowsEntries(t *testing.T, ctx context.Context) *pgx.Conn {
 func TestLimitedQueueBudgetStepsOverTheEntriesOfCompletedRows(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	conn := completedRowsEntries(t, ctx)
+	conn := completedRowsEntries(t, ctx, false)
 	if _, err := conn.Exec(ctx, `insert into workq.queue_limits (work_table, queue, max_in_progress) values ('job_runs', 'q', 15)`); err != nil {
 		t.Fatal(err)
 	}
@@ -97,7 +107,7 @@ func TestFlowConcurrencyCountStepsOverTheEntriesOfCompletedRows(t *testing.T) {
 		t.Run(scope.name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 			defer cancel()
-			conn := completedRowsEntries(t, ctx)
+			conn := completedRowsEntries(t, ctx, false)
 			if _, err := conn.Exec(ctx, `insert into workq.flow_queues (work_table, queue) values ('job_runs', 'q')`); err != nil {
 				t.Fatal(err)
 			}
@@ -109,6 +119,30 @@ func TestFlowConcurrencyCountStepsOverTheEntriesOfCompletedRows(t *testing.T) {
 			})
 		})
 	}
+}
+
+// The same for a rule per key with a concurrency: a keyed flow claim
+// (workq_flow_pick) counts the in-progress rows of every key it visits,
+// by an index scan since migration 00033. A bitmap scan, which statistics
+// taken during a burst chose, read the heap page of every entry of those
+// keys on every claim.
+func TestFlowKeyCountStepsOverTheEntriesOfCompletedRows(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	conn := completedRowsEntries(t, ctx, true)
+	for _, s := range []string{
+		// Ready rows of the three keys, for the claim to visit them.
+		`insert into workq.job_runs (queue, kind, limit_key) select 'q', 'k', 'key' || (g % 3) from generate_series(1, 30) g`,
+		`insert into workq.flow_queues (work_table, queue) values ('job_runs', 'q')`,
+		`insert into workq.flow_limits (work_table, queue, per_key, concurrency) values ('job_runs', 'q', true, 15)`,
+	} {
+		if _, err := conn.Exec(ctx, s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	countTwice(t, "picks", 10, func() (int32, int64) { // each key has room for 11 or 12
+		return heapPagesRead(t, ctx, conn, `select jsonb_array_length(workq.workq_flow_pick('job_runs', 'q', 10, '')->'ids')`)
+	})
 }
 
 // heapPagesRead runs query, which returns one integer, in a transaction it

@@ -9,12 +9,15 @@
 -- PostgreSQL planned it as a bitmap heap scan, which reads the heap page
 -- of every entry of the index on every call, those of rows long completed
 -- included (the index keeps them until VACUUM), and never marks one dead:
--- 435 heap pages on every claim over 20,000 completed rows' entries. The
+-- 409 heap pages on every claim over 20,000 completed rows' entries. The
 -- function's own settings now rule out the bitmap and the sequential scan;
 -- the index scan marks those entries dead as it passes, so the next claim
--- steps over them. A rule per key counted by job_runs_key_running already
--- did (an index-only scan marks them too). Its other reads (the rule and
--- the scope's state) are primary-key lookups either way.
+-- steps over them. Its other reads (the rule and the scope's state) are
+-- primary-key lookups. The inbox's count for one source can no longer
+-- combine inbox_source_message with the in-progress index (a BitmapAnd):
+-- it reads the heap of every live lease in the inbox, as the other
+-- tables' counts do in theirs. A rule per key is counted by
+-- workq_flow_pick (00033).
 --
 -- +goose Up
 alter function workq.workq_flow_left(text, text, text, text) set enable_bitmapscan = off set enable_seqscan = off;

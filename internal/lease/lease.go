@@ -642,33 +642,39 @@ func (e *Engine) Resolve(ctx context.Context, cs []Completion) (map[int64]Status
 	return out, nil
 }
 
-// ErrClaimInFlight means a failed claim's statement is still running on its
-// server process, so what it will have claimed is not known yet; it was asked
-// to cancel. Call ReleaseClaim again shortly.
+// ErrClaimInFlight means a failed claim's server process is still there,
+// so what its claim will have taken is not known yet: it may be running the
+// statement (it was asked to cancel), or about to read it. Call ReleaseClaim
+// again shortly.
 var ErrClaimInFlight = errors.New("the claim is still running on the server")
 
 // ReleaseClaim gives back, without using an attempt, every row that token
 // still holds: the remedy for a claim whose result the caller never saw
 // (Claim). backend is the server process that ran the claim
-// (pgconn.PgConn.PID of its connection), 0 if unknown. A client that gives
-// up on a statement does not stop it on the server, so while that process
-// is still running a statement the claim may yet commit: ReleaseClaim then
-// asks it to cancel and returns ErrClaimInFlight, and the caller calls
-// again. Once the process is idle or gone the outcome is settled and the
-// release is complete. It returns how many rows it released.
+// (pgconn.PgConn.PID of its connection), 0 if unknown; the caller must have
+// closed that connection, as a client that gave up on a statement does. A
+// client that gives up on a statement does not stop it on the server: the
+// process may be running it, or, loaded, may not have read it yet and show
+// as idle, and then run it and commit. So while the process exists
+// ReleaseClaim returns ErrClaimInFlight (asking it to cancel a statement it
+// runs), and the caller calls again; the process exits once it has read
+// the closed connection's end, and then the outcome is settled and the
+// release complete. It returns how many rows it released.
 func (e *Engine) ReleaseClaim(ctx context.Context, token uuid.UUID, backend uint32) (int, error) {
 	if e.err != nil {
 		return 0, fmt.Errorf("release claim: %w", e.err)
 	}
 	if backend != 0 {
-		active, err := e.q.BackendActive(ctx, int32(backend))
+		st, err := e.q.BackendState(ctx, int32(backend))
 		if err != nil {
 			return 0, fmt.Errorf("release claim on %s: %w", e.table, err)
 		}
-		if active {
+		if st.Active {
 			if _, err := e.q.BackendCancel(ctx, int32(backend)); err != nil {
 				return 0, fmt.Errorf("release claim on %s: cancel the claim: %w", e.table, err)
 			}
+		}
+		if st.Present {
 			return 0, ErrClaimInFlight
 		}
 	}

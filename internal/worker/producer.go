@@ -657,11 +657,12 @@ func (p *producer) reclaim(ctx context.Context) int {
 // claim claims up to n items and starts them. The claim can be cancelled
 // (Stop does) or time out (lease/2): its statement may then still run, and
 // commit, on the server, because a client that gives up on a statement does
-// not stop it there. The producer minted the claim's token, so it releases
-// whatever the token holds once that server process is done with the
-// statement (Engine.ReleaseClaim cancels it and waits), instead of letting
-// those rows sit until their leases expire and cost an attempt that never
-// ran.
+// not stop it there (and a loaded server process may not even have read it
+// yet). The producer minted the claim's token, so it closes the connection
+// and releases whatever the token holds once that server process has
+// exited (Engine.ReleaseClaim cancels a statement it runs and waits),
+// instead of letting those rows sit until their leases expire and cost an
+// attempt that never ran.
 func (p *producer) claim(ctx context.Context, n int) (int, error) {
 	cfg := p.w.cfg
 	sent := p.w.mono()

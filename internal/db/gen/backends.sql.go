@@ -9,18 +9,6 @@ import (
 	"context"
 )
 
-const backendActive = `-- name: BackendActive :one
-select coalesce((select a.state = 'active' from pg_catalog.pg_stat_activity a where a.pid = $1::integer), false)::boolean as active
-`
-
-// BackendActive says whether the server process pid is still running a statement (a claim whose client gave up on it may still be running on the server).
-func (q *Queries) BackendActive(ctx context.Context, pid int32) (bool, error) {
-	row := q.db.QueryRow(ctx, backendActive, pid)
-	var active bool
-	err := row.Scan(&active)
-	return active, err
-}
-
 const backendCancel = `-- name: BackendCancel :one
 select pg_cancel_backend($1::integer) as cancelled
 `
@@ -31,4 +19,22 @@ func (q *Queries) BackendCancel(ctx context.Context, pid int32) (bool, error) {
 	var cancelled bool
 	err := row.Scan(&cancelled)
 	return cancelled, err
+}
+
+const backendState = `-- name: BackendState :one
+select exists (select 1 from pg_catalog.pg_stat_activity a where a.pid = $1::integer)::boolean as present,
+       coalesce((select a.state = 'active' from pg_catalog.pg_stat_activity a where a.pid = $1::integer), false)::boolean as active
+`
+
+type BackendStateRow struct {
+	Present bool
+	Active  bool
+}
+
+// BackendState says whether the server process pid still exists (present) and whether it is running a statement (active). A process whose client closed its connection may still read and run a statement the client sent before it closed, even while it shows as idle; it exits once it reads the end of the connection.
+func (q *Queries) BackendState(ctx context.Context, pid int32) (BackendStateRow, error) {
+	row := q.db.QueryRow(ctx, backendState, pid)
+	var i BackendStateRow
+	err := row.Scan(&i.Present, &i.Active)
+	return i, err
 }

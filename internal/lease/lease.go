@@ -642,39 +642,55 @@ func (e *Engine) Resolve(ctx context.Context, cs []Completion) (map[int64]Status
 	return out, nil
 }
 
-// ErrClaimInFlight means a failed claim's server process is still there,
-// so what its claim will have taken is not known yet: it may be running the
-// statement (it was asked to cancel), or about to read it. Call ReleaseClaim
-// again shortly.
-var ErrClaimInFlight = errors.New("the claim is still running on the server")
+// ErrClaimInFlight means a failed claim's server process has not finished
+// with it, so what the claim will have taken is not known yet: the process
+// runs it (it was asked to cancel) or may yet read it (it was ended). Call
+// ReleaseClaim again shortly.
+var ErrClaimInFlight = errors.New("the claim's server process has not finished with it")
+
+// ClaimBackend names the server process of a claim's connection: its PID
+// (pgconn.PgConn.PID) and the connection's local TCP port, as the server
+// sees it in pg_stat_activity.client_port (0 when not known, or not TCP).
+type ClaimBackend struct {
+	PID  uint32
+	Port int
+}
 
 // ReleaseClaim gives back, without using an attempt, every row that token
 // still holds: the remedy for a claim whose result the caller never saw
-// (Claim). backend is the server process that ran the claim
-// (pgconn.PgConn.PID of its connection), 0 if unknown; the caller must have
-// closed that connection, as a client that gave up on a statement does. A
-// client that gives up on a statement does not stop it on the server: the
-// process may be running it, or, loaded, may not have read it yet and show
-// as idle, and then run it and commit. So while the process exists
-// ReleaseClaim returns ErrClaimInFlight (asking it to cancel a statement it
-// runs), and the caller calls again; the process exits once it has read
-// the closed connection's end, and then the outcome is settled and the
-// release complete. It returns how many rows it released.
-func (e *Engine) ReleaseClaim(ctx context.Context, token uuid.UUID, backend uint32) (int, error) {
+// (Claim). backend is the server process that ran the claim (a zero PID if
+// unknown); the caller must have closed that connection, as a client that
+// gave up on a statement does. Giving up does not stop the statement on
+// the server: the process may be running it (ReleaseClaim asks it to
+// cancel), or, loaded, may not have read it yet and show as idle, then run
+// it and commit. So when the process is still the caller's (its client
+// port is backend.Port) ReleaseClaim ends it, which settles it: a statement
+// it has not read never runs. While the process runs a statement, or is
+// being ended, it returns ErrClaimInFlight and the caller calls again.
+// Behind a pooler the PID names a process the caller cannot identify as
+// its own; an idle one counts as settled. It returns how many rows it
+// released. Call it outside a transaction: within one, the server's view
+// of its processes does not change.
+func (e *Engine) ReleaseClaim(ctx context.Context, token uuid.UUID, backend ClaimBackend) (int, error) {
 	if e.err != nil {
 		return 0, fmt.Errorf("release claim: %w", e.err)
 	}
-	if backend != 0 {
-		st, err := e.q.BackendState(ctx, int32(backend))
+	if backend.PID != 0 {
+		pid := int32(backend.PID)
+		st, err := e.q.BackendState(ctx, pid, int32(backend.Port))
 		if err != nil {
 			return 0, fmt.Errorf("release claim on %s: %w", e.table, err)
 		}
-		if st.Active {
-			if _, err := e.q.BackendCancel(ctx, int32(backend)); err != nil {
+		switch {
+		case st.Active:
+			if _, err := e.q.BackendCancel(ctx, pid); err != nil {
 				return 0, fmt.Errorf("release claim on %s: cancel the claim: %w", e.table, err)
 			}
-		}
-		if st.Present {
+			return 0, ErrClaimInFlight
+		case st.Present && st.Ours && backend.Port > 0:
+			if _, err := e.q.BackendTerminate(ctx, pid); err != nil {
+				return 0, fmt.Errorf("release claim on %s: end the claim's server process: %w", e.table, err)
+			}
 			return 0, ErrClaimInFlight
 		}
 	}

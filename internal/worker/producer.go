@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"runtime/debug"
 	"sync"
 	"sync/atomic"
@@ -659,10 +660,11 @@ func (p *producer) reclaim(ctx context.Context) int {
 // commit, on the server, because a client that gives up on a statement does
 // not stop it there (and a loaded server process may not even have read it
 // yet). The producer minted the claim's token, so it closes the connection
-// and releases whatever the token holds once that server process has
-// exited (Engine.ReleaseClaim cancels a statement it runs and waits),
-// instead of letting those rows sit until their leases expire and cost an
-// attempt that never ran.
+// and releases whatever the token holds once that server process is done
+// with the claim (Engine.ReleaseClaim cancels a statement it runs, and ends
+// the process while it is still this connection's, known by the
+// connection's local port), instead of letting those rows sit until their
+// leases expire and cost an attempt that never ran.
 func (p *producer) claim(ctx context.Context, n int) (int, error) {
 	cfg := p.w.cfg
 	sent := p.w.mono()
@@ -672,7 +674,10 @@ func (p *producer) claim(ctx context.Context, n int) (int, error) {
 	if err != nil {
 		return 0, err // nothing was sent
 	}
-	backend := conn.Conn().PgConn().PID()
+	backend := lease.ClaimBackend{PID: conn.Conn().PgConn().PID()}
+	if addr, ok := conn.Conn().PgConn().Conn().LocalAddr().(*net.TCPAddr); ok {
+		backend.Port = addr.Port
+	}
 	params := lease.ClaimParams{Queue: p.queue, Max: n, Lease: cfg.Lease, WorkerID: cfg.ID, Flow: &p.flow}
 	if p.src.ClaimOptions != nil {
 		cc := ClaimContext{Queue: p.queue, Prev: p.prev, Woken: p.woken}
@@ -742,7 +747,7 @@ func (p *producer) claim(ctx context.Context, n int) (int, error) {
 // claim's server process is done, retrying for up to a lease and never past
 // Stop's bound. If it cannot, the rows' leases expire and the reaper retries
 // them. outaged says the claim failed because the database was unreachable.
-func (p *producer) releaseClaim(token uuid.UUID, backend uint32, outaged bool) {
+func (p *producer) releaseClaim(token uuid.UUID, backend lease.ClaimBackend, outaged bool) {
 	p.life.bg.Add(1)
 	go func() {
 		defer p.life.bg.Done()
@@ -766,7 +771,7 @@ func (p *producer) releaseClaim(token uuid.UUID, backend uint32, outaged bool) {
 			}
 			pause := Backoff(min(try, 6), 50*time.Millisecond, time.Second)
 			if errors.Is(err, lease.ErrClaimInFlight) {
-				pause = 10 * time.Millisecond // cancelled: it ends in a moment
+				pause = 10 * time.Millisecond // cancelled or ended: it is done in a moment
 			}
 			if !sleepCtx(ctx, pause) {
 				// Expected while the database is unreachable: the outage

@@ -23,18 +23,32 @@ func (q *Queries) BackendCancel(ctx context.Context, pid int32) (bool, error) {
 
 const backendState = `-- name: BackendState :one
 select exists (select 1 from pg_catalog.pg_stat_activity a where a.pid = $1::integer)::boolean as present,
-       coalesce((select a.state = 'active' from pg_catalog.pg_stat_activity a where a.pid = $1::integer), false)::boolean as active
+       coalesce((select a.state = 'active' from pg_catalog.pg_stat_activity a where a.pid = $1::integer), false)::boolean as active,
+       coalesce((select a.client_port = $2::integer from pg_catalog.pg_stat_activity a where a.pid = $1::integer), false)::boolean as ours
 `
 
 type BackendStateRow struct {
 	Present bool
 	Active  bool
+	Ours    bool
 }
 
-// BackendState says whether the server process pid still exists (present) and whether it is running a statement (active). A process whose client closed its connection may still read and run a statement the client sent before it closed, even while it shows as idle; it exits once it reads the end of the connection.
-func (q *Queries) BackendState(ctx context.Context, pid int32) (BackendStateRow, error) {
-	row := q.db.QueryRow(ctx, backendState, pid)
+// BackendState says whether the server process pid still exists (present), whether it is running a statement (active), and whether its client's TCP port is port (ours: the process serves the connection the caller opened, not a pooler's). A process whose client closed its connection may still read and run a statement the client sent before it closed, even while it shows as idle.
+func (q *Queries) BackendState(ctx context.Context, pid int32, port int32) (BackendStateRow, error) {
+	row := q.db.QueryRow(ctx, backendState, pid, port)
 	var i BackendStateRow
-	err := row.Scan(&i.Present, &i.Active)
+	err := row.Scan(&i.Present, &i.Active, &i.Ours)
 	return i, err
+}
+
+const backendTerminate = `-- name: BackendTerminate :one
+select pg_terminate_backend($1::integer) as terminated
+`
+
+// BackendTerminate ends the server process pid (pg_terminate_backend; same role only): a statement it has not read yet never runs, one it runs aborts, one that committed stays.
+func (q *Queries) BackendTerminate(ctx context.Context, pid int32) (bool, error) {
+	row := q.db.QueryRow(ctx, backendTerminate, pid)
+	var terminated bool
+	err := row.Scan(&terminated)
+	return terminated, err
 }

@@ -14,6 +14,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"net/netip"
 	"slices"
 	"strings"
 	"time"
@@ -644,15 +645,17 @@ func (e *Engine) Resolve(ctx context.Context, cs []Completion) (map[int64]Status
 
 // ErrClaimInFlight means a failed claim's server process has not finished
 // with it, so what the claim will have taken is not known yet: the process
-// runs it (it was asked to cancel) or may yet read it (it was ended). Call
-// ReleaseClaim again shortly.
+// was ended and is going, or it runs a statement. Call ReleaseClaim again
+// shortly.
 var ErrClaimInFlight = errors.New("the claim's server process has not finished with it")
 
 // ClaimBackend names the server process of a claim's connection: its PID
-// (pgconn.PgConn.PID) and the connection's local TCP port, as the server
-// sees it in pg_stat_activity.client_port (0 when not known, or not TCP).
+// (pgconn.PgConn.PID) and the connection's local TCP address, which the
+// server sees as the process's client_addr and client_port on a direct
+// connection (an invalid Addr when not known, or not TCP).
 type ClaimBackend struct {
 	PID  uint32
+	Addr netip.Addr
 	Port int
 }
 
@@ -661,36 +664,39 @@ type ClaimBackend struct {
 // (Claim). backend is the server process that ran the claim (a zero PID if
 // unknown); the caller must have closed that connection, as a client that
 // gave up on a statement does. Giving up does not stop the statement on
-// the server: the process may be running it (ReleaseClaim asks it to
-// cancel), or, loaded, may not have read it yet and show as idle, then run
-// it and commit. So when the process is still the caller's (its client
-// port is backend.Port) ReleaseClaim ends it, which settles it: a statement
-// it has not read never runs. While the process runs a statement, or is
-// being ended, it returns ErrClaimInFlight and the caller calls again.
-// Behind a pooler the PID names a process the caller cannot identify as
-// its own; an idle one counts as settled. It returns how many rows it
-// released. Call it outside a transaction: within one, the server's view
-// of its processes does not change.
+// the server: the process may be running it, blocked on a client that is
+// gone (where a cancel is ignored), or, loaded, may not have read it yet and
+// show as idle, then run it and commit. So while the process is still the
+// caller's connection's (its client address and port are backend's),
+// ReleaseClaim ends it, which settles the claim: a statement the process
+// has not read never runs, one it runs aborts, one that committed stays.
+// A process it cannot identify as the caller's (a pooler's, or one seen
+// through NAT, or over a Unix socket) it leaves alone: while it runs a
+// statement the claim may be that statement (the client's own cancel
+// request asked it to stop), and once idle it counts as settled. Until the
+// claim is settled it returns ErrClaimInFlight and the caller calls again.
+// It returns how many rows it released. Call it outside a transaction:
+// within one, the server's view of its processes does not change.
 func (e *Engine) ReleaseClaim(ctx context.Context, token uuid.UUID, backend ClaimBackend) (int, error) {
 	if e.err != nil {
 		return 0, fmt.Errorf("release claim: %w", e.err)
 	}
 	if backend.PID != 0 {
 		pid := int32(backend.PID)
-		st, err := e.q.BackendState(ctx, pid, int32(backend.Port))
+		if backend.Addr.IsValid() && backend.Port > 0 {
+			ended, err := e.q.BackendTerminateOwn(ctx, gen.BackendTerminateOwnParams{Pid: pid, Port: int32(backend.Port), Addr: backend.Addr})
+			if err != nil {
+				return 0, fmt.Errorf("release claim on %s: end the claim's server process: %w", e.table, err)
+			}
+			if ended {
+				return 0, ErrClaimInFlight
+			}
+		}
+		st, err := e.q.BackendState(ctx, pid)
 		if err != nil {
 			return 0, fmt.Errorf("release claim on %s: %w", e.table, err)
 		}
-		switch {
-		case st.Active:
-			if _, err := e.q.BackendCancel(ctx, pid); err != nil {
-				return 0, fmt.Errorf("release claim on %s: cancel the claim: %w", e.table, err)
-			}
-			return 0, ErrClaimInFlight
-		case st.Present && st.Ours && backend.Port > 0:
-			if _, err := e.q.BackendTerminate(ctx, pid); err != nil {
-				return 0, fmt.Errorf("release claim on %s: end the claim's server process: %w", e.table, err)
-			}
+		if st.Active {
 			return 0, ErrClaimInFlight
 		}
 	}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/workq/workq/internal/lease"
 	"github.com/workq/workq/internal/outage"
@@ -661,10 +662,10 @@ func (p *producer) reclaim(ctx context.Context) int {
 // not stop it there (and a loaded server process may not even have read it
 // yet). The producer minted the claim's token, so it closes the connection
 // and releases whatever the token holds once that server process is done
-// with the claim (Engine.ReleaseClaim cancels a statement it runs, and ends
-// the process while it is still this connection's, known by the
-// connection's local port), instead of letting those rows sit until their
-// leases expire and cost an attempt that never ran.
+// with the claim (Engine.ReleaseClaim ends the process while it is still
+// this connection's, known by the connection's local address), instead of
+// letting those rows sit until their leases expire and cost an attempt
+// that never ran.
 func (p *producer) claim(ctx context.Context, n int) (int, error) {
 	cfg := p.w.cfg
 	sent := p.w.mono()
@@ -674,10 +675,7 @@ func (p *producer) claim(ctx context.Context, n int) (int, error) {
 	if err != nil {
 		return 0, err // nothing was sent
 	}
-	backend := lease.ClaimBackend{PID: conn.Conn().PgConn().PID()}
-	if addr, ok := conn.Conn().PgConn().Conn().LocalAddr().(*net.TCPAddr); ok {
-		backend.Port = addr.Port
-	}
+	backend := claimBackend(conn.Conn().PgConn())
 	params := lease.ClaimParams{Queue: p.queue, Max: n, Lease: cfg.Lease, WorkerID: cfg.ID, Flow: &p.flow}
 	if p.src.ClaimOptions != nil {
 		cc := ClaimContext{Queue: p.queue, Prev: p.prev, Woken: p.woken}
@@ -743,6 +741,18 @@ func (p *producer) claim(ctx context.Context, n int) (int, error) {
 	return got, nil
 }
 
+// claimBackend names the server process of a claim's connection, by its
+// PID and the connection's local TCP address, which is what the server sees
+// as its client on a direct connection (lease.ReleaseClaim).
+func claimBackend(c *pgconn.PgConn) lease.ClaimBackend {
+	b := lease.ClaimBackend{PID: c.PID()}
+	if addr, ok := c.Conn().LocalAddr().(*net.TCPAddr); ok {
+		ap := addr.AddrPort()
+		b.Addr, b.Port = ap.Addr().Unmap(), int(ap.Port())
+	}
+	return b
+}
+
 // releaseClaim releases, in the background, whatever token holds once its
 // claim's server process is done, retrying for up to a lease and never past
 // Stop's bound. If it cannot, the rows' leases expire and the reaper retries
@@ -771,7 +781,8 @@ func (p *producer) releaseClaim(token uuid.UUID, backend lease.ClaimBackend, out
 			}
 			pause := Backoff(min(try, 6), 50*time.Millisecond, time.Second)
 			if errors.Is(err, lease.ErrClaimInFlight) {
-				pause = 10 * time.Millisecond // cancelled or ended: it is done in a moment
+				// Ended, it is gone in a moment; running, perhaps longer.
+				pause = Backoff(min(try, 5), 10*time.Millisecond, 250*time.Millisecond)
 			}
 			if !sleepCtx(ctx, pause) {
 				// Expected while the database is unreachable: the outage

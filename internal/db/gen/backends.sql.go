@@ -7,47 +7,41 @@ package gen
 
 import (
 	"context"
+	"net/netip"
 )
-
-const backendCancel = `-- name: BackendCancel :one
-select pg_cancel_backend($1::integer) as cancelled
-`
-
-// BackendCancel asks the server process pid to cancel its current statement (pg_cancel_backend; same role only).
-func (q *Queries) BackendCancel(ctx context.Context, pid int32) (bool, error) {
-	row := q.db.QueryRow(ctx, backendCancel, pid)
-	var cancelled bool
-	err := row.Scan(&cancelled)
-	return cancelled, err
-}
 
 const backendState = `-- name: BackendState :one
 select exists (select 1 from pg_catalog.pg_stat_activity a where a.pid = $1::integer)::boolean as present,
-       coalesce((select a.state = 'active' from pg_catalog.pg_stat_activity a where a.pid = $1::integer), false)::boolean as active,
-       coalesce((select a.client_port = $2::integer from pg_catalog.pg_stat_activity a where a.pid = $1::integer), false)::boolean as ours
+       coalesce((select a.state = 'active' from pg_catalog.pg_stat_activity a where a.pid = $1::integer), false)::boolean as active
 `
 
 type BackendStateRow struct {
 	Present bool
 	Active  bool
-	Ours    bool
 }
 
-// BackendState says whether the server process pid still exists (present), whether it is running a statement (active), and whether its client's TCP port is port (ours: the process serves the connection the caller opened, not a pooler's). A process whose client closed its connection may still read and run a statement the client sent before it closed, even while it shows as idle.
-func (q *Queries) BackendState(ctx context.Context, pid int32, port int32) (BackendStateRow, error) {
-	row := q.db.QueryRow(ctx, backendState, pid, port)
+// BackendState says whether the server process pid still exists (present) and whether it is running a statement (active).
+func (q *Queries) BackendState(ctx context.Context, pid int32) (BackendStateRow, error) {
+	row := q.db.QueryRow(ctx, backendState, pid)
 	var i BackendStateRow
-	err := row.Scan(&i.Present, &i.Active, &i.Ours)
+	err := row.Scan(&i.Present, &i.Active)
 	return i, err
 }
 
-const backendTerminate = `-- name: BackendTerminate :one
-select pg_terminate_backend($1::integer) as terminated
+const backendTerminateOwn = `-- name: BackendTerminateOwn :one
+select coalesce((select pg_terminate_backend(a.pid) from pg_catalog.pg_stat_activity a
+                 where a.pid = $1::integer and a.client_port = $2::integer and a.client_addr = $3::inet), false)::boolean as terminated
 `
 
-// BackendTerminate ends the server process pid (pg_terminate_backend; same role only): a statement it has not read yet never runs, one it runs aborts, one that committed stays.
-func (q *Queries) BackendTerminate(ctx context.Context, pid int32) (bool, error) {
-	row := q.db.QueryRow(ctx, backendTerminate, pid)
+type BackendTerminateOwnParams struct {
+	Pid  int32
+	Port int32
+	Addr netip.Addr
+}
+
+// BackendTerminateOwn ends the server process pid (pg_terminate_backend; same role only) if its client is at addr and port, the caller's own connection as the server sees it, in the same statement as the check; false when it is not (gone, another client's, or seen through a pooler or NAT). Ending a process runs no statement it has not read yet, aborts one it runs (also one blocked writing to or reading from a client that is gone, which ignores a cancel) and keeps one that committed.
+func (q *Queries) BackendTerminateOwn(ctx context.Context, arg BackendTerminateOwnParams) (bool, error) {
+	row := q.db.QueryRow(ctx, backendTerminateOwn, arg.Pid, arg.Port, arg.Addr)
 	var terminated bool
 	err := row.Scan(&terminated)
 	return terminated, err

@@ -675,7 +675,6 @@ func (p *producer) claim(ctx context.Context, n int) (int, error) {
 	if err != nil {
 		return 0, err // nothing was sent
 	}
-	backend := claimBackend(conn.Conn().PgConn())
 	params := lease.ClaimParams{Queue: p.queue, Max: n, Lease: cfg.Lease, WorkerID: cfg.ID, Flow: &p.flow}
 	if p.src.ClaimOptions != nil {
 		cc := ClaimContext{Queue: p.queue, Prev: p.prev, Woken: p.woken}
@@ -715,7 +714,9 @@ func (p *producer) claim(ctx context.Context, n int) (int, error) {
 	}
 	if err != nil {
 		// The connection's server process may still be running the claim:
-		// it must not take another statement from the pool.
+		// it must not take another statement from the pool. Named before
+		// the close, which may drop what the connection knows of it.
+		backend := claimBackend(conn.Conn().PgConn())
 		_ = conn.Conn().Close(context.WithoutCancel(ctx))
 		conn.Release()
 		// A statement refused for want of the schema never ran: nothing to

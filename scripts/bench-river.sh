@@ -23,6 +23,7 @@
 # off, max_wal_size 1GB), so that other sessions' benchmarks on the shared
 # server do not land in the figures (they still share the CPUs). Per-run
 # logs go to OUT (default a temporary directory, kept and printed at the end).
+# WARMUP=0 leaves out the uncounted ceiling run before the first round.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 : "${RIVER:?set RIVER to a river binary (see the header)}"
@@ -86,6 +87,11 @@ div() { awk -v x="$1" -v y="$2" 'BEGIN {printf "%.3f", x / y}'; }
 
 declare -A col # col[mode.what] = newline-separated values over the rounds
 add() { col[$1]+="$2"$'\n'; }
+# One ceiling burn-down first, not counted: the first run on a server that
+# has been idle ran at half the rate of the rounds after it (45,517 rows/s
+# against 89,000-95,000, 2026-12-07), which the paired ratio of round 1
+# then carried (1.71).
+[ "${WARMUP:-1}" = 0 ] || run_ceiling warmup-ceiling >/dev/null
 for i in $(seq 1 "$RUNS"); do
   load=$(cut -d' ' -f1 /proc/loadavg)
   c=$(run_ceiling "r$i-ceiling")

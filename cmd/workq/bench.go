@@ -82,7 +82,7 @@ type benchResult struct {
 
 // benchSettings lists the settings that shape a benchmark run, as
 // (name, value, default value).
-func benchSettings(cfg config.Config, enqueueMode string) [][3]string {
+func benchSettings(cfg config.Config, enqueueMode string, clients int) [][3]string {
 	d := config.Default()
 	gogc := strconv.Itoa(defaultGCPercent)
 	if v, ok := os.LookupEnv("GOGC"); ok {
@@ -99,6 +99,7 @@ func benchSettings(cfg config.Config, enqueueMode string) [][3]string {
 		{"max-conns", strconv.Itoa(int(cfg.MaxConns)), strconv.Itoa(int(d.MaxConns))},
 		{"GOGC", gogc, strconv.Itoa(defaultGCPercent)},
 		{"enqueue-mode", enqueueMode, enqueueCopy},
+		{"clients", strconv.Itoa(clients), "1"},
 	}
 }
 
@@ -136,6 +137,8 @@ the handler sleep, so slots stay busy as with real work.`,
 	maintenance := f.Bool("maintenance", false, "run the Client's maintenance (reaper, retention, ...) beside the worker, as a production Client does")
 	table := f.String("table", "job_runs", "work table: job_runs, or outbox (burn-down only; see bench_outbox.go)")
 	orderedKeys := f.Int("ordered-keys", 0, "--table outbox: spread the messages over this many partition keys (0: unkeyed)")
+	clients := f.Int("clients", 1, "burn-down or continuous: run this many worker Clients on the queue in this process, each with its own claim loop, "+
+		"--concurrency handlers and completion flushes, as that many worker processes would")
 	shardURLs := f.StringSlice("shards", nil, "job runs over a sharded Client: the shards' database URLs (comma-separated or repeated; NAME=URL names one), "+
 		"burn-down or continuous; reports each shard's and the total jobs/s (--concurrency is shared by the shards)")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
@@ -181,6 +184,9 @@ the handler sleep, so slots stay busy as with real work.`,
 		if *enqueueBatch < 0 || (*enqueueBatch > 0 && *rate == 0) || *handlerTime < 0 {
 			return fmt.Errorf("--enqueue-batch needs --rate and must not be negative; --handler-time must not be negative")
 		}
+		if *clients < 1 || (*clients > 1 && (*rate > 0 || *produceOnly || *table != "job_runs" || inboxBench.on || len(*shardURLs) > 0)) {
+			return fmt.Errorf("--clients is at least 1, and above 1 runs the job-run burn-down (-n N) or continuous mode (--duration D) only")
+		}
 		ctx := cmd.Context()
 		log := newLogger(cfg, cmd.ErrOrStderr())
 		if len(*shardURLs) > 0 {
@@ -216,7 +222,7 @@ the handler sleep, so slots stay busy as with real work.`,
 		}
 		b := &bench{pool: pool, db: db, schema: cfg.Schema, client: producer, copier: jobq.New(jobq.Options{}), out: cmd.ErrOrStderr(),
 			enqueueBatch: *enqueueBatch, handlerTime: *handlerTime, enqueueMode: *enqueueMode,
-			reportEvery: *reportEvery, maintenance: *maintenance}
+			reportEvery: *reportEvery, maintenance: *maintenance, clients: *clients}
 		var res benchResult
 		if *table != "job_runs" || *orderedKeys != 0 {
 			if *table != "outbox" || *duration != 0 || *produceOnly || *orderedKeys < 0 {
@@ -244,7 +250,7 @@ the handler sleep, so slots stay busy as with real work.`,
 		res.FlushMs = float64(cfg.FlushInterval) / float64(time.Millisecond)
 		res.Config = map[string]string{}
 		var parts []string
-		for _, st := range benchSettings(*cfg, *enqueueMode) {
+		for _, st := range benchSettings(*cfg, *enqueueMode, *clients) {
 			res.Config[st[0]] = st[1]
 			mark := ""
 			if st[1] != st[2] {
@@ -314,13 +320,26 @@ type bench struct {
 	enqueueMode      string        // bulk inserts: enqueueCopy or enqueueUnnest
 	reportEvery      time.Duration // continuous: per-interval report (0: none)
 	maintenance      bool          // the worker's Client runs maintenance too
+	clients          int           // worker Clients (run); 0 is 1
 
-	lat    latencies     // run_at to handler start, per job
-	worker *workq.Client // the worker's (run)
+	lat     latencies       // run_at to handler start, per job
+	workers []*workq.Client // the worker's Clients (run)
 }
 
-// done returns the jobs the worker's Client completed (committed).
-func (b *bench) done() int64 { return b.worker.Stats().Done }
+// done returns the jobs the worker's Clients completed (committed).
+func (b *bench) done() int64 { return b.stats().Done }
+
+// stats adds up the worker's Clients' counters.
+func (b *bench) stats() workq.Stats {
+	var t workq.Stats
+	for _, c := range b.workers {
+		s := c.Stats()
+		t.Claimed += s.Claimed
+		t.Done += s.Done
+		t.LeaseLost += s.LeaseLost
+	}
+	return t
+}
 
 // benchArgs are the bench's jobs: of the built-in kind noop, so that a
 // separate 'workq worker --queues workq-bench' works them too.
@@ -337,24 +356,40 @@ func (b *bench) record(runAt time.Time) {
 	}
 }
 
-// run starts a workq.Client (without maintenance, as the bench always ran,
-// unless --maintenance) working ws and counting committed completions; it
-// stops when ctx ends.
-func (b *bench) run(ctx context.Context, cfg config.Config, ws *workq.Workers) (*workq.Client, chan error, error) {
+// run starts the worker: a workq.Client (without maintenance, as the bench
+// always ran, unless --maintenance) working ws and counting committed
+// completions, or --clients of them on the same pool; it stops when ctx
+// ends, and errc then says how the first that failed ended, once all have.
+func (b *bench) run(ctx context.Context, cfg config.Config, ws *workq.Workers) (errc chan error, err error) {
 	c := clientConfig(cfg, nil, ws, nil)
 	c.Maintenance.Disabled = !b.maintenance
-	client, err := workq.NewClient(b.pool, c)
-	if err != nil {
-		return nil, nil, err
+	b.workers = nil
+	for range max(b.clients, 1) {
+		client, err := workq.NewClient(b.pool, c)
+		if err != nil {
+			return nil, err
+		}
+		b.workers = append(b.workers, client)
 	}
-	b.worker = client
-	errc := make(chan error, 1)
-	go func() { errc <- client.Run(ctx) }()
-	return client, errc, nil
+	ended := make(chan error, len(b.workers))
+	for _, client := range b.workers {
+		go func() { ended <- client.Run(ctx) }()
+	}
+	errc = make(chan error, 1)
+	go func() {
+		var first error
+		for range b.workers {
+			if err := <-ended; err != nil && first == nil {
+				first = err
+			}
+		}
+		errc <- first
+	}()
+	return errc, nil
 }
 
 // runJobs is run with the typed no-op worker of benchArgs.
-func (b *bench) runJobs(ctx context.Context, cfg config.Config) (*workq.Client, chan error, error) {
+func (b *bench) runJobs(ctx context.Context, cfg config.Config) (chan error, error) {
 	ws := workq.NewWorkers()
 	workq.AddWorker(ws, workq.WorkFunc(func(_ context.Context, j *workq.Job[benchArgs]) error {
 		b.record(j.RunAt)
@@ -398,7 +433,7 @@ func (b *bench) burnDown(ctx context.Context, cfg config.Config, n int) (benchRe
 	defer stop()
 	start = time.Now()
 	b.cpuStart = processCPU()
-	client, errc, err := b.runJobs(wctx, cfg)
+	errc, err := b.runJobs(wctx, cfg)
 	if err != nil {
 		return benchResult{}, err
 	}
@@ -414,7 +449,7 @@ func (b *bench) burnDown(ctx context.Context, cfg config.Config, n int) (benchRe
 	if err := <-errc; err != nil {
 		return benchResult{}, err
 	}
-	res := b.result("burn-down", b.done(), elapsed, client)
+	res := b.result("burn-down", b.done(), elapsed)
 	res.InsertPerS = insertRate
 	return res, nil
 }
@@ -427,7 +462,7 @@ func (b *bench) continuous(ctx context.Context, cfg config.Config, d time.Durati
 	backlog := int64(max(4*cfg.Batch, 5000))
 	wctx, stop := context.WithCancel(ctx)
 	defer stop()
-	client, errc, err := b.runJobs(wctx, cfg)
+	errc, err := b.runJobs(wctx, cfg)
 	if err != nil {
 		return benchResult{}, err
 	}
@@ -438,7 +473,7 @@ func (b *bench) continuous(ctx context.Context, cfg config.Config, d time.Durati
 	go func() {
 		defer pwg.Done()
 		for pctx.Err() == nil {
-			if inserted.Load()-client.Stats().Claimed >= backlog {
+			if inserted.Load()-b.stats().Claimed >= backlog {
 				time.Sleep(time.Millisecond)
 				continue
 			}
@@ -465,7 +500,7 @@ func (b *bench) continuous(ctx context.Context, cfg config.Config, d time.Durati
 	if err := <-errc; err != nil {
 		return benchResult{}, err
 	}
-	res := b.result("continuous", jobs, elapsed, client)
+	res := b.result("continuous", jobs, elapsed)
 	res.RSSStartMB, res.RSSEndMB = heapStart, heapEnd
 	res.Intervals, res.Maintenance = intervals, b.maintenance
 	return res, nil
@@ -515,7 +550,7 @@ func (b *bench) rateMode(ctx context.Context, cfg config.Config, d time.Duration
 	}
 	wctx, stop := context.WithCancel(ctx)
 	defer stop()
-	client, errc, err := b.runJobs(wctx, cfg)
+	errc, err := b.runJobs(wctx, cfg)
 	if err != nil {
 		return benchResult{}, err
 	}
@@ -540,7 +575,7 @@ func (b *bench) rateMode(ctx context.Context, cfg config.Config, d time.Duration
 	if b.enqueueBatch > 0 {
 		mode = "rate-batched"
 	}
-	res := b.result(mode, b.done(), elapsed, client)
+	res := b.result(mode, b.done(), elapsed)
 	res.EnqueueBatch, res.HandlerMs = b.enqueueBatch, float64(b.handlerTime)/float64(time.Millisecond)
 	if len(floor) > 0 {
 		res.FloorP50, res.FloorP95, res.FloorP99 = millis(floor[len(floor)/2]), millis(floor[len(floor)*95/100]), millis(floor[len(floor)*99/100])
@@ -642,11 +677,11 @@ func (b *bench) keepBacklog(ctx context.Context, d time.Duration, backlog int64)
 	return nil
 }
 
-func (b *bench) result(mode string, jobs int64, elapsed time.Duration, client *workq.Client) benchResult {
+func (b *bench) result(mode string, jobs int64, elapsed time.Duration) benchResult {
 	q, _ := b.lat.quantiles(0.50, 0.95, 0.99)
 	r := benchResult{
 		Mode: mode, Jobs: jobs, Seconds: elapsed.Seconds(), JobsPerSec: float64(jobs) / elapsed.Seconds(),
-		LatencyP50: millis(q[0]), LatencyP95: millis(q[1]), LatencyP99: millis(q[2]), LeaseLost: client.Stats().LeaseLost,
+		LatencyP50: millis(q[0]), LatencyP95: millis(q[1]), LatencyP99: millis(q[2]), LeaseLost: b.stats().LeaseLost,
 	}
 	if b.cpuStart > 0 && b.cpuEnd > b.cpuStart && jobs > 0 {
 		r.CPUPerJob = float64((b.cpuEnd-b.cpuStart)/time.Microsecond) / float64(jobs)

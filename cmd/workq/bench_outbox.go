@@ -53,7 +53,7 @@ func (b *bench) burnDownOutbox(ctx context.Context, cfg config.Config, n, keys i
 	wctx, stop := context.WithCancel(ctx)
 	defer stop()
 	start = time.Now()
-	client, errc, err := b.run(wctx, cfg, ws)
+	errc, err := b.run(wctx, cfg, ws)
 	if err != nil {
 		return benchResult{}, err
 	}
@@ -72,7 +72,7 @@ func (b *bench) burnDownOutbox(ctx context.Context, cfg config.Config, n, keys i
 	if keys > 0 {
 		mode = fmt.Sprintf("outbox ordered burn-down (%d keys)", keys)
 	}
-	res := b.result(mode, b.done(), elapsed, client)
+	res := b.result(mode, b.done(), elapsed)
 	res.InsertPerS = insertRate
 	return res, nil
 }

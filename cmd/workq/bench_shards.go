@@ -107,7 +107,7 @@ func benchShards(ctx context.Context, cfg config.Config, log *slog.Logger, specs
 	go func() { errc <- client.Run(wctx) }()
 
 	res := shardBenchResult{Shards: len(shards), Config: map[string]string{}}
-	for _, st := range benchSettings(cfg, enqueueCopy) {
+	for _, st := range benchSettings(cfg, enqueueCopy, 1) {
 		res.Config[st[0]] = st[1]
 	}
 	var base []int64

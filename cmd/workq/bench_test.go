@@ -2,6 +2,8 @@ package main
 
 import (
 	"encoding/json"
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/workq/workq/internal/testdb"
@@ -25,6 +27,14 @@ func TestBenchModes(t *testing.T) {
 			}
 			if r.CPUPerJob <= 0 {
 				t.Errorf("process CPU per job %.2f µs; want it measured over the window", r.CPUPerJob)
+			}
+		}},
+		{"burn-down, two clients", []string{"-n", "2000", "--clients", "2"}, func(t *testing.T, r benchResult) {
+			if r.Mode != "burn-down" || r.Jobs != 2000 {
+				t.Errorf("mode %q, %d jobs; want burn-down of 2000", r.Mode, r.Jobs)
+			}
+			if r.Config["clients"] != "2" || !slices.Contains(r.NonDefault, "clients") {
+				t.Errorf("config %v, not the default %v; want clients=2 reported as not the default", r.Config, r.NonDefault)
 			}
 		}},
 		{"continuous", []string{"--duration", "1s"}, func(t *testing.T, r benchResult) {
@@ -76,5 +86,23 @@ func TestBenchModes(t *testing.T) {
 			}
 			c.check(t, r)
 		})
+	}
+}
+
+// TestBenchRejectsClients: --clients below 1, or above 1 with a mode that
+// runs no job-run worker of its own, is refused before anything runs.
+func TestBenchRejectsClients(t *testing.T) {
+	isolateEnv(t)
+	t.Setenv("DATABASE_URL", testdb.URL(t))
+	for _, args := range [][]string{
+		{"--clients", "0"},
+		{"--clients", "2", "--duration", "1s", "--rate", "50"},
+		{"--clients", "2", "--produce-only", "--duration", "1s"},
+		{"--clients", "2", "--table", "outbox"},
+	} {
+		_, err := runCLI(t, append([]string{"bench"}, args...)...)
+		if err == nil || !strings.Contains(err.Error(), "--clients") {
+			t.Errorf("bench %v: err %v; want one that names --clients", args, err)
+		}
 	}
 }

@@ -87,11 +87,14 @@ div() { awk -v x="$1" -v y="$2" 'BEGIN {printf "%.3f", x / y}'; }
 
 declare -A col # col[mode.what] = newline-separated values over the rounds
 add() { col[$1]+="$2"$'\n'; }
-# One ceiling burn-down first, not counted: the first run on a server that
-# has been idle ran at half the rate of the rounds after it (45,517 rows/s
-# against 89,000-95,000, 2026-12-07), which the paired ratio of round 1
-# then carried (1.71).
-[ "${WARMUP:-1}" = 0 ] || run_ceiling warmup-ceiling >/dev/null
+# One ceiling burn-down first, not counted (its rate goes to standard
+# error): in a series on 2026-12-07 the first run, on a server started
+# minutes before, ran at half the rate of the rounds after it (45,517
+# rows/s against 89,000-95,000, cause unknown), and round 1's paired ratio
+# (1.71) moved the median.
+if [ "${WARMUP:-1}" != 0 ]; then
+  echo "warm-up (not counted): ceiling $(run_ceiling warmup-ceiling) rows/s" >&2
+fi
 for i in $(seq 1 "$RUNS"); do
   load=$(cut -d' ' -f1 /proc/loadavg)
   c=$(run_ceiling "r$i-ceiling")

@@ -2,8 +2,9 @@
 # Where a burn-down's time goes, per statement: one burn-down of N jobs at
 # default flags on a throwaway cluster (own port, pg_stat_statements loaded;
 # otherwise the shared test server's settings: shared_buffers 128MB,
-# autovacuum off, max_wal_size 1GB, durable commits; its WAL segments made
-# before the run, as on a server in use), fresh database, then
+# autovacuum off, max_wal_size 1GB, durable commits; but min_wal_size 1GB,
+# and its WAL segments made before the run, as on a server in use), fresh
+# database, then
 # per statement: calls, µs and rows per job, plans per call and planning µs
 # per job (PostgreSQL plans a prepared statement again whenever it picks a
 # custom plan), WAL bytes per job, shared
@@ -53,8 +54,13 @@ psql -qX "$URL" -c "create extension pg_stat_statements"
 # not the same share in every mode. So fill max_wal_size with WAL first,
 # and keep it (min_wal_size 1GB): the run recycles segments, as the
 # shared server's runs do.
-psql -qX "$BASE/postgres" -c "create table wal_warmup as select g, repeat('w', 900) as pad from generate_series(1, 1100000) g" \
+# About 1.2 GB of WAL (~1,000 bytes a row); the last checkpoint keeps it
+# as segments to recycle (min_wal_size), about 64 of them.
+psql -qX -v ON_ERROR_STOP=1 "$BASE/postgres" \
+  -c "create table wal_warmup as select g, repeat('w', 900) as pad from generate_series(1, 1200000) g" \
   -c "drop table wal_warmup" -c "checkpoint"
+segs=$(psql -qXAt "$BASE/postgres" -c "select count(*) from pg_ls_waldir() where name ~ '^[0-9A-F]{24}$'")
+[ "$segs" -ge 60 ] || { echo "bench-statements.sh: only $segs WAL segments after the warm-up (want about 64)" >&2; exit 1; }
 
 # CPU seconds of the whole cluster: the postmaster's reaped children
 # (cutime, cstime: backends that exited) plus every live process's own.

@@ -82,6 +82,9 @@ type benchResult struct {
 
 // benchSettings lists the settings that shape a benchmark run, as
 // (name, value, default value).
+// maxBenchClients bounds --clients: each Client has a pool of --max-conns.
+const maxBenchClients = 16
+
 func benchSettings(cfg config.Config, enqueueMode string, clients int) [][3]string {
 	d := config.Default()
 	gogc := strconv.Itoa(defaultGCPercent)
@@ -138,7 +141,7 @@ the handler sleep, so slots stay busy as with real work.`,
 	table := f.String("table", "job_runs", "work table: job_runs, or outbox (burn-down only; see bench_outbox.go)")
 	orderedKeys := f.Int("ordered-keys", 0, "--table outbox: spread the messages over this many partition keys (0: unkeyed)")
 	clients := f.Int("clients", 1, "burn-down or continuous: run this many worker Clients on the queue in this process, each with its own claim loop, "+
-		"--concurrency handlers and completion flushes, as that many worker processes would")
+		"--concurrency handlers, completion flushes and pool of --max-conns, as that many worker processes would")
 	shardURLs := f.StringSlice("shards", nil, "job runs over a sharded Client: the shards' database URLs (comma-separated or repeated; NAME=URL names one), "+
 		"burn-down or continuous; reports each shard's and the total jobs/s (--concurrency is shared by the shards)")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
@@ -184,8 +187,9 @@ the handler sleep, so slots stay busy as with real work.`,
 		if *enqueueBatch < 0 || (*enqueueBatch > 0 && *rate == 0) || *handlerTime < 0 {
 			return fmt.Errorf("--enqueue-batch needs --rate and must not be negative; --handler-time must not be negative")
 		}
-		if *clients < 1 || (*clients > 1 && (*rate > 0 || *produceOnly || *table != "job_runs" || inboxBench.on || len(*shardURLs) > 0)) {
-			return fmt.Errorf("--clients is at least 1, and above 1 runs the job-run burn-down (-n N) or continuous mode (--duration D) only")
+		if *clients < 1 || *clients > maxBenchClients ||
+			(*clients > 1 && (*rate > 0 || *produceOnly || *table != "job_runs" || *orderedKeys != 0 || inboxBench.on || len(*shardURLs) > 0)) {
+			return fmt.Errorf("--clients is 1 to %d, and above 1 runs the job-run burn-down (-n N) or continuous mode (--duration D) only", maxBenchClients)
 		}
 		ctx := cmd.Context()
 		log := newLogger(cfg, cmd.ErrOrStderr())
@@ -333,10 +337,7 @@ func (b *bench) done() int64 { return b.stats().Done }
 func (b *bench) stats() workq.Stats {
 	var t workq.Stats
 	for _, c := range b.workers {
-		s := c.Stats()
-		t.Claimed += s.Claimed
-		t.Done += s.Done
-		t.LeaseLost += s.LeaseLost
+		t = t.Add(c.Stats())
 	}
 	return t
 }
@@ -358,29 +359,51 @@ func (b *bench) record(runAt time.Time) {
 
 // run starts the worker: a workq.Client (without maintenance, as the bench
 // always ran, unless --maintenance) working ws and counting committed
-// completions, or --clients of them on the same pool; it stops when ctx
-// ends, and errc then says how the first that failed ended, once all have.
+// completions, or --clients of them, the first on the bench's pool and each
+// other on a pool of its own with the same settings, as another worker
+// process would have. They stop when ctx ends or one of them fails; errc
+// then says how the first that failed ended, once all have (nil: none
+// failed).
 func (b *bench) run(ctx context.Context, cfg config.Config, ws *workq.Workers) (errc chan error, err error) {
 	c := clientConfig(cfg, nil, ws, nil)
 	c.Maintenance.Disabled = !b.maintenance
-	b.workers = nil
-	for range max(b.clients, 1) {
-		client, err := workq.NewClient(b.pool, c)
+	pools := []*pgxpool.Pool{b.pool}
+	closeOwn := func() {
+		for _, p := range pools[1:] {
+			p.Close()
+		}
+	}
+	for i := 1; i < max(b.clients, 1); i++ {
+		p, err := pgxpool.NewWithConfig(ctx, b.pool.Config().Copy())
 		if err != nil {
+			closeOwn()
+			return nil, fmt.Errorf("pool of worker client %d: %w", i+1, err)
+		}
+		pools = append(pools, p)
+	}
+	b.workers = nil
+	for _, p := range pools {
+		client, err := workq.NewClient(p, c)
+		if err != nil {
+			closeOwn()
 			return nil, err
 		}
 		b.workers = append(b.workers, client)
 	}
+	rctx, cancel := context.WithCancel(ctx)
 	ended := make(chan error, len(b.workers))
 	for _, client := range b.workers {
-		go func() { ended <- client.Run(ctx) }()
+		go func() { ended <- client.Run(rctx) }()
 	}
 	errc = make(chan error, 1)
 	go func() {
+		defer closeOwn()
+		defer cancel()
 		var first error
 		for range b.workers {
 			if err := <-ended; err != nil && first == nil {
 				first = err
+				cancel() // the others stop too
 			}
 		}
 		errc <- first
@@ -441,7 +464,11 @@ func (b *bench) burnDown(ctx context.Context, cfg config.Config, n int) (benchRe
 		if ctx.Err() != nil {
 			return benchResult{}, ctx.Err()
 		}
-		time.Sleep(2 * time.Millisecond)
+		select {
+		case err := <-errc:
+			return benchResult{}, fmt.Errorf("the worker stopped after %d of %d jobs: %v", b.done(), n, err)
+		case <-time.After(2 * time.Millisecond):
+		}
 	}
 	elapsed := time.Since(start)
 	b.cpuEnd = processCPU()
@@ -459,7 +486,7 @@ func (b *bench) continuous(ctx context.Context, cfg config.Config, d time.Durati
 	// about this many rows. Rows claimed but not yet completed are not
 	// backlog: counting them starved the claimer once claims could be as
 	// large as a batch and completions wait for their flush.
-	backlog := int64(max(4*cfg.Batch, 5000))
+	backlog := int64(max(4*cfg.Batch*max(b.clients, 1), 5000))
 	wctx, stop := context.WithCancel(ctx)
 	defer stop()
 	errc, err := b.runJobs(wctx, cfg)

@@ -89,20 +89,25 @@ func TestBenchModes(t *testing.T) {
 	}
 }
 
-// TestBenchRejectsClients: --clients below 1, or above 1 with a mode that
-// runs no job-run worker of its own, is refused before anything runs.
+// TestBenchRejectsClients: --clients outside 1 to maxBenchClients, or above
+// 1 with a mode that runs no job-run worker of its own, is refused before
+// anything connects: the database URL names a port nothing listens on.
 func TestBenchRejectsClients(t *testing.T) {
 	isolateEnv(t)
-	t.Setenv("DATABASE_URL", testdb.URL(t))
+	t.Setenv("DATABASE_URL", "postgres://postgres@127.0.0.1:1/none?connect_timeout=1")
 	for _, args := range [][]string{
 		{"--clients", "0"},
+		{"--clients", "-1"},
+		{"--clients", "17"},
 		{"--clients", "2", "--duration", "1s", "--rate", "50"},
 		{"--clients", "2", "--produce-only", "--duration", "1s"},
 		{"--clients", "2", "--table", "outbox"},
+		{"--clients", "2", "--ordered-keys", "3"},
+		{"--clients", "2", "--shards", "postgres://postgres@127.0.0.1:1/a,postgres://postgres@127.0.0.1:1/b"},
 	} {
 		_, err := runCLI(t, append([]string{"bench"}, args...)...)
-		if err == nil || !strings.Contains(err.Error(), "--clients") {
-			t.Errorf("bench %v: err %v; want one that names --clients", args, err)
+		if err == nil || !strings.Contains(err.Error(), "--clients is 1 to") {
+			t.Errorf("bench %v: err %v; want the --clients refusal", args, err)
 		}
 	}
 }

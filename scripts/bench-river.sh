@@ -93,7 +93,9 @@ add() { col[$1]+="$2"$'\n'; }
 # rows/s against 89,000-95,000, cause unknown), and round 1's paired ratio
 # (1.71) moved the median.
 if [ "${WARMUP:-1}" != 0 ]; then
-  echo "warm-up (not counted): ceiling $(run_ceiling warmup-ceiling) rows/s" >&2
+  w=$(run_ceiling warmup-ceiling)
+  [ -n "$w" ] || { echo "bench-river.sh: the warm-up ceiling run failed, see $OUT/warmup-ceiling.log" >&2; exit 1; }
+  echo "warm-up (not counted): ceiling $w rows/s" >&2
 fi
 for i in $(seq 1 "$RUNS"); do
   load=$(cut -d' ' -f1 /proc/loadavg)

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -80,11 +81,11 @@ type benchResult struct {
 	NonDefault []string          `json:"non_default"`
 }
 
-// benchSettings lists the settings that shape a benchmark run, as
-// (name, value, default value).
 // maxBenchClients bounds --clients: each Client has a pool of --max-conns.
 const maxBenchClients = 16
 
+// benchSettings lists the settings that shape a benchmark run, as
+// (name, value, default value).
 func benchSettings(cfg config.Config, enqueueMode string, clients int) [][3]string {
 	d := config.Default()
 	gogc := strconv.Itoa(defaultGCPercent)
@@ -141,7 +142,8 @@ the handler sleep, so slots stay busy as with real work.`,
 	table := f.String("table", "job_runs", "work table: job_runs, or outbox (burn-down only; see bench_outbox.go)")
 	orderedKeys := f.Int("ordered-keys", 0, "--table outbox: spread the messages over this many partition keys (0: unkeyed)")
 	clients := f.Int("clients", 1, "burn-down or continuous: run this many worker Clients on the queue in this process, each with its own claim loop, "+
-		"--concurrency handlers, completion flushes and pool of --max-conns, as that many worker processes would")
+		"--concurrency handlers, completion flushes and pool of --max-conns, as that many worker processes would (1 to 16; "+
+		"the server must accept clients x --max-conns connections)")
 	shardURLs := f.StringSlice("shards", nil, "job runs over a sharded Client: the shards' database URLs (comma-separated or repeated; NAME=URL names one), "+
 		"burn-down or continuous; reports each shard's and the total jobs/s (--concurrency is shared by the shards)")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
@@ -208,6 +210,9 @@ the handler sleep, so slots stay busy as with real work.`,
 			return err
 		}
 		defer done()
+		if err := benchFitsConnections(ctx, pool, *clients, cfg.MaxConns); err != nil {
+			return err
+		}
 		if _, err := migrateUp(ctx, cfg, pool); err != nil {
 			return err
 		}
@@ -357,6 +362,25 @@ func (b *bench) record(runAt time.Time) {
 	}
 }
 
+// benchFitsConnections refuses --clients whose pools of maxConns each could
+// ask the server for more connections than it accepts from ordinary roles
+// (max_connections less superuser_reserved_connections): a Client short of
+// connections never finishes a burn-down.
+func benchFitsConnections(ctx context.Context, pool *pgxpool.Pool, clients int, maxConns int32) error {
+	if clients <= 1 {
+		return nil
+	}
+	var limit int
+	err := pool.QueryRow(ctx, `select current_setting('max_connections')::int - current_setting('superuser_reserved_connections')::int`).Scan(&limit)
+	if err != nil {
+		return fmt.Errorf("read the server's connection limit: %w", err)
+	}
+	if need := clients * int(maxConns); need > limit {
+		return fmt.Errorf("--clients %d with --max-conns %d may open %d connections; the server accepts %d: use fewer Clients or a lower --max-conns", clients, maxConns, need, limit)
+	}
+	return nil
+}
+
 // run starts the worker: a workq.Client (without maintenance, as the bench
 // always ran, unless --maintenance) working ws and counting committed
 // completions, or --clients of them, the first on the bench's pool and each
@@ -374,7 +398,7 @@ func (b *bench) run(ctx context.Context, cfg config.Config, ws *workq.Workers) (
 		}
 	}
 	for i := 1; i < max(b.clients, 1); i++ {
-		p, err := pgxpool.NewWithConfig(ctx, b.pool.Config().Copy())
+		p, err := pgxpool.NewWithConfig(ctx, b.pool.Config()) // a copy of its settings
 		if err != nil {
 			closeOwn()
 			return nil, fmt.Errorf("pool of worker client %d: %w", i+1, err)
@@ -397,8 +421,6 @@ func (b *bench) run(ctx context.Context, cfg config.Config, ws *workq.Workers) (
 	}
 	errc = make(chan error, 1)
 	go func() {
-		defer closeOwn()
-		defer cancel()
 		var first error
 		for range b.workers {
 			if err := <-ended; err != nil && first == nil {
@@ -406,9 +428,38 @@ func (b *bench) run(ctx context.Context, cfg config.Config, ws *workq.Workers) (
 				cancel() // the others stop too
 			}
 		}
+		cancel()
+		closeOwn()
 		errc <- first
 	}()
 	return errc, nil
+}
+
+// waitDone waits until the worker's Clients have completed n jobs. It
+// fails when ctx ends, when the Clients stop first (errc), and without
+// maintenance when a completion was given up on: no reaper would ever
+// retry its job, so n could never be reached.
+func (b *bench) waitDone(ctx context.Context, n int64, errc chan error) error {
+	for b.done() < n {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if st := b.stats(); st.Unflushed > 0 && !b.maintenance {
+			return fmt.Errorf("the worker gave up on %d completions after %d of %d jobs, and without --maintenance nothing retries them", st.Unflushed, b.done(), n)
+		}
+		select {
+		case err := <-errc:
+			if err == nil {
+				err = ctx.Err()
+			}
+			if err == nil {
+				err = errors.New("every worker Client ended")
+			}
+			return fmt.Errorf("the worker stopped after %d of %d jobs: %w", b.done(), n, err)
+		case <-time.After(2 * time.Millisecond):
+		}
+	}
+	return nil
 }
 
 // runJobs is run with the typed no-op worker of benchArgs.
@@ -460,15 +511,8 @@ func (b *bench) burnDown(ctx context.Context, cfg config.Config, n int) (benchRe
 	if err != nil {
 		return benchResult{}, err
 	}
-	for b.done() < int64(n) {
-		if ctx.Err() != nil {
-			return benchResult{}, ctx.Err()
-		}
-		select {
-		case err := <-errc:
-			return benchResult{}, fmt.Errorf("the worker stopped after %d of %d jobs: %v", b.done(), n, err)
-		case <-time.After(2 * time.Millisecond):
-		}
+	if err := b.waitDone(ctx, int64(n), errc); err != nil {
+		return benchResult{}, err
 	}
 	elapsed := time.Since(start)
 	b.cpuEnd = processCPU()

@@ -57,11 +57,8 @@ func (b *bench) burnDownOutbox(ctx context.Context, cfg config.Config, n, keys i
 	if err != nil {
 		return benchResult{}, err
 	}
-	for b.done() < int64(n) {
-		if ctx.Err() != nil {
-			return benchResult{}, ctx.Err()
-		}
-		time.Sleep(2 * time.Millisecond)
+	if err := b.waitDone(ctx, int64(n), errc); err != nil {
+		return benchResult{}, err
 	}
 	elapsed := time.Since(start)
 	stop()

@@ -111,3 +111,15 @@ func TestBenchRejectsClients(t *testing.T) {
 		}
 	}
 }
+
+// TestBenchRefusesClientsBeyondTheServersConnections: --clients whose
+// pools could ask for more connections than the server accepts is refused
+// once connected, before the bench migrates or resets anything.
+func TestBenchRefusesClientsBeyondTheServersConnections(t *testing.T) {
+	isolateEnv(t)
+	t.Setenv("DATABASE_URL", testdb.URL(t))
+	_, err := runCLI(t, "bench", "-n", "10", "--clients", "16", "--max-conns", "100")
+	if err == nil || !strings.Contains(err.Error(), "the server accepts") {
+		t.Fatalf("bench --clients 16 --max-conns 100: err %v; want the server's connection limit named", err)
+	}
+}

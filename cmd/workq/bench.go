@@ -440,12 +440,18 @@ func (b *bench) run(ctx context.Context, cfg config.Config, ws *workq.Workers) (
 // maintenance when a completion was given up on: no reaper would ever
 // retry its job, so n could never be reached.
 func (b *bench) waitDone(ctx context.Context, n int64, errc chan error) error {
-	for b.done() < n {
+	for {
+		// One read of the Clients' counters per poll: this loop runs in the
+		// measured window.
+		st := b.stats()
+		if st.Done >= n {
+			return nil
+		}
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		if st := b.stats(); st.Unflushed > 0 && !b.maintenance {
-			return fmt.Errorf("the worker gave up on %d completions after %d of %d jobs, and without --maintenance nothing retries them", st.Unflushed, b.done(), n)
+		if st.Unflushed > 0 && !b.maintenance {
+			return fmt.Errorf("the worker gave up on %d completions after %d of %d jobs, and without --maintenance nothing retries them", st.Unflushed, st.Done, n)
 		}
 		select {
 		case err := <-errc:
@@ -459,7 +465,6 @@ func (b *bench) waitDone(ctx context.Context, n int64, errc chan error) error {
 		case <-time.After(2 * time.Millisecond):
 		}
 	}
-	return nil
 }
 
 // runJobs is run with the typed no-op worker of benchArgs.
